@@ -1,0 +1,563 @@
+//! Address arithmetic of the dataset files, and their header pages.
+//!
+//! The core idea (after BeaconGNN's DirectGraph, adapted to a host file
+//! system): every node owns one fixed-size *slot*, and `slots_per_page` slots
+//! are packed into each page of `graph.fg`. A node's slot address is therefore
+//! pure arithmetic on its internal id:
+//!
+//! ```text
+//! slot_offset(v) = page_size                      // header page
+//!                + (v / slots_per_page) * page_size
+//!                + (v % slots_per_page) * slot_bytes
+//! ```
+//!
+//! so neighbor ids stored on disk *are* direct addresses: following an edge
+//! costs no index lookup, and the engine keeps **zero bytes of in-memory index
+//! per node**. A slot never crosses a page boundary, so one read of at most one
+//! page (rounded out to 512 B sectors) returns a node's degree, feature row and
+//! first `inline_cap` neighbors. Neighbors beyond `inline_cap` live in
+//! `overflow.fg`, contiguous per node, so a hub costs one more (large) read.
+//!
+//! Architecture invariant: all arithmetic here is checked; [`Layout::new`]
+//! refuses parameters whose file sizes would overflow `u64`.
+
+use crate::checksum::crc_at;
+use crate::dtype::Dtype;
+use crate::error::{FormatError, Result};
+use crate::{FORMAT_VERSION, PAGE_SIZE_MAX, PAGE_SIZE_MIN, SECTOR_BYTES};
+
+/// Bytes of the fixed slot header: crc32c u32, degree u32, original id u64,
+/// first overflow entry u64 (see docs/format.md).
+pub const SLOT_HEADER_BYTES: u32 = 24;
+
+/// Bytes at the end of every overflow page: page number u32 + crc32c u32.
+pub const OVERFLOW_TRAILER_BYTES: u32 = 8;
+
+/// Where feature rows live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeaturePlacement {
+    /// Inside each node's slot, beside its adjacency (one read for both).
+    Inline,
+    /// In `features.fg`, one row per `feature_stride` bytes (a multiple of
+    /// 512), because a row is too large to share a page with adjacency.
+    Separate,
+}
+
+/// Everything needed to compute any address in a dataset. Derived from the
+/// manifest and re-checked against the header pages on open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub page_size: u32,
+    pub num_nodes: u64,
+    /// Stored neighbor entries (directed), the sum of all degrees.
+    pub num_edges: u64,
+    pub id_bytes: u32,
+    pub feature_dim: u32,
+    pub feature_dtype: Dtype,
+    pub placement: FeaturePlacement,
+    pub inline_cap: u32,
+    pub slot_bytes: u32,
+    pub slots_per_page: u32,
+    pub overflow_entries: u64,
+}
+
+fn round_up(x: u64, to: u64) -> Option<u64> {
+    x.checked_add(to - 1).map(|v| v / to * to)
+}
+
+impl Layout {
+    /// Builds and validates a layout. `file` names the source of the values
+    /// for error messages.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        file: &str,
+        page_size: u32,
+        num_nodes: u64,
+        num_edges: u64,
+        id_bytes: u32,
+        feature_dim: u32,
+        feature_dtype: Dtype,
+        placement: FeaturePlacement,
+        inline_cap: u32,
+        overflow_entries: u64,
+    ) -> Result<Layout> {
+        if !(PAGE_SIZE_MIN..=PAGE_SIZE_MAX).contains(&page_size) || !page_size.is_power_of_two() {
+            return Err(FormatError::oob(
+                file,
+                0,
+                "page_size",
+                page_size as u64,
+                format!("a power of two in [{PAGE_SIZE_MIN}, {PAGE_SIZE_MAX}]"),
+            ));
+        }
+        if id_bytes != 4 && id_bytes != 8 {
+            return Err(FormatError::oob(file, 0, "id_bytes", id_bytes as u64, "4 or 8"));
+        }
+        let id_max = if id_bytes == 4 { u32::MAX as u64 } else { u64::MAX };
+        if num_nodes > id_max {
+            return Err(FormatError::oob(file, 0, "num_nodes", num_nodes, format!("<= {id_max} for {id_bytes}-byte ids")));
+        }
+        if !feature_dtype.is_float() {
+            return Err(FormatError::invalid(file, format!("feature dtype {} is not a float type", feature_dtype.name())));
+        }
+        let row = (feature_dim as u64)
+            .checked_mul(feature_dtype.size() as u64)
+            .filter(|r| *r <= u32::MAX as u64)
+            .ok_or_else(|| FormatError::oob(file, 0, "feature_dim", feature_dim as u64, "a row of at most 4 GiB"))?;
+        let inline_row = if placement == FeaturePlacement::Inline { row } else { 0 };
+        let slot = (SLOT_HEADER_BYTES as u64)
+            .checked_add(inline_row)
+            .and_then(|s| s.checked_add(inline_cap as u64 * id_bytes as u64))
+            .and_then(|s| round_up(s, 8))
+            .unwrap_or(u64::MAX);
+        if slot > page_size as u64 {
+            return Err(FormatError::oob(
+                file,
+                0,
+                "slot_bytes",
+                slot,
+                format!("<= page_size {page_size} (inline_cap {inline_cap}, inline feature row {inline_row} B)"),
+            ));
+        }
+        if overflow_entries > num_edges {
+            return Err(FormatError::oob(file, 0, "overflow_entries", overflow_entries, format!("<= num_edges {num_edges}")));
+        }
+        let layout = Layout {
+            page_size,
+            num_nodes,
+            num_edges,
+            id_bytes,
+            feature_dim,
+            feature_dtype,
+            placement,
+            inline_cap,
+            slot_bytes: slot as u32,
+            slots_per_page: (page_size as u64 / slot) as u32,
+            overflow_entries,
+        };
+        // Every file size must be representable: compute them once, checked.
+        layout
+            .graph_file_bytes_checked()
+            .zip(layout.overflow_file_bytes_checked())
+            .zip(layout.features_file_bytes_checked())
+            .ok_or_else(|| FormatError::invalid(file, "layout parameters overflow 64-bit file sizes"))?;
+        Ok(layout)
+    }
+
+    /// Bytes of one feature row as stored.
+    pub fn row_bytes(&self) -> u32 {
+        self.feature_dim * self.feature_dtype.size() as u32
+    }
+
+    /// Row pitch in `features.fg`: the row rounded up to whole 512 B sectors,
+    /// so every row starts on a sector and is fetched by one O_DIRECT read of
+    /// exactly `ceil(row/512)` sectors.
+    pub fn feature_stride(&self) -> u64 {
+        round_up(self.row_bytes() as u64, SECTOR_BYTES).unwrap_or(0).max(SECTOR_BYTES)
+    }
+
+    pub fn slot_pages(&self) -> u64 {
+        self.num_nodes.div_ceil(self.slots_per_page as u64)
+    }
+
+    fn graph_file_bytes_checked(&self) -> Option<u64> {
+        self.slot_pages().checked_add(1)?.checked_mul(self.page_size as u64)
+    }
+    pub fn graph_file_bytes(&self) -> u64 {
+        self.graph_file_bytes_checked().expect("checked in Layout::new")
+    }
+
+    /// Byte offset of node `v`'s slot in `graph.fg`. Caller checks `v < num_nodes`.
+    pub fn slot_offset(&self, v: u64) -> u64 {
+        debug_assert!(v < self.num_nodes);
+        let k = self.slots_per_page as u64;
+        self.page_size as u64 + (v / k) * self.page_size as u64 + (v % k) * self.slot_bytes as u64
+    }
+
+    /// Offset of the feature row inside a slot (inline placement).
+    pub fn inline_feature_offset(&self) -> u32 {
+        SLOT_HEADER_BYTES
+    }
+
+    /// Offset of the first inline neighbor id inside a slot.
+    pub fn inline_ids_offset(&self) -> u32 {
+        SLOT_HEADER_BYTES + if self.placement == FeaturePlacement::Inline { self.row_bytes() } else { 0 }
+    }
+
+    /// Absolute byte range of node `v`'s feature row, and whether it lies in
+    /// `graph.fg` (true) or `features.fg` (false).
+    pub fn feature_range(&self, v: u64) -> (bool, u64, u64) {
+        match self.placement {
+            FeaturePlacement::Inline => {
+                let start = self.slot_offset(v) + SLOT_HEADER_BYTES as u64;
+                (true, start, start + self.row_bytes() as u64)
+            }
+            FeaturePlacement::Separate => {
+                let start = self.page_size as u64 + v * self.feature_stride();
+                (false, start, start + self.row_bytes() as u64)
+            }
+        }
+    }
+
+    pub fn overflow_ids_per_page(&self) -> u64 {
+        ((self.page_size - OVERFLOW_TRAILER_BYTES) / self.id_bytes) as u64
+    }
+    pub fn overflow_pages(&self) -> u64 {
+        self.overflow_entries.div_ceil(self.overflow_ids_per_page())
+    }
+    fn overflow_file_bytes_checked(&self) -> Option<u64> {
+        self.overflow_pages().checked_add(1)?.checked_mul(self.page_size as u64)
+    }
+    pub fn overflow_file_bytes(&self) -> u64 {
+        self.overflow_file_bytes_checked().expect("checked in Layout::new")
+    }
+    /// Byte offset of overflow entry `e` in `overflow.fg`.
+    pub fn overflow_entry_offset(&self, e: u64) -> u64 {
+        let per = self.overflow_ids_per_page();
+        self.page_size as u64 + (e / per) * self.page_size as u64 + (e % per) * self.id_bytes as u64
+    }
+
+    fn features_file_bytes_checked(&self) -> Option<u64> {
+        match self.placement {
+            FeaturePlacement::Inline => Some(0),
+            FeaturePlacement::Separate => self.num_nodes.checked_mul(self.feature_stride())?.checked_add(self.page_size as u64),
+        }
+    }
+    pub fn features_file_bytes(&self) -> u64 {
+        self.features_file_bytes_checked().expect("checked in Layout::new")
+    }
+
+    /// Bytes of a plain CSR with the same content, the baseline for the
+    /// overhead figure: int64 indptr (N+1), `id_bytes` per edge, and dense
+    /// feature rows.
+    pub fn csr_bytes(&self) -> u64 {
+        (self.num_nodes + 1) * 8 + self.num_edges * self.id_bytes as u64 + self.num_nodes * self.row_bytes() as u64
+    }
+
+    /// Bytes of this layout's graph + overflow + feature files.
+    pub fn stored_bytes(&self) -> u64 {
+        self.graph_file_bytes() + self.overflow_file_bytes() + self.features_file_bytes()
+    }
+}
+
+/// Chooses `inline_cap` for a degree distribution.
+///
+/// Cost model: total bytes of `graph.fg` + `overflow.fg`, plus 512 B for each
+/// node whose list spills into `overflow.fg`, because a spill costs one more
+/// request and one request is worth about one sector of space (random reads
+/// run at the same IOPS at 512 B and 4 KiB here, FIELD.md). Evaluated exactly
+/// for every feasible cap in O(max_cap + max_degree) from the histogram.
+///
+/// `degree_hist[d]` = number of nodes with degree `d`; the last bucket holds
+/// all larger degrees with their exact sum in `tail_sum`.
+pub fn choose_inline_cap(
+    page_size: u32,
+    id_bytes: u32,
+    inline_row_bytes: u32,
+    num_nodes: u64,
+    degree_hist: &[u64],
+) -> u32 {
+    let p = page_size as u64;
+    let w = id_bytes as u64;
+    let fixed = SLOT_HEADER_BYTES as u64 + inline_row_bytes as u64;
+    if fixed + 0 > p {
+        return 0;
+    }
+    let max_cap = ((p - fixed) / w) as usize;
+    // nodes_above[c] = #nodes with degree > c; entries_above[c] = sum(deg - c) over them.
+    let maxd = degree_hist.len().saturating_sub(1);
+    let lim = max_cap.max(1).min(maxd + 1);
+    let mut nodes_gt = vec![0u64; maxd + 2];
+    let mut sum_gt = vec![0u64; maxd + 2]; // sum of degrees of nodes with degree > c
+    for c in (0..=maxd).rev() {
+        let above_nodes = nodes_gt[c + 1] + if c + 1 <= maxd { degree_hist[c + 1] } else { 0 };
+        let above_sum = sum_gt[c + 1] + if c + 1 <= maxd { degree_hist[c + 1] * (c as u64 + 1) } else { 0 };
+        nodes_gt[c] = above_nodes;
+        sum_gt[c] = above_sum;
+    }
+    let per_ovf = (p - OVERFLOW_TRAILER_BYTES as u64) / w;
+    let mut best = (u64::MAX, 0u32);
+    for c in 0..=max_cap {
+        let slot = (fixed + c as u64 * w).div_ceil(8) * 8;
+        if slot > p {
+            break;
+        }
+        let k = p / slot;
+        let primary = num_nodes.div_ceil(k) * p;
+        let (spill_nodes, spill_entries) = if c <= maxd {
+            (nodes_gt[c], sum_gt[c] - nodes_gt[c] * c as u64)
+        } else {
+            (0, 0)
+        };
+        let overflow = spill_entries.div_ceil(per_ovf) * p;
+        let cost = primary + overflow + spill_nodes * SECTOR_BYTES;
+        if cost < best.0 {
+            best = (cost, c as u32);
+        }
+        if c > lim && spill_nodes == 0 {
+            break; // larger caps only add space
+        }
+    }
+    best.1
+}
+
+/// Magic of the three binary files (8 bytes each).
+pub const GRAPH_MAGIC: [u8; 8] = *b"FGNNGRPH";
+pub const OVERFLOW_MAGIC: [u8; 8] = *b"FGNNOVFL";
+pub const FEATURE_MAGIC: [u8; 8] = *b"FGNNFEAT";
+
+/// Header page: magic (8) | version u32 | page_size u32 | n fields u64... | crc32c u32 at page_size-4.
+fn encode_header(magic: [u8; 8], page_size: u32, fields: &[u64]) -> Vec<u8> {
+    let mut page = vec![0u8; page_size as usize];
+    page[0..8].copy_from_slice(&magic);
+    page[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    page[12..16].copy_from_slice(&page_size.to_le_bytes());
+    for (i, f) in fields.iter().enumerate() {
+        page[16 + i * 8..24 + i * 8].copy_from_slice(&f.to_le_bytes());
+    }
+    let n = page.len();
+    let c = crc_at(0, &page[..n - 4]);
+    page[n - 4..].copy_from_slice(&c.to_le_bytes());
+    page
+}
+
+fn decode_header(file: &str, magic: [u8; 8], bytes: &[u8], nfields: usize) -> Result<(u32, Vec<u64>)> {
+    if bytes.len() < 16 {
+        return Err(FormatError::Truncated { file: file.into(), offset: 0, needed: 16, available: bytes.len() as u64 });
+    }
+    if bytes[0..8] != magic {
+        return Err(FormatError::BadMagic {
+            file: file.into(),
+            found: String::from_utf8_lossy(&bytes[0..8]).into_owned(),
+            expected: String::from_utf8_lossy(&magic).into_owned(),
+        });
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+    if version != FORMAT_VERSION {
+        return Err(FormatError::UnsupportedVersion { file: file.into(), found: version, supported: FORMAT_VERSION });
+    }
+    let page_size = u32::from_le_bytes(bytes[12..16].try_into().unwrap());
+    if !(PAGE_SIZE_MIN..=PAGE_SIZE_MAX).contains(&page_size) || !page_size.is_power_of_two() {
+        return Err(FormatError::oob(file, 12, "page_size", page_size as u64, format!("a power of two in [{PAGE_SIZE_MIN}, {PAGE_SIZE_MAX}]")));
+    }
+    let p = page_size as usize;
+    if bytes.len() < p {
+        return Err(FormatError::Truncated { file: file.into(), offset: 0, needed: p as u64, available: bytes.len() as u64 });
+    }
+    let stored = u32::from_le_bytes(bytes[p - 4..p].try_into().unwrap());
+    let computed = crc_at(0, &bytes[..p - 4]);
+    if stored != computed {
+        return Err(FormatError::Checksum { file: file.into(), offset: (p - 4) as u64, what: "header page".into(), stored, computed });
+    }
+    let fields = (0..nfields).map(|i| u64::from_le_bytes(bytes[16 + i * 8..24 + i * 8].try_into().unwrap())).collect();
+    Ok((page_size, fields))
+}
+
+/// Header of `graph.fg` (page 0): the layout parameters, repeated from the
+/// manifest so a lone file is self-describing and a mismatched pair is caught.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphHeader {
+    pub page_size: u32,
+    pub num_nodes: u64,
+    pub num_edges: u64,
+    pub id_bytes: u64,
+    pub feature_dim: u64,
+    pub feature_dtype_code: u64,
+    pub inline_features: u64,
+    pub inline_cap: u64,
+    pub slot_bytes: u64,
+    pub slots_per_page: u64,
+    pub overflow_entries: u64,
+}
+
+impl GraphHeader {
+    pub fn from_layout(l: &Layout) -> Self {
+        GraphHeader {
+            page_size: l.page_size,
+            num_nodes: l.num_nodes,
+            num_edges: l.num_edges,
+            id_bytes: l.id_bytes as u64,
+            feature_dim: l.feature_dim as u64,
+            feature_dtype_code: l.feature_dtype.code() as u64,
+            inline_features: (l.placement == FeaturePlacement::Inline) as u64,
+            inline_cap: l.inline_cap as u64,
+            slot_bytes: l.slot_bytes as u64,
+            slots_per_page: l.slots_per_page as u64,
+            overflow_entries: l.overflow_entries,
+        }
+    }
+    pub fn encode(&self) -> Vec<u8> {
+        encode_header(
+            GRAPH_MAGIC,
+            self.page_size,
+            &[
+                self.num_nodes,
+                self.num_edges,
+                self.id_bytes,
+                self.feature_dim,
+                self.feature_dtype_code,
+                self.inline_features,
+                self.inline_cap,
+                self.slot_bytes,
+                self.slots_per_page,
+                self.overflow_entries,
+            ],
+        )
+    }
+    pub fn decode(file: &str, bytes: &[u8]) -> Result<Self> {
+        let (page_size, f) = decode_header(file, GRAPH_MAGIC, bytes, 10)?;
+        Ok(GraphHeader {
+            page_size,
+            num_nodes: f[0],
+            num_edges: f[1],
+            id_bytes: f[2],
+            feature_dim: f[3],
+            feature_dtype_code: f[4],
+            inline_features: f[5],
+            inline_cap: f[6],
+            slot_bytes: f[7],
+            slots_per_page: f[8],
+            overflow_entries: f[9],
+        })
+    }
+}
+
+/// Header of `overflow.fg`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverflowHeader {
+    pub page_size: u32,
+    pub entries: u64,
+    pub id_bytes: u64,
+}
+impl OverflowHeader {
+    pub fn encode(&self) -> Vec<u8> {
+        encode_header(OVERFLOW_MAGIC, self.page_size, &[self.entries, self.id_bytes])
+    }
+    pub fn decode(file: &str, bytes: &[u8]) -> Result<Self> {
+        let (page_size, f) = decode_header(file, OVERFLOW_MAGIC, bytes, 2)?;
+        Ok(OverflowHeader { page_size, entries: f[0], id_bytes: f[1] })
+    }
+}
+
+/// Header of `features.fg` (separate placement only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeatureHeader {
+    pub page_size: u32,
+    pub num_nodes: u64,
+    pub feature_dim: u64,
+    pub feature_dtype_code: u64,
+    pub stride: u64,
+}
+impl FeatureHeader {
+    pub fn encode(&self) -> Vec<u8> {
+        encode_header(
+            FEATURE_MAGIC,
+            self.page_size,
+            &[self.num_nodes, self.feature_dim, self.feature_dtype_code, self.stride],
+        )
+    }
+    pub fn decode(file: &str, bytes: &[u8]) -> Result<Self> {
+        let (page_size, f) = decode_header(file, FEATURE_MAGIC, bytes, 4)?;
+        Ok(FeatureHeader { page_size, num_nodes: f[0], feature_dim: f[1], feature_dtype_code: f[2], stride: f[3] })
+    }
+}
+
+/// Encode the trailer of overflow page `page_no` (1-based file page) in place.
+pub fn seal_overflow_page(page_no: u64, page: &mut [u8]) {
+    let n = page.len();
+    page[n - 8..n - 4].copy_from_slice(&(page_no as u32).to_le_bytes());
+    let c = crc_at(page_no, &page[..n - 4]);
+    page[n - 4..].copy_from_slice(&c.to_le_bytes());
+}
+
+/// Check the trailer of overflow page `page_no`.
+pub fn check_overflow_page(file: &str, page_no: u64, page: &[u8]) -> Result<()> {
+    let n = page.len();
+    let off = page_no * n as u64;
+    let stored_no = u32::from_le_bytes(page[n - 8..n - 4].try_into().unwrap());
+    let stored = u32::from_le_bytes(page[n - 4..].try_into().unwrap());
+    let computed = crc_at(page_no, &page[..n - 4]);
+    if stored != computed {
+        return Err(FormatError::Checksum { file: file.into(), offset: off + n as u64 - 4, what: format!("overflow page {page_no}"), stored, computed });
+    }
+    if stored_no != page_no as u32 {
+        return Err(FormatError::oob(file, off + n as u64 - 8, "overflow page number", stored_no as u64, format!("== {page_no} (page is misplaced)")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(n: u64, dim: u32, placement: FeaturePlacement, cap: u32) -> Layout {
+        Layout::new("t", 4096, n, 1000, 4, dim, Dtype::Float32, placement, cap, 10).unwrap()
+    }
+
+    #[test]
+    fn slots_never_cross_pages() {
+        // Proves the invariant the engine relies on: every slot lies within one page.
+        for dim in [0, 3, 16, 100, 128, 250] {
+            for cap in [0, 1, 7, 30] {
+                let l = layout(10_000, dim, FeaturePlacement::Inline, cap);
+                for v in [0, 1, 17, 9_999] {
+                    let s = l.slot_offset(v);
+                    let e = s + l.slot_bytes as u64 - 1;
+                    assert_eq!(s / 4096, e / 4096, "dim {dim} cap {cap} node {v}");
+                }
+                assert!(l.slots_per_page >= 1);
+            }
+        }
+    }
+
+    #[test]
+    fn separate_rows_are_sector_aligned() {
+        let l = layout(100, 1024, FeaturePlacement::Separate, 8);
+        assert_eq!(l.feature_stride(), 4096);
+        let (in_graph, s, e) = l.feature_range(3);
+        assert!(!in_graph);
+        assert_eq!(s % 512, 0);
+        assert_eq!(e - s, 4096);
+        let l = layout(100, 100, FeaturePlacement::Separate, 8);
+        assert_eq!(l.feature_stride(), 512);
+    }
+
+    #[test]
+    fn rejects_bad_parameters() {
+        assert!(Layout::new("t", 3000, 1, 0, 4, 0, Dtype::Float32, FeaturePlacement::Inline, 0, 0).is_err());
+        assert!(Layout::new("t", 4096, 1, 0, 3, 0, Dtype::Float32, FeaturePlacement::Inline, 0, 0).is_err());
+        let e = Layout::new("t", 4096, 1, 0, 4, 2000, Dtype::Float32, FeaturePlacement::Inline, 0, 0).unwrap_err();
+        assert!(e.to_string().contains("slot_bytes"), "{e}");
+        assert!(Layout::new("t", 4096, 1, 5, 4, 0, Dtype::Float32, FeaturePlacement::Inline, 0, 6).is_err());
+        assert!(Layout::new("t", 4096, u64::MAX, 0, 8, 0, Dtype::Float32, FeaturePlacement::Inline, 0, 0).is_err());
+    }
+
+    #[test]
+    fn inline_cap_tracks_degree_distribution() {
+        // All nodes of degree 5: the best cap holds exactly 5 (no spills, no slack).
+        let mut hist = vec![0u64; 6];
+        hist[5] = 1000;
+        assert_eq!(choose_inline_cap(4096, 4, 0, 1000, &hist), 5);
+        // A few hubs do not drag the cap up.
+        let mut hist = vec![0u64; 100_001];
+        hist[3] = 100_000;
+        hist[100_000] = 2;
+        let c = choose_inline_cap(4096, 4, 512, 100_002, &hist);
+        assert!((3..10).contains(&c), "cap {c}");
+    }
+
+    #[test]
+    fn header_roundtrip_and_corruption() {
+        let l = layout(1234, 16, FeaturePlacement::Inline, 4);
+        let h = GraphHeader::from_layout(&l);
+        let mut page = h.encode();
+        assert_eq!(GraphHeader::decode("g", &page).unwrap(), h);
+        page[20] ^= 1;
+        let e = GraphHeader::decode("g", &page).unwrap_err();
+        assert!(matches!(e, FormatError::Checksum { .. }), "{e}");
+        let mut page = h.encode();
+        page[8] = 9;
+        assert!(matches!(GraphHeader::decode("g", &page).unwrap_err(), FormatError::UnsupportedVersion { found: 9, .. }));
+        assert!(matches!(OverflowHeader::decode("g", &h.encode()).unwrap_err(), FormatError::BadMagic { .. }));
+    }
+}

@@ -1,0 +1,191 @@
+//! `manifest.json`: the dataset's table of contents, written last during a
+//! build (it is what makes a directory a dataset) and checked first on open.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::dtype::Dtype;
+use crate::error::{FormatError, Result};
+use crate::layout::{FeaturePlacement, Layout};
+use crate::FORMAT_VERSION;
+
+pub const MANIFEST_FILE: &str = "manifest.json";
+pub const MANIFEST_MAGIC: &str = "flashgnn-dataset";
+pub const GRAPH_FILE: &str = "graph.fg";
+pub const OVERFLOW_FILE: &str = "overflow.fg";
+pub const FEATURES_FILE: &str = "features.fg";
+pub const FEATURE_CRC_FILE: &str = "feature_crc.npy";
+pub const LABELS_FILE: &str = "labels.npy";
+pub const NODE_ORDER_FILE: &str = "node_order.npy";
+pub const NODE_INDEX_FILE: &str = "node_index.npy";
+
+pub fn split_file(name: &str) -> String {
+    format!("split_{name}.npy")
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileEntry {
+    pub bytes: u64,
+    pub crc32c: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FeatureInfo {
+    pub dim: u32,
+    pub dtype: Dtype,
+    /// "inline" or "separate".
+    pub placement: String,
+    /// True when the rows were generated (`--synthetic-features`).
+    #[serde(default)]
+    pub synthetic: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GraphInfo {
+    pub inline_cap: u32,
+    pub slot_bytes: u32,
+    pub slots_per_page: u32,
+    pub overflow_entries: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DegreeStats {
+    pub min: u64,
+    pub max: u64,
+    pub mean: f64,
+    pub median: u64,
+    pub p99: u64,
+    pub isolated: u64,
+    pub spilled_nodes: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LabelInfo {
+    pub num_classes: u64,
+    pub labeled: u64,
+}
+
+/// What the build did, for `info` and for reproducibility.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BuildInfo {
+    pub source: String,
+    pub source_format: String,
+    pub symmetrize: bool,
+    pub dedup: bool,
+    pub self_loops: String,
+    pub input_edges: u64,
+    pub self_loops_dropped: u64,
+    pub self_loops_added: u64,
+    pub duplicates_removed: u64,
+    pub preprocess_seconds: f64,
+    pub feature_seconds: f64,
+    pub layout_seconds: f64,
+    pub total_seconds: f64,
+    pub peak_rss_bytes: u64,
+    pub memory_budget_bytes: u64,
+    pub sort_runs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub magic: String,
+    pub format_version: u32,
+    pub created_by: String,
+    pub page_size: u32,
+    pub num_nodes: u64,
+    /// Stored directed neighbor entries (after symmetrize/dedup/self-loops).
+    pub num_edges: u64,
+    pub id_bytes: u32,
+    pub features: FeatureInfo,
+    pub graph: GraphInfo,
+    pub degree: DegreeStats,
+    pub labels: Option<LabelInfo>,
+    /// Split name -> number of seed ids.
+    pub splits: BTreeMap<String, u64>,
+    /// "none" or the relabelling used ("degree", ...).
+    pub reorder: String,
+    pub build: BuildInfo,
+    pub files: BTreeMap<String, FileEntry>,
+}
+
+impl Manifest {
+    /// Parse and validate. `path` names the file in errors.
+    pub fn from_json(path: &str, text: &str) -> Result<Manifest> {
+        let probe: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| FormatError::invalid(path, format!("line {} column {}: not valid JSON: {e}", e.line(), e.column())))?;
+        match probe.get("magic").and_then(|m| m.as_str()) {
+            Some(MANIFEST_MAGIC) => {}
+            other => {
+                return Err(FormatError::BadMagic {
+                    file: path.into(),
+                    found: other.unwrap_or("<missing>").into(),
+                    expected: MANIFEST_MAGIC.into(),
+                })
+            }
+        }
+        let version = probe.get("format_version").and_then(|v| v.as_u64()).unwrap_or(0);
+        if version != FORMAT_VERSION as u64 {
+            return Err(FormatError::UnsupportedVersion { file: path.into(), found: version as u32, supported: FORMAT_VERSION });
+        }
+        let m: Manifest = serde_json::from_value(probe)
+            .map_err(|e| FormatError::invalid(path, format!("manifest does not match format version {FORMAT_VERSION}: {e}")))?;
+        m.layout(path)?;
+        Ok(m)
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("manifest serialises")
+    }
+
+    pub fn placement(&self) -> FeaturePlacement {
+        if self.features.placement == "separate" {
+            FeaturePlacement::Separate
+        } else {
+            FeaturePlacement::Inline
+        }
+    }
+
+    /// Derive and check the layout; every stored derived value must agree.
+    pub fn layout(&self, path: &str) -> Result<Layout> {
+        if self.features.placement != "inline" && self.features.placement != "separate" {
+            return Err(FormatError::invalid(path, format!("features.placement {:?} must be \"inline\" or \"separate\"", self.features.placement)));
+        }
+        let l = Layout::new(
+            path,
+            self.page_size,
+            self.num_nodes,
+            self.num_edges,
+            self.id_bytes,
+            self.features.dim,
+            self.features.dtype,
+            self.placement(),
+            self.graph.inline_cap,
+            self.graph.overflow_entries,
+        )?;
+        if l.slot_bytes != self.graph.slot_bytes {
+            return Err(FormatError::oob(path, 0, "graph.slot_bytes", self.graph.slot_bytes as u64, format!("== {} derived from the layout", l.slot_bytes)));
+        }
+        if l.slots_per_page != self.graph.slots_per_page {
+            return Err(FormatError::oob(path, 0, "graph.slots_per_page", self.graph.slots_per_page as u64, format!("== {}", l.slots_per_page)));
+        }
+        let expect = [
+            (crate::manifest::GRAPH_FILE, l.graph_file_bytes()),
+            (crate::manifest::OVERFLOW_FILE, l.overflow_file_bytes()),
+        ];
+        for (name, bytes) in expect {
+            match self.files.get(name) {
+                Some(f) if f.bytes == bytes => {}
+                Some(f) => return Err(FormatError::oob(path, 0, "file size in manifest", f.bytes, format!("== {bytes} for {name}"))),
+                None => return Err(FormatError::invalid(path, format!("manifest lists no entry for {name}"))),
+            }
+        }
+        if l.placement == FeaturePlacement::Separate {
+            match self.files.get(FEATURES_FILE) {
+                Some(f) if f.bytes == l.features_file_bytes() => {}
+                _ => return Err(FormatError::invalid(path, format!("manifest entry for {FEATURES_FILE} missing or not {} bytes", l.features_file_bytes()))),
+            }
+        }
+        Ok(l)
+    }
+}

@@ -1,0 +1,229 @@
+//! Encoding and checked decoding of one node slot.
+//!
+//! ```text
+//! offset  size          field
+//! 0       4             crc32c of bytes [4, slot_bytes), seeded with the node id
+//! 4       4             degree (total neighbors, inline + overflow)
+//! 8       8             original (user-facing) node id
+//! 16      8             first overflow entry (0 when degree <= inline_cap)
+//! 24      row_bytes     feature row (inline placement only)
+//! ...     cap*id_bytes  first min(degree, inline_cap) neighbor ids (internal), rest zero
+//! ...     pad to 8      zero
+//! ```
+//!
+//! Invariant checked on every decode: crc matches; `original_id < num_nodes`;
+//! `degree <= num_edges`; a node with `degree > inline_cap` has its
+//! `degree - inline_cap` overflow entries inside `[0, overflow_entries)`; a node
+//! without overflow stores 0. Neighbor ids are checked by [`SlotView::inline_ids`].
+
+use crate::checksum::crc_at;
+use crate::error::{FormatError, Result};
+use crate::layout::{Layout, SLOT_HEADER_BYTES};
+
+/// A decoded, validated slot borrowing the page buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotView<'a> {
+    pub node: u64,
+    pub degree: u32,
+    pub original_id: u64,
+    pub overflow_first: u64,
+    pub features: &'a [u8],
+    inline: &'a [u8],
+    id_bytes: u32,
+}
+
+impl<'a> SlotView<'a> {
+    /// Number of neighbor ids stored inline.
+    pub fn inline_len(&self) -> usize {
+        self.inline.len() / self.id_bytes as usize
+    }
+    /// Neighbors stored in overflow.
+    pub fn overflow_len(&self) -> u64 {
+        self.degree as u64 - self.inline_len() as u64
+    }
+
+    /// Decode inline neighbor `i`, checking it against `num_nodes`.
+    pub fn inline_id(&self, i: usize, layout: &Layout, file: &str) -> Result<u64> {
+        let w = self.id_bytes as usize;
+        let v = read_id(&self.inline[i * w..(i + 1) * w]);
+        if v >= layout.num_nodes {
+            let off = layout.slot_offset(self.node) + layout.inline_ids_offset() as u64 + (i * w) as u64;
+            return Err(FormatError::oob(file, off, "neighbor id", v, format!("< num_nodes {}", layout.num_nodes)));
+        }
+        Ok(v)
+    }
+
+    /// All inline neighbors, checked.
+    pub fn inline_ids(&self, layout: &Layout, file: &str) -> Result<Vec<u64>> {
+        (0..self.inline_len()).map(|i| self.inline_id(i, layout, file)).collect()
+    }
+}
+
+/// Little-endian id of 4 or 8 bytes.
+pub fn read_id(b: &[u8]) -> u64 {
+    match b.len() {
+        4 => u32::from_le_bytes(b.try_into().unwrap()) as u64,
+        8 => u64::from_le_bytes(b.try_into().unwrap()),
+        n => unreachable!("id width {n} rejected by Layout::new"),
+    }
+}
+
+pub fn write_id(v: u64, out: &mut [u8]) {
+    match out.len() {
+        4 => out.copy_from_slice(&(v as u32).to_le_bytes()),
+        8 => out.copy_from_slice(&v.to_le_bytes()),
+        n => unreachable!("id width {n} rejected by Layout::new"),
+    }
+}
+
+/// Write node `node`'s slot into `out` (exactly `slot_bytes` long, zeroed by
+/// the caller or not — every byte is written).
+pub fn encode_slot(
+    layout: &Layout,
+    node: u64,
+    degree: u32,
+    original_id: u64,
+    overflow_first: u64,
+    features: &[u8],
+    inline_ids: &[u64],
+    out: &mut [u8],
+) {
+    assert_eq!(out.len(), layout.slot_bytes as usize);
+    assert!(inline_ids.len() <= layout.inline_cap as usize);
+    assert!(inline_ids.len() <= degree as usize);
+    out.fill(0);
+    out[4..8].copy_from_slice(&degree.to_le_bytes());
+    out[8..16].copy_from_slice(&original_id.to_le_bytes());
+    out[16..24].copy_from_slice(&overflow_first.to_le_bytes());
+    let fo = SLOT_HEADER_BYTES as usize;
+    if layout.placement == crate::layout::FeaturePlacement::Inline {
+        assert_eq!(features.len(), layout.row_bytes() as usize);
+        out[fo..fo + features.len()].copy_from_slice(features);
+    }
+    let w = layout.id_bytes as usize;
+    let io = layout.inline_ids_offset() as usize;
+    for (i, &id) in inline_ids.iter().enumerate() {
+        write_id(id, &mut out[io + i * w..io + (i + 1) * w]);
+    }
+    let c = crc_at(node, &out[4..]);
+    out[0..4].copy_from_slice(&c.to_le_bytes());
+}
+
+/// Decode and validate node `node`'s slot from `bytes` (exactly `slot_bytes`).
+pub fn decode_slot<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str) -> Result<SlotView<'a>> {
+    let base = if node < layout.num_nodes {
+        layout.slot_offset(node)
+    } else {
+        return Err(FormatError::oob(file, 0, "node id", node, format!("< num_nodes {}", layout.num_nodes)));
+    };
+    if bytes.len() != layout.slot_bytes as usize {
+        return Err(FormatError::Truncated { file: file.into(), offset: base, needed: layout.slot_bytes as u64, available: bytes.len() as u64 });
+    }
+    let stored = u32::from_le_bytes(bytes[0..4].try_into().unwrap());
+    let computed = crc_at(node, &bytes[4..]);
+    if stored != computed {
+        return Err(FormatError::Checksum { file: file.into(), offset: base, what: format!("slot of node {node}"), stored, computed });
+    }
+    let degree = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
+    let original_id = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
+    let overflow_first = u64::from_le_bytes(bytes[16..24].try_into().unwrap());
+    if degree as u64 > layout.num_edges {
+        return Err(FormatError::oob(file, base + 4, "degree", degree as u64, format!("<= num_edges {}", layout.num_edges)));
+    }
+    if original_id >= layout.num_nodes {
+        return Err(FormatError::oob(file, base + 8, "original id", original_id, format!("< num_nodes {}", layout.num_nodes)));
+    }
+    let inline_len = degree.min(layout.inline_cap) as u64;
+    let spill = degree as u64 - inline_len;
+    if spill > 0 {
+        let end = overflow_first.checked_add(spill);
+        if end.is_none_or(|e| e > layout.overflow_entries) {
+            return Err(FormatError::oob(
+                file,
+                base + 16,
+                "overflow range end",
+                end.unwrap_or(u64::MAX),
+                format!("<= overflow_entries {} (first {overflow_first}, count {spill})", layout.overflow_entries),
+            ));
+        }
+    } else if overflow_first != 0 {
+        return Err(FormatError::oob(file, base + 16, "overflow_first", overflow_first, "0 for a node without overflow"));
+    }
+    let fo = SLOT_HEADER_BYTES as usize;
+    let features: &[u8] = if layout.placement == crate::layout::FeaturePlacement::Inline {
+        &bytes[fo..fo + layout.row_bytes() as usize]
+    } else {
+        &[]
+    };
+    let io = layout.inline_ids_offset() as usize;
+    let inline = &bytes[io..io + (inline_len as usize) * layout.id_bytes as usize];
+    Ok(SlotView { node, degree, original_id, overflow_first, features, inline, id_bytes: layout.id_bytes })
+}
+
+/// Strict check used by `verify`: bytes after the inline ids must be zero.
+pub fn check_slot_padding(layout: &Layout, view: &SlotView, bytes: &[u8], file: &str) -> Result<()> {
+    let start = layout.inline_ids_offset() as usize + view.inline_len() * layout.id_bytes as usize;
+    if let Some(p) = bytes[start..].iter().position(|b| *b != 0) {
+        let off = layout.slot_offset(view.node) + (start + p) as u64;
+        return Err(FormatError::oob(file, off, "slot padding byte", bytes[start + p] as u64, "0"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::Dtype;
+    use crate::layout::FeaturePlacement;
+
+    fn layout() -> Layout {
+        Layout::new("g", 4096, 100, 1000, 4, 4, Dtype::Float32, FeaturePlacement::Inline, 3, 50).unwrap()
+    }
+
+    #[test]
+    fn roundtrip() {
+        let l = layout();
+        let mut buf = vec![0u8; l.slot_bytes as usize];
+        let feats: Vec<u8> = (0..16).collect();
+        encode_slot(&l, 7, 5, 42, 10, &feats, &[1, 2, 99], &mut buf);
+        let v = decode_slot(&l, 7, &buf, "g").unwrap();
+        assert_eq!((v.degree, v.original_id, v.overflow_first), (5, 42, 10));
+        assert_eq!(v.features, &feats[..]);
+        assert_eq!(v.inline_ids(&l, "g").unwrap(), vec![1, 2, 99]);
+        assert_eq!(v.overflow_len(), 2);
+        check_slot_padding(&l, &v, &buf, "g").unwrap();
+    }
+
+    #[test]
+    fn every_single_bit_flip_is_caught() {
+        // Proves that any one-bit corruption of a slot yields an error, never a
+        // wrong answer: flip each bit in turn and decode.
+        let l = layout();
+        let mut buf = vec![0u8; l.slot_bytes as usize];
+        encode_slot(&l, 3, 2, 9, 0, &[0u8; 16], &[4, 5], &mut buf);
+        for bit in 0..buf.len() * 8 {
+            let mut b = buf.clone();
+            b[bit / 8] ^= 1 << (bit % 8);
+            assert!(decode_slot(&l, 3, &b, "g").is_err(), "bit {bit} not caught");
+        }
+        // The same bytes at another node id (a swapped slot) are refused.
+        assert!(matches!(decode_slot(&l, 4, &buf, "g"), Err(FormatError::Checksum { .. })));
+    }
+
+    #[test]
+    fn bounds_checked_even_with_valid_crc() {
+        // A hostile file can carry a correct checksum; bounds must still hold.
+        let l = layout();
+        let mut buf = vec![0u8; l.slot_bytes as usize];
+        encode_slot(&l, 1, 3, 200, 0, &[0u8; 16], &[1, 2, 3], &mut buf);
+        let e = decode_slot(&l, 1, &buf, "g").unwrap_err().to_string();
+        assert!(e.contains("original id = 200") && e.contains("< num_nodes 100"), "{e}");
+        encode_slot(&l, 1, 10, 0, 45, &[0u8; 16], &[1, 2, 3], &mut buf);
+        let e = decode_slot(&l, 1, &buf, "g").unwrap_err().to_string();
+        assert!(e.contains("overflow range end = 52"), "{e}");
+        encode_slot(&l, 1, 2, 0, 0, &[0u8; 16], &[1, 500], &mut buf);
+        let v = decode_slot(&l, 1, &buf, "g").unwrap();
+        let e = v.inline_ids(&l, "g").unwrap_err().to_string();
+        assert!(e.contains("neighbor id = 500"), "{e}");
+    }
+}

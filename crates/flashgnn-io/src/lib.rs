@@ -1,0 +1,54 @@
+//! The I/O layer. Every byte flashgnn writes goes through [`OutFile`] and every
+//! byte it reads through a [`ReadAt`], so tests can swap in failures.
+//!
+//! - [`OutFile`]: sequential, buffered, checksummed writer that remembers its
+//!   path for error messages and honours the process-wide [`fault`] plan
+//!   (ENOSPC / EIO after N bytes) so crash and disk-full behaviour is testable
+//!   without filling a real disk.
+//! - [`ReadAt`]: positional reads; [`FileReader`] uses `pread`, and
+//!   [`FaultyReader`] injects EIO and short reads.
+//! - [`publish`]: atomic directory publication (fsync files, rename, fsync the
+//!   parent; an existing dataset is swapped with `renameat2(RENAME_EXCHANGE)`).
+//!
+//! Architecture invariant: this is the only crate of the storage stack that
+//! calls `libc`; `unsafe` is confined to [`publish::rename_exchange`].
+
+pub mod fault;
+pub mod out;
+pub mod publish;
+pub mod read;
+pub mod rss;
+
+pub use out::OutFile;
+pub use publish::{fsync_dir, publish_dir};
+pub use read::{FaultyReader, FileReader, ReadAt};
+
+/// An I/O error with the path (and offset, when known) it happened on.
+#[derive(Debug)]
+pub struct IoError {
+    pub path: String,
+    pub offset: Option<u64>,
+    pub op: &'static str,
+    pub source: std::io::Error,
+}
+
+impl std::fmt::Display for IoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.offset {
+            Some(o) => write!(f, "{} {} at byte offset {o}: {}", self.op, self.path, self.source),
+            None => write!(f, "{} {}: {}", self.op, self.path, self.source),
+        }
+    }
+}
+
+impl std::error::Error for IoError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+impl IoError {
+    pub fn new(op: &'static str, path: impl AsRef<std::path::Path>, offset: Option<u64>, source: std::io::Error) -> Self {
+        IoError { path: path.as_ref().display().to_string(), offset, op, source }
+    }
+}

@@ -1,0 +1,92 @@
+//! Positional reads behind one trait, with a fault-injecting implementation.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::IoError;
+
+/// Read exactly `buf.len()` bytes at `offset`. Implementations must be
+/// usable from several threads at once.
+pub trait ReadAt: Send + Sync {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<(), IoError>;
+    fn len(&self) -> u64;
+    fn path(&self) -> &Path;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// `pread` on a regular file (page cache; the direct-I/O engines live in the
+/// sampling layer).
+pub struct FileReader {
+    path: PathBuf,
+    file: File,
+    len: u64,
+}
+
+impl FileReader {
+    pub fn open(path: impl AsRef<Path>) -> Result<FileReader, IoError> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::open(&path).map_err(|e| IoError::new("opening", &path, None, e))?;
+        let len = file.metadata().map_err(|e| IoError::new("stat", &path, None, e))?.len();
+        Ok(FileReader { path, file, len })
+    }
+}
+
+impl ReadAt for FileReader {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<(), IoError> {
+        let end = offset.checked_add(buf.len() as u64);
+        if end.is_none_or(|e| e > self.len) {
+            return Err(IoError::new(
+                "reading",
+                &self.path,
+                Some(offset),
+                std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("{} bytes requested but the file is {} bytes long (truncated?)", buf.len(), self.len),
+                ),
+            ));
+        }
+        FileExt::read_exact_at(&self.file, buf, offset).map_err(|e| IoError::new("reading", &self.path, Some(offset), e))
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Wraps a reader; read number `fail_at` (0-based) and, when `forever`, every
+/// later one fails with EIO. Used to prove that readers surface I/O errors
+/// instead of returning garbage.
+pub struct FaultyReader<R> {
+    pub inner: R,
+    pub fail_at: u64,
+    pub forever: bool,
+    count: AtomicU64,
+}
+
+impl<R: ReadAt> FaultyReader<R> {
+    pub fn new(inner: R, fail_at: u64, forever: bool) -> Self {
+        FaultyReader { inner, fail_at, forever, count: AtomicU64::new(0) }
+    }
+}
+
+impl<R: ReadAt> ReadAt for FaultyReader<R> {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<(), IoError> {
+        let n = self.count.fetch_add(1, Ordering::SeqCst);
+        if n == self.fail_at || (self.forever && n > self.fail_at) {
+            return Err(IoError::new("reading", self.inner.path(), Some(offset), std::io::Error::from_raw_os_error(libc::EIO)));
+        }
+        self.inner.read_exact_at(buf, offset)
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+}
