@@ -25,17 +25,33 @@ pub enum FormatError {
         computed: u32,
     },
     /// Magic bytes or version are not ours.
-    BadMagic { file: String, found: String, expected: String },
-    UnsupportedVersion { file: String, found: u32, supported: u32 },
+    BadMagic {
+        file: String,
+        found: String,
+        expected: String,
+    },
+    UnsupportedVersion {
+        file: String,
+        found: u32,
+        supported: u32,
+    },
     /// Fewer bytes than the structure needs.
-    Truncated { file: String, offset: u64, needed: u64, available: u64 },
+    Truncated {
+        file: String,
+        offset: u64,
+        needed: u64,
+        available: u64,
+    },
     /// Anything else, with a full sentence.
     Invalid { file: String, message: String },
 }
 
 impl FormatError {
     pub fn invalid(file: impl Into<String>, message: impl Into<String>) -> Self {
-        FormatError::Invalid { file: file.into(), message: message.into() }
+        FormatError::Invalid {
+            file: file.into(),
+            message: message.into(),
+        }
     }
     pub fn oob(
         file: impl Into<String>,
@@ -44,7 +60,13 @@ impl FormatError {
         value: u64,
         bound: impl Into<String>,
     ) -> Self {
-        FormatError::OutOfBounds { file: file.into(), offset, field, value, bound: bound.into() }
+        FormatError::OutOfBounds {
+            file: file.into(),
+            offset,
+            field,
+            value,
+            bound: bound.into(),
+        }
     }
 }
 

@@ -91,20 +91,51 @@ impl Layout {
             ));
         }
         if id_bytes != 4 && id_bytes != 8 {
-            return Err(FormatError::oob(file, 0, "id_bytes", id_bytes as u64, "4 or 8"));
+            return Err(FormatError::oob(
+                file,
+                0,
+                "id_bytes",
+                id_bytes as u64,
+                "4 or 8",
+            ));
         }
-        let id_max = if id_bytes == 4 { u32::MAX as u64 } else { u64::MAX };
+        let id_max = if id_bytes == 4 {
+            u32::MAX as u64
+        } else {
+            u64::MAX
+        };
         if num_nodes > id_max {
-            return Err(FormatError::oob(file, 0, "num_nodes", num_nodes, format!("<= {id_max} for {id_bytes}-byte ids")));
+            return Err(FormatError::oob(
+                file,
+                0,
+                "num_nodes",
+                num_nodes,
+                format!("<= {id_max} for {id_bytes}-byte ids"),
+            ));
         }
         if !feature_dtype.is_float() {
-            return Err(FormatError::invalid(file, format!("feature dtype {} is not a float type", feature_dtype.name())));
+            return Err(FormatError::invalid(
+                file,
+                format!("feature dtype {} is not a float type", feature_dtype.name()),
+            ));
         }
         let row = (feature_dim as u64)
             .checked_mul(feature_dtype.size() as u64)
             .filter(|r| *r <= u32::MAX as u64)
-            .ok_or_else(|| FormatError::oob(file, 0, "feature_dim", feature_dim as u64, "a row of at most 4 GiB"))?;
-        let inline_row = if placement == FeaturePlacement::Inline { row } else { 0 };
+            .ok_or_else(|| {
+                FormatError::oob(
+                    file,
+                    0,
+                    "feature_dim",
+                    feature_dim as u64,
+                    "a row of at most 4 GiB",
+                )
+            })?;
+        let inline_row = if placement == FeaturePlacement::Inline {
+            row
+        } else {
+            0
+        };
         let slot = (SLOT_HEADER_BYTES as u64)
             .checked_add(inline_row)
             .and_then(|s| s.checked_add(inline_cap as u64 * id_bytes as u64))
@@ -120,7 +151,13 @@ impl Layout {
             ));
         }
         if overflow_entries > num_edges {
-            return Err(FormatError::oob(file, 0, "overflow_entries", overflow_entries, format!("<= num_edges {num_edges}")));
+            return Err(FormatError::oob(
+                file,
+                0,
+                "overflow_entries",
+                overflow_entries,
+                format!("<= num_edges {num_edges}"),
+            ));
         }
         let layout = Layout {
             page_size,
@@ -140,7 +177,9 @@ impl Layout {
             .graph_file_bytes_checked()
             .zip(layout.overflow_file_bytes_checked())
             .zip(layout.features_file_bytes_checked())
-            .ok_or_else(|| FormatError::invalid(file, "layout parameters overflow 64-bit file sizes"))?;
+            .ok_or_else(|| {
+                FormatError::invalid(file, "layout parameters overflow 64-bit file sizes")
+            })?;
         Ok(layout)
     }
 
@@ -153,7 +192,9 @@ impl Layout {
     /// so every row starts on a sector and is fetched by one O_DIRECT read of
     /// exactly `ceil(row/512)` sectors.
     pub fn feature_stride(&self) -> u64 {
-        round_up(self.row_bytes() as u64, SECTOR_BYTES).unwrap_or(0).max(SECTOR_BYTES)
+        round_up(self.row_bytes() as u64, SECTOR_BYTES)
+            .unwrap_or(0)
+            .max(SECTOR_BYTES)
     }
 
     pub fn slot_pages(&self) -> u64 {
@@ -161,10 +202,13 @@ impl Layout {
     }
 
     fn graph_file_bytes_checked(&self) -> Option<u64> {
-        self.slot_pages().checked_add(1)?.checked_mul(self.page_size as u64)
+        self.slot_pages()
+            .checked_add(1)?
+            .checked_mul(self.page_size as u64)
     }
     pub fn graph_file_bytes(&self) -> u64 {
-        self.graph_file_bytes_checked().expect("checked in Layout::new")
+        self.graph_file_bytes_checked()
+            .expect("checked in Layout::new")
     }
 
     /// Byte offset of node `v`'s slot in `graph.fg`. Caller checks `v < num_nodes`.
@@ -181,7 +225,12 @@ impl Layout {
 
     /// Offset of the first inline neighbor id inside a slot.
     pub fn inline_ids_offset(&self) -> u32 {
-        SLOT_HEADER_BYTES + if self.placement == FeaturePlacement::Inline { self.row_bytes() } else { 0 }
+        SLOT_HEADER_BYTES
+            + if self.placement == FeaturePlacement::Inline {
+                self.row_bytes()
+            } else {
+                0
+            }
     }
 
     /// Absolute byte range of node `v`'s feature row, and whether it lies in
@@ -206,10 +255,13 @@ impl Layout {
         self.overflow_entries.div_ceil(self.overflow_ids_per_page())
     }
     fn overflow_file_bytes_checked(&self) -> Option<u64> {
-        self.overflow_pages().checked_add(1)?.checked_mul(self.page_size as u64)
+        self.overflow_pages()
+            .checked_add(1)?
+            .checked_mul(self.page_size as u64)
     }
     pub fn overflow_file_bytes(&self) -> u64 {
-        self.overflow_file_bytes_checked().expect("checked in Layout::new")
+        self.overflow_file_bytes_checked()
+            .expect("checked in Layout::new")
     }
     /// Byte offset of overflow entry `e` in `overflow.fg`.
     pub fn overflow_entry_offset(&self, e: u64) -> u64 {
@@ -220,23 +272,82 @@ impl Layout {
     fn features_file_bytes_checked(&self) -> Option<u64> {
         match self.placement {
             FeaturePlacement::Inline => Some(0),
-            FeaturePlacement::Separate => self.num_nodes.checked_mul(self.feature_stride())?.checked_add(self.page_size as u64),
+            FeaturePlacement::Separate => self
+                .num_nodes
+                .checked_mul(self.feature_stride())?
+                .checked_add(self.page_size as u64),
         }
     }
     pub fn features_file_bytes(&self) -> u64 {
-        self.features_file_bytes_checked().expect("checked in Layout::new")
+        self.features_file_bytes_checked()
+            .expect("checked in Layout::new")
     }
 
     /// Bytes of a plain CSR with the same content, the baseline for the
     /// overhead figure: int64 indptr (N+1), `id_bytes` per edge, and dense
     /// feature rows.
     pub fn csr_bytes(&self) -> u64 {
-        (self.num_nodes + 1) * 8 + self.num_edges * self.id_bytes as u64 + self.num_nodes * self.row_bytes() as u64
+        (self.num_nodes + 1) * 8
+            + self.num_edges * self.id_bytes as u64
+            + self.num_nodes * self.row_bytes() as u64
     }
 
     /// Bytes of this layout's graph + overflow + feature files.
     pub fn stored_bytes(&self) -> u64 {
         self.graph_file_bytes() + self.overflow_file_bytes() + self.features_file_bytes()
+    }
+}
+
+/// Degree histogram with exact counts below `counts.len()` and an exact
+/// count and sum above it (a hub of 10^9 neighbors costs one bucket, not 10^9).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DegreeHistogram {
+    pub counts: Vec<u64>,
+    pub tail_count: u64,
+    pub tail_sum: u64,
+}
+
+impl DegreeHistogram {
+    /// Exact buckets kept: 64 Ki (512 KiB), above every feasible inline cap
+    /// for pages up to 256 KiB.
+    pub const BUCKETS: usize = 1 << 16;
+
+    pub fn new() -> Self {
+        DegreeHistogram {
+            counts: vec![0; Self::BUCKETS],
+            tail_count: 0,
+            tail_sum: 0,
+        }
+    }
+    #[inline]
+    pub fn add(&mut self, degree: u64) {
+        match self.counts.get_mut(degree as usize) {
+            Some(c) => *c += 1,
+            None => {
+                self.tail_count += 1;
+                self.tail_sum += degree;
+            }
+        }
+    }
+    pub fn nodes(&self) -> u64 {
+        self.counts.iter().sum::<u64>() + self.tail_count
+    }
+    /// Smallest degree d with at least `q` of the nodes at degree <= d;
+    /// None when it lies in the tail.
+    pub fn quantile(&self, q: f64) -> Option<u64> {
+        let n = self.nodes();
+        if n == 0 {
+            return Some(0);
+        }
+        let target = ((q * n as f64).ceil() as u64).max(1);
+        let mut acc = 0;
+        for (d, c) in self.counts.iter().enumerate() {
+            acc += c;
+            if acc >= target {
+                return Some(d as u64);
+            }
+        }
+        None
     }
 }
 
@@ -246,34 +357,31 @@ impl Layout {
 /// node whose list spills into `overflow.fg`, because a spill costs one more
 /// request and one request is worth about one sector of space (random reads
 /// run at the same IOPS at 512 B and 4 KiB here, FIELD.md). Evaluated exactly
-/// for every feasible cap in O(max_cap + max_degree) from the histogram.
-///
-/// `degree_hist[d]` = number of nodes with degree `d`; the last bucket holds
-/// all larger degrees with their exact sum in `tail_sum`.
+/// for every feasible cap in O(buckets) from the histogram.
 pub fn choose_inline_cap(
     page_size: u32,
     id_bytes: u32,
     inline_row_bytes: u32,
     num_nodes: u64,
-    degree_hist: &[u64],
+    hist: &DegreeHistogram,
 ) -> u32 {
     let p = page_size as u64;
     let w = id_bytes as u64;
     let fixed = SLOT_HEADER_BYTES as u64 + inline_row_bytes as u64;
-    if fixed + 0 > p {
+    if fixed > p {
         return 0;
     }
-    let max_cap = ((p - fixed) / w) as usize;
-    // nodes_above[c] = #nodes with degree > c; entries_above[c] = sum(deg - c) over them.
-    let maxd = degree_hist.len().saturating_sub(1);
-    let lim = max_cap.max(1).min(maxd + 1);
-    let mut nodes_gt = vec![0u64; maxd + 2];
-    let mut sum_gt = vec![0u64; maxd + 2]; // sum of degrees of nodes with degree > c
-    for c in (0..=maxd).rev() {
-        let above_nodes = nodes_gt[c + 1] + if c + 1 <= maxd { degree_hist[c + 1] } else { 0 };
-        let above_sum = sum_gt[c + 1] + if c + 1 <= maxd { degree_hist[c + 1] * (c as u64 + 1) } else { 0 };
-        nodes_gt[c] = above_nodes;
-        sum_gt[c] = above_sum;
+    let max_cap = ((p - fixed) / w).min(hist.counts.len() as u64 - 1) as usize;
+    let h = hist.counts.len();
+    // nodes_gt[c] = #nodes with degree > c; sum_gt[c] = sum of their degrees.
+    let mut nodes_gt = vec![0u64; h];
+    let mut sum_gt = vec![0u64; h];
+    let (mut n_acc, mut s_acc) = (hist.tail_count, hist.tail_sum);
+    for c in (0..h).rev() {
+        nodes_gt[c] = n_acc;
+        sum_gt[c] = s_acc;
+        n_acc += hist.counts[c];
+        s_acc += hist.counts[c] * c as u64;
     }
     let per_ovf = (p - OVERFLOW_TRAILER_BYTES as u64) / w;
     let mut best = (u64::MAX, 0u32);
@@ -284,17 +392,13 @@ pub fn choose_inline_cap(
         }
         let k = p / slot;
         let primary = num_nodes.div_ceil(k) * p;
-        let (spill_nodes, spill_entries) = if c <= maxd {
-            (nodes_gt[c], sum_gt[c] - nodes_gt[c] * c as u64)
-        } else {
-            (0, 0)
-        };
-        let overflow = spill_entries.div_ceil(per_ovf) * p;
-        let cost = primary + overflow + spill_nodes * SECTOR_BYTES;
+        let spill_nodes = nodes_gt[c];
+        let spill_entries = sum_gt[c] - spill_nodes * c as u64;
+        let cost = primary + spill_entries.div_ceil(per_ovf) * p + spill_nodes * SECTOR_BYTES;
         if cost < best.0 {
             best = (cost, c as u32);
         }
-        if c > lim && spill_nodes == 0 {
+        if spill_nodes == 0 {
             break; // larger caps only add space
         }
     }
@@ -321,9 +425,19 @@ fn encode_header(magic: [u8; 8], page_size: u32, fields: &[u64]) -> Vec<u8> {
     page
 }
 
-fn decode_header(file: &str, magic: [u8; 8], bytes: &[u8], nfields: usize) -> Result<(u32, Vec<u64>)> {
+fn decode_header(
+    file: &str,
+    magic: [u8; 8],
+    bytes: &[u8],
+    nfields: usize,
+) -> Result<(u32, Vec<u64>)> {
     if bytes.len() < 16 {
-        return Err(FormatError::Truncated { file: file.into(), offset: 0, needed: 16, available: bytes.len() as u64 });
+        return Err(FormatError::Truncated {
+            file: file.into(),
+            offset: 0,
+            needed: 16,
+            available: bytes.len() as u64,
+        });
     }
     if bytes[0..8] != magic {
         return Err(FormatError::BadMagic {
@@ -334,22 +448,45 @@ fn decode_header(file: &str, magic: [u8; 8], bytes: &[u8], nfields: usize) -> Re
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
     if version != FORMAT_VERSION {
-        return Err(FormatError::UnsupportedVersion { file: file.into(), found: version, supported: FORMAT_VERSION });
+        return Err(FormatError::UnsupportedVersion {
+            file: file.into(),
+            found: version,
+            supported: FORMAT_VERSION,
+        });
     }
     let page_size = u32::from_le_bytes(bytes[12..16].try_into().unwrap());
     if !(PAGE_SIZE_MIN..=PAGE_SIZE_MAX).contains(&page_size) || !page_size.is_power_of_two() {
-        return Err(FormatError::oob(file, 12, "page_size", page_size as u64, format!("a power of two in [{PAGE_SIZE_MIN}, {PAGE_SIZE_MAX}]")));
+        return Err(FormatError::oob(
+            file,
+            12,
+            "page_size",
+            page_size as u64,
+            format!("a power of two in [{PAGE_SIZE_MIN}, {PAGE_SIZE_MAX}]"),
+        ));
     }
     let p = page_size as usize;
     if bytes.len() < p {
-        return Err(FormatError::Truncated { file: file.into(), offset: 0, needed: p as u64, available: bytes.len() as u64 });
+        return Err(FormatError::Truncated {
+            file: file.into(),
+            offset: 0,
+            needed: p as u64,
+            available: bytes.len() as u64,
+        });
     }
     let stored = u32::from_le_bytes(bytes[p - 4..p].try_into().unwrap());
     let computed = crc_at(0, &bytes[..p - 4]);
     if stored != computed {
-        return Err(FormatError::Checksum { file: file.into(), offset: (p - 4) as u64, what: "header page".into(), stored, computed });
+        return Err(FormatError::Checksum {
+            file: file.into(),
+            offset: (p - 4) as u64,
+            what: "header page".into(),
+            stored,
+            computed,
+        });
     }
-    let fields = (0..nfields).map(|i| u64::from_le_bytes(bytes[16 + i * 8..24 + i * 8].try_into().unwrap())).collect();
+    let fields = (0..nfields)
+        .map(|i| u64::from_le_bytes(bytes[16 + i * 8..24 + i * 8].try_into().unwrap()))
+        .collect();
     Ok((page_size, fields))
 }
 
@@ -431,11 +568,19 @@ pub struct OverflowHeader {
 }
 impl OverflowHeader {
     pub fn encode(&self) -> Vec<u8> {
-        encode_header(OVERFLOW_MAGIC, self.page_size, &[self.entries, self.id_bytes])
+        encode_header(
+            OVERFLOW_MAGIC,
+            self.page_size,
+            &[self.entries, self.id_bytes],
+        )
     }
     pub fn decode(file: &str, bytes: &[u8]) -> Result<Self> {
         let (page_size, f) = decode_header(file, OVERFLOW_MAGIC, bytes, 2)?;
-        Ok(OverflowHeader { page_size, entries: f[0], id_bytes: f[1] })
+        Ok(OverflowHeader {
+            page_size,
+            entries: f[0],
+            id_bytes: f[1],
+        })
     }
 }
 
@@ -453,12 +598,23 @@ impl FeatureHeader {
         encode_header(
             FEATURE_MAGIC,
             self.page_size,
-            &[self.num_nodes, self.feature_dim, self.feature_dtype_code, self.stride],
+            &[
+                self.num_nodes,
+                self.feature_dim,
+                self.feature_dtype_code,
+                self.stride,
+            ],
         )
     }
     pub fn decode(file: &str, bytes: &[u8]) -> Result<Self> {
         let (page_size, f) = decode_header(file, FEATURE_MAGIC, bytes, 4)?;
-        Ok(FeatureHeader { page_size, num_nodes: f[0], feature_dim: f[1], feature_dtype_code: f[2], stride: f[3] })
+        Ok(FeatureHeader {
+            page_size,
+            num_nodes: f[0],
+            feature_dim: f[1],
+            feature_dtype_code: f[2],
+            stride: f[3],
+        })
     }
 }
 
@@ -478,10 +634,22 @@ pub fn check_overflow_page(file: &str, page_no: u64, page: &[u8]) -> Result<()> 
     let stored = u32::from_le_bytes(page[n - 4..].try_into().unwrap());
     let computed = crc_at(page_no, &page[..n - 4]);
     if stored != computed {
-        return Err(FormatError::Checksum { file: file.into(), offset: off + n as u64 - 4, what: format!("overflow page {page_no}"), stored, computed });
+        return Err(FormatError::Checksum {
+            file: file.into(),
+            offset: off + n as u64 - 4,
+            what: format!("overflow page {page_no}"),
+            stored,
+            computed,
+        });
     }
     if stored_no != page_no as u32 {
-        return Err(FormatError::oob(file, off + n as u64 - 8, "overflow page number", stored_no as u64, format!("== {page_no} (page is misplaced)")));
+        return Err(FormatError::oob(
+            file,
+            off + n as u64 - 8,
+            "overflow page number",
+            stored_no as u64,
+            format!("== {page_no} (page is misplaced)"),
+        ));
     }
     Ok(())
 }
@@ -491,7 +659,19 @@ mod tests {
     use super::*;
 
     fn layout(n: u64, dim: u32, placement: FeaturePlacement, cap: u32) -> Layout {
-        Layout::new("t", 4096, n, 1000, 4, dim, Dtype::Float32, placement, cap, 10).unwrap()
+        Layout::new(
+            "t",
+            4096,
+            n,
+            1000,
+            4,
+            dim,
+            Dtype::Float32,
+            placement,
+            cap,
+            10,
+        )
+        .unwrap()
     }
 
     #[test]
@@ -524,24 +704,87 @@ mod tests {
 
     #[test]
     fn rejects_bad_parameters() {
-        assert!(Layout::new("t", 3000, 1, 0, 4, 0, Dtype::Float32, FeaturePlacement::Inline, 0, 0).is_err());
-        assert!(Layout::new("t", 4096, 1, 0, 3, 0, Dtype::Float32, FeaturePlacement::Inline, 0, 0).is_err());
-        let e = Layout::new("t", 4096, 1, 0, 4, 2000, Dtype::Float32, FeaturePlacement::Inline, 0, 0).unwrap_err();
+        assert!(Layout::new(
+            "t",
+            3000,
+            1,
+            0,
+            4,
+            0,
+            Dtype::Float32,
+            FeaturePlacement::Inline,
+            0,
+            0
+        )
+        .is_err());
+        assert!(Layout::new(
+            "t",
+            4096,
+            1,
+            0,
+            3,
+            0,
+            Dtype::Float32,
+            FeaturePlacement::Inline,
+            0,
+            0
+        )
+        .is_err());
+        let e = Layout::new(
+            "t",
+            4096,
+            1,
+            0,
+            4,
+            2000,
+            Dtype::Float32,
+            FeaturePlacement::Inline,
+            0,
+            0,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("slot_bytes"), "{e}");
-        assert!(Layout::new("t", 4096, 1, 5, 4, 0, Dtype::Float32, FeaturePlacement::Inline, 0, 6).is_err());
-        assert!(Layout::new("t", 4096, u64::MAX, 0, 8, 0, Dtype::Float32, FeaturePlacement::Inline, 0, 0).is_err());
+        assert!(Layout::new(
+            "t",
+            4096,
+            1,
+            5,
+            4,
+            0,
+            Dtype::Float32,
+            FeaturePlacement::Inline,
+            0,
+            6
+        )
+        .is_err());
+        assert!(Layout::new(
+            "t",
+            4096,
+            u64::MAX,
+            0,
+            8,
+            0,
+            Dtype::Float32,
+            FeaturePlacement::Inline,
+            0,
+            0
+        )
+        .is_err());
     }
 
     #[test]
     fn inline_cap_tracks_degree_distribution() {
         // All nodes of degree 5: the best cap holds exactly 5 (no spills, no slack).
-        let mut hist = vec![0u64; 6];
-        hist[5] = 1000;
+        let mut hist = DegreeHistogram::new();
+        (0..1000).for_each(|_| hist.add(5));
         assert_eq!(choose_inline_cap(4096, 4, 0, 1000, &hist), 5);
-        // A few hubs do not drag the cap up.
-        let mut hist = vec![0u64; 100_001];
-        hist[3] = 100_000;
-        hist[100_000] = 2;
+        assert_eq!(hist.quantile(0.5), Some(5));
+        // A few hubs (in the tail bucket) do not drag the cap up.
+        let mut hist = DegreeHistogram::new();
+        (0..100_000).for_each(|_| hist.add(3));
+        hist.add(100_000);
+        hist.add(1 << 30);
+        assert_eq!(hist.tail_count, 2);
         let c = choose_inline_cap(4096, 4, 512, 100_002, &hist);
         assert!((3..10).contains(&c), "cap {c}");
     }
@@ -557,7 +800,13 @@ mod tests {
         assert!(matches!(e, FormatError::Checksum { .. }), "{e}");
         let mut page = h.encode();
         page[8] = 9;
-        assert!(matches!(GraphHeader::decode("g", &page).unwrap_err(), FormatError::UnsupportedVersion { found: 9, .. }));
-        assert!(matches!(OverflowHeader::decode("g", &h.encode()).unwrap_err(), FormatError::BadMagic { .. }));
+        assert!(matches!(
+            GraphHeader::decode("g", &page).unwrap_err(),
+            FormatError::UnsupportedVersion { found: 9, .. }
+        ));
+        assert!(matches!(
+            OverflowHeader::decode("g", &h.encode()).unwrap_err(),
+            FormatError::BadMagic { .. }
+        ));
     }
 }

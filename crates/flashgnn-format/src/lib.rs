@@ -30,7 +30,7 @@ pub mod slot;
 
 pub use dtype::Dtype;
 pub use error::{FormatError, Result};
-pub use layout::{GraphHeader, Layout, OverflowHeader, FeatureHeader};
+pub use layout::{FeatureHeader, GraphHeader, Layout, OverflowHeader};
 pub use manifest::Manifest;
 
 /// Format version written by this build. Readers refuse any other version with

@@ -112,8 +112,16 @@ pub struct Manifest {
 impl Manifest {
     /// Parse and validate. `path` names the file in errors.
     pub fn from_json(path: &str, text: &str) -> Result<Manifest> {
-        let probe: serde_json::Value = serde_json::from_str(text)
-            .map_err(|e| FormatError::invalid(path, format!("line {} column {}: not valid JSON: {e}", e.line(), e.column())))?;
+        let probe: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+            FormatError::invalid(
+                path,
+                format!(
+                    "line {} column {}: not valid JSON: {e}",
+                    e.line(),
+                    e.column()
+                ),
+            )
+        })?;
         match probe.get("magic").and_then(|m| m.as_str()) {
             Some(MANIFEST_MAGIC) => {}
             other => {
@@ -124,12 +132,23 @@ impl Manifest {
                 })
             }
         }
-        let version = probe.get("format_version").and_then(|v| v.as_u64()).unwrap_or(0);
+        let version = probe
+            .get("format_version")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
         if version != FORMAT_VERSION as u64 {
-            return Err(FormatError::UnsupportedVersion { file: path.into(), found: version as u32, supported: FORMAT_VERSION });
+            return Err(FormatError::UnsupportedVersion {
+                file: path.into(),
+                found: version as u32,
+                supported: FORMAT_VERSION,
+            });
         }
-        let m: Manifest = serde_json::from_value(probe)
-            .map_err(|e| FormatError::invalid(path, format!("manifest does not match format version {FORMAT_VERSION}: {e}")))?;
+        let m: Manifest = serde_json::from_value(probe).map_err(|e| {
+            FormatError::invalid(
+                path,
+                format!("manifest does not match format version {FORMAT_VERSION}: {e}"),
+            )
+        })?;
         m.layout(path)?;
         Ok(m)
     }
@@ -149,7 +168,13 @@ impl Manifest {
     /// Derive and check the layout; every stored derived value must agree.
     pub fn layout(&self, path: &str) -> Result<Layout> {
         if self.features.placement != "inline" && self.features.placement != "separate" {
-            return Err(FormatError::invalid(path, format!("features.placement {:?} must be \"inline\" or \"separate\"", self.features.placement)));
+            return Err(FormatError::invalid(
+                path,
+                format!(
+                    "features.placement {:?} must be \"inline\" or \"separate\"",
+                    self.features.placement
+                ),
+            ));
         }
         let l = Layout::new(
             path,
@@ -164,10 +189,22 @@ impl Manifest {
             self.graph.overflow_entries,
         )?;
         if l.slot_bytes != self.graph.slot_bytes {
-            return Err(FormatError::oob(path, 0, "graph.slot_bytes", self.graph.slot_bytes as u64, format!("== {} derived from the layout", l.slot_bytes)));
+            return Err(FormatError::oob(
+                path,
+                0,
+                "graph.slot_bytes",
+                self.graph.slot_bytes as u64,
+                format!("== {} derived from the layout", l.slot_bytes),
+            ));
         }
         if l.slots_per_page != self.graph.slots_per_page {
-            return Err(FormatError::oob(path, 0, "graph.slots_per_page", self.graph.slots_per_page as u64, format!("== {}", l.slots_per_page)));
+            return Err(FormatError::oob(
+                path,
+                0,
+                "graph.slots_per_page",
+                self.graph.slots_per_page as u64,
+                format!("== {}", l.slots_per_page),
+            ));
         }
         let expect = [
             (crate::manifest::GRAPH_FILE, l.graph_file_bytes()),
@@ -176,14 +213,35 @@ impl Manifest {
         for (name, bytes) in expect {
             match self.files.get(name) {
                 Some(f) if f.bytes == bytes => {}
-                Some(f) => return Err(FormatError::oob(path, 0, "file size in manifest", f.bytes, format!("== {bytes} for {name}"))),
-                None => return Err(FormatError::invalid(path, format!("manifest lists no entry for {name}"))),
+                Some(f) => {
+                    return Err(FormatError::oob(
+                        path,
+                        0,
+                        "file size in manifest",
+                        f.bytes,
+                        format!("== {bytes} for {name}"),
+                    ))
+                }
+                None => {
+                    return Err(FormatError::invalid(
+                        path,
+                        format!("manifest lists no entry for {name}"),
+                    ))
+                }
             }
         }
         if l.placement == FeaturePlacement::Separate {
             match self.files.get(FEATURES_FILE) {
                 Some(f) if f.bytes == l.features_file_bytes() => {}
-                _ => return Err(FormatError::invalid(path, format!("manifest entry for {FEATURES_FILE} missing or not {} bytes", l.features_file_bytes()))),
+                _ => {
+                    return Err(FormatError::invalid(
+                        path,
+                        format!(
+                            "manifest entry for {FEATURES_FILE} missing or not {} bytes",
+                            l.features_file_bytes()
+                        ),
+                    ))
+                }
             }
         }
         Ok(l)

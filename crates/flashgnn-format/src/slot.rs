@@ -47,15 +47,24 @@ impl<'a> SlotView<'a> {
         let w = self.id_bytes as usize;
         let v = read_id(&self.inline[i * w..(i + 1) * w]);
         if v >= layout.num_nodes {
-            let off = layout.slot_offset(self.node) + layout.inline_ids_offset() as u64 + (i * w) as u64;
-            return Err(FormatError::oob(file, off, "neighbor id", v, format!("< num_nodes {}", layout.num_nodes)));
+            let off =
+                layout.slot_offset(self.node) + layout.inline_ids_offset() as u64 + (i * w) as u64;
+            return Err(FormatError::oob(
+                file,
+                off,
+                "neighbor id",
+                v,
+                format!("< num_nodes {}", layout.num_nodes),
+            ));
         }
         Ok(v)
     }
 
     /// All inline neighbors, checked.
     pub fn inline_ids(&self, layout: &Layout, file: &str) -> Result<Vec<u64>> {
-        (0..self.inline_len()).map(|i| self.inline_id(i, layout, file)).collect()
+        (0..self.inline_len())
+            .map(|i| self.inline_id(i, layout, file))
+            .collect()
     }
 }
 
@@ -110,28 +119,62 @@ pub fn encode_slot(
 }
 
 /// Decode and validate node `node`'s slot from `bytes` (exactly `slot_bytes`).
-pub fn decode_slot<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str) -> Result<SlotView<'a>> {
+pub fn decode_slot<'a>(
+    layout: &Layout,
+    node: u64,
+    bytes: &'a [u8],
+    file: &str,
+) -> Result<SlotView<'a>> {
     let base = if node < layout.num_nodes {
         layout.slot_offset(node)
     } else {
-        return Err(FormatError::oob(file, 0, "node id", node, format!("< num_nodes {}", layout.num_nodes)));
+        return Err(FormatError::oob(
+            file,
+            0,
+            "node id",
+            node,
+            format!("< num_nodes {}", layout.num_nodes),
+        ));
     };
     if bytes.len() != layout.slot_bytes as usize {
-        return Err(FormatError::Truncated { file: file.into(), offset: base, needed: layout.slot_bytes as u64, available: bytes.len() as u64 });
+        return Err(FormatError::Truncated {
+            file: file.into(),
+            offset: base,
+            needed: layout.slot_bytes as u64,
+            available: bytes.len() as u64,
+        });
     }
     let stored = u32::from_le_bytes(bytes[0..4].try_into().unwrap());
     let computed = crc_at(node, &bytes[4..]);
     if stored != computed {
-        return Err(FormatError::Checksum { file: file.into(), offset: base, what: format!("slot of node {node}"), stored, computed });
+        return Err(FormatError::Checksum {
+            file: file.into(),
+            offset: base,
+            what: format!("slot of node {node}"),
+            stored,
+            computed,
+        });
     }
     let degree = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
     let original_id = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
     let overflow_first = u64::from_le_bytes(bytes[16..24].try_into().unwrap());
     if degree as u64 > layout.num_edges {
-        return Err(FormatError::oob(file, base + 4, "degree", degree as u64, format!("<= num_edges {}", layout.num_edges)));
+        return Err(FormatError::oob(
+            file,
+            base + 4,
+            "degree",
+            degree as u64,
+            format!("<= num_edges {}", layout.num_edges),
+        ));
     }
     if original_id >= layout.num_nodes {
-        return Err(FormatError::oob(file, base + 8, "original id", original_id, format!("< num_nodes {}", layout.num_nodes)));
+        return Err(FormatError::oob(
+            file,
+            base + 8,
+            "original id",
+            original_id,
+            format!("< num_nodes {}", layout.num_nodes),
+        ));
     }
     let inline_len = degree.min(layout.inline_cap) as u64;
     let spill = degree as u64 - inline_len;
@@ -143,11 +186,20 @@ pub fn decode_slot<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str) 
                 base + 16,
                 "overflow range end",
                 end.unwrap_or(u64::MAX),
-                format!("<= overflow_entries {} (first {overflow_first}, count {spill})", layout.overflow_entries),
+                format!(
+                    "<= overflow_entries {} (first {overflow_first}, count {spill})",
+                    layout.overflow_entries
+                ),
             ));
         }
     } else if overflow_first != 0 {
-        return Err(FormatError::oob(file, base + 16, "overflow_first", overflow_first, "0 for a node without overflow"));
+        return Err(FormatError::oob(
+            file,
+            base + 16,
+            "overflow_first",
+            overflow_first,
+            "0 for a node without overflow",
+        ));
     }
     let fo = SLOT_HEADER_BYTES as usize;
     let features: &[u8] = if layout.placement == crate::layout::FeaturePlacement::Inline {
@@ -157,15 +209,34 @@ pub fn decode_slot<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str) 
     };
     let io = layout.inline_ids_offset() as usize;
     let inline = &bytes[io..io + (inline_len as usize) * layout.id_bytes as usize];
-    Ok(SlotView { node, degree, original_id, overflow_first, features, inline, id_bytes: layout.id_bytes })
+    Ok(SlotView {
+        node,
+        degree,
+        original_id,
+        overflow_first,
+        features,
+        inline,
+        id_bytes: layout.id_bytes,
+    })
 }
 
 /// Strict check used by `verify`: bytes after the inline ids must be zero.
-pub fn check_slot_padding(layout: &Layout, view: &SlotView, bytes: &[u8], file: &str) -> Result<()> {
+pub fn check_slot_padding(
+    layout: &Layout,
+    view: &SlotView,
+    bytes: &[u8],
+    file: &str,
+) -> Result<()> {
     let start = layout.inline_ids_offset() as usize + view.inline_len() * layout.id_bytes as usize;
     if let Some(p) = bytes[start..].iter().position(|b| *b != 0) {
         let off = layout.slot_offset(view.node) + (start + p) as u64;
-        return Err(FormatError::oob(file, off, "slot padding byte", bytes[start + p] as u64, "0"));
+        return Err(FormatError::oob(
+            file,
+            off,
+            "slot padding byte",
+            bytes[start + p] as u64,
+            "0",
+        ));
     }
     Ok(())
 }
@@ -177,7 +248,19 @@ mod tests {
     use crate::layout::FeaturePlacement;
 
     fn layout() -> Layout {
-        Layout::new("g", 4096, 100, 1000, 4, 4, Dtype::Float32, FeaturePlacement::Inline, 3, 50).unwrap()
+        Layout::new(
+            "g",
+            4096,
+            100,
+            1000,
+            4,
+            4,
+            Dtype::Float32,
+            FeaturePlacement::Inline,
+            3,
+            50,
+        )
+        .unwrap()
     }
 
     #[test]
@@ -207,7 +290,10 @@ mod tests {
             assert!(decode_slot(&l, 3, &b, "g").is_err(), "bit {bit} not caught");
         }
         // The same bytes at another node id (a swapped slot) are refused.
-        assert!(matches!(decode_slot(&l, 4, &buf, "g"), Err(FormatError::Checksum { .. })));
+        assert!(matches!(
+            decode_slot(&l, 4, &buf, "g"),
+            Err(FormatError::Checksum { .. })
+        ));
     }
 
     #[test]
@@ -217,7 +303,10 @@ mod tests {
         let mut buf = vec![0u8; l.slot_bytes as usize];
         encode_slot(&l, 1, 3, 200, 0, &[0u8; 16], &[1, 2, 3], &mut buf);
         let e = decode_slot(&l, 1, &buf, "g").unwrap_err().to_string();
-        assert!(e.contains("original id = 200") && e.contains("< num_nodes 100"), "{e}");
+        assert!(
+            e.contains("original id = 200") && e.contains("< num_nodes 100"),
+            "{e}"
+        );
         encode_slot(&l, 1, 10, 0, 45, &[0u8; 16], &[1, 2, 3], &mut buf);
         let e = decode_slot(&l, 1, &buf, "g").unwrap_err().to_string();
         assert!(e.contains("overflow range end = 52"), "{e}");

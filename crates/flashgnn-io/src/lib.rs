@@ -35,7 +35,11 @@ pub struct IoError {
 impl std::fmt::Display for IoError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.offset {
-            Some(o) => write!(f, "{} {} at byte offset {o}: {}", self.op, self.path, self.source),
+            Some(o) => write!(
+                f,
+                "{} {} at byte offset {o}: {}",
+                self.op, self.path, self.source
+            ),
             None => write!(f, "{} {}: {}", self.op, self.path, self.source),
         }
     }
@@ -48,7 +52,17 @@ impl std::error::Error for IoError {
 }
 
 impl IoError {
-    pub fn new(op: &'static str, path: impl AsRef<std::path::Path>, offset: Option<u64>, source: std::io::Error) -> Self {
-        IoError { path: path.as_ref().display().to_string(), offset, op, source }
+    pub fn new(
+        op: &'static str,
+        path: impl AsRef<std::path::Path>,
+        offset: Option<u64>,
+        source: std::io::Error,
+    ) -> Self {
+        IoError {
+            path: path.as_ref().display().to_string(),
+            offset,
+            op,
+            source,
+        }
     }
 }

@@ -30,7 +30,10 @@ impl FileReader {
     pub fn open(path: impl AsRef<Path>) -> Result<FileReader, IoError> {
         let path = path.as_ref().to_path_buf();
         let file = File::open(&path).map_err(|e| IoError::new("opening", &path, None, e))?;
-        let len = file.metadata().map_err(|e| IoError::new("stat", &path, None, e))?.len();
+        let len = file
+            .metadata()
+            .map_err(|e| IoError::new("stat", &path, None, e))?
+            .len();
         Ok(FileReader { path, file, len })
     }
 }
@@ -45,11 +48,16 @@ impl ReadAt for FileReader {
                 Some(offset),
                 std::io::Error::new(
                     std::io::ErrorKind::UnexpectedEof,
-                    format!("{} bytes requested but the file is {} bytes long (truncated?)", buf.len(), self.len),
+                    format!(
+                        "{} bytes requested but the file is {} bytes long (truncated?)",
+                        buf.len(),
+                        self.len
+                    ),
                 ),
             ));
         }
-        FileExt::read_exact_at(&self.file, buf, offset).map_err(|e| IoError::new("reading", &self.path, Some(offset), e))
+        FileExt::read_exact_at(&self.file, buf, offset)
+            .map_err(|e| IoError::new("reading", &self.path, Some(offset), e))
     }
     fn len(&self) -> u64 {
         self.len
@@ -71,7 +79,12 @@ pub struct FaultyReader<R> {
 
 impl<R: ReadAt> FaultyReader<R> {
     pub fn new(inner: R, fail_at: u64, forever: bool) -> Self {
-        FaultyReader { inner, fail_at, forever, count: AtomicU64::new(0) }
+        FaultyReader {
+            inner,
+            fail_at,
+            forever,
+            count: AtomicU64::new(0),
+        }
     }
 }
 
@@ -79,7 +92,12 @@ impl<R: ReadAt> ReadAt for FaultyReader<R> {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<(), IoError> {
         let n = self.count.fetch_add(1, Ordering::SeqCst);
         if n == self.fail_at || (self.forever && n > self.fail_at) {
-            return Err(IoError::new("reading", self.inner.path(), Some(offset), std::io::Error::from_raw_os_error(libc::EIO)));
+            return Err(IoError::new(
+                "reading",
+                self.inner.path(),
+                Some(offset),
+                std::io::Error::from_raw_os_error(libc::EIO),
+            ));
         }
         self.inner.read_exact_at(buf, offset)
     }

@@ -1,1 +1,20 @@
-//! placeholder
+//! Reading a built dataset: [`Dataset::open`] validates the manifest against
+//! the files and their header pages; `neighbors`, `features`, `labels` and
+//! `split` are simple, correct, checked positional reads (the fast batched
+//! sampler is a separate layer); [`verify`] checks every checksum, address
+//! and bound.
+//!
+//! Architecture invariant: every value read from disk goes through the
+//! checked decoders of `flashgnn-format` before it is used as an offset,
+//! length or id; a corrupt file yields a [`StoreError`], never a panic or a
+//! read outside the dataset.
+//!
+//! In-memory index per node: **0 bytes** without relabelling (slot addresses
+//! are arithmetic); with `--reorder`, `node_index.npy`/`node_order.npy` are
+//! loaded on first use of an original id (8 B per node, u32 each).
+
+pub mod dataset;
+pub mod verify;
+
+pub use dataset::{Dataset, StoreError};
+pub use verify::{verify, VerifyReport};

@@ -1,0 +1,1237 @@
+//! The build pipeline (see the crate docs for the picture).
+//!
+//! Memory sketch (TigerBeetle-style, numbers for the 2 GiB default budget):
+//! - per node: 4 B degree (+ 8 B for the two relabelling maps with
+//!   `--reorder`), charged against the budget before the sort chunk is sized;
+//! - [`FIXED_OVERHEAD_BYTES`] = 64 MiB for I/O buffers (merge readers 16 MiB,
+//!   write buffers 1 MiB each, feature staging chunk 8 MiB, histogram 1 MiB);
+//! - the rest is the external-sort chunk (8 B per directed edge entry).
+//!
+//! So an input with 10^8 nodes and 10^9 edges under 2 GiB sorts in
+//! (2 GiB − 64 MiB − 400 MB) / 8 B ≈ 200 M-entry chunks: 10 runs.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use flashgnn_format::checksum::crc_at;
+use flashgnn_format::layout::{
+    choose_inline_cap, seal_overflow_page, DegreeHistogram, FeaturePlacement, Layout,
+    SLOT_HEADER_BYTES,
+};
+use flashgnn_format::manifest::*;
+use flashgnn_format::npy::encode_header;
+use flashgnn_format::slot::{encode_slot, write_id};
+use flashgnn_format::{Dtype, FeatureHeader, GraphHeader, OverflowHeader, FORMAT_VERSION};
+use flashgnn_io::{publish_dir, FileReader, IoError, OutFile, ReadAt};
+
+use crate::options::{BuildOptions, FeatureLayout, Reorder, SelfLoops};
+use crate::progress::Progress;
+use crate::rows::{convert_rows, splitmix64, synthetic_row, unit};
+use crate::sort::{ExternalSorter, Merged};
+use crate::source::detect::open_inputs;
+use crate::source::{EdgeSource, RowSource, ValueSource, NODES_MAX};
+use crate::{BuildError, Result};
+
+/// Memory reserved for I/O buffers outside the sort chunk (see module docs).
+pub const FIXED_OVERHEAD_BYTES: u64 = 64 << 20;
+/// Smallest sort chunk worth running with: 1 MiB = 128 Ki entries.
+pub const SORT_CHUNK_MIN_BYTES: u64 = 1 << 20;
+/// Edges read per batch from a source.
+const EDGE_BATCH: usize = 1 << 16;
+/// Rows per feature staging chunk: bounded by bytes, see `stage_chunk_rows`.
+const STAGE_CHUNK_BYTES: usize = 8 << 20;
+/// A row is stored inline when it takes at most this fraction of a page, so
+/// that several slots (and their neighbor lists) share each page.
+const INLINE_ROW_FRACTION: u32 = 4;
+
+/// What a successful build reports beyond the manifest.
+#[derive(Debug, Clone)]
+pub struct BuildReport {
+    pub output: PathBuf,
+    pub manifest: Manifest,
+    pub skipped_lines: u64,
+    pub skipped_examples: Vec<String>,
+    pub nan_replaced: u64,
+}
+
+/// Removes the temporary directory unless disarmed (errors, panics, Ctrl-C).
+struct TmpGuard(Option<PathBuf>);
+impl Drop for TmpGuard {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_dir_all(p);
+        }
+    }
+}
+
+/// Build `opts.input` into a dataset at `opts.output`, atomically.
+pub fn build(opts: &BuildOptions, progress: &Progress) -> Result<BuildReport> {
+    let out = &opts.output;
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    if !parent.is_dir() {
+        return Err(BuildError::config(format!(
+            "{}: output directory's parent does not exist",
+            parent.display()
+        )));
+    }
+    if out.exists() {
+        let nonempty = std::fs::read_dir(out)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true);
+        if nonempty && !opts.force {
+            return Err(BuildError::config(format!(
+                "{}: already exists; pass --force to replace it (the old dataset stays intact until the new one is complete)",
+                out.display()
+            )));
+        }
+    }
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "dataset".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tmp = parent.join(format!(".{name}.tmp-{}-{nanos}", std::process::id()));
+    std::fs::create_dir(&tmp).map_err(|e| IoError::new("creating", &tmp, None, e))?;
+    let mut guard = TmpGuard(Some(tmp.clone()));
+    let mut report = build_into(&tmp, opts, progress)?;
+    progress.check()?;
+    // Publish only what reads back clean: a full verify of the new files
+    // (mostly from the page cache, as they were just written).
+    let ds = flashgnn_store::Dataset::open(&tmp)?;
+    let mut task = progress.task("verify", "B", 0);
+    let mut last = 0;
+    flashgnn_store::verify(&ds, &mut |done, total| {
+        task.set_total(total);
+        task.add(done - last);
+        last = done;
+    })?;
+    task.finish();
+    drop(task);
+    progress.check()?;
+    publish_dir(&tmp, out)?;
+    guard.0 = None;
+    report.output = out.clone();
+    Ok(report)
+}
+
+struct Side {
+    feature_seconds: f64,
+    files: Vec<(String, u64, u32)>,
+    labels: Option<LabelInfo>,
+    splits: Vec<(String, u64)>,
+    nan_replaced: u64,
+    /// Rows staged in `features.stage` (None when written final or absent).
+    staged: bool,
+}
+
+fn declared_nodes(opts: &BuildOptions, inputs: &crate::source::Inputs) -> Result<Option<u64>> {
+    let mut n = inputs.num_nodes;
+    let mut origin = if n.is_some() {
+        "the declared node count".to_string()
+    } else {
+        String::new()
+    };
+    let mut check = |count: Option<u64>, what: String| -> Result<()> {
+        if let Some(c) = count {
+            match n {
+                Some(prev) if prev != c => {
+                    return Err(BuildError::config(format!(
+                        "{what} has {c} rows but {origin} is {prev}: they must agree"
+                    )));
+                }
+                None => {
+                    n = Some(c);
+                    origin = format!("{what} ({c} rows)");
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    };
+    if let Some(f) = &inputs.features {
+        check(f.rows(), f.file())?;
+    }
+    if let Some(l) = &inputs.labels {
+        check(l.len(), l.file())?;
+    }
+    if let Some(n) = n {
+        if n >= NODES_MAX {
+            return Err(BuildError::config(format!(
+                "node count {n} exceeds the supported maximum {}",
+                NODES_MAX - 1
+            )));
+        }
+    }
+    let _ = opts;
+    Ok(n)
+}
+
+fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<BuildReport> {
+    let t0 = Instant::now();
+    if !opts.page_size.is_power_of_two()
+        || !(flashgnn_format::PAGE_SIZE_MIN..=flashgnn_format::PAGE_SIZE_MAX)
+            .contains(&opts.page_size)
+    {
+        return Err(BuildError::config(format!(
+            "--page-size {} must be a power of two in [{}, {}]",
+            opts.page_size,
+            flashgnn_format::PAGE_SIZE_MIN,
+            flashgnn_format::PAGE_SIZE_MAX
+        )));
+    }
+    let mut inputs = open_inputs(opts)?;
+    let declared = declared_nodes(opts, &inputs)?;
+    if inputs.format == "ogb" && declared.is_none() {
+        return Err(BuildError::config(format!(
+            "{}: OGB input without raw/num-node-list.csv.gz: pass --num-nodes N",
+            opts.input.display()
+        )));
+    }
+    inputs.edges.set_num_nodes(declared);
+
+    // Feature plan.
+    let (feat_dim, src_dtype) = match (&inputs.features, opts.synthetic_features) {
+        (Some(f), None) => (f.dim(), f.dtype()),
+        (None, Some(d)) => (d, Dtype::Float32),
+        (None, None) => (0, Dtype::Float32),
+        (Some(f), Some(_)) => {
+            return Err(BuildError::config(format!(
+                "--synthetic-features given but the input has features ({})",
+                f.file()
+            )))
+        }
+    };
+    let feat_dtype = opts.feature_dtype.unwrap_or(src_dtype);
+    if !feat_dtype.is_float() {
+        return Err(BuildError::config(format!(
+            "--feature-dtype {} must be float16, float32 or float64",
+            feat_dtype.name()
+        )));
+    }
+    let row_bytes = feat_dim as u64 * feat_dtype.size() as u64;
+    let fits_inline = SLOT_HEADER_BYTES as u64 + row_bytes + 4 <= opts.page_size as u64;
+    let placement = match opts.feature_layout {
+        FeatureLayout::Inline if !fits_inline => {
+            return Err(BuildError::config(format!(
+                "--feature-layout inline: a {row_bytes}-byte feature row does not fit a {}-byte page with its slot header; use --feature-layout separate or a larger --page-size",
+                opts.page_size
+            )))
+        }
+        FeatureLayout::Inline => FeaturePlacement::Inline,
+        FeatureLayout::Separate => FeaturePlacement::Separate,
+        FeatureLayout::Auto if row_bytes * INLINE_ROW_FRACTION as u64 <= opts.page_size as u64 => FeaturePlacement::Inline,
+        FeatureLayout::Auto => FeaturePlacement::Separate,
+    };
+    let direct_final = placement == FeaturePlacement::Separate && opts.reorder == Reorder::None;
+
+    // Memory plan.
+    let per_node = 4 + if opts.reorder != Reorder::None { 12 } else { 0 };
+    let node_bytes = declared.unwrap_or(0) * per_node;
+    let chunk_bytes = opts
+        .memory_budget
+        .saturating_sub(FIXED_OVERHEAD_BYTES + node_bytes);
+    if chunk_bytes < SORT_CHUNK_MIN_BYTES {
+        return Err(BuildError::config(format!(
+            "--memory-budget {} bytes is too small: it must cover {} MiB of buffers, {per_node} B per node ({} nodes) and an {} MiB sort chunk, i.e. at least {} bytes",
+            opts.memory_budget,
+            FIXED_OVERHEAD_BYTES >> 20,
+            declared.unwrap_or(0),
+            SORT_CHUNK_MIN_BYTES >> 20,
+            FIXED_OVERHEAD_BYTES + node_bytes + SORT_CHUNK_MIN_BYTES
+        )));
+    }
+
+    let mut side_inputs = Some((
+        inputs.features.take(),
+        inputs.labels.take(),
+        std::mem::take(&mut inputs.splits),
+    ));
+    let mut edges = inputs.edges;
+    let fmt_name = inputs.format.clone();
+
+    // Side work (features, labels, splits) overlaps edge preprocessing when
+    // the node count is known up front; otherwise it runs after the edges.
+    let side_params = SideParams {
+        tmp,
+        opts,
+        feat_dtype,
+        direct_final,
+        page_size: opts.page_size,
+        progress,
+    };
+    let (edge_result, side_result) = std::thread::scope(|scope| {
+        let handle = declared.map(|n| {
+            let (f, l, s) = side_inputs.take().expect("side inputs taken once");
+            let p = &side_params;
+            scope.spawn(move || side_work(p, n, f, l, s))
+        });
+        let edge_result =
+            preprocess_edges(tmp, opts, edges.as_mut(), declared, chunk_bytes, progress);
+        if edge_result.is_err() {
+            progress.cancel(); // stop the side thread promptly; the edge error wins
+        }
+        let side_result = handle.map(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err(BuildError::config("internal: feature thread panicked")))
+        });
+        (edge_result, side_result)
+    });
+    let mut edge_result = edge_result?;
+    let side = match side_result {
+        Some(r) => r?,
+        None => {
+            // The node count came from the edges (SNAP, npy without features).
+            let (f, l, s) = side_inputs.take().expect("side inputs not consumed");
+            side_work(&side_params, edge_result.num_nodes, f, l, s)?
+        }
+    };
+    finish_build(
+        tmp,
+        opts,
+        progress,
+        t0,
+        &mut edge_result,
+        side,
+        placement,
+        feat_dim,
+        feat_dtype,
+        fmt_name,
+        edges.as_ref(),
+    )
+}
+
+struct SideParams<'a> {
+    tmp: &'a Path,
+    opts: &'a BuildOptions,
+    feat_dtype: Dtype,
+    direct_final: bool,
+    page_size: u32,
+    progress: &'a Progress,
+}
+
+/// Stream features (converted), labels and splits to their files.
+fn side_work(
+    p: &SideParams,
+    num_nodes: u64,
+    features: Option<Box<dyn RowSource>>,
+    labels: Option<Box<dyn ValueSource>>,
+    splits: Vec<(String, Box<dyn ValueSource>)>,
+) -> Result<Side> {
+    let t = Instant::now();
+    let mut side = Side {
+        feature_seconds: 0.0,
+        files: Vec::new(),
+        labels: None,
+        splits: Vec::new(),
+        nan_replaced: 0,
+        staged: false,
+    };
+    if let Some(mut f) = features {
+        let dim = f.dim() as usize;
+        let src = f.dtype();
+        let dst = p.feat_dtype;
+        let row_bytes = dim * dst.size();
+        let stride = if p.direct_final {
+            row_bytes.div_ceil(512).max(1) * 512
+        } else {
+            row_bytes
+        };
+        let path = p.tmp.join(if p.direct_final {
+            FEATURES_FILE
+        } else {
+            "features.stage"
+        });
+        let mut out = OutFile::create(&path)?;
+        let mut crcs = Vec::new();
+        if p.direct_final {
+            let h = FeatureHeader {
+                page_size: p.page_size,
+                num_nodes,
+                feature_dim: dim as u64,
+                feature_dtype_code: dst.code() as u64,
+                stride: stride as u64,
+            };
+            out.write(&h.encode())?;
+            crcs.reserve(num_nodes as usize);
+        }
+        let mut task = p.progress.task("features", "rows", num_nodes);
+        let chunk_rows = (STAGE_CHUNK_BYTES / (dim * src.size()).max(1)).clamp(1, 1 << 20);
+        let (mut raw, mut conv) = (Vec::new(), Vec::new());
+        let mut row = 0u64;
+        let file = f.file();
+        loop {
+            p.progress.check()?;
+            raw.clear();
+            let k = f.next_rows(chunk_rows, &mut raw)? as u64;
+            if k == 0 {
+                break;
+            }
+            if row + k > num_nodes {
+                return Err(BuildError::input(
+                    &file,
+                    f.position(num_nodes),
+                    format!("feature table has more rows than the node count {num_nodes}"),
+                ));
+            }
+            conv.clear();
+            convert_rows(
+                &file,
+                &|r| f.position(r),
+                src,
+                dst,
+                dim,
+                &raw,
+                row,
+                p.opts.nan,
+                &mut side.nan_replaced,
+                &mut conv,
+            )?;
+            if p.direct_final {
+                let pad = vec![0u8; stride - row_bytes];
+                for i in 0..k as usize {
+                    let r = &conv[i * row_bytes..(i + 1) * row_bytes];
+                    crcs.push(crc_at(row + i as u64, r));
+                    out.write(r)?;
+                    out.write(&pad)?;
+                }
+            } else {
+                out.write(&conv)?;
+            }
+            row += k;
+            task.add(k);
+        }
+        if row != num_nodes {
+            return Err(BuildError::input(
+                &file,
+                f.position(row),
+                format!("feature table has {row} rows but the node count is {num_nodes}"),
+            ));
+        }
+        let (bytes, crc) = out.finish()?;
+        if p.direct_final {
+            side.files.push((FEATURES_FILE.into(), bytes, crc));
+            let (b, c) = write_npy_u32(&p.tmp.join(FEATURE_CRC_FILE), &crcs)?;
+            side.files.push((FEATURE_CRC_FILE.into(), b, c));
+        } else {
+            side.staged = true;
+        }
+    }
+    side.feature_seconds = t.elapsed().as_secs_f64();
+    if let Some(l) = labels {
+        let (info, bytes, crc) = write_labels(p, num_nodes, l)?;
+        side.labels = Some(info);
+        side.files.push((LABELS_FILE.into(), bytes, crc));
+    }
+    let mut have_splits = false;
+    for (name, s) in splits {
+        let (count, bytes, crc) = write_split(p, num_nodes, &name, s)?;
+        side.splits.push((name.clone(), count));
+        side.files.push((split_file(&name), bytes, crc));
+        have_splits = true;
+    }
+    if !have_splits {
+        let fractions = p
+            .opts
+            .make_splits
+            .or(if p.opts.input.join("processed").is_dir() {
+                Some((0.6, 0.2, 0.2))
+            } else {
+                None
+            });
+        if let Some(fr) = fractions {
+            for (name, count, bytes, crc) in make_splits(p, num_nodes, fr)? {
+                side.splits.push((name.clone(), count));
+                side.files.push((split_file(&name), bytes, crc));
+            }
+        }
+    }
+    Ok(side)
+}
+
+fn write_npy_u32(path: &Path, values: &[u32]) -> Result<(u64, u32)> {
+    let mut out = OutFile::create(path)?;
+    out.write(&encode_header(Dtype::Uint32, &[values.len() as u64]))?;
+    let mut buf = Vec::with_capacity(1 << 20);
+    for c in values.chunks(1 << 18) {
+        buf.clear();
+        c.iter()
+            .for_each(|v| buf.extend_from_slice(&v.to_le_bytes()));
+        out.write(&buf)?;
+    }
+    Ok(out.finish()?)
+}
+
+/// Labels: int64 `[N]`, -1 for unlabeled (NaN in OGB/IGB float labels).
+fn write_labels(
+    p: &SideParams,
+    n: u64,
+    mut src: Box<dyn ValueSource>,
+) -> Result<(LabelInfo, u64, u32)> {
+    let file = src.file();
+    let mut out = OutFile::create(p.tmp.join(LABELS_FILE))?;
+    out.write(&encode_header(Dtype::Int64, &[n]))?;
+    let mut vals = Vec::new();
+    let mut buf = Vec::new();
+    let (mut i, mut max, mut labeled) = (0u64, -1i64, 0u64);
+    loop {
+        p.progress.check()?;
+        vals.clear();
+        let k = src.next_values(1 << 16, &mut vals)?;
+        if k == 0 {
+            break;
+        }
+        buf.clear();
+        for &v in &vals {
+            if i >= n {
+                return Err(BuildError::input(
+                    &file,
+                    src.position(i),
+                    format!("label array has more rows than the node count {n}"),
+                ));
+            }
+            let l = if v.is_nan() {
+                -1
+            } else if v.fract() != 0.0 || v < -1.0 || v >= i32::MAX as f64 {
+                return Err(BuildError::input(
+                    &file,
+                    src.position(i),
+                    format!("label {v} is not a class id (an integer in [0, {}), or -1/NaN for unlabeled)", i32::MAX),
+                ));
+            } else {
+                v as i64
+            };
+            if l >= 0 {
+                labeled += 1;
+                max = max.max(l);
+            }
+            buf.extend_from_slice(&l.to_le_bytes());
+            i += 1;
+        }
+        out.write(&buf)?;
+    }
+    if i != n {
+        return Err(BuildError::input(
+            &file,
+            src.position(i),
+            format!("label array has {i} rows but the node count is {n}"),
+        ));
+    }
+    let (bytes, crc) = out.finish()?;
+    Ok((
+        LabelInfo {
+            num_classes: (max + 1) as u64,
+            labeled,
+        },
+        bytes,
+        crc,
+    ))
+}
+
+fn write_split(
+    p: &SideParams,
+    n: u64,
+    name: &str,
+    mut src: Box<dyn ValueSource>,
+) -> Result<(u64, u64, u32)> {
+    let file = src.file();
+    let path = p.tmp.join(split_file(name));
+    // Header sized for the largest possible count; patched at the end.
+    let mut ids: Vec<u8> = Vec::new();
+    let mut count = 0u64;
+    let mut vals = Vec::new();
+    let mut body = OutFile::create(p.tmp.join(format!("{name}.body")))?;
+    loop {
+        vals.clear();
+        let k = src.next_values(1 << 16, &mut vals)?;
+        if k == 0 {
+            break;
+        }
+        ids.clear();
+        for &v in &vals {
+            if v.fract() != 0.0 || v < 0.0 || v >= n as f64 {
+                return Err(BuildError::input(
+                    &file,
+                    src.position(count),
+                    format!("split id {v} is not a node id in [0, {n})"),
+                ));
+            }
+            ids.extend_from_slice(&(v as i64).to_le_bytes());
+            count += 1;
+        }
+        body.write(&ids)?;
+    }
+    body.finish()?;
+    // Assemble header + body (the body is small next to the graph).
+    let mut out = OutFile::create(&path)?;
+    out.write(&encode_header(Dtype::Int64, &[count]))?;
+    let body_path = p.tmp.join(format!("{name}.body"));
+    let mut f = std::fs::File::open(&body_path)
+        .map_err(|e| IoError::new("opening", &body_path, None, e))?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let k = f
+            .read(&mut buf)
+            .map_err(|e| IoError::new("reading", &body_path, None, e))?;
+        if k == 0 {
+            break;
+        }
+        out.write(&buf[..k])?;
+    }
+    let _ = std::fs::remove_file(&body_path);
+    let (bytes, crc) = out.finish()?;
+    Ok((count, bytes, crc))
+}
+
+/// Random train/val/test split, deterministic in `--seed`.
+fn make_splits(
+    p: &SideParams,
+    n: u64,
+    (tr, va, te): (f64, f64, f64),
+) -> Result<Vec<(String, u64, u64, u32)>> {
+    if !(tr >= 0.0 && va >= 0.0 && te >= 0.0 && tr + va + te <= 1.0 + 1e-9) {
+        return Err(BuildError::config(format!(
+            "split fractions {tr},{va},{te} must be >= 0 and sum to <= 1"
+        )));
+    }
+    let bucket = |v: u64| {
+        let u = unit(splitmix64(p.opts.seed ^ 0x5EED_5717 ^ splitmix64(v)));
+        if u < tr {
+            0
+        } else if u < tr + va {
+            1
+        } else if u < tr + va + te {
+            2
+        } else {
+            3
+        }
+    };
+    let mut counts = [0u64; 4];
+    (0..n).for_each(|v| counts[bucket(v)] += 1);
+    let mut res = Vec::new();
+    for (b, name) in ["train", "val", "test"].iter().enumerate() {
+        let mut out = OutFile::create(p.tmp.join(split_file(name)))?;
+        out.write(&encode_header(Dtype::Int64, &[counts[b]]))?;
+        let mut buf = Vec::with_capacity(1 << 20);
+        for v in 0..n {
+            if bucket(v) == b {
+                buf.extend_from_slice(&(v as i64).to_le_bytes());
+                if buf.len() >= 1 << 20 {
+                    out.write(&buf)?;
+                    buf.clear();
+                }
+            }
+        }
+        out.write(&buf)?;
+        let (bytes, crc) = out.finish()?;
+        res.push((name.to_string(), counts[b], bytes, crc));
+    }
+    Ok(res)
+}
+
+struct EdgeResult {
+    num_nodes: u64,
+    sorted_path: PathBuf,
+    degrees: Vec<u32>,
+    num_entries: u64,
+    input_edges: u64,
+    self_loops_dropped: u64,
+    self_loops_added: u64,
+    duplicates_removed: u64,
+    runs: u64,
+    seconds: f64,
+}
+
+/// Parse, check, normalise and sort the edges; write `edges.sorted` (keys
+/// `dst << 32 | src`, ascending) and count degrees.
+fn preprocess_edges(
+    tmp: &Path,
+    opts: &BuildOptions,
+    edges: &mut dyn EdgeSource,
+    declared: Option<u64>,
+    chunk_bytes: u64,
+    progress: &Progress,
+) -> Result<EdgeResult> {
+    let t = Instant::now();
+    let mut sorter = ExternalSorter::new(tmp, "edges", chunk_bytes);
+    let mut task = progress.task("edges", "B", edges.bytes_total());
+    let mut batch = Vec::with_capacity(EDGE_BATCH);
+    let (mut input_edges, mut loops_dropped, mut max_id) = (0u64, 0u64, None::<u64>);
+    let mut last_bytes = 0;
+    loop {
+        progress.check()?;
+        batch.clear();
+        if !edges.next_batch(&mut batch, EDGE_BATCH)? {
+            break;
+        }
+        for &(s, d) in &batch {
+            input_edges += 1;
+            max_id = Some(max_id.map_or(s.max(d), |m| m.max(s).max(d)));
+            if s == d && opts.self_loops != SelfLoops::Keep {
+                loops_dropped += 1;
+                continue;
+            }
+            sorter.push(d << 32 | s)?;
+            if opts.symmetrize && s != d {
+                sorter.push(s << 32 | d)?;
+            }
+        }
+        let b = edges.bytes_done();
+        task.add(b - last_bytes);
+        last_bytes = b;
+    }
+    task.finish();
+    let num_nodes = declared.unwrap_or(max_id.map_or(0, |m| m + 1));
+    let mut loops_added = 0;
+    if opts.self_loops == SelfLoops::Add {
+        for v in 0..num_nodes {
+            sorter.push(v << 32 | v)?;
+        }
+        loops_added = num_nodes;
+    }
+    let runs = sorter.runs() as u64;
+    // Degree array (4 B/node) is allocated after the sort chunk is released.
+    let mut merged = sorter.finish()?;
+    let mut degrees = vec![0u32; num_nodes as usize];
+    let sorted_path = tmp.join("edges.sorted");
+    let mut out = OutFile::create(&sorted_path)?;
+    let mut task = progress.task("merge", "edges", 0);
+    let (mut prev, mut entries, mut dups) = (u64::MAX, 0u64, 0u64);
+    let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
+    while let Some(k) = merged.next_key()? {
+        if opts.dedup && k == prev {
+            dups += 1;
+            continue;
+        }
+        prev = k;
+        let d = (k >> 32) as usize;
+        degrees[d] = degrees[d].checked_add(1).ok_or_else(|| {
+            BuildError::config(format!("node {d} has more than {} neighbors", u32::MAX))
+        })?;
+        buf.extend_from_slice(&k.to_le_bytes());
+        if buf.len() >= 1 << 20 {
+            out.write(&buf)?;
+            buf.clear();
+            progress.check()?;
+        }
+        entries += 1;
+        task.add(1);
+    }
+    out.write(&buf)?;
+    out.finish()?;
+    drop(merged);
+    Ok(EdgeResult {
+        num_nodes,
+        sorted_path,
+        degrees,
+        num_entries: entries,
+        input_edges,
+        self_loops_dropped: loops_dropped,
+        self_loops_added: loops_added,
+        duplicates_removed: dups,
+        runs,
+        seconds: t.elapsed().as_secs_f64(),
+    })
+}
+
+/// Sequential reader of `edges.sorted`-style key files.
+struct KeyReader {
+    r: std::io::BufReader<std::fs::File>,
+    path: PathBuf,
+}
+impl KeyReader {
+    fn open(path: &Path) -> Result<KeyReader> {
+        let f = std::fs::File::open(path).map_err(|e| IoError::new("opening", path, None, e))?;
+        Ok(KeyReader {
+            r: std::io::BufReader::with_capacity(1 << 20, f),
+            path: path.to_path_buf(),
+        })
+    }
+    fn next_key(&mut self) -> Result<Option<u64>> {
+        let mut b = [0u8; 8];
+        match self.r.read_exact(&mut b) {
+            Ok(()) => Ok(Some(u64::from_le_bytes(b))),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+            Err(e) => Err(IoError::new("reading", &self.path, None, e).into()),
+        }
+    }
+}
+
+enum KeyStream {
+    File(KeyReader),
+    Merged(Merged),
+}
+impl KeyStream {
+    fn next_key(&mut self) -> Result<Option<u64>> {
+        match self {
+            KeyStream::File(r) => r.next_key(),
+            KeyStream::Merged(m) => m.next_key(),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish_build(
+    tmp: &Path,
+    opts: &BuildOptions,
+    progress: &Progress,
+    t0: Instant,
+    er: &mut EdgeResult,
+    mut side: Side,
+    placement: FeaturePlacement,
+    feat_dim: u32,
+    feat_dtype: Dtype,
+    fmt_name: String,
+    edges: &dyn EdgeSource,
+) -> Result<BuildReport> {
+    let t_layout = Instant::now();
+    let n = er.num_nodes;
+    let mut files: Vec<(String, u64, u32)> = std::mem::take(&mut side.files);
+
+    // Relabelling.
+    let (old_of_new, keys) = match opts.reorder {
+        Reorder::None => (None, KeyStream::File(KeyReader::open(&er.sorted_path)?)),
+        Reorder::Degree => {
+            let mut order: Vec<u32> = (0..n as u32).collect();
+            // Highest degree first; ties by id keep the result deterministic.
+            order.sort_by_key(|&v| (std::cmp::Reverse(er.degrees[v as usize]), v));
+            let mut new_of_old = vec![0u32; n as usize];
+            for (i, &o) in order.iter().enumerate() {
+                new_of_old[o as usize] = i as u32;
+            }
+            let chunk = opts
+                .memory_budget
+                .saturating_sub(FIXED_OVERHEAD_BYTES + n * 16)
+                .max(SORT_CHUNK_MIN_BYTES);
+            let mut sorter = ExternalSorter::new(tmp, "relabel", chunk);
+            let mut r = KeyReader::open(&er.sorted_path)?;
+            let mut task = progress.task("relabel", "edges", er.num_entries);
+            while let Some(k) = r.next_key()? {
+                let (d, s) = ((k >> 32) as usize, (k & 0xffff_ffff) as usize);
+                sorter.push((new_of_old[d] as u64) << 32 | new_of_old[s] as u64)?;
+                task.add(1);
+            }
+            task.finish();
+            let permuted: Vec<u32> = order.iter().map(|&o| er.degrees[o as usize]).collect();
+            er.degrees = permuted;
+            files.push(write_npy_i64(
+                &tmp.join(NODE_ORDER_FILE),
+                order.iter().map(|&v| v as i64),
+                n,
+            )?);
+            files.push(write_npy_i64(
+                &tmp.join(NODE_INDEX_FILE),
+                new_of_old.iter().map(|&v| v as i64),
+                n,
+            )?);
+            drop(new_of_old);
+            let _ = std::fs::remove_file(&er.sorted_path);
+            (Some(order), KeyStream::Merged(sorter.finish()?))
+        }
+    };
+
+    // Degree statistics and the inline cap.
+    let mut hist = DegreeHistogram::new();
+    er.degrees.iter().for_each(|&d| hist.add(d as u64));
+    let inline_row = if placement == FeaturePlacement::Inline {
+        feat_dim * feat_dtype.size() as u32
+    } else {
+        0
+    };
+    let cap = choose_inline_cap(opts.page_size, 4, inline_row, n, &hist);
+    let overflow_entries: u64 = er
+        .degrees
+        .iter()
+        .map(|&d| (d as u64).saturating_sub(cap as u64))
+        .sum();
+    let layout = Layout::new(
+        "build",
+        opts.page_size,
+        n,
+        er.num_entries,
+        4,
+        feat_dim,
+        feat_dtype,
+        placement,
+        cap,
+        overflow_entries,
+    )?;
+
+    // Feature rows for the layout pass.
+    let stage_path = tmp.join("features.stage");
+    let row_bytes = layout.row_bytes() as usize;
+    let mut rows = RowFeed::new(
+        &stage_path,
+        side.staged,
+        opts.synthetic_features.is_some(),
+        row_bytes,
+        feat_dtype,
+        opts.seed,
+        old_of_new.is_some(),
+    )?;
+    let mut feat_out = if placement == FeaturePlacement::Separate
+        && !side.staged
+        && opts.synthetic_features.is_none()
+    {
+        None // final file already written by the side thread, or no features
+    } else if placement == FeaturePlacement::Separate {
+        let mut f = OutFile::create(tmp.join(FEATURES_FILE))?;
+        let h = FeatureHeader {
+            page_size: opts.page_size,
+            num_nodes: n,
+            feature_dim: feat_dim as u64,
+            feature_dtype_code: feat_dtype.code() as u64,
+            stride: layout.feature_stride(),
+        };
+        f.write(&h.encode())?;
+        Some((f, Vec::<u32>::with_capacity(n as usize)))
+    } else {
+        None
+    };
+
+    let mut graph = OutFile::create(tmp.join(GRAPH_FILE))?;
+    graph.write(&GraphHeader::from_layout(&layout).encode())?;
+    let mut ovf = OverflowWriter::new(&tmp.join(OVERFLOW_FILE), &layout)?;
+    let p = opts.page_size as usize;
+    let s = layout.slot_bytes as usize;
+    let k = layout.slots_per_page as u64;
+    let mut page = vec![0u8; p];
+    let mut keys = keys;
+    let mut pending = keys.next_key()?;
+    let mut inline: Vec<u64> = Vec::with_capacity(cap as usize);
+    let mut row = vec![0u8; row_bytes];
+    let pad = vec![
+        0u8;
+        layout.feature_stride() as usize
+            - row_bytes.min(layout.feature_stride() as usize)
+    ];
+    let mut task = progress.task("layout", "nodes", n);
+    let mut spilled_nodes = 0u64;
+    for v in 0..n {
+        let deg = er.degrees[v as usize] as u64;
+        inline.clear();
+        let first_ovf = if deg > cap as u64 {
+            spilled_nodes += 1;
+            ovf.next_entry
+        } else {
+            0
+        };
+        for j in 0..deg {
+            let key = pending.ok_or_else(|| {
+                BuildError::config(format!("internal: edge stream ended early at node {v}"))
+            })?;
+            debug_assert_eq!(key >> 32, v);
+            let src = key & 0xffff_ffff;
+            if j < cap as u64 {
+                inline.push(src);
+            } else {
+                ovf.push(src)?;
+            }
+            pending = keys.next_key()?;
+        }
+        let original = old_of_new.as_ref().map_or(v, |o| o[v as usize] as u64);
+        if row_bytes > 0 {
+            rows.row(original, &mut row)?;
+        }
+        let slot_at = ((v % k) as usize) * s;
+        encode_slot(
+            &layout,
+            v,
+            deg as u32,
+            original,
+            first_ovf,
+            if placement == FeaturePlacement::Inline {
+                &row
+            } else {
+                &[]
+            },
+            &inline,
+            &mut page[slot_at..slot_at + s],
+        );
+        if let Some((f, crcs)) = feat_out.as_mut() {
+            crcs.push(crc_at(v, &row));
+            f.write(&row)?;
+            f.write(&pad)?;
+        }
+        if v % k == k - 1 || v == n - 1 {
+            let used = ((v % k) as usize + 1) * s;
+            page[used..].fill(0);
+            graph.write(&page)?;
+        }
+        task.add(1);
+        if v % 65536 == 0 {
+            progress.check()?;
+        }
+    }
+    task.finish();
+    if pending.is_some() {
+        return Err(BuildError::config(
+            "internal: edges left after the last node",
+        ));
+    }
+    drop(keys);
+    let _ = std::fs::remove_file(&er.sorted_path);
+    let _ = std::fs::remove_file(&stage_path);
+    let (gb, gc) = graph.finish()?;
+    files.push((GRAPH_FILE.into(), gb, gc));
+    let (ob, oc) = ovf.finish()?;
+    files.push((OVERFLOW_FILE.into(), ob, oc));
+    if let Some((f, crcs)) = feat_out {
+        let (b, c) = f.finish()?;
+        files.push((FEATURES_FILE.into(), b, c));
+        files.push({
+            let (b2, c2) = write_npy_u32(&tmp.join(FEATURE_CRC_FILE), &crcs)?;
+            (FEATURE_CRC_FILE.into(), b2, c2)
+        });
+    }
+    let layout_seconds = t_layout.elapsed().as_secs_f64();
+
+    let (skipped, examples) = edges.skipped();
+    let manifest = Manifest {
+        magic: MANIFEST_MAGIC.into(),
+        format_version: FORMAT_VERSION,
+        created_by: format!("flashgnn {}", env!("CARGO_PKG_VERSION")),
+        page_size: opts.page_size,
+        num_nodes: n,
+        num_edges: er.num_entries,
+        id_bytes: 4,
+        features: FeatureInfo {
+            dim: feat_dim,
+            dtype: feat_dtype,
+            placement: if placement == FeaturePlacement::Inline {
+                "inline"
+            } else {
+                "separate"
+            }
+            .into(),
+            synthetic: opts.synthetic_features.is_some(),
+        },
+        graph: flashgnn_format::manifest::GraphInfo {
+            inline_cap: cap,
+            slot_bytes: layout.slot_bytes,
+            slots_per_page: layout.slots_per_page,
+            overflow_entries,
+        },
+        degree: DegreeStats {
+            min: er.degrees.iter().copied().min().unwrap_or(0) as u64,
+            max: er.degrees.iter().copied().max().unwrap_or(0) as u64,
+            mean: if n > 0 {
+                er.num_entries as f64 / n as f64
+            } else {
+                0.0
+            },
+            median: hist
+                .quantile(0.5)
+                .unwrap_or(DegreeHistogram::BUCKETS as u64),
+            p99: hist
+                .quantile(0.99)
+                .unwrap_or(DegreeHistogram::BUCKETS as u64),
+            isolated: hist.counts[0],
+            spilled_nodes,
+        },
+        labels: side.labels.clone(),
+        splits: side.splits.iter().cloned().collect(),
+        reorder: match opts.reorder {
+            Reorder::None => "none",
+            Reorder::Degree => "degree",
+        }
+        .into(),
+        build: BuildInfo {
+            source: opts.input.display().to_string(),
+            source_format: fmt_name,
+            symmetrize: opts.symmetrize,
+            dedup: opts.dedup,
+            self_loops: format!("{:?}", opts.self_loops).to_lowercase(),
+            input_edges: er.input_edges,
+            self_loops_dropped: er.self_loops_dropped,
+            self_loops_added: er.self_loops_added,
+            duplicates_removed: er.duplicates_removed,
+            preprocess_seconds: er.seconds,
+            feature_seconds: side.feature_seconds,
+            layout_seconds,
+            total_seconds: t0.elapsed().as_secs_f64(),
+            peak_rss_bytes: flashgnn_io::rss::peak_rss_bytes(),
+            memory_budget_bytes: opts.memory_budget,
+            sort_runs: er.runs,
+        },
+        files: files
+            .into_iter()
+            .map(|(name, bytes, crc32c)| (name, FileEntry { bytes, crc32c }))
+            .collect(),
+    };
+    manifest.layout("manifest")?; // the invariants we promise readers hold
+    let mut m = OutFile::create(tmp.join(MANIFEST_FILE))?;
+    m.write(manifest.to_json().as_bytes())?;
+    m.finish()?;
+    Ok(BuildReport {
+        output: tmp.to_path_buf(),
+        manifest,
+        skipped_lines: skipped,
+        skipped_examples: examples,
+        nan_replaced: side.nan_replaced,
+    })
+}
+
+fn write_npy_i64(
+    path: &Path,
+    values: impl Iterator<Item = i64>,
+    n: u64,
+) -> Result<(String, u64, u32)> {
+    let mut out = OutFile::create(path)?;
+    out.write(&encode_header(Dtype::Int64, &[n]))?;
+    let mut buf = Vec::with_capacity(1 << 20);
+    for v in values {
+        buf.extend_from_slice(&v.to_le_bytes());
+        if buf.len() >= 1 << 20 {
+            out.write(&buf)?;
+            buf.clear();
+        }
+    }
+    out.write(&buf)?;
+    let (b, c) = out.finish()?;
+    Ok((
+        path.file_name().unwrap().to_string_lossy().into_owned(),
+        b,
+        c,
+    ))
+}
+
+/// Supplies feature rows by original id: from the stage file (sequentially
+/// without relabelling, by `pread` with it) or synthesised.
+struct RowFeed {
+    stage: Option<FileReader>,
+    synthetic: bool,
+    row_bytes: usize,
+    dtype: Dtype,
+    seed: u64,
+    random: bool,
+    buf: Vec<u8>,
+    buf_first: u64,
+    buf_rows: u64,
+}
+
+impl RowFeed {
+    fn new(
+        path: &Path,
+        staged: bool,
+        synthetic: bool,
+        row_bytes: usize,
+        dtype: Dtype,
+        seed: u64,
+        random: bool,
+    ) -> Result<RowFeed> {
+        let stage = if staged {
+            Some(FileReader::open(path)?)
+        } else {
+            None
+        };
+        Ok(RowFeed {
+            stage,
+            synthetic,
+            row_bytes,
+            dtype,
+            seed,
+            random,
+            buf: Vec::new(),
+            buf_first: 0,
+            buf_rows: 0,
+        })
+    }
+    fn row(&mut self, original: u64, out: &mut [u8]) -> Result<()> {
+        if self.synthetic {
+            synthetic_row(
+                self.seed,
+                original,
+                self.row_bytes / self.dtype.size(),
+                self.dtype,
+                out,
+            );
+            return Ok(());
+        }
+        let Some(stage) = &self.stage else {
+            out.fill(0);
+            return Ok(());
+        };
+        if self.random {
+            return Ok(stage.read_exact_at(out, original * self.row_bytes as u64)?);
+        }
+        if original < self.buf_first || original >= self.buf_first + self.buf_rows {
+            let total_rows = stage.len() / self.row_bytes as u64;
+            let k = ((STAGE_CHUNK_BYTES / self.row_bytes) as u64)
+                .max(1)
+                .min(total_rows - original);
+            self.buf.resize(k as usize * self.row_bytes, 0);
+            stage.read_exact_at(&mut self.buf, original * self.row_bytes as u64)?;
+            self.buf_first = original;
+            self.buf_rows = k;
+        }
+        let at = (original - self.buf_first) as usize * self.row_bytes;
+        out.copy_from_slice(&self.buf[at..at + self.row_bytes]);
+        Ok(())
+    }
+}
+
+/// Appends neighbor ids into checksummed overflow pages.
+struct OverflowWriter {
+    out: OutFile,
+    page: Vec<u8>,
+    per_page: usize,
+    id_bytes: usize,
+    in_page: usize,
+    page_no: u64,
+    next_entry: u64,
+}
+
+impl OverflowWriter {
+    fn new(path: &Path, layout: &Layout) -> Result<OverflowWriter> {
+        let mut out = OutFile::create(path)?;
+        out.write(
+            &OverflowHeader {
+                page_size: layout.page_size,
+                entries: layout.overflow_entries,
+                id_bytes: layout.id_bytes as u64,
+            }
+            .encode(),
+        )?;
+        Ok(OverflowWriter {
+            out,
+            page: vec![0u8; layout.page_size as usize],
+            per_page: layout.overflow_ids_per_page() as usize,
+            id_bytes: layout.id_bytes as usize,
+            in_page: 0,
+            page_no: 1,
+            next_entry: 0,
+        })
+    }
+    fn push(&mut self, id: u64) -> Result<()> {
+        let w = self.id_bytes;
+        write_id(id, &mut self.page[self.in_page * w..(self.in_page + 1) * w]);
+        self.in_page += 1;
+        self.next_entry += 1;
+        if self.in_page == self.per_page {
+            self.flush()?;
+        }
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<()> {
+        seal_overflow_page(self.page_no, &mut self.page);
+        self.out.write(&self.page)?;
+        self.page.fill(0);
+        self.in_page = 0;
+        self.page_no += 1;
+        Ok(())
+    }
+    fn finish(mut self) -> Result<(u64, u32)> {
+        if self.in_page > 0 {
+            self.flush()?;
+        }
+        Ok(self.out.finish()?)
+    }
+}

@@ -1,0 +1,107 @@
+//! Build options (the `flashgnn build` flags).
+
+use std::path::PathBuf;
+
+use flashgnn_format::Dtype;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SelfLoops {
+    /// Keep self-loops found in the input (default: the input is the truth).
+    Keep,
+    /// Remove every self-loop.
+    Drop,
+    /// Ensure exactly one self-loop per node (existing ones are replaced).
+    Add,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reorder {
+    None,
+    /// Highest in-degree first: hubs share pages, so a small cache of the
+    /// first pages absorbs most accesses on power-law graphs.
+    Degree,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeatureLayout {
+    /// Inline when a row takes at most a quarter page (see `builder.rs`).
+    Auto,
+    Inline,
+    Separate,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NanPolicy {
+    Error,
+    /// Replace NaN/Inf with 0 and report how many were replaced.
+    Zero,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputFormat {
+    Auto,
+    Npy,
+    Igb,
+    Ogb,
+    Snap,
+}
+
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    pub input: PathBuf,
+    pub output: PathBuf,
+    pub format: InputFormat,
+    pub symmetrize: bool,
+    pub dedup: bool,
+    pub self_loops: SelfLoops,
+    pub feature_dtype: Option<Dtype>,
+    pub feature_layout: FeatureLayout,
+    pub reorder: Reorder,
+    pub page_size: u32,
+    pub memory_budget: u64,
+    /// Declared node count (required for headerless inputs without a shape).
+    pub num_nodes: Option<u64>,
+    /// Shape and dtype of a headerless raw feature file.
+    pub feat_shape: Option<(u64, u32)>,
+    pub feat_dtype: Option<Dtype>,
+    /// Generate D-dimensional features when the input has none.
+    pub synthetic_features: Option<u32>,
+    /// Random train/val/test fractions when the input has no splits.
+    pub make_splits: Option<(f64, f64, f64)>,
+    pub igb_classes: String,
+    pub ogb_split: Option<String>,
+    pub skip_bad_lines: bool,
+    pub nan: NanPolicy,
+    pub seed: u64,
+    /// Replace an existing dataset at `output`.
+    pub force: bool,
+}
+
+impl BuildOptions {
+    pub fn new(input: impl Into<PathBuf>, output: impl Into<PathBuf>) -> Self {
+        BuildOptions {
+            input: input.into(),
+            output: output.into(),
+            format: InputFormat::Auto,
+            symmetrize: false,
+            dedup: false,
+            self_loops: SelfLoops::Keep,
+            feature_dtype: None,
+            feature_layout: FeatureLayout::Auto,
+            reorder: Reorder::None,
+            page_size: flashgnn_format::DEFAULT_PAGE_SIZE,
+            memory_budget: 2 << 30,
+            num_nodes: None,
+            feat_shape: None,
+            feat_dtype: None,
+            synthetic_features: None,
+            make_splits: None,
+            igb_classes: "19".into(),
+            ogb_split: None,
+            skip_bad_lines: false,
+            nan: NanPolicy::Error,
+            seed: 0,
+            force: false,
+        }
+    }
+}

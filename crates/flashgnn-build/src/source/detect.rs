@@ -1,0 +1,274 @@
+//! Input layout detection: an input path plus options becomes [`Inputs`].
+//!
+//! | layout | recognised by | files |
+//! |---|---|---|
+//! | npy | `edge_index.npy` | `node_feat.npy`, `node_label.npy`, `{train,val,test}_idx.npy` |
+//! | IGB | `processed/paper/` | `node_feat.npy`, `node_label_{19,2K}.npy`, `processed/paper__cites__paper/edge_index.npy` (large/full headerless) |
+//! | OGB | `raw/edge.csv.gz` | `raw/node-feat.csv.gz`, `raw/node-label.csv.gz`, `raw/num-node-list.csv.gz`, `split/<name>/{train,valid,test}.csv.gz` |
+//! | SNAP | a regular file | text edge list, plain or `.gz` |
+
+use std::path::{Path, PathBuf};
+
+use flashgnn_format::Dtype;
+
+use super::npy::{NpyEdges, NpyRows, NpyValues};
+use super::text::{CsvRows, TextEdges, TextValues};
+use super::{Inputs, RowSource, ValueSource};
+use crate::options::{BuildOptions, InputFormat};
+use crate::{BuildError, Result};
+
+/// IGB's feature width (1024 x fp32 = 4 KiB per node).
+const IGB_FEATURE_DIM: u32 = 1024;
+
+fn is_npy(path: &Path) -> bool {
+    use std::io::Read;
+    let mut m = [0u8; 6];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut m))
+        .is_ok()
+        && &m == b"\x93NUMPY"
+}
+
+pub fn detect_format(opts: &BuildOptions) -> Result<InputFormat> {
+    let p = &opts.input;
+    if !p.exists() {
+        return Err(BuildError::config(format!(
+            "{}: input does not exist",
+            p.display()
+        )));
+    }
+    if opts.format != InputFormat::Auto {
+        return Ok(opts.format);
+    }
+    if p.is_file() {
+        return Ok(InputFormat::Snap);
+    }
+    if p.join("edge_index.npy").exists() {
+        return Ok(InputFormat::Npy);
+    }
+    if p.join("processed").join("paper").is_dir() {
+        return Ok(InputFormat::Igb);
+    }
+    if p.join("raw").join("edge.csv.gz").exists() || p.join("raw").join("edge.csv").exists() {
+        return Ok(InputFormat::Ogb);
+    }
+    Err(BuildError::config(format!(
+        "{}: unrecognised input layout: expected a text edge list file, a directory with edge_index.npy (npy), \
+         processed/paper/ (IGB) or raw/edge.csv.gz (OGB)",
+        p.display()
+    )))
+}
+
+fn required(path: PathBuf, what: &str) -> Result<PathBuf> {
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(BuildError::config(format!(
+            "{}: missing file (expected the {what})",
+            path.display()
+        )))
+    }
+}
+
+fn gz_or_plain(base: PathBuf) -> Option<PathBuf> {
+    if base.exists() {
+        return Some(base);
+    }
+    let plain = base.with_extension("");
+    plain.exists().then_some(plain)
+}
+
+pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
+    let fmt = detect_format(opts)?;
+    let p = &opts.input;
+    match fmt {
+        InputFormat::Snap => Ok(Inputs {
+            format: "snap".into(),
+            edges: Box::new(TextEdges::open(p, opts.skip_bad_lines)?),
+            num_nodes: opts.num_nodes,
+            features: None,
+            labels: None,
+            splits: Vec::new(),
+        }),
+        InputFormat::Npy => {
+            let edges = NpyEdges::open(
+                &required(
+                    p.join("edge_index.npy"),
+                    "edge array [E, 2] or [2, E] of int32/int64",
+                )?,
+                false,
+            )?;
+            let feat_path = p.join("node_feat.npy");
+            let features: Option<Box<dyn RowSource>> = if feat_path.exists() {
+                let raw = if is_npy(&feat_path) {
+                    None
+                } else {
+                    match (opts.feat_shape, opts.feat_dtype) {
+                        (Some((n, d)), t) => Some((n, d, t.unwrap_or(Dtype::Float32))),
+                        (None, _) => None, // open_array explains what is expected
+                    }
+                };
+                Some(Box::new(NpyRows::open(&feat_path, raw)?))
+            } else {
+                None
+            };
+            let labels = optional_values(&p.join("node_label.npy"), "node label array [N]")?;
+            let mut splits = Vec::new();
+            for name in ["train", "val", "test"] {
+                if let Some(v) =
+                    optional_values(&p.join(format!("{name}_idx.npy")), "split index array [K]")?
+                {
+                    splits.push((name.to_string(), v));
+                }
+            }
+            Ok(Inputs {
+                format: "npy".into(),
+                edges: Box::new(edges),
+                num_nodes: opts.num_nodes,
+                features,
+                labels,
+                splits,
+            })
+        }
+        InputFormat::Igb => {
+            let paper = p.join("processed").join("paper");
+            let edge_path = required(
+                p.join("processed")
+                    .join("paper__cites__paper")
+                    .join("edge_index.npy"),
+                "IGB edge array",
+            )?;
+            let headerless_edges = !is_npy(&edge_path);
+            let edges = NpyEdges::open(&edge_path, headerless_edges)?;
+            let feat_path = required(paper.join("node_feat.npy"), "IGB feature table")?;
+            let n_declared = opts.num_nodes.or(opts.feat_shape.map(|s| s.0));
+            let raw_feat = (!is_npy(&feat_path)).then(|| {
+                let (n, d) = opts
+                    .feat_shape
+                    .unwrap_or((n_declared.unwrap_or(0), IGB_FEATURE_DIM));
+                (n, d, opts.feat_dtype.unwrap_or(Dtype::Float32))
+            });
+            if raw_feat.is_some() && n_declared.is_none() {
+                return Err(BuildError::config(format!(
+                    "{}: headerless IGB feature file (IGB large/full): give the node count with --num-nodes N (e.g. 100000000 for large, 269346174 for full) or --feat-shape N,1024",
+                    feat_path.display()
+                )));
+            }
+            let features = NpyRows::open(&feat_path, raw_feat)?;
+            let label_path = paper.join(format!("node_label_{}.npy", opts.igb_classes));
+            let labels: Option<Box<dyn ValueSource>> = if label_path.exists() {
+                let raw = (!is_npy(&label_path)).then(|| (n_declared.unwrap_or(0), Dtype::Float32));
+                Some(Box::new(NpyValues::open(
+                    &label_path,
+                    raw,
+                    "IGB label array",
+                )?))
+            } else {
+                None
+            };
+            Ok(Inputs {
+                format: "igb".into(),
+                edges: Box::new(edges),
+                num_nodes: n_declared,
+                features: Some(Box::new(features)),
+                labels,
+                splits: Vec::new(),
+            })
+        }
+        InputFormat::Ogb => {
+            let raw = p.join("raw");
+            let edge_path = gz_or_plain(raw.join("edge.csv.gz")).ok_or_else(|| {
+                BuildError::config(format!(
+                    "{}: missing file (expected the OGB edge list)",
+                    raw.join("edge.csv.gz").display()
+                ))
+            })?;
+            let edges = TextEdges::open(&edge_path, opts.skip_bad_lines)?;
+            let mut num_nodes = opts.num_nodes;
+            if num_nodes.is_none() {
+                if let Some(nn) = gz_or_plain(raw.join("num-node-list.csv.gz")) {
+                    let mut v = Vec::new();
+                    let mut t = TextValues::open(&nn)?;
+                    t.next_values(1, &mut v)?;
+                    let n = v.first().copied().unwrap_or(-1.0);
+                    if n < 0.0 || n.fract() != 0.0 || n >= super::NODES_MAX as f64 {
+                        return Err(BuildError::input(
+                            nn.display(),
+                            "line 1",
+                            format!(
+                                "node count {n} is not an integer in [0, {})",
+                                super::NODES_MAX
+                            ),
+                        ));
+                    }
+                    num_nodes = Some(n as u64);
+                }
+            }
+            let features: Option<Box<dyn RowSource>> =
+                match gz_or_plain(raw.join("node-feat.csv.gz")) {
+                    Some(f) => Some(Box::new(CsvRows::open(&f)?)),
+                    None => None,
+                };
+            let labels: Option<Box<dyn ValueSource>> =
+                match gz_or_plain(raw.join("node-label.csv.gz")) {
+                    Some(f) => Some(Box::new(TextValues::open(&f)?)),
+                    None => None,
+                };
+            let mut splits: Vec<(String, Box<dyn ValueSource>)> = Vec::new();
+            let split_root = p.join("split");
+            if split_root.is_dir() {
+                let name = match &opts.ogb_split {
+                    Some(n) => n.clone(),
+                    None => {
+                        let mut names: Vec<String> = std::fs::read_dir(&split_root)
+                            .map_err(|e| {
+                                BuildError::config(format!("{}: {e}", split_root.display()))
+                            })?
+                            .filter_map(|e| e.ok())
+                            .filter(|e| e.path().is_dir())
+                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                            .collect();
+                        names.sort();
+                        match names.len() {
+                            0 => String::new(),
+                            1 => names.remove(0),
+                            _ => {
+                                return Err(BuildError::config(format!(
+                                    "{}: several splits {names:?}; choose one with --ogb-split",
+                                    split_root.display()
+                                )))
+                            }
+                        }
+                    }
+                };
+                if !name.is_empty() {
+                    for (file, ours) in [("train", "train"), ("valid", "val"), ("test", "test")] {
+                        let path = split_root.join(&name).join(format!("{file}.csv.gz"));
+                        if let Some(f) = gz_or_plain(path) {
+                            splits.push((
+                                ours.to_string(),
+                                Box::new(TextValues::open(&f)?) as Box<dyn ValueSource>,
+                            ));
+                        }
+                    }
+                }
+            }
+            Ok(Inputs {
+                format: "ogb".into(),
+                edges: Box::new(edges),
+                num_nodes,
+                features,
+                labels,
+                splits,
+            })
+        }
+        InputFormat::Auto => unreachable!("detect_format resolves Auto"),
+    }
+}
+
+fn optional_values(path: &Path, what: &str) -> Result<Option<Box<dyn ValueSource>>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    Ok(Some(Box::new(NpyValues::open(path, None, what)?)))
+}

@@ -1,0 +1,416 @@
+//! Text inputs: SNAP edge lists and OGB CSVs, plain or gzip (`.gz`).
+//!
+//! Lines are split on whitespace or commas; `#` and `%` start comment lines.
+//! Positions are 1-based line and column. For gzip inputs, a stream that ends
+//! early is reported with the compressed byte offset where it ended.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use flate2::read::MultiGzDecoder;
+
+use super::{check_id, EdgeSource, RowSource, ValueSource};
+use crate::{BuildError, Result};
+
+/// How many skipped-line examples are kept for the report.
+const SKIP_EXAMPLES_MAX: usize = 5;
+
+struct Counting<R> {
+    inner: R,
+    count: Arc<AtomicU64>,
+}
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// A line reader over a plain or gzipped file.
+pub struct Lines {
+    pub file: String,
+    reader: Box<dyn BufRead + Send>,
+    consumed: Arc<AtomicU64>,
+    total: u64,
+    gz: bool,
+    pub line_no: u64,
+    pub line: Vec<u8>,
+}
+
+impl Lines {
+    pub fn open(path: &Path) -> Result<Lines> {
+        let file = path.display().to_string();
+        let f = File::open(path)
+            .map_err(|e| BuildError::config(format!("{file}: cannot open: {e}")))?;
+        let total = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let consumed = Arc::new(AtomicU64::new(0));
+        let counting = Counting {
+            inner: f,
+            count: consumed.clone(),
+        };
+        let gz = path.extension().is_some_and(|e| e == "gz");
+        let reader: Box<dyn BufRead + Send> = if gz {
+            Box::new(BufReader::with_capacity(
+                1 << 20,
+                MultiGzDecoder::new(BufReader::with_capacity(1 << 20, counting)),
+            ))
+        } else {
+            Box::new(BufReader::with_capacity(1 << 20, counting))
+        };
+        Ok(Lines {
+            file,
+            reader,
+            consumed,
+            total,
+            gz,
+            line_no: 0,
+            line: Vec::new(),
+        })
+    }
+
+    pub fn bytes_total(&self) -> u64 {
+        self.total
+    }
+    pub fn bytes_done(&self) -> u64 {
+        self.consumed.load(Ordering::Relaxed)
+    }
+
+    /// Next non-comment, non-blank line into `self.line`; false at EOF.
+    pub fn next_line(&mut self) -> Result<bool> {
+        loop {
+            self.line.clear();
+            let n = self.reader.read_until(b'\n', &mut self.line).map_err(|e| {
+                let off = self.consumed.load(Ordering::Relaxed);
+                if self.gz {
+                    BuildError::input(
+                        &self.file,
+                        format!("compressed byte offset {off} (after line {})", self.line_no),
+                        format!("gzip stream is corrupt or ends early (truncated file?): {e}"),
+                    )
+                } else {
+                    BuildError::input(
+                        &self.file,
+                        format!("byte offset {off}"),
+                        format!("read error: {e}"),
+                    )
+                }
+            })?;
+            if n == 0 {
+                return Ok(false);
+            }
+            self.line_no += 1;
+            while matches!(self.line.last(), Some(b'\n' | b'\r')) {
+                self.line.pop();
+            }
+            let first = self.line.iter().position(|c| !c.is_ascii_whitespace());
+            match first {
+                None => continue,
+                Some(i) if self.line[i] == b'#' || self.line[i] == b'%' => continue,
+                Some(_) => return Ok(true),
+            }
+        }
+    }
+}
+
+/// Split a line into (1-based column, field) pairs.
+pub fn fields(line: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < line.len() && (line[i].is_ascii_whitespace() || line[i] == b',') {
+            i += 1;
+        }
+        if i >= line.len() {
+            return None;
+        }
+        let start = i;
+        while i < line.len() && !(line[i].is_ascii_whitespace() || line[i] == b',') {
+            i += 1;
+        }
+        Some((start + 1, &line[start..i]))
+    })
+}
+
+/// Parse a decimal integer (optional sign) into i128; None if not an integer
+/// or longer than 30 digits.
+pub fn parse_int(f: &[u8]) -> Option<i128> {
+    let (neg, digits) = match f.first()? {
+        b'-' => (true, &f[1..]),
+        b'+' => (false, &f[1..]),
+        _ => (false, f),
+    };
+    if digits.is_empty() || digits.len() > 30 {
+        return None;
+    }
+    let mut v: i128 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + (c - b'0') as i128;
+    }
+    Some(if neg { -v } else { v })
+}
+
+fn show(f: &[u8]) -> String {
+    let s = String::from_utf8_lossy(&f[..f.len().min(40)]).into_owned();
+    format!("{s:?}")
+}
+
+/// SNAP / OGB edge list: the first two fields of each line are `src dst`;
+/// further fields (weights, timestamps) are ignored.
+pub struct TextEdges {
+    lines: Lines,
+    num_nodes: Option<u64>,
+    skip_bad: bool,
+    skipped: u64,
+    examples: Vec<String>,
+}
+
+impl TextEdges {
+    pub fn open(path: &Path, skip_bad: bool) -> Result<TextEdges> {
+        Ok(TextEdges {
+            lines: Lines::open(path)?,
+            num_nodes: None,
+            skip_bad,
+            skipped: 0,
+            examples: Vec::new(),
+        })
+    }
+
+    /// Err((malformed, error)): `malformed` lines may be skipped in skip
+    /// mode; out-of-range ids never are (they mean the node count is wrong).
+    fn parse_line(&self) -> std::result::Result<(u64, u64), (bool, BuildError)> {
+        let l = &self.lines;
+        let mut it = fields(&l.line);
+        let mut ids = [0u64; 2];
+        for (k, id) in ids.iter_mut().enumerate() {
+            let Some((col, f)) = it.next() else {
+                return Err((
+                    true,
+                    BuildError::input(
+                        &l.file,
+                        format!("line {}, column {}", l.line_no, l.line.len() + 1),
+                        format!(
+                            "short line {}: expected two node ids, found {k}",
+                            show(&l.line)
+                        ),
+                    ),
+                ));
+            };
+            let pos = || format!("line {}, column {col}", l.line_no);
+            let v = parse_int(f).ok_or_else(|| {
+                (
+                    true,
+                    BuildError::input(
+                        &l.file,
+                        pos(),
+                        format!("cannot parse {} as a node id", show(f)),
+                    ),
+                )
+            })?;
+            *id = check_id(v, self.num_nodes, &l.file, pos).map_err(|e| (false, e))?;
+        }
+        Ok((ids[0], ids[1]))
+    }
+}
+
+impl EdgeSource for TextEdges {
+    fn set_num_nodes(&mut self, n: Option<u64>) {
+        self.num_nodes = n;
+    }
+    fn bytes_total(&self) -> u64 {
+        self.lines.bytes_total()
+    }
+    fn bytes_done(&self) -> u64 {
+        self.lines.bytes_done()
+    }
+    fn skipped(&self) -> (u64, Vec<String>) {
+        (self.skipped, self.examples.clone())
+    }
+    fn next_batch(&mut self, out: &mut Vec<(u64, u64)>, max: usize) -> Result<bool> {
+        let mut got = 0;
+        while got < max {
+            if !self.lines.next_line()? {
+                return Ok(got > 0);
+            }
+            match self.parse_line() {
+                Ok(e) => {
+                    out.push(e);
+                    got += 1;
+                }
+                Err((true, e)) if self.skip_bad => {
+                    self.skipped += 1;
+                    if self.examples.len() < SKIP_EXAMPLES_MAX {
+                        self.examples.push(e.to_string());
+                    }
+                }
+                Err((_, e)) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// OGB `node-feat.csv.gz`: one row of D comma-separated floats per line.
+pub struct CsvRows {
+    lines: Lines,
+    dim: Option<u32>,
+    pending: Option<Vec<f32>>,
+    row: u64,
+}
+
+impl CsvRows {
+    pub fn open(path: &Path) -> Result<CsvRows> {
+        let mut r = CsvRows {
+            lines: Lines::open(path)?,
+            dim: None,
+            pending: None,
+            row: 0,
+        };
+        // Read the first row to learn D.
+        if r.lines.next_line()? {
+            let v = r.parse_current(None)?;
+            r.dim = Some(v.len() as u32);
+            r.pending = Some(v);
+        } else {
+            r.dim = Some(0);
+        }
+        Ok(r)
+    }
+
+    fn parse_current(&self, dim: Option<u32>) -> Result<Vec<f32>> {
+        let l = &self.lines;
+        let mut v = Vec::with_capacity(dim.unwrap_or(16) as usize);
+        for (col, f) in fields(&l.line) {
+            let s = std::str::from_utf8(f).unwrap_or("");
+            let x: f32 = s.parse().map_err(|_| {
+                BuildError::input(
+                    &l.file,
+                    format!("line {}, column {col}", l.line_no),
+                    format!("cannot parse {} as a number", show(f)),
+                )
+            })?;
+            v.push(x);
+        }
+        if let Some(d) = dim {
+            if v.len() != d as usize {
+                return Err(BuildError::input(
+                    &l.file,
+                    format!("line {}", l.line_no),
+                    format!(
+                        "row has {} values, expected {d} (the width of the first row)",
+                        v.len()
+                    ),
+                ));
+            }
+        }
+        Ok(v)
+    }
+}
+
+impl RowSource for CsvRows {
+    fn file(&self) -> String {
+        self.lines.file.clone()
+    }
+    fn dim(&self) -> u32 {
+        self.dim.unwrap_or(0)
+    }
+    fn dtype(&self) -> flashgnn_format::Dtype {
+        flashgnn_format::Dtype::Float32
+    }
+    fn rows(&self) -> Option<u64> {
+        None
+    }
+    fn next_rows(&mut self, n: usize, out: &mut Vec<u8>) -> Result<usize> {
+        let mut k = 0;
+        while k < n {
+            let row = match self.pending.take() {
+                Some(r) => r,
+                None => {
+                    if !self.lines.next_line()? {
+                        break;
+                    }
+                    self.parse_current(self.dim)?
+                }
+            };
+            for x in row {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+            k += 1;
+            self.row += 1;
+        }
+        Ok(k)
+    }
+    fn position(&self, r: u64) -> String {
+        // Rows and non-comment lines coincide in OGB files.
+        format!("row {r} (line {})", r + 1)
+    }
+}
+
+/// One value per line (OGB labels, split ids, num-node-list). `nan` is
+/// accepted (OGB marks unlabeled nodes with it).
+pub struct TextValues {
+    lines: Lines,
+    index: u64,
+}
+
+impl TextValues {
+    pub fn open(path: &Path) -> Result<TextValues> {
+        Ok(TextValues {
+            lines: Lines::open(path)?,
+            index: 0,
+        })
+    }
+}
+
+impl ValueSource for TextValues {
+    fn file(&self) -> String {
+        self.lines.file.clone()
+    }
+    fn len(&self) -> Option<u64> {
+        None
+    }
+    fn next_values(&mut self, n: usize, out: &mut Vec<f64>) -> Result<usize> {
+        let mut k = 0;
+        while k < n && self.lines.next_line()? {
+            let l = &self.lines;
+            let (col, f) = fields(&l.line).next().expect("non-blank line has a field");
+            let s = std::str::from_utf8(f).unwrap_or("");
+            let x: f64 = s.parse().map_err(|_| {
+                BuildError::input(
+                    &l.file,
+                    format!("line {}, column {col}", l.line_no),
+                    format!("cannot parse {} as a number", show(f)),
+                )
+            })?;
+            out.push(x);
+            k += 1;
+            self.index += 1;
+        }
+        Ok(k)
+    }
+    fn position(&self, i: u64) -> String {
+        format!("row {i} (line {})", i + 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_splitting_and_ints() {
+        let f: Vec<_> = fields(b"  12,\t34  5").collect();
+        assert_eq!(f, vec![(3, &b"12"[..]), (7, &b"34"[..]), (11, &b"5"[..])]);
+        assert_eq!(parse_int(b"-17"), Some(-17));
+        assert_eq!(parse_int(b"1x"), None);
+        assert_eq!(
+            parse_int(b"99999999999999999999"),
+            Some(99999999999999999999)
+        );
+    }
+}

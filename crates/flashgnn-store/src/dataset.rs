@@ -1,0 +1,460 @@
+//! [`Dataset`]: an opened, validated dataset directory.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use flashgnn_format::layout::{check_overflow_page, FeaturePlacement};
+use flashgnn_format::manifest::*;
+use flashgnn_format::npy::{parse_header, NpyHeader};
+use flashgnn_format::slot::{decode_slot, read_id};
+use flashgnn_format::{
+    Dtype, FeatureHeader, FormatError, GraphHeader, Layout, Manifest, OverflowHeader,
+};
+use flashgnn_io::{FileReader, IoError, ReadAt};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    #[error(transparent)]
+    Io(#[from] IoError),
+    /// The path is not a dataset at all.
+    #[error("{0}")]
+    NotADataset(String),
+    /// A caller asked for something that does not exist (id, split).
+    #[error("{0}")]
+    BadRequest(String),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A side array (`.npy`) opened for positional reads.
+pub struct NpyArray {
+    pub reader: FileReader,
+    pub header: NpyHeader,
+    pub name: String,
+}
+
+impl NpyArray {
+    pub fn open(path: &Path, name: &str) -> Result<NpyArray> {
+        let reader = FileReader::open(path)?;
+        let mut head = vec![0u8; (reader.len() as usize).min(4096)];
+        reader.read_exact_at(&mut head, 0)?;
+        let header = parse_header(name, &head)?;
+        let need = header.data_offset + header.data_bytes().unwrap_or(u64::MAX);
+        if reader.len() != need {
+            return Err(FormatError::Truncated {
+                file: name.into(),
+                offset: reader.len(),
+                needed: need,
+                available: reader.len(),
+            }
+            .into());
+        }
+        Ok(NpyArray {
+            reader,
+            header,
+            name: name.into(),
+        })
+    }
+    pub fn len(&self) -> u64 {
+        self.header.shape.first().copied().unwrap_or(0)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Read elements [start, start+count) as i64 (integer arrays only).
+    pub fn read_i64(&self, start: u64, count: u64) -> Result<Vec<i64>> {
+        let s = self.header.dtype.size() as u64;
+        let mut buf = vec![0u8; (count * s) as usize];
+        self.reader
+            .read_exact_at(&mut buf, self.header.data_offset + start * s)?;
+        Ok((0..count as usize)
+            .map(|i| {
+                flashgnn_format::dtype::read_int(self.header.dtype, &buf, i).unwrap_or(0) as i64
+            })
+            .collect())
+    }
+    pub fn read_all_i64(&self) -> Result<Vec<i64>> {
+        self.read_i64(0, self.len())
+    }
+}
+
+pub struct Dataset {
+    root: PathBuf,
+    manifest: Manifest,
+    layout: Layout,
+    graph: FileReader,
+    overflow: FileReader,
+    features: Option<FileReader>,
+    /// original -> internal and internal -> original (relabelled datasets only).
+    maps: OnceLock<Result<(Vec<u32>, Vec<u32>), String>>,
+}
+
+fn file_name(root: &Path, f: &str) -> String {
+    root.join(f).display().to_string()
+}
+
+impl Dataset {
+    /// Open and validate a dataset directory.
+    pub fn open(root: impl AsRef<Path>) -> Result<Dataset> {
+        let root = root.as_ref().to_path_buf();
+        let mpath = root.join(MANIFEST_FILE);
+        if !root.is_dir() {
+            return Err(StoreError::NotADataset(format!(
+                "{}: no such dataset directory",
+                root.display()
+            )));
+        }
+        let text = std::fs::read_to_string(&mpath).map_err(|e| {
+            StoreError::NotADataset(format!(
+                "{}: not a flashgnn dataset ({}: {e})",
+                root.display(),
+                mpath.display()
+            ))
+        })?;
+        let mname = mpath.display().to_string();
+        let manifest = Manifest::from_json(&mname, &text)?;
+        let layout = manifest.layout(&mname)?;
+        for (name, entry) in &manifest.files {
+            if name.contains('/') || name.contains("..") {
+                return Err(FormatError::invalid(
+                    &mname,
+                    format!("file name {name:?} escapes the dataset directory"),
+                )
+                .into());
+            }
+            let p = root.join(name);
+            let len = std::fs::metadata(&p)
+                .map_err(|e| IoError::new("stat", &p, None, e))?
+                .len();
+            if len != entry.bytes {
+                return Err(FormatError::Truncated {
+                    file: p.display().to_string(),
+                    offset: len.min(entry.bytes),
+                    needed: entry.bytes,
+                    available: len,
+                }
+                .into());
+            }
+        }
+        let graph = FileReader::open(root.join(GRAPH_FILE))?;
+        let overflow = FileReader::open(root.join(OVERFLOW_FILE))?;
+        let p = layout.page_size as usize;
+        let mut page = vec![0u8; p];
+        graph.read_exact_at(&mut page, 0)?;
+        let gname = file_name(&root, GRAPH_FILE);
+        let gh = GraphHeader::decode(&gname, &page)?;
+        if gh != GraphHeader::from_layout(&layout) {
+            return Err(FormatError::invalid(
+                &gname,
+                "header page disagrees with manifest.json (files from different builds?)",
+            )
+            .into());
+        }
+        overflow.read_exact_at(&mut page, 0)?;
+        let oname = file_name(&root, OVERFLOW_FILE);
+        let oh = OverflowHeader::decode(&oname, &page)?;
+        if oh
+            != (OverflowHeader {
+                page_size: layout.page_size,
+                entries: layout.overflow_entries,
+                id_bytes: layout.id_bytes as u64,
+            })
+        {
+            return Err(
+                FormatError::invalid(&oname, "header page disagrees with manifest.json").into(),
+            );
+        }
+        let features = if layout.placement == FeaturePlacement::Separate {
+            let f = FileReader::open(root.join(FEATURES_FILE))?;
+            f.read_exact_at(&mut page, 0)?;
+            let fname = file_name(&root, FEATURES_FILE);
+            let fh = FeatureHeader::decode(&fname, &page)?;
+            let want = FeatureHeader {
+                page_size: layout.page_size,
+                num_nodes: layout.num_nodes,
+                feature_dim: layout.feature_dim as u64,
+                feature_dtype_code: layout.feature_dtype.code() as u64,
+                stride: layout.feature_stride(),
+            };
+            if fh != want {
+                return Err(FormatError::invalid(
+                    &fname,
+                    "header page disagrees with manifest.json",
+                )
+                .into());
+            }
+            Some(f)
+        } else {
+            None
+        };
+        Ok(Dataset {
+            root,
+            manifest,
+            layout,
+            graph,
+            overflow,
+            features,
+            maps: OnceLock::new(),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    pub fn num_nodes(&self) -> u64 {
+        self.layout.num_nodes
+    }
+    pub fn num_edges(&self) -> u64 {
+        self.layout.num_edges
+    }
+    pub fn feature_dim(&self) -> u32 {
+        self.layout.feature_dim
+    }
+    pub fn feature_dtype(&self) -> Dtype {
+        self.layout.feature_dtype
+    }
+    pub(crate) fn graph_reader(&self) -> &FileReader {
+        &self.graph
+    }
+    pub(crate) fn overflow_reader(&self) -> &FileReader {
+        &self.overflow
+    }
+    pub(crate) fn features_reader(&self) -> Option<&FileReader> {
+        self.features.as_ref()
+    }
+    pub fn file(&self, name: &str) -> String {
+        file_name(&self.root, name)
+    }
+
+    fn maps(&self) -> Result<Option<&(Vec<u32>, Vec<u32>)>> {
+        if self.manifest.reorder == "none" {
+            return Ok(None);
+        }
+        let r = self.maps.get_or_init(|| {
+            let load = |name: &str| -> Result<Vec<u32>> {
+                let a = NpyArray::open(&self.root.join(name), &self.file(name))?;
+                if a.len() != self.num_nodes() {
+                    return Err(FormatError::oob(
+                        self.file(name),
+                        0,
+                        "length",
+                        a.len(),
+                        format!("== num_nodes {}", self.num_nodes()),
+                    )
+                    .into());
+                }
+                let v = a.read_all_i64()?;
+                v.iter()
+                    .enumerate()
+                    .map(|(i, &x)| {
+                        if x < 0 || x as u64 >= self.num_nodes() {
+                            Err(FormatError::oob(
+                                self.file(name),
+                                a.header.data_offset + i as u64 * 8,
+                                "node id",
+                                x as u64,
+                                format!("< {}", self.num_nodes()),
+                            )
+                            .into())
+                        } else {
+                            Ok(x as u32)
+                        }
+                    })
+                    .collect()
+            };
+            (|| -> Result<(Vec<u32>, Vec<u32>)> {
+                Ok((load(NODE_INDEX_FILE)?, load(NODE_ORDER_FILE)?))
+            })()
+            .map_err(|e| e.to_string())
+        });
+        match r {
+            Ok(m) => Ok(Some(m)),
+            Err(e) => Err(StoreError::Format(FormatError::invalid(
+                self.root.display().to_string(),
+                e.clone(),
+            ))),
+        }
+    }
+
+    fn check_id(&self, id: i64) -> Result<u64> {
+        if id < 0 || id as u64 >= self.num_nodes() {
+            return Err(StoreError::BadRequest(format!(
+                "node id {id} out of range [0, {})",
+                self.num_nodes()
+            )));
+        }
+        Ok(id as u64)
+    }
+
+    /// Internal (layout) id of an original id.
+    pub fn internal_id(&self, original: i64) -> Result<u64> {
+        let v = self.check_id(original)?;
+        Ok(match self.maps()? {
+            Some((index, _)) => index[v as usize] as u64,
+            None => v,
+        })
+    }
+
+    /// Original id of an internal id.
+    pub fn original_id(&self, internal: u64) -> Result<u64> {
+        Ok(match self.maps()? {
+            Some((_, order)) => order[internal as usize] as u64,
+            None => internal,
+        })
+    }
+
+    /// Read and validate the slot of internal node `v`.
+    pub fn read_slot(&self, v: u64) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; self.layout.slot_bytes as usize];
+        self.graph
+            .read_exact_at(&mut buf, self.layout.slot_offset(v))?;
+        decode_slot(&self.layout, v, &buf, &self.file(GRAPH_FILE))?;
+        Ok(buf)
+    }
+
+    /// Neighbors of internal node `v`, as internal ids, every one checked.
+    pub fn neighbors_internal(&self, v: u64) -> Result<Vec<u64>> {
+        let gname = self.file(GRAPH_FILE);
+        let buf = self.read_slot(v)?;
+        let slot = decode_slot(&self.layout, v, &buf, &gname)?;
+        let mut out = slot.inline_ids(&self.layout, &gname)?;
+        let spill = slot.overflow_len();
+        if spill > 0 {
+            out.extend(self.overflow_range(slot.overflow_first, spill)?);
+        }
+        Ok(out)
+    }
+
+    /// Overflow entries [first, first+count): reads the covering pages in one
+    /// request, checks each page's checksum and number, and every id.
+    pub fn overflow_range(&self, first: u64, count: u64) -> Result<Vec<u64>> {
+        let l = &self.layout;
+        let oname = self.file(OVERFLOW_FILE);
+        let per = l.overflow_ids_per_page();
+        let p = l.page_size as u64;
+        let first_page = first / per;
+        let last_page = (first + count - 1) / per;
+        let npages = last_page - first_page + 1;
+        let mut buf = vec![0u8; (npages * p) as usize];
+        self.overflow.read_exact_at(&mut buf, p + first_page * p)?;
+        let w = l.id_bytes as usize;
+        let mut out = Vec::with_capacity(count as usize);
+        for (i, page) in buf.chunks_exact(p as usize).enumerate() {
+            let page_no = 1 + first_page + i as u64;
+            check_overflow_page(&oname, page_no, page)?;
+            let lo = if i == 0 { (first % per) as usize } else { 0 };
+            let hi = if i as u64 == npages - 1 {
+                ((first + count - 1) % per) as usize + 1
+            } else {
+                per as usize
+            };
+            for j in lo..hi {
+                let id = read_id(&page[j * w..(j + 1) * w]);
+                if id >= l.num_nodes {
+                    return Err(FormatError::oob(
+                        oname,
+                        page_no * p + (j * w) as u64,
+                        "neighbor id",
+                        id,
+                        format!("< num_nodes {}", l.num_nodes),
+                    )
+                    .into());
+                }
+                out.push(id);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Neighbors of an original id, as original ids.
+    pub fn neighbors(&self, original: i64) -> Result<Vec<u64>> {
+        let v = self.internal_id(original)?;
+        let ids = self.neighbors_internal(v)?;
+        match self.maps()? {
+            Some((_, order)) => Ok(ids.into_iter().map(|i| order[i as usize] as u64).collect()),
+            None => Ok(ids),
+        }
+    }
+
+    /// Feature row bytes (stored dtype) of an original id, appended to `out`.
+    pub fn feature_row(&self, original: i64, out: &mut Vec<u8>) -> Result<()> {
+        let v = self.internal_id(original)?;
+        let rb = self.layout.row_bytes() as usize;
+        let at = out.len();
+        match self.layout.placement {
+            FeaturePlacement::Inline => {
+                let buf = self.read_slot(v)?;
+                let s = self.layout.inline_feature_offset() as usize;
+                out.extend_from_slice(&buf[s..s + rb]);
+            }
+            FeaturePlacement::Separate => {
+                let (_, start, _) = self.layout.feature_range(v);
+                out.resize(at + rb, 0);
+                self.features
+                    .as_ref()
+                    .expect("separate placement has a feature file")
+                    .read_exact_at(&mut out[at..], start)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Labels of original ids (-1 = unlabeled).
+    pub fn labels(&self, ids: &[i64]) -> Result<Vec<i64>> {
+        let a = self.side_array(LABELS_FILE)?;
+        ids.iter()
+            .map(|&id| {
+                let v = self.check_id(id)?;
+                Ok(a.read_i64(v, 1)?[0])
+            })
+            .collect()
+    }
+
+    pub fn has_labels(&self) -> bool {
+        self.manifest.files.contains_key(LABELS_FILE)
+    }
+
+    /// Seed ids of a split (original ids).
+    pub fn split(&self, name: &str) -> Result<Vec<i64>> {
+        if !self.manifest.splits.contains_key(name) {
+            let have: Vec<&String> = self.manifest.splits.keys().collect();
+            return Err(StoreError::BadRequest(format!(
+                "no split {name:?} in {} (available: {have:?})",
+                self.root.display()
+            )));
+        }
+        let a = self.side_array(&split_file(name))?;
+        let v = a.read_all_i64()?;
+        for (i, &x) in v.iter().enumerate() {
+            if x < 0 || x as u64 >= self.num_nodes() {
+                return Err(FormatError::oob(
+                    a.name.clone(),
+                    a.header.data_offset + 8 * i as u64,
+                    "split id",
+                    x as u64,
+                    format!("< num_nodes {}", self.num_nodes()),
+                )
+                .into());
+            }
+        }
+        Ok(v)
+    }
+
+    pub fn side_array(&self, name: &str) -> Result<NpyArray> {
+        if !self.manifest.files.contains_key(name) {
+            return Err(StoreError::BadRequest(format!(
+                "{} has no {name}",
+                self.root.display()
+            )));
+        }
+        NpyArray::open(&self.root.join(name), &self.file(name))
+    }
+}

@@ -1,0 +1,308 @@
+//! `flashgnn verify`: check every byte of a dataset.
+//!
+//! Order: whole-file sizes and CRC32Cs against the manifest; header pages;
+//! then structure — every slot (checksum, bounds, zero padding, zero page
+//! slack), overflow contiguity (node v's overflow range starts where the
+//! previous spilling node's ended, so ranges tile `[0, overflow_entries)`),
+//! every overflow page (checksum, page number, ids < N), the degree sum
+//! against `num_edges`, feature row checksums, and the side arrays (label
+//! count, split ids, the relabelling maps being inverse permutations).
+//! The first failure is returned with file, byte offset, value and bound.
+
+use flashgnn_format::checksum::{crc_at, FileCrc};
+use flashgnn_format::layout::{check_overflow_page, FeaturePlacement};
+use flashgnn_format::manifest::*;
+use flashgnn_format::slot::{check_slot_padding, decode_slot, read_id};
+use flashgnn_format::FormatError;
+use flashgnn_io::ReadAt;
+
+use crate::dataset::{Dataset, Result};
+
+/// Read size for whole-file checksums: 4 MiB.
+const VERIFY_CHUNK_BYTES: usize = 4 << 20;
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VerifyReport {
+    pub files: u64,
+    pub bytes: u64,
+    pub slots: u64,
+    pub overflow_pages: u64,
+    pub feature_rows: u64,
+}
+
+/// `progress(done_bytes, total_bytes)` is called periodically.
+pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<VerifyReport> {
+    let m = ds.manifest();
+    let l = ds.layout();
+    let mut rep = VerifyReport::default();
+    let total: u64 = m.files.values().map(|f| f.bytes).sum::<u64>() * 2;
+    let mut done = 0u64;
+
+    // 1. Whole files.
+    let mut buf = vec![0u8; VERIFY_CHUNK_BYTES];
+    for (name, entry) in &m.files {
+        let r = flashgnn_io::FileReader::open(ds.root().join(name))?;
+        let mut crc = FileCrc::default();
+        let mut off = 0u64;
+        while off < r.len() {
+            let k = ((r.len() - off) as usize).min(buf.len());
+            r.read_exact_at(&mut buf[..k], off)?;
+            crc.update(&buf[..k]);
+            off += k as u64;
+            done += k as u64;
+            progress(done, total);
+        }
+        if crc.value() != entry.crc32c {
+            return Err(FormatError::Checksum {
+                file: ds.file(name),
+                offset: 0,
+                what: "whole file".into(),
+                stored: entry.crc32c,
+                computed: crc.value(),
+            }
+            .into());
+        }
+        rep.files += 1;
+        rep.bytes += r.len();
+    }
+
+    // 2. Slots, page by page.
+    let gname = ds.file(GRAPH_FILE);
+    let p = l.page_size as usize;
+    let s = l.slot_bytes as usize;
+    let k = l.slots_per_page as u64;
+    let mut page = vec![0u8; p];
+    let mut next_overflow = 0u64;
+    let mut degree_sum = 0u64;
+    for pg in 0..l.slot_pages() {
+        ds.graph_reader()
+            .read_exact_at(&mut page, (pg + 1) * p as u64)?;
+        let first = pg * k;
+        let count = (l.num_nodes - first).min(k);
+        for i in 0..count {
+            let v = first + i;
+            let bytes = &page[i as usize * s..(i as usize + 1) * s];
+            let slot = decode_slot(l, v, bytes, &gname)?;
+            check_slot_padding(l, &slot, bytes, &gname)?;
+            slot.inline_ids(l, &gname)?;
+            if slot.overflow_len() > 0 {
+                if slot.overflow_first != next_overflow {
+                    return Err(FormatError::oob(
+                        &gname,
+                        l.slot_offset(v) + 16,
+                        "overflow_first",
+                        slot.overflow_first,
+                        format!("== {next_overflow} (ranges must tile the overflow file)"),
+                    )
+                    .into());
+                }
+                next_overflow += slot.overflow_len();
+            }
+            degree_sum += slot.degree as u64;
+            rep.slots += 1;
+        }
+        let used = count as usize * s;
+        if let Some(j) = page[used..].iter().position(|b| *b != 0) {
+            return Err(FormatError::oob(
+                &gname,
+                (pg + 1) * p as u64 + (used + j) as u64,
+                "page slack byte",
+                page[used + j] as u64,
+                "0",
+            )
+            .into());
+        }
+        done += p as u64;
+        if pg % 256 == 0 {
+            progress(done.min(total), total);
+        }
+    }
+    if degree_sum != l.num_edges {
+        return Err(FormatError::oob(
+            &gname,
+            0,
+            "sum of degrees",
+            degree_sum,
+            format!("== num_edges {}", l.num_edges),
+        )
+        .into());
+    }
+    if next_overflow != l.overflow_entries {
+        return Err(FormatError::oob(
+            &gname,
+            0,
+            "overflow entries referenced",
+            next_overflow,
+            format!("== overflow_entries {}", l.overflow_entries),
+        )
+        .into());
+    }
+
+    // 3. Overflow pages.
+    let oname = ds.file(OVERFLOW_FILE);
+    let per = l.overflow_ids_per_page();
+    let w = l.id_bytes as usize;
+    for pg in 1..=l.overflow_pages() {
+        ds.overflow_reader()
+            .read_exact_at(&mut page, pg * p as u64)?;
+        check_overflow_page(&oname, pg, &page)?;
+        let base = (pg - 1) * per;
+        let n_here = (l.overflow_entries - base).min(per) as usize;
+        for j in 0..n_here {
+            let id = read_id(&page[j * w..(j + 1) * w]);
+            if id >= l.num_nodes {
+                return Err(FormatError::oob(
+                    &oname,
+                    pg * p as u64 + (j * w) as u64,
+                    "neighbor id",
+                    id,
+                    format!("< num_nodes {}", l.num_nodes),
+                )
+                .into());
+            }
+        }
+        if let Some(j) = page[n_here * w..p - 8].iter().position(|b| *b != 0) {
+            return Err(FormatError::oob(
+                &oname,
+                pg * p as u64 + (n_here * w + j) as u64,
+                "overflow padding byte",
+                page[n_here * w + j] as u64,
+                "0",
+            )
+            .into());
+        }
+        rep.overflow_pages += 1;
+        done += p as u64;
+        if pg % 256 == 0 {
+            progress(done.min(total), total);
+        }
+    }
+
+    // 4. Separate feature rows.
+    if l.placement == FeaturePlacement::Separate {
+        let fname = ds.file(FEATURES_FILE);
+        let crcs = ds.side_array(FEATURE_CRC_FILE)?;
+        if crcs.len() != l.num_nodes {
+            return Err(FormatError::oob(
+                ds.file(FEATURE_CRC_FILE),
+                0,
+                "rows",
+                crcs.len(),
+                format!("== num_nodes {}", l.num_nodes),
+            )
+            .into());
+        }
+        let stride = l.feature_stride() as usize;
+        let rb = l.row_bytes() as usize;
+        let rows_per_chunk = (VERIFY_CHUNK_BYTES / stride).max(1) as u64;
+        let fr = ds
+            .features_reader()
+            .expect("separate placement has a feature file");
+        let mut v = 0u64;
+        while v < l.num_nodes {
+            let n = rows_per_chunk.min(l.num_nodes - v);
+            let mut chunk = vec![0u8; n as usize * stride];
+            fr.read_exact_at(&mut chunk, l.page_size as u64 + v * stride as u64)?;
+            let stored = crcs.read_i64(v, n)?;
+            for i in 0..n as usize {
+                let row = &chunk[i * stride..i * stride + rb];
+                let c = crc_at(v + i as u64, row);
+                if c as i64 != stored[i] {
+                    return Err(FormatError::Checksum {
+                        file: fname.clone(),
+                        offset: l.page_size as u64 + (v + i as u64) * stride as u64,
+                        what: format!("feature row {}", v + i as u64),
+                        stored: stored[i] as u32,
+                        computed: c,
+                    }
+                    .into());
+                }
+                if let Some(j) = chunk[i * stride + rb..(i + 1) * stride]
+                    .iter()
+                    .position(|b| *b != 0)
+                {
+                    return Err(FormatError::oob(
+                        &fname,
+                        l.page_size as u64 + (v + i as u64) * stride as u64 + (rb + j) as u64,
+                        "row padding byte",
+                        1,
+                        "0",
+                    )
+                    .into());
+                }
+            }
+            rep.feature_rows += n;
+            v += n;
+            done += n * stride as u64;
+            progress(done.min(total), total);
+        }
+    }
+
+    // 5. Side arrays.
+    if ds.has_labels() {
+        let a = ds.side_array(LABELS_FILE)?;
+        if a.len() != l.num_nodes {
+            return Err(FormatError::oob(
+                ds.file(LABELS_FILE),
+                0,
+                "rows",
+                a.len(),
+                format!("== num_nodes {}", l.num_nodes),
+            )
+            .into());
+        }
+    }
+    for name in m.splits.keys() {
+        let ids = ds.split(name)?;
+        if ids.len() as u64 != m.splits[name] {
+            return Err(FormatError::oob(
+                ds.file(&split_file(name)),
+                0,
+                "split length",
+                ids.len() as u64,
+                format!("== {} in manifest", m.splits[name]),
+            )
+            .into());
+        }
+    }
+    if m.reorder != "none" {
+        let order_arr = ds.side_array(NODE_ORDER_FILE)?;
+        let order = order_arr.read_all_i64()?;
+        let index = ds.side_array(NODE_INDEX_FILE)?.read_all_i64()?;
+        for (i, &o) in order.iter().enumerate() {
+            let ok =
+                o >= 0 && (o as u64) < l.num_nodes && index.get(o as usize) == Some(&(i as i64));
+            if !ok {
+                return Err(FormatError::oob(
+                    ds.file(NODE_ORDER_FILE),
+                    order_arr.header.data_offset + 8 * i as u64,
+                    "node_order entry",
+                    o as u64,
+                    "a permutation inverse to node_index.npy",
+                )
+                .into());
+            }
+        }
+        // Slot headers must carry the original ids of the map.
+        for (i, &o) in order
+            .iter()
+            .enumerate()
+            .step_by(((l.num_nodes / 1024).max(1)) as usize)
+        {
+            let buf = ds.read_slot(i as u64)?;
+            let slot = decode_slot(l, i as u64, &buf, &gname)?;
+            if slot.original_id != o as u64 {
+                return Err(FormatError::oob(
+                    &gname,
+                    l.slot_offset(i as u64) + 8,
+                    "original id",
+                    slot.original_id,
+                    format!("== {o} from node_order.npy"),
+                )
+                .into());
+            }
+        }
+    }
+    progress(total, total);
+    Ok(rep)
+}
