@@ -1,1 +1,24 @@
-//! placeholder
+//! `flashgnn._core`: the binding layer. It converts types and maps errors —
+//! nothing else (STYLE.md habit 8). Every call that does I/O releases the GIL.
+//!
+//! Long jobs (build, generate, verify) run on a Rust thread behind a [`Job`]
+//! handle that Python polls to drive tqdm bars and cancels on Ctrl-C.
+
+mod dataset;
+mod error;
+mod job;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("FORMAT_VERSION", flashgnn_format::FORMAT_VERSION)?;
+    error::register(m)?;
+    m.add_class::<dataset::Dataset>()?;
+    m.add_class::<job::Job>()?;
+    m.add_function(wrap_pyfunction!(job::start_build, m)?)?;
+    m.add_function(wrap_pyfunction!(job::start_generate, m)?)?;
+    m.add_function(wrap_pyfunction!(job::start_verify, m)?)?;
+    Ok(())
+}

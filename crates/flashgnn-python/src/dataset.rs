@@ -1,0 +1,162 @@
+//! `flashgnn._core.Dataset`: checked, simple reads of a built dataset.
+
+use std::sync::Arc;
+
+use numpy::ndarray::Array2;
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1};
+use pyo3::prelude::*;
+
+use flashgnn_store::Dataset as Store;
+
+use crate::error::store_err;
+
+#[pyclass(frozen, module = "flashgnn._core")]
+pub struct Dataset {
+    inner: Arc<Store>,
+}
+
+fn ids_vec(ids: &PyReadonlyArray1<'_, i64>) -> Vec<i64> {
+    ids.as_array().iter().copied().collect()
+}
+
+#[pymethods]
+impl Dataset {
+    #[new]
+    fn new(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Self> {
+        let ds = py.detach(|| Store::open(&path)).map_err(store_err)?;
+        Ok(Dataset {
+            inner: Arc::new(ds),
+        })
+    }
+
+    #[getter]
+    fn path(&self) -> String {
+        self.inner.root().display().to_string()
+    }
+    #[getter]
+    fn num_nodes(&self) -> u64 {
+        self.inner.num_nodes()
+    }
+    #[getter]
+    fn num_edges(&self) -> u64 {
+        self.inner.num_edges()
+    }
+    #[getter]
+    fn feature_dim(&self) -> u32 {
+        self.inner.feature_dim()
+    }
+    #[getter]
+    fn feature_dtype(&self) -> &'static str {
+        self.inner.feature_dtype().name()
+    }
+    /// The manifest as a JSON string.
+    #[getter]
+    fn manifest_json(&self) -> String {
+        self.inner.manifest().to_json()
+    }
+    /// Layout figures: bytes per file, CSR baseline, in-memory index bytes.
+    fn layout_json(&self) -> String {
+        let l = self.inner.layout();
+        serde_json::json!({
+            "page_size": l.page_size,
+            "slot_bytes": l.slot_bytes,
+            "slots_per_page": l.slots_per_page,
+            "inline_cap": l.inline_cap,
+            "slot_pages": l.slot_pages(),
+            "overflow_pages": l.overflow_pages(),
+            "graph_file_bytes": l.graph_file_bytes(),
+            "overflow_file_bytes": l.overflow_file_bytes(),
+            "features_file_bytes": l.features_file_bytes(),
+            "stored_bytes": l.stored_bytes(),
+            "csr_bytes": l.csr_bytes(),
+            "csr_structure_bytes": (l.num_nodes + 1) * 8 + l.num_edges * l.id_bytes as u64,
+            "row_bytes": l.row_bytes(),
+            "feature_stride": if l.placement == flashgnn_format::layout::FeaturePlacement::Separate { l.feature_stride() } else { 0 },
+            "index_bytes_per_node": if self.inner.manifest().reorder == "none" { 0 } else { 8 },
+        })
+        .to_string()
+    }
+
+    /// Neighbors of each id as CSR: (indptr[int64, len(ids)+1], indices[int64]).
+    fn neighbors<'py>(
+        &self,
+        py: Python<'py>,
+        ids: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
+        let ids = ids_vec(&ids);
+        let inner = self.inner.clone();
+        let (ptr, idx) = py
+            .detach(move || -> Result<_, flashgnn_store::StoreError> {
+                let mut ptr = Vec::with_capacity(ids.len() + 1);
+                let mut idx = Vec::new();
+                ptr.push(0i64);
+                for id in ids {
+                    idx.extend(inner.neighbors(id)?.into_iter().map(|v| v as i64));
+                    ptr.push(idx.len() as i64);
+                }
+                Ok((ptr, idx))
+            })
+            .map_err(store_err)?;
+        Ok((ptr.into_pyarray(py), idx.into_pyarray(py)))
+    }
+
+    /// Raw feature rows as bytes (stored dtype), shape [len(ids), dim].
+    fn feature_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        ids: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<Bound<'py, PyArray2<u8>>> {
+        let ids = ids_vec(&ids);
+        let inner = self.inner.clone();
+        let rb = inner.layout().row_bytes() as usize;
+        let n = ids.len();
+        let out = py
+            .detach(move || -> Result<Vec<u8>, flashgnn_store::StoreError> {
+                let mut out = Vec::with_capacity(n * rb);
+                for id in ids {
+                    inner.feature_row(id, &mut out)?;
+                }
+                Ok(out)
+            })
+            .map_err(store_err)?;
+        let arr = Array2::from_shape_vec((n, rb), out).expect("shape matches");
+        Ok(arr.into_pyarray(py))
+    }
+
+    fn labels<'py>(
+        &self,
+        py: Python<'py>,
+        ids: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let ids = ids_vec(&ids);
+        let inner = self.inner.clone();
+        let v = py.detach(move || inner.labels(&ids)).map_err(store_err)?;
+        Ok(v.into_pyarray(py))
+    }
+
+    fn has_labels(&self) -> bool {
+        self.inner.has_labels()
+    }
+
+    fn split<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let inner = self.inner.clone();
+        let name = name.to_string();
+        let v = py.detach(move || inner.split(&name)).map_err(store_err)?;
+        Ok(v.into_pyarray(py))
+    }
+
+    fn split_names(&self) -> Vec<String> {
+        self.inner.manifest().splits.keys().cloned().collect()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Dataset(path={:?}, num_nodes={}, num_edges={}, feature_dim={}, feature_dtype={})",
+            self.path(),
+            self.num_nodes(),
+            self.num_edges(),
+            self.feature_dim(),
+            self.feature_dtype()
+        )
+    }
+}

@@ -1,0 +1,88 @@
+//! The one place Rust errors become Python exceptions.
+//!
+//! | Rust | Python |
+//! |---|---|
+//! | `BuildError::Input` | `flashgnn.InputError` |
+//! | `BuildError::Config` | `flashgnn.InputError` |
+//! | `StoreError::NotADataset` | `flashgnn.DatasetNotFoundError` |
+//! | `StoreError::BadRequest` (id out of range, unknown split) | `IndexError` |
+//! | `FormatError`, corrupt files | `flashgnn.CorruptDatasetError` |
+//! | `IoError` | `OSError` with the errno |
+//! | `BuildError::Cancelled` | `KeyboardInterrupt` |
+
+use flashgnn_build::BuildError;
+use flashgnn_store::StoreError;
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyIndexError, PyKeyboardInterrupt, PyOSError};
+use pyo3::prelude::*;
+
+create_exception!(
+    flashgnn,
+    FlashgnnError,
+    PyException,
+    "Base class of flashgnn errors."
+);
+create_exception!(
+    flashgnn,
+    InputError,
+    FlashgnnError,
+    "Bad input data or options (names file, position, value and bound)."
+);
+create_exception!(
+    flashgnn,
+    CorruptDatasetError,
+    FlashgnnError,
+    "A dataset file failed a checksum or bounds check."
+);
+create_exception!(
+    flashgnn,
+    DatasetNotFoundError,
+    FlashgnnError,
+    "The path is not a flashgnn dataset."
+);
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("FlashgnnError", py.get_type::<FlashgnnError>())?;
+    m.add("InputError", py.get_type::<InputError>())?;
+    m.add("CorruptDatasetError", py.get_type::<CorruptDatasetError>())?;
+    m.add(
+        "DatasetNotFoundError",
+        py.get_type::<DatasetNotFoundError>(),
+    )?;
+    Ok(())
+}
+
+fn io_err(e: &flashgnn_io::IoError) -> PyErr {
+    let msg = e.to_string();
+    match e.source.raw_os_error() {
+        Some(code) => PyOSError::new_err((code, msg)),
+        None => PyOSError::new_err(msg),
+    }
+}
+
+pub fn store_err(e: StoreError) -> PyErr {
+    match &e {
+        StoreError::NotADataset(m) => DatasetNotFoundError::new_err(m.clone()),
+        StoreError::Format(_) => CorruptDatasetError::new_err(e.to_string()),
+        StoreError::Io(io) => {
+            // A short read means the file is shorter than the manifest says.
+            if io.source.kind() == std::io::ErrorKind::UnexpectedEof {
+                CorruptDatasetError::new_err(e.to_string())
+            } else {
+                io_err(io)
+            }
+        }
+        StoreError::BadRequest(m) => PyIndexError::new_err(m.clone()),
+    }
+}
+
+pub fn build_err(e: BuildError) -> PyErr {
+    match e {
+        BuildError::Input { .. } | BuildError::Config(_) => InputError::new_err(e.to_string()),
+        BuildError::Format(_) => InputError::new_err(e.to_string()),
+        BuildError::Io(io) => io_err(&io),
+        BuildError::Store(s) => store_err(s),
+        BuildError::Cancelled => PyKeyboardInterrupt::new_err(e.to_string()),
+    }
+}

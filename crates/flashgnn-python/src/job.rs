@@ -1,0 +1,276 @@
+//! Background jobs (build, generate, verify) with progress and cancellation.
+
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use flashgnn_build::{
+    BuildError, BuildOptions, FeatureLayout, InputFormat, NanPolicy, Progress, Reorder, SelfLoops,
+};
+use flashgnn_datagen::RmatOptions;
+use flashgnn_format::Dtype;
+
+use crate::error::{build_err, InputError};
+
+type Outcome = Result<String, BuildError>;
+
+#[pyclass(module = "flashgnn._core")]
+pub struct Job {
+    progress: Arc<Progress>,
+    result: Arc<Mutex<Option<Outcome>>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Job {
+    fn spawn(f: impl FnOnce(&Progress) -> Outcome + Send + 'static) -> Job {
+        let progress = Arc::new(Progress::new());
+        let result = Arc::new(Mutex::new(None));
+        let (p, r) = (progress.clone(), result.clone());
+        let handle = std::thread::spawn(move || {
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&p)))
+                .unwrap_or_else(|_| {
+                    Err(BuildError::config(
+                        "internal error: the job panicked; nothing was published",
+                    ))
+                });
+            *r.lock().unwrap() = Some(out);
+        });
+        Job {
+            progress,
+            result,
+            handle: Some(handle),
+        }
+    }
+}
+
+#[pymethods]
+impl Job {
+    /// [(name, unit, done, total, finished)] for every task started so far.
+    fn poll(&self) -> Vec<(String, String, u64, u64, bool)> {
+        self.progress
+            .snapshot()
+            .into_iter()
+            .map(|t| (t.name, t.unit, t.done, t.total, t.finished))
+            .collect()
+    }
+    fn is_done(&self) -> bool {
+        self.result.lock().unwrap().is_some()
+    }
+    fn cancel(&self) {
+        self.progress.cancel();
+    }
+    /// Wait up to `timeout` seconds; returns True when finished.
+    fn wait(&mut self, py: Python<'_>, timeout: f64) -> bool {
+        let r = self.result.clone();
+        py.detach(move || {
+            let end =
+                std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout.max(0.0));
+            while r.lock().unwrap().is_none() && std::time::Instant::now() < end {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        });
+        self.is_done()
+    }
+    /// The job's JSON report, or its error raised as an exception.
+    fn result(&mut self, py: Python<'_>) -> PyResult<String> {
+        if let Some(h) = self.handle.take() {
+            py.detach(move || {
+                let _ = h.join();
+            });
+        }
+        match self.result.lock().unwrap().take() {
+            Some(Ok(s)) => Ok(s),
+            Some(Err(e)) => Err(build_err(e)),
+            None => Err(InputError::new_err("job result already taken")),
+        }
+    }
+}
+
+fn get<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<T>> {
+    match d.get_item(key)? {
+        Some(v) if !v.is_none() => Ok(Some(v.extract::<T>().map_err(|e| {
+            let e: PyErr = e.into();
+            InputError::new_err(format!("option {key}: {e}"))
+        })?)),
+        _ => Ok(None),
+    }
+}
+
+fn dtype(name: &str, what: &str) -> PyResult<Dtype> {
+    Dtype::parse(name).ok_or_else(|| InputError::new_err(format!("{what}: unknown dtype {name:?}")))
+}
+
+/// Start a build. `opts` keys mirror the `flashgnn build` flags.
+#[pyfunction]
+pub fn start_build(
+    input: std::path::PathBuf,
+    output: std::path::PathBuf,
+    opts: &Bound<'_, PyDict>,
+) -> PyResult<Job> {
+    let mut o = BuildOptions::new(input, output);
+    if let Some(f) = get::<String>(opts, "format")? {
+        o.format = match f.as_str() {
+            "auto" => InputFormat::Auto,
+            "npy" => InputFormat::Npy,
+            "igb" => InputFormat::Igb,
+            "ogb" => InputFormat::Ogb,
+            "snap" | "text" => InputFormat::Snap,
+            x => {
+                return Err(InputError::new_err(format!(
+                    "--format {x:?}: expected auto, npy, igb, ogb or snap"
+                )))
+            }
+        };
+    }
+    o.symmetrize = get(opts, "symmetrize")?.unwrap_or(false);
+    o.dedup = get(opts, "dedup")?.unwrap_or(false);
+    if let Some(s) = get::<String>(opts, "self_loops")? {
+        o.self_loops = match s.as_str() {
+            "keep" => SelfLoops::Keep,
+            "drop" => SelfLoops::Drop,
+            "add" => SelfLoops::Add,
+            x => {
+                return Err(InputError::new_err(format!(
+                    "--self-loops {x:?}: expected keep, drop or add"
+                )))
+            }
+        };
+    }
+    if let Some(s) = get::<String>(opts, "feature_dtype")? {
+        o.feature_dtype = Some(dtype(&s, "--feature-dtype")?);
+    }
+    if let Some(s) = get::<String>(opts, "feature_layout")? {
+        o.feature_layout = match s.as_str() {
+            "auto" => FeatureLayout::Auto,
+            "inline" => FeatureLayout::Inline,
+            "separate" => FeatureLayout::Separate,
+            x => {
+                return Err(InputError::new_err(format!(
+                    "--feature-layout {x:?}: expected auto, inline or separate"
+                )))
+            }
+        };
+    }
+    if let Some(s) = get::<String>(opts, "reorder")? {
+        o.reorder = match s.as_str() {
+            "none" => Reorder::None,
+            "degree" => Reorder::Degree,
+            x => {
+                return Err(InputError::new_err(format!(
+                    "--reorder {x:?}: expected none or degree"
+                )))
+            }
+        };
+    }
+    if let Some(p) = get(opts, "page_size")? {
+        o.page_size = p;
+    }
+    if let Some(b) = get(opts, "memory_budget")? {
+        o.memory_budget = b;
+    }
+    o.num_nodes = get(opts, "num_nodes")?;
+    o.feat_shape = get(opts, "feat_shape")?;
+    if let Some(s) = get::<String>(opts, "feat_dtype")? {
+        o.feat_dtype = Some(dtype(&s, "--feat-dtype")?);
+    }
+    o.synthetic_features = get(opts, "synthetic_features")?;
+    o.make_splits = get(opts, "make_splits")?;
+    if let Some(s) = get(opts, "igb_classes")? {
+        o.igb_classes = s;
+    }
+    o.ogb_split = get(opts, "ogb_split")?;
+    o.skip_bad_lines = get(opts, "skip_bad_lines")?.unwrap_or(false);
+    if let Some(s) = get::<String>(opts, "nan")? {
+        o.nan = match s.as_str() {
+            "error" => NanPolicy::Error,
+            "zero" => NanPolicy::Zero,
+            x => {
+                return Err(InputError::new_err(format!(
+                    "--nan {x:?}: expected error or zero"
+                )))
+            }
+        };
+    }
+    o.seed = get(opts, "seed")?.unwrap_or(0);
+    o.force = get(opts, "force")?.unwrap_or(false);
+    Ok(Job::spawn(move |p| {
+        let r = flashgnn_build::build(&o, p)?;
+        Ok(serde_json::json!({
+            "output": r.output.display().to_string(),
+            "manifest": serde_json::from_str::<serde_json::Value>(&r.manifest.to_json()).unwrap_or_default(),
+            "skipped_lines": r.skipped_lines,
+            "skipped_examples": r.skipped_examples,
+            "nan_replaced": r.nan_replaced,
+        })
+        .to_string())
+    }))
+}
+
+#[pyfunction]
+pub fn start_generate(output: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> PyResult<Job> {
+    let mut o = RmatOptions::default();
+    if let Some(v) = get(opts, "scale")? {
+        o.scale = v;
+    }
+    if let Some(v) = get(opts, "edge_factor")? {
+        o.edge_factor = v;
+    }
+    if let Some(v) = get(opts, "dim")? {
+        o.dim = v;
+    }
+    if let Some(s) = get::<String>(opts, "dtype")? {
+        o.dtype = dtype(&s, "--dtype")?;
+    }
+    if let Some(v) = get(opts, "classes")? {
+        o.classes = v;
+    }
+    if let Some(v) = get(opts, "seed")? {
+        o.seed = v;
+    }
+    if let Some(v) = get(opts, "homophily")? {
+        o.homophily = v;
+    }
+    if let Some(v) = get(opts, "feature_signal")? {
+        o.feature_signal = v;
+    }
+    if let Some(v) = get(opts, "split")? {
+        o.split = v;
+    }
+    o.force = get(opts, "force")?.unwrap_or(false);
+    Ok(Job::spawn(move |p| {
+        let r = flashgnn_datagen::generate_rmat(&output, &o, p)?;
+        Ok(serde_json::json!({
+            "output": r.output.display().to_string(),
+            "num_nodes": r.num_nodes,
+            "num_edges": r.num_edges,
+            "bytes": r.bytes,
+            "seconds": r.seconds,
+        })
+        .to_string())
+    }))
+}
+
+#[pyfunction]
+pub fn start_verify(path: std::path::PathBuf) -> PyResult<Job> {
+    Ok(Job::spawn(move |p| {
+        let ds = flashgnn_store::Dataset::open(&path)?;
+        let mut task = p.task("verify", "B", 0);
+        let mut last = 0;
+        let rep = flashgnn_store::verify(&ds, &mut |done, total| {
+            task.set_total(total);
+            task.add(done - last);
+            last = done;
+        })?;
+        task.finish();
+        Ok(serde_json::json!({
+            "files": rep.files,
+            "bytes": rep.bytes,
+            "slots": rep.slots,
+            "overflow_pages": rep.overflow_pages,
+            "feature_rows": rep.feature_rows,
+        })
+        .to_string())
+    }))
+}

@@ -1,0 +1,131 @@
+"""The ``flashgnn`` command line: ``generate``, ``build``, ``info``, ``verify``.
+
+Every long command shows tqdm progress and ends with one summary line.
+Errors print one line naming file, position, value and bound, and exit 2
+(bad input / corrupt data) or 1 (other failures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+
+import flashgnn
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([KMGT]?)(i?)B?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """'2GiB', '512M', '1.5G', '1000000' -> bytes (K/M/G/T are binary multiples)."""
+    m = _SIZE.match(text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"cannot parse size {text!r} (examples: 2GiB, 512M, 1048576)")
+    value, unit = float(m.group(1)), m.group(2).upper()
+    return int(value * (1024 ** " KMGT".index(unit or " ")))
+
+
+def _pair(text: str) -> tuple[int, int]:
+    try:
+        n, d = (int(x) for x in text.split(","))
+        return n, d
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N,D (e.g. 100000000,1024), got {text!r}") from None
+
+
+def _fractions(text: str) -> tuple[float, float, float]:
+    try:
+        a, b, c = (float(x) for x in text.split(","))
+        return a, b, c
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected three fractions train,val,test (e.g. 0.6,0.2,0.2), got {text!r}") from None
+
+
+def human_bytes(n: float) -> str:
+    for unit in ["B", "KiB", "MiB", "GiB", "TiB"]:
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="flashgnn", description="GNNs over SSD-resident graphs.")
+    p.add_argument("--version", action="version", version=f"flashgnn {flashgnn.__version__} (format v{flashgnn.FORMAT_VERSION})")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("generate", help="generate a synthetic graph in the npy-directory layout")
+    gsub = g.add_subparsers(dest="model", required=True)
+    r = gsub.add_parser("rmat", help="R-MAT/Kronecker power-law graph with homophilous labels")
+    r.add_argument("out")
+    r.add_argument("--scale", type=int, default=16, help="2^scale nodes (default 16)")
+    r.add_argument("--edge-factor", type=int, default=16, help="directed edges per node (default 16)")
+    r.add_argument("--dim", type=int, default=128, help="feature width (default 128)")
+    r.add_argument("--dtype", default="float32", choices=["float32", "float16"])
+    r.add_argument("--classes", type=int, default=16)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--homophily", type=float, default=0.6, help="share of edges rewired inside the source's community")
+    r.add_argument("--feature-signal", type=float, default=1.0, help="class-centroid distance in noise std-devs")
+    r.add_argument("--split", type=_fractions, default=(0.1, 0.05, 0.05), help="train,val,test fractions")
+    r.add_argument("--force", action="store_true", help="replace an existing output directory")
+    r.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    b = sub.add_parser("build", help="import a raw graph into a flashgnn dataset")
+    b.add_argument("input", help="npy directory, IGB root, OGB root, or a SNAP text edge list (.gz ok)")
+    b.add_argument("out")
+    b.add_argument("--format", default="auto", choices=["auto", "npy", "igb", "ogb", "snap"])
+    b.add_argument("--symmetrize", action="store_true", help="add the reverse of every edge (never guessed)")
+    b.add_argument("--dedup", action="store_true", help="remove duplicate edges")
+    b.add_argument("--self-loops", default="keep", choices=["keep", "drop", "add"])
+    b.add_argument("--feature-dtype", choices=["float16", "float32", "float64"], help="convert features")
+    b.add_argument("--feature-layout", default="auto", choices=["auto", "inline", "separate"])
+    b.add_argument("--reorder", default="none", choices=["none", "degree"], help="locality relabelling (ids stay original)")
+    b.add_argument("--page-size", type=int, default=4096)
+    b.add_argument("--memory-budget", type=parse_size, default=parse_size("2GiB"), help="hard cap on builder memory (default 2GiB)")
+    b.add_argument("--num-nodes", type=int, help="declared node count (headerless inputs, SNAP)")
+    b.add_argument("--feat-shape", type=_pair, help="N,D of a headerless raw feature file")
+    b.add_argument("--feat-dtype", choices=["float16", "float32", "float64"], help="dtype of a headerless raw feature file")
+    b.add_argument("--synthetic-features", type=int, metavar="D", help="generate D-wide features when the input has none")
+    b.add_argument("--make-splits", type=_fractions, help="random train,val,test fractions when the input has no splits")
+    b.add_argument("--igb-classes", default="19", choices=["19", "2K"])
+    b.add_argument("--ogb-split", help="split directory name under split/ (when several exist)")
+    b.add_argument("--skip-bad-lines", action="store_true", help="skip unparseable text lines; report count and examples")
+    b.add_argument("--nan", default="error", choices=["error", "zero"], help="NaN/Inf features: fail (default) or replace with 0")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--force", action="store_true", help="replace an existing dataset atomically")
+    b.add_argument("--json", action="store_true")
+
+    i = sub.add_parser("info", help="counts, degree statistics, sizes and overhead of a dataset")
+    i.add_argument("dataset")
+    i.add_argument("--json", action="store_true")
+
+    v = sub.add_parser("verify", help="check every checksum, address and bound")
+    v.add_argument("dataset")
+    v.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from flashgnn.cli import commands
+
+    try:
+        return getattr(commands, f"cmd_{args.command}")(args)
+    except (flashgnn.InputError, flashgnn.CorruptDatasetError, flashgnn.DatasetNotFoundError, IndexError) as e:
+        print(f"flashgnn {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"flashgnn {args.command}: I/O error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"flashgnn {args.command}: interrupted; nothing was published", file=sys.stderr)
+        return 130
+
+
+def _print_json(obj) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=True))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

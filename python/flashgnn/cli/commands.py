@@ -1,0 +1,141 @@
+"""Implementations of the CLI subcommands (argument parsing is in __init__)."""
+
+from __future__ import annotations
+
+import sys
+
+import flashgnn
+from flashgnn.cli import _print_json, human_bytes
+
+
+def cmd_generate(a) -> int:
+    opts = dict(
+        scale=a.scale, edge_factor=a.edge_factor, dim=a.dim, dtype=a.dtype, classes=a.classes, seed=a.seed,
+        homophily=a.homophily, feature_signal=a.feature_signal, split=a.split, force=a.force,
+    )
+    rep = flashgnn.generate(a.out, progress=not a.json, **opts)
+    if a.json:
+        _print_json(rep)
+    else:
+        print(
+            f"generated {a.out}: {rep['num_nodes']:,} nodes, {rep['num_edges']:,} edges, "
+            f"{human_bytes(rep['bytes'])} in {rep['seconds']:.1f} s ({rep['bytes'] / 2**20 / max(rep['seconds'], 1e-9):.0f} MiB/s)"
+        )
+    return 0
+
+
+def cmd_build(a) -> int:
+    opts = {
+        k: getattr(a, k)
+        for k in [
+            "format", "symmetrize", "dedup", "self_loops", "feature_dtype", "feature_layout", "reorder", "page_size",
+            "memory_budget", "num_nodes", "feat_shape", "feat_dtype", "synthetic_features", "make_splits",
+            "igb_classes", "ogb_split", "skip_bad_lines", "nan", "seed", "force",
+        ]
+    }
+    rep = flashgnn.build(a.input, a.out, progress=not a.json, **opts)
+    if a.json:
+        _print_json(rep)
+        return 0
+    m = rep["manifest"]
+    b = m["build"]
+    if rep["skipped_lines"]:
+        print(f"skipped {rep['skipped_lines']:,} malformed lines; first examples:", file=sys.stderr)
+        for ex in rep["skipped_examples"]:
+            print(f"  {ex}", file=sys.stderr)
+    if rep["nan_replaced"]:
+        print(f"replaced {rep['nan_replaced']:,} non-finite feature values with 0", file=sys.stderr)
+    print(
+        f"normalised: {b['input_edges']:,} input edges -> {m['num_edges']:,} stored "
+        f"(self-loops dropped {b['self_loops_dropped']:,}, added {b['self_loops_added']:,}; duplicates removed {b['duplicates_removed']:,}); "
+        f"{m['degree']['isolated']:,} isolated nodes"
+    )
+    overlap = max(b["preprocess_seconds"], b["feature_seconds"])
+    print(
+        f"times: graph preprocess {b['preprocess_seconds']:.2f} s, feature write {b['feature_seconds']:.2f} s "
+        f"(overlapped; max {overlap:.2f} s), layout {b['layout_seconds']:.2f} s, total {b['total_seconds']:.2f} s; "
+        f"peak RSS {human_bytes(b['peak_rss_bytes'])} of budget {human_bytes(b['memory_budget_bytes'])}"
+    )
+    total = sum(f["bytes"] for f in m["files"].values())
+    print(
+        f"built {a.out}: {m['num_nodes']:,} nodes, {m['num_edges']:,} edges, {m['features']['dim']} x {m['features']['dtype']} "
+        f"features ({m['features']['placement']}), {human_bytes(total)} in {b['total_seconds']:.1f} s"
+    )
+    return 0
+
+
+def info_dict(ds: flashgnn.Dataset) -> dict:
+    m, lay = ds.manifest, ds.layout
+    graph_bytes = lay["graph_file_bytes"] + lay["overflow_file_bytes"]
+    feat_bytes = ds.num_nodes * lay["row_bytes"]
+    csr_struct = lay["csr_structure_bytes"]
+    # Structure overhead: our graph files minus the inline feature bytes they carry.
+    inline_feat = feat_bytes if m["features"]["placement"] == "inline" else 0
+    files_total = sum(f["bytes"] for f in m["files"].values())
+    return {
+        "path": ds.path,
+        "num_nodes": ds.num_nodes,
+        "num_edges": ds.num_edges,
+        "features": m["features"],
+        "labels": m["labels"],
+        "splits": m["splits"],
+        "reorder": m["reorder"],
+        "degree": m["degree"],
+        "layout": lay,
+        "index_bytes_per_node": lay["index_bytes_per_node"],
+        "bytes": {
+            "files_total": files_total,
+            "graph_and_features": lay["stored_bytes"],
+            "csr_total": lay["csr_bytes"],
+            "csr_structure": csr_struct,
+            "structure": graph_bytes - inline_feat,
+        },
+        "overhead_vs_csr": lay["stored_bytes"] / lay["csr_bytes"] - 1 if lay["csr_bytes"] else 0.0,
+        "structure_overhead_vs_csr": (graph_bytes - inline_feat) / csr_struct - 1 if csr_struct else 0.0,
+        "build": m["build"],
+    }
+
+
+def cmd_info(a) -> int:
+    ds = flashgnn.open(a.dataset)
+    d = info_dict(ds)
+    if a.json:
+        _print_json(d)
+        return 0
+    deg, lay, by = d["degree"], d["layout"], d["bytes"]
+    f = d["features"]
+    print(f"dataset      {d['path']}")
+    print(f"nodes        {d['num_nodes']:,}    edges (stored, directed) {d['num_edges']:,}    reorder {d['reorder']}")
+    print(f"features     {f['dim']} x {f['dtype']} ({f['placement']}{', synthetic' if f.get('synthetic') else ''}), row {lay['row_bytes']} B")
+    if d["labels"]:
+        print(f"labels       {d['labels']['num_classes']} classes, {d['labels']['labeled']:,} labeled")
+    print("splits       " + (", ".join(f"{k} {v:,}" for k, v in d["splits"].items()) or "none"))
+    print(
+        f"degree       min {deg['min']} / median {deg['median']} / mean {deg['mean']:.2f} / p99 {deg['p99']} / max {deg['max']:,}; "
+        f"isolated {deg['isolated']:,}; spilled to overflow {deg['spilled_nodes']:,}"
+    )
+    print(
+        f"layout       page {lay['page_size']} B, slot {lay['slot_bytes']} B x {lay['slots_per_page']}/page, inline cap {lay['inline_cap']}, "
+        f"{lay['slot_pages']:,} slot pages + {lay['overflow_pages']:,} overflow pages"
+    )
+    print(f"index        {d['index_bytes_per_node']} B of in-memory index per node (slot address = arithmetic on the id)")
+    print(
+        f"size         {human_bytes(by['graph_and_features'])} graph+features vs {human_bytes(by['csr_total'])} plain CSR "
+        f"-> overhead {d['overhead_vs_csr'] * 100:+.2f}%; structure alone {human_bytes(by['structure'])} vs "
+        f"{human_bytes(by['csr_structure'])} -> {d['structure_overhead_vs_csr'] * 100:+.2f}%; all files {human_bytes(by['files_total'])}"
+    )
+    return 0
+
+
+def cmd_verify(a) -> int:
+    rep = flashgnn.verify(a.dataset, progress=not a.json)
+    if a.json:
+        _print_json(rep)
+    else:
+        print(
+            f"verified {a.dataset}: {rep['files']} files, {human_bytes(rep['bytes'])}, {rep['slots']:,} slots, "
+            f"{rep['overflow_pages']:,} overflow pages, {rep['feature_rows']:,} separate feature rows: OK in {rep['seconds']:.1f} s"
+        )
+    return 0
+
+

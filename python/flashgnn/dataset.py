@@ -1,0 +1,98 @@
+"""`flashgnn.open(path)` -> :class:`Dataset`: simple, checked reads.
+
+These calls are correct and convenient, not fast: each id is one positional
+read. Mini-batch sampling with deep-queue direct I/O is the engine's job.
+Every id is an *original* (user-facing) id, whatever ``--reorder`` did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cached_property
+
+import numpy as np
+
+from flashgnn import _core
+
+_NP_DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
+
+
+def _ids(ids) -> np.ndarray:
+    a = np.asarray(ids)
+    if a.ndim == 0:
+        a = a.reshape(1)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"node ids must be integers, got dtype {a.dtype}")
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+class Dataset:
+    """A built flashgnn dataset directory (see ``docs/format.md``)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self._core = _core.Dataset(os.fspath(path))
+
+    path = property(lambda self: self._core.path)
+    num_nodes = property(lambda self: self._core.num_nodes)
+    num_edges = property(lambda self: self._core.num_edges, doc="Stored directed neighbor entries.")
+    feature_dim = property(lambda self: self._core.feature_dim)
+    feature_dtype = property(lambda self: self._core.feature_dtype, doc="numpy dtype name of stored features.")
+
+    @cached_property
+    def manifest(self) -> dict:
+        return json.loads(self._core.manifest_json)
+
+    @cached_property
+    def layout(self) -> dict:
+        return json.loads(self._core.layout_json())
+
+    @property
+    def num_classes(self) -> int:
+        labels = self.manifest.get("labels")
+        return int(labels["num_classes"]) if labels else 0
+
+    @property
+    def split_names(self) -> list[str]:
+        return self._core.split_names()
+
+    def split(self, name: str) -> np.ndarray:
+        """Seed node ids of split ``name`` ("train", "val", "test"), int64."""
+        return self._core.split(name)
+
+    def neighbors(self, ids) -> list[np.ndarray] | np.ndarray:
+        """Neighbor ids of each node (sources of edges into it), int64.
+
+        A scalar id returns one array; a sequence returns a list of arrays.
+        """
+        scalar = np.ndim(ids) == 0
+        ptr, idx = self._core.neighbors(_ids(ids))
+        out = [idx[ptr[i] : ptr[i + 1]] for i in range(len(ptr) - 1)]
+        return out[0] if scalar else out
+
+    def neighbors_csr(self, ids) -> tuple[np.ndarray, np.ndarray]:
+        """Neighbors of ``ids`` as (indptr, indices)."""
+        return self._core.neighbors(_ids(ids))
+
+    def features(self, ids) -> np.ndarray:
+        """Feature rows ``[len(ids), feature_dim]`` in the stored dtype."""
+        raw = self._core.feature_bytes(_ids(ids))
+        dt = _NP_DTYPES[self.feature_dtype]
+        return raw.view(dt).reshape(raw.shape[0], self.feature_dim)
+
+    def labels(self, ids) -> np.ndarray:
+        """Class ids (int64, -1 = unlabeled)."""
+        return self._core.labels(_ids(ids))
+
+    def __len__(self) -> int:
+        return self.num_nodes
+
+    def __repr__(self) -> str:
+        return repr(self._core)
+
+
+def open(path: str | os.PathLike) -> Dataset:  # noqa: A001 - mirrors builtins.open by design
+    """Open a dataset; raises :class:`flashgnn.DatasetNotFoundError` or
+    :class:`flashgnn.CorruptDatasetError` with the file and offset at fault."""
+    return Dataset(path)
+

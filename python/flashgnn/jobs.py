@@ -1,0 +1,75 @@
+"""Run the long Rust jobs (build, generate, verify) with tqdm progress bars.
+
+The Rust side runs on its own thread and publishes per-task counters; this
+module polls them a few times a second, draws one bar per task, and turns
+Ctrl-C into a cancellation (the build then removes its temporary files and
+publishes nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from tqdm.auto import tqdm
+
+from flashgnn import _core
+
+_POLL_SECONDS = 0.2
+
+
+def _unit_scale(unit: str) -> dict:
+    if unit == "B":
+        return {"unit": "B", "unit_scale": True, "unit_divisor": 1024}
+    return {"unit": f" {unit}", "unit_scale": True}
+
+
+def run_job(job, progress: bool = True, desc: str = "") -> dict:
+    bars: dict[str, tqdm] = {}
+    try:
+        while not job.wait(_POLL_SECONDS):
+            if progress:
+                _draw(job, bars, desc)
+        if progress:
+            _draw(job, bars, desc)
+        return json.loads(job.result())
+    except KeyboardInterrupt:
+        job.cancel()
+        job.wait(600)
+        raise
+    finally:
+        for b in bars.values():
+            b.close()
+
+
+def _draw(job, bars: dict, desc: str) -> None:
+    for name, unit, done, total, finished in job.poll():
+        bar = bars.get(name)
+        if bar is None:
+            bar = bars[name] = tqdm(
+                total=total or None, desc=f"{desc}{name}", position=len(bars), leave=True, dynamic_ncols=True, **_unit_scale(unit)
+            )
+        if total and bar.total != total:
+            bar.total = total
+        bar.n = done
+        bar.refresh()
+
+
+def build(input, output, *, progress: bool = True, **options) -> dict:
+    """Import ``input`` into a dataset at ``output``; options mirror
+    ``flashgnn build --help``. Returns the build report (incl. manifest)."""
+    return run_job(_core.start_build(os.fspath(input), os.fspath(output), options), progress)
+
+
+def generate(output, *, progress: bool = True, **options) -> dict:
+    """Generate an R-MAT dataset in the npy-directory layout."""
+    return run_job(_core.start_generate(os.fspath(output), options), progress)
+
+
+def verify(path, *, progress: bool = True) -> dict:
+    """Check every checksum, address and bound; raises CorruptDatasetError."""
+    t = time.perf_counter()
+    rep = run_job(_core.start_verify(os.fspath(path)), progress)
+    rep["seconds"] = time.perf_counter() - t
+    return rep
