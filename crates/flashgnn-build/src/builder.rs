@@ -10,14 +10,13 @@
 //! So an input with 10^8 nodes and 10^9 edges under 2 GiB sorts in
 //! (2 GiB − 64 MiB − 400 MB) / 8 B ≈ 200 M-entry chunks: 10 runs.
 
-use std::io::Read;
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use flashgnn_format::checksum::crc_at;
 use flashgnn_format::layout::{
-    choose_inline_cap, seal_overflow_page, DegreeHistogram, FeaturePlacement, Layout,
-    SLOT_HEADER_BYTES,
+    choose_inline_cap, seal_overflow_page, DegreeHistogram, FeaturePlacement, Layout, SLOT_HEADER_BYTES,
 };
 use flashgnn_format::manifest::*;
 use flashgnn_format::npy::encode_header;
@@ -28,7 +27,7 @@ use flashgnn_io::{publish_dir, FileReader, IoError, OutFile, ReadAt};
 use crate::options::{BuildOptions, FeatureLayout, Reorder, SelfLoops};
 use crate::progress::Progress;
 use crate::rows::{convert_rows, splitmix64, synthetic_row, unit};
-use crate::sort::{ExternalSorter, Merged};
+use crate::sort::{ExternalSorter, KeyFileReader, Merged};
 use crate::source::detect::open_inputs;
 use crate::source::{EdgeSource, RowSource, ValueSource, NODES_MAX};
 use crate::{BuildError, Result};
@@ -68,21 +67,12 @@ impl Drop for TmpGuard {
 /// Build `opts.input` into a dataset at `opts.output`, atomically.
 pub fn build(opts: &BuildOptions, progress: &Progress) -> Result<BuildReport> {
     let out = &opts.output;
-    let parent = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .to_path_buf();
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
     if !parent.is_dir() {
-        return Err(BuildError::config(format!(
-            "{}: output directory's parent does not exist",
-            parent.display()
-        )));
+        return Err(BuildError::config(format!("{}: output directory's parent does not exist", parent.display())));
     }
     if out.exists() {
-        let nonempty = std::fs::read_dir(out)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(true);
+        let nonempty = std::fs::read_dir(out).map(|mut d| d.next().is_some()).unwrap_or(true);
         if nonempty && !opts.force {
             return Err(BuildError::config(format!(
                 "{}: already exists; pass --force to replace it (the old dataset stays intact until the new one is complete)",
@@ -90,14 +80,9 @@ pub fn build(opts: &BuildOptions, progress: &Progress) -> Result<BuildReport> {
             )));
         }
     }
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "dataset".into());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
+    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "dataset".into());
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let tmp = parent.join(format!(".{name}.tmp-{}-{nanos}", std::process::id()));
     std::fs::create_dir(&tmp).map_err(|e| IoError::new("creating", &tmp, None, e))?;
     let mut guard = TmpGuard(Some(tmp.clone()));
@@ -134,11 +119,7 @@ struct Side {
 
 fn declared_nodes(opts: &BuildOptions, inputs: &crate::source::Inputs) -> Result<Option<u64>> {
     let mut n = inputs.num_nodes;
-    let mut origin = if n.is_some() {
-        "the declared node count".to_string()
-    } else {
-        String::new()
-    };
+    let mut origin = if n.is_some() { "the declared node count".to_string() } else { String::new() };
     let mut check = |count: Option<u64>, what: String| -> Result<()> {
         if let Some(c) = count {
             match n {
@@ -164,10 +145,7 @@ fn declared_nodes(opts: &BuildOptions, inputs: &crate::source::Inputs) -> Result
     }
     if let Some(n) = n {
         if n >= NODES_MAX {
-            return Err(BuildError::config(format!(
-                "node count {n} exceeds the supported maximum {}",
-                NODES_MAX - 1
-            )));
+            return Err(BuildError::config(format!("node count {n} exceeds the supported maximum {}", NODES_MAX - 1)));
         }
     }
     let _ = opts;
@@ -177,8 +155,7 @@ fn declared_nodes(opts: &BuildOptions, inputs: &crate::source::Inputs) -> Result
 fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<BuildReport> {
     let t0 = Instant::now();
     if !opts.page_size.is_power_of_two()
-        || !(flashgnn_format::PAGE_SIZE_MIN..=flashgnn_format::PAGE_SIZE_MAX)
-            .contains(&opts.page_size)
+        || !(flashgnn_format::PAGE_SIZE_MIN..=flashgnn_format::PAGE_SIZE_MAX).contains(&opts.page_size)
     {
         return Err(BuildError::config(format!(
             "--page-size {} must be a power of two in [{}, {}]",
@@ -235,9 +212,7 @@ fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<Bu
     // Memory plan.
     let per_node = 4 + if opts.reorder != Reorder::None { 12 } else { 0 };
     let node_bytes = declared.unwrap_or(0) * per_node;
-    let chunk_bytes = opts
-        .memory_budget
-        .saturating_sub(FIXED_OVERHEAD_BYTES + node_bytes);
+    let chunk_bytes = opts.memory_budget.saturating_sub(FIXED_OVERHEAD_BYTES + node_bytes);
     if chunk_bytes < SORT_CHUNK_MIN_BYTES {
         return Err(BuildError::config(format!(
             "--memory-budget {} bytes is too small: it must cover {} MiB of buffers, {per_node} B per node ({} nodes) and an {} MiB sort chunk, i.e. at least {} bytes",
@@ -249,39 +224,25 @@ fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<Bu
         )));
     }
 
-    let mut side_inputs = Some((
-        inputs.features.take(),
-        inputs.labels.take(),
-        std::mem::take(&mut inputs.splits),
-    ));
+    let mut side_inputs = Some((inputs.features.take(), inputs.labels.take(), std::mem::take(&mut inputs.splits)));
     let mut edges = inputs.edges;
     let fmt_name = inputs.format.clone();
 
     // Side work (features, labels, splits) overlaps edge preprocessing when
     // the node count is known up front; otherwise it runs after the edges.
-    let side_params = SideParams {
-        tmp,
-        opts,
-        feat_dtype,
-        direct_final,
-        page_size: opts.page_size,
-        progress,
-    };
+    let side_params = SideParams { tmp, opts, feat_dtype, direct_final, page_size: opts.page_size, progress };
     let (edge_result, side_result) = std::thread::scope(|scope| {
         let handle = declared.map(|n| {
             let (f, l, s) = side_inputs.take().expect("side inputs taken once");
             let p = &side_params;
             scope.spawn(move || side_work(p, n, f, l, s))
         });
-        let edge_result =
-            preprocess_edges(tmp, opts, edges.as_mut(), declared, chunk_bytes, progress);
+        let edge_result = preprocess_edges(tmp, opts, edges.as_mut(), declared, chunk_bytes, progress);
         if edge_result.is_err() {
             progress.cancel(); // stop the side thread promptly; the edge error wins
         }
-        let side_result = handle.map(|h| {
-            h.join()
-                .unwrap_or_else(|_| Err(BuildError::config("internal: feature thread panicked")))
-        });
+        let side_result =
+            handle.map(|h| h.join().unwrap_or_else(|_| Err(BuildError::config("internal: feature thread panicked"))));
         (edge_result, side_result)
     });
     let mut edge_result = edge_result?;
@@ -339,16 +300,8 @@ fn side_work(
         let src = f.dtype();
         let dst = p.feat_dtype;
         let row_bytes = dim * dst.size();
-        let stride = if p.direct_final {
-            row_bytes.div_ceil(512).max(1) * 512
-        } else {
-            row_bytes
-        };
-        let path = p.tmp.join(if p.direct_final {
-            FEATURES_FILE
-        } else {
-            "features.stage"
-        });
+        let stride = if p.direct_final { row_bytes.div_ceil(512).max(1) * 512 } else { row_bytes };
+        let path = p.tmp.join(if p.direct_final { FEATURES_FILE } else { "features.stage" });
         let mut out = OutFile::create(&path)?;
         let mut crcs = Vec::new();
         if p.direct_final {
@@ -438,14 +391,8 @@ fn side_work(
         have_splits = true;
     }
     if !have_splits {
-        let fractions = p
-            .opts
-            .make_splits
-            .or(if p.opts.input.join("processed").is_dir() {
-                Some((0.6, 0.2, 0.2))
-            } else {
-                None
-            });
+        let fractions =
+            p.opts.make_splits.or(if p.opts.input.join("processed").is_dir() { Some((0.6, 0.2, 0.2)) } else { None });
         if let Some(fr) = fractions {
             for (name, count, bytes, crc) in make_splits(p, num_nodes, fr)? {
                 side.splits.push((name.clone(), count));
@@ -462,19 +409,14 @@ fn write_npy_u32(path: &Path, values: &[u32]) -> Result<(u64, u32)> {
     let mut buf = Vec::with_capacity(1 << 20);
     for c in values.chunks(1 << 18) {
         buf.clear();
-        c.iter()
-            .for_each(|v| buf.extend_from_slice(&v.to_le_bytes()));
+        c.iter().for_each(|v| buf.extend_from_slice(&v.to_le_bytes()));
         out.write(&buf)?;
     }
     Ok(out.finish()?)
 }
 
 /// Labels: int64 `[N]`, -1 for unlabeled (NaN in OGB/IGB float labels).
-fn write_labels(
-    p: &SideParams,
-    n: u64,
-    mut src: Box<dyn ValueSource>,
-) -> Result<(LabelInfo, u64, u32)> {
+fn write_labels(p: &SideParams, n: u64, mut src: Box<dyn ValueSource>) -> Result<(LabelInfo, u64, u32)> {
     let file = src.file();
     let mut out = OutFile::create(p.tmp.join(LABELS_FILE))?;
     out.write(&encode_header(Dtype::Int64, &[n]))?;
@@ -525,22 +467,10 @@ fn write_labels(
         ));
     }
     let (bytes, crc) = out.finish()?;
-    Ok((
-        LabelInfo {
-            num_classes: (max + 1) as u64,
-            labeled,
-        },
-        bytes,
-        crc,
-    ))
+    Ok((LabelInfo { num_classes: (max + 1) as u64, labeled }, bytes, crc))
 }
 
-fn write_split(
-    p: &SideParams,
-    n: u64,
-    name: &str,
-    mut src: Box<dyn ValueSource>,
-) -> Result<(u64, u64, u32)> {
+fn write_split(p: &SideParams, n: u64, name: &str, mut src: Box<dyn ValueSource>) -> Result<(u64, u64, u32)> {
     let file = src.file();
     let path = p.tmp.join(split_file(name));
     // Header sized for the largest possible count; patched at the end.
@@ -573,13 +503,10 @@ fn write_split(
     let mut out = OutFile::create(&path)?;
     out.write(&encode_header(Dtype::Int64, &[count]))?;
     let body_path = p.tmp.join(format!("{name}.body"));
-    let mut f = std::fs::File::open(&body_path)
-        .map_err(|e| IoError::new("opening", &body_path, None, e))?;
+    let mut f = std::fs::File::open(&body_path).map_err(|e| IoError::new("opening", &body_path, None, e))?;
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let k = f
-            .read(&mut buf)
-            .map_err(|e| IoError::new("reading", &body_path, None, e))?;
+        let k = f.read(&mut buf).map_err(|e| IoError::new("reading", &body_path, None, e))?;
         if k == 0 {
             break;
         }
@@ -591,15 +518,9 @@ fn write_split(
 }
 
 /// Random train/val/test split, deterministic in `--seed`.
-fn make_splits(
-    p: &SideParams,
-    n: u64,
-    (tr, va, te): (f64, f64, f64),
-) -> Result<Vec<(String, u64, u64, u32)>> {
+fn make_splits(p: &SideParams, n: u64, (tr, va, te): (f64, f64, f64)) -> Result<Vec<(String, u64, u64, u32)>> {
     if !(tr >= 0.0 && va >= 0.0 && te >= 0.0 && tr + va + te <= 1.0 + 1e-9) {
-        return Err(BuildError::config(format!(
-            "split fractions {tr},{va},{te} must be >= 0 and sum to <= 1"
-        )));
+        return Err(BuildError::config(format!("split fractions {tr},{va},{te} must be >= 0 and sum to <= 1")));
     }
     let bucket = |v: u64| {
         let u = unit(splitmix64(p.opts.seed ^ 0x5EED_5717 ^ splitmix64(v)));
@@ -697,12 +618,13 @@ fn preprocess_edges(
         loops_added = num_nodes;
     }
     let runs = sorter.runs() as u64;
+    let pushed = sorter.len();
     // Degree array (4 B/node) is allocated after the sort chunk is released.
     let mut merged = sorter.finish()?;
     let mut degrees = vec![0u32; num_nodes as usize];
     let sorted_path = tmp.join("edges.sorted");
     let mut out = OutFile::create(&sorted_path)?;
-    let mut task = progress.task("merge", "edges", 0);
+    let mut task = progress.task("merge", "edges", pushed);
     let (mut prev, mut entries, mut dups) = (u64::MAX, 0u64, 0u64);
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
     while let Some(k) = merged.next_key()? {
@@ -712,9 +634,9 @@ fn preprocess_edges(
         }
         prev = k;
         let d = (k >> 32) as usize;
-        degrees[d] = degrees[d].checked_add(1).ok_or_else(|| {
-            BuildError::config(format!("node {d} has more than {} neighbors", u32::MAX))
-        })?;
+        degrees[d] = degrees[d]
+            .checked_add(1)
+            .ok_or_else(|| BuildError::config(format!("node {d} has more than {} neighbors", u32::MAX)))?;
         buf.extend_from_slice(&k.to_le_bytes());
         if buf.len() >= 1 << 20 {
             out.write(&buf)?;
@@ -741,31 +663,8 @@ fn preprocess_edges(
     })
 }
 
-/// Sequential reader of `edges.sorted`-style key files.
-struct KeyReader {
-    r: std::io::BufReader<std::fs::File>,
-    path: PathBuf,
-}
-impl KeyReader {
-    fn open(path: &Path) -> Result<KeyReader> {
-        let f = std::fs::File::open(path).map_err(|e| IoError::new("opening", path, None, e))?;
-        Ok(KeyReader {
-            r: std::io::BufReader::with_capacity(1 << 20, f),
-            path: path.to_path_buf(),
-        })
-    }
-    fn next_key(&mut self) -> Result<Option<u64>> {
-        let mut b = [0u8; 8];
-        match self.r.read_exact(&mut b) {
-            Ok(()) => Ok(Some(u64::from_le_bytes(b))),
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
-            Err(e) => Err(IoError::new("reading", &self.path, None, e).into()),
-        }
-    }
-}
-
 enum KeyStream {
-    File(KeyReader),
+    File(KeyFileReader),
     Merged(Merged),
 }
 impl KeyStream {
@@ -797,7 +696,7 @@ fn finish_build(
 
     // Relabelling.
     let (old_of_new, keys) = match opts.reorder {
-        Reorder::None => (None, KeyStream::File(KeyReader::open(&er.sorted_path)?)),
+        Reorder::None => (None, KeyStream::File(KeyFileReader::open(&er.sorted_path)?)),
         Reorder::Degree => {
             let mut order: Vec<u32> = (0..n as u32).collect();
             // Highest degree first; ties by id keep the result deterministic.
@@ -806,12 +705,9 @@ fn finish_build(
             for (i, &o) in order.iter().enumerate() {
                 new_of_old[o as usize] = i as u32;
             }
-            let chunk = opts
-                .memory_budget
-                .saturating_sub(FIXED_OVERHEAD_BYTES + n * 16)
-                .max(SORT_CHUNK_MIN_BYTES);
+            let chunk = opts.memory_budget.saturating_sub(FIXED_OVERHEAD_BYTES + n * 16).max(SORT_CHUNK_MIN_BYTES);
             let mut sorter = ExternalSorter::new(tmp, "relabel", chunk);
-            let mut r = KeyReader::open(&er.sorted_path)?;
+            let mut r = KeyFileReader::open(&er.sorted_path)?;
             let mut task = progress.task("relabel", "edges", er.num_entries);
             while let Some(k) = r.next_key()? {
                 let (d, s) = ((k >> 32) as usize, (k & 0xffff_ffff) as usize);
@@ -821,16 +717,8 @@ fn finish_build(
             task.finish();
             let permuted: Vec<u32> = order.iter().map(|&o| er.degrees[o as usize]).collect();
             er.degrees = permuted;
-            files.push(write_npy_i64(
-                &tmp.join(NODE_ORDER_FILE),
-                order.iter().map(|&v| v as i64),
-                n,
-            )?);
-            files.push(write_npy_i64(
-                &tmp.join(NODE_INDEX_FILE),
-                new_of_old.iter().map(|&v| v as i64),
-                n,
-            )?);
+            files.push(write_npy_i64(&tmp.join(NODE_ORDER_FILE), order.iter().map(|&v| v as i64), n)?);
+            files.push(write_npy_i64(&tmp.join(NODE_INDEX_FILE), new_of_old.iter().map(|&v| v as i64), n)?);
             drop(new_of_old);
             let _ = std::fs::remove_file(&er.sorted_path);
             (Some(order), KeyStream::Merged(sorter.finish()?))
@@ -840,17 +728,9 @@ fn finish_build(
     // Degree statistics and the inline cap.
     let mut hist = DegreeHistogram::new();
     er.degrees.iter().for_each(|&d| hist.add(d as u64));
-    let inline_row = if placement == FeaturePlacement::Inline {
-        feat_dim * feat_dtype.size() as u32
-    } else {
-        0
-    };
+    let inline_row = if placement == FeaturePlacement::Inline { feat_dim * feat_dtype.size() as u32 } else { 0 };
     let cap = choose_inline_cap(opts.page_size, 4, inline_row, n, &hist);
-    let overflow_entries: u64 = er
-        .degrees
-        .iter()
-        .map(|&d| (d as u64).saturating_sub(cap as u64))
-        .sum();
+    let overflow_entries: u64 = er.degrees.iter().map(|&d| (d as u64).saturating_sub(cap as u64)).sum();
     let layout = Layout::new(
         "build",
         opts.page_size,
@@ -876,10 +756,7 @@ fn finish_build(
         opts.seed,
         old_of_new.is_some(),
     )?;
-    let mut feat_out = if placement == FeaturePlacement::Separate
-        && !side.staged
-        && opts.synthetic_features.is_none()
-    {
+    let mut feat_out = if placement == FeaturePlacement::Separate && !side.staged && opts.synthetic_features.is_none() {
         None // final file already written by the side thread, or no features
     } else if placement == FeaturePlacement::Separate {
         let mut f = OutFile::create(tmp.join(FEATURES_FILE))?;
@@ -907,11 +784,7 @@ fn finish_build(
     let mut pending = keys.next_key()?;
     let mut inline: Vec<u64> = Vec::with_capacity(cap as usize);
     let mut row = vec![0u8; row_bytes];
-    let pad = vec![
-        0u8;
-        layout.feature_stride() as usize
-            - row_bytes.min(layout.feature_stride() as usize)
-    ];
+    let pad = vec![0u8; layout.feature_stride() as usize - row_bytes.min(layout.feature_stride() as usize)];
     let mut task = progress.task("layout", "nodes", n);
     let mut spilled_nodes = 0u64;
     for v in 0..n {
@@ -924,9 +797,8 @@ fn finish_build(
             0
         };
         for j in 0..deg {
-            let key = pending.ok_or_else(|| {
-                BuildError::config(format!("internal: edge stream ended early at node {v}"))
-            })?;
+            let key =
+                pending.ok_or_else(|| BuildError::config(format!("internal: edge stream ended early at node {v}")))?;
             debug_assert_eq!(key >> 32, v);
             let src = key & 0xffff_ffff;
             if j < cap as u64 {
@@ -947,11 +819,7 @@ fn finish_build(
             deg as u32,
             original,
             first_ovf,
-            if placement == FeaturePlacement::Inline {
-                &row
-            } else {
-                &[]
-            },
+            if placement == FeaturePlacement::Inline { &row } else { &[] },
             &inline,
             &mut page[slot_at..slot_at + s],
         );
@@ -972,9 +840,7 @@ fn finish_build(
     }
     task.finish();
     if pending.is_some() {
-        return Err(BuildError::config(
-            "internal: edges left after the last node",
-        ));
+        return Err(BuildError::config("internal: edges left after the last node"));
     }
     drop(keys);
     let _ = std::fs::remove_file(&er.sorted_path);
@@ -1005,12 +871,7 @@ fn finish_build(
         features: FeatureInfo {
             dim: feat_dim,
             dtype: feat_dtype,
-            placement: if placement == FeaturePlacement::Inline {
-                "inline"
-            } else {
-                "separate"
-            }
-            .into(),
+            placement: if placement == FeaturePlacement::Inline { "inline" } else { "separate" }.into(),
             synthetic: opts.synthetic_features.is_some(),
         },
         graph: flashgnn_format::manifest::GraphInfo {
@@ -1022,17 +883,9 @@ fn finish_build(
         degree: DegreeStats {
             min: er.degrees.iter().copied().min().unwrap_or(0) as u64,
             max: er.degrees.iter().copied().max().unwrap_or(0) as u64,
-            mean: if n > 0 {
-                er.num_entries as f64 / n as f64
-            } else {
-                0.0
-            },
-            median: hist
-                .quantile(0.5)
-                .unwrap_or(DegreeHistogram::BUCKETS as u64),
-            p99: hist
-                .quantile(0.99)
-                .unwrap_or(DegreeHistogram::BUCKETS as u64),
+            mean: if n > 0 { er.num_entries as f64 / n as f64 } else { 0.0 },
+            median: hist.quantile(0.5).unwrap_or(DegreeHistogram::BUCKETS as u64),
+            p99: hist.quantile(0.99).unwrap_or(DegreeHistogram::BUCKETS as u64),
             isolated: hist.counts[0],
             spilled_nodes,
         },
@@ -1061,10 +914,7 @@ fn finish_build(
             memory_budget_bytes: opts.memory_budget,
             sort_runs: er.runs,
         },
-        files: files
-            .into_iter()
-            .map(|(name, bytes, crc32c)| (name, FileEntry { bytes, crc32c }))
-            .collect(),
+        files: files.into_iter().map(|(name, bytes, crc32c)| (name, FileEntry { bytes, crc32c })).collect(),
     };
     manifest.layout("manifest")?; // the invariants we promise readers hold
     let mut m = OutFile::create(tmp.join(MANIFEST_FILE))?;
@@ -1079,11 +929,7 @@ fn finish_build(
     })
 }
 
-fn write_npy_i64(
-    path: &Path,
-    values: impl Iterator<Item = i64>,
-    n: u64,
-) -> Result<(String, u64, u32)> {
+fn write_npy_i64(path: &Path, values: impl Iterator<Item = i64>, n: u64) -> Result<(String, u64, u32)> {
     let mut out = OutFile::create(path)?;
     out.write(&encode_header(Dtype::Int64, &[n]))?;
     let mut buf = Vec::with_capacity(1 << 20);
@@ -1096,11 +942,7 @@ fn write_npy_i64(
     }
     out.write(&buf)?;
     let (b, c) = out.finish()?;
-    Ok((
-        path.file_name().unwrap().to_string_lossy().into_owned(),
-        b,
-        c,
-    ))
+    Ok((path.file_name().unwrap().to_string_lossy().into_owned(), b, c))
 }
 
 /// Supplies feature rows by original id: from the stage file (sequentially
@@ -1127,32 +969,12 @@ impl RowFeed {
         seed: u64,
         random: bool,
     ) -> Result<RowFeed> {
-        let stage = if staged {
-            Some(FileReader::open(path)?)
-        } else {
-            None
-        };
-        Ok(RowFeed {
-            stage,
-            synthetic,
-            row_bytes,
-            dtype,
-            seed,
-            random,
-            buf: Vec::new(),
-            buf_first: 0,
-            buf_rows: 0,
-        })
+        let stage = if staged { Some(FileReader::open(path)?) } else { None };
+        Ok(RowFeed { stage, synthetic, row_bytes, dtype, seed, random, buf: Vec::new(), buf_first: 0, buf_rows: 0 })
     }
     fn row(&mut self, original: u64, out: &mut [u8]) -> Result<()> {
         if self.synthetic {
-            synthetic_row(
-                self.seed,
-                original,
-                self.row_bytes / self.dtype.size(),
-                self.dtype,
-                out,
-            );
+            synthetic_row(self.seed, original, self.row_bytes / self.dtype.size(), self.dtype, out);
             return Ok(());
         }
         let Some(stage) = &self.stage else {
@@ -1164,9 +986,7 @@ impl RowFeed {
         }
         if original < self.buf_first || original >= self.buf_first + self.buf_rows {
             let total_rows = stage.len() / self.row_bytes as u64;
-            let k = ((STAGE_CHUNK_BYTES / self.row_bytes) as u64)
-                .max(1)
-                .min(total_rows - original);
+            let k = ((STAGE_CHUNK_BYTES / self.row_bytes) as u64).max(1).min(total_rows - original);
             self.buf.resize(k as usize * self.row_bytes, 0);
             stage.read_exact_at(&mut self.buf, original * self.row_bytes as u64)?;
             self.buf_first = original;

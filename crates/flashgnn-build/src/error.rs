@@ -10,11 +10,7 @@ pub type Result<T, E = BuildError> = std::result::Result<T, E>;
 pub enum BuildError {
     /// Bad input data: `{file}: {position}: {message}`.
     #[error("{file}: {position}: {message}")]
-    Input {
-        file: String,
-        position: String,
-        message: String,
-    },
+    Input { file: String, position: String, message: String },
     /// A missing file, wrong layout or bad option combination.
     #[error("{0}")]
     Config(String),
@@ -29,16 +25,8 @@ pub enum BuildError {
 }
 
 impl BuildError {
-    pub fn input(
-        file: impl std::fmt::Display,
-        position: impl Into<String>,
-        message: impl Into<String>,
-    ) -> Self {
-        BuildError::Input {
-            file: file.to_string(),
-            position: position.into(),
-            message: message.into(),
-        }
+    pub fn input(file: impl std::fmt::Display, position: impl Into<String>, message: impl Into<String>) -> Self {
+        BuildError::Input { file: file.to_string(), position: position.into(), message: message.into() }
     }
     pub fn config(message: impl Into<String>) -> Self {
         BuildError::Config(message.into())

@@ -49,24 +49,10 @@ impl Progress {
 
     pub fn task(&self, name: &str, unit: &str, total: u64) -> Task<'_> {
         let mut t = self.tasks.lock().unwrap();
-        t.push(TaskState {
-            name: name.into(),
-            unit: unit.into(),
-            done: 0,
-            total,
-            finished: false,
-        });
+        t.push(TaskState { name: name.into(), unit: unit.into(), done: 0, total, finished: false });
         let index = t.len() - 1;
-        self.counters
-            .lock()
-            .unwrap()
-            .push((index, AtomicU64::new(0)));
-        Task {
-            progress: self,
-            index,
-            local: 0,
-            flushed: 0,
-        }
+        self.counters.lock().unwrap().push((index, AtomicU64::new(0)));
+        Task { progress: self, index, local: 0, flushed: 0 }
     }
 
     pub fn snapshot(&self) -> Vec<TaskState> {
@@ -78,13 +64,7 @@ impl Progress {
     }
 
     fn set(&self, index: usize, done: u64) {
-        if let Some((_, c)) = self
-            .counters
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|(i, _)| *i == index)
-        {
+        if let Some((_, c)) = self.counters.lock().unwrap().iter().find(|(i, _)| *i == index) {
             c.store(done, Ordering::Relaxed);
         }
     }

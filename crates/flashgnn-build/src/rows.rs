@@ -22,11 +22,7 @@ pub fn convert_rows(
     replaced: &mut u64,
     out: &mut Vec<u8>,
 ) -> Result<()> {
-    let n = if dim == 0 {
-        0
-    } else {
-        input.len() / (dim * src.size())
-    };
+    let n = if dim == 0 { 0 } else { input.len() / (dim * src.size()) };
     let bad = |i: usize, v: f64| {
         let row = first_row + (i / dim) as u64;
         BuildError::input(
@@ -130,10 +126,7 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(
-            e.contains("f.npy: row 11, column 0") && e.contains("NaN"),
-            "{e}"
-        );
+        assert!(e.contains("f.npy: row 11, column 0") && e.contains("NaN"), "{e}");
         out.clear();
         convert_rows(
             "f",

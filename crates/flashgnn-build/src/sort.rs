@@ -12,7 +12,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use rayon::slice::ParallelSliceMut;
@@ -73,9 +73,7 @@ impl ExternalSorter {
 
     fn spill(&mut self) -> Result<()> {
         self.chunk.par_sort_unstable();
-        let path = self
-            .dir
-            .join(format!("{}.run{}", self.name, self.runs.len()));
+        let path = self.dir.join(format!("{}.run{}", self.name, self.runs.len()));
         write_keys(&path, &self.chunk)?;
         self.runs.push(path);
         self.chunk.clear();
@@ -86,10 +84,7 @@ impl ExternalSorter {
     pub fn finish(mut self) -> Result<Merged> {
         if self.runs.is_empty() {
             self.chunk.par_sort_unstable();
-            return Ok(Merged::Memory {
-                keys: std::mem::take(&mut self.chunk),
-                at: 0,
-            });
+            return Ok(Merged::Memory { keys: std::mem::take(&mut self.chunk), at: 0 });
         }
         if !self.chunk.is_empty() {
             self.spill()?;
@@ -153,48 +148,84 @@ impl Merged {
     }
 }
 
-struct RunReader {
+/// Reads little-endian u64 keys in blocks (one `read` per
+/// [`RUN_READ_BUFFER_BYTES`], not one per key).
+pub struct KeyFileReader {
     path: PathBuf,
-    reader: BufReader<File>,
+    file: File,
+    block: Vec<u64>,
+    bytes: Vec<u8>,
+    at: usize,
     offset: u64,
 }
 
-impl RunReader {
-    fn next(&mut self) -> Result<Option<u64>> {
-        let mut b = [0u8; 8];
-        match self.reader.read_exact(&mut b) {
-            Ok(()) => {
-                self.offset += 8;
-                Ok(Some(u64::from_le_bytes(b)))
+impl KeyFileReader {
+    pub fn open(path: &Path) -> Result<KeyFileReader> {
+        let file = File::open(path).map_err(|e| IoError::new("opening", path, None, e))?;
+        Ok(KeyFileReader {
+            path: path.to_path_buf(),
+            file,
+            block: Vec::new(),
+            bytes: vec![0; RUN_READ_BUFFER_BYTES],
+            at: 0,
+            offset: 0,
+        })
+    }
+
+    #[inline]
+    pub fn next_key(&mut self) -> Result<Option<u64>> {
+        if self.at == self.block.len() && !self.refill()? {
+            return Ok(None);
+        }
+        let k = self.block[self.at];
+        self.at += 1;
+        Ok(Some(k))
+    }
+
+    fn refill(&mut self) -> Result<bool> {
+        // Fill the byte buffer with whole keys (a read may return fewer bytes).
+        let mut got = 0;
+        while got < self.bytes.len() {
+            let n = self
+                .file
+                .read(&mut self.bytes[got..])
+                .map_err(|e| IoError::new("reading", &self.path, Some(self.offset + got as u64), e))?;
+            if n == 0 {
+                break;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
-            Err(e) => {
-                Err(IoError::new("reading sort run", &self.path, Some(self.offset), e).into())
+            got += n;
+            if got % 8 == 0 && got >= self.bytes.len() / 2 {
+                break;
             }
         }
+        if got % 8 != 0 {
+            return Err(IoError::new(
+                "reading",
+                &self.path,
+                Some(self.offset + got as u64),
+                std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "key file length is not a multiple of 8"),
+            )
+            .into());
+        }
+        self.offset += got as u64;
+        self.block.clear();
+        self.block.extend(self.bytes[..got].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())));
+        self.at = 0;
+        Ok(got > 0)
     }
 }
 
 pub struct HeapMerge {
-    readers: Vec<RunReader>,
+    readers: Vec<KeyFileReader>,
     heap: BinaryHeap<Reverse<(u64, usize)>>,
 }
 
 impl HeapMerge {
     fn open(paths: Vec<PathBuf>) -> Result<HeapMerge> {
-        let mut readers = Vec::new();
-        for path in paths {
-            let f =
-                File::open(&path).map_err(|e| IoError::new("opening sort run", &path, None, e))?;
-            readers.push(RunReader {
-                path,
-                reader: BufReader::with_capacity(RUN_READ_BUFFER_BYTES, f),
-                offset: 0,
-            });
-        }
+        let mut readers = paths.iter().map(|p| KeyFileReader::open(p)).collect::<Result<Vec<_>>>()?;
         let mut heap = BinaryHeap::with_capacity(readers.len());
         for (i, r) in readers.iter_mut().enumerate() {
-            if let Some(k) = r.next()? {
+            if let Some(k) = r.next_key()? {
                 heap.push(Reverse((k, i)));
             }
         }
@@ -205,7 +236,7 @@ impl HeapMerge {
         let Some(Reverse((k, i))) = self.heap.pop() else {
             return Ok(None);
         };
-        if let Some(n) = self.readers[i].next()? {
+        if let Some(n) = self.readers[i].next_key()? {
             self.heap.push(Reverse((n, i)));
         }
         Ok(Some(k))
@@ -246,10 +277,6 @@ mod tests {
         want.sort();
         assert_eq!(got, want);
         drop(m);
-        assert_eq!(
-            std::fs::read_dir(d.path()).unwrap().count(),
-            0,
-            "run files removed"
-        );
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "run files removed");
     }
 }

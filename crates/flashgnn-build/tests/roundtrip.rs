@@ -33,17 +33,9 @@ fn write_graph(dir: &Path, g: &Graph, transposed: bool) {
     std::fs::create_dir_all(dir).unwrap();
     let e = g.edges.len() as u64;
     let data: Vec<u8> = if transposed {
-        g.edges
-            .iter()
-            .map(|x| x.0)
-            .chain(g.edges.iter().map(|x| x.1))
-            .flat_map(|v| (v as i64).to_le_bytes())
-            .collect()
+        g.edges.iter().map(|x| x.0).chain(g.edges.iter().map(|x| x.1)).flat_map(|v| (v as i64).to_le_bytes()).collect()
     } else {
-        g.edges
-            .iter()
-            .flat_map(|&(s, d)| [(s as i32).to_le_bytes(), (d as i32).to_le_bytes()].concat())
-            .collect()
+        g.edges.iter().flat_map(|&(s, d)| [(s as i32).to_le_bytes(), (d as i32).to_le_bytes()].concat()).collect()
     };
     if transposed {
         write_npy(&dir.join("edge_index.npy"), Dtype::Int64, &[2, e], &data);
@@ -51,21 +43,11 @@ fn write_graph(dir: &Path, g: &Graph, transposed: bool) {
         write_npy(&dir.join("edge_index.npy"), Dtype::Int32, &[e, 2], &data);
     }
     let f: Vec<u8> = g.feats.iter().flat_map(|v| v.to_le_bytes()).collect();
-    write_npy(
-        &dir.join("node_feat.npy"),
-        Dtype::Float32,
-        &[g.n, g.dim as u64],
-        &f,
-    );
+    write_npy(&dir.join("node_feat.npy"), Dtype::Float32, &[g.n, g.dim as u64], &f);
     let l: Vec<u8> = g.labels.iter().flat_map(|v| v.to_le_bytes()).collect();
     write_npy(&dir.join("node_label.npy"), Dtype::Int64, &[g.n], &l);
     let t: Vec<u8> = g.train.iter().flat_map(|v| v.to_le_bytes()).collect();
-    write_npy(
-        &dir.join("train_idx.npy"),
-        Dtype::Int64,
-        &[g.train.len() as u64],
-        &t,
-    );
+    write_npy(&dir.join("train_idx.npy"), Dtype::Int64, &[g.train.len() as u64], &t);
 }
 
 fn random_graph(rng: &mut Xoshiro256PlusPlus, hub_degree: usize) -> Graph {
@@ -91,19 +73,10 @@ fn random_graph(rng: &mut Xoshiro256PlusPlus, hub_degree: usize) -> Graph {
         edges.extend((0..hub_degree).map(|i| ((i as u64 * 7919) % n, hub)));
     }
     let dim = [0usize, 3, 16, 130, 600][rng.random_range(0..5)];
-    let feats = (0..n as usize * dim)
-        .map(|_| rng.random_range(-10.0..10.0f32))
-        .collect();
+    let feats = (0..n as usize * dim).map(|_| rng.random_range(-10.0..10.0f32)).collect();
     let labels = (0..n).map(|_| rng.random_range(-1..7i64)).collect();
     let train = (0..n as i64).filter(|_| rng.random_bool(0.3)).collect();
-    Graph {
-        n,
-        edges,
-        dim,
-        feats,
-        labels,
-        train,
-    }
+    Graph { n, edges, dim, feats, labels, train }
 }
 
 fn model(g: &Graph, sym: bool, dedup: bool, loops: SelfLoops) -> Vec<Vec<u64>> {
@@ -144,22 +117,13 @@ fn check(g: &Graph, dir: &Path, opts: &BuildOptions) {
         assert_eq!(got, want[v as usize], "neighbors of {v} with {opts:?}");
         let mut row = Vec::new();
         ds.feature_row(v as i64, &mut row).unwrap();
-        let f: Vec<f32> = row
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect();
-        assert_eq!(
-            &f[..],
-            &g.feats[v as usize * g.dim..(v as usize + 1) * g.dim]
-        );
+        let f: Vec<f32> = row.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        assert_eq!(&f[..], &g.feats[v as usize * g.dim..(v as usize + 1) * g.dim]);
     }
     let ids: Vec<i64> = (0..g.n as i64).collect();
     assert_eq!(ds.labels(&ids).unwrap(), g.labels);
     assert_eq!(ds.split("train").unwrap(), g.train);
-    assert_eq!(
-        rep.manifest.degree.isolated,
-        want.iter().filter(|a| a.is_empty()).count() as u64
-    );
+    assert_eq!(rep.manifest.degree.isolated, want.iter().filter(|a| a.is_empty()).count() as u64);
     let _ = dir;
 }
 
@@ -172,34 +136,10 @@ fn random_graphs_roundtrip_under_every_option() {
         let input = tmp.path().join(format!("in{case}"));
         write_graph(&input, &g, case % 2 == 1);
         for (i, (sym, dedup, loops, reorder, layout)) in [
-            (
-                false,
-                false,
-                SelfLoops::Keep,
-                Reorder::None,
-                FeatureLayout::Auto,
-            ),
-            (
-                true,
-                true,
-                SelfLoops::Drop,
-                Reorder::None,
-                FeatureLayout::Separate,
-            ),
-            (
-                true,
-                false,
-                SelfLoops::Add,
-                Reorder::Degree,
-                FeatureLayout::Auto,
-            ),
-            (
-                false,
-                true,
-                SelfLoops::Keep,
-                Reorder::Degree,
-                FeatureLayout::Separate,
-            ),
+            (false, false, SelfLoops::Keep, Reorder::None, FeatureLayout::Auto),
+            (true, true, SelfLoops::Drop, Reorder::None, FeatureLayout::Separate),
+            (true, false, SelfLoops::Add, Reorder::Degree, FeatureLayout::Auto),
+            (false, true, SelfLoops::Keep, Reorder::Degree, FeatureLayout::Separate),
         ]
         .into_iter()
         .enumerate()

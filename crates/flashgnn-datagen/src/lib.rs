@@ -98,11 +98,7 @@ pub struct Scramble {
 impl Scramble {
     const ROUNDS: u64 = 4;
     pub fn new(bits: u32, key: u64) -> Self {
-        Scramble {
-            bits,
-            half: bits.div_ceil(2),
-            key,
-        }
+        Scramble { bits, half: bits.div_ceil(2), key }
     }
     fn round(&self, r: u64, x: u64) -> u64 {
         splitmix64(self.key ^ (r << 56) ^ x) & ((1u64 << self.half) - 1)
@@ -224,57 +220,29 @@ impl Model {
 }
 
 /// Generate an R-MAT dataset in the npy-directory layout at `out`.
-pub fn generate_rmat(
-    out: &Path,
-    o: &RmatOptions,
-    progress: &Progress,
-) -> Result<GenerateReport, BuildError> {
+pub fn generate_rmat(out: &Path, o: &RmatOptions, progress: &Progress) -> Result<GenerateReport, BuildError> {
     let t = std::time::Instant::now();
     if !(1..=31).contains(&o.scale) {
-        return Err(BuildError::config(format!(
-            "--scale {} must be in [1, 31] (2^scale nodes)",
-            o.scale
-        )));
+        return Err(BuildError::config(format!("--scale {} must be in [1, 31] (2^scale nodes)", o.scale)));
     }
     if o.classes == 0 || o.classes as u64 > (1u64 << o.scale) {
-        return Err(BuildError::config(format!(
-            "--classes {} must be in [1, 2^scale]",
-            o.classes
-        )));
+        return Err(BuildError::config(format!("--classes {} must be in [1, 2^scale]", o.classes)));
     }
     if !o.dtype.is_float() {
-        return Err(BuildError::config(format!(
-            "--dtype {} must be float16 or float32",
-            o.dtype.name()
-        )));
+        return Err(BuildError::config(format!("--dtype {} must be float16 or float32", o.dtype.name())));
     }
     let (a, b, c) = o.split;
     if a < 0.0 || b < 0.0 || c < 0.0 || a + b + c > 1.0 + 1e-9 {
-        return Err(BuildError::config(format!(
-            "--split {a},{b},{c}: fractions must be >= 0 and sum to <= 1"
-        )));
+        return Err(BuildError::config(format!("--split {a},{b},{c}: fractions must be >= 0 and sum to <= 1")));
     }
-    if out.exists()
-        && std::fs::read_dir(out)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(true)
-        && !o.force
-    {
-        return Err(BuildError::config(format!(
-            "{}: already exists; pass --force to replace it",
-            out.display()
-        )));
+    if out.exists() && std::fs::read_dir(out).map(|mut d| d.next().is_some()).unwrap_or(true) && !o.force {
+        return Err(BuildError::config(format!("{}: already exists; pass --force to replace it", out.display())));
     }
-    let parent = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(|e| IoError::new("creating", parent, None, e))?;
     let tmp = parent.join(format!(
         ".{}.gen-{}",
-        out.file_name()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default(),
+        out.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&tmp);
@@ -352,8 +320,7 @@ pub fn generate_rmat(
                             let class = m.label(r);
                             let base = splitmix64(o.seed ^ 0xFEA7 ^ splitmix64(r));
                             for j in 0..o.dim as u64 {
-                                let v = m.centroid(class, j) * signal
-                                    + Model::gaussian(base.wrapping_add(j));
+                                let v = m.centroid(class, j) * signal + Model::gaussian(base.wrapping_add(j));
                                 let at = (((r - r0) * o.dim as u64 + j) as usize) * s;
                                 write_float(o.dtype, v, &mut buf[at..at + s]);
                             }
@@ -439,11 +406,7 @@ mod tests {
     fn edges_are_homophilous_and_skewed() {
         // Proves labels follow the graph: the share of same-class edges is far
         // above the 1/classes expected by chance, and degrees are skewed.
-        let o = RmatOptions {
-            scale: 12,
-            classes: 8,
-            ..Default::default()
-        };
+        let o = RmatOptions { scale: 12, classes: 8, ..Default::default() };
         let m = Model::new(&o);
         let n = 1u64 << o.scale;
         let mut same = 0;

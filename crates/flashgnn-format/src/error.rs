@@ -43,15 +43,15 @@ pub enum FormatError {
         available: u64,
     },
     /// Anything else, with a full sentence.
-    Invalid { file: String, message: String },
+    Invalid {
+        file: String,
+        message: String,
+    },
 }
 
 impl FormatError {
     pub fn invalid(file: impl Into<String>, message: impl Into<String>) -> Self {
-        FormatError::Invalid {
-            file: file.into(),
-            message: message.into(),
-        }
+        FormatError::Invalid { file: file.into(), message: message.into() }
     }
     pub fn oob(
         file: impl Into<String>,
@@ -60,13 +60,7 @@ impl FormatError {
         value: u64,
         bound: impl Into<String>,
     ) -> Self {
-        FormatError::OutOfBounds {
-            file: file.into(),
-            offset,
-            field,
-            value,
-            bound: bound.into(),
-        }
+        FormatError::OutOfBounds { file: file.into(), offset, field, value, bound: bound.into() }
     }
 }
 

@@ -91,19 +91,9 @@ impl Layout {
             ));
         }
         if id_bytes != 4 && id_bytes != 8 {
-            return Err(FormatError::oob(
-                file,
-                0,
-                "id_bytes",
-                id_bytes as u64,
-                "4 or 8",
-            ));
+            return Err(FormatError::oob(file, 0, "id_bytes", id_bytes as u64, "4 or 8"));
         }
-        let id_max = if id_bytes == 4 {
-            u32::MAX as u64
-        } else {
-            u64::MAX
-        };
+        let id_max = if id_bytes == 4 { u32::MAX as u64 } else { u64::MAX };
         if num_nodes > id_max {
             return Err(FormatError::oob(
                 file,
@@ -122,20 +112,8 @@ impl Layout {
         let row = (feature_dim as u64)
             .checked_mul(feature_dtype.size() as u64)
             .filter(|r| *r <= u32::MAX as u64)
-            .ok_or_else(|| {
-                FormatError::oob(
-                    file,
-                    0,
-                    "feature_dim",
-                    feature_dim as u64,
-                    "a row of at most 4 GiB",
-                )
-            })?;
-        let inline_row = if placement == FeaturePlacement::Inline {
-            row
-        } else {
-            0
-        };
+            .ok_or_else(|| FormatError::oob(file, 0, "feature_dim", feature_dim as u64, "a row of at most 4 GiB"))?;
+        let inline_row = if placement == FeaturePlacement::Inline { row } else { 0 };
         let slot = (SLOT_HEADER_BYTES as u64)
             .checked_add(inline_row)
             .and_then(|s| s.checked_add(inline_cap as u64 * id_bytes as u64))
@@ -177,9 +155,7 @@ impl Layout {
             .graph_file_bytes_checked()
             .zip(layout.overflow_file_bytes_checked())
             .zip(layout.features_file_bytes_checked())
-            .ok_or_else(|| {
-                FormatError::invalid(file, "layout parameters overflow 64-bit file sizes")
-            })?;
+            .ok_or_else(|| FormatError::invalid(file, "layout parameters overflow 64-bit file sizes"))?;
         Ok(layout)
     }
 
@@ -192,9 +168,7 @@ impl Layout {
     /// so every row starts on a sector and is fetched by one O_DIRECT read of
     /// exactly `ceil(row/512)` sectors.
     pub fn feature_stride(&self) -> u64 {
-        round_up(self.row_bytes() as u64, SECTOR_BYTES)
-            .unwrap_or(0)
-            .max(SECTOR_BYTES)
+        round_up(self.row_bytes() as u64, SECTOR_BYTES).unwrap_or(0).max(SECTOR_BYTES)
     }
 
     pub fn slot_pages(&self) -> u64 {
@@ -202,13 +176,10 @@ impl Layout {
     }
 
     fn graph_file_bytes_checked(&self) -> Option<u64> {
-        self.slot_pages()
-            .checked_add(1)?
-            .checked_mul(self.page_size as u64)
+        self.slot_pages().checked_add(1)?.checked_mul(self.page_size as u64)
     }
     pub fn graph_file_bytes(&self) -> u64 {
-        self.graph_file_bytes_checked()
-            .expect("checked in Layout::new")
+        self.graph_file_bytes_checked().expect("checked in Layout::new")
     }
 
     /// Byte offset of node `v`'s slot in `graph.fg`. Caller checks `v < num_nodes`.
@@ -225,12 +196,7 @@ impl Layout {
 
     /// Offset of the first inline neighbor id inside a slot.
     pub fn inline_ids_offset(&self) -> u32 {
-        SLOT_HEADER_BYTES
-            + if self.placement == FeaturePlacement::Inline {
-                self.row_bytes()
-            } else {
-                0
-            }
+        SLOT_HEADER_BYTES + if self.placement == FeaturePlacement::Inline { self.row_bytes() } else { 0 }
     }
 
     /// Absolute byte range of node `v`'s feature row, and whether it lies in
@@ -255,13 +221,10 @@ impl Layout {
         self.overflow_entries.div_ceil(self.overflow_ids_per_page())
     }
     fn overflow_file_bytes_checked(&self) -> Option<u64> {
-        self.overflow_pages()
-            .checked_add(1)?
-            .checked_mul(self.page_size as u64)
+        self.overflow_pages().checked_add(1)?.checked_mul(self.page_size as u64)
     }
     pub fn overflow_file_bytes(&self) -> u64 {
-        self.overflow_file_bytes_checked()
-            .expect("checked in Layout::new")
+        self.overflow_file_bytes_checked().expect("checked in Layout::new")
     }
     /// Byte offset of overflow entry `e` in `overflow.fg`.
     pub fn overflow_entry_offset(&self, e: u64) -> u64 {
@@ -272,24 +235,20 @@ impl Layout {
     fn features_file_bytes_checked(&self) -> Option<u64> {
         match self.placement {
             FeaturePlacement::Inline => Some(0),
-            FeaturePlacement::Separate => self
-                .num_nodes
-                .checked_mul(self.feature_stride())?
-                .checked_add(self.page_size as u64),
+            FeaturePlacement::Separate => {
+                self.num_nodes.checked_mul(self.feature_stride())?.checked_add(self.page_size as u64)
+            }
         }
     }
     pub fn features_file_bytes(&self) -> u64 {
-        self.features_file_bytes_checked()
-            .expect("checked in Layout::new")
+        self.features_file_bytes_checked().expect("checked in Layout::new")
     }
 
     /// Bytes of a plain CSR with the same content, the baseline for the
     /// overhead figure: int64 indptr (N+1), `id_bytes` per edge, and dense
     /// feature rows.
     pub fn csr_bytes(&self) -> u64 {
-        (self.num_nodes + 1) * 8
-            + self.num_edges * self.id_bytes as u64
-            + self.num_nodes * self.row_bytes() as u64
+        (self.num_nodes + 1) * 8 + self.num_edges * self.id_bytes as u64 + self.num_nodes * self.row_bytes() as u64
     }
 
     /// Bytes of this layout's graph + overflow + feature files.
@@ -313,11 +272,7 @@ impl DegreeHistogram {
     pub const BUCKETS: usize = 1 << 16;
 
     pub fn new() -> Self {
-        DegreeHistogram {
-            counts: vec![0; Self::BUCKETS],
-            tail_count: 0,
-            tail_sum: 0,
-        }
+        DegreeHistogram { counts: vec![0; Self::BUCKETS], tail_count: 0, tail_sum: 0 }
     }
     #[inline]
     pub fn add(&mut self, degree: u64) {
@@ -425,19 +380,9 @@ fn encode_header(magic: [u8; 8], page_size: u32, fields: &[u64]) -> Vec<u8> {
     page
 }
 
-fn decode_header(
-    file: &str,
-    magic: [u8; 8],
-    bytes: &[u8],
-    nfields: usize,
-) -> Result<(u32, Vec<u64>)> {
+fn decode_header(file: &str, magic: [u8; 8], bytes: &[u8], nfields: usize) -> Result<(u32, Vec<u64>)> {
     if bytes.len() < 16 {
-        return Err(FormatError::Truncated {
-            file: file.into(),
-            offset: 0,
-            needed: 16,
-            available: bytes.len() as u64,
-        });
+        return Err(FormatError::Truncated { file: file.into(), offset: 0, needed: 16, available: bytes.len() as u64 });
     }
     if bytes[0..8] != magic {
         return Err(FormatError::BadMagic {
@@ -448,11 +393,7 @@ fn decode_header(
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
     if version != FORMAT_VERSION {
-        return Err(FormatError::UnsupportedVersion {
-            file: file.into(),
-            found: version,
-            supported: FORMAT_VERSION,
-        });
+        return Err(FormatError::UnsupportedVersion { file: file.into(), found: version, supported: FORMAT_VERSION });
     }
     let page_size = u32::from_le_bytes(bytes[12..16].try_into().unwrap());
     if !(PAGE_SIZE_MIN..=PAGE_SIZE_MAX).contains(&page_size) || !page_size.is_power_of_two() {
@@ -484,9 +425,7 @@ fn decode_header(
             computed,
         });
     }
-    let fields = (0..nfields)
-        .map(|i| u64::from_le_bytes(bytes[16 + i * 8..24 + i * 8].try_into().unwrap()))
-        .collect();
+    let fields = (0..nfields).map(|i| u64::from_le_bytes(bytes[16 + i * 8..24 + i * 8].try_into().unwrap())).collect();
     Ok((page_size, fields))
 }
 
@@ -568,19 +507,11 @@ pub struct OverflowHeader {
 }
 impl OverflowHeader {
     pub fn encode(&self) -> Vec<u8> {
-        encode_header(
-            OVERFLOW_MAGIC,
-            self.page_size,
-            &[self.entries, self.id_bytes],
-        )
+        encode_header(OVERFLOW_MAGIC, self.page_size, &[self.entries, self.id_bytes])
     }
     pub fn decode(file: &str, bytes: &[u8]) -> Result<Self> {
         let (page_size, f) = decode_header(file, OVERFLOW_MAGIC, bytes, 2)?;
-        Ok(OverflowHeader {
-            page_size,
-            entries: f[0],
-            id_bytes: f[1],
-        })
+        Ok(OverflowHeader { page_size, entries: f[0], id_bytes: f[1] })
     }
 }
 
@@ -598,23 +529,12 @@ impl FeatureHeader {
         encode_header(
             FEATURE_MAGIC,
             self.page_size,
-            &[
-                self.num_nodes,
-                self.feature_dim,
-                self.feature_dtype_code,
-                self.stride,
-            ],
+            &[self.num_nodes, self.feature_dim, self.feature_dtype_code, self.stride],
         )
     }
     pub fn decode(file: &str, bytes: &[u8]) -> Result<Self> {
         let (page_size, f) = decode_header(file, FEATURE_MAGIC, bytes, 4)?;
-        Ok(FeatureHeader {
-            page_size,
-            num_nodes: f[0],
-            feature_dim: f[1],
-            feature_dtype_code: f[2],
-            stride: f[3],
-        })
+        Ok(FeatureHeader { page_size, num_nodes: f[0], feature_dim: f[1], feature_dtype_code: f[2], stride: f[3] })
     }
 }
 
@@ -659,19 +579,7 @@ mod tests {
     use super::*;
 
     fn layout(n: u64, dim: u32, placement: FeaturePlacement, cap: u32) -> Layout {
-        Layout::new(
-            "t",
-            4096,
-            n,
-            1000,
-            4,
-            dim,
-            Dtype::Float32,
-            placement,
-            cap,
-            10,
-        )
-        .unwrap()
+        Layout::new("t", 4096, n, 1000, 4, dim, Dtype::Float32, placement, cap, 10).unwrap()
     }
 
     #[test]
@@ -704,72 +612,12 @@ mod tests {
 
     #[test]
     fn rejects_bad_parameters() {
-        assert!(Layout::new(
-            "t",
-            3000,
-            1,
-            0,
-            4,
-            0,
-            Dtype::Float32,
-            FeaturePlacement::Inline,
-            0,
-            0
-        )
-        .is_err());
-        assert!(Layout::new(
-            "t",
-            4096,
-            1,
-            0,
-            3,
-            0,
-            Dtype::Float32,
-            FeaturePlacement::Inline,
-            0,
-            0
-        )
-        .is_err());
-        let e = Layout::new(
-            "t",
-            4096,
-            1,
-            0,
-            4,
-            2000,
-            Dtype::Float32,
-            FeaturePlacement::Inline,
-            0,
-            0,
-        )
-        .unwrap_err();
+        assert!(Layout::new("t", 3000, 1, 0, 4, 0, Dtype::Float32, FeaturePlacement::Inline, 0, 0).is_err());
+        assert!(Layout::new("t", 4096, 1, 0, 3, 0, Dtype::Float32, FeaturePlacement::Inline, 0, 0).is_err());
+        let e = Layout::new("t", 4096, 1, 0, 4, 2000, Dtype::Float32, FeaturePlacement::Inline, 0, 0).unwrap_err();
         assert!(e.to_string().contains("slot_bytes"), "{e}");
-        assert!(Layout::new(
-            "t",
-            4096,
-            1,
-            5,
-            4,
-            0,
-            Dtype::Float32,
-            FeaturePlacement::Inline,
-            0,
-            6
-        )
-        .is_err());
-        assert!(Layout::new(
-            "t",
-            4096,
-            u64::MAX,
-            0,
-            8,
-            0,
-            Dtype::Float32,
-            FeaturePlacement::Inline,
-            0,
-            0
-        )
-        .is_err());
+        assert!(Layout::new("t", 4096, 1, 5, 4, 0, Dtype::Float32, FeaturePlacement::Inline, 0, 6).is_err());
+        assert!(Layout::new("t", 4096, u64::MAX, 0, 8, 0, Dtype::Float32, FeaturePlacement::Inline, 0, 0).is_err());
     }
 
     #[test]
@@ -804,9 +652,6 @@ mod tests {
             GraphHeader::decode("g", &page).unwrap_err(),
             FormatError::UnsupportedVersion { found: 9, .. }
         ));
-        assert!(matches!(
-            OverflowHeader::decode("g", &h.encode()).unwrap_err(),
-            FormatError::BadMagic { .. }
-        ));
+        assert!(matches!(OverflowHeader::decode("g", &h.encode()).unwrap_err(), FormatError::BadMagic { .. }));
     }
 }

@@ -113,14 +113,7 @@ impl Manifest {
     /// Parse and validate. `path` names the file in errors.
     pub fn from_json(path: &str, text: &str) -> Result<Manifest> {
         let probe: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-            FormatError::invalid(
-                path,
-                format!(
-                    "line {} column {}: not valid JSON: {e}",
-                    e.line(),
-                    e.column()
-                ),
-            )
+            FormatError::invalid(path, format!("line {} column {}: not valid JSON: {e}", e.line(), e.column()))
         })?;
         match probe.get("magic").and_then(|m| m.as_str()) {
             Some(MANIFEST_MAGIC) => {}
@@ -132,10 +125,7 @@ impl Manifest {
                 })
             }
         }
-        let version = probe
-            .get("format_version")
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0);
+        let version = probe.get("format_version").and_then(|v| v.as_u64()).unwrap_or(0);
         if version != FORMAT_VERSION as u64 {
             return Err(FormatError::UnsupportedVersion {
                 file: path.into(),
@@ -144,10 +134,7 @@ impl Manifest {
             });
         }
         let m: Manifest = serde_json::from_value(probe).map_err(|e| {
-            FormatError::invalid(
-                path,
-                format!("manifest does not match format version {FORMAT_VERSION}: {e}"),
-            )
+            FormatError::invalid(path, format!("manifest does not match format version {FORMAT_VERSION}: {e}"))
         })?;
         m.layout(path)?;
         Ok(m)
@@ -170,10 +157,7 @@ impl Manifest {
         if self.features.placement != "inline" && self.features.placement != "separate" {
             return Err(FormatError::invalid(
                 path,
-                format!(
-                    "features.placement {:?} must be \"inline\" or \"separate\"",
-                    self.features.placement
-                ),
+                format!("features.placement {:?} must be \"inline\" or \"separate\"", self.features.placement),
             ));
         }
         let l = Layout::new(
@@ -222,12 +206,7 @@ impl Manifest {
                         format!("== {bytes} for {name}"),
                     ))
                 }
-                None => {
-                    return Err(FormatError::invalid(
-                        path,
-                        format!("manifest lists no entry for {name}"),
-                    ))
-                }
+                None => return Err(FormatError::invalid(path, format!("manifest lists no entry for {name}"))),
             }
         }
         if l.placement == FeaturePlacement::Separate {
@@ -236,10 +215,7 @@ impl Manifest {
                 _ => {
                     return Err(FormatError::invalid(
                         path,
-                        format!(
-                            "manifest entry for {FEATURES_FILE} missing or not {} bytes",
-                            l.features_file_bytes()
-                        ),
+                        format!("manifest entry for {FEATURES_FILE} missing or not {} bytes", l.features_file_bytes()),
                     ))
                 }
             }

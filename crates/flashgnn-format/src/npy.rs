@@ -46,70 +46,45 @@ pub fn parse_header(file: &str, bytes: &[u8]) -> Result<NpyHeader> {
                     available: bytes.len() as u64 - 8,
                 });
             }
-            (
-                u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize,
-                12usize,
-            )
+            (u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize, 12usize)
         }
-        v => {
-            return Err(FormatError::oob(
-                file,
-                6,
-                "npy major version",
-                v as u64,
-                "1, 2 or 3",
-            ))
-        }
+        v => return Err(FormatError::oob(file, 6, "npy major version", v as u64, "1, 2 or 3")),
     };
-    let end = start
-        .checked_add(hlen)
-        .filter(|e| *e <= bytes.len())
-        .ok_or(FormatError::Truncated {
-            file: file.into(),
-            offset: start as u64,
-            needed: hlen as u64,
-            available: (bytes.len() - start) as u64,
-        })?;
-    let text = std::str::from_utf8(&bytes[start..end])
-        .map_err(|_| FormatError::invalid(file, "npy header is not text"))?;
-    let descr = dict_value(text, "descr").ok_or_else(|| {
-        FormatError::invalid(file, format!("npy header has no 'descr': {text:?}"))
+    let end = start.checked_add(hlen).filter(|e| *e <= bytes.len()).ok_or(FormatError::Truncated {
+        file: file.into(),
+        offset: start as u64,
+        needed: hlen as u64,
+        available: (bytes.len() - start) as u64,
     })?;
+    let text =
+        std::str::from_utf8(&bytes[start..end]).map_err(|_| FormatError::invalid(file, "npy header is not text"))?;
+    let descr = dict_value(text, "descr")
+        .ok_or_else(|| FormatError::invalid(file, format!("npy header has no 'descr': {text:?}")))?;
     let descr = descr.trim().trim_matches(|c| c == '\'' || c == '"');
     let dtype = Dtype::from_npy_descr(descr).ok_or_else(|| {
-        FormatError::invalid(file, format!("unsupported dtype {descr:?} (expected little-endian int8..int64, uint8..uint64, float16/32/64)"))
+        FormatError::invalid(
+            file,
+            format!("unsupported dtype {descr:?} (expected little-endian int8..int64, uint8..uint64, float16/32/64)"),
+        )
     })?;
-    let fortran = dict_value(text, "fortran_order")
-        .map(|v| v.trim().starts_with("True"))
-        .unwrap_or(false);
+    let fortran = dict_value(text, "fortran_order").map(|v| v.trim().starts_with("True")).unwrap_or(false);
     if fortran {
         return Err(FormatError::invalid(
             file,
             "Fortran-ordered arrays are not supported; save with np.ascontiguousarray",
         ));
     }
-    let shape_txt = dict_value(text, "shape")
-        .ok_or_else(|| FormatError::invalid(file, "npy header has no 'shape'"))?;
+    let shape_txt = dict_value(text, "shape").ok_or_else(|| FormatError::invalid(file, "npy header has no 'shape'"))?;
     let inner = shape_txt.trim().trim_start_matches('(');
-    let inner = &inner[..inner
-        .find(')')
-        .ok_or_else(|| FormatError::invalid(file, "npy shape is not a tuple"))?];
+    let inner = &inner[..inner.find(')').ok_or_else(|| FormatError::invalid(file, "npy shape is not a tuple"))?];
     let mut shape = Vec::new();
     for part in inner.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         shape.push(part.parse::<u64>().map_err(|_| {
-            FormatError::invalid(
-                file,
-                format!("npy shape entry {part:?} is not a non-negative integer"),
-            )
+            FormatError::invalid(file, format!("npy shape entry {part:?} is not a non-negative integer"))
         })?);
     }
-    let h = NpyHeader {
-        data_offset: end as u64,
-        dtype,
-        shape,
-    };
-    h.data_bytes()
-        .ok_or_else(|| FormatError::invalid(file, "npy shape overflows 64 bits"))?;
+    let h = NpyHeader { data_offset: end as u64, dtype, shape };
+    h.data_bytes().ok_or_else(|| FormatError::invalid(file, "npy shape overflows 64 bits"))?;
     Ok(h)
 }
 
@@ -117,10 +92,7 @@ pub fn parse_header(file: &str, bytes: &[u8]) -> Result<NpyHeader> {
 fn dict_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     let pat1 = format!("'{key}':");
     let pat2 = format!("\"{key}\":");
-    let i = text
-        .find(&pat1)
-        .map(|i| i + pat1.len())
-        .or_else(|| text.find(&pat2).map(|i| i + pat2.len()))?;
+    let i = text.find(&pat1).map(|i| i + pat1.len()).or_else(|| text.find(&pat2).map(|i| i + pat2.len()))?;
     let rest = &text[i..];
     let mut depth = 0i32;
     for (j, c) in rest.char_indices() {
@@ -138,20 +110,9 @@ fn dict_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 pub fn encode_header(dtype: Dtype, shape: &[u64]) -> Vec<u8> {
     let shape_txt = match shape.len() {
         1 => format!("({},)", shape[0]),
-        _ => format!(
-            "({})",
-            shape
-                .iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        _ => format!("({})", shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
     };
-    let mut dict = format!(
-        "{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
-        dtype.npy_descr(),
-        shape_txt
-    );
+    let mut dict = format!("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", dtype.npy_descr(), shape_txt);
     // Pad so that magic(6)+ver(2)+len(2)+dict+\n is a multiple of 64, leaving
     // room for a shape that grows by a few digits when rewritten in place.
     let base = 10 + dict.len() + 1;
@@ -192,14 +153,7 @@ mod tests {
         let h = encode_header(Dtype::Int64, &[12, 2]);
         assert_eq!(h.len() % 64, 0);
         let p = parse_header("x.npy", &h).unwrap();
-        assert_eq!(
-            p,
-            NpyHeader {
-                data_offset: h.len() as u64,
-                dtype: Dtype::Int64,
-                shape: vec![12, 2]
-            }
-        );
+        assert_eq!(p, NpyHeader { data_offset: h.len() as u64, dtype: Dtype::Int64, shape: vec![12, 2] });
         let h = encode_header_len(Dtype::Float32, &[5], 128).unwrap();
         assert_eq!(h.len(), 128);
         assert_eq!(parse_header("x", &h).unwrap().shape, vec![5]);
@@ -218,27 +172,18 @@ mod tests {
         h.push(b'\n');
         let p = parse_header("f.npy", &h).unwrap();
         assert_eq!(h.len() % 64, 0);
-        assert_eq!(
-            (p.dtype, p.shape.clone(), p.data_offset),
-            (Dtype::Float16, vec![3, 4], h.len() as u64)
-        );
+        assert_eq!((p.dtype, p.shape.clone(), p.data_offset), (Dtype::Float16, vec![3, 4], h.len() as u64));
     }
 
     #[test]
     fn rejects_garbage() {
-        assert!(parse_header("a", b"hello world")
-            .unwrap_err()
-            .to_string()
-            .contains("not a .npy"));
+        assert!(parse_header("a", b"hello world").unwrap_err().to_string().contains("not a .npy"));
         let mut h = encode_header(Dtype::Int64, &[2]);
         h.truncate(20);
         assert!(parse_header("a", &h).is_err());
         let mut h = encode_header(Dtype::Int64, &[2]);
         let at = h.windows(3).position(|w| w == b"<i8").unwrap();
         h[at] = b'>';
-        assert!(parse_header("a", &h)
-            .unwrap_err()
-            .to_string()
-            .contains("unsupported dtype"));
+        assert!(parse_header("a", &h).unwrap_err().to_string().contains("unsupported dtype"));
     }
 }

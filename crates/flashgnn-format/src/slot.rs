@@ -47,24 +47,15 @@ impl<'a> SlotView<'a> {
         let w = self.id_bytes as usize;
         let v = read_id(&self.inline[i * w..(i + 1) * w]);
         if v >= layout.num_nodes {
-            let off =
-                layout.slot_offset(self.node) + layout.inline_ids_offset() as u64 + (i * w) as u64;
-            return Err(FormatError::oob(
-                file,
-                off,
-                "neighbor id",
-                v,
-                format!("< num_nodes {}", layout.num_nodes),
-            ));
+            let off = layout.slot_offset(self.node) + layout.inline_ids_offset() as u64 + (i * w) as u64;
+            return Err(FormatError::oob(file, off, "neighbor id", v, format!("< num_nodes {}", layout.num_nodes)));
         }
         Ok(v)
     }
 
     /// All inline neighbors, checked.
     pub fn inline_ids(&self, layout: &Layout, file: &str) -> Result<Vec<u64>> {
-        (0..self.inline_len())
-            .map(|i| self.inline_id(i, layout, file))
-            .collect()
+        (0..self.inline_len()).map(|i| self.inline_id(i, layout, file)).collect()
     }
 }
 
@@ -119,22 +110,11 @@ pub fn encode_slot(
 }
 
 /// Decode and validate node `node`'s slot from `bytes` (exactly `slot_bytes`).
-pub fn decode_slot<'a>(
-    layout: &Layout,
-    node: u64,
-    bytes: &'a [u8],
-    file: &str,
-) -> Result<SlotView<'a>> {
+pub fn decode_slot<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str) -> Result<SlotView<'a>> {
     let base = if node < layout.num_nodes {
         layout.slot_offset(node)
     } else {
-        return Err(FormatError::oob(
-            file,
-            0,
-            "node id",
-            node,
-            format!("< num_nodes {}", layout.num_nodes),
-        ));
+        return Err(FormatError::oob(file, 0, "node id", node, format!("< num_nodes {}", layout.num_nodes)));
     };
     if bytes.len() != layout.slot_bytes as usize {
         return Err(FormatError::Truncated {
@@ -186,10 +166,7 @@ pub fn decode_slot<'a>(
                 base + 16,
                 "overflow range end",
                 end.unwrap_or(u64::MAX),
-                format!(
-                    "<= overflow_entries {} (first {overflow_first}, count {spill})",
-                    layout.overflow_entries
-                ),
+                format!("<= overflow_entries {} (first {overflow_first}, count {spill})", layout.overflow_entries),
             ));
         }
     } else if overflow_first != 0 {
@@ -209,34 +186,15 @@ pub fn decode_slot<'a>(
     };
     let io = layout.inline_ids_offset() as usize;
     let inline = &bytes[io..io + (inline_len as usize) * layout.id_bytes as usize];
-    Ok(SlotView {
-        node,
-        degree,
-        original_id,
-        overflow_first,
-        features,
-        inline,
-        id_bytes: layout.id_bytes,
-    })
+    Ok(SlotView { node, degree, original_id, overflow_first, features, inline, id_bytes: layout.id_bytes })
 }
 
 /// Strict check used by `verify`: bytes after the inline ids must be zero.
-pub fn check_slot_padding(
-    layout: &Layout,
-    view: &SlotView,
-    bytes: &[u8],
-    file: &str,
-) -> Result<()> {
+pub fn check_slot_padding(layout: &Layout, view: &SlotView, bytes: &[u8], file: &str) -> Result<()> {
     let start = layout.inline_ids_offset() as usize + view.inline_len() * layout.id_bytes as usize;
     if let Some(p) = bytes[start..].iter().position(|b| *b != 0) {
         let off = layout.slot_offset(view.node) + (start + p) as u64;
-        return Err(FormatError::oob(
-            file,
-            off,
-            "slot padding byte",
-            bytes[start + p] as u64,
-            "0",
-        ));
+        return Err(FormatError::oob(file, off, "slot padding byte", bytes[start + p] as u64, "0"));
     }
     Ok(())
 }
@@ -248,19 +206,7 @@ mod tests {
     use crate::layout::FeaturePlacement;
 
     fn layout() -> Layout {
-        Layout::new(
-            "g",
-            4096,
-            100,
-            1000,
-            4,
-            4,
-            Dtype::Float32,
-            FeaturePlacement::Inline,
-            3,
-            50,
-        )
-        .unwrap()
+        Layout::new("g", 4096, 100, 1000, 4, 4, Dtype::Float32, FeaturePlacement::Inline, 3, 50).unwrap()
     }
 
     #[test]
@@ -290,10 +236,7 @@ mod tests {
             assert!(decode_slot(&l, 3, &b, "g").is_err(), "bit {bit} not caught");
         }
         // The same bytes at another node id (a swapped slot) are refused.
-        assert!(matches!(
-            decode_slot(&l, 4, &buf, "g"),
-            Err(FormatError::Checksum { .. })
-        ));
+        assert!(matches!(decode_slot(&l, 4, &buf, "g"), Err(FormatError::Checksum { .. })));
     }
 
     #[test]
@@ -303,10 +246,7 @@ mod tests {
         let mut buf = vec![0u8; l.slot_bytes as usize];
         encode_slot(&l, 1, 3, 200, 0, &[0u8; 16], &[1, 2, 3], &mut buf);
         let e = decode_slot(&l, 1, &buf, "g").unwrap_err().to_string();
-        assert!(
-            e.contains("original id = 200") && e.contains("< num_nodes 100"),
-            "{e}"
-        );
+        assert!(e.contains("original id = 200") && e.contains("< num_nodes 100"), "{e}");
         encode_slot(&l, 1, 10, 0, 45, &[0u8; 16], &[1, 2, 3], &mut buf);
         let e = decode_slot(&l, 1, &buf, "g").unwrap_err().to_string();
         assert!(e.contains("overflow range end = 52"), "{e}");

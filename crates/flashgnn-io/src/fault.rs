@@ -52,9 +52,7 @@ pub fn charge(n: u64) -> std::io::Result<()> {
     }
     let before = WRITTEN.fetch_add(n, Ordering::SeqCst);
     if before.saturating_add(n) > limit {
-        return Err(std::io::Error::from_raw_os_error(
-            ERRNO.load(Ordering::SeqCst),
-        ));
+        return Err(std::io::Error::from_raw_os_error(ERRNO.load(Ordering::SeqCst)));
     }
     Ok(())
 }

@@ -35,11 +35,7 @@ pub struct IoError {
 impl std::fmt::Display for IoError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.offset {
-            Some(o) => write!(
-                f,
-                "{} {} at byte offset {o}: {}",
-                self.op, self.path, self.source
-            ),
+            Some(o) => write!(f, "{} {} at byte offset {o}: {}", self.op, self.path, self.source),
             None => write!(f, "{} {}: {}", self.op, self.path, self.source),
         }
     }
@@ -58,11 +54,6 @@ impl IoError {
         offset: Option<u64>,
         source: std::io::Error,
     ) -> Self {
-        IoError {
-            path: path.as_ref().display().to_string(),
-            offset,
-            op,
-            source,
-        }
+        IoError { path: path.as_ref().display().to_string(), offset, op, source }
     }
 }

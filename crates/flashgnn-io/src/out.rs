@@ -23,12 +23,7 @@ impl OutFile {
     pub fn create(path: impl AsRef<Path>) -> Result<OutFile, IoError> {
         let path = path.as_ref().to_path_buf();
         let file = File::create(&path).map_err(|e| IoError::new("creating", &path, None, e))?;
-        Ok(OutFile {
-            path,
-            file,
-            buf: Vec::with_capacity(WRITE_BUFFER_BYTES),
-            crc: FileCrc::default(),
-        })
+        Ok(OutFile { path, file, buf: Vec::with_capacity(WRITE_BUFFER_BYTES), crc: FileCrc::default() })
     }
 
     pub fn path(&self) -> &Path {
@@ -69,11 +64,8 @@ impl OutFile {
 
     fn raw_write(&mut self, data: &[u8]) -> Result<(), IoError> {
         let at = self.crc.bytes() - data.len() as u64 - self.buf.len() as u64;
-        fault::charge(data.len() as u64)
-            .map_err(|e| IoError::new("writing", &self.path, Some(at), e))?;
-        self.file
-            .write_all(data)
-            .map_err(|e| IoError::new("writing", &self.path, Some(at), e))
+        fault::charge(data.len() as u64).map_err(|e| IoError::new("writing", &self.path, Some(at), e))?;
+        self.file.write_all(data).map_err(|e| IoError::new("writing", &self.path, Some(at), e))
     }
 
     fn flush_buf(&mut self) -> Result<(), IoError> {
@@ -100,9 +92,7 @@ impl OutFile {
                 .and_then(|_| self.file.write_all(&pending))
                 .map_err(|e| IoError::new("writing", &self.path, Some(at), e))?;
         }
-        self.file
-            .sync_all()
-            .map_err(|e| IoError::new("fsync", &self.path, None, e))?;
+        self.file.sync_all().map_err(|e| IoError::new("fsync", &self.path, None, e))?;
         Ok((self.crc.bytes(), self.crc.value()))
     }
 }

@@ -16,8 +16,7 @@ use crate::IoError;
 
 pub fn fsync_dir(dir: &Path) -> Result<(), IoError> {
     let f = File::open(dir).map_err(|e| IoError::new("opening directory", dir, None, e))?;
-    f.sync_all()
-        .map_err(|e| IoError::new("fsync directory", dir, None, e))
+    f.sync_all().map_err(|e| IoError::new("fsync directory", dir, None, e))
 }
 
 /// Swap two paths atomically (Linux `renameat2` with `RENAME_EXCHANGE`).
@@ -25,15 +24,7 @@ fn rename_exchange(a: &Path, b: &Path) -> std::io::Result<()> {
     let ca = CString::new(a.as_os_str().as_bytes())?;
     let cb = CString::new(b.as_os_str().as_bytes())?;
     // SAFETY: both pointers are valid NUL-terminated strings that outlive the call.
-    let r = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            ca.as_ptr(),
-            libc::AT_FDCWD,
-            cb.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
-    };
+    let r = unsafe { libc::renameat2(libc::AT_FDCWD, ca.as_ptr(), libc::AT_FDCWD, cb.as_ptr(), libc::RENAME_EXCHANGE) };
     if r == 0 {
         Ok(())
     } else {
@@ -45,16 +36,12 @@ fn rename_exchange(a: &Path, b: &Path) -> std::io::Result<()> {
 /// old contents are removed afterwards.
 pub fn publish_dir(tmp: &Path, out: &Path) -> Result<(), IoError> {
     fsync_dir(tmp)?;
-    let parent = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if out.exists() {
         rename_exchange(tmp, out).map_err(|e| IoError::new("swapping in", out, None, e))?;
         fsync_dir(parent)?;
         // `tmp` now holds the previous dataset.
-        std::fs::remove_dir_all(tmp)
-            .map_err(|e| IoError::new("removing previous dataset", tmp, None, e))?;
+        std::fs::remove_dir_all(tmp).map_err(|e| IoError::new("removing previous dataset", tmp, None, e))?;
     } else {
         std::fs::rename(tmp, out).map_err(|e| IoError::new("renaming into place", out, None, e))?;
         fsync_dir(parent)?;

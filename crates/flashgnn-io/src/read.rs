@@ -30,10 +30,7 @@ impl FileReader {
     pub fn open(path: impl AsRef<Path>) -> Result<FileReader, IoError> {
         let path = path.as_ref().to_path_buf();
         let file = File::open(&path).map_err(|e| IoError::new("opening", &path, None, e))?;
-        let len = file
-            .metadata()
-            .map_err(|e| IoError::new("stat", &path, None, e))?
-            .len();
+        let len = file.metadata().map_err(|e| IoError::new("stat", &path, None, e))?.len();
         Ok(FileReader { path, file, len })
     }
 }
@@ -48,11 +45,7 @@ impl ReadAt for FileReader {
                 Some(offset),
                 std::io::Error::new(
                     std::io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "{} bytes requested but the file is {} bytes long (truncated?)",
-                        buf.len(),
-                        self.len
-                    ),
+                    format!("{} bytes requested but the file is {} bytes long (truncated?)", buf.len(), self.len),
                 ),
             ));
         }
@@ -79,12 +72,7 @@ pub struct FaultyReader<R> {
 
 impl<R: ReadAt> FaultyReader<R> {
     pub fn new(inner: R, fail_at: u64, forever: bool) -> Self {
-        FaultyReader {
-            inner,
-            fail_at,
-            forever,
-            count: AtomicU64::new(0),
-        }
+        FaultyReader { inner, fail_at, forever, count: AtomicU64::new(0) }
     }
 }
 

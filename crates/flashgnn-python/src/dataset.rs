@@ -24,9 +24,7 @@ impl Dataset {
     #[new]
     fn new(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Self> {
         let ds = py.detach(|| Store::open(&path)).map_err(store_err)?;
-        Ok(Dataset {
-            inner: Arc::new(ds),
-        })
+        Ok(Dataset { inner: Arc::new(ds) })
     }
 
     #[getter]
@@ -123,11 +121,7 @@ impl Dataset {
         Ok(arr.into_pyarray(py))
     }
 
-    fn labels<'py>(
-        &self,
-        py: Python<'py>,
-        ids: PyReadonlyArray1<'py, i64>,
-    ) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    fn labels<'py>(&self, py: Python<'py>, ids: PyReadonlyArray1<'py, i64>) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let ids = ids_vec(&ids);
         let inner = self.inner.clone();
         let v = py.detach(move || inner.labels(&ids)).map_err(store_err)?;

@@ -16,40 +16,22 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyIndexError, PyKeyboardInterrupt, PyOSError};
 use pyo3::prelude::*;
 
-create_exception!(
-    flashgnn,
-    FlashgnnError,
-    PyException,
-    "Base class of flashgnn errors."
-);
+create_exception!(flashgnn, FlashgnnError, PyException, "Base class of flashgnn errors.");
 create_exception!(
     flashgnn,
     InputError,
     FlashgnnError,
     "Bad input data or options (names file, position, value and bound)."
 );
-create_exception!(
-    flashgnn,
-    CorruptDatasetError,
-    FlashgnnError,
-    "A dataset file failed a checksum or bounds check."
-);
-create_exception!(
-    flashgnn,
-    DatasetNotFoundError,
-    FlashgnnError,
-    "The path is not a flashgnn dataset."
-);
+create_exception!(flashgnn, CorruptDatasetError, FlashgnnError, "A dataset file failed a checksum or bounds check.");
+create_exception!(flashgnn, DatasetNotFoundError, FlashgnnError, "The path is not a flashgnn dataset.");
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("FlashgnnError", py.get_type::<FlashgnnError>())?;
     m.add("InputError", py.get_type::<InputError>())?;
     m.add("CorruptDatasetError", py.get_type::<CorruptDatasetError>())?;
-    m.add(
-        "DatasetNotFoundError",
-        py.get_type::<DatasetNotFoundError>(),
-    )?;
+    m.add("DatasetNotFoundError", py.get_type::<DatasetNotFoundError>())?;
     Ok(())
 }
 

@@ -6,9 +6,7 @@ use std::thread::JoinHandle;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use flashgnn_build::{
-    BuildError, BuildOptions, FeatureLayout, InputFormat, NanPolicy, Progress, Reorder, SelfLoops,
-};
+use flashgnn_build::{BuildError, BuildOptions, FeatureLayout, InputFormat, NanPolicy, Progress, Reorder, SelfLoops};
 use flashgnn_datagen::RmatOptions;
 use flashgnn_format::Dtype;
 
@@ -30,18 +28,10 @@ impl Job {
         let (p, r) = (progress.clone(), result.clone());
         let handle = std::thread::spawn(move || {
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&p)))
-                .unwrap_or_else(|_| {
-                    Err(BuildError::config(
-                        "internal error: the job panicked; nothing was published",
-                    ))
-                });
+                .unwrap_or_else(|_| Err(BuildError::config("internal error: the job panicked; nothing was published")));
             *r.lock().unwrap() = Some(out);
         });
-        Job {
-            progress,
-            result,
-            handle: Some(handle),
-        }
+        Job { progress, result, handle: Some(handle) }
     }
 }
 
@@ -49,11 +39,7 @@ impl Job {
 impl Job {
     /// [(name, unit, done, total, finished)] for every task started so far.
     fn poll(&self) -> Vec<(String, String, u64, u64, bool)> {
-        self.progress
-            .snapshot()
-            .into_iter()
-            .map(|t| (t.name, t.unit, t.done, t.total, t.finished))
-            .collect()
+        self.progress.snapshot().into_iter().map(|t| (t.name, t.unit, t.done, t.total, t.finished)).collect()
     }
     fn is_done(&self) -> bool {
         self.result.lock().unwrap().is_some()
@@ -65,8 +51,7 @@ impl Job {
     fn wait(&mut self, py: Python<'_>, timeout: f64) -> bool {
         let r = self.result.clone();
         py.detach(move || {
-            let end =
-                std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout.max(0.0));
+            let end = std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout.max(0.0));
             while r.lock().unwrap().is_none() && std::time::Instant::now() < end {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
@@ -104,11 +89,7 @@ fn dtype(name: &str, what: &str) -> PyResult<Dtype> {
 
 /// Start a build. `opts` keys mirror the `flashgnn build` flags.
 #[pyfunction]
-pub fn start_build(
-    input: std::path::PathBuf,
-    output: std::path::PathBuf,
-    opts: &Bound<'_, PyDict>,
-) -> PyResult<Job> {
+pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> PyResult<Job> {
     let mut o = BuildOptions::new(input, output);
     if let Some(f) = get::<String>(opts, "format")? {
         o.format = match f.as_str() {
@@ -117,11 +98,7 @@ pub fn start_build(
             "igb" => InputFormat::Igb,
             "ogb" => InputFormat::Ogb,
             "snap" | "text" => InputFormat::Snap,
-            x => {
-                return Err(InputError::new_err(format!(
-                    "--format {x:?}: expected auto, npy, igb, ogb or snap"
-                )))
-            }
+            x => return Err(InputError::new_err(format!("--format {x:?}: expected auto, npy, igb, ogb or snap"))),
         };
     }
     o.symmetrize = get(opts, "symmetrize")?.unwrap_or(false);
@@ -131,11 +108,7 @@ pub fn start_build(
             "keep" => SelfLoops::Keep,
             "drop" => SelfLoops::Drop,
             "add" => SelfLoops::Add,
-            x => {
-                return Err(InputError::new_err(format!(
-                    "--self-loops {x:?}: expected keep, drop or add"
-                )))
-            }
+            x => return Err(InputError::new_err(format!("--self-loops {x:?}: expected keep, drop or add"))),
         };
     }
     if let Some(s) = get::<String>(opts, "feature_dtype")? {
@@ -146,22 +119,14 @@ pub fn start_build(
             "auto" => FeatureLayout::Auto,
             "inline" => FeatureLayout::Inline,
             "separate" => FeatureLayout::Separate,
-            x => {
-                return Err(InputError::new_err(format!(
-                    "--feature-layout {x:?}: expected auto, inline or separate"
-                )))
-            }
+            x => return Err(InputError::new_err(format!("--feature-layout {x:?}: expected auto, inline or separate"))),
         };
     }
     if let Some(s) = get::<String>(opts, "reorder")? {
         o.reorder = match s.as_str() {
             "none" => Reorder::None,
             "degree" => Reorder::Degree,
-            x => {
-                return Err(InputError::new_err(format!(
-                    "--reorder {x:?}: expected none or degree"
-                )))
-            }
+            x => return Err(InputError::new_err(format!("--reorder {x:?}: expected none or degree"))),
         };
     }
     if let Some(p) = get(opts, "page_size")? {
@@ -186,11 +151,7 @@ pub fn start_build(
         o.nan = match s.as_str() {
             "error" => NanPolicy::Error,
             "zero" => NanPolicy::Zero,
-            x => {
-                return Err(InputError::new_err(format!(
-                    "--nan {x:?}: expected error or zero"
-                )))
-            }
+            x => return Err(InputError::new_err(format!("--nan {x:?}: expected error or zero"))),
         };
     }
     o.seed = get(opts, "seed")?.unwrap_or(0);

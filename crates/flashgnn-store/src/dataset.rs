@@ -7,9 +7,7 @@ use flashgnn_format::layout::{check_overflow_page, FeaturePlacement};
 use flashgnn_format::manifest::*;
 use flashgnn_format::npy::{parse_header, NpyHeader};
 use flashgnn_format::slot::{decode_slot, read_id};
-use flashgnn_format::{
-    Dtype, FeatureHeader, FormatError, GraphHeader, Layout, Manifest, OverflowHeader,
-};
+use flashgnn_format::{Dtype, FeatureHeader, FormatError, GraphHeader, Layout, Manifest, OverflowHeader};
 use flashgnn_io::{FileReader, IoError, ReadAt};
 
 #[derive(Debug, thiserror::Error)]
@@ -51,11 +49,7 @@ impl NpyArray {
             }
             .into());
         }
-        Ok(NpyArray {
-            reader,
-            header,
-            name: name.into(),
-        })
+        Ok(NpyArray { reader, header, name: name.into() })
     }
     pub fn len(&self) -> u64 {
         self.header.shape.first().copied().unwrap_or(0)
@@ -67,12 +61,9 @@ impl NpyArray {
     pub fn read_i64(&self, start: u64, count: u64) -> Result<Vec<i64>> {
         let s = self.header.dtype.size() as u64;
         let mut buf = vec![0u8; (count * s) as usize];
-        self.reader
-            .read_exact_at(&mut buf, self.header.data_offset + start * s)?;
+        self.reader.read_exact_at(&mut buf, self.header.data_offset + start * s)?;
         Ok((0..count as usize)
-            .map(|i| {
-                flashgnn_format::dtype::read_int(self.header.dtype, &buf, i).unwrap_or(0) as i64
-            })
+            .map(|i| flashgnn_format::dtype::read_int(self.header.dtype, &buf, i).unwrap_or(0) as i64)
             .collect())
     }
     pub fn read_all_i64(&self) -> Result<Vec<i64>> {
@@ -101,33 +92,22 @@ impl Dataset {
         let root = root.as_ref().to_path_buf();
         let mpath = root.join(MANIFEST_FILE);
         if !root.is_dir() {
-            return Err(StoreError::NotADataset(format!(
-                "{}: no such dataset directory",
-                root.display()
-            )));
+            return Err(StoreError::NotADataset(format!("{}: no such dataset directory", root.display())));
         }
         let text = std::fs::read_to_string(&mpath).map_err(|e| {
-            StoreError::NotADataset(format!(
-                "{}: not a flashgnn dataset ({}: {e})",
-                root.display(),
-                mpath.display()
-            ))
+            StoreError::NotADataset(format!("{}: not a flashgnn dataset ({}: {e})", root.display(), mpath.display()))
         })?;
         let mname = mpath.display().to_string();
         let manifest = Manifest::from_json(&mname, &text)?;
         let layout = manifest.layout(&mname)?;
         for (name, entry) in &manifest.files {
             if name.contains('/') || name.contains("..") {
-                return Err(FormatError::invalid(
-                    &mname,
-                    format!("file name {name:?} escapes the dataset directory"),
-                )
-                .into());
+                return Err(
+                    FormatError::invalid(&mname, format!("file name {name:?} escapes the dataset directory")).into()
+                );
             }
             let p = root.join(name);
-            let len = std::fs::metadata(&p)
-                .map_err(|e| IoError::new("stat", &p, None, e))?
-                .len();
+            let len = std::fs::metadata(&p).map_err(|e| IoError::new("stat", &p, None, e))?.len();
             if len != entry.bytes {
                 return Err(FormatError::Truncated {
                     file: p.display().to_string(),
@@ -162,9 +142,7 @@ impl Dataset {
                 id_bytes: layout.id_bytes as u64,
             })
         {
-            return Err(
-                FormatError::invalid(&oname, "header page disagrees with manifest.json").into(),
-            );
+            return Err(FormatError::invalid(&oname, "header page disagrees with manifest.json").into());
         }
         let features = if layout.placement == FeaturePlacement::Separate {
             let f = FileReader::open(root.join(FEATURES_FILE))?;
@@ -179,25 +157,13 @@ impl Dataset {
                 stride: layout.feature_stride(),
             };
             if fh != want {
-                return Err(FormatError::invalid(
-                    &fname,
-                    "header page disagrees with manifest.json",
-                )
-                .into());
+                return Err(FormatError::invalid(&fname, "header page disagrees with manifest.json").into());
             }
             Some(f)
         } else {
             None
         };
-        Ok(Dataset {
-            root,
-            manifest,
-            layout,
-            graph,
-            overflow,
-            features,
-            maps: OnceLock::new(),
-        })
+        Ok(Dataset { root, manifest, layout, graph, overflow, features, maps: OnceLock::new() })
     }
 
     pub fn root(&self) -> &Path {
@@ -270,26 +236,18 @@ impl Dataset {
                     })
                     .collect()
             };
-            (|| -> Result<(Vec<u32>, Vec<u32>)> {
-                Ok((load(NODE_INDEX_FILE)?, load(NODE_ORDER_FILE)?))
-            })()
-            .map_err(|e| e.to_string())
+            (|| -> Result<(Vec<u32>, Vec<u32>)> { Ok((load(NODE_INDEX_FILE)?, load(NODE_ORDER_FILE)?)) })()
+                .map_err(|e| e.to_string())
         });
         match r {
             Ok(m) => Ok(Some(m)),
-            Err(e) => Err(StoreError::Format(FormatError::invalid(
-                self.root.display().to_string(),
-                e.clone(),
-            ))),
+            Err(e) => Err(StoreError::Format(FormatError::invalid(self.root.display().to_string(), e.clone()))),
         }
     }
 
     fn check_id(&self, id: i64) -> Result<u64> {
         if id < 0 || id as u64 >= self.num_nodes() {
-            return Err(StoreError::BadRequest(format!(
-                "node id {id} out of range [0, {})",
-                self.num_nodes()
-            )));
+            return Err(StoreError::BadRequest(format!("node id {id} out of range [0, {})", self.num_nodes())));
         }
         Ok(id as u64)
     }
@@ -314,8 +272,7 @@ impl Dataset {
     /// Read and validate the slot of internal node `v`.
     pub fn read_slot(&self, v: u64) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; self.layout.slot_bytes as usize];
-        self.graph
-            .read_exact_at(&mut buf, self.layout.slot_offset(v))?;
+        self.graph.read_exact_at(&mut buf, self.layout.slot_offset(v))?;
         decode_slot(&self.layout, v, &buf, &self.file(GRAPH_FILE))?;
         Ok(buf)
     }
@@ -351,11 +308,7 @@ impl Dataset {
             let page_no = 1 + first_page + i as u64;
             check_overflow_page(&oname, page_no, page)?;
             let lo = if i == 0 { (first % per) as usize } else { 0 };
-            let hi = if i as u64 == npages - 1 {
-                ((first + count - 1) % per) as usize + 1
-            } else {
-                per as usize
-            };
+            let hi = if i as u64 == npages - 1 { ((first + count - 1) % per) as usize + 1 } else { per as usize };
             for j in lo..hi {
                 let id = read_id(&page[j * w..(j + 1) * w]);
                 if id >= l.num_nodes {
@@ -450,10 +403,7 @@ impl Dataset {
 
     pub fn side_array(&self, name: &str) -> Result<NpyArray> {
         if !self.manifest.files.contains_key(name) {
-            return Err(StoreError::BadRequest(format!(
-                "{} has no {name}",
-                self.root.display()
-            )));
+            return Err(StoreError::BadRequest(format!("{} has no {name}", self.root.display())));
         }
         NpyArray::open(&self.root.join(name), &self.file(name))
     }

@@ -75,8 +75,7 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
     let mut next_overflow = 0u64;
     let mut degree_sum = 0u64;
     for pg in 0..l.slot_pages() {
-        ds.graph_reader()
-            .read_exact_at(&mut page, (pg + 1) * p as u64)?;
+        ds.graph_reader().read_exact_at(&mut page, (pg + 1) * p as u64)?;
         let first = pg * k;
         let count = (l.num_nodes - first).min(k);
         for i in 0..count {
@@ -118,14 +117,9 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
         }
     }
     if degree_sum != l.num_edges {
-        return Err(FormatError::oob(
-            &gname,
-            0,
-            "sum of degrees",
-            degree_sum,
-            format!("== num_edges {}", l.num_edges),
-        )
-        .into());
+        return Err(
+            FormatError::oob(&gname, 0, "sum of degrees", degree_sum, format!("== num_edges {}", l.num_edges)).into()
+        );
     }
     if next_overflow != l.overflow_entries {
         return Err(FormatError::oob(
@@ -143,8 +137,7 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
     let per = l.overflow_ids_per_page();
     let w = l.id_bytes as usize;
     for pg in 1..=l.overflow_pages() {
-        ds.overflow_reader()
-            .read_exact_at(&mut page, pg * p as u64)?;
+        ds.overflow_reader().read_exact_at(&mut page, pg * p as u64)?;
         check_overflow_page(&oname, pg, &page)?;
         let base = (pg - 1) * per;
         let n_here = (l.overflow_entries - base).min(per) as usize;
@@ -195,9 +188,7 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
         let stride = l.feature_stride() as usize;
         let rb = l.row_bytes() as usize;
         let rows_per_chunk = (VERIFY_CHUNK_BYTES / stride).max(1) as u64;
-        let fr = ds
-            .features_reader()
-            .expect("separate placement has a feature file");
+        let fr = ds.features_reader().expect("separate placement has a feature file");
         let mut v = 0u64;
         while v < l.num_nodes {
             let n = rows_per_chunk.min(l.num_nodes - v);
@@ -217,10 +208,7 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
                     }
                     .into());
                 }
-                if let Some(j) = chunk[i * stride + rb..(i + 1) * stride]
-                    .iter()
-                    .position(|b| *b != 0)
-                {
+                if let Some(j) = chunk[i * stride + rb..(i + 1) * stride].iter().position(|b| *b != 0) {
                     return Err(FormatError::oob(
                         &fname,
                         l.page_size as u64 + (v + i as u64) * stride as u64 + (rb + j) as u64,
@@ -270,8 +258,7 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
         let order = order_arr.read_all_i64()?;
         let index = ds.side_array(NODE_INDEX_FILE)?.read_all_i64()?;
         for (i, &o) in order.iter().enumerate() {
-            let ok =
-                o >= 0 && (o as u64) < l.num_nodes && index.get(o as usize) == Some(&(i as i64));
+            let ok = o >= 0 && (o as u64) < l.num_nodes && index.get(o as usize) == Some(&(i as i64));
             if !ok {
                 return Err(FormatError::oob(
                     ds.file(NODE_ORDER_FILE),
@@ -284,11 +271,7 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
             }
         }
         // Slot headers must carry the original ids of the map.
-        for (i, &o) in order
-            .iter()
-            .enumerate()
-            .step_by(((l.num_nodes / 1024).max(1)) as usize)
-        {
+        for (i, &o) in order.iter().enumerate().step_by(((l.num_nodes / 1024).max(1)) as usize) {
             let buf = ds.read_slot(i as u64)?;
             let slot = decode_slot(l, i as u64, &buf, &gname)?;
             if slot.original_id != o as u64 {

@@ -23,19 +23,13 @@ const IGB_FEATURE_DIM: u32 = 1024;
 fn is_npy(path: &Path) -> bool {
     use std::io::Read;
     let mut m = [0u8; 6];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut m))
-        .is_ok()
-        && &m == b"\x93NUMPY"
+    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut m)).is_ok() && &m == b"\x93NUMPY"
 }
 
 pub fn detect_format(opts: &BuildOptions) -> Result<InputFormat> {
     let p = &opts.input;
     if !p.exists() {
-        return Err(BuildError::config(format!(
-            "{}: input does not exist",
-            p.display()
-        )));
+        return Err(BuildError::config(format!("{}: input does not exist", p.display())));
     }
     if opts.format != InputFormat::Auto {
         return Ok(opts.format);
@@ -63,10 +57,7 @@ fn required(path: PathBuf, what: &str) -> Result<PathBuf> {
     if path.exists() {
         Ok(path)
     } else {
-        Err(BuildError::config(format!(
-            "{}: missing file (expected the {what})",
-            path.display()
-        )))
+        Err(BuildError::config(format!("{}: missing file (expected the {what})", path.display())))
     }
 }
 
@@ -92,10 +83,7 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
         }),
         InputFormat::Npy => {
             let edges = NpyEdges::open(
-                &required(
-                    p.join("edge_index.npy"),
-                    "edge array [E, 2] or [2, E] of int32/int64",
-                )?,
+                &required(p.join("edge_index.npy"), "edge array [E, 2] or [2, E] of int32/int64")?,
                 false,
             )?;
             let feat_path = p.join("node_feat.npy");
@@ -115,9 +103,7 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
             let labels = optional_values(&p.join("node_label.npy"), "node label array [N]")?;
             let mut splits = Vec::new();
             for name in ["train", "val", "test"] {
-                if let Some(v) =
-                    optional_values(&p.join(format!("{name}_idx.npy")), "split index array [K]")?
-                {
+                if let Some(v) = optional_values(&p.join(format!("{name}_idx.npy")), "split index array [K]")? {
                     splits.push((name.to_string(), v));
                 }
             }
@@ -132,20 +118,14 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
         }
         InputFormat::Igb => {
             let paper = p.join("processed").join("paper");
-            let edge_path = required(
-                p.join("processed")
-                    .join("paper__cites__paper")
-                    .join("edge_index.npy"),
-                "IGB edge array",
-            )?;
+            let edge_path =
+                required(p.join("processed").join("paper__cites__paper").join("edge_index.npy"), "IGB edge array")?;
             let headerless_edges = !is_npy(&edge_path);
             let edges = NpyEdges::open(&edge_path, headerless_edges)?;
             let feat_path = required(paper.join("node_feat.npy"), "IGB feature table")?;
             let n_declared = opts.num_nodes.or(opts.feat_shape.map(|s| s.0));
             let raw_feat = (!is_npy(&feat_path)).then(|| {
-                let (n, d) = opts
-                    .feat_shape
-                    .unwrap_or((n_declared.unwrap_or(0), IGB_FEATURE_DIM));
+                let (n, d) = opts.feat_shape.unwrap_or((n_declared.unwrap_or(0), IGB_FEATURE_DIM));
                 (n, d, opts.feat_dtype.unwrap_or(Dtype::Float32))
             });
             if raw_feat.is_some() && n_declared.is_none() {
@@ -158,11 +138,7 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
             let label_path = paper.join(format!("node_label_{}.npy", opts.igb_classes));
             let labels: Option<Box<dyn ValueSource>> = if label_path.exists() {
                 let raw = (!is_npy(&label_path)).then(|| (n_declared.unwrap_or(0), Dtype::Float32));
-                Some(Box::new(NpyValues::open(
-                    &label_path,
-                    raw,
-                    "IGB label array",
-                )?))
+                Some(Box::new(NpyValues::open(&label_path, raw, "IGB label array")?))
             } else {
                 None
             };
@@ -195,25 +171,20 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
                         return Err(BuildError::input(
                             nn.display(),
                             "line 1",
-                            format!(
-                                "node count {n} is not an integer in [0, {})",
-                                super::NODES_MAX
-                            ),
+                            format!("node count {n} is not an integer in [0, {})", super::NODES_MAX),
                         ));
                     }
                     num_nodes = Some(n as u64);
                 }
             }
-            let features: Option<Box<dyn RowSource>> =
-                match gz_or_plain(raw.join("node-feat.csv.gz")) {
-                    Some(f) => Some(Box::new(CsvRows::open(&f)?)),
-                    None => None,
-                };
-            let labels: Option<Box<dyn ValueSource>> =
-                match gz_or_plain(raw.join("node-label.csv.gz")) {
-                    Some(f) => Some(Box::new(TextValues::open(&f)?)),
-                    None => None,
-                };
+            let features: Option<Box<dyn RowSource>> = match gz_or_plain(raw.join("node-feat.csv.gz")) {
+                Some(f) => Some(Box::new(CsvRows::open(&f)?)),
+                None => None,
+            };
+            let labels: Option<Box<dyn ValueSource>> = match gz_or_plain(raw.join("node-label.csv.gz")) {
+                Some(f) => Some(Box::new(TextValues::open(&f)?)),
+                None => None,
+            };
             let mut splits: Vec<(String, Box<dyn ValueSource>)> = Vec::new();
             let split_root = p.join("split");
             if split_root.is_dir() {
@@ -221,9 +192,7 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
                     Some(n) => n.clone(),
                     None => {
                         let mut names: Vec<String> = std::fs::read_dir(&split_root)
-                            .map_err(|e| {
-                                BuildError::config(format!("{}: {e}", split_root.display()))
-                            })?
+                            .map_err(|e| BuildError::config(format!("{}: {e}", split_root.display())))?
                             .filter_map(|e| e.ok())
                             .filter(|e| e.path().is_dir())
                             .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -245,22 +214,12 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
                     for (file, ours) in [("train", "train"), ("valid", "val"), ("test", "test")] {
                         let path = split_root.join(&name).join(format!("{file}.csv.gz"));
                         if let Some(f) = gz_or_plain(path) {
-                            splits.push((
-                                ours.to_string(),
-                                Box::new(TextValues::open(&f)?) as Box<dyn ValueSource>,
-                            ));
+                            splits.push((ours.to_string(), Box::new(TextValues::open(&f)?) as Box<dyn ValueSource>));
                         }
                     }
                 }
             }
-            Ok(Inputs {
-                format: "ogb".into(),
-                edges: Box::new(edges),
-                num_nodes,
-                features,
-                labels,
-                splits,
-            })
+            Ok(Inputs { format: "ogb".into(), edges: Box::new(edges), num_nodes, features, labels, splits })
         }
         InputFormat::Auto => unreachable!("detect_format resolves Auto"),
     }

@@ -67,26 +67,13 @@ pub struct Inputs {
 
 /// Check one edge endpoint read as a wide integer.
 #[inline]
-pub fn check_id(
-    v: i128,
-    num_nodes: Option<u64>,
-    file: &str,
-    pos: impl FnOnce() -> String,
-) -> Result<u64> {
+pub fn check_id(v: i128, num_nodes: Option<u64>, file: &str, pos: impl FnOnce() -> String) -> Result<u64> {
     if v < 0 {
-        return Err(crate::BuildError::input(
-            file,
-            pos(),
-            format!("negative node id {v} (ids must be >= 0)"),
-        ));
+        return Err(crate::BuildError::input(file, pos(), format!("negative node id {v} (ids must be >= 0)")));
     }
     if let Some(n) = num_nodes {
         if v >= n as i128 {
-            return Err(crate::BuildError::input(
-                file,
-                pos(),
-                format!("node id {v} >= declared node count {n}"),
-            ));
+            return Err(crate::BuildError::input(file, pos(), format!("node id {v} >= declared node count {n}")));
         }
     } else if v >= NODES_MAX as i128 {
         return Err(crate::BuildError::input(

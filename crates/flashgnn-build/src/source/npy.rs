@@ -16,16 +16,9 @@ const CHUNK_BYTES: usize = 4 << 20;
 
 /// Open an array file: parse the npy header, or — when `raw` gives a shape and
 /// dtype — treat it as headerless and check its size.
-pub fn open_array(
-    path: &Path,
-    raw: Option<(Vec<u64>, Dtype)>,
-    what: &str,
-) -> Result<(FileReader, NpyHeader)> {
+pub fn open_array(path: &Path, raw: Option<(Vec<u64>, Dtype)>, what: &str) -> Result<(FileReader, NpyHeader)> {
     if !path.exists() {
-        return Err(BuildError::config(format!(
-            "{}: missing file (expected the {what})",
-            path.display()
-        )));
+        return Err(BuildError::config(format!("{}: missing file (expected the {what})", path.display())));
     }
     let r = FileReader::open(path)?;
     let mut head = vec![0u8; (r.len() as usize).min(1 << 16)];
@@ -105,10 +98,7 @@ impl NpyEdges {
             return Err(BuildError::input(
                 &file,
                 "header",
-                format!(
-                    "edge array has dtype {}; expected an integer dtype (int32/int64)",
-                    h.dtype.name()
-                ),
+                format!("edge array has dtype {}; expected an integer dtype (int32/int64)", h.dtype.name()),
             ));
         }
         let (transposed, num_edges) = match h.shape.as_slice() {
@@ -122,17 +112,7 @@ impl NpyEdges {
                 ))
             }
         };
-        Ok(NpyEdges {
-            file,
-            r,
-            h,
-            transposed,
-            num_edges,
-            next: 0,
-            num_nodes: None,
-            buf: Vec::new(),
-            buf2: Vec::new(),
-        })
+        Ok(NpyEdges { file, r, h, transposed, num_edges, next: 0, num_nodes: None, buf: Vec::new(), buf2: Vec::new() })
     }
 }
 
@@ -151,45 +131,45 @@ impl EdgeSource for NpyEdges {
             return Ok(false);
         }
         let s = self.h.dtype.size();
-        let n = (self.num_edges - self.next)
-            .min(max as u64)
-            .min((CHUNK_BYTES / (2 * s)) as u64) as usize;
+        let n = (self.num_edges - self.next).min(max as u64).min((CHUNK_BYTES / (2 * s)) as u64) as usize;
         let base = self.h.data_offset;
         if self.transposed {
             self.buf.resize(n * s, 0);
             self.buf2.resize(n * s, 0);
-            self.r
-                .read_exact_at(&mut self.buf, base + self.next * s as u64)?;
-            self.r.read_exact_at(
-                &mut self.buf2,
-                base + (self.num_edges + self.next) * s as u64,
-            )?;
+            self.r.read_exact_at(&mut self.buf, base + self.next * s as u64)?;
+            self.r.read_exact_at(&mut self.buf2, base + (self.num_edges + self.next) * s as u64)?;
         } else {
             self.buf.resize(n * 2 * s, 0);
-            self.r
-                .read_exact_at(&mut self.buf, base + self.next * 2 * s as u64)?;
+            self.r.read_exact_at(&mut self.buf, base + self.next * 2 * s as u64)?;
         }
+        // Decode both columns into i128 (so negative and overflowing ids are
+        // reported, not wrapped), with a fast path for the common dtypes.
+        let dt = self.h.dtype;
+        let col = |buf: &[u8], i: usize| -> i128 {
+            match dt {
+                flashgnn_format::Dtype::Int64 => i64::from_le_bytes(buf[i * 8..i * 8 + 8].try_into().unwrap()) as i128,
+                flashgnn_format::Dtype::Int32 => i32::from_le_bytes(buf[i * 4..i * 4 + 4].try_into().unwrap()) as i128,
+                _ => read_int(dt, buf, i).expect("integer dtype checked at open"),
+            }
+        };
+        out.reserve(n);
         for i in 0..n {
-            let row = self.next + i as u64;
             let (a, b) = if self.transposed {
-                (
-                    read_int(self.h.dtype, &self.buf, i).unwrap(),
-                    read_int(self.h.dtype, &self.buf2, i).unwrap(),
-                )
+                (col(&self.buf, i), col(&self.buf2, i))
             } else {
-                (
-                    read_int(self.h.dtype, &self.buf, 2 * i).unwrap(),
-                    read_int(self.h.dtype, &self.buf, 2 * i + 1).unwrap(),
-                )
+                (col(&self.buf, 2 * i), col(&self.buf, 2 * i + 1))
             };
+            // Fast accept: both ids in range (the overwhelmingly common case).
+            let bound = self.num_nodes.map_or(super::NODES_MAX as i128, |n| n as i128);
+            if a >= 0 && b >= 0 && a < bound && b < bound {
+                out.push((a as u64, b as u64));
+                continue;
+            }
+            let row = self.next + i as u64;
             let (file, t, sz, e) = (&self.file, self.transposed, s as u64, self.num_edges);
             let pos = |col: u64| {
                 move || {
-                    let off = if t {
-                        base + (col * e + row) * sz
-                    } else {
-                        base + (row * 2 + col) * sz
-                    };
+                    let off = if t { base + (col * e + row) * sz } else { base + (row * 2 + col) * sz };
                     format!("edge {row}, column {col} (byte offset {off})")
                 }
             };
@@ -212,20 +192,13 @@ pub struct NpyRows {
 
 impl NpyRows {
     pub fn open(path: &Path, raw: Option<(u64, u32, Dtype)>) -> Result<NpyRows> {
-        let (r, h) = open_array(
-            path,
-            raw.map(|(n, d, t)| (vec![n, d as u64], t)),
-            "feature table [N, D]",
-        )?;
+        let (r, h) = open_array(path, raw.map(|(n, d, t)| (vec![n, d as u64], t)), "feature table [N, D]")?;
         let file = path.display().to_string();
         if !h.dtype.is_float() {
             return Err(BuildError::input(
                 &file,
                 "header",
-                format!(
-                    "feature table has dtype {}; expected float16, float32 or float64",
-                    h.dtype.name()
-                ),
+                format!("feature table has dtype {}; expected float16, float32 or float64", h.dtype.name()),
             ));
         }
         if h.shape.len() != 2 {
@@ -242,12 +215,7 @@ impl NpyRows {
                 format!("feature dimension {} exceeds {}", h.shape[1], u32::MAX / 8),
             ));
         }
-        Ok(NpyRows {
-            file,
-            r,
-            h,
-            next: 0,
-        })
+        Ok(NpyRows { file, r, h, next: 0 })
     }
     pub fn row_offset(&self, r: u64) -> u64 {
         self.h.data_offset + r * self.h.shape[1] * self.h.dtype.size() as u64
@@ -276,8 +244,7 @@ impl RowSource for NpyRows {
         let row_bytes = self.h.shape[1] as usize * self.h.dtype.size();
         let at = out.len();
         out.resize(at + k * row_bytes, 0);
-        self.r
-            .read_exact_at(&mut out[at..], self.row_offset(self.next))?;
+        self.r.read_exact_at(&mut out[at..], self.row_offset(self.next))?;
         self.next += k as u64;
         Ok(k)
     }
@@ -301,21 +268,9 @@ impl NpyValues {
         let file = path.display().to_string();
         match h.shape.as_slice() {
             [_] | [_, 1] => {}
-            s => {
-                return Err(BuildError::input(
-                    &file,
-                    "header",
-                    format!("{what} has shape {s:?}; expected [N]"),
-                ))
-            }
+            s => return Err(BuildError::input(&file, "header", format!("{what} has shape {s:?}; expected [N]"))),
         }
-        Ok(NpyValues {
-            file,
-            r,
-            h,
-            next: 0,
-            buf: Vec::new(),
-        })
+        Ok(NpyValues { file, r, h, next: 0, buf: Vec::new() })
     }
 }
 
@@ -333,16 +288,12 @@ impl ValueSource for NpyValues {
         }
         let s = self.h.dtype.size();
         self.buf.resize(k * s, 0);
-        self.r
-            .read_exact_at(&mut self.buf, self.h.data_offset + self.next * s as u64)?;
+        self.r.read_exact_at(&mut self.buf, self.h.data_offset + self.next * s as u64)?;
         out.extend((0..k).map(|i| read_f64(self.h.dtype, &self.buf, i)));
         self.next += k as u64;
         Ok(k)
     }
     fn position(&self, i: u64) -> String {
-        format!(
-            "row {i} (byte offset {})",
-            self.h.data_offset + i * self.h.dtype.size() as u64
-        )
+        format!("row {i} (byte offset {})", self.h.data_offset + i * self.h.dtype.size() as u64)
     }
 }

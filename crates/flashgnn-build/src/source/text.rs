@@ -44,14 +44,10 @@ pub struct Lines {
 impl Lines {
     pub fn open(path: &Path) -> Result<Lines> {
         let file = path.display().to_string();
-        let f = File::open(path)
-            .map_err(|e| BuildError::config(format!("{file}: cannot open: {e}")))?;
+        let f = File::open(path).map_err(|e| BuildError::config(format!("{file}: cannot open: {e}")))?;
         let total = f.metadata().map(|m| m.len()).unwrap_or(0);
         let consumed = Arc::new(AtomicU64::new(0));
-        let counting = Counting {
-            inner: f,
-            count: consumed.clone(),
-        };
+        let counting = Counting { inner: f, count: consumed.clone() };
         let gz = path.extension().is_some_and(|e| e == "gz");
         let reader: Box<dyn BufRead + Send> = if gz {
             Box::new(BufReader::with_capacity(
@@ -61,15 +57,7 @@ impl Lines {
         } else {
             Box::new(BufReader::with_capacity(1 << 20, counting))
         };
-        Ok(Lines {
-            file,
-            reader,
-            consumed,
-            total,
-            gz,
-            line_no: 0,
-            line: Vec::new(),
-        })
+        Ok(Lines { file, reader, consumed, total, gz, line_no: 0, line: Vec::new() })
     }
 
     pub fn bytes_total(&self) -> u64 {
@@ -92,11 +80,7 @@ impl Lines {
                         format!("gzip stream is corrupt or ends early (truncated file?): {e}"),
                     )
                 } else {
-                    BuildError::input(
-                        &self.file,
-                        format!("byte offset {off}"),
-                        format!("read error: {e}"),
-                    )
+                    BuildError::input(&self.file, format!("byte offset {off}"), format!("read error: {e}"))
                 }
             })?;
             if n == 0 {
@@ -172,13 +156,7 @@ pub struct TextEdges {
 
 impl TextEdges {
     pub fn open(path: &Path, skip_bad: bool) -> Result<TextEdges> {
-        Ok(TextEdges {
-            lines: Lines::open(path)?,
-            num_nodes: None,
-            skip_bad,
-            skipped: 0,
-            examples: Vec::new(),
-        })
+        Ok(TextEdges { lines: Lines::open(path)?, num_nodes: None, skip_bad, skipped: 0, examples: Vec::new() })
     }
 
     /// Err((malformed, error)): `malformed` lines may be skipped in skip
@@ -194,23 +172,13 @@ impl TextEdges {
                     BuildError::input(
                         &l.file,
                         format!("line {}, column {}", l.line_no, l.line.len() + 1),
-                        format!(
-                            "short line {}: expected two node ids, found {k}",
-                            show(&l.line)
-                        ),
+                        format!("short line {}: expected two node ids, found {k}", show(&l.line)),
                     ),
                 ));
             };
             let pos = || format!("line {}, column {col}", l.line_no);
             let v = parse_int(f).ok_or_else(|| {
-                (
-                    true,
-                    BuildError::input(
-                        &l.file,
-                        pos(),
-                        format!("cannot parse {} as a node id", show(f)),
-                    ),
-                )
+                (true, BuildError::input(&l.file, pos(), format!("cannot parse {} as a node id", show(f))))
             })?;
             *id = check_id(v, self.num_nodes, &l.file, pos).map_err(|e| (false, e))?;
         }
@@ -265,12 +233,7 @@ pub struct CsvRows {
 
 impl CsvRows {
     pub fn open(path: &Path) -> Result<CsvRows> {
-        let mut r = CsvRows {
-            lines: Lines::open(path)?,
-            dim: None,
-            pending: None,
-            row: 0,
-        };
+        let mut r = CsvRows { lines: Lines::open(path)?, dim: None, pending: None, row: 0 };
         // Read the first row to learn D.
         if r.lines.next_line()? {
             let v = r.parse_current(None)?;
@@ -301,10 +264,7 @@ impl CsvRows {
                 return Err(BuildError::input(
                     &l.file,
                     format!("line {}", l.line_no),
-                    format!(
-                        "row has {} values, expected {d} (the width of the first row)",
-                        v.len()
-                    ),
+                    format!("row has {} values, expected {d} (the width of the first row)", v.len()),
                 ));
             }
         }
@@ -360,10 +320,7 @@ pub struct TextValues {
 
 impl TextValues {
     pub fn open(path: &Path) -> Result<TextValues> {
-        Ok(TextValues {
-            lines: Lines::open(path)?,
-            index: 0,
-        })
+        Ok(TextValues { lines: Lines::open(path)?, index: 0 })
     }
 }
 
@@ -408,9 +365,6 @@ mod tests {
         assert_eq!(f, vec![(3, &b"12"[..]), (7, &b"34"[..]), (11, &b"5"[..])]);
         assert_eq!(parse_int(b"-17"), Some(-17));
         assert_eq!(parse_int(b"1x"), None);
-        assert_eq!(
-            parse_int(b"99999999999999999999"),
-            Some(99999999999999999999)
-        );
+        assert_eq!(parse_int(b"99999999999999999999"), Some(99999999999999999999));
     }
 }
