@@ -10,14 +10,23 @@
 //! - [`publish`]: atomic directory publication (fsync files, rename, fsync the
 //!   parent; an existing dataset is swapped with `renameat2(RENAME_EXCHANGE)`).
 //!
+//! - [`engine`]: batched reads for the sampler — `uring` (io_uring +
+//!   O_DIRECT), `pread` (sync / thread pool), `mmap`, `memory`.
+//!
 //! Architecture invariant: this is the only crate of the storage stack that
-//! calls `libc`; `unsafe` is confined to [`publish::rename_exchange`].
+//! calls `libc` or holds `unsafe` (aligned buffers, io_uring submission,
+//! mappings, `renameat2`); each `unsafe` block states why it is sound.
 
+pub mod aligned;
+pub mod engine;
 pub mod fault;
+pub mod mapped;
 pub mod out;
+pub mod pool;
 pub mod publish;
 pub mod read;
 pub mod rss;
+pub mod uring;
 
 pub use out::OutFile;
 pub use publish::{fsync_dir, publish_dir};

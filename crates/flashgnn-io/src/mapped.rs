@@ -1,0 +1,129 @@
+//! The `mmap`, `mmap-default` and `memory` engines: reads are copies out of
+//! a mapping (page faults through the page cache) or out of RAM.
+
+use std::path::{Path, PathBuf};
+
+use crate::aligned::AlignedBuf;
+use crate::engine::{eof_error, Done, IoCounters, ReadEngine, ReadReq};
+use crate::IoError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `mmap` + `madvise(MADV_RANDOM)`: the tuned page-cache baseline.
+    MmapRandom,
+    /// `mmap` with kernel defaults (readahead on): what most users run.
+    MmapDefault,
+    /// Whole files read into RAM at open.
+    Memory,
+}
+
+struct Map {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is read-only and lives as long as the engine.
+unsafe impl Send for Map {}
+
+enum Source {
+    Mapped(Map),
+    Owned(Vec<u8>),
+}
+
+impl Source {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            // SAFETY: ptr/len describe a live PROT_READ mapping (or len 0).
+            Source::Mapped(m) if m.len > 0 => unsafe { std::slice::from_raw_parts(m.ptr, m.len) },
+            Source::Mapped(_) => &[],
+            Source::Owned(v) => v,
+        }
+    }
+}
+
+impl Drop for Source {
+    fn drop(&mut self) {
+        if let Source::Mapped(m) = self {
+            if m.len > 0 {
+                // SAFETY: unmapping exactly what mmap returned.
+                unsafe { libc::munmap(m.ptr as *mut libc::c_void, m.len) };
+            }
+        }
+    }
+}
+
+pub struct MappedEngine {
+    mode: Mode,
+    sources: Vec<Source>,
+    paths: Vec<PathBuf>,
+    ready: Vec<Done>,
+    counters: IoCounters,
+}
+
+impl MappedEngine {
+    pub fn open(paths: &[PathBuf], mode: Mode) -> Result<MappedEngine, IoError> {
+        use std::os::unix::io::AsRawFd;
+        let mut sources = Vec::new();
+        for p in paths {
+            let f = std::fs::File::open(p).map_err(|e| IoError::new("opening", p, None, e))?;
+            let len = f.metadata().map_err(|e| IoError::new("stat", p, None, e))?.len() as usize;
+            sources.push(match mode {
+                Mode::Memory => Source::Owned(std::fs::read(p).map_err(|e| IoError::new("reading", p, None, e))?),
+                _ if len == 0 => Source::Mapped(Map { ptr: std::ptr::null_mut(), len: 0 }),
+                _ => {
+                    // SAFETY: mapping a regular file read-only; checked for MAP_FAILED.
+                    let ptr = unsafe {
+                        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0)
+                    };
+                    if ptr == libc::MAP_FAILED {
+                        return Err(IoError::new("mmap", p, None, std::io::Error::last_os_error()));
+                    }
+                    if mode == Mode::MmapRandom {
+                        // SAFETY: advising on the mapping just created.
+                        unsafe { libc::madvise(ptr, len, libc::MADV_RANDOM) };
+                    }
+                    Source::Mapped(Map { ptr: ptr as *mut u8, len })
+                }
+            });
+        }
+        Ok(MappedEngine { mode, sources, paths: paths.to_vec(), ready: Vec::new(), counters: IoCounters::default() })
+    }
+}
+
+impl ReadEngine for MappedEngine {
+    fn name(&self) -> &'static str {
+        match self.mode {
+            Mode::MmapRandom => "mmap",
+            Mode::MmapDefault => "mmap-default",
+            Mode::Memory => "memory",
+        }
+    }
+    fn depth(&self) -> usize {
+        1
+    }
+    fn in_flight(&self) -> usize {
+        0
+    }
+    fn submit(&mut self, req: ReadReq, mut buf: AlignedBuf) -> Result<(), IoError> {
+        self.counters.record(req.len, 1);
+        let src = self.sources[req.file as usize].bytes();
+        let (o, l) = (req.offset as usize, req.len as usize);
+        if o.checked_add(l).is_none_or(|e| e > src.len()) {
+            return Err(eof_error(&self.paths[req.file as usize], req.offset, req.len, src.len().saturating_sub(o)));
+        }
+        buf.set_len(l);
+        buf.spare()[..l].copy_from_slice(&src[o..o + l]);
+        self.ready.push(Done { req, buf });
+        Ok(())
+    }
+    fn complete(&mut self, _min: usize, out: &mut Vec<Done>) -> Result<(), IoError> {
+        out.append(&mut self.ready);
+        Ok(())
+    }
+    fn counters(&self) -> &IoCounters {
+        &self.counters
+    }
+    fn path(&self, file: u16) -> &Path {
+        &self.paths[file as usize]
+    }
+}

@@ -1,0 +1,587 @@
+//! Out-of-order k-hop neighbor sampling with feature gathering (see the crate
+//! docs for the walk through one batch).
+
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+use std::time::Instant;
+
+use flashgnn_format::layout::{check_overflow_page, FeaturePlacement};
+use flashgnn_format::manifest::{FEATURES_FILE, GRAPH_FILE, OVERFLOW_FILE};
+use flashgnn_format::slot::{decode_slot, read_id};
+use flashgnn_format::{FormatError, Layout};
+use flashgnn_io::aligned::BufPool;
+use flashgnn_io::engine::{open_engine, Done, EngineConfig, EngineKind, ReadEngine, ReadReq};
+use flashgnn_store::Dataset;
+
+use crate::rng::sample_indices;
+use crate::telemetry::{thread_cpu_seconds, Telemetry};
+use crate::{Result, SampleError};
+
+/// File indices in the engine's file table.
+const F_GRAPH: u16 = 0;
+const F_OVERFLOW: u16 = 1;
+const F_FEATURES: u16 = 2;
+
+/// Tag kinds (top byte of a request tag).
+const TAG_PAGE: u64 = 1 << 56;
+const TAG_FEATURE: u64 = 2 << 56;
+const TAG_KEY: u64 = (1 << 56) - 1;
+
+/// Free-list cap for I/O buffers: 64 MiB (16 Ki pages) — beyond that,
+/// buffers go back to the allocator.
+const BUF_POOL_BYTES: usize = 64 << 20;
+
+#[derive(Debug, Clone)]
+pub struct SamplerConfig {
+    pub engine: EngineKind,
+    pub io: EngineConfig,
+    /// Load labels (4 B/node in RAM) so each batch carries `y`.
+    pub labels: bool,
+}
+
+impl Default for SamplerConfig {
+    fn default() -> Self {
+        SamplerConfig { engine: EngineKind::Uring, io: EngineConfig::default(), labels: true }
+    }
+}
+
+/// One mini-batch in PyG order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Batch {
+    /// Unique original node ids; the first `batch_size` are the seeds.
+    pub n_id: Vec<i64>,
+    /// Local edge endpoints: `row` = neighbor, `col` = target (toward seeds).
+    pub row: Vec<i64>,
+    pub col: Vec<i64>,
+    pub num_sampled_nodes: Vec<i64>,
+    pub num_sampled_edges: Vec<i64>,
+    /// Feature rows `[n_id.len(), dim]` in the stored dtype, contiguous.
+    pub x: Vec<u8>,
+    /// Labels of `n_id` (-1 unlabeled); empty when labels are off.
+    pub y: Vec<i64>,
+    pub batch_size: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Node {
+    v: u32,
+    /// Smallest hop at which this node has been reached so far.
+    hop: u8,
+    original: u64,
+    degree: u32,
+    /// Slot seen (original id, degree, inline features known).
+    slot_seen: bool,
+    /// Expansion finished: `samples` holds the sampled neighbors.
+    expanded: bool,
+    expanding: bool,
+    samples: Vec<u32>,
+    /// Sampled indices that live in overflow: (index into samples, entry).
+    wanted: Vec<(u32, u64)>,
+    pending_pages: u32,
+    feature: Option<usize>,
+    feature_requested: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Waiter {
+    Slot(u32),
+    Overflow(u32),
+}
+
+pub struct NeighborSampler {
+    layout: Layout,
+    placement: FeaturePlacement,
+    fanouts: Vec<i32>,
+    io: Box<dyn ReadEngine>,
+    pool: BufPool,
+    files: [String; 3],
+    node_index: Option<Vec<u32>>,
+    node_order: Option<Vec<u32>>,
+    labels: Option<Vec<i32>>,
+    pub telemetry: Telemetry,
+    opened: Instant,
+    // Per-batch state, kept to reuse allocations.
+    nodes: Vec<Node>,
+    index: HashMap<u32, u32>,
+    pages: HashMap<(u16, u64), Vec<Waiter>>,
+    queue: VecDeque<ReadReq>,
+    features: Vec<u8>,
+    scratch: Vec<u32>,
+    bytes_used: u64,
+}
+
+fn load_u32_map(ds: &Dataset, name: &str) -> Result<Vec<u32>> {
+    let a = ds.side_array(name)?;
+    let v = a.read_all_i64()?;
+    let n = ds.num_nodes();
+    v.iter()
+        .enumerate()
+        .map(|(i, &x)| {
+            if x < 0 || x as u64 >= n {
+                Err(FormatError::oob(
+                    ds.file(name),
+                    a.header.data_offset + 8 * i as u64,
+                    "node id",
+                    x as u64,
+                    format!("< {n}"),
+                )
+                .into())
+            } else {
+                Ok(x as u32)
+            }
+        })
+        .collect()
+}
+
+impl NeighborSampler {
+    /// Open a sampler over the dataset at `path` with per-hop `fanouts`
+    /// (-1 = all neighbors).
+    pub fn open(path: &Path, fanouts: &[i32], cfg: &SamplerConfig) -> Result<NeighborSampler> {
+        let ds = Dataset::open(path)?;
+        if fanouts.len() > 16 {
+            return Err(SampleError::BadRequest(format!("{} hops requested; at most 16 are supported", fanouts.len())));
+        }
+        let layout = ds.layout().clone();
+        let mut paths = vec![ds.root().join(GRAPH_FILE), ds.root().join(OVERFLOW_FILE)];
+        if layout.placement == FeaturePlacement::Separate {
+            paths.push(ds.root().join(FEATURES_FILE));
+        }
+        let io = open_engine(cfg.engine, &paths, &cfg.io)?;
+        let (node_index, node_order) = if ds.manifest().reorder != "none" {
+            (
+                Some(load_u32_map(&ds, flashgnn_format::manifest::NODE_INDEX_FILE)?),
+                Some(load_u32_map(&ds, flashgnn_format::manifest::NODE_ORDER_FILE)?),
+            )
+        } else {
+            (None, None)
+        };
+        let labels = if cfg.labels && ds.has_labels() {
+            let a = ds.side_array(flashgnn_format::manifest::LABELS_FILE)?;
+            Some(a.read_all_i64()?.into_iter().map(|l| l.clamp(-1, i32::MAX as i64) as i32).collect())
+        } else {
+            None
+        };
+        Ok(NeighborSampler {
+            placement: layout.placement,
+            layout,
+            fanouts: fanouts.to_vec(),
+            io,
+            pool: BufPool::new(BUF_POOL_BYTES),
+            files: [ds.file(GRAPH_FILE), ds.file(OVERFLOW_FILE), ds.file(FEATURES_FILE)],
+            node_index,
+            node_order,
+            labels,
+            telemetry: Telemetry::default(),
+            opened: Instant::now(),
+            nodes: Vec::new(),
+            index: HashMap::new(),
+            pages: HashMap::new(),
+            queue: VecDeque::new(),
+            features: Vec::new(),
+            scratch: Vec::new(),
+            bytes_used: 0,
+        })
+    }
+
+    pub fn engine_name(&self) -> &'static str {
+        self.io.name()
+    }
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    pub fn fanouts(&self) -> &[i32] {
+        &self.fanouts
+    }
+    pub fn io_counters(&self) -> &flashgnn_io::engine::IoCounters {
+        self.io.counters()
+    }
+
+    fn hops(&self) -> usize {
+        self.fanouts.len()
+    }
+
+    fn row_bytes(&self) -> usize {
+        self.layout.row_bytes() as usize
+    }
+
+    /// Sample one mini-batch around `seeds` (original ids) with `seed`.
+    pub fn sample(&mut self, seeds: &[i64], seed: u64) -> Result<Batch> {
+        let t0 = Instant::now();
+        let cpu0 = thread_cpu_seconds();
+        let io0 = self.io.counters().clone();
+        self.nodes.clear();
+        self.index.clear();
+        self.pages.clear();
+        self.queue.clear();
+        self.features.clear();
+        self.bytes_used = 0;
+        let n = self.layout.num_nodes;
+        let mut seed_idx = Vec::with_capacity(seeds.len());
+        for &s in seeds {
+            if s < 0 || s as u64 >= n {
+                return Err(SampleError::BadRequest(format!("seed node id {s} out of range [0, {n})")));
+            }
+            let v = match &self.node_index {
+                Some(m) => m[s as usize],
+                None => s as u32,
+            };
+            seed_idx.push(self.discover(v, 0, seed)?);
+        }
+        let r = self.run(seed);
+        if let Err(e) = r {
+            self.drain();
+            return Err(e);
+        }
+        let batch = self.canonical(&seed_idx)?;
+        let mut t = Telemetry {
+            batches: 1,
+            seeds: seeds.len() as u64,
+            nodes: batch.n_id.len() as u64,
+            edges: batch.row.len() as u64,
+            ..Default::default()
+        };
+        t.absorb_io(&io0, self.io.counters());
+        t.bytes_used = self.bytes_used;
+        t.seconds = t0.elapsed().as_secs_f64();
+        t.cpu_seconds = thread_cpu_seconds() - cpu0;
+        t.timeline.push((self.opened.elapsed().as_secs_f64(), self.io.in_flight() as u32));
+        self.telemetry.add(&t);
+        Ok(batch)
+    }
+
+    /// After an error: wait for reads still in flight so no buffer is leaked
+    /// and the next batch starts clean.
+    fn drain(&mut self) {
+        let mut done = Vec::new();
+        while self.io.in_flight() > 0 {
+            done.clear();
+            if self.io.complete(1, &mut done).is_err() {
+                continue;
+            }
+            for d in done.drain(..) {
+                self.pool.put(d.buf);
+            }
+        }
+        self.queue.clear();
+    }
+
+    /// Reach internal node `v` at `hop`; returns its batch index.
+    fn discover(&mut self, v: u32, hop: u8, seed: u64) -> Result<u32> {
+        let k = self.hops() as u8;
+        if let Some(&i) = self.index.get(&v) {
+            let node = &mut self.nodes[i as usize];
+            if hop < node.hop {
+                node.hop = hop;
+                if hop < k && !node.expanded && !node.expanding {
+                    // Reached earlier than first thought: it must be expanded now.
+                    self.request_slot(i)?;
+                }
+            }
+            return Ok(i);
+        }
+        let i = self.nodes.len() as u32;
+        let original = match &self.node_order {
+            Some(o) => o[v as usize] as u64,
+            None => v as u64,
+        };
+        self.nodes.push(Node {
+            v,
+            hop,
+            original,
+            degree: 0,
+            slot_seen: false,
+            expanded: false,
+            expanding: false,
+            samples: Vec::new(),
+            wanted: Vec::new(),
+            pending_pages: 0,
+            feature: None,
+            feature_requested: false,
+        });
+        self.index.insert(v, i);
+        let needs_slot = hop < k || (self.placement == FeaturePlacement::Inline && self.row_bytes() > 0);
+        if needs_slot {
+            self.request_slot(i)?;
+        }
+        if self.placement == FeaturePlacement::Separate && self.row_bytes() > 0 {
+            self.request_feature(i);
+        }
+        let _ = seed;
+        Ok(i)
+    }
+
+    fn request_page(&mut self, file: u16, page: u64, w: Waiter) {
+        let key = (file, page);
+        if let Some(ws) = self.pages.get_mut(&key) {
+            ws.push(w); // one read serves every node waiting on this page
+            return;
+        }
+        self.pages.insert(key, vec![w]);
+        let p = self.layout.page_size as u64;
+        self.queue.push_back(ReadReq {
+            file,
+            offset: page * p,
+            len: p as u32,
+            tag: TAG_PAGE | (file as u64) << 48 | page,
+        });
+    }
+
+    fn request_slot(&mut self, i: u32) -> Result<()> {
+        let node = &mut self.nodes[i as usize];
+        if node.hop < self.fanouts.len() as u8 {
+            node.expanding = true;
+        }
+        let page = self.layout.slot_offset(node.v as u64) / self.layout.page_size as u64;
+        self.request_page(F_GRAPH, page, Waiter::Slot(i));
+        Ok(())
+    }
+
+    fn request_feature(&mut self, i: u32) {
+        let node = &mut self.nodes[i as usize];
+        if node.feature_requested {
+            return;
+        }
+        node.feature_requested = true;
+        let (_, start, end) = self.layout.feature_range(node.v as u64);
+        let s = flashgnn_format::SECTOR_BYTES;
+        let (lo, hi) = (start / s * s, end.div_ceil(s) * s);
+        self.queue.push_back(ReadReq {
+            file: F_FEATURES,
+            offset: lo,
+            len: (hi - lo) as u32,
+            tag: TAG_FEATURE | i as u64,
+        });
+    }
+
+    fn run(&mut self, seed: u64) -> Result<()> {
+        let mut done: Vec<Done> = Vec::new();
+        loop {
+            while self.io.in_flight() < self.io.depth() {
+                let Some(req) = self.queue.pop_front() else { break };
+                let buf = self.pool.get(req.len as usize);
+                self.io.submit(req, buf)?;
+            }
+            if self.io.in_flight() == 0 && self.queue.is_empty() {
+                // Synchronous engines complete inside submit; collect those too.
+                done.clear();
+                self.io.complete(0, &mut done)?;
+                if done.is_empty() {
+                    return Ok(());
+                }
+            } else {
+                done.clear();
+                self.io.complete(1, &mut done)?;
+            }
+            for d in done.drain(..) {
+                let r = self.on_done(&d, seed);
+                self.pool.put(d.buf);
+                r?;
+            }
+        }
+    }
+
+    fn on_done(&mut self, d: &Done, seed: u64) -> Result<()> {
+        let tag = d.req.tag;
+        if tag & !TAG_KEY == TAG_FEATURE {
+            let i = (tag & TAG_KEY) as usize;
+            let (_, start, end) = self.layout.feature_range(self.nodes[i].v as u64);
+            let lo = d.req.offset;
+            let bytes = &d.buf.as_slice()[(start - lo) as usize..(end - lo) as usize];
+            let off = self.features.len();
+            self.features.extend_from_slice(bytes);
+            self.nodes[i].feature = Some(off);
+            self.bytes_used += bytes.len() as u64;
+            return Ok(());
+        }
+        let file = ((tag >> 48) & 0xff) as u16;
+        let page = tag & ((1 << 48) - 1);
+        let waiters = self.pages.remove(&(file, page)).unwrap_or_default();
+        let buf = d.buf.as_slice();
+        if file == F_OVERFLOW {
+            check_overflow_page(&self.files[F_OVERFLOW as usize], page, buf)?;
+        }
+        for w in waiters {
+            match w {
+                Waiter::Slot(i) => self.on_slot(i, page, buf, seed)?,
+                Waiter::Overflow(i) => self.on_overflow(i, page, buf, seed)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn on_slot(&mut self, i: u32, page: u64, buf: &[u8], seed: u64) -> Result<()> {
+        let l = &self.layout;
+        let v = self.nodes[i as usize].v as u64;
+        let start = (l.slot_offset(v) - page * l.page_size as u64) as usize;
+        let bytes = &buf[start..start + l.slot_bytes as usize];
+        let gname = &self.files[F_GRAPH as usize];
+        let slot = decode_slot(l, v, bytes, gname)?;
+        let node = &mut self.nodes[i as usize];
+        if node.node_mismatch(&slot) {
+            return Err(FormatError::oob(
+                gname.clone(),
+                l.slot_offset(v) + 8,
+                "original id",
+                slot.original_id,
+                format!("== {} from node_order.npy", node.original),
+            )
+            .into());
+        }
+        if !node.slot_seen {
+            node.slot_seen = true;
+            node.degree = slot.degree;
+            self.bytes_used += 24;
+            if self.placement == FeaturePlacement::Inline && !slot.features.is_empty() && node.feature.is_none() {
+                let off = self.features.len();
+                self.features.extend_from_slice(slot.features);
+                node.feature = Some(off);
+                self.bytes_used += slot.features.len() as u64;
+            }
+        }
+        let hop = node.hop as usize;
+        if hop >= self.fanouts.len()
+            || node.expanded
+            || !node.expanding
+            || !node.samples.is_empty()
+            || node.pending_pages > 0
+        {
+            return Ok(());
+        }
+        // Expand: choose indices, resolve inline ones now.
+        let mut idx = std::mem::take(&mut self.scratch);
+        sample_indices(seed, v, slot.degree, self.fanouts[hop], &mut idx);
+        let cap = l.inline_cap;
+        let mut samples = Vec::with_capacity(idx.len());
+        let mut wanted = Vec::new();
+        for (j, &x) in idx.iter().enumerate() {
+            if x < cap {
+                samples.push(slot.inline_id(x as usize, l, gname)? as u32);
+            } else {
+                samples.push(u32::MAX);
+                wanted.push((j as u32, slot.overflow_first + (x - cap) as u64));
+            }
+        }
+        self.scratch = idx;
+        self.bytes_used += samples.len() as u64 * l.id_bytes as u64;
+        let node = &mut self.nodes[i as usize];
+        node.samples = samples;
+        if wanted.is_empty() {
+            return self.finish_expansion(i, seed);
+        }
+        let per = l.overflow_ids_per_page();
+        let mut pages: Vec<u64> = wanted.iter().map(|&(_, e)| 1 + e / per).collect();
+        pages.sort_unstable();
+        pages.dedup();
+        node.pending_pages = pages.len() as u32;
+        node.wanted = wanted;
+        for p in pages {
+            self.request_page(F_OVERFLOW, p, Waiter::Overflow(i));
+        }
+        Ok(())
+    }
+
+    fn on_overflow(&mut self, i: u32, page: u64, buf: &[u8], seed: u64) -> Result<()> {
+        let l = &self.layout;
+        let per = l.overflow_ids_per_page();
+        let w = l.id_bytes as usize;
+        let node = &mut self.nodes[i as usize];
+        for &(j, e) in &node.wanted {
+            if 1 + e / per == page {
+                let at = (e % per) as usize * w;
+                let id = read_id(&buf[at..at + w]);
+                if id >= l.num_nodes {
+                    return Err(FormatError::oob(
+                        self.files[F_OVERFLOW as usize].clone(),
+                        page * l.page_size as u64 + at as u64,
+                        "neighbor id",
+                        id,
+                        format!("< num_nodes {}", l.num_nodes),
+                    )
+                    .into());
+                }
+                node.samples[j as usize] = id as u32;
+            }
+        }
+        node.pending_pages -= 1;
+        if node.pending_pages == 0 {
+            node.wanted.clear();
+            return self.finish_expansion(i, seed);
+        }
+        Ok(())
+    }
+
+    fn finish_expansion(&mut self, i: u32, seed: u64) -> Result<()> {
+        let node = &mut self.nodes[i as usize];
+        node.expanded = true;
+        node.expanding = false;
+        let hop = node.hop + 1;
+        let samples = std::mem::take(&mut node.samples);
+        for &u in &samples {
+            self.discover(u, hop, seed)?;
+        }
+        self.nodes[i as usize].samples = samples;
+        Ok(())
+    }
+
+    /// Assign local ids in PyG order and gather the outputs.
+    fn canonical(&mut self, seed_idx: &[u32]) -> Result<Batch> {
+        let k = self.hops();
+        let rb = self.row_bytes();
+        let mut local: HashMap<u32, i64> = HashMap::with_capacity(self.nodes.len());
+        let mut order: Vec<u32> = Vec::with_capacity(self.nodes.len());
+        for &i in seed_idx {
+            local.entry(i).or_insert(order.len() as i64);
+            order.push(i);
+        }
+        let mut b = Batch { batch_size: seed_idx.len(), ..Default::default() };
+        b.num_sampled_nodes.push(seed_idx.len() as i64);
+        let mut frontier = 0..order.len();
+        for hop in 0..k {
+            let start = order.len();
+            let edges0 = b.row.len();
+            for f in frontier.clone() {
+                let i = order[f];
+                let node = &self.nodes[i as usize];
+                if !node.expanded {
+                    return Err(SampleError::BadRequest(format!(
+                        "internal: node {} at hop {hop} was not expanded",
+                        node.v
+                    )));
+                }
+                let col = local[&i];
+                for &u in &node.samples {
+                    let j = self.index[&u];
+                    let l = *local.entry(j).or_insert_with(|| {
+                        order.push(j);
+                        (order.len() - 1) as i64
+                    });
+                    b.row.push(l);
+                    b.col.push(col);
+                }
+            }
+            b.num_sampled_edges.push((b.row.len() - edges0) as i64);
+            b.num_sampled_nodes.push((order.len() - start) as i64);
+            frontier = start..order.len();
+        }
+        b.n_id = order.iter().map(|&i| self.nodes[i as usize].original as i64).collect();
+        b.x.reserve(order.len() * rb);
+        if rb > 0 {
+            for &i in &order {
+                let off = self.nodes[i as usize].feature.ok_or_else(|| {
+                    SampleError::BadRequest(format!("internal: no features for node {}", self.nodes[i as usize].v))
+                })?;
+                b.x.extend_from_slice(&self.features[off..off + rb]);
+            }
+        }
+        if let Some(lab) = &self.labels {
+            b.y = b.n_id.iter().map(|&o| lab[o as usize] as i64).collect();
+        }
+        Ok(b)
+    }
+}
+
+impl Node {
+    fn node_mismatch(&self, slot: &flashgnn_format::slot::SlotView) -> bool {
+        slot.original_id != self.original
+    }
+}

@@ -1,0 +1,77 @@
+//! Engine telemetry: per batch and cumulative — reads, bytes read against
+//! bytes used (read amplification), IOPS, MB/s, histograms of reads in flight
+//! and of request sizes, a depth timeline, CPU time per read.
+
+use flashgnn_io::engine::IoCounters;
+
+/// Samples kept in the in-flight timeline (ring buffer), 1 per completion
+/// batch: enough for ~a minute of batches at full speed.
+pub const TIMELINE_MAX: usize = 65536;
+
+#[derive(Debug, Clone, Default)]
+pub struct Telemetry {
+    pub batches: u64,
+    pub seeds: u64,
+    pub nodes: u64,
+    pub edges: u64,
+    pub reads: u64,
+    pub bytes_read: u64,
+    pub bytes_used: u64,
+    pub seconds: f64,
+    pub cpu_seconds: f64,
+    pub depth_hist: [u64; 16],
+    pub size_hist: [u64; 15],
+    /// (seconds since engine open, reads in flight) samples.
+    pub timeline: Vec<(f64, u32)>,
+}
+
+impl Telemetry {
+    pub fn absorb_io(&mut self, before: &IoCounters, after: &IoCounters) {
+        self.reads += after.reads - before.reads;
+        self.bytes_read += after.bytes - before.bytes;
+        for i in 0..16 {
+            self.depth_hist[i] += after.depth_hist[i] - before.depth_hist[i];
+        }
+        for i in 0..15 {
+            self.size_hist[i] += after.size_hist[i] - before.size_hist[i];
+        }
+    }
+    pub fn add(&mut self, o: &Telemetry) {
+        self.batches += o.batches;
+        self.seeds += o.seeds;
+        self.nodes += o.nodes;
+        self.edges += o.edges;
+        self.reads += o.reads;
+        self.bytes_read += o.bytes_read;
+        self.bytes_used += o.bytes_used;
+        self.seconds += o.seconds;
+        self.cpu_seconds += o.cpu_seconds;
+        for i in 0..16 {
+            self.depth_hist[i] += o.depth_hist[i];
+        }
+        for i in 0..15 {
+            self.size_hist[i] += o.size_hist[i];
+        }
+        for s in &o.timeline {
+            if self.timeline.len() < TIMELINE_MAX {
+                self.timeline.push(*s);
+            }
+        }
+    }
+    pub fn read_amplification(&self) -> f64 {
+        if self.bytes_used == 0 {
+            0.0
+        } else {
+            self.bytes_read as f64 / self.bytes_used as f64
+        }
+    }
+    pub fn iops(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.reads as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+pub use flashgnn_io::rss::thread_cpu_seconds;
