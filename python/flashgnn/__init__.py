@@ -18,11 +18,14 @@ from flashgnn._core import (
 )
 from flashgnn.dataset import Dataset, open
 from flashgnn.jobs import build, generate, verify
+from flashgnn.sampler import SampledBatch, Sampler
 
 __all__ = [
     "FORMAT_VERSION",
     "CorruptDatasetError",
     "Dataset",
+    "SampledBatch",
+    "Sampler",
     "DatasetNotFoundError",
     "FlashgnnError",
     "InputError",

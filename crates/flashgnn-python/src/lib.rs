@@ -7,6 +7,7 @@
 mod dataset;
 mod error;
 mod job;
+mod sampler;
 
 use pyo3::prelude::*;
 
@@ -17,6 +18,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     error::register(m)?;
     m.add_class::<dataset::Dataset>()?;
     m.add_class::<job::Job>()?;
+    m.add_class::<sampler::Sampler>()?;
+    m.add_class::<sampler::BatchIter>()?;
+    m.add_function(wrap_pyfunction!(sampler::probe_random_reads, m)?)?;
     m.add_function(wrap_pyfunction!(job::start_build, m)?)?;
     m.add_function(wrap_pyfunction!(job::start_generate, m)?)?;
     m.add_function(wrap_pyfunction!(job::start_verify, m)?)?;

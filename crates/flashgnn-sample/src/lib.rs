@@ -21,6 +21,7 @@
 //! `depth` page buffers plus the sampled subgraph itself.
 
 pub mod neighbor;
+pub mod probe;
 pub mod rng;
 pub mod telemetry;
 

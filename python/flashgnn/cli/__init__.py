@@ -100,6 +100,18 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("dataset")
     i.add_argument("--json", action="store_true")
 
+    be = sub.add_parser("bench", help="benchmark the sampling engines against the device and each other")
+    be.add_argument("dataset")
+    be.add_argument("--engine", default="all", help="uring|pread|pread-pool|mmap|mmap-default|memory|all (comma list ok)")
+    be.add_argument("--batch-size", type=int, default=1024)
+    be.add_argument("--fanout", default="25,10")
+    be.add_argument("--batches", type=int, default=20)
+    be.add_argument("--depth", type=int, default=256, help="reads in flight for uring and the probe")
+    be.add_argument("--memory-limit", type=parse_size, help="cgroup memory cap per engine run (page cache dropped first)")
+    be.add_argument("--probe-seconds", type=float, default=2.0)
+    be.add_argument("--seed", type=int, default=0)
+    be.add_argument("--json", action="store_true")
+
     v = sub.add_parser("verify", help="check every checksum, address and bound")
     v.add_argument("dataset")
     v.add_argument("--json", action="store_true")

@@ -139,3 +139,9 @@ def cmd_verify(a) -> int:
     return 0
 
 
+
+
+def cmd_bench(a) -> int:
+    from flashgnn.bench.engines import main_bench
+
+    return main_bench(a)

@@ -1,0 +1,290 @@
+//! `flashgnn._core.Sampler`, `BatchIter` and the device probe.
+//!
+//! Fork safety: a sampler remembers the pid that created it. In a forked
+//! child (PyTorch DataLoader workers) its io_uring ring and thread pool do
+//! not exist, so the inherited object is never used or dropped there — it is
+//! leaked, and the Python wrapper opens a fresh one per process.
+
+use std::mem::ManuallyDrop;
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Mutex;
+
+use numpy::{IntoPyArray, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use flashgnn_io::engine::{EngineConfig, EngineKind};
+use flashgnn_sample::{Batch, NeighborSampler, SamplerConfig, Telemetry};
+
+use crate::error::InputError;
+
+fn sample_err(e: flashgnn_sample::SampleError) -> PyErr {
+    use flashgnn_sample::SampleError as E;
+    match e {
+        E::Store(s) => crate::error::store_err(s),
+        E::Format(f) => crate::error::store_err(flashgnn_store::StoreError::Format(f)),
+        E::Io(io) => crate::error::store_err(flashgnn_store::StoreError::Io(io)),
+        E::BadRequest(m) => pyo3::exceptions::PyIndexError::new_err(m),
+    }
+}
+
+fn config(engine: &str, depth: usize, pool_threads: usize, labels: bool) -> PyResult<SamplerConfig> {
+    let kind = EngineKind::parse(engine).ok_or_else(|| {
+        InputError::new_err(format!(
+            "engine {engine:?}: expected uring, pread, pread-pool, mmap, mmap-default or memory"
+        ))
+    })?;
+    Ok(SamplerConfig { engine: kind, io: EngineConfig { depth, pool_threads }, labels })
+}
+
+fn batch_dict<'py>(py: Python<'py>, b: Batch) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("batch_size", b.batch_size)?;
+    d.set_item("n_id", b.n_id.into_pyarray(py))?;
+    d.set_item("row", b.row.into_pyarray(py))?;
+    d.set_item("col", b.col.into_pyarray(py))?;
+    d.set_item("num_sampled_nodes", b.num_sampled_nodes.into_pyarray(py))?;
+    d.set_item("num_sampled_edges", b.num_sampled_edges.into_pyarray(py))?;
+    d.set_item("x", b.x.into_pyarray(py))?;
+    d.set_item("y", b.y.into_pyarray(py))?;
+    Ok(d)
+}
+
+pub fn telemetry_json(t: &Telemetry) -> String {
+    serde_json::json!({
+        "batches": t.batches, "seeds": t.seeds, "nodes": t.nodes, "edges": t.edges,
+        "reads": t.reads, "bytes_read": t.bytes_read, "bytes_used": t.bytes_used,
+        "seconds": t.seconds, "cpu_seconds": t.cpu_seconds,
+        "read_amplification": t.read_amplification(),
+        "iops": t.iops(),
+        "read_mb_per_s": if t.seconds > 0.0 { t.bytes_read as f64 / t.seconds / 1e6 } else { 0.0 },
+        "cpu_us_per_read": if t.reads > 0 { t.cpu_seconds * 1e6 / t.reads as f64 } else { 0.0 },
+        "depth_hist": t.depth_hist.to_vec(),
+        "size_hist": t.size_hist.to_vec(),
+        "timeline": t.timeline,
+    })
+    .to_string()
+}
+
+struct Owned {
+    pid: u32,
+    inner: ManuallyDrop<Mutex<NeighborSampler>>,
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if self.pid == std::process::id() {
+            // SAFETY: dropped exactly once, here, in the creating process.
+            unsafe { ManuallyDrop::drop(&mut self.inner) };
+        }
+        // In a forked child: leak (threads/rings of the parent do not exist here).
+    }
+}
+
+#[pyclass(module = "flashgnn._core")]
+pub struct Sampler {
+    owned: Owned,
+    path: std::path::PathBuf,
+    fanouts: Vec<i32>,
+    cfg: SamplerConfig,
+}
+
+impl Sampler {
+    fn get(&self) -> PyResult<&Mutex<NeighborSampler>> {
+        if self.owned.pid != std::process::id() {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                "this flashgnn sampler was created in another process (fork); open a new one in this process",
+            ));
+        }
+        Ok(&self.owned.inner)
+    }
+}
+
+#[pymethods]
+impl Sampler {
+    #[new]
+    #[pyo3(signature = (path, fanouts, engine="uring", depth=256, pool_threads=64, labels=true))]
+    fn new(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        fanouts: Vec<i32>,
+        engine: &str,
+        depth: usize,
+        pool_threads: usize,
+        labels: bool,
+    ) -> PyResult<Self> {
+        let cfg = config(engine, depth, pool_threads, labels)?;
+        let (p, f, c) = (path.clone(), fanouts.clone(), cfg.clone());
+        let s = py.detach(move || NeighborSampler::open(&p, &f, &c)).map_err(sample_err)?;
+        Ok(Sampler {
+            owned: Owned { pid: std::process::id(), inner: ManuallyDrop::new(Mutex::new(s)) },
+            path,
+            fanouts,
+            cfg,
+        })
+    }
+
+    #[getter]
+    fn engine(&self) -> PyResult<&'static str> {
+        Ok(self.get()?.lock().unwrap().engine_name())
+    }
+
+    /// Sample one mini-batch; returns a dict of numpy arrays (x as raw bytes).
+    fn sample<'py>(
+        &self,
+        py: Python<'py>,
+        seeds: PyReadonlyArray1<'py, i64>,
+        seed: u64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let seeds: Vec<i64> = seeds.as_array().iter().copied().collect();
+        let m = self.get()?;
+        let b = py.detach(|| m.lock().unwrap().sample(&seeds, seed)).map_err(sample_err)?;
+        batch_dict(py, b)
+    }
+
+    fn telemetry(&self) -> PyResult<String> {
+        Ok(telemetry_json(&self.get()?.lock().unwrap().telemetry))
+    }
+
+    fn reset_telemetry(&self) -> PyResult<()> {
+        self.get()?.lock().unwrap().telemetry = Telemetry::default();
+        Ok(())
+    }
+
+    /// Background producer over `seed_order` in batches of `batch_size`,
+    /// at most `prefetch` batches ahead; batch i uses seed `seed + i`.
+    #[pyo3(signature = (seed_order, batch_size, seed, prefetch=4, drop_last=false))]
+    fn iter_batches(
+        &self,
+        seed_order: PyReadonlyArray1<'_, i64>,
+        batch_size: usize,
+        seed: u64,
+        prefetch: usize,
+        drop_last: bool,
+    ) -> PyResult<BatchIter> {
+        if batch_size == 0 {
+            return Err(InputError::new_err("batch_size must be > 0"));
+        }
+        let order: Vec<i64> = seed_order.as_array().iter().copied().collect();
+        let (tx, rx) = sync_channel(prefetch.max(1));
+        let (path, fanouts, cfg) = (self.path.clone(), self.fanouts.clone(), self.cfg.clone());
+        let handle = std::thread::spawn(move || {
+            // The producer owns its own sampler (its own ring and buffers).
+            let mut s = match NeighborSampler::open(&path, &fanouts, &cfg) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return Telemetry::default();
+                }
+            };
+            for (i, chunk) in order.chunks(batch_size).enumerate() {
+                if drop_last && chunk.len() < batch_size {
+                    break;
+                }
+                let r = s.sample(chunk, seed.wrapping_add(i as u64));
+                let stop = r.is_err();
+                if tx.send(r).is_err() || stop {
+                    break;
+                }
+            }
+            s.telemetry.clone()
+        });
+        Ok(BatchIter {
+            rx: Mutex::new(Some(rx)),
+            handle: Mutex::new(Some(handle)),
+            telemetry: Mutex::new(None),
+            pid: std::process::id(),
+        })
+    }
+}
+
+#[pyclass(module = "flashgnn._core")]
+pub struct BatchIter {
+    rx: Mutex<Option<Receiver<flashgnn_sample::Result<Batch>>>>,
+    handle: Mutex<Option<std::thread::JoinHandle<Telemetry>>>,
+    telemetry: Mutex<Option<Telemetry>>,
+    pid: u32,
+}
+
+#[pymethods]
+impl BatchIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        if self.pid != std::process::id() {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                "batch iterator crossed a fork; create it in this process",
+            ));
+        }
+        let rx = self.rx.lock().unwrap().take();
+        let got = match rx {
+            Some(rx) => {
+                let (rx, got) = py.detach(move || {
+                    let got = rx.recv().ok();
+                    (rx, got)
+                });
+                *self.rx.lock().unwrap() = Some(rx);
+                got
+            }
+            None => None,
+        };
+        match got {
+            Some(Ok(b)) => Ok(Some(batch_dict(py, b)?)),
+            Some(Err(e)) => {
+                self.finish(py);
+                Err(sample_err(e))
+            }
+            None => {
+                self.finish(py);
+                Ok(None)
+            }
+        }
+    }
+    /// Telemetry of the producer (available once the iterator is exhausted).
+    fn telemetry(&self) -> Option<String> {
+        self.telemetry.lock().unwrap().as_ref().map(telemetry_json)
+    }
+    /// Stop the producer early.
+    fn close(&self, py: Python<'_>) {
+        self.finish(py);
+    }
+}
+
+impl BatchIter {
+    fn finish(&self, py: Python<'_>) {
+        self.rx.lock().unwrap().take(); // producer's send fails -> it stops
+        if let Some(h) = self.handle.lock().unwrap().take() {
+            if let Ok(t) = py.detach(move || h.join()) {
+                *self.telemetry.lock().unwrap() = Some(t);
+            }
+        }
+    }
+}
+
+impl Drop for BatchIter {
+    fn drop(&mut self) {
+        if self.pid != std::process::id() {
+            // Forked child: the producer thread does not exist here.
+            std::mem::forget(self.handle.get_mut().unwrap().take());
+            std::mem::forget(self.rx.get_mut().unwrap().take());
+        }
+    }
+}
+
+/// Random-read probe (fio-style): `len`-byte O_DIRECT reads at random
+/// aligned offsets of `path`, `depth` in flight, for `seconds`. Returns IOPS.
+#[pyfunction]
+#[pyo3(signature = (path, len=4096, depth=1, seconds=2.0, engine="uring"))]
+pub fn probe_random_reads(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    len: u32,
+    depth: usize,
+    seconds: f64,
+    engine: &str,
+) -> PyResult<f64> {
+    let kind = EngineKind::parse(engine).ok_or_else(|| InputError::new_err(format!("unknown engine {engine:?}")))?;
+    py.detach(move || flashgnn_sample::probe::random_reads(&path, kind, len, depth, seconds))
+        .map_err(|e| crate::error::store_err(flashgnn_store::StoreError::Io(e)))
+}

@@ -1,0 +1,181 @@
+"""`flashgnn bench`: the sampling engines against each other and the device.
+
+For each engine: batches/s, seeds/s, sampled nodes/s, IOPS, MB/s, read
+amplification, io_efficiency (engine IOPS / device-limit IOPS measured by the
+probe in the same run, 4 KiB O_DIRECT random reads at the engine's depth), and
+speedups against ``mmap`` and ``memory``. ``--memory-limit`` runs each engine
+in a child process inside a cgroup memory cap (v1 or v2), page cache dropped
+first. Verdicts are ratios, never bare times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ALL = ["uring", "pread", "mmap", "mmap-default", "memory"]
+
+
+def drop_caches() -> bool:
+    try:
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def make_cgroup(limit: int) -> tuple[Path, str]:
+    """Create a memory cgroup capped at ``limit``; returns (dir, procs file)."""
+    name = f"flashgnn-bench-{os.getpid()}"
+    v1 = Path("/sys/fs/cgroup/memory")
+    if v1.is_dir() and os.access(v1, os.W_OK):
+        d = v1 / name
+        d.mkdir(exist_ok=True)
+        (d / "memory.limit_in_bytes").write_text(str(limit))
+        try:
+            (d / "memory.memsw.limit_in_bytes").write_text(str(limit))
+        except OSError:
+            pass  # no swap accounting: the cap is on RAM only
+        return d, "cgroup.procs"
+    v2 = Path("/sys/fs/cgroup")
+    if (v2 / "cgroup.controllers").exists() and "memory" in (v2 / "cgroup.controllers").read_text():
+        d = v2 / name
+        d.mkdir(exist_ok=True)
+        (d / "memory.max").write_text(str(limit))
+        return d, "cgroup.procs"
+    raise RuntimeError(
+        "--memory-limit needs a writable cgroup memory controller (v1 /sys/fs/cgroup/memory or v2 with 'memory' "
+        "in cgroup.controllers); run as root or drop --memory-limit"
+    )
+
+
+def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, warmup=2) -> dict:
+    from flashgnn.dataset import Dataset
+    from flashgnn.sampler import Sampler
+
+    ds = Dataset(path)
+    rng = np.random.default_rng(seed)
+    pool = ds.split("train") if "train" in ds.split_names else np.arange(ds.num_nodes)
+    need = (batches + warmup) * batch_size
+    order = rng.permutation(pool)
+    while len(order) < need:
+        order = np.concatenate([order, rng.permutation(pool)])
+    t_open = time.perf_counter()
+    s = Sampler(path, fanouts, engine=engine, depth=depth, labels=True)
+    open_s = time.perf_counter() - t_open
+    for i in range(warmup):
+        s.sample(order[i * batch_size:(i + 1) * batch_size], seed=i)
+    s.reset_telemetry()
+    t = time.perf_counter()
+    for i in range(warmup, warmup + batches):
+        s.sample(order[i * batch_size:(i + 1) * batch_size], seed=i)
+    el = time.perf_counter() - t
+    tel = s.telemetry()
+    with open("/proc/self/status") as f:
+        rss = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmHWM"))
+    return {
+        "engine": engine,
+        "batches": batches,
+        "seconds": el,
+        "open_seconds": open_s,
+        "batches_per_s": batches / el,
+        "seeds_per_s": tel["seeds"] / el,
+        "nodes_per_s": tel["nodes"] / el,
+        "iops": tel["reads"] / el,
+        "read_mb_per_s": tel["bytes_read"] / el / 1e6,
+        "read_amplification": tel["read_amplification"],
+        "reads_per_node": tel["reads"] / max(tel["nodes"], 1),
+        "cpu_us_per_read": tel["cpu_us_per_read"],
+        "depth_hist": tel["depth_hist"],
+        "size_hist": tel["size_hist"],
+        "peak_rss_bytes": rss,
+    }
+
+
+def main_bench(a) -> int:
+    from flashgnn.cli import human_bytes
+    from flashgnn.dataset import Dataset
+    from flashgnn.sampler import probe_random_reads
+
+    path = a.dataset
+    ds = Dataset(path)
+    engines = ALL if a.engine == "all" else a.engine.split(",")
+    fanouts = [int(x) for x in a.fanout.split(",")]
+    files = sum(f["bytes"] for f in ds.manifest["files"].values())
+    graph = Path(path) / "graph.fg"
+    print(f"bench: {path}: {ds.num_nodes:,} nodes, {ds.num_edges:,} edges, {human_bytes(files)} on disk; "
+          f"fanout {fanouts}, batch {a.batch_size}, {a.batches} batches, depth {a.depth}", file=sys.stderr)
+    dev_qd = probe_random_reads(graph, 4096, a.depth, a.probe_seconds)
+    dev_qd1 = probe_random_reads(graph, 4096, 1, a.probe_seconds)
+    print(f"bench: device probe (4 KiB O_DIRECT random reads on graph.fg): {dev_qd:,.0f} IOPS at QD {a.depth}, "
+          f"{dev_qd1:,.0f} at QD 1 (ratio {dev_qd / dev_qd1:.2f})", file=sys.stderr)
+    results = []
+    for e in engines:
+        dropped = drop_caches()
+        if a.memory_limit:
+            cg, procs = make_cgroup(a.memory_limit)
+            cmd = [sys.executable, "-m", "flashgnn.bench.engines", "--child", path, e, a.fanout, str(a.batch_size),
+                   str(a.batches), str(a.seed), str(a.depth)]
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
+                                 preexec_fn=lambda: (cg / procs).write_text(str(os.getpid())))
+            out, _ = p.communicate()
+            try:
+                cg.rmdir()
+            except OSError:
+                pass
+            if p.returncode != 0:
+                print(f"bench: engine {e} failed (exit {p.returncode}) under --memory-limit {human_bytes(a.memory_limit)}",
+                      file=sys.stderr)
+                continue
+            r = json.loads(out.strip().splitlines()[-1])
+        else:
+            r = run_engine(path, e, fanouts, a.batch_size, a.batches, a.seed, a.depth)
+        r["cache_dropped"] = dropped
+        r["device_iops"] = dev_qd
+        r["device_iops_qd1"] = dev_qd1
+        r["io_efficiency"] = r["iops"] / dev_qd if dev_qd else 0.0
+        results.append(r)
+        print(f"bench: {e:<13} {r['batches_per_s']:8.2f} batches/s  {r['iops']:9,.0f} IOPS  io_eff {r['io_efficiency']:.2f}  "
+              f"amp {r['read_amplification']:.1f}", file=sys.stderr)
+    by = {r["engine"]: r for r in results}
+    for r in results:
+        r["speedup_vs_mmap"] = r["batches_per_s"] / by["mmap"]["batches_per_s"] if "mmap" in by else None
+        r["speedup_vs_memory"] = r["batches_per_s"] / by["memory"]["batches_per_s"] if "memory" in by else None
+    report = {"dataset": path, "fanout": fanouts, "batch_size": a.batch_size, "batches": a.batches,
+              "device_iops": dev_qd, "device_iops_qd1": dev_qd1, "device_depth_ratio": dev_qd / dev_qd1,
+              "memory_limit": a.memory_limit, "results": results}
+    if a.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    hdr = f"{'engine':<13}{'batch/s':>9}{'seeds/s':>10}{'nodes/s':>11}{'IOPS':>9}{'MB/s':>8}{'amp':>6}{'io_eff':>8}{'vs mmap':>9}{'vs mem':>8}"
+    print(hdr)
+    for r in results:
+        sm = f"{r['speedup_vs_mmap']:.2f}x" if r["speedup_vs_mmap"] else "-"
+        sM = f"{r['speedup_vs_memory']:.2f}x" if r["speedup_vs_memory"] else "-"
+        print(f"{r['engine']:<13}{r['batches_per_s']:9.2f}{r['seeds_per_s']:10,.0f}{r['nodes_per_s']:11,.0f}{r['iops']:9,.0f}"
+              f"{r['read_mb_per_s']:8.1f}{r['read_amplification']:6.1f}{r['io_efficiency']:8.2f}{sm:>9}{sM:>8}")
+    if "uring" in by and "mmap" in by:
+        u = by["uring"]
+        print(f"summary: uring {u['batches_per_s']:.2f} batches/s = {u['speedup_vs_mmap']:.2f}x tuned mmap "
+              f"(device QD{a.depth}/QD1 ratio {dev_qd / dev_qd1:.2f}), io_efficiency {u['io_efficiency']:.2f}, "
+              f"{u['reads_per_node']:.2f} reads per sampled node")
+    return 0
+
+
+def _child(argv) -> int:
+    path, engine, fanout, bs, nb, seed, depth = argv
+    r = run_engine(path, engine, [int(x) for x in fanout.split(",")], int(bs), int(nb), int(seed), int(depth))
+    print(json.dumps(r))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        sys.exit(_child(sys.argv[2:]))
