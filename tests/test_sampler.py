@@ -123,3 +123,18 @@ def test_bad_requests(ds_path):
     with pytest.raises(ValueError, match="engine"):
         flashgnn.Sampler(ds_path, [2], engine="spdk")
     s.sample([1, 2], seed=0)  # still usable
+
+
+def test_random_walk_from_python(ds_path):
+    """GraphSAINT batches: roots first, every edge is a stored edge between
+    two visited nodes, and all engines agree."""
+    ds = flashgnn.open(ds_path)
+    roots = np.arange(0, 400, 20)
+    ref = flashgnn.Sampler(ds_path, [1], engine="memory").random_walk(roots, 3, seed=4)
+    np.testing.assert_array_equal(ref.n_id[: ref.batch_size], roots)
+    nb = ds.neighbors(ref.n_id.tolist())
+    members = set(ref.n_id.tolist())
+    want = sum(sum(1 for u in nb[c].tolist() if u in members) for c in range(len(ref.n_id)))
+    assert len(ref.row) == want
+    for e in ("uring", "pread", "mmap"):
+        _eq(flashgnn.Sampler(ds_path, [1], engine=e).random_walk(roots, 3, seed=4), ref)

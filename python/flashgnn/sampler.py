@@ -87,6 +87,12 @@ class Sampler:
         seeds = np.ascontiguousarray(seeds, dtype=np.int64)
         return self._wrap(self.core().sample(seeds, int(seed) & (2**64 - 1)))
 
+    def random_walk(self, roots, walk_length: int, seed: int = 0) -> SampledBatch:
+        """GraphSAINT random-walk batch: each root walks ``walk_length`` steps;
+        returns the subgraph induced by the visited nodes (roots first)."""
+        roots = np.ascontiguousarray(roots, dtype=np.int64)
+        return self._wrap(self.core().random_walk(roots, int(walk_length), int(seed) & (2**64 - 1)))
+
     def iter_batches(self, order, batch_size: int, seed: int = 0, prefetch: int = 4, drop_last: bool = False):
         """Yield batches over ``order`` prepared up to ``prefetch`` ahead by a
         background producer (GIL released while it works)."""

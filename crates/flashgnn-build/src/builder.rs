@@ -1,14 +1,18 @@
 //! The build pipeline (see the crate docs for the picture).
 //!
 //! Memory sketch (TigerBeetle-style, numbers for the 2 GiB default budget):
-//! - per node: 4 B degree (+ 8 B for the two relabelling maps with
-//!   `--reorder`), charged against the budget before the sort chunk is sized;
-//! - [`FIXED_OVERHEAD_BYTES`] = 64 MiB for I/O buffers (merge readers 16 MiB,
-//!   write buffers 1 MiB each, feature staging chunk 8 MiB, histogram 1 MiB);
+//! - per node: 4 B degree (16 B with `--reorder`: degree, both relabelling
+//!   maps and the permuted degrees), charged against the budget before the
+//!   sort chunk is sized when the node count is known up front (for SNAP
+//!   input it is not: the degree array then comes on top, 4 B/node);
+//! - [`FIXED_OVERHEAD_BYTES`] = 64 MiB for I/O buffers (merge readers up to
+//!   32 MiB: 64 runs x 256 KiB bytes + 256 KiB decoded; write buffers 1 MiB
+//!   each; feature staging chunks 2 x 8 MiB; degree histogram 512 KiB);
 //! - the rest is the external-sort chunk (8 B per directed edge entry).
 //!
 //! So an input with 10^8 nodes and 10^9 edges under 2 GiB sorts in
-//! (2 GiB − 64 MiB − 400 MB) / 8 B ≈ 200 M-entry chunks: 10 runs.
+//! (2 GiB − 64 MiB − 400 MB) / 8 B ≈ 210 M-entry chunks: 5 runs (10 with
+//! `--symmetrize`, which doubles the entries).
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -203,6 +207,8 @@ fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<Bu
             )))
         }
         FeatureLayout::Inline => FeaturePlacement::Inline,
+        // No feature bytes: nothing to separate (and no features.fg to write).
+        FeatureLayout::Separate if row_bytes == 0 => FeaturePlacement::Inline,
         FeatureLayout::Separate => FeaturePlacement::Separate,
         FeatureLayout::Auto if row_bytes * INLINE_ROW_FRACTION as u64 <= opts.page_size as u64 => FeaturePlacement::Inline,
         FeatureLayout::Auto => FeaturePlacement::Separate,
@@ -619,7 +625,9 @@ fn preprocess_edges(
     }
     let runs = sorter.runs() as u64;
     let pushed = sorter.len();
-    // Degree array (4 B/node) is allocated after the sort chunk is released.
+    // Degree array (4 B/node): after the chunk is released when the sort
+    // spilled; otherwise beside the in-memory chunk, which the budget covers
+    // when the node count was known up front.
     let mut merged = sorter.finish()?;
     let mut degrees = vec![0u32; num_nodes as usize];
     let sorted_path = tmp.join("edges.sorted");

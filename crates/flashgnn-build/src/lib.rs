@@ -13,7 +13,7 @@
 //! Architecture invariants:
 //! - resident memory is bounded by `--memory-budget` plus a documented
 //!   constant: edges only ever live in sort chunks sized from the budget;
-//!   per-node arrays (4–12 B/node) are charged against the budget up front;
+//!   per-node arrays (4–16 B/node) are charged against the budget up front;
 //! - nothing is visible at the output path until every file is written,
 //!   fsynced and checksummed (`flashgnn_io::publish_dir`); any error, panic
 //!   or cancellation removes the temporary directory;

@@ -6,8 +6,9 @@
 //! [`MERGE_FANIN_MAX`] runs, groups are merged first so the number of open
 //! files and read buffers stays bounded.
 //!
-//! Invariant: at most `chunk_bytes + MERGE_FANIN_MAX * RUN_READ_BUFFER_BYTES`
-//! bytes of keys are resident at any time.
+//! Invariant: at most `chunk_bytes + 2 * MERGE_FANIN_MAX * RUN_READ_BUFFER_BYTES`
+//! bytes of keys are resident at any time (each run reader holds its raw
+//! bytes and the decoded keys).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -21,7 +22,7 @@ use flashgnn_io::{IoError, OutFile};
 
 use crate::Result;
 
-/// Most runs merged at once: 64 runs x 256 KiB read buffers = 16 MiB.
+/// Most runs merged at once: 64 runs x (256 KiB bytes + 256 KiB keys) = 32 MiB.
 pub const MERGE_FANIN_MAX: usize = 64;
 /// Read buffer per run during a merge.
 pub const RUN_READ_BUFFER_BYTES: usize = 256 << 10;

@@ -1,8 +1,8 @@
 //! Property test of the whole importer: random edge lists with duplicates,
 //! self-loops, isolated nodes and hubs are built under every normalisation
 //! option, and `neighbors`/`features`/`labels`/`split` read back equal to a
-//! plain in-memory model of the same normalisation. A tiny memory budget
-//! forces the external sort through many runs.
+//! plain in-memory model of the same normalisation. The hub case's
+//! million-entry input spills through several sort runs under a tiny budget.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -155,7 +155,7 @@ fn random_graphs_roundtrip_under_every_option() {
                 layout
             };
             o.page_size = [4096, 512 * 16, 4096, 4096][i];
-            // 66 MiB: 64 MiB fixed + a ~2 MiB sort chunk (several runs for the hub).
+            // 66 MiB: 64 MiB fixed + a ~2 MiB sort chunk (the hub test spills ~4 runs).
             o.memory_budget = 66 << 20;
             check(&g, &input, &o);
         }

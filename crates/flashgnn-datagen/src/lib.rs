@@ -14,7 +14,8 @@
 //!   order nor degree reveals the class.
 //! - **Features**: `centroid[class] * signal + N(0, 1)` per dimension, with
 //!   `signal = feature_signal / sqrt(dim / 2)` so two class centroids are
-//!   `feature_signal` noise standard deviations apart whatever the width: a
+//!   about `2 * feature_signal` noise standard deviations apart whatever the
+//!   width (each centroid coordinate is N(0, 1) * signal): a
 //!   features-only model is clearly beaten by one that averages neighbors.
 //! - **Splits**: each node lands in train/val/test by a hash of (seed, id).
 //!
@@ -229,7 +230,7 @@ pub fn generate_rmat(out: &Path, o: &RmatOptions, progress: &Progress) -> Result
         return Err(BuildError::config(format!("--classes {} must be in [1, 2^scale]", o.classes)));
     }
     if !o.dtype.is_float() {
-        return Err(BuildError::config(format!("--dtype {} must be float16 or float32", o.dtype.name())));
+        return Err(BuildError::config(format!("--dtype {} must be float16, float32 or float64", o.dtype.name())));
     }
     let (a, b, c) = o.split;
     if a < 0.0 || b < 0.0 || c < 0.0 || a + b + c > 1.0 + 1e-9 {

@@ -6,7 +6,7 @@
 //!   (ENOSPC / EIO after N bytes) so crash and disk-full behaviour is testable
 //!   without filling a real disk.
 //! - [`ReadAt`]: positional reads; [`FileReader`] uses `pread`, and
-//!   [`FaultyReader`] injects EIO and short reads.
+//!   [`FaultyReader`] injects EIO.
 //! - [`publish`]: atomic directory publication (fsync files, rename, fsync the
 //!   parent; an existing dataset is swapped with `renameat2(RENAME_EXCHANGE)`).
 //!

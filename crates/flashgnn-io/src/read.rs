@@ -18,8 +18,8 @@ pub trait ReadAt: Send + Sync {
     }
 }
 
-/// `pread` on a regular file (page cache; the direct-I/O engines live in the
-/// sampling layer).
+/// `pread` on a regular file through the page cache (the direct-I/O engines
+/// for the sampler are in [`crate::engine`]).
 pub struct FileReader {
     path: PathBuf,
     file: File,

@@ -6,7 +6,8 @@
 //! | `BuildError::Config` | `flashgnn.InputError` |
 //! | `StoreError::NotADataset` | `flashgnn.DatasetNotFoundError` |
 //! | `StoreError::BadRequest` (id out of range, unknown split) | `IndexError` |
-//! | `FormatError`, corrupt files | `flashgnn.CorruptDatasetError` |
+//! | `StoreError::Format` (a dataset file failed a check), short reads | `flashgnn.CorruptDatasetError` |
+//! | `BuildError::Format` (an *input* file failed a check) | `flashgnn.InputError` |
 //! | `IoError` | `OSError` with the errno |
 //! | `BuildError::Cancelled` | `KeyboardInterrupt` |
 

@@ -142,6 +142,21 @@ impl Sampler {
         batch_dict(py, b)
     }
 
+    /// GraphSAINT random-walk batch: the subgraph induced by `walk_length`-
+    /// step walks from each root.
+    fn random_walk<'py>(
+        &self,
+        py: Python<'py>,
+        roots: PyReadonlyArray1<'py, i64>,
+        walk_length: usize,
+        seed: u64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let roots: Vec<i64> = roots.as_array().iter().copied().collect();
+        let m = self.get()?;
+        let b = py.detach(|| m.lock().unwrap().random_walk(&roots, walk_length, seed)).map_err(sample_err)?;
+        batch_dict(py, b)
+    }
+
     fn telemetry(&self) -> PyResult<String> {
         Ok(telemetry_json(&self.get()?.lock().unwrap().telemetry))
     }

@@ -24,6 +24,7 @@ pub mod neighbor;
 pub mod probe;
 pub mod rng;
 pub mod telemetry;
+pub mod walk;
 
 pub use neighbor::{Batch, NeighborSampler, SamplerConfig};
 pub use telemetry::Telemetry;

@@ -112,8 +112,11 @@ pub struct NeighborSampler {
 
 fn load_u32_map(ds: &Dataset, name: &str) -> Result<Vec<u32>> {
     let a = ds.side_array(name)?;
-    let v = a.read_all_i64()?;
     let n = ds.num_nodes();
+    if a.len() != n {
+        return Err(FormatError::oob(ds.file(name), 0, "length", a.len(), format!("== num_nodes {n}")).into());
+    }
+    let v = a.read_all_i64()?;
     v.iter()
         .enumerate()
         .map(|(i, &x)| {
@@ -157,6 +160,16 @@ impl NeighborSampler {
         };
         let labels = if cfg.labels && ds.has_labels() {
             let a = ds.side_array(flashgnn_format::manifest::LABELS_FILE)?;
+            if a.len() != ds.num_nodes() {
+                return Err(FormatError::oob(
+                    ds.file(flashgnn_format::manifest::LABELS_FILE),
+                    0,
+                    "length",
+                    a.len(),
+                    format!("== num_nodes {}", ds.num_nodes()),
+                )
+                .into());
+            }
             Some(a.read_all_i64()?.into_iter().map(|l| l.clamp(-1, i32::MAX as i64) as i32).collect())
         } else {
             None
@@ -194,6 +207,34 @@ impl NeighborSampler {
     }
     pub fn io_counters(&self) -> &flashgnn_io::engine::IoCounters {
         self.io.counters()
+    }
+
+    pub(crate) fn io_mut(&mut self) -> &mut dyn ReadEngine {
+        self.io.as_mut()
+    }
+    pub(crate) fn io_depth(&self) -> usize {
+        self.io.depth()
+    }
+    pub(crate) fn pool_mut(&mut self) -> &mut BufPool {
+        &mut self.pool
+    }
+    pub(crate) fn file_names(&self) -> [String; 3] {
+        self.files.clone()
+    }
+    pub(crate) fn drain_io(&mut self) {
+        self.drain();
+    }
+    pub(crate) fn internal_of(&self, original: u64) -> u32 {
+        match &self.node_index {
+            Some(m) => m[original as usize],
+            None => original as u32,
+        }
+    }
+    pub(crate) fn labels_of(&self, n_id: &[i64]) -> Vec<i64> {
+        match &self.labels {
+            Some(lab) => n_id.iter().map(|&o| lab[o as usize] as i64).collect(),
+            None => Vec::new(),
+        }
     }
 
     fn hops(&self) -> usize {

@@ -263,6 +263,12 @@ impl Dataset {
 
     /// Original id of an internal id.
     pub fn original_id(&self, internal: u64) -> Result<u64> {
+        if internal >= self.num_nodes() {
+            return Err(StoreError::BadRequest(format!(
+                "internal id {internal} out of range [0, {})",
+                self.num_nodes()
+            )));
+        }
         Ok(match self.maps()? {
             Some((_, order)) => order[internal as usize] as u64,
             None => internal,

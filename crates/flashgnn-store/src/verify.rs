@@ -1,7 +1,7 @@
 //! `flashgnn verify`: check every byte of a dataset.
 //!
-//! Order: whole-file sizes and CRC32Cs against the manifest; header pages;
-//! then structure — every slot (checksum, bounds, zero padding, zero page
+//! Order (after `Dataset::open` has checked file sizes and header pages
+//! against the manifest): whole-file CRC32Cs; then structure — every slot (checksum, bounds, zero padding, zero page
 //! slack), overflow contiguity (node v's overflow range starts where the
 //! previous spilling node's ended, so ranges tile `[0, overflow_entries)`),
 //! every overflow page (checksum, page number, ids < N), the degree sum
@@ -213,7 +213,7 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
                         &fname,
                         l.page_size as u64 + (v + i as u64) * stride as u64 + (rb + j) as u64,
                         "row padding byte",
-                        1,
+                        chunk[i * stride + rb + j] as u64,
                         "0",
                     )
                     .into());

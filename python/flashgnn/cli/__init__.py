@@ -66,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--classes", type=int, default=16)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--homophily", type=float, default=0.6, help="share of edges rewired inside the source's community")
-    r.add_argument("--feature-signal", type=float, default=1.0, help="class-centroid distance in noise std-devs")
+    r.add_argument("--feature-signal", type=float, default=1.0, help="centroid separation: ~2x this many noise std-devs")
     r.add_argument("--split", type=_fractions, default=(0.1, 0.05, 0.05), help="train,val,test fractions")
     r.add_argument("--force", action="store_true", help="replace an existing output directory")
     r.add_argument("--json", action="store_true", help="print the report as JSON")
