@@ -2,6 +2,15 @@
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Buffers currently allocated in this process (tests use it to prove that
+/// error paths leak nothing).
+pub fn live_buffers() -> usize {
+    LIVE.load(Ordering::SeqCst)
+}
 
 /// Alignment of every I/O buffer: 4096 B satisfies O_DIRECT on 512 B and
 /// 4 KiB logical-block devices alike.
@@ -26,6 +35,7 @@ impl AlignedBuf {
         // SAFETY: layout has non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
         let ptr = NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        LIVE.fetch_add(1, Ordering::SeqCst);
         AlignedBuf { ptr, cap, len: 0 }
     }
     pub fn capacity(&self) -> usize {
@@ -63,6 +73,7 @@ impl Drop for AlignedBuf {
         let layout = Layout::from_size_align(self.cap, BUF_ALIGN).expect("valid layout");
         // SAFETY: allocated in `new` with this layout.
         unsafe { dealloc(self.ptr.as_ptr(), layout) }
+        LIVE.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

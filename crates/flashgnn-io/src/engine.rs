@@ -124,28 +124,53 @@ pub struct EngineConfig {
     pub depth: usize,
     /// Worker threads of `pread-pool` (default 64: each blocks in `pread`).
     pub pool_threads: usize,
+    /// Test knob: cap every system-call read at this many bytes, forcing the
+    /// short-read continuation paths of `uring` and `pread` to run for real.
+    pub max_read_bytes: Option<u32>,
+    /// Test knob: inject faults (see [`FaultPlan`]).
+    pub fault: Option<FaultPlan>,
+}
+
+/// Injected faults for tests: read number `fail_at` (0-based, and every
+/// later one when `forever`) fails with `errno`; every completion is delayed
+/// by `delay_us`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultPlan {
+    pub fail_at: u64,
+    pub forever: bool,
+    pub errno: i32,
+    pub delay_us: u64,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { depth: 256, pool_threads: 64 }
+        EngineConfig { depth: 256, pool_threads: 64, max_read_bytes: None, fault: None }
     }
 }
 
 /// Open an engine over `files`. `Uring` falls back to `PreadPool` with a
 /// one-line notice on stderr when the kernel or a container blocks io_uring.
 pub fn open_engine(kind: EngineKind, files: &[PathBuf], cfg: &EngineConfig) -> Result<Box<dyn ReadEngine>, IoError> {
+    let e = open_plain(kind, files, cfg)?;
+    Ok(match cfg.fault {
+        Some(plan) => Box::new(FaultEngine { inner: e, plan, submitted: 0, failed: None, ready: Vec::new() }),
+        None => e,
+    })
+}
+
+fn open_plain(kind: EngineKind, files: &[PathBuf], cfg: &EngineConfig) -> Result<Box<dyn ReadEngine>, IoError> {
+    let cap = cfg.max_read_bytes.unwrap_or(u32::MAX).max(512);
     Ok(match kind {
-        EngineKind::Uring => match crate::uring::UringEngine::open(files, cfg.depth) {
+        EngineKind::Uring => match crate::uring::UringEngine::open(files, cfg.depth, cap) {
             Ok(e) => Box::new(e),
             Err(e) if e.op == "io_uring_setup" => {
                 eprintln!("flashgnn: io_uring unavailable ({}); using the pread thread pool", e.source);
-                Box::new(crate::pool::PreadEngine::open(files, cfg.pool_threads)?)
+                Box::new(crate::pool::PreadEngine::open(files, cfg.pool_threads, cap)?)
             }
             Err(e) => return Err(e),
         },
-        EngineKind::Pread => Box::new(crate::pool::PreadEngine::open(files, 0)?),
-        EngineKind::PreadPool => Box::new(crate::pool::PreadEngine::open(files, cfg.pool_threads)?),
+        EngineKind::Pread => Box::new(crate::pool::PreadEngine::open(files, 0, cap)?),
+        EngineKind::PreadPool => Box::new(crate::pool::PreadEngine::open(files, cfg.pool_threads, cap)?),
         EngineKind::Mmap => Box::new(crate::mapped::MappedEngine::open(files, crate::mapped::Mode::MmapRandom)?),
         EngineKind::MmapDefault => {
             Box::new(crate::mapped::MappedEngine::open(files, crate::mapped::Mode::MmapDefault)?)
@@ -178,4 +203,59 @@ pub(crate) fn eof_error(path: &Path, offset: u64, len: u32, got: usize) -> IoErr
             format!("{len} bytes requested, file ends after {got} (truncated?)"),
         ),
     )
+}
+
+/// Wraps an engine and injects the faults of a [`FaultPlan`]. A failing read
+/// is never handed to the device; its buffer is dropped and the error is
+/// returned by the next `complete`, exactly like a device EIO.
+struct FaultEngine {
+    inner: Box<dyn ReadEngine>,
+    plan: FaultPlan,
+    submitted: u64,
+    failed: Option<(ReadReq, std::path::PathBuf)>,
+    ready: Vec<Done>,
+}
+
+impl ReadEngine for FaultEngine {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn depth(&self) -> usize {
+        self.inner.depth()
+    }
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight() + self.failed.is_some() as usize
+    }
+    fn submit(&mut self, req: ReadReq, buf: AlignedBuf) -> Result<(), IoError> {
+        let n = self.submitted;
+        self.submitted += 1;
+        if n == self.plan.fail_at || (self.plan.forever && n > self.plan.fail_at) {
+            if self.failed.is_none() {
+                self.failed = Some((req, self.inner.path(req.file).to_path_buf()));
+            }
+            return Ok(());
+        }
+        self.inner.submit(req, buf)
+    }
+    fn complete(&mut self, min: usize, out: &mut Vec<Done>) -> Result<(), IoError> {
+        if self.plan.delay_us > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(self.plan.delay_us));
+        }
+        if let Some((req, path)) = self.failed.take() {
+            return Err(IoError::new(
+                "reading",
+                path,
+                Some(req.offset),
+                std::io::Error::from_raw_os_error(self.plan.errno),
+            ));
+        }
+        out.append(&mut self.ready);
+        self.inner.complete(min, out)
+    }
+    fn counters(&self) -> &IoCounters {
+        self.inner.counters()
+    }
+    fn path(&self, file: u16) -> &Path {
+        self.inner.path(file)
+    }
 }

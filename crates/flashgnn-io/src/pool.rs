@@ -14,12 +14,19 @@ use crate::IoError;
 type Job = (ReadReq, AlignedBuf);
 type Outcome = Result<Done, IoError>;
 
-fn read_full(file: &std::fs::File, path: &Path, req: ReadReq, buf: &mut AlignedBuf) -> Result<(), IoError> {
+fn read_full(
+    file: &std::fs::File,
+    path: &Path,
+    req: ReadReq,
+    buf: &mut AlignedBuf,
+    max_read: u32,
+) -> Result<(), IoError> {
     let len = req.len as usize;
     buf.set_len(len);
     let mut got = 0;
     while got < len {
-        match file.read_at(&mut buf.spare()[got..len], req.offset + got as u64) {
+        let end = len.min(got + max_read as usize);
+        match file.read_at(&mut buf.spare()[got..end], req.offset + got as u64) {
             Ok(0) => return Err(eof_error(path, req.offset, req.len, got)),
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted || e.raw_os_error() == Some(libc::EAGAIN) => continue,
@@ -33,6 +40,7 @@ pub struct PreadEngine {
     files: Arc<Vec<std::fs::File>>,
     paths: Arc<Vec<PathBuf>>,
     threads: usize,
+    max_read: u32,
     tx: Option<Sender<Job>>,
     rx: Option<Receiver<Outcome>>,
     workers: Vec<std::thread::JoinHandle<()>>,
@@ -42,7 +50,7 @@ pub struct PreadEngine {
 }
 
 impl PreadEngine {
-    pub fn open(paths: &[PathBuf], threads: usize) -> Result<PreadEngine, IoError> {
+    pub fn open(paths: &[PathBuf], threads: usize, max_read: u32) -> Result<PreadEngine, IoError> {
         let mut files = Vec::new();
         for p in paths {
             files.push(open_direct(p)?.0);
@@ -53,6 +61,7 @@ impl PreadEngine {
             files,
             paths,
             threads,
+            max_read,
             tx: None,
             rx: None,
             workers: Vec::new(),
@@ -70,7 +79,7 @@ impl PreadEngine {
                 e.workers.push(std::thread::spawn(move || loop {
                     let job = job_rx.lock().unwrap().recv();
                     let Ok((req, mut buf)) = job else { return };
-                    let r = read_full(&files[req.file as usize], &paths[req.file as usize], req, &mut buf)
+                    let r = read_full(&files[req.file as usize], &paths[req.file as usize], req, &mut buf, max_read)
                         .map(|_| Done { req, buf });
                     if done_tx.send(r).is_err() {
                         return;
@@ -104,7 +113,13 @@ impl ReadEngine for PreadEngine {
         match &self.tx {
             None => {
                 // Synchronous: the read happens now.
-                let r = read_full(&self.files[req.file as usize], &self.paths[req.file as usize], req, &mut buf);
+                let r = read_full(
+                    &self.files[req.file as usize],
+                    &self.paths[req.file as usize],
+                    req,
+                    &mut buf,
+                    self.max_read,
+                );
                 self.in_flight -= 1;
                 r?;
                 self.ready.push(Done { req, buf });

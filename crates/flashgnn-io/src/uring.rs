@@ -25,11 +25,13 @@ pub struct UringEngine {
     free: Vec<usize>,
     in_flight: usize,
     depth: usize,
+    /// Largest single read handed to the kernel (test knob; u32::MAX normally).
+    max_read: u32,
     counters: IoCounters,
 }
 
 impl UringEngine {
-    pub fn open(paths: &[PathBuf], depth: usize) -> Result<UringEngine, IoError> {
+    pub fn open(paths: &[PathBuf], depth: usize, max_read: u32) -> Result<UringEngine, IoError> {
         let depth = depth.clamp(1, 32768);
         let ring = IoUring::new(depth.next_power_of_two() as u32).map_err(|e| {
             IoError::new("io_uring_setup", paths.first().map(|p| p.as_path()).unwrap_or(Path::new("")), None, e)
@@ -46,6 +48,7 @@ impl UringEngine {
             free: Vec::new(),
             in_flight: 0,
             depth,
+            max_read,
             counters: IoCounters::default(),
         })
     }
@@ -56,7 +59,7 @@ impl UringEngine {
         // SAFETY (pointer): the buffer lives in `self.slots[slot]` until its
         // completion is reaped, and is not touched meanwhile.
         let ptr = unsafe { p.buf.as_mut_ptr().add(p.got) };
-        let len = p.req.len - p.got as u32;
+        let len = (p.req.len - p.got as u32).min(self.max_read);
         let sqe = opcode::Read::new(types::Fd(fd), ptr, len)
             .offset(p.req.offset + p.got as u64)
             .build()

@@ -34,7 +34,7 @@ fn config(engine: &str, depth: usize, pool_threads: usize, labels: bool) -> PyRe
             "engine {engine:?}: expected uring, pread, pread-pool, mmap, mmap-default or memory"
         ))
     })?;
-    Ok(SamplerConfig { engine: kind, io: EngineConfig { depth, pool_threads }, labels })
+    Ok(SamplerConfig { engine: kind, io: EngineConfig { depth, pool_threads, ..Default::default() }, labels })
 }
 
 fn batch_dict<'py>(py: Python<'py>, b: Batch) -> PyResult<Bound<'py, PyDict>> {

@@ -13,7 +13,7 @@ use crate::rng::NodeRng;
 pub fn random_reads(path: &Path, kind: EngineKind, len: u32, depth: usize, seconds: f64) -> Result<f64, IoError> {
     let size = std::fs::metadata(path).map_err(|e| IoError::new("stat", path, None, e))?.len();
     let slots = (size / len as u64).max(1);
-    let cfg = EngineConfig { depth: depth.max(1), pool_threads: depth.max(1) };
+    let cfg = EngineConfig { depth: depth.max(1), pool_threads: depth.max(1), ..Default::default() };
     let mut io = open_engine(kind, &[path.to_path_buf()], &cfg)?;
     let mut pool = BufPool::new(depth * len as usize * 2);
     let mut rng = NodeRng::new(0xD15C, size);

@@ -5,28 +5,15 @@
 //! seeds first, hop order, local edges toward the seeds, features and labels
 //! of every node. Also: fault injection ends in clean errors.
 
-use std::path::{Path, PathBuf};
+use flashgnn_build::{FeatureLayout, Reorder};
 
-use flashgnn_build::{build, BuildOptions, FeatureLayout, Progress, Reorder};
-use flashgnn_datagen::{generate_rmat, RmatOptions};
 use flashgnn_io::engine::{EngineConfig, EngineKind};
 use flashgnn_sample::rng::sample_indices;
 use flashgnn_sample::{Batch, NeighborSampler, SamplerConfig};
 use flashgnn_store::Dataset;
 
-fn dataset(dir: &Path, name: &str, layout: FeatureLayout, reorder: Reorder, dim: u32) -> PathBuf {
-    let raw = dir.join(format!("{name}-raw"));
-    let o = RmatOptions { scale: 11, edge_factor: 8, dim, classes: 4, seed: 9, ..Default::default() };
-    generate_rmat(&raw, &o, &Progress::new()).unwrap();
-    let out = dir.join(name);
-    let mut b = BuildOptions::new(&raw, &out);
-    b.symmetrize = true;
-    b.feature_layout = layout;
-    b.reorder = reorder;
-    b.memory_budget = 80 << 20;
-    build(&b, &Progress::new()).unwrap();
-    out
-}
+mod common;
+use common::dataset;
 
 /// Sequential BFS reference built only on the checked store API.
 fn reference(ds: &Dataset, seeds: &[i64], fanouts: &[i32], seed: u64) -> Batch {
@@ -101,7 +88,11 @@ fn all_engines_match_the_reference() {
         ] {
             let want = reference(&ds, &seeds, &fanouts, 42);
             for kind in ENGINES {
-                let cfg = SamplerConfig { engine: kind, io: EngineConfig { depth: 64, pool_threads: 8 }, labels: true };
+                let cfg = SamplerConfig {
+                    engine: kind,
+                    io: EngineConfig { depth: 64, pool_threads: 8, ..Default::default() },
+                    labels: true,
+                };
                 let mut s = NeighborSampler::open(&path, &fanouts, &cfg).unwrap();
                 let got = s.sample(&seeds, 42).unwrap();
                 assert_eq!(got, want, "{name} {fanouts:?} engine {kind:?}");
@@ -158,7 +149,11 @@ fn truncated_file_and_bad_seed_are_clean_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let path = dataset(tmp.path(), "trunc", FeatureLayout::Inline, Reorder::None, 8);
     for kind in ENGINES {
-        let cfg = SamplerConfig { engine: kind, io: EngineConfig { depth: 32, pool_threads: 4 }, labels: false };
+        let cfg = SamplerConfig {
+            engine: kind,
+            io: EngineConfig { depth: 32, pool_threads: 4, ..Default::default() },
+            labels: false,
+        };
         let mut s = NeighborSampler::open(&path, &[4, 4], &cfg).unwrap();
         let e = s.sample(&[1 << 40], 1).unwrap_err().to_string();
         assert!(e.contains("out of range"), "{e}");
@@ -171,7 +166,11 @@ fn truncated_file_and_bad_seed_are_clean_errors() {
     let direct: Vec<NeighborSampler> = [EngineKind::Uring, EngineKind::Pread, EngineKind::PreadPool]
         .into_iter()
         .map(|kind| {
-            let cfg = SamplerConfig { engine: kind, io: EngineConfig { depth: 32, pool_threads: 4 }, labels: false };
+            let cfg = SamplerConfig {
+                engine: kind,
+                io: EngineConfig { depth: 32, pool_threads: 4, ..Default::default() },
+                labels: false,
+            };
             NeighborSampler::open(&path, &[4, 4], &cfg).unwrap()
         })
         .collect();
@@ -238,7 +237,11 @@ fn random_walks_induce_the_right_subgraph() {
         }
         let mut first: Option<Batch> = None;
         for kind in ENGINES {
-            let cfg = SamplerConfig { engine: kind, io: EngineConfig { depth: 64, pool_threads: 8 }, labels: true };
+            let cfg = SamplerConfig {
+                engine: kind,
+                io: EngineConfig { depth: 64, pool_threads: 8, ..Default::default() },
+                labels: true,
+            };
             let mut s = NeighborSampler::open(&path, &[1], &cfg).unwrap();
             let b = s.random_walk(&roots, len, seed).unwrap();
             assert_eq!(b.n_id, want_n_id, "{name} {kind:?}");

@@ -1,0 +1,20 @@
+//! Shared test fixture: a small generated and built dataset.
+
+use std::path::{Path, PathBuf};
+
+use flashgnn_build::{build, BuildOptions, FeatureLayout, Progress, Reorder};
+use flashgnn_datagen::{generate_rmat, RmatOptions};
+
+pub fn dataset(dir: &Path, name: &str, layout: FeatureLayout, reorder: Reorder, dim: u32) -> PathBuf {
+    let raw = dir.join(format!("{name}-raw"));
+    let o = RmatOptions { scale: 11, edge_factor: 8, dim, classes: 4, seed: 9, ..Default::default() };
+    generate_rmat(&raw, &o, &Progress::new()).unwrap();
+    let out = dir.join(name);
+    let mut b = BuildOptions::new(&raw, &out);
+    b.symmetrize = true;
+    b.feature_layout = layout;
+    b.reorder = reorder;
+    b.memory_budget = 80 << 20;
+    build(&b, &Progress::new()).unwrap();
+    out
+}
