@@ -93,10 +93,13 @@ class Sampler:
         roots = np.ascontiguousarray(roots, dtype=np.int64)
         return self._wrap(self.core().random_walk(roots, int(walk_length), int(seed) & (2**64 - 1)))
 
-    def iter_batches(self, order, batch_size: int, seed: int = 0, prefetch: int = 4, drop_last: bool = False):
-        """Yield batches over ``order`` prepared up to ``prefetch`` ahead by a
-        background producer (GIL released while it works)."""
-        it = self.core().iter_batches(np.ascontiguousarray(order, dtype=np.int64), batch_size, int(seed), prefetch, drop_last)
+    def iter_batches(self, order, batch_size: int, seed: int = 0, prefetch: int = 4, drop_last: bool = False,
+                     workers: int = 1):
+        """Yield batches over ``order`` prepared up to ``prefetch`` ahead by
+        ``workers`` background producers (GIL released while they work;
+        batches come out in order, batch i sampled with seed ``seed + i``)."""
+        it = self.core().iter_batches(np.ascontiguousarray(order, dtype=np.int64), batch_size, int(seed), prefetch,
+                                      drop_last, workers)
         try:
             for d in it:
                 yield self._wrap(d)

@@ -26,6 +26,7 @@ pub mod pool;
 pub mod publish;
 pub mod read;
 pub mod rss;
+pub mod stripe;
 pub mod uring;
 
 pub use out::OutFile;

@@ -166,9 +166,12 @@ impl Sampler {
         Ok(())
     }
 
-    /// Background producer over `seed_order` in batches of `batch_size`,
+    /// Background producers over `seed_order` in batches of `batch_size`,
     /// at most `prefetch` batches ahead; batch i uses seed `seed + i`.
-    #[pyo3(signature = (seed_order, batch_size, seed, prefetch=4, drop_last=false))]
+    /// `workers` producer threads (each with its own sampler, ring and
+    /// buffers) take batches round-robin, so one batch's tail overlaps the
+    /// next one's head; batches still come out in order.
+    #[pyo3(signature = (seed_order, batch_size, seed, prefetch=4, drop_last=false, workers=1))]
     fn iter_batches(
         &self,
         seed_order: PyReadonlyArray1<'_, i64>,
@@ -176,37 +179,50 @@ impl Sampler {
         seed: u64,
         prefetch: usize,
         drop_last: bool,
+        workers: usize,
     ) -> PyResult<BatchIter> {
         if batch_size == 0 {
             return Err(InputError::new_err("batch_size must be > 0"));
         }
-        let order: Vec<i64> = seed_order.as_array().iter().copied().collect();
-        let (tx, rx) = sync_channel(prefetch.max(1));
-        let (path, fanouts, cfg) = (self.path.clone(), self.fanouts.clone(), self.cfg.clone());
-        let handle = std::thread::spawn(move || {
-            // The producer owns its own sampler (its own ring and buffers).
-            let mut s = match NeighborSampler::open(&path, &fanouts, &cfg) {
-                Ok(s) => s,
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                    return Telemetry::default();
+        let order: std::sync::Arc<Vec<i64>> = std::sync::Arc::new(seed_order.as_array().iter().copied().collect());
+        let workers = workers.clamp(1, 16);
+        let mut nbatches = order.len().div_ceil(batch_size);
+        if drop_last {
+            nbatches = order.len() / batch_size;
+        }
+        let per_worker = prefetch.max(1).div_ceil(workers);
+        let mut rxs = Vec::new();
+        let mut handles = Vec::new();
+        for w in 0..workers {
+            let (tx, rx) = sync_channel(per_worker);
+            let (path, fanouts, cfg, order) =
+                (self.path.clone(), self.fanouts.clone(), self.cfg.clone(), order.clone());
+            handles.push(std::thread::spawn(move || {
+                // Each producer owns its own sampler (its own ring and buffers).
+                let mut s = match NeighborSampler::open(&path, &fanouts, &cfg) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return Telemetry::default();
+                    }
+                };
+                for i in (w..nbatches).step_by(workers) {
+                    let chunk = &order[i * batch_size..((i + 1) * batch_size).min(order.len())];
+                    let r = s.sample(chunk, seed.wrapping_add(i as u64));
+                    let stop = r.is_err();
+                    if tx.send(r).is_err() || stop {
+                        break;
+                    }
                 }
-            };
-            for (i, chunk) in order.chunks(batch_size).enumerate() {
-                if drop_last && chunk.len() < batch_size {
-                    break;
-                }
-                let r = s.sample(chunk, seed.wrapping_add(i as u64));
-                let stop = r.is_err();
-                if tx.send(r).is_err() || stop {
-                    break;
-                }
-            }
-            s.telemetry.clone()
-        });
+                s.telemetry.clone()
+            }));
+            rxs.push(rx);
+        }
         Ok(BatchIter {
-            rx: Mutex::new(Some(rx)),
-            handle: Mutex::new(Some(handle)),
+            rx: Mutex::new(Some(rxs)),
+            next: Mutex::new(0),
+            total: nbatches,
+            handle: Mutex::new(handles),
             telemetry: Mutex::new(None),
             pid: std::process::id(),
         })
@@ -215,8 +231,10 @@ impl Sampler {
 
 #[pyclass(module = "flashgnn._core")]
 pub struct BatchIter {
-    rx: Mutex<Option<Receiver<flashgnn_sample::Result<Batch>>>>,
-    handle: Mutex<Option<std::thread::JoinHandle<Telemetry>>>,
+    rx: Mutex<Option<Vec<Receiver<flashgnn_sample::Result<Batch>>>>>,
+    next: Mutex<usize>,
+    total: usize,
+    handle: Mutex<Vec<std::thread::JoinHandle<Telemetry>>>,
     telemetry: Mutex<Option<Telemetry>>,
     pid: u32,
 }
@@ -232,20 +250,27 @@ impl BatchIter {
                 "batch iterator crossed a fork; create it in this process",
             ));
         }
-        let rx = self.rx.lock().unwrap().take();
-        let got = match rx {
-            Some(rx) => {
-                let (rx, got) = py.detach(move || {
-                    let got = rx.recv().ok();
-                    (rx, got)
+        let i = *self.next.lock().unwrap();
+        let rxs = self.rx.lock().unwrap().take();
+        let got = match rxs {
+            Some(rxs) if i < self.total => {
+                let (rxs, got) = py.detach(move || {
+                    let got = rxs[i % rxs.len()].recv().ok();
+                    (rxs, got)
                 });
-                *self.rx.lock().unwrap() = Some(rx);
+                *self.rx.lock().unwrap() = Some(rxs);
                 got
             }
-            None => None,
+            other => {
+                *self.rx.lock().unwrap() = other;
+                None
+            }
         };
         match got {
-            Some(Ok(b)) => Ok(Some(batch_dict(py, b)?)),
+            Some(Ok(b)) => {
+                *self.next.lock().unwrap() = i + 1;
+                Ok(Some(batch_dict(py, b)?))
+            }
             Some(Err(e)) => {
                 self.finish(py);
                 Err(sample_err(e))
@@ -256,11 +281,11 @@ impl BatchIter {
             }
         }
     }
-    /// Telemetry of the producer (available once the iterator is exhausted).
+    /// Telemetry of the producers (available once the iterator is exhausted).
     fn telemetry(&self) -> Option<String> {
         self.telemetry.lock().unwrap().as_ref().map(telemetry_json)
     }
-    /// Stop the producer early.
+    /// Stop the producers early.
     fn close(&self, py: Python<'_>) {
         self.finish(py);
     }
@@ -268,20 +293,25 @@ impl BatchIter {
 
 impl BatchIter {
     fn finish(&self, py: Python<'_>) {
-        self.rx.lock().unwrap().take(); // producer's send fails -> it stops
-        if let Some(h) = self.handle.lock().unwrap().take() {
-            if let Ok(t) = py.detach(move || h.join()) {
-                *self.telemetry.lock().unwrap() = Some(t);
-            }
+        self.rx.lock().unwrap().take(); // producers' sends fail -> they stop
+        let handles: Vec<_> = self.handle.lock().unwrap().drain(..).collect();
+        if handles.is_empty() {
+            return;
         }
+        let joined: Vec<Telemetry> = py.detach(move || handles.into_iter().filter_map(|h| h.join().ok()).collect());
+        let mut t = Telemetry::default();
+        for x in &joined {
+            t.add(x);
+        }
+        *self.telemetry.lock().unwrap() = Some(t);
     }
 }
 
 impl Drop for BatchIter {
     fn drop(&mut self) {
         if self.pid != std::process::id() {
-            // Forked child: the producer thread does not exist here.
-            std::mem::forget(self.handle.get_mut().unwrap().take());
+            // Forked child: the producer threads do not exist here.
+            std::mem::forget(std::mem::take(self.handle.get_mut().unwrap()));
             std::mem::forget(self.rx.get_mut().unwrap().take());
         }
     }

@@ -145,11 +145,20 @@ impl NeighborSampler {
             return Err(SampleError::BadRequest(format!("{} hops requested; at most 16 are supported", fanouts.len())));
         }
         let layout = ds.layout().clone();
-        let mut paths = vec![ds.root().join(GRAPH_FILE), ds.root().join(OVERFLOW_FILE)];
+        let mut names = vec![GRAPH_FILE, OVERFLOW_FILE];
         if layout.placement == FeaturePlacement::Separate {
-            paths.push(ds.root().join(FEATURES_FILE));
+            names.push(FEATURES_FILE);
         }
-        let io = open_engine(cfg.engine, &paths, &cfg.io)?;
+        // Striped datasets (stripes.json) read their parts through a
+        // translating engine; plain ones go straight to the device engine.
+        let (physical, maps) = flashgnn_io::stripe::physical_files(ds.root(), &names)?;
+        let io = open_engine(cfg.engine, &physical, &cfg.io)?;
+        let io: Box<dyn ReadEngine> = if maps.iter().any(|m| m.is_some()) {
+            let logical = names.iter().map(|n| ds.root().join(n)).collect();
+            Box::new(flashgnn_io::stripe::StripeEngine::new(io, maps, logical))
+        } else {
+            io
+        };
         let (node_index, node_order) = if ds.manifest().reorder != "none" {
             (
                 Some(load_u32_map(&ds, flashgnn_format::manifest::NODE_INDEX_FILE)?),

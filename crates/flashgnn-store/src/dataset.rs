@@ -75,9 +75,9 @@ pub struct Dataset {
     root: PathBuf,
     manifest: Manifest,
     layout: Layout,
-    graph: FileReader,
-    overflow: FileReader,
-    features: Option<FileReader>,
+    graph: Box<dyn ReadAt>,
+    overflow: Box<dyn ReadAt>,
+    features: Option<Box<dyn ReadAt>>,
     /// original -> internal and internal -> original (relabelled datasets only).
     maps: OnceLock<Result<(Vec<u32>, Vec<u32>), String>>,
 }
@@ -107,7 +107,8 @@ impl Dataset {
                 );
             }
             let p = root.join(name);
-            let len = std::fs::metadata(&p).map_err(|e| IoError::new("stat", &p, None, e))?.len();
+            // Striped files are sized through their parts (stripes.json).
+            let len = flashgnn_io::stripe::open_reader(&root, name)?.len();
             if len != entry.bytes {
                 return Err(FormatError::Truncated {
                     file: p.display().to_string(),
@@ -118,8 +119,8 @@ impl Dataset {
                 .into());
             }
         }
-        let graph = FileReader::open(root.join(GRAPH_FILE))?;
-        let overflow = FileReader::open(root.join(OVERFLOW_FILE))?;
+        let graph = flashgnn_io::stripe::open_reader(&root, GRAPH_FILE)?;
+        let overflow = flashgnn_io::stripe::open_reader(&root, OVERFLOW_FILE)?;
         let p = layout.page_size as usize;
         let mut page = vec![0u8; p];
         graph.read_exact_at(&mut page, 0)?;
@@ -145,7 +146,7 @@ impl Dataset {
             return Err(FormatError::invalid(&oname, "header page disagrees with manifest.json").into());
         }
         let features = if layout.placement == FeaturePlacement::Separate {
-            let f = FileReader::open(root.join(FEATURES_FILE))?;
+            let f = flashgnn_io::stripe::open_reader(&root, FEATURES_FILE)?;
             f.read_exact_at(&mut page, 0)?;
             let fname = file_name(&root, FEATURES_FILE);
             let fh = FeatureHeader::decode(&fname, &page)?;
@@ -187,14 +188,14 @@ impl Dataset {
     pub fn feature_dtype(&self) -> Dtype {
         self.layout.feature_dtype
     }
-    pub(crate) fn graph_reader(&self) -> &FileReader {
-        &self.graph
+    pub(crate) fn graph_reader(&self) -> &dyn ReadAt {
+        self.graph.as_ref()
     }
-    pub(crate) fn overflow_reader(&self) -> &FileReader {
-        &self.overflow
+    pub(crate) fn overflow_reader(&self) -> &dyn ReadAt {
+        self.overflow.as_ref()
     }
-    pub(crate) fn features_reader(&self) -> Option<&FileReader> {
-        self.features.as_ref()
+    pub(crate) fn features_reader(&self) -> Option<&dyn ReadAt> {
+        self.features.as_deref()
     }
     pub fn file(&self, name: &str) -> String {
         file_name(&self.root, name)

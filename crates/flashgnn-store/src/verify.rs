@@ -14,7 +14,6 @@ use flashgnn_format::layout::{check_overflow_page, FeaturePlacement};
 use flashgnn_format::manifest::*;
 use flashgnn_format::slot::{check_slot_padding, decode_slot, read_id};
 use flashgnn_format::FormatError;
-use flashgnn_io::ReadAt;
 
 use crate::dataset::{Dataset, Result};
 
@@ -41,7 +40,7 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
     // 1. Whole files.
     let mut buf = vec![0u8; VERIFY_CHUNK_BYTES];
     for (name, entry) in &m.files {
-        let r = flashgnn_io::FileReader::open(ds.root().join(name))?;
+        let r = flashgnn_io::stripe::open_reader(ds.root(), name)?;
         let mut crc = FileCrc::default();
         let mut off = 0u64;
         while off < r.len() {

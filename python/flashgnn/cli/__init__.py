@@ -107,10 +107,16 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--fanout", default="25,10")
     be.add_argument("--batches", type=int, default=20)
     be.add_argument("--depth", type=int, default=256, help="reads in flight for uring and the probe")
+    be.add_argument("--workers", type=int, default=2, help="producer threads per engine (each with its own ring)")
     be.add_argument("--memory-limit", type=parse_size, help="cgroup memory cap per engine run (page cache dropped first)")
     be.add_argument("--probe-seconds", type=float, default=2.0)
     be.add_argument("--seed", type=int, default=0)
     be.add_argument("--json", action="store_true")
+
+    st = sub.add_parser("stripe", help="spread a dataset's data files over several directories/devices")
+    st.add_argument("dataset")
+    st.add_argument("dirs", nargs="+", help="one directory per device")
+    st.add_argument("--chunk", type=parse_size, default=64 << 10, help="stripe unit (default 64KiB, multiple of 4KiB)")
 
     v = sub.add_parser("verify", help="check every checksum, address and bound")
     v.add_argument("dataset")

@@ -145,3 +145,15 @@ def cmd_bench(a) -> int:
     from flashgnn.bench.engines import main_bench
 
     return main_bench(a)
+
+
+def cmd_stripe(a) -> int:
+    from flashgnn.stripe import stripe
+
+    try:
+        r = stripe(a.dataset, a.dirs, a.chunk)
+    except (ValueError, FileNotFoundError) as e:
+        raise flashgnn.InputError(str(e)) from None
+    print(f"striped {a.dataset}: {', '.join(r['files'])} ({human_bytes(r['bytes'])}) over {r['parts']} directories in "
+          f"{human_bytes(r['chunk_bytes'])} chunks")
+    return 0
