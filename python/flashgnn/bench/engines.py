@@ -56,7 +56,7 @@ def make_cgroup(limit: int) -> tuple[Path, str]:
     )
 
 
-def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=2) -> dict:
+def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=2, max_seconds=120.0) -> dict:
     from flashgnn.dataset import Dataset
     from flashgnn.sampler import Sampler
 
@@ -73,14 +73,20 @@ def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=
     # Pipelined like training: `workers` producers run ahead (prefetch 4).
     # The clock starts at the first batch's arrival, so opening (and the
     # memory engine's load) is excluded; batches 1..n are timed.
+    # A slow engine (mmap-default thrashing) stops after `max_seconds`; its
+    # figures then cover the batches it finished.
     stamps = []
     for _ in s.iter_batches(order[: (batches + 1) * batch_size], batch_size, seed=seed, prefetch=4, drop_last=True,
                             workers=workers):
         stamps.append(time.perf_counter())
+        if stamps[-1] - stamps[0] > max_seconds and len(stamps) >= 2:
+            break
     el = stamps[-1] - stamps[0]
     tel = s.last_iter_telemetry
+    done_batches = tel.get("batches", len(stamps)) or len(stamps)
+    batches = len(stamps) - 1
     # Per-batch means from the producers' totals, scaled to the timed span.
-    frac = batches / (batches + 1)
+    frac = batches / done_batches
     tel = {k: (v * frac if isinstance(v, (int, float)) and k not in ("read_amplification", "cpu_us_per_read") else v)
            for k, v in tel.items()}
     with open("/proc/self/status") as f:
@@ -100,6 +106,7 @@ def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=
         "reads_per_node": tel["reads"] / max(tel["nodes"], 1),
         "cpu_us_per_read": tel["cpu_us_per_read"],
         "depth_hist": tel["depth_hist"],
+        "depth_timeline": tel.get("timeline", [])[:4096],
         "size_hist": tel["size_hist"],
         "peak_rss_bytes": rss,
     }
@@ -132,7 +139,7 @@ def main_bench(a) -> int:
         if a.memory_limit and e != "memory":
             cg, procs = make_cgroup(a.memory_limit)
             cmd = [sys.executable, "-m", "flashgnn.bench.engines", "--child", path, e, a.fanout, str(a.batch_size),
-                   str(a.batches), str(a.seed), str(a.depth), str(a.workers)]
+                   str(a.batches), str(a.seed), str(a.depth), str(a.workers), str(a.max_seconds)]
             p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
                                  preexec_fn=lambda: (cg / procs).write_text(str(os.getpid())))
             out, _ = p.communicate()
@@ -146,7 +153,7 @@ def main_bench(a) -> int:
                 continue
             r = json.loads(out.strip().splitlines()[-1])
         else:
-            r = run_engine(path, e, fanouts, a.batch_size, a.batches, a.seed, a.depth, a.workers)
+            r = run_engine(path, e, fanouts, a.batch_size, a.batches, a.seed, a.depth, a.workers, a.max_seconds)
         r["cache_dropped"] = dropped
         r["device_iops"] = dev_qd
         r["device_iops_qd1"] = dev_qd1
@@ -171,6 +178,11 @@ def main_bench(a) -> int:
         sM = f"{r['speedup_vs_memory']:.2f}x" if r["speedup_vs_memory"] else "-"
         print(f"{r['engine']:<13}{r['batches_per_s']:9.2f}{r['seeds_per_s']:10,.0f}{r['nodes_per_s']:11,.0f}{r['iops']:9,.0f}"
               f"{r['read_mb_per_s']:8.1f}{r['read_amplification']:6.1f}{r['io_efficiency']:8.2f}{sm:>9}{sM:>8}")
+    print("reads in flight at submission (power-of-two buckets) and request sizes:")
+    for r in results:
+        dh = " ".join(f"{1 << i}:{c}" for i, c in enumerate(r["depth_hist"]) if c)
+        sh = " ".join(f"{512 << i}B:{c}" for i, c in enumerate(r["size_hist"]) if c)
+        print(f"  {r['engine']:<13} depth {dh}\n  {'':<13} sizes {sh}; CPU {r['cpu_us_per_read']:.1f} us/read")
     if "uring" in by and "mmap" in by:
         u = by["uring"]
         print(f"summary: uring {u['batches_per_s']:.2f} batches/s = {u['speedup_vs_mmap']:.2f}x tuned mmap "
@@ -180,8 +192,9 @@ def main_bench(a) -> int:
 
 
 def _child(argv) -> int:
-    path, engine, fanout, bs, nb, seed, depth, workers = argv
-    r = run_engine(path, engine, [int(x) for x in fanout.split(",")], int(bs), int(nb), int(seed), int(depth), int(workers))
+    path, engine, fanout, bs, nb, seed, depth, workers, max_s = argv
+    r = run_engine(path, engine, [int(x) for x in fanout.split(",")], int(bs), int(nb), int(seed), int(depth), int(workers),
+                   float(max_s))
     print(json.dumps(r))
     return 0
 

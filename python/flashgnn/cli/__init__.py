@@ -108,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--batches", type=int, default=20)
     be.add_argument("--depth", type=int, default=256, help="reads in flight for uring and the probe")
     be.add_argument("--workers", type=int, default=2, help="producer threads per engine (each with its own ring)")
+    be.add_argument("--max-seconds", type=float, default=120.0, help="stop a slow engine after this long (figures cover what it did)")
     be.add_argument("--memory-limit", type=parse_size, help="cgroup memory cap per engine run (page cache dropped first)")
     be.add_argument("--probe-seconds", type=float, default=2.0)
     be.add_argument("--seed", type=int, default=0)
