@@ -101,11 +101,13 @@ impl ReadEngine for MappedEngine {
     fn depth(&self) -> usize {
         1
     }
+    /// Finished but not yet reaped: counting them keeps a caller that fills
+    /// up to `depth()` from queueing every buffer of a batch at once.
     fn in_flight(&self) -> usize {
-        0
+        self.ready.len()
     }
     fn submit(&mut self, req: ReadReq, mut buf: AlignedBuf) -> Result<(), IoError> {
-        self.counters.record(req.len, 1);
+        self.counters.record(req.len, self.ready.len() + 1);
         let src = self.sources[req.file as usize].bytes();
         let (o, l) = (req.offset as usize, req.len as usize);
         if o.checked_add(l).is_none_or(|e| e > src.len()) {

@@ -104,8 +104,10 @@ impl ReadEngine for PreadEngine {
     fn depth(&self) -> usize {
         self.threads.max(1)
     }
+    /// Includes synchronous reads finished but not yet reaped, so callers
+    /// that fill up to `depth()` hold at most `depth()` buffers.
     fn in_flight(&self) -> usize {
-        self.in_flight
+        self.in_flight + self.ready.len()
     }
     fn submit(&mut self, req: ReadReq, mut buf: AlignedBuf) -> Result<(), IoError> {
         self.in_flight += 1;

@@ -27,6 +27,10 @@ const TAG_PAGE: u64 = 1 << 56;
 const TAG_FEATURE: u64 = 2 << 56;
 const TAG_KEY: u64 = (1 << 56) - 1;
 
+/// In-flight samples kept per batch for the depth timeline (one per
+/// completion round): 4096 rounds cover a 1024-seed, 25x10 batch at depth 256.
+const TIMELINE_PER_BATCH_MAX: usize = 4096;
+
 /// Free-list cap for I/O buffers: 64 MiB (16 Ki pages) — beyond that,
 /// buffers go back to the allocator.
 const BUF_POOL_BYTES: usize = 64 << 20;
@@ -108,6 +112,7 @@ pub struct NeighborSampler {
     features: Vec<u8>,
     scratch: Vec<u32>,
     bytes_used: u64,
+    timeline: Vec<(f64, u32)>,
 }
 
 fn load_u32_map(ds: &Dataset, name: &str) -> Result<Vec<u32>> {
@@ -202,6 +207,7 @@ impl NeighborSampler {
             features: Vec::new(),
             scratch: Vec::new(),
             bytes_used: 0,
+            timeline: Vec::new(),
         })
     }
 
@@ -265,6 +271,7 @@ impl NeighborSampler {
         self.queue.clear();
         self.features.clear();
         self.bytes_used = 0;
+        self.timeline.clear();
         let n = self.layout.num_nodes;
         let mut seed_idx = Vec::with_capacity(seeds.len());
         for &s in seeds {
@@ -294,7 +301,7 @@ impl NeighborSampler {
         t.bytes_used = self.bytes_used;
         t.seconds = t0.elapsed().as_secs_f64();
         t.cpu_seconds = thread_cpu_seconds() - cpu0;
-        t.timeline.push((self.opened.elapsed().as_secs_f64(), self.io.in_flight() as u32));
+        t.timeline = std::mem::take(&mut self.timeline);
         self.telemetry.add(&t);
         Ok(batch)
     }
@@ -421,6 +428,9 @@ impl NeighborSampler {
             } else {
                 done.clear();
                 self.io.complete(1, &mut done)?;
+            }
+            if self.timeline.len() < TIMELINE_PER_BATCH_MAX {
+                self.timeline.push((self.opened.elapsed().as_secs_f64(), self.io.in_flight() as u32));
             }
             for d in done.drain(..) {
                 let r = self.on_done(&d, seed);

@@ -4,8 +4,8 @@
 
 use flashgnn_io::engine::IoCounters;
 
-/// Samples kept in the in-flight timeline (ring buffer), 1 per completion
-/// batch: enough for ~a minute of batches at full speed.
+/// Samples kept in the cumulative in-flight timeline: one per completion
+/// round, the first 64 Ki (about 16 batches at full depth).
 pub const TIMELINE_MAX: usize = 65536;
 
 #[derive(Debug, Clone, Default)]
