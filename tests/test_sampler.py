@@ -176,3 +176,22 @@ def test_striping_gives_identical_results(ds_path, tmp_path):
         f.write(bytes([b[0] ^ 0xFF]))
     with pytest.raises(flashgnn.CorruptDatasetError):
         flashgnn.verify(tmp_path / "s2" / "ds", progress=False)
+
+
+def test_uring_blocked_falls_back_with_notice(ds_path):
+    """When io_uring is refused (simulated with FLASHGNN_DISABLE_URING=1, as a
+    container seccomp profile would), engine='uring' prints a one-line notice
+    and runs on the pread thread pool with identical results."""
+    import subprocess
+    import sys
+
+    code = (
+        "import flashgnn, numpy as np; s = flashgnn.Sampler(%r, [5, 3], engine='uring');"
+        "b = s.sample(np.arange(40), seed=1); print(s.core().engine, int(b.row.sum()), len(b.n_id))" % str(ds_path)
+    )
+    env = dict(__import__("os").environ, FLASHGNN_DISABLE_URING="1")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "io_uring unavailable" in r.stderr and r.stderr.strip().count("\n") == 0
+    ref = flashgnn.Sampler(ds_path, [5, 3], engine="memory").sample(np.arange(40), seed=1)
+    assert r.stdout.split() == ["pread-pool", str(int(ref.row.sum())), str(len(ref.n_id))]

@@ -161,7 +161,7 @@ pub fn open_engine(kind: EngineKind, files: &[PathBuf], cfg: &EngineConfig) -> R
 fn open_plain(kind: EngineKind, files: &[PathBuf], cfg: &EngineConfig) -> Result<Box<dyn ReadEngine>, IoError> {
     let cap = cfg.max_read_bytes.unwrap_or(u32::MAX).max(512);
     Ok(match kind {
-        EngineKind::Uring => match crate::uring::UringEngine::open(files, cfg.depth, cap) {
+        EngineKind::Uring => match uring_or_blocked(files, cfg.depth, cap) {
             Ok(e) => Box::new(e),
             Err(e) if e.op == "io_uring_setup" => {
                 eprintln!("flashgnn: io_uring unavailable ({}); using the pread thread pool", e.source);
@@ -177,6 +177,16 @@ fn open_plain(kind: EngineKind, files: &[PathBuf], cfg: &EngineConfig) -> Result
         }
         EngineKind::Memory => Box::new(crate::mapped::MappedEngine::open(files, crate::mapped::Mode::Memory)?),
     })
+}
+
+/// `FLASHGNN_DISABLE_URING=1` makes io_uring look blocked (as in containers
+/// whose seccomp profile refuses `io_uring_setup`), to exercise the fallback.
+fn uring_or_blocked(files: &[PathBuf], depth: usize, cap: u32) -> Result<crate::uring::UringEngine, IoError> {
+    if std::env::var_os("FLASHGNN_DISABLE_URING").is_some_and(|v| v == "1") {
+        let p = files.first().map(|p| p.as_path()).unwrap_or(Path::new(""));
+        return Err(IoError::new("io_uring_setup", p, None, std::io::Error::from_raw_os_error(libc::EPERM)));
+    }
+    crate::uring::UringEngine::open(files, depth, cap)
 }
 
 /// Open a file for direct I/O, falling back to buffered I/O where the file

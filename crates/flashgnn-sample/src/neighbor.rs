@@ -1,7 +1,11 @@
 //! Out-of-order k-hop neighbor sampling with feature gathering (see the crate
 //! docs for the walk through one batch).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+// Fx hashing: the keys are node ids and page numbers, not attacker-chosen
+// strings, and SipHash costs several times more per lookup on this hot path.
+use rustc_hash::FxHashMap as HashMap;
 use std::path::Path;
 use std::time::Instant;
 
@@ -201,8 +205,8 @@ impl NeighborSampler {
             telemetry: Telemetry::default(),
             opened: Instant::now(),
             nodes: Vec::new(),
-            index: HashMap::new(),
-            pages: HashMap::new(),
+            index: HashMap::default(),
+            pages: HashMap::default(),
             queue: VecDeque::new(),
             features: Vec::new(),
             scratch: Vec::new(),
@@ -587,7 +591,7 @@ impl NeighborSampler {
     fn canonical(&mut self, seed_idx: &[u32]) -> Result<Batch> {
         let k = self.hops();
         let rb = self.row_bytes();
-        let mut local: HashMap<u32, i64> = HashMap::with_capacity(self.nodes.len());
+        let mut local: HashMap<u32, i64> = HashMap::with_capacity_and_hasher(self.nodes.len(), Default::default());
         let mut order: Vec<u32> = Vec::with_capacity(self.nodes.len());
         for &i in seed_idx {
             local.entry(i).or_insert(order.len() as i64);

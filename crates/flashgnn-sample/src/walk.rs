@@ -11,7 +11,7 @@
 //! Output order: the distinct roots first (in order), then newly visited
 //! nodes walk by walk, step by step; `row` = neighbor, `col` = target.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use flashgnn_format::layout::{check_overflow_page, FeaturePlacement};
 use flashgnn_format::slot::{decode_slot, read_id};
@@ -41,7 +41,7 @@ impl NeighborSampler {
         let mut pending_ovf: Vec<u32> = vec![0; nodes.len()];
         let mut ovf_first: Vec<(u64, u64)> = vec![(0, 0); nodes.len()];
         // page key -> nodes waiting (slot pages: file 0, overflow: file 1).
-        let mut waiting: HashMap<(u16, u64), Vec<usize>> = HashMap::new();
+        let mut waiting: HashMap<(u16, u64), Vec<usize>> = HashMap::default();
         let mut queue: Vec<ReadReq> = Vec::new();
         let files = self.file_names();
         for (i, &v) in nodes.iter().enumerate() {
@@ -155,7 +155,7 @@ impl NeighborSampler {
     pub fn random_walk(&mut self, roots: &[i64], walk_length: usize, seed: u64) -> Result<Batch> {
         let n = self.layout().num_nodes;
         let mut order: Vec<u32> = Vec::new();
-        let mut local: HashMap<u32, usize> = HashMap::new();
+        let mut local: HashMap<u32, usize> = HashMap::default();
         let mut add = |v: u32, order: &mut Vec<u32>| {
             local.entry(v).or_insert_with(|| {
                 order.push(v);
@@ -172,7 +172,7 @@ impl NeighborSampler {
             pos.push(v);
         }
         let batch_size = order.len();
-        let mut cache: HashMap<u32, NodeData> = HashMap::new();
+        let mut cache: HashMap<u32, NodeData> = HashMap::default();
         for step in 0..walk_length {
             let need: Vec<u32> = {
                 let mut v: Vec<u32> = pos.iter().copied().filter(|v| !cache.contains_key(v)).collect();

@@ -73,14 +73,29 @@ def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=
     # Pipelined like training: `workers` producers run ahead (prefetch 4).
     # The clock starts at the first batch's arrival, so opening (and the
     # memory engine's load) is excluded; batches 1..n are timed.
-    # A slow engine (mmap-default thrashing) stops after `max_seconds`; its
-    # figures then cover the batches it finished.
-    stamps = []
-    for _ in s.iter_batches(order[: (batches + 1) * batch_size], batch_size, seed=seed, prefetch=4, drop_last=True,
-                            workers=workers):
-        stamps.append(time.perf_counter())
-        if stamps[-1] - stamps[0] > max_seconds and len(stamps) >= 2:
-            break
+    # A slow engine (mmap-default thrashing) is cut off after `max_seconds`
+    # from the start: its figures then cover the batches it finished, or give
+    # an upper bound when it finished fewer than two. (This runs in a child
+    # process, which exits without waiting for a producer stuck mid-batch.)
+    import threading
+
+    stamps: list[float] = []
+    it = s.iter_batches(order[: (batches + 1) * batch_size], batch_size, seed=seed, prefetch=4, drop_last=True,
+                        workers=workers)
+    t_start = time.perf_counter()
+    th = threading.Thread(target=lambda: [stamps.append(time.perf_counter()) for _ in it], daemon=True)
+    th.start()
+    th.join(max_seconds)
+    if th.is_alive():
+        # Rate over the whole span from the start (first-batch latency
+        # included): a conservative figure; an upper bound when none finished.
+        n = len(stamps)
+        el = time.perf_counter() - t_start
+        return {"engine": engine, "batches": n, "workers": workers, "seconds": el, "open_seconds": open_s,
+                "incomplete": True, "batches_per_s": (n if n else 1) / el, "seeds_per_s": None,
+                "nodes_per_s": None, "iops": 0.0, "read_mb_per_s": None, "read_amplification": None,
+                "reads_per_node": None, "cpu_us_per_read": 0.0, "depth_hist": [], "size_hist": [], "depth_timeline": [],
+                "peak_rss_bytes": None}
     el = stamps[-1] - stamps[0]
     tel = s.last_iter_telemetry
     done_batches = tel.get("batches", len(stamps)) or len(stamps)
@@ -135,32 +150,40 @@ def main_bench(a) -> int:
     results = []
     for e in engines:
         dropped = drop_caches()
-        # The memory engine is the DRAM oracle: it runs without the cap.
-        if a.memory_limit and e != "memory":
+        # Every engine runs in a fresh child process (clean page cache state,
+        # a hard stop for engines that stall). With --memory-limit the child
+        # sits in a memory cgroup — except `memory`, the DRAM oracle.
+        capped = bool(a.memory_limit) and e != "memory"
+        cg = procs = None
+        if capped:
             cg, procs = make_cgroup(a.memory_limit)
-            cmd = [sys.executable, "-m", "flashgnn.bench.engines", "--child", path, e, a.fanout, str(a.batch_size),
-                   str(a.batches), str(a.seed), str(a.depth), str(a.workers), str(a.max_seconds)]
-            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
-                                 preexec_fn=lambda: (cg / procs).write_text(str(os.getpid())))
-            out, _ = p.communicate()
+        cmd = [sys.executable, "-m", "flashgnn.bench.engines", "--child", path, e, a.fanout, str(a.batch_size),
+               str(a.batches), str(a.seed), str(a.depth), str(a.workers), str(a.max_seconds)]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
+                             preexec_fn=(lambda: (cg / procs).write_text(str(os.getpid()))) if capped else None)
+        out, _ = p.communicate()
+        if cg is not None:
             try:
                 cg.rmdir()
             except OSError:
                 pass
-            if p.returncode != 0:
-                print(f"bench: engine {e} failed (exit {p.returncode}) under --memory-limit {human_bytes(a.memory_limit)}",
-                      file=sys.stderr)
-                continue
-            r = json.loads(out.strip().splitlines()[-1])
-        else:
-            r = run_engine(path, e, fanouts, a.batch_size, a.batches, a.seed, a.depth, a.workers, a.max_seconds)
+        if p.returncode != 0:
+            print(f"bench: engine {e} failed (exit {p.returncode})" + (f" under --memory-limit {human_bytes(a.memory_limit)}" if capped else ""),
+                  file=sys.stderr)
+            continue
+        r = json.loads(out.strip().splitlines()[-1])
+        r["memory_capped"] = capped
         r["cache_dropped"] = dropped
         r["device_iops"] = dev_qd
         r["device_iops_qd1"] = dev_qd1
         r["io_efficiency"] = r["iops"] / dev_qd if dev_qd else 0.0
         results.append(r)
-        print(f"bench: {e:<13} {r['batches_per_s']:8.2f} batches/s  {r['iops']:9,.0f} IOPS  io_eff {r['io_efficiency']:.2f}  "
-              f"amp {r['read_amplification']:.1f}", file=sys.stderr)
+        if r.get("incomplete"):
+            print(f"bench: {e:<13} cut off after {r['seconds']:.0f} s with {r['batches']} batches done: "
+                  f"{'<' if r['batches'] == 0 else '~'}{r['batches_per_s']:.3f} batches/s", file=sys.stderr)
+        else:
+            print(f"bench: {e:<13} {r['batches_per_s']:8.2f} batches/s  {r['iops']:9,.0f} IOPS  io_eff {r['io_efficiency']:.2f}  "
+                  f"amp {r['read_amplification']:.1f}", file=sys.stderr)
     by = {r["engine"]: r for r in results}
     for r in results:
         r["speedup_vs_mmap"] = r["batches_per_s"] / by["mmap"]["batches_per_s"] if "mmap" in by else None
@@ -176,10 +199,14 @@ def main_bench(a) -> int:
     for r in results:
         sm = f"{r['speedup_vs_mmap']:.2f}x" if r["speedup_vs_mmap"] else "-"
         sM = f"{r['speedup_vs_memory']:.2f}x" if r["speedup_vs_memory"] else "-"
+        if r.get("incomplete"):
+            print(f"{r['engine']:<13}{('<' if r['batches'] == 0 else '~') + format(r['batches_per_s'], '.3f'):>9}{'(cut off after ' + format(r['seconds'], '.0f') + ' s)':>36}"
+                  f"{'':>22}{sm:>9}{sM:>8}")
+            continue
         print(f"{r['engine']:<13}{r['batches_per_s']:9.2f}{r['seeds_per_s']:10,.0f}{r['nodes_per_s']:11,.0f}{r['iops']:9,.0f}"
               f"{r['read_mb_per_s']:8.1f}{r['read_amplification']:6.1f}{r['io_efficiency']:8.2f}{sm:>9}{sM:>8}")
     print("reads in flight at submission (power-of-two buckets) and request sizes:")
-    for r in results:
+    for r in [r for r in results if not r.get("incomplete")]:
         dh = " ".join(f"{1 << i}:{c}" for i, c in enumerate(r["depth_hist"]) if c)
         sh = " ".join(f"{512 << i}B:{c}" for i, c in enumerate(r["size_hist"]) if c)
         print(f"  {r['engine']:<13} depth {dh}\n  {'':<13} sizes {sh}; CPU {r['cpu_us_per_read']:.1f} us/read")
@@ -195,8 +222,8 @@ def _child(argv) -> int:
     path, engine, fanout, bs, nb, seed, depth, workers, max_s = argv
     r = run_engine(path, engine, [int(x) for x in fanout.split(",")], int(bs), int(nb), int(seed), int(depth), int(workers),
                    float(max_s))
-    print(json.dumps(r))
-    return 0
+    print(json.dumps(r), flush=True)
+    os._exit(0)  # do not wait for producers of an engine cut off mid-batch
 
 
 if __name__ == "__main__":
