@@ -393,7 +393,11 @@ fn decode_header(file: &str, magic: [u8; 8], bytes: &[u8], nfields: usize) -> Re
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
     if version != FORMAT_VERSION {
-        return Err(FormatError::UnsupportedVersion { file: file.into(), found: version, supported: FORMAT_VERSION });
+        return Err(FormatError::UnsupportedVersion {
+            file: format!("{file}: byte offset 8"),
+            found: version,
+            supported: FORMAT_VERSION,
+        });
     }
     let page_size = u32::from_le_bytes(bytes[12..16].try_into().unwrap());
     if !(PAGE_SIZE_MIN..=PAGE_SIZE_MAX).contains(&page_size) || !page_size.is_power_of_two() {
@@ -535,6 +539,65 @@ impl FeatureHeader {
     pub fn decode(file: &str, bytes: &[u8]) -> Result<Self> {
         let (page_size, f) = decode_header(file, FEATURE_MAGIC, bytes, 4)?;
         Ok(FeatureHeader { page_size, num_nodes: f[0], feature_dim: f[1], feature_dtype_code: f[2], stride: f[3] })
+    }
+}
+
+/// First disagreement between a decoded header and the one the manifest
+/// implies, as an error naming the field, its byte offset and both values.
+/// `fields` are (name, decoded, expected) in on-disk order after page_size.
+pub fn header_mismatch(file: &str, page_size: (u32, u32), fields: &[(&'static str, u64, u64)]) -> Option<FormatError> {
+    if page_size.0 != page_size.1 {
+        return Some(FormatError::oob(
+            file,
+            12,
+            "header page_size",
+            page_size.0 as u64,
+            format!("== {} from manifest.json", page_size.1),
+        ));
+    }
+    fields.iter().enumerate().find(|(_, f)| f.1 != f.2).map(|(i, f)| {
+        FormatError::oob(
+            file,
+            16 + 8 * i as u64,
+            f.0,
+            f.1,
+            format!("== {} from manifest.json (files from different builds?)", f.2),
+        )
+    })
+}
+
+impl GraphHeader {
+    /// (name, this, other) for every u64 field, in on-disk order.
+    pub fn compare(&self, o: &GraphHeader) -> Vec<(&'static str, u64, u64)> {
+        vec![
+            ("num_nodes", self.num_nodes, o.num_nodes),
+            ("num_edges", self.num_edges, o.num_edges),
+            ("id_bytes", self.id_bytes, o.id_bytes),
+            ("feature_dim", self.feature_dim, o.feature_dim),
+            ("feature_dtype_code", self.feature_dtype_code, o.feature_dtype_code),
+            ("inline_features", self.inline_features, o.inline_features),
+            ("inline_cap", self.inline_cap, o.inline_cap),
+            ("slot_bytes", self.slot_bytes, o.slot_bytes),
+            ("slots_per_page", self.slots_per_page, o.slots_per_page),
+            ("overflow_entries", self.overflow_entries, o.overflow_entries),
+        ]
+    }
+}
+
+impl OverflowHeader {
+    pub fn compare(&self, o: &OverflowHeader) -> Vec<(&'static str, u64, u64)> {
+        vec![("entries", self.entries, o.entries), ("id_bytes", self.id_bytes, o.id_bytes)]
+    }
+}
+
+impl FeatureHeader {
+    pub fn compare(&self, o: &FeatureHeader) -> Vec<(&'static str, u64, u64)> {
+        vec![
+            ("num_nodes", self.num_nodes, o.num_nodes),
+            ("feature_dim", self.feature_dim, o.feature_dim),
+            ("feature_dtype_code", self.feature_dtype_code, o.feature_dtype_code),
+            ("stride", self.stride, o.stride),
+        ]
     }
 }
 

@@ -12,6 +12,10 @@ use crate::FORMAT_VERSION;
 
 pub const MANIFEST_FILE: &str = "manifest.json";
 pub const MANIFEST_MAGIC: &str = "flashgnn-dataset";
+/// Key of the manifest's own CRC32C (over its canonical JSON without it).
+pub const MANIFEST_CHECKSUM_KEY: &str = "checksum";
+/// Relabelling names a reader accepts.
+pub const REORDERS: [&str; 2] = ["none", "degree"];
 pub const GRAPH_FILE: &str = "graph.fg";
 pub const OVERFLOW_FILE: &str = "overflow.fg";
 pub const FEATURES_FILE: &str = "features.fg";
@@ -109,10 +113,32 @@ pub struct Manifest {
     pub files: BTreeMap<String, FileEntry>,
 }
 
+/// Set the `checksum` of an arbitrary manifest-shaped JSON value and print it.
+fn seal_value(mut v: serde_json::Value) -> String {
+    if let Some(o) = v.as_object_mut() {
+        o.remove(MANIFEST_CHECKSUM_KEY);
+    }
+    let c = crate::checksum::crc(serde_json::to_string(&v).expect("value serialises").as_bytes());
+    if let Some(o) = v.as_object_mut() {
+        o.insert(MANIFEST_CHECKSUM_KEY.into(), c.into());
+    }
+    serde_json::to_string_pretty(&v).expect("value serialises")
+}
+
+/// Re-seal edited manifest text (tools and tests that edit manifests on
+/// purpose). The result is *not* validated: a hostile but sealed manifest
+/// must still be caught by the structural checks.
+pub fn seal_json(path: &str, text: &str) -> Result<String> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        FormatError::invalid(path, format!("line {} column {}: not valid JSON: {e}", e.line(), e.column()))
+    })?;
+    Ok(seal_value(v))
+}
+
 impl Manifest {
     /// Parse and validate. `path` names the file in errors.
     pub fn from_json(path: &str, text: &str) -> Result<Manifest> {
-        let probe: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        let mut probe: serde_json::Value = serde_json::from_str(text).map_err(|e| {
             FormatError::invalid(path, format!("line {} column {}: not valid JSON: {e}", e.line(), e.column()))
         })?;
         match probe.get("magic").and_then(|m| m.as_str()) {
@@ -133,6 +159,24 @@ impl Manifest {
                 supported: FORMAT_VERSION,
             });
         }
+        // The manifest's own checksum: CRC32C of its canonical form (compact
+        // JSON, keys sorted, without the "checksum" key). A flipped bit in a
+        // value that parses (a renamed key, a changed digit) is caught here.
+        let stored = probe.as_object_mut().and_then(|o| o.remove(MANIFEST_CHECKSUM_KEY));
+        let stored = stored.as_ref().and_then(|v| v.as_u64()).ok_or_else(|| {
+            FormatError::invalid(path, format!("manifest has no numeric \"{MANIFEST_CHECKSUM_KEY}\" field"))
+        })?;
+        let computed = crate::checksum::crc(serde_json::to_string(&probe).expect("value serialises").as_bytes());
+        if stored != computed as u64 {
+            let offset = text.find(&format!("\"{MANIFEST_CHECKSUM_KEY}\"")).unwrap_or(0) as u64;
+            return Err(FormatError::Checksum {
+                file: path.into(),
+                offset,
+                what: "manifest (canonical JSON)".into(),
+                stored: stored as u32,
+                computed,
+            });
+        }
         let m: Manifest = serde_json::from_value(probe).map_err(|e| {
             FormatError::invalid(path, format!("manifest does not match format version {FORMAT_VERSION}: {e}"))
         })?;
@@ -140,8 +184,9 @@ impl Manifest {
         Ok(m)
     }
 
+    /// Pretty JSON with the `checksum` field (see [`Manifest::from_json`]).
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("manifest serialises")
+        seal_value(serde_json::to_value(self).expect("manifest serialises"))
     }
 
     pub fn placement(&self) -> FeaturePlacement {
@@ -207,6 +252,41 @@ impl Manifest {
                     ))
                 }
                 None => return Err(FormatError::invalid(path, format!("manifest lists no entry for {name}"))),
+            }
+        }
+        if !REORDERS.contains(&self.reorder.as_str()) {
+            return Err(FormatError::invalid(path, format!("`reorder` {:?} is not one of {REORDERS:?}", self.reorder)));
+        }
+        for f in [NODE_ORDER_FILE, NODE_INDEX_FILE] {
+            if self.reorder == "none" && self.files.contains_key(f) {
+                return Err(FormatError::invalid(
+                    path,
+                    format!("`reorder` is \"none\" but `files` has an entry for {f}: inconsistent"),
+                ));
+            }
+        }
+        if self.reorder != "none" {
+            for f in [NODE_ORDER_FILE, NODE_INDEX_FILE] {
+                if !self.files.contains_key(f) {
+                    return Err(FormatError::invalid(
+                        path,
+                        format!("`reorder` {:?} needs a `files` entry for {f}", self.reorder),
+                    ));
+                }
+            }
+        }
+        if self.labels.is_some() != self.files.contains_key(LABELS_FILE) {
+            return Err(FormatError::invalid(
+                path,
+                format!("`labels` section and the `files` entry for {LABELS_FILE} disagree"),
+            ));
+        }
+        for name in self.splits.keys() {
+            if !self.files.contains_key(&split_file(name)) {
+                return Err(FormatError::invalid(
+                    path,
+                    format!("split {name:?} in `splits` has no `files` entry {}", split_file(name)),
+                ));
             }
         }
         if l.placement == FeaturePlacement::Separate {

@@ -24,5 +24,14 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(job::start_build, m)?)?;
     m.add_function(wrap_pyfunction!(job::start_generate, m)?)?;
     m.add_function(wrap_pyfunction!(job::start_verify, m)?)?;
+    m.add_function(wrap_pyfunction!(seal_manifest, m)?)?;
     Ok(())
+}
+
+/// Recompute the `checksum` of edited manifest text (for tools and tests that
+/// edit manifests on purpose); the content is not validated.
+#[pyfunction]
+fn seal_manifest(text: &str) -> PyResult<String> {
+    flashgnn_format::manifest::seal_json("manifest.json", text)
+        .map_err(|e| error::store_err(flashgnn_store::StoreError::Format(e)))
 }

@@ -105,6 +105,7 @@ pub struct NeighborSampler {
     files: [String; 3],
     node_index: Option<Vec<u32>>,
     node_order: Option<Vec<u32>>,
+    feature_crcs: Option<Vec<u32>>,
     labels: Option<Vec<i32>>,
     pub telemetry: Telemetry,
     opened: Instant,
@@ -168,15 +169,32 @@ impl NeighborSampler {
         } else {
             io
         };
+        // Separate feature rows are checked against feature_crc.npy (4 B/node).
+        let feature_crcs = if layout.placement == FeaturePlacement::Separate && layout.row_bytes() > 0 {
+            Some(ds.feature_crcs()?.to_vec())
+        } else {
+            None
+        };
         let (node_index, node_order) = if ds.manifest().reorder != "none" {
-            (
-                Some(load_u32_map(&ds, flashgnn_format::manifest::NODE_INDEX_FILE)?),
-                Some(load_u32_map(&ds, flashgnn_format::manifest::NODE_ORDER_FILE)?),
-            )
+            let index = load_u32_map(&ds, flashgnn_format::manifest::NODE_INDEX_FILE)?;
+            let order = load_u32_map(&ds, flashgnn_format::manifest::NODE_ORDER_FILE)?;
+            if let Some(i) = (0..order.len()).find(|&i| index[order[i] as usize] as usize != i) {
+                let f = ds.file(flashgnn_format::manifest::NODE_ORDER_FILE);
+                return Err(FormatError::oob(
+                    f,
+                    8 * i as u64,
+                    "node_order entry",
+                    order[i] as u64,
+                    "inverse of node_index.npy",
+                )
+                .into());
+            }
+            (Some(index), Some(order))
         } else {
             (None, None)
         };
         let labels = if cfg.labels && ds.has_labels() {
+            ds.check_side_file(flashgnn_format::manifest::LABELS_FILE)?;
             let a = ds.side_array(flashgnn_format::manifest::LABELS_FILE)?;
             if a.len() != ds.num_nodes() {
                 return Err(FormatError::oob(
@@ -201,6 +219,7 @@ impl NeighborSampler {
             files: [ds.file(GRAPH_FILE), ds.file(OVERFLOW_FILE), ds.file(FEATURES_FILE)],
             node_index,
             node_order,
+            feature_crcs,
             labels,
             telemetry: Telemetry::default(),
             opened: Instant::now(),
@@ -451,6 +470,20 @@ impl NeighborSampler {
             let (_, start, end) = self.layout.feature_range(self.nodes[i].v as u64);
             let lo = d.req.offset;
             let bytes = &d.buf.as_slice()[(start - lo) as usize..(end - lo) as usize];
+            if let Some(crcs) = &self.feature_crcs {
+                let v = self.nodes[i].v as u64;
+                let computed = flashgnn_format::checksum::crc_at(v, bytes);
+                if crcs[v as usize] != computed {
+                    return Err(FormatError::Checksum {
+                        file: self.files[F_FEATURES as usize].clone(),
+                        offset: start,
+                        what: format!("feature row {v}"),
+                        stored: crcs[v as usize],
+                        computed,
+                    }
+                    .into());
+                }
+            }
             let off = self.features.len();
             self.features.extend_from_slice(bytes);
             self.nodes[i].feature = Some(off);

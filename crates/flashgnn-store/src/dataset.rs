@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use flashgnn_format::layout::{check_overflow_page, FeaturePlacement};
+use flashgnn_format::layout::{check_overflow_page, header_mismatch, FeaturePlacement};
 use flashgnn_format::manifest::*;
 use flashgnn_format::npy::{parse_header, NpyHeader};
 use flashgnn_format::slot::{decode_slot, read_id};
@@ -80,6 +80,9 @@ pub struct Dataset {
     features: Option<Box<dyn ReadAt>>,
     /// original -> internal and internal -> original (relabelled datasets only).
     maps: OnceLock<Result<(Vec<u32>, Vec<u32>), String>>,
+    crcs: OnceLock<Result<Vec<u32>, String>>,
+    /// Side arrays whose whole-file CRC32C has been checked in this process.
+    side_checked: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 fn file_name(root: &Path, f: &str) -> String {
@@ -94,10 +97,16 @@ impl Dataset {
         if !root.is_dir() {
             return Err(StoreError::NotADataset(format!("{}: no such dataset directory", root.display())));
         }
-        let text = std::fs::read_to_string(&mpath).map_err(|e| {
+        let bytes = std::fs::read(&mpath).map_err(|e| {
             StoreError::NotADataset(format!("{}: not a flashgnn dataset ({}: {e})", root.display(), mpath.display()))
         })?;
         let mname = mpath.display().to_string();
+        let text = String::from_utf8(bytes).map_err(|e| {
+            FormatError::invalid(
+                &mname,
+                format!("byte offset {}: not UTF-8 text (corrupt manifest)", e.utf8_error().valid_up_to()),
+            )
+        })?;
         let manifest = Manifest::from_json(&mname, &text)?;
         let layout = manifest.layout(&mname)?;
         for (name, entry) in &manifest.files {
@@ -107,6 +116,12 @@ impl Dataset {
                 );
             }
             let p = root.join(name);
+            let striped = root.join(flashgnn_io::stripe::STRIPES_FILE).exists();
+            if !p.exists() && !striped {
+                return Err(
+                    FormatError::invalid(p.display().to_string(), "missing: manifest.json lists this file").into()
+                );
+            }
             // Striped files are sized through their parts (stripes.json).
             let len = flashgnn_io::stripe::open_reader(&root, name)?.len();
             if len != entry.bytes {
@@ -126,24 +141,20 @@ impl Dataset {
         graph.read_exact_at(&mut page, 0)?;
         let gname = file_name(&root, GRAPH_FILE);
         let gh = GraphHeader::decode(&gname, &page)?;
-        if gh != GraphHeader::from_layout(&layout) {
-            return Err(FormatError::invalid(
-                &gname,
-                "header page disagrees with manifest.json (files from different builds?)",
-            )
-            .into());
+        let want = GraphHeader::from_layout(&layout);
+        if let Some(e) = header_mismatch(&gname, (gh.page_size, want.page_size), &gh.compare(&want)) {
+            return Err(e.into());
         }
         overflow.read_exact_at(&mut page, 0)?;
         let oname = file_name(&root, OVERFLOW_FILE);
         let oh = OverflowHeader::decode(&oname, &page)?;
-        if oh
-            != (OverflowHeader {
-                page_size: layout.page_size,
-                entries: layout.overflow_entries,
-                id_bytes: layout.id_bytes as u64,
-            })
-        {
-            return Err(FormatError::invalid(&oname, "header page disagrees with manifest.json").into());
+        let want = OverflowHeader {
+            page_size: layout.page_size,
+            entries: layout.overflow_entries,
+            id_bytes: layout.id_bytes as u64,
+        };
+        if let Some(e) = header_mismatch(&oname, (oh.page_size, want.page_size), &oh.compare(&want)) {
+            return Err(e.into());
         }
         let features = if layout.placement == FeaturePlacement::Separate {
             let f = flashgnn_io::stripe::open_reader(&root, FEATURES_FILE)?;
@@ -157,14 +168,24 @@ impl Dataset {
                 feature_dtype_code: layout.feature_dtype.code() as u64,
                 stride: layout.feature_stride(),
             };
-            if fh != want {
-                return Err(FormatError::invalid(&fname, "header page disagrees with manifest.json").into());
+            if let Some(e) = header_mismatch(&fname, (fh.page_size, want.page_size), &fh.compare(&want)) {
+                return Err(e.into());
             }
             Some(f)
         } else {
             None
         };
-        Ok(Dataset { root, manifest, layout, graph, overflow, features, maps: OnceLock::new() })
+        Ok(Dataset {
+            root,
+            manifest,
+            layout,
+            graph,
+            overflow,
+            features,
+            maps: OnceLock::new(),
+            crcs: OnceLock::new(),
+            side_checked: Default::default(),
+        })
     }
 
     pub fn root(&self) -> &Path {
@@ -237,13 +258,51 @@ impl Dataset {
                     })
                     .collect()
             };
-            (|| -> Result<(Vec<u32>, Vec<u32>)> { Ok((load(NODE_INDEX_FILE)?, load(NODE_ORDER_FILE)?)) })()
-                .map_err(|e| e.to_string())
+            (|| -> Result<(Vec<u32>, Vec<u32>)> {
+                let (index, order) = (load(NODE_INDEX_FILE)?, load(NODE_ORDER_FILE)?);
+                // The two maps must be inverse permutations, or ids would be
+                // silently swapped: O(N) once per open.
+                if let Some(i) = (0..order.len()).find(|&i| index[order[i] as usize] as usize != i) {
+                    let a = NpyArray::open(&self.root.join(NODE_ORDER_FILE), &self.file(NODE_ORDER_FILE))?;
+                    return Err(FormatError::oob(
+                        self.file(NODE_ORDER_FILE),
+                        a.header.data_offset + 8 * i as u64,
+                        "node_order entry",
+                        order[i] as u64,
+                        "inverse of node_index.npy",
+                    )
+                    .into());
+                }
+                Ok((index, order))
+            })()
+            .map_err(|e| e.to_string())
         });
         match r {
             Ok(m) => Ok(Some(m)),
             Err(e) => Err(StoreError::Format(FormatError::invalid(self.root.display().to_string(), e.clone()))),
         }
+    }
+
+    /// Per-row CRC32Cs of `features.fg` (4 B/node, loaded on first use).
+    pub fn feature_crcs(&self) -> Result<&[u32]> {
+        let r = self.crcs.get_or_init(|| {
+            (|| -> Result<Vec<u32>> {
+                let a = self.side_array(FEATURE_CRC_FILE)?;
+                if a.len() != self.num_nodes() {
+                    return Err(FormatError::oob(
+                        self.file(FEATURE_CRC_FILE),
+                        0,
+                        "length",
+                        a.len(),
+                        format!("== num_nodes {}", self.num_nodes()),
+                    )
+                    .into());
+                }
+                Ok(a.read_all_i64()?.into_iter().map(|c| c as u32).collect())
+            })()
+            .map_err(|e| e.to_string())
+        });
+        r.as_deref().map_err(|e| StoreError::Format(FormatError::invalid(self.root.display().to_string(), e.clone())))
     }
 
     fn check_id(&self, id: i64) -> Result<u64> {
@@ -280,7 +339,19 @@ impl Dataset {
     pub fn read_slot(&self, v: u64) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; self.layout.slot_bytes as usize];
         self.graph.read_exact_at(&mut buf, self.layout.slot_offset(v))?;
-        decode_slot(&self.layout, v, &buf, &self.file(GRAPH_FILE))?;
+        let slot = decode_slot(&self.layout, v, &buf, &self.file(GRAPH_FILE))?;
+        // The slot names its node: it must be the one the id maps say.
+        let want = self.original_id(v)?;
+        if slot.original_id != want {
+            return Err(FormatError::oob(
+                self.file(GRAPH_FILE),
+                self.layout.slot_offset(v) + 8,
+                "original id",
+                slot.original_id,
+                format!("== {want} (reorder {:?})", self.manifest.reorder),
+            )
+            .into());
+        }
         Ok(buf)
     }
 
@@ -362,13 +433,62 @@ impl Dataset {
                     .as_ref()
                     .expect("separate placement has a feature file")
                     .read_exact_at(&mut out[at..], start)?;
+                let crcs = self.feature_crcs()?;
+                let (stored, computed) = (crcs[v as usize], flashgnn_format::checksum::crc_at(v, &out[at..]));
+                if stored != computed {
+                    return Err(FormatError::Checksum {
+                        file: self.file(FEATURES_FILE),
+                        offset: start,
+                        what: format!("feature row {v}"),
+                        stored,
+                        computed,
+                    }
+                    .into());
+                }
             }
         }
         Ok(())
     }
 
+    /// Check a side array's whole-file CRC32C against the manifest, once per
+    /// process: labels and splits have no per-page checksums, so this is
+    /// what stops a flipped label from being served (O(file) on first use).
+    pub fn check_side_file(&self, name: &str) -> Result<()> {
+        if self.side_checked.lock().unwrap().contains(name) {
+            return Ok(());
+        }
+        let entry = self
+            .manifest
+            .files
+            .get(name)
+            .ok_or_else(|| StoreError::BadRequest(format!("{} has no {name}", self.root.display())))?;
+        let r = FileReader::open(self.root.join(name))?;
+        let mut crc = flashgnn_format::checksum::FileCrc::default();
+        let mut buf = vec![0u8; 4 << 20];
+        let mut off = 0;
+        while off < r.len() {
+            let k = ((r.len() - off) as usize).min(buf.len());
+            r.read_exact_at(&mut buf[..k], off)?;
+            crc.update(&buf[..k]);
+            off += k as u64;
+        }
+        if crc.value() != entry.crc32c {
+            return Err(FormatError::Checksum {
+                file: self.file(name),
+                offset: 0,
+                what: "whole file".into(),
+                stored: entry.crc32c,
+                computed: crc.value(),
+            }
+            .into());
+        }
+        self.side_checked.lock().unwrap().insert(name.to_string());
+        Ok(())
+    }
+
     /// Labels of original ids (-1 = unlabeled).
     pub fn labels(&self, ids: &[i64]) -> Result<Vec<i64>> {
+        self.check_side_file(LABELS_FILE)?;
         let a = self.side_array(LABELS_FILE)?;
         ids.iter()
             .map(|&id| {
@@ -391,6 +511,7 @@ impl Dataset {
                 self.root.display()
             )));
         }
+        self.check_side_file(&split_file(name))?;
         let a = self.side_array(&split_file(name))?;
         let v = a.read_all_i64()?;
         for (i, &x) in v.iter().enumerate() {

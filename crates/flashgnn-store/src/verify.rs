@@ -96,6 +96,17 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
                 }
                 next_overflow += slot.overflow_len();
             }
+            let want = ds.original_id(v)?;
+            if slot.original_id != want {
+                return Err(FormatError::oob(
+                    &gname,
+                    l.slot_offset(v) + 8,
+                    "original id",
+                    slot.original_id,
+                    format!("== {want} (reorder {:?})", m.reorder),
+                )
+                .into());
+            }
             degree_sum += slot.degree as u64;
             rep.slots += 1;
         }

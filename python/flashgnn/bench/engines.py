@@ -87,12 +87,14 @@ def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=
     th.start()
     th.join(max_seconds)
     if th.is_alive():
-        # Rate over the whole span from the start (first-batch latency
-        # included): a conservative figure; an upper bound when none finished.
+        # With several batches done, the rate between the first and last
+        # arrival (as for complete runs); with fewer, batches over the whole
+        # span (first-batch latency included), an upper bound when none.
         n = len(stamps)
         el = time.perf_counter() - t_start
+        rate = (n - 1) / (stamps[-1] - stamps[0]) if n >= 4 and stamps[-1] > stamps[0] else (n if n else 1) / el
         return {"engine": engine, "batches": n, "workers": workers, "seconds": el, "open_seconds": open_s,
-                "incomplete": True, "batches_per_s": (n if n else 1) / el, "seeds_per_s": None,
+                "incomplete": True, "batches_per_s": rate, "seeds_per_s": None,
                 "nodes_per_s": None, "iops": 0.0, "read_mb_per_s": None, "read_amplification": None,
                 "reads_per_node": None, "cpu_us_per_read": 0.0, "depth_hist": [], "size_hist": [], "depth_timeline": [],
                 "peak_rss_bytes": None}

@@ -1,0 +1,830 @@
+"""Corruption suite (RELIABILITY.md promise 3): a damaged dataset never crashes, hangs or fools the reader.
+
+Three small datasets (inline features; separate features; degree-reordered
+with node_order/node_index), each with a hub spilling into several overflow
+pages, are damaged in many ways — bit flips across every file (header pages,
+slots, page slack, overflow pages, feature rows, npy side files,
+manifest.json), truncation at every page boundary, swapped pages, appended
+garbage, deleted files, and "hostile" edits that re-seal the manifest's
+whole-file checksums so only the per-page/per-slot checks stand between the
+damage and the reader. Every case runs ``flashgnn.verify``, ``flashgnn.open``
+plus a read of every node, and the ``flashgnn verify`` CLI, each in a forked
+child with a timeout (see ``_corruption_worker.py``), plus the real console
+script on a representative subset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+
+import flashgnn
+from flashgnn import _core
+from conftest import build, cli_cmd, cli_env, write_npy_dir
+
+WORKER = Path(__file__).with_name("_corruption_worker.py")
+CASE_TIMEOUT_S = 20
+
+# ---------------------------------------------------------------------------
+# CRC32C (Castagnoli), pure Python: used only to re-seal the manifest of hostile cases.
+
+_CRC_TABLE = []
+for _i in range(256):
+    _c = _i
+    for _ in range(8):
+        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
+    _CRC_TABLE.append(_c)
+
+
+def crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    t = _CRC_TABLE
+    for b in data:
+        crc = t[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+# ---------------------------------------------------------------------------
+# Pristine datasets
+
+
+@dataclass
+class Pristine:
+    name: str
+    path: Path
+    manifest: dict
+    layout: dict
+    ref: Path  # .npz with the values every read must return
+    degrees: list[int]  # per internal node, parsed from graph.fg
+    digest: dict[str, str]  # sha256 per file: cases hard-link untouched files, so pristine must never change
+
+    @property
+    def files(self) -> list[str]:
+        return sorted(self.manifest["files"]) + ["manifest.json"]
+
+    def size(self, name: str) -> int:
+        return (self.path / name).stat().st_size
+
+
+DATASET_SPECS = {
+    # name: (nodes, random edges, feature dim, hub in-degree, build options)
+    "inline": (200, 1500, 8, 2600, {}),
+    "separate": (48, 600, 1000, 2300, {"feature_layout": "separate"}),
+    "reorder": (200, 1500, 8, 2600, {"reorder": "degree"}),
+}
+
+
+def _make_pristine(root: Path, name: str) -> Pristine:
+    n, e, dim, hub_deg, opts = DATASET_SPECS[name]
+    rng = np.random.default_rng(list(DATASET_SPECS).index(name) + 11)
+    edges = rng.integers(0, n, (e, 2))
+    hub = np.column_stack([rng.integers(0, n, hub_deg), np.full(hub_deg, n // 3)])
+    inp = write_npy_dir(
+        root / f"{name}_in",
+        np.vstack([edges, hub]),
+        rng.standard_normal((n, dim)).astype(np.float32),
+        rng.integers(0, 7, n),
+        {"train": np.arange(0, n, 3), "val": np.arange(1, n, 5), "test": np.arange(2, n, 7)},
+    )
+    out = root / name
+    m = build(inp, out, **opts)["manifest"]
+    ds = flashgnn.open(out)
+    lay = ds.layout
+    assert lay["overflow_pages"] >= 3, "the hub must spill over several overflow pages"
+    assert m["features"]["placement"] == ("separate" if name == "separate" else "inline")
+    ids = np.arange(n)
+    nb = ds.neighbors(ids)
+    ref = {
+        "num_nodes": np.array(n),
+        "indptr": np.concatenate([[0], np.cumsum([len(x) for x in nb])]),
+        "indices": np.concatenate(nb).astype(np.int64),
+        "features": ds.features(ids).view(np.uint8).reshape(n, -1),
+        "labels": ds.labels(ids),
+    }
+    for s in ds.split_names:
+        ref[f"split_{s}"] = ds.split(s)
+    ref_path = root / f"{name}_ref.npz"
+    np.savez(ref_path, **ref)
+    g = (out / "graph.fg").read_bytes()
+    p, spp, sb = lay["page_size"], lay["slots_per_page"], lay["slot_bytes"]
+    degrees = [
+        int.from_bytes(g[p + (v // spp) * p + (v % spp) * sb + 4 : p + (v // spp) * p + (v % spp) * sb + 8], "little")
+        for v in range(n)
+    ]
+    return Pristine(name, out, m, lay, ref_path, degrees, _digest(out))
+
+
+def _digest(d: Path) -> dict[str, str]:
+    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(d.iterdir())}
+
+
+@pytest.fixture(scope="session")
+def pristine(tmp_path_factory) -> dict[str, Pristine]:
+    root = tmp_path_factory.mktemp("pristine")
+    return {name: _make_pristine(root, name) for name in DATASET_SPECS}
+
+
+# ---------------------------------------------------------------------------
+# Cases
+
+CATEGORIES = [
+    "flip-graph-header",
+    "flip-slots",
+    "flip-page-slack",
+    "flip-overflow",
+    "flip-features",
+    "flip-npy",
+    "flip-manifest",
+    "truncate-graph",
+    "truncate-overflow",
+    "truncate-other",
+    "swap-graph-pages",
+    "swap-overflow-pages",
+    "append-garbage",
+    "delete-file",
+    "resealed",
+    "hostile-manifest",
+]
+
+
+@dataclass
+class Case:
+    id: str
+    dataset: str
+    category: str
+    files: tuple[str, ...]  # file names an error message may name (the damaged one, or where it is detected)
+    touch: tuple[str, ...]  # files the mutation rewrites (copied; the rest are hard links)
+    mutate: Callable[[Path], None]
+    fast: bool = True
+    position_required: bool = True
+
+
+def _flip(name: str, off: int, bit: int):
+    def m(d: Path):
+        b = bytearray((d / name).read_bytes())
+        b[off] ^= 1 << bit
+        (d / name).write_bytes(bytes(b))
+
+    return m
+
+
+def _truncate(name: str, length: int):
+    def m(d: Path):
+        b = (d / name).read_bytes()
+        (d / name).write_bytes(b[:length])
+
+    return m
+
+
+def _swap(name: str, i: int, j: int, p: int):
+    def m(d: Path):
+        b = bytearray((d / name).read_bytes())
+        a, c = bytes(b[i * p : (i + 1) * p]), bytes(b[j * p : (j + 1) * p])
+        b[i * p : (i + 1) * p], b[j * p : (j + 1) * p] = c, a
+        (d / name).write_bytes(bytes(b))
+
+    return m
+
+
+def _append(name: str, data: bytes):
+    def m(d: Path):
+        with open(d / name, "ab") as f:
+            f.write(data)
+
+    return m
+
+
+def _delete(name: str):
+    return lambda d: (d / name).unlink()
+
+
+def _reseal(*names: str):
+    """Recompute the manifest's size and CRC32C for ``names`` (a hostile file with consistent whole-file checksums)."""
+
+    def m(d: Path):
+        man = json.loads((d / "manifest.json").read_text())
+        for n in names:
+            data = (d / n).read_bytes()
+            man["files"][n] = {"bytes": len(data), "crc32c": crc32c(data)}
+        # Re-seal the manifest's own checksum too, so only the per-slot/page
+        # checks stand between this file and a wrong answer.
+        (d / "manifest.json").write_text(_core.seal_manifest(json.dumps(man, indent=2)))
+
+    return m
+
+
+def _then(*muts):
+    def m(d: Path):
+        for f in muts:
+            f(d)
+
+    return m
+
+
+def _edit_manifest(fn):
+    def m(d: Path):
+        man = json.loads((d / "manifest.json").read_text())
+        fn(man)
+        # Sealed: the edit must be caught by structural checks, not the checksum.
+        (d / "manifest.json").write_text(_core.seal_manifest(json.dumps(man, indent=2)))
+
+    return m
+
+
+def _npy_data_offset(data: bytes) -> int:
+    if data[6] == 1:
+        return 10 + int.from_bytes(data[8:10], "little")
+    return 12 + int.from_bytes(data[8:12], "little")
+
+
+def _pages_differ(data: bytes, i: int, j: int, p: int) -> bool:
+    return data[i * p : (i + 1) * p] != data[j * p : (j + 1) * p]
+
+
+def generate_cases(pr: Pristine) -> list[Case]:
+    """All cases for one dataset; ``fast`` ones form the default run, the rest run under -m slow."""
+    cases: list[Case] = []
+    lay, ds = pr.layout, pr.name
+    p, spp, sb = lay["page_size"], lay["slots_per_page"], lay["slot_bytes"]
+    n, cap = pr.manifest["num_nodes"], lay["inline_cap"]
+    inline = pr.manifest["features"]["placement"] == "inline"
+    row_bytes = lay["row_bytes"]
+    io = 24 + (row_bytes if inline else 0)
+    slot_pages, ovp = lay["slot_pages"], lay["overflow_pages"]
+    rnd = random.Random(f"corrupt-{ds}")
+    bits = iter(range(10**9))
+
+    seen: set[str] = set()
+
+    def add(cat, cid, files, touch, mut, fast=True, position=True):
+        if f"{cat}:{cid}" in seen:
+            return
+        seen.add(f"{cat}:{cid}")
+        cases.append(Case(f"{ds}:{cat}:{cid}", ds, cat, tuple(files), tuple(touch), mut, fast, position))
+
+    def flip(cat, name, off, fast=True, bit=None, also=()):
+        b = next(bits) % 8 if bit is None else bit
+        add(cat, f"{name}@{off}.{b}", (name, *also), (name,), _flip(name, off, b), fast)
+
+    # --- graph.fg header page
+    header_fast = {0, 8, 12, 16, 24, 40, 64, 88, 96, 700, p - 4, p - 1}
+    for off in sorted(header_fast | {7, 11, 13, 32, 48, 56, 72, 80, p - 5}):
+        flip("flip-graph-header", "graph.fg", off, fast=off in header_fast)
+
+    # --- slots: a spread of nodes, every field of the slot
+    def slot_off(v):
+        return p + (v // spp) * p + (v % spp) * sb
+
+    hub = max(range(n), key=lambda v: pr.degrees[v])
+    small = min(range(n), key=lambda v: pr.degrees[v])
+    fast_nodes = [0, hub, n - 1]
+    slow_nodes = sorted({small, 1, spp - 1, min(spp, n - 1), n // 2, n - 2} - set(fast_nodes))
+    for v in fast_nodes + slow_nodes:
+        deg = pr.degrees[v]
+        ids_end = io + 4 * min(deg, cap)
+        offs = [0, 3, 4, 7, 8, 15, 16, 23, io, max(io, ids_end - 1), sb - 1]
+        if inline:
+            offs.append(24 + row_bytes // 2)
+        if ids_end < sb:
+            offs.append(ids_end)  # first padding byte after the inline ids
+        for o in sorted(set(offs)):
+            fast = v in (0, hub) or (v in fast_nodes and o in (0, 4, 8, io))
+            flip("flip-slots", "graph.fg", slot_off(v) + o, fast=fast)
+
+    # --- page slack (bytes after the last slot of a page)
+    for pg in range(slot_pages):
+        count = min(spp, n - pg * spp)
+        used = count * sb
+        if used < p:
+            fast = pg in (0, slot_pages - 1)
+            flip("flip-page-slack", "graph.fg", (pg + 1) * p + used, fast=fast)
+            flip("flip-page-slack", "graph.fg", (pg + 2) * p - 1, fast=fast)
+
+    # --- overflow.fg: header and every page (ids, padding, trailer)
+    per = (p - 8) // 4
+    entries = lay.get("overflow_entries", pr.manifest["graph"]["overflow_entries"])
+    for off in [0, 8, 12, 16, 24, 31, 32, 1000, p - 4, p - 1]:
+        flip("flip-overflow", "overflow.fg", off)
+    for pg in range(1, ovp + 1):
+        here = min(per, entries - (pg - 1) * per)
+        base = pg * p
+        offs = [0, 4 * (here // 2), 4 * here - 1, p - 8, p - 5, p - 4, p - 1]
+        if 4 * here < p - 8:
+            offs.append(4 * here)  # padding
+        for o in offs:
+            flip("flip-overflow", "overflow.fg", base + o, fast=pg in (1, ovp))
+
+    # --- features.fg (separate placement): header, rows, row padding
+    if not inline:
+        stride = lay["feature_stride"]
+        for off in [0, 8, 12, 16, 24, 32, 40, p - 4]:
+            flip("flip-features", "features.fg", off)
+        for v in [0, n // 2, n - 1]:
+            start = p + v * stride
+            for o in [0, row_bytes // 2, row_bytes - 1, row_bytes, stride - 1]:
+                flip("flip-features", "features.fg", start + o)
+    else:
+        # inline feature bytes live in slots: flip the middle of several rows
+        for v in [0, n // 2, n - 1]:
+            flip("flip-features", "graph.fg", slot_off(v) + 24 + row_bytes - 1)
+
+    # --- npy side files: magic, version, header length, header text, data
+    for name in pr.files:
+        if not name.endswith(".npy"):
+            continue
+        data = (pr.path / name).read_bytes()
+        d0 = _npy_data_offset(data)
+        descr = data.find(b"descr") + 9
+        shape = data.find(b"shape") + 10
+        alts = ("features.fg",) if name == "feature_crc.npy" else ()
+        fast = name in ("labels.npy", "feature_crc.npy", "node_order.npy", "node_index.npy")
+        for off in [0, 5, 6, 8, descr, shape, d0 - 1, d0, len(data) - 1]:
+            flip("flip-npy", name, off, fast=fast or off in (0, d0), also=alts)
+
+    # --- manifest.json: spread positions
+    mtext = (pr.path / "manifest.json").read_bytes()
+    step_fast, step_slow = max(1, len(mtext) // 22), max(1, len(mtext) // 110)
+    for off in range(0, len(mtext), step_slow):
+        flip("flip-manifest", "manifest.json", off, fast=off % step_fast < step_slow)
+    for key in [b'"num_nodes"', b'"crc32c"', b'"page_size"', b'"inline_cap"']:
+        k = mtext.find(key)
+        flip("flip-manifest", "manifest.json", k + len(key) + 2, bit=0)
+
+    # --- truncation at every page boundary
+    gsize, osize = pr.size("graph.fg"), pr.size("overflow.fg")
+    for k in range(gsize // p):
+        add("truncate-graph", f"graph.fg:{k * p}", ("graph.fg",), ("graph.fg",), _truncate("graph.fg", k * p))
+    for length in [p // 2, gsize - 1, gsize - p // 2]:
+        add("truncate-graph", f"graph.fg:{length}", ("graph.fg",), ("graph.fg",), _truncate("graph.fg", length))
+    for k in range(osize // p):
+        add("truncate-overflow", f"overflow.fg:{k * p}", ("overflow.fg",), ("overflow.fg",), _truncate("overflow.fg", k * p))
+    add("truncate-overflow", f"overflow.fg:{osize - 1}", ("overflow.fg",), ("overflow.fg",), _truncate("overflow.fg", osize - 1))
+    for name in pr.files:
+        size = pr.size(name)
+        lengths = {size - 1, size // 2, 0}
+        if name == "features.fg":
+            lengths |= {p, p + lay["feature_stride"] * 3}
+        for length in sorted(lengths):
+            add("truncate-other", f"{name}:{length}", (name,), (name,), _truncate(name, length), fast=length == size - 1 or name in ("features.fg", "manifest.json"))
+
+    # --- swapped pages
+    gdata, odata = (pr.path / "graph.fg").read_bytes(), (pr.path / "overflow.fg").read_bytes()
+    gpages, opages = gsize // p, osize // p
+    fast_pairs = {(0, 1), (1, 2), (1, gpages - 1), (2, gpages - 1)}
+    for i in range(gpages):
+        for j in range(i + 1, gpages):
+            if _pages_differ(gdata, i, j, p):
+                add("swap-graph-pages", f"{i}<->{j}", ("graph.fg",), ("graph.fg",), _swap("graph.fg", i, j, p), fast=(i, j) in fast_pairs)
+    for i in range(opages):
+        for j in range(i + 1, opages):
+            if _pages_differ(odata, i, j, p):
+                add("swap-overflow-pages", f"{i}<->{j}", ("overflow.fg",), ("overflow.fg",), _swap("overflow.fg", i, j, p))
+
+    # --- appended garbage
+    for name in pr.files:
+        add("append-garbage", f"{name}+1", (name,), (name,), _append(name, b"\x01"), fast=not name.startswith("split_"))
+        add("append-garbage", f"{name}+512", (name,), (name,), _append(name, rnd.randbytes(512)), fast=name in ("graph.fg", "manifest.json"))
+
+    # --- deleted files
+    for name in pr.files:
+        add("delete-file", name, (name,), (name,), _delete(name), position=False)
+
+    # --- hostile: damage + re-sealed manifest, so only structural checks can catch it
+    def hostile(cid, name, mut, files=None):
+        add("resealed", cid, files or (name,), (name, "manifest.json"), _then(mut, _reseal(name)))
+
+    for v in [0, hub]:
+        for o in [4, 8, 16, io]:
+            hostile(f"slot{v}+{o}", "graph.fg", _flip("graph.fg", slot_off(v) + o, 1))
+    last_count = n - (slot_pages - 1) * spp
+    if last_count * sb < p:
+        hostile("slack", "graph.fg", _flip("graph.fg", slot_pages * p + last_count * sb, 0))
+    for o in [16, 8, 48, 64, 88]:
+        hostile(f"graph-header+{o}", "graph.fg", _flip("graph.fg", o, 0))
+    hostile("graph-swap-1-2", "graph.fg", _swap("graph.fg", 1, 2, p))
+    hostile("graph-drop-last-page", "graph.fg", _truncate("graph.fg", gsize - p))
+    hostile("graph-extra-page", "graph.fg", _append("graph.fg", bytes(p)))
+    for o in [p, p + 5, 2 * p - 8, 2 * p - 1, 16]:
+        hostile(f"overflow+{o}", "overflow.fg", _flip("overflow.fg", o, 2))
+    hostile("overflow-swap-1-2", "overflow.fg", _swap("overflow.fg", 1, 2, p))
+    hostile("overflow-drop-last-page", "overflow.fg", _truncate("overflow.fg", osize - p))
+    if not inline:
+        for o in [p + 3, p + lay["feature_stride"] * 5 + 17, p + row_bytes, 24]:
+            hostile(f"features+{o}", "features.fg", _flip("features.fg", o, 4))
+        d0 = _npy_data_offset((pr.path / "feature_crc.npy").read_bytes())
+        hostile("feature_crc", "feature_crc.npy", _flip("feature_crc.npy", d0 + 4, 0), files=("feature_crc.npy", "features.fg"))
+    if pr.manifest["reorder"] != "none":
+        for name in ["node_order.npy", "node_index.npy"]:
+            d0 = _npy_data_offset((pr.path / name).read_bytes())
+            hostile(name, name, _flip(name, d0 + 8 * 5, 0), files=("node_order.npy", "node_index.npy"))
+
+    # --- hostile manifests: every edit is inconsistent with the files it describes
+    def edit(cid, fn, files=("manifest.json",)):
+        add("hostile-manifest", cid, files + ("manifest.json",), ("manifest.json",), _edit_manifest(fn))
+
+    def inc(*path, by=1):
+        def f(m):
+            o = m
+            for k in path[:-1]:
+                o = o[k]
+            o[path[-1]] += by
+
+        return f
+
+    edit("num_nodes+1", inc("num_nodes"), ("graph.fg",))
+    edit("num_nodes-1", inc("num_nodes", by=-1), ("graph.fg",))
+    edit("num_edges+1", inc("num_edges"), ("graph.fg",))
+    edit("inline_cap+1", inc("graph", "inline_cap"), ("graph.fg",))
+    edit("overflow_entries+1", inc("graph", "overflow_entries"), ("graph.fg", "overflow.fg"))
+    edit("dim+1", inc("features", "dim"), ("graph.fg",))
+    edit("page_size*2", lambda m: m.update(page_size=m["page_size"] * 2), ("graph.fg",))
+    edit("page_size-odd", lambda m: m.update(page_size=3000))
+    edit("format_version", lambda m: m.update(format_version=2))
+    edit("magic", lambda m: m.update(magic="flashgnn-datasex"))
+    edit("id_bytes", lambda m: m.update(id_bytes=8), ("graph.fg",))
+    edit("placement", lambda m: m["features"].update(placement="inline" if not inline else "separate"), ("graph.fg", "features.fg"))
+    edit("dtype", lambda m: m["features"].update(dtype="float16"), ("graph.fg", "features.fg"))
+    edit("graph-bytes", inc("files", "graph.fg", "bytes", by=p), ("graph.fg",))
+    edit("graph-crc", inc("files", "graph.fg", "crc32c"), ("graph.fg",))
+    edit("labels-crc", inc("files", "labels.npy", "crc32c"), ("labels.npy",))
+    edit("split-count", inc("splits", "train"), ("split_train.npy",))
+    edit("escape", lambda m: m["files"].update({"../escape.npy": {"bytes": 1, "crc32c": 0}}), ("../escape.npy",))
+    edit("reorder", lambda m: m.update(reorder="none" if m["reorder"] != "none" else "degree"), ("node_order.npy", "node_index.npy", "graph.fg"))
+    return cases
+
+
+# ---------------------------------------------------------------------------
+# Running cases
+
+
+def prepare(pr: Pristine, case: Case, root: Path) -> Path:
+    d = root / re.sub(r"[^A-Za-z0-9_.+-]", "_", case.id)
+    d.mkdir(parents=True)
+    for f in pr.path.iterdir():
+        if f.name in case.touch:
+            shutil.copyfile(f, d / f.name)
+            (d / f.name).chmod(0o644)
+        else:
+            os.link(f, d / f.name)
+    case.mutate(d)
+    return d
+
+
+def run_cases(pristine: dict[str, Pristine], cases: list[Case], root: Path, workers: int = 3) -> dict[str, dict]:
+    """Materialise every case and run it through fork-server workers; returns results by case id."""
+    jobs = []
+    for c in cases:
+        pr = pristine[c.dataset]
+        jobs.append({"id": c.id, "path": str(prepare(pr, c, root)), "ref": str(pr.ref), "cli": True})
+    chunks = [jobs[i::workers] for i in range(workers)]
+
+    def one(chunk):
+        if not chunk:
+            return {}
+        proc = subprocess.run(
+            [sys.executable, str(WORKER)],
+            input=json.dumps({"cases": chunk, "timeout": CASE_TIMEOUT_S}),
+            capture_output=True,
+            text=True,
+            env=cli_env(),
+            timeout=CASE_TIMEOUT_S * 2 * len(chunk) + 60,
+        )
+        got = {}
+        for line in proc.stdout.splitlines():
+            r = json.loads(line)
+            got[r["id"]] = r
+        for j in chunk:  # a worker that died mid-run loses the rest: reported as crashes
+            got.setdefault(j["id"], {"id": j["id"], "lost": True, "worker_rc": proc.returncode, "worker_stderr": proc.stderr[-2000:]})
+        return got
+
+    results: dict[str, dict] = {}
+    with ThreadPoolExecutor(workers) as ex:
+        for got in ex.map(one, chunks):
+            results.update(got)
+    for j in jobs:
+        results[j["id"]]["path"] = j["path"]
+    return results
+
+
+# ---------------------------------------------------------------------------
+# Checks (each returns a list of problems, one string per offending case)
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def problems_crash(c: Case, r: dict) -> list[str]:
+    out = []
+    if r.get("lost"):
+        return [f"{c.id}: worker died (rc {r.get('worker_rc')}): {r.get('worker_stderr', '')[-300:]}"]
+    st = r["api_status"]
+    if st["signal"] == 14:
+        out.append(f"{c.id}: API hang (no result in {CASE_TIMEOUT_S} s)")
+    elif st["signal"] is not None or st["rc"] != 0 or "api" not in r:
+        out.append(f"{c.id}: API child crashed: {st}")
+    api = r.get("api", {})
+    kinds = [api.get("verify", [""])[0], api.get("open", [""])[0]] + [s[0] for s in api.get("reads", {}).get("samples", [])]
+    if "panic" in kinds:
+        out.append(f"{c.id}: Rust panic surfaced: {api}")
+    cs = r.get("cli_status", {})
+    if cs.get("signal") == 14:
+        out.append(f"{c.id}: CLI hang")
+    elif cs.get("signal") is not None:
+        out.append(f"{c.id}: CLI killed by signal {cs['signal']}")
+    if "panicked" in r.get("cli_stderr", ""):
+        out.append(f"{c.id}: CLI panicked: {_last_line(r['cli_stderr'])}")
+    return out
+
+
+def problems_verify_ok(c: Case, r: dict) -> list[str]:
+    out = []
+    if r.get("api", {}).get("verify", [""])[0] == "ok":
+        out.append(f"{c.id}: flashgnn.verify reported OK on a modified dataset")
+    if r.get("cli_status", {}).get("rc") == 0:
+        out.append(f"{c.id}: `flashgnn verify` exited 0 on a modified dataset: {_last_line(r.get('cli_stdout', ''))}")
+    return out
+
+
+def problems_unclean(c: Case, r: dict) -> list[str]:
+    out = []
+    api = r.get("api")
+    if not api:
+        return out
+    v = api["verify"]
+    if v[0] not in ("ok", "clean"):
+        out.append(f"{c.id}: verify raised {v[1]} (not a flashgnn error): {v[2]}")
+    o = api["open"]
+    if o[0] not in ("ok", "clean"):
+        out.append(f"{c.id}: open raised {o[1]} (not a flashgnn error): {o[2]}")
+    reads = api.get("reads")
+    if reads:
+        bad = {k: n for k, n in reads["errors"].items() if k not in ("clean", "index")}
+        if bad:
+            out.append(f"{c.id}: reads raised non-flashgnn errors {bad}: {reads['samples']}")
+    rc = r.get("cli_status", {}).get("rc")
+    if rc not in (0, 2, None):
+        out.append(f"{c.id}: `flashgnn verify` exit code {rc} (want 2): {_last_line(r.get('cli_stderr', ''))}")
+    return out
+
+
+_POSITION = re.compile(r"byte offset \d+|offset \d+")
+# manifest.json is text: a line/column, or the JSON field or entry at fault, locates the damage.
+_MANIFEST_POSITION = re.compile(
+    r"line \d+,? column \d+|byte offset \d+|`\w+`|\bentry\b|format version \d+|magic|file name|\w+(\.\w+)* = \d+|placement"
+)
+
+
+def problems_message(c: Case, r: dict) -> list[str]:
+    out = []
+    api = r.get("api", {})
+    msgs = []
+    if api.get("verify", [""])[0] != "ok":
+        msgs.append(("verify", api.get("verify", ["", "", ""])[2]))
+    if r.get("cli_status", {}).get("rc") not in (0, None):
+        msgs.append(("cli", _last_line(r.get("cli_stderr", ""))))
+    for who, msg in msgs:
+        if not any(f in msg for f in c.files):
+            out.append(f"{c.id}: {who} message names none of {list(c.files)}: {msg}")
+        elif c.position_required:
+            # The file the message is about is the path before the first ": " (after the CLI's prefix).
+            subject = msg.removeprefix("flashgnn verify: error: ").split(": ", 1)[0]
+            if subject.endswith("/manifest.json"):
+                ok = _MANIFEST_POSITION.search(msg)
+            else:
+                ok = _POSITION.search(msg)
+            if not ok:
+                out.append(f"{c.id}: {who} message has no byte offset: {msg}")
+    return out
+
+
+def silent_wrong(c: Case, r: dict, kind: str) -> int:
+    return r.get("api", {}).get("reads", {}).get("wrong", {}).get(kind, 0)
+
+
+CHECKS = {"crash": problems_crash, "verify_ok": problems_verify_ok, "unclean": problems_unclean, "message": problems_message}
+
+
+def summarise(cases: list[Case], results: dict[str, dict]) -> dict:
+    crashes = sum(1 for c in cases if problems_crash(c, results[c.id]))
+    verify_ok = sum(1 for c in cases if problems_verify_ok(c, results[c.id]))
+    unclean = sum(1 for c in cases if problems_unclean(c, results[c.id]))
+    clean = sum(
+        1
+        for c in cases
+        if not problems_crash(c, results[c.id])
+        and not problems_verify_ok(c, results[c.id])
+        and not problems_unclean(c, results[c.id])
+    )
+    wrong = {k: sum(silent_wrong(c, results[c.id], k) > 0 for c in cases) for k in ("neighbors", "features", "labels", "splits")}
+    return {"cases": len(cases), "clean": clean, "crashes": crashes, "verify_ok": verify_ok, "unclean": unclean, "wrong": wrong}
+
+
+def summary_line(label: str, s: dict) -> str:
+    w = s["wrong"]
+    return (
+        f"{label}: {s['cases']} cases, {s['clean']} clean errors, {s['crashes']} crashes/hangs, "
+        f"{s['verify_ok']} verified OK though modified, {s['unclean']} non-flashgnn errors; "
+        f"reads returning unchecked wrong data: neighbors {w['neighbors']}, features {w['features']}, "
+        f"labels {w['labels']}, splits {w['splits']}"
+    )
+
+
+# ---------------------------------------------------------------------------
+# Fixtures
+
+
+@pytest.fixture(scope="session")
+def all_cases(pristine) -> list[Case]:
+    cases = [c for name in DATASET_SPECS for c in generate_cases(pristine[name])]
+    ids = [c.id for c in cases]
+    assert len(ids) == len(set(ids)), "case ids must be unique"
+    return cases
+
+
+@pytest.fixture(scope="session")
+def fast_run(pristine, all_cases, tmp_path_factory, suite_report):
+    """Run the default (fast) subset once; every test below inspects the results."""
+    cases = [c for c in all_cases if c.fast]
+    controls = [Case(f"{name}:control:unmodified", name, "control", (), (), lambda d: None) for name in DATASET_SPECS]
+    results = run_cases(pristine, cases + controls, tmp_path_factory.mktemp("cases"))
+    s = summarise(cases, results)
+    suite_report.append(summary_line("corruption suite", s))
+    return cases, results, controls
+
+
+def _by_category(fast_run, category):
+    cases, results, _ = fast_run
+    sel = [c for c in cases if c.category == category]
+    return sel, results
+
+
+def _fail_if(problems: list[str], what: str):
+    if problems:
+        shown = "\n  ".join(problems[:25])
+        more = f"\n  ... and {len(problems) - 25} more" if len(problems) > 25 else ""
+        pytest.fail(f"{len(problems)} {what}:\n  {shown}{more}")
+
+
+# ---------------------------------------------------------------------------
+# Tests
+
+
+def test_case_inventory(all_cases):
+    """Every category has cases on every dataset where it applies, and the default run is a real subset."""
+    cats = {(c.dataset, c.category) for c in all_cases}
+    for ds in DATASET_SPECS:
+        for cat in CATEGORIES:
+            assert (ds, cat) in cats, f"no {cat} cases for {ds}"
+    fast = sum(c.fast for c in all_cases)
+    assert 300 <= fast < len(all_cases)
+
+
+def test_unmodified_copies_pass_every_check(fast_run):
+    """Control: an unmodified copy verifies OK (API and CLI) and every read returns the original values,
+    so the refusals counted below are caused by the damage, not by the harness."""
+    _, results, controls = fast_run
+    for c in controls:
+        r = results[c.id]
+        assert r["api_status"] == {"signal": None, "rc": 0}
+        assert r["api"]["verify"][0] == "ok", r["api"]["verify"]
+        assert r["api"]["open"][0] == "ok"
+        reads = r["api"]["reads"]
+        assert reads["errors"] == {} and not any(reads["wrong"].values()), reads
+        assert reads["ok"]["neighbors"] == DATASET_SPECS[c.dataset][0]
+        assert r["cli_status"] == {"signal": None, "rc": 0}, r.get("cli_stderr")
+        assert "OK" in r["cli_stdout"]
+
+
+def test_pristine_datasets_untouched(pristine, fast_run):
+    """Cases hard-link the files they do not damage: the pristine datasets must be byte-identical afterwards."""
+    for pr in pristine.values():
+        assert _digest(pr.path) == pr.digest, f"{pr.name} was modified by a case"
+
+
+@pytest.mark.parametrize("category", CATEGORIES)
+def test_no_crash_no_hang(fast_run, category):
+    """No case crashes (signal, panic) or hangs, through the API or the CLI."""
+    cases, results = _by_category(fast_run, category)
+    assert cases
+    _fail_if([p for c in cases for p in problems_crash(c, results[c.id])], "crashes/hangs")
+
+
+@pytest.mark.parametrize("category", CATEGORIES)
+def test_verify_never_passes_a_modified_dataset(fast_run, category):
+    """flashgnn.verify and `flashgnn verify` refuse every modified dataset."""
+    cases, results = _by_category(fast_run, category)
+    _fail_if([p for c in cases for p in problems_verify_ok(c, results[c.id])], "modified datasets verified OK")
+
+
+@pytest.mark.parametrize("category", CATEGORIES)
+def test_errors_are_clean_flashgnn_errors(fast_run, category):
+    """verify/open/read raise only flashgnn errors (or IndexError for a shrunk id range) and the CLI exits 2."""
+    cases, results = _by_category(fast_run, category)
+    _fail_if([p for c in cases for p in problems_unclean(c, results[c.id])], "unclean errors")
+
+
+@pytest.mark.parametrize("category", CATEGORIES)
+def test_error_messages_name_file_and_offset(fast_run, category):
+    """Each verify error (API and CLI) names the damaged file and a byte offset (line/column for manifest JSON)."""
+    cases, results = _by_category(fast_run, category)
+    _fail_if([p for c in cases for p in problems_message(c, results[c.id])], "messages without file/offset")
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["neighbors", "features", "labels", "splits"],
+)
+def test_reads_never_return_wrong_data(fast_run, kind):
+    """After open() succeeds on a damaged dataset, a read either raises a clean error or returns the original value."""
+    cases, results, _ = fast_run
+    bad = [
+        f"{c.id}: {silent_wrong(c, results[c.id], kind)} {kind} reads returned wrong values without an error"
+        for c in cases
+        if silent_wrong(c, results[c.id], kind)
+    ]
+    _fail_if(bad, f"cases with silently wrong {kind}")
+
+
+def test_reads_are_exercised(fast_run):
+    """Sanity: the read path really ran on cases whose damage open() does not see (otherwise the read checks prove nothing)."""
+    cases, results, _ = fast_run
+    opened = [c for c in cases if results[c.id].get("api", {}).get("open", [""])[0] == "ok"]
+    assert len(opened) >= 50
+    assert sum(results[c.id]["api"]["reads"]["ok"]["neighbors"] for c in opened) > 1000
+    errors = sum(results[c.id]["api"]["reads"]["errors"].get("clean", 0) for c in opened)
+    assert errors > 0, "no read ever detected damage"
+
+
+def _run_real_cli(paths: list[str]) -> list[subprocess.CompletedProcess | str]:
+    def one(p):
+        try:
+            return subprocess.run(cli_cmd("verify", p), capture_output=True, text=True, env=cli_env(), timeout=60)
+        except subprocess.TimeoutExpired:
+            return "timeout"
+
+    with ThreadPoolExecutor(2) as ex:
+        return list(ex.map(one, paths))
+
+
+def _real_cli_problems(cases, results) -> list[str]:
+    """Run the installed console script on each case: it must not crash or hang, and must agree with the
+    forked run of the same entry point (exit code and error line), which the per-category tests judge."""
+    procs = _run_real_cli([results[c.id]["path"] for c in cases])
+    bad = []
+    for c, pr in zip(cases, procs):
+        if pr == "timeout":
+            bad.append(f"{c.id}: `flashgnn verify` hung")
+            continue
+        if pr.returncode < 0 or "panicked" in pr.stderr:
+            bad.append(f"{c.id}: `flashgnn verify` crashed (rc {pr.returncode}): {pr.stderr[-300:]}")
+            continue
+        forked = results[c.id].get("cli_status", {}).get("rc")
+        if pr.returncode != forked:
+            bad.append(f"{c.id}: console script exit {pr.returncode}, forked entry point exit {forked}")
+        elif pr.returncode != 0 and _last_line(pr.stderr) != _last_line(results[c.id].get("cli_stderr", "")):
+            bad.append(f"{c.id}: console script said {_last_line(pr.stderr)!r}, forked entry point said "
+                       f"{_last_line(results[c.id].get('cli_stderr', ''))!r}")
+    return bad
+
+
+def test_real_console_script_agrees_with_forked_runs(fast_run):
+    """The installed `flashgnn verify` (exec'd, not forked) on two cases per dataset and category: no crash, no hang,
+    and the same exit code and error line as the forked run the other tests judge."""
+    cases, results, _ = fast_run
+    picked, seen = [], {}
+    for c in cases:
+        k = (c.dataset, c.category)
+        if seen.get(k, 0) < 2:
+            seen[k] = seen.get(k, 0) + 1
+            picked.append(c)
+    assert len(picked) >= 2 * len(CATEGORIES)
+    exit_codes = {results[c.id].get("cli_status", {}).get("rc") for c in picked}
+    assert 2 in exit_codes
+    _fail_if(_real_cli_problems(picked, results), "console-script disagreements")
+
+
+@pytest.mark.slow
+def test_full_corruption_suite(pristine, all_cases, tmp_path_factory, suite_report):
+    """Every generated case (incl. the slow-only positions and page pairs), with the real console script on each."""
+    results = run_cases(pristine, all_cases, tmp_path_factory.mktemp("all_cases"))
+    suite_report.append(summary_line("corruption suite (full)", summarise(all_cases, results)))
+    problems = [p for c in all_cases for check in CHECKS.values() for p in check(c, results[c.id])]
+    problems += _real_cli_problems(all_cases, results)
+    for kind in ("neighbors", "features"):
+        problems += [f"{c.id}: silently wrong {kind}" for c in all_cases if silent_wrong(c, results[c.id], kind)]
+    _fail_if(problems, "problems")
