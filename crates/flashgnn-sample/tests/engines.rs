@@ -13,7 +13,7 @@ use flashgnn_sample::{Batch, NeighborSampler, SamplerConfig};
 use flashgnn_store::Dataset;
 
 mod common;
-use common::dataset;
+use common::{dataset, ENGINES};
 
 /// Sequential BFS reference built only on the checked store API.
 fn reference(ds: &Dataset, seeds: &[i64], fanouts: &[i32], seed: u64) -> Batch {
@@ -58,15 +58,6 @@ fn reference(ds: &Dataset, seeds: &[i64], fanouts: &[i32], seed: u64) -> Batch {
     b.y = ds.labels(&b.n_id).unwrap();
     b
 }
-
-const ENGINES: [EngineKind; 6] = [
-    EngineKind::Uring,
-    EngineKind::Pread,
-    EngineKind::PreadPool,
-    EngineKind::Mmap,
-    EngineKind::MmapDefault,
-    EngineKind::Memory,
-];
 
 #[test]
 fn all_engines_match_the_reference() {

@@ -6,16 +6,7 @@ use flashgnn_io::engine::{EngineConfig, EngineKind};
 use flashgnn_sample::{NeighborSampler, SamplerConfig};
 
 mod common;
-use common::dataset;
-
-const ENGINES: [EngineKind; 6] = [
-    EngineKind::Uring,
-    EngineKind::Pread,
-    EngineKind::PreadPool,
-    EngineKind::Mmap,
-    EngineKind::MmapDefault,
-    EngineKind::Memory,
-];
+use common::{dataset, ENGINES};
 
 #[test]
 fn short_reads_eio_and_delays() {

@@ -462,23 +462,14 @@ impl Dataset {
             .files
             .get(name)
             .ok_or_else(|| StoreError::BadRequest(format!("{} has no {name}", self.root.display())))?;
-        let r = FileReader::open(self.root.join(name))?;
-        let mut crc = flashgnn_format::checksum::FileCrc::default();
-        let mut buf = vec![0u8; 4 << 20];
-        let mut off = 0;
-        while off < r.len() {
-            let k = ((r.len() - off) as usize).min(buf.len());
-            r.read_exact_at(&mut buf[..k], off)?;
-            crc.update(&buf[..k]);
-            off += k as u64;
-        }
-        if crc.value() != entry.crc32c {
+        let computed = whole_file_crc(&FileReader::open(self.root.join(name))?, &mut |_| {})?;
+        if computed != entry.crc32c {
             return Err(FormatError::Checksum {
                 file: self.file(name),
                 offset: 0,
                 what: "whole file".into(),
                 stored: entry.crc32c,
-                computed: crc.value(),
+                computed,
             }
             .into());
         }
@@ -535,4 +526,19 @@ impl Dataset {
         }
         NpyArray::open(&self.root.join(name), &self.file(name))
     }
+}
+
+/// CRC32C of a whole file read in 4 MiB chunks; `progress(bytes)` after each.
+pub fn whole_file_crc(r: &dyn ReadAt, progress: &mut dyn FnMut(u64)) -> Result<u32> {
+    let mut crc = flashgnn_format::checksum::FileCrc::default();
+    let mut buf = vec![0u8; 4 << 20];
+    let mut off = 0;
+    while off < r.len() {
+        let k = ((r.len() - off) as usize).min(buf.len());
+        r.read_exact_at(&mut buf[..k], off)?;
+        crc.update(&buf[..k]);
+        off += k as u64;
+        progress(k as u64);
+    }
+    Ok(crc.value())
 }

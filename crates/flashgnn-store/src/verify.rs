@@ -9,7 +9,7 @@
 //! count, split ids, the relabelling maps being inverse permutations).
 //! The first failure is returned with file, byte offset, value and bound.
 
-use flashgnn_format::checksum::{crc_at, FileCrc};
+use flashgnn_format::checksum::crc_at;
 use flashgnn_format::layout::{check_overflow_page, FeaturePlacement};
 use flashgnn_format::manifest::*;
 use flashgnn_format::slot::{check_slot_padding, decode_slot, read_id};
@@ -38,26 +38,19 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
     let mut done = 0u64;
 
     // 1. Whole files.
-    let mut buf = vec![0u8; VERIFY_CHUNK_BYTES];
     for (name, entry) in &m.files {
         let r = flashgnn_io::stripe::open_reader(ds.root(), name)?;
-        let mut crc = FileCrc::default();
-        let mut off = 0u64;
-        while off < r.len() {
-            let k = ((r.len() - off) as usize).min(buf.len());
-            r.read_exact_at(&mut buf[..k], off)?;
-            crc.update(&buf[..k]);
-            off += k as u64;
-            done += k as u64;
+        let computed = crate::dataset::whole_file_crc(r.as_ref(), &mut |k| {
+            done += k;
             progress(done, total);
-        }
-        if crc.value() != entry.crc32c {
+        })?;
+        if computed != entry.crc32c {
             return Err(FormatError::Checksum {
                 file: ds.file(name),
                 offset: 0,
                 what: "whole file".into(),
                 stored: entry.crc32c,
-                computed: crc.value(),
+                computed,
             }
             .into());
         }

@@ -4,6 +4,17 @@ use std::path::{Path, PathBuf};
 
 use flashgnn_build::{build, BuildOptions, FeatureLayout, Progress, Reorder};
 use flashgnn_datagen::{generate_rmat, RmatOptions};
+use flashgnn_io::engine::EngineKind;
+
+/// Every read engine, in the order the tests report them.
+pub const ENGINES: [EngineKind; 6] = [
+    EngineKind::Uring,
+    EngineKind::Pread,
+    EngineKind::PreadPool,
+    EngineKind::Mmap,
+    EngineKind::MmapDefault,
+    EngineKind::Memory,
+];
 
 pub fn dataset(dir: &Path, name: &str, layout: FeatureLayout, reorder: Reorder, dim: u32) -> PathBuf {
     let raw = dir.join(format!("{name}-raw"));
