@@ -113,6 +113,11 @@ def test_telemetry(ds_path):
     assert sum(t["depth_hist"]) == t["reads"] == sum(t["size_hist"])
     assert t["read_amplification"] >= 1.0
     assert max(i for i, c in enumerate(t["depth_hist"]) if c) >= 3, "several reads were in flight at once"
+    s.sample(np.arange(8), seed=1)
+    last, total = s.telemetry(last_batch=True), s.telemetry()
+    assert last["batches"] == 1 and total["batches"] == 2
+    assert last["reads"] + t["reads"] == total["reads"] and 0 < last["reads"] < t["reads"]
+    assert len(t["timeline"]) > 1, "in-flight depth sampled during the batch"
 
 
 def test_bad_requests(ds_path):
@@ -195,3 +200,14 @@ def test_uring_blocked_falls_back_with_notice(ds_path):
     assert "io_uring unavailable" in r.stderr and r.stderr.strip().count("\n") == 0
     ref = flashgnn.Sampler(ds_path, [5, 3], engine="memory").sample(np.arange(40), seed=1)
     assert r.stdout.split() == ["pread-pool", str(int(ref.row.sum())), str(len(ref.n_id))]
+
+
+def test_feature_dtype_conversion(tmp_path):
+    """Features stored as float16 come back as float16 by default and as
+    float32 on request, with the same values."""
+    flashgnn.generate(tmp_path / "raw", progress=False, scale=9, edge_factor=4, dim=8, seed=2)
+    flashgnn.build(tmp_path / "raw", tmp_path / "ds", progress=False, feature_dtype="float16")
+    a = flashgnn.Sampler(tmp_path / "ds", [3]).sample(np.arange(20), seed=0)
+    b = flashgnn.Sampler(tmp_path / "ds", [3], dtype=np.float32).sample(np.arange(20), seed=0)
+    assert a.x.dtype == np.float16 and b.x.dtype == np.float32
+    np.testing.assert_array_equal(a.x.astype(np.float32), b.x)

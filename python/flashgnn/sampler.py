@@ -48,7 +48,9 @@ class SampledBatch:
 
 class Sampler:
     def __init__(self, path, fanouts, engine: str = "uring", depth: int = 256, pool_threads: int = 64,
-                 labels: bool = True):
+                 labels: bool = True, dtype=None):
+        """``dtype``: None keeps the stored feature dtype; e.g. ``np.float32``
+        converts float16-stored features per batch (on the gathered rows only)."""
         if engine not in ENGINES:
             raise ValueError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
         self.path = os.fspath(path)
@@ -64,6 +66,7 @@ class Sampler:
         ds = Dataset(self.path)
         self.feature_dim = ds.feature_dim
         self.dtype = _NP[ds.feature_dtype]
+        self.out_dtype = np.dtype(dtype) if dtype is not None else None
         self.core()  # open now so errors surface at construction
 
     def core(self):
@@ -80,6 +83,8 @@ class Sampler:
 
     def _wrap(self, d: dict) -> SampledBatch:
         x = d["x"].view(self.dtype).reshape(-1, self.feature_dim) if self.feature_dim else np.zeros((len(d["n_id"]), 0), self.dtype)
+        if self.out_dtype is not None and x.dtype != self.out_dtype:
+            x = x.astype(self.out_dtype)
         return SampledBatch(d["n_id"], d["row"], d["col"], d["num_sampled_nodes"], d["num_sampled_edges"], x, d["y"],
                             d["batch_size"])
 
@@ -107,11 +112,11 @@ class Sampler:
             it.close()
             self.last_iter_telemetry = json.loads(it.telemetry() or "{}")
 
-    def telemetry(self) -> dict:
-        """Cumulative figures: reads, bytes read/used, read amplification,
-        IOPS, MB/s, CPU us per read, in-flight and request-size histograms,
-        and the in-flight timeline."""
-        return json.loads(self.core().telemetry())
+    def telemetry(self, last_batch: bool = False) -> dict:
+        """Cumulative figures (or the last batch's alone): reads, bytes
+        read/used, read amplification, IOPS, MB/s, CPU us per read, in-flight
+        and request-size histograms, and the in-flight timeline."""
+        return json.loads(self.core().telemetry(last_batch))
 
     def reset_telemetry(self) -> None:
         self.core().reset_telemetry()

@@ -34,7 +34,12 @@ fn config(engine: &str, depth: usize, pool_threads: usize, labels: bool) -> PyRe
             "engine {engine:?}: expected uring, pread, pread-pool, mmap, mmap-default or memory"
         ))
     })?;
-    Ok(SamplerConfig { engine: kind, io: EngineConfig { depth, pool_threads, ..Default::default() }, labels })
+    Ok(SamplerConfig {
+        engine: kind,
+        io: EngineConfig { depth, pool_threads, ..Default::default() },
+        labels,
+        ..Default::default()
+    })
 }
 
 fn batch_dict<'py>(py: Python<'py>, b: Batch) -> PyResult<Bound<'py, PyDict>> {
@@ -53,7 +58,7 @@ fn batch_dict<'py>(py: Python<'py>, b: Batch) -> PyResult<Bound<'py, PyDict>> {
 pub fn telemetry_json(t: &Telemetry) -> String {
     serde_json::json!({
         "batches": t.batches, "seeds": t.seeds, "nodes": t.nodes, "edges": t.edges,
-        "reads": t.reads, "bytes_read": t.bytes_read, "bytes_used": t.bytes_used,
+        "reads": t.reads, "bytes_read": t.bytes_read, "bytes_used": t.bytes_used, "page_hits": t.page_hits,
         "seconds": t.seconds, "cpu_seconds": t.cpu_seconds,
         "read_amplification": t.read_amplification(),
         "iops": t.iops(),
@@ -157,8 +162,11 @@ impl Sampler {
         batch_dict(py, b)
     }
 
-    fn telemetry(&self) -> PyResult<String> {
-        Ok(telemetry_json(&self.get()?.lock().unwrap().telemetry))
+    /// Cumulative telemetry, or the last batch's alone with `last=True`.
+    #[pyo3(signature = (last=false))]
+    fn telemetry(&self, last: bool) -> PyResult<String> {
+        let s = self.get()?.lock().unwrap();
+        Ok(telemetry_json(if last { &s.last_batch } else { &s.telemetry }))
     }
 
     fn reset_telemetry(&self) -> PyResult<()> {

@@ -45,11 +45,20 @@ pub struct SamplerConfig {
     pub io: EngineConfig,
     /// Load labels (4 B/node in RAM) so each batch carries `y`.
     pub labels: bool,
+    /// Pages kept per batch so one read serves every node on a page, even
+    /// when they are reached at different times (default 64 MiB = 16 Ki
+    /// pages of 4 KiB; 0 disables). Freed at the end of every batch.
+    pub batch_page_cache_bytes: usize,
 }
 
 impl Default for SamplerConfig {
     fn default() -> Self {
-        SamplerConfig { engine: EngineKind::Uring, io: EngineConfig::default(), labels: true }
+        SamplerConfig {
+            engine: EngineKind::Uring,
+            io: EngineConfig::default(),
+            labels: true,
+            batch_page_cache_bytes: 64 << 20,
+        }
     }
 }
 
@@ -107,7 +116,10 @@ pub struct NeighborSampler {
     node_order: Option<Vec<u32>>,
     feature_crcs: Option<Vec<u32>>,
     labels: Option<Vec<i32>>,
+    /// Cumulative over every batch since open (or the last reset).
     pub telemetry: Telemetry,
+    /// The most recent batch alone.
+    pub last_batch: Telemetry,
     opened: Instant,
     // Per-batch state, kept to reuse allocations.
     nodes: Vec<Node>,
@@ -118,6 +130,13 @@ pub struct NeighborSampler {
     scratch: Vec<u32>,
     bytes_used: u64,
     timeline: Vec<(f64, u32)>,
+    /// Pages already read in this batch, kept (up to `page_cache_max` bytes)
+    /// so a page needed again later in the batch costs no second read.
+    page_cache: HashMap<(u16, u64), flashgnn_io::aligned::AlignedBuf>,
+    page_cache_held: usize,
+    page_cache_max: usize,
+    ready: VecDeque<((u16, u64), Waiter)>,
+    page_hits: u64,
 }
 
 fn load_u32_map(ds: &Dataset, name: &str) -> Result<Vec<u32>> {
@@ -222,6 +241,7 @@ impl NeighborSampler {
             feature_crcs,
             labels,
             telemetry: Telemetry::default(),
+            last_batch: Telemetry::default(),
             opened: Instant::now(),
             nodes: Vec::new(),
             index: HashMap::default(),
@@ -231,6 +251,11 @@ impl NeighborSampler {
             scratch: Vec::new(),
             bytes_used: 0,
             timeline: Vec::new(),
+            page_cache: HashMap::default(),
+            page_cache_held: 0,
+            page_cache_max: cfg.batch_page_cache_bytes,
+            ready: VecDeque::new(),
+            page_hits: 0,
         })
     }
 
@@ -295,6 +320,8 @@ impl NeighborSampler {
         self.features.clear();
         self.bytes_used = 0;
         self.timeline.clear();
+        self.clear_page_cache();
+        self.page_hits = 0;
         let n = self.layout.num_nodes;
         let mut seed_idx = Vec::with_capacity(seeds.len());
         for &s in seeds {
@@ -312,6 +339,7 @@ impl NeighborSampler {
             self.drain();
             return Err(e);
         }
+        self.clear_page_cache();
         let batch = self.canonical(&seed_idx)?;
         let mut t = Telemetry {
             batches: 1,
@@ -322,16 +350,19 @@ impl NeighborSampler {
         };
         t.absorb_io(&io0, self.io.counters());
         t.bytes_used = self.bytes_used;
+        t.page_hits = self.page_hits;
         t.seconds = t0.elapsed().as_secs_f64();
         t.cpu_seconds = thread_cpu_seconds() - cpu0;
         t.timeline = std::mem::take(&mut self.timeline);
         self.telemetry.add(&t);
+        self.last_batch = t;
         Ok(batch)
     }
 
     /// After an error: wait for reads still in flight so no buffer is leaked
     /// and the next batch starts clean.
     fn drain(&mut self) {
+        self.clear_page_cache();
         let mut done = Vec::new();
         while self.io.in_flight() > 0 {
             done.clear();
@@ -392,6 +423,11 @@ impl NeighborSampler {
 
     fn request_page(&mut self, file: u16, page: u64, w: Waiter) {
         let key = (file, page);
+        if self.page_cache.contains_key(&key) {
+            // Read earlier in this batch: served without another read.
+            self.ready.push_back((key, w));
+            return;
+        }
         if let Some(ws) = self.pages.get_mut(&key) {
             ws.push(w); // one read serves every node waiting on this page
             return;
@@ -445,7 +481,7 @@ impl NeighborSampler {
                 // Synchronous engines complete inside submit; collect those too.
                 done.clear();
                 self.io.complete(0, &mut done)?;
-                if done.is_empty() {
+                if done.is_empty() && self.ready.is_empty() {
                     return Ok(());
                 }
             } else {
@@ -457,10 +493,36 @@ impl NeighborSampler {
             }
             for d in done.drain(..) {
                 let r = self.on_done(&d, seed);
-                self.pool.put(d.buf);
+                let is_page = d.req.tag & !TAG_KEY == TAG_PAGE;
+                if is_page && r.is_ok() && self.page_cache_held + d.buf.capacity() <= self.page_cache_max {
+                    // Keep the page for the rest of the batch (bounded).
+                    self.page_cache_held += d.buf.capacity();
+                    self.page_cache.insert(((d.req.tag >> 48 & 0xff) as u16, d.req.tag & ((1 << 48) - 1)), d.buf);
+                } else {
+                    self.pool.put(d.buf);
+                }
+                r?;
+            }
+            while let Some((key, w)) = self.ready.pop_front() {
+                let buf = self.page_cache.remove(&key).expect("cached page");
+                self.page_hits += 1;
+                let r = match w {
+                    Waiter::Slot(i) => self.on_slot(i, key.1, buf.as_slice(), seed),
+                    Waiter::Overflow(i) => self.on_overflow(i, key.1, buf.as_slice(), seed),
+                };
+                self.page_cache.insert(key, buf);
                 r?;
             }
         }
+    }
+
+    /// Return every cached page to the buffer pool (end of a batch).
+    fn clear_page_cache(&mut self) {
+        for (_, b) in self.page_cache.drain() {
+            self.pool.put(b);
+        }
+        self.page_cache_held = 0;
+        self.ready.clear();
     }
 
     fn on_done(&mut self, d: &Done, seed: u64) -> Result<()> {

@@ -17,6 +17,8 @@ pub struct Telemetry {
     pub reads: u64,
     pub bytes_read: u64,
     pub bytes_used: u64,
+    /// Page requests served from pages already read in the same batch.
+    pub page_hits: u64,
     pub seconds: f64,
     pub cpu_seconds: f64,
     pub depth_hist: [u64; 16],
@@ -44,6 +46,7 @@ impl Telemetry {
         self.reads += o.reads;
         self.bytes_read += o.bytes_read;
         self.bytes_used += o.bytes_used;
+        self.page_hits += o.page_hits;
         self.seconds += o.seconds;
         self.cpu_seconds += o.cpu_seconds;
         for i in 0..16 {

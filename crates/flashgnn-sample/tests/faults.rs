@@ -24,7 +24,12 @@ fn short_reads_eio_and_delays() {
     let want = NeighborSampler::open(&path, &[8, 4], &base).unwrap().sample(&seeds, 5).unwrap();
     for kind in [EngineKind::Uring, EngineKind::Pread, EngineKind::PreadPool] {
         let io = EngineConfig { depth: 32, pool_threads: 4, max_read_bytes: Some(512), fault: None };
-        let mut s = NeighborSampler::open(&path, &[8, 4], &SamplerConfig { engine: kind, io, labels: true }).unwrap();
+        let mut s = NeighborSampler::open(
+            &path,
+            &[8, 4],
+            &SamplerConfig { engine: kind, io, labels: true, ..Default::default() },
+        )
+        .unwrap();
         assert_eq!(s.sample(&seeds, 5).unwrap(), want, "short reads on {kind:?}");
     }
     let before = live_buffers();
@@ -32,8 +37,12 @@ fn short_reads_eio_and_delays() {
         for (fail_at, forever) in [(0, false), (7, false), (50, true)] {
             let plan = FaultPlan { fail_at, forever, errno: 5, delay_us: 0 };
             let io = EngineConfig { depth: 16, pool_threads: 4, max_read_bytes: None, fault: Some(plan) };
-            let mut s =
-                NeighborSampler::open(&path, &[8, 4], &SamplerConfig { engine: kind, io, labels: true }).unwrap();
+            let mut s = NeighborSampler::open(
+                &path,
+                &[8, 4],
+                &SamplerConfig { engine: kind, io, labels: true, ..Default::default() },
+            )
+            .unwrap();
             let e = s.sample(&seeds, 5).unwrap_err().to_string();
             assert!(e.contains("Input/output error") && e.contains(".fg at byte offset"), "{kind:?}: {e}");
             if !forever {
@@ -42,7 +51,12 @@ fn short_reads_eio_and_delays() {
         }
         let plan = FaultPlan { fail_at: u64::MAX, forever: false, errno: 5, delay_us: 200 };
         let io = EngineConfig { depth: 16, pool_threads: 4, max_read_bytes: None, fault: Some(plan) };
-        let mut s = NeighborSampler::open(&path, &[8, 4], &SamplerConfig { engine: kind, io, labels: true }).unwrap();
+        let mut s = NeighborSampler::open(
+            &path,
+            &[8, 4],
+            &SamplerConfig { engine: kind, io, labels: true, ..Default::default() },
+        )
+        .unwrap();
         assert_eq!(
             s.sample(&seeds[..10], 5).unwrap(),
             NeighborSampler::open(&path, &[8, 4], &base).unwrap().sample(&seeds[..10], 5).unwrap()

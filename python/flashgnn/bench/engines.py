@@ -145,6 +145,7 @@ def main_bench(a) -> int:
         graph = Path(json.loads(stripes.read_text())["files"]["graph.fg"]["parts"][0])
     print(f"bench: {path}: {ds.num_nodes:,} nodes, {ds.num_edges:,} edges, {human_bytes(files)} on disk; "
           f"fanout {fanouts}, batch {a.batch_size}, {a.batches} batches, depth {a.depth}", file=sys.stderr)
+    drop_caches()  # also syncs: pending writeback would steal the probe's IOPS
     dev_qd = probe_random_reads(graph, 4096, a.depth, a.probe_seconds)
     dev_qd1 = probe_random_reads(graph, 4096, 1, a.probe_seconds)
     print(f"bench: device probe (4 KiB O_DIRECT random reads on graph.fg): {dev_qd:,.0f} IOPS at QD {a.depth}, "
