@@ -139,32 +139,6 @@ pub struct NeighborSampler {
     page_hits: u64,
 }
 
-fn load_u32_map(ds: &Dataset, name: &str) -> Result<Vec<u32>> {
-    let a = ds.side_array(name)?;
-    let n = ds.num_nodes();
-    if a.len() != n {
-        return Err(FormatError::oob(ds.file(name), 0, "length", a.len(), format!("== num_nodes {n}")).into());
-    }
-    let v = a.read_all_i64()?;
-    v.iter()
-        .enumerate()
-        .map(|(i, &x)| {
-            if x < 0 || x as u64 >= n {
-                Err(FormatError::oob(
-                    ds.file(name),
-                    a.header.data_offset + 8 * i as u64,
-                    "node id",
-                    x as u64,
-                    format!("< {n}"),
-                )
-                .into())
-            } else {
-                Ok(x as u32)
-            }
-        })
-        .collect()
-}
-
 impl NeighborSampler {
     /// Open a sampler over the dataset at `path` with per-hop `fanouts`
     /// (-1 = all neighbors).
@@ -194,23 +168,10 @@ impl NeighborSampler {
         } else {
             None
         };
-        let (node_index, node_order) = if ds.manifest().reorder != "none" {
-            let index = load_u32_map(&ds, flashgnn_format::manifest::NODE_INDEX_FILE)?;
-            let order = load_u32_map(&ds, flashgnn_format::manifest::NODE_ORDER_FILE)?;
-            if let Some(i) = (0..order.len()).find(|&i| index[order[i] as usize] as usize != i) {
-                let f = ds.file(flashgnn_format::manifest::NODE_ORDER_FILE);
-                return Err(FormatError::oob(
-                    f,
-                    8 * i as u64,
-                    "node_order entry",
-                    order[i] as u64,
-                    "inverse of node_index.npy",
-                )
-                .into());
-            }
-            (Some(index), Some(order))
-        } else {
-            (None, None)
+        // The store loads and cross-checks the relabelling maps (4 B/node each).
+        let (node_index, node_order) = match ds.maps()? {
+            Some((index, order)) => (Some(index.clone()), Some(order.clone())),
+            None => (None, None),
         };
         let labels = if cfg.labels && ds.has_labels() {
             ds.check_side_file(flashgnn_format::manifest::LABELS_FILE)?;

@@ -222,7 +222,10 @@ impl Dataset {
         file_name(&self.root, name)
     }
 
-    fn maps(&self) -> Result<Option<&(Vec<u32>, Vec<u32>)>> {
+    /// The relabelling maps `(node_index, node_order)` (original -> internal,
+    /// internal -> original), loaded and checked to be inverse permutations
+    /// on first use; None when the dataset was not relabelled.
+    pub fn maps(&self) -> Result<Option<&(Vec<u32>, Vec<u32>)>> {
         if self.manifest.reorder == "none" {
             return Ok(None);
         }
