@@ -6,6 +6,10 @@ Entry points:
 - :func:`build` / :func:`generate` — the importer and the synthetic generator
   (also ``flashgnn build`` / ``flashgnn generate`` on the command line).
 - :func:`verify` — check every checksum and bound of a dataset.
+- :class:`Sampler` — one engine call per mini-batch (numpy).
+- :class:`NeighborLoader` / :class:`RandomWalkLoader` — PyG ``Data`` batches;
+  :mod:`flashgnn.pyg` — PyG remote backend. These import torch, so they load
+  on first use (``import flashgnn`` stays light for the CLI and the builder).
 """
 
 from flashgnn._core import (
@@ -20,7 +24,21 @@ from flashgnn.dataset import Dataset, open
 from flashgnn.jobs import build, generate, verify
 from flashgnn.sampler import SampledBatch, Sampler
 
+_LAZY = {"NeighborLoader": "flashgnn.loader", "RandomWalkLoader": "flashgnn.loader", "pyg": "flashgnn.pyg"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        mod = importlib.import_module(_LAZY[name])
+        return mod if name == "pyg" else getattr(mod, name)
+    raise AttributeError(f"module 'flashgnn' has no attribute {name!r}")
+
+
 __all__ = [
+    "NeighborLoader",
+    "RandomWalkLoader",
     "FORMAT_VERSION",
     "CorruptDatasetError",
     "Dataset",

@@ -48,9 +48,11 @@ class SampledBatch:
 
 class Sampler:
     def __init__(self, path, fanouts, engine: str = "uring", depth: int = 256, pool_threads: int = 64,
-                 labels: bool = True, dtype=None):
+                 labels: bool = True, dtype=None, features: bool = True):
         """``dtype``: None keeps the stored feature dtype; e.g. ``np.float32``
-        converts float16-stored features per batch (on the gathered rows only)."""
+        converts float16-stored features per batch (on the gathered rows only).
+        ``features=False``: structure and labels only; ``x`` is empty
+        (shape ``(0, feature_dim)``) and no read is spent on feature rows."""
         if engine not in ENGINES:
             raise ValueError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
         self.path = os.fspath(path)
@@ -59,6 +61,7 @@ class Sampler:
         self.depth = depth
         self.pool_threads = pool_threads
         self.labels = labels
+        self.features = features
         self._core = None
         self._pid = None
         from flashgnn.dataset import Dataset
@@ -71,7 +74,8 @@ class Sampler:
 
     def core(self):
         if self._core is None or self._pid != os.getpid():
-            self._core = _core.Sampler(self.path, self.fanouts, self.engine, self.depth, self.pool_threads, self.labels)
+            self._core = _core.Sampler(self.path, self.fanouts, self.engine, self.depth, self.pool_threads, self.labels,
+                                       self.features)
             self._pid = os.getpid()
         return self._core
 
@@ -82,7 +86,10 @@ class Sampler:
         return state
 
     def _wrap(self, d: dict) -> SampledBatch:
-        x = d["x"].view(self.dtype).reshape(-1, self.feature_dim) if self.feature_dim else np.zeros((len(d["n_id"]), 0), self.dtype)
+        if self.feature_dim:
+            x = d["x"].view(self.dtype).reshape(-1, self.feature_dim)
+        else:
+            x = np.zeros((len(d["n_id"]), 0), self.dtype)
         if self.out_dtype is not None and x.dtype != self.out_dtype:
             x = x.astype(self.out_dtype)
         return SampledBatch(d["n_id"], d["row"], d["col"], d["num_sampled_nodes"], d["num_sampled_edges"], x, d["y"],

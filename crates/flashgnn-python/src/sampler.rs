@@ -28,7 +28,7 @@ fn sample_err(e: flashgnn_sample::SampleError) -> PyErr {
     }
 }
 
-fn config(engine: &str, depth: usize, pool_threads: usize, labels: bool) -> PyResult<SamplerConfig> {
+fn config(engine: &str, depth: usize, pool_threads: usize, labels: bool, features: bool) -> PyResult<SamplerConfig> {
     let kind = EngineKind::parse(engine).ok_or_else(|| {
         InputError::new_err(format!(
             "engine {engine:?}: expected uring, pread, pread-pool, mmap, mmap-default or memory"
@@ -38,6 +38,7 @@ fn config(engine: &str, depth: usize, pool_threads: usize, labels: bool) -> PyRe
         engine: kind,
         io: EngineConfig { depth, pool_threads, ..Default::default() },
         labels,
+        features,
         ..Default::default()
     })
 }
@@ -108,7 +109,8 @@ impl Sampler {
 #[pymethods]
 impl Sampler {
     #[new]
-    #[pyo3(signature = (path, fanouts, engine="uring", depth=256, pool_threads=64, labels=true))]
+    #[pyo3(signature = (path, fanouts, engine="uring", depth=256, pool_threads=64, labels=true, features=true))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         path: std::path::PathBuf,
@@ -117,8 +119,9 @@ impl Sampler {
         depth: usize,
         pool_threads: usize,
         labels: bool,
+        features: bool,
     ) -> PyResult<Self> {
-        let cfg = config(engine, depth, pool_threads, labels)?;
+        let cfg = config(engine, depth, pool_threads, labels, features)?;
         let (p, f, c) = (path.clone(), fanouts.clone(), cfg.clone());
         let s = py.detach(move || NeighborSampler::open(&p, &f, &c)).map_err(sample_err)?;
         Ok(Sampler {

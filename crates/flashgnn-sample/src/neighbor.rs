@@ -49,6 +49,10 @@ pub struct SamplerConfig {
     /// when they are reached at different times (default 64 MiB = 16 Ki
     /// pages of 4 KiB; 0 disables). Freed at the end of every batch.
     pub batch_page_cache_bytes: usize,
+    /// Gather feature rows (`Batch::x`). Off, a batch carries structure and
+    /// labels only and no read is issued for features — last-hop nodes then
+    /// cost nothing (layer-wise inference reads embeddings elsewhere).
+    pub features: bool,
 }
 
 impl Default for SamplerConfig {
@@ -58,6 +62,7 @@ impl Default for SamplerConfig {
             io: EngineConfig::default(),
             labels: true,
             batch_page_cache_bytes: 64 << 20,
+            features: true,
         }
     }
 }
@@ -137,6 +142,7 @@ pub struct NeighborSampler {
     page_cache_max: usize,
     ready: VecDeque<((u16, u64), Waiter)>,
     page_hits: u64,
+    gather_features: bool,
 }
 
 impl NeighborSampler {
@@ -217,6 +223,7 @@ impl NeighborSampler {
             page_cache_max: cfg.batch_page_cache_bytes,
             ready: VecDeque::new(),
             page_hits: 0,
+            gather_features: cfg.features,
         })
     }
 
@@ -265,8 +272,13 @@ impl NeighborSampler {
         self.fanouts.len()
     }
 
+    /// Feature bytes gathered per node (0 when features are off).
     fn row_bytes(&self) -> usize {
-        self.layout.row_bytes() as usize
+        if self.gather_features {
+            self.layout.row_bytes() as usize
+        } else {
+            0
+        }
     }
 
     /// Sample one mini-batch around `seeds` (original ids) with `seed`.
@@ -551,7 +563,11 @@ impl NeighborSampler {
             node.slot_seen = true;
             node.degree = slot.degree;
             self.bytes_used += 24;
-            if self.placement == FeaturePlacement::Inline && !slot.features.is_empty() && node.feature.is_none() {
+            if self.placement == FeaturePlacement::Inline
+                && self.gather_features
+                && !slot.features.is_empty()
+                && node.feature.is_none()
+            {
                 let off = self.features.len();
                 self.features.extend_from_slice(slot.features);
                 node.feature = Some(off);

@@ -119,6 +119,22 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("dirs", nargs="+", help="one directory per device")
     st.add_argument("--chunk", type=parse_size, default=64 << 10, help="stripe unit (default 64KiB, multiple of 4KiB)")
 
+    from flashgnn.train import parser as train_parser
+
+    sub.add_parser("train", help="train a GNN (sage|gcn|gin|gat|mlp) with the flashgnn loader",
+                   parents=[train_parser()], add_help=False, conflict_handler="resolve")
+
+    em = sub.add_parser("embed", help="layer-wise full-graph inference to an embedding table")
+    em.add_argument("dataset")
+    em.add_argument("out", help="output directory (embeddings.npy, predictions.npy, embed.json)")
+    em.add_argument("--checkpoint", required=True, help="directory written by `flashgnn train --checkpoint`")
+    em.add_argument("--output", default="logits", choices=["logits", "hidden"], help="last layer, or the one before it")
+    em.add_argument("--batch-size", type=int, default=16384, help="target nodes per engine call")
+    em.add_argument("--engine", default="auto")
+    em.add_argument("--device", default="cpu")
+    em.add_argument("--force", action="store_true", help="replace an existing output directory")
+    em.add_argument("--json", action="store_true")
+
     v = sub.add_parser("verify", help="check every checksum, address and bound")
     v.add_argument("dataset")
     v.add_argument("--json", action="store_true")
@@ -132,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return getattr(commands, f"cmd_{args.command}")(args)
     except (flashgnn.InputError, flashgnn.CorruptDatasetError, flashgnn.DatasetNotFoundError, IndexError) as e:
+        print(f"flashgnn {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except (ValueError, FileExistsError) as e:
         print(f"flashgnn {args.command}: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:

@@ -141,6 +141,26 @@ def cmd_verify(a) -> int:
 
 
 
+def cmd_train(a) -> int:
+    from flashgnn.train import run
+
+    run(a)
+    return 0
+
+
+def cmd_embed(a) -> int:
+    from flashgnn.embed import embed
+
+    m = embed(a.dataset, a.checkpoint, a.out, batch_size=a.batch_size, output=a.output, engine=a.engine,
+              device=a.device, force=a.force, progress=not a.json)
+    if a.json:
+        _print_json(m)
+    else:
+        print(f"embedded {m['num_nodes']:,} nodes x {m['dim']} ({m['model']}, {m['layers']} layer passes, "
+              f"{m['reads']:,} reads) in {m['seconds']:.1f} s -> {a.out}")
+    return 0
+
+
 def cmd_bench(a) -> int:
     from flashgnn.bench.engines import main_bench
 

@@ -1,0 +1,284 @@
+"""PyG-native mini-batch loaders over a flashgnn dataset.
+
+    loader = flashgnn.NeighborLoader("data/demo", fanouts=[25, 10], batch_size=1024, split="train")
+    for data in loader:            # torch_geometric.data.Data
+        out = model(data.x, data.edge_index,
+                    num_sampled_nodes_per_hop=data.num_sampled_nodes,
+                    num_sampled_edges_per_hop=data.num_sampled_edges)[:data.batch_size]
+
+Each batch is one engine call (sampling + feature gather next to the data);
+background producers in Rust run ``prefetch`` batches ahead with the GIL
+released, so sampling of upcoming batches overlaps the training step.
+
+Determinism: epoch ``e`` of a loader with ``seed=s`` always visits the same
+seed order and draws the same neighbors, whatever the engine, the number of
+producers or the process (``set_epoch`` pins the epoch, as with
+``DistributedSampler``). With ``world_size > 1`` each rank takes its own,
+equal-sized shard of the epoch's permutation, so every rank runs the same
+number of steps (DDP never waits on a rank that has run out).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+
+from flashgnn.dataset import Dataset
+from flashgnn.sampler import Sampler
+
+ENGINE_CHOICES = ("auto", "uring", "pread", "pread-pool", "mmap", "mmap-default", "memory")
+
+
+def resolve_engine(engine: str) -> str:
+    """``auto`` is ``uring``; the engine itself falls back to the pread pool
+    (with a one-line notice) where io_uring is blocked."""
+    if engine not in ENGINE_CHOICES:
+        raise ValueError(f"engine {engine!r}: expected one of {', '.join(ENGINE_CHOICES)}")
+    return "uring" if engine == "auto" else engine
+
+
+def _path(dataset) -> str:
+    return dataset.path if isinstance(dataset, Dataset) else os.fspath(dataset)
+
+
+def _epoch_seed(seed: int, epoch: int) -> int:
+    """A 63-bit stream seed for (seed, epoch): batch i samples with ``base + i``."""
+    return int(np.random.SeedSequence([seed & (2**63 - 1), epoch]).generate_state(1, np.uint64)[0] >> 1)
+
+
+def _input_nodes(ds: Dataset, input_nodes, split: str | None) -> np.ndarray:
+    if input_nodes is not None and split is not None:
+        raise ValueError("give input_nodes or split, not both")
+    if input_nodes is not None:
+        if isinstance(input_nodes, torch.Tensor):
+            input_nodes = input_nodes.cpu().numpy()
+        a = np.asarray(input_nodes)
+        if a.dtype == np.bool_:
+            if len(a) != ds.num_nodes:
+                raise ValueError(f"input_nodes mask has {len(a):,} entries; the dataset has {ds.num_nodes:,} nodes")
+            a = np.flatnonzero(a)
+        if a.dtype.kind not in "iu":
+            raise TypeError(f"input_nodes must be node ids or a boolean mask, got dtype {a.dtype}")
+        a = np.ascontiguousarray(a, dtype=np.int64).reshape(-1)
+        if len(a) and (a.min() < 0 or a.max() >= ds.num_nodes):
+            bad = a[(a < 0) | (a >= ds.num_nodes)][0]
+            raise IndexError(f"input_nodes: node id {bad} out of range [0, {ds.num_nodes})")
+        return a
+    if split is not None:
+        if split not in ds.split_names:
+            raise ValueError(f"split {split!r} not in dataset {ds.path} (has: {', '.join(ds.split_names) or 'none'})")
+        return ds.split(split)
+    return np.arange(ds.num_nodes, dtype=np.int64)
+
+
+class _Base:
+    """Seed order, epochs, rank sharding and data-wait accounting."""
+
+    def __init__(self, dataset, batch_size, input_nodes, split, shuffle, drop_last, seed, rank, world_size,
+                 equal_shards=True):
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be > 0, got {batch_size}")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} out of range for world_size {world_size}")
+        self.path = _path(dataset)
+        self.dataset = dataset if isinstance(dataset, Dataset) else Dataset(self.path)
+        self.input_nodes = _input_nodes(self.dataset, input_nodes, split)
+        self.batch_size = int(batch_size)
+        self.shuffle = shuffle
+        self.drop_last = drop_last
+        self.seed = int(seed)
+        self.rank, self.world_size = int(rank), int(world_size)
+        # Training shards drop the remainder so every rank runs the same number
+        # of steps; evaluation shards (equal_shards=False) cover every node.
+        self.equal_shards = equal_shards
+        self.epoch = 0
+        self.wait_seconds = 0.0  # time the consumer spent blocked in __next__ (last epoch)
+
+    def set_epoch(self, epoch: int) -> None:
+        """The next ``iter()`` runs ``epoch`` (resume, DDP); each ``iter()``
+        then advances the epoch by one."""
+        self.epoch = int(epoch)
+
+    def _positions(self, epoch: int) -> np.ndarray:
+        """Positions into ``input_nodes`` this rank visits in ``epoch``, in order."""
+        n = len(self.input_nodes)
+        pos = np.random.default_rng([self.seed & (2**63 - 1), epoch]).permutation(n) if self.shuffle else np.arange(n)
+        if self.world_size > 1:
+            if self.equal_shards:
+                pos = pos[: n - n % self.world_size]
+            pos = pos[self.rank :: self.world_size]
+        return pos
+
+    def __len__(self) -> int:
+        n = len(self._positions(self.epoch)) if self.world_size > 1 else len(self.input_nodes)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def _next_epoch(self) -> int:
+        e = self.epoch
+        self.epoch = e + 1
+        return e
+
+
+def _to_data(b, input_id: np.ndarray, pin: bool) -> Data:
+    x = torch.from_numpy(b.x)
+    edge_index = torch.from_numpy(np.stack([b.row, b.col]))
+    y = torch.from_numpy(b.y)
+    if pin:
+        x, edge_index, y = x.pin_memory(), edge_index.pin_memory(), y.pin_memory()
+    return Data(
+        x=x,
+        y=y,
+        edge_index=edge_index,
+        n_id=torch.from_numpy(b.n_id),
+        input_id=torch.from_numpy(input_id),
+        batch_size=int(b.batch_size),
+        num_sampled_nodes=[int(v) for v in b.num_sampled_nodes],
+        num_sampled_edges=[int(v) for v in b.num_sampled_edges],
+    )
+
+
+class NeighborLoader(_Base):
+    """GraphSAGE-style k-hop neighbor sampling, one engine call per batch.
+
+    Yields :class:`torch_geometric.data.Data` with ``x, y, edge_index, n_id,
+    input_id, batch_size, num_sampled_nodes, num_sampled_edges`` in PyG's
+    order: ``n_id[:batch_size]`` are the seeds (in order), ``edge_index`` is
+    local with row = sampled neighbor and col = target, nodes and edges grouped
+    by hop. ``input_id`` holds the seeds' positions in ``input_nodes``.
+
+    ``engine``: auto|uring|pread|pread-pool|mmap|mmap-default|memory (all give
+    identical batches). ``prefetch`` batches are prepared ahead by ``workers``
+    producer threads. ``dtype`` converts features (default float32; None keeps
+    the stored dtype). ``pin_memory`` pins batch tensors for non-blocking
+    host-to-device copies.
+    """
+
+    def __init__(self, dataset, fanouts, batch_size: int = 1024, input_nodes=None, split: str | None = None,
+                 shuffle: bool = True, engine: str = "auto", prefetch: int = 4, drop_last: bool = False,
+                 seed: int = 0, workers: int = 1, dtype=np.float32, pin_memory: bool = False, depth: int = 256,
+                 rank: int = 0, world_size: int = 1, equal_shards: bool = True):
+        super().__init__(dataset, batch_size, input_nodes, split, shuffle, drop_last, seed, rank, world_size,
+                         equal_shards)
+        self.fanouts = [int(f) for f in fanouts]
+        self.engine = resolve_engine(engine)
+        self.prefetch = max(1, int(prefetch))
+        self.workers = max(1, int(workers))
+        self.pin_memory = pin_memory
+        self.sampler = Sampler(self.path, self.fanouts, engine=self.engine, depth=depth, dtype=dtype)
+        self.telemetry: dict = {}
+
+    def __iter__(self):
+        epoch = self._next_epoch()
+        pos = self._positions(epoch)
+        order = self.input_nodes[pos]
+        base = _epoch_seed(self.seed, epoch)
+        self.wait_seconds = 0.0
+        it = self.sampler.iter_batches(order, self.batch_size, seed=base, prefetch=self.prefetch,
+                                       drop_last=self.drop_last, workers=self.workers)
+        try:
+            i = 0
+            while True:
+                t = time.perf_counter()
+                b = next(it, None)
+                self.wait_seconds += time.perf_counter() - t
+                if b is None:
+                    break
+                yield _to_data(b, pos[i * self.batch_size : i * self.batch_size + b.batch_size], self.pin_memory)
+                i += 1
+        finally:
+            it.close()
+            self.telemetry = getattr(self.sampler, "last_iter_telemetry", {})
+
+    def sample(self, seeds, seed: int = 0) -> Data:
+        """One batch for explicit ``seeds`` (no prefetch); ``input_id`` = 0..len-1."""
+        b = self.sampler.sample(seeds, seed)
+        return _to_data(b, np.arange(b.batch_size, dtype=np.int64), self.pin_memory)
+
+
+class RandomWalkLoader(_Base):
+    """GraphSAINT random-walk sampling: each batch draws ``batch_size`` roots
+    from ``input_nodes`` (without replacement, reshuffled per epoch), walks
+    ``walk_length`` steps from each and yields the induced subgraph.
+
+    ``Data`` fields: ``x, y, edge_index`` (local, both directions as stored),
+    ``n_id`` (roots first), ``batch_size`` (number of distinct roots) and
+    ``train_mask``/``input_mask``: which nodes of the subgraph belong to
+    ``input_nodes`` (the loss is usually taken over those). A background
+    thread keeps ``prefetch`` batches ready; the engine releases the GIL.
+    """
+
+    def __init__(self, dataset, batch_size: int = 1024, walk_length: int = 2, input_nodes=None,
+                 split: str | None = None, shuffle: bool = True, engine: str = "auto", prefetch: int = 2,
+                 drop_last: bool = False, seed: int = 0, dtype=np.float32, depth: int = 256, rank: int = 0,
+                 world_size: int = 1, equal_shards: bool = True):
+        super().__init__(dataset, batch_size, input_nodes, split, shuffle, drop_last, seed, rank, world_size,
+                         equal_shards)
+        if walk_length < 0:
+            raise ValueError(f"walk_length must be >= 0, got {walk_length}")
+        self.walk_length = int(walk_length)
+        self.engine = resolve_engine(engine)
+        self.prefetch = max(1, int(prefetch))
+        self.sampler = Sampler(self.path, [1], engine=self.engine, depth=depth, dtype=dtype)
+        self._member = np.zeros(self.dataset.num_nodes, dtype=np.bool_)
+        self._member[self.input_nodes] = True
+
+    def _batch(self, roots: np.ndarray, seed: int) -> Data:
+        b = self.sampler.random_walk(roots, self.walk_length, seed)
+        n_id = torch.from_numpy(b.n_id)
+        mask = torch.from_numpy(self._member[b.n_id])
+        return Data(x=torch.from_numpy(b.x), y=torch.from_numpy(b.y),
+                    edge_index=torch.from_numpy(np.stack([b.row, b.col])), n_id=n_id,
+                    batch_size=int(b.batch_size), train_mask=mask, input_mask=mask)
+
+    def __iter__(self):
+        epoch = self._next_epoch()
+        order = self.input_nodes[self._positions(epoch)]
+        nb = len(order) // self.batch_size if self.drop_last else -(-len(order) // self.batch_size)
+        base = _epoch_seed(self.seed, epoch)
+        ready: deque = deque()
+        cv = threading.Condition()
+        stop = threading.Event()
+
+        def produce():
+            for i in range(nb):
+                with cv:
+                    while len(ready) >= self.prefetch and not stop.is_set():
+                        cv.wait()
+                if stop.is_set():
+                    return
+                try:
+                    item = self._batch(order[i * self.batch_size : (i + 1) * self.batch_size], base + i)
+                except BaseException as e:  # noqa: BLE001 - re-raised in the consumer
+                    item = e
+                with cv:
+                    ready.append(item)
+                    cv.notify_all()
+                if isinstance(item, BaseException):
+                    return
+
+        th = threading.Thread(target=produce, name="flashgnn-rw-producer", daemon=True)
+        th.start()
+        self.wait_seconds = 0.0
+        try:
+            for _ in range(nb):
+                t = time.perf_counter()
+                with cv:
+                    while not ready:
+                        cv.wait()
+                    item = ready.popleft()
+                    cv.notify_all()
+                self.wait_seconds += time.perf_counter() - t
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            with cv:
+                cv.notify_all()
+            th.join()

@@ -1,0 +1,453 @@
+"""`flashgnn train`: mini-batch GNN training over an SSD-resident dataset.
+
+    flashgnn train DATASET --model sage --fanout 25,10 --batch-size 1024 --epochs 3
+    torchrun --nproc-per-node 2 -m flashgnn.train DATASET ...      # data-parallel (DDP)
+
+The trainer never samples: :class:`flashgnn.NeighborLoader` producers (Rust,
+GIL released) prepare the next ``--prefetch`` batches while the current one
+trains. The time the training loop spends blocked waiting for a batch is
+reported as *data wait* (SmartSAGE's GPU-idle share).
+
+Determinism: for a given ``--seed`` the seed order, the sampled neighbors,
+the initial weights and dropout are fixed, so two runs (and a run resumed
+from a checkpoint) produce the same weights bit for bit on CPU.
+
+Distributed: launched by ``torchrun`` (or SLURM via ``torchrun``'s
+rendezvous), ``WORLD_SIZE``/``RANK``/``LOCAL_RANK`` select DDP with gloo on
+CPU or NCCL on CUDA. Each rank trains on its own equal-sized shard of each
+epoch's seed permutation; evaluation counts are summed over ranks; rank 0
+logs and writes checkpoints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+MODELS = ("sage", "gcn", "gin", "gat", "mlp")
+CHECKPOINT_FILE = "checkpoint.pt"
+CHECKPOINT_FORMAT = "flashgnn-checkpoint"
+CHECKPOINT_VERSION = 1
+
+
+def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Train a GNN on a flashgnn dataset (mini-batch, SSD-resident).")
+    p.add_argument("dataset")
+    p.add_argument("--model", default="sage", choices=MODELS, help="mlp = features-only baseline")
+    p.add_argument("--fanout", default="25,10", help="neighbors per hop, comma separated (-1 = all)")
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--dropout", type=float, default=0.2)
+    p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
+    p.add_argument("--engine", default="auto", help="auto|uring|pread|pread-pool|mmap|mmap-default|memory")
+    p.add_argument("--prefetch", type=int, default=4, help="batches prepared ahead of the trainer")
+    p.add_argument("--workers", type=int, default=1, help="sampling producer threads")
+    p.add_argument("--eval-fanout", help="fanouts for validation/test (default: --fanout)")
+    p.add_argument("--checkpoint", help="directory for checkpoint.pt (written after every epoch)")
+    p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, help="torch intra-op threads (default: cores / local ranks)")
+    p.add_argument("--metrics-json", help="write per-epoch metrics and the summary to this file")
+    p.add_argument("--max-batches", type=int, help="stop each epoch after this many batches (smoke runs)")
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def parse_fanout(text: str) -> list[int]:
+    try:
+        f = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"flashgnn train: error: --fanout {text!r}: expected integers like 25,10") from None
+    if not f or any(v < -1 for v in f):
+        raise SystemExit(f"flashgnn train: error: --fanout {text!r}: each hop must be -1 (all) or >= 0")
+    return f
+
+
+def build_model(name: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float):
+    """A stock ``torch_geometric.nn`` model; ``num_layers`` = number of hops."""
+    from torch_geometric.nn import GAT, GCN, GIN, MLP, GraphSAGE
+
+    if name == "mlp":
+        return MLP(in_channels=in_dim, hidden_channels=hidden, out_channels=out_dim, num_layers=max(num_layers, 1),
+                   dropout=dropout, norm=None)
+    cls = {"sage": GraphSAGE, "gcn": GCN, "gin": GIN, "gat": GAT}[name]
+    kw = {"heads": 4} if name == "gat" else {}
+    return cls(in_dim, hidden, num_layers, out_dim, dropout=dropout, **kw)
+
+
+def forward(model, data):
+    """Logits of the batch's seeds; GNNs trim the sampled subgraph per layer."""
+    from torch_geometric.nn import MLP
+
+    inner = getattr(model, "module", model)
+    bs = data.batch_size
+    if isinstance(inner, MLP):
+        return model(data.x[:bs])
+    return model(data.x, data.edge_index, num_sampled_nodes_per_hop=data.num_sampled_nodes,
+                 num_sampled_edges_per_hop=data.num_sampled_edges)[:bs]
+
+
+class DeviceFeeder:
+    """Moves batches to a CUDA device ahead of use: a thread pins each batch
+    and issues its host-to-device copy on a side stream, so the copy of batch
+    i+1 overlaps the compute of batch i. On CPU it passes batches through."""
+
+    def __init__(self, it, device, depth: int = 2):
+        import queue
+        import threading
+
+        import torch
+
+        self.device, self.it = device, it
+        self.cuda = device.type == "cuda"
+        if not self.cuda:
+            return
+        self.q: queue.Queue = queue.Queue(maxsize=depth)
+        self.stream = torch.cuda.Stream(device=device)
+
+        def run():
+            try:
+                for data in it:
+                    with torch.cuda.stream(self.stream):
+                        data = data.pin_memory().to(device, non_blocking=True)
+                        ev = torch.cuda.Event()
+                        ev.record(self.stream)
+                    self.q.put((data, ev))
+            except BaseException as e:  # noqa: BLE001 - re-raised in the consumer
+                self.q.put((e, None))
+            self.q.put((None, None))
+
+        self.th = threading.Thread(target=run, daemon=True, name="flashgnn-h2d")
+        self.th.start()
+
+    def __iter__(self):
+        if not self.cuda:
+            yield from self.it
+            return
+        import torch
+
+        while True:
+            data, ev = self.q.get()
+            if data is None:
+                return
+            if isinstance(data, BaseException):
+                raise data
+            torch.cuda.current_stream(self.device).wait_event(ev)
+            yield data
+
+
+def _rng_state() -> dict:
+    import torch
+
+    s = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        s["cuda"] = torch.cuda.get_rng_state_all()
+    return s
+
+
+def _set_rng_state(s: dict) -> None:
+    import torch
+
+    torch.set_rng_state(s["torch"])
+    np.random.set_state(s["numpy"])
+    random.setstate(s["python"])
+    if "cuda" in s and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(s["cuda"])
+
+
+def save_checkpoint(directory: str | os.PathLike, state: dict) -> Path:
+    """Write ``checkpoint.pt`` atomically: temp file, fsync, rename, fsync dir."""
+    import torch
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    final, tmp = d / CHECKPOINT_FILE, d / f".{CHECKPOINT_FILE}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, final)
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return final
+
+
+def load_checkpoint(directory: str | os.PathLike, map_location="cpu") -> dict:
+    import torch
+
+    path = Path(directory) / CHECKPOINT_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no checkpoint (train with --checkpoint {directory} first)")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure is a corrupt file
+        raise ValueError(f"{path}: not a readable checkpoint ({type(e).__name__}: {e})") from None
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path}: not a flashgnn checkpoint (format field {state.get('format') if isinstance(state, dict) else None!r})")
+    if state.get("version") != CHECKPOINT_VERSION:
+        raise ValueError(f"{path}: checkpoint version {state.get('version')!r}; this flashgnn reads version {CHECKPOINT_VERSION}")
+    return state
+
+
+def model_from_checkpoint(state: dict):
+    """Rebuild the model a checkpoint describes and load its weights."""
+    c = state["model_config"]
+    model = build_model(c["model"], c["in_dim"], c["hidden"], c["out_dim"], c["num_layers"], c["dropout"])
+    model.load_state_dict(state["model"])
+    return model
+
+
+class _Dist:
+    """torch.distributed context from torchrun's environment (or none)."""
+
+    def __init__(self, device_arg: str):
+        import torch
+
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(self.world)))
+        if device_arg.startswith("cuda"):
+            if not torch.cuda.is_available():
+                raise SystemExit("flashgnn train: error: --device cuda requested but no CUDA device is available "
+                                 "(torch.cuda.is_available() is False); use --device cpu")
+            idx = self.local_rank if self.world > 1 and device_arg == "cuda" else (
+                int(device_arg.split(":")[1]) if ":" in device_arg else 0)
+            self.device = torch.device("cuda", idx)
+            torch.cuda.set_device(self.device)
+        elif device_arg == "cpu":
+            self.device = torch.device("cpu")
+        else:
+            raise SystemExit(f"flashgnn train: error: --device {device_arg!r}: expected cpu, cuda or cuda:N")
+        self.enabled = self.world > 1
+        if self.enabled:
+            import torch.distributed as dist
+
+            dist.init_process_group(backend="nccl" if self.device.type == "cuda" else "gloo")
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def sum(self, values: list[float]) -> list[float]:
+        if not self.enabled:
+            return values
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(t)
+        return t.tolist()
+
+    def max(self, value: float) -> float:
+        if not self.enabled:
+            return value
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return float(t.item())
+
+    def barrier(self) -> None:
+        if self.enabled:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def close(self) -> None:
+        if self.enabled:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+
+
+def evaluate(model, loader, device) -> tuple[int, int]:
+    """(correct, total) over a loader's seeds."""
+    import torch
+
+    model.eval()
+    correct = total = 0
+    with torch.no_grad():
+        for data in DeviceFeeder(loader, device):
+            data = data.to(device)
+            y = data.y[: data.batch_size]
+            keep = y >= 0
+            pred = forward(model, data).argmax(-1)
+            correct += int((pred[keep] == y[keep]).sum())
+            total += int(keep.sum())
+    return correct, total
+
+
+def run(args) -> dict:
+    """Train as ``args`` (see :func:`parser`) says; returns the summary dict."""
+    import torch
+    import torch.nn.functional as F
+    from tqdm.auto import tqdm
+
+    import flashgnn
+    from flashgnn.loader import NeighborLoader
+
+    dist_ctx = _Dist(args.device)
+    device = dist_ctx.device
+    threads = args.threads or max(1, (os.cpu_count() or 1) // dist_ctx.local_world)
+    torch.set_num_threads(threads)
+    fanouts = parse_fanout(args.fanout)
+    eval_fanouts = parse_fanout(args.eval_fanout) if args.eval_fanout else fanouts
+    ds = flashgnn.open(args.dataset)
+    for split in ("train", "val", "test"):
+        if split not in ds.split_names:
+            raise SystemExit(f"flashgnn train: error: {ds.path}: no {split!r} split (build with --make-splits)")
+    if not ds.num_classes:
+        raise SystemExit(f"flashgnn train: error: {ds.path}: dataset has no labels")
+    if args.model == "mlp":  # features of the seeds only: no neighbor is sampled or read
+        fanouts = eval_fanouts = [0]
+    torch.manual_seed(args.seed)
+    np.random.seed(args.seed)
+    random.seed(args.seed)
+    config = dict(model=args.model, in_dim=ds.feature_dim, hidden=args.hidden, out_dim=ds.num_classes,
+                  num_layers=len(fanouts), dropout=args.dropout, fanouts=fanouts)
+    model = build_model(args.model, ds.feature_dim, args.hidden, ds.num_classes, len(fanouts), args.dropout).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    history: list[dict] = []
+    start_epoch = 0
+    if args.resume:
+        if not args.checkpoint:
+            raise SystemExit("flashgnn train: error: --resume needs --checkpoint DIR")
+        ckpt_path = Path(args.checkpoint) / CHECKPOINT_FILE
+        if ckpt_path.exists():
+            state = load_checkpoint(args.checkpoint, map_location=device)
+            for k, v in config.items():
+                if state["model_config"].get(k) != v:
+                    raise SystemExit(f"flashgnn train: error: {ckpt_path}: model_config.{k} is "
+                                     f"{state['model_config'].get(k)!r}, this run asks for {v!r}")
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["optimizer"])
+            _set_rng_state(state["rng"])
+            start_epoch, history = int(state["epoch"]), list(state["history"])
+            if dist_ctx.main:
+                print(f"resumed from {ckpt_path} after epoch {start_epoch}", flush=True)
+        elif dist_ctx.main:
+            print(f"no checkpoint at {ckpt_path}; starting fresh", flush=True)
+    raw_model = model
+    if dist_ctx.enabled:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+    common = dict(engine=args.engine, prefetch=args.prefetch, workers=args.workers, rank=dist_ctx.rank,
+                  world_size=dist_ctx.world, pin_memory=False)
+    train_loader = NeighborLoader(ds, fanouts, args.batch_size, split="train", shuffle=True, seed=args.seed, **common)
+    eval_common = dict(common, shuffle=False, seed=args.seed + 1, equal_shards=False)
+    val_loader = NeighborLoader(ds, eval_fanouts, args.batch_size, split="val", **eval_common)
+    test_loader = NeighborLoader(ds, eval_fanouts, args.batch_size, split="test", **eval_common)
+    progress = dist_ctx.main and not args.no_progress
+    n_train = len(ds.split("train"))
+    t_run = time.perf_counter()
+    for epoch in range(start_epoch, args.epochs):
+        train_loader.set_epoch(epoch)
+        model.train()
+        steps = len(train_loader) if args.max_batches is None else min(len(train_loader), args.max_batches)
+        bar = tqdm(total=steps, desc=f"epoch {epoch + 1}/{args.epochs}", unit="batch", disable=not progress,
+                   dynamic_ncols=True, leave=True)
+        t0 = time.perf_counter()
+        wait = loss_sum = 0.0
+        seeds = correct = batches = 0
+        it = iter(DeviceFeeder(train_loader, device))
+        while batches < steps:
+            tw = time.perf_counter()
+            data = next(it, None)
+            wait += time.perf_counter() - tw
+            if data is None:
+                break
+            data = data.to(device, non_blocking=True)
+            opt.zero_grad(set_to_none=True)
+            out = forward(model, data)
+            y = data.y[: data.batch_size]
+            loss = F.cross_entropy(out, y, ignore_index=-1)
+            loss.backward()
+            opt.step()
+            bs = data.batch_size
+            loss_sum += float(loss.detach()) * bs
+            correct += int((out.argmax(-1) == y).sum())
+            seeds += bs
+            batches += 1
+            el = time.perf_counter() - t0
+            bar.update(1)
+            bar.set_postfix_str(f"loss {float(loss.detach()):.3f} | {seeds * dist_ctx.world / el:,.0f} seeds/s | "
+                                f"data-wait {100 * wait / el:.0f}%")
+        if hasattr(it, "close"):
+            it.close()
+        bar.close()
+        train_seconds = time.perf_counter() - t0
+        loss_sum, correct, seeds = dist_ctx.sum([loss_sum, correct, seeds])
+        wait_max = dist_ctx.max(wait / max(train_seconds, 1e-9))
+        vc, vt = evaluate(model, val_loader, device)
+        tc, tt = evaluate(model, test_loader, device)
+        vc, vt, tc, tt = dist_ctx.sum([vc, vt, tc, tt])
+        rec = dict(
+            epoch=epoch + 1, train_loss=loss_sum / max(seeds, 1), train_acc=correct / max(seeds, 1),
+            val_acc=vc / max(vt, 1), test_acc=tc / max(tt, 1), train_seconds=train_seconds,
+            seconds=time.perf_counter() - t0, seeds=int(seeds), seeds_per_s=seeds / max(train_seconds, 1e-9),
+            data_wait=wait / max(train_seconds, 1e-9), data_wait_max_rank=wait_max, batches=batches,
+            telemetry={k: train_loader.telemetry.get(k) for k in ("reads", "bytes_read", "bytes_used", "iops")},
+        )
+        history.append(rec)
+        if dist_ctx.main:
+            print(f"epoch {rec['epoch']}: loss {rec['train_loss']:.4f}, train acc {rec['train_acc']:.4f}, "
+                  f"val acc {rec['val_acc']:.4f}, test acc {rec['test_acc']:.4f}, {rec['seeds_per_s']:,.0f} seeds/s, "
+                  f"data wait {100 * rec['data_wait']:.1f}% (max over ranks {100 * wait_max:.1f}%), "
+                  f"{rec['train_seconds']:.1f} s train + {rec['seconds'] - rec['train_seconds']:.1f} s eval", flush=True)
+            if args.checkpoint:
+                save_checkpoint(args.checkpoint, dict(
+                    format=CHECKPOINT_FORMAT, version=CHECKPOINT_VERSION, model_config=config,
+                    model=raw_model.state_dict(), optimizer=opt.state_dict(), epoch=epoch + 1, rng=_rng_state(),
+                    history=history, dataset=os.path.abspath(ds.path), args=vars(args)))
+        dist_ctx.barrier()
+    total = time.perf_counter() - t_run
+    last = history[-1] if history else {}
+    summary = dict(
+        model=args.model, dataset=ds.path, engine=train_loader.engine, world_size=dist_ctx.world,
+        epochs=len(history), seconds=total, test_acc=last.get("test_acc"), val_acc=last.get("val_acc"),
+        train_loss=last.get("train_loss"),
+        data_wait=(sum(h["data_wait"] * h["train_seconds"] for h in history[start_epoch:])
+                   / max(sum(h["train_seconds"] for h in history[start_epoch:]), 1e-9)) if history[start_epoch:] else None,
+        seeds_per_s=(sum(h["seeds"] for h in history[start_epoch:])
+                     / max(sum(h["train_seconds"] for h in history[start_epoch:]), 1e-9)) if history[start_epoch:] else None,
+        train_nodes=n_train,
+    )
+    if dist_ctx.main:
+        if args.metrics_json:
+            Path(args.metrics_json).write_text(json.dumps(dict(config=config, args=vars(args), epochs=history,
+                                                               summary=summary), indent=2, default=str))
+        if history:
+            dw = f"{100 * summary['data_wait']:.1f}%" if summary["data_wait"] is not None else "n/a"
+            sps = f"{summary['seeds_per_s']:,.0f}" if summary["seeds_per_s"] is not None else "n/a"
+            print(f"trained {args.model} on {ds.path} ({train_loader.engine}, {dist_ctx.world} process"
+                  f"{'es' if dist_ctx.world > 1 else ''}): {len(history)} epochs, test acc {summary['test_acc']:.4f}, "
+                  f"val acc {summary['val_acc']:.4f}, data wait {dw}, {sps} seeds/s, {total:.1f} s", flush=True)
+    dist_ctx.close()
+    summary["model_obj"] = raw_model
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser("python -m flashgnn.train").parse_args(argv)
+    run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
