@@ -211,3 +211,15 @@ def test_feature_dtype_conversion(tmp_path):
     b = flashgnn.Sampler(tmp_path / "ds", [3], dtype=np.float32).sample(np.arange(20), seed=0)
     assert a.x.dtype == np.float16 and b.x.dtype == np.float32
     np.testing.assert_array_equal(a.x.astype(np.float32), b.x)
+
+
+def test_features_off_gives_same_structure_with_fewer_reads(ds_path):
+    seeds = np.arange(0, 4096, 7)
+    on = flashgnn.Sampler(ds_path, [-1])
+    off = flashgnn.Sampler(ds_path, [-1], features=False)
+    a, b = on.sample(seeds, 3), off.sample(seeds, 3)
+    for f in ["n_id", "row", "col", "num_sampled_nodes", "num_sampled_edges", "y"]:
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
+    assert a.x.shape == (len(a.n_id), on.feature_dim) and b.x.shape == (0, on.feature_dim)
+    # last-hop nodes need no read at all without features
+    assert off.telemetry()["reads"] < on.telemetry()["reads"]

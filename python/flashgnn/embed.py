@@ -93,14 +93,7 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
         prev = None
         for li, layer in enumerate(layers):
             last = li == len(layers) - 1
-            if layer is None:
-                dim = cfg["out_dim"]
-            elif last and output == "logits":
-                dim = cfg["out_dim"]
-            else:
-                dim = model.convs[layer].out_channels * (
-                    getattr(model.convs[layer], "heads", 1) if getattr(model.convs[layer], "concat", False) else 1)
-            table = _tables(tmp, "embeddings.npy" if last else f"layer{li}.f32", n, dim, npy=last)
+            table = None  # created at the first chunk, when the layer's width is known
             first = li == 0
             s = Sampler(ds.path, [0] if layer is None else [-1], engine=eng, dtype=np.float32, labels=False,
                         features=first)
@@ -115,6 +108,8 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
                     else:
                         ei = torch.from_numpy(np.stack([b.row, b.col])).to(device)
                         h = _between_layers(model, layer, model.convs[layer](x, ei)[: hi - lo])
+                if table is None:
+                    table = _tables(tmp, "embeddings.npy" if last else f"layer{li}.f32", n, h.shape[1], npy=last)
                 table[lo:hi] = h.cpu().numpy()
                 bar.update(1)
             reads += s.telemetry()["reads"]

@@ -1,0 +1,341 @@
+"""Training layer: flashgnn.NeighborLoader / RandomWalkLoader (PyG Data and
+its invariants), the PyG remote backend under stock PyG loaders, `flashgnn
+train` (accuracy, determinism, checkpoint/resume, DDP with torchrun) and
+`flashgnn embed` (layer-wise inference equals a full-graph forward pass)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_geometric")
+
+import flashgnn  # noqa: E402
+from flashgnn.bench.accuracy import train_flashgnn, train_stock_pyg  # noqa: E402
+from flashgnn.train import load_checkpoint, parser, run  # noqa: E402
+
+from conftest import cli_env, run_cli  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ds_path(tmp_path_factory):
+    d = tmp_path_factory.mktemp("train")
+    flashgnn.generate(d / "raw", progress=False, scale=13, edge_factor=8, dim=32, classes=4, seed=3,
+                      split=(0.3, 0.1, 0.6))
+    flashgnn.build(d / "raw", d / "ds", progress=False, symmetrize=True, dedup=True)
+    return d / "ds"
+
+
+def full_edge_index(ds) -> torch.Tensor:
+    """Every stored edge as a [2, E] (row = neighbor, col = node) tensor."""
+    ptr, idx = ds.neighbors_csr(np.arange(ds.num_nodes))
+    col = np.repeat(np.arange(ds.num_nodes), np.diff(ptr))
+    return torch.from_numpy(np.stack([idx, col]))
+
+
+def edge_set(ds) -> set:
+    ei = full_edge_index(ds).numpy()
+    return set(zip(ei[0].tolist(), ei[1].tolist()))
+
+
+# ---------------------------------------------------------------------------------------------
+# NeighborLoader
+
+
+def test_neighbor_loader_batches_obey_pyg_invariants(ds_path):
+    from torch_geometric.nn import GraphSAGE
+
+    ds = flashgnn.open(ds_path)
+    train = ds.split("train")
+    loader = flashgnn.NeighborLoader(ds_path, [5, 3], batch_size=200, split="train", seed=7)
+    edges = edge_set(ds)
+    labels = ds.labels(np.arange(ds.num_nodes))
+    seen = []
+    torch.manual_seed(0)
+    model = GraphSAGE(ds.feature_dim, 16, 2, 4).eval()
+    batches = list(loader)
+    assert len(batches) == len(loader) == -(-len(train) // 200)
+    for d in batches:
+        bs = d.batch_size
+        n_id = d.n_id.numpy()
+        # seeds first, in order, and input_id points back into input_nodes
+        np.testing.assert_array_equal(train[d.input_id.numpy()], n_id[:bs])
+        seen.extend(n_id[:bs].tolist())
+        assert len(np.unique(n_id)) == len(n_id)
+        assert d.num_sampled_nodes[0] == bs and sum(d.num_sampled_nodes) == len(n_id)
+        assert len(d.num_sampled_nodes) == 3 and len(d.num_sampled_edges) == 2
+        assert sum(d.num_sampled_edges) == d.edge_index.shape[1]
+        # edges per hop: hop h points from hop h+1 (or earlier) nodes toward hop h targets
+        row, col = d.edge_index.numpy()
+        bounds = np.cumsum([0] + list(d.num_sampled_nodes))
+        e0 = 0
+        for h, ne in enumerate(d.num_sampled_edges):
+            c = col[e0 : e0 + ne]
+            assert ((c >= bounds[h]) & (c < bounds[h + 1])).all()
+            assert (row[e0 : e0 + ne] < bounds[h + 2]).all()
+            e0 += ne
+        for r, c in zip(row.tolist(), col.tolist()):
+            assert (n_id[r], n_id[c]) in edges
+        # features and labels of every node, as stored
+        np.testing.assert_array_equal(d.x.numpy(), ds.features(n_id).astype(np.float32))
+        np.testing.assert_array_equal(d.y.numpy(), labels[n_id])
+        # PyG's per-layer trimming gives the same seed outputs as the full forward
+        with torch.no_grad():
+            full = model(d.x, d.edge_index)[:bs]
+            trimmed = model(d.x, d.edge_index, num_sampled_nodes_per_hop=d.num_sampled_nodes,
+                            num_sampled_edges_per_hop=d.num_sampled_edges)[:bs]
+        torch.testing.assert_close(full, trimmed)
+    assert sorted(seen) == sorted(train.tolist())  # every seed exactly once per epoch
+
+
+def test_neighbor_loader_epochs_determinism_and_engines(ds_path):
+    a = flashgnn.NeighborLoader(ds_path, [4, 2], batch_size=300, split="train", seed=1)
+    b = flashgnn.NeighborLoader(ds_path, [4, 2], batch_size=300, split="train", seed=1, engine="memory", workers=2)
+    e0a, e1a = [d.n_id for d in a], [d.n_id for d in a]
+    e0b = [d.n_id for d in b]
+    assert all(torch.equal(x, y) for x, y in zip(e0a, e0b))  # other engine, other producer count: same batches
+    assert not torch.equal(e0a[0][:300], e1a[0][:300])  # next epoch reshuffles
+    a.set_epoch(1)
+    assert all(torch.equal(x, y) for x, y in zip(e1a, [d.n_id for d in a]))  # set_epoch replays an epoch
+    c = flashgnn.NeighborLoader(ds_path, [4, 2], batch_size=300, split="train", seed=2)
+    assert not torch.equal(e0a[0], next(iter(c)).n_id)
+
+
+def test_neighbor_loader_rank_shards(ds_path):
+    n = len(flashgnn.open(ds_path).split("train"))
+    shards = [flashgnn.NeighborLoader(ds_path, [2], batch_size=128, split="train", seed=5, rank=r, world_size=3)
+              for r in range(3)]
+    ids = [torch.cat([d.n_id[: d.batch_size] for d in s]).tolist() for s in shards]
+    assert len({len(x) for x in ids}) == 1 and len(ids[0]) == n // 3  # equal steps on every rank
+    assert len(set(ids[0]) | set(ids[1]) | set(ids[2])) == 3 * (n // 3)  # disjoint
+    assert len({len(s) for s in shards}) == 1
+    ev = [flashgnn.NeighborLoader(ds_path, [2], batch_size=128, split="train", shuffle=False, rank=r, world_size=3,
+                                  equal_shards=False) for r in range(3)]
+    assert sum(len(torch.cat([d.n_id[: d.batch_size] for d in s])) for s in ev) == n  # eval covers all
+
+
+def test_neighbor_loader_rejects_bad_arguments(ds_path):
+    with pytest.raises(ValueError, match="split 'nope' not in dataset"):
+        flashgnn.NeighborLoader(ds_path, [2], split="nope")
+    with pytest.raises(IndexError, match=r"node id 99999999 out of range \[0, 8192\)"):
+        flashgnn.NeighborLoader(ds_path, [2], input_nodes=[1, 99999999])
+    with pytest.raises(ValueError, match="engine 'disk'"):
+        flashgnn.NeighborLoader(ds_path, [2], engine="disk")
+    with pytest.raises(ValueError, match="batch_size must be > 0"):
+        flashgnn.NeighborLoader(ds_path, [2], batch_size=0)
+    mask = np.zeros(8192, dtype=bool)
+    mask[[3, 5]] = True
+    d = next(iter(flashgnn.NeighborLoader(ds_path, [2], input_nodes=mask, shuffle=False)))
+    assert d.n_id[:2].tolist() == [3, 5]
+
+
+def test_random_walk_loader(ds_path):
+    ds = flashgnn.open(ds_path)
+    edges = edge_set(ds)
+    train = set(ds.split("train").tolist())
+    loader = flashgnn.RandomWalkLoader(ds_path, batch_size=100, walk_length=3, split="train", seed=4)
+    batches = list(loader)
+    assert len(batches) == len(loader)
+    for d in batches[:5]:
+        n_id = d.n_id.numpy()
+        assert set(n_id[: d.batch_size].tolist()) <= train
+        row, col = d.edge_index.numpy()
+        got = {(n_id[r], n_id[c]) for r, c in zip(row.tolist(), col.tolist())}
+        assert got <= edges
+        # induced: every stored edge between two visited nodes is present
+        vis = set(n_id.tolist())
+        want = {(u, v) for (u, v) in edges if u in vis and v in vis}
+        assert got == want
+        np.testing.assert_array_equal(d.train_mask.numpy(), np.isin(n_id, list(train)))
+        np.testing.assert_array_equal(d.x.numpy(), ds.features(n_id).astype(np.float32))
+    again = list(flashgnn.RandomWalkLoader(ds_path, batch_size=100, walk_length=3, split="train", seed=4))
+    assert all(torch.equal(a.n_id, b.n_id) for a, b in zip(batches, again))
+
+
+# ---------------------------------------------------------------------------------------------
+# PyG remote backend
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_remote_backend_under_stock_node_loader(ds_path, num_workers):
+    from torch_geometric.loader import NodeLoader
+
+    ds = flashgnn.open(ds_path)
+    edges = edge_set(ds)
+    fs, gs, sampler = flashgnn.pyg.remote_backend(ds_path, fanouts=[4, 2], seed=3)
+    idx = torch.from_numpy(ds.split("val"))
+    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=idx, batch_size=256, num_workers=num_workers)
+    seen = []
+    for d in loader:
+        n_id = d.n_id.numpy()
+        np.testing.assert_array_equal(n_id[: d.batch_size], idx[d.input_id].numpy())
+        seen.extend(n_id[: d.batch_size].tolist())
+        np.testing.assert_array_equal(d.x.numpy(), ds.features(n_id).astype(np.float32))
+        np.testing.assert_array_equal(d.y.numpy(), ds.labels(n_id))
+        row, col = d.edge_index.numpy()
+        assert all((n_id[r], n_id[c]) in edges for r, c in zip(row.tolist(), col.tolist()))
+        assert len(d.num_sampled_nodes) == 3
+    assert sorted(seen) == sorted(idx.tolist())
+    if num_workers == 0:
+        # features came from the sampler's own pass: the store issued no second read
+        assert fs.gather_calls == 0
+
+
+def test_remote_backend_stores_and_refusals(ds_path):
+    from torch_geometric.loader import NeighborLoader
+
+    ds = flashgnn.open(ds_path)
+    fs, gs, sampler = flashgnn.pyg.remote_backend(ds_path, fanouts=[3])
+    ids = torch.tensor([5, 1, 5, 4000])
+    np.testing.assert_array_equal(fs.get_tensor(group_name=None, attr_name="x", index=ids).numpy(), ds.features(ids.numpy()))
+    assert fs.gather_calls == 1  # one batched engine read
+    np.testing.assert_array_equal(fs.get_tensor(group_name=None, attr_name="y", index=ids).numpy(), ds.labels(ids.numpy()))
+    assert fs.get_tensor_size(group_name=None, attr_name="x") == (ds.num_nodes, ds.feature_dim)
+    assert gs.get_all_edge_attrs()[0].size == (ds.num_nodes, ds.num_nodes)
+    with pytest.raises(RuntimeError, match="does not materialise its .* edges in RAM"):
+        gs.get_edge_index(edge_type=None, layout="csc")
+    with pytest.raises(NotImplementedError, match="read-only"):
+        fs.put_tensor(torch.zeros(ds.num_nodes, ds.feature_dim), group_name=None, attr_name="x", index=None)
+    with pytest.raises(IndexError, match=r"node id 8192 out of range"):
+        fs.get_tensor(group_name=None, attr_name="x", index=torch.tensor([8192]))
+    # PyG's NeighborLoader with our sampler works; without it, the refusal is explicit
+    loader = NeighborLoader((fs, gs), num_neighbors=[3], neighbor_sampler=sampler,
+                            input_nodes=torch.arange(50), batch_size=25)
+    d = next(iter(loader))
+    assert d.batch_size == 25 and d.n_id[:25].tolist() == list(range(25))
+    with pytest.raises(RuntimeError, match="neighbor_sampler="):
+        NeighborLoader((fs, gs), num_neighbors=[3], input_nodes=torch.arange(50), batch_size=25)
+
+
+# ---------------------------------------------------------------------------------------------
+# flashgnn train
+
+
+def _args(ds_path, *extra):
+    return parser().parse_args([str(ds_path), "--no-progress", "--fanout", "5,3", "--batch-size", "512", *extra])
+
+
+def test_accuracy_sage_beats_mlp_and_agrees_across_engines_and_stock_pyg(ds_path):
+    uring = train_flashgnn(ds_path, "sage", "uring", 5, "10,5")
+    memory = train_flashgnn(ds_path, "sage", "memory", 5, "10,5")
+    stock = train_stock_pyg(ds_path, [10, 5], 5)
+    mlp = train_flashgnn(ds_path, "mlp", "uring", 5, "10,5")
+    assert uring["test_acc"] - mlp["test_acc"] >= 0.10, (uring, mlp)
+    assert abs(uring["test_acc"] - memory["test_acc"]) <= 0.01, (uring, memory)
+    assert abs(uring["test_acc"] - stock["test_acc"]) <= 0.01, (uring, stock)
+
+
+def test_train_is_deterministic_and_resume_equals_uninterrupted(ds_path, tmp_path, capsys):
+    a = run(_args(ds_path, "--epochs", "2", "--dropout", "0.5", "--metrics-json", str(tmp_path / "m.json")))
+    b = run(_args(ds_path, "--epochs", "1", "--dropout", "0.5", "--checkpoint", str(tmp_path / "ck")))
+    c = run(_args(ds_path, "--epochs", "2", "--dropout", "0.5", "--checkpoint", str(tmp_path / "ck"), "--resume"))
+    out = capsys.readouterr().out
+    assert "resumed from" in out and "after epoch 1" in out
+    sa, sc = a["model_obj"].state_dict(), c["model_obj"].state_dict()
+    assert all(torch.equal(sa[k], sc[k]) for k in sa)
+    assert b["test_acc"] != a["test_acc"] or b["train_loss"] != a["train_loss"]
+    a2 = run(_args(ds_path, "--epochs", "2", "--dropout", "0.5"))
+    assert all(torch.equal(sa[k], a2["model_obj"].state_dict()[k]) for k in sa)
+    m = json.loads((tmp_path / "m.json").read_text())
+    assert [e["epoch"] for e in m["epochs"]] == [1, 2]
+    for key in ("train_loss", "val_acc", "test_acc", "data_wait", "seeds_per_s"):
+        assert isinstance(m["epochs"][-1][key], float)
+    assert 0.0 <= m["epochs"][-1]["data_wait"] <= 1.0
+    st = load_checkpoint(tmp_path / "ck")
+    assert st["epoch"] == 2 and st["model_config"]["model"] == "sage" and "optimizer" in st and "rng" in st
+
+
+def test_train_resume_refuses_mismatched_model(ds_path, tmp_path):
+    run(_args(ds_path, "--epochs", "1", "--checkpoint", str(tmp_path / "ck"), "--max-batches", "1"))
+    with pytest.raises(SystemExit, match="model_config.hidden is 128, this run asks for 64"):
+        run(_args(ds_path, "--epochs", "2", "--hidden", "64", "--checkpoint", str(tmp_path / "ck"), "--resume"))
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="not a readable checkpoint"):
+        load_checkpoint(tmp_path / "bad")
+
+
+@pytest.mark.parametrize("model", ["gcn", "gin", "gat"])
+def test_train_other_models(ds_path, model):
+    s = run(_args(ds_path, "--model", model, "--epochs", "1", "--hidden", "32"))
+    assert 0.0 <= s["test_acc"] <= 1.0 and s["epochs"] == 1
+
+
+def test_train_cli_progress_and_summary(ds_path, tmp_path):
+    p = run_cli("train", ds_path, "--epochs", "1", "--fanout", "4,2", "--batch-size", "512", timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "seeds/s" in p.stderr and "data-wait" in p.stderr  # tqdm bar with live figures
+    last = p.stdout.strip().splitlines()[-1]
+    assert last.startswith("trained sage on") and "test acc" in last and "data wait" in last
+
+
+def test_cuda_device(ds_path):
+    if torch.cuda.is_available():
+        s = run(_args(ds_path, "--epochs", "1", "--device", "cuda"))
+        assert s["model_obj"].convs[0].lin_l.weight.is_cuda
+    else:
+        p = run_cli("train", ds_path, "--epochs", "1", "--device", "cuda", timeout=120)
+        assert p.returncode == 1 and "no CUDA device is available" in p.stderr
+
+
+def test_ddp_two_processes_with_torchrun(ds_path, tmp_path):
+    metrics = tmp_path / "ddp.json"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
+           "flashgnn.train", str(ds_path), "--epochs", "2", "--fanout", "5,3", "--batch-size", "256",
+           "--no-progress", "--threads", "1", "--metrics-json", str(metrics), "--checkpoint", str(tmp_path / "ck")]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(), timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.count("trained sage on") == 1  # rank 0 logs
+    assert "(uring, 2 processes)" in p.stdout
+    m = json.loads(metrics.read_text())
+    n = len(flashgnn.open(ds_path).split("train"))
+    assert m["summary"]["world_size"] == 2
+    assert m["epochs"][0]["seeds"] == n - n % 2  # both ranks' shards, counted once
+    assert m["summary"]["test_acc"] > 0.5
+    assert load_checkpoint(tmp_path / "ck")["epoch"] == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# flashgnn embed
+
+
+@pytest.mark.parametrize("model", ["sage", "gin", "gat", "mlp"])
+def test_embed_matches_full_graph_forward(ds_path, tmp_path, model):
+    ck = tmp_path / "ck"
+    run(_args(ds_path, "--model", model, "--epochs", "1", "--hidden", "32", "--checkpoint", str(ck),
+              "--max-batches", "2"))
+    ds = flashgnn.open(ds_path)
+    from flashgnn.embed import embed
+    from flashgnn.train import model_from_checkpoint
+
+    meta = embed(ds_path, ck, tmp_path / "out", batch_size=1000, progress=False)
+    emb = np.load(tmp_path / "out" / "embeddings.npy")
+    pred = np.load(tmp_path / "out" / "predictions.npy")
+    assert emb.shape == (ds.num_nodes, 4) and meta["num_nodes"] == ds.num_nodes
+    net = model_from_checkpoint(load_checkpoint(ck)).eval()
+    x = torch.from_numpy(ds.features(np.arange(ds.num_nodes)).astype(np.float32))
+    with torch.no_grad():
+        want = net(x) if model == "mlp" else net(x, full_edge_index(ds))
+    np.testing.assert_allclose(emb, want.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(pred, emb.argmax(1))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.tmp")]
+
+
+def test_embed_hidden_cli_and_refusals(ds_path, tmp_path):
+    ck = tmp_path / "ck"
+    run(_args(ds_path, "--epochs", "1", "--hidden", "24", "--checkpoint", str(ck), "--max-batches", "1"))
+    p = run_cli("embed", ds_path, tmp_path / "h", "--checkpoint", ck, "--output", "hidden", "--batch-size", "3000")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-1].startswith("embedded 8,192 nodes x 24")
+    assert np.load(tmp_path / "h" / "embeddings.npy").shape == (8192, 24)
+    assert not (tmp_path / "h" / "predictions.npy").exists()
+    p = run_cli("embed", ds_path, tmp_path / "h", "--checkpoint", ck)
+    assert p.returncode == 2 and "exists (use --force" in p.stderr
+    p = run_cli("embed", ds_path, tmp_path / "x", "--checkpoint", tmp_path / "none")
+    assert p.returncode != 0 and "no checkpoint" in p.stderr
