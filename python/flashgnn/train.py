@@ -55,7 +55,7 @@ def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", help="directory for checkpoint.pt (written after every epoch)")
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, help="torch intra-op threads (default: cores / local ranks)")
+    p.add_argument("--threads", type=int, help="torch intra-op threads (default: cores / local ranks - 1)")
     p.add_argument("--metrics-json", help="write per-epoch metrics and the summary to this file")
     p.add_argument("--max-batches", type=int, help="stop each epoch after this many batches (smoke runs)")
     p.add_argument("--no-progress", action="store_true")
@@ -70,6 +70,15 @@ def parse_fanout(text: str) -> list[int]:
     if not f or any(v < -1 for v in f):
         raise SystemExit(f"flashgnn train: error: --fanout {text!r}: each hop must be -1 (all) or >= 0")
     return f
+
+
+def default_threads(local_world: int = 1) -> int:
+    """torch intra-op threads: this process's share of the cores, less one
+    core left to the sampling producers (on 2 cores: 1 thread). Overlap needs
+    the producer to run while the step computes; oversubscribed cores make
+    the epoch slower than the sum of its parts."""
+    share = max(1, (os.cpu_count() or 1) // max(local_world, 1))
+    return max(1, share - 1)
 
 
 def build_model(name: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float):
@@ -302,7 +311,7 @@ def run(args) -> dict:
 
     dist_ctx = _Dist(args.device)
     device = dist_ctx.device
-    threads = args.threads or max(1, (os.cpu_count() or 1) // dist_ctx.local_world)
+    threads = args.threads or default_threads(dist_ctx.local_world)
     torch.set_num_threads(threads)
     fanouts = parse_fanout(args.fanout)
     eval_fanouts = parse_fanout(args.eval_fanout) if args.eval_fanout else fanouts
