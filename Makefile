@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup develop demo test test-rust test-python test-slow bench bench-build clean fmt
+.PHONY: setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy clean fmt
 
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -37,11 +37,26 @@ test-python: develop
 test-slow: develop
 	$(PY) -m pytest -q -m slow
 
-bench: develop bench-build
+bench: develop bench-build bench-train bench-accuracy
 
 # Out-of-core build benchmark: raw input >= 4x --memory-budget (see docs/benchmarks.md).
 bench-build: develop
 	$(PY) -m flashgnn.bench.build_ooc --data $(DATA)/bench --budget $${BUDGET:-2GiB} --factor $${FACTOR:-4} $${JSON:+--json $$JSON}
+
+# Out-of-core dataset shared by the engine and training benchmarks (1.4 GiB).
+$(DATA)/ooc/manifest.json: | setup
+	$(MAKE) develop
+	$(VENV)/bin/flashgnn generate rmat $(DATA)/ooc-raw --scale 21 --edge-factor 16 --dim 128 --classes 16 --seed 1 --force
+	$(VENV)/bin/flashgnn build $(DATA)/ooc-raw $(DATA)/ooc --symmetrize --dedup --force
+
+# Training speed per engine under a memory cap (see docs/training.md).
+bench-train: develop $(DATA)/ooc/manifest.json
+	$(PY) -m flashgnn.bench.train $(DATA)/ooc --memory-limit $${LIMIT:-1GiB} --batches $${BATCHES:-10} $${JSON:+--json}
+
+# Accuracy: GraphSAGE (uring, memory, stock PyG NodeLoader) vs an MLP on features alone.
+bench-accuracy: develop
+	test -f $(DATA)/acc/manifest.json || ( $(VENV)/bin/flashgnn generate rmat $(DATA)/acc-raw --scale 16 --edge-factor 16 --dim 64 --classes 8 --seed 2 --split 0.3,0.1,0.6 --force && $(VENV)/bin/flashgnn build $(DATA)/acc-raw $(DATA)/acc --symmetrize --dedup --force )
+	$(PY) -m flashgnn.bench.accuracy $(DATA)/acc --epochs $${EPOCHS:-5} $${JSON:+--json}
 
 fmt:
 	$(CARGO) fmt --all

@@ -237,6 +237,9 @@ def test_train_is_deterministic_and_resume_equals_uninterrupted(ds_path, tmp_pat
     c = run(_args(ds_path, "--epochs", "2", "--dropout", "0.5", "--checkpoint", str(tmp_path / "ck"), "--resume"))
     out = capsys.readouterr().out
     assert "resumed from" in out and "after epoch 1" in out
+    # the resumed run reproduces the uninterrupted loss curve and weights
+    assert [h["train_loss"] for h in c["history"]] == [h["train_loss"] for h in a["history"]]
+    assert [h["test_acc"] for h in c["history"]] == [h["test_acc"] for h in a["history"]]
     sa, sc = a["model_obj"].state_dict(), c["model_obj"].state_dict()
     assert all(torch.equal(sa[k], sc[k]) for k in sa)
     assert b["test_acc"] != a["test_acc"] or b["train_loss"] != a["train_loss"]
@@ -298,6 +301,8 @@ def test_ddp_two_processes_with_torchrun(ds_path, tmp_path):
     assert m["summary"]["world_size"] == 2
     assert m["epochs"][0]["seeds"] == n - n % 2  # both ranks' shards, counted once
     assert m["summary"]["test_acc"] > 0.5
+    digests = m["summary"]["rank_weight_digests"]
+    assert len(digests) == 2 and digests[0] == digests[1] and m["summary"]["ranks_agree"]
     assert load_checkpoint(tmp_path / "ck")["epoch"] == 2
 
 

@@ -270,6 +270,15 @@ class _Dist:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return float(t.item())
 
+    def gather(self, obj) -> list:
+        if not self.enabled:
+            return [obj]
+        import torch.distributed as dist
+
+        out = [None] * self.world
+        dist.all_gather_object(out, obj)
+        return out
+
     def barrier(self) -> None:
         if self.enabled:
             import torch.distributed as dist
@@ -426,6 +435,13 @@ def run(args) -> dict:
                     history=history, dataset=os.path.abspath(ds.path), args=vars(args)))
         dist_ctx.barrier()
     total = time.perf_counter() - t_run
+    # DDP keeps replicas identical; record each rank's weight digest to show it.
+    import hashlib
+
+    h = hashlib.sha256()
+    for t in raw_model.state_dict().values():
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    digests = dist_ctx.gather(h.hexdigest()[:16])
     last = history[-1] if history else {}
     summary = dict(
         model=args.model, dataset=ds.path, engine=train_loader.engine, world_size=dist_ctx.world,
@@ -435,7 +451,7 @@ def run(args) -> dict:
                    / max(sum(h["train_seconds"] for h in history[start_epoch:]), 1e-9)) if history[start_epoch:] else None,
         seeds_per_s=(sum(h["seeds"] for h in history[start_epoch:])
                      / max(sum(h["train_seconds"] for h in history[start_epoch:]), 1e-9)) if history[start_epoch:] else None,
-        train_nodes=n_train,
+        train_nodes=n_train, rank_weight_digests=digests, ranks_agree=len(set(digests)) == 1,
     )
     if dist_ctx.main:
         if args.metrics_json:
@@ -449,6 +465,7 @@ def run(args) -> dict:
                   f"val acc {summary['val_acc']:.4f}, data wait {dw}, {sps} seeds/s, {total:.1f} s", flush=True)
     dist_ctx.close()
     summary["model_obj"] = raw_model
+    summary["history"] = history
     return summary
 
 
