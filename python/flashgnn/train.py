@@ -122,6 +122,16 @@ class DeviceFeeder:
             return
         self.q: queue.Queue = queue.Queue(maxsize=depth)
         self.stream = torch.cuda.Stream(device=device)
+        self.stop = threading.Event()
+
+        def put(item) -> bool:
+            while not self.stop.is_set():
+                try:
+                    self.q.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
 
         def run():
             try:
@@ -130,10 +140,11 @@ class DeviceFeeder:
                         data = data.pin_memory().to(device, non_blocking=True)
                         ev = torch.cuda.Event()
                         ev.record(self.stream)
-                    self.q.put((data, ev))
+                    if not put((data, ev)):
+                        return
             except BaseException as e:  # noqa: BLE001 - re-raised in the consumer
-                self.q.put((e, None))
-            self.q.put((None, None))
+                put((e, None))
+            put((None, None))
 
         self.th = threading.Thread(target=run, daemon=True, name="flashgnn-h2d")
         self.th.start()
@@ -144,14 +155,21 @@ class DeviceFeeder:
             return
         import torch
 
-        while True:
-            data, ev = self.q.get()
-            if data is None:
-                return
-            if isinstance(data, BaseException):
-                raise data
-            torch.cuda.current_stream(self.device).wait_event(ev)
-            yield data
+        try:
+            while True:
+                data, ev = self.q.get()
+                if data is None:
+                    return
+                if isinstance(data, BaseException):
+                    raise data
+                cur = torch.cuda.current_stream(self.device)
+                cur.wait_event(ev)
+                for _, v in data:  # memory made on the side stream is used on this one
+                    if torch.is_tensor(v):
+                        v.record_stream(cur)
+                yield data
+        finally:
+            self.stop.set()  # an early exit releases the copy thread
 
 
 def _rng_state() -> dict:
@@ -412,6 +430,9 @@ def run(args) -> dict:
         train_seconds = time.perf_counter() - t0
         loss_sum, correct, seeds = dist_ctx.sum([loss_sum, correct, seeds])
         wait_max = dist_ctx.max(wait / max(train_seconds, 1e-9))
+        # The same evaluation sample every epoch (and after a resume).
+        val_loader.set_epoch(0)
+        test_loader.set_epoch(0)
         vc, vt = evaluate(model, val_loader, device)
         tc, tt = evaluate(model, test_loader, device)
         vc, vt, tc, tt = dist_ctx.sum([vc, vt, tc, tt])
