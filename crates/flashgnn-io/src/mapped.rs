@@ -2,6 +2,7 @@
 //! a mapping (page faults through the page cache) or out of RAM.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::aligned::AlignedBuf;
 use crate::engine::{eof_error, Done, IoCounters, ReadEngine, ReadReq};
@@ -27,7 +28,28 @@ unsafe impl Send for Map {}
 
 enum Source {
     Mapped(Map),
-    Owned(Vec<u8>),
+    Owned(Arc<Vec<u8>>),
+}
+
+/// Files the `memory` engine has loaded in this process, by identity
+/// (device, inode, length, mtime). Every sampler of a process — the loader's,
+/// each producer's, each epoch's — shares one copy instead of reading the
+/// whole dataset into RAM again; the copy is freed with its last engine.
+/// A dataset replaced by a rebuild is a new inode, so it is loaded afresh.
+type FileKey = (u64, u64, u64, i64, i64);
+static LOADED: Mutex<Vec<(FileKey, Weak<Vec<u8>>)>> = Mutex::new(Vec::new());
+
+fn load_shared(p: &Path, meta: &std::fs::Metadata) -> Result<Arc<Vec<u8>>, IoError> {
+    use std::os::unix::fs::MetadataExt;
+    let key: FileKey = (meta.dev(), meta.ino(), meta.len(), meta.mtime(), meta.mtime_nsec());
+    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    loaded.retain(|(_, w)| w.strong_count() > 0);
+    if let Some(a) = loaded.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
+        return Ok(a);
+    }
+    let a = Arc::new(std::fs::read(p).map_err(|e| IoError::new("reading", p, None, e))?);
+    loaded.push((key, Arc::downgrade(&a)));
+    Ok(a)
 }
 
 impl Source {
@@ -36,7 +58,7 @@ impl Source {
             // SAFETY: ptr/len describe a live PROT_READ mapping (or len 0).
             Source::Mapped(m) if m.len > 0 => unsafe { std::slice::from_raw_parts(m.ptr, m.len) },
             Source::Mapped(_) => &[],
-            Source::Owned(v) => v,
+            Source::Owned(v) => v.as_slice(),
         }
     }
 }
@@ -66,9 +88,10 @@ impl MappedEngine {
         let mut sources = Vec::new();
         for p in paths {
             let f = std::fs::File::open(p).map_err(|e| IoError::new("opening", p, None, e))?;
-            let len = f.metadata().map_err(|e| IoError::new("stat", p, None, e))?.len() as usize;
+            let meta = f.metadata().map_err(|e| IoError::new("stat", p, None, e))?;
+            let len = meta.len() as usize;
             sources.push(match mode {
-                Mode::Memory => Source::Owned(std::fs::read(p).map_err(|e| IoError::new("reading", p, None, e))?),
+                Mode::Memory => Source::Owned(load_shared(p, &meta)?),
                 _ if len == 0 => Source::Mapped(Map { ptr: std::ptr::null_mut(), len: 0 }),
                 _ => {
                     // SAFETY: mapping a regular file read-only; checked for MAP_FAILED.
@@ -127,5 +150,39 @@ impl ReadEngine for MappedEngine {
     }
     fn path(&self, file: u16) -> &Path {
         &self.paths[file as usize]
+    }
+}
+
+#[cfg(test)]
+mod sharing_tests {
+    use super::*;
+
+    fn owned(e: &MappedEngine) -> &Arc<Vec<u8>> {
+        match &e.sources[0] {
+            Source::Owned(a) => a,
+            Source::Mapped(_) => panic!("memory engine must own its bytes"),
+        }
+    }
+
+    #[test]
+    fn memory_engines_of_a_process_share_one_copy_until_the_file_is_replaced() {
+        let dir = std::env::temp_dir().join(format!("flashgnn-share-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("data.bin");
+        std::fs::write(&p, vec![7u8; 8192]).unwrap();
+        let a = MappedEngine::open(std::slice::from_ref(&p), Mode::Memory).unwrap();
+        let b = MappedEngine::open(std::slice::from_ref(&p), Mode::Memory).unwrap();
+        assert!(Arc::ptr_eq(owned(&a), owned(&b)));
+        // A rebuild publishes a new file (new inode): loaded afresh, new bytes.
+        let tmp = dir.join("data.tmp");
+        std::fs::write(&tmp, vec![9u8; 8192]).unwrap();
+        std::fs::rename(&tmp, &p).unwrap();
+        let c = MappedEngine::open(std::slice::from_ref(&p), Mode::Memory).unwrap();
+        assert!(!Arc::ptr_eq(owned(&a), owned(&c)));
+        assert_eq!(owned(&c)[0], 9);
+        let first = Arc::downgrade(owned(&a));
+        drop((a, b, c));
+        assert_eq!(first.strong_count(), 0, "the copy is freed with its last engine");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
