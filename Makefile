@@ -51,7 +51,7 @@ $(DATA)/ooc/manifest.json: | setup
 
 # Training speed per engine under a memory cap (see docs/training.md).
 bench-train: develop $(DATA)/ooc/manifest.json
-	$(PY) -m flashgnn.bench.train $(DATA)/ooc --memory-limit $${LIMIT:-1GiB} --batches $${BATCHES:-10} $${JSON:+--json}
+	$(PY) -m flashgnn.bench.train $(DATA)/ooc --memory-limit $${LIMIT:-1536MiB} --batches $${BATCHES:-10} $${JSON:+--json}
 
 # Accuracy: GraphSAGE (uring, memory, stock PyG NodeLoader) vs an MLP on features alone.
 bench-accuracy: develop
