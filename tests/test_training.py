@@ -107,6 +107,13 @@ def test_neighbor_loader_epochs_determinism_and_engines(ds_path):
     assert not torch.equal(e0a[0], next(iter(c)).n_id)
 
 
+def test_pin_memory_is_ignored_without_cuda(ds_path):
+    loader = flashgnn.NeighborLoader(ds_path, [2], batch_size=64, split="val", pin_memory=True)
+    d = next(iter(loader))
+    assert loader.pin_memory == torch.cuda.is_available()
+    assert d.x.is_pinned() == torch.cuda.is_available()
+
+
 def test_neighbor_loader_rank_shards(ds_path):
     n = len(flashgnn.open(ds_path).split("train"))
     shards = [flashgnn.NeighborLoader(ds_path, [2], batch_size=128, split="train", seed=5, rank=r, world_size=3)

@@ -169,7 +169,8 @@ class NeighborLoader(_Base):
         self.engine = resolve_engine(engine)
         self.prefetch = max(1, int(prefetch))
         self.workers = max(1, int(workers))
-        self.pin_memory = pin_memory
+        # Pinning needs a CUDA driver; without one it would fail on every batch.
+        self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
         self.sampler = Sampler(self.path, self.fanouts, engine=self.engine, depth=depth, dtype=dtype)
         self.telemetry: dict = {}
 
