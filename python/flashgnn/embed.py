@@ -39,6 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
+from flashgnn._durable import fsync_path, replace_durably
+
 
 def _tables(tmp: Path, name: str, n: int, dim: int, npy: bool):
     path = tmp / name
@@ -135,15 +137,11 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
                     seconds=seconds, reads=reads, dtype="float32")
         (tmp / "embed.json").write_text(json.dumps(meta, indent=2))
         for f in tmp.iterdir():
-            fd = os.open(f, os.O_RDONLY)
-            os.fsync(fd)
-            os.close(fd)
+            fsync_path(f)
+        fsync_path(tmp)
         if out.exists():
             shutil.rmtree(out)
-        os.replace(tmp, out)
-        fd = os.open(out.parent, os.O_RDONLY)
-        os.fsync(fd)
-        os.close(fd)
+        replace_durably(tmp, out)
         return meta
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

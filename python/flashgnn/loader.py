@@ -21,9 +21,9 @@ number of steps (DDP never waits on a rank that has run out).
 from __future__ import annotations
 
 import os
+import queue
 import threading
 import time
-from collections import deque
 
 import numpy as np
 import torch
@@ -43,8 +43,9 @@ def resolve_engine(engine: str) -> str:
     return "uring" if engine == "auto" else engine
 
 
-def _path(dataset) -> str:
-    return dataset.path if isinstance(dataset, Dataset) else os.fspath(dataset)
+def as_dataset(dataset) -> Dataset:
+    """A :class:`Dataset` from a path or an already open one (not reopened)."""
+    return dataset if isinstance(dataset, Dataset) else Dataset(os.fspath(dataset))
 
 
 def _epoch_seed(seed: int, epoch: int) -> int:
@@ -77,6 +78,48 @@ def _input_nodes(ds: Dataset, input_nodes, split: str | None) -> np.ndarray:
     return np.arange(ds.num_nodes, dtype=np.int64)
 
 
+def run_ahead(items, depth: int):
+    """Iterate ``items`` on a background thread, at most ``depth`` items
+    ahead of the consumer. An exception in ``items`` is re-raised in the
+    consumer; closing the returned generator stops the thread."""
+    q: queue.Queue = queue.Queue(maxsize=max(1, depth))
+    stop = threading.Event()
+    end = object()
+
+    def put(entry) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce():
+        try:
+            for x in items:
+                if not put((x, None)):
+                    return
+        except BaseException as e:  # noqa: BLE001 - re-raised in the consumer
+            put((None, e))
+            return
+        put((end, None))
+
+    th = threading.Thread(target=produce, name="flashgnn-run-ahead", daemon=True)
+    th.start()
+    try:
+        while True:
+            x, err = q.get()
+            if err is not None:
+                raise err
+            if x is end:
+                return
+            yield x
+    finally:
+        stop.set()
+        th.join()
+
+
 class _Base:
     """Seed order, epochs, rank sharding and data-wait accounting."""
 
@@ -86,8 +129,8 @@ class _Base:
             raise ValueError(f"batch_size must be > 0, got {batch_size}")
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} out of range for world_size {world_size}")
-        self.path = _path(dataset)
-        self.dataset = dataset if isinstance(dataset, Dataset) else Dataset(self.path)
+        self.dataset = as_dataset(dataset)
+        self.path = self.dataset.path
         self.input_nodes = _input_nodes(self.dataset, input_nodes, split)
         self.batch_size = int(batch_size)
         self.shuffle = shuffle
@@ -118,6 +161,17 @@ class _Base:
     def __len__(self) -> int:
         n = len(self._positions(self.epoch)) if self.world_size > 1 else len(self.input_nodes)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def _timed(self, it):
+        """Yield from ``it``, adding the time spent blocked on it to ``wait_seconds``."""
+        self.wait_seconds = 0.0
+        while True:
+            t = time.perf_counter()
+            item = next(it, None)
+            self.wait_seconds += time.perf_counter() - t
+            if item is None:
+                return
+            yield item
 
     def _next_epoch(self) -> int:
         e = self.epoch
@@ -179,19 +233,11 @@ class NeighborLoader(_Base):
         pos = self._positions(epoch)
         order = self.input_nodes[pos]
         base = _epoch_seed(self.seed, epoch)
-        self.wait_seconds = 0.0
         it = self.sampler.iter_batches(order, self.batch_size, seed=base, prefetch=self.prefetch,
                                        drop_last=self.drop_last, workers=self.workers)
         try:
-            i = 0
-            while True:
-                t = time.perf_counter()
-                b = next(it, None)
-                self.wait_seconds += time.perf_counter() - t
-                if b is None:
-                    break
+            for i, b in enumerate(self._timed(it)):
                 yield _to_data(b, pos[i * self.batch_size : i * self.batch_size + b.batch_size], self.pin_memory)
-                i += 1
         finally:
             it.close()
             self.telemetry = getattr(self.sampler, "last_iter_telemetry", {})
@@ -211,7 +257,7 @@ class RandomWalkLoader(_Base):
     ``n_id`` (roots first), ``batch_size`` (number of distinct roots) and
     ``train_mask``/``input_mask``: which nodes of the subgraph belong to
     ``input_nodes`` (the loss is usually taken over those). A background
-    thread keeps ``prefetch`` batches ready; the engine releases the GIL.
+    thread (:func:`run_ahead`) keeps ``prefetch`` batches ready.
     """
 
     def __init__(self, dataset, batch_size: int = 1024, walk_length: int = 2, input_nodes=None,
@@ -242,44 +288,10 @@ class RandomWalkLoader(_Base):
         order = self.input_nodes[self._positions(epoch)]
         nb = len(order) // self.batch_size if self.drop_last else -(-len(order) // self.batch_size)
         base = _epoch_seed(self.seed, epoch)
-        ready: deque = deque()
-        cv = threading.Condition()
-        stop = threading.Event()
-
-        def produce():
-            for i in range(nb):
-                with cv:
-                    while len(ready) >= self.prefetch and not stop.is_set():
-                        cv.wait()
-                if stop.is_set():
-                    return
-                try:
-                    item = self._batch(order[i * self.batch_size : (i + 1) * self.batch_size], base + i)
-                except BaseException as e:  # noqa: BLE001 - re-raised in the consumer
-                    item = e
-                with cv:
-                    ready.append(item)
-                    cv.notify_all()
-                if isinstance(item, BaseException):
-                    return
-
-        th = threading.Thread(target=produce, name="flashgnn-rw-producer", daemon=True)
-        th.start()
-        self.wait_seconds = 0.0
+        bs = self.batch_size
+        batches = (self._batch(order[i * bs : (i + 1) * bs], base + i) for i in range(nb))
+        ahead = run_ahead(batches, self.prefetch)  # the engine releases the GIL while it works
         try:
-            for _ in range(nb):
-                t = time.perf_counter()
-                with cv:
-                    while not ready:
-                        cv.wait()
-                    item = ready.popleft()
-                    cv.notify_all()
-                self.wait_seconds += time.perf_counter() - t
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
+            yield from self._timed(ahead)
         finally:
-            stop.set()
-            with cv:
-                cv.notify_all()
-            th.join()
+            ahead.close()

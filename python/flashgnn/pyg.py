@@ -26,7 +26,6 @@ DataLoader workers (``num_workers > 0``, fork or spawn).
 
 from __future__ import annotations
 
-import os
 import zlib
 from dataclasses import dataclass
 
@@ -37,8 +36,7 @@ from torch_geometric.data import FeatureStore as _PygFeatureStore
 from torch_geometric.data import GraphStore as _PygGraphStore
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
-from flashgnn.dataset import Dataset
-from flashgnn.loader import resolve_engine
+from flashgnn.loader import as_dataset, resolve_engine
 from flashgnn.sampler import Sampler as _EngineSampler
 
 _GATHER_CHUNK = 1 << 16  # ids per engine call when a caller asks for a huge index
@@ -60,8 +58,8 @@ class FeatureStore(_PygFeatureStore):
 
     def __init__(self, dataset, engine: str = "auto", dtype=torch.float32, depth: int = 256):
         super().__init__()
-        self.path = dataset.path if isinstance(dataset, Dataset) else os.fspath(dataset)
-        ds = Dataset(self.path)
+        ds = as_dataset(dataset)
+        self.path = ds.path
         self.num_nodes, self.feature_dim = ds.num_nodes, ds.feature_dim
         self.has_labels = bool(ds.manifest.get("labels"))
         self.engine, self.dtype, self.depth = resolve_engine(engine), dtype, depth
@@ -103,28 +101,26 @@ class FeatureStore(_PygFeatureStore):
             ys.append(torch.from_numpy(b.y))
         return torch.cat(xs), torch.cat(ys)
 
+    def _take_handoff(self, index):
+        """The sampler's rows when ``index`` is the batch it just produced (served once)."""
+        h = self._handoff
+        if h.n_id is None or not isinstance(index, torch.Tensor):
+            return None
+        if index is not h.n_id and not (index.shape == h.n_id.shape and torch.equal(index.cpu(), h.n_id)):
+            return None
+        self._handoff = _Handoff()
+        return h.x, h.y
+
     def _lookup(self, attrs: list[TensorAttr]) -> list[torch.Tensor]:
         index = attrs[0].index
-        h = self._handoff
-        same = all(a.index is index for a in attrs)
-        if same and h.n_id is not None and isinstance(index, torch.Tensor) and (
-            index is h.n_id or (index.shape == h.n_id.shape and torch.equal(index.cpu(), h.n_id))
-        ):
-            x, y = h.x, h.y
-            self._handoff = _Handoff()  # served once; the next batch brings its own
-        else:
-            if not same:
-                return [self._lookup([a])[0] for a in attrs]
-            x, y = self._read(self._ids(index))
-        out = []
+        if any(a.index is not index for a in attrs):
+            return [self._lookup([a])[0] for a in attrs]
+        x, y = self._take_handoff(index) or self._read(self._ids(index))
+        by_name = {"x": x, "y": y}
         for a in attrs:
-            if a.attr_name == "x":
-                out.append(x)
-            elif a.attr_name == "y":
-                out.append(y)
-            else:
+            if a.attr_name not in by_name:
                 raise KeyError(f"{self.path}: no node attribute {a.attr_name!r} (has: x, y)")
-        return out
+        return [by_name[a.attr_name] for a in attrs]
 
     # -- PyG FeatureStore contract ---------------------------------------------------------
 
@@ -163,8 +159,8 @@ class GraphStore(_PygGraphStore):
 
     def __init__(self, dataset):
         super().__init__()
-        self.path = dataset.path if isinstance(dataset, Dataset) else os.fspath(dataset)
-        ds = Dataset(self.path)
+        ds = as_dataset(dataset)
+        self.path = ds.path
         self.num_nodes, self.num_edges = ds.num_nodes, ds.num_edges
 
     def get_all_edge_attrs(self) -> list[EdgeAttr]:
@@ -194,7 +190,7 @@ class Sampler(BaseSampler):
 
     def __init__(self, dataset, fanouts, engine: str = "auto", seed: int = 0, feature_store: FeatureStore | None = None,
                  dtype=torch.float32, depth: int = 256):
-        self.path = dataset.path if isinstance(dataset, Dataset) else os.fspath(dataset)
+        self.path = as_dataset(dataset).path
         self.fanouts = [int(f) for f in fanouts]
         self.engine = resolve_engine(engine)
         self.seed = int(seed)
@@ -227,15 +223,12 @@ class Sampler(BaseSampler):
     def sample_from_edges(self, inputs, neg_sampling=None):
         raise NotImplementedError("flashgnn.pyg.Sampler: link-level (edge) sampling is not implemented; use node seeds")
 
-    @property
-    def edge_permutation(self):
-        return None
-
 
 def remote_backend(dataset, fanouts=(25, 10), engine: str = "auto", seed: int = 0, dtype=torch.float32):
     """``(feature_store, graph_store, sampler)`` over one dataset, linked so
     that features gathered while sampling serve the loader's feature fetch."""
-    fs = FeatureStore(dataset, engine=engine, dtype=dtype)
-    gs = GraphStore(dataset)
-    sampler = Sampler(dataset, fanouts, engine=engine, seed=seed, feature_store=fs, dtype=dtype)
+    ds = as_dataset(dataset)  # opened once for all three
+    fs = FeatureStore(ds, engine=engine, dtype=dtype)
+    gs = GraphStore(ds)
+    sampler = Sampler(ds, fanouts, engine=engine, seed=seed, feature_store=fs, dtype=dtype)
     return fs, gs, sampler

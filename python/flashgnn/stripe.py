@@ -16,16 +16,11 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from flashgnn._durable import fsync_path, replace_durably
+
 DATA_FILES = ("graph.fg", "overflow.fg", "features.fg")
 COPY_BYTES = 8 << 20
 
-
-def _fsync_dir(d: Path) -> None:
-    fd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def stripe(dataset, dirs, chunk_bytes: int = 64 << 10, progress: bool = True) -> dict:
@@ -70,15 +65,14 @@ def stripe(dataset, dirs, chunk_bytes: int = 64 << 10, progress: bool = True) ->
         files[name] = {"len": length, "parts": [str(p) for p in parts]}
     bar.close()
     for d in set(dirs):
-        _fsync_dir(d)
+        fsync_path(d)
     tmp = root / "stripes.json.tmp"
     with open(tmp, "w") as f:
         json.dump({"chunk_bytes": chunk_bytes, "files": files}, f, indent=2)
         f.flush()
         os.fsync(f.fileno())
-    os.rename(tmp, root / "stripes.json")
-    _fsync_dir(root)
+    replace_durably(tmp, root / "stripes.json")
     for name in names:
         (root / name).unlink()
-    _fsync_dir(root)
+    fsync_path(root)
     return {"files": names, "parts": n, "chunk_bytes": chunk_bytes, "bytes": total}

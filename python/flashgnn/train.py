@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from flashgnn._durable import replace_durably
+
 MODELS = ("sage", "gcn", "gin", "gat", "mlp")
 CHECKPOINT_FILE = "checkpoint.pt"
 CHECKPOINT_FORMAT = "flashgnn-checkpoint"
@@ -106,62 +108,35 @@ def forward(model, data):
 
 
 class DeviceFeeder:
-    """Moves batches to a CUDA device ahead of use: a thread pins each batch
-    and issues its host-to-device copy on a side stream, so the copy of batch
-    i+1 overlaps the compute of batch i. On CPU it passes batches through."""
+    """Moves batches to a CUDA device ahead of use: a background thread
+    (:func:`flashgnn.loader.run_ahead`) pins each batch and issues its
+    host-to-device copy on a side stream, so the copy of batch i+1 overlaps
+    the compute of batch i. On CPU it passes batches through."""
 
     def __init__(self, it, device, depth: int = 2):
-        import queue
-        import threading
-
-        import torch
-
-        self.device, self.it = device, it
-        self.cuda = device.type == "cuda"
-        if not self.cuda:
-            return
-        self.q: queue.Queue = queue.Queue(maxsize=depth)
-        self.stream = torch.cuda.Stream(device=device)
-        self.stop = threading.Event()
-
-        def put(item) -> bool:
-            while not self.stop.is_set():
-                try:
-                    self.q.put(item, timeout=0.1)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        def run():
-            try:
-                for data in it:
-                    with torch.cuda.stream(self.stream):
-                        data = data.pin_memory().to(device, non_blocking=True)
-                        ev = torch.cuda.Event()
-                        ev.record(self.stream)
-                    if not put((data, ev)):
-                        return
-            except BaseException as e:  # noqa: BLE001 - re-raised in the consumer
-                put((e, None))
-            put((None, None))
-
-        self.th = threading.Thread(target=run, daemon=True, name="flashgnn-h2d")
-        self.th.start()
+        self.it, self.device, self.depth = it, device, depth
 
     def __iter__(self):
-        if not self.cuda:
+        if self.device.type != "cuda":
             yield from self.it
             return
         import torch
 
+        from flashgnn.loader import run_ahead
+
+        stream = torch.cuda.Stream(device=self.device)
+
+        def staged():
+            for data in self.it:
+                with torch.cuda.stream(stream):
+                    data = data.pin_memory().to(self.device, non_blocking=True)
+                    ev = torch.cuda.Event()
+                    ev.record(stream)
+                yield data, ev
+
+        ahead = run_ahead(staged(), self.depth)
         try:
-            while True:
-                data, ev = self.q.get()
-                if data is None:
-                    return
-                if isinstance(data, BaseException):
-                    raise data
+            for data, ev in ahead:
                 cur = torch.cuda.current_stream(self.device)
                 cur.wait_event(ev)
                 for _, v in data:  # memory made on the side stream is used on this one
@@ -169,7 +144,7 @@ class DeviceFeeder:
                         v.record_stream(cur)
                 yield data
         finally:
-            self.stop.set()  # an early exit releases the copy thread
+            ahead.close()
 
 
 def _rng_state() -> dict:
@@ -202,12 +177,7 @@ def save_checkpoint(directory: str | os.PathLike, state: dict) -> Path:
         torch.save(state, f)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, final)
-    fd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    replace_durably(tmp, final)
     return final
 
 
@@ -318,7 +288,6 @@ def evaluate(model, loader, device) -> tuple[int, int]:
     correct = total = 0
     with torch.no_grad():
         for data in DeviceFeeder(loader, device):
-            data = data.to(device)
             y = data.y[: data.batch_size]
             keep = y >= 0
             pred = forward(model, data).argmax(-1)
@@ -408,7 +377,6 @@ def run(args) -> dict:
             wait += time.perf_counter() - tw
             if data is None:
                 break
-            data = data.to(device, non_blocking=True)
             opt.zero_grad(set_to_none=True)
             out = forward(model, data)
             y = data.y[: data.batch_size]
@@ -424,8 +392,7 @@ def run(args) -> dict:
             bar.update(1)
             bar.set_postfix_str(f"loss {float(loss.detach()):.3f} | {seeds * dist_ctx.world / el:,.0f} seeds/s | "
                                 f"data-wait {100 * wait / el:.0f}%")
-        if hasattr(it, "close"):
-            it.close()
+        it.close()
         bar.close()
         train_seconds = time.perf_counter() - t0
         loss_sum, correct, seeds = dist_ctx.sum([loss_sum, correct, seeds])
@@ -464,14 +431,14 @@ def run(args) -> dict:
         h.update(t.detach().cpu().contiguous().numpy().tobytes())
     digests = dist_ctx.gather(h.hexdigest()[:16])
     last = history[-1] if history else {}
+    ran = history[start_epoch:]  # the epochs this process trained (not those resumed past)
+    ran_seconds = max(sum(h["train_seconds"] for h in ran), 1e-9)
     summary = dict(
         model=args.model, dataset=ds.path, engine=train_loader.engine, world_size=dist_ctx.world,
         epochs=len(history), seconds=total, test_acc=last.get("test_acc"), val_acc=last.get("val_acc"),
         train_loss=last.get("train_loss"),
-        data_wait=(sum(h["data_wait"] * h["train_seconds"] for h in history[start_epoch:])
-                   / max(sum(h["train_seconds"] for h in history[start_epoch:]), 1e-9)) if history[start_epoch:] else None,
-        seeds_per_s=(sum(h["seeds"] for h in history[start_epoch:])
-                     / max(sum(h["train_seconds"] for h in history[start_epoch:]), 1e-9)) if history[start_epoch:] else None,
+        data_wait=sum(h["data_wait"] * h["train_seconds"] for h in ran) / ran_seconds if ran else None,
+        seeds_per_s=sum(h["seeds"] for h in ran) / ran_seconds if ran else None,
         train_nodes=n_train, rank_weight_digests=digests, ranks_agree=len(set(digests)) == 1,
     )
     if dist_ctx.main:

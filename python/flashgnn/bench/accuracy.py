@@ -30,6 +30,7 @@ def train_stock_pyg(dataset, fanouts, epochs: int, batch_size: int = 1024, hidde
 
     import flashgnn
     from flashgnn.pyg import remote_backend
+    from flashgnn.train import evaluate
 
     ds = flashgnn.open(dataset)
     torch.manual_seed(seed)
@@ -46,15 +47,7 @@ def train_stock_pyg(dataset, fanouts, epochs: int, batch_size: int = 1024, hidde
     def run_eval(name):
         loader = NodeLoader((fs, gs), node_sampler=eval_sampler, input_nodes=split[name], batch_size=batch_size,
                             num_workers=num_workers)
-        model.eval()
-        correct = total = 0
-        with torch.no_grad():
-            for d in loader:
-                out = model(d.x, d.edge_index, num_sampled_nodes_per_hop=d.num_sampled_nodes,
-                            num_sampled_edges_per_hop=d.num_sampled_edges)[: d.batch_size]
-                y = d.y[: d.batch_size]
-                correct += int((out.argmax(-1) == y).sum())
-                total += len(y)
+        correct, total = evaluate(model, loader, torch.device("cpu"))
         return correct / max(total, 1)
 
     t0 = time.perf_counter()

@@ -56,6 +56,23 @@ def make_cgroup(limit: int) -> tuple[Path, str]:
     )
 
 
+def run_child(cmd: list[str], memory_limit: int | None) -> tuple[int, str]:
+    """Run ``cmd`` in a child process — inside a fresh cgroup capped at
+    ``memory_limit`` when one is given — and return (exit code, stdout)."""
+    cg = procs = None
+    if memory_limit:
+        cg, procs = make_cgroup(memory_limit)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
+                         preexec_fn=(lambda: (cg / procs).write_text(str(os.getpid()))) if cg else None)
+    out, _ = p.communicate()
+    if cg is not None:
+        try:
+            cg.rmdir()
+        except OSError:
+            pass
+    return p.returncode, out
+
+
 def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=2, max_seconds=120.0) -> dict:
     from flashgnn.dataset import Dataset
     from flashgnn.sampler import Sampler
@@ -157,21 +174,11 @@ def main_bench(a) -> int:
         # a hard stop for engines that stall). With --memory-limit the child
         # sits in a memory cgroup — except `memory`, the DRAM oracle.
         capped = bool(a.memory_limit) and e != "memory"
-        cg = procs = None
-        if capped:
-            cg, procs = make_cgroup(a.memory_limit)
         cmd = [sys.executable, "-m", "flashgnn.bench.engines", "--child", path, e, a.fanout, str(a.batch_size),
                str(a.batches), str(a.seed), str(a.depth), str(a.workers), str(a.max_seconds)]
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
-                             preexec_fn=(lambda: (cg / procs).write_text(str(os.getpid()))) if capped else None)
-        out, _ = p.communicate()
-        if cg is not None:
-            try:
-                cg.rmdir()
-            except OSError:
-                pass
-        if p.returncode != 0:
-            print(f"bench: engine {e} failed (exit {p.returncode})" + (f" under --memory-limit {human_bytes(a.memory_limit)}" if capped else ""),
+        rc, out = run_child(cmd, a.memory_limit if capped else None)
+        if rc != 0:
+            print(f"bench: engine {e} failed (exit {rc})" + (f" under --memory-limit {human_bytes(a.memory_limit)}" if capped else ""),
                   file=sys.stderr)
             continue
         r = json.loads(out.strip().splitlines()[-1])

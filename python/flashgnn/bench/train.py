@@ -22,11 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
-from flashgnn.bench.engines import drop_caches, make_cgroup
+from flashgnn.bench.engines import drop_caches, run_child
 
 ENGINES = ["uring", "mmap", "memory"]
 
@@ -114,24 +113,14 @@ def measure(dataset, engines=ENGINES, memory_limit=None, batches=10, batch_size=
     for e in engines:
         dropped = drop_caches()
         capped = bool(memory_limit) and e != "memory"
-        cg = procs = None
-        if capped:
-            cg, procs = make_cgroup(memory_limit)
         cmd = [sys.executable, "-m", "flashgnn.bench.train", "--child", str(dataset), "--engines", e,
                "--batches", str(batches), "--batch-size", str(batch_size), "--fanout", fanout, "--model", model,
                "--hidden", str(hidden), "--workers", str(workers), "--prefetch", str(prefetch), "--seed", str(seed)]
         if threads:
             cmd += ["--threads", str(threads)]
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
-                             preexec_fn=(lambda: (cg / procs).write_text(str(os.getpid()))) if capped else None)
-        out, _ = p.communicate()
-        if cg is not None:
-            try:
-                cg.rmdir()
-            except OSError:
-                pass
-        if p.returncode != 0:
-            log(f"bench-train: engine {e} failed (exit {p.returncode})")
+        rc, out = run_child(cmd, memory_limit if capped else None)
+        if rc != 0:
+            log(f"bench-train: engine {e} failed (exit {rc})")
             continue
         r = json.loads(out.strip().splitlines()[-1])
         r.update(memory_capped=capped, cache_dropped=dropped)
