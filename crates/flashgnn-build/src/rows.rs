@@ -74,15 +74,9 @@ pub fn convert_rows(
     Ok(())
 }
 
-/// SplitMix64: a tiny, well-distributed hash used for per-node deterministic
-/// randomness (features, splits) so generation parallelises and streams.
-#[inline]
-pub fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
+/// Per-node deterministic randomness (features, splits) comes from this hash
+/// so generation parallelises and streams.
+pub use flashgnn_format::hash::splitmix64;
 
 /// Uniform in [0, 1) from a hash.
 #[inline]

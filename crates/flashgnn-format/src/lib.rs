@@ -23,6 +23,7 @@
 pub mod checksum;
 pub mod dtype;
 pub mod error;
+pub mod hash;
 pub mod layout;
 pub mod manifest;
 pub mod npy;

@@ -204,15 +204,7 @@ pub fn open_direct(path: &Path) -> Result<(std::fs::File, bool), IoError> {
 }
 
 pub(crate) fn eof_error(path: &Path, offset: u64, len: u32, got: usize) -> IoError {
-    IoError::new(
-        "reading",
-        path,
-        Some(offset),
-        std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            format!("{len} bytes requested, file ends after {got} (truncated?)"),
-        ),
-    )
+    IoError::eof("reading", path, Some(offset), format!("{len} bytes requested, file ends after {got} (truncated?)"))
 }
 
 /// Wraps an engine and injects the faults of a [`FaultPlan`]. A failing read

@@ -66,4 +66,15 @@ impl IoError {
     ) -> Self {
         IoError { path: path.as_ref().display().to_string(), offset, op, source }
     }
+
+    /// A read (or open) that found fewer bytes than it needs: truncated
+    /// files, reads past an end, stripe parts shorter than their map.
+    pub fn eof(
+        op: &'static str,
+        path: impl AsRef<std::path::Path>,
+        offset: Option<u64>,
+        detail: impl Into<String>,
+    ) -> Self {
+        IoError::new(op, path, offset, std::io::Error::new(std::io::ErrorKind::UnexpectedEof, detail.into()))
+    }
 }

@@ -39,14 +39,11 @@ impl ReadAt for FileReader {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<(), IoError> {
         let end = offset.checked_add(buf.len() as u64);
         if end.is_none_or(|e| e > self.len) {
-            return Err(IoError::new(
+            return Err(IoError::eof(
                 "reading",
                 &self.path,
                 Some(offset),
-                std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    format!("{} bytes requested but the file is {} bytes long (truncated?)", buf.len(), self.len),
-                ),
+                format!("{} bytes requested but the file is {} bytes long (truncated?)", buf.len(), self.len),
             ));
         }
         FileExt::read_exact_at(&self.file, buf, offset)

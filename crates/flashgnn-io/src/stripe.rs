@@ -99,14 +99,11 @@ pub struct StripedReader {
 impl ReadAt for StripedReader {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<(), IoError> {
         if offset.checked_add(buf.len() as u64).is_none_or(|e| e > self.map.len) {
-            return Err(IoError::new(
+            return Err(IoError::eof(
                 "reading",
                 &self.path,
                 Some(offset),
-                std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    format!("{} bytes requested past the striped file's end {}", buf.len(), self.map.len),
-                ),
+                format!("{} bytes requested past the striped file's end {}", buf.len(), self.map.len),
             ));
         }
         let mut at = 0usize;
@@ -131,14 +128,11 @@ pub fn open_reader(root: &Path, name: &str) -> Result<Box<dyn ReadAt>, IoError> 
             for (k, p) in map.parts.iter().enumerate() {
                 let have = std::fs::metadata(p).map_err(|e| IoError::new("stat", p, None, e))?.len();
                 if have != map.part_len(k) {
-                    return Err(IoError::new(
+                    return Err(IoError::eof(
                         "opening stripe part",
                         p,
                         Some(have),
-                        std::io::Error::new(
-                            std::io::ErrorKind::UnexpectedEof,
-                            format!("part holds {have} bytes, stripes.json implies {}", map.part_len(k)),
-                        ),
+                        format!("part holds {have} bytes, stripes.json implies {}", map.part_len(k)),
                     ));
                 }
             }

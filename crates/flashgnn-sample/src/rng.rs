@@ -2,14 +2,7 @@
 //! (batch seed, node), so every engine and every arrival order draws the same
 //! neighbors.
 
-/// SplitMix64 finaliser.
-#[inline]
-pub fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
+use flashgnn_format::hash::splitmix64 as mix;
 
 /// A tiny counter-based generator for one node's draws.
 pub struct NodeRng(u64);

@@ -7,13 +7,13 @@
 
 use flashgnn_build::{FeatureLayout, Reorder};
 
-use flashgnn_io::engine::{EngineConfig, EngineKind};
+use flashgnn_io::engine::EngineKind;
 use flashgnn_sample::rng::sample_indices;
 use flashgnn_sample::{Batch, NeighborSampler, SamplerConfig};
 use flashgnn_store::Dataset;
 
 mod common;
-use common::{dataset, ENGINES};
+use common::{dataset, io, sampler, ENGINES};
 
 /// Sequential BFS reference built only on the checked store API.
 fn reference(ds: &Dataset, seeds: &[i64], fanouts: &[i32], seed: u64) -> Batch {
@@ -79,13 +79,7 @@ fn all_engines_match_the_reference() {
         ] {
             let want = reference(&ds, &seeds, &fanouts, 42);
             for kind in ENGINES {
-                let cfg = SamplerConfig {
-                    engine: kind,
-                    io: EngineConfig { depth: 64, pool_threads: 8, ..Default::default() },
-                    labels: true,
-                    ..Default::default()
-                };
-                let mut s = NeighborSampler::open(&path, &fanouts, &cfg).unwrap();
+                let mut s = sampler(&path, &fanouts, kind, io(64, 8), true);
                 let got = s.sample(&seeds, 42).unwrap();
                 assert_eq!(got, want, "{name} {fanouts:?} engine {kind:?}");
                 // Determinism and independence from previous batches.
@@ -141,13 +135,7 @@ fn truncated_file_and_bad_seed_are_clean_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let path = dataset(tmp.path(), "trunc", FeatureLayout::Inline, Reorder::None, 8);
     for kind in ENGINES {
-        let cfg = SamplerConfig {
-            engine: kind,
-            io: EngineConfig { depth: 32, pool_threads: 4, ..Default::default() },
-            labels: false,
-            ..Default::default()
-        };
-        let mut s = NeighborSampler::open(&path, &[4, 4], &cfg).unwrap();
+        let mut s = sampler(&path, &[4, 4], kind, io(32, 4), false);
         let e = s.sample(&[1 << 40], 1).unwrap_err().to_string();
         assert!(e.contains("out of range"), "{e}");
         assert!(s.sample(&[1, 2], 1).is_ok());
@@ -158,15 +146,7 @@ fn truncated_file_and_bad_seed_are_clean_errors() {
     // known hazard, documented in ARCHITECTURE.md.)
     let direct: Vec<NeighborSampler> = [EngineKind::Uring, EngineKind::Pread, EngineKind::PreadPool]
         .into_iter()
-        .map(|kind| {
-            let cfg = SamplerConfig {
-                engine: kind,
-                io: EngineConfig { depth: 32, pool_threads: 4, ..Default::default() },
-                labels: false,
-                ..Default::default()
-            };
-            NeighborSampler::open(&path, &[4, 4], &cfg).unwrap()
-        })
+        .map(|kind| sampler(&path, &[4, 4], kind, io(32, 4), false))
         .collect();
     let n = Dataset::open(&path).unwrap().num_nodes() as i64;
     let g = path.join("graph.fg");
@@ -231,13 +211,7 @@ fn random_walks_induce_the_right_subgraph() {
         }
         let mut first: Option<Batch> = None;
         for kind in ENGINES {
-            let cfg = SamplerConfig {
-                engine: kind,
-                io: EngineConfig { depth: 64, pool_threads: 8, ..Default::default() },
-                labels: true,
-                ..Default::default()
-            };
-            let mut s = NeighborSampler::open(&path, &[1], &cfg).unwrap();
+            let mut s = sampler(&path, &[1], kind, io(64, 8), true);
             let b = s.random_walk(&roots, len, seed).unwrap();
             assert_eq!(b.n_id, want_n_id, "{name} {kind:?}");
             let got: Vec<(i64, i64)> = b.row.iter().copied().zip(b.col.iter().copied()).collect();

@@ -6,7 +6,7 @@ use flashgnn_io::engine::{EngineConfig, EngineKind};
 use flashgnn_sample::{NeighborSampler, SamplerConfig};
 
 mod common;
-use common::{dataset, ENGINES};
+use common::{dataset, sampler, ENGINES};
 
 #[test]
 fn short_reads_eio_and_delays() {
@@ -24,12 +24,7 @@ fn short_reads_eio_and_delays() {
     let want = NeighborSampler::open(&path, &[8, 4], &base).unwrap().sample(&seeds, 5).unwrap();
     for kind in [EngineKind::Uring, EngineKind::Pread, EngineKind::PreadPool] {
         let io = EngineConfig { depth: 32, pool_threads: 4, max_read_bytes: Some(512), fault: None };
-        let mut s = NeighborSampler::open(
-            &path,
-            &[8, 4],
-            &SamplerConfig { engine: kind, io, labels: true, ..Default::default() },
-        )
-        .unwrap();
+        let mut s = sampler(&path, &[8, 4], kind, io, true);
         assert_eq!(s.sample(&seeds, 5).unwrap(), want, "short reads on {kind:?}");
     }
     let before = live_buffers();
@@ -37,12 +32,7 @@ fn short_reads_eio_and_delays() {
         for (fail_at, forever) in [(0, false), (7, false), (50, true)] {
             let plan = FaultPlan { fail_at, forever, errno: 5, delay_us: 0 };
             let io = EngineConfig { depth: 16, pool_threads: 4, max_read_bytes: None, fault: Some(plan) };
-            let mut s = NeighborSampler::open(
-                &path,
-                &[8, 4],
-                &SamplerConfig { engine: kind, io, labels: true, ..Default::default() },
-            )
-            .unwrap();
+            let mut s = sampler(&path, &[8, 4], kind, io, true);
             let e = s.sample(&seeds, 5).unwrap_err().to_string();
             assert!(e.contains("Input/output error") && e.contains(".fg at byte offset"), "{kind:?}: {e}");
             if !forever {
@@ -51,12 +41,7 @@ fn short_reads_eio_and_delays() {
         }
         let plan = FaultPlan { fail_at: u64::MAX, forever: false, errno: 5, delay_us: 200 };
         let io = EngineConfig { depth: 16, pool_threads: 4, max_read_bytes: None, fault: Some(plan) };
-        let mut s = NeighborSampler::open(
-            &path,
-            &[8, 4],
-            &SamplerConfig { engine: kind, io, labels: true, ..Default::default() },
-        )
-        .unwrap();
+        let mut s = sampler(&path, &[8, 4], kind, io, true);
         assert_eq!(
             s.sample(&seeds[..10], 5).unwrap(),
             NeighborSampler::open(&path, &[8, 4], &base).unwrap().sample(&seeds[..10], 5).unwrap()
