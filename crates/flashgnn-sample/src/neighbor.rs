@@ -181,17 +181,8 @@ impl NeighborSampler {
         };
         let labels = if cfg.labels && ds.has_labels() {
             ds.check_side_file(flashgnn_format::manifest::LABELS_FILE)?;
-            let a = ds.side_array(flashgnn_format::manifest::LABELS_FILE)?;
-            if a.len() != ds.num_nodes() {
-                return Err(FormatError::oob(
-                    ds.file(flashgnn_format::manifest::LABELS_FILE),
-                    0,
-                    "length",
-                    a.len(),
-                    format!("== num_nodes {}", ds.num_nodes()),
-                )
-                .into());
-            }
+            let name = flashgnn_format::manifest::LABELS_FILE;
+            let a = ds.node_sized(name, ds.side_array(name)?)?;
             Some(a.read_all_i64()?.into_iter().map(|l| l.clamp(-1, i32::MAX as i64) as i32).collect())
         } else {
             None

@@ -231,17 +231,7 @@ impl Dataset {
         }
         let r = self.maps.get_or_init(|| {
             let load = |name: &str| -> Result<Vec<u32>> {
-                let a = NpyArray::open(&self.root.join(name), &self.file(name))?;
-                if a.len() != self.num_nodes() {
-                    return Err(FormatError::oob(
-                        self.file(name),
-                        0,
-                        "length",
-                        a.len(),
-                        format!("== num_nodes {}", self.num_nodes()),
-                    )
-                    .into());
-                }
+                let a = self.node_sized(name, NpyArray::open(&self.root.join(name), &self.file(name))?)?;
                 let v = a.read_all_i64()?;
                 v.iter()
                     .enumerate()
@@ -290,17 +280,7 @@ impl Dataset {
     pub fn feature_crcs(&self) -> Result<&[u32]> {
         let r = self.crcs.get_or_init(|| {
             (|| -> Result<Vec<u32>> {
-                let a = self.side_array(FEATURE_CRC_FILE)?;
-                if a.len() != self.num_nodes() {
-                    return Err(FormatError::oob(
-                        self.file(FEATURE_CRC_FILE),
-                        0,
-                        "length",
-                        a.len(),
-                        format!("== num_nodes {}", self.num_nodes()),
-                    )
-                    .into());
-                }
+                let a = self.node_sized(FEATURE_CRC_FILE, self.side_array(FEATURE_CRC_FILE)?)?;
                 Ok(a.read_all_i64()?.into_iter().map(|c| c as u32).collect())
             })()
             .map_err(|e| e.to_string())
@@ -528,6 +508,22 @@ impl Dataset {
             return Err(StoreError::BadRequest(format!("{} has no {name}", self.root.display())));
         }
         NpyArray::open(&self.root.join(name), &self.file(name))
+    }
+
+    /// `a` (side file `name`) if it has one entry per node; otherwise the
+    /// corruption error naming the file, its length and the bound.
+    pub fn node_sized(&self, name: &str, a: NpyArray) -> Result<NpyArray> {
+        if a.len() != self.num_nodes() {
+            return Err(FormatError::oob(
+                self.file(name),
+                0,
+                "length",
+                a.len(),
+                format!("== num_nodes {}", self.num_nodes()),
+            )
+            .into());
+        }
+        Ok(a)
     }
 }
 
