@@ -64,13 +64,10 @@ class Sampler:
         self.features = features
         self._core = None
         self._pid = None
-        from flashgnn.dataset import Dataset
-
-        ds = Dataset(self.path)
-        self.feature_dim = ds.feature_dim
-        self.dtype = _NP[ds.feature_dtype]
         self.out_dtype = np.dtype(dtype) if dtype is not None else None
-        self.core()  # open now so errors surface at construction
+        core = self.core()  # open now so errors surface at construction
+        self.feature_dim = core.feature_dim
+        self.dtype = _NP[core.feature_dtype]
 
     def core(self):
         if self._core is None or self._pid != os.getpid():

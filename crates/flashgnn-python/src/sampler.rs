@@ -137,6 +137,18 @@ impl Sampler {
         Ok(self.get()?.lock().unwrap().engine_name())
     }
 
+    /// Feature width and stored dtype name, from the layout the sampler
+    /// already read (no second open of the dataset).
+    #[getter]
+    fn feature_dim(&self) -> PyResult<u32> {
+        Ok(self.get()?.lock().unwrap().layout().feature_dim)
+    }
+
+    #[getter]
+    fn feature_dtype(&self) -> PyResult<&'static str> {
+        Ok(self.get()?.lock().unwrap().layout().feature_dtype.name())
+    }
+
     /// Sample one mini-batch; returns a dict of numpy arrays (x as raw bytes).
     fn sample<'py>(
         &self,
