@@ -20,12 +20,15 @@
 //! of `flashgnn-format`; the in-memory state per batch is bounded by
 //! `depth` page buffers plus the sampled subgraph itself.
 
+pub mod cache;
+pub mod hot;
 pub mod neighbor;
 pub mod probe;
 pub mod rng;
 pub mod telemetry;
 pub mod walk;
 
+pub use cache::{PageCache, Policy};
 pub use neighbor::{Batch, NeighborSampler, SamplerConfig};
 pub use telemetry::Telemetry;
 

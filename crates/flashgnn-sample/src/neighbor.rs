@@ -16,6 +16,9 @@ use flashgnn_format::{FormatError, Layout};
 use flashgnn_io::aligned::BufPool;
 use flashgnn_io::engine::{open_engine, Done, EngineConfig, EngineKind, ReadEngine, ReadReq};
 use flashgnn_store::Dataset;
+use std::sync::Arc;
+
+use crate::cache::{self, PageCache, Tier};
 
 use crate::rng::sample_indices;
 use crate::telemetry::{thread_cpu_seconds, Telemetry};
@@ -53,6 +56,9 @@ pub struct SamplerConfig {
     /// labels only and no read is issued for features — last-hop nodes then
     /// cost nothing (layer-wise inference reads embeddings elsewhere).
     pub features: bool,
+    /// Cross-batch DRAM cache shared by every sampler holding this `Arc`
+    /// (None = no cache: every page not already in this batch is read).
+    pub cache: Option<Arc<PageCache>>,
 }
 
 impl Default for SamplerConfig {
@@ -63,6 +69,7 @@ impl Default for SamplerConfig {
             labels: true,
             batch_page_cache_bytes: 64 << 20,
             features: true,
+            cache: None,
         }
     }
 }
@@ -141,8 +148,15 @@ pub struct NeighborSampler {
     page_cache_held: usize,
     page_cache_max: usize,
     ready: VecDeque<((u16, u64), Waiter)>,
+    /// Page requests served by the cross-batch cache, waiting to be handled.
+    cache_ready: VecDeque<(u16, u64, Waiter, Arc<[u8]>)>,
     page_hits: u64,
+    cache_hits: [u64; 2],
     gather_features: bool,
+    cache: Option<Arc<PageCache>>,
+    /// Request counts per extent key (length, count) while a pre-sampling
+    /// pass records them (see `hot_set_by_access`).
+    accesses: Option<HashMap<u64, (u32, u64)>>,
 }
 
 impl NeighborSampler {
@@ -213,8 +227,12 @@ impl NeighborSampler {
             page_cache_held: 0,
             page_cache_max: cfg.batch_page_cache_bytes,
             ready: VecDeque::new(),
+            cache_ready: VecDeque::new(),
             page_hits: 0,
+            cache_hits: [0; 2],
             gather_features: cfg.features,
+            cache: cfg.cache.clone(),
+            accesses: None,
         })
     }
 
@@ -242,6 +260,19 @@ impl NeighborSampler {
     }
     pub(crate) fn file_names(&self) -> [String; 3] {
         self.files.clone()
+    }
+    /// Start (`true`) or stop recording request counts; stopping returns them.
+    pub(crate) fn record_accesses(&mut self, on: bool) -> HashMap<u64, (u32, u64)> {
+        let old = self.accesses.take().unwrap_or_default();
+        if on {
+            self.accesses = Some(HashMap::default());
+        }
+        old
+    }
+    fn count_access(&mut self, k: u64, len: u32) {
+        if let Some(a) = &mut self.accesses {
+            a.entry(k).or_insert((len, 0)).1 += 1;
+        }
     }
     pub(crate) fn drain_io(&mut self) {
         self.drain();
@@ -286,6 +317,7 @@ impl NeighborSampler {
         self.timeline.clear();
         self.clear_page_cache();
         self.page_hits = 0;
+        self.cache_hits = [0; 2];
         let n = self.layout.num_nodes;
         let mut seed_idx = Vec::with_capacity(seeds.len());
         for &s in seeds {
@@ -315,6 +347,8 @@ impl NeighborSampler {
         t.absorb_io(&io0, self.io.counters());
         t.bytes_used = self.bytes_used;
         t.page_hits = self.page_hits;
+        t.cache_static_hits = self.cache_hits[0];
+        t.cache_dynamic_hits = self.cache_hits[1];
         t.seconds = t0.elapsed().as_secs_f64();
         t.cpu_seconds = thread_cpu_seconds() - cpu0;
         t.timeline = std::mem::take(&mut self.timeline);
@@ -379,7 +413,7 @@ impl NeighborSampler {
             self.request_slot(i)?;
         }
         if self.placement == FeaturePlacement::Separate && self.row_bytes() > 0 {
-            self.request_feature(i);
+            self.request_feature(i)?;
         }
         let _ = seed;
         Ok(i)
@@ -387,6 +421,8 @@ impl NeighborSampler {
 
     fn request_page(&mut self, file: u16, page: u64, w: Waiter) {
         let key = (file, page);
+        let p = self.layout.page_size as u64;
+        self.count_access(cache::key(file, page * p), p as u32);
         if self.page_cache.contains_key(&key) {
             // Read earlier in this batch: served without another read.
             self.ready.push_back((key, w));
@@ -396,8 +432,12 @@ impl NeighborSampler {
             ws.push(w); // one read serves every node waiting on this page
             return;
         }
+        if let Some((data, tier)) = self.cache.as_ref().and_then(|c| c.get(cache::key(file, page * p))) {
+            self.cache_hits[(tier == Tier::Dynamic) as usize] += 1;
+            self.cache_ready.push_back((file, page, w, data));
+            return;
+        }
         self.pages.insert(key, vec![w]);
-        let p = self.layout.page_size as u64;
         self.queue.push_back(ReadReq {
             file,
             offset: page * p,
@@ -416,21 +456,27 @@ impl NeighborSampler {
         Ok(())
     }
 
-    fn request_feature(&mut self, i: u32) {
+    fn request_feature(&mut self, i: u32) -> Result<()> {
         let node = &mut self.nodes[i as usize];
         if node.feature_requested {
-            return;
+            return Ok(());
         }
         node.feature_requested = true;
         let (_, start, end) = self.layout.feature_range(node.v as u64);
         let s = flashgnn_format::SECTOR_BYTES;
         let (lo, hi) = (start / s * s, end.div_ceil(s) * s);
+        self.count_access(cache::key(F_FEATURES, lo), (hi - lo) as u32);
+        if let Some((data, tier)) = self.cache.as_ref().and_then(|c| c.get(cache::key(F_FEATURES, lo))) {
+            self.cache_hits[(tier == Tier::Dynamic) as usize] += 1;
+            return self.on_feature(i as usize, lo, &data);
+        }
         self.queue.push_back(ReadReq {
             file: F_FEATURES,
             offset: lo,
             len: (hi - lo) as u32,
             tag: TAG_FEATURE | i as u64,
         });
+        Ok(())
     }
 
     fn run(&mut self, seed: u64) -> Result<()> {
@@ -445,7 +491,7 @@ impl NeighborSampler {
                 // Synchronous engines complete inside submit; collect those too.
                 done.clear();
                 self.io.complete(0, &mut done)?;
-                if done.is_empty() && self.ready.is_empty() {
+                if done.is_empty() && self.ready.is_empty() && self.cache_ready.is_empty() {
                     return Ok(());
                 }
             } else {
@@ -457,6 +503,12 @@ impl NeighborSampler {
             }
             for d in done.drain(..) {
                 let r = self.on_done(&d, seed);
+                if r.is_ok() {
+                    if let Some(c) = &self.cache {
+                        // Checked bytes only: offered after on_done accepted them.
+                        c.insert(cache::key(d.req.file, d.req.offset), d.buf.as_slice());
+                    }
+                }
                 let is_page = d.req.tag & !TAG_KEY == TAG_PAGE;
                 if is_page && r.is_ok() && self.page_cache_held + d.buf.capacity() <= self.page_cache_max {
                     // Keep the page for the rest of the batch (bounded).
@@ -477,6 +529,18 @@ impl NeighborSampler {
                 self.page_cache.insert(key, buf);
                 r?;
             }
+            while let Some((file, page, w, data)) = self.cache_ready.pop_front() {
+                match w {
+                    Waiter::Slot(i) => self.on_slot(i, page, &data, seed)?,
+                    Waiter::Overflow(i) => {
+                        // Slots and feature rows are checked on every decode;
+                        // overflow pages are re-checked here (0.3 us) so a
+                        // cached page is trusted no more than a read one.
+                        check_overflow_page(&self.files[file as usize], page, &data)?;
+                        self.on_overflow(i, page, &data, seed)?
+                    }
+                }
+            }
         }
     }
 
@@ -487,34 +551,13 @@ impl NeighborSampler {
         }
         self.page_cache_held = 0;
         self.ready.clear();
+        self.cache_ready.clear();
     }
 
     fn on_done(&mut self, d: &Done, seed: u64) -> Result<()> {
         let tag = d.req.tag;
         if tag & !TAG_KEY == TAG_FEATURE {
-            let i = (tag & TAG_KEY) as usize;
-            let (_, start, end) = self.layout.feature_range(self.nodes[i].v as u64);
-            let lo = d.req.offset;
-            let bytes = &d.buf.as_slice()[(start - lo) as usize..(end - lo) as usize];
-            if let Some(crcs) = &self.feature_crcs {
-                let v = self.nodes[i].v as u64;
-                let computed = flashgnn_format::checksum::crc_at(v, bytes);
-                if crcs[v as usize] != computed {
-                    return Err(FormatError::Checksum {
-                        file: self.files[F_FEATURES as usize].clone(),
-                        offset: start,
-                        what: format!("feature row {v}"),
-                        stored: crcs[v as usize],
-                        computed,
-                    }
-                    .into());
-                }
-            }
-            let off = self.features.len();
-            self.features.extend_from_slice(bytes);
-            self.nodes[i].feature = Some(off);
-            self.bytes_used += bytes.len() as u64;
-            return Ok(());
+            return self.on_feature((tag & TAG_KEY) as usize, d.req.offset, d.buf.as_slice());
         }
         let file = ((tag >> 48) & 0xff) as u16;
         let page = tag & ((1 << 48) - 1);
@@ -529,6 +572,31 @@ impl NeighborSampler {
                 Waiter::Overflow(i) => self.on_overflow(i, page, buf, seed)?,
             }
         }
+        Ok(())
+    }
+
+    /// A separate feature row arrived in `buf` (read from offset `lo`).
+    fn on_feature(&mut self, i: usize, lo: u64, buf: &[u8]) -> Result<()> {
+        let (_, start, end) = self.layout.feature_range(self.nodes[i].v as u64);
+        let bytes = &buf[(start - lo) as usize..(end - lo) as usize];
+        if let Some(crcs) = &self.feature_crcs {
+            let v = self.nodes[i].v as u64;
+            let computed = flashgnn_format::checksum::crc_at(v, bytes);
+            if crcs[v as usize] != computed {
+                return Err(FormatError::Checksum {
+                    file: self.files[F_FEATURES as usize].clone(),
+                    offset: start,
+                    what: format!("feature row {v}"),
+                    stored: crcs[v as usize],
+                    computed,
+                }
+                .into());
+            }
+        }
+        let off = self.features.len();
+        self.features.extend_from_slice(bytes);
+        self.nodes[i].feature = Some(off);
+        self.bytes_used += bytes.len() as u64;
         Ok(())
     }
 

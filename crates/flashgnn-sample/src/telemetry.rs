@@ -19,6 +19,10 @@ pub struct Telemetry {
     pub bytes_used: u64,
     /// Page requests served from pages already read in the same batch.
     pub page_hits: u64,
+    /// Requests served by the cross-batch cache's static hot set / dynamic
+    /// part: reads saved.
+    pub cache_static_hits: u64,
+    pub cache_dynamic_hits: u64,
     pub seconds: f64,
     pub cpu_seconds: f64,
     pub depth_hist: [u64; 16],
@@ -47,6 +51,8 @@ impl Telemetry {
         self.bytes_read += o.bytes_read;
         self.bytes_used += o.bytes_used;
         self.page_hits += o.page_hits;
+        self.cache_static_hits += o.cache_static_hits;
+        self.cache_dynamic_hits += o.cache_dynamic_hits;
         self.seconds += o.seconds;
         self.cpu_seconds += o.cpu_seconds;
         for i in 0..16 {

@@ -8,6 +8,7 @@ use flashgnn_io::engine::{EngineConfig, EngineKind};
 use flashgnn_sample::{NeighborSampler, SamplerConfig};
 
 /// Every read engine, in the order the tests report them.
+#[allow(dead_code)]
 pub const ENGINES: [EngineKind; 6] = [
     EngineKind::Uring,
     EngineKind::Pread,

@@ -1,0 +1,237 @@
+//! Choosing and loading the cache's static hot set.
+//!
+//! Two seeds, both measured in docs/benchmarks.md:
+//!
+//! - **degree** ([`NeighborSampler::hot_set_by_degree`]): one sequential
+//!   O_DIRECT scan of `graph.fg`. Under uniform neighbor sampling a node is
+//!   reached about in proportion to its in-degree (= degree on the symmetric
+//!   graphs GNNs train on), so a slot page scores the sum of its nodes'
+//!   degrees, a separate feature row its node's degree, and an overflow page
+//!   `min(d, fanout * entries on the page)` per owner of degree `d` (the
+//!   expected sampled entries it holds). Extents are ranked by score per byte.
+//!   Costs one sequential pass (about 1 s per GB here) and no sampling.
+//! - **presample** ([`NeighborSampler::hot_set_by_access`]): run the sampler
+//!   on a few batches and rank extents by how often they were requested — the
+//!   "access frequency over a short pre-sampling pass" GIDS compares against.
+//!   Follows the real fanouts and seed distribution, costs those batches' I/O.
+//!
+//! Reverse PageRank (GIDS's constant CPU buffer) was not built: on symmetric
+//! graphs it ranks nodes close to degree, at the price of several passes.
+//!
+//! Only the top extents are kept while scanning (a min-heap bounded by the
+//! budget), so choosing the set costs memory in proportion to the budget,
+//! never to the graph.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap as HashMap;
+
+use flashgnn_format::layout::{check_overflow_page, FeaturePlacement};
+use flashgnn_format::slot::decode_slot;
+use flashgnn_io::engine::{Done, ReadReq};
+
+use crate::cache::{self, ENTRY_OVERHEAD};
+use crate::neighbor::NeighborSampler;
+use crate::Result;
+
+const F_GRAPH: u16 = 0;
+const F_OVERFLOW: u16 = 1;
+const F_FEATURES: u16 = 2;
+
+/// Slot pages per sequential scan read (1 MiB at 4 KiB pages).
+const SCAN_PAGES: u64 = 256;
+
+/// Extents ranked by score per byte; keeps the best `budget` bytes.
+struct TopExtents {
+    heap: BinaryHeap<Reverse<(u64, u16, u64, u32)>>,
+    bytes: usize,
+    budget: usize,
+}
+
+impl TopExtents {
+    fn new(budget: usize) -> Self {
+        TopExtents { heap: BinaryHeap::new(), bytes: 0, budget }
+    }
+    fn offer(&mut self, score: f64, file: u16, offset: u64, len: u32) {
+        if score <= 0.0 {
+            return;
+        }
+        let cost = len as usize + ENTRY_OVERHEAD;
+        if cost > self.budget {
+            return;
+        }
+        // Score per KiB, fixed point: ties and tiny differences do not matter.
+        let density = (score * 1024.0 * 1024.0 / cost as f64) as u64;
+        if self.bytes + cost > self.budget {
+            match self.heap.peek() {
+                Some(Reverse((d, ..))) if *d >= density => return,
+                _ => {}
+            }
+        }
+        self.heap.push(Reverse((density, file, offset, len)));
+        self.bytes += cost;
+        while self.bytes > self.budget {
+            let Reverse((_, _, _, l)) = self.heap.pop().expect("non-empty");
+            self.bytes -= l as usize + ENTRY_OVERHEAD;
+        }
+    }
+    /// Hottest first.
+    fn into_sorted(self) -> Vec<(u16, u64, u32)> {
+        let mut v: Vec<_> = self.heap.into_iter().map(|Reverse(x)| x).collect();
+        v.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        v.into_iter().map(|(_, f, o, l)| (f, o, l)).collect()
+    }
+}
+
+impl NeighborSampler {
+    /// Run `reqs` through the engine (up to its depth in flight), handing
+    /// each completed read to `f`; on error, waits for reads in flight.
+    pub(crate) fn read_extents(
+        &mut self,
+        reqs: &[ReadReq],
+        mut f: impl FnMut(&ReadReq, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let mut done: Vec<Done> = Vec::new();
+        let mut next = 0;
+        let r = (|| -> Result<()> {
+            loop {
+                while self.io_mut().in_flight() < self.io_depth() && next < reqs.len() {
+                    let buf = self.pool_mut().get(reqs[next].len as usize);
+                    self.io_mut().submit(reqs[next], buf)?;
+                    next += 1;
+                }
+                done.clear();
+                let idle = self.io_mut().in_flight() == 0;
+                self.io_mut().complete(if idle { 0 } else { 1 }, &mut done)?;
+                if done.is_empty() && idle && next == reqs.len() {
+                    return Ok(());
+                }
+                for d in done.drain(..) {
+                    let r = f(&d.req, d.buf.as_slice());
+                    self.pool_mut().put(d.buf);
+                    r?;
+                }
+            }
+        })();
+        if r.is_err() {
+            self.drain_io();
+        }
+        r
+    }
+
+    /// Read the chosen extents (hottest first) and check them like any read.
+    fn load_extents(&mut self, chosen: Vec<(u16, u64, u32)>) -> Result<Vec<(u64, Arc<[u8]>)>> {
+        let mut reqs: Vec<ReadReq> = chosen
+            .iter()
+            .enumerate()
+            .map(|(rank, &(file, offset, len))| ReadReq { file, offset, len, tag: rank as u64 })
+            .collect();
+        reqs.sort_unstable_by_key(|r| (r.file, r.offset)); // device-friendly order
+        let mut out: Vec<Option<(u64, Arc<[u8]>)>> = vec![None; chosen.len()];
+        let files = self.file_names();
+        let page = self.layout().page_size as u64;
+        self.read_extents(&reqs, |req, buf| {
+            if req.file == F_OVERFLOW {
+                check_overflow_page(&files[F_OVERFLOW as usize], req.offset / page, buf)?;
+            }
+            out[req.tag as usize] = Some((cache::key(req.file, req.offset), Arc::from(&buf[..req.len as usize])));
+            Ok(())
+        })?;
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    /// The static hot set by degree (see the module docs): at most `budget`
+    /// bytes of pages and feature rows, read and checked, hottest first.
+    pub fn hot_set_by_degree(&mut self, budget: usize) -> Result<Vec<(u64, Arc<[u8]>)>> {
+        let l = self.layout().clone();
+        let p = l.page_size as u64;
+        let files = self.file_names();
+        let fanout = self.fanouts().first().copied().unwrap_or(-1);
+        let per = l.overflow_ids_per_page();
+        let mut top = TopExtents::new(budget);
+        // Overflow pages still collecting owners; flushed once the scan has
+        // passed them (owners' entries are laid out in node order).
+        let mut open: HashMap<u64, f64> = HashMap::default();
+        let separate = l.placement == FeaturePlacement::Separate && l.row_bytes() > 0;
+        let mut scan = Vec::new();
+        let pages = l.slot_pages();
+        let mut first = 0;
+        while first < pages {
+            let n = SCAN_PAGES.min(pages - first);
+            scan.push(ReadReq { file: F_GRAPH, offset: (1 + first) * p, len: (n * p) as u32, tag: 0 });
+            first += n;
+        }
+        let k = l.slots_per_page as u64;
+        self.read_extents(&scan, |req, buf| {
+            for (j, page_bytes) in buf.chunks_exact(p as usize).enumerate() {
+                let page_no = req.offset / p + j as u64;
+                let mut score = 0.0;
+                for s in 0..k {
+                    let v = (page_no - 1) * k + s;
+                    if v >= l.num_nodes {
+                        break;
+                    }
+                    let at = (l.slot_offset(v) - page_no * p) as usize;
+                    let slot = decode_slot(&l, v, &page_bytes[at..at + l.slot_bytes as usize], &files[0])?;
+                    let d = slot.degree as f64;
+                    score += d;
+                    if separate {
+                        let (_, st, en) = l.feature_range(v);
+                        let sec = flashgnn_format::SECTOR_BYTES;
+                        let lo = st / sec * sec;
+                        top.offer(d, F_FEATURES, lo, (en.div_ceil(sec) * sec - lo) as u32);
+                    }
+                    let spilled = slot.overflow_len();
+                    if spilled > 0 {
+                        let (e0, e1) = (slot.overflow_first, slot.overflow_first + spilled);
+                        for q in (1 + e0 / per)..=(1 + (e1 - 1) / per) {
+                            let lo = e0.max((q - 1) * per);
+                            let hi = e1.min(q * per);
+                            let m = (hi - lo) as f64;
+                            let want = if fanout < 0 { m } else { (fanout as f64 * m / d).min(1.0) * d };
+                            *open.entry(q).or_default() += want;
+                        }
+                        let done_below = 1 + e0 / per;
+                        open.retain(|&q, s| {
+                            if q < done_below {
+                                top.offer(*s, F_OVERFLOW, q * p, p as u32);
+                                false
+                            } else {
+                                true
+                            }
+                        });
+                    }
+                }
+                top.offer(score, F_GRAPH, page_no * p, p as u32);
+            }
+            Ok(())
+        })?;
+        for (q, s) in open {
+            top.offer(s, F_OVERFLOW, q * p, p as u32);
+        }
+        self.load_extents(top.into_sorted())
+    }
+
+    /// The static hot set by access counts: sample `batches` (seed lists
+    /// with their batch seeds), count every page / feature-row request, keep
+    /// the most requested `budget` bytes, read and check them.
+    pub fn hot_set_by_access(&mut self, batches: &[(Vec<i64>, u64)], budget: usize) -> Result<Vec<(u64, Arc<[u8]>)>> {
+        self.record_accesses(true);
+        let mut r = Ok(());
+        for (seeds, seed) in batches {
+            if let Err(e) = self.sample(seeds, *seed) {
+                r = Err(e);
+                break;
+            }
+        }
+        let counts = self.record_accesses(false);
+        r?;
+        let mut top = TopExtents::new(budget);
+        for (key, (len, n)) in counts {
+            top.offer(n as f64, (key >> 56) as u16, key & ((1 << 56) - 1), len);
+        }
+        self.load_extents(top.into_sorted())
+    }
+}

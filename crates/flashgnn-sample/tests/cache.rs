@@ -1,0 +1,116 @@
+//! Proves the cross-batch cache is an optimisation only: for both layouts,
+//! both policies, a static hot set chosen by degree or by pre-sampling, and
+//! budgets from zero to larger than the dataset, every batch equals the
+//! uncached one; hits happen and reads drop once the cache holds anything;
+//! memory stays within the budget; several samplers share one cache.
+
+use std::sync::Arc;
+
+use flashgnn_build::{FeatureLayout, Reorder};
+use flashgnn_io::engine::EngineKind;
+use flashgnn_sample::{NeighborSampler, PageCache, Policy, SamplerConfig};
+
+mod common;
+use common::dataset;
+
+fn batches(n: i64) -> Vec<(Vec<i64>, u64)> {
+    (0..6).map(|b| ((0..200).map(|i| (i * 7 + b * 331) % n).collect(), b as u64)).collect()
+}
+
+fn open(path: &std::path::Path, cache: Option<Arc<PageCache>>) -> NeighborSampler {
+    let cfg = SamplerConfig { engine: EngineKind::Uring, cache, ..Default::default() };
+    NeighborSampler::open(path, &[10, 5], &cfg).unwrap()
+}
+
+#[test]
+fn any_cache_gives_identical_batches_within_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, layout) in [("inline", FeatureLayout::Inline), ("separate", FeatureLayout::Separate)] {
+        let path = dataset(tmp.path(), name, layout, Reorder::None, 64);
+        let n = flashgnn_store::Dataset::open(&path).unwrap().num_nodes() as i64;
+        let plan = batches(n);
+        let mut plain = open(&path, None);
+        // Two epochs over the same batches: the second one can hit.
+        let want: Vec<_> = plan.iter().chain(plan.iter()).map(|(s, seed)| plain.sample(s, *seed).unwrap()).collect();
+        let uncached_reads = plain.telemetry.reads;
+        let total = std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum::<u64>();
+        for budget in [0usize, 3 * 4096, 256 << 10, 2 * total as usize] {
+            for policy in [Policy::S3Fifo, Policy::Clock] {
+                for hot in ["none", "degree", "presample"] {
+                    let statics = {
+                        let mut s = open(&path, None);
+                        match hot {
+                            "degree" => s.hot_set_by_degree(budget / 2).unwrap(),
+                            "presample" => s.hot_set_by_access(&plan[..2], budget / 2).unwrap(),
+                            _ => Vec::new(),
+                        }
+                    };
+                    let static_bytes: usize = statics.iter().map(|(_, d)| d.len()).sum();
+                    assert!(static_bytes <= budget / 2, "{name} {hot}: static set {static_bytes} > {}", budget / 2);
+                    let cache = Arc::new(PageCache::new(budget, policy, statics));
+                    // Two samplers share the cache, as loader producers do.
+                    let mut a = open(&path, Some(cache.clone()));
+                    let mut b = open(&path, Some(cache.clone()));
+                    for (j, (s, seed)) in plan.iter().chain(plan.iter()).enumerate() {
+                        let sampler = if j % 2 == 0 { &mut a } else { &mut b };
+                        let got = sampler.sample(s, *seed).unwrap();
+                        assert_eq!(got, want[j], "{name} budget {budget} {policy:?} {hot} batch {j}");
+                        assert!(cache.held_bytes() <= budget, "{name}: {} held > budget {budget}", cache.held_bytes());
+                    }
+                    let reads = a.telemetry.reads + b.telemetry.reads;
+                    let hits: u64 =
+                        [&a, &b].iter().map(|s| s.telemetry.cache_static_hits + s.telemetry.cache_dynamic_hits).sum();
+                    if budget == 0 {
+                        assert_eq!((hits, reads), (0, uncached_reads), "{name}: a zero cache changes nothing");
+                    } else if budget >= 256 << 10 {
+                        assert!(
+                            hits > 0 && reads < uncached_reads,
+                            "{name} {budget} {policy:?} {hot}: {hits} hits, {reads} vs {uncached_reads} reads"
+                        );
+                    }
+                    if budget > total as usize && hot == "none" {
+                        // Everything fits: the second epoch reads nothing at all.
+                        assert!(
+                            reads <= uncached_reads / 2 + 1,
+                            "{name} {policy:?}: {reads} reads of {uncached_reads}"
+                        );
+                    }
+                    if hot != "none" && budget >= 256 << 10 {
+                        assert!(
+                            cache.static_entries() > 0 && a.telemetry.cache_static_hits > 0,
+                            "{name} {hot}: static set unused"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_corrupt_cached_overflow_page_is_still_refused() {
+    // The cache holds bytes as read; a page that changes after it was chosen
+    // (here: a forged static entry) fails the same check a read would.
+    let tmp = tempfile::tempdir().unwrap();
+    let path = dataset(tmp.path(), "c", FeatureLayout::Inline, Reorder::None, 8);
+    let mut s = open(&path, None);
+    let statics = s.hot_set_by_degree(8 << 20).unwrap();
+    let forged: Vec<(u64, Arc<[u8]>)> = statics
+        .into_iter()
+        .map(|(k, d)| {
+            let mut v = d.to_vec();
+            if k >> 56 == 1 {
+                v[0] ^= 0xff;
+            }
+            (k, Arc::from(v))
+        })
+        .collect();
+    assert!(forged.iter().any(|(k, _)| k >> 56 == 1), "the test graph spills to overflow pages");
+    let cache = Arc::new(PageCache::new(16 << 20, Policy::S3Fifo, forged));
+    let mut c = open(&path, Some(cache));
+    let n = flashgnn_store::Dataset::open(&path).unwrap().num_nodes() as i64;
+    let err = (0..20)
+        .find_map(|b| c.sample(&(0..200).map(|i| (i * 11 + b * 97) % n).collect::<Vec<_>>(), b as u64).err())
+        .expect("a forged overflow page is detected");
+    assert!(err.to_string().contains("overflow.fg"), "{err}");
+}
