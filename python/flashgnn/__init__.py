@@ -7,6 +7,7 @@ Entry points:
   (also ``flashgnn build`` / ``flashgnn generate`` on the command line).
 - :func:`verify` — check every checksum and bound of a dataset.
 - :class:`Sampler` — one engine call per mini-batch (numpy).
+- :class:`Cache` — cross-batch DRAM cache shared by samplers (static hot set + S3-FIFO).
 - :class:`NeighborLoader` / :class:`RandomWalkLoader` — PyG ``Data`` batches;
   :mod:`flashgnn.pyg` — PyG remote backend. These import torch, so they load
   on first use (``import flashgnn`` stays light for the CLI and the builder).
@@ -22,7 +23,7 @@ from flashgnn._core import (
 )
 from flashgnn.dataset import Dataset, open
 from flashgnn.jobs import build, generate, verify
-from flashgnn.sampler import SampledBatch, Sampler
+from flashgnn.sampler import Cache, SampledBatch, Sampler
 
 _LAZY = {"NeighborLoader": "flashgnn.loader", "RandomWalkLoader": "flashgnn.loader", "pyg": "flashgnn.pyg"}
 
@@ -44,6 +45,7 @@ __all__ = [
     "Dataset",
     "SampledBatch",
     "Sampler",
+    "Cache",
     "DatasetNotFoundError",
     "FlashgnnError",
     "InputError",

@@ -9,6 +9,10 @@ O_DIRECT), ``pread-pool`` (thread pool; automatic fallback when io_uring is
 blocked), ``mmap`` (page cache, MADV_RANDOM), ``mmap-default`` (page cache,
 readahead), ``memory`` (dataset in RAM). All return identical batches.
 
+A :class:`Cache` (cross-batch DRAM cache: static hot set + S3-FIFO/CLOCK
+dynamic part under one byte budget) can be shared by samplers: pass
+``cache=`` — batches are identical with or without it.
+
 Fork safety: the Rust sampler (ring, thread pool) is opened lazily in each
 process, so a Sampler pickled into or inherited by DataLoader workers works.
 """
@@ -46,9 +50,36 @@ class SampledBatch:
         return np.stack([self.row, self.col])
 
 
+class Cache:
+    """Cross-batch DRAM cache of pages and feature rows under ``budget`` bytes.
+
+    ``hot_fraction`` of the budget holds a static hot set chosen by ``hot``:
+    ``"degree"`` (one sequential scan; nodes ranked by degree),
+    ``"presample"`` (access counts over batches of ``presample_seeds``) or
+    ``"none"``; the rest is a dynamic part under ``policy`` (``"s3fifo"``,
+    the default, or ``"clock"``). Any budget, including 0, gives identical
+    batches. Process-local: a forked DataLoader worker runs uncached."""
+
+    def __init__(self, path, fanouts, budget: int, policy: str = "s3fifo", hot: str = "degree",
+                 hot_fraction: float = 0.5, presample_seeds=None, batch_size: int = 1024, engine: str = "uring",
+                 depth: int = 256):
+        seeds = None if presample_seeds is None else np.ascontiguousarray(presample_seeds, dtype=np.int64)
+        self.budget = int(budget)
+        self._core = _core.Cache(os.fspath(path), [int(f) for f in fanouts], self.budget, policy, hot,
+                                 float(hot_fraction), seeds, int(batch_size), engine, int(depth))
+
+    def stats(self) -> dict:
+        """Budget, static/dynamic bytes, hits per tier, misses, evictions."""
+        return json.loads(self._core.stats())
+
+    def __getstate__(self):
+        raise TypeError("flashgnn.Cache is process-local and cannot be pickled; samplers in other processes run "
+                        "uncached")
+
+
 class Sampler:
     def __init__(self, path, fanouts, engine: str = "uring", depth: int = 256, pool_threads: int = 64,
-                 labels: bool = True, dtype=None, features: bool = True):
+                 labels: bool = True, dtype=None, features: bool = True, cache: Cache | None = None):
         """``dtype``: None keeps the stored feature dtype; e.g. ``np.float32``
         converts float16-stored features per batch (on the gathered rows only).
         ``features=False``: structure and labels only; ``x`` is empty
@@ -62,6 +93,7 @@ class Sampler:
         self.pool_threads = pool_threads
         self.labels = labels
         self.features = features
+        self.cache = cache
         self._core = None
         self._pid = None
         self.out_dtype = np.dtype(dtype) if dtype is not None else None
@@ -71,8 +103,9 @@ class Sampler:
 
     def core(self):
         if self._core is None or self._pid != os.getpid():
+            cache = self.cache._core if self.cache is not None else None
             self._core = _core.Sampler(self.path, self.fanouts, self.engine, self.depth, self.pool_threads, self.labels,
-                                       self.features)
+                                       self.features, cache)
             self._pid = os.getpid()
         return self._core
 
@@ -80,6 +113,7 @@ class Sampler:
         state = self.__dict__.copy()
         state["_core"] = None  # re-opened in the receiving process
         state["_pid"] = None
+        state["cache"] = None  # process-local: the receiving process runs uncached
         return state
 
     def _wrap(self, d: dict) -> SampledBatch:

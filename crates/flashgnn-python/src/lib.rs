@@ -19,6 +19,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::Dataset>()?;
     m.add_class::<job::Job>()?;
     m.add_class::<sampler::Sampler>()?;
+    m.add_class::<sampler::Cache>()?;
     m.add_class::<sampler::BatchIter>()?;
     m.add_function(wrap_pyfunction!(sampler::probe_random_reads, m)?)?;
     m.add_function(wrap_pyfunction!(job::start_build, m)?)?;

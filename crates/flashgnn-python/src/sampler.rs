@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use flashgnn_io::engine::{EngineConfig, EngineKind};
-use flashgnn_sample::{Batch, NeighborSampler, SamplerConfig, Telemetry};
+use flashgnn_sample::{Batch, NeighborSampler, PageCache, Policy, SamplerConfig, Telemetry};
 
 use crate::error::InputError;
 
@@ -60,6 +60,8 @@ pub fn telemetry_json(t: &Telemetry) -> String {
     serde_json::json!({
         "batches": t.batches, "seeds": t.seeds, "nodes": t.nodes, "edges": t.edges,
         "reads": t.reads, "bytes_read": t.bytes_read, "bytes_used": t.bytes_used, "page_hits": t.page_hits,
+        "cache_static_hits": t.cache_static_hits, "cache_dynamic_hits": t.cache_dynamic_hits,
+        "cache_hit_rate": t.cache_hit_rate(),
         "seconds": t.seconds, "cpu_seconds": t.cpu_seconds,
         "read_amplification": t.read_amplification(),
         "iops": t.iops(),
@@ -109,7 +111,7 @@ impl Sampler {
 #[pymethods]
 impl Sampler {
     #[new]
-    #[pyo3(signature = (path, fanouts, engine="uring", depth=256, pool_threads=64, labels=true, features=true))]
+    #[pyo3(signature = (path, fanouts, engine="uring", depth=256, pool_threads=64, labels=true, features=true, cache=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -120,8 +122,10 @@ impl Sampler {
         pool_threads: usize,
         labels: bool,
         features: bool,
+        cache: Option<PyRef<'_, Cache>>,
     ) -> PyResult<Self> {
-        let cfg = config(engine, depth, pool_threads, labels, features)?;
+        let mut cfg = config(engine, depth, pool_threads, labels, features)?;
+        cfg.cache = cache.and_then(|c| c.usable());
         let (p, f, c) = (path.clone(), fanouts.clone(), cfg.clone());
         let s = py.detach(move || NeighborSampler::open(&p, &f, &c)).map_err(sample_err)?;
         Ok(Sampler {
@@ -249,6 +253,110 @@ impl Sampler {
             telemetry: Mutex::new(None),
             pid: std::process::id(),
         })
+    }
+}
+
+/// The cross-batch DRAM cache (`flashgnn_sample::cache`), built once and
+/// shared by every sampler and producer given it. Process-local: in a forked
+/// child it is not used (its lock may have been held at fork time); samplers
+/// there run uncached, with identical batches.
+#[pyclass(module = "flashgnn._core")]
+pub struct Cache {
+    inner: std::sync::Arc<PageCache>,
+    pid: u32,
+    hot: String,
+    hot_seconds: f64,
+}
+
+impl Cache {
+    fn usable(&self) -> Option<std::sync::Arc<PageCache>> {
+        (self.pid == std::process::id()).then(|| self.inner.clone())
+    }
+}
+
+#[pymethods]
+impl Cache {
+    /// `budget` bytes in all; `hot_fraction` of it for the static hot set
+    /// chosen by `hot` ("degree", "presample" over `presample_seeds` in
+    /// batches of `batch_size`, or "none"); the rest is dynamic under
+    /// `policy` ("s3fifo" or "clock").
+    #[new]
+    #[pyo3(signature = (path, fanouts, budget, policy="s3fifo", hot="degree", hot_fraction=0.5, presample_seeds=None, batch_size=1024, engine="uring", depth=256))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        fanouts: Vec<i32>,
+        budget: usize,
+        policy: &str,
+        hot: &str,
+        hot_fraction: f64,
+        presample_seeds: Option<PyReadonlyArray1<'_, i64>>,
+        batch_size: usize,
+        engine: &str,
+        depth: usize,
+    ) -> PyResult<Self> {
+        let pol = Policy::parse(policy)
+            .ok_or_else(|| InputError::new_err(format!("cache policy {policy:?}: expected s3fifo or clock")))?;
+        if !(0.0..=1.0).contains(&hot_fraction) {
+            return Err(InputError::new_err(format!("hot_fraction {hot_fraction}: expected a value in [0, 1]")));
+        }
+        let seeds: Vec<i64> = presample_seeds.map(|a| a.as_array().iter().copied().collect()).unwrap_or_default();
+        if hot == "presample" && (seeds.is_empty() || batch_size == 0) {
+            return Err(InputError::new_err("hot=\"presample\" needs presample_seeds and batch_size > 0"));
+        }
+        if !["degree", "presample", "none"].contains(&hot) {
+            return Err(InputError::new_err(format!("hot {hot:?}: expected degree, presample or none")));
+        }
+        let cfg = config(engine, depth, 64, false, true)?;
+        let static_budget = (budget as f64 * hot_fraction) as usize;
+        let hot_s = hot.to_string();
+        let t = std::time::Instant::now();
+        let statics = py
+            .detach(move || -> flashgnn_sample::Result<_> {
+                if hot_s == "none" || static_budget == 0 {
+                    return Ok(Vec::new());
+                }
+                let mut s = NeighborSampler::open(&path, &fanouts, &cfg)?;
+                if hot_s == "degree" {
+                    s.hot_set_by_degree(static_budget)
+                } else {
+                    let batches: Vec<(Vec<i64>, u64)> = seeds
+                        .chunks(batch_size)
+                        .enumerate()
+                        .map(|(i, c)| (c.to_vec(), 0x5EED_0000 + i as u64))
+                        .collect();
+                    s.hot_set_by_access(&batches, static_budget)
+                }
+            })
+            .map_err(sample_err)?;
+        // The choosing pass freed its scan buffers and sampler; hand that
+        // memory back to the OS so it does not count against a memory cap.
+        // SAFETY: malloc_trim only releases free heap pages.
+        unsafe { libc::malloc_trim(0) };
+        Ok(Cache {
+            inner: std::sync::Arc::new(PageCache::new(budget, pol, statics)),
+            pid: std::process::id(),
+            hot: hot.to_string(),
+            hot_seconds: t.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Sizes and cumulative counters, as a JSON string.
+    fn stats(&self) -> String {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.inner;
+        let st = &c.stats;
+        serde_json::json!({
+            "budget": c.budget(), "policy": c.policy().name(), "hot": self.hot,
+            "hot_seconds": self.hot_seconds,
+            "static_bytes": c.static_bytes(), "static_entries": c.static_entries(),
+            "dynamic_bytes": c.dynamic_bytes(),
+            "static_hits": st.static_hits.load(Relaxed), "dynamic_hits": st.dynamic_hits.load(Relaxed),
+            "misses": st.misses.load(Relaxed), "inserts": st.inserts.load(Relaxed),
+            "evictions": st.evictions.load(Relaxed),
+        })
+        .to_string()
     }
 }
 

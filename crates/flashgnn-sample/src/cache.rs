@@ -116,9 +116,9 @@ impl Dynamic {
         Some(e.data.clone())
     }
 
-    /// Insert (or refresh) `k`; returns the number of entries evicted.
-    fn insert(&mut self, k: u64, bytes: &[u8]) -> u64 {
-        let c = cost(bytes.len());
+    /// Insert `k` (kept if already there); returns the entries evicted.
+    fn insert(&mut self, k: u64, data: Arc<[u8]>) -> u64 {
+        let c = cost(data.len());
         if c > self.budget || self.map.contains_key(&k) {
             return 0;
         }
@@ -143,7 +143,7 @@ impl Dynamic {
             return evicted;
         }
         let to_main = self.policy == Policy::Clock || self.ghost.remove(&k).is_some();
-        self.map.insert(k, Entry { data: Arc::from(bytes), freq: 0, in_main: to_main });
+        self.map.insert(k, Entry { data, freq: 0, in_main: to_main });
         if to_main {
             self.main.push_back(k);
             self.main_bytes += c;
@@ -303,10 +303,16 @@ impl PageCache {
 
     /// Offer bytes just read (and checked) for `k`.
     pub fn insert(&self, k: u64, bytes: &[u8]) {
-        if self.statics.contains_key(&k) {
+        self.insert_shared(k, Arc::from(bytes))
+    }
+
+    /// [`PageCache::insert`] without a copy when the caller already holds
+    /// the bytes in an `Arc`.
+    pub fn insert_shared(&self, k: u64, data: Arc<[u8]>) {
+        if self.statics.contains_key(&k) || cost(data.len()) > self.budget - self.static_bytes {
             return;
         }
-        let evicted = self.lock().insert(k, bytes);
+        let evicted = self.lock().insert(k, data);
         self.stats.inserts.fetch_add(1, Ordering::Relaxed);
         self.stats.evictions.fetch_add(evicted, Ordering::Relaxed);
     }

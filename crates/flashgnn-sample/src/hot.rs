@@ -42,6 +42,9 @@ const F_FEATURES: u16 = 2;
 
 /// Slot pages per sequential scan read (1 MiB at 4 KiB pages).
 const SCAN_PAGES: u64 = 256;
+/// Scan reads in flight: 8 MiB of buffers keeps a sequential scan at the
+/// device's streaming rate.
+const SCAN_IN_FLIGHT: usize = 8;
 
 /// Extents ranked by score per byte; keeps the best `budget` bytes.
 struct TopExtents {
@@ -88,16 +91,20 @@ impl TopExtents {
 impl NeighborSampler {
     /// Run `reqs` through the engine (up to its depth in flight), handing
     /// each completed read to `f`; on error, waits for reads in flight.
+    /// At most `max_in_flight` reads are outstanding (large scan reads must
+    /// not multiply by the engine's depth: 256 x 1 MiB would be 256 MiB).
     pub(crate) fn read_extents(
         &mut self,
         reqs: &[ReadReq],
+        max_in_flight: usize,
         mut f: impl FnMut(&ReadReq, &[u8]) -> Result<()>,
     ) -> Result<()> {
         let mut done: Vec<Done> = Vec::new();
         let mut next = 0;
+        let depth = self.io_depth().min(max_in_flight.max(1));
         let r = (|| -> Result<()> {
             loop {
-                while self.io_mut().in_flight() < self.io_depth() && next < reqs.len() {
+                while self.io_mut().in_flight() < depth && next < reqs.len() {
                     let buf = self.pool_mut().get(reqs[next].len as usize);
                     self.io_mut().submit(reqs[next], buf)?;
                     next += 1;
@@ -110,7 +117,9 @@ impl NeighborSampler {
                 }
                 for d in done.drain(..) {
                     let r = f(&d.req, d.buf.as_slice());
-                    self.pool_mut().put(d.buf);
+                    if d.buf.capacity() <= 64 << 10 {
+                        self.pool_mut().put(d.buf); // scan buffers go back to the allocator
+                    }
                     r?;
                 }
             }
@@ -132,7 +141,7 @@ impl NeighborSampler {
         let mut out: Vec<Option<(u64, Arc<[u8]>)>> = vec![None; chosen.len()];
         let files = self.file_names();
         let page = self.layout().page_size as u64;
-        self.read_extents(&reqs, |req, buf| {
+        self.read_extents(&reqs, usize::MAX, |req, buf| {
             if req.file == F_OVERFLOW {
                 check_overflow_page(&files[F_OVERFLOW as usize], req.offset / page, buf)?;
             }
@@ -164,7 +173,7 @@ impl NeighborSampler {
             first += n;
         }
         let k = l.slots_per_page as u64;
-        self.read_extents(&scan, |req, buf| {
+        self.read_extents(&scan, SCAN_IN_FLIGHT, |req, buf| {
             for (j, page_bytes) in buf.chunks_exact(p as usize).enumerate() {
                 let page_no = req.offset / p + j as u64;
                 let mut score = 0.0;

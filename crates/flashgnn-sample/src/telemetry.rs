@@ -74,6 +74,15 @@ impl Telemetry {
             self.bytes_read as f64 / self.bytes_used as f64
         }
     }
+    /// Share of extent requests the cross-batch cache served (hits / (hits + reads)).
+    pub fn cache_hit_rate(&self) -> f64 {
+        let h = self.cache_static_hits + self.cache_dynamic_hits;
+        if h + self.reads > 0 {
+            h as f64 / (h + self.reads) as f64
+        } else {
+            0.0
+        }
+    }
     pub fn iops(&self) -> f64 {
         if self.seconds > 0.0 {
             self.reads as f64 / self.seconds

@@ -20,6 +20,12 @@ from pathlib import Path
 import numpy as np
 
 ALL = ["uring", "pread", "mmap", "mmap-default", "memory"]
+CACHED = "uring+cache"  # uring with the cross-batch DRAM cache (flashgnn.Cache)
+
+# Resident memory of an engine child without a cache (interpreter, numpy,
+# labels, I/O buffer pool, per-batch page cache): what --memory-limit must
+# leave beside the cache when the budget is derived from it.
+ENGINE_BASE_BYTES = 192 << 20
 
 
 def drop_caches() -> bool:
@@ -73,19 +79,29 @@ def run_child(cmd: list[str], memory_limit: int | None) -> tuple[int, str]:
     return p.returncode, out
 
 
-def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=2, max_seconds=120.0) -> dict:
+def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=2, max_seconds=120.0,
+               cache: dict | None = None) -> dict:
     from flashgnn.dataset import Dataset
-    from flashgnn.sampler import Sampler
+    from flashgnn.sampler import Cache, Sampler
 
     ds = Dataset(path)
     rng = np.random.default_rng(seed)
     pool = ds.split("train") if "train" in ds.split_names else np.arange(ds.num_nodes)
-    need = (batches + 1) * batch_size
+    need = (batches + 9) * batch_size
     order = rng.permutation(pool)
     while len(order) < need:
         order = np.concatenate([order, rng.permutation(pool)])
     t_open = time.perf_counter()
-    s = Sampler(path, fanouts, engine=engine, depth=depth, labels=True)
+    c = None
+    cache_s = 0.0
+    if engine == CACHED:
+        # The hot set is chosen from seeds outside the timed batches (the
+        # presample pass must not preview the very batches it is scored on).
+        c = Cache(path, fanouts, cache["budget"], policy=cache["policy"], hot=cache["hot"],
+                  hot_fraction=cache["hot_fraction"], presample_seeds=order[-8 * batch_size:], batch_size=batch_size,
+                  depth=depth)
+        cache_s = time.perf_counter() - t_open
+    s = Sampler(path, fanouts, engine="uring" if engine == CACHED else engine, depth=depth, labels=True, cache=c)
     open_s = time.perf_counter() - t_open
     # Pipelined like training: `workers` producers run ahead (prefetch 4).
     # The clock starts at the first batch's arrival, so opening (and the
@@ -125,12 +141,19 @@ def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=
            for k, v in tel.items()}
     with open("/proc/self/status") as f:
         rss = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmHWM"))
+    cstats = c.stats() if c is not None else None
     return {
         "engine": engine,
         "batches": batches,
         "workers": workers,
         "seconds": el,
         "open_seconds": open_s,
+        "cache_seconds": cache_s,
+        "cache": cstats,
+        "cache_hit_rate": tel.get("cache_hit_rate", 0.0),
+        "cache_static_hits": tel.get("cache_static_hits", 0),
+        "cache_dynamic_hits": tel.get("cache_dynamic_hits", 0),
+        "reads_saved_per_s": (tel.get("cache_static_hits", 0) + tel.get("cache_dynamic_hits", 0)) / el,
         "batches_per_s": batches / el,
         "seeds_per_s": tel["seeds"] / el,
         "nodes_per_s": tel["nodes"] / el,
@@ -153,7 +176,23 @@ def main_bench(a) -> int:
 
     path = a.dataset
     ds = Dataset(path)
+    cache_budget = a.cache_budget
+    if cache_budget is None and a.memory_limit:
+        cache_budget = max(a.memory_limit - ENGINE_BASE_BYTES, 0)
     engines = ALL if a.engine == "all" else a.engine.split(",")
+    if a.engine == "all" and cache_budget is not None:
+        engines = ["uring", CACHED] + ALL[1:]
+    cache = None
+    if CACHED in engines:
+        if cache_budget is None:
+            raise SystemExit("bench: engine uring+cache needs --cache-budget or --memory-limit")
+        cache = {"budget": cache_budget, "policy": a.cache_policy, "hot": a.cache_hot, "hot_fraction": a.hot_fraction}
+        hot = int(cache_budget * a.hot_fraction)
+        print(f"bench: uring+cache budget {human_bytes(cache_budget)}"
+              + (f" of the {human_bytes(a.memory_limit)} limit ({human_bytes(ENGINE_BASE_BYTES)} left to the engine)"
+                 if a.memory_limit else "")
+              + f": static hot set ({a.cache_hot}) {human_bytes(hot)}, dynamic ({a.cache_policy}) "
+                f"{human_bytes(cache_budget - hot)}", file=sys.stderr)
     fanouts = [int(x) for x in a.fanout.split(",")]
     files = sum(f["bytes"] for f in ds.manifest["files"].values())
     graph = Path(path) / "graph.fg"
@@ -175,7 +214,7 @@ def main_bench(a) -> int:
         # sits in a memory cgroup — except `memory`, the DRAM oracle.
         capped = bool(a.memory_limit) and e != "memory"
         cmd = [sys.executable, "-m", "flashgnn.bench.engines", "--child", path, e, a.fanout, str(a.batch_size),
-               str(a.batches), str(a.seed), str(a.depth), str(a.workers), str(a.max_seconds)]
+               str(a.batches), str(a.seed), str(a.depth), str(a.workers), str(a.max_seconds), json.dumps(cache)]
         rc, out = run_child(cmd, a.memory_limit if capped else None)
         if rc != 0:
             print(f"bench: engine {e} failed (exit {rc})" + (f" under --memory-limit {human_bytes(a.memory_limit)}" if capped else ""),
@@ -192,15 +231,17 @@ def main_bench(a) -> int:
             print(f"bench: {e:<13} cut off after {r['seconds']:.0f} s with {r['batches']} batches done: "
                   f"{'<' if r['batches'] == 0 else '~'}{r['batches_per_s']:.3f} batches/s", file=sys.stderr)
         else:
+            extra = (f"  cache hits {r['cache_hit_rate']:.0%} (hot set {r['cache_seconds']:.1f} s)"
+                     if r.get("cache") else "")
             print(f"bench: {e:<13} {r['batches_per_s']:8.2f} batches/s  {r['iops']:9,.0f} IOPS  io_eff {r['io_efficiency']:.2f}  "
-                  f"amp {r['read_amplification']:.1f}", file=sys.stderr)
+                  f"amp {r['read_amplification']:.1f}{extra}", file=sys.stderr)
     by = {r["engine"]: r for r in results}
     for r in results:
         r["speedup_vs_mmap"] = r["batches_per_s"] / by["mmap"]["batches_per_s"] if "mmap" in by else None
         r["speedup_vs_memory"] = r["batches_per_s"] / by["memory"]["batches_per_s"] if "memory" in by else None
     report = {"dataset": path, "fanout": fanouts, "batch_size": a.batch_size, "batches": a.batches,
               "device_iops": dev_qd, "device_iops_qd1": dev_qd1, "device_depth_ratio": dev_qd / dev_qd1,
-              "memory_limit": a.memory_limit, "results": results}
+              "memory_limit": a.memory_limit, "cache": cache, "results": results}
     if a.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -215,6 +256,14 @@ def main_bench(a) -> int:
             continue
         print(f"{r['engine']:<13}{r['batches_per_s']:9.2f}{r['seeds_per_s']:10,.0f}{r['nodes_per_s']:11,.0f}{r['iops']:9,.0f}"
               f"{r['read_mb_per_s']:8.1f}{r['read_amplification']:6.1f}{r['io_efficiency']:8.2f}{sm:>9}{sM:>8}")
+    for r in results:
+        if r.get("cache") and not r.get("incomplete"):
+            cs = r["cache"]
+            print(f"cache ({r['engine']}): {cs['policy']}, hot set by {cs['hot']} {human_bytes(cs['static_bytes'])} "
+                  f"({cs['static_entries']:,} extents, chosen+read in {cs['hot_seconds']:.1f} s), dynamic "
+                  f"{human_bytes(cs['dynamic_bytes'])}; hit rate {r['cache_hit_rate']:.1%} "
+                  f"(static {r['cache_static_hits']:,.0f}, dynamic {r['cache_dynamic_hits']:,.0f} over the timed "
+                  f"batches): {r['reads_saved_per_s']:,.0f} reads saved/s")
     print("reads in flight at submission (power-of-two buckets) and request sizes:")
     for r in [r for r in results if not r.get("incomplete")]:
         dh = " ".join(f"{1 << i}:{c}" for i, c in enumerate(r["depth_hist"]) if c)
@@ -225,13 +274,19 @@ def main_bench(a) -> int:
         print(f"summary: uring {u['batches_per_s']:.2f} batches/s = {u['speedup_vs_mmap']:.2f}x tuned mmap "
               f"(device QD{a.depth}/QD1 ratio {dev_qd / dev_qd1:.2f}), io_efficiency {u['io_efficiency']:.2f}, "
               f"{u['reads_per_node']:.2f} reads per sampled node")
+    if CACHED in by and "mmap" in by:
+        u = by[CACHED]
+        print(f"summary: uring+cache {u['batches_per_s']:.2f} batches/s = {u['speedup_vs_mmap']:.2f}x tuned mmap "
+              f"= {u['speedup_vs_mmap'] / (dev_qd / dev_qd1):.2f} of the device ratio"
+              + (f", {u['speedup_vs_memory']:.2f}x memory" if u["speedup_vs_memory"] else "")
+              + f", cache hit rate {u['cache_hit_rate']:.1%}")
     return 0
 
 
 def _child(argv) -> int:
-    path, engine, fanout, bs, nb, seed, depth, workers, max_s = argv
+    path, engine, fanout, bs, nb, seed, depth, workers, max_s, cache = argv
     r = run_engine(path, engine, [int(x) for x in fanout.split(",")], int(bs), int(nb), int(seed), int(depth), int(workers),
-                   float(max_s))
+                   float(max_s), json.loads(cache))
     print(json.dumps(r), flush=True)
     os._exit(0)  # do not wait for producers of an engine cut off mid-batch
 

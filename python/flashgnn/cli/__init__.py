@@ -110,6 +110,13 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--workers", type=int, default=2, help="producer threads per engine (each with its own ring)")
     be.add_argument("--max-seconds", type=float, default=120.0, help="stop a slow engine after this long (figures cover what it did)")
     be.add_argument("--memory-limit", type=parse_size, help="cgroup memory cap per engine run (page cache dropped first)")
+    be.add_argument("--cache-budget", type=parse_size,
+                    help="DRAM cache bytes for the uring+cache row (default with --memory-limit: the limit minus the "
+                         "engine's own 192 MiB; without either, no cache row)")
+    be.add_argument("--cache-policy", default="s3fifo", choices=["s3fifo", "clock"])
+    be.add_argument("--cache-hot", default="degree", choices=["degree", "presample", "none"],
+                    help="how the static hot set is chosen")
+    be.add_argument("--hot-fraction", type=float, default=0.5, help="share of the cache budget for the static hot set")
     be.add_argument("--probe-seconds", type=float, default=2.0)
     be.add_argument("--seed", type=int, default=0)
     be.add_argument("--json", action="store_true")
