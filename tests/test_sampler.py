@@ -172,6 +172,26 @@ def test_striping_gives_identical_results(ds_path, tmp_path):
         for e in ("uring", "pread", "mmap", "memory"):
             _eq(flashgnn.Sampler(root, [8, 4], engine=e).sample(seeds, seed=9), ref)
         _eq(flashgnn.Sampler(root, [1], engine="uring").random_walk(seeds[:30], 3, seed=2), walk)
+        # The cache keys extents by logical offset: hits on a striped dataset
+        # return the right bytes (the engine hands back physical requests).
+        cached = flashgnn.Sampler(root, [8, 4], cache=flashgnn.Cache(root, [8, 4], 1 << 20, hot="degree"))
+        reads = []
+        for _ in range(2):
+            _eq(cached.sample(seeds, seed=9), ref)
+            reads.append(cached.telemetry(last_batch=True)["reads"])
+        assert cached.telemetry()["cache_static_hits"] > 0 and reads[1] < reads[0], reads
+    # Separate feature rows on stripes (sector-exact reads, CRC per row).
+    sep = tmp_path / "sep"
+    flashgnn.build(ds_path.parent / "raw", sep, progress=False, symmetrize=True, dedup=True, feature_layout="separate")
+    sref = flashgnn.Sampler(sep, [8, 4], engine="memory").sample(seeds, seed=9)
+    r = subprocess.run([sys.executable, "-m", "flashgnn.cli", "stripe", str(sep), str(tmp_path / "sd0"),
+                        str(tmp_path / "sd1"), "--chunk", "4KiB"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    cached = flashgnn.Sampler(sep, [8, 4], cache=flashgnn.Cache(sep, [8, 4], 4 << 20, hot="degree"))
+    for e in ("uring", "pread"):
+        _eq(flashgnn.Sampler(sep, [8, 4], engine=e).sample(seeds, seed=9), sref)
+    for _ in range(2):
+        _eq(cached.sample(seeds, seed=9), sref)
     # A corrupt stripe part is a clean error, not a crash.
     part = tmp_path / "s2" / "dev1" / "ds.graph.fg.part1"
     with open(part, "r+b") as f:
@@ -223,3 +243,59 @@ def test_features_off_gives_same_structure_with_fewer_reads(ds_path):
     assert a.x.shape == (len(a.n_id), on.feature_dim) and b.x.shape == (0, on.feature_dim)
     # last-hop nodes need no read at all without features
     assert off.telemetry()["reads"] < on.telemetry()["reads"]
+
+
+def _cached_child(sampler, seeds, q):
+    b = sampler.sample(seeds, seed=5)
+    q.put((b.n_id.tolist(), sampler.telemetry()["cache_static_hits"] + sampler.telemetry()["cache_dynamic_hits"]))
+
+
+@pytest.mark.parametrize("hot,policy", [("degree", "s3fifo"), ("presample", "clock"), ("none", "s3fifo")])
+def test_cache_changes_speed_not_batches(ds_path, hot, policy):
+    """flashgnn.Cache shared by two samplers and a producer: every batch equals
+    the uncached one; hits are counted per tier and reads drop; held bytes
+    stay within the budget; a zero budget caches nothing; a forked child runs
+    uncached with the same answer; the cache refuses to be pickled."""
+    plain = flashgnn.Sampler(ds_path, [8, 4], engine="uring")
+    order = np.random.default_rng(3).permutation(4096)[:1536]
+    want = [plain.sample(order[i * 256:(i + 1) * 256], seed=i) for i in range(6)] * 2
+    base_reads = plain.telemetry()["reads"] * 2
+    for budget in (0, 2 << 20):
+        cache = flashgnn.Cache(ds_path, [8, 4], budget, policy=policy, hot=hot, presample_seeds=order[::-1][:512],
+                               batch_size=256)
+        a = flashgnn.Sampler(ds_path, [8, 4], engine="uring", cache=cache)
+        b = flashgnn.Sampler(ds_path, [8, 4], engine="pread", cache=cache)
+        for j, w in enumerate(want):
+            _eq((a if j % 2 else b).sample(order[(j % 6) * 256:(j % 6 + 1) * 256], seed=j % 6), w)
+        for i, g in enumerate(a.iter_batches(order, batch_size=256, seed=0, prefetch=2)):
+            _eq(g, want[i])
+        st = cache.stats()
+        assert st["static_bytes"] + st["dynamic_bytes"] <= budget
+        ta, tb = a.telemetry(), b.telemetry()
+        hits = ta["cache_static_hits"] + ta["cache_dynamic_hits"] + tb["cache_static_hits"] + tb["cache_dynamic_hits"]
+        if budget == 0:
+            assert hits == 0 and st["static_hits"] + st["dynamic_hits"] == 0
+            assert ta["reads"] + tb["reads"] == base_reads
+        else:
+            assert hits > 0 and ta["reads"] + tb["reads"] < base_reads, (hits, ta["reads"] + tb["reads"], base_reads)
+            assert st["dynamic_hits"] > 0 and 0 < ta["cache_hit_rate"] <= 1
+            assert (st["static_hits"] > 0) == (hot != "none"), st
+    with pytest.raises(TypeError, match="process-local"):
+        import pickle
+        pickle.dumps(cache)
+    q = mp.get_context("fork").Queue()
+    p = mp.get_context("fork").Process(target=_cached_child, args=(a, order[:256], q))
+    p.start()
+    n_id, child_hits = q.get(timeout=60)
+    p.join(timeout=60)
+    assert p.exitcode == 0 and child_hits == 0
+    assert n_id == a.sample(order[:256], seed=5).n_id.tolist()
+
+
+def test_cache_bad_arguments(ds_path):
+    with pytest.raises(flashgnn.InputError, match="policy"):
+        flashgnn.Cache(ds_path, [4], 1 << 20, policy="lru")
+    with pytest.raises(flashgnn.InputError, match="hot_fraction"):
+        flashgnn.Cache(ds_path, [4], 1 << 20, hot_fraction=1.5)
+    with pytest.raises(flashgnn.InputError, match="presample_seeds"):
+        flashgnn.Cache(ds_path, [4], 1 << 20, hot="presample")

@@ -106,7 +106,9 @@ impl NeighborSampler {
             loop {
                 while self.io_mut().in_flight() < depth && next < reqs.len() {
                     let buf = self.pool_mut().get(reqs[next].len as usize);
-                    self.io_mut().submit(reqs[next], buf)?;
+                    // Tagged by index: a striped engine hands back physical
+                    // (file, offset); `f` gets the logical request.
+                    self.io_mut().submit(ReadReq { tag: next as u64, ..reqs[next] }, buf)?;
                     next += 1;
                 }
                 done.clear();
@@ -116,7 +118,7 @@ impl NeighborSampler {
                     return Ok(());
                 }
                 for d in done.drain(..) {
-                    let r = f(&d.req, d.buf.as_slice());
+                    let r = f(&reqs[d.req.tag as usize], d.buf.as_slice());
                     if d.buf.capacity() <= 64 << 10 {
                         self.pool_mut().put(d.buf); // scan buffers go back to the allocator
                     }

@@ -547,13 +547,22 @@ impl NeighborSampler {
         if !fits && self.cache.is_none() {
             return;
         }
+        // Logical (file, offset) from the tag: a striped engine hands back
+        // the physical request.
+        let tag = d.req.tag;
+        let (file, offset) = if is_page {
+            ((tag >> 48 & 0xff) as u16, (tag & ((1 << 48) - 1)) * self.layout.page_size as u64)
+        } else {
+            let (_, start, _) = self.layout.feature_range(self.nodes[(tag & TAG_KEY) as usize].v as u64);
+            (F_FEATURES, start / flashgnn_format::SECTOR_BYTES * flashgnn_format::SECTOR_BYTES)
+        };
         let data: Arc<[u8]> = Arc::from(d.buf.as_slice());
         if let Some(c) = &self.cache {
-            c.insert_shared(cache::key(d.req.file, d.req.offset), data.clone());
+            c.insert_shared(cache::key(file, offset), data.clone());
         }
         if fits {
             self.page_cache_held += data.len();
-            self.page_cache.insert((d.req.file, d.req.offset / self.layout.page_size as u64), data);
+            self.page_cache.insert((file, offset / self.layout.page_size as u64), data);
         }
     }
 
@@ -567,7 +576,12 @@ impl NeighborSampler {
     fn on_done(&mut self, d: &Done, seed: u64) -> Result<()> {
         let tag = d.req.tag;
         if tag & !TAG_KEY == TAG_FEATURE {
-            return self.on_feature((tag & TAG_KEY) as usize, d.req.offset, d.buf.as_slice());
+            // The row's logical offset, from the layout: a striped engine
+            // hands back the physical request.
+            let i = (tag & TAG_KEY) as usize;
+            let (_, start, _) = self.layout.feature_range(self.nodes[i].v as u64);
+            let lo = start / flashgnn_format::SECTOR_BYTES * flashgnn_format::SECTOR_BYTES;
+            return self.on_feature(i, lo, d.buf.as_slice());
         }
         let file = ((tag >> 48) & 0xff) as u16;
         let page = tag & ((1 << 48) - 1);
