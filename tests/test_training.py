@@ -261,6 +261,18 @@ def test_train_is_deterministic_and_resume_equals_uninterrupted(ds_path, tmp_pat
     assert st["epoch"] == 2 and st["model_config"]["model"] == "sage" and "optimizer" in st and "rng" in st
 
 
+def test_train_with_cache_trains_the_same_model(ds_path):
+    """--cache-budget changes reads, not batches: the weights are bit for bit
+    those of the uncached run; the cache's hits show in the epoch telemetry."""
+    a = run(_args(ds_path, "--epochs", "2"))
+    c = run(_args(ds_path, "--epochs", "2", "--cache-budget", "2MiB"))
+    sa, sc = a["model_obj"].state_dict(), c["model_obj"].state_dict()
+    assert all(torch.equal(sa[k], sc[k]) for k in sa)
+    tel = c["history"][-1]["telemetry"]
+    assert tel["cache_static_hits"] + tel["cache_dynamic_hits"] > 0 and 0 < tel["cache_hit_rate"] <= 1
+    assert c["history"][-1]["telemetry"]["reads"] < a["history"][-1]["telemetry"]["reads"]
+
+
 def test_train_resume_refuses_mismatched_model(ds_path, tmp_path):
     run(_args(ds_path, "--epochs", "1", "--checkpoint", str(tmp_path / "ck"), "--max-batches", "1"))
     with pytest.raises(SystemExit, match="model_config.hidden is 128, this run asks for 64"):
@@ -281,6 +293,10 @@ def test_train_cli_progress_and_summary(ds_path, tmp_path):
     p = run_cli("train", ds_path, "--epochs", "1", "--fanout", "4,2", "--batch-size", "512", timeout=300)
     assert p.returncode == 0, p.stderr
     assert "seeds/s" in p.stderr and "data-wait" in p.stderr  # tqdm bar with live figures
+    p = run_cli("train", ds_path, "--epochs", "1", "--fanout", "4,2", "--batch-size", "512", "--cache-budget", "1MiB",
+                timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "cache: 1 MiB (s3fifo), static hot set by degree" in p.stdout and "| cache " in p.stderr
     last = p.stdout.strip().splitlines()[-1]
     assert last.startswith("trained sage on") and "test acc" in last and "data wait" in last
 

@@ -208,7 +208,9 @@ class NeighborLoader(_Base):
 
     ``engine``: auto|uring|pread|pread-pool|mmap|mmap-default|memory (all give
     identical batches). ``prefetch`` batches are prepared ahead by ``workers``
-    producer threads. ``dtype`` converts features (default float32; None keeps
+    producer threads. ``cache``: a :class:`flashgnn.Cache` (cross-batch DRAM
+    cache; may be shared by the train/val/test loaders) — speed only, the
+    batches are the same. ``dtype`` converts features (default float32; None keeps
     the stored dtype). ``pin_memory`` pins batch tensors for non-blocking
     host-to-device copies.
     """
@@ -216,16 +218,17 @@ class NeighborLoader(_Base):
     def __init__(self, dataset, fanouts, batch_size: int = 1024, input_nodes=None, split: str | None = None,
                  shuffle: bool = True, engine: str = "auto", prefetch: int = 4, drop_last: bool = False,
                  seed: int = 0, workers: int = 1, dtype=np.float32, pin_memory: bool = False, depth: int = 256,
-                 rank: int = 0, world_size: int = 1, equal_shards: bool = True):
+                 rank: int = 0, world_size: int = 1, equal_shards: bool = True, cache=None):
         super().__init__(dataset, batch_size, input_nodes, split, shuffle, drop_last, seed, rank, world_size,
                          equal_shards)
         self.fanouts = [int(f) for f in fanouts]
+        self.cache = cache  # flashgnn.Cache shared with other loaders, or None
         self.engine = resolve_engine(engine)
         self.prefetch = max(1, int(prefetch))
         self.workers = max(1, int(workers))
         # Pinning needs a CUDA driver; without one it would fail on every batch.
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
-        self.sampler = Sampler(self.path, self.fanouts, engine=self.engine, depth=depth, dtype=dtype)
+        self.sampler = Sampler(self.path, self.fanouts, engine=self.engine, depth=depth, dtype=dtype, cache=cache)
         self.telemetry: dict = {}
 
     def __iter__(self):

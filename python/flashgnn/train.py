@@ -53,6 +53,12 @@ def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
     p.add_argument("--engine", default="auto", help="auto|uring|pread|pread-pool|mmap|mmap-default|memory")
     p.add_argument("--prefetch", type=int, default=4, help="batches prepared ahead of the trainer")
     p.add_argument("--workers", type=int, default=1, help="sampling producer threads")
+    p.add_argument("--cache-budget", type=_size, default=0,
+                   help="cross-batch DRAM cache for pages and feature rows, e.g. 256MiB (0 = none); shared by the "
+                        "train/val/test loaders")
+    p.add_argument("--cache-hot", default="degree", choices=["degree", "presample", "none"],
+                   help="how the cache's static hot set (half the budget) is chosen")
+    p.add_argument("--cache-policy", default="s3fifo", choices=["s3fifo", "clock"])
     p.add_argument("--eval-fanout", help="fanouts for validation/test (default: --fanout)")
     p.add_argument("--checkpoint", help="directory for checkpoint.pt (written after every epoch)")
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
@@ -72,6 +78,19 @@ def parse_fanout(text: str) -> list[int]:
     if not f or any(v < -1 for v in f):
         raise SystemExit(f"flashgnn train: error: --fanout {text!r}: each hop must be -1 (all) or >= 0")
     return f
+
+
+def _size(text: str) -> int:
+    from flashgnn.cli import parse_size
+
+    return parse_size(text)
+
+
+def _hit_rate(cache) -> float:
+    """Cumulative share of extent requests the cache served (both tiers)."""
+    st = cache.stats()
+    hits = st["static_hits"] + st["dynamic_hits"]
+    return hits / max(hits + st["misses"], 1)
 
 
 def default_threads(local_world: int = 1) -> int:
@@ -352,8 +371,19 @@ def run(args) -> dict:
 
         model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
 
+    cache = None
+    if getattr(args, "cache_budget", 0):
+        t_cache = time.perf_counter()
+        cache = flashgnn.Cache(ds.path, fanouts, args.cache_budget, policy=args.cache_policy, hot=args.cache_hot,
+                               presample_seeds=np.random.default_rng(args.seed).permutation(ds.split("train"))[:8 * args.batch_size],
+                               batch_size=args.batch_size)
+        if dist_ctx.main:
+            st = cache.stats()
+            print(f"cache: {args.cache_budget / 2**20:.0f} MiB ({args.cache_policy}), static hot set by {args.cache_hot} "
+                  f"{st['static_bytes'] / 2**20:.0f} MiB chosen and read in {time.perf_counter() - t_cache:.1f} s",
+                  flush=True)
     common = dict(engine=args.engine, prefetch=args.prefetch, workers=args.workers, rank=dist_ctx.rank,
-                  world_size=dist_ctx.world, pin_memory=False)
+                  world_size=dist_ctx.world, pin_memory=False, cache=cache)
     train_loader = NeighborLoader(ds, fanouts, args.batch_size, split="train", shuffle=True, seed=args.seed, **common)
     eval_common = dict(common, shuffle=False, seed=args.seed + 1, equal_shards=False)
     val_loader = NeighborLoader(ds, eval_fanouts, args.batch_size, split="val", **eval_common)
@@ -391,7 +421,7 @@ def run(args) -> dict:
             el = time.perf_counter() - t0
             bar.update(1)
             bar.set_postfix_str(f"loss {float(loss.detach()):.3f} | {seeds * dist_ctx.world / el:,.0f} seeds/s | "
-                                f"data-wait {100 * wait / el:.0f}%")
+                                f"data-wait {100 * wait / el:.0f}%" + (f" | cache {_hit_rate(cache):.0%}" if cache else ""))
         it.close()
         bar.close()
         train_seconds = time.perf_counter() - t0
@@ -408,7 +438,9 @@ def run(args) -> dict:
             val_acc=vc / max(vt, 1), test_acc=tc / max(tt, 1), train_seconds=train_seconds,
             seconds=time.perf_counter() - t0, seeds=int(seeds), seeds_per_s=seeds / max(train_seconds, 1e-9),
             data_wait=wait / max(train_seconds, 1e-9), data_wait_max_rank=wait_max, batches=batches,
-            telemetry={k: train_loader.telemetry.get(k) for k in ("reads", "bytes_read", "bytes_used", "iops")},
+            telemetry={k: train_loader.telemetry.get(k)
+                       for k in ("reads", "bytes_read", "bytes_used", "iops", "cache_hit_rate", "cache_static_hits",
+                                 "cache_dynamic_hits")},
         )
         history.append(rec)
         if dist_ctx.main:

@@ -112,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--memory-limit", type=parse_size, help="cgroup memory cap per engine run (page cache dropped first)")
     be.add_argument("--cache-budget", type=parse_size,
                     help="DRAM cache bytes for the uring+cache row (default with --memory-limit: the limit minus the "
-                         "engine's own 192 MiB; without either, no cache row)")
+                         "engine's own 80 MiB + 112 MiB per producer; without either, no cache row)")
     be.add_argument("--cache-policy", default="s3fifo", choices=["s3fifo", "clock"])
     be.add_argument("--cache-hot", default="degree", choices=["degree", "presample", "none"],
                     help="how the static hot set is chosen")
