@@ -83,7 +83,7 @@ impl TopExtents {
     /// Hottest first.
     fn into_sorted(self) -> Vec<(u16, u64, u32)> {
         let mut v: Vec<_> = self.heap.into_iter().map(|Reverse(x)| x).collect();
-        v.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        v.sort_unstable_by_key(|x| Reverse(x.0));
         v.into_iter().map(|(_, f, o, l)| (f, o, l)).collect()
     }
 }

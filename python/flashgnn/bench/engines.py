@@ -186,7 +186,7 @@ def main_bench(a) -> int:
     cache_budget = a.cache_budget
     if cache_budget is None and a.memory_limit:
         cache_budget = max(a.memory_limit - engine_base_bytes(a.workers), 0)
-    engines = ALL if a.engine == "all" else a.engine.split(",")
+    engines = ALL if a.engine == "all" else [e for e in a.engine.split(",") if e != "none"]
     if a.engine == "all" and cache_budget is not None:
         engines = ["uring", CACHED] + ALL[1:]
     cache = None
@@ -209,6 +209,17 @@ def main_bench(a) -> int:
         graph = Path(json.loads(stripes.read_text())["files"]["graph.fg"]["parts"][0])
     print(f"bench: {path}: {ds.num_nodes:,} nodes, {ds.num_edges:,} edges, {human_bytes(files)} on disk; "
           f"fanout {fanouts}, batch {a.batch_size}, {a.batches} batches, depth {a.depth}", file=sys.stderr)
+    reuse = None
+    if getattr(a, "reuse", False):
+        from flashgnn.bench.reuse import print_report, report
+
+        reuse = report(path, fanouts, a.batch_size, a.batches, a.seed)
+        if not a.json:
+            print_report(reuse, human_bytes)
+    if not engines:
+        if a.json:
+            print(json.dumps({"dataset": path, "fanout": fanouts, "batch_size": a.batch_size, "reuse": reuse}, indent=2))
+        return 0
     drop_caches()  # also syncs: pending writeback would steal the probe's IOPS
     dev_qd = probe_random_reads(graph, 4096, a.depth, a.probe_seconds)
     dev_qd1 = probe_random_reads(graph, 4096, 1, a.probe_seconds)
@@ -249,7 +260,7 @@ def main_bench(a) -> int:
         r["speedup_vs_memory"] = r["batches_per_s"] / by["memory"]["batches_per_s"] if "memory" in by else None
     report = {"dataset": path, "fanout": fanouts, "batch_size": a.batch_size, "batches": a.batches,
               "device_iops": dev_qd, "device_iops_qd1": dev_qd1, "device_depth_ratio": dev_qd / dev_qd1,
-              "memory_limit": a.memory_limit, "cache": cache, "results": results}
+              "memory_limit": a.memory_limit, "cache": cache, "reuse": reuse, "results": results}
     if a.json:
         print(json.dumps(report, indent=2))
         return 0

@@ -117,6 +117,9 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--cache-hot", default="degree", choices=["degree", "presample", "none"],
                     help="how the static hot set is chosen")
     be.add_argument("--hot-fraction", type=float, default=0.5, help="share of the cache budget for the static hot set")
+    be.add_argument("--reuse", action="store_true",
+                    help="print the RDMA study's model of feature reuse between consecutive batches next to the "
+                         "measured reuse (with --engine none: only that)")
     be.add_argument("--probe-seconds", type=float, default=2.0)
     be.add_argument("--seed", type=int, default=0)
     be.add_argument("--json", action="store_true")
