@@ -234,7 +234,7 @@ def test_feature_dtype_conversion(tmp_path):
 
 
 def test_features_off_gives_same_structure_with_fewer_reads(ds_path):
-    seeds = np.arange(0, 4096, 7)
+    seeds = np.arange(0, 4096, 211)  # few seeds: most neighbors' pages hold no seed
     on = flashgnn.Sampler(ds_path, [-1])
     off = flashgnn.Sampler(ds_path, [-1], features=False)
     a, b = on.sample(seeds, 3), off.sample(seeds, 3)

@@ -517,8 +517,20 @@ impl NeighborSampler {
                 self.timeline.push((self.opened.elapsed().as_secs_f64(), self.io.in_flight() as u32));
             }
             for d in done.drain(..) {
+                // A page is kept *before* its waiters run: they may ask for
+                // the same page again (a node on it reached at a new hop),
+                // which must then hit instead of issuing a second read.
+                // Slots are checked on every decode; overflow pages here.
+                let is_page = d.req.tag & !TAG_KEY == TAG_PAGE;
+                let file = (d.req.tag >> 48 & 0xff) as u16;
+                let page = d.req.tag & ((1 << 48) - 1);
+                if is_page
+                    && (file != F_OVERFLOW || check_overflow_page(&self.files[1], page, d.buf.as_slice()).is_ok())
+                {
+                    self.keep(&d);
+                }
                 let r = self.on_done(&d, seed);
-                if r.is_ok() {
+                if !is_page && r.is_ok() {
                     self.keep(&d);
                 }
                 self.pool.put(d.buf);
