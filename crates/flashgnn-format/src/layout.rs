@@ -214,6 +214,15 @@ impl Layout {
         }
     }
 
+    /// The O_DIRECT read that covers node `v`'s row in `features.fg`:
+    /// `(offset, len)` rounded out to whole sectors, and where the row starts
+    /// inside it. Separate placement only.
+    pub fn feature_extent(&self, v: u64) -> (u64, u32, usize) {
+        let (_, start, end) = self.feature_range(v);
+        let lo = start / SECTOR_BYTES * SECTOR_BYTES;
+        (lo, (end.div_ceil(SECTOR_BYTES) * SECTOR_BYTES - lo) as u32, (start - lo) as usize)
+    }
+
     pub fn overflow_ids_per_page(&self) -> u64 {
         ((self.page_size - OVERFLOW_TRAILER_BYTES) / self.id_bytes) as u64
     }

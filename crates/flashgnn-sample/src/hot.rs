@@ -33,12 +33,8 @@ use flashgnn_format::slot::decode_slot;
 use flashgnn_io::engine::{Done, ReadReq};
 
 use crate::cache::{self, ENTRY_OVERHEAD};
-use crate::neighbor::NeighborSampler;
+use crate::neighbor::{NeighborSampler, F_FEATURES, F_GRAPH, F_OVERFLOW};
 use crate::Result;
-
-const F_GRAPH: u16 = 0;
-const F_OVERFLOW: u16 = 1;
-const F_FEATURES: u16 = 2;
 
 /// Slot pages per sequential scan read (1 MiB at 4 KiB pages).
 const SCAN_PAGES: u64 = 256;
@@ -189,10 +185,8 @@ impl NeighborSampler {
                     let d = slot.degree as f64;
                     score += d;
                     if separate {
-                        let (_, st, en) = l.feature_range(v);
-                        let sec = flashgnn_format::SECTOR_BYTES;
-                        let lo = st / sec * sec;
-                        top.offer(d, F_FEATURES, lo, (en.div_ceil(sec) * sec - lo) as u32);
+                        let (lo, len, _) = l.feature_extent(v);
+                        top.offer(d, F_FEATURES, lo, len);
                     }
                     let spilled = slot.overflow_len();
                     if spilled > 0 {

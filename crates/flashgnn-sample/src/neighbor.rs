@@ -25,9 +25,9 @@ use crate::telemetry::{thread_cpu_seconds, Telemetry};
 use crate::{Result, SampleError};
 
 /// File indices in the engine's file table.
-const F_GRAPH: u16 = 0;
-const F_OVERFLOW: u16 = 1;
-const F_FEATURES: u16 = 2;
+pub(crate) const F_GRAPH: u16 = 0;
+pub(crate) const F_OVERFLOW: u16 = 1;
+pub(crate) const F_FEATURES: u16 = 2;
 
 /// Tag kinds (top byte of a request tag).
 const TAG_PAGE: u64 = 1 << 56;
@@ -477,20 +477,13 @@ impl NeighborSampler {
             return Ok(());
         }
         node.feature_requested = true;
-        let (_, start, end) = self.layout.feature_range(node.v as u64);
-        let s = flashgnn_format::SECTOR_BYTES;
-        let (lo, hi) = (start / s * s, end.div_ceil(s) * s);
-        self.count_access(cache::key(F_FEATURES, lo), (hi - lo) as u32);
+        let (lo, len, _) = self.layout.feature_extent(node.v as u64);
+        self.count_access(cache::key(F_FEATURES, lo), len);
         if let Some((data, tier)) = self.cache.as_ref().and_then(|c| c.get(cache::key(F_FEATURES, lo))) {
             self.cache_hits[(tier == Tier::Dynamic) as usize] += 1;
-            return self.on_feature(i as usize, lo, &data);
+            return self.on_feature(i as usize, &data);
         }
-        self.queue.push_back(ReadReq {
-            file: F_FEATURES,
-            offset: lo,
-            len: (hi - lo) as u32,
-            tag: TAG_FEATURE | i as u64,
-        });
+        self.queue.push_back(ReadReq { file: F_FEATURES, offset: lo, len, tag: TAG_FEATURE | i as u64 });
         Ok(())
     }
 
@@ -517,22 +510,7 @@ impl NeighborSampler {
                 self.timeline.push((self.opened.elapsed().as_secs_f64(), self.io.in_flight() as u32));
             }
             for d in done.drain(..) {
-                // A page is kept *before* its waiters run: they may ask for
-                // the same page again (a node on it reached at a new hop),
-                // which must then hit instead of issuing a second read.
-                // Slots are checked on every decode; overflow pages here.
-                let is_page = d.req.tag & !TAG_KEY == TAG_PAGE;
-                let file = (d.req.tag >> 48 & 0xff) as u16;
-                let page = d.req.tag & ((1 << 48) - 1);
-                if is_page
-                    && (file != F_OVERFLOW || check_overflow_page(&self.files[1], page, d.buf.as_slice()).is_ok())
-                {
-                    self.keep(&d);
-                }
                 let r = self.on_done(&d, seed);
-                if !is_page && r.is_ok() {
-                    self.keep(&d);
-                }
                 self.pool.put(d.buf);
                 r?;
             }
@@ -551,24 +529,15 @@ impl NeighborSampler {
         }
     }
 
-    /// A read passed its checks: keep a copy for the rest of the batch
-    /// (pages, bounded) and offer it to the cross-batch cache.
-    fn keep(&mut self, d: &Done) {
-        let is_page = d.req.tag & !TAG_KEY == TAG_PAGE;
-        let fits = is_page && self.page_cache_held + d.buf.len() <= self.page_cache_max;
+    /// A read passed its checks: keep a copy of a page for the rest of the
+    /// batch (bounded) and offer the extent at logical (`file`, `offset`) to
+    /// the cross-batch cache.
+    fn keep(&mut self, file: u16, offset: u64, bytes: &[u8], is_page: bool) {
+        let fits = is_page && self.page_cache_held + bytes.len() <= self.page_cache_max;
         if !fits && self.cache.is_none() {
             return;
         }
-        // Logical (file, offset) from the tag: a striped engine hands back
-        // the physical request.
-        let tag = d.req.tag;
-        let (file, offset) = if is_page {
-            ((tag >> 48 & 0xff) as u16, (tag & ((1 << 48) - 1)) * self.layout.page_size as u64)
-        } else {
-            let (_, start, _) = self.layout.feature_range(self.nodes[(tag & TAG_KEY) as usize].v as u64);
-            (F_FEATURES, start / flashgnn_format::SECTOR_BYTES * flashgnn_format::SECTOR_BYTES)
-        };
-        let data: Arc<[u8]> = Arc::from(d.buf.as_slice());
+        let data: Arc<[u8]> = Arc::from(bytes);
         if let Some(c) = &self.cache {
             c.insert_shared(cache::key(file, offset), data.clone());
         }
@@ -585,23 +554,28 @@ impl NeighborSampler {
         self.ready.clear();
     }
 
+    /// A read completed. Offsets come from the tag and the layout, never
+    /// from `d.req`: a striped engine hands back the physical request.
     fn on_done(&mut self, d: &Done, seed: u64) -> Result<()> {
         let tag = d.req.tag;
+        let buf = d.buf.as_slice();
         if tag & !TAG_KEY == TAG_FEATURE {
-            // The row's logical offset, from the layout: a striped engine
-            // hands back the physical request.
             let i = (tag & TAG_KEY) as usize;
-            let (_, start, _) = self.layout.feature_range(self.nodes[i].v as u64);
-            let lo = start / flashgnn_format::SECTOR_BYTES * flashgnn_format::SECTOR_BYTES;
-            return self.on_feature(i, lo, d.buf.as_slice());
+            self.on_feature(i, buf)?;
+            let (lo, _, _) = self.layout.feature_extent(self.nodes[i].v as u64);
+            self.keep(F_FEATURES, lo, buf, false);
+            return Ok(());
         }
         let file = ((tag >> 48) & 0xff) as u16;
         let page = tag & ((1 << 48) - 1);
         let waiters = self.pages.remove(&(file, page)).unwrap_or_default();
-        let buf = d.buf.as_slice();
         if file == F_OVERFLOW {
             check_overflow_page(&self.files[F_OVERFLOW as usize], page, buf)?;
         }
+        // Kept *before* the waiters run: they may ask for this page again (a
+        // node on it reached at a new hop), which must then hit instead of
+        // issuing a second read. Slots are checked on every decode.
+        self.keep(file, page * self.layout.page_size as u64, buf, true);
         for w in waiters {
             match w {
                 Waiter::Slot(i) => self.on_slot(i, page, buf, seed)?,
@@ -611,17 +585,17 @@ impl NeighborSampler {
         Ok(())
     }
 
-    /// A separate feature row arrived in `buf` (read from offset `lo`).
-    fn on_feature(&mut self, i: usize, lo: u64, buf: &[u8]) -> Result<()> {
-        let (_, start, end) = self.layout.feature_range(self.nodes[i].v as u64);
-        let bytes = &buf[(start - lo) as usize..(end - lo) as usize];
+    /// A separate feature row arrived: `buf` holds its sector-aligned extent.
+    fn on_feature(&mut self, i: usize, buf: &[u8]) -> Result<()> {
+        let v = self.nodes[i].v as u64;
+        let (lo, _, at) = self.layout.feature_extent(v);
+        let bytes = &buf[at..at + self.layout.row_bytes() as usize];
         if let Some(crcs) = &self.feature_crcs {
-            let v = self.nodes[i].v as u64;
             let computed = flashgnn_format::checksum::crc_at(v, bytes);
             if crcs[v as usize] != computed {
                 return Err(FormatError::Checksum {
                     file: self.files[F_FEATURES as usize].clone(),
-                    offset: start,
+                    offset: lo + at as u64,
                     what: format!("feature row {v}"),
                     stored: crcs[v as usize],
                     computed,
