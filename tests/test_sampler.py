@@ -192,6 +192,9 @@ def test_striping_gives_identical_results(ds_path, tmp_path):
         _eq(flashgnn.Sampler(sep, [8, 4], engine=e).sample(seeds, seed=9), sref)
     for _ in range(2):
         _eq(cached.sample(seeds, seed=9), sref)
+    # Random walks fetch whole rows through fetch_lists: same on stripes.
+    swalk = flashgnn.Sampler(sep, [1], engine="memory").random_walk(seeds[:30], 3, seed=2)
+    _eq(flashgnn.Sampler(sep, [1], engine="uring").random_walk(seeds[:30], 3, seed=2), swalk)
     # A corrupt stripe part is a clean error, not a crash.
     part = tmp_path / "s2" / "dev1" / "ds.graph.fg.part1"
     with open(part, "r+b") as f:

@@ -18,7 +18,7 @@ use flashgnn_format::slot::{decode_slot, read_id};
 use flashgnn_format::FormatError;
 use flashgnn_io::engine::{Done, ReadReq};
 
-use crate::neighbor::{Batch, NeighborSampler};
+use crate::neighbor::{Batch, NeighborSampler, F_FEATURES};
 use crate::rng::NodeRng;
 use crate::{Result, SampleError};
 
@@ -51,15 +51,8 @@ impl NeighborSampler {
             let page = l.slot_offset(v as u64) / p;
             push_wait(&mut waiting, &mut queue, (0, page), i, p);
             if l.placement == FeaturePlacement::Separate && l.row_bytes() > 0 {
-                let (_, s, e) = l.feature_range(v as u64);
-                let sec = flashgnn_format::SECTOR_BYTES;
-                let lo = s / sec * sec;
-                queue.push(ReadReq {
-                    file: 2,
-                    offset: lo,
-                    len: (e.div_ceil(sec) * sec - lo) as u32,
-                    tag: 1 << 56 | i as u64,
-                });
+                let (offset, len, _) = l.feature_extent(v as u64);
+                queue.push(ReadReq { file: F_FEATURES, offset, len, tag: 1 << 56 | i as u64 });
             }
         }
         let mut done: Vec<Done> = Vec::new();
@@ -82,9 +75,11 @@ impl NeighborSampler {
                     let tag = d.req.tag;
                     let buf = d.buf.as_slice();
                     if tag >> 56 == 1 {
+                        // Where the row sits in the extent, from the layout:
+                        // a striped engine hands back the physical request.
                         let i = (tag & ((1 << 56) - 1)) as usize;
-                        let (_, s, e) = l.feature_range(nodes[i] as u64);
-                        out[i].features = buf[(s - d.req.offset) as usize..(e - d.req.offset) as usize].to_vec();
+                        let (_, _, at) = l.feature_extent(nodes[i] as u64);
+                        out[i].features = buf[at..at + l.row_bytes() as usize].to_vec();
                         return Ok(());
                     }
                     let (file, page) = ((tag >> 48 & 0xff) as u16, tag & ((1 << 48) - 1));
