@@ -82,7 +82,6 @@ pub enum Tier {
 struct Entry {
     data: Arc<[u8]>,
     freq: u8,
-    in_main: bool,
 }
 
 struct Dynamic {
@@ -117,9 +116,10 @@ impl Dynamic {
     }
 
     /// Insert `k` (kept if already there); returns the entries evicted.
+    /// The caller has checked that the entry fits the budget at all.
     fn insert(&mut self, k: u64, data: Arc<[u8]>) -> u64 {
         let c = cost(data.len());
-        if c > self.budget || self.map.contains_key(&k) {
+        if self.map.contains_key(&k) {
             return 0;
         }
         let mut evicted = 0;
@@ -143,7 +143,7 @@ impl Dynamic {
             return evicted;
         }
         let to_main = self.policy == Policy::Clock || self.ghost.remove(&k).is_some();
-        self.map.insert(k, Entry { data, freq: 0, in_main: to_main });
+        self.map.insert(k, Entry { data, freq: 0 });
         if to_main {
             self.main.push_back(k);
             self.main_bytes += c;
@@ -163,7 +163,6 @@ impl Dynamic {
             self.small_bytes -= c;
             if e.freq > 0 {
                 e.freq = 0;
-                e.in_main = true;
                 self.main.push_back(k);
                 self.main_bytes += c;
                 if self.held() > self.budget && self.evict_main() {
@@ -196,7 +195,6 @@ impl Dynamic {
                 self.main.push_back(k);
                 continue;
             }
-            debug_assert!(e.in_main);
             self.main_bytes -= cost(e.data.len());
             self.map.remove(&k);
             return true;
@@ -301,14 +299,9 @@ impl PageCache {
         }
     }
 
-    /// Offer bytes just read (and checked) for `k`.
-    pub fn insert(&self, k: u64, bytes: &[u8]) {
-        self.insert_shared(k, Arc::from(bytes))
-    }
-
-    /// [`PageCache::insert`] without a copy when the caller already holds
-    /// the bytes in an `Arc`.
-    pub fn insert_shared(&self, k: u64, data: Arc<[u8]>) {
+    /// Offer bytes just read (and checked) for `k`. An entry larger than the
+    /// dynamic part (any entry, at budget 0) is refused without the lock.
+    pub fn insert(&self, k: u64, data: Arc<[u8]>) {
         if self.statics.contains_key(&k) || cost(data.len()) > self.budget - self.static_bytes {
             return;
         }
@@ -327,14 +320,14 @@ impl PageCache {
 mod tests {
     use super::*;
 
-    fn page(b: u8) -> Vec<u8> {
-        vec![b; 4096]
+    fn page(b: u8) -> Arc<[u8]> {
+        Arc::from(vec![b; 4096])
     }
 
     #[test]
     fn zero_budget_stores_nothing() {
-        let c = PageCache::new(0, Policy::S3Fifo, vec![(1, Arc::from(&page(1)[..]))]);
-        c.insert(2, &page(2));
+        let c = PageCache::new(0, Policy::S3Fifo, vec![(1, page(1))]);
+        c.insert(2, page(2));
         assert!(c.get(1).is_none() && c.get(2).is_none());
         assert_eq!(c.held_bytes(), 0);
     }
@@ -343,9 +336,9 @@ mod tests {
     fn budget_is_never_exceeded_and_hits_return_the_bytes() {
         for policy in [Policy::S3Fifo, Policy::Clock] {
             let budget = 10 * cost(4096);
-            let c = PageCache::new(budget, policy, vec![(u64::MAX, Arc::from(&page(9)[..]))]);
+            let c = PageCache::new(budget, policy, vec![(u64::MAX, page(9))]);
             for i in 0..1000u64 {
-                c.insert(i, &page(i as u8));
+                c.insert(i, page(i as u8));
                 assert!(c.held_bytes() <= budget, "{policy:?} over budget at {i}");
                 if let Some((d, _)) = c.get(i) {
                     assert_eq!(d[0], i as u8);
@@ -369,13 +362,13 @@ mod tests {
                     if c.get(h).is_some() {
                         hot_hits += 1;
                     } else {
-                        c.insert(h, &page(h as u8));
+                        c.insert(h, page(h as u8));
                     }
                 }
                 for _ in 0..(if round % 2 == 0 { 24 } else { 4 }) {
                     scan += 1;
                     if c.get(scan).is_none() {
-                        c.insert(scan, &page(0));
+                        c.insert(scan, page(0));
                     }
                 }
             }

@@ -539,7 +539,7 @@ impl NeighborSampler {
         }
         let data: Arc<[u8]> = Arc::from(bytes);
         if let Some(c) = &self.cache {
-            c.insert_shared(cache::key(file, offset), data.clone());
+            c.insert(cache::key(file, offset), data.clone());
         }
         if fits {
             self.page_cache_held += data.len();
