@@ -440,12 +440,21 @@ impl Dataset {
         if self.side_checked.lock().unwrap().contains(name) {
             return Ok(());
         }
+        self.check_whole_file(name, &FileReader::open(self.root.join(name))?, &mut |_| {})?;
+        self.side_checked.lock().unwrap().insert(name.to_string());
+        Ok(())
+    }
+
+    /// Compare file `name`, read through `r`, against its manifest CRC32C
+    /// (`progress(bytes)` after each chunk): the one whole-file check, for
+    /// side files on first use and for `verify`.
+    pub(crate) fn check_whole_file(&self, name: &str, r: &dyn ReadAt, progress: &mut dyn FnMut(u64)) -> Result<()> {
         let entry = self
             .manifest
             .files
             .get(name)
             .ok_or_else(|| StoreError::BadRequest(format!("{} has no {name}", self.root.display())))?;
-        let computed = whole_file_crc(&FileReader::open(self.root.join(name))?, &mut |_| {})?;
+        let computed = whole_file_crc(r, progress)?;
         if computed != entry.crc32c {
             return Err(FormatError::Checksum {
                 file: self.file(name),
@@ -456,7 +465,6 @@ impl Dataset {
             }
             .into());
         }
-        self.side_checked.lock().unwrap().insert(name.to_string());
         Ok(())
     }
 
