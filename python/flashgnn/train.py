@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from flashgnn._durable import replace_durably
+from flashgnn.cli import parse_size
 
 MODELS = ("sage", "gcn", "gin", "gat", "mlp")
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -53,7 +54,7 @@ def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
     p.add_argument("--engine", default="auto", help="auto|uring|pread|pread-pool|mmap|mmap-default|memory")
     p.add_argument("--prefetch", type=int, default=4, help="batches prepared ahead of the trainer")
     p.add_argument("--workers", type=int, default=1, help="sampling producer threads")
-    p.add_argument("--cache-budget", type=_size, default=0,
+    p.add_argument("--cache-budget", type=parse_size, default=0,
                    help="cross-batch DRAM cache for pages and feature rows, e.g. 256MiB (0 = none); shared by the "
                         "train/val/test loaders")
     p.add_argument("--cache-hot", default="degree", choices=["degree", "presample", "none"],
@@ -78,12 +79,6 @@ def parse_fanout(text: str) -> list[int]:
     if not f or any(v < -1 for v in f):
         raise SystemExit(f"flashgnn train: error: --fanout {text!r}: each hop must be -1 (all) or >= 0")
     return f
-
-
-def _size(text: str) -> int:
-    from flashgnn.cli import parse_size
-
-    return parse_size(text)
 
 
 def _hit_rate(cache) -> float:
