@@ -440,21 +440,23 @@ impl Dataset {
         if self.side_checked.lock().unwrap().contains(name) {
             return Ok(());
         }
-        self.check_whole_file(name, &FileReader::open(self.root.join(name))?, &mut |_| {})?;
+        self.check_whole_file(name, &mut |_| {})?;
         self.side_checked.lock().unwrap().insert(name.to_string());
         Ok(())
     }
 
-    /// Compare file `name`, read through `r`, against its manifest CRC32C
-    /// (`progress(bytes)` after each chunk): the one whole-file check, for
-    /// side files on first use and for `verify`.
-    pub(crate) fn check_whole_file(&self, name: &str, r: &dyn ReadAt, progress: &mut dyn FnMut(u64)) -> Result<()> {
+    /// Compare file `name` (striped or not) against its manifest CRC32C
+    /// (`progress(bytes)` after each chunk) and return its length: the one
+    /// whole-file check, for side files on first use and for `verify`. A file
+    /// the manifest does not list is refused before anything is opened.
+    pub(crate) fn check_whole_file(&self, name: &str, progress: &mut dyn FnMut(u64)) -> Result<u64> {
         let entry = self
             .manifest
             .files
             .get(name)
             .ok_or_else(|| StoreError::BadRequest(format!("{} has no {name}", self.root.display())))?;
-        let computed = whole_file_crc(r, progress)?;
+        let r = flashgnn_io::stripe::open_reader(&self.root, name)?;
+        let computed = whole_file_crc(r.as_ref(), progress)?;
         if computed != entry.crc32c {
             return Err(FormatError::Checksum {
                 file: self.file(name),
@@ -465,7 +467,7 @@ impl Dataset {
             }
             .into());
         }
-        Ok(())
+        Ok(r.len())
     }
 
     /// Labels of original ids (-1 = unlabeled).
