@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy clean fmt
+.PHONY: setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e clean fmt
 
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,7 @@ test-python: develop
 test-slow: develop
 	$(PY) -m pytest -q -m slow
 
-bench: develop bench-build bench-train bench-accuracy
+bench: develop bench-build bench-train bench-accuracy bench-e2e
 
 # Out-of-core build benchmark: raw input >= 4x --memory-budget (see docs/benchmarks.md).
 bench-build: develop
@@ -52,6 +52,11 @@ $(DATA)/ooc/manifest.json: | setup
 # Training speed per engine under a memory cap (see docs/training.md).
 bench-train: develop $(DATA)/ooc/manifest.json
 	$(PY) -m flashgnn.bench.train $(DATA)/ooc --memory-limit $${LIMIT:-1536MiB} --batches $${BATCHES:-10} $${JSON:+--json}
+
+# End-to-end inference latency (HolisticGNN's metric): raw input on disk -> first GCN result, PyG's in-memory
+# path vs the store, each stage a fresh process under the cap (see docs/benchmarks.md).
+bench-e2e: develop $(DATA)/ooc/manifest.json
+	$(PY) -m flashgnn.bench.e2e $(DATA)/ooc-raw --work $(DATA)/ooc-e2e --memory-limit $${LIMIT:-1536MiB} --baseline-uncapped $${JSON:+--json}
 
 # Accuracy: GraphSAGE (uring, memory, stock PyG NodeLoader) vs an MLP on features alone.
 bench-accuracy: develop
