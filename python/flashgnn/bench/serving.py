@@ -1,0 +1,365 @@
+"""Serving and update benchmarks against a real ``flashgnn serve`` process.
+
+``serve`` mode: p50/p99 latency and throughput of ``Run(GCN DFG, batch)`` for
+batches of 1, 64 and 1024 targets with 1, 4 and 16 concurrent clients (each
+client its own process, so the client side is not one GIL), plus
+``GetNeighbors``/``GetEmbed`` unit reads. The server runs inside a cgroup
+memory cap (``--memory-limit``) with the page cache dropped first, so an
+out-of-core dataset is served from the SSD.
+
+``updates`` mode: durable edge inserts per second (each ``AddEdge`` is
+acknowledged only after its WAL frame is fsynced; concurrent clients share
+fsyncs through group commit), and HolisticGNN's DBLP day — on average 365
+vertex adds, 8.8 K edge adds, 16 vertex deletes and 713 edge deletes per day,
+which GraphStore applied in 970 ms — replayed as unit RPCs from concurrent
+clients against a copy of the dataset (the original is never mutated).
+
+Figures are printed (and emitted as JSON with ``--json``); nothing here is a
+timed assertion.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from flashgnn.bench.engines import drop_caches, make_cgroup
+
+DBLP_DAY = {"add_vertex": 365, "add_edge": 8800, "delete_vertex": 16, "delete_edge": 713}
+DBLP_DAY_MS = 970.0  # HolisticGNN, Figure 20: average per-day latency of GraphStore
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``flashgnn serve`` in a child process (in a memory cgroup when capped)."""
+
+    def __init__(self, dataset: Path, token_file: Path, memory_limit: int | None, extra: list[str] = ()):
+        self.port = _free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.cg = None
+        procs = None
+        if memory_limit:
+            self.cg, procs = make_cgroup(memory_limit)
+        cmd = [sys.executable, "-m", "flashgnn.cli", "serve", str(dataset), "--listen", self.address,
+               "--token-file", str(token_file), *extra]
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            cmd, stdout=self.log, stderr=subprocess.STDOUT,
+            preexec_fn=(lambda: (self.cg / procs).write_text(str(os.getpid()))) if self.cg else None)
+        self._wait_healthy()
+
+    def _wait_healthy(self, timeout: float = 120.0) -> None:
+        from flashgnn.serve.client import Client
+
+        t = time.monotonic()
+        with Client(self.address) as c:
+            while time.monotonic() - t < timeout:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"server exited with {self.proc.returncode}: {self.output()[-2000:]}")
+                try:
+                    c.health()
+                    return
+                except Exception:  # noqa: BLE001 - not up yet
+                    time.sleep(0.2)
+        raise RuntimeError(f"server not healthy after {timeout:.0f} s: {self.output()[-2000:]}")
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        if self.cg is not None:
+            try:
+                self.cg.rmdir()
+            except OSError:
+                pass
+        return code
+
+
+def _pct(lat: list[float], q: float) -> float | None:
+    return float(np.percentile(np.asarray(lat) * 1e3, q)) if lat else None
+
+
+def _client_run(address, token, dfg_bytes, batch, num_nodes, seconds, seed, q):
+    """One client process: Run(dfg, batch) back to back for ``seconds``."""
+    from flashgnn.serve.client import Client
+
+    rng = np.random.default_rng(seed)
+    lat, errors = [], {}
+    with Client(address, token=token) as c:
+        c.run(dfg_bytes, rng.integers(0, num_nodes, batch))  # uploads the DFG once
+        t_end = time.monotonic() + seconds
+        while time.monotonic() < t_end:
+            ids = rng.integers(0, num_nodes, batch)
+            t = time.perf_counter()
+            try:
+                c.run(dfg_bytes, ids)
+                lat.append(time.perf_counter() - t)
+            except Exception as e:  # noqa: BLE001 - counted by kind (e.g. RESOURCE_EXHAUSTED at the cap)
+                k = getattr(e, "code", lambda: type(e).__name__)()
+                errors[str(k)] = errors.get(str(k), 0) + 1
+    q.put((lat, errors))
+
+
+def _client_unit(address, token, op, num_nodes, seconds, seed, q):
+    from flashgnn.serve.client import Client
+
+    rng = np.random.default_rng(seed)
+    lat, errors = [], {}
+    with Client(address, token=token) as c:
+        fn = getattr(c, op)
+        t_end = time.monotonic() + seconds
+        while time.monotonic() < t_end:
+            v = int(rng.integers(0, num_nodes))
+            t = time.perf_counter()
+            try:
+                fn(v)
+                lat.append(time.perf_counter() - t)
+            except Exception as e:  # noqa: BLE001
+                errors[type(e).__name__] = errors.get(type(e).__name__, 0) + 1
+    q.put((lat, errors))
+
+
+def _client_edges(address, token, num_nodes, seconds, count, seed, q):
+    """Durable AddEdge calls: for ``seconds``, or exactly ``count`` of them."""
+    from flashgnn.serve.client import Client
+
+    rng = np.random.default_rng(seed)
+    lat = []
+    with Client(address, token=token) as c:
+        t_end = time.monotonic() + seconds if seconds else None
+        i = 0
+        while (t_end is None and i < count) or (t_end is not None and time.monotonic() < t_end):
+            a, b = (int(x) for x in rng.integers(0, num_nodes, 2))
+            t = time.perf_counter()
+            c.add_edge(a, b)
+            lat.append(time.perf_counter() - t)
+            i += 1
+    q.put((lat, {}))
+
+
+def _client_day(address, token, ops, q):
+    """Replay one client's share of a DBLP day as unit RPCs."""
+    from flashgnn.serve.client import Client
+
+    lat = []
+    with Client(address, token=token) as c:
+        for op in ops:
+            t = time.perf_counter()
+            getattr(c, op[0])(*op[1:])
+            lat.append(time.perf_counter() - t)
+    q.put((lat, {}))
+
+
+def _fan_out(target, args_per_client) -> tuple[list[float], dict, float]:
+    ctx = mp.get_context("spawn")  # grpc channels do not survive fork
+    q = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*a, q)) for a in args_per_client]
+    t = time.perf_counter()
+    for p in procs:
+        p.start()
+    lat, errors = [], {}
+    for _ in procs:
+        lt, er = q.get()
+        lat += lt
+        for k, v in er.items():
+            errors[k] = errors.get(k, 0) + v
+    for p in procs:
+        p.join()
+    return lat, errors, time.perf_counter() - t
+
+
+def _gcn_dfg(feature_dim: int, fanouts: list[int]) -> bytes:
+    import torch
+    from torch_geometric.nn import GCN
+
+    import flashgnn.dfg as dfg
+
+    torch.manual_seed(0)
+    model = GCN(feature_dim, 64, len(fanouts), 16).eval()
+    return dfg.models.gcn(model.state_dict(), fanouts).to_bytes()
+
+
+def bench_serve(a, token, token_file) -> dict:
+    import flashgnn
+
+    ds = flashgnn.open(a.dataset)
+    n = ds.num_nodes
+    fanouts = [int(f) for f in a.fanouts.split(",")]
+    dfg_bytes = _gcn_dfg(ds.feature_dim, fanouts)
+    drop_caches()
+    srv = Server(a.dataset, token_file, a.memory_limit, ["--max-inflight", str(a.max_inflight)])
+    rows = []
+    from tqdm import tqdm
+
+    cases = [(b, c) for b in a.batches for c in a.clients]
+    try:
+        for op in ("get_neighbors", "get_embed"):
+            for c in (1, 16):
+                lat, err, el = _fan_out(_client_unit, [(srv.address, token, op, n, a.seconds, 100 + i)
+                                                      for i in range(c)])
+                rows.append({"rpc": op, "batch": 1, "clients": c, "requests": len(lat), "errors": err,
+                             "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99), "req_per_s": len(lat) / el})
+        for b, c in tqdm(cases, desc="serve", unit="case"):
+            lat, err, el = _fan_out(_client_run, [(srv.address, token, dfg_bytes, b, n, a.seconds, 7 * b + i)
+                                                 for i in range(c)])
+            rows.append({"rpc": "run", "batch": b, "clients": c, "requests": len(lat), "errors": err,
+                         "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99), "req_per_s": len(lat) / el,
+                         "targets_per_s": len(lat) * b / el})
+        from flashgnn.serve.client import Client
+
+        with Client(srv.address, token=token) as cl:
+            stats = cl.stats()
+    finally:
+        code = srv.stop()
+    return {"dataset": str(a.dataset), "num_nodes": n, "memory_limit": a.memory_limit, "fanouts": fanouts,
+            "rows": rows, "server_stats": stats, "server_exit": code}
+
+
+def bench_updates(a, token, token_file) -> dict:
+    import flashgnn
+
+    work = Path(tempfile.mkdtemp(prefix="flashgnn-updates-", dir=a.work))
+    copy = work / "ds"
+    shutil.copytree(a.update_dataset or a.dataset, copy)
+    try:
+        ds = flashgnn.open(copy)
+        n, dim = ds.num_nodes, ds.feature_dim
+        srv = Server(copy, token_file, a.memory_limit)
+        res: dict = {"dataset": str(a.update_dataset or a.dataset), "num_nodes": n, "inserts": []}
+        try:
+            from flashgnn.serve.client import Client
+
+            for c in a.update_clients:
+                with Client(srv.address, token=token) as cl:
+                    before = cl.stats()
+                lat, _, el = _fan_out(_client_edges, [(srv.address, token, n, a.seconds, 0, 300 + i)
+                                                     for i in range(c)])
+                with Client(srv.address, token=token) as cl:
+                    after = cl.stats()
+                res["inserts"].append({"clients": c, "edges": len(lat), "edges_per_s": len(lat) / el,
+                                       "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99),
+                                       "ops_per_fsync": _ops_per_fsync(before, after)})
+            # DBLP days: the day's ops shuffled over the clients (deletes of vertices the day itself adds are
+            # not modelled; vertex deletes pick random existing vertices).
+            rng = np.random.default_rng(11)
+            days = []
+            for d in range(a.days):
+                ops = [("add_vertex", np.zeros(dim, np.float32)) for _ in range(DBLP_DAY["add_vertex"])]
+                ops += [("add_edge", *map(int, rng.integers(0, n, 2))) for _ in range(DBLP_DAY["add_edge"])]
+                pairs = [("add_edge", *map(int, rng.integers(0, n, 2))) for _ in range(DBLP_DAY["delete_edge"])]
+                with Client(srv.address, token=token) as cl:
+                    cl.apply(pairs)  # edges that exist, so the day's deletes delete something
+                ops += [("delete_edge", p[1], p[2]) for p in pairs]
+                ops += [("delete_vertex", int(v)) for v in rng.choice(n, DBLP_DAY["delete_vertex"], replace=False)]
+                order = rng.permutation(len(ops))
+                shares = [[ops[i] for i in order[k::a.day_clients]] for k in range(a.day_clients)]
+                lat, _, el = _fan_out(_client_day, [(srv.address, token, s) for s in shares])
+                days.append({"day": d, "ops": len(ops), "seconds": el, "p50_ms": _pct(lat, 50),
+                             "p99_ms": _pct(lat, 99)})
+            res["dblp_days"] = days
+            res["dblp_day_ms"] = float(np.mean([d["seconds"] for d in days]) * 1e3) if days else None
+            res["holisticgnn_day_ms"] = DBLP_DAY_MS
+            with Client(srv.address, token=token) as cl:
+                res["server_stats"] = cl.stats()
+        finally:
+            res["server_exit"] = srv.stop()
+        rep = flashgnn.verify(copy, progress=False)
+        res["verify"] = "clean" if rep is not None else "?"
+        return res
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _ops_per_fsync(before: dict, after: dict) -> float | None:
+    g0, g1 = before.get("graph", {}), after.get("graph", {})
+    try:
+        ops = g1["ops"] - g0["ops"]
+        fs = g1["fsyncs"] - g0["fsyncs"]
+    except (KeyError, TypeError):
+        return None
+    return ops / fs if fs else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    from flashgnn.cli import human_bytes, parse_size
+
+    p = argparse.ArgumentParser(prog="python -m flashgnn.bench.serving", description=__doc__.split("\n\n")[0])
+    p.add_argument("dataset", type=Path)
+    p.add_argument("--mode", choices=["serve", "updates", "all"], default="all")
+    p.add_argument("--memory-limit", type=parse_size, default=None, help="cgroup cap on the server, e.g. 1GiB")
+    p.add_argument("--fanouts", default="10,5")
+    p.add_argument("--batches", type=lambda s: [int(x) for x in s.split(",")], default=[1, 64, 1024])
+    p.add_argument("--clients", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 16])
+    p.add_argument("--seconds", type=float, default=5.0, help="per case")
+    p.add_argument("--max-inflight", type=int, default=64)
+    p.add_argument("--update-dataset", type=Path, default=None,
+                   help="dataset copied for the update runs (default: DATASET); the copy is deleted afterwards")
+    p.add_argument("--update-clients", type=lambda s: [int(x) for x in s.split(",")], default=[1, 16])
+    p.add_argument("--days", type=int, default=3)
+    p.add_argument("--day-clients", type=int, default=16)
+    p.add_argument("--work", default=None, help="directory for the dataset copy (default: system temp)")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args(argv)
+
+    token = os.urandom(16).hex()
+    with tempfile.TemporaryDirectory() as td:
+        token_file = Path(td) / "token"
+        token_file.write_text(token)
+        token_file.chmod(0o600)
+        out: dict = {}
+        if a.mode in ("serve", "all"):
+            out["serve"] = bench_serve(a, token, token_file)
+        if a.mode in ("updates", "all"):
+            out["updates"] = bench_updates(a, token, token_file)
+    if a.json:
+        print(json.dumps(out, indent=2, default=str))
+        return 0
+    if "serve" in out:
+        s = out["serve"]
+        cap = human_bytes(s["memory_limit"]) if s["memory_limit"] else "none"
+        print(f"serve {s['dataset']} ({s['num_nodes']:,} nodes), server cap {cap}, fanouts {a.fanouts}")
+        print(f"  {'rpc':<14}{'batch':>6}{'clients':>8}{'p50 ms':>9}{'p99 ms':>9}{'req/s':>9}{'targets/s':>11}  errors")
+        for r in s["rows"]:
+            tps = f"{r['targets_per_s']:>11,.0f}" if "targets_per_s" in r else f"{'':>11}"
+            p50 = f"{r['p50_ms']:>9.2f}" if r["p50_ms"] is not None else f"{'-':>9}"
+            p99 = f"{r['p99_ms']:>9.2f}" if r["p99_ms"] is not None else f"{'-':>9}"
+            print(f"  {r['rpc']:<14}{r['batch']:>6}{r['clients']:>8}{p50}{p99}{r['req_per_s']:>9.1f}{tps}  "
+                  f"{r['errors'] or ''}")
+    if "updates" in out:
+        u = out["updates"]
+        for r in u["inserts"]:
+            print(f"updates: {r['clients']:>2} clients: {r['edges_per_s']:,.0f} durable edge inserts/s, "
+                  f"p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, {r['ops_per_fsync'] or 0:.1f} ops per fsync")
+        if u.get("dblp_day_ms") is not None:
+            print(f"updates: DBLP day ({sum(DBLP_DAY.values()):,} unit ops, {a.day_clients} clients): "
+                  f"{u['dblp_day_ms']:.0f} ms per day vs HolisticGNN {DBLP_DAY_MS:.0f} ms "
+                  f"({DBLP_DAY_MS / u['dblp_day_ms']:.1f}x); verify after: {u['verify']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
