@@ -1,4 +1,4 @@
-"""The ``flashgnn`` command line: ``generate``, ``build``, ``info``, ``verify``.
+"""The ``flashgnn`` command line: ``generate``, ``build``, ``info``, ``verify``, ..., ``serve``, ``query``.
 
 Every long command shows tqdm progress and ends with one summary line.
 Errors print one line naming file, position, value and bound, and exit 2
@@ -148,6 +148,10 @@ def _parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="check every checksum, address and bound")
     v.add_argument("dataset")
     v.add_argument("--json", action="store_true")
+
+    from flashgnn.serve.cli import add_parsers as serve_parsers
+
+    serve_parsers(sub, parse_size)  # `serve` and `query` (docs/serving.md)
     return p
 
 

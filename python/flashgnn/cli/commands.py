@@ -177,3 +177,15 @@ def cmd_stripe(a) -> int:
     print(f"striped {a.dataset}: {', '.join(r['files'])} ({human_bytes(r['bytes'])}) over {r['parts']} directories in "
           f"{human_bytes(r['chunk_bytes'])} chunks")
     return 0
+
+
+def cmd_serve(a) -> int:
+    from flashgnn.serve.cli import cmd_serve as serve
+
+    return serve(a)
+
+
+def cmd_query(a) -> int:
+    from flashgnn.serve.cli import cmd_query as query
+
+    return query(a)

@@ -1,0 +1,15 @@
+"""flashgnn's gRPC service: HolisticGNN-style GraphStore / GraphRunner RPCs.
+
+- :mod:`flashgnn.serve.server` — ``flashgnn serve``: the servicer over a
+  :class:`flashgnn.MutableGraph`, with authentication, limits, deadlines and
+  a graceful drain (RELIABILITY.md promise 5).
+- :mod:`flashgnn.serve.client` — :class:`Client`, one method per RPC, and
+  :class:`ServerError`.
+- :mod:`flashgnn.serve.crashtest` — kill the server at random points and check
+  that every acknowledged batch survived and no batch is half-applied.
+- ``flashgnn_pb2*.py`` — stubs generated from ``proto/flashgnn.proto`` by
+  ``gen_proto.sh`` (committed; do not edit).
+
+Nothing here is imported by ``import flashgnn``: grpc loads only when a
+server or client is used.
+"""

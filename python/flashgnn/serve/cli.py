@@ -1,0 +1,213 @@
+"""``flashgnn serve`` and ``flashgnn query``: argument parsing and the two commands.
+
+``python/flashgnn/cli`` calls :func:`add_parsers` and dispatches to
+:func:`cmd_serve` / :func:`cmd_query`. Nothing here imports grpc at module
+level, so ``flashgnn --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]", "::1")
+
+
+def add_parsers(sub, parse_size) -> None:
+    from .limits import Limits
+
+    d = Limits()
+    s = sub.add_parser("serve", help="serve a dataset over gRPC (GraphStore/GraphRunner RPCs, see docs/serving.md)")
+    s.add_argument("dataset")
+    s.add_argument("--listen", default="127.0.0.1:50051", help="host:port (port 0 picks a free one; default 127.0.0.1:50051)")
+    s.add_argument("--token-file", required=True, help="bearer token, one line; must not be readable by others")
+    s.add_argument("--allow-plugins", action="store_true", help="accept Plugin RPCs (they run arbitrary Python code)")
+    s.add_argument("--max-inflight", type=int, default=d.max_inflight, help=f"admitted requests; more get RESOURCE_EXHAUSTED (default {d.max_inflight})")
+    s.add_argument("--max-message-bytes", type=parse_size, default=d.max_message_bytes, help="one gRPC message, either way (default 64MiB)")
+    s.add_argument("--default-deadline", type=float, default=d.default_deadline_s, help=f"seconds, when the client sets none (default {d.default_deadline_s:g})")
+    s.add_argument("--max-batch", type=int, default=d.max_batch, help=f"Run target nodes per request (default {d.max_batch})")
+    s.add_argument("--max-fanout", type=int, default=d.max_fanout, help=f"per hop of a DFG's sampler (default {d.max_fanout})")
+    s.add_argument("--workers", type=int, default=d.workers, help=f"threads doing the work (default {d.workers})")
+    s.add_argument("--max-update-bytes", type=parse_size, default=d.max_update_bytes, help="one UpdateGraph stream (default 1GiB)")
+    s.add_argument("--grace", type=float, default=d.grace_s, help=f"seconds in-flight requests get on SIGTERM (default {d.grace_s:g})")
+    s.add_argument("--group-commit-wait-us", type=int, default=0, help="WAL group-commit window (default 0)")
+
+    q = sub.add_parser("query", help="call a running `flashgnn serve` (prints JSON or a one-line summary)")
+    q.add_argument("address", help="host:port")
+    q.add_argument("--token-file", help="bearer token file (not needed for health)")
+    q.add_argument("--timeout", type=float, help="deadline in seconds (default: the server's)")
+    q.add_argument("--json", action="store_true", help="print JSON")
+    qs = q.add_subparsers(dest="op", required=True)
+    qs.add_parser("health")
+    qs.add_parser("stats")
+    for name in ("get-neighbors", "get-embed", "delete-vertex"):
+        qs.add_parser(name).add_argument("vid", type=int)
+    for name in ("add-edge", "delete-edge"):
+        e = qs.add_parser(name)
+        e.add_argument("dst", type=int)
+        e.add_argument("src", type=int)
+    for name in ("add-vertex", "update-embed"):
+        e = qs.add_parser(name)
+        if name == "update-embed":
+            e.add_argument("vid", type=int)
+        src = e.add_mutually_exclusive_group(required=True)
+        src.add_argument("--embed-zeros", action="store_true", help="a zero row of the dataset's width and dtype")
+        src.add_argument("--embed-file", help=".npy file with one row")
+        src.add_argument("--embed", help="comma-separated values")
+    r = qs.add_parser("run", help="run a built-in DFG from a `flashgnn train` checkpoint")
+    r.add_argument("--model", default="gcn", choices=["gcn"])
+    r.add_argument("--checkpoint", required=True, help="directory written by `flashgnn train --checkpoint`")
+    r.add_argument("--fanouts", default="10,5", help="neighbors per hop (default 10,5)")
+    r.add_argument("--batch", required=True, help="target node ids, comma-separated")
+    r.add_argument("--repeat", type=int, default=1, help="run this many times (the DFG is sent once)")
+    p = qs.add_parser("plugin", help="load a plugin (server needs --allow-plugins)")
+    p.add_argument("name")
+    p.add_argument("file", help="Python source file")
+
+
+def cmd_serve(a) -> int:
+    from .limits import Limits
+    from .server import read_token_file, serve
+
+    limits = Limits(
+        max_inflight=a.max_inflight, max_message_bytes=a.max_message_bytes, default_deadline_s=a.default_deadline,
+        max_batch=a.max_batch, max_fanout=a.max_fanout, workers=a.workers, max_update_bytes=a.max_update_bytes,
+        grace_s=a.grace,
+    )
+    limits.check()
+    token = read_token_file(a.token_file)
+    host = a.listen.rsplit(":", 1)[0]
+    if host not in LOOPBACK:
+        print(
+            f"flashgnn serve: WARNING: listening on {a.listen} without TLS; the bearer token and the graph travel "
+            "in clear text. Put the server behind a TLS-terminating proxy or an SSH tunnel.",
+            file=sys.stderr, flush=True,
+        )
+    if a.allow_plugins:
+        print("flashgnn serve: WARNING: --allow-plugins: any client holding the token can run Python code in this process",
+              file=sys.stderr, flush=True)
+
+    def ready(port):
+        print(
+            f"flashgnn serve: listening on {host}:{port} dataset={a.dataset} max_inflight={limits.max_inflight} "
+            f"max_message_bytes={limits.max_message_bytes} default_deadline={limits.default_deadline_s:g}s "
+            f"max_batch={limits.max_batch} max_fanout={limits.max_fanout} workers={limits.workers} "
+            f"plugins={'on' if a.allow_plugins else 'off'}",
+            flush=True,
+        )
+
+    return serve(a.dataset, a.listen, token=token, limits=limits, allow_plugins=a.allow_plugins,
+                 group_commit_wait_us=a.group_commit_wait_us, ready=ready)
+
+
+def _embed_arg(a, client):
+    import numpy as np
+
+    if a.embed_file:
+        return np.load(a.embed_file)
+    if a.embed is not None:
+        try:
+            return np.asarray([float(x) for x in a.embed.split(",")], dtype=np.float32)
+        except ValueError:
+            raise ValueError(f"--embed: expected comma-separated numbers, got {a.embed!r}") from None
+    g = client.stats().get("graph", {})
+    if "feature_dim" in g and "feature_dtype" in g:
+        return np.zeros(int(g["feature_dim"]), dtype=str(g["feature_dtype"]))
+    row = client.get_embed(0)
+    return np.zeros_like(row)
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"{flag}: expected comma-separated integers, got {text!r}") from None
+
+
+def build_gcn_dfg(checkpoint: str, fanouts: list[int]):
+    """The built-in GCN DFG with the weights of a `flashgnn train --model gcn` checkpoint."""
+    from flashgnn.dfg import models
+    from flashgnn.train import load_checkpoint, model_from_checkpoint
+
+    state = load_checkpoint(checkpoint)
+    kind = state.get("model_config", {}).get("model")
+    if kind != "gcn":
+        raise ValueError(f"--checkpoint {checkpoint}: model {kind!r}; `query run --model gcn` needs a `flashgnn train --model gcn` checkpoint")
+    return models.gcn(model_from_checkpoint(state).state_dict(), fanouts)
+
+
+def cmd_query(a) -> int:
+    import time
+
+    import numpy as np
+
+    from .client import Client, ServerError
+
+    token = None
+    if a.token_file:
+        with open(a.token_file, encoding="utf-8") as f:
+            token = f.read().strip()
+    out: object
+    try:
+        with Client(a.address, token=token, timeout=a.timeout) as c:
+            op = a.op
+            if op == "health":
+                out = c.health()
+                line = f"{a.address}: {out['status']} (flashgnn {out['version']}, up {out['uptime_s']:.1f} s)"
+            elif op == "stats":
+                out = c.stats()
+                n = sum(r["requests"] for r in out["rpcs"].values())
+                line = (f"{a.address}: {n} requests, {sum(out['rejected'].values())} rejected, "
+                        f"{out['in_flight']}/{out['max_inflight']} in flight, up {out['uptime_s']:.1f} s")
+            elif op == "get-neighbors":
+                nb = c.get_neighbors(a.vid)
+                out = {"vid": a.vid, "neighbors": nb.tolist()}
+                line = f"{a.vid}: {nb.size} neighbors: {nb.tolist()}"
+            elif op == "get-embed":
+                e = c.get_embed(a.vid)
+                out = {"vid": a.vid, "dtype": e.dtype.name, "embed": e.tolist()}
+                line = f"{a.vid}: {e.dtype.name}[{e.size}] {np.array2string(e, precision=4, threshold=16)}"
+            elif op in ("add-edge", "delete-edge"):
+                seq = getattr(c, op.replace("-", "_"))(a.dst, a.src)
+                out = {"op": op, "dst": a.dst, "src": a.src, "seq": seq}
+                line = f"{op} {a.dst} <- {a.src}: durable at seq {seq}"
+            elif op == "delete-vertex":
+                seq = c.delete_vertex(a.vid)
+                out = {"op": op, "vid": a.vid, "seq": seq}
+                line = f"delete-vertex {a.vid}: durable at seq {seq}"
+            elif op == "add-vertex":
+                vid = c.add_vertex(_embed_arg(a, c))
+                out = {"op": op, "vid": vid}
+                line = f"add-vertex: new vertex {vid} (durable)"
+            elif op == "update-embed":
+                seq = c.update_embed(a.vid, _embed_arg(a, c))
+                out = {"op": op, "vid": a.vid, "seq": seq}
+                line = f"update-embed {a.vid}: durable at seq {seq}"
+            elif op == "run":
+                dfg = build_gcn_dfg(a.checkpoint, _ints(a.fanouts, "--fanouts"))
+                batch = _ints(a.batch, "--batch")
+                times = []
+                for _ in range(max(1, a.repeat)):
+                    t0 = time.perf_counter()
+                    res = c.run(dfg, batch)
+                    times.append(time.perf_counter() - t0)
+                out = {"outputs": {k: v.tolist() for k, v in res.items()}, "profile": c.last_profile,
+                       "latency_ms": [t * 1e3 for t in times]}
+                shapes = ", ".join(f"{k}: {v.dtype.name}{list(v.shape)}" for k, v in res.items())
+                line = (f"run {a.model} on {len(batch)} targets: {shapes}; latency first {times[0] * 1e3:.1f} ms"
+                        + (f", median of the rest {np.median(times[1:]) * 1e3:.1f} ms" if len(times) > 1 else ""))
+            elif op == "plugin":
+                with open(a.file, encoding="utf-8") as f:
+                    res = c.plugin(a.name, f.read())
+                out = {"plugin": a.name, "result": res}
+                line = f"plugin {a.name}: loaded ({res})"
+            else:  # argparse restricts op; kept for safety
+                raise ValueError(f"unknown query {op!r}")
+    except ServerError as e:
+        print(f"flashgnn query: {e}", file=sys.stderr)
+        return 2 if e.code_name in ("INVALID_ARGUMENT", "NOT_FOUND", "PERMISSION_DENIED", "UNAUTHENTICATED") else 1
+    if a.json:
+        print(json.dumps(out, indent=2, sort_keys=True))
+    else:
+        print(line)
+    return 0
