@@ -60,6 +60,8 @@ def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
     p.add_argument("--cache-hot", default="degree", choices=["degree", "presample", "none"],
                    help="how the cache's static hot set (half the budget) is chosen")
     p.add_argument("--cache-policy", default="s3fifo", choices=["s3fifo", "clock"])
+    p.add_argument("--presampled", help="train from the subgraphs stored by `flashgnn presample` (same --seed, "
+                   "--fanout, --batch-size: the weights are identical to online sampling)")
     p.add_argument("--eval-fanout", help="fanouts for validation/test (default: --fanout)")
     p.add_argument("--checkpoint", help="directory for checkpoint.pt (written after every epoch)")
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
@@ -379,7 +381,23 @@ def run(args) -> dict:
                   flush=True)
     common = dict(engine=args.engine, prefetch=args.prefetch, workers=args.workers, rank=dist_ctx.rank,
                   world_size=dist_ctx.world, pin_memory=False, cache=cache)
-    train_loader = NeighborLoader(ds, fanouts, args.batch_size, split="train", shuffle=True, seed=args.seed, **common)
+    if getattr(args, "presampled", None):
+        from flashgnn.presample import PresampledLoader
+
+        train_loader = PresampledLoader(args.presampled, ds, engine=args.engine, prefetch=args.prefetch, cache=cache)
+        want = dict(fanouts=fanouts, batch_size=args.batch_size, seed=args.seed, split="train")
+        for k, v in want.items():
+            if train_loader.meta[k] != v:
+                raise SystemExit(f"flashgnn train: error: {args.presampled}: stored with {k} {train_loader.meta[k]!r}, "
+                                 f"this run asks for {v!r}")
+        if args.epochs > train_loader.epochs:
+            raise SystemExit(f"flashgnn train: error: {args.presampled}: holds {train_loader.epochs} epoch(s), "
+                             f"--epochs is {args.epochs}")
+        if dist_ctx.enabled:
+            raise SystemExit("flashgnn train: error: --presampled runs in one process (no torchrun)")
+    else:
+        train_loader = NeighborLoader(ds, fanouts, args.batch_size, split="train", shuffle=True, seed=args.seed,
+                                      **common)
     eval_common = dict(common, shuffle=False, seed=args.seed + 1, equal_shards=False)
     val_loader = NeighborLoader(ds, eval_fanouts, args.batch_size, split="val", **eval_common)
     test_loader = NeighborLoader(ds, eval_fanouts, args.batch_size, split="test", **eval_common)
