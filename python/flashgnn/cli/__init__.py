@@ -145,6 +145,20 @@ def _parser() -> argparse.ArgumentParser:
     em.add_argument("--force", action="store_true", help="replace an existing output directory")
     em.add_argument("--json", action="store_true")
 
+    ps = sub.add_parser("presample", help="sample E training epochs once and store the subgraphs "
+                        "(then `flashgnn train --presampled DIR`)")
+    ps.add_argument("dataset")
+    ps.add_argument("out", help="output directory (presample.json, epoch-EEEE.fgps)")
+    ps.add_argument("--epochs", type=int, default=1)
+    ps.add_argument("--fanout", default="25,10", help="as `flashgnn train --fanout`")
+    ps.add_argument("--batch-size", type=int, default=1024)
+    ps.add_argument("--seed", type=int, default=0, help="as `flashgnn train --seed` (same batches)")
+    ps.add_argument("--split", default="train")
+    ps.add_argument("--engine", default="auto")
+    ps.add_argument("--workers", type=int, default=1)
+    ps.add_argument("--force", action="store_true", help="replace an existing output directory")
+    ps.add_argument("--json", action="store_true")
+
     v = sub.add_parser("verify", help="check every checksum, address and bound")
     v.add_argument("dataset")
     v.add_argument("--json", action="store_true")

@@ -189,3 +189,19 @@ def cmd_query(a) -> int:
     from flashgnn.serve.cli import cmd_query as query
 
     return query(a)
+
+
+def cmd_presample(a) -> int:
+    from flashgnn.cli import human_bytes
+    from flashgnn.presample import presample
+    from flashgnn.train import parse_fanout
+
+    r = presample(a.dataset, a.out, parse_fanout(a.fanout), batch_size=a.batch_size, epochs=a.epochs, seed=a.seed,
+                  split=a.split, engine=a.engine, workers=a.workers, force=a.force, progress=not a.json)
+    if a.json:
+        _print_json(r)
+    else:
+        print(f"presampled {a.epochs} epochs of {a.split!r} into {r['out']}: {human_bytes(r['bytes'])} "
+              f"({human_bytes(r['bytes_per_epoch'])} per epoch, {100 * r['bytes_per_epoch'] / r['dataset_bytes']:.1f}% "
+              f"of the dataset's {human_bytes(r['dataset_bytes'])}), {r['seconds_per_epoch']:.1f} s per epoch")
+    return 0
