@@ -57,6 +57,9 @@ def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
     p.add_argument("--cache-budget", type=parse_size, default=0,
                    help="cross-batch DRAM cache for pages and feature rows, e.g. 256MiB (0 = none); shared by the "
                         "train/val/test loaders")
+    p.add_argument("--memory-budget", type=parse_size, default=0,
+                   help="one budget for the engine's buffers, the prefetch window and the cache (the cache gets the "
+                        "rest; the split is printed); overrides --cache-budget")
     p.add_argument("--cache-hot", default="degree", choices=["degree", "presample", "none"],
                    help="how the cache's static hot set (half the budget) is chosen")
     p.add_argument("--cache-policy", default="s3fifo", choices=["s3fifo", "clock"])
@@ -369,6 +372,14 @@ def run(args) -> dict:
         model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
 
     cache = None
+    if getattr(args, "memory_budget", 0):
+        from flashgnn import budget
+
+        split = budget.split(args.memory_budget, ds.path, fanouts, args.batch_size, workers=args.workers,
+                             prefetch=args.prefetch)
+        args.cache_budget = split["cache"]
+        if dist_ctx.main:
+            print(budget.describe(split), flush=True)
     if getattr(args, "cache_budget", 0):
         t_cache = time.perf_counter()
         cache = flashgnn.Cache(ds.path, fanouts, args.cache_budget, policy=args.cache_policy, hot=args.cache_hot,

@@ -184,6 +184,15 @@ def main_bench(a) -> int:
     path = a.dataset
     ds = Dataset(path)
     cache_budget = a.cache_budget
+    fanouts = [int(x) for x in a.fanout.split(",")]
+    split = None
+    if getattr(a, "memory_budget", None):
+        from flashgnn import budget
+
+        split = budget.split(a.memory_budget, path, fanouts, a.batch_size, workers=a.workers, prefetch=4,
+                             hot_fraction=a.hot_fraction)
+        cache_budget = split["cache"]
+        print(f"bench: {budget.describe(split)}", file=sys.stderr)
     if cache_budget is None and a.memory_limit:
         cache_budget = max(a.memory_limit - engine_base_bytes(a.workers), 0)
     engines = ALL if a.engine == "all" else [e for e in a.engine.split(",") if e != "none"]
@@ -260,7 +269,7 @@ def main_bench(a) -> int:
         r["speedup_vs_memory"] = r["batches_per_s"] / by["memory"]["batches_per_s"] if "memory" in by else None
     report = {"dataset": path, "fanout": fanouts, "batch_size": a.batch_size, "batches": a.batches,
               "device_iops": dev_qd, "device_iops_qd1": dev_qd1, "device_depth_ratio": dev_qd / dev_qd1,
-              "memory_limit": a.memory_limit, "cache": cache, "reuse": reuse, "results": results}
+              "memory_limit": a.memory_limit, "memory_budget_split": split, "cache": cache, "reuse": reuse, "results": results}
     if a.json:
         print(json.dumps(report, indent=2))
         return 0

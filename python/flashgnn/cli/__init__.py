@@ -113,6 +113,9 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--cache-budget", type=parse_size,
                     help="DRAM cache bytes for the uring+cache row (default with --memory-limit: the limit minus the "
                          "engine's own 80 MiB + 112 MiB per producer; without either, no cache row)")
+    be.add_argument("--memory-budget", type=parse_size,
+                    help="one budget split between the engine's buffers, the prefetch window and the uring+cache row's "
+                         "cache (the split is printed); overrides the --memory-limit derivation")
     be.add_argument("--cache-policy", default="s3fifo", choices=["s3fifo", "clock"])
     be.add_argument("--cache-hot", default="degree", choices=["degree", "presample", "none"],
                     help="how the static hot set is chosen")

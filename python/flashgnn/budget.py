@@ -1,0 +1,68 @@
+"""One ``--memory-budget`` split between the engine's buffers, the prefetch
+window and the cache tiers (``flashgnn train``, ``bench``, ``serve``).
+
+What the budget covers is flashgnn's own memory on the data path — not the
+interpreter, torch or the model, which the caller sizes separately:
+
+- **engine**: per producer, the aligned buffer pool (16 MiB,
+  ``BUF_POOL_BYTES`` in ``flashgnn-sample``), the per-batch page cache
+  (16 MiB, ``batch_page_cache_bytes``) and the batch it is building;
+- **prefetch window**: ``prefetch`` finished batches queued for the consumer;
+- **cache**: the rest — ``hot_fraction`` of it for the static hot set, the
+  remainder for the dynamic (S3-FIFO/CLOCK) part.
+
+A batch's size is measured, not guessed: two batches of the real dataset with
+the real fanouts are sampled (features included) and the larger, plus 25 %
+headroom for the variance between batches, is the per-batch figure. A budget
+smaller than engine + window is refused with the minimum it needs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ENGINE_FIXED_PER_PRODUCER = (16 << 20) + (16 << 20)  # buffer pool + per-batch page cache
+HEADROOM = 1.25
+
+
+def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "uring") -> int:
+    """Measured bytes of one mini-batch as handed to the consumer (ids, edges,
+    features, labels), the larger of two, with headroom."""
+    from flashgnn.dataset import Dataset
+    from flashgnn.sampler import Sampler
+
+    ds = Dataset(path)
+    s = Sampler(path, fanouts, engine=engine, labels=True)
+    rng = np.random.default_rng(seed)
+    pool = ds.split("train") if "train" in ds.split_names else np.arange(ds.num_nodes)
+    worst = 0
+    for _ in range(2):
+        b = s.sample(rng.choice(pool, min(batch_size, len(pool)), replace=False), seed=int(rng.integers(1 << 31)))
+        worst = max(worst, sum(a.nbytes for a in (b.n_id, b.row, b.col, b.x, b.y)))
+    return int(worst * HEADROOM)
+
+
+def split(budget: int, path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
+          hot_fraction: float = 0.5, per_batch: int | None = None) -> dict:
+    """The budget split; raises ValueError when it cannot hold engine + window."""
+    per_batch = batch_bytes(path, fanouts, batch_size) if per_batch is None else int(per_batch)
+    workers, prefetch = max(1, int(workers)), max(1, int(prefetch))
+    engine = workers * (ENGINE_FIXED_PER_PRODUCER + per_batch)
+    window = prefetch * per_batch
+    cache = int(budget) - engine - window
+    if cache < 0:
+        raise ValueError(f"--memory-budget {budget:,} bytes is below the {engine + window:,} bytes the engine "
+                         f"({workers} producer(s) x (32 MiB buffers + a {per_batch:,}-byte batch)) and the prefetch "
+                         f"window ({prefetch} batches) need; raise it or lower --prefetch/--workers/--batch-size")
+    static = int(cache * hot_fraction)
+    return {"budget": int(budget), "engine": engine, "window": window, "per_batch": per_batch, "workers": workers,
+            "prefetch": prefetch, "cache": cache, "cache_static": static, "cache_dynamic": cache - static}
+
+
+def describe(s: dict) -> str:
+    from flashgnn.cli import human_bytes as h
+
+    return (f"memory budget {h(s['budget'])} = engine {h(s['engine'])} ({s['workers']} producer(s) x (32.0 MiB buffers "
+            f"+ {h(s['per_batch'])} batch)) + prefetch window {h(s['window'])} ({s['prefetch']} x "
+            f"{h(s['per_batch'])}) + cache {h(s['cache'])} (static {h(s['cache_static'])} + dynamic "
+            f"{h(s['cache_dynamic'])})")

@@ -1,0 +1,50 @@
+"""One --memory-budget split between engine buffers, prefetch window and
+cache: the parts add up to the budget, the batch size is measured on the
+dataset, a budget too small is refused with the minimum, and `flashgnn
+train --memory-budget` prints the split and runs with that cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flashgnn
+from flashgnn import budget
+
+from conftest import run_cli
+
+
+@pytest.fixture(scope="module")
+def ds_path(tmp_path_factory):
+    d = tmp_path_factory.mktemp("budget")
+    flashgnn.generate(d / "raw", progress=False, scale=12, edge_factor=8, dim=16, classes=4, seed=6,
+                      split=(0.3, 0.1, 0.6))
+    flashgnn.build(d / "raw", d / "ds", progress=False, symmetrize=True, dedup=True)
+    return d / "ds"
+
+
+def test_split_adds_up_and_measures_batches(ds_path):
+    per = budget.batch_bytes(ds_path, [5, 3], 128)
+    s = flashgnn.Sampler(ds_path, [5, 3])
+    b = s.sample(np.arange(128), seed=1)
+    one = sum(a.nbytes for a in (b.n_id, b.row, b.col, b.x, b.y))
+    assert one // 2 < per < one * 3  # measured on real batches of this size, with headroom
+    sp = budget.split(160 << 20, ds_path, [5, 3], 128, workers=2, prefetch=3, hot_fraction=0.25, per_batch=per)
+    assert sp["engine"] + sp["window"] + sp["cache"] == 160 << 20
+    assert sp["engine"] == 2 * (budget.ENGINE_FIXED_PER_PRODUCER + per) and sp["window"] == 3 * per
+    assert sp["cache_static"] + sp["cache_dynamic"] == sp["cache"] and sp["cache_static"] == int(sp["cache"] * 0.25)
+    bigger = budget.split(160 << 20, ds_path, [5, 3], 128, workers=1, prefetch=3, per_batch=per)
+    assert bigger["cache"] > sp["cache"]  # one producer fewer leaves more to the cache
+    with pytest.raises(ValueError, match=r"below the [\d,]+ bytes the engine"):
+        budget.split(1 << 20, ds_path, [5, 3], 128, per_batch=per)
+
+
+def test_train_memory_budget_prints_split_and_caches(ds_path):
+    p = run_cli("train", ds_path, "--epochs", "1", "--fanout", "5,3", "--batch-size", "128", "--memory-budget",
+                "96MiB", "--no-progress", timeout=300)
+    assert p.returncode == 0, p.stderr
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("memory budget"))
+    assert "memory budget 96.0 MiB = engine" in line and "prefetch window" in line and "+ cache" in line
+    assert "cache: " in p.stdout  # the cache got the remainder
+    p = run_cli("train", ds_path, "--epochs", "1", "--memory-budget", "2MiB", "--no-progress", timeout=300)
+    assert p.returncode != 0 and "below the" in p.stderr
