@@ -55,7 +55,7 @@ def add_parsers(sub, parse_size) -> None:
         src.add_argument("--embed-file", help=".npy file with one row")
         src.add_argument("--embed", help="comma-separated values")
     r = qs.add_parser("run", help="run a built-in DFG from a `flashgnn train` checkpoint")
-    r.add_argument("--model", default="gcn", choices=["gcn"])
+    r.add_argument("--model", default="gcn", choices=["gcn", "sage", "gin"], help="must match the checkpoint (default gcn)")
     r.add_argument("--checkpoint", required=True, help="directory written by `flashgnn train --checkpoint`")
     r.add_argument("--fanouts", default="10,5", help="neighbors per hop (default 10,5)")
     r.add_argument("--batch", required=True, help="target node ids, comma-separated")
@@ -124,16 +124,15 @@ def _ints(text: str, flag: str) -> list[int]:
         raise ValueError(f"{flag}: expected comma-separated integers, got {text!r}") from None
 
 
-def build_gcn_dfg(checkpoint: str, fanouts: list[int]):
-    """The built-in GCN DFG with the weights of a `flashgnn train --model gcn` checkpoint."""
+def build_dfg(model: str, checkpoint: str, fanouts: list[int]):
+    """The built-in DFG of a `flashgnn train --model MODEL --checkpoint DIR` model."""
     from flashgnn.dfg import models
-    from flashgnn.train import load_checkpoint, model_from_checkpoint
+    from flashgnn.train import load_checkpoint
 
-    state = load_checkpoint(checkpoint)
-    kind = state.get("model_config", {}).get("model")
-    if kind != "gcn":
-        raise ValueError(f"--checkpoint {checkpoint}: model {kind!r}; `query run --model gcn` needs a `flashgnn train --model gcn` checkpoint")
-    return models.gcn(model_from_checkpoint(state).state_dict(), fanouts)
+    kind = load_checkpoint(checkpoint).get("model_config", {}).get("model")
+    if kind != model:
+        raise ValueError(f"--checkpoint {checkpoint}: holds a {kind!r} model, not --model {model}")
+    return models.from_checkpoint(checkpoint, fanouts)
 
 
 def cmd_query(a) -> int:
@@ -184,7 +183,7 @@ def cmd_query(a) -> int:
                 out = {"op": op, "vid": a.vid, "seq": seq}
                 line = f"update-embed {a.vid}: durable at seq {seq}"
             elif op == "run":
-                dfg = build_gcn_dfg(a.checkpoint, _ints(a.fanouts, "--fanouts"))
+                dfg = build_dfg(a.model, a.checkpoint, _ints(a.fanouts, "--fanouts"))
                 batch = _ints(a.batch, "--batch")
                 times = []
                 for _ in range(max(1, a.repeat)):

@@ -503,6 +503,17 @@ class Service(pb_grpc.FlashGNNServicer):
 
     # -- GraphRunner ----------------------------------------------------------
 
+    def preload(self) -> None:
+        """Import flashgnn.dfg (torch) in the background so the first Run does not pay for it."""
+
+        def load():
+            try:
+                self._dfg()
+            except Exception as e:  # noqa: BLE001 - Run retries and reports it
+                _log(f"GraphRunner not loaded ({type(e).__name__}: {e}); Run and Plugin will retry")
+
+        threading.Thread(target=load, name="flashgnn-dfg-preload", daemon=True).start()
+
     def _dfg(self):
         """flashgnn.dfg, its shared registry (plugins land there) and the sampling context."""
         with self._runner_lock:
@@ -592,7 +603,17 @@ class Service(pb_grpc.FlashGNNServicer):
             if not request.name:
                 raise invalid("Plugin.name: empty")
             dfg = self._dfg()
-            result = dfg.load_plugin_source(request.name, request.source, self._registry)
+            try:
+                module = dfg.load_plugin_source(request.name, request.source, self._registry)
+            except ValueError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the plugin's own error (syntax, register() raising) is the caller's
+                raise invalid(f"Plugin {request.name}: {type(e).__name__}: {e}") from None
+            result = {
+                "module": getattr(module, "__name__", str(module)),
+                "ops": list(self._registry.ops()),
+                "devices": [d.name for d in self._registry.devices()],
+            }
             return pb.PluginReply(result_json=json.dumps(_jsonable(result)))
 
         return self._call("Plugin", context, work, pb.PluginReply)
@@ -715,6 +736,7 @@ def serve(
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     server.start()
+    service.preload()
     if service._delays:
         _log(f"TEST HOOK {ENV_TEST_DELAY} active: {service._delays}")
     if ready is not None:
