@@ -125,10 +125,9 @@ def _check_name(name, what: str) -> str:
         raise DFGError(f"{what}: expected a string name, got {type(name).__name__}")
     if len(name.encode()) > MAX_NAME_BYTES:
         raise DFGError(f"{what} {name[:40]!r}...: name is {len(name.encode())} bytes, limit {MAX_NAME_BYTES}")
+    # A name starts with a letter or '_', so it can never be read as a '<seq>_<k>' node output.
     if not _NAME_RE.match(name):
         raise DFGError(f"{what} {name!r}: names must match {_NAME_RE.pattern}")
-    if _REF_RE.match(name):
-        raise DFGError(f"{what} {name!r}: '<seq>_<k>' names are reserved for node outputs")
     return name
 
 
@@ -539,7 +538,8 @@ def _decode(buf: memoryview, max_bytes: int) -> Graph:
         for d, s in enumerate(shape):
             numel *= _int_field(s, f"{where}.shape[{d}]", 0, MAX_DIM)
         itemsize = np.dtype(np_dtype).itemsize
-        nbytes = _int_field(p["nbytes"], f"{where}.nbytes", 0, blob_len)
+        nbytes = _int_field(p["nbytes"], f"{where}.nbytes", 0, MAX_DFG_BYTES)
+        _expect(nbytes <= blob_len, f"{where}.nbytes = {nbytes}: past blob_len {blob_len}")
         _expect(nbytes == numel * itemsize,
                 f"{where}.nbytes = {nbytes}, but shape {shape} of {p['dtype']} needs {numel * itemsize}")
         off = _int_field(p["offset"], f"{where}.offset", 0, blob_len)

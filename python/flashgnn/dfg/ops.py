@@ -69,8 +69,10 @@ class SubGraph:
         """(nodes, edges) kept before GNN layer ``layer`` (None or 0: all)."""
         if layer is None or layer == 0:
             return self.num_nodes, int(self.edge_index.shape[1])
-        if not 0 <= layer <= self.num_hops:
-            raise ValueError(f"attr layer = {layer}: this subgraph has {self.num_hops} trimmable hops (0..{self.num_hops})")
+        if not 0 <= layer < self.num_hops:
+            # layer i of an L-layer model reads hops 0..L-1-i; layer L would read nothing
+            raise ValueError(f"attr layer = {layer}: this subgraph has {self.num_hops} hops, so layers "
+                             f"0..{self.num_hops - 1}")
         n = self.num_nodes - sum(self.num_sampled_nodes[len(self.num_sampled_nodes) - layer:])
         e = int(self.edge_index.shape[1]) - sum(self.num_sampled_edges[len(self.num_sampled_edges) - layer:])
         return n, e
