@@ -15,7 +15,8 @@ use flashgnn_format::slot::{decode_slot, read_id};
 use flashgnn_format::{FormatError, Layout};
 use flashgnn_io::aligned::BufPool;
 use flashgnn_io::engine::{open_engine, Done, EngineConfig, EngineKind, ReadEngine, ReadReq};
-use flashgnn_store::Dataset;
+use flashgnn_store::{Dataset, Snapshot};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::cache::{self, PageCache, Tier};
@@ -108,6 +109,8 @@ struct Node {
     degree: u32,
     /// Slot seen (original id, degree, inline features known).
     slot_seen: bool,
+    /// Served from the snapshot's overlay (no slot or feature read).
+    overlay: bool,
     /// Expansion finished: `samples` holds the sampled neighbors.
     expanded: bool,
     expanding: bool,
@@ -168,6 +171,11 @@ pub struct NeighborSampler {
     /// Request counts per extent key (length, count) while a pre-sampling
     /// pass records them (see `hot_set_by_access`).
     accesses: Option<HashMap<u64, (u32, u64)>>,
+    /// The dataset directory (a snapshot must be over this base).
+    root: PathBuf,
+    /// Mutable-graph snapshot: nodes in its overlay (and nodes beyond the
+    /// base) come from memory, with no I/O. None = the base alone.
+    snapshot: Option<Arc<Snapshot>>,
 }
 
 impl NeighborSampler {
@@ -247,7 +255,48 @@ impl NeighborSampler {
             gather_features: cfg.features,
             cache: cfg.cache.clone(),
             accesses: None,
+            root: ds.root().to_path_buf(),
+            snapshot: None,
         })
+    }
+
+    /// Read base + delta of a mutable-graph snapshot from now on (None: the
+    /// base alone). The snapshot must be over this sampler's dataset.
+    pub fn set_snapshot(&mut self, snap: Option<Arc<Snapshot>>) -> Result<()> {
+        if let Some(s) = &snap {
+            if s.base.root() != self.root || s.base.num_nodes() != self.layout.num_nodes {
+                return Err(SampleError::BadRequest(format!(
+                    "snapshot of generation {} is over {}, this sampler reads {}: open a sampler on the snapshot's base",
+                    s.generation,
+                    s.base.root().display(),
+                    self.root.display()
+                )));
+            }
+        }
+        self.snapshot = snap;
+        Ok(())
+    }
+    pub fn snapshot(&self) -> Option<&Arc<Snapshot>> {
+        self.snapshot.as_ref()
+    }
+    /// Node count seen by this sampler: the snapshot's, else the base's.
+    pub fn num_nodes(&self) -> u64 {
+        self.snapshot.as_ref().map(|s| s.num_nodes()).unwrap_or(self.layout.num_nodes)
+    }
+    /// Original id of internal id `v` (identity beyond the base).
+    pub(crate) fn original_of(&self, v: u32) -> u64 {
+        match &self.node_order {
+            Some(o) if (v as u64) < self.layout.num_nodes => o[v as usize] as u64,
+            _ => v as u64,
+        }
+    }
+    /// Label of original id `o`: -1 for vertices added or deleted in the
+    /// snapshot and beyond the stored labels.
+    fn label_of(&self, lab: &[i32], o: i64) -> i64 {
+        if let Some(l) = self.snapshot.as_ref().and_then(|s| s.label_override(o as u64)) {
+            return l;
+        }
+        lab.get(o as usize).map(|&l| l as i64).unwrap_or(-1)
     }
 
     pub fn engine_name(&self) -> &'static str {
@@ -293,13 +342,13 @@ impl NeighborSampler {
     }
     pub(crate) fn internal_of(&self, original: u64) -> u32 {
         match &self.node_index {
-            Some(m) => m[original as usize],
-            None => original as u32,
+            Some(m) if original < self.layout.num_nodes => m[original as usize],
+            _ => original as u32,
         }
     }
     pub(crate) fn labels_of(&self, n_id: &[i64]) -> Vec<i64> {
         match &self.labels {
-            Some(lab) => n_id.iter().map(|&o| lab[o as usize] as i64).collect(),
+            Some(lab) => n_id.iter().map(|&o| self.label_of(lab, o)).collect(),
             None => Vec::new(),
         }
     }
@@ -332,17 +381,21 @@ impl NeighborSampler {
         self.clear_page_cache();
         self.page_hits = 0;
         self.cache_hits = [0; 2];
-        let n = self.layout.num_nodes;
+        let n = self.num_nodes();
         let mut seed_idx = Vec::with_capacity(seeds.len());
         for &s in seeds {
             if s < 0 || s as u64 >= n {
                 return Err(SampleError::BadRequest(format!("seed node id {s} out of range [0, {n})")));
             }
-            let v = match &self.node_index {
-                Some(m) => m[s as usize],
-                None => s as u32,
-            };
-            seed_idx.push(self.discover(v, 0, seed)?);
+            let v = self.internal_of(s as u64);
+            let r = self.discover(v, 0, seed);
+            match r {
+                Ok(i) => seed_idx.push(i),
+                Err(e) => {
+                    self.drain();
+                    return Err(e);
+                }
+            }
         }
         let r = self.run(seed);
         if let Err(e) = r {
@@ -397,22 +450,61 @@ impl NeighborSampler {
                 node.hop = hop;
                 if hop < k && !node.expanded && !node.expanding {
                     // Reached earlier than first thought: it must be expanded now.
-                    self.request_slot(i)?;
+                    if node.overlay {
+                        self.expand_overlay(i, seed)?;
+                    } else {
+                        self.request_slot(i)?;
+                    }
                 }
             }
             return Ok(i);
         }
         let i = self.nodes.len() as u32;
-        let original = match &self.node_order {
-            Some(o) => o[v as usize] as u64,
-            None => v as u64,
-        };
+        let original = self.original_of(v);
+        let rec = self.snapshot.as_ref().and_then(|s| s.record(original).map(|r| (r.neighbors.len(), s.clone())));
+        if let Some((degree, snap)) = rec {
+            // In the overlay: degree, neighbors and features from memory.
+            let mut feature = None;
+            if self.row_bytes() > 0 {
+                let row = &snap.record(original).expect("looked up above").row;
+                feature = Some(self.features.len());
+                self.features.extend_from_slice(row);
+                self.bytes_used += row.len() as u64;
+            }
+            self.nodes.push(Node {
+                v,
+                hop,
+                original,
+                degree: degree as u32,
+                slot_seen: true,
+                overlay: true,
+                expanded: false,
+                expanding: false,
+                samples: Vec::new(),
+                wanted: Vec::new(),
+                pending_pages: 0,
+                feature,
+                feature_requested: true,
+            });
+            self.index.insert(v, i);
+            if hop < k {
+                self.expand_overlay(i, seed)?;
+            }
+            return Ok(i);
+        }
+        if v as u64 >= self.layout.num_nodes {
+            return Err(SampleError::BadRequest(format!(
+                "node {original} is beyond the base ({} nodes) but not in the snapshot's overlay",
+                self.layout.num_nodes
+            )));
+        }
         self.nodes.push(Node {
             v,
             hop,
             original,
             degree: 0,
             slot_seen: false,
+            overlay: false,
             expanded: false,
             expanding: false,
             samples: Vec::new(),
@@ -715,6 +807,33 @@ impl NeighborSampler {
         Ok(())
     }
 
+    /// Expand an overlay node: draw from its in-memory list (the same draw
+    /// as from a slot: keyed by (seed, internal id), `sample_indices`).
+    fn expand_overlay(&mut self, i: u32, seed: u64) -> Result<()> {
+        let snap = self.snapshot.clone().expect("overlay nodes come from a snapshot");
+        let node = &self.nodes[i as usize];
+        let rec = snap.record(node.original).expect("overlay node has a record");
+        let hop = node.hop as usize;
+        let mut idx = std::mem::take(&mut self.scratch);
+        sample_indices(seed, node.v as u64, rec.neighbors.len() as u32, self.fanouts[hop], &mut idx);
+        let n = snap.num_nodes();
+        let mut samples = Vec::with_capacity(idx.len());
+        for &x in &idx {
+            let u = rec.neighbors[x as usize];
+            if u >= n {
+                return Err(SampleError::BadRequest(format!(
+                    "internal: overlay neighbor {u} of node {} out of range [0, {n})",
+                    node.original
+                )));
+            }
+            samples.push(self.internal_of(u));
+        }
+        self.scratch = idx;
+        let node = &mut self.nodes[i as usize];
+        node.samples = samples;
+        self.finish_expansion(i, seed)
+    }
+
     fn finish_expansion(&mut self, i: u32, seed: u64) -> Result<()> {
         let node = &mut self.nodes[i as usize];
         node.expanded = true;
@@ -779,7 +898,7 @@ impl NeighborSampler {
             }
         }
         if let Some(lab) = &self.labels {
-            b.y = b.n_id.iter().map(|&o| lab[o as usize] as i64).collect();
+            b.y = b.n_id.iter().map(|&o| self.label_of(lab, o)).collect();
         }
         Ok(b)
     }

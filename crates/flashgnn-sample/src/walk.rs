@@ -145,10 +145,40 @@ impl NeighborSampler {
         Ok(out)
     }
 
+    /// [`Self::fetch_lists`] through the snapshot: nodes in its overlay are
+    /// answered from memory, the rest read from the base.
+    pub fn fetch_lists_snapshot(&mut self, nodes: &[u32]) -> Result<Vec<NodeData>> {
+        let Some(snap) = self.snapshot().cloned() else {
+            return self.fetch_lists(nodes);
+        };
+        let mut out = vec![NodeData::default(); nodes.len()];
+        let (mut disk, mut at) = (Vec::new(), Vec::new());
+        for (i, &v) in nodes.iter().enumerate() {
+            let o = self.original_of(v);
+            match snap.record(o) {
+                Some(r) => {
+                    out[i] = NodeData {
+                        original: o,
+                        neighbors: r.neighbors.iter().map(|&u| self.internal_of(u)).collect(),
+                        features: r.row.clone(),
+                    }
+                }
+                None => {
+                    disk.push(v);
+                    at.push(i);
+                }
+            }
+        }
+        for (i, d) in at.into_iter().zip(self.fetch_lists(&disk)?) {
+            out[i] = d;
+        }
+        Ok(out)
+    }
+
     /// GraphSAINT random-walk batch: `roots` (original ids) each start a walk
     /// of `walk_length` steps; returns the induced subgraph.
     pub fn random_walk(&mut self, roots: &[i64], walk_length: usize, seed: u64) -> Result<Batch> {
-        let n = self.layout().num_nodes;
+        let n = self.num_nodes();
         let mut order: Vec<u32> = Vec::new();
         let mut local: HashMap<u32, usize> = HashMap::default();
         let mut add = |v: u32, order: &mut Vec<u32>| {
@@ -175,7 +205,7 @@ impl NeighborSampler {
                 v.dedup();
                 v
             };
-            let got = self.fetch_lists(&need)?;
+            let got = self.fetch_lists_snapshot(&need)?;
             cache.extend(need.into_iter().zip(got));
             for (w, p) in pos.iter_mut().enumerate() {
                 let nb = &cache[p].neighbors;
@@ -189,7 +219,7 @@ impl NeighborSampler {
         }
         // Lists (and features) of every visited node, then the induced edges.
         let need: Vec<u32> = order.iter().copied().filter(|v| !cache.contains_key(v)).collect();
-        let got = self.fetch_lists(&need)?;
+        let got = self.fetch_lists_snapshot(&need)?;
         cache.extend(need.into_iter().zip(got));
         let mut b = Batch { batch_size, ..Default::default() };
         for (ci, &v) in order.iter().enumerate() {

@@ -14,7 +14,9 @@
 //! loaded on first use of an original id (8 B per node, u32 each).
 
 pub mod dataset;
+pub mod overlay;
 pub mod verify;
 
 pub use dataset::{Dataset, StoreError};
+pub use overlay::{Delta, NodeRec, Op, OverlayError, Snapshot};
 pub use verify::{verify, VerifyReport};

@@ -1,0 +1,473 @@
+//! Compaction (fold the log into a new base generation) and the bulk
+//! `update_graph` (replace the whole graph), both through the importer.
+//!
+//! Compaction of generation G at durable sequence S:
+//!
+//! 1. take the published snapshot (seq S, log length L_S) — writers go on;
+//! 2. stream base + delta node by node (original id order) into an
+//!    npy-directory importer input under `mut/.compact-(G+1).input/`:
+//!    `edge_index.npy` (every stored entry `(src = neighbor, dst = node)`),
+//!    `node_feat.npy` (stored dtype), `node_label.npy` (-1 for vertices added
+//!    since the base was built and for deleted ones), `{train,val,test}_idx.npy`
+//!    carried over; memory is one neighbor list and one chunk of labels;
+//! 3. `flashgnn_build::build` into `mut/gen-(G+1)` (symmetrize + dedup: the
+//!    lists are symmetric sets already, so the result has exactly these
+//!    entries; same page size, feature placement, dtype and reordering as
+//!    the base); it verifies and publishes atomically;
+//! 4. `mut/free-(G+1).bin` = the ids deleted at S (isolated in the new base);
+//! 5. under the write lock, with no frame queued or in flight: the log bytes
+//!    after L_S (frames S+1 …) go into `mut/wal-(G+1).log` (header base_seq S,
+//!    written to a temporary name, fsynced, renamed), are replayed over the
+//!    new base to rebuild the delta, `CURRENT` switches to G+1, and the new
+//!    base + delta + log replace the old ones in memory;
+//! 6. the old generation's directory (never generation 0), free list and log
+//!    are deleted.
+//!
+//! A crash before the `CURRENT` rename leaves generation G complete (the new
+//! files are leftovers, removed on the next writable open); after it,
+//! generation G+1 is complete and G's files are leftovers.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use flashgnn_build::{build, BuildOptions, FeatureLayout, Progress, Reorder};
+use flashgnn_format::layout::FeaturePlacement;
+use flashgnn_format::manifest::LABELS_FILE;
+use flashgnn_format::npy::encode_header;
+use flashgnn_format::Dtype;
+use flashgnn_io::{IoError, OutFile};
+use flashgnn_store::overlay::NODES_MAX;
+use flashgnn_store::{Dataset, Delta, Snapshot};
+
+use crate::current::{self, Current};
+use crate::graph::{open_base, replay_into, MutableGraph, Published};
+use crate::wal::{self, WalFile};
+use crate::{MutError, Result};
+
+/// Splits the npy-directory input layout carries (`{name}_idx.npy`).
+const SPLITS: [&str; 3] = ["train", "val", "test"];
+/// Labels read from the base per chunk while exporting: 64 Ki (512 KiB).
+const LABEL_CHUNK: u64 = 1 << 16;
+
+/// What a compaction or `update_graph` did.
+#[derive(Debug, Clone, Default)]
+pub struct CompactReport {
+    pub generation: u64,
+    /// Last batch folded into the new base.
+    pub base_seq: u64,
+    pub num_nodes: u64,
+    pub num_edges: u64,
+    /// Frames that arrived during the build and were carried to the new log.
+    pub tail_frames: u64,
+    pub free_ids: u64,
+    pub export_seconds: f64,
+    pub build_seconds: f64,
+    pub switch_seconds: f64,
+    /// Split names of the base that the npy input layout cannot carry.
+    pub splits_dropped: Vec<String>,
+}
+
+/// Raw input of `update_graph`: directed edges `(src[i], dst[i])` over
+/// `num_nodes` nodes (symmetrized and deduplicated by the importer), a
+/// feature table (`num_nodes` rows of `dim` values of `dtype`, little-endian)
+/// and optional labels.
+pub struct UpdateGraphInput<'a> {
+    pub src: &'a [i64],
+    pub dst: &'a [i64],
+    pub num_nodes: u64,
+    pub features: Option<(&'a [u8], Dtype, u32)>,
+    pub labels: Option<&'a [i64]>,
+}
+
+/// Removes a temporary input directory on every exit path.
+struct DirGuard(PathBuf);
+impl Drop for DirGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn fresh_dir(p: &Path) -> Result<()> {
+    if p.exists() {
+        std::fs::remove_dir_all(p).map_err(|e| IoError::new("removing leftover", p, None, e))?;
+    }
+    std::fs::create_dir(p).map_err(|e| IoError::new("creating directory", p, None, e))?;
+    Ok(())
+}
+
+fn npy_out(path: &Path, dtype: Dtype, shape: &[u64]) -> Result<OutFile> {
+    let mut o = OutFile::create(path)?;
+    o.write(&encode_header(dtype, shape))?;
+    Ok(o)
+}
+
+fn write_i64s(path: &Path, v: &[i64]) -> Result<()> {
+    let mut o = npy_out(path, Dtype::Int64, &[v.len() as u64])?;
+    let mut buf = Vec::with_capacity(1 << 20);
+    for c in v.chunks(1 << 17) {
+        buf.clear();
+        c.iter().for_each(|x| buf.extend_from_slice(&x.to_le_bytes()));
+        o.write(&buf)?;
+    }
+    o.finish()?;
+    Ok(())
+}
+
+/// Carry the base's train/val/test splits (ids below `n`) into `dir`;
+/// returns the names the layout cannot carry.
+fn export_splits(base: &Dataset, dir: &Path, n: u64) -> Result<Vec<String>> {
+    let mut dropped = Vec::new();
+    for name in base.manifest().splits.keys() {
+        if !SPLITS.contains(&name.as_str()) {
+            dropped.push(name.clone());
+            continue;
+        }
+        let ids: Vec<i64> = base.split(name)?.into_iter().filter(|&v| (v as u64) < n).collect();
+        write_i64s(&dir.join(format!("{name}_idx.npy")), &ids)?;
+    }
+    Ok(dropped)
+}
+
+/// Stream base + delta of `snap` into an npy-directory input at `dir`.
+/// Returns (nodes, edges, dropped split names).
+fn export_snapshot(snap: &Snapshot, dir: &Path, progress: &Progress) -> Result<(u64, u64, Vec<String>)> {
+    let base = &snap.base;
+    let d = &snap.delta;
+    let n = d.num_nodes();
+    let e = d.num_edges(base);
+    let (dim, dtype) = (d.feature_dim(), d.feature_dtype());
+    let rb = dim as usize * dtype.size();
+    let mut edges = npy_out(&dir.join("edge_index.npy"), Dtype::Int64, &[e, 2])?;
+    let mut feats = if rb > 0 { Some(npy_out(&dir.join("node_feat.npy"), dtype, &[n, dim as u64])?) } else { None };
+    let labels_in = if base.has_labels() {
+        base.check_side_file(LABELS_FILE)?;
+        Some(base.node_sized(LABELS_FILE, base.side_array(LABELS_FILE)?)?)
+    } else {
+        None
+    };
+    let mut labels =
+        if labels_in.is_some() { Some(npy_out(&dir.join("node_label.npy"), Dtype::Int64, &[n])?) } else { None };
+    let mut task = progress.task("export", "nodes", n);
+    let (mut written, mut buf, mut row) = (0u64, Vec::with_capacity(1 << 16), Vec::with_capacity(rb));
+    let zeros = vec![0u8; rb];
+    let mut chunk: Vec<i64> = Vec::new();
+    for v in 0..n {
+        if v % 4096 == 0 {
+            progress.check()?;
+        }
+        let deleted = d.is_deleted(v);
+        buf.clear();
+        let nbrs: Vec<u64> = match d.record(v) {
+            Some(r) => r.neighbors.clone(),
+            None if v < base.num_nodes() => base.neighbors(v as i64)?,
+            None => Vec::new(),
+        };
+        for u in nbrs {
+            buf.extend_from_slice(&(u as i64).to_le_bytes());
+            buf.extend_from_slice(&(v as i64).to_le_bytes());
+        }
+        written += (buf.len() / 16) as u64;
+        if written > e {
+            return Err(MutError::Invalid(format!("internal: export found more than the {e} edges the delta implies")));
+        }
+        edges.write(&buf)?;
+        if let Some(f) = &mut feats {
+            if deleted {
+                f.write(&zeros)?;
+            } else if let Some(r) = d.record(v) {
+                f.write(&r.row)?;
+            } else {
+                row.clear();
+                base.feature_row(v as i64, &mut row)?;
+                f.write(&row)?;
+            }
+        }
+        if let (Some(out), Some(a)) = (&mut labels, &labels_in) {
+            let l = match snap.label_override(v) {
+                Some(l) => l,
+                None => {
+                    if v % LABEL_CHUNK == 0 || chunk.is_empty() {
+                        let start = v - v % LABEL_CHUNK;
+                        chunk = a.read_i64(start, LABEL_CHUNK.min(base.num_nodes() - start))?;
+                    }
+                    chunk[(v % LABEL_CHUNK) as usize]
+                }
+            };
+            out.write(&l.to_le_bytes())?;
+        }
+        task.add(1);
+    }
+    if written != e {
+        return Err(MutError::Invalid(format!("internal: export wrote {written} edges, the delta implies {e}")));
+    }
+    edges.finish()?;
+    if let Some(f) = feats {
+        f.finish()?;
+    }
+    if let Some(l) = labels {
+        l.finish()?;
+    }
+    task.finish();
+    let dropped = export_splits(base, dir, n)?;
+    Ok((n, e, dropped))
+}
+
+/// Importer options for a new generation shaped like `base`.
+fn build_options(base: &Dataset, input: &Path, output: &Path, n: u64, dim: u32) -> BuildOptions {
+    let mut o = BuildOptions::new(input, output);
+    o.symmetrize = true;
+    o.dedup = true;
+    o.num_nodes = Some(n);
+    o.page_size = base.layout().page_size;
+    o.reorder = if base.manifest().reorder == "none" { Reorder::None } else { Reorder::Degree };
+    if dim == base.feature_dim() && dim > 0 {
+        o.feature_dtype = Some(base.feature_dtype());
+        o.feature_layout = match base.layout().placement {
+            FeaturePlacement::Inline => FeatureLayout::Inline,
+            FeaturePlacement::Separate => FeatureLayout::Separate,
+        };
+    }
+    // The base's budget, but never below what the importer needs for n
+    // nodes (64 MiB buffers + 16 B/node + a 16 MiB sort chunk).
+    let need = flashgnn_build::builder::FIXED_OVERHEAD_BYTES + n * 16 + (16 << 20);
+    o.memory_budget = base.manifest().build.memory_budget_bytes.max(need);
+    o
+}
+
+impl MutableGraph {
+    /// Fold the log into a new base generation (see the module docs); writes
+    /// continue while the new base is built.
+    pub fn compact(&self, progress: &Progress) -> Result<CompactReport> {
+        let _one = self.compact_lock.lock().unwrap();
+        self.check_writable_pub()?;
+        let t0 = Instant::now();
+        let Published { snap, wal_end } = self.published();
+        let (g, ng) = (snap.generation, snap.generation + 1);
+        let mdir = current::mut_dir(&self.root);
+        let input = mdir.join(format!(".compact-{ng}.input"));
+        let out = current::gen_dir(&self.root, ng);
+        fresh_dir(&input)?;
+        let _guard = DirGuard(input.clone());
+        if out.exists() {
+            std::fs::remove_dir_all(&out).map_err(|e| IoError::new("removing leftover", &out, None, e))?;
+        }
+        let (n, e, dropped) = export_snapshot(&snap, &input, progress)?;
+        let t1 = Instant::now();
+        build(&build_options(&snap.base, &input, &out, n, snap.delta.feature_dim()), progress)?;
+        let new_base = open_base(&out)?;
+        if new_base.num_nodes() != n || new_base.num_edges() != e {
+            return Err(MutError::Invalid(format!(
+                "internal: compacted generation {ng} has {} nodes and {} edges; expected {n} and {e}",
+                new_base.num_nodes(),
+                new_base.num_edges()
+            )));
+        }
+        let free: Vec<u64> = snap.delta.free_ids().copied().collect();
+        current::write_free(&current::free_path(&self.root, ng), &free)?;
+        let t2 = Instant::now();
+        let tail_frames = self.switch(g, ng, snap.seq, new_base, free.clone(), Some(wal_end))?;
+        let t3 = Instant::now();
+        self.remove_generation(g)?;
+        Ok(CompactReport {
+            generation: ng,
+            base_seq: snap.seq,
+            num_nodes: n,
+            num_edges: e,
+            tail_frames,
+            free_ids: free.len() as u64,
+            export_seconds: (t1 - t0).as_secs_f64(),
+            build_seconds: (t2 - t1).as_secs_f64(),
+            switch_seconds: (t3 - t2).as_secs_f64(),
+            splits_dropped: dropped,
+        })
+    }
+
+    /// HolisticGNN's UpdateGraph: build a brand-new generation from a raw
+    /// edge array and embedding table (symmetrized, deduplicated) and switch
+    /// to it atomically. Every earlier operation is superseded.
+    pub fn update_graph(&self, inp: &UpdateGraphInput, progress: &Progress) -> Result<CompactReport> {
+        let _one = self.compact_lock.lock().unwrap();
+        self.check_writable_pub()?;
+        let t0 = Instant::now();
+        let n = inp.num_nodes;
+        if inp.src.len() != inp.dst.len() {
+            return Err(MutError::Invalid(format!(
+                "src has {} entries but dst has {}: they must have the same length",
+                inp.src.len(),
+                inp.dst.len()
+            )));
+        }
+        if n == 0 || n >= NODES_MAX {
+            return Err(MutError::Invalid(format!("num_nodes {n} out of range [1, {NODES_MAX})")));
+        }
+        if let Some((bytes, dtype, dim)) = inp.features {
+            let want = n as u128 * dim as u128 * dtype.size() as u128;
+            if bytes.len() as u128 != want || !dtype.is_float() {
+                return Err(MutError::Invalid(format!(
+                    "embeddings: {} bytes of {} is not num_nodes {n} x dim {dim} (need {want} bytes of a float dtype)",
+                    bytes.len(),
+                    dtype.name()
+                )));
+            }
+        }
+        if let Some(l) = inp.labels {
+            if l.len() as u64 != n {
+                return Err(MutError::Invalid(format!("labels has {} entries; num_nodes is {n}", l.len())));
+            }
+        }
+        let snap = self.snapshot();
+        let (g, ng) = (snap.generation, snap.generation + 1);
+        let mdir = current::mut_dir(&self.root);
+        let input = mdir.join(format!(".update-{ng}.input"));
+        let out = current::gen_dir(&self.root, ng);
+        fresh_dir(&input)?;
+        let _guard = DirGuard(input.clone());
+        if out.exists() {
+            std::fs::remove_dir_all(&out).map_err(|e| IoError::new("removing leftover", &out, None, e))?;
+        }
+        // The edge array and the feature table are written by two threads;
+        // the importer then overlaps the edge sort with feature conversion.
+        let (er, fr) = std::thread::scope(|s| {
+            let fh = s.spawn(|| -> Result<()> {
+                if let Some((bytes, dtype, dim)) = inp.features {
+                    let mut f = npy_out(&input.join("node_feat.npy"), dtype, &[n, dim as u64])?;
+                    for c in bytes.chunks(1 << 20) {
+                        f.write(c)?;
+                    }
+                    f.finish()?;
+                }
+                Ok(())
+            });
+            let er = (|| -> Result<()> {
+                let mut o = npy_out(&input.join("edge_index.npy"), Dtype::Int64, &[inp.src.len() as u64, 2])?;
+                let mut buf = Vec::with_capacity(1 << 20);
+                for (sc, dc) in inp.src.chunks(1 << 16).zip(inp.dst.chunks(1 << 16)) {
+                    buf.clear();
+                    for (a, b) in sc.iter().zip(dc) {
+                        buf.extend_from_slice(&a.to_le_bytes());
+                        buf.extend_from_slice(&b.to_le_bytes());
+                    }
+                    o.write(&buf)?;
+                }
+                o.finish()?;
+                Ok(())
+            })();
+            (er, fh.join().unwrap_or_else(|_| Err(MutError::Invalid("internal: feature writer panicked".into()))))
+        });
+        er?;
+        fr?;
+        if let Some(l) = inp.labels {
+            write_i64s(&input.join("node_label.npy"), l)?;
+        }
+        let dropped = export_splits(&snap.base, &input, n)?;
+        let t1 = Instant::now();
+        let dim = inp.features.map(|f| f.2).unwrap_or(0);
+        build(&build_options(&snap.base, &input, &out, n, dim), progress)?;
+        let new_base = open_base(&out)?;
+        current::write_free(&current::free_path(&self.root, ng), &[])?;
+        let t2 = Instant::now();
+        let num_edges = new_base.num_edges();
+        let seq = self.switch(g, ng, 0, new_base, Vec::new(), None)?;
+        let t3 = Instant::now();
+        self.remove_generation(g)?;
+        Ok(CompactReport {
+            generation: ng,
+            base_seq: seq,
+            num_nodes: n,
+            num_edges,
+            tail_frames: 0,
+            free_ids: 0,
+            export_seconds: (t1 - t0).as_secs_f64(),
+            build_seconds: (t2 - t1).as_secs_f64(),
+            switch_seconds: (t3 - t2).as_secs_f64(),
+            splits_dropped: dropped,
+        })
+    }
+
+    fn check_writable_pub(&self) -> Result<()> {
+        if !self.writable() {
+            return Err(MutError::Unavailable(format!(
+                "mutable graph {} was opened read-only (writable=False)",
+                self.root.display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Switch from generation `g` to `ng` under the write lock. With
+    /// `tail_from = Some(L)` (compaction) the log bytes after `L` become the
+    /// new log, whose base is `base_seq`; with None (update_graph) the new log
+    /// is empty and its base is the last sequence number. Returns the number
+    /// of carried frames (compaction) or the new base sequence number.
+    fn switch(
+        &self,
+        g: u64,
+        ng: u64,
+        base_seq: u64,
+        new_base: Arc<Dataset>,
+        free: Vec<u64>,
+        tail_from: Option<u64>,
+    ) -> Result<u64> {
+        let mut head = self.head.lock().unwrap();
+        if head.generation != g {
+            return Err(MutError::Unavailable(format!(
+                "generation changed from {g} to {} during the build",
+                head.generation
+            )));
+        }
+        let mut q = self.quiesce()?;
+        let last = head.next_seq - 1;
+        let (base_seq, tail) = match tail_from {
+            Some(from) => (base_seq, q.wal.as_ref().expect("writable").read_from(from)?),
+            None => (last, Vec::new()),
+        };
+        let wpath = current::wal_path(&self.root, ng);
+        wal::create_log(&wpath, ng, base_seq, &tail)?;
+        let mut delta = Delta::new(&new_base, free)?;
+        let bytes = wal::read_log(&wpath)?;
+        let rep = replay_into(&wpath.display().to_string(), &bytes, &new_base, &mut delta)?;
+        if rep.last_seq != last || rep.torn_bytes != 0 {
+            return Err(MutError::Corrupt(format!(
+                "{}: carried log ends at seq {} with {} torn bytes; expected seq {last}",
+                wpath.display(),
+                rep.last_seq,
+                rep.torn_bytes
+            )));
+        }
+        let wal_file = WalFile::open(&wpath, rep.valid_len)?;
+        if let Err(e) = current::write_current(&self.root, &Current { generation: ng, base_seq }) {
+            // CURRENT may or may not name the new generation now: appending to
+            // either log could lose acknowledged writes. Stop writing.
+            q.fail(format!("switching CURRENT to generation {ng}: {e}"));
+            return Err(e);
+        }
+        q.wal = Some(wal_file);
+        head.base = new_base.clone();
+        head.delta = delta.clone();
+        head.generation = ng;
+        let snap = Arc::new(Snapshot { base: new_base, delta, generation: ng, seq: last });
+        *self.published.write().unwrap() = Published { snap, wal_end: rep.valid_len };
+        Ok(if tail_from.is_some() { rep.frames } else { last })
+    }
+
+    /// Delete generation `g`'s files (its directory unless it is generation 0,
+    /// its free list and its log) once nothing names them.
+    fn remove_generation(&self, g: u64) -> Result<()> {
+        let mut paths = vec![current::wal_path(&self.root, g)];
+        if g > 0 {
+            paths.push(current::gen_dir(&self.root, g));
+            paths.push(current::free_path(&self.root, g));
+        }
+        for p in paths {
+            let r = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+            match r {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(IoError::new("removing old generation", &p, None, e).into()),
+            }
+        }
+        flashgnn_io::fsync_dir(&current::mut_dir(&self.root))?;
+        Ok(())
+    }
+}

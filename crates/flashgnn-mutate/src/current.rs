@@ -1,0 +1,176 @@
+//! The generation files under `DATASET/mut/`: `CURRENT` (which generation is
+//! live), the per-generation free-id list, and cleanup of leftovers.
+//!
+//! ```text
+//! DATASET/                  generation 0: the user's dataset, never modified
+//! DATASET/mut/CURRENT       {"magic": "flashgnn-mutable", "version": 1, "generation": N,
+//!                            "base_seq": S, "crc32c": C}
+//! DATASET/mut/wal-N.log     the log of generation N (frames with seq > S)
+//! DATASET/mut/gen-N/        generation N > 0: a complete dataset built by the importer
+//! DATASET/mut/free-N.bin    generation N > 0: ids deleted and not reused (isolated in gen-N)
+//! ```
+//!
+//! `CURRENT` is replaced by writing `CURRENT.tmp`, fsync, rename, fsync of
+//! `mut/`: after a crash it names either the old or the new generation, and
+//! everything it names was made durable before the rename. `crc32c` is the
+//! CRC32C of the compact JSON of the other four keys in sorted order.
+//!
+//! Free list: `magic "FGFREE01" | count u64 | count x id u64 | crc32c u32`
+//! (CRC over everything before it), little-endian.
+
+use std::path::{Path, PathBuf};
+
+use flashgnn_io::IoError;
+
+use crate::{MutError, Result};
+
+pub const MUT_DIR: &str = "mut";
+pub const CURRENT_FILE: &str = "CURRENT";
+pub const CURRENT_MAGIC: &str = "flashgnn-mutable";
+pub const CURRENT_VERSION: u64 = 1;
+const FREE_MAGIC: &[u8; 8] = b"FGFREE01";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Current {
+    pub generation: u64,
+    /// Last batch sequence number folded into the generation's base.
+    pub base_seq: u64,
+}
+
+pub fn mut_dir(root: &Path) -> PathBuf {
+    root.join(MUT_DIR)
+}
+
+pub fn gen_dir(root: &Path, generation: u64) -> PathBuf {
+    if generation == 0 {
+        root.to_path_buf()
+    } else {
+        mut_dir(root).join(format!("gen-{generation}"))
+    }
+}
+
+pub fn free_path(root: &Path, generation: u64) -> PathBuf {
+    mut_dir(root).join(format!("free-{generation}.bin"))
+}
+
+pub fn wal_path(root: &Path, generation: u64) -> PathBuf {
+    mut_dir(root).join(crate::wal::wal_name(generation))
+}
+
+fn body(c: &Current) -> serde_json::Value {
+    // serde_json's map is ordered by key: this is the canonical form.
+    serde_json::json!({
+        "magic": CURRENT_MAGIC, "version": CURRENT_VERSION,
+        "generation": c.generation, "base_seq": c.base_seq,
+    })
+}
+
+/// Read `mut/CURRENT`; None when it does not exist.
+pub fn read_current(root: &Path) -> Result<Option<Current>> {
+    let path = mut_dir(root).join(CURRENT_FILE);
+    let text = match std::fs::read(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(IoError::new("reading", &path, None, e).into()),
+    };
+    let name = path.display().to_string();
+    let bad = |m: String| MutError::Corrupt(format!("{name}: {m}"));
+    let v: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|e| bad(format!("not JSON ({e}) (corrupt CURRENT)")))?;
+    let field = |k: &str| v.get(k).ok_or_else(|| bad(format!("missing field {k:?}")));
+    if field("magic")?.as_str() != Some(CURRENT_MAGIC) {
+        return Err(bad(format!("magic {} is not {CURRENT_MAGIC:?}", field("magic")?)));
+    }
+    let num = |k: &str| field(k)?.as_u64().ok_or_else(|| bad(format!("field {k:?} is not an unsigned integer")));
+    let version = num("version")?;
+    if version != CURRENT_VERSION {
+        return Err(bad(format!("version {version}; this reader supports version {CURRENT_VERSION}")));
+    }
+    let c = Current { generation: num("generation")?, base_seq: num("base_seq")? };
+    let computed = crc32c::crc32c(body(&c).to_string().as_bytes()) as u64;
+    let stored = num("crc32c")?;
+    if stored != computed {
+        return Err(bad(format!("crc32c {stored} != computed {computed}")));
+    }
+    Ok(Some(c))
+}
+
+/// Replace `mut/CURRENT` atomically and durably.
+pub fn write_current(root: &Path, c: &Current) -> Result<()> {
+    let dir = mut_dir(root);
+    let mut v = body(c);
+    let crc = crc32c::crc32c(v.to_string().as_bytes());
+    v.as_object_mut().expect("object").insert("crc32c".into(), crc.into());
+    let tmp = dir.join("CURRENT.tmp");
+    let mut out = flashgnn_io::OutFile::create(&tmp)?;
+    out.write(serde_json::to_string_pretty(&v).expect("serialises").as_bytes())?;
+    out.write(b"\n")?;
+    out.finish()?;
+    let path = dir.join(CURRENT_FILE);
+    std::fs::rename(&tmp, &path).map_err(|e| IoError::new("renaming into place", &path, None, e))?;
+    flashgnn_io::fsync_dir(&dir)?;
+    Ok(())
+}
+
+pub fn write_free(path: &Path, ids: &[u64]) -> Result<()> {
+    let mut b = Vec::with_capacity(20 + ids.len() * 8);
+    b.extend_from_slice(FREE_MAGIC);
+    b.extend_from_slice(&(ids.len() as u64).to_le_bytes());
+    ids.iter().for_each(|v| b.extend_from_slice(&v.to_le_bytes()));
+    let c = crc32c::crc32c(&b);
+    b.extend_from_slice(&c.to_le_bytes());
+    let mut out = flashgnn_io::OutFile::create(path)?;
+    out.write(&b)?;
+    out.finish()?;
+    Ok(())
+}
+
+pub fn read_free(path: &Path) -> Result<Vec<u64>> {
+    let b = std::fs::read(path).map_err(|e| IoError::new("reading", path, None, e))?;
+    let name = path.display().to_string();
+    let bad = |off: usize, m: String| MutError::Corrupt(format!("{name}: byte offset {off}: {m}"));
+    if b.len() < 20 || &b[..8] != FREE_MAGIC {
+        return Err(bad(0, "not a flashgnn free-id list (bad magic or shorter than 20 bytes)".into()));
+    }
+    let count = u64::from_le_bytes(b[8..16].try_into().expect("8 bytes"));
+    let want = count.checked_mul(8).and_then(|x| x.checked_add(20));
+    if want != Some(b.len() as u64) {
+        return Err(bad(8, format!("count {count} does not match the file length {}", b.len())));
+    }
+    let end = b.len() - 4;
+    let stored = u32::from_le_bytes(b[end..].try_into().expect("4 bytes"));
+    let computed = crc32c::crc32c(&b[..end]);
+    if stored != computed {
+        return Err(bad(end, format!("crc32c {stored:#010x} != computed {computed:#010x}")));
+    }
+    Ok(b[16..end].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
+}
+
+/// Remove everything under `mut/` that the current generation does not use:
+/// interrupted compactions (temporary inputs, importer temp dirs, a new
+/// generation never switched to) and old generations never deleted.
+pub fn clean_leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
+    let dir = mut_dir(root);
+    let keep = [
+        CURRENT_FILE.to_string(),
+        crate::wal::wal_name(c.generation),
+        format!("gen-{}", c.generation),
+        format!("free-{}.bin", c.generation),
+    ];
+    let mut removed = Vec::new();
+    let entries = std::fs::read_dir(&dir).map_err(|e| IoError::new("listing", &dir, None, e))?;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if keep.contains(&name) {
+            continue;
+        }
+        let p = e.path();
+        let r = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        r.map_err(|e| IoError::new("removing leftover", &p, None, e))?;
+        removed.push(name);
+    }
+    if !removed.is_empty() {
+        flashgnn_io::fsync_dir(&dir)?;
+    }
+    Ok(removed)
+}

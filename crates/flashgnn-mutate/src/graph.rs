@@ -1,0 +1,466 @@
+//! [`MutableGraph`]: open (with replay), unit operations, group commit and
+//! snapshots.
+//!
+//! Locks, always taken in this order: `head` (the validated state, possibly
+//! ahead of what is durable; held while a batch is validated and queued) →
+//! `queue` (frames waiting for the log, the log file, the durable sequence
+//! number) → `published` (the durable snapshot readers take). No lock is held
+//! during the log write and fdatasync.
+//!
+//! Group commit (leader/follower): a writer queues its frame and waits; if no
+//! leader is active it becomes one, takes *every* queued frame, writes them
+//! with one `write` and one `fdatasync`, publishes the snapshot of the last
+//! one, and wakes everyone. With `group_commit_wait_us` > 0 a leader first
+//! waits that long so more writers can join; with 0 (the default) a group is
+//! whatever queued while the previous fsync ran.
+//!
+//! A failed log write or fsync leaves the durable state unknown past the last
+//! acknowledged frame: the graph refuses every later write (reopen to recover:
+//! replay decides what is durable).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::Duration;
+
+use flashgnn_store::{Dataset, Delta, Op, Snapshot};
+
+use crate::current::{self, Current};
+use crate::wal::{self, WalFile};
+use crate::{MutError, Result};
+
+#[derive(Debug, Clone)]
+pub struct GraphOptions {
+    /// Open for writing (replays, truncates a torn tail, cleans leftovers).
+    /// Read-only opens replay without changing any file.
+    pub writable: bool,
+    /// How long a group-commit leader waits for more writers before writing
+    /// (0 = write as soon as the previous fsync returned).
+    pub group_commit_wait_us: u64,
+}
+
+impl Default for GraphOptions {
+    fn default() -> Self {
+        GraphOptions { writable: true, group_commit_wait_us: 0 }
+    }
+}
+
+pub(crate) struct Head {
+    pub base: Arc<Dataset>,
+    pub delta: Delta,
+    pub generation: u64,
+    pub next_seq: u64,
+}
+
+struct Pending {
+    seq: u64,
+    frame: Vec<u8>,
+    snap: Arc<Snapshot>,
+    ops: u64,
+}
+
+pub(crate) struct Queue {
+    pending: Vec<Pending>,
+    leader: bool,
+    pub durable_seq: u64,
+    failed: Option<String>,
+    pub wal: Option<WalFile>,
+}
+
+impl Queue {
+    /// Refuse every later write (the durable state is uncertain).
+    pub(crate) fn fail(&mut self, why: String) {
+        self.failed = Some(why);
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct Published {
+    pub snap: Arc<Snapshot>,
+    /// Log length that holds exactly the frames up to `snap.seq`.
+    pub wal_end: u64,
+}
+
+/// Counters since open.
+#[derive(Debug, Default)]
+pub struct GraphStats {
+    pub ops: AtomicU64,
+    pub frames: AtomicU64,
+    pub fsyncs: AtomicU64,
+    pub wal_bytes_written: AtomicU64,
+}
+
+/// What opening found.
+#[derive(Debug, Clone, Default)]
+pub struct OpenReport {
+    pub replay: wal::ReplayReport,
+    /// Leftovers of interrupted compactions removed (writable opens).
+    pub removed: Vec<String>,
+}
+
+pub struct MutableGraph {
+    pub(crate) root: PathBuf,
+    pub(crate) writable: bool,
+    wait_us: u64,
+    pub(crate) head: Mutex<Head>,
+    pub(crate) queue: Mutex<Queue>,
+    cond: Condvar,
+    pub(crate) published: RwLock<Published>,
+    /// One compaction or update_graph at a time.
+    pub(crate) compact_lock: Mutex<()>,
+    pub stats: GraphStats,
+    closed: AtomicBool,
+    pub open_report: OpenReport,
+}
+
+/// Refuse a base that does not store both directions of every edge.
+pub(crate) fn check_symmetric(ds: &Dataset) -> Result<()> {
+    if !ds.manifest().build.symmetrize {
+        return Err(MutError::Invalid(format!(
+            "{}: this dataset was built without --symmetrize, so its edges are one-directional; the mutable store \
+             keeps undirected edges (AddEdge/DeleteEdge change both directions) and needs a symmetric base: rebuild \
+             it with `flashgnn build INPUT {} --symmetrize --dedup`",
+            ds.root().display(),
+            ds.root().display()
+        )));
+    }
+    Ok(())
+}
+
+/// Open a generation's base and load what later reads need from files that
+/// a compaction may delete while this base is still in use (the id maps and
+/// feature checksums; graph and feature files stay open).
+pub(crate) fn open_base(dir: &Path) -> Result<Arc<Dataset>> {
+    let ds = Dataset::open(dir)?;
+    check_symmetric(&ds)?;
+    ds.maps()?;
+    if ds.layout().placement == flashgnn_format::layout::FeaturePlacement::Separate && ds.layout().row_bytes() > 0 {
+        ds.feature_crcs()?;
+    }
+    Ok(Arc::new(ds))
+}
+
+/// Apply replayed frames to `delta`; an op that does not apply is corruption
+/// (only validated batches are ever logged).
+pub(crate) fn replay_into(file: &str, bytes: &[u8], base: &Dataset, delta: &mut Delta) -> Result<wal::ReplayReport> {
+    wal::replay(file, bytes, |seq, off, ops| {
+        for (i, mut op) in ops.into_iter().enumerate() {
+            delta.apply(base, &mut op).map_err(|e| {
+                MutError::Corrupt(format!(
+                    "{file}: byte offset {off}: frame seq {seq}: op {i} does not apply to the base ({}): {e}",
+                    base.root().display()
+                ))
+            })?;
+        }
+        Ok(())
+    })
+}
+
+impl MutableGraph {
+    /// Open the mutable graph of the dataset at `root`: the generation named
+    /// by `root/mut/CURRENT` (generation 0, the dataset itself, when there is
+    /// none) with its log replayed.
+    pub fn open(root: impl AsRef<Path>, opts: &GraphOptions) -> Result<MutableGraph> {
+        let root = root.as_ref().to_path_buf();
+        // Generation 0 must be a symmetric dataset whatever generation is live.
+        check_symmetric(&Dataset::open(&root)?)?;
+        let mdir = current::mut_dir(&root);
+        let stored = current::read_current(&root)?;
+        let logged = stored.is_some() || opts.writable;
+        let cur = match stored {
+            Some(c) => c,
+            None if opts.writable => {
+                // First writable open (or a crash before CURRENT was first
+                // written: then nothing was ever acknowledged).
+                let c = Current { generation: 0, base_seq: 0 };
+                if !mdir.exists() {
+                    std::fs::create_dir(&mdir)
+                        .map_err(|e| flashgnn_io::IoError::new("creating directory", &mdir, None, e))?;
+                    flashgnn_io::fsync_dir(&root)?;
+                }
+                current::clean_leftovers(&root, &c)?;
+                wal::create_log(&current::wal_path(&root, 0), 0, 0, &[])?;
+                current::write_current(&root, &c)?;
+                c
+            }
+            None => Current { generation: 0, base_seq: 0 },
+        };
+        let mut report = OpenReport::default();
+        if opts.writable {
+            report.removed = current::clean_leftovers(&root, &cur)?;
+        }
+        let base = open_base(&current::gen_dir(&root, cur.generation))?;
+        let free =
+            if cur.generation > 0 { current::read_free(&current::free_path(&root, cur.generation))? } else { vec![] };
+        let mut delta = Delta::new(&base, free)?;
+        let wpath = current::wal_path(&root, cur.generation);
+        let wname = wpath.display().to_string();
+        let (replay, wal_end) = if logged {
+            let bytes = wal::read_log(&wpath)?;
+            let r = replay_into(&wname, &bytes, &base, &mut delta)?;
+            if r.generation != cur.generation || r.base_seq != cur.base_seq {
+                return Err(MutError::Corrupt(format!(
+                    "{wname}: header says generation {} base_seq {}, CURRENT says generation {} base_seq {}",
+                    r.generation, r.base_seq, cur.generation, cur.base_seq
+                )));
+            }
+            let end = r.valid_len;
+            (r, end)
+        } else {
+            (wal::ReplayReport::default(), 0)
+        };
+        let wal_file = if opts.writable { Some(WalFile::open(&wpath, wal_end)?) } else { None };
+        let last = replay.last_seq.max(cur.base_seq);
+        report.replay = replay;
+        let snap =
+            Arc::new(Snapshot { base: base.clone(), delta: delta.clone(), generation: cur.generation, seq: last });
+        Ok(MutableGraph {
+            root,
+            writable: opts.writable,
+            wait_us: opts.group_commit_wait_us,
+            head: Mutex::new(Head { base, delta, generation: cur.generation, next_seq: last + 1 }),
+            queue: Mutex::new(Queue {
+                pending: Vec::new(),
+                leader: false,
+                durable_seq: last,
+                failed: None,
+                wal: wal_file,
+            }),
+            cond: Condvar::new(),
+            published: RwLock::new(Published { snap, wal_end }),
+            compact_lock: Mutex::new(()),
+            stats: GraphStats::default(),
+            closed: AtomicBool::new(false),
+            open_report: report,
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    pub fn writable(&self) -> bool {
+        self.writable
+    }
+
+    /// The durable state as one immutable snapshot (O(1)).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.published.read().unwrap().snap.clone()
+    }
+    pub(crate) fn published(&self) -> Published {
+        self.published.read().unwrap().clone()
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Relaxed) {
+            return Err(MutError::Unavailable(format!("mutable graph {} is closed", self.root.display())));
+        }
+        Ok(())
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        self.check_open()?;
+        if !self.writable {
+            return Err(MutError::Unavailable(format!(
+                "mutable graph {} was opened read-only (writable=False)",
+                self.root.display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Encode an embedding for this graph's feature width and dtype.
+    pub fn encode_embed(&self, embed: &[f64]) -> Result<Vec<u8>> {
+        Ok(self.snapshot().delta.encode_row(embed)?)
+    }
+
+    /// Validate, log durably (group commit) and apply one atomic batch.
+    /// Returns per-op results: the new id for `AddVertex`, else None.
+    pub fn apply(&self, mut ops: Vec<Op>) -> Result<Vec<Option<u64>>> {
+        self.check_writable()?;
+        if ops.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = ops.len();
+        let seq = {
+            let mut head = self.head.lock().unwrap();
+            self.check_open()?; // close() may have run while this waited for `head`
+            let mut delta = head.delta.clone();
+            let mut results = Vec::with_capacity(n);
+            for (i, op) in ops.iter_mut().enumerate() {
+                match delta.apply(&head.base, op) {
+                    Ok(r) => results.push(r),
+                    Err(e) => {
+                        let e = MutError::from(e);
+                        return Err(match e {
+                            MutError::Invalid(m) if n > 1 => MutError::Invalid(format!("ops[{i}]: {m}")),
+                            e => e,
+                        });
+                    }
+                }
+            }
+            let seq = head.next_seq;
+            let mut frame = Vec::new();
+            wal::encode_frame(seq, &ops, &mut frame)?;
+            let snap =
+                Arc::new(Snapshot { base: head.base.clone(), delta: delta.clone(), generation: head.generation, seq });
+            {
+                let mut q = self.queue.lock().unwrap();
+                if let Some(f) = &q.failed {
+                    return Err(MutError::Unavailable(format!(
+                        "mutable graph {} refuses writes after a log failure: {f}; reopen it",
+                        self.root.display()
+                    )));
+                }
+                q.pending.push(Pending { seq, frame, snap, ops: n as u64 });
+            }
+            head.next_seq += 1;
+            head.delta = delta;
+            drop(head);
+            // Results of this batch: computed above, returned once durable.
+            (seq, results)
+        };
+        let (seq, results) = seq;
+        self.commit_wait(seq)?;
+        Ok(results)
+    }
+
+    /// Wait until frame `seq` is durable, leading a group commit when no
+    /// other writer is.
+    fn commit_wait(&self, seq: u64) -> Result<()> {
+        let mut q = self.queue.lock().unwrap();
+        loop {
+            if q.durable_seq >= seq {
+                return Ok(());
+            }
+            if let Some(f) = &q.failed {
+                return Err(MutError::Unavailable(format!(
+                    "write not acknowledged: the log failed ({f}); reopen {} to see what is durable",
+                    self.root.display()
+                )));
+            }
+            if q.leader {
+                q = self.cond.wait(q).unwrap();
+                continue;
+            }
+            if q.wal.is_none() {
+                return Err(MutError::Unavailable(format!("mutable graph {} is closed", self.root.display())));
+            }
+            q.leader = true;
+            if self.wait_us > 0 {
+                drop(q);
+                std::thread::sleep(Duration::from_micros(self.wait_us));
+                q = self.queue.lock().unwrap();
+            }
+            let group = std::mem::take(&mut q.pending);
+            let mut wal = q.wal.take().expect("a writable graph holds its log");
+            drop(q);
+            let r = if group.len() == 1 {
+                wal.append_sync(&group[0].frame)
+            } else {
+                let mut buf = Vec::with_capacity(group.iter().map(|p| p.frame.len()).sum());
+                group.iter().for_each(|p| buf.extend_from_slice(&p.frame));
+                wal.append_sync(&buf)
+            };
+            let wal_end = wal.len();
+            q = self.queue.lock().unwrap();
+            q.wal = Some(wal);
+            q.leader = false;
+            match r {
+                Ok(()) => {
+                    let last = group.last().expect("a leader's own frame is queued");
+                    q.durable_seq = last.seq;
+                    *self.published.write().unwrap() = Published { snap: last.snap.clone(), wal_end };
+                    self.stats.fsyncs.fetch_add(1, Relaxed);
+                    self.stats.frames.fetch_add(group.len() as u64, Relaxed);
+                    self.stats.ops.fetch_add(group.iter().map(|p| p.ops).sum(), Relaxed);
+                    self.stats.wal_bytes_written.fetch_add(group.iter().map(|p| p.frame.len() as u64).sum(), Relaxed);
+                }
+                Err(e) => q.failed = Some(e.to_string()),
+            }
+            self.cond.notify_all();
+        }
+    }
+
+    /// Wait until no frame is queued or being written (the caller holds
+    /// `head`, so none can be added); returns the queue locked.
+    pub(crate) fn quiesce(&self) -> Result<std::sync::MutexGuard<'_, Queue>> {
+        let mut q = self.queue.lock().unwrap();
+        while q.leader || !q.pending.is_empty() {
+            if q.failed.is_some() && !q.leader {
+                break;
+            }
+            q = self.cond.wait(q).unwrap();
+        }
+        if let Some(f) = &q.failed {
+            return Err(MutError::Unavailable(format!("the log failed earlier ({f}); reopen {}", self.root.display())));
+        }
+        Ok(q)
+    }
+
+    pub fn add_vertex(&self, embed: &[f64]) -> Result<u64> {
+        let row = self.encode_embed(embed)?;
+        let r = self.apply(vec![Op::AddVertex { id: None, row }])?;
+        Ok(r[0].expect("add_vertex returns its id"))
+    }
+    pub fn delete_vertex(&self, vid: u64) -> Result<()> {
+        self.apply(vec![Op::DeleteVertex { vid }]).map(|_| ())
+    }
+    pub fn add_edge(&self, dst: u64, src: u64) -> Result<()> {
+        self.apply(vec![Op::AddEdge { dst, src }]).map(|_| ())
+    }
+    pub fn delete_edge(&self, dst: u64, src: u64) -> Result<()> {
+        self.apply(vec![Op::DeleteEdge { dst, src }]).map(|_| ())
+    }
+    pub fn update_embed(&self, vid: u64, embed: &[f64]) -> Result<()> {
+        let row = self.encode_embed(embed)?;
+        self.apply(vec![Op::UpdateEmbed { vid, row }]).map(|_| ())
+    }
+
+    /// Neighbors (original ids) of live vertex `vid` in the durable state.
+    pub fn get_neighbors(&self, vid: i64) -> Result<Vec<u64>> {
+        self.check_open()?;
+        Ok(self.snapshot().neighbors(vid)?)
+    }
+    /// Feature row (stored dtype bytes) of live vertex `vid`.
+    pub fn get_embed(&self, vid: i64) -> Result<Vec<u8>> {
+        self.check_open()?;
+        Ok(self.snapshot().embed(vid)?)
+    }
+
+    pub fn num_nodes(&self) -> u64 {
+        self.snapshot().num_nodes()
+    }
+    pub fn feature_dim(&self) -> u32 {
+        self.snapshot().delta.feature_dim()
+    }
+    pub fn feature_dtype(&self) -> flashgnn_format::Dtype {
+        self.snapshot().delta.feature_dtype()
+    }
+    pub fn generation(&self) -> u64 {
+        self.snapshot().generation
+    }
+    /// Last durable batch sequence number.
+    pub fn seq(&self) -> u64 {
+        self.snapshot().seq
+    }
+    /// Bytes in the current log (header and durable frames).
+    pub fn wal_bytes(&self) -> u64 {
+        self.published.read().unwrap().wal_end
+    }
+
+    /// Stop accepting operations once everything queued is durable.
+    pub fn close(&self) -> Result<()> {
+        if self.closed.swap(true, Relaxed) {
+            return Ok(());
+        }
+        if self.writable {
+            let _head = self.head.lock().unwrap();
+            let mut q = self.queue.lock().unwrap();
+            while q.leader || (!q.pending.is_empty() && q.failed.is_none()) {
+                q = self.cond.wait(q).unwrap();
+            }
+            q.wal = None;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,385 @@
+//! The write-ahead log: byte encoding of the header and of frames, replay
+//! with torn-tail detection, and the append side used by group commit.
+//!
+//! ```text
+//! wal-<gen>.log = header (40 B) | frame | frame | ...
+//! header: magic "FGNNWAL\0" | version u32 = 1 | flags u32 = 0 | generation u64
+//!         | base_seq u64 | crc32c u32 of bytes [0, 32) | reserved u32 = 0
+//! frame:  len u32 | crc u32 | seq u64 | payload (len bytes)
+//!         crc = crc32c(len bytes ++ seq bytes ++ payload)
+//! payload: count u32 | count ops
+//! op:     tag u8, then  1 add_vertex:    id u64 | row_bytes u32 | row
+//!                       2 delete_vertex: vid u64
+//!                       3 add_edge:      dst u64 | src u64
+//!                       4 delete_edge:   dst u64 | src u64
+//!                       5 update_embed:  vid u64 | row_bytes u32 | row
+//! ```
+//!
+//! One frame is one client batch: it is durable (and so applied on replay)
+//! entirely or not at all. Frames carry consecutive sequence numbers starting
+//! at `base_seq + 1` (`base_seq` = the last batch already inside this
+//! generation's base dataset). All integers little-endian.
+//!
+//! Replay rules (see `docs/format.md` § *Mutable store*):
+//! - a frame whose header or payload runs past the end of the file, or whose
+//!   CRC is bad with no valid frame anywhere after it, is a **torn tail**: the
+//!   crash hit the last, unacknowledged write. It is ignored, and truncated
+//!   when the log is opened for writing;
+//! - a bad frame followed by a valid frame (any later offset holding a
+//!   frame whose length fits, whose CRC matches and whose sequence number
+//!   lies ahead) is **corruption in the middle**: acknowledged data would be
+//!   lost, so replay refuses with the file, byte offset and sequence number;
+//! - a frame with a good CRC but the wrong sequence number or undecodable
+//!   ops is refused the same way.
+//!
+//! Nothing here panics on hostile bytes: every length is checked against
+//! what is left before it is used.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use flashgnn_io::IoError;
+use flashgnn_store::Op;
+
+use crate::{MutError, Result};
+
+pub const WAL_MAGIC: [u8; 8] = *b"FGNNWAL\0";
+pub const WAL_VERSION: u32 = 1;
+/// 8 magic + 4 version + 4 flags + 8 generation + 8 base_seq + 4 crc + 4 reserved.
+pub const WAL_HEADER_BYTES: u64 = 40;
+/// 4 len + 4 crc + 8 seq.
+pub const FRAME_HEADER_BYTES: usize = 16;
+/// Largest frame payload: 64 MiB. A batch beyond it is refused before it is
+/// logged, and a corrupt length field can never make replay allocate more.
+pub const FRAME_PAYLOAD_MAX: u32 = 64 << 20;
+/// How far ahead of the expected sequence number a frame found after a bad
+/// one may be and still count as "valid data after the damage" (random bytes
+/// pass this and a CRC check with odds of about 2^-44).
+const RESYNC_SEQ_WINDOW: u64 = 1 << 20;
+
+const TAG_ADD_VERTEX: u8 = 1;
+const TAG_DELETE_VERTEX: u8 = 2;
+const TAG_ADD_EDGE: u8 = 3;
+const TAG_DELETE_EDGE: u8 = 4;
+const TAG_UPDATE_EMBED: u8 = 5;
+
+pub fn wal_name(generation: u64) -> String {
+    format!("wal-{generation}.log")
+}
+
+pub fn encode_header(generation: u64, base_seq: u64) -> Vec<u8> {
+    let mut h = Vec::with_capacity(WAL_HEADER_BYTES as usize);
+    h.extend_from_slice(&WAL_MAGIC);
+    h.extend_from_slice(&WAL_VERSION.to_le_bytes());
+    h.extend_from_slice(&0u32.to_le_bytes());
+    h.extend_from_slice(&generation.to_le_bytes());
+    h.extend_from_slice(&base_seq.to_le_bytes());
+    let c = crc32c::crc32c(&h);
+    h.extend_from_slice(&c.to_le_bytes());
+    h.extend_from_slice(&0u32.to_le_bytes());
+    h
+}
+
+fn le32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+fn le64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+fn corrupt(file: &str, offset: u64, msg: impl std::fmt::Display) -> MutError {
+    MutError::Corrupt(format!("{file}: byte offset {offset}: {msg}"))
+}
+
+/// Check a header; returns `(generation, base_seq)`.
+pub fn decode_header(file: &str, b: &[u8]) -> Result<(u64, u64)> {
+    if b.len() < WAL_HEADER_BYTES as usize {
+        return Err(corrupt(
+            file,
+            b.len() as u64,
+            format!("header needs {WAL_HEADER_BYTES} bytes, file has {}", b.len()),
+        ));
+    }
+    if b[..8] != WAL_MAGIC {
+        return Err(corrupt(file, 0, format!("magic {:?} is not {:?} (not a flashgnn WAL)", &b[..8], WAL_MAGIC)));
+    }
+    let (stored, computed) = (le32(b, 32), crc32c::crc32c(&b[..32]));
+    if stored != computed {
+        return Err(corrupt(file, 32, format!("header crc32c {stored:#010x} != computed {computed:#010x}")));
+    }
+    let v = le32(b, 8);
+    if v != WAL_VERSION {
+        return Err(corrupt(file, 8, format!("WAL version {v}; this reader supports version {WAL_VERSION}")));
+    }
+    Ok((le64(b, 16), le64(b, 24)))
+}
+
+/// Append one frame holding `ops` with sequence number `seq` to `out`.
+/// Refuses a batch whose payload exceeds [`FRAME_PAYLOAD_MAX`].
+pub fn encode_frame(seq: u64, ops: &[Op], out: &mut Vec<u8>) -> Result<()> {
+    let start = out.len();
+    out.extend_from_slice(&[0u8; FRAME_HEADER_BYTES]);
+    out.extend_from_slice(&(ops.len() as u32).to_le_bytes());
+    for op in ops {
+        match op {
+            Op::AddVertex { id, row } => {
+                out.push(TAG_ADD_VERTEX);
+                let id = id.ok_or_else(|| MutError::Invalid("internal: add_vertex logged without its id".into()))?;
+                out.extend_from_slice(&id.to_le_bytes());
+                out.extend_from_slice(&(row.len() as u32).to_le_bytes());
+                out.extend_from_slice(row);
+            }
+            Op::DeleteVertex { vid } => {
+                out.push(TAG_DELETE_VERTEX);
+                out.extend_from_slice(&vid.to_le_bytes());
+            }
+            Op::AddEdge { dst, src } | Op::DeleteEdge { dst, src } => {
+                out.push(if matches!(op, Op::AddEdge { .. }) { TAG_ADD_EDGE } else { TAG_DELETE_EDGE });
+                out.extend_from_slice(&dst.to_le_bytes());
+                out.extend_from_slice(&src.to_le_bytes());
+            }
+            Op::UpdateEmbed { vid, row } => {
+                out.push(TAG_UPDATE_EMBED);
+                out.extend_from_slice(&vid.to_le_bytes());
+                out.extend_from_slice(&(row.len() as u32).to_le_bytes());
+                out.extend_from_slice(row);
+            }
+        }
+    }
+    let len = out.len() - start - FRAME_HEADER_BYTES;
+    if len > FRAME_PAYLOAD_MAX as usize {
+        out.truncate(start);
+        return Err(MutError::Invalid(format!(
+            "batch of {} ops encodes to {len} bytes; the largest batch is {FRAME_PAYLOAD_MAX} bytes: split it",
+            ops.len()
+        )));
+    }
+    out[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
+    out[start + 8..start + 16].copy_from_slice(&seq.to_le_bytes());
+    let crc = frame_crc(&out[start..]);
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    Ok(())
+}
+
+/// CRC of a frame: its length field, sequence number and payload.
+fn frame_crc(frame: &[u8]) -> u32 {
+    let c = crc32c::crc32c(&frame[..4]);
+    crc32c::crc32c_append(c, &frame[8..])
+}
+
+/// Decode a payload whose CRC matched. Errors name the file, the byte offset
+/// of the bad field and the frame's sequence number.
+pub fn decode_ops(file: &str, frame_offset: u64, seq: u64, p: &[u8]) -> Result<Vec<Op>> {
+    let base = frame_offset + FRAME_HEADER_BYTES as u64;
+    let bad = |at: usize, msg: String| corrupt(file, base + at as u64, format!("frame seq {seq}: {msg}"));
+    let need = |at: usize, n: usize| -> Result<()> {
+        if p.len() < at || p.len() - at < n {
+            return Err(bad(at, format!("op needs {n} more bytes, frame has {}", p.len().saturating_sub(at))));
+        }
+        Ok(())
+    };
+    need(0, 4)?;
+    let count = le32(p, 0) as usize;
+    // Each op takes at least 9 bytes: a count beyond that is corrupt.
+    if count > p.len() / 9 {
+        return Err(bad(0, format!("op count {count} cannot fit in a {}-byte frame", p.len())));
+    }
+    let mut ops = Vec::with_capacity(count);
+    let mut at = 4;
+    for _ in 0..count {
+        need(at, 1)?;
+        let tag = p[at];
+        at += 1;
+        let op = match tag {
+            TAG_ADD_VERTEX | TAG_UPDATE_EMBED => {
+                need(at, 12)?;
+                let id = le64(p, at);
+                let n = le32(p, at + 8) as usize;
+                at += 12;
+                need(at, n)?;
+                let row = p[at..at + n].to_vec();
+                at += n;
+                if tag == TAG_ADD_VERTEX {
+                    Op::AddVertex { id: Some(id), row }
+                } else {
+                    Op::UpdateEmbed { vid: id, row }
+                }
+            }
+            TAG_DELETE_VERTEX => {
+                need(at, 8)?;
+                at += 8;
+                Op::DeleteVertex { vid: le64(p, at - 8) }
+            }
+            TAG_ADD_EDGE | TAG_DELETE_EDGE => {
+                need(at, 16)?;
+                let (dst, src) = (le64(p, at), le64(p, at + 8));
+                at += 16;
+                if tag == TAG_ADD_EDGE {
+                    Op::AddEdge { dst, src }
+                } else {
+                    Op::DeleteEdge { dst, src }
+                }
+            }
+            t => return Err(bad(at - 1, format!("unknown op tag {t} (expected 1..=5)"))),
+        };
+        ops.push(op);
+    }
+    if at != p.len() {
+        return Err(bad(at, format!("{} trailing bytes after {count} ops", p.len() - at)));
+    }
+    Ok(ops)
+}
+
+/// A frame that passes its structural checks at `off`: `(seq, payload range end)`.
+fn frame_at(b: &[u8], off: usize) -> Option<(u64, usize)> {
+    if b.len() - off < FRAME_HEADER_BYTES {
+        return None;
+    }
+    let len = le32(b, off);
+    if len > FRAME_PAYLOAD_MAX || (b.len() - off - FRAME_HEADER_BYTES) < len as usize {
+        return None;
+    }
+    let end = off + FRAME_HEADER_BYTES + len as usize;
+    (le32(b, off + 4) == frame_crc(&b[off..end])).then(|| (le64(b, off + 8), end))
+}
+
+/// What replay found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplayReport {
+    pub generation: u64,
+    pub base_seq: u64,
+    /// Sequence number of the last valid frame (`base_seq` when none).
+    pub last_seq: u64,
+    pub frames: u64,
+    pub ops: u64,
+    /// Bytes up to the end of the last valid frame.
+    pub valid_len: u64,
+    /// Bytes of torn tail after it (ignored; truncated when writable).
+    pub torn_bytes: u64,
+}
+
+/// Scan the log bytes `b`, calling `apply(seq, offset, ops)` for every valid
+/// frame in order. Stops at a torn tail; refuses corruption in the middle.
+pub fn replay(file: &str, b: &[u8], mut apply: impl FnMut(u64, u64, Vec<Op>) -> Result<()>) -> Result<ReplayReport> {
+    let (generation, base_seq) = decode_header(file, b)?;
+    let mut r = ReplayReport { generation, base_seq, last_seq: base_seq, ..Default::default() };
+    let mut off = WAL_HEADER_BYTES as usize;
+    while off < b.len() {
+        let expect = r.last_seq + 1;
+        match frame_at(b, off) {
+            Some((seq, end)) => {
+                if seq != expect {
+                    return Err(corrupt(
+                        file,
+                        off as u64,
+                        format!("frame has sequence number {seq}; expected {expect} (frames lost or reordered)"),
+                    ));
+                }
+                let ops = decode_ops(file, off as u64, seq, &b[off + FRAME_HEADER_BYTES..end])?;
+                r.ops += ops.len() as u64;
+                apply(seq, off as u64, ops)?;
+                r.frames += 1;
+                r.last_seq = seq;
+                off = end;
+            }
+            None => {
+                // Bad frame: torn tail unless a valid frame follows somewhere.
+                let later = (off + 1..b.len()).find(|&o| {
+                    let ok = b.len() - o >= FRAME_HEADER_BYTES && {
+                        let s = le64(b, o + 8);
+                        s > expect && s - expect <= RESYNC_SEQ_WINDOW
+                    };
+                    ok && frame_at(b, o).is_some()
+                });
+                if let Some(o) = later {
+                    return Err(corrupt(
+                        file,
+                        off as u64,
+                        format!(
+                            "frame seq {expect} is damaged (bad length or crc32c) but a valid frame (seq {}) follows at \
+                             byte offset {o}: corruption in the middle of the log, refusing to replay past it",
+                            le64(b, o + 8)
+                        ),
+                    ));
+                }
+                r.torn_bytes = (b.len() - off) as u64;
+                break;
+            }
+        }
+    }
+    r.valid_len = off as u64;
+    Ok(r)
+}
+
+/// Read a whole log file.
+pub fn read_log(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| MutError::Io(IoError::new("reading", path, None, e)))
+}
+
+/// Create `path` holding a header (and `body`, already-encoded frames),
+/// durably: write a temporary file, fsync, rename, fsync the directory.
+pub fn create_log(path: &Path, generation: u64, base_seq: u64, body: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("wal")));
+    let mut out = flashgnn_io::OutFile::create(&tmp)?;
+    out.write(&encode_header(generation, base_seq))?;
+    out.write(body)?;
+    out.finish()?;
+    std::fs::rename(&tmp, path).map_err(|e| IoError::new("renaming into place", path, None, e))?;
+    flashgnn_io::fsync_dir(dir)?;
+    Ok(())
+}
+
+/// The append side: one open log file and its durable length.
+pub struct WalFile {
+    path: PathBuf,
+    file: File,
+    len: u64,
+}
+
+impl WalFile {
+    /// Open for appending at `len` (the end of the last valid frame); a torn
+    /// tail beyond it is cut off and the cut made durable first.
+    pub fn open(path: &Path, len: u64) -> Result<WalFile> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| IoError::new("opening", path, None, e))?;
+        let have = file.metadata().map_err(|e| IoError::new("stat", path, None, e))?.len();
+        if have != len {
+            file.set_len(len).map_err(|e| IoError::new("truncating torn tail of", path, Some(len), e))?;
+            file.sync_all().map_err(|e| IoError::new("fsync", path, None, e))?;
+        }
+        Ok(WalFile { path: path.to_path_buf(), file, len })
+    }
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len <= WAL_HEADER_BYTES
+    }
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Write `bytes` (whole frames) at the end with one write, then
+    /// `fdatasync`. The length advances only when both succeeded.
+    pub fn append_sync(&mut self, bytes: &[u8]) -> Result<()> {
+        flashgnn_io::fault::charge(bytes.len() as u64)
+            .and_then(|_| self.file.write_all_at(bytes, self.len))
+            .map_err(|e| IoError::new("writing", &self.path, Some(self.len), e))?;
+        self.file.sync_data().map_err(|e| IoError::new("fdatasync", &self.path, None, e))?;
+        self.len += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Bytes `[from, len)` of the log (the frames after a compaction point).
+    pub fn read_from(&self, from: u64) -> Result<Vec<u8>> {
+        let n = self.len.saturating_sub(from) as usize;
+        let mut buf = vec![0u8; n];
+        self.file.read_exact_at(&mut buf, from).map_err(|e| IoError::new("reading", &self.path, Some(from), e))?;
+        Ok(buf)
+    }
+}
