@@ -363,6 +363,19 @@ def test_builder_refuses_duplicates_dangling_and_foreign_handles():
 # Runner, profile, sampler context
 
 
+def test_runner_refuses_oversized_values(monkeypatch):
+    g = dfg.Graph()
+    x = g.create_in("X")
+    for _ in range(4):  # each Concat doubles the width
+        x = g.create_op("Concat", [x, x])
+    g.create_out("Y", x)
+    assert dfg.Runner().run(g, {"X": torch.ones(1, 2)})["Y"].shape == (1, 32)
+    monkeypatch.setattr("flashgnn.dfg.runner.MAX_VALUE_ELEMENTS", 10)
+    with pytest.raises(dfg.NodeError) as e:
+        dfg.Runner().run(g, {"X": torch.ones(1, 2)})
+    assert_error(e, "node 3 (Concat", "16 elements, limit MAX_VALUE_ELEMENTS 10")
+
+
 def test_runner_inputs_errors_and_profile():
     g = small_graph()
     r = dfg.Runner()
@@ -535,6 +548,8 @@ def test_dense_ops():
         ("SpMM_Sum", [sub, x], {"layer": 2}, "attr layer = 2: this subgraph has 2 hops"),
         ("SpMM_Sum", [sub, x[:5]], {}, "5 rows"),
         ("Trim", [a, a], {}, "expected a SubGraph"),
+        ("GEMM", [torch.ones(1 << 15, 1), torch.ones(1, 1 << 15)], {}, "limit MAX_VALUE_ELEMENTS"),
+        ("ElementWise", [torch.ones(1 << 15, 1), torch.ones(1 << 15)], {"op": "mul"}, "limit MAX_VALUE_ELEMENTS"),
     ]:
         with pytest.raises(dfg.NodeError) as e:
             one_op(op, ins, attrs)

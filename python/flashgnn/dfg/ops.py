@@ -29,6 +29,19 @@ import torch.nn.functional as F
 MAX_HOPS = 8
 MAX_FANOUT = 1 << 16
 MAX_BATCH_SEEDS = 1 << 22  # seeds of one BatchPre call (4 Mi ids = 32 MiB of int64)
+# Largest value an op may produce: 2^28 elements = 1 GiB of float32. Checked
+# *before* allocating by the ops whose output can outgrow their inputs
+# (GEMM's outer products, ElementWise broadcasting); the runner checks every
+# output after the fact, which bounds chains of Concat doublings.
+MAX_VALUE_ELEMENTS = 1 << 28
+
+
+def _check_numel(shape, what: str) -> None:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    if n > MAX_VALUE_ELEMENTS:
+        raise ValueError(f"{what} of shape {list(shape)} has {n} elements, limit MAX_VALUE_ELEMENTS {MAX_VALUE_ELEMENTS}")
 
 
 @dataclass
@@ -265,6 +278,8 @@ def gemm(ctx, a, b, bias=None, **attrs):
         b = b.transpose(-1, -2)
     if a.dim() < 1 or b.dim() < 1 or a.shape[-1] != b.shape[0 if b.dim() == 1 else -2]:
         raise ValueError(f"shapes {list(a.shape)} @ {list(b.shape)} do not chain")
+    _check_numel([*torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]), *a.shape[-2:-1], *b.shape[-1:]]
+                 if b.dim() > 1 else a.shape[:-1], "GEMM output")
     out = a @ b
     if bias is not None:
         out = bias_add(ctx, out, bias)
@@ -281,9 +296,10 @@ def elementwise(ctx, a, b, **attrs):
     op = _choice(attrs, "op", "add", tuple(_ELEMENTWISE))
     a, b = _tensor(a, "input 0"), _tensor(b, "input 1")
     try:
-        torch.broadcast_shapes(a.shape, b.shape)
+        shape = torch.broadcast_shapes(a.shape, b.shape)
     except RuntimeError:
         raise ValueError(f"shapes {list(a.shape)} and {list(b.shape)} do not broadcast") from None
+    _check_numel(shape, f"ElementWise {op} output")
     return _ELEMENTWISE[op](a, b)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from flashgnn.dfg.graph import DFGError, Graph
-from flashgnn.dfg.ops import SubGraph
+from flashgnn.dfg.ops import MAX_VALUE_ELEMENTS, SubGraph
 from flashgnn.dfg.registry import KernelContext, Registry, default_registry
 
 MAX_CACHED_SAMPLERS = 8  # one flashgnn.Sampler (io_uring ring + threads) per fanout tuple, LRU beyond this
@@ -135,6 +135,10 @@ class Runner:
                 if not isinstance(v, (torch.Tensor, SubGraph)):
                     raise NodeError(f"node {node.seq} ({node.op} on {device.name}): output {k} is a "
                                     f"{type(v).__name__}, expected a tensor or SubGraph", node.seq, node.op,
+                                    device.name)
+                if isinstance(v, torch.Tensor) and v.numel() > MAX_VALUE_ELEMENTS:
+                    raise NodeError(f"node {node.seq} ({node.op} on {device.name}): output {k} has {v.numel()} "
+                                    f"elements, limit MAX_VALUE_ELEMENTS {MAX_VALUE_ELEMENTS}", node.seq, node.op,
                                     device.name)
                 values[f"{node.seq}_{k}"] = v
             for r in set(node.inputs):
