@@ -204,6 +204,71 @@ def read_records(file: Path, num_nodes: int):
             off += _HDR.size + plen
 
 
+class BeladyRowCache:
+    """Feature rows kept under Belady's optimal replacement within a
+    superbatch (Ginex): the pre-sample says exactly which rows the next
+    ``superbatch`` batches need, so after each batch the cache keeps the
+    ``capacity`` rows whose next use is soonest and drops the rest — rows the
+    window needs are protected by construction (GIDS' window buffering), rows
+    it never needs go first. Batch-granular: within one batch every row is
+    used once, so ordering inside a batch cannot change what is optimal.
+
+    Rows live in one preallocated array (``capacity`` x row width); a dict
+    maps node id -> slot. ``capacity = budget // row_bytes``; 0 disables it."""
+
+    def __init__(self, budget: int, feature_dim: int, dtype):
+        self.dtype = np.dtype(dtype)
+        row = max(1, feature_dim) * self.dtype.itemsize
+        self.capacity = int(budget) // (row + 64)  # 64 B: the dict entry and slot bookkeeping per row
+        self.rows = np.empty((self.capacity, feature_dim), self.dtype)
+        self.slot: dict[int, int] = {}
+        self.free = list(range(self.capacity - 1, -1, -1))
+        self.hits = self.misses = 0
+
+    def lookup(self, ids: np.ndarray) -> np.ndarray:
+        """Slots of ``ids`` (-1 where not cached); counts hits and misses."""
+        get = self.slot.get
+        slots = np.fromiter((get(i, -1) for i in ids.tolist()), np.int64, len(ids))
+        h = int((slots >= 0).sum())
+        self.hits += h
+        self.misses += len(ids) - h
+        return slots
+
+    def update(self, ids: np.ndarray, x: np.ndarray, window: list[np.ndarray]) -> None:
+        """After serving a batch (``ids``, rows ``x``): keep the rows whose
+        next use within ``window`` (the following batches, in order) is
+        soonest."""
+        if self.capacity == 0:
+            return
+        cached = np.fromiter(self.slot.keys(), np.int64, len(self.slot))
+        new = ids[np.fromiter((i not in self.slot for i in ids.tolist()), bool, len(ids))]
+        cand = np.concatenate([cached, new])
+        if window:
+            fut = np.concatenate(window)
+            b = np.repeat(np.arange(len(window)), [len(w) for w in window])
+            uniq, first = np.unique(fut, return_index=True)  # first = earliest batch that needs the id
+            pos = np.minimum(np.searchsorted(uniq, cand), len(uniq) - 1)
+            found = uniq[pos] == cand
+            nxt = np.where(found, b[first[pos]], len(window))  # len(window) = not needed inside the window
+        else:
+            nxt = np.full(len(cand), 0)
+        if len(cand) > self.capacity:
+            keep_idx = np.argpartition(nxt, self.capacity - 1)[: self.capacity]
+            keep = np.zeros(len(cand), bool)
+            keep[keep_idx] = True
+        else:
+            keep = np.ones(len(cand), bool)
+        for i in cached[~keep[: len(cached)]].tolist():
+            self.free.append(self.slot.pop(i))
+        add = new[keep[len(cached):]]
+        if len(add):
+            where = {v: k for k, v in enumerate(ids.tolist())} if len(add) else {}
+            slots = [self.free.pop() for _ in range(len(add))]
+            src = np.fromiter((where[i] for i in add.tolist()), np.int64, len(add))
+            self.rows[slots] = x[src]
+            self.slot.update(zip(add.tolist(), slots))
+
+
 class PresampledLoader:
     """Training batches read from a pre-sample instead of sampled online.
 
@@ -211,10 +276,16 @@ class PresampledLoader:
     (``len``, ``set_epoch``, iteration yielding ``Data``, ``telemetry``,
     ``engine``): the structure comes from ``epoch-EEEE.fgps`` (sequential
     reads), ``x`` is gathered per batch through the engine (one call over the
-    batch's ``n_id``), ``prefetch`` batches ahead on a background thread."""
+    batch's ``n_id``), ``prefetch`` batches ahead on a background thread.
+
+    ``belady_budget`` > 0 adds a :class:`BeladyRowCache` of that many bytes:
+    the loader reads ``superbatch`` records ahead, serves cached rows from it
+    and gathers only the rest. ``cache`` (a :class:`flashgnn.Cache`) is the
+    online alternative (S3-FIFO/CLOCK, no knowledge of the future); the two
+    are compared in docs/benchmarks.md."""
 
     def __init__(self, path, dataset, engine: str = "auto", prefetch: int = 4, dtype=np.float32, cache=None,
-                 depth: int = 256):
+                 depth: int = 256, belady_budget: int = 0, superbatch: int = 8):
         from flashgnn.loader import as_dataset, resolve_engine
         from flashgnn.sampler import Sampler
 
@@ -231,6 +302,10 @@ class PresampledLoader:
         self.epoch = 0
         self.telemetry: dict = {}
         self.bytes_read = 0
+        self.superbatch = max(1, int(superbatch))
+        self.belady = (BeladyRowCache(belady_budget, self.gather.feature_dim, self.gather.out_dtype or self.gather.dtype)
+                       if belady_budget else None)
+        self.rows_gathered = 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -242,17 +317,52 @@ class PresampledLoader:
         import torch
         from torch_geometric.data import Data
 
+        from collections import deque
+
         file = self.path / f"epoch-{epoch:04d}.fgps"
-        for bs, n_id, row, col, nsn, nse, input_id, y in read_records(file, self.dataset.num_nodes):
-            g = self.gather.sample(n_id, 0)  # fanout 0: exactly n_id's rows, in order
-            if len(g.n_id) != len(n_id) or not np.array_equal(g.n_id, n_id):
-                raise PresampleError(f"{file}: a batch's n_id has repeated ids (not a sampled batch)")
+        records = read_records(file, self.dataset.num_nodes)
+        ahead: deque = deque()
+        done = False
+        while True:
+            # Superbatch lookahead: the next `superbatch` records are known before the current one is served.
+            while not done and len(ahead) < (self.superbatch + 1 if self.belady else 1):
+                r = next(records, None)
+                if r is None:
+                    done = True
+                else:
+                    ahead.append(r)
+            if not ahead:
+                return
+            bs, n_id, row, col, nsn, nse, input_id, y = ahead.popleft()
+            x = self._features(file, n_id, [r[1] for r in ahead])
             self.bytes_read += n_id.nbytes + row.nbytes * 2 + y.nbytes
-            yield Data(x=torch.from_numpy(g.x), y=torch.from_numpy(y.copy()),
+            yield Data(x=torch.from_numpy(x), y=torch.from_numpy(y.copy()),
                        edge_index=torch.from_numpy(np.stack([row, col]).astype(np.int64)),
                        n_id=torch.from_numpy(n_id.copy()), input_id=torch.from_numpy(input_id.copy()),
                        batch_size=int(bs), num_sampled_nodes=[int(v) for v in nsn],
                        num_sampled_edges=[int(v) for v in nse])
+
+    def _gather(self, file, ids: np.ndarray) -> np.ndarray:
+        g = self.gather.sample(ids, 0)  # fanout 0: exactly these rows, in order
+        if len(g.n_id) != len(ids) or not np.array_equal(g.n_id, ids):
+            raise PresampleError(f"{file}: a batch's n_id has repeated ids (not a sampled batch)")
+        self.rows_gathered += len(ids)
+        return g.x
+
+    def _features(self, file, n_id: np.ndarray, window: list[np.ndarray]) -> np.ndarray:
+        c = self.belady
+        if c is None:
+            return self._gather(file, n_id)
+        slots = c.lookup(n_id)
+        hit = slots >= 0
+        if hit.all():
+            x = c.rows[slots]
+        else:
+            x = np.empty((len(n_id), c.rows.shape[1]), c.rows.dtype)
+            x[hit] = c.rows[slots[hit]]
+            x[~hit] = self._gather(file, n_id[~hit])
+        c.update(n_id, x, window)
+        return x
 
     def __iter__(self):
         from flashgnn.loader import run_ahead
