@@ -20,7 +20,7 @@ checked (type, range) and a bad one raises ValueError naming it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -41,7 +41,8 @@ def _check_numel(shape, what: str) -> None:
     for d in shape:
         n *= int(d)
     if n > MAX_VALUE_ELEMENTS:
-        raise ValueError(f"{what} of shape {list(shape)} has {n} elements, limit MAX_VALUE_ELEMENTS {MAX_VALUE_ELEMENTS}")
+        raise ValueError(f"{what} of shape {list(shape)} has {n} elements, "
+                         f"limit MAX_VALUE_ELEMENTS {MAX_VALUE_ELEMENTS}")
 
 
 @dataclass
