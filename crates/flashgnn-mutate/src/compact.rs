@@ -6,14 +6,17 @@
 //! 1. take the published snapshot (seq S, log length L_S) — writers go on;
 //! 2. stream base + delta node by node (original id order) into an
 //!    npy-directory importer input under `mut/.compact-(G+1).input/`:
-//!    `edge_index.npy` (every stored entry `(src = neighbor, dst = node)`),
+//!    `edge_index.npy` (each stored entry `(src = u, dst = v)` of node v's list
+//!    with `u <= v`: the lists are symmetric, so the importer's `--symmetrize`
+//!    restores the other direction, and self-loops, which it does not double,
+//!    stay single; multiplicities are kept exactly),
 //!    `node_feat.npy` (stored dtype), `node_label.npy` (-1 for vertices added
 //!    since the base was built and for deleted ones), `{train,val,test}_idx.npy`
 //!    carried over; memory is one neighbor list and one chunk of labels;
-//! 3. `flashgnn_build::build` into `mut/gen-(G+1)` (symmetrize + dedup: the
-//!    lists are symmetric sets already, so the result has exactly these
-//!    entries; same page size, feature placement, dtype and reordering as
-//!    the base); it verifies and publishes atomically;
+//! 3. `flashgnn_build::build` into `mut/gen-(G+1)` (`--symmetrize`, `--dedup`
+//!    as the base was built; same page size, feature placement, dtype and
+//!    reordering as the base): exactly the snapshot's entries; the importer
+//!    verifies and publishes atomically;
 //! 4. `mut/free-(G+1).bin` = the ids deleted at S (isolated in the new base);
 //! 5. under the write lock, with no frame queued or in flight: the log bytes
 //!    after L_S (frames S+1 …) go into `mut/wal-(G+1).log` (header base_seq S,
@@ -138,7 +141,13 @@ fn export_snapshot(snap: &Snapshot, dir: &Path, progress: &Progress) -> Result<(
     let e = d.num_edges(base);
     let (dim, dtype) = (d.feature_dim(), d.feature_dtype());
     let rb = dim as usize * dtype.size();
-    let mut edges = npy_out(&dir.join("edge_index.npy"), Dtype::Int64, &[e, 2])?;
+    // The entry count (u <= v only) is known at the end: the header is sized
+    // for the upper bound `e` and patched in place.
+    let epath = dir.join("edge_index.npy");
+    let header_len = encode_header(Dtype::Int64, &[e, 2]).len();
+    let mut edges = OutFile::create(&epath)?;
+    edges.write_zeros(header_len as u64)?;
+    let mut half = 0u64;
     let mut feats = if rb > 0 { Some(npy_out(&dir.join("node_feat.npy"), dtype, &[n, dim as u64])?) } else { None };
     let labels_in = if base.has_labels() {
         base.check_side_file(LABELS_FILE)?;
@@ -163,11 +172,12 @@ fn export_snapshot(snap: &Snapshot, dir: &Path, progress: &Progress) -> Result<(
             None if v < base.num_nodes() => base.neighbors(v as i64)?,
             None => Vec::new(),
         };
-        for u in nbrs {
+        written += nbrs.len() as u64;
+        for u in nbrs.into_iter().filter(|&u| u <= v) {
             buf.extend_from_slice(&(u as i64).to_le_bytes());
             buf.extend_from_slice(&(v as i64).to_le_bytes());
         }
-        written += (buf.len() / 16) as u64;
+        half += (buf.len() / 16) as u64;
         if written > e {
             return Err(MutError::Invalid(format!("internal: export found more than the {e} edges the delta implies")));
         }
@@ -202,6 +212,9 @@ fn export_snapshot(snap: &Snapshot, dir: &Path, progress: &Progress) -> Result<(
         return Err(MutError::Invalid(format!("internal: export wrote {written} edges, the delta implies {e}")));
     }
     edges.finish()?;
+    let h = flashgnn_format::npy::encode_header_len(Dtype::Int64, &[half, 2], header_len)
+        .expect("a smaller count fits the header sized for the larger one");
+    patch(&epath, &h)?;
     if let Some(f) = feats {
         f.finish()?;
     }
@@ -213,11 +226,22 @@ fn export_snapshot(snap: &Snapshot, dir: &Path, progress: &Progress) -> Result<(
     Ok((n, e, dropped))
 }
 
+/// Overwrite the start of `path` with `bytes`, durably.
+fn patch(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(path).map_err(|e| IoError::new("opening", path, None, e))?;
+    flashgnn_io::fault::charge(bytes.len() as u64)
+        .and_then(|_| f.write_all_at(bytes, 0))
+        .and_then(|_| f.sync_all())
+        .map_err(|e| IoError::new("patching header of", path, Some(0), e))?;
+    Ok(())
+}
+
 /// Importer options for a new generation shaped like `base`.
 fn build_options(base: &Dataset, input: &Path, output: &Path, n: u64, dim: u32) -> BuildOptions {
     let mut o = BuildOptions::new(input, output);
     o.symmetrize = true;
-    o.dedup = true;
+    o.dedup = base.manifest().build.dedup;
     o.num_nodes = Some(n);
     o.page_size = base.layout().page_size;
     o.reorder = if base.manifest().reorder == "none" { Reorder::None } else { Reorder::Degree };
@@ -363,7 +387,9 @@ impl MutableGraph {
         let dropped = export_splits(&snap.base, &input, n)?;
         let t1 = Instant::now();
         let dim = inp.features.map(|f| f.2).unwrap_or(0);
-        build(&build_options(&snap.base, &input, &out, n, dim), progress)?;
+        let mut bo = build_options(&snap.base, &input, &out, n, dim);
+        bo.dedup = true; // a raw edge array: HolisticGNN's UpdateGraph deduplicates
+        build(&bo, progress)?;
         let new_base = open_base(&out)?;
         current::write_free(&current::free_path(&self.root, ng), &[])?;
         let t2 = Instant::now();

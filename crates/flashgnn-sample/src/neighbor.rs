@@ -448,7 +448,19 @@ impl NeighborSampler {
             let node = &mut self.nodes[i as usize];
             if hop < node.hop {
                 node.hop = hop;
-                if hop < k && !node.expanded && !node.expanding {
+                if hop < k && node.expanded {
+                    // Already expanded at a deeper hop (an overlay node is
+                    // expanded the moment it is reached, possibly before a
+                    // later seed reaches it at hop 0): draw again with this
+                    // hop's fanout, so its children get the smaller hop too.
+                    node.expanded = false;
+                    node.samples.clear();
+                    if node.overlay {
+                        self.expand_overlay(i, seed)?;
+                    } else {
+                        self.request_slot(i)?;
+                    }
+                } else if hop < k && !node.expanded && !node.expanding {
                     // Reached earlier than first thought: it must be expanded now.
                     if node.overlay {
                         self.expand_overlay(i, seed)?;
