@@ -22,6 +22,7 @@ from flashgnn._core import (
     __version__,
 )
 from flashgnn.dataset import Dataset, open
+from flashgnn.graph import MutableGraph
 from flashgnn.jobs import build, generate, verify
 from flashgnn.sampler import Cache, SampledBatch, Sampler
 
@@ -46,6 +47,7 @@ __all__ = [
     "SampledBatch",
     "Sampler",
     "Cache",
+    "MutableGraph",
     "DatasetNotFoundError",
     "FlashgnnError",
     "InputError",

@@ -79,11 +79,14 @@ class Cache:
 
 class Sampler:
     def __init__(self, path, fanouts, engine: str = "uring", depth: int = 256, pool_threads: int = 64,
-                 labels: bool = True, dtype=None, features: bool = True, cache: Cache | None = None):
+                 labels: bool = True, dtype=None, features: bool = True, cache: Cache | None = None, graph=None):
         """``dtype``: None keeps the stored feature dtype; e.g. ``np.float32``
         converts float16-stored features per batch (on the gathered rows only).
         ``features=False``: structure and labels only; ``x`` is empty
-        (shape ``(0, feature_dim)``) and no read is spent on feature rows."""
+        (shape ``(0, feature_dim)``) and no read is spent on feature rows.
+        A mutated dataset (``DATASET/mut/``) is read as its current
+        generation plus its replayed log; ``graph=`` (a live
+        :class:`flashgnn.MutableGraph`) takes a fresh snapshot per batch."""
         if engine not in ENGINES:
             raise ValueError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
         self.path = os.fspath(path)
@@ -94,6 +97,7 @@ class Sampler:
         self.labels = labels
         self.features = features
         self.cache = cache
+        self.graph = graph
         self._core = None
         self._pid = None
         self.out_dtype = np.dtype(dtype) if dtype is not None else None
@@ -104,8 +108,9 @@ class Sampler:
     def core(self):
         if self._core is None or self._pid != os.getpid():
             cache = self.cache._core if self.cache is not None else None
+            graph = self.graph._core if self.graph is not None else None
             self._core = _core.Sampler(self.path, self.fanouts, self.engine, self.depth, self.pool_threads, self.labels,
-                                       self.features, cache)
+                                       self.features, cache, graph)
             self._pid = os.getpid()
         return self._core
 
@@ -114,6 +119,7 @@ class Sampler:
         state["_core"] = None  # re-opened in the receiving process
         state["_pid"] = None
         state["cache"] = None  # process-local: the receiving process runs uncached
+        state["graph"] = None  # process-local: the receiving process replays DATASET/mut/ read-only
         return state
 
     def _wrap(self, d: dict) -> SampledBatch:

@@ -18,6 +18,53 @@ use flashgnn_sample::{Batch, NeighborSampler, PageCache, Policy, SamplerConfig, 
 
 use crate::error::InputError;
 
+/// Where a sampler's mutable-graph snapshot comes from.
+#[derive(Clone)]
+enum Snap {
+    /// A plain dataset.
+    None,
+    /// `DATASET/mut/` replayed read-only when the sampler was opened.
+    Fixed(std::sync::Arc<flashgnn_store::Snapshot>),
+    /// A live `MutableGraph`: a fresh snapshot per batch.
+    Live(std::sync::Arc<flashgnn_mutate::MutableGraph>),
+}
+
+impl Snap {
+    /// For a dataset path: its mutated state when `DATASET/mut/CURRENT` exists.
+    fn for_path(path: &std::path::Path) -> flashgnn_sample::Result<Snap> {
+        if !path.join("mut").join("CURRENT").exists() {
+            return Ok(Snap::None);
+        }
+        let opts = flashgnn_mutate::GraphOptions { writable: false, ..Default::default() };
+        let g = flashgnn_mutate::MutableGraph::open(path, &opts)
+            .map_err(|e| flashgnn_sample::SampleError::BadRequest(format!("opening the mutated graph: {e}")))?;
+        Ok(Snap::Fixed(g.snapshot()))
+    }
+    /// The dataset directory to open a sampler on.
+    fn root(&self, path: &std::path::Path) -> std::path::PathBuf {
+        match self {
+            Snap::None => path.to_path_buf(),
+            Snap::Fixed(s) => s.base.root().to_path_buf(),
+            Snap::Live(g) => g.snapshot().base.root().to_path_buf(),
+        }
+    }
+    /// Point `s` at the current snapshot before a batch, reopening it on the
+    /// snapshot's base when a compaction switched generations (without the
+    /// cross-batch cache, whose pages belong to the old base).
+    fn prepare(&self, s: &mut NeighborSampler, fanouts: &[i32], cfg: &SamplerConfig) -> flashgnn_sample::Result<()> {
+        let snap = match self {
+            Snap::None => return Ok(()),
+            Snap::Fixed(x) => x.clone(),
+            Snap::Live(g) => g.snapshot(),
+        };
+        if snap.base.root() != s.root() {
+            let cfg = SamplerConfig { cache: None, ..cfg.clone() };
+            *s = NeighborSampler::open(snap.base.root(), fanouts, &cfg)?;
+        }
+        s.set_snapshot(Some(snap))
+    }
+}
+
 fn sample_err(e: flashgnn_sample::SampleError) -> PyErr {
     use flashgnn_sample::SampleError as E;
     match e {
@@ -95,6 +142,7 @@ pub struct Sampler {
     path: std::path::PathBuf,
     fanouts: Vec<i32>,
     cfg: SamplerConfig,
+    snap: Snap,
 }
 
 impl Sampler {
@@ -111,7 +159,7 @@ impl Sampler {
 #[pymethods]
 impl Sampler {
     #[new]
-    #[pyo3(signature = (path, fanouts, engine="uring", depth=256, pool_threads=64, labels=true, features=true, cache=None))]
+    #[pyo3(signature = (path, fanouts, engine="uring", depth=256, pool_threads=64, labels=true, features=true, cache=None, graph=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -123,16 +171,29 @@ impl Sampler {
         labels: bool,
         features: bool,
         cache: Option<PyRef<'_, Cache>>,
+        graph: Option<PyRef<'_, crate::graph::MutableGraph>>,
     ) -> PyResult<Self> {
         let mut cfg = config(engine, depth, pool_threads, labels, features)?;
         cfg.cache = cache.and_then(|c| c.usable());
         let (p, f, c) = (path.clone(), fanouts.clone(), cfg.clone());
-        let s = py.detach(move || NeighborSampler::open(&p, &f, &c)).map_err(sample_err)?;
+        let live = graph.map(|g| Snap::Live(g.inner.clone()));
+        let (s, snap) = py
+            .detach(move || -> flashgnn_sample::Result<_> {
+                let snap = match live {
+                    Some(l) => l,
+                    None => Snap::for_path(&p)?,
+                };
+                let mut s = NeighborSampler::open(&snap.root(&p), &f, &c)?;
+                snap.prepare(&mut s, &f, &c)?;
+                Ok((s, snap))
+            })
+            .map_err(sample_err)?;
         Ok(Sampler {
             owned: Owned { pid: std::process::id(), inner: ManuallyDrop::new(Mutex::new(s)) },
             path,
             fanouts,
             cfg,
+            snap,
         })
     }
 
@@ -162,7 +223,13 @@ impl Sampler {
     ) -> PyResult<Bound<'py, PyDict>> {
         let seeds: Vec<i64> = seeds.as_array().iter().copied().collect();
         let m = self.get()?;
-        let b = py.detach(|| m.lock().unwrap().sample(&seeds, seed)).map_err(sample_err)?;
+        let b = py
+            .detach(|| {
+                let mut s = m.lock().unwrap();
+                self.snap.prepare(&mut s, &self.fanouts, &self.cfg)?;
+                s.sample(&seeds, seed)
+            })
+            .map_err(sample_err)?;
         batch_dict(py, b)
     }
 
@@ -177,7 +244,13 @@ impl Sampler {
     ) -> PyResult<Bound<'py, PyDict>> {
         let roots: Vec<i64> = roots.as_array().iter().copied().collect();
         let m = self.get()?;
-        let b = py.detach(|| m.lock().unwrap().random_walk(&roots, walk_length, seed)).map_err(sample_err)?;
+        let b = py
+            .detach(|| {
+                let mut s = m.lock().unwrap();
+                self.snap.prepare(&mut s, &self.fanouts, &self.cfg)?;
+                s.random_walk(&roots, walk_length, seed)
+            })
+            .map_err(sample_err)?;
         batch_dict(py, b)
     }
 
@@ -222,11 +295,11 @@ impl Sampler {
         let mut handles = Vec::new();
         for w in 0..workers {
             let (tx, rx) = sync_channel(per_worker);
-            let (path, fanouts, cfg, order) =
-                (self.path.clone(), self.fanouts.clone(), self.cfg.clone(), order.clone());
+            let (path, fanouts, cfg, order, snap) =
+                (self.path.clone(), self.fanouts.clone(), self.cfg.clone(), order.clone(), self.snap.clone());
             handles.push(std::thread::spawn(move || {
                 // Each producer owns its own sampler (its own ring and buffers).
-                let mut s = match NeighborSampler::open(&path, &fanouts, &cfg) {
+                let mut s = match NeighborSampler::open(&snap.root(&path), &fanouts, &cfg) {
                     Ok(s) => s,
                     Err(e) => {
                         let _ = tx.send(Err(e));
@@ -235,7 +308,8 @@ impl Sampler {
                 };
                 for i in (w..nbatches).step_by(workers) {
                     let chunk = &order[i * batch_size..((i + 1) * batch_size).min(order.len())];
-                    let r = s.sample(chunk, seed.wrapping_add(i as u64));
+                    let r =
+                        snap.prepare(&mut s, &fanouts, &cfg).and_then(|_| s.sample(chunk, seed.wrapping_add(i as u64)));
                     let stop = r.is_err();
                     if tx.send(r).is_err() || stop {
                         break;

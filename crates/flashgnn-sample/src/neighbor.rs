@@ -276,6 +276,10 @@ impl NeighborSampler {
         self.snapshot = snap;
         Ok(())
     }
+    /// The dataset directory this sampler reads.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
     pub fn snapshot(&self) -> Option<&Arc<Snapshot>> {
         self.snapshot.as_ref()
     }

@@ -1,0 +1,267 @@
+//! `flashgnn._core.MutableGraph`: the mutable store (`flashgnn_mutate`).
+//!
+//! Type conversion and error mapping only; every call that validates, logs,
+//! reads or builds runs with the GIL released, so concurrent Python threads
+//! share group commits.
+//!
+//! | Rust | Python |
+//! |---|---|
+//! | `MutError::Invalid` (bad argument) | `ValueError` |
+//! | `MutError::Corrupt` (log, CURRENT, free list) | `flashgnn.CorruptDatasetError` |
+//! | `MutError::Unavailable` (closed, read-only, log failed) | `RuntimeError` |
+//! | `MutError::Io` / `Store` / `Build` | as `error.rs` maps them |
+
+use std::sync::Arc;
+
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+
+use flashgnn_build::Progress;
+use flashgnn_format::Dtype;
+use flashgnn_mutate::{GraphOptions, MutError};
+use flashgnn_store::Op;
+
+pub fn mut_err(e: MutError) -> PyErr {
+    match e {
+        MutError::Invalid(m) => PyValueError::new_err(m),
+        MutError::Corrupt(m) => crate::error::CorruptDatasetError::new_err(m),
+        MutError::Unavailable(m) => PyRuntimeError::new_err(m),
+        MutError::Io(io) => crate::error::store_err(flashgnn_store::StoreError::Io(io)),
+        MutError::Store(s) => crate::error::store_err(s),
+        MutError::Build(b) => crate::error::build_err(b),
+    }
+}
+
+#[pyclass(module = "flashgnn._core", name = "MutableGraph")]
+pub struct MutableGraph {
+    pub inner: Arc<flashgnn_mutate::MutableGraph>,
+}
+
+impl MutableGraph {
+    /// A node id argument: negative ids are refused like any other out of range.
+    fn id(&self, what: &str, v: i64) -> PyResult<u64> {
+        if v < 0 {
+            return Err(PyValueError::new_err(format!("{what} {v} out of range [0, {})", self.inner.num_nodes())));
+        }
+        Ok(v as u64)
+    }
+}
+
+fn op_name(t: &Bound<'_, PyTuple>) -> PyResult<String> {
+    t.get_item(0)?.extract::<String>()
+}
+
+#[pymethods]
+impl MutableGraph {
+    #[new]
+    #[pyo3(signature = (path, writable=true, group_commit_wait_us=0))]
+    fn new(py: Python<'_>, path: std::path::PathBuf, writable: bool, group_commit_wait_us: u64) -> PyResult<Self> {
+        let opts = GraphOptions { writable, group_commit_wait_us };
+        let g = py.detach(move || flashgnn_mutate::MutableGraph::open(&path, &opts)).map_err(mut_err)?;
+        Ok(MutableGraph { inner: Arc::new(g) })
+    }
+
+    fn add_vertex(&self, py: Python<'_>, embed: PyReadonlyArray1<'_, f64>) -> PyResult<u64> {
+        let e: Vec<f64> = embed.as_array().iter().copied().collect();
+        let g = &self.inner;
+        py.detach(|| g.add_vertex(&e)).map_err(mut_err)
+    }
+
+    fn delete_vertex(&self, py: Python<'_>, vid: i64) -> PyResult<()> {
+        let v = self.id("vid", vid)?;
+        py.detach(|| self.inner.delete_vertex(v)).map_err(mut_err)
+    }
+
+    fn add_edge(&self, py: Python<'_>, dst: i64, src: i64) -> PyResult<()> {
+        let (d, s) = (self.id("dst", dst)?, self.id("src", src)?);
+        py.detach(|| self.inner.add_edge(d, s)).map_err(mut_err)
+    }
+
+    fn delete_edge(&self, py: Python<'_>, dst: i64, src: i64) -> PyResult<()> {
+        let (d, s) = (self.id("dst", dst)?, self.id("src", src)?);
+        py.detach(|| self.inner.delete_edge(d, s)).map_err(mut_err)
+    }
+
+    fn update_embed(&self, py: Python<'_>, vid: i64, embed: PyReadonlyArray1<'_, f64>) -> PyResult<()> {
+        let v = self.id("vid", vid)?;
+        let e: Vec<f64> = embed.as_array().iter().copied().collect();
+        py.detach(|| self.inner.update_embed(v, &e)).map_err(mut_err)
+    }
+
+    /// Feature row of `vid` as raw bytes of the stored dtype.
+    fn get_embed<'py>(&self, py: Python<'py>, vid: i64) -> PyResult<Bound<'py, PyArray1<u8>>> {
+        let r = py.detach(|| self.inner.get_embed(vid)).map_err(mut_err)?;
+        Ok(r.into_pyarray(py))
+    }
+
+    fn get_neighbors<'py>(&self, py: Python<'py>, vid: i64) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let r = py.detach(|| self.inner.get_neighbors(vid)).map_err(mut_err)?;
+        Ok(r.into_iter().map(|v| v as i64).collect::<Vec<i64>>().into_pyarray(py))
+    }
+
+    /// One atomic, durable batch of `(name, args...)` tuples; embeddings are
+    /// float64 arrays. Returns per-op results (new id for add_vertex).
+    fn apply<'py>(&self, py: Python<'py>, ops: &Bound<'py, PyList>) -> PyResult<Vec<Option<u64>>> {
+        let mut out = Vec::with_capacity(ops.len());
+        let bad = |i: usize, m: String| PyValueError::new_err(format!("ops[{i}]: {m}"));
+        for (i, item) in ops.iter().enumerate() {
+            let t =
+                item.cast::<PyTuple>().map_err(|_| bad(i, "expected a tuple like (\"add_edge\", dst, src)".into()))?;
+            if t.is_empty() {
+                return Err(bad(i, "empty tuple".into()));
+            }
+            let name = op_name(t).map_err(|_| bad(i, "the first element must be the operation name".into()))?;
+            let want = match name.as_str() {
+                "add_vertex" | "delete_vertex" => 2,
+                "add_edge" | "delete_edge" | "update_embed" => 3,
+                _ => {
+                    return Err(bad(
+                        i,
+                        format!(
+                            "unknown operation {name:?} (expected add_vertex, delete_vertex, add_edge, delete_edge, \
+                             update_embed)"
+                        ),
+                    ))
+                }
+            };
+            if t.len() != want {
+                return Err(bad(i, format!("{name} takes {} arguments, got {}", want - 1, t.len() - 1)));
+            }
+            let int = |k: usize, what: &str| -> PyResult<u64> {
+                let v: i64 = t.get_item(k)?.extract().map_err(|_| bad(i, format!("{what} must be an integer")))?;
+                if v < 0 {
+                    return Err(bad(i, format!("{what} {v} out of range [0, {})", self.inner.num_nodes())));
+                }
+                Ok(v as u64)
+            };
+            let embed = |k: usize| -> PyResult<Vec<u8>> {
+                let a: PyReadonlyArray1<'_, f64> =
+                    t.get_item(k)?.extract().map_err(|_| bad(i, "embed must be a 1-D float64 array".into()))?;
+                let e: Vec<f64> = a.as_array().iter().copied().collect();
+                self.inner.encode_embed(&e).map_err(|e| bad(i, e.to_string()))
+            };
+            out.push(match name.as_str() {
+                "add_vertex" => Op::AddVertex { id: None, row: embed(1)? },
+                "delete_vertex" => Op::DeleteVertex { vid: int(1, "vid")? },
+                "add_edge" => Op::AddEdge { dst: int(1, "dst")?, src: int(2, "src")? },
+                "delete_edge" => Op::DeleteEdge { dst: int(1, "dst")?, src: int(2, "src")? },
+                _ => Op::UpdateEmbed { vid: int(1, "vid")?, row: embed(2)? },
+            });
+        }
+        let g = &self.inner;
+        py.detach(|| g.apply(out)).map_err(mut_err)
+    }
+
+    /// Fold the log into a new generation; returns the report as JSON.
+    fn compact(&self, py: Python<'_>) -> PyResult<String> {
+        let g = &self.inner;
+        let r = py.detach(|| g.compact(&Progress::new())).map_err(mut_err)?;
+        Ok(report_json(&r))
+    }
+
+    /// Replace the graph: edges (src[i], dst[i]) over `num_nodes` nodes,
+    /// `embeddings` as raw little-endian bytes of `dtype` (`num_nodes` x
+    /// `dim`), optional labels. Returns the report as JSON.
+    #[pyo3(signature = (src, dst, num_nodes, embeddings=None, dtype="float32", dim=0, labels=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn update_graph(
+        &self,
+        py: Python<'_>,
+        src: PyReadonlyArray1<'_, i64>,
+        dst: PyReadonlyArray1<'_, i64>,
+        num_nodes: u64,
+        embeddings: Option<PyReadonlyArray1<'_, u8>>,
+        dtype: &str,
+        dim: u32,
+        labels: Option<PyReadonlyArray1<'_, i64>>,
+    ) -> PyResult<String> {
+        let dt = Dtype::parse(dtype)
+            .filter(|d| d.is_float())
+            .ok_or_else(|| PyValueError::new_err(format!("dtype {dtype:?}: expected float16, float32 or float64")))?;
+        let (s, d): (Vec<i64>, Vec<i64>) =
+            (src.as_array().iter().copied().collect(), dst.as_array().iter().copied().collect());
+        let f: Option<Vec<u8>> = embeddings.map(|e| e.as_array().iter().copied().collect());
+        let l: Option<Vec<i64>> = labels.map(|e| e.as_array().iter().copied().collect());
+        let g = &self.inner;
+        let r = py
+            .detach(|| {
+                let inp = flashgnn_mutate::UpdateGraphInput {
+                    src: &s,
+                    dst: &d,
+                    num_nodes,
+                    features: f.as_deref().map(|b| (b, dt, dim)),
+                    labels: l.as_deref(),
+                };
+                g.update_graph(&inp, &Progress::new())
+            })
+            .map_err(mut_err)?;
+        Ok(report_json(&r))
+    }
+
+    #[getter]
+    fn num_nodes(&self) -> u64 {
+        self.inner.num_nodes()
+    }
+    #[getter]
+    fn feature_dim(&self) -> u32 {
+        self.inner.feature_dim()
+    }
+    #[getter]
+    fn feature_dtype(&self) -> &'static str {
+        self.inner.feature_dtype().name()
+    }
+    #[getter]
+    fn generation(&self) -> u64 {
+        self.inner.generation()
+    }
+    #[getter]
+    fn seq(&self) -> u64 {
+        self.inner.seq()
+    }
+    #[getter]
+    fn path(&self) -> String {
+        self.inner.root().display().to_string()
+    }
+
+    /// Counters and sizes as JSON.
+    fn stats(&self, py: Python<'_>) -> String {
+        use std::sync::atomic::Ordering::Relaxed;
+        let g = &self.inner;
+        py.detach(|| {
+            let st = &g.stats;
+            let snap = g.snapshot();
+            let (ops, fsyncs) = (st.ops.load(Relaxed), st.fsyncs.load(Relaxed));
+            let rep = &g.open_report.replay;
+            serde_json::json!({
+                "ops": ops, "frames": st.frames.load(Relaxed), "fsyncs": fsyncs,
+                "ops_per_fsync": if fsyncs > 0 { ops as f64 / fsyncs as f64 } else { 0.0 },
+                "wal_bytes_written": st.wal_bytes_written.load(Relaxed),
+                "wal_bytes": g.wal_bytes(),
+                "delta_nodes": snap.delta.len(), "delta_bytes": snap.delta.heap_bytes(),
+                "free_ids": snap.delta.free_len(),
+                "num_nodes": snap.num_nodes(), "num_edges": snap.delta.num_edges(&snap.base),
+                "generation": snap.generation, "seq": snap.seq,
+                "replayed_frames": rep.frames, "replayed_ops": rep.ops, "torn_tail_bytes": rep.torn_bytes,
+                "leftovers_removed": g.open_report.removed,
+            })
+            .to_string()
+        })
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let g = &self.inner;
+        py.detach(|| g.close()).map_err(mut_err)
+    }
+}
+
+fn report_json(r: &flashgnn_mutate::CompactReport) -> String {
+    serde_json::json!({
+        "generation": r.generation, "base_seq": r.base_seq, "num_nodes": r.num_nodes, "num_edges": r.num_edges,
+        "tail_frames": r.tail_frames, "free_ids": r.free_ids, "export_seconds": r.export_seconds,
+        "build_seconds": r.build_seconds, "switch_seconds": r.switch_seconds,
+        "splits_dropped": r.splits_dropped,
+    })
+    .to_string()
+}
