@@ -243,19 +243,26 @@ def test_every_rpc_round_trips(server, base_dataset):
 
 
 @needs_store
-def test_update_graph_streams_chunks(server, base_dataset):
+def test_update_graph_streams_chunks_and_replaces_the_graph(server):
     srv = server()
-    ds = flashgnn.open(base_dataset)
-    n, dim = len(ds), ds.features([0]).shape[1]
-    src = np.array([0, 1, 2, 3, 4], np.int64)
-    dst = np.array([10, 11, 12, 13, 14], np.int64)
+    n, dim = 20, 4
+    src = np.arange(n, dtype=np.int64)
+    dst = (src + 1) % n  # a ring; the importer symmetrizes it
+    emb = np.arange(n * dim, dtype=np.float32).reshape(n, dim) / 8
     with srv.client() as c:
-        rep = c.update_graph(src, dst, np.zeros((0, dim), np.float32), chunk_rows=2)
-        assert rep["chunks"] == 3 and rep["edges"] == 5
-        for s, d in zip(src, dst):
-            assert s in c.get_neighbors(int(d))
-        assert c.stats()["graph"]
-    assert n == len(ds)
+        c.add_edge(1, 100)  # superseded by the update
+        rep = c.update_graph(src, dst, emb, labels=np.zeros(n, np.int64), chunk_rows=8)
+        assert rep["chunks"] == 3 and rep["edges"] == n and rep["embedding_rows"] == n
+        st = c.stats()["graph"]
+        assert st["num_nodes"] == n and st["feature_dim"] == dim
+        assert sorted(c.get_neighbors(0).tolist()) == [1, n - 1]
+        assert np.array_equal(c.get_embed(7), emb[7])
+        with pytest.raises(ServerError) as ei:
+            c.get_neighbors(100)
+        assert f"GetNeighbors.vid: 100 >= num_nodes {n}" in ei.value.details()
+        with pytest.raises(ServerError) as ei:
+            c.update_graph([0], [1])
+        assert code_of(ei) == "INVALID_ARGUMENT" and "no embedding rows" in ei.value.details()
 
 
 @needs_store
@@ -340,7 +347,7 @@ def test_limits_answer_with_the_field_value_and_bound(server):
         with pytest.raises(ServerError) as ei:
             c._rpc("Run", pb.RunRequest(dfg_id="ab" * 32, batch=[1]))
         assert code_of(ei) == "NOT_FOUND"
-        assert c.stats()["rejected"]["invalid_argument"] >= 9
+        assert c.stats()["rejected"]["invalid_argument"] == 8  # the oversized message never reached a handler
 
 
 @needs_store

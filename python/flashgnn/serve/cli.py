@@ -31,6 +31,8 @@ def add_parsers(sub, parse_size) -> None:
     s.add_argument("--max-update-bytes", type=parse_size, default=d.max_update_bytes, help="one UpdateGraph stream (default 1GiB)")
     s.add_argument("--grace", type=float, default=d.grace_s, help=f"seconds in-flight requests get on SIGTERM (default {d.grace_s:g})")
     s.add_argument("--group-commit-wait-us", type=int, default=0, help="WAL group-commit window (default 0)")
+    s.add_argument("--no-preload", action="store_true",
+                   help="do not import the GraphRunner (torch) at start; the first Run or Plugin does")
 
     q = sub.add_parser("query", help="call a running `flashgnn serve` (prints JSON or a one-line summary)")
     q.add_argument("address", help="host:port")
@@ -97,7 +99,7 @@ def cmd_serve(a) -> int:
         )
 
     return serve(a.dataset, a.listen, token=token, limits=limits, allow_plugins=a.allow_plugins,
-                 group_commit_wait_us=a.group_commit_wait_us, ready=ready)
+                 group_commit_wait_us=a.group_commit_wait_us, preload=not a.no_preload, ready=ready)
 
 
 def _embed_arg(a, client):

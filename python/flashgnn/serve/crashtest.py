@@ -13,7 +13,8 @@ model" method, process crashes only):
    ``--clients`` threads stream ``ApplyBatch`` calls. Client ``t`` owns the
    nodes ``v % clients == t`` and only adds/deletes edges between, and updates
    rows of, its own nodes, so every node's expected state depends on one
-   client's acknowledged batches. A batch holds ``--edges`` add_edge ops on
+   client's acknowledged batches (writers stay below node id ``--nodes``, so
+   the read-back after each kill stays small). A batch holds ``--edges`` add_edge ops on
    non-edges, up to ``--edges // 2`` delete_edge ops on existing edges and
    ``--embeds`` update_embed ops whose rows are derived from (seed, batch id,
    node) — every op's effect is checkable.
@@ -57,6 +58,8 @@ import numpy as np
 START_TIMEOUT_S = 60.0
 # Per-RPC deadline of the stress clients: a hung server fails the test instead of hanging it.
 RPC_TIMEOUT_S = 20.0
+# Concurrent read-back calls after each restart (overlaps RPC round trips).
+READ_THREADS = 8
 
 
 class Violation(AssertionError):
@@ -105,8 +108,7 @@ class Model:
 
 
 def _make_batch(model: Model, client: int, batch_id: int, rng: random.Random, a, dim: int, dtype) -> list[tuple]:
-    n = len(model.nbrs)
-    own = range(client, n, model.clients)
+    own = range(client, min(a.nodes, len(model.nbrs)), model.clients)
     ops: list[tuple] = []
     used: set[frozenset] = set()
     for _ in range(a.edges):
@@ -139,15 +141,28 @@ class ServerProc:
         self._log = open(log, "ab")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log, env=env)
         lines: queue.Queue = queue.Queue()
-        threading.Thread(target=lambda: [lines.put(x) for x in self.proc.stdout] and None, daemon=True).start()
+
+        def pump():
+            for x in self.proc.stdout:
+                lines.put(x)
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
         self.lines = lines
+        self.log_path = log
         t_end = time.monotonic() + START_TIMEOUT_S
         while True:
             try:
-                line = lines.get(timeout=max(0.0, t_end - time.monotonic())).decode()
+                raw = lines.get(timeout=max(0.0, t_end - time.monotonic()))
             except queue.Empty:
                 self.proc.kill()
                 raise Violation(f"server did not start within {START_TIMEOUT_S:.0f} s (log: {log})") from None
+            if raw is None:
+                rc = self.proc.wait()
+                self._log.close()
+                tail = Path(log).read_text(errors="replace").strip().splitlines()[-3:]
+                raise Violation(f"server exited {rc} before listening (a log that does not replay?): {' | '.join(tail)}")
+            line = raw.decode()
             if "listening on" in line:
                 self.address = line.split("listening on ", 1)[1].split()[0]
                 return
@@ -164,23 +179,28 @@ class ServerProc:
         rest = b""
         while True:
             try:
-                rest += self.lines.get(timeout=0.5)
+                x = self.lines.get(timeout=5)
             except queue.Empty:
                 break
+            if x is None:
+                break
+            rest += x
         self._log.close()
         return rc, rest.decode(errors="replace")
 
 
-def _check(model: Model, read_nbrs, read_row, counts: dict) -> None:
-    """Compare the server's state with the model; resolve each pending batch as applied or not."""
-    pend_nodes: set[int] = set()
-    for client, (bid, ops) in sorted(model.pending.items()):
-        adj, rows = Model.effect(ops)
-        nodes = set(adj) | set(rows)
-        pend_nodes |= nodes
+def _check(model: Model, read, counts: dict) -> None:
+    """Compare the server's state with the model; resolve each pending batch as applied or not.
+
+    ``read(nodes) -> {v: (neighbor set, feature row)}`` reads all nodes to check in one go."""
+    pending = sorted(model.pending.items())
+    effects = [(client, bid, ops, *Model.effect(ops)) for client, (bid, ops) in pending]
+    pend_nodes = set().union(*[set(adj) | set(rows) for *_, adj, rows in effects]) if effects else set()
+    state = read(sorted(model.touched | pend_nodes))
+    for client, bid, ops, adj, rows in effects:
         verdicts = {}
-        for v in sorted(nodes):
-            got_n, got_r = read_nbrs(v), read_row(v)
+        for v in sorted(set(adj) | set(rows)):
+            got_n, got_r = state[v]
             before_n, before_r = model.nbrs[v], model.rows[v]
             add, rem = adj.get(v, (set(), set()))
             after_n = (before_n - rem) | add
@@ -202,7 +222,7 @@ def _check(model: Model, read_nbrs, read_row, counts: dict) -> None:
             model.apply(ops)
     model.pending.clear()
     for v in sorted(model.touched - pend_nodes):
-        got_n, got_r = read_nbrs(v), read_row(v)
+        got_n, got_r = state[v]
         if got_n != model.nbrs[v]:
             missing, extra = sorted(model.nbrs[v] - got_n), sorted(got_n - model.nbrs[v])
             counts["lost"] += len(missing)
@@ -210,7 +230,24 @@ def _check(model: Model, read_nbrs, read_row, counts: dict) -> None:
         if not np.array_equal(got_r, model.rows[v]):
             counts["lost"] += 1
             raise Violation(f"node {v}: feature row differs from the last acknowledged update_embed")
-    counts["nodes_checked"] += len(model.touched)
+    counts["nodes_checked"] += len(state)
+
+
+def _reader(get_neighbors, get_embed, threads: int = 1):
+    """read(nodes) over per-node calls, ``threads`` at a time (RPC round trips overlap)."""
+
+    def one(v):
+        return v, (set(int(x) for x in get_neighbors(v)), np.asarray(get_embed(v)))
+
+    def read(nodes):
+        if threads <= 1:
+            return dict(map(one, nodes))
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads) as ex:
+            return dict(ex.map(one, nodes))
+
+    return read
 
 
 def _client_loop(addr, token, model, lock, client, a, dim, dtype, next_id, counts, stop):
@@ -237,13 +274,15 @@ def _client_loop(addr, token, model, lock, client, a, dim, dtype, next_id, count
                 counts["ops_acked"] += len(ops)
 
 
-def run(dataset, *, kills: int = 20, seed: int = 0, clients: int = 4, edges: int = 4, embeds: int = 2,
+def run(dataset, *, kills: int = 20, seed: int = 0, clients: int = 4, edges: int = 4, embeds: int = 2, nodes: int = 128,
         max_delay: float = 0.4, workdir=None, compact: bool = True, progress: bool = True) -> dict:
     """The crash test; returns the report (raises Violation on the first inconsistency)."""
     import flashgnn
     from .client import Client
 
-    a = argparse.Namespace(seed=seed, edges=edges, embeds=embeds)
+    a = argparse.Namespace(seed=seed, edges=edges, embeds=embeds, nodes=nodes)
+    if nodes < 2 * clients:
+        raise ValueError(f"nodes: {nodes} < 2 x clients {clients} (each client needs two nodes of its own)")
     t0 = time.perf_counter()
     own_tmp = workdir is None
     work = Path(tempfile.mkdtemp(prefix="flashgnn-crashtest-")) if own_tmp else Path(workdir)
@@ -275,11 +314,11 @@ def run(dataset, *, kills: int = 20, seed: int = 0, clients: int = 4, edges: int
         bar = tqdm(total=kills, desc="crashtest", unit="kill")
 
     def verify_via(client):
-        _check(model, lambda v: set(client.get_neighbors(v).tolist()), lambda v: client.get_embed(v), counts)
+        _check(model, _reader(client.get_neighbors, client.get_embed, READ_THREADS), counts)
 
     try:
         for k in range(kills + 1):
-            srv = ServerProc(ds, token_file, log, ["--max-inflight", str(clients + 4)])
+            srv = ServerProc(ds, token_file, log, ["--max-inflight", str(clients + 4), "--no-preload"])
             with Client(srv.address, token=token, timeout=RPC_TIMEOUT_S) as c:
                 verify_via(c)
             if k == kills:
@@ -318,10 +357,10 @@ def run(dataset, *, kills: int = 20, seed: int = 0, clients: int = 4, edges: int
     if compact:
         g = flashgnn.MutableGraph(str(ds), writable=True)
         try:
-            _check(model, lambda v: set(int(x) for x in g.get_neighbors(v)), lambda v: np.asarray(g.get_embed(v)), counts)
+            _check(model, _reader(g.get_neighbors, g.get_embed), counts)
             rep = g.compact(progress=False)
             gen = int(g.generation)
-            _check(model, lambda v: set(int(x) for x in g.get_neighbors(v)), lambda v: np.asarray(g.get_embed(v)), counts)
+            _check(model, _reader(g.get_neighbors, g.get_embed), counts)
         finally:
             g.close()
         gen_dir = ds if gen == 0 else ds / "mut" / f"gen-{gen}"
@@ -350,13 +389,15 @@ def main(argv=None) -> int:
     p.add_argument("--clients", type=int, default=4, help="concurrent writers (group commit)")
     p.add_argument("--edges", type=int, default=4, help="add_edge ops per batch (plus up to half as many delete_edge)")
     p.add_argument("--embeds", type=int, default=2, help="update_embed ops per batch")
+    p.add_argument("--nodes", type=int, default=128,
+                   help="writers touch node ids below this (the read-back after each kill checks all of them)")
     p.add_argument("--max-delay", type=float, default=0.4, help="seconds of writes before each SIGKILL, drawn uniformly")
     p.add_argument("--workdir", help="keep the copy and server log here (default: a temp dir, removed on success)")
     p.add_argument("--no-compact", action="store_true", help="skip the final compaction + verify")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     try:
-        rep = run(a.dataset, kills=a.kills, seed=a.seed, clients=a.clients, edges=a.edges, embeds=a.embeds,
+        rep = run(a.dataset, kills=a.kills, seed=a.seed, clients=a.clients, edges=a.edges, embeds=a.embeds, nodes=a.nodes,
                   max_delay=a.max_delay, workdir=a.workdir, compact=not a.no_compact, progress=not a.json)
     except Violation as e:
         print(f"crashtest: FAILED (seed {a.seed}): {e}", file=sys.stderr)

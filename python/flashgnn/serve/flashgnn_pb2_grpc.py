@@ -119,8 +119,9 @@ class FlashGNNServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateGraph(self, request_iterator, context):
-        """GraphStore, bulk: a stream of chunks (edge arrays and embedding rows),
-        applied as one update when the stream ends.
+        """GraphStore, bulk: a stream of chunks (edge arrays and embedding rows)
+        that together describe a whole new graph; it replaces the current one
+        (as a new generation) when the stream ends.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -237,11 +237,12 @@ class Service(pb_grpc.FlashGNNServicer):
         with self._inflight_lock:
             return self._inflight
 
-    def _deadline(self, context) -> float:
+    def _deadline(self, context) -> tuple[float, str]:
+        """(monotonic deadline, note for the error message)."""
         remaining = context.time_remaining()
         if remaining is None or remaining > 1e9:  # gRPC reports "no deadline" as None or a huge value
-            remaining = self.limits.default_deadline_s
-        return time.monotonic() + remaining
+            return time.monotonic() + self.limits.default_deadline_s, f" (server default --default-deadline {self.limits.default_deadline_s:g})"
+        return time.monotonic() + remaining, ""
 
     def _call(self, rpc: str, context, work, reply_type, *, auth: bool = True):
         """Run ``work(call)`` for one request behind auth, admission and the deadline."""
@@ -251,12 +252,12 @@ class Service(pb_grpc.FlashGNNServicer):
         try:
             if auth:
                 self._auth(rpc, context)
-            deadline = self._deadline(context)
+            deadline, note = self._deadline(context)
+            call = _Call(rpc, deadline, self._delays.get(rpc, 0.0), note)
             if rpc in UNMETERED:
-                reply = work(_Call(rpc, deadline, self._delays.get(rpc, 0.0)))
+                reply = work(call)
             else:
                 slot = self._admit(rpc)
-                call = _Call(rpc, deadline, self._delays.get(rpc, 0.0))
                 try:
                     fut = self.work.submit(self._guarded, work, call)
                 except RuntimeError:  # pool shut down: we are draining
@@ -269,12 +270,7 @@ class Service(pb_grpc.FlashGNNServicer):
                     reply = fut.result(timeout=max(0.0, deadline - time.monotonic()))
                 except concurrent.futures.TimeoutError:
                     call.cancel()
-                    raise Status(
-                        grpc.StatusCode.DEADLINE_EXCEEDED,
-                        f"{rpc}: deadline of {call.budget_s:.3g} s exceeded"
-                        + ("" if context.time_remaining() is not None else f" (server default --default-deadline {self.limits.default_deadline_s:g})"),
-                        "deadline_exceeded",
-                    ) from None
+                    raise call.expired() from None
         except Status as s:
             code, reason, message = s.code, s.reason, s.message
         finally:
@@ -341,7 +337,7 @@ class Service(pb_grpc.FlashGNNServicer):
             rpcs, rejected = self.metrics.snapshot()
             reply = pb.StatsReply(
                 rejected=rejected, in_flight=self.in_flight, max_inflight=self.limits.max_inflight,
-                uptime_s=time.monotonic() - self.started, graph_stats_json=json.dumps(_jsonable(self.graph.stats())),
+                uptime_s=time.monotonic() - self.started, graph_stats_json=json.dumps(_jsonable(self._graph_stats())),
                 limits_json=json.dumps(asdict(self.limits)), dfg_cache_entries=len(self._dfgs),
             )
             for name, r in rpcs.items():
@@ -349,6 +345,11 @@ class Service(pb_grpc.FlashGNNServicer):
             return reply
 
         return self._call("Stats", context, work, pb.StatsReply)
+
+    def _graph_stats(self) -> dict:
+        g = self.graph
+        return {**g.stats(), "num_nodes": int(g.num_nodes), "feature_dim": int(g.feature_dim),
+                "feature_dtype": str(g.feature_dtype)}
 
     def GetNeighbors(self, request, context):
         def work(call):
@@ -460,10 +461,14 @@ class Service(pb_grpc.FlashGNNServicer):
         return ops
 
     def UpdateGraph(self, request_iterator, context):
+        """Replace the whole graph: edges ``src[i] -> dst[i]`` and ``[N, D]`` embedding rows
+        (N = the new node count; D and the float dtype may differ from the current ones,
+        but must be the same in every chunk)."""
+
         def work(call):
             src, dst, emb, lab = [], [], [], []
             total = chunks = 0
-            dim = int(self.graph.feature_dim)
+            width = dtype = None
             for chunk in request_iterator:
                 call.check()
                 f = f"UpdateGraph.chunk[{chunks}]"
@@ -481,18 +486,24 @@ class Service(pb_grpc.FlashGNNServicer):
                     dst.append(np.asarray(chunk.dst, dtype=np.int64))
                 if chunk.HasField("embeddings"):
                     e = from_tensor(chunk.embeddings, f"{f}.embeddings")
-                    if e.ndim != 2 or e.shape[1] != dim:
-                        raise invalid(f"{f}.embeddings.shape: {list(e.shape)} != [rows, feature_dim {dim}]")
+                    if e.ndim != 2:
+                        raise invalid(f"{f}.embeddings.shape: {list(e.shape)} is not [rows, dim]")
                     if e.dtype.kind != "f":
                         raise invalid(f"{f}.embeddings.dtype: {e.dtype.name} is not a float type")
-                    emb.append(e.astype(np.dtype(str(self.graph.feature_dtype)), copy=False))
+                    if width is None:
+                        width, dtype = e.shape[1], e.dtype
+                    elif (e.shape[1], e.dtype) != (width, dtype):
+                        raise invalid(f"{f}.embeddings: {e.dtype.name}[{e.shape[1]}] rows after {dtype.name}[{width}] rows in earlier chunks")
+                    emb.append(e)
                 if chunk.labels:
                     lab.append(np.asarray(chunk.labels, dtype=np.int64))
                 chunks += 1
-            cat = lambda xs, empty: np.concatenate(xs) if xs else empty  # noqa: E731
-            s, d = cat(src, np.zeros(0, np.int64)), cat(dst, np.zeros(0, np.int64))
-            e = cat(emb, np.zeros((0, dim), np.dtype(str(self.graph.feature_dtype))))
-            labels = cat(lab, None) if lab else None
+            if not emb:
+                raise invalid("UpdateGraph: no embedding rows; the update replaces the whole graph and needs [num_nodes, dim] embeddings")
+            e = np.concatenate(emb)
+            s = np.concatenate(src) if src else np.zeros(0, np.int64)
+            d = np.concatenate(dst) if dst else np.zeros(0, np.int64)
+            labels = np.concatenate(lab) if lab else None
             call.check()  # nothing is applied once the deadline or the client is gone
             report = self.graph.update_graph(s, d, e, labels=labels, progress=False)
             return pb.UpdateGraphReply(
@@ -622,8 +633,8 @@ class Service(pb_grpc.FlashGNNServicer):
 class _Call:
     """One admitted request's deadline and cancellation flag, seen by its worker."""
 
-    def __init__(self, rpc: str, deadline: float, delay_s: float):
-        self.rpc, self.deadline, self.delay_s = rpc, deadline, delay_s
+    def __init__(self, rpc: str, deadline: float, delay_s: float, note: str = ""):
+        self.rpc, self.deadline, self.delay_s, self.note = rpc, deadline, delay_s, note
         self.budget_s = max(0.0, deadline - time.monotonic())
         self._cancelled = threading.Event()
 
@@ -633,10 +644,16 @@ class _Call:
     def sleep(self, seconds: float) -> None:
         self._cancelled.wait(min(seconds, max(0.0, self.deadline - time.monotonic())))
 
+    def expired(self) -> Status:
+        return Status(grpc.StatusCode.DEADLINE_EXCEEDED, f"{self.rpc}: deadline of {self.budget_s:.3g} s exceeded{self.note}",
+                      "deadline_exceeded")
+
     def check(self) -> None:
         """Raise before starting (or committing) work whose answer nobody will read."""
-        if self._cancelled.is_set() or time.monotonic() >= self.deadline:
-            raise Status(grpc.StatusCode.DEADLINE_EXCEEDED, f"{self.rpc}: deadline exceeded or cancelled before the work started", "deadline_exceeded")
+        if time.monotonic() >= self.deadline:
+            raise self.expired()
+        if self._cancelled.is_set():
+            raise Status(grpc.StatusCode.CANCELLED, f"{self.rpc}: cancelled before the work started", "cancelled")
 
 
 def _make_registry(dfg):
@@ -693,6 +710,7 @@ def serve(
     limits: Limits | None = None,
     allow_plugins: bool = False,
     group_commit_wait_us: int = 0,
+    preload: bool = True,
     ready=None,
 ) -> int:
     """Open the graph, serve until SIGTERM/SIGINT, drain, close. Returns the exit status.
@@ -736,7 +754,8 @@ def serve(
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     server.start()
-    service.preload()
+    if preload:
+        service.preload()
     if service._delays:
         _log(f"TEST HOOK {ENV_TEST_DELAY} active: {service._delays}")
     if ready is not None:
