@@ -23,7 +23,7 @@ client talks to it over TCP:
 
 from __future__ import annotations
 
-import os
+import json
 import queue
 import signal
 import subprocess
@@ -448,7 +448,7 @@ def test_acknowledged_mutations_survive_kill_and_restart(server, dataset):
 
 
 @needs_store
-def test_query_cli(server, token_file):
+def test_query_cli(server, token_file, base_dataset):
     srv = server()
     r = run_cli("query", srv.address, "health")
     assert r.returncode == 0 and "SERVING" in r.stdout, r.stderr
@@ -458,8 +458,6 @@ def test_query_cli(server, token_file):
     r = run_cli(*q, "add-edge", "3", "4")
     assert r.returncode == 0 and "durable" in r.stdout, r.stderr
     r = run_cli(*q, "--json", "get-neighbors", "3")
-    import json
-
     assert 4 in json.loads(r.stdout)["neighbors"]
     r = run_cli(*q, "add-vertex", "--embed-zeros")
     assert r.returncode == 0 and "new vertex" in r.stdout, r.stderr
@@ -471,6 +469,84 @@ def test_query_cli(server, token_file):
     assert r.returncode == 2 and "GetNeighbors.vid: 99999999 >= num_nodes" in r.stderr
     r = run_cli(*q, "stats")
     assert r.returncode == 0 and "requests" in r.stdout
+
+    # run: the built-in GCN DFG from a `flashgnn train` checkpoint
+    ck = token_file.parent / "ck"
+    if not (ck / "checkpoint.pt").exists():
+        t = run_cli("train", base_dataset, "--model", "gcn", "--epochs", "1", "--max-batches", "2", "--fanout", "5,3",
+                    "--hidden", "16", "--checkpoint", ck, "--no-progress")
+        assert t.returncode == 0, t.stderr
+    r = run_cli(*q, "--json", "run", "--model", "gcn", "--checkpoint", ck, "--fanouts", "5,3", "--batch", "1,2,3",
+                "--repeat", "3")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert np.asarray(out["outputs"]["Result"]).shape == (3, 4) and len(out["latency_ms"]) == 3
+    assert out["profile"][0]["op"] == "BatchPre"
+    r = run_cli(*q, "run", "--model", "sage", "--checkpoint", ck, "--batch", "1")
+    assert r.returncode == 2 and "holds a 'gcn' model" in r.stderr
+
+
+@needs_store
+def test_run_sees_acknowledged_mutations(server, base_dataset):
+    import torch
+    from torch_geometric.nn import GCN
+
+    import flashgnn.dfg as dfg
+
+    ds = flashgnn.open(base_dataset)
+    deg = np.array([len(x) for x in ds.neighbors(np.arange(len(ds)))])
+    v = int(np.flatnonzero((deg > 0) & (deg < 5))[0])  # fanout 5 takes all of v's neighbors
+    far = next(u for u in range(len(ds) - 1, -1, -1) if u != v and u not in set(ds.neighbors([v])[0].tolist()))
+    torch.manual_seed(0)
+    g = dfg.models.gcn(GCN(8, 16, 2, 4).state_dict(), [5, 3])
+    srv = server()
+    with srv.client() as c:
+        before = c.run(g, [v])["Result"]
+        assert np.array_equal(c.run(g, [v])["Result"], before)  # deterministic sampling
+        c.add_edge(v, far)
+        after = c.run(g, [v])["Result"]
+        assert not np.allclose(before, after), "Run must sample the graph with the acknowledged edge"
+        assert c.stats()["dfg_cache_entries"] == 1
+
+
+def _model(nbrs, rows):
+    from flashgnn.serve.crashtest import Model
+
+    return Model([set(x) for x in nbrs], np.array(rows, np.float32), clients=1)
+
+
+def test_crashtest_checker_catches_lost_and_partial_batches():
+    """The crash test's checker itself: a lost acknowledged edge, a lost row and a
+    half-visible pending batch each raise; whole-or-nothing pending batches resolve."""
+    from flashgnn.serve.crashtest import Violation, _check
+
+    counts = dict(pending_applied=0, pending_absent=0, lost=0, nodes_checked=0)
+    nbrs, rows = [[1], [0], [], []], [[0.0], [1.0], [2.0], [3.0]]
+
+    def reader(state):
+        return lambda nodes: {v: (set(state[v][0]), np.array(state[v][1], np.float32)) for v in nodes}
+
+    m = _model(nbrs, rows)
+    m.apply([("add_edge", 2, 3)])
+    with pytest.raises(Violation, match="acknowledged neighbors missing"):
+        _check(m, reader({v: (nbrs[v], rows[v]) for v in range(4)}), counts)
+    m = _model(nbrs, rows)
+    m.apply([("update_embed", 2, np.float32([9.0]))])
+    with pytest.raises(Violation, match="feature row differs"):
+        _check(m, reader({v: (nbrs[v], rows[v]) for v in range(4)}), counts)
+
+    pend = [("add_edge", 2, 3), ("update_embed", 1, np.float32([7.0]))]
+    half = {0: ([1], [0.0]), 1: ([0], [1.0]), 2: ([3], [2.0]), 3: ([2], [3.0])}  # edge there, row not
+    m = _model(nbrs, rows)
+    m.pending[0] = (5, pend)
+    with pytest.raises(Violation, match="partially visible"):
+        _check(m, reader(half), counts)
+    for state, field in (({**half, 1: ([0], [7.0])}, "pending_applied"), ({v: (nbrs[v], rows[v]) for v in range(4)}, "pending_absent")):
+        m = _model(nbrs, rows)
+        m.pending[0] = (5, pend)
+        before = counts[field]
+        _check(m, reader(state), counts)
+        assert counts[field] == before + 1 and not m.pending
 
 
 @needs_store
