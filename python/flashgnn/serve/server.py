@@ -255,7 +255,7 @@ class Service(pb_grpc.FlashGNNServicer):
             deadline, note = self._deadline(context)
             call = _Call(rpc, deadline, self._delays.get(rpc, 0.0), note)
             if rpc in UNMETERED:
-                reply = work(call)
+                reply = self._guarded(work, call)
             else:
                 slot = self._admit(rpc)
                 try:
