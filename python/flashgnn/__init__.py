@@ -8,6 +8,8 @@ Entry points:
 - :func:`verify` — check every checksum and bound of a dataset.
 - :class:`Sampler` — one engine call per mini-batch (numpy).
 - :class:`Cache` — cross-batch DRAM cache shared by samplers (static hot set + S3-FIFO).
+- :class:`MutableGraph` — unit updates over a dataset (WAL, group commit, compaction).
+- :class:`Client` — the gRPC client of ``flashgnn serve`` (loads grpc on first use).
 - :class:`NeighborLoader` / :class:`RandomWalkLoader` — PyG ``Data`` batches;
   :mod:`flashgnn.pyg` — PyG remote backend. These import torch, so they load
   on first use (``import flashgnn`` stays light for the CLI and the builder).
@@ -26,7 +28,9 @@ from flashgnn.graph import MutableGraph
 from flashgnn.jobs import build, generate, verify
 from flashgnn.sampler import Cache, SampledBatch, Sampler
 
-_LAZY = {"NeighborLoader": "flashgnn.loader", "RandomWalkLoader": "flashgnn.loader", "pyg": "flashgnn.pyg"}
+# Loaded on first use: torch (loaders, pyg) and grpc (the client) stay out of `import flashgnn`.
+_LAZY = {"NeighborLoader": "flashgnn.loader", "RandomWalkLoader": "flashgnn.loader", "pyg": "flashgnn.pyg",
+         "Client": "flashgnn.serve.client", "ServerError": "flashgnn.serve.client"}
 
 
 def __getattr__(name):
@@ -39,6 +43,8 @@ def __getattr__(name):
 
 
 __all__ = [
+    "Client",
+    "ServerError",
     "NeighborLoader",
     "RandomWalkLoader",
     "FORMAT_VERSION",
