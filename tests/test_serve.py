@@ -553,3 +553,28 @@ def test_crashtest_500_kills(base_dataset):
 
     rep = run(base_dataset, kills=500, seed=2, progress=False)
     assert rep["lost"] == 0 and rep["acked"] > 500, rep
+
+
+def test_memory_budget_split_printed_and_cache_serves_runs(server, base_dataset):
+    """--memory-budget: the split is printed at start, Run results equal an uncached server's, and the
+    shared cache is used (hits in Stats) while staying within its budget."""
+    import torch
+    from torch_geometric.nn import GCN
+
+    import flashgnn.dfg as dfg
+
+    torch.manual_seed(0)
+    g = dfg.models.gcn(GCN(8, 16, 2, 4).state_dict(), [5, 3])
+    batch = list(range(0, 64, 3))
+    plain = server(ds=base_dataset)
+    with plain.client() as c:
+        want = c.run(g, batch)["Result"]
+    plain.stop()
+    srv = server("--memory-budget", "160MiB", "--workers", "2", ds=base_dataset)
+    assert "memory budget 160.0 MiB = engine" in srv.stderr() and "+ cache" in srv.stderr()
+    with srv.client() as c:
+        for _ in range(3):
+            assert np.array_equal(c.run(g, batch)["Result"], want)
+        cs = c.stats()["graph"]["cache"]
+    assert cs["static_hits"] + cs["dynamic_hits"] > 0, cs
+    assert cs["static_bytes"] + cs["dynamic_bytes"] <= cs["budget"], cs

@@ -31,6 +31,9 @@ def add_parsers(sub, parse_size) -> None:
     s.add_argument("--max-update-bytes", type=parse_size, default=d.max_update_bytes, help="one UpdateGraph stream (default 1GiB)")
     s.add_argument("--grace", type=float, default=d.grace_s, help=f"seconds in-flight requests get on SIGTERM (default {d.grace_s:g})")
     s.add_argument("--group-commit-wait-us", type=int, default=0, help="WAL group-commit window (default 0)")
+    s.add_argument("--memory-budget", type=parse_size, default=0,
+                   help="one budget for the engine's buffers (per worker) and a DRAM cache shared by every Run's "
+                        "sampler; the split is printed (default: no cache)")
     s.add_argument("--no-preload", action="store_true",
                    help="do not import the GraphRunner (torch) at start; the first Run or Plugin does")
 
@@ -99,7 +102,8 @@ def cmd_serve(a) -> int:
         )
 
     return serve(a.dataset, a.listen, token=token, limits=limits, allow_plugins=a.allow_plugins,
-                 group_commit_wait_us=a.group_commit_wait_us, preload=not a.no_preload, ready=ready)
+                 group_commit_wait_us=a.group_commit_wait_us, preload=not a.no_preload, ready=ready,
+                 memory_budget=a.memory_budget)
 
 
 def _embed_arg(a, client):

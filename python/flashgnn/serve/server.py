@@ -181,9 +181,11 @@ class _Slot:
 class Service(pb_grpc.FlashGNNServicer):
     """The servicer. ``graph`` is an open, writable ``flashgnn.MutableGraph``."""
 
-    def __init__(self, graph, dataset: str, limits: Limits, token: str | None, allow_plugins: bool = False):
+    def __init__(self, graph, dataset: str, limits: Limits, token: str | None, allow_plugins: bool = False,
+                 cache=None):
         limits.check()
         self.graph, self.dataset, self.limits = graph, str(dataset), limits
+        self.cache = cache  # flashgnn.Cache shared by every BatchPre sampler (--memory-budget), or None
         self._token = None if token is None else ("Bearer " + token).encode()
         self.allow_plugins = allow_plugins
         self.metrics = Metrics()
@@ -348,8 +350,11 @@ class Service(pb_grpc.FlashGNNServicer):
 
     def _graph_stats(self) -> dict:
         g = self.graph
-        return {**g.stats(), "num_nodes": int(g.num_nodes), "feature_dim": int(g.feature_dim),
-                "feature_dtype": str(g.feature_dtype)}
+        out = {**g.stats(), "num_nodes": int(g.num_nodes), "feature_dim": int(g.feature_dim),
+               "feature_dtype": str(g.feature_dtype)}
+        if self.cache is not None:
+            out["cache"] = self.cache.stats()
+        return out
 
     def GetNeighbors(self, request, context):
         def work(call):
@@ -532,7 +537,8 @@ class Service(pb_grpc.FlashGNNServicer):
                 import flashgnn.dfg as dfg
 
                 self._registry = _make_registry(dfg)
-                self._context = dfg.SamplerContext(self.dataset, graph=self.graph)
+                kw = {"cache": self.cache} if self.cache is not None else {}
+                self._context = dfg.SamplerContext(self.dataset, graph=self.graph, **kw)
                 self._dfg_mod = dfg
             return self._dfg_mod
 
@@ -702,6 +708,9 @@ def _log(msg: str) -> None:
     print(f"flashgnn serve: {msg}", file=sys.stderr, flush=True)
 
 
+BUDGET_FANOUTS = [10, 5]  # the batch the --memory-budget split is measured with (the query CLI's default)
+
+
 def serve(
     dataset: str,
     listen: str,
@@ -712,6 +721,7 @@ def serve(
     group_commit_wait_us: int = 0,
     preload: bool = True,
     ready=None,
+    memory_budget: int = 0,
 ) -> int:
     """Open the graph, serve until SIGTERM/SIGINT, drain, close. Returns the exit status.
 
@@ -725,7 +735,22 @@ def serve(
     if not hasattr(flashgnn, "MutableGraph"):
         raise RuntimeError("this flashgnn build has no MutableGraph (rebuild the extension: make develop)")
     graph = flashgnn.MutableGraph(dataset, writable=True, group_commit_wait_us=group_commit_wait_us)
-    service = Service(graph, dataset, limits, token, allow_plugins)
+    cache = None
+    if memory_budget:
+        # One budget: per worker thread the engine's buffers and one request's batch (measured at
+        # BUDGET_FANOUTS and min(--max-batch, 1024) targets); no prefetch window (requests are not known
+        # ahead); the cache gets the rest and is shared by every BatchPre sampler.
+        from flashgnn import budget
+
+        split = budget.split(memory_budget, dataset, BUDGET_FANOUTS, min(limits.max_batch, 1024),
+                             workers=limits.workers, prefetch=1)
+        split["cache"] += split["window"]
+        split["cache_static"] = split["cache"] // 2
+        split["cache_dynamic"] = split["cache"] - split["cache_static"]
+        split["window"], split["prefetch"] = 0, 0
+        _log(budget.describe(split))
+        cache = flashgnn.Cache(dataset, BUDGET_FANOUTS, split["cache"], hot="degree")
+    service = Service(graph, dataset, limits, token, allow_plugins, cache=cache)
     handlers = limits.max_inflight + HANDLER_SPARE_THREADS
     server = grpc.server(
         concurrent.futures.ThreadPoolExecutor(handlers, thread_name_prefix="flashgnn-rpc"),
