@@ -367,3 +367,31 @@ def test_embed_hidden_cli_and_refusals(ds_path, tmp_path):
     assert p.returncode == 2 and "exists (use --force" in p.stderr
     p = run_cli("embed", ds_path, tmp_path / "x", "--checkpoint", tmp_path / "none")
     assert p.returncode != 0 and "no checkpoint" in p.stderr
+
+
+def test_training_on_a_mutated_graph(ds_path, tmp_path):
+    """A dataset with acknowledged mutations in its log trains: the loaders
+    replay the log read-only and sample base + delta (new vertices carry
+    label -1, which the loss ignores)."""
+    import shutil
+
+    d = tmp_path / "mut"
+    shutil.copytree(ds_path, d)
+    ds = flashgnn.open(d)
+    train = ds.split("train")
+    with flashgnn.MutableGraph(d) as g:
+        new = [g.add_vertex(np.full(g.feature_dim, 9.0, np.float32)) for _ in range(3)]
+        for i, v in enumerate(new):
+            g.add_edge(int(train[i]), v)
+        old = g.get_neighbors(int(train[5]))
+        g.delete_edge(int(train[5]), int(old[0]))
+    loader = flashgnn.NeighborLoader(d, [-1], batch_size=8, input_nodes=train[:8], shuffle=False)
+    data = next(iter(loader))
+    n_id = data.n_id.tolist()
+    for v in new:  # each new vertex is a sampled neighbor of its seed, with its features and label -1
+        j = n_id.index(v)
+        assert torch.all(data.x[j] == 9.0) and int(data.y[j]) == -1
+    e = set(zip(data.edge_index[0].tolist(), data.edge_index[1].tolist()))
+    assert (n_id.index(int(old[0])) if int(old[0]) in n_id else -1, 5) not in e  # the deleted edge is gone
+    s = run(_args(d, "--epochs", "1"))
+    assert s["epochs"] == 1 and np.isfinite(s["train_loss"])
