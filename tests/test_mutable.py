@@ -1,6 +1,9 @@
 """flashgnn.MutableGraph from Python: the API, its errors, durability across
 reopen, compaction, update_graph, apply's atomicity, group commit from
-threads, and flashgnn.Sampler over a mutated dataset.
+threads, flashgnn.Sampler over a mutated dataset, and the operational side:
+`flashgnn compact`, `flashgnn verify` on a mutated store (read-only; torn
+tail reported, corruption in the middle refused with file, offset and
+sequence) and tqdm progress for compact/update_graph.
 
 Each test builds a small R-MAT dataset (256 nodes, --symmetrize --dedup) in
 its own directory and checks the graph against what the operations imply.
@@ -8,7 +11,9 @@ its own directory and checks the graph against what the operations imply.
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -185,3 +190,72 @@ def test_refuses_a_dataset_built_without_symmetrize(tmp_path):
     flashgnn.build(tmp_path / "raw", tmp_path / "ds", progress=False, memory_budget=80 << 20)
     with pytest.raises(ValueError, match="without --symmetrize.*rebuild"):
         flashgnn.MutableGraph(tmp_path / "ds")
+
+
+# -- operations: `flashgnn compact`, `flashgnn verify` on a mutated store, progress ---------------
+
+
+def _tree_bytes(root) -> dict:
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            p = Path(dirpath) / f
+            out[str(p)] = p.read_bytes()
+    return out
+
+
+def test_cli_compact_and_verify_a_mutated_store(ds):
+    from conftest import run_cli
+
+    g = flashgnn.MutableGraph(ds)
+    g.apply([("add_edge", 1, 2), ("add_vertex", np.ones(DIM))])
+    g.delete_vertex(7)
+    g.close()
+    r = run_cli("compact", ds)
+    assert r.returncode == 0, r.stderr
+    assert "generation 0 -> 1" in r.stdout and "folded 2 batches / 3 delta ops" in r.stdout, r.stdout
+    g = flashgnn.MutableGraph(ds)
+    assert g.generation == 1 and 2 in g.get_neighbors(1).tolist()
+    g.add_edge(3, 4)
+    g.close()
+    before = _tree_bytes(ds)
+    r = run_cli("verify", ds)
+    assert r.returncode == 0, r.stderr
+    assert "generation 1" in r.stdout and "WAL 1 frames, 1 ops" in r.stdout and "1 free ids" in r.stdout, r.stdout
+    rep = flashgnn.verify(ds, progress=False)
+    assert rep["dataset"].endswith("gen-1")
+    m = rep["mutable"]
+    assert (m["generation"], m["frames"], m["ops"], m["torn_tail_bytes"], m["free_ids"]) == (1, 1, 1, 0, 1)
+    assert _tree_bytes(ds) == before, "verify must not modify anything"
+
+    # A torn tail is reported, not cut; a damaged frame in the middle is a clean error.
+    wal = ds / "mut" / "wal-1.log"
+    good = wal.read_bytes()
+    g = flashgnn.MutableGraph(ds)
+    g.add_edge(5, 6)
+    g.close()
+    two = wal.read_bytes()
+    wal.write_bytes(two + b"\x01" * 9)
+    assert flashgnn.verify(ds, progress=False)["mutable"]["torn_tail_bytes"] == 9
+    assert wal.stat().st_size == len(two) + 9
+    bad = bytearray(two)
+    bad[len(good) - 5] ^= 0xFF  # inside frame seq 3, followed by frame seq 4
+    wal.write_bytes(bytes(bad))
+    r = run_cli("verify", ds)
+    assert r.returncode == 2
+    assert "wal-1.log" in r.stderr and "byte offset 40" in r.stderr and "seq 3" in r.stderr, r.stderr
+    with pytest.raises(flashgnn.CorruptDatasetError, match="corruption in the middle"):
+        flashgnn.verify(ds, progress=False)
+
+
+def test_compact_and_update_graph_draw_progress_bars(ds, capsys):
+    g = flashgnn.MutableGraph(ds)
+    g.add_edge(1, 2)
+    rep = g.compact(progress=True)
+    err = capsys.readouterr().err
+    assert "compact export" in err and rep["folded_frames"] == 1 and rep["bytes"] > 0
+    src = np.array([0, 1, 2]), np.array([1, 2, 3])
+    g.update_graph(*src, np.zeros((4, DIM), np.float32), progress=True)
+    assert "update_graph" in capsys.readouterr().err
+    g.update_graph(*src, np.zeros((4, DIM), np.float32), progress=False)
+    assert capsys.readouterr().err == ""

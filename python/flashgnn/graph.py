@@ -105,16 +105,21 @@ class MutableGraph:
     # -- generations -------------------------------------------------------------------------------
     def compact(self, progress: bool = True) -> dict:
         """Fold the log into a new base generation built by the importer
-        (writes continue meanwhile); returns its statistics. ``progress`` is
-        accepted for API symmetry; compaction reports no bar yet."""
-        return json.loads(self._core.compact())
+        (writes continue meanwhile); returns its statistics (generation,
+        num_nodes, num_edges, folded_frames/ops/wal_bytes, delta_nodes,
+        bytes, seconds, ...). ``progress`` draws tqdm bars for the export and
+        the build stages; Ctrl-C cancels (generation unchanged)."""
+        from flashgnn.jobs import run_job
+
+        return run_job(self._core.start_compact(), progress, desc="compact ")
 
     def update_graph(self, src, dst, embeddings, labels=None, progress: bool = True) -> dict:
         """Replace the whole graph (HolisticGNN's UpdateGraph): directed edges
         ``(src[i], dst[i])`` (symmetrized and deduplicated by the importer),
         ``embeddings`` ``[N, D]`` (N = node count; D may differ from the
         current width), optional ``labels`` ``[N]``. Operations applied
-        before it are superseded. Returns statistics of the new generation."""
+        before it are superseded. Returns statistics of the new generation.
+        ``progress`` draws tqdm bars for the build stages."""
         src = np.ascontiguousarray(src, dtype=np.int64).ravel()
         dst = np.ascontiguousarray(dst, dtype=np.int64).ravel()
         emb = np.asarray(embeddings)
@@ -126,7 +131,10 @@ class MutableGraph:
         n, d = emb.shape
         lab = None if labels is None else np.ascontiguousarray(labels, dtype=np.int64).ravel()
         raw = emb.reshape(-1).view(np.uint8) if d > 0 else None
-        return json.loads(self._core.update_graph(src, dst, int(n), raw, emb.dtype.name, int(d), lab))
+        from flashgnn.jobs import run_job
+
+        job = self._core.start_update_graph(src, dst, int(n), raw, emb.dtype.name, int(d), lab)
+        return run_job(job, progress, desc="update_graph ")
 
     # -- properties --------------------------------------------------------------------------------
     @property

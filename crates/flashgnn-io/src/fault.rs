@@ -5,6 +5,12 @@
 //! Once the total bytes written by all [`crate::OutFile`]s exceed `N`, every
 //! further write fails with that errno — what a full disk or a dying device
 //! looks like to the builder.
+//!
+//! `FLASHGNN_FAULT=crash-after-bytes:N` instead aborts the process at the
+//! write that would pass `N` bytes, before issuing it: a crash point at an
+//! exact write (what was written before stays in the page cache, as after a
+//! SIGKILL). [`written`] reports the bytes counted so far, so a test can
+//! measure a run once and then crash it at points spread over it.
 
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::Once;
@@ -12,6 +18,8 @@ use std::sync::Once;
 static LIMIT: AtomicU64 = AtomicU64::new(u64::MAX);
 static WRITTEN: AtomicU64 = AtomicU64::new(0);
 static ERRNO: AtomicI32 = AtomicI32::new(0);
+/// `ERRNO` value meaning "abort the process" (crash-after-bytes).
+const CRASH: i32 = -1;
 static ENV: Once = Once::new();
 
 /// Fail writes with `errno` after `after_bytes` bytes in total (None clears).
@@ -35,6 +43,7 @@ fn load_env() {
             let errno = match kind {
                 "enospc-after-bytes" => libc::ENOSPC,
                 "eio-after-bytes" => libc::EIO,
+                "crash-after-bytes" => CRASH,
                 _ => return,
             };
             ERRNO.store(errno, Ordering::SeqCst);
@@ -52,7 +61,17 @@ pub fn charge(n: u64) -> std::io::Result<()> {
     }
     let before = WRITTEN.fetch_add(n, Ordering::SeqCst);
     if before.saturating_add(n) > limit {
-        return Err(std::io::Error::from_raw_os_error(ERRNO.load(Ordering::SeqCst)));
+        let errno = ERRNO.load(Ordering::SeqCst);
+        if errno == CRASH {
+            std::process::abort();
+        }
+        return Err(std::io::Error::from_raw_os_error(errno));
     }
     Ok(())
+}
+
+/// Bytes charged since the plan was set (0 when no plan is active).
+pub fn written() -> u64 {
+    load_env();
+    WRITTEN.load(Ordering::SeqCst)
 }

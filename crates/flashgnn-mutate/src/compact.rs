@@ -4,7 +4,7 @@
 //! Compaction of generation G at durable sequence S:
 //!
 //! 1. take the published snapshot (seq S, log length L_S) — writers go on;
-//! 2. stream base + delta node by node (original id order) into an
+//! 2. stream base + delta node by node into an
 //!    npy-directory importer input under `mut/.compact-(G+1).input/`:
 //!    `edge_index.npy` (each stored entry `(src = u, dst = v)` of node v's list
 //!    with `u <= v`: the lists are symmetric, so the importer's `--symmetrize`
@@ -12,7 +12,9 @@
 //!    stay single; multiplicities are kept exactly),
 //!    `node_feat.npy` (stored dtype), `node_label.npy` (-1 for vertices added
 //!    since the base was built and for deleted ones), `{train,val,test}_idx.npy`
-//!    carried over; memory is one neighbor list and one chunk of labels;
+//!    carried over. The base is read sequentially in 4 MiB chunks
+//!    (`flashgnn_store::scan`, internal order), not one point read per node;
+//!    memory is the scan's chunks, one neighbor list and one chunk of labels;
 //! 3. `flashgnn_build::build` into `mut/gen-(G+1)` (`--symmetrize`, `--dedup`
 //!    as the base was built; same page size, feature placement, dtype and
 //!    reordering as the base): exactly the snapshot's entries; the importer
@@ -63,6 +65,14 @@ pub struct CompactReport {
     pub num_edges: u64,
     /// Frames that arrived during the build and were carried to the new log.
     pub tail_frames: u64,
+    /// Log frames (batches) and ops folded into the new base, the log bytes
+    /// they took, and the nodes the delta held (compaction; 0 for update_graph).
+    pub folded_frames: u64,
+    pub folded_ops: u64,
+    pub folded_wal_bytes: u64,
+    pub delta_nodes: u64,
+    /// Bytes of the new generation's dataset files.
+    pub bytes: u64,
     pub free_ids: u64,
     pub export_seconds: f64,
     pub build_seconds: f64,
@@ -132,12 +142,76 @@ fn export_splits(base: &Dataset, dir: &Path, n: u64) -> Result<Vec<String>> {
     Ok(dropped)
 }
 
-/// Stream base + delta of `snap` into an npy-directory input at `dir`.
+/// Feature rows of the npy input, in original-id order. The scan visits the
+/// base in internal order: that is original order unless the base was
+/// relabelled, and then rows are appended; for a relabelled base each row is
+/// written at its position in the preallocated file (one `pwrite` per row
+/// into the page cache; the file is fsynced at the end).
+enum FeatOut {
+    Seq { out: OutFile, next: u64 },
+    Placed { file: std::fs::File, path: PathBuf, header: u64, rb: u64 },
+}
+
+impl FeatOut {
+    fn new(path: &Path, dtype: Dtype, n: u64, dim: u32, placed: bool) -> Result<FeatOut> {
+        if !placed {
+            return Ok(FeatOut::Seq { out: npy_out(path, dtype, &[n, dim as u64])?, next: 0 });
+        }
+        use std::os::unix::fs::FileExt;
+        let h = encode_header(dtype, &[n, dim as u64]);
+        let rb = dim as u64 * dtype.size() as u64;
+        let file = std::fs::File::create(path).map_err(|e| IoError::new("creating", path, None, e))?;
+        flashgnn_io::fault::charge(h.len() as u64)
+            .and_then(|_| file.write_all_at(&h, 0))
+            .and_then(|_| file.set_len(h.len() as u64 + n * rb))
+            .map_err(|e| IoError::new("writing", path, Some(0), e))?;
+        Ok(FeatOut::Placed { file, path: path.to_path_buf(), header: h.len() as u64, rb })
+    }
+
+    fn put(&mut self, v: u64, row: &[u8]) -> Result<()> {
+        match self {
+            FeatOut::Seq { out, next } => {
+                if v != *next {
+                    return Err(MutError::Invalid(format!("internal: feature row {v} exported out of order")));
+                }
+                *next += 1;
+                out.write(row)?;
+            }
+            FeatOut::Placed { file, path, header, rb } => {
+                use std::os::unix::fs::FileExt;
+                let at = *header + v * *rb;
+                flashgnn_io::fault::charge(row.len() as u64)
+                    .and_then(|_| file.write_all_at(row, at))
+                    .map_err(|e| IoError::new("writing", path, Some(at), e))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<()> {
+        match self {
+            FeatOut::Seq { out, .. } => {
+                out.finish()?;
+            }
+            FeatOut::Placed { file, path, .. } => {
+                file.sync_all().map_err(|e| IoError::new("fsync", &path, None, e))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Stream base + delta of `snap` into an npy-directory input at `dir`: the
+/// base is read sequentially ([`flashgnn_store::scan`], internal order), a
+/// node the delta holds a record for takes the record instead, and nodes
+/// beyond the base come from the delta alone. Memory: the scan's chunks, one
+/// neighbor list, one chunk of labels.
 /// Returns (nodes, edges, dropped split names).
 fn export_snapshot(snap: &Snapshot, dir: &Path, progress: &Progress) -> Result<(u64, u64, Vec<String>)> {
     let base = &snap.base;
     let d = &snap.delta;
     let n = d.num_nodes();
+    let bn = base.num_nodes();
     let e = d.num_edges(base);
     let (dim, dtype) = (d.feature_dim(), d.feature_dtype());
     let rb = dim as usize * dtype.size();
@@ -147,33 +221,19 @@ fn export_snapshot(snap: &Snapshot, dir: &Path, progress: &Progress) -> Result<(
     let header_len = encode_header(Dtype::Int64, &[e, 2]).len();
     let mut edges = OutFile::create(&epath)?;
     edges.write_zeros(header_len as u64)?;
-    let mut half = 0u64;
-    let mut feats = if rb > 0 { Some(npy_out(&dir.join("node_feat.npy"), dtype, &[n, dim as u64])?) } else { None };
-    let labels_in = if base.has_labels() {
-        base.check_side_file(LABELS_FILE)?;
-        Some(base.node_sized(LABELS_FILE, base.side_array(LABELS_FILE)?)?)
-    } else {
-        None
-    };
-    let mut labels =
-        if labels_in.is_some() { Some(npy_out(&dir.join("node_label.npy"), Dtype::Int64, &[n])?) } else { None };
+    let relabelled = base.maps()?.is_some();
+    let mut feats =
+        if rb > 0 { Some(FeatOut::new(&dir.join("node_feat.npy"), dtype, n, dim, relabelled)?) } else { None };
     let mut task = progress.task("export", "nodes", n);
-    let (mut written, mut buf, mut row) = (0u64, Vec::with_capacity(1 << 16), Vec::with_capacity(rb));
+    let (mut written, mut half, mut buf) = (0u64, 0u64, Vec::with_capacity(1 << 16));
     let zeros = vec![0u8; rb];
-    let mut chunk: Vec<i64> = Vec::new();
-    for v in 0..n {
+    let mut emit = |v: u64, nbrs: &[u64], row: &[u8]| -> Result<()> {
         if v % 4096 == 0 {
             progress.check()?;
         }
-        let deleted = d.is_deleted(v);
         buf.clear();
-        let nbrs: Vec<u64> = match d.record(v) {
-            Some(r) => r.neighbors.clone(),
-            None if v < base.num_nodes() => base.neighbors(v as i64)?,
-            None => Vec::new(),
-        };
         written += nbrs.len() as u64;
-        for u in nbrs.into_iter().filter(|&u| u <= v) {
+        for &u in nbrs.iter().filter(|&&u| u <= v) {
             buf.extend_from_slice(&(u as i64).to_le_bytes());
             buf.extend_from_slice(&(v as i64).to_le_bytes());
         }
@@ -183,31 +243,26 @@ fn export_snapshot(snap: &Snapshot, dir: &Path, progress: &Progress) -> Result<(
         }
         edges.write(&buf)?;
         if let Some(f) = &mut feats {
-            if deleted {
-                f.write(&zeros)?;
-            } else if let Some(r) = d.record(v) {
-                f.write(&r.row)?;
-            } else {
-                row.clear();
-                base.feature_row(v as i64, &mut row)?;
-                f.write(&row)?;
-            }
-        }
-        if let (Some(out), Some(a)) = (&mut labels, &labels_in) {
-            let l = match snap.label_override(v) {
-                Some(l) => l,
-                None => {
-                    if v % LABEL_CHUNK == 0 || chunk.is_empty() {
-                        let start = v - v % LABEL_CHUNK;
-                        chunk = a.read_i64(start, LABEL_CHUNK.min(base.num_nodes() - start))?;
-                    }
-                    chunk[(v % LABEL_CHUNK) as usize]
-                }
-            };
-            out.write(&l.to_le_bytes())?;
+            f.put(v, if d.is_deleted(v) { &zeros } else { row })?;
         }
         task.add(1);
+        Ok(())
+    };
+    flashgnn_store::scan(base, flashgnn_store::SCAN_CHUNK_BYTES, |node| -> Result<()> {
+        let v = node.original;
+        match d.record(v) {
+            Some(r) => emit(v, &r.neighbors, &r.row),
+            None => emit(v, node.neighbors, node.row),
+        }
+    })?;
+    for v in bn..n {
+        match d.record(v) {
+            Some(r) => emit(v, &r.neighbors, &r.row),
+            None => emit(v, &[], &zeros),
+        }?;
     }
+    drop(emit);
+    task.finish();
     if written != e {
         return Err(MutError::Invalid(format!("internal: export wrote {written} edges, the delta implies {e}")));
     }
@@ -218,10 +273,25 @@ fn export_snapshot(snap: &Snapshot, dir: &Path, progress: &Progress) -> Result<(
     if let Some(f) = feats {
         f.finish()?;
     }
-    if let Some(l) = labels {
-        l.finish()?;
+    if base.has_labels() {
+        base.check_side_file(LABELS_FILE)?;
+        let a = base.node_sized(LABELS_FILE, base.side_array(LABELS_FILE)?)?;
+        let mut out = npy_out(&dir.join("node_label.npy"), Dtype::Int64, &[n])?;
+        let mut lb = Vec::with_capacity(LABEL_CHUNK as usize * 8);
+        let mut start = 0u64;
+        while start < n {
+            let cnt = LABEL_CHUNK.min(n - start);
+            let stored = if start < bn { a.read_i64(start, cnt.min(bn - start))? } else { Vec::new() };
+            lb.clear();
+            for v in start..start + cnt {
+                let l = snap.label_override(v).unwrap_or_else(|| stored[(v - start) as usize]);
+                lb.extend_from_slice(&l.to_le_bytes());
+            }
+            out.write(&lb)?;
+            start += cnt;
+        }
+        out.finish()?;
     }
-    task.finish();
     let dropped = export_splits(base, dir, n)?;
     Ok((n, e, dropped))
 }
@@ -259,6 +329,18 @@ fn build_options(base: &Dataset, input: &Path, output: &Path, n: u64, dim: u32) 
     o
 }
 
+/// Frames and ops in the first `len` bytes of the log at `path` (what a
+/// compaction folds; bytes before the durable end never change).
+fn count_folded(path: &Path, len: u64) -> Result<wal::ReplayReport> {
+    let mut b = wal::read_log(path)?;
+    b.truncate(len as usize);
+    wal::replay(&path.display().to_string(), &b, |_, _, _| Ok(()))
+}
+
+fn dataset_bytes(ds: &Dataset) -> u64 {
+    ds.manifest().files.values().map(|f| f.bytes).sum()
+}
+
 impl MutableGraph {
     /// Fold the log into a new base generation (see the module docs); writes
     /// continue while the new base is built.
@@ -276,6 +358,7 @@ impl MutableGraph {
         if out.exists() {
             std::fs::remove_dir_all(&out).map_err(|e| IoError::new("removing leftover", &out, None, e))?;
         }
+        let folded = count_folded(&current::wal_path(&self.root, g), wal_end)?;
         let (n, e, dropped) = export_snapshot(&snap, &input, progress)?;
         let t1 = Instant::now();
         build(&build_options(&snap.base, &input, &out, n, snap.delta.feature_dim()), progress)?;
@@ -287,6 +370,7 @@ impl MutableGraph {
                 new_base.num_edges()
             )));
         }
+        let bytes = dataset_bytes(&new_base);
         let free: Vec<u64> = snap.delta.free_ids().copied().collect();
         current::write_free(&current::free_path(&self.root, ng), &free)?;
         let t2 = Instant::now();
@@ -299,6 +383,11 @@ impl MutableGraph {
             num_nodes: n,
             num_edges: e,
             tail_frames,
+            folded_frames: folded.frames,
+            folded_ops: folded.ops,
+            folded_wal_bytes: folded.valid_len.saturating_sub(wal::WAL_HEADER_BYTES),
+            delta_nodes: snap.delta.len() as u64,
+            bytes,
             free_ids: free.len() as u64,
             export_seconds: (t1 - t0).as_secs_f64(),
             build_seconds: (t2 - t1).as_secs_f64(),
@@ -394,6 +483,7 @@ impl MutableGraph {
         current::write_free(&current::free_path(&self.root, ng), &[])?;
         let t2 = Instant::now();
         let num_edges = new_base.num_edges();
+        let bytes = dataset_bytes(&new_base);
         let seq = self.switch(g, ng, 0, new_base, Vec::new(), None)?;
         let t3 = Instant::now();
         self.remove_generation(g)?;
@@ -403,11 +493,13 @@ impl MutableGraph {
             num_nodes: n,
             num_edges,
             tail_frames: 0,
+            bytes,
             free_ids: 0,
             export_seconds: (t1 - t0).as_secs_f64(),
             build_seconds: (t2 - t1).as_secs_f64(),
             switch_seconds: (t3 - t2).as_secs_f64(),
             splits_dropped: dropped,
+            ..Default::default()
         })
     }
 

@@ -146,10 +146,10 @@ pub fn read_free(path: &Path) -> Result<Vec<u64>> {
     Ok(b[16..end].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
 }
 
-/// Remove everything under `mut/` that the current generation does not use:
+/// Entries under `mut/` that the current generation does not use:
 /// interrupted compactions (temporary inputs, importer temp dirs, a new
 /// generation never switched to) and old generations never deleted.
-pub fn clean_leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
+pub fn leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
     let dir = mut_dir(root);
     let keep = [
         CURRENT_FILE.to_string(),
@@ -157,17 +157,21 @@ pub fn clean_leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
         format!("gen-{}", c.generation),
         format!("free-{}.bin", c.generation),
     ];
-    let mut removed = Vec::new();
     let entries = std::fs::read_dir(&dir).map_err(|e| IoError::new("listing", &dir, None, e))?;
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if keep.contains(&name) {
-            continue;
-        }
-        let p = e.path();
+    let mut names: Vec<String> =
+        entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| !keep.contains(n)).collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Remove every [`leftovers`] entry.
+pub fn clean_leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
+    let dir = mut_dir(root);
+    let removed = leftovers(root, c)?;
+    for name in &removed {
+        let p = dir.join(name);
         let r = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
         r.map_err(|e| IoError::new("removing leftover", &p, None, e))?;
-        removed.push(name);
     }
     if !removed.is_empty() {
         flashgnn_io::fsync_dir(&dir)?;

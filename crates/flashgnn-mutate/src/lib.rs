@@ -14,7 +14,9 @@
 //!   leftover cleanup;
 //! - [`graph`]: open (replay), the unit operations, group commit, snapshots;
 //! - [`compact`]: compaction and the bulk `update_graph`, both building a new
-//!   generation with the importer and switching to it atomically.
+//!   generation with the importer and switching to it atomically;
+//! - [`verify`]: the read-only check of `CURRENT`, the free list and the log
+//!   (`flashgnn verify` on a mutated dataset).
 //!
 //! Architecture invariants:
 //! - an operation is acknowledged only after its frame is written and
@@ -31,10 +33,12 @@
 pub mod compact;
 pub mod current;
 pub mod graph;
+pub mod verify;
 pub mod wal;
 
 pub use compact::{CompactReport, UpdateGraphInput};
 pub use graph::{GraphOptions, GraphStats, MutableGraph};
+pub use verify::{verify_log, LogVerifyReport};
 pub use wal::ReplayReport;
 
 /// Errors of the mutable store.

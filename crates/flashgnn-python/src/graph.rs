@@ -23,6 +23,8 @@ use flashgnn_format::Dtype;
 use flashgnn_mutate::{GraphOptions, MutError};
 use flashgnn_store::Op;
 
+use crate::job::Job;
+
 pub fn mut_err(e: MutError) -> PyErr {
     match e {
         MutError::Invalid(m) => PyValueError::new_err(m),
@@ -161,14 +163,21 @@ impl MutableGraph {
         Ok(report_json(&r))
     }
 
+    /// `compact` on a background thread: a `Job` with progress and
+    /// cancellation (`flashgnn.jobs.run_job` draws its bars).
+    fn start_compact(&self) -> Job {
+        let g = self.inner.clone();
+        Job::spawn(move |p| Ok(report_json(&g.compact(p)?)))
+    }
+
     /// Replace the graph: edges (src[i], dst[i]) over `num_nodes` nodes,
     /// `embeddings` as raw little-endian bytes of `dtype` (`num_nodes` x
-    /// `dim`), optional labels. Returns the report as JSON.
+    /// `dim`), optional labels. Runs on a background thread: returns a `Job`
+    /// whose result is the report as JSON.
     #[pyo3(signature = (src, dst, num_nodes, embeddings=None, dtype="float32", dim=0, labels=None))]
     #[allow(clippy::too_many_arguments)]
-    fn update_graph(
+    fn start_update_graph(
         &self,
-        py: Python<'_>,
         src: PyReadonlyArray1<'_, i64>,
         dst: PyReadonlyArray1<'_, i64>,
         num_nodes: u64,
@@ -176,7 +185,7 @@ impl MutableGraph {
         dtype: &str,
         dim: u32,
         labels: Option<PyReadonlyArray1<'_, i64>>,
-    ) -> PyResult<String> {
+    ) -> PyResult<Job> {
         let dt = Dtype::parse(dtype)
             .filter(|d| d.is_float())
             .ok_or_else(|| PyValueError::new_err(format!("dtype {dtype:?}: expected float16, float32 or float64")))?;
@@ -184,20 +193,17 @@ impl MutableGraph {
             (src.as_array().iter().copied().collect(), dst.as_array().iter().copied().collect());
         let f: Option<Vec<u8>> = embeddings.map(|e| e.as_array().iter().copied().collect());
         let l: Option<Vec<i64>> = labels.map(|e| e.as_array().iter().copied().collect());
-        let g = &self.inner;
-        let r = py
-            .detach(|| {
-                let inp = flashgnn_mutate::UpdateGraphInput {
-                    src: &s,
-                    dst: &d,
-                    num_nodes,
-                    features: f.as_deref().map(|b| (b, dt, dim)),
-                    labels: l.as_deref(),
-                };
-                g.update_graph(&inp, &Progress::new())
-            })
-            .map_err(mut_err)?;
-        Ok(report_json(&r))
+        let g = self.inner.clone();
+        Ok(Job::spawn(move |p| {
+            let inp = flashgnn_mutate::UpdateGraphInput {
+                src: &s,
+                dst: &d,
+                num_nodes,
+                features: f.as_deref().map(|b| (b, dt, dim)),
+                labels: l.as_deref(),
+            };
+            Ok(report_json(&g.update_graph(&inp, p)?))
+        }))
     }
 
     #[getter]
@@ -259,9 +265,37 @@ impl MutableGraph {
 fn report_json(r: &flashgnn_mutate::CompactReport) -> String {
     serde_json::json!({
         "generation": r.generation, "base_seq": r.base_seq, "num_nodes": r.num_nodes, "num_edges": r.num_edges,
-        "tail_frames": r.tail_frames, "free_ids": r.free_ids, "export_seconds": r.export_seconds,
+        "tail_frames": r.tail_frames, "free_ids": r.free_ids, "folded_frames": r.folded_frames,
+        "folded_ops": r.folded_ops, "folded_wal_bytes": r.folded_wal_bytes, "delta_nodes": r.delta_nodes,
+        "bytes": r.bytes, "seconds": r.export_seconds + r.build_seconds + r.switch_seconds, "export_seconds": r.export_seconds,
         "build_seconds": r.build_seconds, "switch_seconds": r.switch_seconds,
         "splits_dropped": r.splits_dropped,
     })
     .to_string()
+}
+
+/// Read-only check of a dataset's mutable store (`mut/`: CURRENT, free list,
+/// log replayed against the current generation). Returns JSON, or None when
+/// the dataset has no `mut/`. Raises `CorruptDatasetError` naming file,
+/// byte offset and sequence number.
+#[pyfunction]
+pub fn verify_mutable(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Option<String>> {
+    let r = py.detach(|| flashgnn_mutate::verify_log(&path)).map_err(mut_err)?;
+    Ok(r.map(|r| {
+        serde_json::json!({
+            "generation": r.generation, "base_seq": r.base_seq, "dataset": r.dataset.display().to_string(),
+            "wal": r.wal.display().to_string(), "wal_bytes": r.wal_bytes, "frames": r.frames, "ops": r.ops,
+            "last_seq": r.last_seq, "torn_tail_bytes": r.torn_bytes, "free_ids": r.free_ids,
+            "num_nodes": r.num_nodes, "delta_nodes": r.delta_nodes, "delta_bytes": r.delta_bytes,
+            "leftovers": r.leftovers, "no_current": r.no_current,
+        })
+        .to_string()
+    }))
+}
+
+/// Test hook: bytes written so far under a `FLASHGNN_FAULT` plan (crash
+/// tests measure a run once, then crash it at points spread over it).
+#[pyfunction]
+pub fn _fault_bytes_written() -> u64 {
+    flashgnn_io::fault::written()
 }

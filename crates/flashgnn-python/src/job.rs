@@ -1,4 +1,5 @@
-//! Background jobs (build, generate, verify) with progress and cancellation.
+//! Background jobs (build, generate, verify, and the mutable store's
+//! compaction and update_graph) with progress and cancellation.
 
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -12,7 +13,30 @@ use flashgnn_format::Dtype;
 
 use crate::error::{build_err, InputError};
 
-type Outcome = Result<String, BuildError>;
+/// A job's failure: an importer/store error or a mutable-store error, each
+/// mapped to Python the way its own calls map it.
+pub enum JobError {
+    Build(BuildError),
+    Mut(flashgnn_mutate::MutError),
+}
+
+impl From<BuildError> for JobError {
+    fn from(e: BuildError) -> Self {
+        JobError::Build(e)
+    }
+}
+impl From<flashgnn_store::StoreError> for JobError {
+    fn from(e: flashgnn_store::StoreError) -> Self {
+        JobError::Build(e.into())
+    }
+}
+impl From<flashgnn_mutate::MutError> for JobError {
+    fn from(e: flashgnn_mutate::MutError) -> Self {
+        JobError::Mut(e)
+    }
+}
+
+type Outcome = Result<String, JobError>;
 
 #[pyclass(module = "flashgnn._core")]
 pub struct Job {
@@ -22,13 +46,14 @@ pub struct Job {
 }
 
 impl Job {
-    fn spawn(f: impl FnOnce(&Progress) -> Outcome + Send + 'static) -> Job {
+    pub(crate) fn spawn(f: impl FnOnce(&Progress) -> Outcome + Send + 'static) -> Job {
         let progress = Arc::new(Progress::new());
         let result = Arc::new(Mutex::new(None));
         let (p, r) = (progress.clone(), result.clone());
         let handle = std::thread::spawn(move || {
-            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&p)))
-                .unwrap_or_else(|_| Err(BuildError::config("internal error: the job panicked; nothing was published")));
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&p))).unwrap_or_else(|_| {
+                Err(BuildError::config("internal error: the job panicked; nothing was published").into())
+            });
             *r.lock().unwrap() = Some(out);
         });
         Job { progress, result, handle: Some(handle) }
@@ -67,7 +92,8 @@ impl Job {
         }
         match self.result.lock().unwrap().take() {
             Some(Ok(s)) => Ok(s),
-            Some(Err(e)) => Err(build_err(e)),
+            Some(Err(JobError::Build(e))) => Err(build_err(e)),
+            Some(Err(JobError::Mut(e))) => Err(crate::graph::mut_err(e)),
             None => Err(InputError::new_err("job result already taken")),
         }
     }

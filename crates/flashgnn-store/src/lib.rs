@@ -1,8 +1,9 @@
 //! Reading a built dataset: [`Dataset::open`] validates the manifest against
 //! the files and their header pages; `neighbors`, `features`, `labels` and
 //! `split` are simple, correct, checked positional reads (the fast batched
-//! sampler is a separate layer); [`verify`] checks every checksum, address
-//! and bound.
+//! sampler is a separate layer); [`scan`] streams every node in internal
+//! order with large sequential reads; [`verify`] checks every checksum,
+//! address and bound.
 //!
 //! Architecture invariant: every value read from disk goes through the
 //! checked decoders of `flashgnn-format` before it is used as an offset,
@@ -15,8 +16,10 @@
 
 pub mod dataset;
 pub mod overlay;
+pub mod scan;
 pub mod verify;
 
 pub use dataset::{Dataset, StoreError};
 pub use overlay::{Delta, NodeRec, Op, OverlayError, Snapshot};
+pub use scan::{scan, ScanNode, SCAN_CHUNK_BYTES};
 pub use verify::{verify, VerifyReport};

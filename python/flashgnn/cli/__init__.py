@@ -1,4 +1,4 @@
-"""The ``flashgnn`` command line: ``generate``, ``build``, ``info``, ``verify``, ..., ``serve``, ``query``.
+"""The ``flashgnn`` command line: ``generate``, ``build``, ``info``, ``verify``, ``compact``, ..., ``serve``, ``query``.
 
 Every long command shows tqdm progress and ends with one summary line.
 Errors print one line naming file, position, value and bound, and exit 2
@@ -162,9 +162,13 @@ def _parser() -> argparse.ArgumentParser:
     ps.add_argument("--force", action="store_true", help="replace an existing output directory")
     ps.add_argument("--json", action="store_true")
 
-    v = sub.add_parser("verify", help="check every checksum, address and bound")
+    v = sub.add_parser("verify", help="check every checksum, address and bound (and a mutable store's log, read-only)")
     v.add_argument("dataset")
     v.add_argument("--json", action="store_true")
+
+    c = sub.add_parser("compact", help="fold a mutable store's log into a new generation (docs/format.md § Mutable store)")
+    c.add_argument("dataset")
+    c.add_argument("--json", action="store_true")
 
     from flashgnn.serve.cli import add_parsers as serve_parsers
 

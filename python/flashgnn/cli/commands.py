@@ -131,11 +131,41 @@ def cmd_verify(a) -> int:
     rep = flashgnn.verify(a.dataset, progress=not a.json)
     if a.json:
         _print_json(rep)
-    else:
-        print(
-            f"verified {a.dataset}: {rep['files']} files, {human_bytes(rep['bytes'])}, {rep['slots']:,} slots, "
-            f"{rep['overflow_pages']:,} overflow pages, {rep['feature_rows']:,} separate feature rows: OK in {rep['seconds']:.1f} s"
+        return 0
+    mut = rep.get("mutable")
+    where = f"{a.dataset} (generation {mut['generation']}: {rep.get('dataset', a.dataset)})" if mut else a.dataset
+    line = (
+        f"verified {where}: {rep['files']} files, {human_bytes(rep['bytes'])}, {rep['slots']:,} slots, "
+        f"{rep['overflow_pages']:,} overflow pages, {rep['feature_rows']:,} separate feature rows"
+    )
+    if mut:
+        line += (
+            f"; WAL {mut['frames']:,} frames, {mut['ops']:,} ops (seq {mut['base_seq']}..{mut['last_seq']}, "
+            f"{human_bytes(mut['wal_bytes'])}), torn tail {mut['torn_tail_bytes']} B, {mut['free_ids']:,} free ids"
         )
+        if mut["leftovers"]:
+            line += f", {len(mut['leftovers'])} leftovers (removed by the next writable open)"
+    print(f"{line}: OK in {rep['seconds']:.1f} s")
+    return 0
+
+
+def cmd_compact(a) -> int:
+    g = flashgnn.MutableGraph(a.dataset)
+    try:
+        before = g.generation
+        rep = g.compact(progress=not a.json)
+    finally:
+        g.close()
+    if a.json:
+        _print_json(rep)
+        return 0
+    print(
+        f"compacted {a.dataset}: generation {before} -> {rep['generation']}, {rep['num_nodes']:,} nodes, "
+        f"{rep['num_edges']:,} edges; folded {rep['folded_frames']:,} batches / {rep['folded_ops']:,} delta ops "
+        f"({human_bytes(rep['folded_wal_bytes'])} of log, {rep['delta_nodes']:,} touched nodes) in "
+        f"{rep['seconds']:.1f} s (export {rep['export_seconds']:.1f} s, build {rep['build_seconds']:.1f} s); "
+        f"new base {human_bytes(rep['bytes'])}"
+    )
     return 0
 
 

@@ -1,0 +1,129 @@
+//! Read-only check of a mutable store's own files (`flashgnn verify` on a
+//! dataset with `mut/`): `CURRENT`, the current generation's free-id list and
+//! its write-ahead log. The generation's dataset itself is checked by
+//! `flashgnn_store::verify` (the caller runs both).
+//!
+//! Nothing is written, truncated or removed: a torn tail is reported (a
+//! writable open would cut it), leftovers of interrupted compactions are
+//! listed (a writable open would remove them).
+//!
+//! Checks: `CURRENT` (magic, version, CRC); the generation's base opens and is
+//! symmetric; the free list (magic, count, CRC, ids strictly ascending, below
+//! the base's node count and isolated in the base); the log header (CRC,
+//! version, generation and base_seq equal to `CURRENT`), every frame's CRC,
+//! consecutive sequence numbers, every op decodable and applicable when
+//! replayed against the generation (ids in bounds, rows the right width and
+//! finite). The first failure is a `MutError::Corrupt` naming the file, the
+//! byte offset and the frame's sequence number.
+
+use std::path::{Path, PathBuf};
+
+use flashgnn_store::Delta;
+
+use crate::current::{self, Current};
+use crate::graph::{open_base, replay_into};
+use crate::wal;
+use crate::{MutError, Result};
+
+/// What [`verify_log`] found.
+#[derive(Debug, Clone, Default)]
+pub struct LogVerifyReport {
+    pub generation: u64,
+    pub base_seq: u64,
+    /// The directory of the current generation's dataset.
+    pub dataset: PathBuf,
+    pub wal: PathBuf,
+    pub wal_bytes: u64,
+    pub frames: u64,
+    pub ops: u64,
+    /// Sequence number of the last valid frame.
+    pub last_seq: u64,
+    pub torn_bytes: u64,
+    pub free_ids: u64,
+    /// Nodes after replay (base + added vertices).
+    pub num_nodes: u64,
+    /// Nodes the replayed delta holds records for, and its heap bytes.
+    pub delta_nodes: u64,
+    pub delta_bytes: u64,
+    /// Entries under `mut/` that the current generation does not use.
+    pub leftovers: Vec<String>,
+    /// `mut/` exists but `CURRENT` does not (a first writable open crashed
+    /// before writing it: nothing was ever acknowledged).
+    pub no_current: bool,
+}
+
+/// Check the mutable store of the dataset at `root`; None when it has no
+/// `mut/` directory.
+pub fn verify_log(root: &Path) -> Result<Option<LogVerifyReport>> {
+    let mdir = current::mut_dir(root);
+    if !mdir.is_dir() {
+        return Ok(None);
+    }
+    let stored = current::read_current(root)?;
+    let cur = stored.unwrap_or(Current { generation: 0, base_seq: 0 });
+    let mut rep = LogVerifyReport {
+        generation: cur.generation,
+        base_seq: cur.base_seq,
+        last_seq: cur.base_seq,
+        dataset: current::gen_dir(root, cur.generation),
+        wal: current::wal_path(root, cur.generation),
+        leftovers: current::leftovers(root, &cur)?,
+        no_current: stored.is_none(),
+        ..Default::default()
+    };
+    let base = open_base(&rep.dataset)?;
+    rep.num_nodes = base.num_nodes();
+    if stored.is_none() {
+        return Ok(Some(rep));
+    }
+    let free = if cur.generation > 0 {
+        let path = current::free_path(root, cur.generation);
+        let ids = current::read_free(&path)?;
+        let name = path.display().to_string();
+        for (i, &v) in ids.iter().enumerate() {
+            let at = 16 + 8 * i as u64;
+            if v >= base.num_nodes() {
+                return Err(MutError::Corrupt(format!(
+                    "{name}: byte offset {at}: free id {v} out of range [0, {})",
+                    base.num_nodes()
+                )));
+            }
+            if i > 0 && ids[i - 1] >= v {
+                return Err(MutError::Corrupt(format!(
+                    "{name}: byte offset {at}: free id {v} after {}: ids must be strictly ascending",
+                    ids[i - 1]
+                )));
+            }
+            let deg = base.neighbors(v as i64)?.len();
+            if deg != 0 {
+                return Err(MutError::Corrupt(format!(
+                    "{name}: byte offset {at}: free id {v} has {deg} neighbors in {}; a deleted id must be isolated",
+                    rep.dataset.display()
+                )));
+            }
+        }
+        rep.free_ids = ids.len() as u64;
+        ids
+    } else {
+        Vec::new()
+    };
+    let mut delta = Delta::new(&base, free)?;
+    let wname = rep.wal.display().to_string();
+    let bytes = wal::read_log(&rep.wal)?;
+    rep.wal_bytes = bytes.len() as u64;
+    let r = replay_into(&wname, &bytes, &base, &mut delta)?;
+    if r.generation != cur.generation || r.base_seq != cur.base_seq {
+        return Err(MutError::Corrupt(format!(
+            "{wname}: byte offset 16: header says generation {} base_seq {}, CURRENT says generation {} base_seq {}",
+            r.generation, r.base_seq, cur.generation, cur.base_seq
+        )));
+    }
+    rep.frames = r.frames;
+    rep.ops = r.ops;
+    rep.last_seq = r.last_seq;
+    rep.torn_bytes = r.torn_bytes;
+    rep.num_nodes = delta.num_nodes();
+    rep.delta_nodes = delta.len() as u64;
+    rep.delta_bytes = delta.heap_bytes();
+    Ok(Some(rep))
+}
