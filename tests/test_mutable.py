@@ -219,6 +219,10 @@ def test_cli_compact_and_verify_a_mutated_store(ds):
     g.add_edge(3, 4)
     g.close()
     before = _tree_bytes(ds)
+    r = run_cli("info", ds)
+    assert r.returncode == 0, r.stderr
+    assert "mutable      generation 1" in r.stdout and "log 1 frames / 1 ops" in r.stdout, r.stdout
+    assert "1 deleted ids" in r.stdout and "gen-1" in r.stdout, r.stdout
     r = run_cli("verify", ds)
     assert r.returncode == 0, r.stderr
     assert "generation 1" in r.stdout and "WAL 1 frames, 1 ops" in r.stdout and "1 free ids" in r.stdout, r.stdout

@@ -39,7 +39,9 @@ pub struct LogVerifyReport {
     /// Sequence number of the last valid frame.
     pub last_seq: u64,
     pub torn_bytes: u64,
+    /// Ids on the generation's free list file, and deleted ids after replay.
     pub free_ids: u64,
+    pub free_ids_now: u64,
     /// Nodes after replay (base + added vertices).
     pub num_nodes: u64,
     /// Nodes the replayed delta holds records for, and its heap bytes.
@@ -124,6 +126,7 @@ pub fn verify_log(root: &Path) -> Result<Option<LogVerifyReport>> {
     rep.torn_bytes = r.torn_bytes;
     rep.num_nodes = delta.num_nodes();
     rep.delta_nodes = delta.len() as u64;
+    rep.free_ids_now = delta.free_len() as u64;
     rep.delta_bytes = delta.heap_bytes();
     Ok(Some(rep))
 }

@@ -286,7 +286,7 @@ pub fn verify_mutable(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Opti
             "generation": r.generation, "base_seq": r.base_seq, "dataset": r.dataset.display().to_string(),
             "wal": r.wal.display().to_string(), "wal_bytes": r.wal_bytes, "frames": r.frames, "ops": r.ops,
             "last_seq": r.last_seq, "torn_tail_bytes": r.torn_bytes, "free_ids": r.free_ids,
-            "num_nodes": r.num_nodes, "delta_nodes": r.delta_nodes, "delta_bytes": r.delta_bytes,
+            "free_ids_now": r.free_ids_now, "num_nodes": r.num_nodes, "delta_nodes": r.delta_nodes, "delta_bytes": r.delta_bytes,
             "leftovers": r.leftovers, "no_current": r.no_current,
         })
         .to_string()

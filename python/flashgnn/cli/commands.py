@@ -96,9 +96,29 @@ def info_dict(ds: flashgnn.Dataset) -> dict:
     }
 
 
+def _mutable_info(path) -> dict | None:
+    """The mutable store's state (generation, log, delta) when ``path/mut``
+    exists; read-only (the log is replayed in memory, nothing is changed)."""
+    import json
+    import os
+
+    from flashgnn import _core
+
+    if not os.path.isdir(os.path.join(path, "mut")):
+        return None
+    try:
+        return json.loads(_core.verify_mutable(os.fspath(path)))
+    except flashgnn.CorruptDatasetError as e:
+        return {"error": str(e)}
+
+
 def cmd_info(a) -> int:
-    ds = flashgnn.open(a.dataset)
+    mut = _mutable_info(a.dataset)
+    # A mutated dataset is described by its current generation's base.
+    ds = flashgnn.open(mut["dataset"] if mut and "dataset" in mut else a.dataset)
     d = info_dict(ds)
+    if mut is not None:
+        d["mutable"] = mut
     if a.json:
         _print_json(d)
         return 0
@@ -124,6 +144,15 @@ def cmd_info(a) -> int:
         f"-> overhead {d['overhead_vs_csr'] * 100:+.2f}%; structure alone {human_bytes(by['structure'])} vs "
         f"{human_bytes(by['csr_structure'])} -> {d['structure_overhead_vs_csr'] * 100:+.2f}%; all files {human_bytes(by['files_total'])}"
     )
+    if mut is not None and "error" in mut:
+        print(f"mutable      error: {mut['error']}")
+    elif mut is not None:
+        print(
+            f"mutable      generation {mut['generation']} (base above: {mut['dataset']}), log {mut['frames']:,} frames / "
+            f"{mut['ops']:,} ops, {human_bytes(mut['wal_bytes'])} (seq {mut['base_seq']}..{mut['last_seq']}, torn tail "
+            f"{mut['torn_tail_bytes']} B); delta {mut['delta_nodes']:,} nodes, {human_bytes(mut['delta_bytes'])}; "
+            f"{mut['num_nodes']:,} nodes now, {mut['free_ids_now']:,} deleted ids"
+        )
     return 0
 
 
