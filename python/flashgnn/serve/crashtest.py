@@ -236,8 +236,23 @@ def _check(model: Model, read, counts: dict) -> None:
 def _reader(get_neighbors, get_embed, threads: int = 1):
     """read(nodes) over per-node calls, ``threads`` at a time (RPC round trips overlap)."""
 
+    def retrying(fn, v):
+        # RESOURCE_EXHAUSTED means "retry later" (the in-flight cap, or gRPC's own concurrency limit while a
+        # loaded machine is slow to retire finished calls); the read-back is not what is being tested there.
+        import time
+
+        from .client import ServerError
+
+        for attempt in range(50):
+            try:
+                return fn(v)
+            except ServerError as e:
+                if e.code_name != "RESOURCE_EXHAUSTED" or attempt == 49:
+                    raise
+                time.sleep(min(0.5, 0.01 * 2**attempt))
+
     def one(v):
-        return v, (set(int(x) for x in get_neighbors(v)), np.asarray(get_embed(v)))
+        return v, (set(int(x) for x in retrying(get_neighbors, v)), np.asarray(retrying(get_embed, v)))
 
     def read(nodes):
         if threads <= 1:
