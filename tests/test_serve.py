@@ -578,3 +578,39 @@ def test_memory_budget_split_printed_and_cache_serves_runs(server, base_dataset)
         cs = c.stats()["graph"]["cache"]
     assert cs["static_hits"] + cs["dynamic_hits"] > 0, cs
     assert cs["static_bytes"] + cs["dynamic_bytes"] <= cs["budget"], cs
+
+
+def test_per_request_work_is_bounded(server, base_dataset):
+    """ApplyBatch op count, DFG hops, sampled-node bound, seeds only from the request's Batch, UpdateGraph ids."""
+    import torch
+    from torch_geometric.nn import GCN
+
+    import flashgnn.dfg as dfg
+
+    srv = server("--max-batch-ops", "4", "--max-hops", "2", "--max-sampled-nodes", "1000", ds=base_dataset)
+    torch.manual_seed(0)
+    with srv.client() as c:
+        with pytest.raises(ServerError) as ei:
+            c.apply([("add_edge", 1, 2)] * 5)
+        assert code_of(ei) == "INVALID_ARGUMENT" and "ApplyBatch.ops: 5 ops > --max-batch-ops 4" in ei.value.details()
+        with pytest.raises(ServerError) as ei:
+            c.run(dfg.models.gcn(GCN(8, 16, 3, 4).state_dict(), [2, 2, 2]), [1])
+        assert "fanouts: 3 hops > --max-hops 2" in ei.value.details()
+        sd = GCN(8, 16, 2, 4).state_dict()
+        with pytest.raises(ServerError) as ei:
+            c.run(dfg.models.gcn(sd, [20, 20]), list(range(16)))
+        assert "16 targets x the DFG's fanouts may sample 6736 nodes > --max-sampled-nodes 1000" in ei.value.details()
+        assert c.run(dfg.models.gcn(sd, [20, 20]), [1, 2])["Result"].shape == (2, 4)  # 842 <= 1000
+        g = dfg.Graph()
+        g.create_in("Batch")
+        seeds = g.create_param("S", torch.arange(50))
+        sub, x = g.create_op("BatchPre", [seeds], attrs={"fanouts": [2]})
+        g.create_out("Result", x)
+        with pytest.raises(ServerError) as ei:
+            c.run(g, [1])
+        assert "(BatchPre) input 0: 'S'" in ei.value.details() and "must be the graph input 'Batch'" in ei.value.details()
+        n = c.stats()["graph"]["num_nodes"]
+        with pytest.raises(ServerError) as ei:
+            c.update_graph(np.array([0, 5]), np.array([1, 3]), np.zeros((4, 8), np.float32))
+        assert code_of(ei) == "INVALID_ARGUMENT" and "UpdateGraph.src[1]: 5 >= 4 (the embedding rows)" in ei.value.details()
+        assert c.stats()["graph"]["num_nodes"] == n  # nothing was applied

@@ -86,7 +86,9 @@ class Runner:
             cached = self._params[key] = (t, t.to(device))
         return cached[1]
 
-    def run(self, graph: Graph, inputs: dict) -> dict:
+    def run(self, graph: Graph, inputs: dict, check=None) -> dict:
+        """``check``: called before each node (a server passes its deadline /
+        cancellation check, so an expired request stops between nodes)."""
         if not isinstance(graph, Graph):
             raise TypeError(f"run: expected a flashgnn.dfg.Graph, got {type(graph).__name__}")
         graph.validate(self.registry)
@@ -108,6 +110,8 @@ class Runner:
         profile = []
         t_run = time.perf_counter()
         for i, node in enumerate(graph.nodes):
+            if check is not None:
+                check()
             device, kernel = self.registry.select(node.op)
             tdev = torch.device(device.torch_device)
             args = [self._param(graph, r, tdev) if r in graph.params else _move(values[r], tdev) for r in node.inputs]

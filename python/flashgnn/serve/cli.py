@@ -28,7 +28,11 @@ def add_parsers(sub, parse_size) -> None:
     s.add_argument("--max-batch", type=int, default=d.max_batch, help=f"Run target nodes per request (default {d.max_batch})")
     s.add_argument("--max-fanout", type=int, default=d.max_fanout, help=f"per hop of a DFG's sampler (default {d.max_fanout})")
     s.add_argument("--workers", type=int, default=d.workers, help=f"threads doing the work (default {d.workers})")
-    s.add_argument("--max-update-bytes", type=parse_size, default=d.max_update_bytes, help="one UpdateGraph stream (default 1GiB)")
+    s.add_argument("--max-update-bytes", type=parse_size, default=d.max_update_bytes, help="one UpdateGraph stream as decoded arrays (default 1GiB)")
+    s.add_argument("--max-batch-ops", type=int, default=d.max_batch_ops, help=f"unit ops in one ApplyBatch (default {d.max_batch_ops})")
+    s.add_argument("--max-hops", type=int, default=d.max_hops, help=f"sampling hops of a served DFG (default {d.max_hops})")
+    s.add_argument("--max-sampled-nodes", type=int, default=d.max_sampled_nodes,
+                   help=f"Run: targets x (1 + f1 + f1*f2 + ...) over the DFG's sampling ops (default {d.max_sampled_nodes})")
     s.add_argument("--grace", type=float, default=d.grace_s, help=f"seconds in-flight requests get on SIGTERM (default {d.grace_s:g})")
     s.add_argument("--group-commit-wait-us", type=int, default=0, help="WAL group-commit window (default 0)")
     s.add_argument("--memory-budget", type=parse_size, default=0,
@@ -77,6 +81,7 @@ def cmd_serve(a) -> int:
     limits = Limits(
         max_inflight=a.max_inflight, max_message_bytes=a.max_message_bytes, default_deadline_s=a.default_deadline,
         max_batch=a.max_batch, max_fanout=a.max_fanout, workers=a.workers, max_update_bytes=a.max_update_bytes,
+        max_batch_ops=a.max_batch_ops, max_hops=a.max_hops, max_sampled_nodes=a.max_sampled_nodes,
         grace_s=a.grace,
     )
     limits.check()

@@ -51,11 +51,14 @@ import stat
 import sys
 import threading
 import time
+import traceback
 from dataclasses import asdict
 from pathlib import Path
 
 import grpc
 import numpy as np
+
+import flashgnn
 
 from . import flashgnn_pb2 as pb
 from . import flashgnn_pb2_grpc as pb_grpc
@@ -198,6 +201,7 @@ class Service(pb_grpc.FlashGNNServicer):
         self._delays = _test_delays()
         self._dfgs: collections.OrderedDict[str, object] = collections.OrderedDict()
         self._dfg_lock = threading.Lock()
+        self._update_slot = threading.Lock()  # one UpdateGraph at a time (each buffers a whole graph)
         self._dfg_mod = None
         self._registry = None
         self._context = None
@@ -292,13 +296,19 @@ class Service(pb_grpc.FlashGNNServicer):
             raise
         except ValueError as e:
             raise invalid(str(e)) from None
+        except flashgnn.InputError as e:
+            raise invalid(f"{call.rpc}: {e}") from None
+        except flashgnn.CorruptDatasetError as e:
+            traceback.print_exc(file=sys.stderr)
+            raise Status(grpc.StatusCode.DATA_LOSS, f"{call.rpc}: {e}", "data_loss") from None
+        except RuntimeError as e:
+            # The store refuses writes after a log failure, or is closed: not the caller's fault, not a bug here.
+            raise Status(grpc.StatusCode.FAILED_PRECONDITION, f"{call.rpc}: {e}", "failed_precondition") from None
         except IndexError as e:
             raise invalid(f"{call.rpc}: {e}") from None
         except KeyError as e:
             raise Status(grpc.StatusCode.NOT_FOUND, f"{call.rpc}: {e.args[0] if e.args else e}", "not_found") from None
         except Exception as e:  # noqa: BLE001 - one line to the client, the traceback to the log
-            import traceback
-
             traceback.print_exc(file=sys.stderr)
             raise Status(grpc.StatusCode.INTERNAL, f"{call.rpc}: {type(e).__name__}: {e}") from None
 
@@ -434,6 +444,8 @@ class Service(pb_grpc.FlashGNNServicer):
     def _batch_ops(self, request) -> list[tuple]:
         if not request.ops:
             raise invalid("ApplyBatch.ops: empty batch")
+        if len(request.ops) > self.limits.max_batch_ops:
+            raise invalid(f"ApplyBatch.ops: {len(request.ops)} ops > --max-batch-ops {self.limits.max_batch_ops}")
         # Vertices added earlier in the same batch get ids num_nodes, num_nodes+1, ...;
         # later ops of the batch may name them, so the bound grows as we go.
         n = int(self.graph.num_nodes)
@@ -471,6 +483,15 @@ class Service(pb_grpc.FlashGNNServicer):
         but must be the same in every chunk)."""
 
         def work(call):
+            if not self._update_slot.acquire(blocking=False):
+                raise Status(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                             "UpdateGraph: another UpdateGraph is running (one at a time); retry later", "overloaded")
+            try:
+                return update(call)
+            finally:
+                self._update_slot.release()
+
+        def update(call):
             src, dst, emb, lab = [], [], [], []
             total = chunks = 0
             width = dtype = None
@@ -479,7 +500,8 @@ class Service(pb_grpc.FlashGNNServicer):
                 f = f"UpdateGraph.chunk[{chunks}]"
                 if len(chunk.src) != len(chunk.dst):
                     raise invalid(f"{f}: len(src) {len(chunk.src)} != len(dst) {len(chunk.dst)}")
-                total += chunk.ByteSize()
+                # Counted as decoded arrays (ids are 1-byte varints on the wire but 8 bytes each here).
+                total += 16 * len(chunk.src) + 8 * len(chunk.labels) + len(chunk.embeddings.data)
                 if total > self.limits.max_update_bytes:
                     raise Status(
                         grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -509,6 +531,12 @@ class Service(pb_grpc.FlashGNNServicer):
             s = np.concatenate(src) if src else np.zeros(0, np.int64)
             d = np.concatenate(dst) if dst else np.zeros(0, np.int64)
             labels = np.concatenate(lab) if lab else None
+            rows = len(e)
+            for name, a in (("src", s), ("dst", d)):
+                bad = np.flatnonzero((a < 0) | (a >= rows))
+                if bad.size:
+                    i = int(bad[0])
+                    raise invalid(f"UpdateGraph.{name}[{i}]: {int(a[i])} " + ("< 0" if a[i] < 0 else f">= {rows} (the embedding rows)"))
             call.check()  # nothing is applied once the deadline or the client is gone
             report = self.graph.update_graph(s, d, e, labels=labels, progress=False)
             return pb.UpdateGraphReply(
@@ -571,8 +599,22 @@ class Service(pb_grpc.FlashGNNServicer):
             raise Status(grpc.StatusCode.NOT_FOUND, f"Run.dfg_id: {request.dfg_id} not cached; re-send with dfg bytes", "dfg_not_cached")
         return request.dfg_id, g
 
+    MAX_BATCHPRE_NODES = 4  # sampling ops in one DFG (a k-layer model needs one)
+
     def _check_fanouts(self, graph) -> None:
+        """A DFG accepted from the network may only sample what the request asks for: every BatchPre takes
+        its seeds from the graph input ``Batch`` (which Run validates), with at most --max-hops hops of at
+        most --max-fanout each; at most MAX_BATCHPRE_NODES sampling ops."""
+        pre = [nd for nd in getattr(graph, "nodes", ()) if nd.op == "BatchPre"]
+        if len(pre) > self.MAX_BATCHPRE_NODES:
+            raise invalid(f"Run.dfg: {len(pre)} BatchPre nodes > {self.MAX_BATCHPRE_NODES}")
+        for nd in pre:
+            if not nd.inputs or nd.inputs[0] != "Batch":
+                raise invalid(f"Run.dfg node {nd.seq} (BatchPre) input 0: {nd.inputs[0] if nd.inputs else None!r}; "
+                              "a served DFG samples the request's targets: input 0 must be the graph input 'Batch'")
         for where, fanouts in _dfg_fanouts(graph):
+            if len(fanouts) > self.limits.max_hops:
+                raise invalid(f"Run.dfg {where} fanouts: {len(fanouts)} hops > --max-hops {self.limits.max_hops}")
             for i, k in enumerate(fanouts):
                 if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
                     raise invalid(f"Run.dfg {where} fanouts[{i}]: {k!r} is not an integer")
@@ -581,6 +623,19 @@ class Service(pb_grpc.FlashGNNServicer):
                     raise invalid(f"Run.dfg {where} fanouts[{i}]: {k} (all neighbors) is not allowed; at most --max-fanout {self.limits.max_fanout}")
                 if k > self.limits.max_fanout:
                     raise invalid(f"Run.dfg {where} fanouts[{i}]: {k} > --max-fanout {self.limits.max_fanout}")
+
+    def _check_work(self, graph, targets: int) -> None:
+        """Upper bound on the nodes a Run samples: targets x (1 + f1 + f1 f2 + ...) per BatchPre."""
+        bound = 0
+        for _, fanouts in _dfg_fanouts(graph):
+            level, per = 1, 1
+            for k in fanouts:
+                level *= int(k)
+                per += level
+            bound += targets * per
+        if bound > self.limits.max_sampled_nodes:
+            raise invalid(f"Run.batch: {targets} targets x the DFG's fanouts may sample {bound} nodes > "
+                          f"--max-sampled-nodes {self.limits.max_sampled_nodes}")
 
     def Run(self, request, context):
         def work(call):
@@ -595,12 +650,13 @@ class Service(pb_grpc.FlashGNNServicer):
                 i = int(bad[0])
                 raise invalid(f"Run.batch[{i}]: {int(batch[i])} " + ("< 0" if batch[i] < 0 else f">= num_nodes {n}"))
             digest, g = self._graph_for(request)
+            self._check_work(g, int(batch.size))
             dfg = self._dfg_mod
             import torch
 
             runner = dfg.Runner(registry=self._registry, context=self._context)
             call.check()
-            out = runner.run(g, {"Batch": torch.from_numpy(batch)})
+            out = runner.run(g, {"Batch": torch.from_numpy(batch)}, check=call.check)
             reply = pb.RunReply(profile_json=json.dumps(_jsonable(getattr(runner, "last_profile", []))), dfg_id=digest)
             for name, t in out.items():
                 a = t.detach().cpu().numpy() if hasattr(t, "detach") else np.asarray(t)
