@@ -252,6 +252,27 @@ def test_cli_compact_and_verify_a_mutated_store(ds):
         flashgnn.verify(ds, progress=False)
 
 
+def test_one_writer_at_a_time(ds):
+    from conftest import run_cli
+
+    g = flashgnn.MutableGraph(ds)
+    g.add_edge(1, 2)
+    with pytest.raises(RuntimeError, match=r"mut/LOCK.*open for writing by another process"):
+        flashgnn.MutableGraph(ds)
+    # `flashgnn compact` while a writer (e.g. `flashgnn serve`) holds the store: refused, nothing lost.
+    r = run_cli("compact", ds)
+    assert r.returncode != 0 and "open for writing by another process" in r.stderr, (r.returncode, r.stderr)
+    ro = flashgnn.MutableGraph(ds, writable=False)  # readers take no lock
+    assert 2 in ro.get_neighbors(1).tolist()
+    g.add_edge(3, 4)
+    g.close()
+    r = run_cli("compact", ds)
+    assert r.returncode == 0, r.stderr
+    g = flashgnn.MutableGraph(ds)
+    assert g.generation == 1 and 2 in g.get_neighbors(1).tolist() and 4 in g.get_neighbors(3).tolist()
+    g.close()
+
+
 def test_compact_and_update_graph_draw_progress_bars(ds, capsys):
     g = flashgnn.MutableGraph(ds)
     g.add_edge(1, 2)

@@ -252,7 +252,7 @@ def check_after_crash(d, work, models) -> tuple[int, str]:
     gen = g.generation
     assert matches(g, models[cands[errs.index(None)]]) is None
     g.close()
-    want = {"CURRENT", f"wal-{gen}.log"} | ({f"gen-{gen}", f"free-{gen}.bin"} if gen else set())
+    want = {"CURRENT", "LOCK", f"wal-{gen}.log"} | ({f"gen-{gen}", f"free-{gen}.bin"} if gen else set())
     assert set(os.listdir(work / "mut")) == want
     rep = flashgnn.verify(work, progress=False)
     assert rep["mutable"]["leftovers"] == [] and rep["mutable"]["torn_tail_bytes"] == 0

@@ -14,7 +14,9 @@ Ids are the dataset's original ids; new vertices get ids from ``num_nodes``
 up (or reuse deleted ones). The dataset must have been built with
 ``--symmetrize``. Errors: ``ValueError`` for bad arguments (naming the
 argument, the value and the bound), ``RuntimeError`` for a closed/read-only
-graph, ``OSError`` for I/O, ``flashgnn.CorruptDatasetError`` for a damaged
+graph and for a writable open while another writer holds the dataset (one
+writer at a time: ``DATASET/mut/LOCK``; ``close()`` or dropping the graph
+releases it), ``OSError`` for I/O, ``flashgnn.CorruptDatasetError`` for a damaged
 log. On-disk layout: ``docs/format.md`` § *Mutable store*.
 """
 

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! DATASET/                  generation 0: the user's dataset, never modified
+//! DATASET/mut/LOCK          empty; a writable open holds flock(LOCK_EX) on it (one writer)
 //! DATASET/mut/CURRENT       {"magic": "flashgnn-mutable", "version": 1, "generation": N,
 //!                            "base_seq": S, "crc32c": C}
 //! DATASET/mut/wal-N.log     the log of generation N (frames with seq > S)
@@ -26,6 +27,7 @@ use crate::{MutError, Result};
 
 pub const MUT_DIR: &str = "mut";
 pub const CURRENT_FILE: &str = "CURRENT";
+pub const LOCK_FILE: &str = "LOCK";
 pub const CURRENT_MAGIC: &str = "flashgnn-mutable";
 pub const CURRENT_VERSION: u64 = 1;
 const FREE_MAGIC: &[u8; 8] = b"FGFREE01";
@@ -153,6 +155,7 @@ pub fn leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
     let dir = mut_dir(root);
     let keep = [
         CURRENT_FILE.to_string(),
+        LOCK_FILE.to_string(),
         crate::wal::wal_name(c.generation),
         format!("gen-{}", c.generation),
         format!("free-{}.bin", c.generation),
@@ -162,6 +165,40 @@ pub fn leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
         entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| !keep.contains(n)).collect();
     names.sort();
     Ok(names)
+}
+
+/// Take the writer lock: `flock(LOCK_EX | LOCK_NB)` on `mut/LOCK` (created
+/// if missing; `mut/` must exist). The lock lives as long as the returned
+/// file: one writable [`crate::MutableGraph`] per dataset, across processes
+/// and within one (flock locks belong to the open file description).
+pub fn lock_writer(root: &Path) -> Result<std::fs::File> {
+    use std::os::unix::io::AsRawFd;
+    let path = mut_dir(root).join(LOCK_FILE);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| IoError::new("opening the writer lock", &path, None, e))?;
+    loop {
+        // SAFETY: flock on a file descriptor this function owns.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(f);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) => {
+                return Err(MutError::Unavailable(format!(
+                    "{}: the mutable store is open for writing by another process (flashgnn serve? flashgnn \
+                     compact?); close it first",
+                    path.display()
+                )))
+            }
+            _ => return Err(IoError::new("locking (flock)", &path, None, e).into()),
+        }
+    }
 }
 
 /// Remove every [`leftovers`] entry.

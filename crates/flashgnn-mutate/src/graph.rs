@@ -111,6 +111,8 @@ pub struct MutableGraph {
     pub stats: GraphStats,
     closed: AtomicBool,
     pub open_report: OpenReport,
+    /// Writable opens: `mut/LOCK`, flock'ed until close or drop.
+    lock: Mutex<Option<std::fs::File>>,
 }
 
 /// Refuse a base that does not store both directions of every edge.
@@ -165,6 +167,21 @@ impl MutableGraph {
         // Generation 0 must be a symmetric dataset whatever generation is live.
         check_symmetric(&Dataset::open(&root)?)?;
         let mdir = current::mut_dir(&root);
+        // One writer per dataset: take the lock before reading CURRENT or
+        // touching anything under mut/ (another writer's in-flight files are
+        // not leftovers).
+        let lock = if opts.writable {
+            if !mdir.exists() {
+                match std::fs::create_dir(&mdir) {
+                    Ok(()) => flashgnn_io::fsync_dir(&root)?,
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(flashgnn_io::IoError::new("creating directory", &mdir, None, e).into()),
+                }
+            }
+            Some(current::lock_writer(&root)?)
+        } else {
+            None
+        };
         let stored = current::read_current(&root)?;
         let logged = stored.is_some() || opts.writable;
         let cur = match stored {
@@ -173,11 +190,6 @@ impl MutableGraph {
                 // First writable open (or a crash before CURRENT was first
                 // written: then nothing was ever acknowledged).
                 let c = Current { generation: 0, base_seq: 0 };
-                if !mdir.exists() {
-                    std::fs::create_dir(&mdir)
-                        .map_err(|e| flashgnn_io::IoError::new("creating directory", &mdir, None, e))?;
-                    flashgnn_io::fsync_dir(&root)?;
-                }
                 current::clean_leftovers(&root, &c)?;
                 wal::create_log(&current::wal_path(&root, 0), 0, 0, &[])?;
                 current::write_current(&root, &c)?;
@@ -232,6 +244,7 @@ impl MutableGraph {
             stats: GraphStats::default(),
             closed: AtomicBool::new(false),
             open_report: report,
+            lock: Mutex::new(lock),
         })
     }
 
@@ -454,12 +467,21 @@ impl MutableGraph {
             return Ok(());
         }
         if self.writable {
-            let _head = self.head.lock().unwrap();
+            let head = self.head.lock().unwrap();
             let mut q = self.queue.lock().unwrap();
             while q.leader || (!q.pending.is_empty() && q.failed.is_none()) {
                 q = self.cond.wait(q).unwrap();
             }
             q.wal = None;
+            drop(q);
+            drop(head);
+            // Nothing more is logged: let the next writer in, unless a
+            // compaction is still running (it holds `compact_lock` and may
+            // still switch generations); then the lock goes with the last
+            // reference to this graph (the compaction job holds one).
+            if let Ok(_c) = self.compact_lock.try_lock() {
+                self.lock.lock().unwrap_or_else(|p| p.into_inner()).take();
+            }
         }
         Ok(())
     }

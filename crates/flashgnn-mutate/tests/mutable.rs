@@ -190,6 +190,36 @@ fn refuses_a_base_built_without_symmetrize() {
 }
 
 #[test]
+fn one_writer_at_a_time() {
+    let d = tempfile::tempdir().unwrap();
+    let p = dataset(d.path(), true);
+    let g = open(&p);
+    g.add_edge(1, 2).unwrap();
+    // A second writable open (same process, other file description) is refused
+    // before it touches anything under mut/.
+    match MutableGraph::open(&p, &GraphOptions::default()) {
+        Err(MutError::Unavailable(m)) => {
+            assert!(m.contains("mut/LOCK") && m.contains("open for writing by another process"), "{m}");
+        }
+        Err(e) => panic!("unexpected error kind: {e}"),
+        Ok(_) => panic!("a second writer opened the store"),
+    }
+    // Readers take no lock.
+    let ro = MutableGraph::open(&p, &GraphOptions { writable: false, ..Default::default() }).unwrap();
+    assert!(ro.get_neighbors(1).unwrap().contains(&2));
+    g.add_edge(3, 4).unwrap();
+    g.close().unwrap();
+    // Closed: the next writer gets in and sees every acknowledged write.
+    let g2 = open(&p);
+    assert!(g2.get_neighbors(1).unwrap().contains(&2) && g2.get_neighbors(3).unwrap().contains(&4));
+    assert!(MutableGraph::open(&p, &GraphOptions::default()).is_err());
+    drop(g2); // drop releases it too
+    let g3 = open(&p);
+    assert!(g3.open_report.removed.is_empty(), "LOCK is not a leftover: {:?}", g3.open_report.removed);
+    assert!(p.join("mut").join("LOCK").exists());
+}
+
+#[test]
 fn bad_arguments_are_refused_before_logging() {
     let d = tempfile::tempdir().unwrap();
     let p = dataset(d.path(), true);
@@ -405,7 +435,13 @@ fn model_based_random_operations_with_replay_and_compaction() {
             let gen = round + 1;
             assert_eq!(
                 names,
-                vec!["CURRENT".to_string(), format!("free-{gen}.bin"), format!("gen-{gen}"), format!("wal-{gen}.log")]
+                vec![
+                    "CURRENT".to_string(),
+                    "LOCK".to_string(),
+                    format!("free-{gen}.bin"),
+                    format!("gen-{gen}"),
+                    format!("wal-{gen}.log")
+                ]
             );
         }
     }

@@ -188,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileExistsError) as e:
         print(f"flashgnn {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except RuntimeError as e:  # e.g. the mutable store is held by another writer (mut/LOCK)
+        print(f"flashgnn {args.command}: error: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
         print(f"flashgnn {args.command}: I/O error: {e}", file=sys.stderr)
         return 1
