@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use flashgnn_io::engine::{EngineConfig, EngineKind};
-use flashgnn_sample::{Batch, NeighborSampler, PageCache, Policy, SamplerConfig, Telemetry};
+use flashgnn_sample::{Batch, DatasetId, NeighborSampler, PageCache, Policy, SamplerConfig, Telemetry};
 
 use crate::error::InputError;
 
@@ -49,8 +49,10 @@ impl Snap {
         }
     }
     /// Point `s` at the current snapshot before a batch, reopening it on the
-    /// snapshot's base when a compaction switched generations (without the
-    /// cross-batch cache, whose pages belong to the old base).
+    /// snapshot's base when a compaction switched generations. The reopened
+    /// sampler keeps the cross-batch cache only if that cache was built on the
+    /// new base (`NeighborSampler::open` checks its `DatasetId`); a cache of
+    /// the old base is dropped, and batches run uncached.
     fn prepare(&self, s: &mut NeighborSampler, fanouts: &[i32], cfg: &SamplerConfig) -> flashgnn_sample::Result<()> {
         let snap = match self {
             Snap::None => return Ok(()),
@@ -58,8 +60,7 @@ impl Snap {
             Snap::Live(g) => g.snapshot(),
         };
         if snap.base.root() != s.root() {
-            let cfg = SamplerConfig { cache: None, ..cfg.clone() };
-            *s = NeighborSampler::open(snap.base.root(), fanouts, &cfg)?;
+            *s = NeighborSampler::open(snap.base.root(), fanouts, cfg)?;
         }
         s.set_snapshot(Some(snap))
     }
@@ -386,22 +387,31 @@ impl Cache {
         let static_budget = (budget as f64 * hot_fraction) as usize;
         let hot_s = hot.to_string();
         let t = std::time::Instant::now();
-        let statics = py
+        let (id, statics) = py
             .detach(move || -> flashgnn_sample::Result<_> {
+                // Build on what a sampler given this path reads: on a mutated
+                // dataset, the base of the generation `mut/CURRENT` names. The
+                // cache is bound to that base (DatasetId); samplers on any other
+                // generation run without it.
+                let snap = Snap::for_path(&path)?;
+                let root = snap.root(&path);
                 if hot_s == "none" || static_budget == 0 {
-                    return Ok(Vec::new());
+                    return Ok((DatasetId::of_path(&root)?, Vec::new()));
                 }
-                let mut s = NeighborSampler::open(&path, &fanouts, &cfg)?;
-                if hot_s == "degree" {
-                    s.hot_set_by_degree(static_budget)
+                let mut s = NeighborSampler::open(&root, &fanouts, &cfg)?;
+                snap.prepare(&mut s, &fanouts, &cfg)?;
+                let id = s.dataset_id().clone();
+                let statics = if hot_s == "degree" {
+                    s.hot_set_by_degree(static_budget)?
                 } else {
                     let batches: Vec<(Vec<i64>, u64)> = seeds
                         .chunks(batch_size)
                         .enumerate()
                         .map(|(i, c)| (c.to_vec(), 0x5EED_0000 + i as u64))
                         .collect();
-                    s.hot_set_by_access(&batches, static_budget)
-                }
+                    s.hot_set_by_access(&batches, static_budget)?
+                };
+                Ok((id, statics))
             })
             .map_err(sample_err)?;
         // The choosing pass freed its scan buffers and sampler; hand that
@@ -409,7 +419,7 @@ impl Cache {
         // SAFETY: malloc_trim only releases free heap pages.
         unsafe { libc::malloc_trim(0) };
         Ok(Cache {
-            inner: std::sync::Arc::new(PageCache::new(budget, pol, statics)),
+            inner: std::sync::Arc::new(PageCache::new(id, budget, pol, statics)),
             pid: std::process::id(),
             hot: hot.to_string(),
             hot_seconds: t.elapsed().as_secs_f64(),

@@ -19,6 +19,12 @@
 //!
 //! Entries hold bytes that already passed the format's checks when they were
 //! first read; a hit is decoded by the same checked decoders as a read.
+//!
+//! Keys are (file, offset) within one dataset, so a cache belongs to the
+//! dataset it was built for: its [`DatasetId`] (canonical directory plus the
+//! manifest's CRC32C of `graph.fg`), fixed at construction. A sampler opened
+//! on any other dataset — another generation of a mutable store
+//! (`mut/gen-N`), or the same directory rebuilt — runs without it.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,6 +61,29 @@ impl Policy {
             Policy::S3Fifo => "s3fifo",
             Policy::Clock => "clock",
         }
+    }
+}
+
+/// Which dataset a cache's keys refer to: the canonical dataset directory
+/// and the manifest's CRC32C of `graph.fg` (None when the manifest has no
+/// entry for it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatasetId {
+    pub root: std::path::PathBuf,
+    pub graph_crc32c: Option<u32>,
+}
+
+impl DatasetId {
+    /// The identity of an open dataset (its directory canonicalised).
+    pub fn of(ds: &flashgnn_store::Dataset) -> crate::Result<DatasetId> {
+        let root = std::fs::canonicalize(ds.root())
+            .map_err(|e| flashgnn_io::IoError::new("resolving the dataset directory", ds.root(), None, e))?;
+        let graph_crc32c = ds.manifest().files.get(flashgnn_format::manifest::GRAPH_FILE).map(|f| f.crc32c);
+        Ok(DatasetId { root, graph_crc32c })
+    }
+    /// The identity of the dataset at `path` (opens it to read the manifest).
+    pub fn of_path(path: &std::path::Path) -> crate::Result<DatasetId> {
+        DatasetId::of(&flashgnn_store::Dataset::open(path)?)
     }
 }
 
@@ -206,6 +235,7 @@ impl Dynamic {
 /// The shared cache. Create once, wrap in an `Arc`, pass to every sampler
 /// through [`crate::SamplerConfig::cache`].
 pub struct PageCache {
+    id: DatasetId,
     budget: usize,
     statics: HashMap<u64, Arc<[u8]>>,
     static_bytes: usize,
@@ -216,6 +246,7 @@ pub struct PageCache {
 impl std::fmt::Debug for PageCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PageCache")
+            .field("dataset", &self.id)
             .field("budget", &self.budget)
             .field("static_entries", &self.statics.len())
             .field("static_bytes", &self.static_bytes)
@@ -224,10 +255,11 @@ impl std::fmt::Debug for PageCache {
 }
 
 impl PageCache {
-    /// A cache of `budget` bytes: `statics` (already read; trimmed to the
-    /// budget in the order given, hottest first) plus a dynamic part under
-    /// `policy` with whatever the static set leaves.
-    pub fn new(budget: usize, policy: Policy, statics: Vec<(u64, Arc<[u8]>)>) -> PageCache {
+    /// A cache of `budget` bytes for the dataset `id`: `statics` (already
+    /// read from that dataset; trimmed to the budget in the order given,
+    /// hottest first) plus a dynamic part under `policy` with whatever the
+    /// static set leaves.
+    pub fn new(id: DatasetId, budget: usize, policy: Policy, statics: Vec<(u64, Arc<[u8]>)>) -> PageCache {
         let mut map = HashMap::default();
         let mut static_bytes = 0;
         for (k, d) in statics {
@@ -239,6 +271,7 @@ impl PageCache {
             map.insert(k, d);
         }
         PageCache {
+            id,
             budget,
             statics: map,
             static_bytes,
@@ -258,6 +291,10 @@ impl PageCache {
         }
     }
 
+    /// The dataset this cache's keys refer to.
+    pub fn dataset(&self) -> &DatasetId {
+        &self.id
+    }
     pub fn budget(&self) -> usize {
         self.budget
     }
@@ -320,13 +357,17 @@ impl PageCache {
 mod tests {
     use super::*;
 
+    fn id() -> DatasetId {
+        DatasetId { root: "/unit-test".into(), graph_crc32c: None }
+    }
+
     fn page(b: u8) -> Arc<[u8]> {
         Arc::from(vec![b; 4096])
     }
 
     #[test]
     fn zero_budget_stores_nothing() {
-        let c = PageCache::new(0, Policy::S3Fifo, vec![(1, page(1))]);
+        let c = PageCache::new(id(), 0, Policy::S3Fifo, vec![(1, page(1))]);
         c.insert(2, page(2));
         assert!(c.get(1).is_none() && c.get(2).is_none());
         assert_eq!(c.held_bytes(), 0);
@@ -336,7 +377,7 @@ mod tests {
     fn budget_is_never_exceeded_and_hits_return_the_bytes() {
         for policy in [Policy::S3Fifo, Policy::Clock] {
             let budget = 10 * cost(4096);
-            let c = PageCache::new(budget, policy, vec![(u64::MAX, page(9))]);
+            let c = PageCache::new(id(), budget, policy, vec![(u64::MAX, page(9))]);
             for i in 0..1000u64 {
                 c.insert(i, page(i as u8));
                 assert!(c.held_bytes() <= budget, "{policy:?} over budget at {i}");
@@ -354,7 +395,7 @@ mod tests {
         // A hot set of 8 pages accessed repeatedly, interleaved with a long
         // one-time scan: S3-FIFO keeps the hot pages, CLOCK loses some.
         let hits = |policy| {
-            let c = PageCache::new(16 * cost(4096), policy, Vec::new());
+            let c = PageCache::new(id(), 16 * cost(4096), policy, Vec::new());
             let mut hot_hits = 0;
             let mut scan = 1000u64;
             for round in 0..200 {

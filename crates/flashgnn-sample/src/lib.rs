@@ -28,7 +28,7 @@ pub mod rng;
 pub mod telemetry;
 pub mod walk;
 
-pub use cache::{PageCache, Policy};
+pub use cache::{DatasetId, PageCache, Policy};
 pub use neighbor::{Batch, NeighborSampler, SamplerConfig};
 pub use telemetry::Telemetry;
 

@@ -66,7 +66,10 @@ pub struct SamplerConfig {
     /// cost nothing (layer-wise inference reads embeddings elsewhere).
     pub features: bool,
     /// Cross-batch DRAM cache shared by every sampler holding this `Arc`
-    /// (None = no cache: every page not already in this batch is read).
+    /// (None = no cache: every page not already in this batch is read). Used
+    /// only by a sampler opened on the dataset the cache was built for (its
+    /// [`cache::DatasetId`]); on any other (another generation of a mutable
+    /// store) the sampler runs uncached.
     pub cache: Option<Arc<PageCache>>,
 }
 
@@ -173,6 +176,8 @@ pub struct NeighborSampler {
     accesses: Option<HashMap<u64, (u32, u64)>>,
     /// The dataset directory (a snapshot must be over this base).
     root: PathBuf,
+    /// Its identity (what a cross-batch cache must have been built for).
+    id: cache::DatasetId,
     /// Mutable-graph snapshot: nodes in its overlay (and nodes beyond the
     /// base) come from memory, with no I/O. None = the base alone.
     snapshot: Option<Arc<Snapshot>>,
@@ -187,6 +192,10 @@ impl NeighborSampler {
             return Err(SampleError::BadRequest(format!("{} hops requested; at most 16 are supported", fanouts.len())));
         }
         let layout = ds.layout().clone();
+        let id = cache::DatasetId::of(&ds)?;
+        // A cache built on another dataset (or generation) holds other bytes
+        // under the same keys: run without it.
+        let shared = cfg.cache.clone().filter(|c| *c.dataset() == id);
         let mut names = vec![GRAPH_FILE, OVERFLOW_FILE];
         if layout.placement == FeaturePlacement::Separate {
             names.push(FEATURES_FILE);
@@ -244,7 +253,7 @@ impl NeighborSampler {
             timeline: Vec::new(),
             page_cache: HashMap::default(),
             page_cache_held: 0,
-            page_cache_max: if cfg.cache.is_some() {
+            page_cache_max: if shared.is_some() {
                 cfg.batch_page_cache_bytes.min(BATCH_CACHE_WITH_SHARED)
             } else {
                 cfg.batch_page_cache_bytes
@@ -253,9 +262,10 @@ impl NeighborSampler {
             page_hits: 0,
             cache_hits: [0; 2],
             gather_features: cfg.features,
-            cache: cfg.cache.clone(),
+            cache: shared,
             accesses: None,
             root: ds.root().to_path_buf(),
+            id,
             snapshot: None,
         })
     }
@@ -279,6 +289,15 @@ impl NeighborSampler {
     /// The dataset directory this sampler reads.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+    /// The identity of the dataset this sampler reads (see [`cache::DatasetId`]).
+    pub fn dataset_id(&self) -> &cache::DatasetId {
+        &self.id
+    }
+    /// Whether this sampler uses a cross-batch cache (one was configured and
+    /// it was built for this dataset).
+    pub fn has_cache(&self) -> bool {
+        self.cache.is_some()
     }
     pub fn snapshot(&self) -> Option<&Arc<Snapshot>> {
         self.snapshot.as_ref()

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use flashgnn_build::{FeatureLayout, Reorder};
 use flashgnn_io::engine::EngineKind;
-use flashgnn_sample::{NeighborSampler, PageCache, Policy, SamplerConfig};
+use flashgnn_sample::{DatasetId, NeighborSampler, PageCache, Policy, SamplerConfig};
 
 mod common;
 use common::dataset;
@@ -47,7 +47,7 @@ fn any_cache_gives_identical_batches_within_budget() {
                     };
                     let static_bytes: usize = statics.iter().map(|(_, d)| d.len()).sum();
                     assert!(static_bytes <= budget / 2, "{name} {hot}: static set {static_bytes} > {}", budget / 2);
-                    let cache = Arc::new(PageCache::new(budget, policy, statics));
+                    let cache = Arc::new(PageCache::new(DatasetId::of_path(&path).unwrap(), budget, policy, statics));
                     // Two samplers share the cache, as loader producers do.
                     let mut a = open(&path, Some(cache.clone()));
                     let mut b = open(&path, Some(cache.clone()));
@@ -106,7 +106,7 @@ fn a_corrupt_cached_overflow_page_is_still_refused() {
         })
         .collect();
     assert!(forged.iter().any(|(k, _)| k >> 56 == 1), "the test graph spills to overflow pages");
-    let cache = Arc::new(PageCache::new(16 << 20, Policy::S3Fifo, forged));
+    let cache = Arc::new(PageCache::new(DatasetId::of_path(&path).unwrap(), 16 << 20, Policy::S3Fifo, forged));
     let mut c = open(&path, Some(cache));
     let n = flashgnn_store::Dataset::open(&path).unwrap().num_nodes() as i64;
     let err = (0..20)

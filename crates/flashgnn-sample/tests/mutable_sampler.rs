@@ -152,3 +152,44 @@ fn partial_fanouts_and_walks_stay_on_snapshot_edges() {
     let e = sampler(&p2, &[2]).set_snapshot(Some(g.snapshot())).err().unwrap().to_string();
     assert!(e.contains("open a sampler on the snapshot's base"), "{e}");
 }
+
+#[test]
+fn a_cache_is_used_only_on_the_generation_it_was_built_for() {
+    use flashgnn_sample::{DatasetId, PageCache, Policy};
+    use std::sync::Arc;
+    let d = tempfile::tempdir().unwrap();
+    let p = common::dataset(d.path(), "ds", FeatureLayout::Inline, Reorder::None, 4);
+    let g = MutableGraph::open(&p, &GraphOptions::default()).unwrap();
+    // A cache holding every page of generation 0.
+    let cache_of = |root: &Path| {
+        let statics = sampler(root, &[-1]).hot_set_by_degree(64 << 20).unwrap();
+        Arc::new(PageCache::new(DatasetId::of_path(root).unwrap(), 64 << 20, Policy::S3Fifo, statics))
+    };
+    let gen0 = cache_of(&p);
+    g.update_embed(444, &[7.0; 4]).unwrap();
+    g.compact(&Progress::new()).unwrap();
+    let snap = g.snapshot();
+    let root1 = snap.base.root().to_path_buf();
+    assert!(root1.ends_with("mut/gen-1"), "{}", root1.display());
+    let open = |cache| {
+        let cfg = SamplerConfig { engine: EngineKind::Pread, cache, ..Default::default() };
+        let mut s = NeighborSampler::open(&root1, &[-1], &cfg).unwrap();
+        s.set_snapshot(Some(snap.clone())).unwrap();
+        s
+    };
+    let want = open(None).sample(&[444, 5], 1).unwrap();
+    assert_eq!(rows(&want, 16)[&444], g.get_embed(444).unwrap());
+    // Generation 0's cache on generation 1: not used (its pages hold the old row).
+    let mut stale = open(Some(gen0.clone()));
+    assert!(!stale.has_cache());
+    assert_eq!(stale.sample(&[444, 5], 1).unwrap(), want);
+    // A cache built on generation 1 is used, and serves the updated row.
+    let gen1 = cache_of(&root1);
+    let mut cached = open(Some(gen1.clone()));
+    assert!(cached.has_cache());
+    assert_eq!(cached.sample(&[444, 5], 1).unwrap(), want);
+    assert!(cached.telemetry.cache_static_hits > 0);
+    // Generation 0 itself still takes generation 0's cache.
+    let cfg = SamplerConfig { engine: EngineKind::Pread, cache: Some(gen0), ..Default::default() };
+    assert!(NeighborSampler::open(&p, &[-1], &cfg).unwrap().has_cache());
+}
