@@ -105,6 +105,34 @@ def test_apply_is_atomic(ds):
     assert nbrs(g, n) == {1} and np.all(g.get_embed(1) == 2.0)
 
 
+def test_batch_bound_and_a_large_batch_on_one_hub(ds):
+    import time
+
+    g = flashgnn.MutableGraph(ds)
+    m = flashgnn.MutableGraph.MAX_BATCH_OPS
+    assert m == 65536
+    seq = g.seq
+    with pytest.raises(ValueError, match=f"{m + 1} operations exceeds the maximum of {m}"):
+        g.apply([("add_edge", 1, 2)] * (m + 1))
+    with pytest.raises(ValueError, match=f"{m + 1} operations exceeds the maximum of {m}"):
+        g._core.apply([("add_edge", 1, 2)] * (m + 1))  # the binding checks too
+    assert g.seq == seq
+    n, k, hub = g.num_nodes, 60_000, 3
+    g.apply([("add_vertex", np.zeros(DIM))] * k)
+    want = g.get_neighbors(hub).tolist() + list(range(n, n + k))
+    t = time.perf_counter()
+    g.apply([("add_edge", hub, n + i) for i in range(k)])
+    print(f"60k add_edge on one hub in one batch: {time.perf_counter() - t:.3f} s")
+    assert g.get_neighbors(hub).tolist() == want
+    g.apply([("add_edge", n + i, hub) for i in range(100)] + [("delete_edge", hub, n + i) for i in range(0, k, 2)])
+    want = [v for v in want if not (v >= n and (v - n) % 2 == 0)]
+    assert g.get_neighbors(hub).tolist() == want
+    g.close()
+    g = flashgnn.MutableGraph(ds)
+    assert g.get_neighbors(hub).tolist() == want
+    g.close()
+
+
 def test_group_commit_from_threads(ds):
     g = flashgnn.MutableGraph(ds)
     n = g.num_nodes

@@ -49,6 +49,8 @@ def _id(v, what: str) -> int:
 
 
 class MutableGraph:
+    MAX_BATCH_OPS = _core.MAX_BATCH_OPS
+
     def __init__(self, path, writable: bool = True, group_commit_wait_us: int = 0):
         self._core = _core.MutableGraph(os.fspath(path), bool(writable), int(group_commit_wait_us))
         self.path = os.fspath(path)
@@ -74,7 +76,12 @@ class MutableGraph:
         """Apply ``ops`` as one atomic, durable batch: every op is validated
         (against the state the earlier ops of the batch leave) before
         anything is logged; either all become durable or none. Returns one
-        result per op: the new id for ``add_vertex``, else None."""
+        result per op: the new id for ``add_vertex``, else None. At most
+        ``MutableGraph.MAX_BATCH_OPS`` (65,536) ops per batch (``ValueError``
+        beyond: split the work into several batches)."""
+        if hasattr(ops, "__len__") and len(ops) > self.MAX_BATCH_OPS:
+            raise ValueError(f"a batch of {len(ops)} operations exceeds the maximum of {self.MAX_BATCH_OPS} "
+                             "operations per batch: split it into several apply() calls")
         conv = []
         for i, op in enumerate(ops):
             if not isinstance(op, tuple) or not op or op[0] not in _OPS:

@@ -29,6 +29,22 @@ use crate::current::{self, Current};
 use crate::wal::{self, WalFile};
 use crate::{MutError, Result};
 
+/// Most operations in one batch (`apply`): a batch is validated under the
+/// writer lock and logged as one frame, so its size bounds how long other
+/// writers wait and how large a frame gets.
+pub const MAX_BATCH_OPS: usize = 65_536;
+
+/// Refuse a batch of more than [`MAX_BATCH_OPS`] operations.
+pub fn check_batch_len(n: usize) -> Result<()> {
+    if n > MAX_BATCH_OPS {
+        return Err(MutError::Invalid(format!(
+            "a batch of {n} operations exceeds the maximum of {MAX_BATCH_OPS} operations per batch: split it into \
+             several apply() calls"
+        )));
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone)]
 pub struct GraphOptions {
     /// Open for writing (replays, truncates a torn tail, cleans leftovers).
@@ -145,15 +161,13 @@ pub(crate) fn open_base(dir: &Path) -> Result<Arc<Dataset>> {
 /// Apply replayed frames to `delta`; an op that does not apply is corruption
 /// (only validated batches are ever logged).
 pub(crate) fn replay_into(file: &str, bytes: &[u8], base: &Dataset, delta: &mut Delta) -> Result<wal::ReplayReport> {
-    wal::replay(file, bytes, |seq, off, ops| {
-        for (i, mut op) in ops.into_iter().enumerate() {
-            delta.apply(base, &mut op).map_err(|e| {
-                MutError::Corrupt(format!(
-                    "{file}: byte offset {off}: frame seq {seq}: op {i} does not apply to the base ({}): {e}",
-                    base.root().display()
-                ))
-            })?;
-        }
+    wal::replay(file, bytes, |seq, off, mut ops| {
+        delta.apply_batch(base, &mut ops).map_err(|(i, e)| {
+            MutError::Corrupt(format!(
+                "{file}: byte offset {off}: frame seq {seq}: op {i} does not apply to the base ({}): {e}",
+                base.root().display()
+            ))
+        })?;
         Ok(())
     })
 }
@@ -289,28 +303,26 @@ impl MutableGraph {
     /// Validate, log durably (group commit) and apply one atomic batch.
     /// Returns per-op results: the new id for `AddVertex`, else None.
     pub fn apply(&self, mut ops: Vec<Op>) -> Result<Vec<Option<u64>>> {
+        let n = ops.len();
+        check_batch_len(n)?;
         self.check_writable()?;
         if ops.is_empty() {
             return Ok(Vec::new());
         }
-        let n = ops.len();
         let seq = {
             let mut head = self.head.lock().unwrap();
             self.check_open()?; // close() may have run while this waited for `head`
             let mut delta = head.delta.clone();
-            let mut results = Vec::with_capacity(n);
-            for (i, op) in ops.iter_mut().enumerate() {
-                match delta.apply(&head.base, op) {
-                    Ok(r) => results.push(r),
-                    Err(e) => {
-                        let e = MutError::from(e);
-                        return Err(match e {
-                            MutError::Invalid(m) if n > 1 => MutError::Invalid(format!("ops[{i}]: {m}")),
-                            e => e,
-                        });
-                    }
+            let results = match delta.apply_batch(&head.base, &mut ops) {
+                Ok(r) => r,
+                Err((i, e)) => {
+                    let e = MutError::from(e);
+                    return Err(match e {
+                        MutError::Invalid(m) if n > 1 => MutError::Invalid(format!("ops[{i}]: {m}")),
+                        e => e,
+                    });
                 }
-            }
+            };
             let seq = head.next_seq;
             let mut frame = Vec::new();
             wal::encode_frame(seq, &ops, &mut frame)?;

@@ -220,6 +220,124 @@ fn one_writer_at_a_time() {
 }
 
 #[test]
+fn batch_size_is_bounded() {
+    let d = tempfile::tempdir().unwrap();
+    let p = dataset(d.path(), true);
+    let g = open(&p);
+    let wal0 = g.wal_bytes();
+    let max = flashgnn_mutate::MAX_BATCH_OPS;
+    let ops = vec![Op::AddEdge { dst: 1, src: 2 }; max + 1];
+    match g.apply(ops) {
+        Err(MutError::Invalid(m)) => assert!(m.contains(&(max + 1).to_string()) && m.contains(&max.to_string()), "{m}"),
+        r => panic!("a batch over the bound was not refused: {r:?}"),
+    }
+    assert_eq!(g.wal_bytes(), wal0, "nothing logged");
+    g.apply(vec![Op::AddEdge { dst: 1, src: 2 }; max]).unwrap();
+}
+
+/// Random batches concentrated on a few hubs: `apply_batch` (indexed lists,
+/// deferred deletions) leaves exactly the lists and ids that applying the ops
+/// one by one does.
+#[test]
+fn batch_apply_equals_op_by_op_apply() {
+    use flashgnn_store::{Delta, Snapshot};
+    let d = tempfile::tempdir().unwrap();
+    let p = dataset(d.path(), true);
+    let base = Arc::new(Dataset::open(&p).unwrap());
+    let row =
+        flashgnn_store::overlay::encode_row(base.feature_dtype(), base.feature_dim(), &[1.0; DIM as usize]).unwrap();
+    for seed in 0..6u64 {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let mut one = Delta::new(&base, []).unwrap();
+        let mut batch = one.clone();
+        let mut ops = Vec::new();
+        let mut want = Vec::new();
+        for _ in 0..4000 {
+            let n = one.num_nodes();
+            let hub = rng.random_range(0..3u64);
+            let any = rng.random_range(0..n);
+            let k = rng.random_range(0..100);
+            let op = if k < 50 {
+                Op::AddEdge { dst: hub, src: any }
+            } else if k < 60 {
+                Op::AddEdge { dst: any, src: hub }
+            } else if k < 85 {
+                // Mostly an existing neighbor of the hub (so deletions succeed).
+                let nb = Snapshot { base: base.clone(), delta: one.clone(), generation: 0, seq: 0 }
+                    .neighbors(hub as i64)
+                    .unwrap_or_default();
+                let src = if nb.is_empty() || k == 84 { any } else { nb[rng.random_range(0..nb.len())] };
+                if k % 2 == 0 {
+                    Op::DeleteEdge { dst: hub, src }
+                } else {
+                    Op::DeleteEdge { dst: src, src: hub }
+                }
+            } else if k < 92 {
+                Op::AddVertex { id: None, row: row.clone() }
+            } else if k < 98 {
+                Op::DeleteVertex { vid: if k == 97 { hub } else { any } }
+            } else {
+                Op::UpdateEmbed { vid: any, row: row.clone() }
+            };
+            let mut logged = op.clone();
+            if let Ok(r) = one.apply(&base, &mut logged) {
+                ops.push(op);
+                want.push(r);
+            }
+        }
+        let got = batch.apply_batch(&base, &mut ops).unwrap();
+        assert_eq!(got, want, "seed {seed}: results");
+        assert_eq!((batch.num_nodes(), batch.free_len()), (one.num_nodes(), one.free_len()), "seed {seed}");
+        let (a, b) = (
+            Snapshot { base: base.clone(), delta: one.clone(), generation: 0, seq: 0 },
+            Snapshot { base: base.clone(), delta: batch.clone(), generation: 0, seq: 0 },
+        );
+        for v in 0..one.num_nodes() as i64 {
+            assert_eq!(a.neighbors(v).ok(), b.neighbors(v).ok(), "seed {seed}: neighbors of {v}");
+        }
+        assert_eq!(one.num_edges(&base), batch.num_edges(&base), "seed {seed}");
+    }
+}
+
+/// One batch of 60k edge operations on one hub completes (it used to be
+/// quadratic under the writer lock) and leaves the right list.
+#[test]
+fn a_large_batch_on_one_hub() {
+    let d = tempfile::tempdir().unwrap();
+    let p = dataset(d.path(), true);
+    let g = open(&p);
+    let n = g.num_nodes();
+    let k = 60_000u64;
+    let row = g.encode_embed(&[0.5; DIM as usize]).unwrap();
+    g.apply((0..k).map(|_| Op::AddVertex { id: None, row: row.clone() }).collect()).unwrap();
+    let hub = 3u64;
+    let mut want = g.get_neighbors(hub as i64).unwrap();
+    let t = std::time::Instant::now();
+    let ops: Vec<Op> = (0..k).map(|i| Op::AddEdge { dst: hub, src: n + i }).collect();
+    g.apply(ops).unwrap();
+    eprintln!("60k add_edge on one hub in one batch: {:.3} s", t.elapsed().as_secs_f64());
+    want.extend(n..n + k);
+    assert_eq!(g.get_neighbors(hub as i64).unwrap(), want);
+    // Duplicates are no-ops; deletions remove; a re-add goes to the end.
+    let t = std::time::Instant::now();
+    let mut ops: Vec<Op> = (0..20_000).map(|i| Op::AddEdge { dst: n + i, src: hub }).collect();
+    ops.extend((0..20_000).map(|i| Op::DeleteEdge { dst: hub, src: n + 2 * i }));
+    ops.extend((0..10).map(|i| Op::AddEdge { dst: hub, src: n + 2 * i }));
+    g.apply(ops).unwrap();
+    eprintln!("40k duplicate adds and deletes on one hub in one batch: {:.3} s", t.elapsed().as_secs_f64());
+    let gone: BTreeSet<u64> = (0..20_000).map(|i| n + 2 * i).collect();
+    want.retain(|v| !gone.contains(v));
+    want.extend((0..10).map(|i| n + 2 * i));
+    assert_eq!(g.get_neighbors(hub as i64).unwrap(), want);
+    assert_eq!(g.get_neighbors((n + 2) as i64).unwrap(), vec![hub]);
+    assert!(g.get_neighbors((n + 39_998) as i64).unwrap().is_empty());
+    assert_eq!(g.get_neighbors((n + 40_002) as i64).unwrap(), vec![hub]);
+    drop(g);
+    let g = open(&p); // replay applies the same batches
+    assert_eq!(g.get_neighbors(hub as i64).unwrap(), want);
+}
+
+#[test]
 fn bad_arguments_are_refused_before_logging() {
     let d = tempfile::tempdir().unwrap();
     let p = dataset(d.path(), true);

@@ -106,6 +106,8 @@ impl MutableGraph {
     /// One atomic, durable batch of `(name, args...)` tuples; embeddings are
     /// float64 arrays. Returns per-op results (new id for add_vertex).
     fn apply<'py>(&self, py: Python<'py>, ops: &Bound<'py, PyList>) -> PyResult<Vec<Option<u64>>> {
+        // Refused before converting anything.
+        flashgnn_mutate::check_batch_len(ops.len()).map_err(mut_err)?;
         let mut out = Vec::with_capacity(ops.len());
         let bad = |i: usize, m: String| PyValueError::new_err(format!("ops[{i}]: {m}"));
         for (i, item) in ops.iter().enumerate() {

@@ -16,6 +16,7 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("FORMAT_VERSION", flashgnn_format::FORMAT_VERSION)?;
+    m.add("MAX_BATCH_OPS", flashgnn_mutate::MAX_BATCH_OPS)?;
     error::register(m)?;
     m.add_class::<dataset::Dataset>()?;
     m.add_class::<job::Job>()?;

@@ -92,6 +92,44 @@ impl NodeRec {
     }
 }
 
+/// A list gets a hash index for the rest of a batch once it has been probed
+/// or edited this many times in the batch (and holds at least this many ids).
+const INDEX_AFTER: u32 = 16;
+
+/// A list's index within one batch: its current members, and tombstones of
+/// deleted neighbors (value -> list length when deleted: every copy before
+/// that position is gone; a later re-add is appended after it).
+struct Indexed {
+    live: std::collections::HashSet<u64>,
+    dead: std::collections::HashMap<u64, usize>,
+}
+
+/// Per-batch state of [`Delta::apply_batch`]: how often each list was
+/// probed, and the indexes of the busy ones. Dropped with the batch.
+#[derive(Default)]
+struct BatchIndex {
+    tests: std::collections::HashMap<u64, u32>,
+    hot: std::collections::HashMap<u64, Indexed>,
+}
+
+impl BatchIndex {
+    /// Count a probe of `v`'s list; its index once it is busy enough (only
+    /// lists with a record: the first edit materialises one).
+    fn touch(&mut self, delta: &Delta, v: u64) -> Option<&mut Indexed> {
+        if !self.hot.contains_key(&v) {
+            let r = delta.nodes.get(&v)?;
+            let c = self.tests.entry(v).or_insert(0);
+            *c += 1;
+            if *c < INDEX_AFTER || r.neighbors.len() < INDEX_AFTER as usize {
+                return None;
+            }
+            let live = r.neighbors.iter().copied().collect();
+            self.hot.insert(v, Indexed { live, dead: std::collections::HashMap::new() });
+        }
+        self.hot.get_mut(&v)
+    }
+}
+
 /// The overlay: touched nodes, deleted ids, node count. Cloning is O(1).
 #[derive(Debug, Clone)]
 pub struct Delta {
@@ -239,16 +277,101 @@ impl Delta {
         }
     }
 
-    fn has_edge(&self, base: &Dataset, dst: u64, src: u64) -> Result<bool> {
+    /// Whether `src` is in `dst`'s current list: a hash probe when `dst` is
+    /// indexed in this batch, else a scan of its list (short lists, or lists
+    /// edited fewer than [`INDEX_AFTER`] times in this batch).
+    fn contains(&self, base: &Dataset, idx: &mut BatchIndex, dst: u64, src: u64) -> Result<bool> {
+        if let Some(h) = idx.touch(self, dst) {
+            return Ok(h.live.contains(&src));
+        }
         Ok(match self.nodes.get(&dst) {
             Some(r) => r.neighbors.contains(&src),
             None => base.neighbors(dst as i64)?.contains(&src),
         })
     }
 
+    /// Append `src` to `dst`'s list.
+    fn push(&mut self, base: &Dataset, idx: &mut BatchIndex, dst: u64, src: u64) -> Result<()> {
+        self.record_mut(base, dst)?.neighbors.push(src);
+        if let Some(h) = idx.hot.get_mut(&dst) {
+            h.live.insert(src);
+        }
+        Ok(())
+    }
+
+    /// Remove every copy of `src` from `dst`'s list: at once for a list not
+    /// indexed, else by a tombstone applied when the batch ends.
+    fn remove(&mut self, base: &Dataset, idx: &mut BatchIndex, dst: u64, src: u64) -> Result<()> {
+        if let Some(h) = idx.touch(self, dst) {
+            if h.live.remove(&src) {
+                let len = self.nodes.get(&dst).expect("an indexed node has a record").neighbors.len();
+                h.dead.insert(src, len);
+            }
+            return Ok(());
+        }
+        self.record_mut(base, dst)?.neighbors.retain(|&x| x != src);
+        Ok(())
+    }
+
+    /// Apply `v`'s tombstones and drop its index (before its list is read or
+    /// changed directly).
+    fn flush(&mut self, base: &Dataset, idx: &mut BatchIndex, v: u64) -> Result<()> {
+        if let Some(h) = idx.hot.remove(&v) {
+            idx.tests.insert(v, 0);
+            if !h.dead.is_empty() {
+                let mut i = 0usize;
+                self.record_mut(base, v)?.neighbors.retain(|x| {
+                    // Copies of a deleted neighbor before the position it was
+                    // deleted at are gone; a later re-add (appended) stays.
+                    let keep = h.dead.get(x).is_none_or(|&l| i >= l);
+                    i += 1;
+                    keep
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn flush_all(&mut self, base: &Dataset, idx: &mut BatchIndex) -> Result<()> {
+        let hot: Vec<u64> = idx.hot.keys().copied().collect();
+        for v in hot {
+            self.flush(base, idx, v)?;
+        }
+        Ok(())
+    }
+
     /// Validate and apply one operation. Returns the new id for `AddVertex`
     /// (and fills `id` in). On error nothing has changed.
     pub fn apply(&mut self, base: &Dataset, op: &mut Op) -> Result<Option<u64>> {
+        // A fresh index never indexes a list (one op edits a list at most
+        // twice), so nothing is deferred and a failed op changes nothing.
+        let mut idx = BatchIndex::default();
+        let r = self.apply_op(base, op, &mut idx)?;
+        self.flush_all(base, &mut idx)?;
+        Ok(r)
+    }
+
+    /// Validate and apply a batch of operations in order, each against the
+    /// state the earlier ones leave (as [`Delta::apply`] one by one would).
+    /// Lists edited many times in the batch get a hash index for the batch,
+    /// so K edge operations on one hub cost O(K + degree), not O(K x degree).
+    /// On error returns the index of the failing op; the delta is then
+    /// partly changed and must be dropped (callers apply batches to a clone).
+    pub fn apply_batch(
+        &mut self,
+        base: &Dataset,
+        ops: &mut [Op],
+    ) -> std::result::Result<Vec<Option<u64>>, (usize, OverlayError)> {
+        let mut idx = BatchIndex::default();
+        let mut out = Vec::with_capacity(ops.len());
+        for (i, op) in ops.iter_mut().enumerate() {
+            out.push(self.apply_op(base, op, &mut idx).map_err(|e| (i, e))?);
+        }
+        self.flush_all(base, &mut idx).map_err(|e| (ops.len().saturating_sub(1), e))?;
+        Ok(out)
+    }
+
+    fn apply_op(&mut self, base: &Dataset, op: &mut Op, idx: &mut BatchIndex) -> Result<Option<u64>> {
         match op {
             Op::AddVertex { id, row } => {
                 self.check_row("embed", row)?;
@@ -285,6 +408,8 @@ impl Delta {
                 if v == self.num_nodes {
                     self.num_nodes += 1;
                 }
+                idx.hot.remove(&v);
+                idx.tests.remove(&v);
                 self.nodes.insert(v, Arc::new(rec));
                 *id = Some(v);
                 Ok(Some(v))
@@ -292,11 +417,13 @@ impl Delta {
             Op::DeleteVertex { vid } => {
                 let v = *vid;
                 self.check_vid("vid", v)?;
+                self.flush(base, idx, v)?;
                 let nbrs = self.neighbors_of(base, v)?;
                 // Materialise every neighbor first: a failed base read then
                 // leaves this (cloned) delta unpublished by the caller.
                 for &u in &nbrs {
                     if u != v {
+                        self.flush(base, idx, u)?;
                         self.record_mut(base, u)?.neighbors.retain(|&x| x != v);
                     }
                 }
@@ -310,11 +437,11 @@ impl Delta {
                 let (d, s) = (*dst, *src);
                 self.check_vid("dst", d)?;
                 self.check_vid("src", s)?;
-                if !self.has_edge(base, d, s)? {
-                    self.record_mut(base, d)?.neighbors.push(s);
+                if !self.contains(base, idx, d, s)? {
+                    self.push(base, idx, d, s)?;
                 }
-                if d != s && !self.has_edge(base, s, d)? {
-                    self.record_mut(base, s)?.neighbors.push(d);
+                if d != s && !self.contains(base, idx, s, d)? {
+                    self.push(base, idx, s, d)?;
                 }
                 Ok(None)
             }
@@ -322,11 +449,11 @@ impl Delta {
                 let (d, s) = (*dst, *src);
                 self.check_vid("dst", d)?;
                 self.check_vid("src", s)?;
-                if !self.has_edge(base, d, s)? && !self.has_edge(base, s, d)? {
+                if !self.contains(base, idx, d, s)? && !self.contains(base, idx, s, d)? {
                     return invalid(format!("delete_edge: no edge between dst {d} and src {s}"));
                 }
-                self.record_mut(base, d)?.neighbors.retain(|&x| x != s);
-                self.record_mut(base, s)?.neighbors.retain(|&x| x != d);
+                self.remove(base, idx, d, s)?;
+                self.remove(base, idx, s, d)?;
                 Ok(None)
             }
             Op::UpdateEmbed { vid, row } => {
