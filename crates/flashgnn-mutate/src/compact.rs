@@ -536,11 +536,15 @@ impl MutableGraph {
         }
         let mut q = self.quiesce()?;
         let last = head.next_seq - 1;
-        let (base_seq, tail) = match tail_from {
+        let (base_seq, mut tail) = match tail_from {
             Some(from) => (base_seq, q.wal.as_ref().expect("writable").read_from(from)?),
             None => (last, Vec::new()),
         };
         let wpath = current::wal_path(&self.root, ng);
+        // The carried frames may start inside a commit group of the old log;
+        // the new log is durable as a whole before it is used, so each frame
+        // becomes a group of its own (version 2, index 0).
+        wal::reset_group_indices(&wpath.display().to_string(), &mut tail)?;
         wal::create_log(&wpath, ng, base_seq, &tail)?;
         let mut delta = Delta::new(&new_base, free)?;
         let bytes = wal::read_log(&wpath)?;

@@ -8,9 +8,14 @@
 //! during the log write and fdatasync.
 //!
 //! Group commit (leader/follower): a writer queues its frame and waits; if no
-//! leader is active it becomes one, takes *every* queued frame, writes them
-//! with one `write` and one `fdatasync`, publishes the snapshot of the last
-//! one, and wakes everyone. With `group_commit_wait_us` > 0 a leader first
+//! leader is active it becomes one, takes the queued frames (at most
+//! [`wal::GROUP_MAX_FRAMES`], oldest first; the rest form the next group),
+//! stamps each with its index in the group, writes them with one `write` and
+//! one `fdatasync`, publishes the snapshot of the last one, and wakes
+//! everyone. Only one leader exists at a time and it holds the log file from
+//! before the write until after the fdatasync returned, so a group is written
+//! only once the previous group is durable — the property replay relies on to
+//! tell a torn last group from corruption in the middle. With `group_commit_wait_us` > 0 a leader first
 //! waits that long so more writers can join; with 0 (the default) a group is
 //! whatever queued while the previous fsync ran.
 //!
@@ -376,14 +381,19 @@ impl MutableGraph {
                 std::thread::sleep(Duration::from_micros(self.wait_us));
                 q = self.queue.lock().unwrap();
             }
-            let group = std::mem::take(&mut q.pending);
+            let take = q.pending.len().min(wal::GROUP_MAX_FRAMES);
+            let group: Vec<Pending> = q.pending.drain(..take).collect();
             let mut wal = q.wal.take().expect("a writable graph holds its log");
             drop(q);
             let r = if group.len() == 1 {
                 wal.append_sync(&group[0].frame)
             } else {
                 let mut buf = Vec::with_capacity(group.iter().map(|p| p.frame.len()).sum());
-                group.iter().for_each(|p| buf.extend_from_slice(&p.frame));
+                for (i, p) in group.iter().enumerate() {
+                    let at = buf.len();
+                    buf.extend_from_slice(&p.frame);
+                    wal::set_group_index(&mut buf[at..], i as u32);
+                }
                 wal.append_sync(&buf)
             };
             let wal_end = wal.len();

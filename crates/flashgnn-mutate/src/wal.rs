@@ -3,10 +3,12 @@
 //!
 //! ```text
 //! wal-<gen>.log = header (40 B) | frame | frame | ...
-//! header: magic "FGNNWAL\0" | version u32 = 1 | flags u32 = 0 | generation u64
+//! header: magic "FGNNWAL\0" | version u32 = 2 | flags u32 = 0 | generation u64
 //!         | base_seq u64 | crc32c u32 of bytes [0, 32) | reserved u32 = 0
-//! frame:  len u32 | crc u32 | seq u64 | payload (len bytes)
-//!         crc = crc32c(len bytes ++ seq bytes ++ payload)
+//! frame:  len u32 | crc u32 | seq u64 | payload
+//!         len = payload bytes (bits 0..27) | index in its commit group << 27
+//!         (version 1: the index bits are 0)
+//!         crc = crc32c(len field ++ seq bytes ++ payload)
 //! payload: count u32 | count ops
 //! op:     tag u8, then  1 add_vertex:    id u64 | row_bytes u32 | row
 //!                       2 delete_vertex: vid u64
@@ -20,17 +22,36 @@
 //! at `base_seq + 1` (`base_seq` = the last batch already inside this
 //! generation's base dataset). All integers little-endian.
 //!
-//! Replay rules (see `docs/format.md` § *Mutable store*):
-//! - a frame whose header or payload runs past the end of the file, or whose
-//!   CRC is bad with no valid frame anywhere after it, is a **torn tail**: the
-//!   crash hit the last, unacknowledged write. It is ignored, and truncated
-//!   when the log is opened for writing;
-//! - a bad frame followed by a valid frame (any later offset holding a
-//!   frame whose length fits, whose CRC matches and whose sequence number
-//!   lies ahead) is **corruption in the middle**: acknowledged data would be
-//!   lost, so replay refuses with the file, byte offset and sequence number;
-//! - a frame with a good CRC but the wrong sequence number or undecodable
-//!   ops is refused the same way.
+//! Commit groups: the group-commit leader writes up to [`GROUP_MAX_FRAMES`]
+//! frames with one write and one fdatasync, and starts the next group only
+//! after that fdatasync returned. Each frame records its index in its group,
+//! so `seq - index` is the sequence number of its group's first frame. A
+//! power failure during a group's write can leave its pages on disk in any
+//! order (frame k torn, frame k+1 intact) — but never a frame of a *later*
+//! group, which was not written yet.
+//!
+//! Replay rules (see `docs/format.md` § *Mutable store*): at a damaged frame
+//! (header or payload past the end of the file, length over the limit, bad
+//! CRC) expected to have seq `e`, every later structurally valid frame
+//! (length fits, CRC matches, seq in `(e, e + 2^20]`) is looked at:
+//! - one with `seq - index > e` belongs to a group that started after the
+//!   damaged frame, so the damaged frame's group was fdatasync'ed (and
+//!   acknowledged): **corruption in the middle**, refused with the file, byte
+//!   offset and sequence number;
+//! - otherwise the damage is a **torn tail**: the last group's write, never
+//!   acknowledged. When later frames of that group survived, the whole group
+//!   is dropped (from its first frame's offset, `seq - index` of those
+//!   frames); with nothing valid after the damage, replay stops at the
+//!   damaged frame. The dropped bytes are ignored, and truncated when the log
+//!   is opened for writing;
+//! - version-1 logs carry no group index: every frame is its own group, so
+//!   any valid frame after damage is corruption in the middle;
+//! - a frame with a good CRC but the wrong sequence number, an impossible
+//!   group index or undecodable ops is refused the same way.
+//!
+//! Replay checks the structure of the whole log first and decodes and
+//! applies frames only up to the cut, so frames of a dropped group are never
+//! applied.
 //!
 //! Nothing here panics on hostile bytes: every length is checked against
 //! what is left before it is used.
@@ -45,7 +66,11 @@ use flashgnn_store::Op;
 use crate::{MutError, Result};
 
 pub const WAL_MAGIC: [u8; 8] = *b"FGNNWAL\0";
-pub const WAL_VERSION: u32 = 1;
+/// The version written: frames carry their index in their commit group.
+pub const WAL_VERSION: u32 = 2;
+/// The first version (no group index); still read, with the old rule, and
+/// rewritten as version 2 by a writable open.
+pub const WAL_VERSION_1: u32 = 1;
 /// 8 magic + 4 version + 4 flags + 8 generation + 8 base_seq + 4 crc + 4 reserved.
 pub const WAL_HEADER_BYTES: u64 = 40;
 /// 4 len + 4 crc + 8 seq.
@@ -53,6 +78,13 @@ pub const FRAME_HEADER_BYTES: usize = 16;
 /// Largest frame payload: 64 MiB. A batch beyond it is refused before it is
 /// logged, and a corrupt length field can never make replay allocate more.
 pub const FRAME_PAYLOAD_MAX: u32 = 64 << 20;
+/// Bits of a frame's `len` field that hold the payload length; the top
+/// `32 - FRAME_LEN_BITS` = 5 bits hold the frame's index in its group.
+pub const FRAME_LEN_BITS: u32 = 27;
+const FRAME_LEN_MASK: u32 = (1 << FRAME_LEN_BITS) - 1;
+/// Most frames one group commit writes (the group index is 5 bits).
+pub const GROUP_MAX_FRAMES: usize = 1 << (32 - FRAME_LEN_BITS);
+const _: () = assert!(FRAME_PAYLOAD_MAX <= FRAME_LEN_MASK);
 /// How far ahead of the expected sequence number a frame found after a bad
 /// one may be and still count as "valid data after the damage" (random bytes
 /// pass this and a CRC check with odds of about 2^-44).
@@ -69,9 +101,14 @@ pub fn wal_name(generation: u64) -> String {
 }
 
 pub fn encode_header(generation: u64, base_seq: u64) -> Vec<u8> {
+    encode_header_version(WAL_VERSION, generation, base_seq)
+}
+
+/// A header of the given version (tests write version-1 fixtures with it).
+pub fn encode_header_version(version: u32, generation: u64, base_seq: u64) -> Vec<u8> {
     let mut h = Vec::with_capacity(WAL_HEADER_BYTES as usize);
     h.extend_from_slice(&WAL_MAGIC);
-    h.extend_from_slice(&WAL_VERSION.to_le_bytes());
+    h.extend_from_slice(&version.to_le_bytes());
     h.extend_from_slice(&0u32.to_le_bytes());
     h.extend_from_slice(&generation.to_le_bytes());
     h.extend_from_slice(&base_seq.to_le_bytes());
@@ -94,6 +131,11 @@ fn corrupt(file: &str, offset: u64, msg: impl std::fmt::Display) -> MutError {
 
 /// Check a header; returns `(generation, base_seq)`.
 pub fn decode_header(file: &str, b: &[u8]) -> Result<(u64, u64)> {
+    decode_header_version(file, b).map(|(_, g, s)| (g, s))
+}
+
+/// Check a header; returns `(version, generation, base_seq)`.
+pub fn decode_header_version(file: &str, b: &[u8]) -> Result<(u32, u64, u64)> {
     if b.len() < WAL_HEADER_BYTES as usize {
         return Err(corrupt(
             file,
@@ -109,14 +151,20 @@ pub fn decode_header(file: &str, b: &[u8]) -> Result<(u64, u64)> {
         return Err(corrupt(file, 32, format!("header crc32c {stored:#010x} != computed {computed:#010x}")));
     }
     let v = le32(b, 8);
-    if v != WAL_VERSION {
-        return Err(corrupt(file, 8, format!("WAL version {v}; this reader supports version {WAL_VERSION}")));
+    if v != WAL_VERSION && v != WAL_VERSION_1 {
+        return Err(corrupt(
+            file,
+            8,
+            format!("WAL version {v}; this reader supports versions {WAL_VERSION_1} and {WAL_VERSION}"),
+        ));
     }
-    Ok((le64(b, 16), le64(b, 24)))
+    Ok((v, le64(b, 16), le64(b, 24)))
 }
 
-/// Append one frame holding `ops` with sequence number `seq` to `out`.
-/// Refuses a batch whose payload exceeds [`FRAME_PAYLOAD_MAX`].
+/// Append one frame holding `ops` with sequence number `seq` to `out`, as
+/// frame 0 of its group (the group-commit leader sets the index with
+/// [`set_group_index`]). Refuses a batch whose payload exceeds
+/// [`FRAME_PAYLOAD_MAX`].
 pub fn encode_frame(seq: u64, ops: &[Op], out: &mut Vec<u8>) -> Result<()> {
     let start = out.len();
     out.extend_from_slice(&[0u8; FRAME_HEADER_BYTES]);
@@ -166,6 +214,46 @@ pub fn encode_frame(seq: u64, ops: &[Op], out: &mut Vec<u8>) -> Result<()> {
 fn frame_crc(frame: &[u8]) -> u32 {
     let c = crc32c::crc32c(&frame[..4]);
     crc32c::crc32c_append(c, &frame[8..])
+}
+
+/// Set the commit-group index of the one whole frame `frame` (as encoded by
+/// [`encode_frame`]) and recompute its CRC. `index` < [`GROUP_MAX_FRAMES`].
+pub fn set_group_index(frame: &mut [u8], index: u32) {
+    assert!((index as usize) < GROUP_MAX_FRAMES, "group index {index} >= {GROUP_MAX_FRAMES}");
+    let raw = le32(frame, 0);
+    let new = (raw & FRAME_LEN_MASK) | (index << FRAME_LEN_BITS);
+    if new != raw {
+        frame[..4].copy_from_slice(&new.to_le_bytes());
+        let crc = frame_crc(frame);
+        frame[4..8].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
+/// The commit-group index stored in the frame starting at `frame`.
+pub fn group_index(frame: &[u8]) -> u32 {
+    le32(frame, 0) >> FRAME_LEN_BITS
+}
+
+/// Set the group index of every frame of `body` (whole, valid frames, as
+/// read back from the durable part of a log) to 0: each becomes a group of
+/// its own. Used for the log written at compaction, which is made durable
+/// as a whole (temporary file, fsync, rename) before anything relies on it,
+/// so it has no torn group, and whose first frame must start a group.
+pub fn reset_group_indices(file: &str, body: &mut [u8]) -> Result<()> {
+    let mut off = 0;
+    while off < body.len() {
+        if body.len() - off < FRAME_HEADER_BYTES {
+            return Err(corrupt(file, off as u64, "carried frames end inside a frame header"));
+        }
+        let len = (le32(body, off) & FRAME_LEN_MASK) as usize;
+        let end = off + FRAME_HEADER_BYTES + len;
+        if end > body.len() {
+            return Err(corrupt(file, off as u64, format!("carried frame of {len} bytes runs past the end")));
+        }
+        set_group_index(&mut body[off..end], 0);
+        off = end;
+    }
+    Ok(())
 }
 
 /// Decode a payload whose CRC matched. Errors name the file, the byte offset
@@ -231,22 +319,44 @@ pub fn decode_ops(file: &str, frame_offset: u64, seq: u64, p: &[u8]) -> Result<V
     Ok(ops)
 }
 
-/// A frame that passes its structural checks at `off`: `(seq, payload range end)`.
-fn frame_at(b: &[u8], off: usize) -> Option<(u64, usize)> {
+/// A frame that passes its structural checks at `off`.
+#[derive(Debug, Clone, Copy)]
+struct FrameHead {
+    seq: u64,
+    /// Index in its commit group (always 0 in version 1).
+    index: u32,
+    /// Offset just past its payload.
+    end: usize,
+}
+
+impl FrameHead {
+    /// Sequence number of the first frame of its group.
+    fn group_first(&self) -> u64 {
+        self.seq.saturating_sub(self.index as u64)
+    }
+}
+
+fn frame_at(b: &[u8], off: usize, version: u32) -> Option<FrameHead> {
     if b.len() - off < FRAME_HEADER_BYTES {
         return None;
     }
-    let len = le32(b, off);
+    let raw = le32(b, off);
+    let (len, index) = (raw & FRAME_LEN_MASK, raw >> FRAME_LEN_BITS);
+    if version == WAL_VERSION_1 && index != 0 {
+        return None; // a version-1 length over 2^27 (> FRAME_PAYLOAD_MAX)
+    }
     if len > FRAME_PAYLOAD_MAX || (b.len() - off - FRAME_HEADER_BYTES) < len as usize {
         return None;
     }
     let end = off + FRAME_HEADER_BYTES + len as usize;
-    (le32(b, off + 4) == frame_crc(&b[off..end])).then(|| (le64(b, off + 8), end))
+    (le32(b, off + 4) == frame_crc(&b[off..end])).then(|| FrameHead { seq: le64(b, off + 8), index, end })
 }
 
 /// What replay found.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ReplayReport {
+    /// The log's format version (1 or 2).
+    pub version: u32,
     pub generation: u64,
     pub base_seq: u64,
     /// Sequence number of the last valid frame (`base_seq` when none).
@@ -255,61 +365,161 @@ pub struct ReplayReport {
     pub ops: u64,
     /// Bytes up to the end of the last valid frame.
     pub valid_len: u64,
-    /// Bytes of torn tail after it (ignored; truncated when writable).
+    /// Bytes of torn tail after it (ignored; truncated when writable): the
+    /// damaged frame and everything after it, plus the intact frames of its
+    /// commit group before it.
     pub torn_bytes: u64,
+    /// Intact frames dropped with a torn commit group (0 when the damaged
+    /// frame was the first of its group or nothing valid followed it).
+    pub torn_group_frames: u64,
 }
 
 /// Scan the log bytes `b`, calling `apply(seq, offset, ops)` for every valid
-/// frame in order. Stops at a torn tail; refuses corruption in the middle.
+/// frame in order. Stops at a torn tail (dropping the torn commit group);
+/// refuses corruption in the middle. The structure of the whole log is
+/// checked before the first `apply`.
 pub fn replay(file: &str, b: &[u8], mut apply: impl FnMut(u64, u64, Vec<Op>) -> Result<()>) -> Result<ReplayReport> {
-    let (generation, base_seq) = decode_header(file, b)?;
-    let mut r = ReplayReport { generation, base_seq, last_seq: base_seq, ..Default::default() };
+    let (version, generation, base_seq) = decode_header_version(file, b)?;
+    let mut r = ReplayReport { version, generation, base_seq, last_seq: base_seq, ..Default::default() };
+    let (cut, kept_frames) = find_cut(file, b, version, base_seq)?;
+    r.valid_len = cut as u64;
+    r.torn_bytes = (b.len() - cut) as u64;
+    // Second pass: the frames before the cut passed their checks.
     let mut off = WAL_HEADER_BYTES as usize;
-    while off < b.len() {
-        let expect = r.last_seq + 1;
-        match frame_at(b, off) {
-            Some((seq, end)) => {
-                if seq != expect {
-                    return Err(corrupt(
-                        file,
-                        off as u64,
-                        format!("frame has sequence number {seq}; expected {expect} (frames lost or reordered)"),
-                    ));
-                }
-                let ops = decode_ops(file, off as u64, seq, &b[off + FRAME_HEADER_BYTES..end])?;
-                r.ops += ops.len() as u64;
-                apply(seq, off as u64, ops)?;
-                r.frames += 1;
-                r.last_seq = seq;
-                off = end;
-            }
-            None => {
-                // Bad frame: torn tail unless a valid frame follows somewhere.
-                let later = (off + 1..b.len()).find(|&o| {
-                    let ok = b.len() - o >= FRAME_HEADER_BYTES && {
-                        let s = le64(b, o + 8);
-                        s > expect && s - expect <= RESYNC_SEQ_WINDOW
-                    };
-                    ok && frame_at(b, o).is_some()
-                });
-                if let Some(o) = later {
-                    return Err(corrupt(
-                        file,
-                        off as u64,
-                        format!(
-                            "frame seq {expect} is damaged (bad length or crc32c) but a valid frame (seq {}) follows at \
-                             byte offset {o}: corruption in the middle of the log, refusing to replay past it",
-                            le64(b, o + 8)
-                        ),
-                    ));
-                }
-                r.torn_bytes = (b.len() - off) as u64;
-                break;
-            }
-        }
+    while off < cut {
+        let len = (le32(b, off) & FRAME_LEN_MASK) as usize;
+        let seq = le64(b, off + 8);
+        let end = off + FRAME_HEADER_BYTES + len;
+        let ops = decode_ops(file, off as u64, seq, &b[off + FRAME_HEADER_BYTES..end])?;
+        r.ops += ops.len() as u64;
+        apply(seq, off as u64, ops)?;
+        r.frames += 1;
+        r.last_seq = seq;
+        off = end;
     }
-    r.valid_len = off as u64;
+    r.torn_group_frames = kept_frames - r.frames;
     Ok(r)
+}
+
+/// First pass of [`replay`]: check every frame's structure, sequence number
+/// and group index; returns the byte offset where the valid log ends and the
+/// number of intact frames before the damage (if any).
+fn find_cut(file: &str, b: &[u8], version: u32, base_seq: u64) -> Result<(usize, u64)> {
+    let mut off = WAL_HEADER_BYTES as usize;
+    let mut last_seq = base_seq;
+    let mut frames = 0u64;
+    // (first seq, byte offset) of the group of the last intact frame.
+    let mut group: Option<(u64, usize)> = None;
+    while off < b.len() {
+        let expect = last_seq + 1;
+        let Some(f) = frame_at(b, off, version) else {
+            return torn_or_corrupt(file, b, version, off, expect, group).map(|cut| (cut, frames));
+        };
+        if f.seq != expect {
+            return Err(corrupt(
+                file,
+                off as u64,
+                format!("frame has sequence number {}; expected {expect} (frames lost or reordered)", f.seq),
+            ));
+        }
+        if f.index == 0 {
+            group = Some((f.seq, off));
+        } else if group.is_none_or(|(g, _)| f.seq - g != f.index as u64) {
+            return Err(corrupt(
+                file,
+                off as u64,
+                format!(
+                    "frame seq {} says it is frame {} of its commit group, but the frames before it do not start \
+                     that group at seq {} in this log",
+                    f.seq,
+                    f.index,
+                    f.group_first()
+                ),
+            ));
+        }
+        frames += 1;
+        last_seq = f.seq;
+        off = f.end;
+    }
+    Ok((off, frames))
+}
+
+/// The frame expected to have seq `expect` at `off` is damaged: decide from
+/// the structurally valid frames after it whether it is a torn last group
+/// (returns where the log ends) or corruption in the middle (error).
+fn torn_or_corrupt(
+    file: &str,
+    b: &[u8],
+    version: u32,
+    off: usize,
+    expect: u64,
+    group: Option<(u64, usize)>,
+) -> Result<usize> {
+    // Group start named by the valid frames after the damage (all in the
+    // damaged frame's group) and the first such frame's offset.
+    let mut same: Option<(u64, usize)> = None;
+    let mut o = off + 1;
+    while o < b.len() {
+        let candidate = b.len() - o >= FRAME_HEADER_BYTES && {
+            let s = le64(b, o + 8);
+            s > expect && s - expect <= RESYNC_SEQ_WINDOW
+        };
+        let Some(f) = candidate.then(|| frame_at(b, o, version)).flatten() else {
+            o += 1;
+            continue;
+        };
+        let g = f.group_first();
+        if g > expect {
+            // Written after the damaged frame's group was fdatasync'ed.
+            let why = if version == WAL_VERSION_1 {
+                String::new()
+            } else {
+                format!(" of a later commit group (first seq {g})")
+            };
+            return Err(corrupt(
+                file,
+                off as u64,
+                format!(
+                    "frame seq {expect} is damaged (bad length or crc32c) but a valid frame (seq {}){why} follows \
+                     at byte offset {o}: corruption in the middle of the log, refusing to replay past it",
+                    f.seq
+                ),
+            ));
+        }
+        match same {
+            None => same = Some((g, o)),
+            Some((g0, o0)) if g0 != g => {
+                return Err(corrupt(
+                    file,
+                    off as u64,
+                    format!(
+                        "frame seq {expect} is damaged and the valid frames after it disagree on their commit \
+                         group (first seq {g0} at byte offset {o0}, {g} at byte offset {o}): corruption, refusing \
+                         to replay past it"
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+        o = f.end;
+    }
+    match (same, group) {
+        // Nothing valid after the damage, or the damaged frame began the
+        // last group: the log ends at the damaged frame.
+        (None, _) => Ok(off),
+        (Some((g, _)), _) if g == expect => Ok(off),
+        // The last group began before the damaged frame: drop all of it.
+        (Some((g, _)), Some((first, at))) if g == first => Ok(at),
+        (Some((g, o)), _) => Err(corrupt(
+            file,
+            off as u64,
+            format!(
+                "frame seq {expect} is damaged; the valid frame at byte offset {o} belongs to a commit group \
+                 starting at seq {g}, which does not match the frames before the damage: corruption, refusing to \
+                 replay past it"
+            ),
+        )),
+    }
 }
 
 /// Read a whole log file.
@@ -340,8 +550,24 @@ pub struct WalFile {
 
 impl WalFile {
     /// Open for appending at `len` (the end of the last valid frame); a torn
-    /// tail beyond it is cut off and the cut made durable first.
+    /// tail beyond it is cut off and the cut made durable first. A version-1
+    /// log is first rewritten as version 2 (its frames are version-2 frames
+    /// of index 0, each its own group) with [`create_log`], so that every
+    /// frame appended later carries its group index.
     pub fn open(path: &Path, len: u64) -> Result<WalFile> {
+        let mut head = [0u8; WAL_HEADER_BYTES as usize];
+        let have_head = {
+            let f = File::open(path).map_err(|e| IoError::new("opening", path, None, e))?;
+            f.read_exact_at(&mut head, 0).is_ok()
+        };
+        if have_head {
+            let (v, generation, base_seq) = decode_header_version(&path.display().to_string(), &head)?;
+            if v == WAL_VERSION_1 {
+                let mut body = read_log(path)?;
+                body.truncate(len as usize);
+                create_log(path, generation, base_seq, body.get(WAL_HEADER_BYTES as usize..).unwrap_or(&[]))?;
+            }
+        }
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
