@@ -121,7 +121,8 @@ def test_belady_superbatch_cache_same_batches_fewer_gathers(ds_path, tmp_path):
     presample(ds_path, tmp_path / "ps", [5, 3], batch_size=128, epochs=1, seed=2, progress=False)
     plain = list(PresampledLoader(tmp_path / "ps", ds_path))
     row = flashgnn.open(ds_path).feature_dim * 4
-    budget = 300 * (row + 64)  # ~300 rows: far smaller than the working set
+    n = flashgnn.open(ds_path).num_nodes
+    budget = 8 * n + 300 * (row + 8)  # the id maps + 300 rows: far smaller than the working set
     ld = PresampledLoader(tmp_path / "ps", ds_path, belady_budget=budget, superbatch=1000)
     cached = list(ld)
     assert len(plain) == len(cached) > 3
@@ -130,6 +131,8 @@ def test_belady_superbatch_cache_same_batches_fewer_gathers(ds_path, tmp_path):
     c = ld.belady
     total = sum(len(a.n_id) for a in plain)
     assert c.capacity == 300 and len(c.slot) <= c.capacity
+    held = c.slot  # the two maps agree: id -> slot and slot -> id
+    assert int((c.slot_of >= 0).sum()) == len(held) and all(int(c.slot_of[i]) == k for i, k in held.items())
     assert c.hits + c.misses == total and ld.rows_gathered == c.misses
     # With the whole epoch as the superbatch, Belady is optimal: at least LRU's hits at the same capacity.
     lru = _lru_hits([a.n_id.numpy() for a in plain], c.capacity)

@@ -213,22 +213,31 @@ class BeladyRowCache:
     it never needs go first. Batch-granular: within one batch every row is
     used once, so ordering inside a batch cannot change what is optimal.
 
-    Rows live in one preallocated array (``capacity`` x row width); a dict
-    maps node id -> slot. ``capacity = budget // row_bytes``; 0 disables it."""
+    Everything is dense numpy, no per-id Python work: rows live in one
+    preallocated array (``capacity`` x row width), ``slot_of`` maps node id ->
+    slot (int32, -1 = absent) and ``id_of`` slot -> node id; next uses come
+    from a per-node mark array. The two node-sized arrays (8 B per node) are
+    paid from the budget: ``capacity = (budget - 8 N) // (row bytes + 8)``."""
 
-    def __init__(self, budget: int, feature_dim: int, dtype):
+    def __init__(self, budget: int, feature_dim: int, dtype, num_nodes: int):
         self.dtype = np.dtype(dtype)
         row = max(1, feature_dim) * self.dtype.itemsize
-        self.capacity = int(budget) // (row + 64)  # 64 B: the dict entry and slot bookkeeping per row
+        self.capacity = max(0, (int(budget) - 8 * int(num_nodes)) // (row + 8))
         self.rows = np.empty((self.capacity, feature_dim), self.dtype)
-        self.slot: dict[int, int] = {}
-        self.free = list(range(self.capacity - 1, -1, -1))
+        self.slot_of = np.full(int(num_nodes), -1, np.int32)
+        self.id_of = np.full(self.capacity, -1, np.int64)
+        self._mark = np.full(int(num_nodes), np.iinfo(np.int32).max, np.int32)  # next use within the window
         self.hits = self.misses = 0
+
+    @property
+    def slot(self) -> dict:
+        """node id -> slot of every cached row (for inspection and tests)."""
+        s = np.flatnonzero(self.id_of >= 0)
+        return dict(zip(self.id_of[s].tolist(), s.tolist()))
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         """Slots of ``ids`` (-1 where not cached); counts hits and misses."""
-        get = self.slot.get
-        slots = np.fromiter((get(i, -1) for i in ids.tolist()), np.int64, len(ids))
+        slots = self.slot_of[ids].astype(np.int64)
         h = int((slots >= 0).sum())
         self.hits += h
         self.misses += len(ids) - h
@@ -240,33 +249,32 @@ class BeladyRowCache:
         soonest."""
         if self.capacity == 0:
             return
-        cached = np.fromiter(self.slot.keys(), np.int64, len(self.slot))
-        new = ids[np.fromiter((i not in self.slot for i in ids.tolist()), bool, len(ids))]
+        occupied = np.flatnonzero(self.id_of >= 0)
+        cached = self.id_of[occupied]
+        new_pos = np.flatnonzero(self.slot_of[ids] < 0)
+        new = ids[new_pos]
         cand = np.concatenate([cached, new])
-        if window:
-            fut = np.concatenate(window)
-            b = np.repeat(np.arange(len(window)), [len(w) for w in window])
-            uniq, first = np.unique(fut, return_index=True)  # first = earliest batch that needs the id
-            pos = np.minimum(np.searchsorted(uniq, cand), len(uniq) - 1)
-            found = uniq[pos] == cand
-            nxt = np.where(found, b[first[pos]], len(window))  # len(window) = not needed inside the window
-        else:
-            nxt = np.full(len(cand), 0)
+        far = len(window)  # "not needed inside the window"
+        for j in range(len(window) - 1, -1, -1):  # earlier batches overwrite later ones: the first use wins
+            self._mark[window[j]] = j
+        nxt = np.minimum(self._mark[cand], far)
+        for w in window:
+            self._mark[w] = np.iinfo(np.int32).max
         if len(cand) > self.capacity:
-            keep_idx = np.argpartition(nxt, self.capacity - 1)[: self.capacity]
             keep = np.zeros(len(cand), bool)
-            keep[keep_idx] = True
+            keep[np.argpartition(nxt, self.capacity - 1)[: self.capacity]] = True
         else:
             keep = np.ones(len(cand), bool)
-        for i in cached[~keep[: len(cached)]].tolist():
-            self.free.append(self.slot.pop(i))
-        add = new[keep[len(cached):]]
+        gone = occupied[~keep[: len(cached)]]
+        self.slot_of[self.id_of[gone]] = -1
+        self.id_of[gone] = -1
+        take = keep[len(cached):]
+        add, src = new[take], new_pos[take]
         if len(add):
-            where = {v: k for k, v in enumerate(ids.tolist())} if len(add) else {}
-            slots = [self.free.pop() for _ in range(len(add))]
-            src = np.fromiter((where[i] for i in add.tolist()), np.int64, len(add))
-            self.rows[slots] = x[src]
-            self.slot.update(zip(add.tolist(), slots))
+            free = np.flatnonzero(self.id_of < 0)[: len(add)]
+            self.rows[free] = x[src]
+            self.id_of[free] = add
+            self.slot_of[add] = free
 
 
 class PresampledLoader:
@@ -303,8 +311,8 @@ class PresampledLoader:
         self.telemetry: dict = {}
         self.bytes_read = 0
         self.superbatch = max(1, int(superbatch))
-        self.belady = (BeladyRowCache(belady_budget, self.gather.feature_dim, self.gather.out_dtype or self.gather.dtype)
-                       if belady_budget else None)
+        self.belady = (BeladyRowCache(belady_budget, self.gather.feature_dim, self.gather.out_dtype or self.gather.dtype,
+                                      self.dataset.num_nodes) if belady_budget else None)
         self.rows_gathered = 0
 
     def set_epoch(self, epoch: int) -> None:
