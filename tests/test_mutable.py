@@ -342,3 +342,21 @@ def test_compact_and_update_graph_draw_progress_bars(ds, capsys):
     assert "update_graph" in capsys.readouterr().err
     g.update_graph(*src, np.zeros((4, DIM), np.float32), progress=False)
     assert capsys.readouterr().err == ""
+
+
+def test_replay_reports_a_torn_tail_in_stats(ds):
+    """A crash that leaves half a frame: the next writable open truncates it and says so in stats()."""
+    import struct
+
+    with flashgnn.MutableGraph(ds) as g:
+        g.add_edge(1, 2)
+        g.add_edge(3, 4)
+        assert g.stats()["wal_version_found"] == 2
+    wal = ds / "mut" / "wal-0.log"
+    good = wal.read_bytes()
+    wal.write_bytes(good + struct.pack("<II", 40, 0) + b"\x07" * 10)  # a frame header promising more than is there
+    with flashgnn.MutableGraph(ds) as g:
+        st = g.stats()
+        assert st["replayed_frames"] == 2 and st["torn_tail_bytes"] == 18 and st["torn_group_frames"] == 0
+        assert set(g.get_neighbors(1).tolist()) >= {2} and set(g.get_neighbors(3).tolist()) >= {4}
+    assert wal.read_bytes() == good  # truncated back to the last acknowledged frame

@@ -252,6 +252,7 @@ impl MutableGraph {
                 "num_nodes": snap.num_nodes(), "num_edges": snap.delta.num_edges(&snap.base),
                 "generation": snap.generation, "seq": snap.seq,
                 "replayed_frames": rep.frames, "replayed_ops": rep.ops, "torn_tail_bytes": rep.torn_bytes,
+                "torn_group_frames": rep.torn_group_frames, "wal_version_found": rep.version,
                 "leftovers_removed": g.open_report.removed,
             })
             .to_string()
