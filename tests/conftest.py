@@ -99,6 +99,14 @@ def build(inp, out, **opts) -> dict:
     return flashgnn.build(inp, out, progress=False, **opts)
 
 
+def generated_dataset(d: Path, build_opts: dict | None = None, **gen) -> Path:
+    """An R-MAT graph generated into ``d/raw`` and built (symmetrized,
+    deduplicated) into ``d/ds``; ``gen`` are ``flashgnn.generate`` options."""
+    flashgnn.generate(d / "raw", progress=False, **gen)
+    flashgnn.build(d / "raw", d / "ds", progress=False, symmetrize=True, dedup=True, **(build_opts or {}))
+    return d / "ds"
+
+
 def tmp_leftovers(parent: Path, outname: str) -> list[str]:
     """Temporary build directories ('.<outname>.tmp-*') left in ``parent``."""
     return sorted(p.name for p in Path(parent).iterdir() if p.name.startswith(f".{outname}.tmp-"))

@@ -11,16 +11,13 @@ import pytest
 import flashgnn
 from flashgnn import budget
 
-from conftest import run_cli
+from conftest import generated_dataset, run_cli
 
 
 @pytest.fixture(scope="module")
 def ds_path(tmp_path_factory):
-    d = tmp_path_factory.mktemp("budget")
-    flashgnn.generate(d / "raw", progress=False, scale=12, edge_factor=8, dim=16, classes=4, seed=6,
-                      split=(0.3, 0.1, 0.6))
-    flashgnn.build(d / "raw", d / "ds", progress=False, symmetrize=True, dedup=True)
-    return d / "ds"
+    return generated_dataset(tmp_path_factory.mktemp("budget"), scale=12, edge_factor=8, dim=16, classes=4, seed=6,
+                             split=(0.3, 0.1, 0.6))
 
 
 def test_split_adds_up_and_measures_batches(ds_path):

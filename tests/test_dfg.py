@@ -33,7 +33,7 @@ from flashgnn.dfg import graph as dfg_graph  # noqa: E402
 from flashgnn.dfg.reference import NGCF  # noqa: E402
 from flashgnn.train import build_model, forward, load_checkpoint, model_from_checkpoint, parser, run  # noqa: E402
 
-from conftest import assert_error  # noqa: E402
+from conftest import assert_error, generated_dataset  # noqa: E402
 
 FANOUTS = [5, 3]
 SEED = 11
@@ -42,11 +42,8 @@ DIM, CLASSES, HIDDEN = 16, 4, 12
 
 @pytest.fixture(scope="module")
 def ds_path(tmp_path_factory):
-    d = tmp_path_factory.mktemp("dfg")
-    flashgnn.generate(d / "raw", progress=False, scale=10, edge_factor=8, dim=DIM, classes=CLASSES, seed=5,
-                      split=(0.3, 0.1, 0.6))
-    flashgnn.build(d / "raw", d / "ds", progress=False, symmetrize=True, dedup=True)
-    return d / "ds"
+    return generated_dataset(tmp_path_factory.mktemp("dfg"), scale=10, edge_factor=8, dim=DIM, classes=CLASSES, seed=5,
+                             split=(0.3, 0.1, 0.6))
 
 
 @pytest.fixture(scope="module")

@@ -19,16 +19,14 @@ import numpy as np
 import pytest
 
 import flashgnn
+from conftest import generated_dataset
 
 DIM = 8
 
 
 @pytest.fixture
 def ds(tmp_path):
-    flashgnn.generate(tmp_path / "raw", progress=False, scale=8, edge_factor=4, dim=DIM, classes=3, seed=3)
-    flashgnn.build(tmp_path / "raw", tmp_path / "ds", progress=False, symmetrize=True, dedup=True,
-                   memory_budget=80 << 20)
-    return tmp_path / "ds"
+    return generated_dataset(tmp_path, {"memory_budget": 80 << 20}, scale=8, edge_factor=4, dim=DIM, classes=3, seed=3)
 
 
 def nbrs(g, v) -> set:

@@ -38,6 +38,7 @@ import numpy as np
 import pytest
 
 import flashgnn
+from conftest import generated_dataset
 from flashgnn import _core
 
 DIM = 8
@@ -195,8 +196,7 @@ def matches(g, m: Model) -> str | None:
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
     d = tmp_path_factory.mktemp("crash")
-    flashgnn.generate(d / "raw", progress=False, scale=8, edge_factor=4, dim=DIM, classes=3, seed=11)
-    flashgnn.build(d / "raw", d / "ds", progress=False, symmetrize=True, dedup=True, memory_budget=80 << 20)
+    generated_dataset(d, {"memory_budget": 80 << 20}, scale=8, edge_factor=4, dim=DIM, classes=3, seed=11)
     m0 = base_model(d / "ds")
     assert not (d / "ds" / "mut").exists()
     plans = {s: make_plan(m0, s, seed=i) for i, s in enumerate(["compact", "update"])}

@@ -16,16 +16,13 @@ import flashgnn  # noqa: E402
 from flashgnn.presample import PresampledLoader, PresampleError, presample  # noqa: E402
 from flashgnn.train import parser, run  # noqa: E402
 
-from conftest import run_cli  # noqa: E402
+from conftest import generated_dataset, run_cli  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def ds_path(tmp_path_factory):
-    d = tmp_path_factory.mktemp("presample")
-    flashgnn.generate(d / "raw", progress=False, scale=12, edge_factor=8, dim=16, classes=4, seed=4,
-                      split=(0.3, 0.1, 0.6))
-    flashgnn.build(d / "raw", d / "ds", progress=False, symmetrize=True, dedup=True)
-    return d / "ds"
+    return generated_dataset(tmp_path_factory.mktemp("presample"), scale=12, edge_factor=8, dim=16, classes=4, seed=4,
+                             split=(0.3, 0.1, 0.6))
 
 
 def _args(ds_path, *extra):

@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 
 import flashgnn
-from conftest import cli_cmd, cli_env, run_cli
+from conftest import cli_cmd, cli_env, generated_dataset, run_cli
 
 grpc = pytest.importorskip("grpc")
 
@@ -53,10 +53,7 @@ TOKEN = "t0k3n-" + "a" * 26
 
 @pytest.fixture(scope="module")
 def base_dataset(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("serve")
-    flashgnn.generate(root / "raw", scale=9, edge_factor=8, dim=8, classes=4, seed=3, progress=False)
-    flashgnn.build(root / "raw", root / "ds", symmetrize=True, dedup=True, progress=False)
-    return root / "ds"
+    return generated_dataset(tmp_path_factory.mktemp("serve"), scale=9, edge_factor=8, dim=8, classes=4, seed=3)
 
 
 @pytest.fixture

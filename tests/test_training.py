@@ -20,16 +20,13 @@ import flashgnn  # noqa: E402
 from flashgnn.bench.accuracy import train_flashgnn, train_stock_pyg  # noqa: E402
 from flashgnn.train import load_checkpoint, parser, run  # noqa: E402
 
-from conftest import cli_env, run_cli  # noqa: E402
+from conftest import cli_env, generated_dataset, run_cli  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def ds_path(tmp_path_factory):
-    d = tmp_path_factory.mktemp("train")
-    flashgnn.generate(d / "raw", progress=False, scale=13, edge_factor=8, dim=32, classes=4, seed=3,
-                      split=(0.3, 0.1, 0.6))
-    flashgnn.build(d / "raw", d / "ds", progress=False, symmetrize=True, dedup=True)
-    return d / "ds"
+    return generated_dataset(tmp_path_factory.mktemp("train"), scale=13, edge_factor=8, dim=32, classes=4, seed=3,
+                             split=(0.3, 0.1, 0.6))
 
 
 def full_edge_index(ds) -> torch.Tensor:
