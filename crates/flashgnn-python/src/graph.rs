@@ -110,6 +110,9 @@ impl MutableGraph {
         flashgnn_mutate::check_batch_len(ops.len()).map_err(mut_err)?;
         let mut out = Vec::with_capacity(ops.len());
         let bad = |i: usize, m: String| PyValueError::new_err(format!("ops[{i}]: {m}"));
+        // Rows are encoded for the feature width and dtype of one snapshot,
+        // taken once rather than per op.
+        let snap = self.inner.snapshot();
         for (i, item) in ops.iter().enumerate() {
             let t =
                 item.cast::<PyTuple>().map_err(|_| bad(i, "expected a tuple like (\"add_edge\", dst, src)".into()))?;
@@ -144,7 +147,7 @@ impl MutableGraph {
                 let a: PyReadonlyArray1<'_, f64> =
                     t.get_item(k)?.extract().map_err(|_| bad(i, "embed must be a 1-D float64 array".into()))?;
                 let e: Vec<f64> = a.as_array().iter().copied().collect();
-                self.inner.encode_embed(&e).map_err(|e| bad(i, e.to_string()))
+                snap.delta.encode_row(&e).map_err(|e| bad(i, e.to_string()))
             };
             out.push(match name.as_str() {
                 "add_vertex" => Op::AddVertex { id: None, row: embed(1)? },
