@@ -536,18 +536,21 @@ impl MutableGraph {
         }
         let mut q = self.quiesce()?;
         let last = head.next_seq - 1;
-        let (base_seq, mut tail) = match tail_from {
-            Some(from) => (base_seq, q.wal.as_ref().expect("writable").read_from(from)?),
-            None => (last, Vec::new()),
-        };
+        let base_seq = if tail_from.is_some() { base_seq } else { last };
+        // The new log (header, then the carried frames) is built in memory,
+        // written, and replayed from the same bytes.
+        let mut bytes = wal::encode_header(ng, base_seq);
+        let at = bytes.len();
+        if let Some(from) = tail_from {
+            q.wal.as_ref().expect("writable").read_from(from, &mut bytes)?;
+        }
         let wpath = current::wal_path(&self.root, ng);
         // The carried frames may start inside a commit group of the old log;
         // the new log is durable as a whole before it is used, so each frame
         // becomes a group of its own (version 2, index 0).
-        wal::reset_group_indices(&wpath.display().to_string(), &mut tail)?;
-        wal::create_log(&wpath, ng, base_seq, &tail)?;
+        wal::reset_group_indices(&wpath.display().to_string(), &mut bytes[at..])?;
+        wal::write_log(&wpath, &bytes)?;
         let mut delta = Delta::new(&new_base, free)?;
-        let bytes = wal::read_log(&wpath)?;
         let rep = replay_into(&wpath.display().to_string(), &bytes, &new_base, &mut delta)?;
         if rep.last_seq != last || rep.torn_bytes != 0 {
             return Err(MutError::Corrupt(format!(

@@ -235,6 +235,14 @@ impl MutableGraph {
                     r.generation, r.base_seq, cur.generation, cur.base_seq
                 )));
             }
+            if opts.writable && r.version == wal::WAL_VERSION_1 {
+                // Rewrite a version-1 log as version 2 (its frames are
+                // version-2 frames of index 0, each its own group) from the
+                // bytes just replayed, so that every frame appended later
+                // carries its group index.
+                let frames = &bytes[wal::WAL_HEADER_BYTES as usize..r.valid_len as usize];
+                wal::create_log(&wpath, r.generation, r.base_seq, frames)?;
+            }
             let end = r.valid_len;
             (r, end)
         } else {

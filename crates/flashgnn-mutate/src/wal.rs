@@ -530,10 +530,21 @@ pub fn read_log(path: &Path) -> Result<Vec<u8>> {
 /// Create `path` holding a header (and `body`, already-encoded frames),
 /// durably: write a temporary file, fsync, rename, fsync the directory.
 pub fn create_log(path: &Path, generation: u64, base_seq: u64, body: &[u8]) -> Result<()> {
+    write_log_parts(path, &encode_header(generation, base_seq), body)
+}
+
+/// Create `path` holding `log` (a header and whole frames, built in memory),
+/// durably, like [`create_log`].
+pub fn write_log(path: &Path, log: &[u8]) -> Result<()> {
+    let h = (WAL_HEADER_BYTES as usize).min(log.len());
+    write_log_parts(path, &log[..h], &log[h..])
+}
+
+fn write_log_parts(path: &Path, header: &[u8], body: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("wal")));
     let mut out = flashgnn_io::OutFile::create(&tmp)?;
-    out.write(&encode_header(generation, base_seq))?;
+    out.write(header)?;
     out.write(body)?;
     out.finish()?;
     std::fs::rename(&tmp, path).map_err(|e| IoError::new("renaming into place", path, None, e))?;
@@ -549,25 +560,12 @@ pub struct WalFile {
 }
 
 impl WalFile {
-    /// Open for appending at `len` (the end of the last valid frame); a torn
-    /// tail beyond it is cut off and the cut made durable first. A version-1
-    /// log is first rewritten as version 2 (its frames are version-2 frames
-    /// of index 0, each its own group) with [`create_log`], so that every
-    /// frame appended later carries its group index.
+    /// Open for appending at `len` (the end of the last valid frame, as found
+    /// by replaying the log); a torn tail beyond it is cut off and the cut
+    /// made durable first. The caller has checked the header and rewritten a
+    /// version-1 log as version 2, so every frame appended carries its group
+    /// index.
     pub fn open(path: &Path, len: u64) -> Result<WalFile> {
-        let mut head = [0u8; WAL_HEADER_BYTES as usize];
-        let have_head = {
-            let f = File::open(path).map_err(|e| IoError::new("opening", path, None, e))?;
-            f.read_exact_at(&mut head, 0).is_ok()
-        };
-        if have_head {
-            let (v, generation, base_seq) = decode_header_version(&path.display().to_string(), &head)?;
-            if v == WAL_VERSION_1 {
-                let mut body = read_log(path)?;
-                body.truncate(len as usize);
-                create_log(path, generation, base_seq, body.get(WAL_HEADER_BYTES as usize..).unwrap_or(&[]))?;
-            }
-        }
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -601,11 +599,15 @@ impl WalFile {
         Ok(())
     }
 
-    /// Bytes `[from, len)` of the log (the frames after a compaction point).
-    pub fn read_from(&self, from: u64) -> Result<Vec<u8>> {
+    /// Append bytes `[from, len)` of the log (the frames after a compaction
+    /// point) to `out`.
+    pub fn read_from(&self, from: u64, out: &mut Vec<u8>) -> Result<()> {
         let n = self.len.saturating_sub(from) as usize;
-        let mut buf = vec![0u8; n];
-        self.file.read_exact_at(&mut buf, from).map_err(|e| IoError::new("reading", &self.path, Some(from), e))?;
-        Ok(buf)
+        let at = out.len();
+        out.resize(at + n, 0);
+        self.file
+            .read_exact_at(&mut out[at..], from)
+            .map_err(|e| IoError::new("reading", &self.path, Some(from), e))?;
+        Ok(())
     }
 }
