@@ -429,14 +429,6 @@ def test_sampler_context_caches_per_fanout_and_passes_graph(ds_path, monkeypatch
     c.sample(np.arange(4), [3], 0)
     assert made == [[2, 2], [3]]
 
-    import inspect
-
-    has_graph = "graph" in inspect.signature(flashgnn.Sampler).parameters
-    if not has_graph:
-        with pytest.warns(RuntimeWarning, match="no graph= keyword"):
-            c = dfg.SamplerContext(ds_path, graph=object())
-        assert not c.graph_passed and "graph" not in c.sampler_kwargs
-
     seen = {}
     real = flashgnn.Sampler
 

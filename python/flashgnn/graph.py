@@ -29,7 +29,7 @@ import numpy as np
 
 from flashgnn import _core
 
-_NP = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
+from flashgnn.dataset import _NP_DTYPES as _NP
 _OPS = ("add_vertex", "delete_vertex", "add_edge", "delete_edge", "update_embed")
 
 

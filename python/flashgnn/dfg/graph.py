@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import struct
 import zlib
@@ -357,12 +358,17 @@ class Graph:
         return out
 
     def save(self, path) -> Path:
-        """Write :meth:`to_bytes` to ``path`` (temp file + rename)."""
+        """Write :meth:`to_bytes` to ``path`` atomically (temp file, fsync, rename, fsync of the directory)."""
+        from flashgnn._durable import replace_durably
+
         path = Path(path)
         data = self.to_bytes()
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        replace_durably(tmp, path)
         return path
 
     @classmethod

@@ -223,9 +223,10 @@ def from_weights(path, model: str, fanouts, **kw) -> Graph:
 
 
 def from_checkpoint(checkpoint_dir, fanouts=None, *, seed: int = 0) -> Graph:
-    """The DFG of a ``flashgnn train --checkpoint DIR`` model; ``fanouts``
+    """The DFG of a ``flashgnn train --checkpoint DIR`` model (or of a
+    checkpoint dict already loaded with ``load_checkpoint``); ``fanouts``
     default to the ones it was trained with."""
-    state = _checkpoint(checkpoint_dir)
+    state = checkpoint_dir if isinstance(checkpoint_dir, dict) else _checkpoint(checkpoint_dir)
     c = state["model_config"]
     name = c["model"]
     if name not in ("gcn", "gin", "sage"):

@@ -15,11 +15,9 @@ is the kernel's own). A value is dropped as soon as its last reader has run.
 
 from __future__ import annotations
 
-import inspect
 import os
 import threading
 import time
-import warnings
 import weakref
 from collections import OrderedDict
 
@@ -164,8 +162,9 @@ class SamplerContext:
 
     ``source``: a dataset path, or a callable ``factory(fanouts) -> sampler``
     (anything with ``sample(seeds, seed)`` returning a SampledBatch-like
-    object). ``graph``: passed to ``flashgnn.Sampler(..., graph=graph)`` when
-    that keyword exists (a mutable-graph overlay); ``sampler_kwargs`` go to
+    object). ``graph``: a live :class:`flashgnn.MutableGraph`, passed to
+    ``flashgnn.Sampler(..., graph=graph)`` (each batch samples a fresh
+    snapshot of base + delta); ``sampler_kwargs`` go to
     ``flashgnn.Sampler`` too (``engine``, ``cache``, ...). Samples are taken
     under a per-sampler lock, so one context may serve several threads."""
 
@@ -173,16 +172,9 @@ class SamplerContext:
         self.source = source
         self.graph = graph
         self.sampler_kwargs = dict(sampler_kwargs)
-        self.graph_passed = False
-        if graph is not None and not callable(source):
-            import flashgnn
-
-            if "graph" in inspect.signature(flashgnn.Sampler).parameters:
-                self.sampler_kwargs["graph"] = graph
-                self.graph_passed = True
-            else:
-                warnings.warn("SamplerContext(graph=...): this flashgnn.Sampler has no graph= keyword; sampling the "
-                              "dataset as stored", RuntimeWarning, stacklevel=2)
+        self.graph_passed = graph is not None and not callable(source)
+        if self.graph_passed:
+            self.sampler_kwargs["graph"] = graph
         self._lock = threading.Lock()
         self._samplers: OrderedDict[tuple, tuple[object, threading.Lock]] = OrderedDict()
 

@@ -39,7 +39,6 @@ server and WAL recover from a process crash at any instant; power loss
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import queue
 import random
@@ -239,8 +238,6 @@ def _reader(get_neighbors, get_embed, threads: int = 1):
     def retrying(fn, v):
         # RESOURCE_EXHAUSTED means "retry later" (the in-flight cap, or gRPC's own concurrency limit while a
         # loaded machine is slow to retire finished calls); the read-back is not what is being tested there.
-        import time
-
         from .client import ServerError
 
         for attempt in range(50):
@@ -380,20 +377,13 @@ def run(dataset, *, kills: int = 20, seed: int = 0, clients: int = 4, edges: int
             g.close()
         gen_dir = ds if gen == 0 else ds / "mut" / f"gen-{gen}"
         flashgnn.verify(gen_dir, progress=False)
-        report.update(generation=gen, verified=str(gen_dir.relative_to(work)), compact=_plain(rep))
+        report.update(generation=gen, verified=str(gen_dir.relative_to(work)), compact=rep)
     report["lost"] = counts["lost"]
     report["seconds"] = time.perf_counter() - t0
     if own_tmp and report["lost"] == 0:
         shutil.rmtree(work, ignore_errors=True)
         report["workdir"] = None
     return report
-
-
-def _plain(x):
-    try:
-        return json.loads(json.dumps(x, default=str))
-    except (TypeError, ValueError):
-        return str(x)
 
 
 def main(argv=None) -> int:
@@ -418,7 +408,9 @@ def main(argv=None) -> int:
         print(f"crashtest: FAILED (seed {a.seed}): {e}", file=sys.stderr)
         return 1
     if a.json:
-        print(json.dumps(rep, indent=2, sort_keys=True))
+        from flashgnn.cli import _print_json
+
+        _print_json(rep)
     else:
         print(
             f"crashtest: {rep['kills']} kills, {rep['acked']} batches acked ({rep['ops_acked']} ops), "

@@ -250,7 +250,7 @@ class Service(pb_grpc.FlashGNNServicer):
             return time.monotonic() + self.limits.default_deadline_s, f" (server default --default-deadline {self.limits.default_deadline_s:g})"
         return time.monotonic() + remaining, ""
 
-    def _call(self, rpc: str, context, work, reply_type, *, auth: bool = True):
+    def _call(self, rpc: str, context, work, *, auth: bool = True):
         """Run ``work(call)`` for one request behind auth, admission and the deadline."""
         t0 = time.perf_counter()
         code, reason, message = grpc.StatusCode.OK, None, ""
@@ -314,8 +314,9 @@ class Service(pb_grpc.FlashGNNServicer):
 
     # -- validation helpers -------------------------------------------------
 
-    def _vid(self, field: str, vid: int) -> int:
-        n = int(self.graph.num_nodes)
+    def _vid(self, field: str, vid: int, n: int | None = None) -> int:
+        """``vid`` checked against ``n`` (default: the graph's node count)."""
+        n = int(self.graph.num_nodes) if n is None else n
         if vid < 0:
             raise invalid(f"{field}: {vid} < 0")
         if vid >= n:
@@ -331,7 +332,7 @@ class Service(pb_grpc.FlashGNNServicer):
             raise invalid(f"{field}.shape: {list(a.shape)} != [feature_dim {dim}]")
         if a.dtype.kind != "f":
             raise invalid(f"{field}.dtype: {a.dtype.name} is not a float type (feature dtype {self.graph.feature_dtype})")
-        return a.astype(np.dtype(str(self.graph.feature_dtype)), copy=False)
+        return a.astype(self.graph.dtype, copy=False)
 
     # -- RPCs ---------------------------------------------------------------
 
@@ -339,24 +340,24 @@ class Service(pb_grpc.FlashGNNServicer):
         def work(call):
             return pb.HealthReply(
                 status="DRAINING" if self.draining else "SERVING",
-                version=_version(), uptime_s=time.monotonic() - self.started,
+                version=str(flashgnn.__version__), uptime_s=time.monotonic() - self.started,
             )
 
-        return self._call("Health", context, work, pb.HealthReply, auth=False)
+        return self._call("Health", context, work, auth=False)
 
     def Stats(self, request, context):
         def work(call):
             rpcs, rejected = self.metrics.snapshot()
             reply = pb.StatsReply(
                 rejected=rejected, in_flight=self.in_flight, max_inflight=self.limits.max_inflight,
-                uptime_s=time.monotonic() - self.started, graph_stats_json=json.dumps(_jsonable(self._graph_stats())),
+                uptime_s=time.monotonic() - self.started, graph_stats_json=json.dumps(self._graph_stats()),
                 limits_json=json.dumps(asdict(self.limits)), dfg_cache_entries=len(self._dfgs),
             )
             for name, r in rpcs.items():
                 reply.rpcs[name].CopyFrom(pb.RpcStats(**r))
             return reply
 
-        return self._call("Stats", context, work, pb.StatsReply)
+        return self._call("Stats", context, work)
 
     def _graph_stats(self) -> dict:
         g = self.graph
@@ -371,14 +372,14 @@ class Service(pb_grpc.FlashGNNServicer):
             vid = self._vid("GetNeighbors.vid", request.vid)
             return pb.NeighborsReply(neighbors=np.asarray(self.graph.get_neighbors(vid), dtype=np.int64).tolist())
 
-        return self._call("GetNeighbors", context, work, pb.NeighborsReply)
+        return self._call("GetNeighbors", context, work)
 
     def GetEmbed(self, request, context):
         def work(call):
             vid = self._vid("GetEmbed.vid", request.vid)
             return pb.EmbedReply(embed=to_tensor(self.graph.get_embed(vid)))
 
-        return self._call("GetEmbed", context, work, pb.EmbedReply)
+        return self._call("GetEmbed", context, work)
 
     def AddVertex(self, request, context):
         def work(call):
@@ -387,7 +388,7 @@ class Service(pb_grpc.FlashGNNServicer):
             vid = self.graph.add_vertex(embed)
             return pb.AddVertexReply(vid=int(vid), seq=int(self.graph.seq))
 
-        return self._call("AddVertex", context, work, pb.AddVertexReply)
+        return self._call("AddVertex", context, work)
 
     def DeleteVertex(self, request, context):
         def work(call):
@@ -396,7 +397,7 @@ class Service(pb_grpc.FlashGNNServicer):
             self.graph.delete_vertex(vid)
             return pb.MutationReply(seq=int(self.graph.seq))
 
-        return self._call("DeleteVertex", context, work, pb.MutationReply)
+        return self._call("DeleteVertex", context, work)
 
     def _edge(self, rpc: str, request) -> tuple[int, int]:
         return self._vid(f"{rpc}.dst", request.dst), self._vid(f"{rpc}.src", request.src)
@@ -408,7 +409,7 @@ class Service(pb_grpc.FlashGNNServicer):
             self.graph.add_edge(dst, src)
             return pb.MutationReply(seq=int(self.graph.seq))
 
-        return self._call("AddEdge", context, work, pb.MutationReply)
+        return self._call("AddEdge", context, work)
 
     def DeleteEdge(self, request, context):
         def work(call):
@@ -417,7 +418,7 @@ class Service(pb_grpc.FlashGNNServicer):
             self.graph.delete_edge(dst, src)
             return pb.MutationReply(seq=int(self.graph.seq))
 
-        return self._call("DeleteEdge", context, work, pb.MutationReply)
+        return self._call("DeleteEdge", context, work)
 
     def UpdateEmbed(self, request, context):
         def work(call):
@@ -427,7 +428,7 @@ class Service(pb_grpc.FlashGNNServicer):
             self.graph.update_embed(vid, embed)
             return pb.MutationReply(seq=int(self.graph.seq))
 
-        return self._call("UpdateEmbed", context, work, pb.MutationReply)
+        return self._call("UpdateEmbed", context, work)
 
     def ApplyBatch(self, request, context):
         def work(call):
@@ -439,7 +440,7 @@ class Service(pb_grpc.FlashGNNServicer):
                 reply.results.add(has_vid=r is not None, vid=int(r) if r is not None else 0)
             return reply
 
-        return self._call("ApplyBatch", context, work, pb.ApplyBatchReply)
+        return self._call("ApplyBatch", context, work)
 
     def _batch_ops(self, request) -> list[tuple]:
         if not request.ops:
@@ -453,11 +454,7 @@ class Service(pb_grpc.FlashGNNServicer):
         ops: list[tuple] = []
 
         def vid(field, v):
-            if v < 0:
-                raise invalid(f"{field}: {v} < 0")
-            if v >= n + added:
-                raise invalid(f"{field}: {v} >= num_nodes {n + added}")
-            return int(v)
+            return self._vid(field, v, n + added)
 
         for i, op in enumerate(request.ops):
             kind = op.WhichOneof("op")
@@ -540,10 +537,10 @@ class Service(pb_grpc.FlashGNNServicer):
             call.check()  # nothing is applied once the deadline or the client is gone
             report = self.graph.update_graph(s, d, e, labels=labels, progress=False)
             return pb.UpdateGraphReply(
-                report_json=json.dumps(_jsonable(report)), chunks=chunks, edges=len(s), embedding_rows=len(e)
+                report_json=json.dumps(report), chunks=chunks, edges=len(s), embedding_rows=len(e)
             )
 
-        return self._call("UpdateGraph", context, work, pb.UpdateGraphReply)
+        return self._call("UpdateGraph", context, work)
 
     # -- GraphRunner ----------------------------------------------------------
 
@@ -564,7 +561,8 @@ class Service(pb_grpc.FlashGNNServicer):
             if self._dfg_mod is None:
                 import flashgnn.dfg as dfg
 
-                self._registry = _make_registry(dfg)
+                # Owned by this server: plugins loaded over RPC land here, not in the process-wide default.
+                self._registry = dfg.builtin_registry()
                 kw = {"cache": self.cache} if self.cache is not None else {}
                 self._context = dfg.SamplerContext(self.dataset, graph=self.graph, **kw)
                 self._dfg_mod = dfg
@@ -657,13 +655,13 @@ class Service(pb_grpc.FlashGNNServicer):
             runner = dfg.Runner(registry=self._registry, context=self._context)
             call.check()
             out = runner.run(g, {"Batch": torch.from_numpy(batch)}, check=call.check)
-            reply = pb.RunReply(profile_json=json.dumps(_jsonable(getattr(runner, "last_profile", []))), dfg_id=digest)
+            reply = pb.RunReply(profile_json=json.dumps(getattr(runner, "last_profile", [])), dfg_id=digest)
             for name, t in out.items():
                 a = t.detach().cpu().numpy() if hasattr(t, "detach") else np.asarray(t)
                 reply.outputs[name].CopyFrom(to_tensor(a))
             return reply
 
-        return self._call("Run", context, work, pb.RunReply)
+        return self._call("Run", context, work)
 
     def Plugin(self, request, context):
         def work(call):
@@ -687,9 +685,9 @@ class Service(pb_grpc.FlashGNNServicer):
                 "ops": list(self._registry.ops()),
                 "devices": [d.name for d in self._registry.devices()],
             }
-            return pb.PluginReply(result_json=json.dumps(_jsonable(result)))
+            return pb.PluginReply(result_json=json.dumps(result))
 
-        return self._call("Plugin", context, work, pb.PluginReply)
+        return self._call("Plugin", context, work)
 
 
 class _Call:
@@ -718,14 +716,6 @@ class _Call:
             raise Status(grpc.StatusCode.CANCELLED, f"{self.rpc}: cancelled before the work started", "cancelled")
 
 
-def _make_registry(dfg):
-    """A fresh registry with the built-ins, owned by this server: plugins loaded
-    over RPC land there, not in the process-wide default."""
-    from flashgnn.dfg.registry import builtin_registry
-
-    return builtin_registry()
-
-
 def _dfg_fanouts(graph):
     """(where, fanouts) for every op of a DFG that carries sampling fanouts (BatchPre)."""
     for node in getattr(graph, "nodes", ()):
@@ -735,29 +725,6 @@ def _dfg_fanouts(graph):
             if not isinstance(fanouts, (list, tuple)):
                 fanouts = [fanouts]
             yield f"node {getattr(node, 'seq', '?')} ({getattr(node, 'op', '?')})", list(fanouts)
-
-
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    if isinstance(x, (str, int, float, bool)) or x is None:
-        return x
-    return str(x)
-
-
-def _version() -> str:
-    try:
-        import flashgnn
-
-        return str(flashgnn.__version__)
-    except Exception:  # noqa: BLE001
-        return "unknown"
 
 
 def _log(msg: str) -> None:
@@ -784,12 +751,8 @@ def serve(
     ``ready(port)`` is called once the port is bound (the CLI prints the
     'listening' line there; tests read the port from it).
     """
-    import flashgnn
-
     limits = limits or Limits()
     limits.check()
-    if not hasattr(flashgnn, "MutableGraph"):
-        raise RuntimeError("this flashgnn build has no MutableGraph (rebuild the extension: make develop)")
     graph = flashgnn.MutableGraph(dataset, writable=True, group_commit_wait_us=group_commit_wait_us)
     cache = None
     if memory_budget:
