@@ -39,7 +39,9 @@ enum Source {
 type FileKey = (u64, u64, u64, i64, i64);
 static LOADED: Mutex<Vec<(FileKey, Weak<Vec<u8>>)>> = Mutex::new(Vec::new());
 
-fn load_shared(p: &Path, meta: &std::fs::Metadata) -> Result<Arc<Vec<u8>>, IoError> {
+/// The whole of the open file `f` (at `p`, described by `meta`), shared with
+/// other engines that loaded the same file.
+fn load_shared(f: &std::fs::File, p: &Path, meta: &std::fs::Metadata) -> Result<Arc<Vec<u8>>, IoError> {
     use std::os::unix::fs::MetadataExt;
     let key: FileKey = (meta.dev(), meta.ino(), meta.len(), meta.mtime(), meta.mtime_nsec());
     let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
@@ -47,7 +49,13 @@ fn load_shared(p: &Path, meta: &std::fs::Metadata) -> Result<Arc<Vec<u8>>, IoErr
     if let Some(a) = loaded.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
         return Ok(a);
     }
-    let a = Arc::new(std::fs::read(p).map_err(|e| IoError::new("reading", p, None, e))?);
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(meta.len() as usize)
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory))
+        .and_then(|_| std::io::Read::read_to_end(&mut &*f, &mut bytes))
+        .map_err(|e| IoError::new("reading", p, None, e))?;
+    let a = Arc::new(bytes);
     loaded.push((key, Arc::downgrade(&a)));
     Ok(a)
 }
@@ -91,7 +99,7 @@ impl MappedEngine {
             let meta = f.metadata().map_err(|e| IoError::new("stat", p, None, e))?;
             let len = meta.len() as usize;
             sources.push(match mode {
-                Mode::Memory => Source::Owned(load_shared(p, &meta)?),
+                Mode::Memory => Source::Owned(load_shared(&f, p, &meta)?),
                 _ if len == 0 => Source::Mapped(Map { ptr: std::ptr::null_mut(), len: 0 }),
                 _ => {
                     // SAFETY: mapping a regular file read-only; checked for MAP_FAILED.

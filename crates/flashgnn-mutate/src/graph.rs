@@ -156,6 +156,11 @@ pub(crate) fn check_symmetric(ds: &Dataset) -> Result<()> {
 pub(crate) fn open_base(dir: &Path) -> Result<Arc<Dataset>> {
     let ds = Dataset::open(dir)?;
     check_symmetric(&ds)?;
+    load_base(ds)
+}
+
+/// [`open_base`] for a dataset already opened and checked to be symmetric.
+fn load_base(ds: Dataset) -> Result<Arc<Dataset>> {
     ds.maps()?;
     if ds.layout().placement == flashgnn_format::layout::FeaturePlacement::Separate && ds.layout().row_bytes() > 0 {
         ds.feature_crcs()?;
@@ -184,7 +189,8 @@ impl MutableGraph {
     pub fn open(root: impl AsRef<Path>, opts: &GraphOptions) -> Result<MutableGraph> {
         let root = root.as_ref().to_path_buf();
         // Generation 0 must be a symmetric dataset whatever generation is live.
-        check_symmetric(&Dataset::open(&root)?)?;
+        let gen0 = Dataset::open(&root)?;
+        check_symmetric(&gen0)?;
         let mdir = current::mut_dir(&root);
         // One writer per dataset: take the lock before reading CURRENT or
         // touching anything under mut/ (another writer's in-flight files are
@@ -220,7 +226,12 @@ impl MutableGraph {
         if opts.writable {
             report.removed = current::clean_leftovers(&root, &cur)?;
         }
-        let base = open_base(&current::gen_dir(&root, cur.generation))?;
+        let base = if cur.generation == 0 {
+            load_base(gen0)?
+        } else {
+            drop(gen0);
+            open_base(&current::gen_dir(&root, cur.generation))?
+        };
         let free =
             if cur.generation > 0 { current::read_free(&current::free_path(&root, cur.generation))? } else { vec![] };
         let mut delta = Delta::new(&base, free)?;
