@@ -8,14 +8,15 @@
 //! - [`ReadAt`]: positional reads; [`FileReader`] uses `pread`, and
 //!   [`FaultyReader`] injects EIO.
 //! - [`publish`]: atomic directory publication (fsync files, rename, fsync the
-//!   parent; an existing dataset is swapped with `renameat2(RENAME_EXCHANGE)`).
+//!   parent; an existing dataset is swapped with `renameat2(RENAME_EXCHANGE)`),
+//!   the same for one file, and the `flock` writer lock.
 //!
 //! - [`engine`]: batched reads for the sampler — `uring` (io_uring +
 //!   O_DIRECT), `pread` (sync / thread pool), `mmap`, `memory`.
 //!
 //! Architecture invariant: this is the only crate of the storage stack that
 //! calls `libc` or holds `unsafe` (aligned buffers, io_uring submission,
-//! mappings, `renameat2`); each `unsafe` block states why it is sound.
+//! mappings, `renameat2`, `flock`); each `unsafe` block states why it is sound.
 
 pub mod aligned;
 pub mod engine;
@@ -29,8 +30,8 @@ pub mod rss;
 pub mod stripe;
 pub mod uring;
 
-pub use out::OutFile;
-pub use publish::{fsync_dir, publish_dir};
+pub use out::{pwrite_all, OutFile};
+pub use publish::{fsync_dir, publish_dir, publish_file, try_lock_exclusive};
 pub use read::{FaultyReader, FileReader, ReadAt};
 
 /// An I/O error with the path (and offset, when known) it happened on.

@@ -97,6 +97,14 @@ impl OutFile {
     }
 }
 
+/// Write all of `buf` at byte offset `at` of `file` (`pwrite`), charged to the
+/// process-wide [`fault`] plan like every [`OutFile`] write.
+pub fn pwrite_all(file: &File, buf: &[u8], at: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    fault::charge(buf.len() as u64)?;
+    file.write_all_at(buf, at)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

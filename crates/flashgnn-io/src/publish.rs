@@ -19,6 +19,39 @@ pub fn fsync_dir(dir: &Path) -> Result<(), IoError> {
     f.sync_all().map_err(|e| IoError::new("fsync directory", dir, None, e))
 }
 
+/// Create the file `path` holding `parts` (concatenated) atomically and
+/// durably: write them to `tmp` (an [`crate::OutFile`], fsynced), rename `tmp`
+/// to `path`, fsync the parent directory. A crash leaves `path` either as it
+/// was or complete.
+pub fn publish_file(tmp: &Path, path: &Path, parts: &[&[u8]]) -> Result<(), IoError> {
+    let mut out = crate::OutFile::create(tmp)?;
+    for p in parts {
+        out.write(p)?;
+    }
+    out.finish()?;
+    std::fs::rename(tmp, path).map_err(|e| IoError::new("renaming into place", path, None, e))?;
+    fsync_dir(path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
+}
+
+/// Take `flock(LOCK_EX | LOCK_NB)` on `f` (retried on EINTR): `Ok(true)` when
+/// taken, `Ok(false)` when another open file description holds a lock on
+/// the file. The lock lasts as long as `f`'s open file description.
+pub fn try_lock_exclusive(f: &File) -> std::io::Result<bool> {
+    use std::os::unix::io::AsRawFd;
+    loop {
+        // SAFETY: flock on a file descriptor owned by `f`, alive for the call.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(true);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) => return Ok(false),
+            _ => return Err(e),
+        }
+    }
+}
+
 /// Swap two paths atomically (Linux `renameat2` with `RENAME_EXCHANGE`).
 fn rename_exchange(a: &Path, b: &Path) -> std::io::Result<()> {
     let ca = CString::new(a.as_os_str().as_bytes())?;

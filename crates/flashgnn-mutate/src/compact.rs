@@ -157,12 +157,10 @@ impl FeatOut {
         if !placed {
             return Ok(FeatOut::Seq { out: npy_out(path, dtype, &[n, dim as u64])?, next: 0 });
         }
-        use std::os::unix::fs::FileExt;
         let h = encode_header(dtype, &[n, dim as u64]);
         let rb = dim as u64 * dtype.size() as u64;
         let file = std::fs::File::create(path).map_err(|e| IoError::new("creating", path, None, e))?;
-        flashgnn_io::fault::charge(h.len() as u64)
-            .and_then(|_| file.write_all_at(&h, 0))
+        flashgnn_io::pwrite_all(&file, &h, 0)
             .and_then(|_| file.set_len(h.len() as u64 + n * rb))
             .map_err(|e| IoError::new("writing", path, Some(0), e))?;
         Ok(FeatOut::Placed { file, path: path.to_path_buf(), header: h.len() as u64, rb })
@@ -178,11 +176,8 @@ impl FeatOut {
                 out.write(row)?;
             }
             FeatOut::Placed { file, path, header, rb } => {
-                use std::os::unix::fs::FileExt;
                 let at = *header + v * *rb;
-                flashgnn_io::fault::charge(row.len() as u64)
-                    .and_then(|_| file.write_all_at(row, at))
-                    .map_err(|e| IoError::new("writing", path, Some(at), e))?;
+                flashgnn_io::pwrite_all(file, row, at).map_err(|e| IoError::new("writing", path, Some(at), e))?;
             }
         }
         Ok(())
@@ -298,10 +293,8 @@ fn export_snapshot(snap: &Snapshot, dir: &Path, progress: &Progress) -> Result<(
 
 /// Overwrite the start of `path` with `bytes`, durably.
 fn patch(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::os::unix::fs::FileExt;
     let f = std::fs::OpenOptions::new().write(true).open(path).map_err(|e| IoError::new("opening", path, None, e))?;
-    flashgnn_io::fault::charge(bytes.len() as u64)
-        .and_then(|_| f.write_all_at(bytes, 0))
+    flashgnn_io::pwrite_all(&f, bytes, 0)
         .and_then(|_| f.sync_all())
         .map_err(|e| IoError::new("patching header of", path, Some(0), e))?;
     Ok(())

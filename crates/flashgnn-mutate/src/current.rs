@@ -103,14 +103,8 @@ pub fn write_current(root: &Path, c: &Current) -> Result<()> {
     let mut v = body(c);
     let crc = crc32c::crc32c(v.to_string().as_bytes());
     v.as_object_mut().expect("object").insert("crc32c".into(), crc.into());
-    let tmp = dir.join("CURRENT.tmp");
-    let mut out = flashgnn_io::OutFile::create(&tmp)?;
-    out.write(serde_json::to_string_pretty(&v).expect("serialises").as_bytes())?;
-    out.write(b"\n")?;
-    out.finish()?;
-    let path = dir.join(CURRENT_FILE);
-    std::fs::rename(&tmp, &path).map_err(|e| IoError::new("renaming into place", &path, None, e))?;
-    flashgnn_io::fsync_dir(&dir)?;
+    let text = serde_json::to_string_pretty(&v).expect("serialises");
+    flashgnn_io::publish_file(&dir.join("CURRENT.tmp"), &dir.join(CURRENT_FILE), &[text.as_bytes(), b"\n"])?;
     Ok(())
 }
 
@@ -172,7 +166,6 @@ pub fn leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
 /// file: one writable [`crate::MutableGraph`] per dataset, across processes
 /// and within one (flock locks belong to the open file description).
 pub fn lock_writer(root: &Path) -> Result<std::fs::File> {
-    use std::os::unix::io::AsRawFd;
     let path = mut_dir(root).join(LOCK_FILE);
     let f = std::fs::OpenOptions::new()
         .read(true)
@@ -181,23 +174,14 @@ pub fn lock_writer(root: &Path) -> Result<std::fs::File> {
         .truncate(false)
         .open(&path)
         .map_err(|e| IoError::new("opening the writer lock", &path, None, e))?;
-    loop {
-        // SAFETY: flock on a file descriptor this function owns.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            return Ok(f);
-        }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) => {
-                return Err(MutError::Unavailable(format!(
-                    "{}: the mutable store is open for writing by another process (flashgnn serve? flashgnn \
-                     compact?); close it first",
-                    path.display()
-                )))
-            }
-            _ => return Err(IoError::new("locking (flock)", &path, None, e).into()),
-        }
+    match flashgnn_io::try_lock_exclusive(&f) {
+        Ok(true) => Ok(f),
+        Ok(false) => Err(MutError::Unavailable(format!(
+            "{}: the mutable store is open for writing by another process (flashgnn serve? flashgnn compact?); \
+             close it first",
+            path.display()
+        ))),
+        Err(e) => Err(IoError::new("locking (flock)", &path, None, e).into()),
     }
 }
 

@@ -543,12 +543,7 @@ pub fn write_log(path: &Path, log: &[u8]) -> Result<()> {
 fn write_log_parts(path: &Path, header: &[u8], body: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("wal")));
-    let mut out = flashgnn_io::OutFile::create(&tmp)?;
-    out.write(header)?;
-    out.write(body)?;
-    out.finish()?;
-    std::fs::rename(&tmp, path).map_err(|e| IoError::new("renaming into place", path, None, e))?;
-    flashgnn_io::fsync_dir(dir)?;
+    flashgnn_io::publish_file(&tmp, path, &[header, body])?;
     Ok(())
 }
 
@@ -591,8 +586,7 @@ impl WalFile {
     /// Write `bytes` (whole frames) at the end with one write, then
     /// `fdatasync`. The length advances only when both succeeded.
     pub fn append_sync(&mut self, bytes: &[u8]) -> Result<()> {
-        flashgnn_io::fault::charge(bytes.len() as u64)
-            .and_then(|_| self.file.write_all_at(bytes, self.len))
+        flashgnn_io::pwrite_all(&self.file, bytes, self.len)
             .map_err(|e| IoError::new("writing", &self.path, Some(self.len), e))?;
         self.file.sync_data().map_err(|e| IoError::new("fdatasync", &self.path, None, e))?;
         self.len += bytes.len() as u64;
