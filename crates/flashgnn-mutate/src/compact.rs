@@ -109,6 +109,20 @@ fn fresh_dir(p: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Prepare the directories of new generation `ng`: an empty importer input
+/// `mut/.{kind}-{ng}.input/` (removed when the returned guard drops) and no
+/// leftover at the output `mut/gen-{ng}`. Returns (guard, input, output).
+fn new_generation_dirs(root: &Path, kind: &str, ng: u64) -> Result<(DirGuard, PathBuf, PathBuf)> {
+    let input = current::mut_dir(root).join(format!(".{kind}-{ng}.input"));
+    let out = current::gen_dir(root, ng);
+    fresh_dir(&input)?;
+    let guard = DirGuard(input.clone());
+    if out.exists() {
+        std::fs::remove_dir_all(&out).map_err(|e| IoError::new("removing leftover", &out, None, e))?;
+    }
+    Ok((guard, input, out))
+}
+
 fn npy_out(path: &Path, dtype: Dtype, shape: &[u64]) -> Result<OutFile> {
     let mut o = OutFile::create(path)?;
     o.write(&encode_header(dtype, shape))?;
@@ -339,18 +353,11 @@ impl MutableGraph {
     /// continue while the new base is built.
     pub fn compact(&self, progress: &Progress) -> Result<CompactReport> {
         let _one = self.compact_lock.lock().unwrap();
-        self.check_writable_pub()?;
+        self.check_not_read_only()?;
         let t0 = Instant::now();
         let Published { snap, wal_end } = self.published();
         let (g, ng) = (snap.generation, snap.generation + 1);
-        let mdir = current::mut_dir(&self.root);
-        let input = mdir.join(format!(".compact-{ng}.input"));
-        let out = current::gen_dir(&self.root, ng);
-        fresh_dir(&input)?;
-        let _guard = DirGuard(input.clone());
-        if out.exists() {
-            std::fs::remove_dir_all(&out).map_err(|e| IoError::new("removing leftover", &out, None, e))?;
-        }
+        let (_guard, input, out) = new_generation_dirs(&self.root, "compact", ng)?;
         let folded = count_folded(&current::wal_path(&self.root, g), wal_end)?;
         let (n, e, dropped) = export_snapshot(&snap, &input, progress)?;
         let t1 = Instant::now();
@@ -394,7 +401,7 @@ impl MutableGraph {
     /// to it atomically. Every earlier operation is superseded.
     pub fn update_graph(&self, inp: &UpdateGraphInput, progress: &Progress) -> Result<CompactReport> {
         let _one = self.compact_lock.lock().unwrap();
-        self.check_writable_pub()?;
+        self.check_not_read_only()?;
         let t0 = Instant::now();
         let n = inp.num_nodes;
         if inp.src.len() != inp.dst.len() {
@@ -424,14 +431,7 @@ impl MutableGraph {
         }
         let snap = self.snapshot();
         let (g, ng) = (snap.generation, snap.generation + 1);
-        let mdir = current::mut_dir(&self.root);
-        let input = mdir.join(format!(".update-{ng}.input"));
-        let out = current::gen_dir(&self.root, ng);
-        fresh_dir(&input)?;
-        let _guard = DirGuard(input.clone());
-        if out.exists() {
-            std::fs::remove_dir_all(&out).map_err(|e| IoError::new("removing leftover", &out, None, e))?;
-        }
+        let (_guard, input, out) = new_generation_dirs(&self.root, "update", ng)?;
         // The edge array and the feature table are written by two threads;
         // the importer then overlaps the edge sort with feature conversion.
         let (er, fr) = std::thread::scope(|s| {
@@ -494,16 +494,6 @@ impl MutableGraph {
             splits_dropped: dropped,
             ..Default::default()
         })
-    }
-
-    fn check_writable_pub(&self) -> Result<()> {
-        if !self.writable() {
-            return Err(MutError::Unavailable(format!(
-                "mutable graph {} was opened read-only (writable=False)",
-                self.root.display()
-            )));
-        }
-        Ok(())
     }
 
     /// Switch from generation `g` to `ng` under the write lock. With
@@ -578,8 +568,7 @@ impl MutableGraph {
             paths.push(current::free_path(&self.root, g));
         }
         for p in paths {
-            let r = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
-            match r {
+            match current::remove_path(&p) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(IoError::new("removing old generation", &p, None, e).into()),

@@ -124,7 +124,7 @@ pub fn write_free(path: &Path, ids: &[u64]) -> Result<()> {
 pub fn read_free(path: &Path) -> Result<Vec<u64>> {
     let b = std::fs::read(path).map_err(|e| IoError::new("reading", path, None, e))?;
     let name = path.display().to_string();
-    let bad = |off: usize, m: String| MutError::Corrupt(format!("{name}: byte offset {off}: {m}"));
+    let bad = |off: usize, m: String| crate::corrupt(&name, off as u64, m);
     if b.len() < 20 || &b[..8] != FREE_MAGIC {
         return Err(bad(0, "not a flashgnn free-id list (bad magic or shorter than 20 bytes)".into()));
     }
@@ -185,14 +185,22 @@ pub fn lock_writer(root: &Path) -> Result<std::fs::File> {
     }
 }
 
+/// Remove `p`: a directory with everything in it, else a file.
+pub(crate) fn remove_path(p: &Path) -> std::io::Result<()> {
+    if p.is_dir() {
+        std::fs::remove_dir_all(p)
+    } else {
+        std::fs::remove_file(p)
+    }
+}
+
 /// Remove every [`leftovers`] entry.
 pub fn clean_leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
     let dir = mut_dir(root);
     let removed = leftovers(root, c)?;
     for name in &removed {
         let p = dir.join(name);
-        let r = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
-        r.map_err(|e| IoError::new("removing leftover", &p, None, e))?;
+        remove_path(&p).map_err(|e| IoError::new("removing leftover", &p, None, e))?;
     }
     if !removed.is_empty() {
         flashgnn_io::fsync_dir(&dir)?;

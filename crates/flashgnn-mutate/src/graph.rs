@@ -173,10 +173,11 @@ fn load_base(ds: Dataset) -> Result<Arc<Dataset>> {
 pub(crate) fn replay_into(file: &str, bytes: &[u8], base: &Dataset, delta: &mut Delta) -> Result<wal::ReplayReport> {
     wal::replay(file, bytes, |seq, off, mut ops| {
         delta.apply_batch(base, &mut ops).map_err(|(i, e)| {
-            MutError::Corrupt(format!(
-                "{file}: byte offset {off}: frame seq {seq}: op {i} does not apply to the base ({}): {e}",
-                base.root().display()
-            ))
+            crate::corrupt(
+                file,
+                off,
+                format!("frame seq {seq}: op {i} does not apply to the base ({}): {e}", base.root().display()),
+            )
         })?;
         Ok(())
     })
@@ -310,6 +311,11 @@ impl MutableGraph {
 
     fn check_writable(&self) -> Result<()> {
         self.check_open()?;
+        self.check_not_read_only()
+    }
+
+    /// Refuse writes to a graph opened read-only.
+    pub(crate) fn check_not_read_only(&self) -> Result<()> {
         if !self.writable {
             return Err(MutError::Unavailable(format!(
                 "mutable graph {} was opened read-only (writable=False)",
@@ -438,17 +444,22 @@ impl MutableGraph {
     /// Wait until no frame is queued or being written (the caller holds
     /// `head`, so none can be added); returns the queue locked.
     pub(crate) fn quiesce(&self) -> Result<std::sync::MutexGuard<'_, Queue>> {
-        let mut q = self.queue.lock().unwrap();
-        while q.leader || !q.pending.is_empty() {
-            if q.failed.is_some() && !q.leader {
-                break;
-            }
-            q = self.cond.wait(q).unwrap();
-        }
+        let q = self.wait_idle();
         if let Some(f) = &q.failed {
             return Err(MutError::Unavailable(format!("the log failed earlier ({f}); reopen {}", self.root.display())));
         }
         Ok(q)
+    }
+
+    /// Wait until no group commit is in flight and no frame is queued (or
+    /// the log failed, so queued frames will never be written); returns the
+    /// queue locked.
+    fn wait_idle(&self) -> std::sync::MutexGuard<'_, Queue> {
+        let mut q = self.queue.lock().unwrap();
+        while q.leader || (!q.pending.is_empty() && q.failed.is_none()) {
+            q = self.cond.wait(q).unwrap();
+        }
+        q
     }
 
     pub fn add_vertex(&self, embed: &[f64]) -> Result<u64> {
@@ -509,10 +520,7 @@ impl MutableGraph {
         }
         if self.writable {
             let head = self.head.lock().unwrap();
-            let mut q = self.queue.lock().unwrap();
-            while q.leader || (!q.pending.is_empty() && q.failed.is_none()) {
-                q = self.cond.wait(q).unwrap();
-            }
+            let mut q = self.wait_idle();
             q.wal = None;
             drop(q);
             drop(head);

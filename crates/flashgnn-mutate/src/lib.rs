@@ -71,3 +71,9 @@ impl From<flashgnn_store::OverlayError> for MutError {
 }
 
 pub type Result<T, E = MutError> = std::result::Result<T, E>;
+
+/// A failed check of a log, `CURRENT` or free list at byte offset `offset`
+/// of `file`: "`{file}: byte offset {offset}: {msg}`".
+pub(crate) fn corrupt(file: &str, offset: u64, msg: impl std::fmt::Display) -> MutError {
+    MutError::Corrupt(format!("{file}: byte offset {offset}: {msg}"))
+}

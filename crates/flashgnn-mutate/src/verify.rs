@@ -23,7 +23,7 @@ use flashgnn_store::Delta;
 use crate::current::{self, Current};
 use crate::graph::{open_base, replay_into};
 use crate::wal;
-use crate::{MutError, Result};
+use crate::{corrupt, Result};
 
 /// What [`verify_log`] found.
 #[derive(Debug, Clone, Default)]
@@ -85,23 +85,25 @@ pub fn verify_log(root: &Path) -> Result<Option<LogVerifyReport>> {
         for (i, &v) in ids.iter().enumerate() {
             let at = 16 + 8 * i as u64;
             if v >= base.num_nodes() {
-                return Err(MutError::Corrupt(format!(
-                    "{name}: byte offset {at}: free id {v} out of range [0, {})",
-                    base.num_nodes()
-                )));
+                return Err(corrupt(&name, at, format!("free id {v} out of range [0, {})", base.num_nodes())));
             }
             if i > 0 && ids[i - 1] >= v {
-                return Err(MutError::Corrupt(format!(
-                    "{name}: byte offset {at}: free id {v} after {}: ids must be strictly ascending",
-                    ids[i - 1]
-                )));
+                return Err(corrupt(
+                    &name,
+                    at,
+                    format!("free id {v} after {}: ids must be strictly ascending", ids[i - 1]),
+                ));
             }
             let deg = base.neighbors(v as i64)?.len();
             if deg != 0 {
-                return Err(MutError::Corrupt(format!(
-                    "{name}: byte offset {at}: free id {v} has {deg} neighbors in {}; a deleted id must be isolated",
-                    rep.dataset.display()
-                )));
+                return Err(corrupt(
+                    &name,
+                    at,
+                    format!(
+                        "free id {v} has {deg} neighbors in {}; a deleted id must be isolated",
+                        rep.dataset.display()
+                    ),
+                ));
             }
         }
         rep.free_ids = ids.len() as u64;
@@ -115,10 +117,14 @@ pub fn verify_log(root: &Path) -> Result<Option<LogVerifyReport>> {
     rep.wal_bytes = bytes.len() as u64;
     let r = replay_into(&wname, &bytes, &base, &mut delta)?;
     if r.generation != cur.generation || r.base_seq != cur.base_seq {
-        return Err(MutError::Corrupt(format!(
-            "{wname}: byte offset 16: header says generation {} base_seq {}, CURRENT says generation {} base_seq {}",
-            r.generation, r.base_seq, cur.generation, cur.base_seq
-        )));
+        return Err(corrupt(
+            &wname,
+            16,
+            format!(
+                "header says generation {} base_seq {}, CURRENT says generation {} base_seq {}",
+                r.generation, r.base_seq, cur.generation, cur.base_seq
+            ),
+        ));
     }
     rep.frames = r.frames;
     rep.ops = r.ops;

@@ -63,7 +63,7 @@ use std::path::{Path, PathBuf};
 use flashgnn_io::IoError;
 use flashgnn_store::Op;
 
-use crate::{MutError, Result};
+use crate::{corrupt, MutError, Result};
 
 pub const WAL_MAGIC: [u8; 8] = *b"FGNNWAL\0";
 /// The version written: frames carry their index in their commit group.
@@ -123,10 +123,6 @@ fn le32(b: &[u8], at: usize) -> u32 {
 }
 fn le64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
-
-fn corrupt(file: &str, offset: u64, msg: impl std::fmt::Display) -> MutError {
-    MutError::Corrupt(format!("{file}: byte offset {offset}: {msg}"))
 }
 
 /// Check a header; returns `(generation, base_seq)`.
