@@ -324,18 +324,58 @@ impl Dataset {
         self.graph.read_exact_at(&mut buf, self.layout.slot_offset(v))?;
         let slot = decode_slot(&self.layout, v, &buf, &self.file(GRAPH_FILE))?;
         // The slot names its node: it must be the one the id maps say.
-        let want = self.original_id(v)?;
-        if slot.original_id != want {
+        self.check_slot_original(v, slot.original_id, self.original_id(v)?)?;
+        Ok(buf)
+    }
+
+    /// The slot of internal node `v` names original id `found`; the id maps
+    /// say `want`.
+    pub(crate) fn check_slot_original(&self, v: u64, found: u64, want: u64) -> Result<()> {
+        if found != want {
             return Err(FormatError::oob(
                 self.file(GRAPH_FILE),
                 self.layout.slot_offset(v) + 8,
                 "original id",
-                slot.original_id,
+                found,
                 format!("== {want} (reorder {:?})", self.manifest.reorder),
             )
             .into());
         }
-        Ok(buf)
+        Ok(())
+    }
+
+    /// A neighbor id read from the overflow file at byte `offset` must be a
+    /// node.
+    pub(crate) fn check_overflow_id(&self, id: u64, offset: u64) -> Result<()> {
+        let n = self.layout.num_nodes;
+        if id >= n {
+            return Err(FormatError::oob(
+                self.file(OVERFLOW_FILE),
+                offset,
+                "neighbor id",
+                id,
+                format!("< num_nodes {n}"),
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    /// Feature row `row` of internal node `v`, read at byte `offset` of the
+    /// feature file, against its stored CRC32C in `crcs`.
+    pub(crate) fn check_feature_row(&self, v: u64, row: &[u8], crcs: &[u32], offset: u64) -> Result<()> {
+        let (stored, computed) = (crcs[v as usize], flashgnn_format::checksum::crc_at(v, row));
+        if stored != computed {
+            return Err(FormatError::Checksum {
+                file: self.file(FEATURES_FILE),
+                offset,
+                what: format!("feature row {v}"),
+                stored,
+                computed,
+            }
+            .into());
+        }
+        Ok(())
     }
 
     /// Neighbors of internal node `v`, as internal ids, every one checked.
@@ -372,16 +412,7 @@ impl Dataset {
             let hi = if i as u64 == npages - 1 { ((first + count - 1) % per) as usize + 1 } else { per as usize };
             for j in lo..hi {
                 let id = read_id(&page[j * w..(j + 1) * w]);
-                if id >= l.num_nodes {
-                    return Err(FormatError::oob(
-                        oname,
-                        page_no * p + (j * w) as u64,
-                        "neighbor id",
-                        id,
-                        format!("< num_nodes {}", l.num_nodes),
-                    )
-                    .into());
-                }
+                self.check_overflow_id(id, page_no * p + (j * w) as u64)?;
                 out.push(id);
             }
         }
@@ -416,18 +447,7 @@ impl Dataset {
                     .as_ref()
                     .expect("separate placement has a feature file")
                     .read_exact_at(&mut out[at..], start)?;
-                let crcs = self.feature_crcs()?;
-                let (stored, computed) = (crcs[v as usize], flashgnn_format::checksum::crc_at(v, &out[at..]));
-                if stored != computed {
-                    return Err(FormatError::Checksum {
-                        file: self.file(FEATURES_FILE),
-                        offset: start,
-                        what: format!("feature row {v}"),
-                        stored,
-                        computed,
-                    }
-                    .into());
-                }
+                self.check_feature_row(v, &out[at..], self.feature_crcs()?, start)?;
             }
         }
         Ok(())

@@ -18,9 +18,8 @@
 //! Memory: one chunk of slot pages, the feature rows of the nodes in that
 //! chunk, one chunk of overflow pages, and the neighbor list of one node.
 
-use flashgnn_format::checksum::crc_at;
 use flashgnn_format::layout::{check_overflow_page, FeaturePlacement};
-use flashgnn_format::manifest::{FEATURES_FILE, GRAPH_FILE, OVERFLOW_FILE};
+use flashgnn_format::manifest::{GRAPH_FILE, OVERFLOW_FILE};
 use flashgnn_format::slot::{decode_slot, read_id};
 use flashgnn_format::FormatError;
 
@@ -82,16 +81,7 @@ impl OverflowCursor<'_> {
             }
             let at = ((page_no - self.first_page) * p) as usize + (e % per) as usize * w;
             let id = read_id(&self.buf[at..at + w]);
-            if id >= l.num_nodes {
-                return Err(FormatError::oob(
-                    oname,
-                    page_no * p + (e % per) * w as u64,
-                    "neighbor id",
-                    id,
-                    format!("< num_nodes {}", l.num_nodes),
-                )
-                .into());
-            }
+            self.ds.check_overflow_id(id, page_no * p + (e % per) * w as u64)?;
             out.push(id);
         }
         self.next = first + count;
@@ -140,16 +130,7 @@ pub fn scan<E: From<StoreError>>(
             let bytes = &pages[at..at + s];
             let slot = decode_slot(l, v, bytes, &gname).map_err(StoreError::from)?;
             let want = orig(v);
-            if slot.original_id != want {
-                return Err(StoreError::from(FormatError::oob(
-                    &gname,
-                    l.slot_offset(v) + 8,
-                    "original id",
-                    slot.original_id,
-                    format!("== {want} (reorder {:?})", ds.manifest().reorder),
-                ))
-                .into());
-            }
+            ds.check_slot_original(v, slot.original_id, want)?;
             nbrs.clear();
             for j in 0..slot.inline_len() {
                 nbrs.push(slot.inline_id(j, l, &gname).map_err(StoreError::from)?);
@@ -162,17 +143,7 @@ pub fn scan<E: From<StoreError>>(
             }
             let row: &[u8] = if separate {
                 let r = &feats[i as usize * stride..i as usize * stride + rb];
-                let (stored, computed) = (crcs.expect("loaded above")[v as usize], crc_at(v, r));
-                if stored != computed {
-                    return Err(StoreError::from(FormatError::Checksum {
-                        file: ds.file(FEATURES_FILE),
-                        offset: p + v * stride as u64,
-                        what: format!("feature row {v}"),
-                        stored,
-                        computed,
-                    })
-                    .into());
-                }
+                ds.check_feature_row(v, r, crcs.expect("loaded above"), p + v * stride as u64)?;
                 r
             } else {
                 &slot.features[..rb.min(slot.features.len())]
