@@ -24,9 +24,7 @@ client talks to it over TCP:
 from __future__ import annotations
 
 import json
-import queue
 import signal
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -35,13 +33,14 @@ import numpy as np
 import pytest
 
 import flashgnn
-from conftest import cli_cmd, cli_env, generated_dataset, run_cli
+from conftest import cli_env, generated_dataset, run_cli
 
 grpc = pytest.importorskip("grpc")
 
 from flashgnn.serve import flashgnn_pb2 as pb  # noqa: E402
 from flashgnn.serve.client import Client, ServerError, ops_request  # noqa: E402
 from flashgnn.serve.codec import from_tensor, to_tensor  # noqa: E402
+from flashgnn.serve.process import ServeProcess  # noqa: E402
 from flashgnn.serve.server import read_token_file  # noqa: E402
 
 TOKEN = "t0k3n-" + "a" * 26
@@ -72,53 +71,18 @@ def token_file(tmp_path_factory) -> Path:
     return p
 
 
-class Server:
-    """`flashgnn serve` in a subprocess; ``address`` once it listens."""
+class Server(ServeProcess):
+    """`flashgnn serve` in a subprocess (flashgnn.serve.process); ``address`` once it listens."""
 
     def __init__(self, dataset, token_file, *args, env: dict | None = None, timeout: float = 60):
-        self.errfile = open(Path(dataset).parent / f"server-{time.monotonic_ns()}.err", "w+")
-        cmd = cli_cmd("serve", dataset, "--listen", "127.0.0.1:0", "--token-file", token_file, *args)
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.errfile, text=True,
-                                     env=cli_env(PYTHONUNBUFFERED="1", **(env or {})))
-        self.lines: queue.Queue = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-        t_end = time.monotonic() + timeout
-        while True:
-            try:
-                line = self.lines.get(timeout=max(0.01, t_end - time.monotonic()))
-            except queue.Empty:
-                self.proc.kill()
-                raise AssertionError(f"server did not listen within {timeout} s: {self.stderr()}") from None
-            if line is None:
-                raise AssertionError(f"server exited {self.proc.wait()} before listening: {self.stderr()}")
-            if "listening on" in line:
-                self.address = line.split("listening on ", 1)[1].split()[0]
-                return
-
-    def _pump(self):
-        for line in self.proc.stdout:
-            self.lines.put(line)
-        self.lines.put(None)
-
-    def stderr(self) -> str:
-        self.errfile.flush()
-        self.errfile.seek(0)
-        return self.errfile.read()
+        super().__init__(dataset, token_file, *args, env=cli_env(**(env or {})), timeout=timeout,
+                         stderr_path=Path(dataset).parent / f"server-{time.monotonic_ns()}.err")
 
     def client(self, token=TOKEN, **kw) -> Client:
         return Client(self.address, token=token, **kw)
 
     def stop(self, sig=signal.SIGTERM, timeout: float = 30) -> tuple[int, str]:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        rc = self.proc.wait(timeout)
-        out = []
-        while True:
-            line = self.lines.get(timeout=5)
-            if line is None:
-                break
-            out.append(line)
-        return rc, "".join(out)
+        return super().stop(sig, timeout)
 
 
 @pytest.fixture

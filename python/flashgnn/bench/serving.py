@@ -25,8 +25,6 @@ import json
 import multiprocessing as mp
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,61 +34,30 @@ from pathlib import Path
 import numpy as np
 
 from flashgnn.bench.engines import drop_caches, make_cgroup
+from flashgnn.serve.process import ServeProcess
 
 DBLP_DAY = {"add_vertex": 365, "add_edge": 8800, "delete_vertex": 16, "delete_edge": 713}
 DBLP_DAY_MS = 970.0  # HolisticGNN, Figure 20: average per-day latency of GraphStore
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """``flashgnn serve`` in a child process (in a memory cgroup when capped)."""
+class Server(ServeProcess):
+    """``flashgnn serve`` (:mod:`flashgnn.serve.process`) inside a memory cgroup when capped."""
 
     def __init__(self, dataset: Path, token_file: Path, memory_limit: int | None, extra: list[str] = ()):
-        self.port = _free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.cg = None
-        procs = None
+        self.cg = preexec = None
         if memory_limit:
             self.cg, procs = make_cgroup(memory_limit)
-        cmd = [sys.executable, "-m", "flashgnn.cli", "serve", str(dataset), "--listen", self.address,
-               "--token-file", str(token_file), *extra]
-        self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(
-            cmd, stdout=self.log, stderr=subprocess.STDOUT,
-            preexec_fn=(lambda: (self.cg / procs).write_text(str(os.getpid()))) if self.cg else None)
-        self._wait_healthy()
-
-    def _wait_healthy(self, timeout: float = 120.0) -> None:
-        from flashgnn.serve.client import Client
-
-        t = time.monotonic()
-        with Client(self.address) as c:
-            while time.monotonic() - t < timeout:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"server exited with {self.proc.returncode}: {self.output()[-2000:]}")
-                try:
-                    c.health()
-                    return
-                except Exception:  # noqa: BLE001 - not up yet
-                    time.sleep(0.2)
-        raise RuntimeError(f"server not healthy after {timeout:.0f} s: {self.output()[-2000:]}")
-
-    def output(self) -> str:
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")
+            preexec = lambda: (self.cg / procs).write_text(str(os.getpid()))  # noqa: E731
+        self._logdir = tempfile.TemporaryDirectory()
+        super().__init__(dataset, token_file, *extra, stderr_path=Path(self._logdir.name) / "server.err",
+                         timeout=120.0, preexec_fn=preexec)
 
     def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
         try:
-            code = self.proc.wait(60)
+            code, _ = super().stop()
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait()
+            self.kill()
+            code = self.proc.returncode
         if self.cg is not None:
             try:
                 self.cg.rmdir()
@@ -120,8 +87,8 @@ def _client_run(address, token, dfg_bytes, batch, num_nodes, seconds, seed, sync
                 c.run(dfg_bytes, ids)
                 lat.append(time.perf_counter() - t)
             except Exception as e:  # noqa: BLE001 - counted by kind (e.g. RESOURCE_EXHAUSTED at the cap)
-                k = getattr(e, "code", lambda: type(e).__name__)()
-                errors[str(k)] = errors.get(str(k), 0) + 1
+                k = getattr(e, "code_name", type(e).__name__)  # ServerError: the status code's name
+                errors[k] = errors.get(k, 0) + 1
     q.put((lat, errors))
 
 

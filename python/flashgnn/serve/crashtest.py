@@ -40,11 +40,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import queue
 import random
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -52,6 +49,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from .process import ServeProcess, ServeStartError
 
 # How long one server start may take before the round fails (imports + WAL replay).
 START_TIMEOUT_S = 60.0
@@ -131,61 +130,13 @@ def _make_batch(model: Model, client: int, batch_id: int, rng: random.Random, a,
     return ops
 
 
-class ServerProc:
-    def __init__(self, dataset: Path, token_file: Path, log: Path, extra: list[str]):
-        cmd = [sys.executable, "-m", "flashgnn.cli", "serve", str(dataset), "--listen", "127.0.0.1:0",
-               "--token-file", str(token_file), *extra]
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        env.pop("FLASHGNN_SERVE_TEST_DELAY", None)
-        self._log = open(log, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log, env=env)
-        lines: queue.Queue = queue.Queue()
-
-        def pump():
-            for x in self.proc.stdout:
-                lines.put(x)
-            lines.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-        self.lines = lines
-        self.log_path = log
-        t_end = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                raw = lines.get(timeout=max(0.0, t_end - time.monotonic()))
-            except queue.Empty:
-                self.proc.kill()
-                raise Violation(f"server did not start within {START_TIMEOUT_S:.0f} s (log: {log})") from None
-            if raw is None:
-                rc = self.proc.wait()
-                self._log.close()
-                tail = Path(log).read_text(errors="replace").strip().splitlines()[-3:]
-                raise Violation(f"server exited {rc} before listening (a log that does not replay?): {' | '.join(tail)}")
-            line = raw.decode()
-            if "listening on" in line:
-                self.address = line.split("listening on ", 1)[1].split()[0]
-                return
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-        self._log.close()
-
-    def terminate(self, timeout: float = 60.0) -> tuple[int, str]:
-        self.proc.send_signal(signal.SIGTERM)
-        rc = self.proc.wait(timeout)
-        rest = b""
-        while True:
-            try:
-                x = self.lines.get(timeout=5)
-            except queue.Empty:
-                break
-            if x is None:
-                break
-            rest += x
-        self._log.close()
-        return rc, rest.decode(errors="replace")
+def _start_server(ds: Path, token_file: Path, log: Path, extra: list[str]) -> ServeProcess:
+    env = dict(os.environ)
+    env.pop("FLASHGNN_SERVE_TEST_DELAY", None)
+    try:
+        return ServeProcess(ds, token_file, *extra, stderr_path=log, env=env, timeout=START_TIMEOUT_S)
+    except ServeStartError as e:
+        raise Violation(f"{e} (log: {log}; a log that does not replay?)") from None
 
 
 def _check(model: Model, read, counts: dict) -> None:
@@ -330,11 +281,11 @@ def run(dataset, *, kills: int = 20, seed: int = 0, clients: int = 4, edges: int
 
     try:
         for k in range(kills + 1):
-            srv = ServerProc(ds, token_file, log, ["--max-inflight", str(clients + 4), "--no-preload"])
+            srv = _start_server(ds, token_file, log, ["--max-inflight", str(clients + 4), "--no-preload"])
             with Client(srv.address, token=token, timeout=RPC_TIMEOUT_S) as c:
                 verify_via(c)
             if k == kills:
-                rc, out = srv.terminate()
+                rc, out = srv.stop()
                 if rc != 0 or "stopped after" not in out:
                     raise Violation(f"server exited {rc} on SIGTERM (want 0 and a summary line): {out[-500:]}")
                 break
