@@ -27,6 +27,22 @@ import time
 from pathlib import Path
 
 
+def _drain(loader, batches: int) -> tuple[int, int, float]:
+    """Iterate ``loader`` for at most ``batches`` batches; (batches, rows, seconds). The iterator is
+    closed afterwards (the online loader records its producers' telemetry then; run-ahead threads stop)."""
+    t = time.perf_counter()
+    n = rows = 0
+    it = iter(loader)
+    for d in it:
+        rows += len(d.n_id)
+        n += 1
+        if n >= batches:
+            break
+    el = time.perf_counter() - t
+    it.close()
+    return n, rows, el
+
+
 def run_online(presample_dir, dataset, batches: int) -> dict:
     """The same epoch sampled online (NeighborLoader with the pre-sample's fanouts, batch size and seed)."""
     from flashgnn.bench.engines import drop_caches
@@ -37,16 +53,7 @@ def run_online(presample_dir, dataset, batches: int) -> dict:
     drop_caches()
     meta = open_presample(presample_dir, Dataset(dataset))
     ld = NeighborLoader(dataset, meta["fanouts"], meta["batch_size"], split=meta["split"], seed=meta["seed"])
-    t = time.perf_counter()
-    n = rows = 0
-    it = iter(ld)
-    for d in it:
-        rows += len(d.n_id)
-        n += 1
-        if n >= batches:
-            break
-    el = time.perf_counter() - t
-    it.close()  # the loader records the producers' telemetry when its iterator closes
+    n, rows, el = _drain(ld, batches)
     tel = ld.telemetry
     return {"variant": "online sampling", "batches": n, "rows": rows, "reads": tel.get("reads", 0), "hit_rate": 0.0,
             "batches_per_s": n / el, "seconds": el}
@@ -67,15 +74,7 @@ def run_variant(presample_dir, dataset, name: str, budget: int, batches: int) ->
     elif name.startswith("belady/"):
         kw = dict(belady_budget=budget, superbatch=int(name.split("/")[1]))
     ld = PresampledLoader(presample_dir, dataset, cache=cache, **kw)
-    t = time.perf_counter()
-    rows = 0
-    n = 0
-    for d in ld:
-        rows += len(d.n_id)
-        n += 1
-        if n >= batches:
-            break
-    el = time.perf_counter() - t
+    n, rows, el = _drain(ld, batches)
     tel = ld.gather.telemetry()
     if ld.belady is not None:
         hit = ld.belady.hits / max(ld.belady.hits + ld.belady.misses, 1)
