@@ -125,11 +125,6 @@ fn le64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
-/// Check a header; returns `(generation, base_seq)`.
-pub fn decode_header(file: &str, b: &[u8]) -> Result<(u64, u64)> {
-    decode_header_version(file, b).map(|(_, g, s)| (g, s))
-}
-
 /// Check a header; returns `(version, generation, base_seq)`.
 pub fn decode_header_version(file: &str, b: &[u8]) -> Result<(u32, u64, u64)> {
     if b.len() < WAL_HEADER_BYTES as usize {
@@ -574,9 +569,6 @@ impl WalFile {
     }
     pub fn is_empty(&self) -> bool {
         self.len <= WAL_HEADER_BYTES
-    }
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Write `bytes` (whole frames) at the end with one write, then

@@ -189,10 +189,6 @@ impl Delta {
     pub fn free_len(&self) -> usize {
         self.free.len()
     }
-    /// Touched nodes and their records (arbitrary order).
-    pub fn records(&self) -> impl Iterator<Item = (&u64, &Arc<NodeRec>)> {
-        self.nodes.iter()
-    }
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
