@@ -203,6 +203,19 @@ class Graph:
         self.meta: dict = {}
         self._next_seq = 1
         self._producers: dict[str, int] = {}  # seq -> num_outputs, for ref checks
+        # (name, device) -> (the param, its copy on device): shared by every Runner of this graph.
+        self._on_device: dict[tuple[str, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def param_on(self, name: str, device: torch.device) -> torch.Tensor:
+        """Param ``name`` on ``device``, copied there once per graph — not once per node, run or
+        runner (a server builds a Runner per request; the weights of a cached DFG stay on the GPU)."""
+        t = self.params[name]
+        if t.device == device:
+            return t
+        cached = self._on_device.get((name, device))
+        if cached is None or cached[0] is not t:  # a param replaced since: copy again
+            cached = self._on_device[(name, device)] = (t, t.to(device))
+        return cached[1]
 
     # -- building ----------------------------------------------------------------------------
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -68,21 +67,6 @@ class Runner:
         self.output_device = None if output_device is None else torch.device(output_device)
         self.last_profile: list[dict] = []
         self.last_total_ms = 0.0
-        self._params_of = None  # weakref to the graph whose params are cached on devices
-        self._params: dict[tuple[str, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
-
-    def _param(self, graph: Graph, name: str, device: torch.device) -> torch.Tensor:
-        """A param on ``device``, copied there once per graph (not once per node and run)."""
-        t = graph.params[name]
-        if t.device == device:
-            return t
-        if self._params_of is None or self._params_of() is not graph:
-            self._params_of, self._params = weakref.ref(graph), {}
-        key = (name, device)
-        cached = self._params.get(key)
-        if cached is None or cached[0] is not t:  # a param replaced since: copy again
-            cached = self._params[key] = (t, t.to(device))
-        return cached[1]
 
     def run(self, graph: Graph, inputs: dict, check=None) -> dict:
         """``check``: called before each node (a server passes its deadline /
@@ -112,7 +96,7 @@ class Runner:
                 check()
             device, kernel = self.registry.select(node.op)
             tdev = torch.device(device.torch_device)
-            args = [self._param(graph, r, tdev) if r in graph.params else _move(values[r], tdev) for r in node.inputs]
+            args = [graph.param_on(r, tdev) if r in graph.params else _move(values[r], tdev) for r in node.inputs]
             ctx = KernelContext(device, tdev, self.context, node.seq, node.op)
             sync = tdev.type == "cuda"
             if sync:
