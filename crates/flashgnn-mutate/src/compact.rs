@@ -511,6 +511,9 @@ impl MutableGraph {
         tail_from: Option<u64>,
     ) -> Result<u64> {
         let mut head = self.head.lock().unwrap();
+        // `close` marks the graph closed before it takes `head`: once we hold `head`, a closed graph
+        // has given up its log (or is about to), so the new generation must not be switched in.
+        self.check_open()?;
         if head.generation != g {
             return Err(MutError::Unavailable(format!(
                 "generation changed from {g} to {} during the build",

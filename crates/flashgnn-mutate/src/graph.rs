@@ -302,7 +302,7 @@ impl MutableGraph {
         self.published.read().unwrap().clone()
     }
 
-    fn check_open(&self) -> Result<()> {
+    pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(Relaxed) {
             return Err(MutError::Unavailable(format!("mutable graph {} is closed", self.root.display())));
         }

@@ -721,3 +721,27 @@ fn damaged_logs_open_cleanly_or_fail_cleanly() {
     assert_eq!(open(&p).seq(), 20);
     assert!(opened > 0 && refused > 0, "opened {opened}, refused {refused}");
 }
+
+#[test]
+fn close_during_a_compaction_never_panics() {
+    // `close` may land before, during or after the compaction's switch: the compaction either
+    // finishes (and the graph then closes) or is refused as closed; the acknowledged write survives.
+    for delay_ms in 0..12u64 {
+        let d = tempfile::tempdir().unwrap();
+        let p = dataset(d.path(), true);
+        let g = Arc::new(open(&p));
+        g.add_edge(1, 100).unwrap();
+        let g2 = g.clone();
+        let job = std::thread::spawn(move || g2.compact(&Progress::new()));
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        g.close().unwrap();
+        match job.join().expect("the compaction thread panicked") {
+            Ok(_) | Err(MutError::Unavailable(_)) => {}
+            Err(e) => panic!("compaction racing close: unexpected error {e}"),
+        }
+        drop(g);
+        let g = open(&p);
+        assert!(g.generation() <= 1);
+        assert!(g.get_neighbors(1).unwrap().contains(&100));
+    }
+}
