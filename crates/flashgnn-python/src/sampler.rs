@@ -40,27 +40,42 @@ impl Snap {
             .map_err(|e| flashgnn_sample::SampleError::BadRequest(format!("opening the mutated graph: {e}")))?;
         Ok(Snap::Fixed(g.snapshot()))
     }
-    /// The dataset directory to open a sampler on.
-    fn root(&self, path: &std::path::Path) -> std::path::PathBuf {
+    /// The snapshot to read now (a fresh one of a live graph); None for a
+    /// plain dataset.
+    fn current(&self) -> Option<std::sync::Arc<flashgnn_store::Snapshot>> {
         match self {
-            Snap::None => path.to_path_buf(),
-            Snap::Fixed(s) => s.base.root().to_path_buf(),
-            Snap::Live(g) => g.snapshot().base.root().to_path_buf(),
+            Snap::None => None,
+            Snap::Fixed(x) => Some(x.clone()),
+            Snap::Live(g) => Some(g.snapshot()),
+        }
+    }
+    /// Open a sampler on what `path` reads now: the dataset itself, or the
+    /// base of one snapshot (already open, its maps and CRCs loaded) with
+    /// that snapshot set.
+    fn open(
+        &self,
+        path: &std::path::Path,
+        fanouts: &[i32],
+        cfg: &SamplerConfig,
+    ) -> flashgnn_sample::Result<NeighborSampler> {
+        match self.current() {
+            None => NeighborSampler::open(path, fanouts, cfg),
+            Some(snap) => {
+                let mut s = NeighborSampler::open_dataset(&snap.base, fanouts, cfg)?;
+                s.set_snapshot(Some(snap))?;
+                Ok(s)
+            }
         }
     }
     /// Point `s` at the current snapshot before a batch, reopening it on the
     /// snapshot's base when a compaction switched generations. The reopened
     /// sampler keeps the cross-batch cache only if that cache was built on the
-    /// new base (`NeighborSampler::open` checks its `DatasetId`); a cache of
-    /// the old base is dropped, and batches run uncached.
+    /// new base (`NeighborSampler::open_dataset` checks its `DatasetId`); a
+    /// cache of the old base is dropped, and batches run uncached.
     fn prepare(&self, s: &mut NeighborSampler, fanouts: &[i32], cfg: &SamplerConfig) -> flashgnn_sample::Result<()> {
-        let snap = match self {
-            Snap::None => return Ok(()),
-            Snap::Fixed(x) => x.clone(),
-            Snap::Live(g) => g.snapshot(),
-        };
+        let Some(snap) = self.current() else { return Ok(()) };
         if snap.base.root() != s.root() {
-            *s = NeighborSampler::open(snap.base.root(), fanouts, cfg)?;
+            *s = NeighborSampler::open_dataset(&snap.base, fanouts, cfg)?;
         }
         s.set_snapshot(Some(snap))
     }
@@ -184,8 +199,7 @@ impl Sampler {
                     Some(l) => l,
                     None => Snap::for_path(&p)?,
                 };
-                let mut s = NeighborSampler::open(&snap.root(&p), &f, &c)?;
-                snap.prepare(&mut s, &f, &c)?;
+                let s = snap.open(&p, &f, &c)?;
                 Ok((s, snap))
             })
             .map_err(sample_err)?;
@@ -300,7 +314,7 @@ impl Sampler {
                 (self.path.clone(), self.fanouts.clone(), self.cfg.clone(), order.clone(), self.snap.clone());
             handles.push(std::thread::spawn(move || {
                 // Each producer owns its own sampler (its own ring and buffers).
-                let mut s = match NeighborSampler::open(&snap.root(&path), &fanouts, &cfg) {
+                let mut s = match snap.open(&path, &fanouts, &cfg) {
                     Ok(s) => s,
                     Err(e) => {
                         let _ = tx.send(Err(e));
@@ -394,12 +408,14 @@ impl Cache {
                 // cache is bound to that base (DatasetId); samplers on any other
                 // generation run without it.
                 let snap = Snap::for_path(&path)?;
-                let root = snap.root(&path);
                 if hot_s == "none" || static_budget == 0 {
-                    return Ok((DatasetId::of_path(&root)?, Vec::new()));
+                    let id = match snap.current() {
+                        Some(s) => DatasetId::of(&s.base)?,
+                        None => DatasetId::of_path(&path)?,
+                    };
+                    return Ok((id, Vec::new()));
                 }
-                let mut s = NeighborSampler::open(&root, &fanouts, &cfg)?;
-                snap.prepare(&mut s, &fanouts, &cfg)?;
+                let mut s = snap.open(&path, &fanouts, &cfg)?;
                 let id = s.dataset_id().clone();
                 let statics = if hot_s == "degree" {
                     s.hot_set_by_degree(static_budget)?

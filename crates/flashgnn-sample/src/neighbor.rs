@@ -187,12 +187,18 @@ impl NeighborSampler {
     /// Open a sampler over the dataset at `path` with per-hop `fanouts`
     /// (-1 = all neighbors).
     pub fn open(path: &Path, fanouts: &[i32], cfg: &SamplerConfig) -> Result<NeighborSampler> {
-        let ds = Dataset::open(path)?;
+        Self::open_dataset(&Dataset::open(path)?, fanouts, cfg)
+    }
+
+    /// [`Self::open`] on a dataset already open (e.g. a snapshot's base):
+    /// its relabelling maps and feature CRCs are loaded once per `Dataset`
+    /// and copied from there, not read again.
+    pub fn open_dataset(ds: &Dataset, fanouts: &[i32], cfg: &SamplerConfig) -> Result<NeighborSampler> {
         if fanouts.len() > 16 {
             return Err(SampleError::BadRequest(format!("{} hops requested; at most 16 are supported", fanouts.len())));
         }
         let layout = ds.layout().clone();
-        let id = cache::DatasetId::of(&ds)?;
+        let id = cache::DatasetId::of(ds)?;
         // A cache built on another dataset (or generation) holds other bytes
         // under the same keys: run without it.
         let shared = cfg.cache.clone().filter(|c| *c.dataset() == id);
