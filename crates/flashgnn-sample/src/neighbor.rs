@@ -15,7 +15,7 @@ use flashgnn_format::slot::{decode_slot, read_id};
 use flashgnn_format::{FormatError, Layout};
 use flashgnn_io::aligned::BufPool;
 use flashgnn_io::engine::{open_engine, Done, EngineConfig, EngineKind, ReadEngine, ReadReq};
-use flashgnn_store::{Dataset, Snapshot};
+use flashgnn_store::{Dataset, NodeRec, Snapshot};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -502,21 +502,22 @@ impl NeighborSampler {
         }
         let i = self.nodes.len() as u32;
         let original = self.original_of(v);
-        let rec = self.snapshot.as_ref().and_then(|s| s.record(original).map(|r| (r.neighbors.len(), s.clone())));
-        if let Some((degree, snap)) = rec {
+        let rb = self.row_bytes();
+        // One overlay lookup, borrowed from the `snapshot` field alone (the
+        // other fields written below are disjoint from it).
+        if let Some(rec) = self.snapshot.as_deref().and_then(|s| s.record(original)) {
             // In the overlay: degree, neighbors and features from memory.
             let mut feature = None;
-            if self.row_bytes() > 0 {
-                let row = &snap.record(original).expect("looked up above").row;
+            if rb > 0 {
                 feature = Some(self.features.len());
-                self.features.extend_from_slice(row);
-                self.bytes_used += row.len() as u64;
+                self.features.extend_from_slice(&rec.row);
+                self.bytes_used += rec.row.len() as u64;
             }
             self.nodes.push(Node {
                 v,
                 hop,
                 original,
-                degree: degree as u32,
+                degree: rec.neighbors.len() as u32,
                 slot_seen: true,
                 overlay: true,
                 expanded: false,
@@ -529,7 +530,11 @@ impl NeighborSampler {
             });
             self.index.insert(v, i);
             if hop < k {
-                self.expand_overlay(i, seed)?;
+                let mut idx = std::mem::take(&mut self.scratch);
+                let samples = self.draw_overlay(rec, i, seed, &mut idx);
+                self.scratch = idx;
+                self.nodes[i as usize].samples = samples?;
+                self.finish_expansion(i, seed)?;
             }
             return Ok(i);
         }
@@ -851,15 +856,23 @@ impl NeighborSampler {
     /// Expand an overlay node: draw from its in-memory list (the same draw
     /// as from a slot: keyed by (seed, internal id), `sample_indices`).
     fn expand_overlay(&mut self, i: u32, seed: u64) -> Result<()> {
-        let snap = self.snapshot.clone().expect("overlay nodes come from a snapshot");
-        let node = &self.nodes[i as usize];
-        let rec = snap.record(node.original).expect("overlay node has a record");
-        let hop = node.hop as usize;
+        let snap = self.snapshot.as_deref().expect("overlay nodes come from a snapshot");
+        let rec = snap.record(self.nodes[i as usize].original).expect("overlay node has a record");
         let mut idx = std::mem::take(&mut self.scratch);
-        sample_indices(seed, node.v as u64, rec.neighbors.len() as u32, self.fanouts[hop], &mut idx);
-        let n = snap.num_nodes();
+        let samples = self.draw_overlay(rec, i, seed, &mut idx);
+        self.scratch = idx;
+        self.nodes[i as usize].samples = samples?;
+        self.finish_expansion(i, seed)
+    }
+
+    /// The sampled neighbors (internal ids) of overlay node `i`, whose record
+    /// is `rec`, at its current hop; `idx` is scratch for the drawn indices.
+    fn draw_overlay(&self, rec: &NodeRec, i: u32, seed: u64, idx: &mut Vec<u32>) -> Result<Vec<u32>> {
+        let node = &self.nodes[i as usize];
+        sample_indices(seed, node.v as u64, rec.neighbors.len() as u32, self.fanouts[node.hop as usize], idx);
+        let n = self.snapshot.as_deref().expect("overlay nodes come from a snapshot").num_nodes();
         let mut samples = Vec::with_capacity(idx.len());
-        for &x in &idx {
+        for &x in idx.iter() {
             let u = rec.neighbors[x as usize];
             if u >= n {
                 return Err(SampleError::BadRequest(format!(
@@ -869,10 +882,7 @@ impl NeighborSampler {
             }
             samples.push(self.internal_of(u));
         }
-        self.scratch = idx;
-        let node = &mut self.nodes[i as usize];
-        node.samples = samples;
-        self.finish_expansion(i, seed)
+        Ok(samples)
     }
 
     fn finish_expansion(&mut self, i: u32, seed: u64) -> Result<()> {
