@@ -165,8 +165,9 @@ pub struct NeighborSampler {
     page_cache_held: usize,
     page_cache_max: usize,
     /// Page requests served from memory (this batch's pages or the
-    /// cross-batch cache), waiting to be handled: (file, page, waiter, bytes).
-    ready: VecDeque<(u16, u64, Waiter, Arc<[u8]>)>,
+    /// cross-batch cache), waiting to be handled: (page, waiter, bytes); the
+    /// waiter's kind names the file.
+    ready: VecDeque<(u64, Waiter, Arc<[u8]>)>,
     page_hits: u64,
     cache_hits: [u64; 2],
     gather_features: bool,
@@ -571,24 +572,31 @@ impl NeighborSampler {
         Ok(i)
     }
 
-    fn request_page(&mut self, file: u16, page: u64, w: Waiter) {
+    fn request_page(&mut self, file: u16, page: u64, w: Waiter) -> Result<()> {
         let key = (file, page);
         let p = self.layout.page_size as u64;
         self.count_access(cache::key(file, page * p), p as u32);
         if let Some(data) = self.page_cache.get(&key) {
             // Read earlier in this batch: served without another read.
             self.page_hits += 1;
-            self.ready.push_back((file, page, w, data.clone()));
-            return;
+            self.ready.push_back((page, w, data.clone()));
+            return Ok(());
         }
         if let Some(ws) = self.pages.get_mut(&key) {
             ws.push(w); // one read serves every node waiting on this page
-            return;
+            return Ok(());
         }
         if let Some((data, tier)) = self.cache.as_ref().and_then(|c| c.get(cache::key(file, page * p))) {
             self.cache_hits[(tier == Tier::Dynamic) as usize] += 1;
-            self.ready.push_back((file, page, w, data));
-            return;
+            // Slots and feature rows are checked on every decode; an overflow
+            // page from the cross-batch cache is re-checked here (0.3 us) so
+            // it is trusted no more than a read one. This batch's own pages
+            // were checked when read (`on_done`).
+            if file == F_OVERFLOW {
+                check_overflow_page(&self.files[F_OVERFLOW as usize], page, &data)?;
+            }
+            self.ready.push_back((page, w, data));
+            return Ok(());
         }
         self.pages.insert(key, vec![w]);
         self.queue.push_back(ReadReq {
@@ -597,6 +605,7 @@ impl NeighborSampler {
             len: p as u32,
             tag: TAG_PAGE | (file as u64) << 48 | page,
         });
+        Ok(())
     }
 
     fn request_slot(&mut self, i: u32) -> Result<()> {
@@ -605,8 +614,7 @@ impl NeighborSampler {
             node.expanding = true;
         }
         let page = self.layout.slot_offset(node.v as u64) / self.layout.page_size as u64;
-        self.request_page(F_GRAPH, page, Waiter::Slot(i));
-        Ok(())
+        self.request_page(F_GRAPH, page, Waiter::Slot(i))
     }
 
     fn request_feature(&mut self, i: u32) -> Result<()> {
@@ -652,16 +660,12 @@ impl NeighborSampler {
                 self.pool.put(d.buf);
                 r?;
             }
-            while let Some((file, page, w, data)) = self.ready.pop_front() {
+            // Pages from memory: overflow pages were checked when read or
+            // taken from the cross-batch cache (`request_page`).
+            while let Some((page, w, data)) = self.ready.pop_front() {
                 match w {
                     Waiter::Slot(i) => self.on_slot(i, page, &data, seed)?,
-                    Waiter::Overflow(i) => {
-                        // Slots and feature rows are checked on every decode;
-                        // overflow pages are re-checked here (0.3 us) so a
-                        // page from memory is trusted no more than a read one.
-                        check_overflow_page(&self.files[file as usize], page, &data)?;
-                        self.on_overflow(i, page, &data, seed)?
-                    }
+                    Waiter::Overflow(i) => self.on_overflow(i, page, &data, seed)?,
                 }
             }
         }
@@ -818,7 +822,7 @@ impl NeighborSampler {
         node.pending_pages = pages.len() as u32;
         node.wanted = wanted;
         for p in pages {
-            self.request_page(F_OVERFLOW, p, Waiter::Overflow(i));
+            self.request_page(F_OVERFLOW, p, Waiter::Overflow(i))?;
         }
         Ok(())
     }
