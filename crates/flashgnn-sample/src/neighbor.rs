@@ -418,14 +418,10 @@ impl NeighborSampler {
                 return Err(SampleError::BadRequest(format!("seed node id {s} out of range [0, {n})")));
             }
             let v = self.internal_of(s as u64);
-            let r = self.discover(v, 0, seed);
-            match r {
-                Ok(i) => seed_idx.push(i),
-                Err(e) => {
-                    self.drain();
-                    return Err(e);
-                }
-            }
+            // No I/O is in flight yet (`discover` only queues requests; `run`
+            // submits them), so an error here leaves nothing to drain: the
+            // next batch clears the queue.
+            seed_idx.push(self.discover(v, 0, seed)?);
         }
         let r = self.run(seed);
         if let Err(e) = r {
@@ -568,7 +564,6 @@ impl NeighborSampler {
         if self.placement == FeaturePlacement::Separate && self.row_bytes() > 0 {
             self.request_feature(i)?;
         }
-        let _ = seed;
         Ok(i)
     }
 
