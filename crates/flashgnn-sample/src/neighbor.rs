@@ -618,11 +618,12 @@ impl NeighborSampler {
             return Ok(());
         }
         node.feature_requested = true;
-        let (lo, len, _) = self.layout.feature_extent(node.v as u64);
-        self.count_access(cache::key(F_FEATURES, lo), len);
-        if let Some((data, tier)) = self.cache.as_ref().and_then(|c| c.get(cache::key(F_FEATURES, lo))) {
+        let (lo, len, at) = self.layout.feature_extent(node.v as u64);
+        let key = cache::key(F_FEATURES, lo);
+        self.count_access(key, len);
+        if let Some((data, tier)) = self.cache.as_ref().and_then(|c| c.get(key)) {
             self.cache_hits[(tier == Tier::Dynamic) as usize] += 1;
-            return self.on_feature(i as usize, &data);
+            return self.on_feature(i as usize, &data, lo, at);
         }
         self.queue.push_back(ReadReq { file: F_FEATURES, offset: lo, len, tag: TAG_FEATURE | i as u64 });
         Ok(())
@@ -698,8 +699,8 @@ impl NeighborSampler {
         let buf = d.buf.as_slice();
         if tag & !TAG_KEY == TAG_FEATURE {
             let i = (tag & TAG_KEY) as usize;
-            self.on_feature(i, buf)?;
-            let (lo, _, _) = self.layout.feature_extent(self.nodes[i].v as u64);
+            let (lo, _, at) = self.layout.feature_extent(self.nodes[i].v as u64);
+            self.on_feature(i, buf, lo, at)?;
             self.keep(F_FEATURES, lo, buf, false);
             return Ok(());
         }
@@ -722,10 +723,11 @@ impl NeighborSampler {
         Ok(())
     }
 
-    /// A separate feature row arrived: `buf` holds its sector-aligned extent.
-    fn on_feature(&mut self, i: usize, buf: &[u8]) -> Result<()> {
+    /// A separate feature row arrived: `buf` holds its sector-aligned extent,
+    /// which starts at byte `lo` of the file and has the row at `at`
+    /// (`Layout::feature_extent`).
+    fn on_feature(&mut self, i: usize, buf: &[u8], lo: u64, at: usize) -> Result<()> {
         let v = self.nodes[i].v as u64;
-        let (lo, _, at) = self.layout.feature_extent(v);
         let bytes = &buf[at..at + self.layout.row_bytes() as usize];
         if let Some(crcs) = &self.feature_crcs {
             let computed = flashgnn_format::checksum::crc_at(v, bytes);
