@@ -32,9 +32,39 @@ pub struct NodeData {
 
 impl NeighborSampler {
     /// Full neighbor lists (and original ids and feature rows) of `nodes`
-    /// (internal ids), with every read in flight at once and one read per
-    /// page shared by all nodes on it.
+    /// (internal ids). Through the snapshot, if any: nodes in its overlay
+    /// are answered from memory, the rest read from the base.
     pub fn fetch_lists(&mut self, nodes: &[u32]) -> Result<Vec<NodeData>> {
+        let Some(snap) = self.snapshot() else {
+            return self.read_lists(nodes);
+        };
+        let mut out = vec![NodeData::default(); nodes.len()];
+        let (mut disk, mut at) = (Vec::new(), Vec::new());
+        for (i, &v) in nodes.iter().enumerate() {
+            let o = self.original_of(v);
+            match snap.record(o) {
+                Some(r) => {
+                    out[i] = NodeData {
+                        original: o,
+                        neighbors: r.neighbors.iter().map(|&u| self.internal_of(u)).collect(),
+                        features: r.row.clone(),
+                    }
+                }
+                None => {
+                    disk.push(v);
+                    at.push(i);
+                }
+            }
+        }
+        for (i, d) in at.into_iter().zip(self.read_lists(&disk)?) {
+            out[i] = d;
+        }
+        Ok(out)
+    }
+
+    /// [`Self::fetch_lists`] from the base alone, with every read in flight
+    /// at once and one read per page shared by all nodes on it.
+    fn read_lists(&mut self, nodes: &[u32]) -> Result<Vec<NodeData>> {
         let l = self.layout().clone();
         let p = l.page_size as u64;
         let mut out: Vec<NodeData> = vec![NodeData::default(); nodes.len()];
@@ -145,36 +175,6 @@ impl NeighborSampler {
         Ok(out)
     }
 
-    /// [`Self::fetch_lists`] through the snapshot: nodes in its overlay are
-    /// answered from memory, the rest read from the base.
-    pub fn fetch_lists_snapshot(&mut self, nodes: &[u32]) -> Result<Vec<NodeData>> {
-        let Some(snap) = self.snapshot().cloned() else {
-            return self.fetch_lists(nodes);
-        };
-        let mut out = vec![NodeData::default(); nodes.len()];
-        let (mut disk, mut at) = (Vec::new(), Vec::new());
-        for (i, &v) in nodes.iter().enumerate() {
-            let o = self.original_of(v);
-            match snap.record(o) {
-                Some(r) => {
-                    out[i] = NodeData {
-                        original: o,
-                        neighbors: r.neighbors.iter().map(|&u| self.internal_of(u)).collect(),
-                        features: r.row.clone(),
-                    }
-                }
-                None => {
-                    disk.push(v);
-                    at.push(i);
-                }
-            }
-        }
-        for (i, d) in at.into_iter().zip(self.fetch_lists(&disk)?) {
-            out[i] = d;
-        }
-        Ok(out)
-    }
-
     /// GraphSAINT random-walk batch: `roots` (original ids) each start a walk
     /// of `walk_length` steps; returns the induced subgraph.
     pub fn random_walk(&mut self, roots: &[i64], walk_length: usize, seed: u64) -> Result<Batch> {
@@ -205,7 +205,7 @@ impl NeighborSampler {
                 v.dedup();
                 v
             };
-            let got = self.fetch_lists_snapshot(&need)?;
+            let got = self.fetch_lists(&need)?;
             cache.extend(need.into_iter().zip(got));
             for (w, p) in pos.iter_mut().enumerate() {
                 let nb = &cache[p].neighbors;
@@ -219,7 +219,7 @@ impl NeighborSampler {
         }
         // Lists (and features) of every visited node, then the induced edges.
         let need: Vec<u32> = order.iter().copied().filter(|v| !cache.contains_key(v)).collect();
-        let got = self.fetch_lists_snapshot(&need)?;
+        let got = self.fetch_lists(&need)?;
         cache.extend(need.into_iter().zip(got));
         let mut b = Batch { batch_size, ..Default::default() };
         for (ci, &v) in order.iter().enumerate() {
