@@ -237,6 +237,9 @@ impl Dynamic {
 pub struct PageCache {
     id: DatasetId,
     budget: usize,
+    /// The dynamic part's policy (fixed at construction; `Dynamic` holds a
+    /// copy for its own decisions), readable without the lock.
+    policy: Policy,
     statics: HashMap<u64, Arc<[u8]>>,
     static_bytes: usize,
     dynamic: Mutex<Dynamic>,
@@ -273,6 +276,7 @@ impl PageCache {
         PageCache {
             id,
             budget,
+            policy,
             statics: map,
             static_bytes,
             dynamic: Mutex::new(Dynamic {
@@ -308,7 +312,7 @@ impl PageCache {
         self.lock().held()
     }
     pub fn policy(&self) -> Policy {
-        self.lock().policy
+        self.policy
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Dynamic> {

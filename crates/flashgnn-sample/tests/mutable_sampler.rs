@@ -16,14 +16,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use flashgnn_build::{FeatureLayout, Progress, Reorder};
-use flashgnn_io::engine::EngineKind;
+use flashgnn_io::engine::{EngineConfig, EngineKind};
 use flashgnn_mutate::{GraphOptions, MutableGraph};
 use flashgnn_sample::{Batch, NeighborSampler, SamplerConfig};
-
-fn sampler(path: &Path, fanouts: &[i32]) -> NeighborSampler {
-    let cfg = SamplerConfig { engine: EngineKind::Pread, ..Default::default() };
-    NeighborSampler::open(path, fanouts, &cfg).unwrap()
-}
 
 /// Edges of a batch as (neighbor, target) original-id pairs.
 fn edges(b: &Batch) -> BTreeSet<(i64, i64)> {
@@ -65,8 +60,8 @@ fn empty_delta_gives_identical_batches() {
     let d = tempfile::tempdir().unwrap();
     let p = common::dataset(d.path(), "ds", FeatureLayout::Auto, Reorder::Degree, 4);
     let g = MutableGraph::open(&p, &GraphOptions::default()).unwrap();
-    let mut a = sampler(&p, &[5, 3]);
-    let mut b = sampler(&p, &[5, 3]);
+    let mut a = common::sampler(&p, &[5, 3], EngineKind::Pread, EngineConfig::default(), true);
+    let mut b = common::sampler(&p, &[5, 3], EngineKind::Pread, EngineConfig::default(), true);
     b.set_snapshot(Some(g.snapshot())).unwrap();
     for s in 0..5u64 {
         let seeds: Vec<i64> = (0..16).map(|i| (i * 37 + s as i64 * 5) % 2048).collect();
@@ -85,7 +80,7 @@ fn snapshot_batches_equal_the_compacted_generation() {
         let g = MutableGraph::open(&p, &GraphOptions::default()).unwrap();
         let new = mutate(&g);
         let snap = g.snapshot();
-        let mut live = sampler(&p, &[-1, -1]);
+        let mut live = common::sampler(&p, &[-1, -1], EngineKind::Pread, EngineConfig::default(), true);
         live.set_snapshot(Some(snap.clone())).unwrap();
         let seeds: Vec<i64> = vec![new[0] as i64, new[3] as i64, 0, 5, 12, 1000, 2047];
         let a = live.sample(&seeds, 7).unwrap();
@@ -106,7 +101,7 @@ fn snapshot_batches_equal_the_compacted_generation() {
         // The same state built from scratch by compaction.
         g.compact(&Progress::new()).unwrap();
         let gen = g.snapshot();
-        let mut rebuilt = sampler(gen.base.root(), &[-1, -1]);
+        let mut rebuilt = common::sampler(gen.base.root(), &[-1, -1], EngineKind::Pread, EngineConfig::default(), true);
         let b = rebuilt.sample(&seeds, 7).unwrap();
         let set = |b: &Batch| b.n_id.iter().copied().collect::<BTreeSet<i64>>();
         assert_eq!(set(&a), set(&b), "{name}: node sets");
@@ -127,7 +122,7 @@ fn partial_fanouts_and_walks_stay_on_snapshot_edges() {
     let p = common::dataset(d.path(), "ds", FeatureLayout::Auto, Reorder::None, 4);
     let g = MutableGraph::open(&p, &GraphOptions::default()).unwrap();
     let new = mutate(&g);
-    let mut s = sampler(&p, &[3, 2]);
+    let mut s = common::sampler(&p, &[3, 2], EngineKind::Pread, EngineConfig::default(), true);
     s.set_snapshot(Some(g.snapshot())).unwrap();
     for seed in 0..10u64 {
         let seeds: Vec<i64> = vec![new[(seed % 6) as usize] as i64, (seed * 101 % 2048) as i64, 3];
@@ -149,7 +144,11 @@ fn partial_fanouts_and_walks_stay_on_snapshot_edges() {
     // A snapshot of another base is refused.
     let d2 = tempfile::tempdir().unwrap();
     let p2 = common::dataset(d2.path(), "other", FeatureLayout::Auto, Reorder::None, 4);
-    let e = sampler(&p2, &[2]).set_snapshot(Some(g.snapshot())).err().unwrap().to_string();
+    let e = common::sampler(&p2, &[2], EngineKind::Pread, EngineConfig::default(), true)
+        .set_snapshot(Some(g.snapshot()))
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("open a sampler on the snapshot's base"), "{e}");
 }
 
@@ -162,7 +161,9 @@ fn a_cache_is_used_only_on_the_generation_it_was_built_for() {
     let g = MutableGraph::open(&p, &GraphOptions::default()).unwrap();
     // A cache holding every page of generation 0.
     let cache_of = |root: &Path| {
-        let statics = sampler(root, &[-1]).hot_set_by_degree(64 << 20).unwrap();
+        let statics = common::sampler(root, &[-1], EngineKind::Pread, EngineConfig::default(), true)
+            .hot_set_by_degree(64 << 20)
+            .unwrap();
         Arc::new(PageCache::new(DatasetId::of_path(root).unwrap(), 64 << 20, Policy::S3Fifo, statics))
     };
     let gen0 = cache_of(&p);
