@@ -117,6 +117,11 @@ struct Node {
     /// Expansion finished: `samples` holds the sampled neighbors.
     expanded: bool,
     expanding: bool,
+    /// The hop whose fanout drew `samples`. It can differ from `hop` for a
+    /// while: a node drawn at a deep hop (its overflow pages in flight) may
+    /// be reached at a smaller one before they arrive; `finish_expansion`
+    /// then draws again instead of using the stale draw.
+    drawn_hop: u8,
     samples: Vec<u32>,
     /// Sampled indices that live in overflow: (index into samples, entry).
     wanted: Vec<(u32, u64)>,
@@ -170,6 +175,9 @@ pub struct NeighborSampler {
     ready: VecDeque<(u64, Waiter, Arc<[u8]>)>,
     page_hits: u64,
     cache_hits: [u64; 2],
+    /// A node was drawn again after its children had been reached (see
+    /// `fix_levels`).
+    redrawn: bool,
     gather_features: bool,
     cache: Option<Arc<PageCache>>,
     /// Request counts per extent key (length, count) while a pre-sampling
@@ -268,6 +276,7 @@ impl NeighborSampler {
             ready: VecDeque::new(),
             page_hits: 0,
             cache_hits: [0; 2],
+            redrawn: false,
             gather_features: cfg.features,
             cache: shared,
             accesses: None,
@@ -423,7 +432,11 @@ impl NeighborSampler {
             // next batch clears the queue.
             seed_idx.push(self.discover(v, 0, seed)?);
         }
-        let r = self.run(seed);
+        self.redrawn = false;
+        let mut r = self.run(seed);
+        if r.is_ok() && self.redrawn {
+            r = self.fix_levels(&seed_idx, seed);
+        }
         if let Err(e) = r {
             self.drain();
             return Err(e);
@@ -481,6 +494,10 @@ impl NeighborSampler {
                     // hop's fanout, so its children get the smaller hop too.
                     node.expanded = false;
                     node.samples.clear();
+                    // Children of the old draw stay in the batch with hops
+                    // that may now be too small: `sample` re-derives every
+                    // level once the reads are done (`fix_levels`).
+                    self.redrawn = true;
                     if node.overlay {
                         self.expand_overlay(i, seed)?;
                     } else {
@@ -519,6 +536,7 @@ impl NeighborSampler {
                 overlay: true,
                 expanded: false,
                 expanding: false,
+                drawn_hop: hop,
                 samples: Vec::new(),
                 wanted: Vec::new(),
                 pending_pages: 0,
@@ -550,6 +568,7 @@ impl NeighborSampler {
             overlay: false,
             expanded: false,
             expanding: false,
+            drawn_hop: hop,
             samples: Vec::new(),
             wanted: Vec::new(),
             pending_pages: 0,
@@ -809,6 +828,7 @@ impl NeighborSampler {
         self.bytes_used += samples.len() as u64 * l.id_bytes as u64;
         let node = &mut self.nodes[i as usize];
         node.samples = samples;
+        node.drawn_hop = hop as u8;
         if wanted.is_empty() {
             return self.finish_expansion(i, seed);
         }
@@ -862,7 +882,9 @@ impl NeighborSampler {
         let mut idx = std::mem::take(&mut self.scratch);
         let samples = self.draw_overlay(rec, i, seed, &mut idx);
         self.scratch = idx;
-        self.nodes[i as usize].samples = samples?;
+        let node = &mut self.nodes[i as usize];
+        node.samples = samples?;
+        node.drawn_hop = node.hop;
         self.finish_expansion(i, seed)
     }
 
@@ -888,6 +910,12 @@ impl NeighborSampler {
 
     fn finish_expansion(&mut self, i: u32, seed: u64) -> Result<()> {
         let node = &mut self.nodes[i as usize];
+        if node.drawn_hop != node.hop {
+            // Reached at a smaller hop while this draw (at a deeper hop's
+            // fanout) waited for its overflow pages: draw again at the new
+            // hop; the slot page is normally still in this batch's cache.
+            return self.redraw(i, seed);
+        }
         node.expanded = true;
         node.expanding = false;
         let hop = node.hop + 1;
@@ -897,6 +925,69 @@ impl NeighborSampler {
         }
         self.nodes[i as usize].samples = samples;
         Ok(())
+    }
+
+    /// Drop node `i`'s draw and expand it again at its current hop.
+    fn redraw(&mut self, i: u32, seed: u64) -> Result<()> {
+        let node = &mut self.nodes[i as usize];
+        node.expanded = false;
+        node.expanding = false;
+        node.samples.clear();
+        node.wanted.clear();
+        node.pending_pages = 0;
+        if node.overlay {
+            self.expand_overlay(i, seed)
+        } else {
+            self.request_slot(i)
+        }
+    }
+
+    /// After a redraw in this batch, hops noted while reading may be smaller
+    /// than a node's true level: they may have come through a draw that was
+    /// since replaced. Walk the batch from the seeds as `canonical` will, and
+    /// redraw every node whose draw is not its level's; repeat until none is
+    /// left. Levels are fixed from the seeds down, so each pass settles at
+    /// least one more level and at most `hops + 1` passes are needed.
+    fn fix_levels(&mut self, seed_idx: &[u32], seed: u64) -> Result<()> {
+        let k = self.hops();
+        for _ in 0..=k + 1 {
+            self.redrawn = false;
+            let mut level: HashMap<u32, u8> = HashMap::with_capacity_and_hasher(self.nodes.len(), Default::default());
+            let mut frontier: Vec<u32> = Vec::new();
+            for &i in seed_idx {
+                if level.insert(i, 0).is_none() {
+                    frontier.push(i);
+                }
+            }
+            let mut wrong = Vec::new();
+            for hop in 0..k as u8 {
+                let mut next = Vec::new();
+                for &i in &frontier {
+                    let node = &self.nodes[i as usize];
+                    if !node.expanded || node.drawn_hop != hop {
+                        wrong.push((i, hop));
+                        continue; // its children are not known yet
+                    }
+                    for &u in &node.samples {
+                        let j = self.index[&u];
+                        if let std::collections::hash_map::Entry::Vacant(e) = level.entry(j) {
+                            e.insert(hop + 1);
+                            next.push(j);
+                        }
+                    }
+                }
+                frontier = next;
+            }
+            if wrong.is_empty() {
+                return Ok(());
+            }
+            for (i, hop) in wrong {
+                self.nodes[i as usize].hop = hop;
+                self.redraw(i, seed)?;
+            }
+            self.run(seed)?;
+        }
+        Err(SampleError::BadRequest("internal: node levels did not settle".into()))
     }
 
     /// Assign local ids in PyG order and gather the outputs.
@@ -918,9 +1009,9 @@ impl NeighborSampler {
             for f in frontier.clone() {
                 let i = order[f];
                 let node = &self.nodes[i as usize];
-                if !node.expanded {
+                if !node.expanded || node.drawn_hop as usize != hop {
                     return Err(SampleError::BadRequest(format!(
-                        "internal: node {} at hop {hop} was not expanded",
+                        "internal: node {} at hop {hop} was not expanded at that hop",
                         node.v
                     )));
                 }
