@@ -29,6 +29,13 @@ from flashgnn import _core
 
 _NP = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
 ENGINES = ("uring", "pread", "pread-pool", "mmap", "mmap-default", "memory")
+# Share of a cache budget for the static hot set. Slots are cached one by one,
+# so a degree-ranked static set holds ~7x more hot nodes than pages did and
+# beats the dynamic part (which also costs a copy and a locked insert per
+# read): on data/ooc at 448 MiB, 0.5 -> 4.5 b/s (72 % hits), 0.9 -> 6.8-7.7
+# b/s (85 %), 1.0 -> 6.5-7.7 (87 %). 0.9 keeps a dynamic part for what
+# degree does not predict (mutations, skewed seeds). docs/benchmarks.md.
+DEFAULT_HOT_FRACTION = 0.9
 
 
 @dataclass
@@ -61,8 +68,8 @@ class Cache:
     batches. Process-local: a forked DataLoader worker runs uncached."""
 
     def __init__(self, path, fanouts, budget: int, policy: str = "s3fifo", hot: str = "degree",
-                 hot_fraction: float = 0.5, presample_seeds=None, batch_size: int = 1024, engine: str = "uring",
-                 depth: int = 256):
+                 hot_fraction: float = DEFAULT_HOT_FRACTION, presample_seeds=None, batch_size: int = 1024,
+                 engine: str = "uring", depth: int = 256):
         seeds = None if presample_seeds is None else np.ascontiguousarray(presample_seeds, dtype=np.int64)
         self.budget = int(budget)
         self._core = _core.Cache(os.fspath(path), [int(f) for f in fanouts], self.budget, policy, hot,

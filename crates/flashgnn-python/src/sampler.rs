@@ -370,7 +370,7 @@ impl Cache {
     /// batches of `batch_size`, or "none"); the rest is dynamic under
     /// `policy` ("s3fifo" or "clock").
     #[new]
-    #[pyo3(signature = (path, fanouts, budget, policy="s3fifo", hot="degree", hot_fraction=0.5, presample_seeds=None, batch_size=1024, engine="uring", depth=256))]
+    #[pyo3(signature = (path, fanouts, budget, policy="s3fifo", hot="degree", hot_fraction=0.9, presample_seeds=None, batch_size=1024, engine="uring", depth=256))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,

@@ -5,8 +5,9 @@
 //! - **degree** ([`NeighborSampler::hot_set_by_degree`]): one sequential
 //!   O_DIRECT scan of `graph.fg`. Under uniform neighbor sampling a node is
 //!   reached about in proportion to its in-degree (= degree on the symmetric
-//!   graphs GNNs train on), so a slot page scores the sum of its nodes'
-//!   degrees, a separate feature row its node's degree, and an overflow page
+//!   graphs GNNs train on), so a slot scores its node's degree (slots are
+//!   cached one by one, see `neighbor::F_SLOT`), a separate feature row its
+//!   node's degree, and an overflow page
 //!   `min(d, fanout * entries on the page)` per owner of degree `d` (the
 //!   expected sampled entries it holds). Extents are ranked by score per byte.
 //!   Costs one sequential pass (about 1 s per GB here) and no sampling.
@@ -33,7 +34,7 @@ use flashgnn_format::slot::decode_slot;
 use flashgnn_io::engine::{Done, ReadReq};
 
 use crate::cache::{self, ENTRY_OVERHEAD};
-use crate::neighbor::{NeighborSampler, F_FEATURES, F_GRAPH, F_OVERFLOW};
+use crate::neighbor::{NeighborSampler, F_FEATURES, F_GRAPH, F_OVERFLOW, F_SLOT};
 use crate::Result;
 
 /// Slot pages per sequential scan read (1 MiB at 4 KiB pages).
@@ -42,9 +43,37 @@ const SCAN_PAGES: u64 = 256;
 /// device's streaming rate.
 const SCAN_IN_FLIGHT: usize = 8;
 
+/// A candidate extent: (file, offset, len) in cache-key terms (`F_SLOT`
+/// with a node id as offset for a slot), with its bytes when the scan that
+/// scored it had them in hand (slots), else read when the set is loaded.
+struct Cand {
+    density: u64,
+    file: u16,
+    offset: u64,
+    len: u32,
+    data: Option<Arc<[u8]>>,
+}
+
+impl PartialEq for Cand {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == std::cmp::Ordering::Equal
+    }
+}
+impl Eq for Cand {}
+impl PartialOrd for Cand {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Cand {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.density, self.file, self.offset).cmp(&(o.density, o.file, o.offset))
+    }
+}
+
 /// Extents ranked by score per byte; keeps the best `budget` bytes.
 struct TopExtents {
-    heap: BinaryHeap<Reverse<(u64, u16, u64, u32)>>,
+    heap: BinaryHeap<Reverse<Cand>>,
     bytes: usize,
     budget: usize,
 }
@@ -54,6 +83,11 @@ impl TopExtents {
         TopExtents { heap: BinaryHeap::new(), bytes: 0, budget }
     }
     fn offer(&mut self, score: f64, file: u16, offset: u64, len: u32) {
+        self.offer_with(score, file, offset, len, || None)
+    }
+    /// [`Self::offer`] with the bytes in hand: `data` is called only when the
+    /// extent is kept for now.
+    fn offer_with(&mut self, score: f64, file: u16, offset: u64, len: u32, data: impl FnOnce() -> Option<Arc<[u8]>>) {
         if score <= 0.0 {
             return;
         }
@@ -65,22 +99,22 @@ impl TopExtents {
         let density = (score * 1024.0 * 1024.0 / cost as f64) as u64;
         if self.bytes + cost > self.budget {
             match self.heap.peek() {
-                Some(Reverse((d, ..))) if *d >= density => return,
+                Some(Reverse(c)) if c.density >= density => return,
                 _ => {}
             }
         }
-        self.heap.push(Reverse((density, file, offset, len)));
+        self.heap.push(Reverse(Cand { density, file, offset, len, data: data() }));
         self.bytes += cost;
         while self.bytes > self.budget {
-            let Reverse((_, _, _, l)) = self.heap.pop().expect("non-empty");
-            self.bytes -= l as usize + ENTRY_OVERHEAD;
+            let Reverse(c) = self.heap.pop().expect("non-empty");
+            self.bytes -= c.len as usize + ENTRY_OVERHEAD;
         }
     }
     /// Hottest first.
-    fn into_sorted(self) -> Vec<(u16, u64, u32)> {
+    fn into_sorted(self) -> Vec<Cand> {
         let mut v: Vec<_> = self.heap.into_iter().map(|Reverse(x)| x).collect();
-        v.sort_unstable_by_key(|x| Reverse(x.0));
-        v.into_iter().map(|(_, f, o, l)| (f, o, l)).collect()
+        v.sort_unstable_by(|a, b| b.cmp(a));
+        v
     }
 }
 
@@ -128,22 +162,39 @@ impl NeighborSampler {
         r
     }
 
-    /// Read the chosen extents (hottest first) and check them like any read.
-    fn load_extents(&mut self, chosen: Vec<(u16, u64, u32)>) -> Result<Vec<(u64, Arc<[u8]>)>> {
-        let mut reqs: Vec<ReadReq> = chosen
-            .iter()
-            .enumerate()
-            .map(|(rank, &(file, offset, len))| ReadReq { file, offset, len, tag: rank as u64 })
-            .collect();
+    /// Read the chosen extents (hottest first) that came without their
+    /// bytes and check them like any read: a slot (`F_SLOT`) through its
+    /// page, decoded with the checked decoder.
+    fn load_extents(&mut self, chosen: Vec<Cand>) -> Result<Vec<(u64, Arc<[u8]>)>> {
+        let l = self.layout().clone();
+        let page = l.page_size as u64;
+        let mut reqs: Vec<ReadReq> = Vec::new();
+        for (rank, c) in chosen.iter().enumerate().filter(|(_, c)| c.data.is_none()) {
+            let (file, offset, len) = if c.file == F_SLOT {
+                (F_GRAPH, l.slot_offset(c.offset) / page * page, page as u32)
+            } else {
+                (c.file, c.offset, c.len)
+            };
+            reqs.push(ReadReq { file, offset, len, tag: rank as u64 });
+        }
         reqs.sort_unstable_by_key(|r| (r.file, r.offset)); // device-friendly order
-        let mut out: Vec<Option<(u64, Arc<[u8]>)>> = vec![None; chosen.len()];
+        let mut out: Vec<Option<(u64, Arc<[u8]>)>> =
+            chosen.iter().map(|c| c.data.clone().map(|d| (cache::key(c.file, c.offset), d))).collect();
         let files = self.file_names();
-        let page = self.layout().page_size as u64;
         self.read_extents(&reqs, usize::MAX, |req, buf| {
-            if req.file == F_OVERFLOW {
-                check_overflow_page(&files[F_OVERFLOW as usize], req.offset / page, buf)?;
-            }
-            out[req.tag as usize] = Some((cache::key(req.file, req.offset), Arc::from(&buf[..req.len as usize])));
+            let c = &chosen[req.tag as usize];
+            let bytes = if c.file == F_SLOT {
+                let at = (l.slot_offset(c.offset) - req.offset) as usize;
+                let b = &buf[at..at + l.slot_bytes as usize];
+                decode_slot(&l, c.offset, b, &files[F_GRAPH as usize])?;
+                b
+            } else {
+                if req.file == F_OVERFLOW {
+                    check_overflow_page(&files[F_OVERFLOW as usize], req.offset / page, buf)?;
+                }
+                &buf[..req.len as usize]
+            };
+            out[req.tag as usize] = Some((cache::key(c.file, c.offset), Arc::from(bytes)));
             Ok(())
         })?;
         Ok(out.into_iter().flatten().collect())
@@ -174,16 +225,16 @@ impl NeighborSampler {
         self.read_extents(&scan, SCAN_IN_FLIGHT, |req, buf| {
             for (j, page_bytes) in buf.chunks_exact(p as usize).enumerate() {
                 let page_no = req.offset / p + j as u64;
-                let mut score = 0.0;
                 for s in 0..k {
                     let v = (page_no - 1) * k + s;
                     if v >= l.num_nodes {
                         break;
                     }
                     let at = (l.slot_offset(v) - page_no * p) as usize;
-                    let slot = decode_slot(&l, v, &page_bytes[at..at + l.slot_bytes as usize], &files[0])?;
+                    let bytes = &page_bytes[at..at + l.slot_bytes as usize];
+                    let slot = decode_slot(&l, v, bytes, &files[0])?;
                     let d = slot.degree as f64;
-                    score += d;
+                    top.offer_with(d, F_SLOT, v, l.slot_bytes, || Some(Arc::from(bytes)));
                     if separate {
                         let (lo, len, _) = l.feature_extent(v);
                         top.offer(d, F_FEATURES, lo, len);
@@ -209,7 +260,6 @@ impl NeighborSampler {
                         });
                     }
                 }
-                top.offer(score, F_GRAPH, page_no * p, p as u32);
             }
             Ok(())
         })?;

@@ -29,6 +29,13 @@ use crate::{Result, SampleError};
 pub(crate) const F_GRAPH: u16 = 0;
 pub(crate) const F_OVERFLOW: u16 = 1;
 pub(crate) const F_FEATURES: u16 = 2;
+/// Cross-batch cache keys of single slots: a pseudo file index (not in the
+/// engine's table) with the internal node id in place of the offset. The
+/// cross-batch cache holds `graph.fg` one slot at a time, not by page: a
+/// page of an unreordered graph holds a hot node beside `slots_per_page - 1`
+/// cold ones (7 per page on data/ooc), so whole pages would spend most of
+/// the budget on nodes nobody asks for again (docs/benchmarks.md).
+pub(crate) const F_SLOT: u16 = 3;
 
 /// Tag kinds (top byte of a request tag).
 const TAG_PAGE: u64 = 1 << 56;
@@ -136,6 +143,15 @@ enum Waiter {
     Overflow(u32),
 }
 
+/// A request served from memory, waiting to be handled.
+enum Ready {
+    /// A whole page from this batch's pages (or an overflow page from the
+    /// cross-batch cache): (page, waiter, bytes); the waiter names the file.
+    Page(u64, Waiter, Arc<[u8]>),
+    /// Node `i`'s slot alone, from the cross-batch cache.
+    Slot(u32, Arc<[u8]>),
+}
+
 pub struct NeighborSampler {
     layout: Layout,
     placement: FeaturePlacement,
@@ -169,10 +185,9 @@ pub struct NeighborSampler {
     page_cache: HashMap<(u16, u64), Arc<[u8]>>,
     page_cache_held: usize,
     page_cache_max: usize,
-    /// Page requests served from memory (this batch's pages or the
-    /// cross-batch cache), waiting to be handled: (page, waiter, bytes); the
-    /// waiter's kind names the file.
-    ready: VecDeque<(u64, Waiter, Arc<[u8]>)>,
+    /// Requests served from memory (this batch's pages or the cross-batch
+    /// cache), waiting to be handled.
+    ready: VecDeque<Ready>,
     page_hits: u64,
     cache_hits: [u64; 2],
     /// A node was drawn again after its children had been reached (see
@@ -589,18 +604,22 @@ impl NeighborSampler {
     fn request_page(&mut self, file: u16, page: u64, w: Waiter) -> Result<()> {
         let key = (file, page);
         let p = self.layout.page_size as u64;
-        self.count_access(cache::key(file, page * p), p as u32);
+        if file != F_GRAPH {
+            self.count_access(cache::key(file, page * p), p as u32);
+        }
         if let Some(data) = self.page_cache.get(&key) {
             // Read earlier in this batch: served without another read.
             self.page_hits += 1;
-            self.ready.push_back((page, w, data.clone()));
+            self.ready.push_back(Ready::Page(page, w, data.clone()));
             return Ok(());
         }
         if let Some(ws) = self.pages.get_mut(&key) {
             ws.push(w); // one read serves every node waiting on this page
             return Ok(());
         }
-        if let Some((data, tier)) = self.cache.as_ref().and_then(|c| c.get(cache::key(file, page * p))) {
+        // Slots are cached one by one (`request_slot`), not by page.
+        let cached = if file == F_GRAPH { None } else { self.cache.as_ref() };
+        if let Some((data, tier)) = cached.and_then(|c| c.get(cache::key(file, page * p))) {
             self.cache_hits[(tier == Tier::Dynamic) as usize] += 1;
             // Slots and feature rows are checked on every decode; an overflow
             // page from the cross-batch cache is re-checked here (0.3 us) so
@@ -609,7 +628,7 @@ impl NeighborSampler {
             if file == F_OVERFLOW {
                 check_overflow_page(&self.files[F_OVERFLOW as usize], page, &data)?;
             }
-            self.ready.push_back((page, w, data));
+            self.ready.push_back(Ready::Page(page, w, data));
             return Ok(());
         }
         self.pages.insert(key, vec![w]);
@@ -627,7 +646,20 @@ impl NeighborSampler {
         if node.hop < self.fanouts.len() as u8 {
             node.expanding = true;
         }
-        let page = self.layout.slot_offset(node.v as u64) / self.layout.page_size as u64;
+        let v = node.v;
+        let page = self.layout.slot_offset(v as u64) / self.layout.page_size as u64;
+        let key = cache::key(F_SLOT, v as u64);
+        self.count_access(key, self.layout.slot_bytes);
+        // This batch's pages and reads first (no lock), then the cross-batch
+        // cache, which holds single slots.
+        let local = self.page_cache.contains_key(&(F_GRAPH, page)) || self.pages.contains_key(&(F_GRAPH, page));
+        if !local {
+            if let Some((data, tier)) = self.cache.as_ref().and_then(|c| c.get(key)) {
+                self.cache_hits[(tier == Tier::Dynamic) as usize] += 1;
+                self.ready.push_back(Ready::Slot(i, data));
+                return Ok(());
+            }
+        }
         self.request_page(F_GRAPH, page, Waiter::Slot(i))
     }
 
@@ -676,11 +708,13 @@ impl NeighborSampler {
                 r?;
             }
             // Pages from memory: overflow pages were checked when read or
-            // taken from the cross-batch cache (`request_page`).
-            while let Some((page, w, data)) = self.ready.pop_front() {
-                match w {
-                    Waiter::Slot(i) => self.on_slot(i, page, &data, seed)?,
-                    Waiter::Overflow(i) => self.on_overflow(i, page, &data, seed)?,
+            // taken from the cross-batch cache (`request_page`); slots are
+            // checked on every decode.
+            while let Some(r) = self.ready.pop_front() {
+                match r {
+                    Ready::Page(page, Waiter::Slot(i), data) => self.on_slot_page(i, page, &data, seed)?,
+                    Ready::Page(page, Waiter::Overflow(i), data) => self.on_overflow(i, page, &data, seed)?,
+                    Ready::Slot(i, data) => self.on_slot(i, &data, false, seed)?,
                 }
             }
         }
@@ -689,13 +723,16 @@ impl NeighborSampler {
     /// A read passed its checks: keep a copy of a page for the rest of the
     /// batch (bounded) and offer the extent at logical (`file`, `offset`) to
     /// the cross-batch cache.
+    /// Slot pages go to the batch's pages only: their slots are offered one
+    /// by one (`on_slot`).
     fn keep(&mut self, file: u16, offset: u64, bytes: &[u8], is_page: bool) {
         let fits = is_page && self.page_cache_held + bytes.len() <= self.page_cache_max;
-        if !fits && self.cache.is_none() {
+        let shared = if file == F_GRAPH { None } else { self.cache.as_ref() };
+        if !fits && shared.is_none() {
             return;
         }
         let data: Arc<[u8]> = Arc::from(bytes);
-        if let Some(c) = &self.cache {
+        if let Some(c) = shared {
             c.insert(cache::key(file, offset), data.clone());
         }
         if fits {
@@ -735,7 +772,7 @@ impl NeighborSampler {
         self.keep(file, page * self.layout.page_size as u64, buf, true);
         for w in waiters {
             match w {
-                Waiter::Slot(i) => self.on_slot(i, page, buf, seed)?,
+                Waiter::Slot(i) => self.on_slot_page(i, page, buf, seed)?,
                 Waiter::Overflow(i) => self.on_overflow(i, page, buf, seed)?,
             }
         }
@@ -768,11 +805,18 @@ impl NeighborSampler {
         Ok(())
     }
 
-    fn on_slot(&mut self, i: u32, page: u64, buf: &[u8], seed: u64) -> Result<()> {
+    /// Node `i`'s slot page `page` is in `buf` (read, or from this batch's pages).
+    fn on_slot_page(&mut self, i: u32, page: u64, buf: &[u8], seed: u64) -> Result<()> {
+        let l = &self.layout;
+        let start = (l.slot_offset(self.nodes[i as usize].v as u64) - page * l.page_size as u64) as usize;
+        self.on_slot(i, &buf[start..start + l.slot_bytes as usize], true, seed)
+    }
+
+    /// Node `i`'s slot bytes arrived; `offer`: from a page, so the slot is
+    /// offered to the cross-batch cache the first time this batch sees it.
+    fn on_slot(&mut self, i: u32, bytes: &[u8], offer: bool, seed: u64) -> Result<()> {
         let l = &self.layout;
         let v = self.nodes[i as usize].v as u64;
-        let start = (l.slot_offset(v) - page * l.page_size as u64) as usize;
-        let bytes = &buf[start..start + l.slot_bytes as usize];
         let gname = &self.files[F_GRAPH as usize];
         let slot = decode_slot(l, v, bytes, gname)?;
         let node = &mut self.nodes[i as usize];
@@ -790,6 +834,9 @@ impl NeighborSampler {
             node.slot_seen = true;
             node.degree = slot.degree;
             self.bytes_used += 24;
+            if let Some(c) = self.cache.as_ref().filter(|_| offer) {
+                c.insert(cache::key(F_SLOT, v), Arc::from(bytes));
+            }
             if self.placement == FeaturePlacement::Inline
                 && self.gather_features
                 && !slot.features.is_empty()

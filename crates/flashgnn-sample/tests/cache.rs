@@ -114,3 +114,43 @@ fn a_corrupt_cached_overflow_page_is_still_refused() {
         .expect("a forged overflow page is detected");
     assert!(err.to_string().contains("overflow.fg"), "{err}");
 }
+
+#[test]
+fn slots_are_cached_one_by_one() {
+    // The cross-batch cache holds a hot node's slot, not its whole page: a
+    // budget of exactly one slot entry serves the hub with no read, while a
+    // cold node on the same page is still read. A forged cached slot fails
+    // the slot's own checks, as a read one would.
+    let tmp = tempfile::tempdir().unwrap();
+    let path = dataset(tmp.path(), "slots", FeatureLayout::Inline, Reorder::None, 16);
+    let ds = flashgnn_store::Dataset::open(&path).unwrap();
+    let l = ds.layout().clone();
+    assert!(l.slots_per_page > 1, "the test needs several slots per page");
+    let degree = |v: u64| ds.neighbors_internal(v).unwrap().len();
+    let hub = (0..ds.num_nodes()).max_by_key(|&v| degree(v)).unwrap();
+    let spp = l.slots_per_page as u64;
+    let cold = (hub / spp * spp..(hub / spp + 1) * spp).find(|&v| v != hub && v < ds.num_nodes()).unwrap();
+    let one = l.slot_bytes as usize + flashgnn_sample::cache::ENTRY_OVERHEAD;
+    let fan = [0];
+    let cfg = |cache| SamplerConfig { engine: EngineKind::Uring, cache, ..Default::default() };
+    let statics = NeighborSampler::open(&path, &fan, &cfg(None)).unwrap().hot_set_by_degree(one).unwrap();
+    assert_eq!(statics.len(), 1, "one slot entry fits");
+    assert_eq!(statics[0].1.len(), l.slot_bytes as usize, "a slot, not a page");
+    let id = DatasetId::of_path(&path).unwrap();
+    let cache = Arc::new(PageCache::new(id.clone(), one, Policy::S3Fifo, statics.clone()));
+    let mut s = NeighborSampler::open(&path, &fan, &cfg(Some(cache))).unwrap();
+    let mut plain = NeighborSampler::open(&path, &fan, &cfg(None)).unwrap();
+    for (v, reads, hits) in [(hub, 0, 1), (cold, 1, 0)] {
+        let got = s.sample(&[v as i64], 1).unwrap();
+        assert_eq!(got, plain.sample(&[v as i64], 1).unwrap());
+        let t = &s.last_batch;
+        assert_eq!((t.reads, t.cache_static_hits), (reads, hits), "node {v} (hub {hub})");
+    }
+    let mut forged = statics[0].1.to_vec();
+    let last = forged.len() - 1;
+    forged[last / 2] ^= 0x5a;
+    let bad = Arc::new(PageCache::new(id, one, Policy::S3Fifo, vec![(statics[0].0, Arc::from(forged))]));
+    let mut s = NeighborSampler::open(&path, &fan, &cfg(Some(bad))).unwrap();
+    let e = s.sample(&[hub as i64], 1).unwrap_err().to_string();
+    assert!(e.contains("graph.fg"), "{e}");
+}
