@@ -41,7 +41,7 @@ use crate::Result;
 const SCAN_PAGES: u64 = 256;
 /// Scan reads in flight: 8 MiB of buffers keeps a sequential scan at the
 /// device's streaming rate.
-const SCAN_IN_FLIGHT: usize = 8;
+pub(crate) const SCAN_IN_FLIGHT: usize = 8;
 
 /// A candidate extent: (file, offset, len) in cache-key terms (`F_SLOT`
 /// with a node id as offset for a slot), with its bytes when the scan that
@@ -116,6 +116,20 @@ impl TopExtents {
         v.sort_unstable_by(|a, b| b.cmp(a));
         v
     }
+}
+
+/// Sequential reads covering every slot page of `graph.fg`, `SCAN_PAGES` at a time.
+pub(crate) fn slot_scan(l: &flashgnn_format::Layout) -> Vec<ReadReq> {
+    let p = l.page_size as u64;
+    let pages = l.slot_pages();
+    let mut scan = Vec::new();
+    let mut first = 0;
+    while first < pages {
+        let n = SCAN_PAGES.min(pages - first);
+        scan.push(ReadReq { file: F_GRAPH, offset: (1 + first) * p, len: (n * p) as u32, tag: 0 });
+        first += n;
+    }
+    scan
 }
 
 impl NeighborSampler {
@@ -213,14 +227,7 @@ impl NeighborSampler {
         // passed them (owners' entries are laid out in node order).
         let mut open: HashMap<u64, f64> = HashMap::default();
         let separate = l.placement == FeaturePlacement::Separate && l.row_bytes() > 0;
-        let mut scan = Vec::new();
-        let pages = l.slot_pages();
-        let mut first = 0;
-        while first < pages {
-            let n = SCAN_PAGES.min(pages - first);
-            scan.push(ReadReq { file: F_GRAPH, offset: (1 + first) * p, len: (n * p) as u32, tag: 0 });
-            first += n;
-        }
+        let scan = slot_scan(&l);
         let k = l.slots_per_page as u64;
         self.read_extents(&scan, SCAN_IN_FLIGHT, |req, buf| {
             for (j, page_bytes) in buf.chunks_exact(p as usize).enumerate() {

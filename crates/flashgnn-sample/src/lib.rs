@@ -24,12 +24,14 @@ pub mod cache;
 pub mod hot;
 pub mod neighbor;
 pub mod probe;
+pub mod resident;
 pub mod rng;
 pub mod telemetry;
 pub mod walk;
 
 pub use cache::{DatasetId, PageCache, Policy};
 pub use neighbor::{Batch, NeighborSampler, SamplerConfig};
+pub use resident::Resident;
 pub use telemetry::Telemetry;
 
 #[derive(Debug, thiserror::Error)]

@@ -78,6 +78,10 @@ pub struct SamplerConfig {
     /// [`cache::DatasetId`]); on any other (another generation of a mutable
     /// store) the sampler runs uncached.
     pub cache: Option<Arc<PageCache>>,
+    /// Feature rows resident in a device tier (see [`crate::resident`]):
+    /// neither read nor copied; `Batch::resident` names their table rows.
+    /// Used only on the dataset the set was built for.
+    pub resident: Option<Arc<crate::Resident>>,
 }
 
 impl Default for SamplerConfig {
@@ -89,6 +93,7 @@ impl Default for SamplerConfig {
             batch_page_cache_bytes: 16 << 20,
             features: true,
             cache: None,
+            resident: None,
         }
     }
 }
@@ -108,6 +113,10 @@ pub struct Batch {
     /// Labels of `n_id` (-1 unlabeled); empty when labels are off.
     pub y: Vec<i64>,
     pub batch_size: usize,
+    /// With a resident set: per `n_id`, the row of the device table holding
+    /// its features (its row of `x` is then zeros), or -1 when `x` has it.
+    /// Empty without a resident set.
+    pub resident: Vec<i64>,
 }
 
 #[derive(Debug, Clone)]
@@ -135,6 +144,8 @@ struct Node {
     pending_pages: u32,
     feature: Option<usize>,
     feature_requested: bool,
+    /// Row of the device table holding this node's features (resident set).
+    resident: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -195,6 +206,7 @@ pub struct NeighborSampler {
     redrawn: bool,
     gather_features: bool,
     cache: Option<Arc<PageCache>>,
+    resident: Option<Arc<crate::Resident>>,
     /// Request counts per extent key (length, count) while a pre-sampling
     /// pass records them (see `hot_set_by_access`).
     accesses: Option<HashMap<u64, (u32, u64)>>,
@@ -294,6 +306,7 @@ impl NeighborSampler {
             redrawn: false,
             gather_features: cfg.features,
             cache: shared,
+            resident: cfg.resident.clone().filter(|r| *r.dataset() == id),
             accesses: None,
             root: ds.root().to_path_buf(),
             id,
@@ -557,6 +570,7 @@ impl NeighborSampler {
                 pending_pages: 0,
                 feature,
                 feature_requested: true,
+                resident: None,
             });
             self.index.insert(v, i);
             if hop < k {
@@ -589,13 +603,18 @@ impl NeighborSampler {
             pending_pages: 0,
             feature: None,
             feature_requested: false,
+            resident: None,
         });
         self.index.insert(v, i);
-        let needs_slot = hop < k || (self.placement == FeaturePlacement::Inline && self.row_bytes() > 0);
+        // A resident row is gathered on the device: no read, no copy.
+        let resident = self.resident.as_ref().filter(|_| self.row_bytes() > 0).and_then(|r| r.row(v));
+        self.nodes[i as usize].resident = resident;
+        let wants_row = self.row_bytes() > 0 && resident.is_none();
+        let needs_slot = hop < k || (self.placement == FeaturePlacement::Inline && wants_row);
         if needs_slot {
             self.request_slot(i)?;
         }
-        if self.placement == FeaturePlacement::Separate && self.row_bytes() > 0 {
+        if self.placement == FeaturePlacement::Separate && wants_row {
             self.request_feature(i)?;
         }
         Ok(i)
@@ -841,6 +860,7 @@ impl NeighborSampler {
                 && self.gather_features
                 && !slot.features.is_empty()
                 && node.feature.is_none()
+                && node.resident.is_none()
             {
                 let off = self.features.len();
                 self.features.extend_from_slice(slot.features);
@@ -1080,11 +1100,23 @@ impl NeighborSampler {
         b.n_id = order.iter().map(|&i| self.nodes[i as usize].original as i64).collect();
         b.x.reserve(order.len() * rb);
         if rb > 0 {
+            if self.resident.is_some() {
+                b.resident.reserve(order.len());
+            }
             for &i in &order {
-                let off = self.nodes[i as usize].feature.ok_or_else(|| {
-                    SampleError::BadRequest(format!("internal: no features for node {}", self.nodes[i as usize].v))
-                })?;
+                let node = &self.nodes[i as usize];
+                if let (Some(r), None) = (node.resident, node.feature) {
+                    b.x.resize(b.x.len() + rb, 0);
+                    b.resident.push(r as i64);
+                    continue;
+                }
+                let off = node
+                    .feature
+                    .ok_or_else(|| SampleError::BadRequest(format!("internal: no features for node {}", node.v)))?;
                 b.x.extend_from_slice(&self.features[off..off + rb]);
+                if self.resident.is_some() {
+                    b.resident.push(-1);
+                }
             }
         }
         if let Some(lab) = &self.labels {

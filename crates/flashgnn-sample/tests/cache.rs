@@ -154,3 +154,54 @@ fn slots_are_cached_one_by_one() {
     let e = s.sample(&[hub as i64], 1).unwrap_err().to_string();
     assert!(e.contains("graph.fg"), "{e}");
 }
+
+#[test]
+fn resident_rows_are_neither_read_nor_copied() {
+    // The device tier: the highest-degree rows live in a table outside the
+    // engine. Filling x from that table gives exactly the plain batch, and
+    // never more reads are issued — strictly fewer with separate features,
+    // where every resident row is a read saved (inline, a last-hop resident
+    // node's page is saved only when no other node needs it, which on this
+    // small graph it always does).
+    use flashgnn_sample::Resident;
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, layout) in [("inline", FeatureLayout::Inline), ("separate", FeatureLayout::Separate)] {
+        let path = dataset(tmp.path(), name, layout, Reorder::None, 16);
+        let ds = flashgnn_store::Dataset::open(&path).unwrap();
+        let rb = ds.layout().row_bytes() as usize;
+        let mut plain = open(&path, None);
+        let top = plain.top_nodes_by_degree(300).unwrap();
+        assert_eq!(top.len(), 300);
+        assert!(top.windows(2).all(|w| w[0].1 >= w[1].1), "highest degree first");
+        let max = (0..ds.num_nodes()).map(|v| ds.neighbors_internal(v).unwrap().len()).max().unwrap();
+        assert_eq!(top[0].1 as usize, max);
+        let nodes: Vec<u32> = top.iter().map(|&(v, _)| v).collect();
+        let mut table = Vec::new();
+        for &v in &nodes {
+            ds.feature_row(ds.original_id(v as u64).unwrap() as i64, &mut table).unwrap();
+        }
+        let res = Arc::new(Resident::new(DatasetId::of_path(&path).unwrap(), &nodes));
+        let cfg = SamplerConfig { engine: EngineKind::Uring, resident: Some(res), ..Default::default() };
+        let mut s = NeighborSampler::open(&path, &[10, 5], &cfg).unwrap();
+        let n = ds.num_nodes() as i64;
+        let (mut used, mut reads_plain, mut reads_res) = (0, 0, 0);
+        for (seeds, seed) in batches(n) {
+            let want = plain.sample(&seeds, seed).unwrap();
+            let mut got = s.sample(&seeds, seed).unwrap();
+            assert_eq!(got.resident.len(), got.n_id.len());
+            for (j, &r) in got.resident.iter().enumerate() {
+                if r >= 0 {
+                    assert!(got.x[j * rb..(j + 1) * rb].iter().all(|&b| b == 0), "{name}: resident row copied");
+                    got.x[j * rb..(j + 1) * rb].copy_from_slice(&table[r as usize * rb..(r as usize + 1) * rb]);
+                    used += 1;
+                }
+            }
+            got.resident.clear();
+            assert_eq!(got, want, "{name} batch {seed}");
+            reads_plain += plain.last_batch.reads;
+            reads_res += s.last_batch.reads;
+        }
+        let fewer = if layout == FeatureLayout::Separate { reads_res < reads_plain } else { reads_res <= reads_plain };
+        assert!(used > 0 && fewer, "{name}: {used} resident rows, {reads_res} vs {reads_plain} reads");
+    }
+}
