@@ -8,6 +8,7 @@ Entry points:
 - :func:`verify` — check every checksum and bound of a dataset.
 - :class:`Sampler` — one engine call per mini-batch (numpy).
 - :class:`Cache` — cross-batch DRAM cache shared by samplers (static hot set + S3-FIFO).
+- :class:`DeviceCache` — the GPU tier: hottest rows resident on the device, gathered there.
 - :class:`MutableGraph` — unit updates over a dataset (WAL, group commit, compaction).
 - :class:`Client` — the gRPC client of ``flashgnn serve`` (loads grpc on first use).
 - :class:`NeighborLoader` / :class:`RandomWalkLoader` — PyG ``Data`` batches;
@@ -30,7 +31,8 @@ from flashgnn.sampler import Cache, SampledBatch, Sampler
 
 # Loaded on first use: torch (loaders, pyg) and grpc (the client) stay out of `import flashgnn`.
 _LAZY = {"NeighborLoader": "flashgnn.loader", "RandomWalkLoader": "flashgnn.loader", "pyg": "flashgnn.pyg",
-         "Client": "flashgnn.serve.client", "ServerError": "flashgnn.serve.client"}
+         "Client": "flashgnn.serve.client", "ServerError": "flashgnn.serve.client",
+         "DeviceCache": "flashgnn.device", "DeviceUnavailable": "flashgnn.device"}
 
 
 def __getattr__(name):
@@ -53,6 +55,8 @@ __all__ = [
     "SampledBatch",
     "Sampler",
     "Cache",
+    "DeviceCache",
+    "DeviceUnavailable",
     "MutableGraph",
     "DatasetNotFoundError",
     "FlashgnnError",

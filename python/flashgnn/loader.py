@@ -179,12 +179,18 @@ class _Base:
         return e
 
 
-def _to_data(b, input_id: np.ndarray, pin: bool) -> Data:
-    x = torch.from_numpy(b.x)
+def _to_data(b, input_id: np.ndarray, pin: bool, device_cache=None) -> Data:
     edge_index = torch.from_numpy(np.stack([b.row, b.col]))
     y = torch.from_numpy(b.y)
-    if pin:
-        x, edge_index, y = x.pin_memory(), edge_index.pin_memory(), y.pin_memory()
+    if device_cache is not None:
+        # GPU tier: x is built on the device (resident rows from its table).
+        x = device_cache.gather(b)
+        if pin:
+            edge_index, y = edge_index.pin_memory(), y.pin_memory()
+    else:
+        x = torch.from_numpy(b.x)
+        if pin:
+            x, edge_index, y = x.pin_memory(), edge_index.pin_memory(), y.pin_memory()
     return Data(
         x=x,
         y=y,
@@ -212,13 +218,15 @@ class NeighborLoader(_Base):
     cache; may be shared by the train/val/test loaders) — speed only, the
     batches are the same. ``dtype`` converts features (default float32; None keeps
     the stored dtype). ``pin_memory`` pins batch tensors for non-blocking
-    host-to-device copies.
+    host-to-device copies. ``device_cache``: a :class:`flashgnn.DeviceCache`
+    (GPU tier): ``x`` then arrives on its device, its resident rows gathered
+    there and never read from disk.
     """
 
     def __init__(self, dataset, fanouts, batch_size: int = 1024, input_nodes=None, split: str | None = None,
                  shuffle: bool = True, engine: str = "auto", prefetch: int = 4, drop_last: bool = False,
                  seed: int = 0, workers: int = 1, dtype=np.float32, pin_memory: bool = False, depth: int = 256,
-                 rank: int = 0, world_size: int = 1, equal_shards: bool = True, cache=None):
+                 rank: int = 0, world_size: int = 1, equal_shards: bool = True, cache=None, device_cache=None):
         super().__init__(dataset, batch_size, input_nodes, split, shuffle, drop_last, seed, rank, world_size,
                          equal_shards)
         self.fanouts = [int(f) for f in fanouts]
@@ -228,7 +236,9 @@ class NeighborLoader(_Base):
         self.workers = max(1, int(workers))
         # Pinning needs a CUDA driver; without one it would fail on every batch.
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
-        self.sampler = Sampler(self.path, self.fanouts, engine=self.engine, depth=depth, dtype=dtype, cache=cache)
+        self.device_cache = device_cache
+        self.sampler = Sampler(self.path, self.fanouts, engine=self.engine, depth=depth, dtype=dtype, cache=cache,
+                               device_cache=device_cache)
         self.telemetry: dict = {}
 
     def __iter__(self):
@@ -240,7 +250,8 @@ class NeighborLoader(_Base):
                                        drop_last=self.drop_last, workers=self.workers)
         try:
             for i, b in enumerate(self._timed(it)):
-                yield _to_data(b, pos[i * self.batch_size : i * self.batch_size + b.batch_size], self.pin_memory)
+                yield _to_data(b, pos[i * self.batch_size : i * self.batch_size + b.batch_size], self.pin_memory,
+                               self.device_cache)
         finally:
             it.close()
             self.telemetry = getattr(self.sampler, "last_iter_telemetry", {})
@@ -248,7 +259,7 @@ class NeighborLoader(_Base):
     def sample(self, seeds, seed: int = 0) -> Data:
         """One batch for explicit ``seeds`` (no prefetch); ``input_id`` = 0..len-1."""
         b = self.sampler.sample(seeds, seed)
-        return _to_data(b, np.arange(b.batch_size, dtype=np.int64), self.pin_memory)
+        return _to_data(b, np.arange(b.batch_size, dtype=np.int64), self.pin_memory, self.device_cache)
 
 
 class RandomWalkLoader(_Base):

@@ -51,6 +51,9 @@ class SampledBatch:
     x: np.ndarray
     y: np.ndarray
     batch_size: int
+    # With a DeviceCache: per node, its row of the device table (x's row is
+    # then zeros; DeviceCache.gather fills it on the device), or -1.
+    resident: np.ndarray | None = None
 
     @property
     def edge_index(self) -> np.ndarray:
@@ -86,14 +89,18 @@ class Cache:
 
 class Sampler:
     def __init__(self, path, fanouts, engine: str = "uring", depth: int = 256, pool_threads: int = 64,
-                 labels: bool = True, dtype=None, features: bool = True, cache: Cache | None = None, graph=None):
+                 labels: bool = True, dtype=None, features: bool = True, cache: Cache | None = None, graph=None,
+                 device_cache=None):
         """``dtype``: None keeps the stored feature dtype; e.g. ``np.float32``
         converts float16-stored features per batch (on the gathered rows only).
         ``features=False``: structure and labels only; ``x`` is empty
         (shape ``(0, feature_dim)``) and no read is spent on feature rows.
         A mutated dataset (``DATASET/mut/``) is read as its current
         generation plus its replayed log; ``graph=`` (a live
-        :class:`flashgnn.MutableGraph`) takes a fresh snapshot per batch."""
+        :class:`flashgnn.MutableGraph`) takes a fresh snapshot per batch.
+        ``device_cache``: a :class:`flashgnn.DeviceCache` (GPU tier); its rows
+        are not read, batches carry ``resident`` and ``DeviceCache.gather``
+        builds ``x`` on the device. Its table dtype must equal ``dtype``."""
         if engine not in ENGINES:
             raise ValueError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
         self.path = os.fspath(path)
@@ -105,6 +112,9 @@ class Sampler:
         self.features = features
         self.cache = cache
         self.graph = graph
+        self.device_cache = device_cache
+        if device_cache is not None and dtype is not None and np.dtype(dtype) != device_cache.np_dtype:
+            raise ValueError(f"dtype {np.dtype(dtype)} differs from the device cache's {device_cache.np_dtype}")
         self._core = None
         self._pid = None
         self.out_dtype = np.dtype(dtype) if dtype is not None else None
@@ -116,8 +126,9 @@ class Sampler:
         if self._core is None or self._pid != os.getpid():
             cache = self.cache._core if self.cache is not None else None
             graph = self.graph._core if self.graph is not None else None
+            resident = self.device_cache._core if self.device_cache is not None else None
             self._core = _core.Sampler(self.path, self.fanouts, self.engine, self.depth, self.pool_threads, self.labels,
-                                       self.features, cache, graph)
+                                       self.features, cache, graph, resident)
             self._pid = os.getpid()
         return self._core
 
@@ -127,6 +138,7 @@ class Sampler:
         state["_pid"] = None
         state["cache"] = None  # process-local: the receiving process runs uncached
         state["graph"] = None  # process-local: the receiving process replays DATASET/mut/ read-only
+        state["device_cache"] = None  # device memory: the receiving process reads every row
         return state
 
     def _wrap(self, d: dict) -> SampledBatch:
@@ -136,8 +148,9 @@ class Sampler:
             x = np.zeros((len(d["n_id"]), 0), self.dtype)
         if self.out_dtype is not None and x.dtype != self.out_dtype:
             x = x.astype(self.out_dtype)
+        res = d.get("resident")
         return SampledBatch(d["n_id"], d["row"], d["col"], d["num_sampled_nodes"], d["num_sampled_edges"], x, d["y"],
-                            d["batch_size"])
+                            d["batch_size"], res if res is not None and len(res) else None)
 
     def sample(self, seeds, seed: int = 0) -> SampledBatch:
         seeds = np.ascontiguousarray(seeds, dtype=np.int64)

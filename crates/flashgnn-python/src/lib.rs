@@ -22,6 +22,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<job::Job>()?;
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<sampler::Cache>()?;
+    m.add_class::<sampler::Resident>()?;
     m.add_class::<sampler::BatchIter>()?;
     m.add_class::<graph::MutableGraph>()?;
     m.add_function(wrap_pyfunction!(sampler::probe_random_reads, m)?)?;

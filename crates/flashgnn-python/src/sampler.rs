@@ -116,6 +116,7 @@ fn batch_dict<'py>(py: Python<'py>, b: Batch) -> PyResult<Bound<'py, PyDict>> {
     d.set_item("num_sampled_edges", b.num_sampled_edges.into_pyarray(py))?;
     d.set_item("x", b.x.into_pyarray(py))?;
     d.set_item("y", b.y.into_pyarray(py))?;
+    d.set_item("resident", b.resident.into_pyarray(py))?;
     Ok(d)
 }
 
@@ -175,7 +176,7 @@ impl Sampler {
 #[pymethods]
 impl Sampler {
     #[new]
-    #[pyo3(signature = (path, fanouts, engine="uring", depth=256, pool_threads=64, labels=true, features=true, cache=None, graph=None))]
+    #[pyo3(signature = (path, fanouts, engine="uring", depth=256, pool_threads=64, labels=true, features=true, cache=None, graph=None, resident=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -188,9 +189,11 @@ impl Sampler {
         features: bool,
         cache: Option<PyRef<'_, Cache>>,
         graph: Option<PyRef<'_, crate::graph::MutableGraph>>,
+        resident: Option<PyRef<'_, Resident>>,
     ) -> PyResult<Self> {
         let mut cfg = config(engine, depth, pool_threads, labels, features)?;
         cfg.cache = cache.and_then(|c| c.usable());
+        cfg.resident = resident.map(|r| r.inner.clone());
         let (p, f, c) = (path.clone(), fanouts.clone(), cfg.clone());
         let live = graph.map(|g| Snap::Live(g.inner.clone()));
         let (s, snap) = py
@@ -457,6 +460,51 @@ impl Cache {
             "evictions": st.evictions.load(Relaxed),
         })
         .to_string()
+    }
+}
+
+/// The device tier's resident set (`flashgnn_sample::resident`): the
+/// `count` highest-degree nodes of the dataset a sampler given `path` reads
+/// (the current generation's base on a mutated dataset); row r of the device
+/// table is `nodes()[r]`. Plain data (no ring, no lock): safe after fork.
+#[pyclass(module = "flashgnn._core")]
+pub struct Resident {
+    inner: std::sync::Arc<flashgnn_sample::Resident>,
+    nodes: Vec<i64>,
+    degrees: Vec<i64>,
+}
+
+#[pymethods]
+impl Resident {
+    #[new]
+    #[pyo3(signature = (path, count, engine="uring", depth=256))]
+    fn new(py: Python<'_>, path: std::path::PathBuf, count: usize, engine: &str, depth: usize) -> PyResult<Self> {
+        let cfg = config(engine, depth, 64, false, false)?;
+        let (id, top, originals) = py
+            .detach(move || -> flashgnn_sample::Result<_> {
+                let mut s = Snap::for_path(&path)?.open(&path, &[], &cfg)?;
+                let top = s.top_nodes_by_degree(count)?;
+                let originals: Vec<i64> = top.iter().map(|&(v, _)| s.original_of(v) as i64).collect();
+                Ok((s.dataset_id().clone(), top, originals))
+            })
+            .map_err(sample_err)?;
+        let internal: Vec<u32> = top.iter().map(|&(v, _)| v).collect();
+        Ok(Resident {
+            inner: std::sync::Arc::new(flashgnn_sample::Resident::new(id, &internal)),
+            nodes: originals,
+            degrees: top.iter().map(|&(_, d)| d as i64).collect(),
+        })
+    }
+
+    /// Original ids of the resident rows, in table order (highest degree first).
+    fn nodes<'py>(&self, py: Python<'py>) -> Bound<'py, numpy::PyArray1<i64>> {
+        self.nodes.clone().into_pyarray(py)
+    }
+    fn degrees<'py>(&self, py: Python<'py>) -> Bound<'py, numpy::PyArray1<i64>> {
+        self.degrees.clone().into_pyarray(py)
+    }
+    fn __len__(&self) -> usize {
+        self.nodes.len()
     }
 }
 

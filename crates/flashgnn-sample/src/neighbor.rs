@@ -351,7 +351,7 @@ impl NeighborSampler {
         self.snapshot.as_ref().map(|s| s.num_nodes()).unwrap_or(self.layout.num_nodes)
     }
     /// Original id of internal id `v` (identity beyond the base).
-    pub(crate) fn original_of(&self, v: u32) -> u64 {
+    pub fn original_of(&self, v: u32) -> u64 {
         match &self.node_order {
             Some(o) if (v as u64) < self.layout.num_nodes => o[v as usize] as u64,
             _ => v as u64,
