@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e clean fmt
+.PHONY: setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device clean fmt
 
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,7 @@ test-python: develop
 test-slow: develop
 	$(PY) -m pytest -q -m slow
 
-bench: develop bench-build bench-train bench-accuracy bench-e2e
+bench: develop bench-build bench-train bench-accuracy bench-e2e bench-device
 
 # Out-of-core build benchmark: raw input >= 4x --memory-budget (see docs/benchmarks.md).
 bench-build: develop
@@ -57,6 +57,11 @@ bench-train: develop $(DATA)/ooc/manifest.json
 # path vs the store, each stage a fresh process under the cap (see docs/benchmarks.md).
 bench-e2e: develop $(DATA)/ooc/manifest.json
 	$(PY) -m flashgnn.bench.e2e $(DATA)/ooc-raw --work $(DATA)/ooc-e2e --memory-limit $${LIMIT:-1536MiB} --baseline-uncapped $${JSON:+--json}
+
+# GPU tier: batches delivered on the device with and without flashgnn.DeviceCache
+# (exits 0 with a notice where there is no CUDA device).
+bench-device: develop $(DATA)/ooc/manifest.json
+	$(PY) -m flashgnn.bench.device_tier $(DATA)/ooc --device-budget $${DEVICE_BUDGET:-256MiB} $${JSON:+--json}
 
 # Accuracy: GraphSAGE (uring, memory, stock PyG NodeLoader) vs an MLP on features alone.
 bench-accuracy: develop

@@ -60,6 +60,9 @@ def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
     p.add_argument("--memory-budget", type=parse_size, default=0,
                    help="one budget for the engine's buffers, the prefetch window and the cache (the cache gets the "
                         "rest; the split is printed); overrides --cache-budget")
+    p.add_argument("--device-cache", type=parse_size, default=0,
+                   help="GPU tier: this many bytes of the highest-degree feature rows resident on --device and "
+                        "gathered there, never read from disk (0 = off; online sampling only)")
     p.add_argument("--cache-hot", default="degree", choices=["degree", "presample", "none"],
                    help="how the cache's static hot set (half the budget) is chosen")
     p.add_argument("--cache-policy", default="s3fifo", choices=["s3fifo", "clock"])
@@ -390,8 +393,17 @@ def run(args) -> dict:
             print(f"cache: {args.cache_budget / 2**20:.0f} MiB ({args.cache_policy}), static hot set by {args.cache_hot} "
                   f"{st['static_bytes'] / 2**20:.0f} MiB chosen and read in {time.perf_counter() - t_cache:.1f} s",
                   flush=True)
+    device_cache = None
+    if getattr(args, "device_cache", 0) and not getattr(args, "presampled", None):
+        from flashgnn.device import DeviceCache
+
+        device_cache = DeviceCache(ds.path, args.device_cache, device=device, progress=dist_ctx.main)
+        if dist_ctx.main:
+            st = device_cache.stats()
+            print(f"device cache: {st['rows']:,} rows ({st['bytes'] / 2**20:.0f} MiB) on {st['device']}, loaded in "
+                  f"{st['load_seconds']:.1f} s", flush=True)
     common = dict(engine=args.engine, prefetch=args.prefetch, workers=args.workers, rank=dist_ctx.rank,
-                  world_size=dist_ctx.world, pin_memory=False, cache=cache)
+                  world_size=dist_ctx.world, pin_memory=False, cache=cache, device_cache=device_cache)
     if getattr(args, "presampled", None):
         from flashgnn.presample import PresampledLoader
 
@@ -445,7 +457,8 @@ def run(args) -> dict:
             el = time.perf_counter() - t0
             bar.update(1)
             bar.set_postfix_str(f"loss {float(loss.detach()):.3f} | {seeds * dist_ctx.world / el:,.0f} seeds/s | "
-                                f"data-wait {100 * wait / el:.0f}%" + (f" | cache {_hit_rate(cache):.0%}" if cache else ""))
+                                f"data-wait {100 * wait / el:.0f}%" + (f" | cache {_hit_rate(cache):.0%}" if cache else "")
+                                + (f" | device {device_cache.stats()['hit_rate']:.0%}" if device_cache else ""))
         it.close()
         bar.close()
         train_seconds = time.perf_counter() - t0
@@ -465,6 +478,7 @@ def run(args) -> dict:
             telemetry={k: train_loader.telemetry.get(k)
                        for k in ("reads", "bytes_read", "bytes_used", "iops", "cache_hit_rate", "cache_static_hits",
                                  "cache_dynamic_hits")},
+            device_cache=device_cache.stats() if device_cache else None,
         )
         history.append(rec)
         if dist_ctx.main:
