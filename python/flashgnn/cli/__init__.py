@@ -112,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--memory-limit", type=parse_size, help="cgroup memory cap per engine run (page cache dropped first)")
     be.add_argument("--cache-budget", type=parse_size,
                     help="DRAM cache bytes for the uring+cache row (default with --memory-limit: the limit minus the "
-                         "engine's own 80 MiB + 112 MiB per producer; without either, no cache row)")
+                         "engine's own 96 MiB + 144 MiB per producer; without either, no cache row)")
     be.add_argument("--memory-budget", type=parse_size,
                     help="one budget split between the engine's buffers, the prefetch window and the uring+cache row's "
                          "cache (the split is printed); overrides the --memory-limit derivation")
