@@ -515,29 +515,18 @@ impl NeighborSampler {
             let node = &mut self.nodes[i as usize];
             if hop < node.hop {
                 node.hop = hop;
-                if hop < k && node.expanded {
-                    // Already expanded at a deeper hop (an overlay node is
-                    // expanded the moment it is reached, possibly before a
-                    // later seed reaches it at hop 0): draw again with this
-                    // hop's fanout, so its children get the smaller hop too.
-                    node.expanded = false;
-                    node.samples.clear();
-                    // Children of the old draw stay in the batch with hops
-                    // that may now be too small: `sample` re-derives every
-                    // level once the reads are done (`fix_levels`).
-                    self.redrawn = true;
-                    if node.overlay {
-                        self.expand_overlay(i, seed)?;
-                    } else {
-                        self.request_slot(i)?;
-                    }
-                } else if hop < k && !node.expanded && !node.expanding {
-                    // Reached earlier than first thought: it must be expanded now.
-                    if node.overlay {
-                        self.expand_overlay(i, seed)?;
-                    } else {
-                        self.request_slot(i)?;
-                    }
+                // Already expanded at a deeper hop (an overlay node is expanded
+                // the moment it is reached, possibly before a later seed
+                // reaches it at hop 0): draw again with this hop's fanout, so
+                // its children get the smaller hop too. Children of the old
+                // draw stay in the batch with hops that may now be too small:
+                // `sample` re-derives every level once the reads are done
+                // (`fix_levels`). Not expanded and not expanding: reached
+                // earlier than first thought, it must be expanded now. (One
+                // still expanding is redrawn by `finish_expansion`.)
+                if hop < k && (node.expanded || !node.expanding) {
+                    self.redrawn |= node.expanded;
+                    self.redraw(i, seed)?;
                 }
             }
             return Ok(i);
@@ -545,8 +534,8 @@ impl NeighborSampler {
         let i = self.nodes.len() as u32;
         let original = self.original_of(v);
         let rb = self.row_bytes();
-        // One overlay lookup, borrowed from the `snapshot` field alone (the
-        // other fields written below are disjoint from it).
+        // The overlay lookup borrows the `snapshot` field alone (the other
+        // fields written below are disjoint from it).
         if let Some(rec) = self.snapshot.as_deref().and_then(|s| s.record(original)) {
             // In the overlay: degree, neighbors and features from memory.
             let mut feature = None;
@@ -556,29 +545,16 @@ impl NeighborSampler {
                 self.bytes_used += rec.row.len() as u64;
             }
             self.nodes.push(Node {
-                v,
-                hop,
-                original,
                 degree: rec.neighbors.len() as u32,
                 slot_seen: true,
                 overlay: true,
-                expanded: false,
-                expanding: false,
-                drawn_hop: hop,
-                samples: Vec::new(),
-                wanted: Vec::new(),
-                pending_pages: 0,
                 feature,
                 feature_requested: true,
-                resident: None,
+                ..Node::new(v, hop, original)
             });
             self.index.insert(v, i);
             if hop < k {
-                let mut idx = std::mem::take(&mut self.scratch);
-                let samples = self.draw_overlay(rec, i, seed, &mut idx);
-                self.scratch = idx;
-                self.nodes[i as usize].samples = samples?;
-                self.finish_expansion(i, seed)?;
+                self.expand_overlay(i, seed)?;
             }
             return Ok(i);
         }
@@ -588,28 +564,11 @@ impl NeighborSampler {
                 self.layout.num_nodes
             )));
         }
-        self.nodes.push(Node {
-            v,
-            hop,
-            original,
-            degree: 0,
-            slot_seen: false,
-            overlay: false,
-            expanded: false,
-            expanding: false,
-            drawn_hop: hop,
-            samples: Vec::new(),
-            wanted: Vec::new(),
-            pending_pages: 0,
-            feature: None,
-            feature_requested: false,
-            resident: None,
-        });
-        self.index.insert(v, i);
         // A resident row is gathered on the device: no read, no copy.
-        let resident = self.resident.as_ref().filter(|_| self.row_bytes() > 0).and_then(|r| r.row(v));
-        self.nodes[i as usize].resident = resident;
-        let wants_row = self.row_bytes() > 0 && resident.is_none();
+        let resident = self.resident.as_ref().filter(|_| rb > 0).and_then(|r| r.row(v));
+        self.nodes.push(Node { resident, ..Node::new(v, hop, original) });
+        self.index.insert(v, i);
+        let wants_row = rb > 0 && resident.is_none();
         let needs_slot = hop < k || (self.placement == FeaturePlacement::Inline && wants_row);
         if needs_slot {
             self.request_slot(i)?;
@@ -620,46 +579,59 @@ impl NeighborSampler {
         Ok(i)
     }
 
-    fn request_page(&mut self, file: u16, page: u64, w: Waiter) -> Result<()> {
-        let key = (file, page);
-        let p = self.layout.page_size as u64;
-        if file != F_GRAPH {
-            self.count_access(cache::key(file, page * p), p as u32);
-        }
+    /// Serve `w` from this batch if page `key` is already here: read earlier
+    /// (kept, served without another read) or being read (one read serves
+    /// every node waiting on the page). Returns whether it was.
+    fn from_batch(&mut self, key: (u16, u64), w: Waiter) -> bool {
         if let Some(data) = self.page_cache.get(&key) {
-            // Read earlier in this batch: served without another read.
             self.page_hits += 1;
-            self.ready.push_back(Ready::Page(page, w, data.clone()));
-            return Ok(());
+            self.ready.push_back(Ready::Page(key.1, w, data.clone()));
+            return true;
         }
         if let Some(ws) = self.pages.get_mut(&key) {
-            ws.push(w); // one read serves every node waiting on this page
-            return Ok(());
+            ws.push(w);
+            return true;
         }
-        // Slots are cached one by one (`request_slot`), not by page.
-        let cached = if file == F_GRAPH { None } else { self.cache.as_ref() };
-        if let Some((data, tier)) = cached.and_then(|c| c.get(cache::key(file, page * p))) {
-            self.cache_hits[(tier == Tier::Dynamic) as usize] += 1;
-            // Slots and feature rows are checked on every decode; an overflow
-            // page from the cross-batch cache is re-checked here (0.3 us) so
-            // it is trusted no more than a read one. This batch's own pages
-            // were checked when read (`on_done`).
-            if file == F_OVERFLOW {
-                check_overflow_page(&self.files[F_OVERFLOW as usize], page, &data)?;
-            }
-            self.ready.push_back(Ready::Page(page, w, data));
-            return Ok(());
-        }
-        self.pages.insert(key, vec![w]);
+        false
+    }
+
+    /// Read page `page` of `file` for `w` (the first waiter on it).
+    fn queue_page(&mut self, file: u16, page: u64, w: Waiter) {
+        let p = self.layout.page_size as u64;
+        self.pages.insert((file, page), vec![w]);
         self.queue.push_back(ReadReq {
             file,
             offset: page * p,
             len: p as u32,
             tag: TAG_PAGE | (file as u64) << 48 | page,
         });
+    }
+
+    /// Overflow page `page` for node `i`: this batch, then the cross-batch
+    /// cache (whole overflow pages), then a read.
+    fn request_overflow(&mut self, i: u32, page: u64) -> Result<()> {
+        let p = self.layout.page_size as u64;
+        let key = cache::key(F_OVERFLOW, page * p);
+        self.count_access(key, p as u32);
+        if self.from_batch((F_OVERFLOW, page), Waiter::Overflow(i)) {
+            return Ok(());
+        }
+        if let Some((data, tier)) = self.cache.as_ref().and_then(|c| c.get(key)) {
+            self.cache_hits[(tier == Tier::Dynamic) as usize] += 1;
+            // Re-checked here (0.3 us) so a cached page is trusted no more
+            // than a read one. This batch's own pages were checked when read
+            // (`on_done`).
+            check_overflow_page(&self.files[F_OVERFLOW as usize], page, &data)?;
+            self.ready.push_back(Ready::Page(page, Waiter::Overflow(i), data));
+            return Ok(());
+        }
+        self.queue_page(F_OVERFLOW, page, Waiter::Overflow(i));
         Ok(())
     }
 
+    /// Node `i`'s slot: its page from this batch (no lock), then the slot
+    /// alone from the cross-batch cache (which holds single slots, checked on
+    /// every decode), then a read of its page.
     fn request_slot(&mut self, i: u32) -> Result<()> {
         let node = &mut self.nodes[i as usize];
         if node.hop < self.fanouts.len() as u8 {
@@ -669,17 +641,16 @@ impl NeighborSampler {
         let page = self.layout.slot_offset(v as u64) / self.layout.page_size as u64;
         let key = cache::key(F_SLOT, v as u64);
         self.count_access(key, self.layout.slot_bytes);
-        // This batch's pages and reads first (no lock), then the cross-batch
-        // cache, which holds single slots.
-        let local = self.page_cache.contains_key(&(F_GRAPH, page)) || self.pages.contains_key(&(F_GRAPH, page));
-        if !local {
-            if let Some((data, tier)) = self.cache.as_ref().and_then(|c| c.get(key)) {
-                self.cache_hits[(tier == Tier::Dynamic) as usize] += 1;
-                self.ready.push_back(Ready::Slot(i, data));
-                return Ok(());
-            }
+        if self.from_batch((F_GRAPH, page), Waiter::Slot(i)) {
+            return Ok(());
         }
-        self.request_page(F_GRAPH, page, Waiter::Slot(i))
+        if let Some((data, tier)) = self.cache.as_ref().and_then(|c| c.get(key)) {
+            self.cache_hits[(tier == Tier::Dynamic) as usize] += 1;
+            self.ready.push_back(Ready::Slot(i, data));
+            return Ok(());
+        }
+        self.queue_page(F_GRAPH, page, Waiter::Slot(i));
+        Ok(())
     }
 
     fn request_feature(&mut self, i: u32) -> Result<()> {
@@ -727,7 +698,7 @@ impl NeighborSampler {
                 r?;
             }
             // Pages from memory: overflow pages were checked when read or
-            // taken from the cross-batch cache (`request_page`); slots are
+            // taken from the cross-batch cache (`request_overflow`); slots are
             // checked on every decode.
             while let Some(r) = self.ready.pop_front() {
                 match r {
@@ -906,7 +877,7 @@ impl NeighborSampler {
         node.pending_pages = pages.len() as u32;
         node.wanted = wanted;
         for p in pages {
-            self.request_page(F_OVERFLOW, p, Waiter::Overflow(i))?;
+            self.request_overflow(i, p)?;
         }
         Ok(())
     }
@@ -1127,6 +1098,27 @@ impl NeighborSampler {
 }
 
 impl Node {
+    /// A base node just reached at `hop`: nothing read yet.
+    fn new(v: u32, hop: u8, original: u64) -> Node {
+        Node {
+            v,
+            hop,
+            original,
+            degree: 0,
+            slot_seen: false,
+            overlay: false,
+            expanded: false,
+            expanding: false,
+            drawn_hop: hop,
+            samples: Vec::new(),
+            wanted: Vec::new(),
+            pending_pages: 0,
+            feature: None,
+            feature_requested: false,
+            resident: None,
+        }
+    }
+
     fn node_mismatch(&self, slot: &flashgnn_format::slot::SlotView) -> bool {
         slot.original_id != self.original
     }
