@@ -41,34 +41,16 @@ use crate::Result;
 const SCAN_PAGES: u64 = 256;
 /// Scan reads in flight: 8 MiB of buffers keeps a sequential scan at the
 /// device's streaming rate.
-pub(crate) const SCAN_IN_FLIGHT: usize = 8;
+const SCAN_IN_FLIGHT: usize = 8;
 
-/// A candidate extent: (file, offset, len) in cache-key terms (`F_SLOT`
-/// with a node id as offset for a slot), with its bytes when the scan that
-/// scored it had them in hand (slots), else read when the set is loaded.
+/// A candidate extent in cache-key terms: (file, offset, len), with `F_SLOT`
+/// and a node id as offset for a slot. Ordered by density first.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct Cand {
     density: u64,
     file: u16,
     offset: u64,
     len: u32,
-    data: Option<Arc<[u8]>>,
-}
-
-impl PartialEq for Cand {
-    fn eq(&self, o: &Self) -> bool {
-        self.cmp(o) == std::cmp::Ordering::Equal
-    }
-}
-impl Eq for Cand {}
-impl PartialOrd for Cand {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Cand {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.density, self.file, self.offset).cmp(&(o.density, o.file, o.offset))
-    }
 }
 
 /// Extents ranked by score per byte; keeps the best `budget` bytes.
@@ -83,11 +65,6 @@ impl TopExtents {
         TopExtents { heap: BinaryHeap::new(), bytes: 0, budget }
     }
     fn offer(&mut self, score: f64, file: u16, offset: u64, len: u32) {
-        self.offer_with(score, file, offset, len, || None)
-    }
-    /// [`Self::offer`] with the bytes in hand: `data` is called only when the
-    /// extent is kept for now.
-    fn offer_with(&mut self, score: f64, file: u16, offset: u64, len: u32, data: impl FnOnce() -> Option<Arc<[u8]>>) {
         if score <= 0.0 {
             return;
         }
@@ -103,7 +80,7 @@ impl TopExtents {
                 _ => {}
             }
         }
-        self.heap.push(Reverse(Cand { density, file, offset, len, data: data() }));
+        self.heap.push(Reverse(Cand { density, file, offset, len }));
         self.bytes += cost;
         while self.bytes > self.budget {
             let Reverse(c) = self.heap.pop().expect("non-empty");
@@ -116,20 +93,6 @@ impl TopExtents {
         v.sort_unstable_by(|a, b| b.cmp(a));
         v
     }
-}
-
-/// Sequential reads covering every slot page of `graph.fg`, `SCAN_PAGES` at a time.
-pub(crate) fn slot_scan(l: &flashgnn_format::Layout) -> Vec<ReadReq> {
-    let p = l.page_size as u64;
-    let pages = l.slot_pages();
-    let mut scan = Vec::new();
-    let mut first = 0;
-    while first < pages {
-        let n = SCAN_PAGES.min(pages - first);
-        scan.push(ReadReq { file: F_GRAPH, offset: (1 + first) * p, len: (n * p) as u32, tag: 0 });
-        first += n;
-    }
-    scan
 }
 
 impl NeighborSampler {
@@ -176,24 +139,54 @@ impl NeighborSampler {
         r
     }
 
-    /// Read the chosen extents (hottest first) that came without their
-    /// bytes and check them like any read: a slot (`F_SLOT`) through its
-    /// page, decoded with the checked decoder.
+    /// One sequential O_DIRECT pass over every slot page of `graph.fg`
+    /// (`SCAN_PAGES` per read, `SCAN_IN_FLIGHT` reads in flight), handing
+    /// each node's internal id and raw slot bytes to `f`. Reads may complete
+    /// out of order, so `f` sees the nodes in no particular order.
+    pub(crate) fn scan_slots(&mut self, mut f: impl FnMut(u64, &[u8]) -> Result<()>) -> Result<()> {
+        let l = self.layout().clone();
+        let p = l.page_size as u64;
+        let pages = l.slot_pages();
+        let mut scan = Vec::new();
+        let mut first = 0;
+        while first < pages {
+            let n = SCAN_PAGES.min(pages - first);
+            scan.push(ReadReq { file: F_GRAPH, offset: (1 + first) * p, len: (n * p) as u32, tag: 0 });
+            first += n;
+        }
+        let k = l.slots_per_page as u64;
+        self.read_extents(&scan, SCAN_IN_FLIGHT, |req, buf| {
+            for (j, page_bytes) in buf.chunks_exact(p as usize).enumerate() {
+                let page_no = req.offset / p + j as u64;
+                for v in ((page_no - 1) * k..page_no * k).take_while(|&v| v < l.num_nodes) {
+                    let at = (l.slot_offset(v) - page_no * p) as usize;
+                    f(v, &page_bytes[at..at + l.slot_bytes as usize])?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Read the chosen extents (hottest first) and check them like any read.
+    /// Slots (`F_SLOT`) are copied out of one more sequential pass over the
+    /// slot pages (~1 s per GB), decoded with the checked decoder; they are
+    /// not kept while scoring: candidates come and go all through that scan,
+    /// and their scattered survivors would pin freed heap pages (~90 MB more
+    /// RSS for a 400 MiB set on data/ooc).
     fn load_extents(&mut self, chosen: Vec<Cand>) -> Result<Vec<(u64, Arc<[u8]>)>> {
         let l = self.layout().clone();
         let page = l.page_size as u64;
         let mut reqs: Vec<ReadReq> = Vec::new();
-        let mut slot_ranks: Vec<usize> = Vec::new();
-        for (rank, c) in chosen.iter().enumerate().filter(|(_, c)| c.data.is_none()) {
+        let mut slot_rank: HashMap<u64, usize> = HashMap::default();
+        for (rank, c) in chosen.iter().enumerate() {
             if c.file == F_SLOT {
-                slot_ranks.push(rank);
+                slot_rank.insert(c.offset, rank);
             } else {
                 reqs.push(ReadReq { file: c.file, offset: c.offset, len: c.len, tag: rank as u64 });
             }
         }
         reqs.sort_unstable_by_key(|r| (r.file, r.offset)); // device-friendly order
-        let mut out: Vec<Option<(u64, Arc<[u8]>)>> =
-            chosen.iter().map(|c| c.data.clone().map(|d| (cache::key(c.file, c.offset), d))).collect();
+        let mut out: Vec<Option<(u64, Arc<[u8]>)>> = vec![None; chosen.len()];
         let files = self.file_names();
         self.read_extents(&reqs, usize::MAX, |req, buf| {
             if req.file == F_OVERFLOW {
@@ -203,24 +196,11 @@ impl NeighborSampler {
             out[req.tag as usize] = Some((cache::key(c.file, c.offset), Arc::from(&buf[..req.len as usize])));
             Ok(())
         })?;
-        if !slot_ranks.is_empty() {
-            // Chosen slots: one more sequential pass over the slot pages
-            // (~1 s per GB), copying them out in node order.
-            // Reads may complete out of order: each one looks up its own range.
-            slot_ranks.sort_unstable_by_key(|&r| chosen[r].offset);
-            let k = l.slots_per_page as u64;
-            let scan = slot_scan(&l);
-            self.read_extents(&scan, SCAN_IN_FLIGHT, |req, buf| {
-                let first = (req.offset / page - 1) * k;
-                let last = first + buf.len() as u64 / page * k;
-                let lo = slot_ranks.partition_point(|&r| chosen[r].offset < first);
-                let hi = slot_ranks.partition_point(|&r| chosen[r].offset < last);
-                for &r in &slot_ranks[lo..hi] {
-                    let v = chosen[r].offset;
-                    let at = (l.slot_offset(v) - req.offset) as usize;
-                    let b = &buf[at..at + l.slot_bytes as usize];
-                    decode_slot(&l, v, b, &files[F_GRAPH as usize])?;
-                    out[r] = Some((cache::key(F_SLOT, v), Arc::from(b)));
+        if !slot_rank.is_empty() {
+            self.scan_slots(|v, bytes| {
+                if let Some(&r) = slot_rank.get(&v) {
+                    decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?;
+                    out[r] = Some((cache::key(F_SLOT, v), Arc::from(bytes)));
                 }
                 Ok(())
             })?;
@@ -241,51 +221,33 @@ impl NeighborSampler {
         // passed them (owners' entries are laid out in node order).
         let mut open: HashMap<u64, f64> = HashMap::default();
         let separate = l.placement == FeaturePlacement::Separate && l.row_bytes() > 0;
-        let scan = slot_scan(&l);
-        let k = l.slots_per_page as u64;
-        self.read_extents(&scan, SCAN_IN_FLIGHT, |req, buf| {
-            for (j, page_bytes) in buf.chunks_exact(p as usize).enumerate() {
-                let page_no = req.offset / p + j as u64;
-                for s in 0..k {
-                    let v = (page_no - 1) * k + s;
-                    if v >= l.num_nodes {
-                        break;
-                    }
-                    let at = (l.slot_offset(v) - page_no * p) as usize;
-                    let bytes = &page_bytes[at..at + l.slot_bytes as usize];
-                    let slot = decode_slot(&l, v, bytes, &files[0])?;
-                    let d = slot.degree as f64;
-                    // Bytes are not kept here: candidates come and go all
-                    // through the scan, and their scattered survivors would
-                    // pin freed heap pages (~90 MB more RSS for a 400 MiB set
-                    // on data/ooc). `load_extents` reads the winners in order.
-                    let _ = bytes;
-                    top.offer(d, F_SLOT, v, l.slot_bytes);
-                    if separate {
-                        let (lo, len, _) = l.feature_extent(v);
-                        top.offer(d, F_FEATURES, lo, len);
-                    }
-                    let spilled = slot.overflow_len();
-                    if spilled > 0 {
-                        let (e0, e1) = (slot.overflow_first, slot.overflow_first + spilled);
-                        for q in (1 + e0 / per)..=(1 + (e1 - 1) / per) {
-                            let lo = e0.max((q - 1) * per);
-                            let hi = e1.min(q * per);
-                            let m = (hi - lo) as f64;
-                            let want = if fanout < 0 { m } else { (fanout as f64 * m / d).min(1.0) * d };
-                            *open.entry(q).or_default() += want;
-                        }
-                        let done_below = 1 + e0 / per;
-                        open.retain(|&q, s| {
-                            if q < done_below {
-                                top.offer(*s, F_OVERFLOW, q * p, p as u32);
-                                false
-                            } else {
-                                true
-                            }
-                        });
-                    }
+        self.scan_slots(|v, bytes| {
+            let slot = decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?;
+            let d = slot.degree as f64;
+            top.offer(d, F_SLOT, v, l.slot_bytes);
+            if separate {
+                let (lo, len, _) = l.feature_extent(v);
+                top.offer(d, F_FEATURES, lo, len);
+            }
+            let spilled = slot.overflow_len();
+            if spilled > 0 {
+                let (e0, e1) = (slot.overflow_first, slot.overflow_first + spilled);
+                for q in (1 + e0 / per)..=(1 + (e1 - 1) / per) {
+                    let lo = e0.max((q - 1) * per);
+                    let hi = e1.min(q * per);
+                    let m = (hi - lo) as f64;
+                    let want = if fanout < 0 { m } else { (fanout as f64 * m / d).min(1.0) * d };
+                    *open.entry(q).or_default() += want;
                 }
+                let done_below = 1 + e0 / per;
+                open.retain(|&q, s| {
+                    if q < done_below {
+                        top.offer(*s, F_OVERFLOW, q * p, p as u32);
+                        false
+                    } else {
+                        true
+                    }
+                });
             }
             Ok(())
         })?;

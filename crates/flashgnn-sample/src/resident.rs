@@ -25,7 +25,6 @@ use std::collections::BinaryHeap;
 use rustc_hash::FxHashMap as HashMap;
 
 use flashgnn_format::slot::decode_slot;
-use flashgnn_io::engine::ReadReq;
 
 use crate::cache::DatasetId;
 use crate::neighbor::{NeighborSampler, F_GRAPH};
@@ -64,29 +63,15 @@ impl NeighborSampler {
     /// proportion to `count`.
     pub fn top_nodes_by_degree(&mut self, count: usize) -> Result<Vec<(u32, u32)>> {
         let l = self.layout().clone();
-        let p = l.page_size as u64;
         let gname = self.file_names()[F_GRAPH as usize].clone();
         let mut heap: BinaryHeap<Reverse<(u32, Reverse<u32>)>> = BinaryHeap::with_capacity(count + 1);
-        let scan = crate::hot::slot_scan(&l);
-        let k = l.slots_per_page as u64;
-        self.read_extents(&scan, crate::hot::SCAN_IN_FLIGHT, |req: &ReadReq, buf: &[u8]| {
-            for (j, page) in buf.chunks_exact(p as usize).enumerate() {
-                let page_no = req.offset / p + j as u64;
-                for s in 0..k {
-                    let v = (page_no - 1) * k + s;
-                    if v >= l.num_nodes {
-                        break;
-                    }
-                    let at = (l.slot_offset(v) - page_no * p) as usize;
-                    let d = decode_slot(&l, v, &page[at..at + l.slot_bytes as usize], &gname)?.degree;
-                    if count > 0
-                        && (heap.len() < count || heap.peek().is_some_and(|Reverse(t)| *t < (d, Reverse(v as u32))))
-                    {
-                        heap.push(Reverse((d, Reverse(v as u32))));
-                        if heap.len() > count {
-                            heap.pop();
-                        }
-                    }
+        self.scan_slots(|v, bytes| {
+            let d = decode_slot(&l, v, bytes, &gname)?.degree;
+            let t = (d, Reverse(v as u32));
+            if count > 0 && (heap.len() < count || heap.peek().is_some_and(|Reverse(min)| *min < t)) {
+                heap.push(Reverse(t));
+                if heap.len() > count {
+                    heap.pop();
                 }
             }
             Ok(())
