@@ -582,7 +582,7 @@ impl NeighborSampler {
     /// Serve `w` from this batch if page `key` is already here: read earlier
     /// (kept, served without another read) or being read (one read serves
     /// every node waiting on the page). Returns whether it was.
-    fn from_batch(&mut self, key: (u16, u64), w: Waiter) -> bool {
+    fn serve_from_batch(&mut self, key: (u16, u64), w: Waiter) -> bool {
         if let Some(data) = self.page_cache.get(&key) {
             self.page_hits += 1;
             self.ready.push_back(Ready::Page(key.1, w, data.clone()));
@@ -613,7 +613,7 @@ impl NeighborSampler {
         let p = self.layout.page_size as u64;
         let key = cache::key(F_OVERFLOW, page * p);
         self.count_access(key, p as u32);
-        if self.from_batch((F_OVERFLOW, page), Waiter::Overflow(i)) {
+        if self.serve_from_batch((F_OVERFLOW, page), Waiter::Overflow(i)) {
             return Ok(());
         }
         if let Some((data, tier)) = self.cache.as_ref().and_then(|c| c.get(key)) {
@@ -641,7 +641,7 @@ impl NeighborSampler {
         let page = self.layout.slot_offset(v as u64) / self.layout.page_size as u64;
         let key = cache::key(F_SLOT, v as u64);
         self.count_access(key, self.layout.slot_bytes);
-        if self.from_batch((F_GRAPH, page), Waiter::Slot(i)) {
+        if self.serve_from_batch((F_GRAPH, page), Waiter::Slot(i)) {
             return Ok(());
         }
         if let Some((data, tier)) = self.cache.as_ref().and_then(|c| c.get(key)) {
