@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from flashgnn.sampler import DEFAULT_HOT_FRACTION
+
 ENGINE_FIXED_PER_PRODUCER = (16 << 20) + (16 << 20)  # buffer pool + per-batch page cache
 HEADROOM = 1.25
 
@@ -43,7 +45,7 @@ def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "ur
 
 
 def split(budget: int, path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
-          hot_fraction: float | None = None, per_batch: int | None = None) -> dict:
+          hot_fraction: float = DEFAULT_HOT_FRACTION, per_batch: int | None = None) -> dict:
     """The budget split; raises ValueError when it cannot hold engine + window."""
     per_batch = batch_bytes(path, fanouts, batch_size) if per_batch is None else int(per_batch)
     workers, prefetch = max(1, int(workers)), max(1, int(prefetch))
@@ -54,9 +56,7 @@ def split(budget: int, path, fanouts, batch_size: int, workers: int = 1, prefetc
         raise ValueError(f"--memory-budget {budget:,} bytes is below the {engine + window:,} bytes the engine "
                          f"({workers} producer(s) x (32 MiB buffers + a {per_batch:,}-byte batch)) and the prefetch "
                          f"window ({prefetch} batches) need; raise it or lower --prefetch/--workers/--batch-size")
-    from flashgnn.sampler import DEFAULT_HOT_FRACTION
-
-    static = int(cache * (DEFAULT_HOT_FRACTION if hot_fraction is None else hot_fraction))
+    static = int(cache * hot_fraction)
     return {"budget": int(budget), "engine": engine, "window": window, "per_batch": per_batch, "workers": workers,
             "prefetch": prefetch, "cache": cache, "cache_static": static, "cache_dynamic": cache - static}
 

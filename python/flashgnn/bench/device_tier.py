@@ -43,7 +43,7 @@ def _run(path, fanouts, batch_size, batches, device, cache_budget, device_cache=
                   desc="device tier" if device_cache else "plain", unit="batch"):
         if device_cache is not None:
             x = device_cache.gather(b)
-            h2d += int((b.resident < 0).sum() if b.resident is not None else len(b.x)) * b.x.shape[1] * 4
+            h2d += int((b.resident < 0).sum() if b.resident is not None else len(b.x)) * b.x.shape[1] * b.x.itemsize
         else:
             x = torch.from_numpy(b.x).to(device)
             h2d += b.x.nbytes
@@ -91,7 +91,6 @@ def main(argv=None) -> int:
     if a.json:
         print(json.dumps(res, indent=2))
     else:
-        st = tier["device_cache"]
         for name, r in (("plain", plain), ("device tier", tier)):
             print(f"{name:12s} {r['batches_per_s']:7.2f} batches/s  {r['reads_per_batch']:9,.0f} reads/batch  "
                   f"{r['h2d_bytes_per_batch'] / 2**20:7.1f} MiB host->device/batch")

@@ -188,10 +188,6 @@ def main_bench(a) -> int:
     cache_budget = a.cache_budget
     fanouts = [int(x) for x in a.fanout.split(",")]
     split = None
-    if getattr(a, "hot_fraction", None) is None:
-        from flashgnn.sampler import DEFAULT_HOT_FRACTION
-
-        a.hot_fraction = DEFAULT_HOT_FRACTION
     if getattr(a, "memory_budget", None):
         from flashgnn import budget
 

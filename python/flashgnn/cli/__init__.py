@@ -119,8 +119,8 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--cache-policy", default="s3fifo", choices=["s3fifo", "clock"])
     be.add_argument("--cache-hot", default="degree", choices=["degree", "presample", "none"],
                     help="how the static hot set is chosen")
-    be.add_argument("--hot-fraction", type=float, default=None,
-                    help="share of the cache budget for the static hot set (default 0.9, see docs/benchmarks.md)")
+    be.add_argument("--hot-fraction", type=float, default=flashgnn.sampler.DEFAULT_HOT_FRACTION,
+                    help="share of the cache budget for the static hot set (see docs/benchmarks.md)")
     be.add_argument("--reuse", action="store_true",
                     help="print the RDMA study's model of feature reuse between consecutive batches next to the "
                          "measured reuse (with --engine none: only that)")
