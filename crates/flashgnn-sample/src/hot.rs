@@ -31,6 +31,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use flashgnn_format::layout::{check_overflow_page, FeaturePlacement};
 use flashgnn_format::slot::decode_slot;
+use flashgnn_io::aligned::AlignedBuf;
 use flashgnn_io::engine::{Done, ReadReq};
 
 use crate::cache::{self, ENTRY_OVERHEAD};
@@ -42,6 +43,8 @@ const SCAN_PAGES: u64 = 256;
 /// Scan reads in flight: 8 MiB of buffers keeps a sequential scan at the
 /// device's streaming rate.
 const SCAN_IN_FLIGHT: usize = 8;
+/// Buffers up to this size go back to the engine's pool after a read.
+const SMALL_BUF: usize = 64 << 10;
 
 /// A candidate extent in cache-key terms: (file, offset, len), with `F_SLOT`
 /// and a node id as offset for a slot. Ordered by density first.
@@ -107,12 +110,26 @@ impl NeighborSampler {
         mut f: impl FnMut(&ReadReq, &[u8]) -> Result<()>,
     ) -> Result<()> {
         let mut done: Vec<Done> = Vec::new();
+        // Large (scan) buffers are recycled here rather than freed: a freed
+        // 1 MiB buffer gets carved up by the small allocations `f` makes (a
+        // hot slot's copy), the next 1 MiB comes from fresh heap, and the
+        // heap grows by the whole file scanned (1.45 GB peak RSS for a
+        // 400 MiB hot set on data/ooc). `max_in_flight` bounds how many.
+        let mut spare: Vec<AlignedBuf> = Vec::new();
         let mut next = 0;
         let depth = self.io_depth().min(max_in_flight.max(1));
         let r = (|| -> Result<()> {
             loop {
                 while self.io_mut().in_flight() < depth && next < reqs.len() {
-                    let buf = self.pool_mut().get(reqs[next].len as usize);
+                    let len = reqs[next].len as usize;
+                    let buf = match spare.iter().rposition(|b| b.capacity() >= len) {
+                        Some(i) => {
+                            let mut b = spare.swap_remove(i);
+                            b.set_len(len);
+                            b
+                        }
+                        None => self.pool_mut().get(len),
+                    };
                     // Tagged by index: a striped engine hands back physical
                     // (file, offset); `f` gets the logical request.
                     self.io_mut().submit(ReadReq { tag: next as u64, ..reqs[next] }, buf)?;
@@ -126,8 +143,10 @@ impl NeighborSampler {
                 }
                 for d in done.drain(..) {
                     let r = f(&reqs[d.req.tag as usize], d.buf.as_slice());
-                    if d.buf.capacity() <= 64 << 10 {
-                        self.pool_mut().put(d.buf); // scan buffers go back to the allocator
+                    if d.buf.capacity() <= SMALL_BUF {
+                        self.pool_mut().put(d.buf);
+                    } else {
+                        spare.push(d.buf);
                     }
                     r?;
                 }
