@@ -236,9 +236,10 @@ impl NeighborSampler {
         let fanout = self.fanouts().first().copied().unwrap_or(-1);
         let per = l.overflow_ids_per_page();
         let mut top = TopExtents::new(budget);
-        // Overflow pages still collecting owners; flushed once the scan has
-        // passed them (owners' entries are laid out in node order).
-        let mut open: HashMap<u64, f64> = HashMap::default();
+        // Expected sampled entries per overflow page (index = page - 1),
+        // offered once the scan is over: scan reads complete in any order,
+        // so a page's owners may be seen out of order. 4 B per page.
+        let mut overflow: Vec<f32> = Vec::new();
         let separate = l.placement == FeaturePlacement::Separate && l.row_bytes() > 0;
         self.scan_slots(|v, bytes| {
             let slot = decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?;
@@ -251,27 +252,22 @@ impl NeighborSampler {
             let spilled = slot.overflow_len();
             if spilled > 0 {
                 let (e0, e1) = (slot.overflow_first, slot.overflow_first + spilled);
-                for q in (1 + e0 / per)..=(1 + (e1 - 1) / per) {
-                    let lo = e0.max((q - 1) * per);
-                    let hi = e1.min(q * per);
+                let last = (e1 - 1) / per;
+                if overflow.len() <= last as usize {
+                    overflow.resize(last as usize + 1, 0.0);
+                }
+                for q in (e0 / per)..=last {
+                    let lo = e0.max(q * per);
+                    let hi = e1.min((q + 1) * per);
                     let m = (hi - lo) as f64;
                     let want = if fanout < 0 { m } else { (fanout as f64 * m / d).min(1.0) * d };
-                    *open.entry(q).or_default() += want;
+                    overflow[q as usize] += want as f32;
                 }
-                let done_below = 1 + e0 / per;
-                open.retain(|&q, s| {
-                    if q < done_below {
-                        top.offer(*s, F_OVERFLOW, q * p, p as u32);
-                        false
-                    } else {
-                        true
-                    }
-                });
             }
             Ok(())
         })?;
-        for (q, s) in open {
-            top.offer(s, F_OVERFLOW, q * p, p as u32);
+        for (q, &s) in overflow.iter().enumerate() {
+            top.offer(s as f64, F_OVERFLOW, (q as u64 + 1) * p, p as u32);
         }
         self.load_extents(top.into_sorted())
     }

@@ -205,3 +205,27 @@ fn resident_rows_are_neither_read_nor_copied() {
         assert!(used > 0 && fewer, "{name}: {used} resident rows, {reads_res} vs {reads_plain} reads");
     }
 }
+
+#[test]
+fn degree_hot_set_offers_each_extent_once() {
+    // With a budget above the dataset, the degree hot set holds every slot
+    // and every overflow page exactly once: an overflow page is scored over
+    // all its owners, whatever order the scan's reads complete in.
+    let tmp = tempfile::tempdir().unwrap();
+    let path = dataset(tmp.path(), "once", FeatureLayout::Inline, Reorder::None, 8);
+    let ds = flashgnn_store::Dataset::open(&path).unwrap();
+    let page = ds.layout().page_size as u64;
+    let data_pages = std::fs::metadata(path.join("overflow.fg")).unwrap().len() / page - 1;
+    let statics = open(&path, None).hot_set_by_degree(1 << 30).unwrap();
+    let mut keys: Vec<u64> = statics.iter().map(|(k, _)| *k).collect();
+    keys.sort_unstable();
+    let n = keys.len();
+    keys.dedup();
+    assert_eq!(keys.len(), n, "an extent was offered twice");
+    let overflow = keys.iter().filter(|&&k| k >> 56 == 1).count() as u64;
+    assert!(data_pages > 1, "the test graph spills to several overflow pages");
+    assert_eq!(overflow, data_pages, "every overflow page, once");
+    let isolated = (0..ds.num_nodes()).filter(|&v| ds.neighbors_internal(v).unwrap().is_empty()).count() as u64;
+    let slots = keys.iter().filter(|&&k| k >> 56 == 3).count() as u64;
+    assert_eq!(slots, ds.num_nodes() - isolated, "every node with a neighbour, once");
+}
