@@ -32,6 +32,10 @@ def test_split_adds_up_and_measures_batches(ds_path):
     assert sp["cache_static"] + sp["cache_dynamic"] == sp["cache"] and sp["cache_static"] == int(sp["cache"] * 0.25)
     bigger = budget.split(160 << 20, ds_path, [5, 3], 128, workers=1, prefetch=3, per_batch=per)
     assert bigger["cache"] > sp["cache"]  # one producer fewer leaves more to the cache
+    la = budget.split(160 << 20, ds_path, [5, 3], 128, workers=2, prefetch=3, per_batch=per, lookahead=8)
+    assert la["window"] == (3 + 8) * per and la["lookahead_cache"] > 0  # the structure batches held ahead count
+    assert la["engine"] + la["window"] + la["lookahead_cache"] + la["cache"] == 160 << 20
+    assert sp["lookahead_cache"] == 0 and "lookahead cache" in budget.describe(la)
     with pytest.raises(ValueError, match=r"below the [\d,]+ bytes the engine"):
         budget.split(1 << 20, ds_path, [5, 3], 128, per_batch=per)
 

@@ -7,7 +7,11 @@ interpreter, torch or the model, which the caller sizes separately:
 - **engine**: per producer, the aligned buffer pool (16 MiB,
   ``BUF_POOL_BYTES`` in ``flashgnn-sample``), the per-batch page cache
   (16 MiB, ``batch_page_cache_bytes``) and the batch it is building;
-- **prefetch window**: ``prefetch`` finished batches queued for the consumer;
+- **prefetch window**: ``prefetch`` finished batches queued for the consumer,
+  plus, with online lookahead, the ``lookahead`` structure batches held
+  ahead of the one being filled;
+- **lookahead cache** (with ``lookahead``): ``LOOKAHEAD_SHARE`` of what is
+  left, for the Belady row cache of :mod:`flashgnn.window`;
 - **cache**: the rest — ``hot_fraction`` of it for the static hot set, the
   remainder for the dynamic (S3-FIFO/CLOCK) part.
 
@@ -25,6 +29,7 @@ from flashgnn.sampler import DEFAULT_HOT_FRACTION
 
 ENGINE_FIXED_PER_PRODUCER = (16 << 20) + (16 << 20)  # buffer pool + per-batch page cache
 HEADROOM = 1.25
+LOOKAHEAD_SHARE = 0.5
 
 
 def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "uring") -> int:
@@ -45,26 +50,32 @@ def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "ur
 
 
 def split(budget: int, path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
-          hot_fraction: float = DEFAULT_HOT_FRACTION, per_batch: int | None = None) -> dict:
+          hot_fraction: float = DEFAULT_HOT_FRACTION, per_batch: int | None = None, lookahead: int = 0) -> dict:
     """The budget split; raises ValueError when it cannot hold engine + window."""
     per_batch = batch_bytes(path, fanouts, batch_size) if per_batch is None else int(per_batch)
-    workers, prefetch = max(1, int(workers)), max(1, int(prefetch))
+    workers, prefetch, lookahead = max(1, int(workers)), max(1, int(prefetch)), max(0, int(lookahead))
     engine = workers * (ENGINE_FIXED_PER_PRODUCER + per_batch)
-    window = prefetch * per_batch
-    cache = int(budget) - engine - window
-    if cache < 0:
+    window = (prefetch + lookahead) * per_batch
+    rest = int(budget) - engine - window
+    if rest < 0:
         raise ValueError(f"--memory-budget {budget:,} bytes is below the {engine + window:,} bytes the engine "
                          f"({workers} producer(s) x (32 MiB buffers + a {per_batch:,}-byte batch)) and the prefetch "
-                         f"window ({prefetch} batches) need; raise it or lower --prefetch/--workers/--batch-size")
+                         f"window ({prefetch} + {lookahead} lookahead batches) need; raise it or lower "
+                         "--prefetch/--lookahead/--workers/--batch-size")
+    lookahead_cache = int(rest * LOOKAHEAD_SHARE) if lookahead else 0
+    cache = rest - lookahead_cache
     static = int(cache * hot_fraction)
     return {"budget": int(budget), "engine": engine, "window": window, "per_batch": per_batch, "workers": workers,
-            "prefetch": prefetch, "cache": cache, "cache_static": static, "cache_dynamic": cache - static}
+            "prefetch": prefetch, "lookahead": lookahead, "lookahead_cache": lookahead_cache, "cache": cache,
+            "cache_static": static, "cache_dynamic": cache - static}
 
 
 def describe(s: dict) -> str:
     from flashgnn.cli import human_bytes as h
 
+    la = s.get("lookahead", 0)
     return (f"memory budget {h(s['budget'])} = engine {h(s['engine'])} ({s['workers']} producer(s) x (32.0 MiB buffers "
-            f"+ {h(s['per_batch'])} batch)) + prefetch window {h(s['window'])} ({s['prefetch']} x "
-            f"{h(s['per_batch'])}) + cache {h(s['cache'])} (static {h(s['cache_static'])} + dynamic "
-            f"{h(s['cache_dynamic'])})")
+            f"+ {h(s['per_batch'])} batch)) + prefetch window {h(s['window'])} ({s['prefetch']}"
+            + (f" + {la} lookahead" if la else "") + f" x {h(s['per_batch'])})"
+            + (f" + lookahead cache {h(s['lookahead_cache'])}" if la else "")
+            + f" + cache {h(s['cache'])} (static {h(s['cache_static'])} + dynamic {h(s['cache_dynamic'])})")

@@ -24,6 +24,7 @@ import os
 import queue
 import threading
 import time
+from collections import deque
 
 import numpy as np
 import torch
@@ -221,12 +222,21 @@ class NeighborLoader(_Base):
     host-to-device copies. ``device_cache``: a :class:`flashgnn.DeviceCache`
     (GPU tier): ``x`` then arrives on its device, its resident rows gathered
     there and never read from disk.
+
+    ``lookahead=S`` (online lookahead, :mod:`flashgnn.window`): the structure
+    of each batch is sampled ``S`` batches before it is served (rows that come
+    with structure reads kept), and its remaining rows are filled when it
+    reaches the head of the window — through a Belady cache of
+    ``lookahead_budget`` bytes that knows the next ``S`` batches, then
+    ``cache``, then the disk. Batches are identical to ``lookahead=0``.
+    Excludes ``device_cache``.
     """
 
     def __init__(self, dataset, fanouts, batch_size: int = 1024, input_nodes=None, split: str | None = None,
                  shuffle: bool = True, engine: str = "auto", prefetch: int = 4, drop_last: bool = False,
                  seed: int = 0, workers: int = 1, dtype=np.float32, pin_memory: bool = False, depth: int = 256,
-                 rank: int = 0, world_size: int = 1, equal_shards: bool = True, cache=None, device_cache=None):
+                 rank: int = 0, world_size: int = 1, equal_shards: bool = True, cache=None, device_cache=None,
+                 lookahead: int = 0, lookahead_budget: int = 0):
         super().__init__(dataset, batch_size, input_nodes, split, shuffle, drop_last, seed, rank, world_size,
                          equal_shards)
         self.fanouts = [int(f) for f in fanouts]
@@ -237,8 +247,20 @@ class NeighborLoader(_Base):
         # Pinning needs a CUDA driver; without one it would fail on every batch.
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
         self.device_cache = device_cache
+        self.lookahead = max(0, int(lookahead))
+        if self.lookahead and device_cache is not None:
+            raise ValueError("lookahead and device_cache cannot be combined (the device tier gathers on the device; "
+                             "lookahead fills rows on the host)")
+        if lookahead_budget and not self.lookahead:
+            raise ValueError(f"lookahead_budget {lookahead_budget} needs lookahead >= 1 (the window it plans over)")
         self.sampler = Sampler(self.path, self.fanouts, engine=self.engine, depth=depth, dtype=dtype, cache=cache,
-                               device_cache=device_cache)
+                               device_cache=device_cache, features="free" if self.lookahead else True)
+        self.window = None
+        if self.lookahead:
+            from flashgnn.window import WindowGather
+
+            gather = Sampler(self.path, [0], engine=self.engine, depth=depth, dtype=dtype, labels=False, cache=cache)
+            self.window = WindowGather(gather, int(lookahead_budget), self.dataset.num_nodes)
         self.telemetry: dict = {}
 
     def __iter__(self):
@@ -248,17 +270,55 @@ class NeighborLoader(_Base):
         base = _epoch_seed(self.seed, epoch)
         it = self.sampler.iter_batches(order, self.batch_size, seed=base, prefetch=self.prefetch,
                                        drop_last=self.drop_last, workers=self.workers)
+        batches = it
+        if self.window is not None:
+            self.window.gather.reset_telemetry()
+            # The window is filled on its own thread, `prefetch` batches ahead
+            # of the consumer (the engine releases the GIL while it reads).
+            batches = run_ahead(self._filled(it), self.prefetch)
         try:
-            for i, b in enumerate(self._timed(it)):
+            for i, b in enumerate(self._timed(batches)):
                 yield _to_data(b, pos[i * self.batch_size : i * self.batch_size + b.batch_size], self.pin_memory,
                                self.device_cache)
         finally:
+            if batches is not it:
+                batches.close()  # stops the fill thread before the structure stage closes
             it.close()
-            self.telemetry = getattr(self.sampler, "last_iter_telemetry", {})
+            self.telemetry = self._telemetry(getattr(self.sampler, "last_iter_telemetry", {}))
+
+    def _filled(self, it):
+        """Structure-stage batches with their rows filled, in order: each is
+        filled once the next ``lookahead`` batches are known."""
+        ahead: deque = deque()
+        while True:
+            while len(ahead) <= self.lookahead:
+                b = next(it, None)
+                if b is None:
+                    break
+                ahead.append(b)
+            if not ahead:
+                return
+            b = ahead.popleft()
+            b.x = self.window.fill(b.n_id, b.x, b.missing, [a.n_id for a in ahead])
+            yield b
+
+    def _telemetry(self, structure: dict) -> dict:
+        """The structure stage's telemetry, with the fill stage's reads added
+        and its figures under ``lookahead``."""
+        if self.window is None:
+            return structure
+        t = dict(structure)
+        g = self.window.gather.telemetry()
+        for k in ("reads", "bytes_read", "bytes_used"):
+            t[k] = t.get(k, 0) + g.get(k, 0)
+        t["lookahead"] = dict(self.window.stats(), superbatch=self.lookahead, fill_reads=g.get("reads", 0))
+        return t
 
     def sample(self, seeds, seed: int = 0) -> Data:
         """One batch for explicit ``seeds`` (no prefetch); ``input_id`` = 0..len-1."""
         b = self.sampler.sample(seeds, seed)
+        if self.window is not None:
+            b.x = self.window.fill(b.n_id, b.x, b.missing, [])
         return _to_data(b, np.arange(b.batch_size, dtype=np.int64), self.pin_memory, self.device_cache)
 
 

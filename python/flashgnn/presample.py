@@ -39,6 +39,7 @@ import numpy as np
 
 from flashgnn._durable import replace_durably
 from flashgnn.dataset import Dataset
+from flashgnn.window import BeladyRowCache, WindowGather  # noqa: F401 - BeladyRowCache re-exported
 
 MAGIC = b"FGPSBAT1"
 FORMAT = "flashgnn-presample"
@@ -204,79 +205,6 @@ def read_records(file: Path, num_nodes: int):
             off += _HDR.size + plen
 
 
-class BeladyRowCache:
-    """Feature rows kept under Belady's optimal replacement within a
-    superbatch (Ginex): the pre-sample says exactly which rows the next
-    ``superbatch`` batches need, so after each batch the cache keeps the
-    ``capacity`` rows whose next use is soonest and drops the rest — rows the
-    window needs are protected by construction (GIDS' window buffering), rows
-    it never needs go first. Batch-granular: within one batch every row is
-    used once, so ordering inside a batch cannot change what is optimal.
-
-    Everything is dense numpy, no per-id Python work: rows live in one
-    preallocated array (``capacity`` x row width), ``slot_of`` maps node id ->
-    slot (int32, -1 = absent) and ``id_of`` slot -> node id; next uses come
-    from a per-node mark array. The two node-sized arrays (8 B per node) are
-    paid from the budget: ``capacity = (budget - 8 N) // (row bytes + 8)``."""
-
-    def __init__(self, budget: int, feature_dim: int, dtype, num_nodes: int):
-        self.dtype = np.dtype(dtype)
-        row = max(1, feature_dim) * self.dtype.itemsize
-        self.capacity = max(0, (int(budget) - 8 * int(num_nodes)) // (row + 8))
-        self.rows = np.empty((self.capacity, feature_dim), self.dtype)
-        self.slot_of = np.full(int(num_nodes), -1, np.int32)
-        self.id_of = np.full(self.capacity, -1, np.int64)
-        self._mark = np.full(int(num_nodes), np.iinfo(np.int32).max, np.int32)  # next use within the window
-        self.hits = self.misses = 0
-
-    @property
-    def slot(self) -> dict:
-        """node id -> slot of every cached row (for inspection and tests)."""
-        s = np.flatnonzero(self.id_of >= 0)
-        return dict(zip(self.id_of[s].tolist(), s.tolist()))
-
-    def lookup(self, ids: np.ndarray) -> np.ndarray:
-        """Slots of ``ids`` (-1 where not cached); counts hits and misses."""
-        slots = self.slot_of[ids].astype(np.int64)
-        h = int((slots >= 0).sum())
-        self.hits += h
-        self.misses += len(ids) - h
-        return slots
-
-    def update(self, ids: np.ndarray, x: np.ndarray, window: list[np.ndarray]) -> None:
-        """After serving a batch (``ids``, rows ``x``): keep the rows whose
-        next use within ``window`` (the following batches, in order) is
-        soonest."""
-        if self.capacity == 0:
-            return
-        occupied = np.flatnonzero(self.id_of >= 0)
-        cached = self.id_of[occupied]
-        new_pos = np.flatnonzero(self.slot_of[ids] < 0)
-        new = ids[new_pos]
-        cand = np.concatenate([cached, new])
-        far = len(window)  # "not needed inside the window"
-        for j in range(len(window) - 1, -1, -1):  # earlier batches overwrite later ones: the first use wins
-            self._mark[window[j]] = j
-        nxt = np.minimum(self._mark[cand], far)
-        for w in window:
-            self._mark[w] = np.iinfo(np.int32).max
-        if len(cand) > self.capacity:
-            keep = np.zeros(len(cand), bool)
-            keep[np.argpartition(nxt, self.capacity - 1)[: self.capacity]] = True
-        else:
-            keep = np.ones(len(cand), bool)
-        gone = occupied[~keep[: len(cached)]]
-        self.slot_of[self.id_of[gone]] = -1
-        self.id_of[gone] = -1
-        take = keep[len(cached):]
-        add, src = new[take], new_pos[take]
-        if len(add):
-            free = np.flatnonzero(self.id_of < 0)[: len(add)]
-            self.rows[free] = x[src]
-            self.id_of[free] = add
-            self.slot_of[add] = free
-
-
 class PresampledLoader:
     """Training batches read from a pre-sample instead of sampled online.
 
@@ -311,9 +239,15 @@ class PresampledLoader:
         self.telemetry: dict = {}
         self.bytes_read = 0
         self.superbatch = max(1, int(superbatch))
-        self.belady = (BeladyRowCache(belady_budget, self.gather.feature_dim, self.gather.out_dtype or self.gather.dtype,
-                                      self.dataset.num_nodes) if belady_budget else None)
-        self.rows_gathered = 0
+        self.window = WindowGather(self.gather, belady_budget, self.dataset.num_nodes)
+
+    @property
+    def belady(self) -> BeladyRowCache | None:
+        return self.window.belady
+
+    @property
+    def rows_gathered(self) -> int:
+        return self.window.rows_gathered
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -342,35 +276,13 @@ class PresampledLoader:
             if not ahead:
                 return
             bs, n_id, row, col, nsn, nse, input_id, y = ahead.popleft()
-            x = self._features(file, n_id, [r[1] for r in ahead])
+            x = self.window.fill(n_id, None, None, [r[1] for r in ahead], where=file)
             self.bytes_read += n_id.nbytes + row.nbytes * 2 + y.nbytes
             yield Data(x=torch.from_numpy(x), y=torch.from_numpy(y.copy()),
                        edge_index=torch.from_numpy(np.stack([row, col]).astype(np.int64)),
                        n_id=torch.from_numpy(n_id.copy()), input_id=torch.from_numpy(input_id.copy()),
                        batch_size=int(bs), num_sampled_nodes=[int(v) for v in nsn],
                        num_sampled_edges=[int(v) for v in nse])
-
-    def _gather(self, file, ids: np.ndarray) -> np.ndarray:
-        g = self.gather.sample(ids, 0)  # fanout 0: exactly these rows, in order
-        if len(g.n_id) != len(ids) or not np.array_equal(g.n_id, ids):
-            raise PresampleError(f"{file}: a batch's n_id has repeated ids (not a sampled batch)")
-        self.rows_gathered += len(ids)
-        return g.x
-
-    def _features(self, file, n_id: np.ndarray, window: list[np.ndarray]) -> np.ndarray:
-        c = self.belady
-        if c is None:
-            return self._gather(file, n_id)
-        slots = c.lookup(n_id)
-        hit = slots >= 0
-        if hit.all():
-            x = c.rows[slots]
-        else:
-            x = np.empty((len(n_id), c.rows.shape[1]), c.rows.dtype)
-            x[hit] = c.rows[slots[hit]]
-            x[~hit] = self._gather(file, n_id[~hit])
-        c.update(n_id, x, window)
-        return x
 
     def __iter__(self):
         from flashgnn.loader import run_ahead

@@ -54,6 +54,9 @@ class SampledBatch:
     # With a DeviceCache: per node, its row of the device table (x's row is
     # then zeros; DeviceCache.gather fills it on the device), or -1.
     resident: np.ndarray | None = None
+    # With features="free": positions in n_id whose row was not gathered
+    # (zeros in x) — the lookahead stage fills them (flashgnn.window).
+    missing: np.ndarray | None = None
 
     @property
     def edge_index(self) -> np.ndarray:
@@ -89,12 +92,16 @@ class Cache:
 
 class Sampler:
     def __init__(self, path, fanouts, engine: str = "uring", depth: int = 256, pool_threads: int = 64,
-                 labels: bool = True, dtype=None, features: bool = True, cache: Cache | None = None, graph=None,
+                 labels: bool = True, dtype=None, features: bool | str = True, cache: Cache | None = None, graph=None,
                  device_cache=None):
         """``dtype``: None keeps the stored feature dtype; e.g. ``np.float32``
         converts float16-stored features per batch (on the gathered rows only).
         ``features=False``: structure and labels only; ``x`` is empty
         (shape ``(0, feature_dim)``) and no read is spent on feature rows.
+        ``features="free"``: only the rows that come with the structure's own
+        reads (an expanded node's inline slot); no read is spent on a row
+        alone, whose positions are listed in ``SampledBatch.missing`` (zeros
+        in ``x``) — the structure stage of lookahead (:mod:`flashgnn.window`).
         A mutated dataset (``DATASET/mut/``) is read as its current
         generation plus its replayed log; ``graph=`` (a live
         :class:`flashgnn.MutableGraph`) takes a fresh snapshot per batch.
@@ -109,6 +116,8 @@ class Sampler:
         self.depth = depth
         self.pool_threads = pool_threads
         self.labels = labels
+        if features not in (True, False, "free"):
+            raise ValueError(f"features {features!r}: expected True, False or 'free'")
         self.features = features
         self.cache = cache
         self.graph = graph
@@ -128,7 +137,7 @@ class Sampler:
             graph = self.graph._core if self.graph is not None else None
             resident = self.device_cache._core if self.device_cache is not None else None
             self._core = _core.Sampler(self.path, self.fanouts, self.engine, self.depth, self.pool_threads, self.labels,
-                                       self.features, cache, graph, resident)
+                                       bool(self.features), cache, graph, resident, self.features == "free")
             self._pid = os.getpid()
         return self._core
 
@@ -150,7 +159,8 @@ class Sampler:
             x = x.astype(self.out_dtype)
         res = d.get("resident")
         return SampledBatch(d["n_id"], d["row"], d["col"], d["num_sampled_nodes"], d["num_sampled_edges"], x, d["y"],
-                            d["batch_size"], res if res is not None and len(res) else None)
+                            d["batch_size"], res if res is not None and len(res) else None,
+                            d["missing"] if self.features == "free" else None)
 
     def sample(self, seeds, seed: int = 0) -> SampledBatch:
         seeds = np.ascontiguousarray(seeds, dtype=np.int64)

@@ -33,6 +33,7 @@ import numpy as np
 
 from flashgnn._durable import replace_durably
 from flashgnn.cli import parse_size
+from flashgnn.sampler import DEFAULT_HOT_FRACTION
 
 MODELS = ("sage", "gcn", "gin", "gat", "mlp")
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -64,7 +65,15 @@ def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
                    help="GPU tier: this many bytes of the highest-degree feature rows resident on --device and "
                         "gathered there, never read from disk (0 = off; online sampling only)")
     p.add_argument("--cache-hot", default="degree", choices=["degree", "presample", "none"],
-                   help="how the cache's static hot set (half the budget) is chosen")
+                   help="how the cache's static hot set (--hot-fraction of the budget) is chosen")
+    p.add_argument("--hot-fraction", type=float, default=DEFAULT_HOT_FRACTION,
+                   help="share of the cache budget for the static hot set")
+    p.add_argument("--lookahead", type=int, default=0,
+                   help="online lookahead: sample each training batch's structure this many batches ahead and fill "
+                        "its feature rows through a Belady cache that knows those batches (0 = off)")
+    p.add_argument("--lookahead-budget", type=parse_size, default=0,
+                   help="bytes of the lookahead's Belady row cache (with --memory-budget: its share is taken from "
+                        "the cache part)")
     p.add_argument("--cache-policy", default="s3fifo", choices=["s3fifo", "clock"])
     p.add_argument("--presampled", help="train from the subgraphs stored by `flashgnn presample` (same --seed, "
                    "--fanout, --batch-size: the weights are identical to online sampling)")
@@ -379,13 +388,15 @@ def run(args) -> dict:
         from flashgnn import budget
 
         split = budget.split(args.memory_budget, ds.path, fanouts, args.batch_size, workers=args.workers,
-                             prefetch=args.prefetch)
+                             prefetch=args.prefetch, hot_fraction=args.hot_fraction, lookahead=args.lookahead)
         args.cache_budget = split["cache"]
+        args.lookahead_budget = split["lookahead_cache"]
         if dist_ctx.main:
             print(budget.describe(split), flush=True)
     if getattr(args, "cache_budget", 0):
         t_cache = time.perf_counter()
         cache = flashgnn.Cache(ds.path, fanouts, args.cache_budget, policy=args.cache_policy, hot=args.cache_hot,
+                               hot_fraction=args.hot_fraction,
                                presample_seeds=np.random.default_rng(args.seed).permutation(ds.split("train"))[:8 * args.batch_size],
                                batch_size=args.batch_size)
         if dist_ctx.main:
@@ -394,6 +405,12 @@ def run(args) -> dict:
                   f"{st['static_bytes'] / 2**20:.0f} MiB chosen and read in {time.perf_counter() - t_cache:.1f} s",
                   flush=True)
     device_cache = None
+    if args.lookahead < 0:
+        raise SystemExit(f"flashgnn train: error: --lookahead {args.lookahead}: expected 0 (off) or a window of >= 1 "
+                         "batches")
+    if args.lookahead and args.device_cache and not args.presampled:
+        raise SystemExit("flashgnn train: error: --lookahead and --device-cache cannot be combined (rows are filled on "
+                         "the host by the one, gathered on the device by the other)")
     if getattr(args, "device_cache", 0) and not getattr(args, "presampled", None):
         from flashgnn.device import DeviceCache
 
@@ -407,7 +424,10 @@ def run(args) -> dict:
     if getattr(args, "presampled", None):
         from flashgnn.presample import PresampledLoader
 
-        train_loader = PresampledLoader(args.presampled, ds, engine=args.engine, prefetch=args.prefetch, cache=cache)
+        # --lookahead here is the pre-sample's superbatch: the next batches are read from the file.
+        train_loader = PresampledLoader(args.presampled, ds, engine=args.engine, prefetch=args.prefetch, cache=cache,
+                                        belady_budget=args.lookahead_budget if args.lookahead else 0,
+                                        superbatch=max(1, args.lookahead))
         want = dict(fanouts=fanouts, batch_size=args.batch_size, seed=args.seed, split="train")
         for k, v in want.items():
             if train_loader.meta[k] != v:
@@ -420,10 +440,15 @@ def run(args) -> dict:
             raise SystemExit("flashgnn train: error: --presampled runs in one process (no torchrun)")
     else:
         train_loader = NeighborLoader(ds, fanouts, args.batch_size, split="train", shuffle=True, seed=args.seed,
-                                      **common)
+                                      lookahead=args.lookahead,
+                                      lookahead_budget=args.lookahead_budget if args.lookahead else 0, **common)
     eval_common = dict(common, shuffle=False, seed=args.seed + 1, equal_shards=False)
     val_loader = NeighborLoader(ds, eval_fanouts, args.batch_size, split="val", **eval_common)
     test_loader = NeighborLoader(ds, eval_fanouts, args.batch_size, split="test", **eval_common)
+    window = getattr(train_loader, "window", None)
+    if window is not None and window.belady is not None and dist_ctx.main:
+        print(f"lookahead: {args.lookahead} batches, Belady row cache {args.lookahead_budget / 2**20:.0f} MiB "
+              f"({window.belady.capacity:,} rows)", flush=True)
     progress = dist_ctx.main and not args.no_progress
     n_train = len(ds.split("train"))
     t_run = time.perf_counter()
@@ -458,7 +483,8 @@ def run(args) -> dict:
             bar.update(1)
             bar.set_postfix_str(f"loss {float(loss.detach()):.3f} | {seeds * dist_ctx.world / el:,.0f} seeds/s | "
                                 f"data-wait {100 * wait / el:.0f}%" + (f" | cache {_hit_rate(cache):.0%}" if cache else "")
-                                + (f" | device {device_cache.stats()['hit_rate']:.0%}" if device_cache else ""))
+                                + (f" | device {device_cache.stats()['hit_rate']:.0%}" if device_cache else "")
+                                + (f" | window {window.stats()['hit_rate']:.0%}" if window else ""))
         it.close()
         bar.close()
         train_seconds = time.perf_counter() - t0
@@ -479,6 +505,7 @@ def run(args) -> dict:
                        for k in ("reads", "bytes_read", "bytes_used", "iops", "cache_hit_rate", "cache_static_hits",
                                  "cache_dynamic_hits")},
             device_cache=device_cache.stats() if device_cache else None,
+            lookahead=train_loader.telemetry.get("lookahead"),
         )
         history.append(rec)
         if dist_ctx.main:

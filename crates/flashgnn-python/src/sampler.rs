@@ -117,6 +117,7 @@ fn batch_dict<'py>(py: Python<'py>, b: Batch) -> PyResult<Bound<'py, PyDict>> {
     d.set_item("x", b.x.into_pyarray(py))?;
     d.set_item("y", b.y.into_pyarray(py))?;
     d.set_item("resident", b.resident.into_pyarray(py))?;
+    d.set_item("missing", b.missing.into_pyarray(py))?;
     Ok(d)
 }
 
@@ -176,7 +177,7 @@ impl Sampler {
 #[pymethods]
 impl Sampler {
     #[new]
-    #[pyo3(signature = (path, fanouts, engine="uring", depth=256, pool_threads=64, labels=true, features=true, cache=None, graph=None, resident=None))]
+    #[pyo3(signature = (path, fanouts, engine="uring", depth=256, pool_threads=64, labels=true, features=true, cache=None, graph=None, resident=None, free_features_only=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -190,8 +191,10 @@ impl Sampler {
         cache: Option<PyRef<'_, Cache>>,
         graph: Option<PyRef<'_, crate::graph::MutableGraph>>,
         resident: Option<PyRef<'_, Resident>>,
+        free_features_only: bool,
     ) -> PyResult<Self> {
         let mut cfg = config(engine, depth, pool_threads, labels, features)?;
+        cfg.free_features_only = free_features_only;
         cfg.cache = cache.and_then(|c| c.usable());
         cfg.resident = resident.map(|r| r.inner.clone());
         let (p, f, c) = (path.clone(), fanouts.clone(), cfg.clone());

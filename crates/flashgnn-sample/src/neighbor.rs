@@ -72,6 +72,13 @@ pub struct SamplerConfig {
     /// labels only and no read is issued for features — last-hop nodes then
     /// cost nothing (layer-wise inference reads embeddings elsewhere).
     pub features: bool,
+    /// With `features`: gather only the rows that come with a read the
+    /// structure needs anyway (an expanded node's inline slot, an overlay
+    /// record) and issue no read for a row alone. Nodes left without a row
+    /// get zeros in `x` and their positions in [`Batch::missing`]. This is
+    /// the structure stage of lookahead (Ginex): the rows are then gathered
+    /// later, through a cache that knows the next batches.
+    pub free_features_only: bool,
     /// Cross-batch DRAM cache shared by every sampler holding this `Arc`
     /// (None = no cache: every page not already in this batch is read). Used
     /// only by a sampler opened on the dataset the cache was built for (its
@@ -92,6 +99,7 @@ impl Default for SamplerConfig {
             labels: true,
             batch_page_cache_bytes: 16 << 20,
             features: true,
+            free_features_only: false,
             cache: None,
             resident: None,
         }
@@ -117,6 +125,9 @@ pub struct Batch {
     /// its features (its row of `x` is then zeros), or -1 when `x` has it.
     /// Empty without a resident set.
     pub resident: Vec<i64>,
+    /// With [`SamplerConfig::free_features_only`]: positions in `n_id` whose
+    /// row was not gathered (zeros in `x`), ascending. Empty otherwise.
+    pub missing: Vec<i64>,
 }
 
 #[derive(Debug, Clone)]
@@ -205,6 +216,7 @@ pub struct NeighborSampler {
     /// `fix_levels`).
     redrawn: bool,
     gather_features: bool,
+    free_features_only: bool,
     cache: Option<Arc<PageCache>>,
     resident: Option<Arc<crate::Resident>>,
     /// Request counts per extent key (length, count) while a pre-sampling
@@ -305,6 +317,7 @@ impl NeighborSampler {
             cache_hits: [0; 2],
             redrawn: false,
             gather_features: cfg.features,
+            free_features_only: cfg.features && cfg.free_features_only,
             cache: shared,
             resident: cfg.resident.clone().filter(|r| *r.dataset() == id),
             accesses: None,
@@ -568,7 +581,7 @@ impl NeighborSampler {
         let resident = self.resident.as_ref().filter(|_| rb > 0).and_then(|r| r.row(v));
         self.nodes.push(Node { resident, ..Node::new(v, hop, original) });
         self.index.insert(v, i);
-        let wants_row = rb > 0 && resident.is_none();
+        let wants_row = rb > 0 && resident.is_none() && !self.free_features_only;
         let needs_slot = hop < k || (self.placement == FeaturePlacement::Inline && wants_row);
         if needs_slot {
             self.request_slot(i)?;
@@ -1074,11 +1087,19 @@ impl NeighborSampler {
             if self.resident.is_some() {
                 b.resident.reserve(order.len());
             }
-            for &i in &order {
+            for (pos, &i) in order.iter().enumerate() {
                 let node = &self.nodes[i as usize];
                 if let (Some(r), None) = (node.resident, node.feature) {
                     b.x.resize(b.x.len() + rb, 0);
                     b.resident.push(r as i64);
+                    continue;
+                }
+                if self.free_features_only && node.feature.is_none() {
+                    b.x.resize(b.x.len() + rb, 0);
+                    b.missing.push(pos as i64);
+                    if self.resident.is_some() {
+                        b.resident.push(-1);
+                    }
                     continue;
                 }
                 let off = node

@@ -6,6 +6,12 @@ same byte budget with:
 
 - ``online``: the same batches sampled online (``NeighborLoader``, same seed)
   — the baseline a pre-sample replaces;
+- ``online+degree``: online with the default cache (:class:`flashgnn.Cache`,
+  degree hot set + S3-FIFO) of the whole budget;
+- ``online+belady/S``: online lookahead (``NeighborLoader(lookahead=S)``):
+  structure sampled S batches ahead, the remaining rows filled through a
+  Belady cache of the whole budget (:mod:`flashgnn.window`);
+- ``online+degree+belady/S``: both, the budget split half and half;
 - ``none``: no cross-batch memory (every row read);
 - ``s3fifo``: the online cache (:class:`flashgnn.Cache`, dynamic part only —
   no knowledge of the future);
@@ -43,8 +49,10 @@ def _drain(loader, batches: int) -> tuple[int, int, float]:
     return n, rows, el
 
 
-def run_online(presample_dir, dataset, batches: int) -> dict:
-    """The same epoch sampled online (NeighborLoader with the pre-sample's fanouts, batch size and seed)."""
+def run_online(presample_dir, dataset, batches: int, name: str = "online", budget: int = 0) -> dict:
+    """The same epoch sampled online (NeighborLoader with the pre-sample's fanouts, batch size and seed), with
+    the cache and/or the lookahead window ``name`` asks for."""
+    import flashgnn
     from flashgnn.bench.engines import drop_caches
     from flashgnn.loader import NeighborLoader
     from flashgnn.presample import open_presample
@@ -52,10 +60,19 @@ def run_online(presample_dir, dataset, batches: int) -> dict:
 
     drop_caches()
     meta = open_presample(presample_dir, Dataset(dataset))
-    ld = NeighborLoader(dataset, meta["fanouts"], meta["batch_size"], split=meta["split"], seed=meta["seed"])
+    parts = name.split("+")[1:]
+    window = next((int(p.split("/")[1]) for p in parts if p.startswith("belady/")), 0)
+    share = budget // 2 if window and "degree" in parts else budget
+    cache = flashgnn.Cache(dataset, meta["fanouts"], share, hot="degree") if "degree" in parts else None
+    ld = NeighborLoader(dataset, meta["fanouts"], meta["batch_size"], split=meta["split"], seed=meta["seed"],
+                        cache=cache, lookahead=window, lookahead_budget=(budget - share if cache else budget) if window else 0)
     n, rows, el = _drain(ld, batches)
     tel = ld.telemetry
-    return {"variant": "online sampling", "batches": n, "rows": rows, "reads": tel.get("reads", 0), "hit_rate": 0.0,
+    hits = (tel.get("cache_static_hits", 0) or 0) + (tel.get("cache_dynamic_hits", 0) or 0)
+    la = tel.get("lookahead") or {}
+    hits += la.get("hits", 0)
+    return {"variant": "online sampling" if name == "online" else name, "batches": n, "rows": rows,
+            "reads": tel.get("reads", 0), "hit_rate": hits / max(hits + tel.get("reads", 0), 1),
             "batches_per_s": n / el, "seconds": el}
 
 
@@ -64,8 +81,8 @@ def run_variant(presample_dir, dataset, name: str, budget: int, batches: int) ->
     from flashgnn.bench.engines import drop_caches
     from flashgnn.presample import PresampledLoader
 
-    if name == "online":
-        return run_online(presample_dir, dataset, batches)
+    if name.split("+")[0] == "online":
+        return run_online(presample_dir, dataset, batches, name, budget)
     drop_caches()
     cache = None
     kw = {}
@@ -96,8 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("presample", type=Path, help="directory written by `flashgnn presample`")
     p.add_argument("--budget", type=parse_size, default=256 << 20)
     p.add_argument("--batches", type=int, default=40)
-    p.add_argument("--variants", default="online,none,s3fifo,degree+s3fifo,belady/8,belady/32",
-                   help="online = the same batches sampled online by NeighborLoader; the rest gather from the pre-sample")
+    p.add_argument("--variants", default="online,online+degree,online+belady/8,online+degree+belady/8,none,s3fifo,"
+                   "degree+s3fifo,belady/8,belady/32",
+                   help="online[+degree][+belady/S] = the same batches sampled online by NeighborLoader (with the "
+                        "default cache, online lookahead, or both); the rest gather from the pre-sample")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     rows = []
@@ -114,6 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         saved = f"{100 * r['reads_saved']:>7.1f}%" if r["reads_saved"] is not None else f"{'-':>8}"
         print(f"  {r['variant']:<15}{100 * r['hit_rate']:>8.1f}%{r['reads']:>11,}{saved}{r['batches_per_s']:>9.2f}")
+    deg = next((r for r in rows if r["variant"] == "online+degree"), None)
+    la = max((r for r in rows if r["variant"].startswith("online+") and "belady" in r["variant"]),
+             key=lambda r: r["batches_per_s"], default=None)
+    if deg and la:
+        print(f"online lookahead: {la['variant']} {la['batches_per_s']:.2f} batches/s, {la['reads']:,} reads vs the "
+              f"default online cache {deg['batches_per_s']:.2f} batches/s, {deg['reads']:,} reads "
+              f"({la['batches_per_s'] / max(deg['batches_per_s'], 1e-9):.2f}x)")
     s3 = next((r for r in rows if r["variant"] == "s3fifo"), None)
     best = max((r for r in rows if r["variant"].startswith("belady")), key=lambda r: r["hit_rate"], default=None)
     if s3 and best:
