@@ -10,6 +10,12 @@ oracle), on the same ``--batches`` training batches (epoch 0, same seed):
 3. *epoch*: the real pipelined loop — loader and training overlapped — with
    the data-wait share (time the loop sat blocked on the loader).
 
+``uring+cache`` adds the default DRAM cache (:class:`flashgnn.Cache`, degree
+hot set + S3-FIFO) of ``--cache-budget`` bytes; ``uring+lookahead`` spends
+the same bytes half on that cache, half on online lookahead's Belady row
+cache over ``--lookahead`` batches (:mod:`flashgnn.window`). Both count
+inside the same ``--memory-limit`` as the other engines.
+
 Targets (issue 4): overlap — epoch <= 1.15 x max(preparation, training) for
 every engine; and, when preparation is the bottleneck, ``uring`` epochs beat
 tuned ``mmap`` epochs by at least the preparation ratio.
@@ -27,7 +33,7 @@ import time
 
 from flashgnn.bench.engines import drop_caches, run_child
 
-ENGINES = ["uring", "mmap", "memory"]
+ENGINES = ["uring", "uring+cache", "uring+lookahead", "mmap", "memory"]
 
 
 def _child(a) -> dict:
@@ -42,8 +48,15 @@ def _child(a) -> dict:
     torch.manual_seed(a.seed)
     ds = flashgnn.open(a.dataset)
     fan = [int(x) for x in a.fanout.split(",")]
-    loader = NeighborLoader(ds, fan, a.batch_size, split="train", seed=a.seed, engine=a.engine,
-                            prefetch=a.prefetch, workers=a.workers)
+    base, *extra = a.engine.split("+")
+    cache, la, la_budget = None, 0, 0
+    if extra:
+        share = a.cache_budget // 2 if extra == ["lookahead"] else a.cache_budget
+        cache = flashgnn.Cache(ds.path, fan, share, engine=base)
+        if extra == ["lookahead"]:
+            la, la_budget = a.lookahead, a.cache_budget - share
+    loader = NeighborLoader(ds, fan, a.batch_size, split="train", seed=a.seed, engine=base,
+                            prefetch=a.prefetch, workers=a.workers, cache=cache, lookahead=la, lookahead_budget=la_budget)
     model = build_model(a.model, ds.feature_dim, a.hidden, ds.num_classes, len(fan), 0.2)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     n = min(a.batches, len(loader)) + 1  # one more: timing starts at the first arrival
@@ -101,13 +114,14 @@ def _child(a) -> dict:
     it.close()
     with open("/proc/self/status") as f:
         rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
-    return dict(engine=loader.engine, batches=n - 1, prep_seconds=prep, train_seconds=train, epoch_seconds=epoch,
+    return dict(engine=a.engine, batches=n - 1, prep_seconds=prep, train_seconds=train, epoch_seconds=epoch,
                 wait_seconds=wait, data_wait=wait / epoch, overlap=epoch / max(prep, train),
                 bottleneck="preparation" if prep > train else "training", peak_rss_bytes=rss)
 
 
 def measure(dataset, engines=ENGINES, memory_limit=None, batches=10, batch_size=1024, fanout="25,10", model="sage",
-            hidden=128, workers=1, prefetch=4, threads=None, seed=0, log=print) -> dict:
+            hidden=128, workers=1, prefetch=4, threads=None, seed=0, log=print, cache_budget=256 << 20,
+            lookahead=8) -> dict:
     """Run every engine in its own child; returns the report dict."""
     results = []
     for e in engines:
@@ -115,7 +129,8 @@ def measure(dataset, engines=ENGINES, memory_limit=None, batches=10, batch_size=
         capped = bool(memory_limit) and e != "memory"
         cmd = [sys.executable, "-m", "flashgnn.bench.train", "--child", str(dataset), "--engines", e,
                "--batches", str(batches), "--batch-size", str(batch_size), "--fanout", fanout, "--model", model,
-               "--hidden", str(hidden), "--workers", str(workers), "--prefetch", str(prefetch), "--seed", str(seed)]
+               "--hidden", str(hidden), "--workers", str(workers), "--prefetch", str(prefetch), "--seed", str(seed),
+               "--cache-budget", str(cache_budget), "--lookahead", str(lookahead)]
         if threads:
             cmd += ["--threads", str(threads)]
         rc, out = run_child(cmd, memory_limit if capped else None)
@@ -125,7 +140,7 @@ def measure(dataset, engines=ENGINES, memory_limit=None, batches=10, batch_size=
         r = json.loads(out.strip().splitlines()[-1])
         r.update(memory_capped=capped, cache_dropped=dropped)
         results.append(r)
-        log(f"bench-train: {e:<7} epoch {r['epoch_seconds']:7.2f} s = prep {r['prep_seconds']:6.2f} s | "
+        log(f"bench-train: {e:<15} epoch {r['epoch_seconds']:7.2f} s = prep {r['prep_seconds']:6.2f} s | "
             f"train {r['train_seconds']:6.2f} s -> overlap {r['overlap']:.2f}x of the bottleneck "
             f"({r['bottleneck']}), data wait {100 * r['data_wait']:.0f}%, peak RSS {r['peak_rss_bytes'] / 2**20:.0f} MiB")
     by = {r["engine"]: r for r in results}
@@ -137,6 +152,11 @@ def measure(dataset, engines=ENGINES, memory_limit=None, batches=10, batch_size=
             prep_speedup_vs_mmap=m["prep_seconds"] / u["prep_seconds"],
             uring_prep_bound=u["bottleneck"] == "preparation",
         )
+    for e, r in by.items():  # every engine's epochs against tuned mmap and the DRAM oracle
+        if "mmap" in by:
+            summary[f"{e}_epoch_vs_mmap"] = by["mmap"]["epoch_seconds"] / r["epoch_seconds"]
+        if "memory" in by:
+            summary[f"{e}_epoch_vs_memory"] = by["memory"]["epoch_seconds"] / r["epoch_seconds"]
     summary["overlap_max"] = max((r["overlap"] for r in results), default=None)
     return dict(dataset=str(dataset), memory_limit=memory_limit, batches=batches, batch_size=batch_size,
                 fanout=fanout, model=model, results=results, summary=summary)
@@ -158,6 +178,9 @@ def main(argv=None) -> int:
     p.add_argument("--prefetch", type=int, default=4)
     p.add_argument("--threads", type=int)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cache-budget", type=parse_size, default=256 << 20,
+                   help="bytes of cache for uring+cache / uring+lookahead (inside --memory-limit)")
+    p.add_argument("--lookahead", type=int, default=8, help="window of uring+lookahead, in batches")
     p.add_argument("--json", action="store_true")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -169,13 +192,13 @@ def main(argv=None) -> int:
     cap = f", memory limit {human_bytes(a.memory_limit)}" if a.memory_limit else ""
     log(f"bench-train: {a.dataset}, {a.model}, fanout {a.fanout}, batch {a.batch_size}, {a.batches} batches{cap}")
     rep = measure(a.dataset, a.engines.split(","), a.memory_limit, a.batches, a.batch_size, a.fanout, a.model,
-                  a.hidden, a.workers, a.prefetch, a.threads, a.seed, log)
+                  a.hidden, a.workers, a.prefetch, a.threads, a.seed, log, a.cache_budget, a.lookahead)
     if a.json:
         print(json.dumps(rep, indent=2))
         return 0
-    print(f"{'engine':<8}{'epoch s':>9}{'prep s':>9}{'train s':>9}{'wait %':>8}{'overlap':>9}  bottleneck")
+    print(f"{'engine':<16}{'epoch s':>9}{'prep s':>9}{'train s':>9}{'wait %':>8}{'overlap':>9}  bottleneck")
     for r in rep["results"]:
-        print(f"{r['engine']:<8}{r['epoch_seconds']:9.2f}{r['prep_seconds']:9.2f}{r['train_seconds']:9.2f}"
+        print(f"{r['engine']:<16}{r['epoch_seconds']:9.2f}{r['prep_seconds']:9.2f}{r['train_seconds']:9.2f}"
               f"{100 * r['data_wait']:8.1f}{r['overlap']:8.2f}x  {r['bottleneck']}")
     s = rep["summary"]
     line = f"summary: overlap worst {s['overlap_max']:.2f}x (target <= 1.15)"
@@ -184,6 +207,11 @@ def main(argv=None) -> int:
                  f"{s['prep_speedup_vs_mmap']:.2f}x (target: epoch ratio >= preparation ratio while uring is "
                  f"preparation-bound: {'yes' if s['uring_prep_bound'] else 'no, training-bound'})")
     print(line)
+    for e in rep["results"]:
+        k = e["engine"]
+        if f"{k}_epoch_vs_mmap" in s or f"{k}_epoch_vs_memory" in s:
+            ratios = [f"{s[f'{k}_epoch_vs_{b}']:.2f}x {b}" for b in ("mmap", "memory") if f"{k}_epoch_vs_{b}" in s]
+            print(f"  {k} epochs: {', '.join(ratios)}")
     return 0
 
 
