@@ -268,7 +268,10 @@ class NeighborLoader(_Base):
         pos = self._positions(epoch)
         order = self.input_nodes[pos]
         base = _epoch_seed(self.seed, epoch)
-        it = self.sampler.iter_batches(order, self.batch_size, seed=base, prefetch=self.prefetch,
+        # With lookahead the window itself runs ahead: the structure stage
+        # keeps only two batches queued (each holds its free rows).
+        it = self.sampler.iter_batches(order, self.batch_size, seed=base,
+                                       prefetch=min(self.prefetch, 2) if self.window is not None else self.prefetch,
                                        drop_last=self.drop_last, workers=self.workers)
         batches = it
         if self.window is not None:

@@ -51,10 +51,17 @@ def _child(a) -> dict:
     base, *extra = a.engine.split("+")
     cache, la, la_budget = None, 0, 0
     if extra:
-        share = a.cache_budget // 2 if extra == ["lookahead"] else a.cache_budget
+        total = a.cache_budget
+        if extra == ["lookahead"]:
+            # Same bytes as uring+cache: the structure batches held in the
+            # window are paid from them first (measured, as --memory-budget does).
+            from flashgnn import budget
+
+            total = max(0, total - a.lookahead * budget.batch_bytes(ds.path, fan, a.batch_size))
+        share = total // 2 if extra == ["lookahead"] else total
         cache = flashgnn.Cache(ds.path, fan, share, engine=base)
         if extra == ["lookahead"]:
-            la, la_budget = a.lookahead, a.cache_budget - share
+            la, la_budget = a.lookahead, total - share
     loader = NeighborLoader(ds, fan, a.batch_size, split="train", seed=a.seed, engine=base,
                             prefetch=a.prefetch, workers=a.workers, cache=cache, lookahead=la, lookahead_budget=la_budget)
     model = build_model(a.model, ds.feature_dim, a.hidden, ds.num_classes, len(fan), 0.2)
