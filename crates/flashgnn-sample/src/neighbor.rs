@@ -1089,25 +1089,21 @@ impl NeighborSampler {
             }
             for (pos, &i) in order.iter().enumerate() {
                 let node = &self.nodes[i as usize];
-                if let (Some(r), None) = (node.resident, node.feature) {
-                    b.x.resize(b.x.len() + rb, 0);
-                    b.resident.push(r as i64);
-                    continue;
-                }
-                if self.free_features_only && node.feature.is_none() {
-                    b.x.resize(b.x.len() + rb, 0);
-                    b.missing.push(pos as i64);
-                    if self.resident.is_some() {
-                        b.resident.push(-1);
+                match (node.feature, node.resident) {
+                    (Some(off), _) => b.x.extend_from_slice(&self.features[off..off + rb]),
+                    // Not gathered here: a zero row, named in `resident` (the
+                    // device has it) or in `missing` (lookahead fills it).
+                    (None, Some(_)) => b.x.resize(b.x.len() + rb, 0),
+                    (None, None) if self.free_features_only => {
+                        b.x.resize(b.x.len() + rb, 0);
+                        b.missing.push(pos as i64);
                     }
-                    continue;
+                    (None, None) => {
+                        return Err(SampleError::BadRequest(format!("internal: no features for node {}", node.v)))
+                    }
                 }
-                let off = node
-                    .feature
-                    .ok_or_else(|| SampleError::BadRequest(format!("internal: no features for node {}", node.v)))?;
-                b.x.extend_from_slice(&self.features[off..off + rb]);
                 if self.resident.is_some() {
-                    b.resident.push(-1);
+                    b.resident.push(node.resident.filter(|_| node.feature.is_none()).map_or(-1, |r| r as i64));
                 }
             }
         }
