@@ -336,6 +336,13 @@ def run(args) -> dict:
     import flashgnn
     from flashgnn.loader import NeighborLoader
 
+    # Flag checks first: nothing is opened or read for a run that cannot start.
+    if args.lookahead < 0:
+        raise SystemExit(f"flashgnn train: error: --lookahead {args.lookahead}: expected 0 (off) or a window of >= 1 "
+                         "batches")
+    if args.lookahead and args.device_cache and not args.presampled:
+        raise SystemExit("flashgnn train: error: --lookahead and --device-cache cannot be combined (rows are filled on "
+                         "the host by the one, gathered on the device by the other)")
     dist_ctx = _Dist(args.device)
     device = dist_ctx.device
     threads = args.threads or default_threads(dist_ctx.local_world)
@@ -405,12 +412,6 @@ def run(args) -> dict:
                   f"{st['static_bytes'] / 2**20:.0f} MiB chosen and read in {time.perf_counter() - t_cache:.1f} s",
                   flush=True)
     device_cache = None
-    if args.lookahead < 0:
-        raise SystemExit(f"flashgnn train: error: --lookahead {args.lookahead}: expected 0 (off) or a window of >= 1 "
-                         "batches")
-    if args.lookahead and args.device_cache and not args.presampled:
-        raise SystemExit("flashgnn train: error: --lookahead and --device-cache cannot be combined (rows are filled on "
-                         "the host by the one, gathered on the device by the other)")
     if getattr(args, "device_cache", 0) and not getattr(args, "presampled", None):
         from flashgnn.device import DeviceCache
 

@@ -120,26 +120,24 @@ class WindowGather:
     def fill(self, n_id: np.ndarray, x: np.ndarray | None, need: np.ndarray | None, window: list[np.ndarray],
              where="batch") -> np.ndarray:
         """``x`` for ``n_id`` with the rows at positions ``need`` filled
-        (``x``/``need`` None: every row), ``window`` = the next batches'
-        ``n_id`` in order. Every row of the result then enters the cache's
-        choice, the ones that came free included."""
+        (``x`` None: every row), ``window`` = the next batches' ``n_id`` in
+        order. Every row of the result then enters the cache's choice, the
+        ones that came free included."""
         c = self.belady
-        if x is None or need is None:
+        if x is None:
             if c is None:
                 return self._read(n_id, where)
             x = np.empty((len(n_id), c.rows.shape[1]), c.rows.dtype)
             need = np.arange(len(n_id))
-        if c is None:
-            if len(need):
-                x[need] = self._read(n_id[need], where)
-            return x
-        slots = c.lookup(n_id[need])
-        hit = slots >= 0
-        x[need[hit]] = c.rows[slots[hit]]
-        miss = need[~hit]
-        if len(miss):
-            x[miss] = self._read(n_id[miss], where)
-        c.update(n_id, x, window)
+        if c is not None:
+            slots = c.lookup(n_id[need])
+            hit = slots >= 0
+            x[need[hit]] = c.rows[slots[hit]]
+            need = need[~hit]
+        if len(need):
+            x[need] = self._read(n_id[need], where)
+        if c is not None:
+            c.update(n_id, x, window)
         return x
 
     def stats(self) -> dict:

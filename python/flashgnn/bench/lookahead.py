@@ -11,7 +11,8 @@ same byte budget with:
 - ``online+belady/S``: online lookahead (``NeighborLoader(lookahead=S)``):
   structure sampled S batches ahead, the remaining rows filled through a
   Belady cache of the whole budget (:mod:`flashgnn.window`);
-- ``online+degree+belady/S``: both, the budget split half and half;
+- ``online+degree+belady/S``: both, the budget split as ``--memory-budget``
+  splits it (``budget.LOOKAHEAD_SHARE`` to Belady);
 - ``none``: no cross-batch memory (every row read);
 - ``s3fifo``: the online cache (:class:`flashgnn.Cache`, dynamic part only —
   no knowledge of the future);
@@ -54,6 +55,7 @@ def run_online(presample_dir, dataset, batches: int, name: str = "online", budge
     the cache and/or the lookahead window ``name`` asks for."""
     import flashgnn
     from flashgnn.bench.engines import drop_caches
+    from flashgnn.budget import LOOKAHEAD_SHARE
     from flashgnn.loader import NeighborLoader
     from flashgnn.presample import open_presample
     from flashgnn.dataset import Dataset
@@ -62,10 +64,11 @@ def run_online(presample_dir, dataset, batches: int, name: str = "online", budge
     meta = open_presample(presample_dir, Dataset(dataset))
     parts = name.split("+")[1:]
     window = next((int(p.split("/")[1]) for p in parts if p.startswith("belady/")), 0)
-    share = budget // 2 if window and "degree" in parts else budget
-    cache = flashgnn.Cache(dataset, meta["fanouts"], share, hot="degree") if "degree" in parts else None
+    # With both, the budget is split as --memory-budget splits it.
+    belady = (int(budget * LOOKAHEAD_SHARE) if "degree" in parts else budget) if window else 0
+    cache = flashgnn.Cache(dataset, meta["fanouts"], budget - belady, hot="degree") if "degree" in parts else None
     ld = NeighborLoader(dataset, meta["fanouts"], meta["batch_size"], split=meta["split"], seed=meta["seed"],
-                        cache=cache, lookahead=window, lookahead_budget=(budget - share if cache else budget) if window else 0)
+                        cache=cache, lookahead=window, lookahead_budget=belady)
     n, rows, el = _drain(ld, batches)
     tel = ld.telemetry
     hits = (tel.get("cache_static_hits", 0) or 0) + (tel.get("cache_dynamic_hits", 0) or 0)

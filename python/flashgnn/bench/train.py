@@ -12,8 +12,9 @@ oracle), on the same ``--batches`` training batches (epoch 0, same seed):
 
 ``uring+cache`` adds the default DRAM cache (:class:`flashgnn.Cache`, degree
 hot set + S3-FIFO) of ``--cache-budget`` bytes; ``uring+lookahead`` spends
-the same bytes half on that cache, half on online lookahead's Belady row
-cache over ``--lookahead`` batches (:mod:`flashgnn.window`). Both count
+the same bytes on the window's batches first, then splits the rest between
+that cache and online lookahead's Belady row cache over ``--lookahead``
+batches as ``--memory-budget`` does (:mod:`flashgnn.window`). Both count
 inside the same ``--memory-limit`` as the other engines.
 
 Targets (issue 4): overlap — epoch <= 1.15 x max(preparation, training) for
@@ -49,19 +50,19 @@ def _child(a) -> dict:
     ds = flashgnn.open(a.dataset)
     fan = [int(x) for x in a.fanout.split(",")]
     base, *extra = a.engine.split("+")
-    cache, la, la_budget = None, 0, 0
+    if extra not in ([], ["cache"], ["lookahead"]):
+        raise SystemExit(f"bench-train: engine {a.engine!r}: expected ENGINE, ENGINE+cache or ENGINE+lookahead")
+    cache, la, la_budget = None, a.lookahead if extra == ["lookahead"] else 0, 0
     if extra:
         total = a.cache_budget
-        if extra == ["lookahead"]:
-            # Same bytes as uring+cache: the structure batches held in the
-            # window are paid from them first (measured, as --memory-budget does).
+        if la:
+            # Same bytes as uring+cache: the structure batches held in the window are paid from them first
+            # (measured), the rest split as --memory-budget splits it.
             from flashgnn import budget
 
-            total = max(0, total - a.lookahead * budget.batch_bytes(ds.path, fan, a.batch_size))
-        share = total // 2 if extra == ["lookahead"] else total
-        cache = flashgnn.Cache(ds.path, fan, share, engine=base)
-        if extra == ["lookahead"]:
-            la, la_budget = a.lookahead, total - share
+            total = max(0, total - la * budget.batch_bytes(ds.path, fan, a.batch_size))
+            la_budget = int(total * budget.LOOKAHEAD_SHARE)
+        cache = flashgnn.Cache(ds.path, fan, total - la_budget, engine=base)
     loader = NeighborLoader(ds, fan, a.batch_size, split="train", seed=a.seed, engine=base,
                             prefetch=a.prefetch, workers=a.workers, cache=cache, lookahead=la, lookahead_budget=la_budget)
     model = build_model(a.model, ds.feature_dim, a.hidden, ds.num_classes, len(fan), 0.2)
@@ -208,6 +209,9 @@ def main(argv=None) -> int:
         print(f"{r['engine']:<16}{r['epoch_seconds']:9.2f}{r['prep_seconds']:9.2f}{r['train_seconds']:9.2f}"
               f"{100 * r['data_wait']:8.1f}{r['overlap']:8.2f}x  {r['bottleneck']}")
     s = rep["summary"]
+    if s["overlap_max"] is None:
+        print("summary: no engine ran to the end (see the failures above)")
+        return 1
     line = f"summary: overlap worst {s['overlap_max']:.2f}x (target <= 1.15)"
     if "epoch_speedup_vs_mmap" in s:
         line += (f"; uring epochs {s['epoch_speedup_vs_mmap']:.2f}x tuned mmap, batch preparation "
