@@ -461,8 +461,10 @@ BUILTINS = {
 
 
 def register_builtins(registry) -> None:
+    from flashgnn.dfg.shapes import SHAPES  # every built-in op has a shape function (tests check the table)
+
     names = {d.name for d in registry.devices()}
     for op, (kernel, arity, n_out, cpu_only, doc) in BUILTINS.items():
         for dev in ("CPU", "CUDA"):
             if dev in names and (dev == "CPU" or not cpu_only):
-                registry.register_op(op, dev, kernel, arity=arity, num_outputs=n_out, doc=doc)
+                registry.register_op(op, dev, kernel, arity=arity, num_outputs=n_out, doc=doc, shape=SHAPES[op])

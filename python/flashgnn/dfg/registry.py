@@ -52,6 +52,9 @@ class OpDef:
     num_outputs: int
     doc: str = ""
     kernels: dict[str, Callable] = field(default_factory=dict)  # device name -> kernel
+    # shape(sctx, *input_specs, **attrs) -> output specs (flashgnn.dfg.shapes); one per op, whatever the
+    # device: every kernel of the op must produce outputs that fit it (the runner checks)
+    shape: Callable | None = None
 
     @property
     def arity(self) -> str:
@@ -121,19 +124,23 @@ class Registry:
             return dev
 
     def register_op(self, op_name: str, device: str, kernel: Callable, arity=1, num_outputs: int = 1,
-                    doc: str = "") -> OpDef:
+                    doc: str = "", shape: Callable | None = None) -> OpDef:
         """Register ``kernel`` as ``op_name``'s implementation on ``device``.
 
         ``arity``: number of inputs, or ``(min, max)`` with ``max=None`` for
         variadic ops. A second registration of the same op on another device
         adds a kernel (same arity and output count required); on the same
-        device it replaces the kernel."""
+        device it replaces the kernel. ``shape``: the op's shape function
+        (see :mod:`flashgnn.dfg.shapes`); a runner with a memory bound refuses
+        a node whose op has none."""
         _check_registry_name(op_name, "op")
         if not callable(kernel):
             raise ValueError(f"op {op_name!r} on {device!r}: kernel {kernel!r} is not callable")
         lo, hi = _parse_arity(arity)
         if not (isinstance(num_outputs, int) and 1 <= num_outputs <= MAX_NODE_OUTPUTS):
             raise ValueError(f"op {op_name!r}: num_outputs {num_outputs!r} outside 1..{MAX_NODE_OUTPUTS}")
+        if shape is not None and not callable(shape):
+            raise ValueError(f"op {op_name!r}: shape function {shape!r} is not callable")
         with self._lock:
             if device not in self._devices:
                 raise ValueError(f"op {op_name!r}: device {device!r} is not registered "
@@ -146,7 +153,18 @@ class Registry:
                                  f"with its existing definition (arity {d.arity}, num_outputs {d.num_outputs})")
             if doc and not d.doc:
                 d.doc = doc
+            if shape is not None:
+                d.shape = shape
             d.kernels[device] = kernel
+            return d
+
+    def register_shape(self, op_name: str, shape: Callable) -> OpDef:
+        """Set (or replace) the shape function of a registered op."""
+        if not callable(shape):
+            raise ValueError(f"op {op_name!r}: shape function {shape!r} is not callable")
+        with self._lock:
+            d = self.op(op_name)
+            d.shape = shape
             return d
 
     def unregister_device(self, name: str) -> None:
@@ -212,6 +230,7 @@ class Registry:
                 "devices": [{"name": d.name, "priority": d.priority, "torch_device": d.torch_device}
                             for d in self.devices()],
                 "ops": [{"name": d.name, "arity": d.arity, "num_outputs": d.num_outputs, "doc": d.doc,
+                         "shape": d.shape is not None,
                          "devices": sorted(d.kernels, key=lambda k: -self._devices[k].priority)}
                         for _, d in sorted(self._ops.items())],
             }
@@ -220,7 +239,7 @@ class Registry:
         with self._lock:
             r = Registry()
             r._devices = dict(self._devices)
-            r._ops = {k: OpDef(d.name, d.min_inputs, d.max_inputs, d.num_outputs, d.doc, dict(d.kernels))
+            r._ops = {k: OpDef(d.name, d.min_inputs, d.max_inputs, d.num_outputs, d.doc, dict(d.kernels), d.shape)
                       for k, d in self._ops.items()}
             return r
 

@@ -5,12 +5,21 @@
     runner.last_profile   # [{"seq": 1, "op": "BatchPre", "device": "CPU", "kernel": ..., "ms": ...}, ...]
 
 For every run the runner validates the graph against its registry (unknown
-ops, arity, output counts), then visits the nodes in their stored
-(topological) order. Each node is bound *at that moment* to the kernel of
+ops, arity, output counts), then *plans* it (:mod:`flashgnn.dfg.shapes`):
+every node's output shape and dtype is inferred from the real inputs, each
+checked against ``MAX_VALUE_ELEMENTS``, and the run's peak live bytes
+computed; with ``max_request_bytes`` a plan over it (or one that cannot be
+bounded, e.g. an op without a shape function) is refused, and with a
+``ledger`` the peak is reserved there before the first kernel and given back
+after the last. All of that happens before any kernel runs. Then it visits
+the nodes in their stored (topological) order. Each node is bound *at that moment* to the kernel of
 the highest-priority device that has one (HolisticGNN's dynamic binding), its
 tensor inputs are moved to that device's torch device, and the kernel's
 wall time is recorded (CUDA is synchronised around the kernel so the figure
-is the kernel's own). A value is dropped as soon as its last reader has run.
+is the kernel's own). Each output must fit its inferred spec (same dtype and
+rank, every dimension within the bound), else a :class:`NodeError` says
+which, so a wrong shape function cannot let a larger value flow on. A value
+is dropped as soon as its last reader has run (at once when nothing reads it).
 """
 
 from __future__ import annotations
@@ -23,19 +32,13 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
+from flashgnn.dfg import shapes
 from flashgnn.dfg.graph import DFGError, Graph
 from flashgnn.dfg.ops import MAX_VALUE_ELEMENTS, SubGraph
 from flashgnn.dfg.registry import KernelContext, Registry, default_registry
+from flashgnn.dfg.shapes import NodeError, Plan, ShapeError
 
 MAX_CACHED_SAMPLERS = 8  # one flashgnn.Sampler (io_uring ring + threads) per fanout tuple, LRU beyond this
-
-
-class NodeError(ValueError):
-    """A node's kernel failed; ``seq``, ``op`` and ``device`` say which."""
-
-    def __init__(self, msg: str, seq: int, op: str, device: str):
-        super().__init__(msg)
-        self.seq, self.op, self.device = seq, op, device
 
 
 def _move(v, device: torch.device):
@@ -59,18 +62,30 @@ class Runner:
     """Runs DFGs on a registry's kernels. ``context`` is handed to every
     kernel (``ctx.context``); BatchPre needs one with
     ``sample(seeds, fanouts, seed)``, e.g. :class:`SamplerContext`.
-    Outputs are moved to ``output_device`` (None: left where computed)."""
+    Outputs are moved to ``output_device`` (None: left where computed).
 
-    def __init__(self, registry: Registry | None = None, context=None, output_device: str | None = "cpu"):
+    ``max_request_bytes``: refuse (:class:`ShapeError`, before any kernel)
+    a run whose inferred peak live bytes exceed it, or that has a node whose
+    output cannot be bounded; ``bound_name`` is how errors name the bound.
+    ``ledger``: a :class:`flashgnn.dfg.memory.ByteLedger` shared by
+    concurrent runs; each reserves its peak there (waiting at most
+    ``ledger_wait_s``) for the whole run."""
+
+    def __init__(self, registry: Registry | None = None, context=None, output_device: str | None = "cpu", *,
+                 max_request_bytes: int | None = None, ledger=None, ledger_wait_s: float = 0.0,
+                 bound_name: str = "max_request_bytes"):
         self.registry = registry if registry is not None else default_registry()
         self.context = context
         self.output_device = None if output_device is None else torch.device(output_device)
+        self.max_request_bytes = max_request_bytes
+        self.ledger = ledger
+        self.ledger_wait_s = ledger_wait_s
+        self.bound_name = bound_name
         self.last_profile: list[dict] = []
         self.last_total_ms = 0.0
+        self.last_plan: Plan | None = None
 
-    def run(self, graph: Graph, inputs: dict, check=None) -> dict:
-        """``check``: called before each node (a server passes its deadline /
-        cancellation check, so an expired request stops between nodes)."""
+    def _values(self, graph: Graph, inputs: dict) -> dict:
         if not isinstance(graph, Graph):
             raise TypeError(f"run: expected a flashgnn.dfg.Graph, got {type(graph).__name__}")
         graph.validate(self.registry)
@@ -83,6 +98,37 @@ class Runner:
             raise ValueError(f"run: unknown input(s) {', '.join(extra)} (the graph takes {', '.join(graph.inputs)})")
         values: dict[str, object] = {n: _as_input(n, v) for n, v in inputs.items()}
         values.update(graph.params)
+        return values
+
+    def plan(self, graph: Graph, inputs: dict) -> Plan:
+        """Infer every node's outputs and the run's peak bytes from these inputs, running nothing.
+        Raises :class:`ShapeError` (a ValueError) naming the node, op, inferred shape and bound."""
+        return self._plan(graph, self._values(graph, inputs))
+
+    def _plan(self, graph: Graph, values: dict) -> Plan:
+        limit = self.max_request_bytes
+        p = shapes.plan(graph, self.registry, values, self.context, require_shapes=limit is not None,
+                        max_value_elements=MAX_VALUE_ELEMENTS)
+        if limit is not None and p.peak_bytes > limit:
+            raise ShapeError(f"request refused before running: its peak live memory is {p.peak_bytes} bytes "
+                             f"(at {p.describe_peak()}) > {self.bound_name} {limit}", max(p.peak_seq, 0),
+                             p.node(p.peak_seq).op if p.peak_seq > 0 else "")
+        return p
+
+    def run(self, graph: Graph, inputs: dict, check=None, plan: Plan | None = None) -> dict:
+        """``check``: called before each node (a server passes its deadline /
+        cancellation check, so an expired request stops between nodes).
+        ``plan``: one :meth:`plan` made for these same inputs (else it is made here)."""
+        values = self._values(graph, inputs)
+        if plan is None:
+            plan = self._plan(graph, values)
+        self.last_plan = plan
+        if self.ledger is None:
+            return self._run(graph, values, check, plan)
+        with self.ledger.reserve(plan.peak_bytes, self.ledger_wait_s, "run"):
+            return self._run(graph, values, check, plan)
+
+    def _run(self, graph: Graph, values: dict, check, plan: Plan) -> dict:
         # last reader of each value, so that intermediates are freed early
         last_use: dict[str, int] = {}
         for i, n in enumerate(graph.nodes):
@@ -122,6 +168,11 @@ class Runner:
                     raise NodeError(f"node {node.seq} ({node.op} on {device.name}): output {k} is a "
                                     f"{type(v).__name__}, expected a tensor or SubGraph", node.seq, node.op,
                                     device.name)
+                why = shapes.fits(v, plan.specs.get(f"{node.seq}_{k}"))
+                if why:
+                    raise NodeError(f"node {node.seq} ({node.op} on {device.name}): output {k} {why} (the op's "
+                                    "shape function is wrong; the memory bound assumed the inferred size)",
+                                    node.seq, node.op, device.name)
                 if isinstance(v, torch.Tensor) and v.numel() > MAX_VALUE_ELEMENTS:
                     raise NodeError(f"node {node.seq} ({node.op} on {device.name}): output {k} has {v.numel()} "
                                     f"elements, limit MAX_VALUE_ELEMENTS {MAX_VALUE_ELEMENTS}", node.seq, node.op,
@@ -130,6 +181,11 @@ class Runner:
             for r in set(node.inputs):
                 if last_use.get(r) == i and r not in keep and r not in graph.params:
                     values.pop(r, None)
+            for k in range(len(outs)):  # an output nothing reads is dropped at once (the plan assumes so)
+                r = f"{node.seq}_{k}"
+                if r not in last_use and r not in keep:
+                    values.pop(r, None)
+            del out, outs, args, v
             profile.append({"seq": node.seq, "op": node.op, "device": device.name,
                             "kernel": f"{getattr(kernel, '__module__', '?')}.{getattr(kernel, '__qualname__', kernel)}",
                             "ms": ms})
@@ -188,6 +244,20 @@ class SamplerContext:
         s, lock = self._entry(tuple(int(f) for f in fanouts))
         with lock:
             return s.sample(seeds, seed)
+
+    def sampling_info(self, fanouts) -> dict | None:
+        """What BatchPre's shape function needs: ``feature_dim`` and ``feature_itemsize`` (bytes per
+        stored feature value), from the live graph when one was given, else from the sampler (opened and
+        cached as :meth:`sample` would). None when the sampler does not say."""
+        g = self.graph
+        if g is not None and hasattr(g, "feature_dim") and hasattr(g, "dtype"):
+            return {"feature_dim": int(g.feature_dim), "feature_itemsize": int(np.dtype(g.dtype).itemsize)}
+        s = self.sampler(fanouts)
+        dim, dt = getattr(s, "feature_dim", None), getattr(s, "dtype", None)
+        if dim is None or dt is None:
+            return None
+        sizes = [np.dtype(dt).itemsize] + ([np.dtype(s.out_dtype).itemsize] if getattr(s, "out_dtype", None) else [])
+        return {"feature_dim": int(dim), "feature_itemsize": max(sizes)}
 
 
 def run(graph: Graph, inputs: dict, context=None, registry: Registry | None = None) -> dict:
