@@ -180,16 +180,32 @@ class ApplyBatchReply(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[OpResult, _Mapping]]] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class UpdateGraphChunk(_message.Message):
-    __slots__ = ("src", "dst", "embeddings", "labels")
+    __slots__ = ("src", "dst", "embeddings", "labels", "commit")
     SRC_FIELD_NUMBER: _ClassVar[int]
     DST_FIELD_NUMBER: _ClassVar[int]
     EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
     src: _containers.RepeatedScalarFieldContainer[int]
     dst: _containers.RepeatedScalarFieldContainer[int]
     embeddings: Tensor
     labels: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, src: _Optional[_Iterable[int]] = ..., dst: _Optional[_Iterable[int]] = ..., embeddings: _Optional[_Union[Tensor, _Mapping]] = ..., labels: _Optional[_Iterable[int]] = ...) -> None: ...
+    commit: UpdateGraphCommit
+    def __init__(self, src: _Optional[_Iterable[int]] = ..., dst: _Optional[_Iterable[int]] = ..., embeddings: _Optional[_Union[Tensor, _Mapping]] = ..., labels: _Optional[_Iterable[int]] = ..., commit: _Optional[_Union[UpdateGraphCommit, _Mapping]] = ...) -> None: ...
+
+class UpdateGraphCommit(_message.Message):
+    __slots__ = ("chunks", "edges", "embedding_rows", "labels", "crc32")
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    EDGES_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_ROWS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    CRC32_FIELD_NUMBER: _ClassVar[int]
+    chunks: int
+    edges: int
+    embedding_rows: int
+    labels: int
+    crc32: int
+    def __init__(self, chunks: _Optional[int] = ..., edges: _Optional[int] = ..., embedding_rows: _Optional[int] = ..., labels: _Optional[int] = ..., crc32: _Optional[int] = ...) -> None: ...
 
 class UpdateGraphReply(_message.Message):
     __slots__ = ("report_json", "chunks", "edges", "embedding_rows")

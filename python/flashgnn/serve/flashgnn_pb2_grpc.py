@@ -120,8 +120,11 @@ class FlashGNNServicer:
 
     def UpdateGraph(self, request_iterator, context):
         """GraphStore, bulk: a stream of chunks (edge arrays and embedding rows)
-        that together describe a whole new graph; it replaces the current one
-        (as a new generation) when the stream ends.
+        that together describe a whole new graph, ended by a chunk carrying
+        `commit` (the totals the client sent); it replaces the current one (as a
+        new generation) only after the commit chunk arrived and matched what was
+        received. A stream that breaks, is cancelled or ends without the commit
+        chunk changes nothing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
