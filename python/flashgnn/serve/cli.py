@@ -32,6 +32,12 @@ def add_parsers(sub, parse_size) -> None:
     s.add_argument("--max-hops", type=int, default=d.max_hops, help=f"sampling hops of a served DFG (default {d.max_hops})")
     s.add_argument("--max-sampled-nodes", type=int, default=d.max_sampled_nodes,
                    help=f"Run: targets x (1 + f1 + f1*f2 + ...) over the DFG's sampling ops (default {d.max_sampled_nodes})")
+    s.add_argument("--max-request-bytes", type=parse_size, default=d.max_request_bytes,
+                   help="Run: one request's inferred peak memory (every node's shape inferred before any kernel "
+                        "runs; default 1GiB)")
+    s.add_argument("--max-inflight-bytes", type=parse_size, default=d.max_inflight_bytes,
+                   help="Run: the same summed over the requests in flight; a Run waits up to 1 s for room, then "
+                        "RESOURCE_EXHAUSTED (default 4GiB)")
     s.add_argument("--grace", type=float, default=d.grace_s, help=f"seconds in-flight requests get on SIGTERM (default {d.grace_s:g})")
     s.add_argument("--group-commit-wait-us", type=int, default=0, help="WAL group-commit window (default 0)")
     s.add_argument("--memory-budget", type=parse_size, default=0,
@@ -81,7 +87,7 @@ def cmd_serve(a) -> int:
         max_inflight=a.max_inflight, max_message_bytes=a.max_message_bytes, default_deadline_s=a.default_deadline,
         max_batch=a.max_batch, max_fanout=a.max_fanout, workers=a.workers, max_update_bytes=a.max_update_bytes,
         max_batch_ops=a.max_batch_ops, max_hops=a.max_hops, max_sampled_nodes=a.max_sampled_nodes,
-        grace_s=a.grace,
+        max_request_bytes=a.max_request_bytes, max_inflight_bytes=a.max_inflight_bytes, grace_s=a.grace,
     )
     limits.check()
     token = read_token_file(a.token_file)

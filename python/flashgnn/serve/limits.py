@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# How long a Run waits for room under --max-inflight-bytes before RESOURCE_EXHAUSTED (capped by its deadline).
+# Short on purpose: a waiting Run holds one of the --workers threads.
+INFLIGHT_BYTES_WAIT_S = 1.0
+
 
 @dataclass
 class Limits:
@@ -19,13 +23,23 @@ class Limits:
     max_batch_ops: int = 65536  # unit ops in one ApplyBatch
     max_hops: int = 3  # sampling hops of a DFG's BatchPre
     max_sampled_nodes: int = 1 << 22  # Run: targets x (1 + f1 + f1*f2 + ...) summed over the DFG's BatchPre nodes
+    # Run: inferred peak live bytes of one request's DFG (+ its reply), checked before any kernel runs. 1 GiB
+    # admits a 2-layer GCN (128 features -> 128 hidden) at --max-batch 4096 targets and fanouts 10,5, whose
+    # inferred peak is 867 MiB (SpMM over <= 249,856 nodes x 128 float32 plus its [245,760 edges x 128] messages).
+    max_request_bytes: int = 1 << 30
+    # Run: the same bytes summed over every Run in flight (reserved before the first kernel, released after the
+    # reply is built): 4 GiB = four maximum-size requests at once (of --workers 16); smaller ones share it.
+    max_inflight_bytes: int = 4 << 30
     grace_s: float = 10.0  # drain time for in-flight requests on SIGTERM
 
     def check(self) -> None:
         for name in ("max_inflight", "max_message_bytes", "max_batch", "max_fanout", "workers", "max_update_bytes",
-                     "max_batch_ops", "max_hops", "max_sampled_nodes"):
+                     "max_batch_ops", "max_hops", "max_sampled_nodes", "max_request_bytes", "max_inflight_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')}: {getattr(self, name)} < 1")
+        if self.max_request_bytes > self.max_inflight_bytes:
+            raise ValueError(f"--max-request-bytes {self.max_request_bytes} > --max-inflight-bytes "
+                             f"{self.max_inflight_bytes}: such a request could never run")
         if not self.default_deadline_s > 0:
             raise ValueError(f"--default-deadline: {self.default_deadline_s} must be > 0")
         if self.grace_s < 0:

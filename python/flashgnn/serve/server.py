@@ -622,8 +622,11 @@ class Service(pb_grpc.FlashGNNServicer):
                 if k > self.limits.max_fanout:
                     raise invalid(f"Run.dfg {where} fanouts[{i}]: {k} > --max-fanout {self.limits.max_fanout}")
 
-    def _check_work(self, graph, targets: int) -> None:
-        """Upper bound on the nodes a Run samples: targets x (1 + f1 + f1 f2 + ...) per BatchPre."""
+    def _check_work(self, graph, targets: int, runner=None, inputs=None):
+        """Upper bound on the nodes a Run samples: targets x (1 + f1 + f1 f2 + ...) per BatchPre. With a
+        runner: the DFG's plan (every node's shape inferred, none run), its bytes (peak + the reply's copy of
+        the outputs) checked against --max-request-bytes, and the process-wide ledger of
+        --max-inflight-bytes; returns (plan, bytes, ledger)."""
         bound = 0
         for _, fanouts in _dfg_fanouts(graph):
             level, per = 1, 1
@@ -634,6 +637,19 @@ class Service(pb_grpc.FlashGNNServicer):
         if bound > self.limits.max_sampled_nodes:
             raise invalid(f"Run.batch: {targets} targets x the DFG's fanouts may sample {bound} nodes > "
                           f"--max-sampled-nodes {self.limits.max_sampled_nodes}")
+        if runner is None:
+            return None
+        plan = runner.plan(graph, inputs)  # ShapeError (a ValueError) -> INVALID_ARGUMENT naming node/op/shape/bound
+        need = plan.peak_bytes + plan.output_bytes
+        if need > self.limits.max_request_bytes:
+            raise invalid(f"Run.dfg: refused before running: peak {plan.peak_bytes} bytes (at {plan.describe_peak()}) "
+                          f"+ reply {plan.output_bytes} bytes > --max-request-bytes {self.limits.max_request_bytes}")
+        with self._runner_lock:
+            ledger = self.__dict__.get("_bytes_ledger")
+            if ledger is None:
+                ledger = self._bytes_ledger = self._dfg_mod.ByteLedger(self.limits.max_inflight_bytes,
+                                                                       "--max-inflight-bytes")
+        return plan, need, ledger
 
     def Run(self, request, context):
         def work(call):
@@ -648,18 +664,30 @@ class Service(pb_grpc.FlashGNNServicer):
                 i = int(bad[0])
                 raise invalid(f"Run.batch[{i}]: {int(batch[i])} " + ("< 0" if batch[i] < 0 else f">= num_nodes {n}"))
             digest, g = self._graph_for(request)
-            self._check_work(g, int(batch.size))
             dfg = self._dfg_mod
             import torch
 
-            runner = dfg.Runner(registry=self._registry, context=self._context)
-            call.check()
-            out = runner.run(g, {"Batch": torch.from_numpy(batch)}, check=call.check)
-            reply = pb.RunReply(profile_json=json.dumps(getattr(runner, "last_profile", [])), dfg_id=digest)
-            for name, t in out.items():
-                a = t.detach().cpu().numpy() if hasattr(t, "detach") else np.asarray(t)
-                reply.outputs[name].CopyFrom(to_tensor(a))
-            return reply
+            from .limits import INFLIGHT_BYTES_WAIT_S
+
+            inputs = {"Batch": torch.from_numpy(batch)}
+            runner = dfg.Runner(registry=self._registry, context=self._context,
+                                max_request_bytes=self.limits.max_request_bytes, bound_name="--max-request-bytes")
+            plan, need, ledger = self._check_work(g, int(batch.size), runner, inputs)  # nothing has run yet
+            wait = max(0.0, min(INFLIGHT_BYTES_WAIT_S, call.deadline - time.monotonic()))
+            try:
+                ledger.acquire(need, wait, f"Run ({batch.size} targets, DFG {digest[:12]})")
+            except dfg.LedgerFull as e:
+                raise Status(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), "memory") from None
+            try:
+                call.check()
+                out = runner.run(g, inputs, check=call.check, plan=plan)
+                reply = pb.RunReply(profile_json=json.dumps(getattr(runner, "last_profile", [])), dfg_id=digest)
+                for name, t in out.items():
+                    a = t.detach().cpu().numpy() if hasattr(t, "detach") else np.asarray(t)
+                    reply.outputs[name].CopyFrom(to_tensor(a))
+                return reply
+            finally:
+                ledger.release(need)
 
         return self._call("Run", context, work)
 
