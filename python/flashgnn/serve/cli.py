@@ -38,6 +38,9 @@ def add_parsers(sub, parse_size) -> None:
     s.add_argument("--max-inflight-bytes", type=parse_size, default=d.max_inflight_bytes,
                    help="Run: the same summed over the requests in flight; a Run waits up to 1 s for room, then "
                         "RESOURCE_EXHAUSTED (default 4GiB)")
+    s.add_argument("--request-body-timeout", type=float, default=d.request_body_timeout_s,
+                   help="seconds an admitted call may wait for its request message (UpdateGraph: each chunk) "
+                        f"before DEADLINE_EXCEEDED (default {d.request_body_timeout_s:g})")
     s.add_argument("--grace", type=float, default=d.grace_s, help=f"seconds in-flight requests get on SIGTERM (default {d.grace_s:g})")
     s.add_argument("--group-commit-wait-us", type=int, default=0, help="WAL group-commit window (default 0)")
     s.add_argument("--memory-budget", type=parse_size, default=0,
@@ -87,7 +90,8 @@ def cmd_serve(a) -> int:
         max_inflight=a.max_inflight, max_message_bytes=a.max_message_bytes, default_deadline_s=a.default_deadline,
         max_batch=a.max_batch, max_fanout=a.max_fanout, workers=a.workers, max_update_bytes=a.max_update_bytes,
         max_batch_ops=a.max_batch_ops, max_hops=a.max_hops, max_sampled_nodes=a.max_sampled_nodes,
-        max_request_bytes=a.max_request_bytes, max_inflight_bytes=a.max_inflight_bytes, grace_s=a.grace,
+        max_request_bytes=a.max_request_bytes, max_inflight_bytes=a.max_inflight_bytes, request_body_timeout_s=a.request_body_timeout,
+        grace_s=a.grace,
     )
     limits.check()
     token = read_token_file(a.token_file)

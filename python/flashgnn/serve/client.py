@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zlib
 from typing import Iterable
 
 import grpc
@@ -30,6 +31,7 @@ import numpy as np
 from . import flashgnn_pb2 as pb
 from . import flashgnn_pb2_grpc as pb_grpc
 from .codec import from_tensor, to_tensor
+from .token import read_token_file
 
 # Rows (edges, embedding rows, labels) per UpdateGraph chunk by default:
 # 64 Ki edges are ~1 MiB of varints, well under the default 64 MiB message cap.
@@ -62,8 +64,8 @@ class Client:
 
     def __init__(self, address: str, token: str | None = None, timeout: float | None = None, *, token_file: str | None = None):
         if token is None and token_file is not None:
-            with open(token_file, encoding="utf-8") as f:
-                token = f.read().strip()
+            # The server's rules (one line, a regular file, never blocks on a FIFO), but not its mode check.
+            token = read_token_file(token_file, private=False)
         self.address, self.timeout = address, timeout
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self._channel = grpc.insecure_channel(
@@ -159,8 +161,9 @@ class Client:
 
     def update_graph(self, src, dst, embeddings=None, labels=None, chunk_rows: int = UPDATE_CHUNK_ROWS) -> dict:
         """Stream edges (``src[i] -> dst[i]``), embedding rows and labels in chunks of
-        ``chunk_rows``; the server applies them as one update when the stream ends.
-        Returns the graph's report plus the counts the server received."""
+        ``chunk_rows``, then a commit chunk with the totals and CRC sent; the server applies
+        them as one update only once that arrived and matched (a broken stream changes
+        nothing). Returns the graph's report plus the counts the server received."""
         if chunk_rows < 1:
             raise ValueError(f"chunk_rows: {chunk_rows} < 1")
         src = np.asarray(src, dtype=np.int64).reshape(-1)
@@ -174,14 +177,27 @@ class Client:
 
         def chunks():
             rows = max(src.size, 0 if emb is None else emb.shape[0], 0 if lab is None else lab.size)
+            commit = pb.UpdateGraphCommit()
+            crc = 0
             for lo in range(0, max(rows, 1), chunk_rows):
                 hi = lo + chunk_rows
                 c = pb.UpdateGraphChunk(src=src[lo:hi].tolist(), dst=dst[lo:hi].tolist())
+                # The CRC the server recomputes: per chunk src, dst (int64 LE), embeddings.data, labels (int64 LE).
+                crc = zlib.crc32(dst[lo:hi].astype("<i8").tobytes(), zlib.crc32(src[lo:hi].astype("<i8").tobytes(), crc))
+                commit.edges += min(hi, src.size) - min(lo, src.size)
                 if emb is not None and lo < emb.shape[0]:
                     c.embeddings.CopyFrom(to_tensor(emb[lo:hi]))
+                    crc = zlib.crc32(c.embeddings.data, crc)
+                    commit.embedding_rows += len(emb[lo:hi])
                 if lab is not None and lo < lab.size:
                     c.labels.extend(lab[lo:hi].tolist())
+                    crc = zlib.crc32(lab[lo:hi].astype("<i8").tobytes(), crc)
+                    commit.labels += len(lab[lo:hi])
+                commit.chunks += 1
                 yield c
+            commit.chunks += 1  # the commit chunk itself
+            commit.crc32 = crc
+            yield pb.UpdateGraphChunk(commit=commit)
 
         r = self._rpc("UpdateGraph", chunks())
         return {"report": json.loads(r.report_json or "{}"), "chunks": r.chunks, "edges": r.edges, "embedding_rows": r.embedding_rows}

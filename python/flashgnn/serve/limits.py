@@ -30,6 +30,9 @@ class Limits:
     # Run: the same bytes summed over every Run in flight (reserved before the first kernel, released after the
     # reply is built): 4 GiB = four maximum-size requests at once (of --workers 16); smaller ones share it.
     max_inflight_bytes: int = 4 << 30
+    # Seconds a call may wait for its request message (UpdateGraph: for each chunk) after it was
+    # authenticated and admitted; an idle call is then answered DEADLINE_EXCEEDED and its slot freed.
+    request_body_timeout_s: float = 10.0
     grace_s: float = 10.0  # drain time for in-flight requests on SIGTERM
 
     def check(self) -> None:
@@ -42,5 +45,7 @@ class Limits:
                              f"{self.max_inflight_bytes}: such a request could never run")
         if not self.default_deadline_s > 0:
             raise ValueError(f"--default-deadline: {self.default_deadline_s} must be > 0")
+        if not self.request_body_timeout_s > 0:
+            raise ValueError(f"--request-body-timeout: {self.request_body_timeout_s} must be > 0")
         if self.grace_s < 0:
             raise ValueError(f"--grace: {self.grace_s} < 0")

@@ -1,45 +1,76 @@
 """``flashgnn serve``: the gRPC server over a :class:`flashgnn.MutableGraph`.
 
 Owns RELIABILITY.md promise 5. Every request passes one gate,
-:meth:`Service._call`, in this order:
+:meth:`Service._serve_rpc`, in this order:
 
 1. **authentication** — metadata ``authorization: Bearer <token>`` compared in
    constant time (``hmac.compare_digest``) on every RPC except Health;
-   otherwise UNAUTHENTICATED, before any request field is looked at;
+   otherwise UNAUTHENTICATED at once, before the request message is read;
 2. **admission** — a semaphore of ``max_inflight`` slots taken *without
    blocking*; when none is free the answer is RESOURCE_EXHAUSTED at once
-   (a queue would only turn overload into latency);
-3. **deadline** — the client's deadline, or ``default_deadline_s`` when it set
+   (a queue would only turn overload into latency). Also before the request
+   message is read;
+3. **the request message** — awaited at most ``request_body_timeout_s``
+   (``--request-body-timeout``; for UpdateGraph: per chunk), else
+   DEADLINE_EXCEEDED naming the flag. Health and Stats never read theirs
+   (it is empty);
+4. **deadline** — the client's deadline, or ``default_deadline_s`` when it set
    none; the handler waits for the work at most that long and answers
    DEADLINE_EXCEEDED. A mutation checks the deadline before it starts; one
    already committing finishes (its slot stays taken until it does, so the
    cap bounds real work, not just waiting handlers);
-4. **validation** — ids against ``num_nodes``, Tensor bytes against dtype and
+5. **validation** — ids against ``num_nodes``, Tensor bytes against dtype and
    shape, Run batch and fanouts against ``max_batch`` / ``max_fanout``:
    INVALID_ARGUMENT naming the field, value and bound. ``ValueError`` from
    the graph or the runner maps to INVALID_ARGUMENT with its message.
 
+Why ``grpc.aio`` and stream-request handlers (issue 15, item 2). grpcio's
+thread-pool server reads a unary request message *inside a pool thread, before
+the handler runs*: a call that never sends its message pinned a thread with
+no server-side timeout, and ``max_inflight`` + 8 such calls, token or not,
+refused everybody. Here every RPC is registered as a stream-request coroutine
+(:meth:`Service.handlers`), so the gate runs when the call starts, with the
+metadata in hand and no message read: an unauthenticated call is answered at
+once and holds nothing; an authenticated one takes its slot, then awaits its
+message on the event loop (no thread) for at most ``--request-body-timeout``.
+No gRPC-wide ``maximum_concurrent_rpcs`` is set: it would count
+unauthenticated calls against authenticated ones, which is the lockout itself.
+Per connection: ``grpc.max_connection_idle_ms`` closes connections without
+calls, ``grpc.server_handshake_timeout_ms`` bounds the HTTP/2 handshake,
+keepalive pings find peers that vanished (their calls are cancelled), and
+``grpc.max_concurrent_streams`` bounds one connection's streams. Alternative
+weighed: stream-request handlers on the thread-pool server; the gate would
+run early too, but a thread would still block in the message read with no
+way to time it out.
+
 Message sizes are bounded by gRPC itself (``max_receive_message_length`` /
 ``max_send_message_length`` = ``max_message_bytes``): a larger request is
-answered RESOURCE_EXHAUSTED by the gRPC core before a handler runs.
+answered RESOURCE_EXHAUSTED by the gRPC core (the handler sees the stream end
+without a message, counted as ``no_message`` in Stats' rejections).
 
-Threads: gRPC's handler pool (``max_inflight + HANDLER_SPARE_THREADS``, and
-gRPC's own ``maximum_concurrent_rpcs`` at the same number, so even rejections
-are bounded) only authenticates, admits and waits; the work runs on a pool of
-``workers`` threads. MutableGraph releases the GIL in its blocking calls, so
-concurrent mutations share fsyncs (group commit).
+Threads: the event loop (one thread) authenticates, admits, reads messages and
+waits; the work runs on a pool of ``workers`` threads, Stats on
+``UNMETERED_THREADS`` of its own, Health on the loop. MutableGraph releases
+the GIL in its blocking calls, so concurrent mutations share fsyncs (group
+commit).
 
 Shutdown (SIGTERM/SIGINT): Health turns DRAINING, gRPC stops accepting, the
 in-flight requests get ``grace_s`` to finish, the work pool is joined, the
-graph is closed, one summary line is printed and the process exits 0.
+graph is closed, one summary line is printed and the process exits 0. A
+second SIGTERM/SIGINT during the drain ends the grace period at once (calls
+still in flight are cancelled; work already running on a worker finishes,
+since a commit cannot be interrupted) and the summary follows, marked so; the
+signal handlers stay installed until it is printed.
 
 Test hook: ``FLASHGNN_SERVE_TEST_DELAY="Rpc:seconds[,Rpc:seconds]"`` makes the
 named RPCs sleep inside their admitted work (tests of the in-flight cap,
-deadlines and the drain). It is read once at start and announced on stderr.
+deadlines and the drain); not Health, which runs on the event loop. It is read
+once at start and announced on stderr.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import concurrent.futures
 import hashlib
@@ -47,13 +78,12 @@ import hmac
 import json
 import os
 import signal
-import stat
 import sys
 import threading
 import time
 import traceback
+import zlib
 from dataclasses import asdict
-from pathlib import Path
 
 import grpc
 import numpy as np
@@ -64,15 +94,23 @@ from . import flashgnn_pb2 as pb
 from . import flashgnn_pb2_grpc as pb_grpc
 from .codec import from_tensor, to_tensor
 from .limits import Limits
+from .token import read_token_file  # noqa: F401 - re-exported (flashgnn serve, the tests)
 
 # Requests kept per RPC for the p50/p99 latency in Stats (a sliding window:
 # 4096 x 8 B per RPC, bounded whatever the uptime).
 LATENCY_WINDOW = 4096
 # Serialised DFGs kept by sha256 (LRU). A client re-sends an evicted one on NOT_FOUND.
 DFG_CACHE_ENTRIES = 64
-# gRPC handler threads beyond max_inflight: room to answer Health, Stats and
-# rejections while every admitted slot is busy.
-HANDLER_SPARE_THREADS = 8
+# Threads answering Stats (not metered by --max-inflight, so an overloaded server can be watched), and
+# the Stats calls in flight at once on them (more: RESOURCE_EXHAUSTED).
+UNMETERED_THREADS = 2
+UNMETERED_INFLIGHT = 8
+# Per connection (see the module docstring). Streams: generous, since every stream is refused at once or
+# ends by its message timeout or deadline; this bounds the HTTP/2 state one connection can hold.
+MAX_STREAMS_PER_CONNECTION = 1024
+CONNECTION_IDLE_S = 300  # a connection without calls is closed after this
+HANDSHAKE_TIMEOUT_S = 10  # a connection must finish its HTTP/2 handshake in this
+KEEPALIVE_S, KEEPALIVE_TIMEOUT_S = 60, 20  # ping an idle peer; no answer: its calls are cancelled
 ENV_TEST_DELAY = "FLASHGNN_SERVE_TEST_DELAY"
 
 RPCS = (
@@ -81,6 +119,7 @@ RPCS = (
 )
 # RPCs that do not take an in-flight slot (cheap, and needed to watch an overloaded server).
 UNMETERED = ("Health", "Stats")
+OPEN_RPCS = ("Health",)  # no token needed
 
 
 class Status(Exception):
@@ -95,26 +134,6 @@ def invalid(message: str) -> Status:
     return Status(grpc.StatusCode.INVALID_ARGUMENT, message, "invalid_argument")
 
 
-def read_token_file(path: str | os.PathLike) -> str:
-    """The bearer token: first line of ``path``. Refuses a file others can read or write."""
-    p = Path(path)
-    try:
-        st = p.stat()
-    except OSError as e:
-        raise ValueError(f"--token-file {p}: {e.strerror}") from None
-    if st.st_mode & (stat.S_IROTH | stat.S_IWOTH):
-        raise ValueError(
-            f"--token-file {p}: mode {stat.filemode(st.st_mode)} is readable or writable by others; "
-            f"run `chmod 600 {p}` (the token grants read and write access to the graph)"
-        )
-    token = p.read_text(encoding="utf-8").strip()
-    if not token:
-        raise ValueError(f"--token-file {p}: empty; put one line of at least 16 random characters in it")
-    if len(token) < 16:
-        raise ValueError(f"--token-file {p}: token of {len(token)} characters < 16; use e.g. `openssl rand -hex 32`")
-    return token
-
-
 def _test_delays() -> dict[str, float]:
     spec = os.environ.get(ENV_TEST_DELAY, "").strip()
     out: dict[str, float] = {}
@@ -122,6 +141,8 @@ def _test_delays() -> dict[str, float]:
         name, _, secs = part.partition(":")
         if name not in RPCS:
             raise ValueError(f"{ENV_TEST_DELAY}: unknown RPC {name!r} (known: {', '.join(RPCS)})")
+        if name == "Health":
+            raise ValueError(f"{ENV_TEST_DELAY}: Health runs on the event loop and cannot be delayed")
         out[name] = float(secs)
     return out
 
@@ -169,8 +190,8 @@ class Metrics:
 class _Slot:
     """An admitted request's in-flight slot; released exactly once when its work ends."""
 
-    def __init__(self, service: "Service"):
-        self._service, self._released = service, False
+    def __init__(self, release):
+        self._release, self._released = release, False
         self._lock = threading.Lock()
 
     def release(self, *_):
@@ -178,7 +199,7 @@ class _Slot:
             if self._released:
                 return
             self._released = True
-        self._service._release_slot()
+        self._release()
 
 
 class Service(pb_grpc.FlashGNNServicer):
@@ -206,6 +227,8 @@ class Service(pb_grpc.FlashGNNServicer):
         self._registry = None
         self._context = None
         self._runner_lock = threading.Lock()
+        self._side = concurrent.futures.ThreadPoolExecutor(UNMETERED_THREADS, thread_name_prefix="flashgnn-stats")
+        self._side_slots = threading.BoundedSemaphore(UNMETERED_INFLIGHT)
 
     # -- the gate -----------------------------------------------------------
 
@@ -231,7 +254,12 @@ class Service(pb_grpc.FlashGNNServicer):
             )
         with self._inflight_lock:
             self._inflight += 1
-        return _Slot(self)
+        return _Slot(self._release_slot)
+
+    def shutdown_pools(self) -> None:
+        """After the drain: join the worker and Stats threads (running work finishes, queued work is dropped)."""
+        self.work.shutdown(wait=True, cancel_futures=True)
+        self._side.shutdown(wait=True, cancel_futures=True)
 
     def _release_slot(self) -> None:
         with self._inflight_lock:
@@ -250,40 +278,122 @@ class Service(pb_grpc.FlashGNNServicer):
             return time.monotonic() + self.limits.default_deadline_s, f" (server default --default-deadline {self.limits.default_deadline_s:g})"
         return time.monotonic() + remaining, ""
 
-    def _call(self, rpc: str, context, work, *, auth: bool = True):
-        """Run ``work(call)`` for one request behind auth, admission and the deadline."""
+    def _call(self, rpc: str, context: "_Admitted", work) -> concurrent.futures.Future:
+        """Start ``work(call)`` for a request the transport (:meth:`_serve_rpc`) has authenticated, admitted
+        and read; returns the future it awaits. Health runs here and now (it is cheap), Stats on the
+        unmetered threads, everything else on the worker pool."""
+        call = context.call
+        if rpc == "Health":
+            fut: concurrent.futures.Future = concurrent.futures.Future()
+            try:
+                fut.set_result(self._guarded(work, call))
+            except Exception as e:  # noqa: BLE001 - delivered to the transport like a worker's error
+                fut.set_exception(e)
+            return fut
+        try:
+            return (self._side if rpc in UNMETERED else self.work).submit(self._guarded, work, call)
+        except RuntimeError:  # pool shut down: we are draining
+            raise Status(grpc.StatusCode.UNAVAILABLE, f"{rpc}: server is shutting down", "draining") from None
+
+    # -- the transport (see the module docstring for why grpc.aio) ------------
+
+    def handlers(self) -> grpc.GenericRpcHandler:
+        """Every RPC registered as a stream-request coroutine, so :meth:`_serve_rpc` runs when the call starts,
+        with the metadata and before any request message is read."""
+        methods = pb.DESCRIPTOR.services_by_name["FlashGNN"].methods_by_name
+        table = {}
+        for rpc in RPCS:
+            request_cls, reply_cls = (getattr(pb, t.name) for t in (methods[rpc].input_type, methods[rpc].output_type))
+
+            async def handler(request_iterator, context, rpc=rpc, request_cls=request_cls):
+                return await self._serve_rpc(rpc, request_cls, context)
+
+            table[rpc] = grpc.stream_unary_rpc_method_handler(
+                handler, request_deserializer=request_cls.FromString, response_serializer=reply_cls.SerializeToString)
+        return grpc.method_handlers_generic_handler("flashgnn.v1.FlashGNN", table)
+
+    async def _serve_rpc(self, rpc: str, request_cls, context):
+        """One call, from its start: authenticate, admit, read the message (bounded), run, answer."""
         t0 = time.perf_counter()
         code, reason, message = grpc.StatusCode.OK, None, ""
-        reply = None
+        reply, slot, fut, call = None, None, None, None
         try:
-            if auth:
+            if rpc not in OPEN_RPCS:
                 self._auth(rpc, context)
             deadline, note = self._deadline(context)
             call = _Call(rpc, deadline, self._delays.get(rpc, 0.0), note)
-            if rpc in UNMETERED:
-                reply = self._guarded(work, call)
-            else:
+            # The client going away (or the answer having been sent) stops work that has not committed yet.
+            context.add_done_callback(lambda _ctx, call=call: call.cancel())
+            if rpc == "Stats":
+                slot = self._admit_unmetered(rpc)
+            elif rpc not in UNMETERED:
                 slot = self._admit(rpc)
-                try:
-                    fut = self.work.submit(self._guarded, work, call)
-                except RuntimeError:  # pool shut down: we are draining
-                    slot.release()
-                    raise Status(grpc.StatusCode.UNAVAILABLE, f"{rpc}: server is shutting down", "draining") from None
+            if rpc in UNMETERED:
+                request = request_cls()  # empty by definition: never waited for
+            elif rpc == "UpdateGraph":
+                request = _ChunkStream(self, context, call, asyncio.get_running_loop())
+            else:
+                request = await self._message(rpc, context, call, f"{rpc} request")
+                if request is None:
+                    raise Status(grpc.StatusCode.INVALID_ARGUMENT,
+                                 f"{rpc}: the stream ended without a request message (or the message exceeded "
+                                 f"--max-message-bytes {self.limits.max_message_bytes} and the transport refused it)",
+                                 "no_message")
+            fut = getattr(self, rpc)(request, _Admitted(call))
+            if slot is not None:
                 fut.add_done_callback(slot.release)
-                # The client going away also stops work that has not committed yet.
-                context.add_callback(call.cancel)
-                try:
-                    reply = fut.result(timeout=max(0.0, deadline - time.monotonic()))
-                except concurrent.futures.TimeoutError:
-                    call.cancel()
-                    raise call.expired() from None
+                slot = None
+            reply = await self._result(fut, call)
         except Status as s:
             code, reason, message = s.code, s.reason, s.message
+        except asyncio.CancelledError:
+            # The client cancelled, or the drain ended; gRPC has answered the call already.
+            if call is not None:
+                call.cancel()
+            self.metrics.record(rpc, grpc.StatusCode.CANCELLED, time.perf_counter() - t0, "cancelled")
+            raise
         finally:
-            self.metrics.record(rpc, code, time.perf_counter() - t0, reason)
+            if slot is not None:  # taken, but no work was started
+                slot.release()
+        self.metrics.record(rpc, code, time.perf_counter() - t0, reason)
         if code != grpc.StatusCode.OK:
-            context.abort(code, message)
+            await context.abort(code, message)
         return reply
+
+    def _admit_unmetered(self, rpc: str) -> "_Slot":
+        if not self._side_slots.acquire(blocking=False):
+            raise Status(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                         f"{rpc}: {UNMETERED_INFLIGHT} {rpc} requests in flight (UNMETERED_INFLIGHT); retry later",
+                         "overloaded")
+        return _Slot(self._side_slots.release)
+
+    async def _message(self, rpc: str, context, call: "_Call", what: str):
+        """The next request message, awaited at most --request-body-timeout (and the call's deadline); None
+        when the client ended the stream."""
+        limit = self.limits.request_body_timeout_s
+        wait = min(limit, max(0.0, call.deadline - time.monotonic()))
+        try:
+            msg = await asyncio.wait_for(context.read(), wait)
+        except (asyncio.TimeoutError, TimeoutError):
+            if wait < limit:
+                raise call.expired() from None
+            raise Status(grpc.StatusCode.DEADLINE_EXCEEDED,
+                         f"{what}: not received within --request-body-timeout {limit:g} s", "body_timeout") from None
+        except (Status, asyncio.CancelledError):
+            raise
+        except Exception as e:  # noqa: BLE001 - the message does not parse
+            raise invalid(f"{what}: not a valid message: {type(e).__name__}: {e}") from None
+        return None if msg is grpc.aio.EOF else msg
+
+    async def _result(self, fut: concurrent.futures.Future, call: "_Call"):
+        """``fut``'s result, waited for until the call's deadline (DEADLINE_EXCEEDED after it)."""
+        waiting = asyncio.wrap_future(fut)
+        waiting.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even if we stop waiting
+        done, _ = await asyncio.wait({waiting}, timeout=max(0.0, call.deadline - time.monotonic()))
+        if not done:
+            call.cancel()
+            raise call.expired()
+        return waiting.result()
 
     def _guarded(self, work, call: "_Call"):
         """Runs on a worker: the test delay, the deadline check, and error mapping."""
@@ -343,7 +453,7 @@ class Service(pb_grpc.FlashGNNServicer):
                 version=str(flashgnn.__version__), uptime_s=time.monotonic() - self.started,
             )
 
-        return self._call("Health", context, work, auth=False)
+        return self._call("Health", context, work)
 
     def Stats(self, request, context):
         def work(call):
@@ -477,7 +587,9 @@ class Service(pb_grpc.FlashGNNServicer):
     def UpdateGraph(self, request_iterator, context):
         """Replace the whole graph: edges ``src[i] -> dst[i]`` and ``[N, D]`` embedding rows
         (N = the new node count; D and the float dtype may differ from the current ones,
-        but must be the same in every chunk)."""
+        but must be the same in every chunk). Published only after the stream's commit chunk
+        arrived, its totals and CRC matched what was received, the client half-closed after it,
+        and the call is still live; anything else leaves the graph as it was."""
 
         def work(call):
             if not self._update_slot.acquire(blocking=False):
@@ -490,11 +602,15 @@ class Service(pb_grpc.FlashGNNServicer):
 
         def update(call):
             src, dst, emb, lab = [], [], [], []
-            total = chunks = 0
+            total = chunks = nlab = 0
+            crc = 0
             width = dtype = None
+            commit = None
             for chunk in request_iterator:
                 call.check()
                 f = f"UpdateGraph.chunk[{chunks}]"
+                if commit is not None:
+                    raise invalid(f"{f}: sent after the commit chunk (chunk[{chunks - 1}]); the commit chunk must be the last")
                 if len(chunk.src) != len(chunk.dst):
                     raise invalid(f"{f}: len(src) {len(chunk.src)} != len(dst) {len(chunk.dst)}")
                 # Counted as decoded arrays (ids are 1-byte varints on the wire but 8 bytes each here).
@@ -505,10 +621,13 @@ class Service(pb_grpc.FlashGNNServicer):
                         f"{f}: stream reached {total} bytes > --max-update-bytes {self.limits.max_update_bytes}",
                         "too_large",
                     )
-                if chunk.src:
-                    src.append(np.asarray(chunk.src, dtype=np.int64))
-                    dst.append(np.asarray(chunk.dst, dtype=np.int64))
+                s_, d_ = np.asarray(chunk.src, dtype="<i8"), np.asarray(chunk.dst, dtype="<i8")
+                crc = zlib.crc32(d_.tobytes(), zlib.crc32(s_.tobytes(), crc))
+                if s_.size:
+                    src.append(s_)
+                    dst.append(d_)
                 if chunk.HasField("embeddings"):
+                    crc = zlib.crc32(chunk.embeddings.data, crc)
                     e = from_tensor(chunk.embeddings, f"{f}.embeddings")
                     if e.ndim != 2:
                         raise invalid(f"{f}.embeddings.shape: {list(e.shape)} is not [rows, dim]")
@@ -519,16 +638,35 @@ class Service(pb_grpc.FlashGNNServicer):
                     elif (e.shape[1], e.dtype) != (width, dtype):
                         raise invalid(f"{f}.embeddings: {e.dtype.name}[{e.shape[1]}] rows after {dtype.name}[{width}] rows in earlier chunks")
                     emb.append(e)
-                if chunk.labels:
-                    lab.append(np.asarray(chunk.labels, dtype=np.int64))
+                l_ = np.asarray(chunk.labels, dtype="<i8")
+                crc = zlib.crc32(l_.tobytes(), crc)
+                if l_.size:
+                    lab.append(l_)
+                    nlab += l_.size
                 chunks += 1
+                if chunk.HasField("commit"):
+                    commit = chunk.commit
+            # The stream ended cleanly (a cancelled or broken one raised above). Only an explicit end counts:
+            # without it a client that stopped early (a bug, a killed generator) would publish half a graph.
+            if commit is None:
+                raise Status(grpc.StatusCode.INVALID_ARGUMENT,
+                             f"UpdateGraph: the stream ended after {chunks} chunks without a commit chunk "
+                             "(UpdateGraphChunk.commit with the totals sent); nothing applied", "uncommitted")
+            rows = sum(len(x) for x in emb)
+            edges = sum(len(x) for x in src)
+            for name, sent, got in (("chunks", commit.chunks, chunks), ("edges", commit.edges, edges),
+                                    ("embedding_rows", commit.embedding_rows, rows), ("labels", commit.labels, nlab),
+                                    ("crc32", commit.crc32, crc)):
+                if sent != got:
+                    raise Status(grpc.StatusCode.INVALID_ARGUMENT,
+                                 f"UpdateGraph.commit.{name}: {sent} sent != {got} received; nothing applied",
+                                 "uncommitted")
             if not emb:
                 raise invalid("UpdateGraph: no embedding rows; the update replaces the whole graph and needs [num_nodes, dim] embeddings")
             e = np.concatenate(emb)
             s = np.concatenate(src) if src else np.zeros(0, np.int64)
             d = np.concatenate(dst) if dst else np.zeros(0, np.int64)
             labels = np.concatenate(lab) if lab else None
-            rows = len(e)
             for name, a in (("src", s), ("dst", d)):
                 bad = np.flatnonzero((a < 0) | (a >= rows))
                 if bad.size:
@@ -725,9 +863,25 @@ class _Call:
         self.rpc, self.deadline, self.delay_s, self.note = rpc, deadline, delay_s, note
         self.budget_s = max(0.0, deadline - time.monotonic())
         self._cancelled = threading.Event()
+        self._lock = threading.Lock()
+        self._reading: concurrent.futures.Future | None = None
 
     def cancel(self) -> None:
-        self._cancelled.set()
+        with self._lock:
+            self._cancelled.set()
+            if self._reading is not None:
+                self._reading.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def reading(self, fut: concurrent.futures.Future | None) -> None:
+        """The message read a worker now waits for (cancelled with the call), or None."""
+        with self._lock:
+            self._reading = fut
+            if fut is not None and self._cancelled.is_set():
+                fut.cancel()
 
     def sleep(self, seconds: float) -> None:
         self._cancelled.wait(min(seconds, max(0.0, self.deadline - time.monotonic())))
@@ -742,6 +896,44 @@ class _Call:
             raise self.expired()
         if self._cancelled.is_set():
             raise Status(grpc.StatusCode.CANCELLED, f"{self.rpc}: cancelled before the work started", "cancelled")
+
+
+class _Admitted:
+    """What a servicer method's ``context`` is here: the admitted call (deadline, cancellation)."""
+
+    def __init__(self, call: _Call):
+        self.call = call
+
+
+class _ChunkStream:
+    """UpdateGraph's chunks as a plain iterator for the worker that consumes them: each ``next()`` has the
+    event loop await one message (at most --request-body-timeout and the call's deadline). Ends when the
+    client half-closes; raises CANCELLED when the call is cancelled or the client went away."""
+
+    def __init__(self, service: Service, context, call: _Call, loop: asyncio.AbstractEventLoop):
+        self._service, self._context, self._call, self._loop = service, context, call, loop
+        self.received = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        what = f"UpdateGraph.chunk[{self.received}]"
+        fut = asyncio.run_coroutine_threadsafe(self._service._message("UpdateGraph", self._context, self._call, what),
+                                               self._loop)
+        self._call.reading(fut)
+        try:
+            msg = fut.result()
+        except concurrent.futures.CancelledError:
+            raise Status(grpc.StatusCode.CANCELLED,
+                         f"UpdateGraph: cancelled after {self.received} chunks (the client went away); nothing applied",
+                         "cancelled") from None
+        finally:
+            self._call.reading(None)
+        if msg is None:
+            raise StopIteration
+        self.received += 1
+        return msg
 
 
 def _dfg_fanouts(graph):
@@ -798,17 +990,27 @@ def serve(
         _log(budget.describe(split))
         cache = flashgnn.Cache(dataset, BUDGET_FANOUTS, split["cache"], hot="degree")
     service = Service(graph, dataset, limits, token, allow_plugins, cache=cache)
-    handlers = limits.max_inflight + HANDLER_SPARE_THREADS
-    server = grpc.server(
-        concurrent.futures.ThreadPoolExecutor(handlers, thread_name_prefix="flashgnn-rpc"),
-        options=[
-            ("grpc.max_receive_message_length", limits.max_message_bytes),
-            ("grpc.max_send_message_length", limits.max_message_bytes),
-            ("grpc.so_reuseport", 0),
-        ],
-        maximum_concurrent_rpcs=handlers,
-    )
-    pb_grpc.add_FlashGNNServicer_to_server(service, server)
+    return asyncio.run(_serve(service, graph, listen, limits, preload, ready))
+
+
+def server_options(limits: Limits) -> list[tuple[str, int]]:
+    """The gRPC server's channel arguments: message sizes and the per-connection bounds (module docstring)."""
+    return [
+        ("grpc.max_receive_message_length", limits.max_message_bytes),
+        ("grpc.max_send_message_length", limits.max_message_bytes),
+        ("grpc.so_reuseport", 0),
+        ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
+        ("grpc.max_connection_idle_ms", CONNECTION_IDLE_S * 1000),
+        ("grpc.server_handshake_timeout_ms", HANDSHAKE_TIMEOUT_S * 1000),
+        ("grpc.keepalive_time_ms", KEEPALIVE_S * 1000),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_S * 1000),
+    ]
+
+
+async def _serve(service: Service, graph, listen: str, limits: Limits, preload: bool, ready) -> int:
+    loop = asyncio.get_running_loop()
+    server = grpc.aio.server(options=server_options(limits))
+    server.add_generic_rpc_handlers((service.handlers(),))
     try:
         port = server.add_insecure_port(listen)
     except RuntimeError as e:
@@ -817,40 +1019,55 @@ def serve(
     if not port:
         graph.close()
         raise OSError(f"--listen {listen}: cannot bind")
-    stop = threading.Event()
+    stop, cut = asyncio.Event(), asyncio.Event()
     got: list[str] = []
 
-    def on_signal(signum, frame):
-        got.append(signal.Signals(signum).name)
-        stop.set()
+    def on_signal(name: str) -> None:
+        got.append(name)
+        if len(got) == 1:
+            stop.set()
+        elif not cut.is_set():
+            cut.set()
+            _log(f"{name} again while draining: grace period ended; cancelling the calls still in flight "
+                 "(work already running finishes), then the graph is closed and the summary printed")
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    server.start()
-    if preload:
-        service.preload()
-    if service._delays:
-        _log(f"TEST HOOK {ENV_TEST_DELAY} active: {service._delays}")
-    if ready is not None:
-        ready(port)
+    # Installed until the summary is printed: a second signal shortens the drain, it never kills the process.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig.name)
     try:
-        while not stop.wait(0.5):
-            pass
+        await server.start()
+        if preload:
+            service.preload()
+        if service._delays:
+            _log(f"TEST HOOK {ENV_TEST_DELAY} active: {service._delays}")
+        if ready is not None:
+            ready(port)
+        await stop.wait()
+        t0 = time.monotonic()
+        service.draining = True
+        in_flight_at_stop = service.in_flight
+        _log(f"{got[0]}: draining {in_flight_at_stop} in-flight request(s), grace {limits.grace_s:g} s")
+        stopping = asyncio.ensure_future(server.stop(limits.grace_s))
+        cutting = asyncio.ensure_future(cut.wait())
+        await asyncio.wait({stopping, cutting}, return_when=asyncio.FIRST_COMPLETED)
+        if not stopping.done():
+            await server.stop(0)
+        await stopping
+        cutting.cancel()
+        # Every call has been answered; work already running still finishes before the graph closes, work
+        # not started is dropped. Joined off the loop, so signals are still handled meanwhile.
+        await loop.run_in_executor(None, service.shutdown_pools)
+        seq = getattr(graph, "seq", None)
+        graph.close()
+        served, rejected = service.metrics.totals()
+        cut_note = f" (grace cut short by a second {got[1]})" if len(got) > 1 and cut.is_set() else ""
+        print(
+            f"flashgnn serve: stopped after {time.monotonic() - service.started:.1f} s: {served} requests "
+            f"({rejected} rejected), drained {in_flight_at_stop} in flight in {time.monotonic() - t0:.2f} s{cut_note}, "
+            f"graph closed at seq {seq}",
+            flush=True,
+        )
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-    t0 = time.monotonic()
-    service.draining = True
-    in_flight_at_stop = service.in_flight
-    _log(f"{got[0] if got else 'stop'}: draining {in_flight_at_stop} in-flight request(s), grace {limits.grace_s:g} s")
-    server.stop(limits.grace_s).wait()
-    service.work.shutdown(wait=True)  # work past the grace period still finishes before the graph closes
-    seq = getattr(graph, "seq", None)
-    graph.close()
-    served, rejected = service.metrics.totals()
-    print(
-        f"flashgnn serve: stopped after {time.monotonic() - service.started:.1f} s: {served} requests "
-        f"({rejected} rejected), drained {in_flight_at_stop} in flight in {time.monotonic() - t0:.2f} s, "
-        f"graph closed at seq {seq}",
-        flush=True,
-    )
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
     return 0
