@@ -33,6 +33,7 @@ a larger value flow on unnoticed.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -45,6 +46,7 @@ from flashgnn.dfg.ops import SubGraph, _bool, _choice, _float, _int, _only
 INF = math.inf
 
 
+@functools.lru_cache(maxsize=64)
 def _itemsize(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 
@@ -116,9 +118,8 @@ class SubGraphSpec:
 
     @classmethod
     def of(cls, s: SubGraph) -> "SubGraphSpec":
-        nb = s.n_id.numel() * s.n_id.element_size() + s.edge_index.numel() * s.edge_index.element_size()
-        if s.edge_weight is not None:
-            nb += s.edge_weight.numel() * s.edge_weight.element_size()
+        """The exact spec of a real SubGraph (its ``nbytes`` counts every tensor it holds, ``x`` included)."""
+        nb = sum(t.numel() * t.element_size() for t in (s.n_id, s.edge_index, s.edge_weight, s.x) if t is not None)
         return cls(int(s.batch_size), int(s.num_nodes), int(s.edge_index.shape[1]),
                    tuple(int(v) for v in s.num_sampled_nodes), tuple(int(v) for v in s.num_sampled_edges),
                    None if s.x is None else TensorSpec.of(s.x), nb, True)
@@ -200,13 +201,19 @@ def _s(v, what: str) -> SubGraphSpec:
     return v
 
 
-def _meta(t: TensorSpec, ones: bool = True) -> torch.Tensor:
-    return torch.empty((1,) * t.ndim if ones else t.shape, dtype=t.dtype, device="meta")
+@functools.lru_cache(maxsize=4096)
+def _meta_dtype(fn, args: tuple, kwargs: tuple) -> torch.dtype:
+    """The dtype ``fn`` gives on tensors of these (dtype, ndim), run on 1-sized meta tensors (no memory;
+    cached, since a meta call costs about a millisecond and a DFG may have thousands of nodes)."""
+    metas = [torch.empty((1,) * nd, dtype=dt, device="meta") for dt, nd in args]
+    if fn is torch.cat:
+        return torch.cat(metas, **dict(kwargs)).dtype
+    return fn(*metas, **dict(kwargs)).dtype
 
 
-def _result_dtype(fn, *ts: TensorSpec) -> torch.dtype:
-    """The dtype ``fn`` gives on tensors of these dtypes and ranks (run on 1-sized meta tensors: no memory)."""
-    return fn(*(_meta(t) for t in ts)).dtype
+def _result_dtype(fn, *ts: TensorSpec, **kwargs) -> torch.dtype:
+    """The dtype ``fn`` gives on tensors of these dtypes and ranks."""
+    return _meta_dtype(fn, tuple((t.dtype, t.ndim) for t in ts), tuple(sorted(kwargs.items())))
 
 
 def _broadcast(a: tuple, b: tuple, exact: bool, what: str) -> tuple:
@@ -416,7 +423,7 @@ def reduce(sctx, x, **attrs):
     fn = getattr(torch, f"a{op}" if op in ("max", "min") else op)
     if op in ("max", "min") and x.ndim and x.exact and x.shape[dim] == 0:
         raise ValueError(f"{op} over an empty dimension {dim}")
-    dtype = fn(_meta(x), dim=dim, keepdim=keep).dtype
+    dtype = _result_dtype(fn, x, dim=dim, keepdim=keep)
     return Inferred((TensorSpec(_reduced_shape(x, dim, keep), dtype, x.exact),))
 
 
@@ -486,7 +493,7 @@ def concat(sctx, *xs, **attrs):
             if exact and len(sizes) > 1:
                 raise ValueError(f"shapes {[list(x.shape) for x in xs]} do not concatenate along {dim}")
             shape.append(max(sizes))
-    dtype = torch.cat([_meta(x) for x in xs], dim=d).dtype
+    dtype = _result_dtype(torch.cat, *xs, dim=d)
     return Inferred((TensorSpec(tuple(shape), dtype, exact),))
 
 
@@ -497,10 +504,10 @@ def _along_dim(fn, name):
         dim = _dim_of(x.ndim, attrs, -1)
         if fn is None:  # L2Normalize: F.normalize holds the norms (x reduced along dim) twice
             _float(attrs, "eps", 1e-12)
-            dtype = torch.nn.functional.normalize(_meta(x), p=2.0, dim=dim).dtype
+            dtype = _result_dtype(torch.nn.functional.normalize, x, p=2.0, dim=dim)
             red = math.prod(_reduced_shape(x, dim, True)) * _itemsize(dtype)
             return Inferred((_same(x, dtype),), scratch=2 * red)
-        return Inferred((_same(x, fn(_meta(x), dim=dim).dtype),))
+        return Inferred((_same(x, _result_dtype(fn, x, dim=dim)),))
 
     shape.__name__ = f"{name}_shape"
     return shape
@@ -704,9 +711,16 @@ def plan(graph, registry, values: dict, context=None, *, require_shapes: bool = 
     for r, gs in v_groups.items():
         for g in gs:
             g_last[g] = max(g_last[g], death.get(r, g_made[g]))
-    peak, peak_seq = input_bytes, 0
+    # one sweep over the nodes: a group adds its bytes where it is made and drops them after its last use
+    delta = [0] * (len(nodes) + 2)
+    for g, b in enumerate(g_bytes):
+        delta[max(g_made[g], 0)] += b
+        if g_last[g] != INF:
+            delta[int(g_last[g]) + 1] -= b
+    peak, peak_seq, alive = input_bytes, 0, 0
     for i, np_ in enumerate(nodes):
-        live = sum(b for g, b in enumerate(g_bytes) if g_made[g] <= i <= g_last[g]) + np_.scratch
+        alive += delta[i]
+        live = alive + np_.scratch
         np_.live_bytes = live
         if live > peak:
             peak, peak_seq = live, np_.seq
