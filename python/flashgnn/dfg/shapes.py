@@ -608,8 +608,9 @@ def _normalise(res, n_out: int) -> Inferred:
         if not isinstance(s, (TensorSpec, SubGraphSpec)):
             raise ValueError(f"shape function output {k} is a {type(s).__name__}, expected a TensorSpec or "
                              "SubGraphSpec")
-        if any((not isinstance(d, (int, np.integer))) or d < 0 for d in getattr(s, "shape", ())):
-            raise ValueError(f"shape function output {k} has shape {list(s.shape)}: dims must be integers >= 0")
+        dims = s.shape if isinstance(s, TensorSpec) else (s.batch_size, s.num_nodes, s.num_edges, s.nbytes)
+        if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0 for d in dims):
+            raise ValueError(f"shape function output {k} has sizes {list(dims)}: they must be integers >= 0")
     if not isinstance(res.scratch, int) or res.scratch < 0:
         raise ValueError(f"shape function scratch {res.scratch!r}: expected an integer >= 0")
     res.outputs = outs
@@ -662,8 +663,9 @@ def plan(graph, registry, values: dict, context=None, *, require_shapes: bool = 
                 res = _normalise(fn(ShapeContext(context, node.seq, node.op), *ins, **node.attrs), node.num_outputs)
             except Unbounded as e:
                 why = str(e)
-            except (ValueError, TypeError, IndexError, RuntimeError) as e:
-                raise ShapeError(f"{where}: {e} (inferred before running; inputs "
+            except Exception as e:  # noqa: BLE001 - a shape function's failure refuses its node, whatever it was
+                msg = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+                raise ShapeError(f"{where}: {msg} (inferred before running; inputs "
                                  f"{', '.join(str(s) for s in ins) or 'none'})", node.seq, node.op,
                                  device.name) from None
         if res is None:
