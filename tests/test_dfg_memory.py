@@ -560,6 +560,29 @@ def test_static_errors_refused_before_any_kernel(op, inputs, attrs, frag):
     assert_error(e, f"node 1 ({op} on CPU): ", frag, "inferred before running")
 
 
+def test_limits_flags_and_defaults():
+    """--max-request-bytes / --max-inflight-bytes: parsed as sizes, defaults 1 GiB / 4 GiB, and a per-request
+    bound above the in-flight sum (a request that could never run) is refused at start."""
+    import argparse
+
+    from flashgnn.cli import parse_size
+    from flashgnn.serve.cli import add_parsers
+    from flashgnn.serve.limits import Limits
+
+    d = Limits()
+    assert (d.max_request_bytes, d.max_inflight_bytes) == (1 << 30, 4 << 30)
+    d.check()
+    p = argparse.ArgumentParser()
+    add_parsers(p.add_subparsers(dest="cmd"), parse_size)
+    a = p.parse_args(["serve", "ds", "--token-file", "t", "--max-request-bytes", "64MiB", "--max-inflight-bytes", "1G"])
+    assert (a.max_request_bytes, a.max_inflight_bytes) == (64 * MiB, 1 << 30)
+    with pytest.raises(ValueError) as e:
+        Limits(max_request_bytes=2 << 30, max_inflight_bytes=1 << 30).check()
+    assert_error(e, "--max-request-bytes 2147483648 > --max-inflight-bytes 1073741824")
+    with pytest.raises(ValueError, match="--max-request-bytes: 0 < 1"):
+        Limits(max_request_bytes=0).check()
+
+
 # ---------------------------------------------------------------------------------------------
 # through the real gRPC server
 
