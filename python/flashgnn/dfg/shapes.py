@@ -598,7 +598,7 @@ class Plan:
         return f"node {n.seq} ({n.op} on {n.device}, output {outs})"
 
 
-def _normalise(res, n_out: int) -> Inferred:
+def _normalise(res, n_in: int, n_out: int) -> Inferred:
     if not isinstance(res, Inferred):
         res = Inferred(res if isinstance(res, tuple) else (res,))
     outs = tuple(res.outputs)
@@ -611,8 +611,17 @@ def _normalise(res, n_out: int) -> Inferred:
         dims = s.shape if isinstance(s, TensorSpec) else (s.batch_size, s.num_nodes, s.num_edges, s.nbytes)
         if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0 for d in dims):
             raise ValueError(f"shape function output {k} has sizes {list(dims)}: they must be integers >= 0")
-    if not isinstance(res.scratch, int) or res.scratch < 0:
+    if isinstance(res.scratch, bool) or not isinstance(res.scratch, int) or res.scratch < 0:
         raise ValueError(f"shape function scratch {res.scratch!r}: expected an integer >= 0")
+    for k, refs in dict(res.views).items():
+        if k not in range(n_out) or not isinstance(refs, (tuple, list)) or not all(
+                isinstance(v, (tuple, list)) and len(v) == 2 and v[0] in ("in", "out")
+                and v[1] in range(n_in if v[0] == "in" else n_out) for v in refs):
+            raise ValueError(f"shape function views {{{k!r}: {refs!r}}}: expected output index -> "
+                             f"(('in', 0..{n_in - 1}) | ('out', 0..{n_out - 1}), ...)")
+    for k, b in dict(res.fresh).items():
+        if k not in range(n_out) or isinstance(b, bool) or not isinstance(b, int) or b < 0:
+            raise ValueError(f"shape function fresh {{{k!r}: {b!r}}}: expected output index -> bytes >= 0")
     res.outputs = outs
     return res
 
@@ -642,12 +651,10 @@ def plan(graph, registry, values: dict, context=None, *, require_shapes: bool = 
     input_bytes = sum(g_bytes)
     nodes: list[NodePlan] = []
     unknown: list = []
-    node_dev: list[str] = []
     for i, node in enumerate(graph.nodes):
         device, _ = registry.select(node.op)
         where = f"node {node.seq} ({node.op} on {device.name})"
         tdev = str(torch.device(device.torch_device))
-        node_dev.append(tdev)
         ins = [specs.get(r) for r in node.inputs]
         opdef = registry.op(node.op)
         fn = getattr(opdef, "shape", None)
@@ -660,7 +667,8 @@ def plan(graph, registry, values: dict, context=None, *, require_shapes: bool = 
         else:
             why = None
             try:
-                res = _normalise(fn(ShapeContext(context, node.seq, node.op), *ins, **node.attrs), node.num_outputs)
+                res = _normalise(fn(ShapeContext(context, node.seq, node.op), *ins, **node.attrs), len(ins),
+                                 node.num_outputs)
             except Unbounded as e:
                 why = str(e)
             except Exception as e:  # noqa: BLE001 - a shape function's failure refuses its node, whatever it was
