@@ -352,6 +352,9 @@ class Service(pb_grpc.FlashGNNServicer):
                 call.cancel()
             self.metrics.record(rpc, grpc.StatusCode.CANCELLED, time.perf_counter() - t0, "cancelled")
             raise
+        except Exception as e:  # noqa: BLE001 - a bug here: one line to the client, the traceback to the log
+            traceback.print_exc(file=sys.stderr)
+            code, reason, message = grpc.StatusCode.INTERNAL, None, f"{rpc}: {type(e).__name__}: {e}"
         finally:
             if slot is not None:  # taken, but no work was started
                 slot.release()
