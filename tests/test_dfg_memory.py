@@ -9,6 +9,11 @@ What is proved, and how:
   kernel reads 0; the same DFG through the real gRPC ``Run`` is answered
   INVALID_ARGUMENT naming the node, op, inferred shape and bound, and the
   server's peak RSS (VmHWM) stays within the bound plus slack;
+- eight more small DFGs of the same class (broadcast outer products,
+  batched GEMM, 64-way fan-in, doubling the request's own input, many small
+  outputs held together, sampling and SpMM's message matrix) are refused
+  before any kernel, and the plan's peak bounds a fresh process's real RSS
+  growth on inputs of hundreds of MiB (the bound is real, not nominal);
 - the in-flight sum: two runs each under the per-request bound but together
   over the ledger: the second waits (and runs once the first releases) or,
   past its wait, is refused naming the bound, with no kernel run; through
@@ -148,6 +153,80 @@ def test_attack_refused_before_any_kernel_peak_rss_within_bound(concats, suite_r
     else:
         assert_error(r["error"], "node 5 (Concat on", "float32[4096, 131072]", "limit MAX_VALUE_ELEMENTS 268435456",
                      "refused before running")
+
+
+class _NoSampling:
+    """Reports sizes but must never be asked to sample (the plan refuses first)."""
+
+    def sample(self, seeds, fanouts, seed):
+        raise AssertionError("sampled before the plan refused")
+
+    def sampling_info(self, fanouts):
+        return {"feature_dim": 128, "feature_itemsize": 4}
+
+
+def _hostile(kind: str):
+    """(graph, inputs, fragment of the error naming the node/op/shape) — each a small DFG asking for > 64 MiB."""
+    g = dfg.Graph()
+    batch = g.create_in("Batch")
+    feed = {"Batch": torch.arange(4)}
+    if kind == "outer-product":
+        y = g.create_op("ElementWise", [g.create_param("A", torch.ones(4096, 1)),
+                                        g.create_param("B", torch.ones(1, 8192))], attrs={"op": "mul"})
+        frag = "node 1 (ElementWise on"
+    elif kind == "broadcast-3d":
+        y = g.create_op("Add", [g.create_param("A", torch.ones(4096, 1, 1)), g.create_param("B", torch.ones(1, 4096))])
+        frag = "float32[4096, 1, 4096]"
+    elif kind == "gemm-batch-broadcast":
+        y = g.create_op("GEMM", [g.create_param("A", torch.ones(32, 1, 128, 1)),
+                                 g.create_param("B", torch.ones(1, 64, 1, 128))])
+        frag = "float32[32, 64, 128, 128]"
+    elif kind == "concat-fan-in":
+        x = g.create_op("GEMM", [g.create_param("A", torch.ones(256, 1)), g.create_param("B", torch.ones(1, 1024))])
+        y = g.create_op("Concat", [x] * 64, attrs={"dim": 0})
+        frag = "node 2 (Concat on"
+    elif kind == "doubling-the-input":  # no params at all: the request's own 4 ids, doubled 22 times
+        y = batch
+        for _ in range(22):
+            y = g.create_op("Concat", [y, y], attrs={"dim": 0})
+        frag = "int64[16777216]"
+    elif kind == "many-live-outputs":  # each value is small; together, all held to the end, they are not
+        a = g.create_op("GEMM", [g.create_param("A", torch.ones(256, 1)), g.create_param("B", torch.ones(1, 1024))])
+        for i in range(80):
+            g.create_out(f"O{i}", g.create_op("Sigmoid", [a]))  # 1 MiB each
+        y = g.create_op("Tanh", [a])
+        frag = "node 82 (Tanh on"
+    elif kind == "sampling":  # 4096 targets x (1 + 100 + 100^2) nodes x 128 features
+        sub, x = g.create_op("BatchPre", [batch], attrs={"fanouts": [100, 100]})
+        y = g.create_op("Take", [x, sub])
+        feed = {"Batch": torch.arange(4096)}
+        frag = "node 1 (BatchPre on"
+    elif kind == "spmm-messages":  # small output, but SpMM's [E, D] message matrix is the peak
+        sub, x = g.create_op("BatchPre", [batch], attrs={"fanouts": [60]})
+        y = g.create_op("Reduce", [g.create_op("SpMM_Sum", [sub, x])], attrs={"dim": 0})
+        feed = {"Batch": torch.arange(2048)}
+        frag = "node 2 (SpMM_Sum on"
+    g.create_out("Result", y)
+    return dfg.Graph.from_bytes(g.to_bytes()), feed, frag
+
+
+HOSTILE = ["outer-product", "broadcast-3d", "gemm-batch-broadcast", "concat-fan-in", "doubling-the-input",
+           "many-live-outputs", "sampling", "spmm-messages"]
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_hostile_dfgs_refused_before_any_kernel(kind):
+    """Other small DFGs that ask for more memory than they carry: broadcasting, batched GEMM, fan-in, doubling
+    the request's own input, many small outputs held together, sampling and its message matrix."""
+    reg, calls = counting_registry()
+    g, feed, frag = _hostile(kind)
+    assert len(g.to_bytes()) < 64 * 1024
+    with pytest.raises(dfg.ShapeError) as e:
+        dfg.Runner(reg, context=_NoSampling(), max_request_bytes=BOUND).run(g, feed)
+    refused(calls == [])
+    assert calls == [], f"kernels ran before the refusal: {calls}"
+    assert_error(e, frag, "refused before running")
+    assert f"> max_request_bytes {BOUND}" in str(e.value) or "limit MAX_VALUE_ELEMENTS" in str(e.value)
 
 
 def test_plan_bounds_and_liveness_of_the_attack():
