@@ -218,8 +218,11 @@ def load_checkpoint(directory: str | os.PathLike, map_location="cpu") -> dict:
     path = Path(directory) / CHECKPOINT_FILE
     if not path.exists():
         raise FileNotFoundError(f"{path}: no checkpoint (train with --checkpoint {directory} first)")
+    from flashgnn._durable import open_regular
+
     try:
-        state = torch.load(path, map_location=map_location, weights_only=False)
+        with open_regular(path) as f:  # a FIFO or device is refused by name, never waited on
+            state = torch.load(f, map_location=map_location, weights_only=False)
     except Exception as e:  # noqa: BLE001 - any unpickling failure is a corrupt file
         raise ValueError(f"{path}: not a readable checkpoint ({type(e).__name__}: {e})") from None
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
