@@ -244,7 +244,14 @@ fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<Bu
 
     // Side work (features, labels, splits) overlaps edge preprocessing when
     // the node count is known up front; otherwise it runs after the edges.
-    let side_params = SideParams { tmp, opts, feat_dtype, direct_final, page_size: opts.page_size, progress };
+    // Declared class count: --num-classes, or IGB's label file (19 / 2K).
+    let num_classes = opts.num_classes.or(match (fmt_name.as_str(), opts.igb_classes.as_str()) {
+        ("igb", "19") => Some(19),
+        ("igb", "2K") => Some(2983),
+        _ => None,
+    });
+    let side_params =
+        SideParams { tmp, opts, feat_dtype, direct_final, page_size: opts.page_size, progress, num_classes };
     let (edge_result, side_result) = std::thread::scope(|scope| {
         let handle = declared.map(|n| {
             let (f, l, s) = side_inputs.take().expect("side inputs taken once");
@@ -290,6 +297,7 @@ struct SideParams<'a> {
     direct_final: bool,
     page_size: u32,
     progress: &'a Progress,
+    num_classes: Option<u64>,
 }
 
 /// Stream features (converted), labels and splits to their files.
@@ -464,6 +472,15 @@ fn write_labels(p: &SideParams, n: u64, mut src: Box<dyn ValueSource>) -> Result
             } else {
                 v as i64
             };
+            if let Some(c) = p.num_classes.filter(|&c| l >= 0 && l as u64 >= c) {
+                return Err(BuildError::input(
+                    &file,
+                    src.position(i),
+                    format!(
+                        "label {l} is not below the declared class count {c} (labels must be in [0, {c}), or -1/NaN for unlabeled)"
+                    ),
+                ));
+            }
             if l >= 0 {
                 labeled += 1;
                 max = max.max(l);
@@ -481,7 +498,10 @@ fn write_labels(p: &SideParams, n: u64, mut src: Box<dyn ValueSource>) -> Result
         ));
     }
     let (bytes, crc) = out.finish()?;
-    Ok((LabelInfo { num_classes: (max + 1) as u64, labeled }, bytes, crc))
+    // An explicit --num-classes is recorded (a class may have no node);
+    // otherwise the count is what the labels show.
+    let num_classes = p.opts.num_classes.unwrap_or((max + 1) as u64);
+    Ok((LabelInfo { num_classes, labeled }, bytes, crc))
 }
 
 fn write_split(p: &SideParams, n: u64, name: &str, mut src: Box<dyn ValueSource>) -> Result<(u64, u64, u32)> {

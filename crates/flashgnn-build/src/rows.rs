@@ -59,17 +59,17 @@ pub fn convert_rows(
         // Values beyond the target's range would become Inf: refuse them
         // too (float16 and float32 alike).
         let max = match dst {
-            Dtype::Float16 => Some(65504.0),
-            Dtype::Float32 => Some(f32::MAX as f64),
+            Dtype::Float16 => Some((65504.0, "65504")),
+            Dtype::Float32 => Some((f32::MAX as f64, "3.4028235e38")),
             _ => None,
         };
-        if max.is_some_and(|m| v.abs() > m) {
+        if let Some((_, bound)) = max.filter(|(m, _)| v.abs() > *m) {
             if nan == NanPolicy::Error {
                 let row = first_row + (i / dim) as u64;
                 return Err(BuildError::input(
                     file,
                     format!("{}, column {}", position(row), i % dim),
-                    format!("feature value {v} overflows {} (|x| <= {:e})", dst.name(), max.unwrap_or(0.0)),
+                    format!("feature value {v} overflows {} (|x| <= {bound})", dst.name()),
                 ));
             }
             *replaced += 1;
