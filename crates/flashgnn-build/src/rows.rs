@@ -69,7 +69,11 @@ pub fn convert_rows(
                 return Err(BuildError::input(
                     file,
                     format!("{}, column {}", position(row), i % dim),
-                    format!("feature value {v} overflows {} (|x| <= {bound})", dst.name()),
+                    format!(
+                        "feature value {} overflows {} (|x| <= {bound})",
+                        if v.abs() >= 1e15 { format!("{v:e}") } else { format!("{v}") },
+                        dst.name()
+                    ),
                 ));
             }
             *replaced += 1;

@@ -155,8 +155,20 @@ pub fn leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
         format!("free-{}.bin", c.generation),
     ];
     let entries = std::fs::read_dir(&dir).map_err(|e| IoError::new("listing", &dir, None, e))?;
-    let mut names: Vec<String> =
-        entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| !keep.contains(n)).collect();
+    // A `gen-K` that is not flashgnn output (a user's file, link or
+    // directory) is not ours to remove: the --force rule of every publishing
+    // command (flashgnn_io::check_output) applies, and compaction refuses it
+    // by name when it would publish there.
+    let ours = |n: &str| {
+        !n.starts_with("gen-")
+            || std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_dir())
+                && flashgnn_io::publish::is_flashgnn_output(&dir.join(n))
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !keep.contains(n) && ours(n))
+        .collect();
     names.sort();
     Ok(names)
 }
