@@ -1151,17 +1151,33 @@ def test_force_refuses_what_is_not_flashgnn_output(tmp_path, publish_env, comman
         assert "not a flashgnn output directory" in r.stderr
 
 
+def _publish_api(command: str, out: Path, env, force: bool = False) -> None:
+    """The library call behind each publishing command (in-process: no interpreter/torch start per call)."""
+    ds, ck = env
+    if command == "build":
+        build(ds.parent / "raw", out, symmetrize=True, force=force)
+    elif command == "generate":
+        flashgnn.generate(out, progress=False, scale=6, edge_factor=2, dim=4, force=force)
+    elif command == "embed":
+        from flashgnn.embed import embed
+
+        embed(ds, ck, out, force=force, progress=False)
+    else:
+        from flashgnn.presample import presample
+
+        presample(ds, out, [2, 2], batch_size=64, force=force, progress=False)
+
+
 @pytest.mark.parametrize("command", PUBLISHERS)
 def test_force_replaces_own_output(tmp_path, publish_env, command):
     """--force over the same command's earlier output replaces it (its marker/manifest is recognised)."""
     out = tmp_path / "out"
-    first = run_cli_bounded(*_publish_args(command, out, publish_env))
-    assert first.returncode == 0, first.stderr[-2000:]
+    _publish_api(command, out, publish_env)
     (out / "stray").write_text("old")
-    again = run_cli_bounded(*_publish_args(command, out, publish_env))
-    assert again.returncode == 2 and "--force" in again.stderr
-    r = run_cli_bounded(*_publish_args(command, out, publish_env), "--force")
-    assert r.returncode == 0, r.stderr[-2000:]
+    with pytest.raises((FileExistsError, flashgnn.InputError), match="--force"):
+        _publish_api(command, out, publish_env)
+    assert (out / "stray").exists()
+    _publish_api(command, out, publish_env, force=True)
     assert not (out / "stray").exists()
     assert not (out / ".flashgnn-owner").exists()
     assert tmp_leftovers(tmp_path, "out") == []
@@ -1245,15 +1261,15 @@ def dead_and_live(tmp_path):
 
 
 @pytest.mark.parametrize("command", PUBLISHERS)
-def test_stale_tmps_removed_live_ones_kept(dead_and_live, publish_env, command):
-    """Every publishing command removes the '.OUT.tmp-*' of owners that are gone (and says so), keeps one
-    whose owner still runs and one it cannot prove its own."""
+def test_stale_tmps_removed_live_ones_kept(dead_and_live, publish_env, command, capfd):
+    """Every publishing command removes the '.OUT.tmp-*' of owners that are gone (and says so on stderr),
+    keeps one whose owner still runs and one it cannot prove its own."""
     parent, stale, kept = dead_and_live
-    r = run_cli_bounded(*_publish_args(command, parent / "out", publish_env))
-    assert r.returncode == 0, r.stderr[-2000:]
+    _publish_api(command, parent / "out", publish_env)
+    err = capfd.readouterr().err
     for t in stale:
         assert not t.exists(), f"{t} left"
-        assert f"removed stale temporary {t}" in r.stderr
+        assert f"removed stale temporary {t}" in err
     for t in kept:
         assert t.exists(), f"{t} removed"
     record(f"stale-tmp:{command}", True)

@@ -210,6 +210,9 @@ def cmd_train(a) -> int:
 
 
 def cmd_embed(a) -> int:
+    from flashgnn._durable import check_output
+
+    check_output(a.out, a.force)  # refuse before importing torch or opening anything
     from flashgnn.embed import embed
 
     m = embed(a.dataset, a.checkpoint, a.out, batch_size=a.batch_size, output=a.output, engine=a.engine,
@@ -253,6 +256,9 @@ def cmd_query(a) -> int:
 
 
 def cmd_presample(a) -> int:
+    from flashgnn._durable import check_output
+
+    check_output(a.out, a.force)  # refuse before importing torch or opening anything
     from flashgnn.cli import human_bytes
     from flashgnn.presample import presample
     from flashgnn.train import parse_fanout
