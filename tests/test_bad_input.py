@@ -960,6 +960,14 @@ def test_broken_symlink_input_is_an_error_not_absent(tmp_path, tiny, layout, rel
     build_fails(inp, tmp_path / "out", rel.split("/")[-1], words)
 
 
+def test_ogb_split_directory_dangling_link_is_an_error(tmp_path, tiny):
+    """An OGB split/<name> that is a dangling link is an error naming it, not 'no splits'."""
+    inp = write_ogb(tmp_path / "ogb", tiny.edges, tiny.num_nodes, tiny.features, tiny.labels, tiny.splits)
+    shutil.rmtree(inp / "split" / "time")
+    os.symlink(tmp_path / "gone", inp / "split" / "time")
+    build_fails(inp, tmp_path / "out", "split/time", "dangling symbolic link")
+
+
 def test_symlinked_inputs_that_resolve_still_build(tmp_path, tiny):
     """Links to regular files are followed (users link big inputs): the build succeeds with the linked features."""
     inp = write_npy_dir(tmp_path / "in", tiny.edges, tiny.features, tiny.labels)

@@ -155,14 +155,16 @@ pub fn leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
         format!("free-{}.bin", c.generation),
     ];
     let entries = std::fs::read_dir(&dir).map_err(|e| IoError::new("listing", &dir, None, e))?;
-    // A `gen-K` that is not flashgnn output (a user's file, link or
+    // A `gen-K` that is neither empty nor flashgnn output (a user's file, link or
     // directory) is not ours to remove: the --force rule of every publishing
     // command (flashgnn_io::check_output) applies, and compaction refuses it
     // by name when it would publish there.
     let ours = |n: &str| {
+        let p = dir.join(n);
         !n.starts_with("gen-")
-            || std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_dir())
-                && flashgnn_io::publish::is_flashgnn_output(&dir.join(n))
+            || std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir())
+                && (std::fs::read_dir(&p).is_ok_and(|mut e| e.next().is_none())
+                    || flashgnn_io::publish::is_flashgnn_output(&p))
     };
     let mut names: Vec<String> = entries
         .flatten()

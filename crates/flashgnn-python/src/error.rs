@@ -80,9 +80,7 @@ pub fn build_err(e: BuildError) -> PyErr {
     match e {
         BuildError::Input { .. } | BuildError::Config(_) => InputError::new_err(e.to_string()),
         BuildError::Format(_) => InputError::new_err(e.to_string()),
-        BuildError::Io(io) if refusal(&io).is_some() => {
-            InputError::new_err(io.to_string())
-        }
+        BuildError::Io(io) if refusal(&io).is_some() => InputError::new_err(io.to_string()),
         BuildError::Io(io) => io_err(&io),
         BuildError::Store(s) => store_err(s),
         BuildError::Cancelled => PyKeyboardInterrupt::new_err(e.to_string()),

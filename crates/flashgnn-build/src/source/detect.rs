@@ -207,12 +207,16 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
                 let name = match &opts.ogb_split {
                     Some(n) => n.clone(),
                     None => {
-                        let mut names: Vec<String> = std::fs::read_dir(&split_root)
+                        let mut names: Vec<String> = Vec::new();
+                        for e in std::fs::read_dir(&split_root)
                             .map_err(|e| BuildError::config(format!("{}: {e}", split_root.display())))?
                             .filter_map(|e| e.ok())
-                            .filter(|e| e.path().is_dir())
-                            .map(|e| e.file_name().to_string_lossy().into_owned())
-                            .collect();
+                        {
+                            // A split name that is a broken link is an error, not "no split".
+                            if present(&e.path())? && e.path().is_dir() {
+                                names.push(e.file_name().to_string_lossy().into_owned());
+                            }
+                        }
                         names.sort();
                         match names.len() {
                             0 => String::new(),
