@@ -9,7 +9,12 @@ nothing was published.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,7 +27,9 @@ from conftest import (
     assert_error,
     assert_no_crash,
     build,
+    cli_cmd,
     cli_env,
+    generated_dataset,
     csv_rows,
     expected_neighbors,
     run_cli,
@@ -46,12 +53,34 @@ def assert_nothing_published(out: Path) -> None:
     assert tmp_leftovers(out.parent, out.name) == []
 
 
+# Hostile cases tried by this suite and how many ended in a clean error
+# (printed in the terminal summary like the corruption suite's figure).
+CASES: list[tuple[str, bool]] = []
+
+
+def record(case: str, clean: bool) -> None:
+    CASES.append((case, clean))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _importer_counts(suite_report):
+    yield
+    clean = sum(1 for _, c in CASES if c)
+    suite_report.append(f"importer suite: {len(CASES)} hostile cases, {clean} clean errors, "
+                        f"{len(CASES) - clean} not clean (hangs, crashes, wrong error or lost user data)")
+
+
 def build_fails(inp, out, *fragments, exc=flashgnn.InputError, **opts) -> str:
     """Build must raise ``exc`` whose message holds every fragment; nothing is published."""
-    with pytest.raises(exc) as ei:
-        build(inp, out, **opts)
-    msg = assert_error(ei, *fragments)
-    assert_nothing_published(Path(out))
+    ok = False
+    try:
+        with pytest.raises(exc) as ei:
+            build(inp, out, **opts)
+        msg = assert_error(ei, *fragments)
+        assert_nothing_published(Path(out))
+        ok = True
+    finally:
+        record(f"build:{Path(str(inp)).name}:{fragments[:2]}", ok)
     return msg
 
 
@@ -775,3 +804,504 @@ def test_failed_force_build_keeps_old_dataset(tmp_path, tiny, npy_input):
         build(bad, out, force=True)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert tmp_leftovers(out.parent, out.name) == []
+
+
+# ---------------------------------------------------------------------------
+# Round two (issue 15): non-regular files, broken links, CR-only text,
+# duplicate npy header keys, float32 overflow, multi-column label files,
+# --force over what is not flashgnn output, stale temporaries, labels beyond
+# the class count. Every command that could block runs in a subprocess with a
+# timeout, so a regression fails instead of hanging the suite.
+
+HANG_TIMEOUT = float(os.environ.get("FLASHGNN_TEST_HANG_TIMEOUT", "60"))  # seconds before a hang fails a test
+
+
+def run_cli_bounded(*args, env=None) -> subprocess.CompletedProcess:
+    """``run_cli`` that turns a hang into a test failure (the child is killed)."""
+    try:
+        return run_cli(*args, env=env, timeout=HANG_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"flashgnn {' '.join(map(str, args))} hung for {HANG_TIMEOUT} s (blocked on a FIFO?)")
+
+
+def replace_with_fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def cli_fails_cleanly(case: str, *args, fragments=(), rc: int = 2) -> subprocess.CompletedProcess:
+    """The CLI exits with ``rc`` and one error line holding every fragment; records the case."""
+    ok = False
+    try:
+        r = run_cli_bounded(*args)
+        assert_no_crash(r)
+        assert r.returncode == rc, (r.returncode, r.stderr[-2000:])
+        assert_error(r.stderr + r.stdout, *fragments)
+        ok = True
+    finally:
+        record(case, ok)
+    return r
+
+
+def _layouts(root: Path, tiny: TinyGraph) -> dict[str, Path]:
+    return {
+        "npy": write_npy_dir(root / "npy", tiny.edges, tiny.features, tiny.labels, tiny.splits),
+        "igb": write_igb(root / "igb", tiny.edges, tiny.features, tiny.labels),
+        "ogb": write_ogb(root / "ogb", tiny.edges, tiny.num_nodes, tiny.features, tiny.labels, tiny.splits),
+    }
+
+
+INPUT_FILES = [
+    ("npy", "edge_index.npy"),
+    ("npy", "node_feat.npy"),
+    ("npy", "node_label.npy"),
+    ("npy", "train_idx.npy"),
+    ("igb", "processed/paper__cites__paper/edge_index.npy"),
+    ("igb", "processed/paper/node_feat.npy"),
+    ("igb", "processed/paper/node_label_19.npy"),
+    ("ogb", "raw/edge.csv.gz"),
+    ("ogb", "raw/node-feat.csv.gz"),
+    ("ogb", "raw/node-label.csv.gz"),
+    ("ogb", "raw/num-node-list.csv.gz"),
+    ("ogb", "split/time/train.csv.gz"),
+]
+
+
+@pytest.mark.parametrize("layout, rel", INPUT_FILES, ids=[f"{a}:{b}" for a, b in INPUT_FILES])
+def test_fifo_in_place_of_input_file_is_refused(tmp_path, tiny, layout, rel):
+    """A FIFO in place of any input file: the build exits 2 at once naming the file and 'FIFO' (never blocks)."""
+    inp = _layouts(tmp_path, tiny)[layout]
+    replace_with_fifo(inp / rel)
+    out = tmp_path / "out"
+    cli_fails_cleanly(f"fifo-input:{layout}:{rel}", "build", inp, out,
+                      fragments=("flashgnn build: error:", rel, "FIFO"))
+    assert_nothing_published(out)
+
+
+@pytest.mark.parametrize("fmt", ["auto", "snap"])
+def test_fifo_as_snap_input_is_refused(tmp_path, fmt):
+    """A FIFO given as the text edge list (auto-detected or --format snap): a clean error naming it, no hang."""
+    fifo = tmp_path / "edges.txt"
+    os.mkfifo(fifo)
+    cli_fails_cleanly(f"fifo-input:snap:{fmt}", "build", fifo, tmp_path / "out", "--format", fmt,
+                      fragments=("edges.txt", "FIFO"))
+    assert_nothing_published(tmp_path / "out")
+
+
+@pytest.fixture(scope="module")
+def full_dataset(tmp_path_factory) -> Path:
+    """A dataset with every optional file (separate features, reorder maps, labels, splits)
+    and a mutable store with a log (mut/CURRENT, mut/LOCK, mut/wal-*.log)."""
+    d = tmp_path_factory.mktemp("full")
+    t = TinyGraph()
+    inp = write_npy_dir(d / "in", t.edges, t.features, t.labels, t.splits)
+    out = d / "ds"
+    build(inp, out, feature_layout="separate", reorder="degree", symmetrize=True, dedup=True)
+    g = flashgnn.MutableGraph(out)
+    g.add_edge(1, 3)
+    g.close()
+    return out
+
+
+DATASET_FILES = ["manifest.json", "graph.fg", "overflow.fg", "features.fg", "feature_crc.npy", "labels.npy",
+                 "split_train.npy", "node_order.npy", "node_index.npy", "mut/CURRENT", "mut/wal-0.log"]
+
+
+@pytest.mark.parametrize("rel", DATASET_FILES)
+@pytest.mark.parametrize("command", ["verify", "info"])
+def test_fifo_in_place_of_dataset_file_is_refused(full_dataset, tmp_path, rel, command):
+    """A FIFO in place of any dataset file (incl. the mutable store's CURRENT and log): `verify`/`info`
+    end at once with a clean error naming the file and 'FIFO'."""
+    ds = tmp_path / "ds"
+    shutil.copytree(full_dataset, ds, symlinks=True)
+    assert (ds / rel).is_file()
+    replace_with_fifo(ds / rel)
+    # `info` reports a damaged mutable store in its output (and still describes the base): exit 0.
+    rc = 0 if command == "info" and rel.startswith("mut/") else 2
+    cli_fails_cleanly(f"fifo-dataset:{command}:{rel}", command, ds, fragments=(rel.split("/")[-1], "FIFO"), rc=rc)
+
+
+def test_fifo_dataset_file_python_api(full_dataset, tmp_path):
+    """flashgnn.open on a dataset whose labels.npy is a FIFO raises CorruptDatasetError naming it (subprocess, bounded)."""
+    ds = tmp_path / "ds"
+    shutil.copytree(full_dataset, ds, symlinks=True)
+    replace_with_fifo(ds / "labels.npy")
+    code = ("import flashgnn, sys\n"
+            "try:\n    flashgnn.open(sys.argv[1]).labels([0])\n"
+            "except flashgnn.CorruptDatasetError as e:\n    print('CLEAN', e)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(ds)], capture_output=True, text=True, timeout=HANG_TIMEOUT,
+                       env=cli_env())
+    ok = r.returncode == 0 and "CLEAN" in r.stdout and "labels.npy" in r.stdout and "FIFO" in r.stdout
+    record("fifo-dataset:api:labels.npy", ok)
+    assert ok, (r.stdout, r.stderr[-2000:])
+
+
+# --- broken and odd symbolic links -----------------------------------------
+
+LINK_TARGETS = {
+    "dangling": (lambda d: d / "does-not-exist", "dangling symbolic link"),
+    "looping": (None, "loops"),
+    "directory": (lambda d: d, "a directory"),
+}
+LINKED_INPUTS = [("npy", "node_feat.npy"), ("npy", "node_label.npy"), ("npy", "train_idx.npy"),
+                 ("npy", "edge_index.npy"), ("ogb", "raw/node-label.csv.gz"), ("igb", "processed/paper/node_label_19.npy")]
+
+
+@pytest.mark.parametrize("kind", list(LINK_TARGETS))
+@pytest.mark.parametrize("layout, rel", LINKED_INPUTS, ids=[f"{a}:{b}" for a, b in LINKED_INPUTS])
+def test_broken_symlink_input_is_an_error_not_absent(tmp_path, tiny, layout, rel, kind):
+    """An input name that exists but cannot be read (dangling or looping link, link to a directory) is an
+    error naming it; it is never silently treated as absent (no build with '0 features' or no labels)."""
+    inp = _layouts(tmp_path, tiny)[layout]
+    p = inp / rel
+    p.unlink()
+    target, words = LINK_TARGETS[kind]
+    os.symlink(p if target is None else target(tmp_path), p)
+    build_fails(inp, tmp_path / "out", rel.split("/")[-1], words)
+
+
+def test_ogb_split_directory_dangling_link_is_an_error(tmp_path, tiny):
+    """An OGB split/<name> that is a dangling link is an error naming it, not 'no splits'."""
+    inp = write_ogb(tmp_path / "ogb", tiny.edges, tiny.num_nodes, tiny.features, tiny.labels, tiny.splits)
+    shutil.rmtree(inp / "split" / "time")
+    os.symlink(tmp_path / "gone", inp / "split" / "time")
+    build_fails(inp, tmp_path / "out", "split/time", "dangling symbolic link")
+
+
+def test_symlinked_inputs_that_resolve_still_build(tmp_path, tiny):
+    """Links to regular files are followed (users link big inputs): the build succeeds with the linked features."""
+    inp = write_npy_dir(tmp_path / "in", tiny.edges, tiny.features, tiny.labels)
+    real = tmp_path / "elsewhere.npy"
+    (inp / "node_feat.npy").rename(real)
+    os.symlink(real, inp / "node_feat.npy")
+    m = build(inp, tmp_path / "out")["manifest"]
+    assert m["features"]["dim"] == tiny.dim
+    np.testing.assert_allclose(flashgnn.open(tmp_path / "out").features([1]), tiny.features[[1]])
+
+
+# --- CR-only text, duplicate npy keys, float32 overflow, multi-column values --
+
+
+@pytest.mark.parametrize("eol", ["\r", "\r\n", "\n"], ids=["cr", "crlf", "lf"])
+def test_text_line_endings_all_build_the_same_graph(tmp_path, tiny, eol):
+    """CR-only (classic Mac), CRLF and LF edge lists build the same graph; CR-only never builds an empty one."""
+    text = eol.join(["# comment", *(f"{s} {d}" for s, d in tiny.edges)]) + eol
+    inp = tmp_path / "g.txt"
+    inp.write_bytes(text.encode())
+    m = build(inp, tmp_path / "out", num_nodes=tiny.num_nodes)["manifest"]
+    assert m["num_edges"] == len(tiny.edges)
+    ds = flashgnn.open(tmp_path / "out")
+    for v, want in enumerate(expected_neighbors(tiny.edges, tiny.num_nodes)):
+        np.testing.assert_array_equal(np.sort(ds.neighbors(v)), want)
+
+
+def test_cr_only_text_errors_name_the_right_line(tmp_path):
+    """A bad token on the 3rd CR-terminated line is reported at line 3."""
+    inp = tmp_path / "g.txt"
+    inp.write_bytes(b"0 1\r1 2\rx 0\r")
+    build_fails(inp, tmp_path / "out", "g.txt", "line 3, column 1", '"x"')
+
+
+def _npy_with_header(path: Path, dict_text: str, payload: bytes) -> None:
+    head = dict_text.encode()
+    pad = 64 - (10 + len(head) + 1) % 64
+    head += b" " * pad + b"\n"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head + payload)
+
+
+@pytest.mark.parametrize("key, dict_text", [
+    ("shape", "{'descr': '<i8', 'fortran_order': False, 'shape': (8, 2), 'shape': (4, 2), }"),
+    ("descr", "{'descr': '<i4', 'fortran_order': False, 'shape': (8, 2), 'descr': '<i8', }"),
+])
+def test_npy_header_with_duplicate_keys_is_refused(tmp_path, tiny, key, dict_text):
+    """numpy reads the last of a repeated header key, the old parser the first: refuse, naming file and key."""
+    inp = write_npy_dir(tmp_path / "in", tiny.edges)
+    _npy_with_header(inp / "edge_index.npy", dict_text, tiny.edges.astype(np.int64).tobytes())
+    build_fails(inp, tmp_path / "out", "edge_index.npy", f'"{key}" 2 times')
+
+
+def test_float32_conversion_overflow_is_refused(tmp_path, tiny):
+    """float64 1e39 with --feature-dtype float32 would be stored as inf: refused with row, column, value and bound."""
+    f = tiny.features.astype(np.float64)
+    f[4, 1] = -1e39
+    inp = write_npy_dir(tmp_path / "in", tiny.edges, f)
+    build_fails(inp, tmp_path / "out", "node_feat.npy", "row 4", "column 1", "-1e39", "overflows float32",
+                "3.4028235e38", feature_dtype="float32")
+
+
+def test_float32_overflow_cli(tmp_path, tiny):
+    """The same through the CLI: exit 2, one line naming the value and float32."""
+    f = tiny.features.astype(np.float64)
+    f[0, 0] = 1e300
+    inp = write_npy_dir(tmp_path / "in", tiny.edges, f)
+    cli_fails_cleanly("float32-overflow:cli", "build", inp, tmp_path / "out", "--feature-dtype", "float32",
+                      fragments=("node_feat.npy", "row 0", "overflows float32"))
+
+
+@pytest.mark.parametrize("rel", ["raw/node-label.csv.gz", "split/time/train.csv.gz"])
+def test_two_column_value_file_is_refused(tmp_path, tiny, rel):
+    """A two-column node-label.csv.gz (or split file) is refused with file, line and column count, not truncated."""
+    inp = write_ogb(tmp_path / "ogb", tiny.edges, tiny.num_nodes, tiny.features, tiny.labels, tiny.splits)
+    write_gz_text(inp / rel, "".join(f"{i % 3},{i % 2}\n" for i in range(3 if "split" in rel else 6)))
+    build_fails(inp, tmp_path / "out", rel.split("/")[-1], "line 1", "2 columns", "expected 1")
+
+
+# --- labels beyond the class count -----------------------------------------
+
+
+def test_labels_beyond_declared_num_classes_refused_at_build(tmp_path, tiny):
+    """--num-classes 2 with a label 2: refused with file, row, value and bound; the count is recorded when valid."""
+    inp = write_npy_dir(tmp_path / "in", tiny.edges, tiny.features, tiny.labels)
+    build_fails(inp, tmp_path / "out", "node_label.npy", "row 2", "label 2", "declared class count 2",
+                num_classes=2)
+    m = build(inp, tmp_path / "ok", num_classes=5)["manifest"]
+    assert m["labels"]["num_classes"] == 5
+
+
+def test_igb_labels_beyond_declared_classes_refused(tmp_path, tiny):
+    """IGB's node_label_19.npy declares 19 classes: a label 25 is refused with file, row, value and bound."""
+    lab = tiny.labels.copy()
+    lab[3] = 25
+    inp = write_igb(tmp_path / "igb", tiny.edges, tiny.features, lab)
+    build_fails(inp, tmp_path / "out", "node_label_19.npy", "row 3", "label 25", "declared class count 19")
+
+
+def _crc32c(data: bytes) -> int:
+    from test_corruption import crc32c
+
+    return crc32c(data)
+
+
+def test_train_names_label_beyond_num_classes(tmp_path):
+    """A dataset whose labels.npy holds 99 while the manifest says 4 classes (consistent checksums): `train`
+    stops before the first step naming labels.npy, the node, the value and the bound (not torch's 'Target 99')."""
+    from flashgnn import _core
+
+    ds = generated_dataset(tmp_path, scale=8, edge_factor=4, dim=8, classes=4, seed=3)
+    d = flashgnn.open(ds)
+    node = int(d.split("train")[5])
+    lab = np.load(ds / "labels.npy")
+    lab[node] = 99
+    np.save(ds / "labels.npy", lab)
+    man = json.loads((ds / "manifest.json").read_text())
+    data = (ds / "labels.npy").read_bytes()
+    man["files"]["labels.npy"] = {"bytes": len(data), "crc32c": _crc32c(data)}
+    (ds / "manifest.json").write_text(_core.seal_manifest(json.dumps(man, indent=2)))
+    r = cli_fails_cleanly("labels-beyond-classes:train", "train", ds, "--epochs", "1", "--max-batches", "1",
+                          fragments=("flashgnn train: error:", "labels.npy", f"node {node}", "label 99", "[0, 4)"),
+                          rc=1)  # train's flag/data errors exit 1 (SystemExit with a message)
+    assert "out of bounds" not in r.stderr
+
+
+# --- --force over what is not flashgnn output, for every publishing command --
+
+
+def _user_target(tmp_path: Path, kind: str) -> tuple[Path, callable]:
+    """Create a user's thing at ``tmp_path/out``; returns (path, check that it is intact)."""
+    out = tmp_path / "out"
+    if kind == "user-dir":
+        out.mkdir()
+        (out / "thesis.tex").write_text("mine")
+        return out, lambda: (out / "thesis.tex").read_text() == "mine" and sorted(os.listdir(out)) == ["thesis.tex"]
+    if kind == "regular-file":
+        out.write_text("mine")
+        return out, lambda: out.is_file() and out.read_text() == "mine"
+    if kind == "symlink":
+        real = tmp_path / "real"
+        real.mkdir()
+        (real / "thesis.tex").write_text("mine")
+        os.symlink(real, out)
+        return out, lambda: out.is_symlink() and (real / "thesis.tex").read_text() == "mine"
+    if kind == "fifo":
+        os.mkfifo(out)
+        return out, lambda: out.is_fifo()
+    raise AssertionError(kind)
+
+
+FORCE_TARGETS = ["user-dir", "regular-file", "symlink", "fifo"]
+
+
+@pytest.fixture(scope="module")
+def publish_env(tmp_path_factory):
+    """A small dataset with splits and a 1-epoch checkpoint (for embed and presample)."""
+    d = tmp_path_factory.mktemp("publish")
+    ds = generated_dataset(d, scale=7, edge_factor=4, dim=8, classes=3, seed=2)
+    ck = d / "ck"
+    r = run_cli("train", ds, "--epochs", "1", "--max-batches", "1", "--hidden", "8", "--checkpoint", ck, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return ds, ck
+
+
+def _publish_args(command: str, out: Path, env) -> list:
+    ds, ck = env
+    return {
+        "build": ["build", ds.parent / "raw", out, "--symmetrize"],
+        "generate": ["generate", "rmat", out, "--scale", "6", "--edge-factor", "2", "--dim", "4"],
+        "embed": ["embed", ds, out, "--checkpoint", ck],
+        "presample": ["presample", ds, out, "--fanout", "2,2", "--batch-size", "64"],
+    }[command]
+
+
+PUBLISHERS = ["build", "generate", "embed", "presample"]
+
+
+@pytest.mark.parametrize("kind", FORCE_TARGETS)
+@pytest.mark.parametrize("command", PUBLISHERS)
+def test_force_refuses_what_is_not_flashgnn_output(tmp_path, publish_env, command, kind):
+    """`COMMAND ... OUT --force` with OUT a user's directory, regular file, symlink or FIFO: exit 2 before any
+    work, the message names OUT, the user's data is intact and no temporary is left."""
+    out, intact = _user_target(tmp_path, kind)
+    r = cli_fails_cleanly(f"force:{command}:{kind}", *_publish_args(command, out, publish_env), "--force",
+                          fragments=(f"flashgnn {command}: error:", str(out)))
+    assert intact(), f"{out} was changed"
+    assert tmp_leftovers(tmp_path, "out") == [], r.stderr
+    if kind != "user-dir":
+        assert "not a flashgnn output directory" in r.stderr
+
+
+def _publish_api(command: str, out: Path, env, force: bool = False) -> None:
+    """The library call behind each publishing command (in-process: no interpreter/torch start per call)."""
+    ds, ck = env
+    if command == "build":
+        build(ds.parent / "raw", out, symmetrize=True, force=force)
+    elif command == "generate":
+        flashgnn.generate(out, progress=False, scale=6, edge_factor=2, dim=4, force=force)
+    elif command == "embed":
+        from flashgnn.embed import embed
+
+        embed(ds, ck, out, force=force, progress=False)
+    else:
+        from flashgnn.presample import presample
+
+        presample(ds, out, [2, 2], batch_size=64, force=force, progress=False)
+
+
+@pytest.mark.parametrize("command", PUBLISHERS)
+def test_force_replaces_own_output(tmp_path, publish_env, command):
+    """--force over the same command's earlier output replaces it (its marker/manifest is recognised)."""
+    out = tmp_path / "out"
+    _publish_api(command, out, publish_env)
+    (out / "stray").write_text("old")
+    with pytest.raises((FileExistsError, flashgnn.InputError), match="--force"):
+        _publish_api(command, out, publish_env)
+    assert (out / "stray").exists()
+    _publish_api(command, out, publish_env, force=True)
+    assert not (out / "stray").exists()
+    assert not (out / ".flashgnn-owner").exists()
+    assert tmp_leftovers(tmp_path, "out") == []
+
+
+def test_compact_refuses_foreign_leftover_generation(tmp_path):
+    """A user's directory where compaction would publish the next generation (mut/gen-N) is refused by name
+    and left intact; the store keeps working."""
+    ds = generated_dataset(tmp_path, scale=6, edge_factor=2, dim=4, classes=2, seed=1)
+    g = flashgnn.MutableGraph(ds)
+    g.add_edge(1, 2)
+    gen = g.generation
+    g.close()
+    user = ds / "mut" / f"gen-{gen + 1}"
+    user.mkdir()
+    (user / "notes.txt").write_text("mine")
+    cli_fails_cleanly("force:compact:user-dir", "compact", ds, fragments=(f"gen-{gen + 1}", "not flashgnn output"))
+    assert (user / "notes.txt").read_text() == "mine"
+
+
+def test_python_publish_swaps_atomically(tmp_path):
+    """The Python publish (embed, presample) swaps with renameat2(RENAME_EXCHANGE): OUT is never absent."""
+    from flashgnn import _durable
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "x").write_text("a")
+    (b / "x").write_text("b")
+    assert _durable._rename_exchange(a, b)
+    assert (a / "x").read_text() == "b" and (b / "x").read_text() == "a"
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "presample.json").write_text(json.dumps({"flashgnn_output": "presample"}))
+    tmp = _durable.create_tmp_dir(out)
+    (tmp / "new").write_text("1")
+    _durable.publish_dir(tmp, out)
+    assert sorted(os.listdir(out)) == ["new"]
+    assert tmp_leftovers(tmp_path, "out") == []
+
+
+# --- stale temporaries of killed runs --------------------------------------
+
+
+def _start_time(pid: int) -> int:
+    s = Path(f"/proc/{pid}/stat").read_text()
+    return int(s[s.rindex(")") + 1:].split()[19])
+
+
+def _boot_id() -> str:
+    return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+def _owned_tmp(parent: Path, outname: str, pid: int, start: int, tag: str) -> Path:
+    d = parent / f".{outname}.tmp-{pid}-{tag}"
+    d.mkdir()
+    (d / "graph.fg").write_bytes(b"\0" * 4096)
+    (d / ".flashgnn-owner").write_text(json.dumps({"pid": pid, "start_time": start, "boot_id": _boot_id()}))
+    return d
+
+
+@pytest.fixture
+def dead_and_live(tmp_path):
+    """A temporary owned by a process that has exited, one owned by a running process, one without a marker."""
+    dead = subprocess.Popen(["true"])
+    dead_start = _start_time(dead.pid)
+    dead.wait()
+    live = subprocess.Popen(["sleep", "300"])
+    try:
+        parent = tmp_path / "pub"
+        parent.mkdir()
+        t_dead = _owned_tmp(parent, "out", dead.pid, dead_start, "1")
+        t_reused = _owned_tmp(parent, "out", live.pid, _start_time(live.pid) - 1, "3")  # pid reused since
+        t_live = _owned_tmp(parent, "out", live.pid, _start_time(live.pid), "2")
+        t_foreign = parent / ".out.tmp-foreign"
+        t_foreign.mkdir()
+        yield parent, (t_dead, t_reused), (t_live, t_foreign)
+    finally:
+        live.kill()
+        live.wait()
+
+
+@pytest.mark.parametrize("command", PUBLISHERS)
+def test_stale_tmps_removed_live_ones_kept(dead_and_live, publish_env, command, capfd):
+    """Every publishing command removes the '.OUT.tmp-*' of owners that are gone (and says so on stderr),
+    keeps one whose owner still runs and one it cannot prove its own."""
+    parent, stale, kept = dead_and_live
+    _publish_api(command, parent / "out", publish_env)
+    err = capfd.readouterr().err
+    for t in stale:
+        assert not t.exists(), f"{t} left"
+        assert f"removed stale temporary {t}" in err
+    for t in kept:
+        assert t.exists(), f"{t} removed"
+    record(f"stale-tmp:{command}", True)
+
+
+def test_killed_build_leaves_tmp_that_next_build_removes(tmp_path):
+    """SIGKILL a build mid-way: its '.OUT.tmp-*' stays (nothing can run on SIGKILL); the next build removes it
+    and reports it."""
+    flashgnn.generate(tmp_path / "raw", progress=False, scale=15, edge_factor=16, dim=16, classes=4, seed=1)
+    out = tmp_path / "out"
+    p = subprocess.Popen(cli_cmd("build", tmp_path / "raw", out, "--symmetrize", "--dedup"), env=cli_env(),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + HANG_TIMEOUT
+    left = []
+    while time.monotonic() < deadline and p.poll() is None:
+        left = [d for d in tmp_leftovers(tmp_path, "out") if (tmp_path / d / ".flashgnn-owner").exists()]
+        if left:
+            break
+        time.sleep(0.002)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert left, "the build finished before it could be killed"
+    assert not out.exists() and tmp_leftovers(tmp_path, "out") == left
+    r = run_cli_bounded("build", tmp_path / "raw", out, "--symmetrize", "--dedup")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"removed stale temporary {tmp_path / left[0]}" in r.stderr
+    assert tmp_leftovers(tmp_path, "out") == []

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flashgnn._durable import fsync_path, replace_durably
+from flashgnn._durable import check_output, create_tmp_dir, fsync_path, publish_dir, remove_stale_tmps
 
 
 def _tables(tmp: Path, name: str, n: int, dim: int, npy: bool):
@@ -64,18 +64,17 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
         raise ValueError(f"output {output!r}: expected logits or hidden")
     if batch_size <= 0:
         raise ValueError(f"batch_size must be > 0, got {batch_size}")
+    out = Path(out)
+    check_output(out, force)  # the --force rule of every publishing command, before any work
     ds = flashgnn.open(dataset)
     state = load_checkpoint(checkpoint)
     cfg = state["model_config"]
     if cfg["in_dim"] != ds.feature_dim:
         raise ValueError(f"{checkpoint}: model_config.in_dim {cfg['in_dim']} != feature_dim {ds.feature_dim} of {ds.path}")
     model = model_from_checkpoint(state).to(device).eval()
-    out = Path(out)
-    if out.exists() and not force:
-        raise FileExistsError(f"{out}: exists (use --force to replace it)")
-    tmp = out.parent / f".{out.name}.tmp{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_tmps(out)
+    tmp = create_tmp_dir(out)
     n = ds.num_nodes
     eng = resolve_engine(engine)
     t0 = time.perf_counter()
@@ -132,16 +131,13 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
         dim = final.shape[1]
         del final, prev
         seconds = time.perf_counter() - t0
-        meta = dict(dataset=os.path.abspath(ds.path), checkpoint=os.path.abspath(checkpoint), model=cfg["model"],
+        meta = dict(flashgnn_output="embed", dataset=os.path.abspath(ds.path), checkpoint=os.path.abspath(checkpoint), model=cfg["model"],
                     output=output, num_nodes=n, dim=dim, layers=len(layers), batch_size=batch_size, engine=eng,
                     seconds=seconds, reads=reads, dtype="float32")
         (tmp / "embed.json").write_text(json.dumps(meta, indent=2))
         for f in tmp.iterdir():
             fsync_path(f)
-        fsync_path(tmp)
-        if out.exists():
-            shutil.rmtree(out)
-        replace_durably(tmp, out)
+        publish_dir(tmp, out)
         return meta
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -98,8 +98,9 @@ def _current_generation_dir(path: str) -> str:
     if not os.path.exists(cur):
         return path
     try:
-        with open(cur, "rb") as f:
-            gen = json.loads(f.read()).get("generation")
+        from flashgnn._durable import read_regular
+
+        gen = json.loads(read_regular(cur)).get("generation")
     except (OSError, ValueError, AttributeError):
         gen = None
     # A damaged CURRENT is reported (with its position) by verify_mutable.

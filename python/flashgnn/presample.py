@@ -13,8 +13,9 @@ yields the same ``Data`` as the online loader, so training from a presample
 gives bit-identical weights to training online with the same seed.
 
 On-disk form (``docs/format.md``, "Pre-sampled batches"): a directory
-published atomically (written as ``OUT.tmp-PID``, files fsynced, renamed,
-parent fsynced) holding ``presample.json`` and one ``epoch-EEEE.fgps`` file per
+published atomically (written as ``.OUT.tmp-PID-N``, files fsynced, swapped
+in with ``renameat2(RENAME_EXCHANGE)`` or renamed, parent fsynced; ``--force``
+replaces only flashgnn output, see ``flashgnn._durable``) holding ``presample.json`` and one ``epoch-EEEE.fgps`` file per
 epoch — a sequence of records, each a 32-byte header (magic ``FGPSBAT1``,
 batch_size, num_nodes, num_edges, hops, payload bytes, CRC32 of the payload)
 followed by the payload: ``n_id`` (int64), ``row``, ``col`` (int32),
@@ -37,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flashgnn._durable import replace_durably
+from flashgnn._durable import check_output, create_tmp_dir, open_regular, publish_dir, read_regular, remove_stale_tmps
 from flashgnn.dataset import Dataset
 from flashgnn.window import BeladyRowCache, WindowGather  # noqa: F401 - BeladyRowCache re-exported
 
@@ -76,17 +77,16 @@ def presample(dataset, out, fanouts, batch_size: int = 1024, epochs: int = 1, se
     from flashgnn.sampler import Sampler
 
     out = Path(out)
-    if out.exists() and not force:
-        raise FileExistsError(f"{out}: already exists (use force=True / --force to replace it)")
+    check_output(out, force)  # the --force rule of every publishing command, before any work
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
     # The loaders' own seed-order logic: the epoch order exactly as training will see it.
     loader = _Base(dataset, batch_size, None, split, True, drop_last, seed, 0, 1)
     ds = loader.dataset
     sampler = Sampler(ds.path, fanouts, engine=resolve_engine(engine), labels=True, features=False)
-    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_tmps(out)
+    tmp = create_tmp_dir(out)
     t0 = time.perf_counter()
     per_epoch = []
     total_batches = epochs * len(loader)
@@ -109,15 +109,13 @@ def presample(dataset, out, fanouts, batch_size: int = 1024, epochs: int = 1, se
                 os.fsync(f.fileno())
             per_epoch.append({"epoch": e, "batches": n, "bytes": path.stat().st_size,
                               "seconds": time.perf_counter() - te})
-        meta = {"format": FORMAT, "version": VERSION, "dataset": _dataset_identity(ds), "fanouts": list(fanouts),
+        meta = {"flashgnn_output": "presample", "format": FORMAT, "version": VERSION, "dataset": _dataset_identity(ds), "fanouts": list(fanouts),
                 "batch_size": int(batch_size), "seed": int(seed), "split": split, "drop_last": bool(drop_last),
                 "epochs": per_epoch, "seconds": time.perf_counter() - t0}
         (tmp / "presample.json").write_text(json.dumps(meta, indent=2))
         with open(tmp / "presample.json", "rb") as f:
             os.fsync(f.fileno())
-        if out.exists():
-            shutil.rmtree(out)
-        replace_durably(tmp, out)
+        publish_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -140,7 +138,7 @@ def open_presample(path, dataset) -> dict:
     if not mf.exists():
         raise FileNotFoundError(f"{mf}: not a pre-sample directory (run `flashgnn presample` first)")
     try:
-        meta = json.loads(mf.read_text())
+        meta = json.loads(read_regular(mf))
     except ValueError as e:
         raise PresampleError(f"{mf}: not valid JSON ({e})") from None
     if meta.get("format") != FORMAT or meta.get("version") != VERSION:
@@ -157,8 +155,8 @@ def open_presample(path, dataset) -> dict:
 def read_records(file: Path, num_nodes: int):
     """Yield (batch_size, n_id, row, col, nsn, nse, input_id, y) per record,
     every length and id checked before use."""
-    size = file.stat().st_size
-    with open(file, "rb") as f:
+    with open_regular(file) as f:
+        size = os.fstat(f.fileno()).st_size
         off = 0
         while off < size:
             hdr = f.read(_HDR.size)

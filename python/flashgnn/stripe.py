@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from flashgnn._durable import fsync_path, replace_durably
+from flashgnn._durable import fsync_path, open_regular, replace_durably
 
 DATA_FILES = ("graph.fg", "overflow.fg", "features.fg")
 COPY_BYTES = 8 << 20
@@ -47,7 +47,7 @@ def stripe(dataset, dirs, chunk_bytes: int = 64 << 10, progress: bool = True) ->
         parts = [dirs[k] / f"{root.name}.{name}.part{k}" for k in range(n)]
         outs = [open(p, "wb") for p in parts]
         try:
-            with open(src, "rb") as f:
+            with open_regular(src) as f:
                 c = 0
                 while True:
                     block = f.read(chunk_bytes)

@@ -212,14 +212,40 @@ def save_checkpoint(directory: str | os.PathLike, state: dict) -> Path:
     return final
 
 
+def check_labels(ds, splits=("train", "val", "test")) -> None:
+    """Every label a split will train or evaluate on is in ``[0, num_classes)``
+    (or -1, unlabeled): checked before the first step, so a label beyond the
+    manifest's class count is named with its file, node, split position,
+    value and bound instead of surfacing as torch's "Target 99 is out of
+    bounds" mid-epoch. Raises ValueError."""
+    bound = ds.num_classes
+    labels_file = os.path.join(ds.path, "labels.npy")
+    for s in splits:
+        ids = np.asarray(ds.split(s), dtype=np.int64)
+        if ids.size == 0:
+            continue
+        y = np.asarray(ds.labels(ids), dtype=np.int64)
+        bad = np.flatnonzero((y >= bound) | (y < -1))
+        if bad.size:
+            i = int(bad[0])
+            node, v = int(ids[i]), int(y[i])
+            raise ValueError(
+                f"{labels_file}: row {node} (node {node}, position {i} of the {s!r} split): label {v} is outside "
+                f"[0, {bound}) (num_classes {bound} in {os.path.join(ds.path, 'manifest.json')}); {bad.size} such "
+                f"label(s) in the {s!r} split")
+
+
 def load_checkpoint(directory: str | os.PathLike, map_location="cpu") -> dict:
     import torch
 
     path = Path(directory) / CHECKPOINT_FILE
     if not path.exists():
         raise FileNotFoundError(f"{path}: no checkpoint (train with --checkpoint {directory} first)")
+    from flashgnn._durable import open_regular
+
     try:
-        state = torch.load(path, map_location=map_location, weights_only=False)
+        with open_regular(path) as f:  # a FIFO or device is refused by name, never waited on
+            state = torch.load(f, map_location=map_location, weights_only=False)
     except Exception as e:  # noqa: BLE001 - any unpickling failure is a corrupt file
         raise ValueError(f"{path}: not a readable checkpoint ({type(e).__name__}: {e})") from None
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
@@ -355,6 +381,10 @@ def run(args) -> dict:
             raise SystemExit(f"flashgnn train: error: {ds.path}: no {split!r} split (build with --make-splits)")
     if not ds.num_classes:
         raise SystemExit(f"flashgnn train: error: {ds.path}: dataset has no labels")
+    try:
+        check_labels(ds)
+    except ValueError as e:
+        raise SystemExit(f"flashgnn train: error: {e}") from None
     if args.model == "mlp":  # features of the seeds only: no neighbor is sampled or read
         fanouts = eval_fanouts = [0]
     torch.manual_seed(args.seed)

@@ -26,7 +26,7 @@ use flashgnn_format::manifest::*;
 use flashgnn_format::npy::encode_header;
 use flashgnn_format::slot::{encode_slot, write_id};
 use flashgnn_format::{Dtype, FeatureHeader, GraphHeader, OverflowHeader, FORMAT_VERSION};
-use flashgnn_io::{publish_dir, FileReader, IoError, OutFile, ReadAt};
+use flashgnn_io::{check_output, create_tmp_dir, publish_dir, FileReader, IoError, OutFile, ReadAt};
 
 use crate::options::{BuildOptions, FeatureLayout, Reorder, SelfLoops};
 use crate::progress::Progress;
@@ -56,6 +56,8 @@ pub struct BuildReport {
     pub skipped_lines: u64,
     pub skipped_examples: Vec<String>,
     pub nan_replaced: u64,
+    /// Temporaries of killed runs removed before this build.
+    pub removed_stale: Vec<String>,
 }
 
 /// Removes the temporary directory unless disarmed (errors, panics, Ctrl-C).
@@ -75,20 +77,10 @@ pub fn build(opts: &BuildOptions, progress: &Progress) -> Result<BuildReport> {
     if !parent.is_dir() {
         return Err(BuildError::config(format!("{}: output directory's parent does not exist", parent.display())));
     }
-    if out.exists() {
-        let nonempty = std::fs::read_dir(out).map(|mut d| d.next().is_some()).unwrap_or(true);
-        if nonempty && !opts.force {
-            return Err(BuildError::config(format!(
-                "{}: already exists; pass --force to replace it (the old dataset stays intact until the new one is complete)",
-                out.display()
-            )));
-        }
-    }
-    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "dataset".into());
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    let tmp = parent.join(format!(".{name}.tmp-{}-{nanos}", std::process::id()));
-    std::fs::create_dir(&tmp).map_err(|e| IoError::new("creating", &tmp, None, e))?;
+    // The --force rule (flashgnn_io::check_output) before any work.
+    check_output(out, opts.force)?;
+    let stale = report_stale_tmps(out);
+    let tmp = create_tmp_dir(out)?;
     let mut guard = TmpGuard(Some(tmp.clone()));
     let mut report = build_into(&tmp, opts, progress)?;
     progress.check()?;
@@ -108,7 +100,23 @@ pub fn build(opts: &BuildOptions, progress: &Progress) -> Result<BuildReport> {
     publish_dir(&tmp, out)?;
     guard.0 = None;
     report.output = out.clone();
+    report.removed_stale = stale;
     Ok(report)
+}
+
+/// Remove the temporaries that killed runs left beside `out` (owner marker,
+/// owner gone) and say so on stderr; returns their paths for the report.
+pub fn report_stale_tmps(out: &Path) -> Vec<String> {
+    flashgnn_io::remove_stale_tmps(out)
+        .into_iter()
+        .map(|(p, pid)| {
+            eprintln!(
+                "flashgnn: removed stale temporary {} (left by process {pid}, which is no longer running)",
+                p.display()
+            );
+            p.display().to_string()
+        })
+        .collect()
 }
 
 struct Side {
@@ -236,7 +244,14 @@ fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<Bu
 
     // Side work (features, labels, splits) overlaps edge preprocessing when
     // the node count is known up front; otherwise it runs after the edges.
-    let side_params = SideParams { tmp, opts, feat_dtype, direct_final, page_size: opts.page_size, progress };
+    // Declared class count: --num-classes, or IGB's label file (19 / 2K).
+    let num_classes = opts.num_classes.or(match (fmt_name.as_str(), opts.igb_classes.as_str()) {
+        ("igb", "19") => Some(19),
+        ("igb", "2K") => Some(2983),
+        _ => None,
+    });
+    let side_params =
+        SideParams { tmp, opts, feat_dtype, direct_final, page_size: opts.page_size, progress, num_classes };
     let (edge_result, side_result) = std::thread::scope(|scope| {
         let handle = declared.map(|n| {
             let (f, l, s) = side_inputs.take().expect("side inputs taken once");
@@ -282,6 +297,7 @@ struct SideParams<'a> {
     direct_final: bool,
     page_size: u32,
     progress: &'a Progress,
+    num_classes: Option<u64>,
 }
 
 /// Stream features (converted), labels and splits to their files.
@@ -456,6 +472,15 @@ fn write_labels(p: &SideParams, n: u64, mut src: Box<dyn ValueSource>) -> Result
             } else {
                 v as i64
             };
+            if let Some(c) = p.num_classes.filter(|&c| l >= 0 && l as u64 >= c) {
+                return Err(BuildError::input(
+                    &file,
+                    src.position(i),
+                    format!(
+                        "label {l} is not below the declared class count {c} (labels must be in [0, {c}), or -1/NaN for unlabeled)"
+                    ),
+                ));
+            }
             if l >= 0 {
                 labeled += 1;
                 max = max.max(l);
@@ -473,7 +498,10 @@ fn write_labels(p: &SideParams, n: u64, mut src: Box<dyn ValueSource>) -> Result
         ));
     }
     let (bytes, crc) = out.finish()?;
-    Ok((LabelInfo { num_classes: (max + 1) as u64, labeled }, bytes, crc))
+    // An explicit --num-classes is recorded (a class may have no node);
+    // otherwise the count is what the labels show.
+    let num_classes = p.opts.num_classes.unwrap_or((max + 1) as u64);
+    Ok((LabelInfo { num_classes, labeled }, bytes, crc))
 }
 
 fn write_split(p: &SideParams, n: u64, name: &str, mut src: Box<dyn ValueSource>) -> Result<(u64, u64, u32)> {
@@ -509,7 +537,7 @@ fn write_split(p: &SideParams, n: u64, name: &str, mut src: Box<dyn ValueSource>
     let mut out = OutFile::create(&path)?;
     out.write(&encode_header(Dtype::Int64, &[count]))?;
     let body_path = p.tmp.join(format!("{name}.body"));
-    let mut f = std::fs::File::open(&body_path).map_err(|e| IoError::new("opening", &body_path, None, e))?;
+    let mut f = flashgnn_io::open_regular(&body_path)?;
     let mut buf = vec![0u8; 1 << 20];
     loop {
         let k = f.read(&mut buf).map_err(|e| IoError::new("reading", &body_path, None, e))?;
@@ -934,6 +962,7 @@ fn finish_build(
         skipped_lines: skipped,
         skipped_examples: examples,
         nan_replaced: side.nan_replaced,
+        removed_stale: Vec::new(),
     })
 }
 

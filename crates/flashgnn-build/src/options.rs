@@ -73,8 +73,13 @@ pub struct BuildOptions {
     pub skip_bad_lines: bool,
     pub nan: NanPolicy,
     pub seed: u64,
-    /// Replace an existing dataset at `output`.
+    /// Replace an existing flashgnn dataset at `output` (never anything
+    /// else: see `flashgnn_io::check_output`).
     pub force: bool,
+    /// Declared class count: a label `>= num_classes` is refused with its
+    /// file, row, value and bound, and the manifest records this count. IGB
+    /// inputs declare theirs through `igb_classes` (19 or 2983).
+    pub num_classes: Option<u64>,
 }
 
 impl BuildOptions {
@@ -102,6 +107,7 @@ impl BuildOptions {
             nan: NanPolicy::Error,
             seed: 0,
             force: false,
+            num_classes: None,
         }
     }
 }

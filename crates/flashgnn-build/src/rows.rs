@@ -56,14 +56,24 @@ pub fn convert_rows(
                 }
             }
         }
-        // Values beyond the target's range become Inf: refuse them too.
-        if dst == Dtype::Float16 && v.abs() > 65504.0 {
+        // Values beyond the target's range would become Inf: refuse them
+        // too (float16 and float32 alike).
+        let max = match dst {
+            Dtype::Float16 => Some((65504.0, "65504")),
+            Dtype::Float32 => Some((f32::MAX as f64, "3.4028235e38")),
+            _ => None,
+        };
+        if let Some((_, bound)) = max.filter(|(m, _)| v.abs() > *m) {
             if nan == NanPolicy::Error {
                 let row = first_row + (i / dim) as u64;
                 return Err(BuildError::input(
                     file,
                     format!("{}, column {}", position(row), i % dim),
-                    format!("feature value {v} overflows float16 (|x| <= 65504)"),
+                    format!(
+                        "feature value {} overflows {} (|x| <= {bound})",
+                        if v.abs() >= 1e15 { format!("{v:e}") } else { format!("{v}") },
+                        dst.name()
+                    ),
                 ));
             }
             *replaced += 1;

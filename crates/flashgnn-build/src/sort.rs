@@ -162,7 +162,7 @@ pub struct KeyFileReader {
 
 impl KeyFileReader {
     pub fn open(path: &Path) -> Result<KeyFileReader> {
-        let file = File::open(path).map_err(|e| IoError::new("opening", path, None, e))?;
+        let file = flashgnn_io::open_regular(path)?;
         Ok(KeyFileReader {
             path: path.to_path_buf(),
             file,

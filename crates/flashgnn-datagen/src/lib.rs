@@ -236,18 +236,12 @@ pub fn generate_rmat(out: &Path, o: &RmatOptions, progress: &Progress) -> Result
     if a < 0.0 || b < 0.0 || c < 0.0 || a + b + c > 1.0 + 1e-9 {
         return Err(BuildError::config(format!("--split {a},{b},{c}: fractions must be >= 0 and sum to <= 1")));
     }
-    if out.exists() && std::fs::read_dir(out).map(|mut d| d.next().is_some()).unwrap_or(true) && !o.force {
-        return Err(BuildError::config(format!("{}: already exists; pass --force to replace it", out.display())));
-    }
+    // The --force rule shared by every publishing command, before any work.
+    flashgnn_io::check_output(out, o.force)?;
     let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(|e| IoError::new("creating", parent, None, e))?;
-    let tmp = parent.join(format!(
-        ".{}.gen-{}",
-        out.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir(&tmp).map_err(|e| IoError::new("creating", &tmp, None, e))?;
+    flashgnn_build::builder::report_stale_tmps(out);
+    let tmp = flashgnn_io::create_tmp_dir(out)?;
     struct Guard(PathBuf, bool);
     impl Drop for Guard {
         fn drop(&mut self) {
@@ -372,6 +366,15 @@ pub fn generate_rmat(out: &Path, o: &RmatOptions, progress: &Progress) -> Result
     bytes += edge_res?;
     bytes += feat_res?;
     progress.check()?;
+    // The marker that makes the directory recognisable as flashgnn output
+    // (so that `generate --force` may replace it and nothing else).
+    let marker = serde_json::json!({
+        "flashgnn_output": "generate", "model": "rmat", "scale": o.scale, "edge_factor": o.edge_factor,
+        "dim": o.dim, "dtype": o.dtype.name(), "classes": o.classes, "seed": o.seed,
+    });
+    let mut f = OutFile::create(tmp.join("generate.json"))?;
+    f.write(serde_json::to_string_pretty(&marker).unwrap_or_default().as_bytes())?;
+    bytes += f.finish()?.0;
     publish_dir(&tmp, out)?;
     guard.1 = true;
     Ok(GenerateReport {

@@ -58,6 +58,18 @@ pub fn parse_header(file: &str, bytes: &[u8]) -> Result<NpyHeader> {
     })?;
     let text =
         std::str::from_utf8(&bytes[start..end]).map_err(|_| FormatError::invalid(file, "npy header is not text"))?;
+    // numpy evaluates the header as a Python dict, where a repeated key
+    // keeps its last value; `dict_value` would take the first. Refuse
+    // duplicates rather than read the array differently from numpy.
+    for key in ["descr", "fortran_order", "shape"] {
+        let n = text.matches(&format!("'{key}'")).count() + text.matches(&format!("\"{key}\"")).count();
+        if n > 1 {
+            return Err(FormatError::invalid(
+                file,
+                format!("npy header has the key {key:?} {n} times (numpy would read the last, flashgnn refuses to guess): {text:?}"),
+            ));
+        }
+    }
     let descr = dict_value(text, "descr")
         .ok_or_else(|| FormatError::invalid(file, format!("npy header has no 'descr': {text:?}")))?;
     let descr = descr.trim().trim_matches(|c| c == '\'' || c == '"');
@@ -185,5 +197,16 @@ mod tests {
         let at = h.windows(3).position(|w| w == b"<i8").unwrap();
         h[at] = b'>';
         assert!(parse_header("a", &h).unwrap_err().to_string().contains("unsupported dtype"));
+    }
+
+    #[test]
+    fn rejects_duplicate_keys() {
+        let dict = b"{'descr': '<i8', 'fortran_order': False, 'shape': (2,), 'shape': (4,), }";
+        let mut h = b"\x93NUMPY\x01\x00".to_vec();
+        h.extend_from_slice(&(dict.len() as u16 + 1).to_le_bytes());
+        h.extend_from_slice(dict);
+        h.push(b'\n');
+        let e = parse_header("d.npy", &h).unwrap_err().to_string();
+        assert!(e.contains("d.npy") && e.contains("\"shape\" 2 times"), "{e}");
     }
 }

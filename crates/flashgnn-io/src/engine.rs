@@ -192,14 +192,10 @@ fn uring_or_blocked(files: &[PathBuf], depth: usize, cap: u32) -> Result<crate::
 /// Open a file for direct I/O, falling back to buffered I/O where the file
 /// system refuses O_DIRECT (tmpfs), so tests run anywhere.
 pub fn open_direct(path: &Path) -> Result<(std::fs::File, bool), IoError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path) {
+    match crate::regular::open_regular_with(path, std::fs::OpenOptions::new().read(true), libc::O_DIRECT) {
         Ok(f) => Ok((f, true)),
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-            let f = std::fs::File::open(path).map_err(|e| IoError::new("opening", path, None, e))?;
-            Ok((f, false))
-        }
-        Err(e) => Err(IoError::new("opening", path, None, e)),
+        Err(e) if e.source.raw_os_error() == Some(libc::EINVAL) => Ok((crate::regular::open_regular(path)?, false)),
+        Err(e) => Err(e),
     }
 }
 

@@ -9,7 +9,10 @@
 //!   [`FaultyReader`] injects EIO.
 //! - [`publish`]: atomic directory publication (fsync files, rename, fsync the
 //!   parent; an existing dataset is swapped with `renameat2(RENAME_EXCHANGE)`),
-//!   the same for one file, and the `flock` writer lock.
+//!   the same for one file, the `flock` writer lock, the `--force` rule
+//!   ([`check_output`]) and owner-marked temporaries ([`remove_stale_tmps`]).
+//! - [`regular`]: every open of a dataset or input file refuses FIFOs,
+//!   devices and directories by name instead of blocking.
 //!
 //! - [`engine`]: batched reads for the sampler — `uring` (io_uring +
 //!   O_DIRECT), `pread` (sync / thread pool), `mmap`, `memory`.
@@ -26,13 +29,17 @@ pub mod out;
 pub mod pool;
 pub mod publish;
 pub mod read;
+pub mod regular;
 pub mod rss;
 pub mod stripe;
 pub mod uring;
 
 pub use out::{pwrite_all, OutFile};
-pub use publish::{fsync_dir, publish_dir, publish_file, try_lock_exclusive};
+pub use publish::{
+    check_output, create_tmp_dir, fsync_dir, publish_dir, publish_file, remove_stale_tmps, try_lock_exclusive,
+};
 pub use read::{FaultyReader, FileReader, ReadAt};
+pub use regular::{open_regular, open_regular_with, present, read_regular};
 
 /// An I/O error with the path (and offset, when known) it happened on.
 #[derive(Debug)]

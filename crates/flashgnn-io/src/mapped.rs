@@ -95,7 +95,7 @@ impl MappedEngine {
         use std::os::unix::io::AsRawFd;
         let mut sources = Vec::new();
         for p in paths {
-            let f = std::fs::File::open(p).map_err(|e| IoError::new("opening", p, None, e))?;
+            let f = crate::regular::open_regular(p)?;
             let meta = f.metadata().map_err(|e| IoError::new("stat", p, None, e))?;
             let len = meta.len() as usize;
             sources.push(match mode {

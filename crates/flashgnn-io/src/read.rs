@@ -29,7 +29,7 @@ pub struct FileReader {
 impl FileReader {
     pub fn open(path: impl AsRef<Path>) -> Result<FileReader, IoError> {
         let path = path.as_ref().to_path_buf();
-        let file = File::open(&path).map_err(|e| IoError::new("opening", &path, None, e))?;
+        let file = crate::regular::open_regular(&path)?;
         let len = file.metadata().map_err(|e| IoError::new("stat", &path, None, e))?.len();
         Ok(FileReader { path, file, len })
     }

@@ -60,10 +60,11 @@ impl StripeMap {
 /// Parse `stripes.json` of a dataset directory, if present.
 pub fn load(root: &Path) -> Result<Option<(u64, HashMap<String, StripeMap>)>, IoError> {
     let p = root.join(STRIPES_FILE);
-    let text = match std::fs::read_to_string(&p) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(IoError::new("reading", &p, None, e)),
+    let text = match crate::regular::read_regular(&p) {
+        Ok(t) => String::from_utf8(t)
+            .map_err(|e| IoError::new("reading", &p, None, std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?,
+        Err(e) if e.source.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
     };
     let bad = |m: String| IoError::new("parsing", &p, None, std::io::Error::new(std::io::ErrorKind::InvalidData, m));
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("not valid JSON: {e}")))?;

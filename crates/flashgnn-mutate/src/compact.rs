@@ -117,7 +117,11 @@ fn new_generation_dirs(root: &Path, kind: &str, ng: u64) -> Result<(DirGuard, Pa
     let out = current::gen_dir(root, ng);
     fresh_dir(&input)?;
     let guard = DirGuard(input.clone());
-    if out.exists() {
+    // A leftover generation (a compaction that crashed before switching
+    // CURRENT) is replaced under the rule of every publishing command: only
+    // flashgnn output is removed, anything else is refused by name.
+    flashgnn_io::check_output(&out, true)?;
+    if std::fs::symlink_metadata(&out).is_ok() {
         std::fs::remove_dir_all(&out).map_err(|e| IoError::new("removing leftover", &out, None, e))?;
     }
     Ok((guard, input, out))
@@ -307,7 +311,7 @@ fn export_snapshot(snap: &Snapshot, dir: &Path, progress: &Progress) -> Result<(
 
 /// Overwrite the start of `path` with `bytes`, durably.
 fn patch(path: &Path, bytes: &[u8]) -> Result<()> {
-    let f = std::fs::OpenOptions::new().write(true).open(path).map_err(|e| IoError::new("opening", path, None, e))?;
+    let f = flashgnn_io::open_regular_with(path, std::fs::OpenOptions::new().write(true), 0)?;
     flashgnn_io::pwrite_all(&f, bytes, 0)
         .and_then(|_| f.sync_all())
         .map_err(|e| IoError::new("patching header of", path, Some(0), e))?;

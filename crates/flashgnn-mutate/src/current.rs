@@ -70,10 +70,10 @@ fn body(c: &Current) -> serde_json::Value {
 /// Read `mut/CURRENT`; None when it does not exist.
 pub fn read_current(root: &Path) -> Result<Option<Current>> {
     let path = mut_dir(root).join(CURRENT_FILE);
-    let text = match std::fs::read(&path) {
+    let text = match flashgnn_io::read_regular(&path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(IoError::new("reading", &path, None, e).into()),
+        Err(e) if e.source.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
     };
     let name = path.display().to_string();
     let bad = |m: String| MutError::Corrupt(format!("{name}: {m}"));
@@ -122,7 +122,7 @@ pub fn write_free(path: &Path, ids: &[u64]) -> Result<()> {
 }
 
 pub fn read_free(path: &Path) -> Result<Vec<u64>> {
-    let b = std::fs::read(path).map_err(|e| IoError::new("reading", path, None, e))?;
+    let b = flashgnn_io::read_regular(path)?;
     let name = path.display().to_string();
     let bad = |off: usize, m: String| crate::corrupt(&name, off as u64, m);
     if b.len() < 20 || &b[..8] != FREE_MAGIC {
@@ -155,8 +155,22 @@ pub fn leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
         format!("free-{}.bin", c.generation),
     ];
     let entries = std::fs::read_dir(&dir).map_err(|e| IoError::new("listing", &dir, None, e))?;
-    let mut names: Vec<String> =
-        entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| !keep.contains(n)).collect();
+    // A `gen-K` that is neither empty nor flashgnn output (a user's file, link or
+    // directory) is not ours to remove: the --force rule of every publishing
+    // command (flashgnn_io::check_output) applies, and compaction refuses it
+    // by name when it would publish there.
+    let ours = |n: &str| {
+        let p = dir.join(n);
+        !n.starts_with("gen-")
+            || std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir())
+                && (std::fs::read_dir(&p).is_ok_and(|mut e| e.next().is_none())
+                    || flashgnn_io::publish::is_flashgnn_output(&p))
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !keep.contains(n) && ours(n))
+        .collect();
     names.sort();
     Ok(names)
 }
@@ -167,13 +181,11 @@ pub fn leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
 /// and within one (flock locks belong to the open file description).
 pub fn lock_writer(root: &Path) -> Result<std::fs::File> {
     let path = mut_dir(root).join(LOCK_FILE);
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| IoError::new("opening the writer lock", &path, None, e))?;
+    let f = flashgnn_io::open_regular_with(
+        &path,
+        std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false),
+        0,
+    )?;
     match flashgnn_io::try_lock_exclusive(&f) {
         Ok(true) => Ok(f),
         Ok(false) => Err(MutError::Unavailable(format!(

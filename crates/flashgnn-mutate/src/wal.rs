@@ -515,7 +515,7 @@ fn torn_or_corrupt(
 
 /// Read a whole log file.
 pub fn read_log(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| MutError::Io(IoError::new("reading", path, None, e)))
+    flashgnn_io::read_regular(path).map_err(MutError::Io)
 }
 
 /// Create `path` holding a header (and `body`, already-encoded frames),
@@ -552,11 +552,7 @@ impl WalFile {
     /// version-1 log as version 2, so every frame appended carries its group
     /// index.
     pub fn open(path: &Path, len: u64) -> Result<WalFile> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| IoError::new("opening", path, None, e))?;
+        let file = flashgnn_io::open_regular_with(path, std::fs::OpenOptions::new().read(true).write(true), 0)?;
         let have = file.metadata().map_err(|e| IoError::new("stat", path, None, e))?.len();
         if have != len {
             file.set_len(len).map_err(|e| IoError::new("truncating torn tail of", path, Some(len), e))?;

@@ -9,6 +9,8 @@
 //! | `StoreError::Format` (a dataset file failed a check), short reads | `flashgnn.CorruptDatasetError` |
 //! | `BuildError::Format` (an *input* file failed a check) | `flashgnn.InputError` |
 //! | `IoError` | `OSError` with the errno |
+//! | `IoError` refusing a non-regular file (FIFO, device, broken link) | `InputError` (build), `CorruptDatasetError` (dataset) |
+//! | `IoError` refusing to replace an output (`--force` rule) | `InputError` (build, generate), else `FileExistsError` |
 //! | `BuildError::Cancelled` | `KeyboardInterrupt` |
 
 use flashgnn_build::BuildError;
@@ -36,8 +38,20 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
+/// A refusal made by flashgnn itself (no errno): a non-regular file opened
+/// (`InvalidInput`) or an output it will not replace (`AlreadyExists`).
+fn refusal(e: &flashgnn_io::IoError) -> Option<std::io::ErrorKind> {
+    let k = e.source.kind();
+    (e.source.raw_os_error().is_none()
+        && matches!(k, std::io::ErrorKind::InvalidInput | std::io::ErrorKind::AlreadyExists))
+    .then_some(k)
+}
+
 fn io_err(e: &flashgnn_io::IoError) -> PyErr {
     let msg = e.to_string();
+    if refusal(e) == Some(std::io::ErrorKind::AlreadyExists) {
+        return pyo3::exceptions::PyFileExistsError::new_err(msg);
+    }
     match e.source.raw_os_error() {
         Some(code) => PyOSError::new_err((code, msg)),
         None => PyOSError::new_err(msg),
@@ -50,7 +64,9 @@ pub fn store_err(e: StoreError) -> PyErr {
         StoreError::Format(_) => CorruptDatasetError::new_err(e.to_string()),
         StoreError::Io(io) => {
             // A short read means the file is shorter than the manifest says.
-            if io.source.kind() == std::io::ErrorKind::UnexpectedEof {
+            if io.source.kind() == std::io::ErrorKind::UnexpectedEof
+                || refusal(io) == Some(std::io::ErrorKind::InvalidInput)
+            {
                 CorruptDatasetError::new_err(e.to_string())
             } else {
                 io_err(io)
@@ -64,6 +80,7 @@ pub fn build_err(e: BuildError) -> PyErr {
     match e {
         BuildError::Input { .. } | BuildError::Config(_) => InputError::new_err(e.to_string()),
         BuildError::Format(_) => InputError::new_err(e.to_string()),
+        BuildError::Io(io) if refusal(&io).is_some() => InputError::new_err(io.to_string()),
         BuildError::Io(io) => io_err(&io),
         BuildError::Store(s) => store_err(s),
         BuildError::Cancelled => PyKeyboardInterrupt::new_err(e.to_string()),

@@ -162,6 +162,7 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
         o.memory_budget = b;
     }
     o.num_nodes = get(opts, "num_nodes")?;
+    o.num_classes = get(opts, "num_classes")?;
     o.feat_shape = get(opts, "feat_shape")?;
     if let Some(s) = get::<String>(opts, "feat_dtype")? {
         o.feat_dtype = Some(dtype(&s, "--feat-dtype")?);
@@ -190,6 +191,7 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
             "skipped_lines": r.skipped_lines,
             "skipped_examples": r.skipped_examples,
             "nan_replaced": r.nan_replaced,
+            "removed_stale": r.removed_stale,
         })
         .to_string())
     }))

@@ -97,9 +97,8 @@ impl Dataset {
         if !root.is_dir() {
             return Err(StoreError::NotADataset(format!("{}: no such dataset directory", root.display())));
         }
-        let bytes = std::fs::read(&mpath).map_err(|e| {
-            StoreError::NotADataset(format!("{}: not a flashgnn dataset ({}: {e})", root.display(), mpath.display()))
-        })?;
+        let bytes = flashgnn_io::read_regular(&mpath)
+            .map_err(|e| StoreError::NotADataset(format!("{}: not a flashgnn dataset ({e})", root.display())))?;
         let mname = mpath.display().to_string();
         let text = String::from_utf8(bytes).map_err(|e| {
             FormatError::invalid(

@@ -89,11 +89,13 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--synthetic-features", type=int, metavar="D", help="generate D-wide features when the input has none")
     b.add_argument("--make-splits", type=_fractions, help="random train,val,test fractions when the input has no splits")
     b.add_argument("--igb-classes", default="19", choices=["19", "2K"])
+    b.add_argument("--num-classes", type=int, help="declared class count: labels >= it are refused (IGB: from --igb-classes)")
     b.add_argument("--ogb-split", help="split directory name under split/ (when several exist)")
     b.add_argument("--skip-bad-lines", action="store_true", help="skip unparseable text lines; report count and examples")
     b.add_argument("--nan", default="error", choices=["error", "zero"], help="NaN/Inf features: fail (default) or replace with 0")
     b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--force", action="store_true", help="replace an existing dataset atomically")
+    b.add_argument("--force", action="store_true",
+                   help="replace an existing flashgnn dataset atomically (never a file, link or other directory)")
     b.add_argument("--json", action="store_true")
 
     i = sub.add_parser("info", help="counts, degree statistics, sizes and overhead of a dataset")

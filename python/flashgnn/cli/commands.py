@@ -30,9 +30,11 @@ def cmd_build(a) -> int:
         for k in [
             "format", "symmetrize", "dedup", "self_loops", "feature_dtype", "feature_layout", "reorder", "page_size",
             "memory_budget", "num_nodes", "feat_shape", "feat_dtype", "synthetic_features", "make_splits",
-            "igb_classes", "ogb_split", "skip_bad_lines", "nan", "seed", "force",
+            "igb_classes", "ogb_split", "skip_bad_lines", "nan", "seed", "force", "num_classes",
         ]
     }
+    if opts["num_classes"] is None:
+        del opts["num_classes"]
     rep = flashgnn.build(a.input, a.out, progress=not a.json, **opts)
     if a.json:
         _print_json(rep)
@@ -208,6 +210,9 @@ def cmd_train(a) -> int:
 
 
 def cmd_embed(a) -> int:
+    from flashgnn._durable import check_output
+
+    check_output(a.out, a.force)  # refuse before importing torch or opening anything
     from flashgnn.embed import embed
 
     m = embed(a.dataset, a.checkpoint, a.out, batch_size=a.batch_size, output=a.output, engine=a.engine,
@@ -251,6 +256,9 @@ def cmd_query(a) -> int:
 
 
 def cmd_presample(a) -> int:
+    from flashgnn._durable import check_output
+
+    check_output(a.out, a.force)  # refuse before importing torch or opening anything
     from flashgnn.cli import human_bytes
     from flashgnn.presample import presample
     from flashgnn.train import parse_fanout

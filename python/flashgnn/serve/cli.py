@@ -124,7 +124,9 @@ def _embed_arg(a, client):
     import numpy as np
 
     if a.embed_file:
-        return np.load(a.embed_file)
+        from flashgnn._durable import load_npy
+
+        return load_npy(a.embed_file)
     if a.embed is not None:
         try:
             return np.asarray([float(x) for x in a.embed.split(",")], dtype=np.float32)

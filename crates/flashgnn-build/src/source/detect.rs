@@ -20,30 +20,46 @@ use crate::{BuildError, Result};
 /// IGB's feature width (1024 x fp32 = 4 KiB per node).
 const IGB_FEATURE_DIM: u32 = 1024;
 
-fn is_npy(path: &Path) -> bool {
+fn is_npy(path: &Path) -> Result<bool> {
     use std::io::Read;
     let mut m = [0u8; 6];
-    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut m)).is_ok() && &m == b"\x93NUMPY"
+    let mut f = flashgnn_io::open_regular(path)?;
+    Ok(f.read_exact(&mut m).is_ok() && &m == b"\x93NUMPY")
+}
+
+/// Whether an input name is present: absent is `false`; a name that exists
+/// but cannot be followed (dangling or looping link) is an error naming it,
+/// never a silently skipped input.
+fn present(path: &Path) -> Result<bool> {
+    Ok(flashgnn_io::present(path)?)
 }
 
 pub fn detect_format(opts: &BuildOptions) -> Result<InputFormat> {
     let p = &opts.input;
-    if !p.exists() {
+    if !present(p)? {
         return Err(BuildError::config(format!("{}: input does not exist", p.display())));
     }
     if opts.format != InputFormat::Auto {
         return Ok(opts.format);
     }
-    if p.is_file() {
+    let meta = std::fs::metadata(p).map_err(|e| flashgnn_io::IoError::new("stat", p, None, e))?;
+    if meta.is_file() {
         return Ok(InputFormat::Snap);
     }
-    if p.join("edge_index.npy").exists() {
+    if !meta.is_dir() {
+        return Err(BuildError::config(format!(
+            "{}: input is {}: expected a text edge list file or an input directory",
+            p.display(),
+            flashgnn_io::regular::kind_of(&meta)
+        )));
+    }
+    if present(&p.join("edge_index.npy"))? {
         return Ok(InputFormat::Npy);
     }
     if p.join("processed").join("paper").is_dir() {
         return Ok(InputFormat::Igb);
     }
-    if p.join("raw").join("edge.csv.gz").exists() || p.join("raw").join("edge.csv").exists() {
+    if present(&p.join("raw").join("edge.csv.gz"))? || present(&p.join("raw").join("edge.csv"))? {
         return Ok(InputFormat::Ogb);
     }
     Err(BuildError::config(format!(
@@ -54,19 +70,19 @@ pub fn detect_format(opts: &BuildOptions) -> Result<InputFormat> {
 }
 
 fn required(path: PathBuf, what: &str) -> Result<PathBuf> {
-    if path.exists() {
+    if present(&path)? {
         Ok(path)
     } else {
         Err(BuildError::config(format!("{}: missing file (expected the {what})", path.display())))
     }
 }
 
-fn gz_or_plain(base: PathBuf) -> Option<PathBuf> {
-    if base.exists() {
-        return Some(base);
+fn gz_or_plain(base: PathBuf) -> Result<Option<PathBuf>> {
+    if present(&base)? {
+        return Ok(Some(base));
     }
     let plain = base.with_extension("");
-    plain.exists().then_some(plain)
+    Ok(present(&plain)?.then_some(plain))
 }
 
 pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
@@ -87,8 +103,8 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
                 false,
             )?;
             let feat_path = p.join("node_feat.npy");
-            let features: Option<Box<dyn RowSource>> = if feat_path.exists() {
-                let raw = if is_npy(&feat_path) {
+            let features: Option<Box<dyn RowSource>> = if present(&feat_path)? {
+                let raw = if is_npy(&feat_path)? {
                     None
                 } else {
                     match (opts.feat_shape, opts.feat_dtype) {
@@ -120,11 +136,11 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
             let paper = p.join("processed").join("paper");
             let edge_path =
                 required(p.join("processed").join("paper__cites__paper").join("edge_index.npy"), "IGB edge array")?;
-            let headerless_edges = !is_npy(&edge_path);
+            let headerless_edges = !is_npy(&edge_path)?;
             let edges = NpyEdges::open(&edge_path, headerless_edges)?;
             let feat_path = required(paper.join("node_feat.npy"), "IGB feature table")?;
             let n_declared = opts.num_nodes.or(opts.feat_shape.map(|s| s.0));
-            let raw_feat = (!is_npy(&feat_path)).then(|| {
+            let raw_feat = (!is_npy(&feat_path)?).then(|| {
                 let (n, d) = opts.feat_shape.unwrap_or((n_declared.unwrap_or(0), IGB_FEATURE_DIM));
                 (n, d, opts.feat_dtype.unwrap_or(Dtype::Float32))
             });
@@ -136,8 +152,8 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
             }
             let features = NpyRows::open(&feat_path, raw_feat)?;
             let label_path = paper.join(format!("node_label_{}.npy", opts.igb_classes));
-            let labels: Option<Box<dyn ValueSource>> = if label_path.exists() {
-                let raw = (!is_npy(&label_path)).then(|| (n_declared.unwrap_or(0), Dtype::Float32));
+            let labels: Option<Box<dyn ValueSource>> = if present(&label_path)? {
+                let raw = (!is_npy(&label_path)?).then(|| (n_declared.unwrap_or(0), Dtype::Float32));
                 Some(Box::new(NpyValues::open(&label_path, raw, "IGB label array")?))
             } else {
                 None
@@ -153,7 +169,7 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
         }
         InputFormat::Ogb => {
             let raw = p.join("raw");
-            let edge_path = gz_or_plain(raw.join("edge.csv.gz")).ok_or_else(|| {
+            let edge_path = gz_or_plain(raw.join("edge.csv.gz"))?.ok_or_else(|| {
                 BuildError::config(format!(
                     "{}: missing file (expected the OGB edge list)",
                     raw.join("edge.csv.gz").display()
@@ -162,7 +178,7 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
             let edges = TextEdges::open(&edge_path, opts.skip_bad_lines)?;
             let mut num_nodes = opts.num_nodes;
             if num_nodes.is_none() {
-                if let Some(nn) = gz_or_plain(raw.join("num-node-list.csv.gz")) {
+                if let Some(nn) = gz_or_plain(raw.join("num-node-list.csv.gz"))? {
                     let mut v = Vec::new();
                     let mut t = TextValues::open(&nn)?;
                     t.next_values(1, &mut v)?;
@@ -177,11 +193,11 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
                     num_nodes = Some(n as u64);
                 }
             }
-            let features: Option<Box<dyn RowSource>> = match gz_or_plain(raw.join("node-feat.csv.gz")) {
+            let features: Option<Box<dyn RowSource>> = match gz_or_plain(raw.join("node-feat.csv.gz"))? {
                 Some(f) => Some(Box::new(CsvRows::open(&f)?)),
                 None => None,
             };
-            let labels: Option<Box<dyn ValueSource>> = match gz_or_plain(raw.join("node-label.csv.gz")) {
+            let labels: Option<Box<dyn ValueSource>> = match gz_or_plain(raw.join("node-label.csv.gz"))? {
                 Some(f) => Some(Box::new(TextValues::open(&f)?)),
                 None => None,
             };
@@ -191,12 +207,16 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
                 let name = match &opts.ogb_split {
                     Some(n) => n.clone(),
                     None => {
-                        let mut names: Vec<String> = std::fs::read_dir(&split_root)
+                        let mut names: Vec<String> = Vec::new();
+                        for e in std::fs::read_dir(&split_root)
                             .map_err(|e| BuildError::config(format!("{}: {e}", split_root.display())))?
                             .filter_map(|e| e.ok())
-                            .filter(|e| e.path().is_dir())
-                            .map(|e| e.file_name().to_string_lossy().into_owned())
-                            .collect();
+                        {
+                            // A split name that is a broken link is an error, not "no split".
+                            if present(&e.path())? && e.path().is_dir() {
+                                names.push(e.file_name().to_string_lossy().into_owned());
+                            }
+                        }
                         names.sort();
                         match names.len() {
                             0 => String::new(),
@@ -213,7 +233,7 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
                 if !name.is_empty() {
                     for (file, ours) in [("train", "train"), ("valid", "val"), ("test", "test")] {
                         let path = split_root.join(&name).join(format!("{file}.csv.gz"));
-                        if let Some(f) = gz_or_plain(path) {
+                        if let Some(f) = gz_or_plain(path)? {
                             splits.push((ours.to_string(), Box::new(TextValues::open(&f)?) as Box<dyn ValueSource>));
                         }
                     }
@@ -226,7 +246,7 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
 }
 
 fn optional_values(path: &Path, what: &str) -> Result<Option<Box<dyn ValueSource>>> {
-    if !path.exists() {
+    if !present(path)? {
         return Ok(None);
     }
     Ok(Some(Box::new(NpyValues::open(path, None, what)?)))

@@ -17,7 +17,7 @@ const CHUNK_BYTES: usize = 4 << 20;
 /// Open an array file: parse the npy header, or — when `raw` gives a shape and
 /// dtype — treat it as headerless and check its size.
 pub fn open_array(path: &Path, raw: Option<(Vec<u64>, Dtype)>, what: &str) -> Result<(FileReader, NpyHeader)> {
-    if !path.exists() {
+    if !flashgnn_io::present(path)? {
         return Err(BuildError::config(format!("{}: missing file (expected the {what})", path.display())));
     }
     let r = FileReader::open(path)?;

@@ -1,10 +1,11 @@
 //! Text inputs: SNAP edge lists and OGB CSVs, plain or gzip (`.gz`).
 //!
 //! Lines are split on whitespace or commas; `#` and `%` start comment lines.
+//! A line ends at LF, CRLF or a lone CR (classic Mac files): CR-only files
+//! are read line by line, never as one long line that builds nothing.
 //! Positions are 1-based line and column. For gzip inputs, a stream that ends
 //! early is reported with the compressed byte offset where it ended.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +38,8 @@ pub struct Lines {
     consumed: Arc<AtomicU64>,
     total: u64,
     gz: bool,
+    /// The last line ended with CR: an LF right after it belongs to it.
+    after_cr: bool,
     pub line_no: u64,
     pub line: Vec<u8>,
 }
@@ -44,7 +47,7 @@ pub struct Lines {
 impl Lines {
     pub fn open(path: &Path) -> Result<Lines> {
         let file = path.display().to_string();
-        let f = File::open(path).map_err(|e| BuildError::config(format!("{file}: cannot open: {e}")))?;
+        let f = flashgnn_io::open_regular(path)?;
         let total = f.metadata().map(|m| m.len()).unwrap_or(0);
         let consumed = Arc::new(AtomicU64::new(0));
         let counting = Counting { inner: f, count: consumed.clone() };
@@ -57,7 +60,7 @@ impl Lines {
         } else {
             Box::new(BufReader::with_capacity(1 << 20, counting))
         };
-        Ok(Lines { file, reader, consumed, total, gz, line_no: 0, line: Vec::new() })
+        Ok(Lines { file, reader, consumed, total, gz, after_cr: false, line_no: 0, line: Vec::new() })
     }
 
     pub fn bytes_total(&self) -> u64 {
@@ -67,11 +70,45 @@ impl Lines {
         self.consumed.load(Ordering::Relaxed)
     }
 
+    /// Append the next line (without its terminator) to `self.line`; the
+    /// bytes consumed (0 at EOF). LF, CRLF and a lone CR all end a line.
+    fn read_line(&mut self) -> std::io::Result<usize> {
+        let mut total = 0;
+        loop {
+            let buf = match self.reader.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if buf.is_empty() {
+                return Ok(total);
+            }
+            let mut start = 0;
+            if std::mem::take(&mut self.after_cr) && buf[0] == b'\n' {
+                start = 1;
+            }
+            match buf[start..].iter().position(|&c| c == b'\n' || c == b'\r') {
+                Some(i) => {
+                    self.line.extend_from_slice(&buf[start..start + i]);
+                    self.after_cr = buf[start + i] == b'\r';
+                    self.reader.consume(start + i + 1);
+                    return Ok(total + start + i + 1);
+                }
+                None => {
+                    let len = buf.len();
+                    self.line.extend_from_slice(&buf[start..]);
+                    self.reader.consume(len);
+                    total += len;
+                }
+            }
+        }
+    }
+
     /// Next non-comment, non-blank line into `self.line`; false at EOF.
     pub fn next_line(&mut self) -> Result<bool> {
         loop {
             self.line.clear();
-            let n = self.reader.read_until(b'\n', &mut self.line).map_err(|e| {
+            let n = self.read_line().map_err(|e| {
                 let off = self.consumed.load(Ordering::Relaxed);
                 if self.gz {
                     BuildError::input(
@@ -335,7 +372,18 @@ impl ValueSource for TextValues {
         let mut k = 0;
         while k < n && self.lines.next_line()? {
             let l = &self.lines;
-            let (col, f) = fields(&l.line).next().expect("non-blank line has a field");
+            let mut it = fields(&l.line);
+            let (col, f) = it.next().expect("non-blank line has a field");
+            let extra = it.count();
+            if extra > 0 {
+                // E.g. a two-column node-label.csv.gz: never keep the first
+                // column silently.
+                return Err(BuildError::input(
+                    &l.file,
+                    format!("line {}", l.line_no),
+                    format!("line {} has {} columns; expected 1 (one value per line)", show(&l.line), extra + 1),
+                ));
+            }
             let s = std::str::from_utf8(f).unwrap_or("");
             let x: f64 = s.parse().map_err(|_| {
                 BuildError::input(
@@ -366,5 +414,22 @@ mod tests {
         assert_eq!(parse_int(b"-17"), Some(-17));
         assert_eq!(parse_int(b"1x"), None);
         assert_eq!(parse_int(b"99999999999999999999"), Some(99999999999999999999));
+    }
+
+    #[test]
+    fn cr_lf_and_crlf_all_end_lines() {
+        let d = tempfile::tempdir().unwrap();
+        for (name, text) in
+            [("cr", "0 1\r1 2\r# c\r2 0\r"), ("crlf", "0 1\r\n1 2\r\n# c\r\n2 0"), ("lf", "0 1\n1 2\n# c\n2 0\n")]
+        {
+            let p = d.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            let mut l = Lines::open(&p).unwrap();
+            let mut got = Vec::new();
+            while l.next_line().unwrap() {
+                got.push((l.line_no, String::from_utf8(l.line.clone()).unwrap()));
+            }
+            assert_eq!(got, vec![(1, "0 1".into()), (2, "1 2".into()), (4, "2 0".into())], "{name}");
+        }
     }
 }
