@@ -75,6 +75,12 @@ pub struct BuildOptions {
     pub seed: u64,
     /// Replace an existing dataset at `output`.
     pub force: bool,
+    /// The dataset id (format version 2) every checksum is bound to. `None`
+    /// (the default): a fresh random id per build, so two builds of the same
+    /// input differ and a page copied between them is refused. Fix it only
+    /// where byte-identical rebuilds are wanted (tests, reproducible builds);
+    /// 0 is refused.
+    pub dataset_id: Option<u64>,
 }
 
 impl BuildOptions {
@@ -102,6 +108,7 @@ impl BuildOptions {
             nan: NanPolicy::Error,
             seed: 0,
             force: false,
+            dataset_id: None,
         }
     }
 }

@@ -67,9 +67,84 @@ fn body(c: &Current) -> serde_json::Value {
     })
 }
 
+fn kind_name(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_file() {
+        "a regular file"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Whether the dataset at `root` has a mutable store: `Ok(false)` when there
+/// is no `mut` entry at all, `Ok(true)` when `mut/` is a directory (or a link
+/// to one). Anything else named `mut` — a regular file, a FIFO, a dangling
+/// link — is refused as corruption naming it: ignoring it would silently
+/// drop every acknowledged mutation. Every reader of the store (writable and
+/// read-only opens, samplers, `verify`) asks this first.
+pub fn store_present(root: &Path) -> Result<bool> {
+    let mdir = mut_dir(root);
+    match std::fs::symlink_metadata(&mdir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(IoError::new("inspecting", &mdir, None, e).into()),
+        Ok(_) => {}
+    }
+    match std::fs::metadata(&mdir) {
+        Ok(m) if m.is_dir() => Ok(true),
+        Ok(m) => Err(crate::corrupt(
+            &mdir.display().to_string(),
+            0,
+            format!(
+                "is {} where the mutable store's directory must be; refusing to read the dataset without its \
+                 acknowledged mutations (restore the directory, or remove it to drop them)",
+                kind_name(&m.file_type())
+            ),
+        )),
+        Err(e) => Err(crate::corrupt(
+            &mdir.display().to_string(),
+            0,
+            format!("is a link that does not resolve to the mutable store's directory ({e})"),
+        )),
+    }
+}
+
+/// `Ok(false)` when nothing exists at `path`, `Ok(true)` for a regular file
+/// (or a link to one); any other kind (directory, FIFO, socket, device,
+/// dangling link) is corruption naming it — never opened, so a FIFO cannot
+/// block the reader.
+pub fn regular_file(path: &Path) -> Result<bool> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(IoError::new("inspecting", path, None, e).into()),
+        Ok(_) => {}
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(true),
+        Ok(m) => Err(crate::corrupt(
+            &path.display().to_string(),
+            0,
+            format!("is {}, not a regular file", kind_name(&m.file_type())),
+        )),
+        Err(e) => Err(crate::corrupt(&path.display().to_string(), 0, format!("is a dangling link ({e})"))),
+    }
+}
+
 /// Read `mut/CURRENT`; None when it does not exist.
 pub fn read_current(root: &Path) -> Result<Option<Current>> {
     let path = mut_dir(root).join(CURRENT_FILE);
+    if !store_present(root)? || !regular_file(&path)? {
+        return Ok(None);
+    }
     let text = match std::fs::read(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -122,6 +197,7 @@ pub fn write_free(path: &Path, ids: &[u64]) -> Result<()> {
 }
 
 pub fn read_free(path: &Path) -> Result<Vec<u64>> {
+    regular_file(path)?;
     let b = std::fs::read(path).map_err(|e| IoError::new("reading", path, None, e))?;
     let name = path.display().to_string();
     let bad = |off: usize, m: String| crate::corrupt(&name, off as u64, m);

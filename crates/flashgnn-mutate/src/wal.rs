@@ -515,6 +515,7 @@ fn torn_or_corrupt(
 
 /// Read a whole log file.
 pub fn read_log(path: &Path) -> Result<Vec<u8>> {
+    crate::current::regular_file(path)?;
     std::fs::read(path).map_err(|e| MutError::Io(IoError::new("reading", path, None, e)))
 }
 

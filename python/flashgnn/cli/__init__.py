@@ -94,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--nan", default="error", choices=["error", "zero"], help="NaN/Inf features: fail (default) or replace with 0")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--force", action="store_true", help="replace an existing dataset atomically")
+    b.add_argument("--dataset-id", type=lambda s: int(s, 0), default=None, metavar="ID",
+                   help="fix the 64-bit dataset id the checksums are bound to (default: random per build; "
+                        "only for byte-identical rebuilds)")
     b.add_argument("--json", action="store_true")
 
     i = sub.add_parser("info", help="counts, degree statistics, sizes and overhead of a dataset")

@@ -30,7 +30,7 @@ def cmd_build(a) -> int:
         for k in [
             "format", "symmetrize", "dedup", "self_loops", "feature_dtype", "feature_layout", "reorder", "page_size",
             "memory_budget", "num_nodes", "feat_shape", "feat_dtype", "synthetic_features", "make_splits",
-            "igb_classes", "ogb_split", "skip_bad_lines", "nan", "seed", "force",
+            "igb_classes", "ogb_split", "skip_bad_lines", "nan", "seed", "force", "dataset_id",
         ]
     }
     rep = flashgnn.build(a.input, a.out, progress=not a.json, **opts)
