@@ -151,23 +151,32 @@ pub fn read_current(root: &Path) -> Result<Option<Current>> {
         Err(e) => return Err(IoError::new("reading", &path, None, e).into()),
     };
     let name = path.display().to_string();
-    let bad = |m: String| MutError::Corrupt(format!("{name}: {m}"));
-    let v: serde_json::Value =
-        serde_json::from_slice(&text).map_err(|e| bad(format!("not JSON ({e}) (corrupt CURRENT)")))?;
+    // Byte offset of a key's text (its first occurrence), for errors; 0 when absent.
+    let at = |k: &str| {
+        let pat = format!("\"{k}\"");
+        text.windows(pat.len()).position(|w| w == pat.as_bytes()).unwrap_or(0)
+    };
+    let bad_at = |off: usize, m: String| crate::corrupt(&name, off as u64, m);
+    let bad = |m: String| bad_at(0, m);
+    let v: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
+        // serde reports line/column (1-based); turn them into a byte offset.
+        let line_start: usize = text.split(|&b| b == b'\n').take(e.line().saturating_sub(1)).map(|l| l.len() + 1).sum();
+        bad_at(line_start + e.column().saturating_sub(1), format!("not JSON ({e}) (corrupt CURRENT)"))
+    })?;
     let field = |k: &str| v.get(k).ok_or_else(|| bad(format!("missing field {k:?}")));
     if field("magic")?.as_str() != Some(CURRENT_MAGIC) {
-        return Err(bad(format!("magic {} is not {CURRENT_MAGIC:?}", field("magic")?)));
+        return Err(bad_at(at("magic"), format!("magic {} is not {CURRENT_MAGIC:?}", field("magic")?)));
     }
-    let num = |k: &str| field(k)?.as_u64().ok_or_else(|| bad(format!("field {k:?} is not an unsigned integer")));
+    let num = |k: &str| field(k)?.as_u64().ok_or_else(|| bad_at(at(k), format!("field {k:?} is not an unsigned integer")));
     let version = num("version")?;
     if version != CURRENT_VERSION {
-        return Err(bad(format!("version {version}; this reader supports version {CURRENT_VERSION}")));
+        return Err(bad_at(at("version"), format!("version {version}; this reader supports version {CURRENT_VERSION}")));
     }
     let c = Current { generation: num("generation")?, base_seq: num("base_seq")? };
     let computed = crc32c::crc32c(body(&c).to_string().as_bytes()) as u64;
     let stored = num("crc32c")?;
     if stored != computed {
-        return Err(bad(format!("crc32c {stored} != computed {computed}")));
+        return Err(bad_at(at("crc32c"), format!("crc32c {stored} != computed {computed}")));
     }
     Ok(Some(c))
 }
