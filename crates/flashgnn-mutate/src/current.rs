@@ -167,10 +167,14 @@ pub fn read_current(root: &Path) -> Result<Option<Current>> {
     if field("magic")?.as_str() != Some(CURRENT_MAGIC) {
         return Err(bad_at(at("magic"), format!("magic {} is not {CURRENT_MAGIC:?}", field("magic")?)));
     }
-    let num = |k: &str| field(k)?.as_u64().ok_or_else(|| bad_at(at(k), format!("field {k:?} is not an unsigned integer")));
+    let num =
+        |k: &str| field(k)?.as_u64().ok_or_else(|| bad_at(at(k), format!("field {k:?} is not an unsigned integer")));
     let version = num("version")?;
     if version != CURRENT_VERSION {
-        return Err(bad_at(at("version"), format!("version {version}; this reader supports version {CURRENT_VERSION}")));
+        return Err(bad_at(
+            at("version"),
+            format!("version {version}; this reader supports version {CURRENT_VERSION}"),
+        ));
     }
     let c = Current { generation: num("generation")?, base_seq: num("base_seq")? };
     let computed = crc32c::crc32c(body(&c).to_string().as_bytes()) as u64;
