@@ -104,8 +104,8 @@ def _mutable_info(path) -> dict | None:
 
     from flashgnn import _core
 
-    if not os.path.isdir(os.path.join(path, "mut")):
-        return None
+    if not os.path.lexists(os.path.join(path, "mut")):
+        return None  # (a `mut` that is not a directory is reported: verify_mutable refuses it)
     try:
         return json.loads(_core.verify_mutable(os.fspath(path)))
     except flashgnn.CorruptDatasetError as e:
