@@ -296,3 +296,28 @@ pub fn clean_leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
     }
     Ok(removed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_entries_of_the_wrong_kind_are_refused_by_name() {
+        // A `mut` that is not a directory (acknowledged mutations would be dropped) and a
+        // CURRENT that is not a regular file are corruption naming the path; absence is not.
+        let t = tempfile::tempdir().unwrap();
+        assert!(!store_present(t.path()).unwrap());
+        assert_eq!(read_current(t.path()).unwrap(), None);
+        std::fs::write(t.path().join(MUT_DIR), b"x").unwrap();
+        let e = store_present(t.path()).unwrap_err();
+        assert!(matches!(e, MutError::Corrupt(_)), "{e}");
+        assert!(e.to_string().contains("/mut: byte offset 0: is a regular file"), "{e}");
+        assert!(read_current(t.path()).is_err(), "read_current must not ignore it either");
+        std::fs::remove_file(t.path().join(MUT_DIR)).unwrap();
+        std::fs::create_dir_all(t.path().join(MUT_DIR).join(CURRENT_FILE)).unwrap();
+        assert!(store_present(t.path()).unwrap());
+        let e = read_current(t.path()).unwrap_err().to_string();
+        assert!(e.contains("mut/CURRENT: byte offset 0: is a directory"), "{e}");
+        assert!(!regular_file(&t.path().join("absent")).unwrap());
+    }
+}

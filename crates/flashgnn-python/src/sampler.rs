@@ -16,7 +16,7 @@ use pyo3::types::PyDict;
 use flashgnn_io::engine::{EngineConfig, EngineKind};
 use flashgnn_sample::{Batch, DatasetId, NeighborSampler, PageCache, Policy, SamplerConfig, Telemetry};
 
-use crate::error::InputError;
+use crate::error::{sample_err, CoreError, InputError};
 
 /// Where a sampler's mutable-graph snapshot comes from.
 #[derive(Clone)]
@@ -85,8 +85,6 @@ impl Snap {
         s.set_snapshot(Some(snap))
     }
 }
-
-use crate::error::{sample_err, CoreError};
 
 fn config(engine: &str, depth: usize, pool_threads: usize, labels: bool, features: bool) -> PyResult<SamplerConfig> {
     let kind = EngineKind::parse(engine).ok_or_else(|| {
