@@ -8,7 +8,10 @@ one case is isolated, attributed and cannot take the test run down:
   of every node's neighbors, features and labels and every split, compared
   with the pristine dataset's values (``ref``, an .npz);
 - CLI child (when ``cli`` is true): ``flashgnn.cli.main(["verify", path])`` —
-  the console script's entry point — with stdout/stderr captured.
+  the console script's entry point — with stdout/stderr captured;
+- when ``sampler`` is true (datasets with a mutable store), the API child also
+  opens ``flashgnn.Sampler`` on the path and samples every base node, and
+  iterates a ``flashgnn.NeighborLoader`` over it: both replay ``mut/``.
 
 Each child arms ``alarm(timeout)`` with the default action, so a hang ends as
 SIGALRM. One JSON line per case is written to stdout. Forking (instead of a
@@ -96,6 +99,26 @@ def api_checks(path: str, ref_path: str) -> dict:
     return res
 
 
+def sampler_checks(path: str, ref_path: str) -> dict:
+    """flashgnn.Sampler and NeighborLoader on ``path``: "ok" or the classified error."""
+    res: dict = {}
+    n = int(np.load(ref_path)["num_nodes"])
+    try:
+        s = flashgnn.Sampler(path, [4, 4], engine="pread")
+        s.sample(np.arange(n, dtype=np.int64), 1)
+        res["sampler"] = ["ok", "", ""]
+    except BaseException as e:  # noqa: BLE001
+        res["sampler"] = classify(e)
+    try:
+        loader = flashgnn.NeighborLoader(path, [4, 4], batch_size=64, engine="pread", shuffle=False, prefetch=1)
+        for _ in loader:
+            pass
+        res["loader"] = ["ok", "", ""]
+    except BaseException as e:  # noqa: BLE001
+        res["loader"] = classify(e)
+    return res
+
+
 def start_child(fn, timeout: float) -> int:
     """Fork a child running ``fn`` (its return value is the exit code) under ``alarm(timeout)``."""
     sys.stdout.flush()
@@ -132,6 +155,8 @@ def status_fields(status: int) -> dict:
 def main() -> None:
     job = json.load(sys.stdin)
     timeout = job.get("timeout", 20)
+    if any(c.get("sampler") for c in job["cases"]):
+        import flashgnn.loader  # noqa: F401 - torch imported once here, not in every child
     scratch = tempfile.mkdtemp(prefix="fgnn-corrupt-")
     real_stdout = os.dup(1)
     out = os.fdopen(real_stdout, "w", buffering=1)
@@ -146,6 +171,8 @@ def main() -> None:
 
         def api_child():
             r = api_checks(case["path"], case["ref"])
+            if case.get("sampler"):
+                r.update(sampler_checks(case["path"], case["ref"]))
             with open(res_path, "w") as f:
                 json.dump(r, f)
             return 0

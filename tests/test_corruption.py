@@ -70,6 +70,7 @@ class Pristine:
     ref: Path  # .npz with the values every read must return
     degrees: list[int]  # per internal node, parsed from graph.fg
     digest: dict[str, str]  # sha256 per file: cases hard-link untouched files, so pristine must never change
+    twin: Path | None = None  # a second build of the same input and options (another dataset id)
 
     @property
     def files(self) -> list[str]:
@@ -101,6 +102,8 @@ def _make_pristine(root: Path, name: str) -> Pristine:
     )
     out = root / name
     m = build(inp, out, **opts)["manifest"]
+    twin = root / f"{name}_twin"
+    assert build(inp, twin, **opts)["manifest"]["dataset_id"] != m["dataset_id"], "two builds, two dataset ids"
     ds = flashgnn.open(out)
     lay = ds.layout
     assert lay["overflow_pages"] >= 3, "the hub must spill over several overflow pages"
@@ -124,17 +127,65 @@ def _make_pristine(root: Path, name: str) -> Pristine:
         int.from_bytes(g[p + (v // spp) * p + (v % spp) * sb + 4 : p + (v // spp) * p + (v % spp) * sb + 8], "little")
         for v in range(n)
     ]
-    return Pristine(name, out, m, lay, ref_path, degrees, _digest(out))
+    return Pristine(name, out, m, lay, ref_path, degrees, _digest(out), twin)
 
 
 def _digest(d: Path) -> dict[str, str]:
-    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(d.iterdir())}
+    return {str(f.relative_to(d)): hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(d.rglob("*")) if f.is_file()}
+
+
+# A dataset with a mutable store: generation 0 + a compaction (mut/gen-1, its free list) + a log of later batches.
+MUTABLE = "mutable"
+
+
+def _make_mutable(root: Path) -> Pristine:
+    n, dim = 120, 8
+    rng = np.random.default_rng(29)
+    inp = write_npy_dir(
+        root / f"{MUTABLE}_in",
+        rng.integers(0, n, (500, 2)),
+        rng.standard_normal((n, dim)).astype(np.float32),
+        rng.integers(0, 4, n),
+        {"train": np.arange(0, n, 2), "val": np.arange(1, n, 4), "test": np.arange(3, n, 4)},
+    )
+    out = root / MUTABLE
+    m = build(inp, out, symmetrize=True, page_size=512)["manifest"]
+    g = flashgnn.MutableGraph(out)
+    for i in range(4):
+        g.apply([("add_edge", i, i + 50), ("update_embed", i + 1, np.full(dim, float(i)))])
+    g.delete_vertex(n - 1)
+    g.compact()
+    for i in range(5):
+        g.apply([("add_edge", i + 10, i + 70)])
+    v = g.add_vertex(np.ones(dim, dtype=np.float32))
+    g.add_edge(v, 3)
+    g.close()
+    ds = flashgnn.open(out)  # generation 0, what flashgnn.open reads (it does not replay mut/)
+    ids = np.arange(n)
+    nb = ds.neighbors(ids)
+    ref = {
+        "num_nodes": np.array(n),
+        "indptr": np.concatenate([[0], np.cumsum([len(x) for x in nb])]),
+        "indices": np.concatenate(nb).astype(np.int64),
+        "features": ds.features(ids).view(np.uint8).reshape(n, -1),
+        "labels": ds.labels(ids),
+    }
+    for sname in ds.split_names:
+        ref[f"split_{sname}"] = ds.split(sname)
+    ref_path = root / f"{MUTABLE}_ref.npz"
+    np.savez(ref_path, **ref)
+    # The store is sound before any damage: the sampler replays it and verify passes.
+    assert flashgnn.verify(out, progress=False)["mutable"]["generation"] == 1
+    flashgnn.Sampler(out, [2], engine="pread").sample(np.arange(4), 0)
+    return Pristine(MUTABLE, out, m, ds.layout, ref_path, [], _digest(out))
 
 
 @pytest.fixture(scope="session")
 def pristine(tmp_path_factory) -> dict[str, Pristine]:
     root = tmp_path_factory.mktemp("pristine")
-    return {name: _make_pristine(root, name) for name in DATASET_SPECS}
+    out = {name: _make_pristine(root, name) for name in DATASET_SPECS}
+    out[MUTABLE] = _make_mutable(root)
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -157,7 +208,11 @@ CATEGORIES = [
     "delete-file",
     "resealed",
     "hostile-manifest",
+    "foreign-pages",
+    "side-files",
 ]
+# Categories of the mutable-store dataset (MUTABLE): damage under mut/, read by the sampler and loader too.
+MUT_CATEGORIES = ["mut-damage"]
 
 
 @dataclass
@@ -170,6 +225,7 @@ class Case:
     mutate: Callable[[Path], None]
     fast: bool = True
     position_required: bool = True
+    sampler: bool = False  # also open flashgnn.Sampler / NeighborLoader (they replay mut/): must refuse cleanly
 
 
 def _flip(name: str, off: int, bit: int):
@@ -452,7 +508,10 @@ def generate_cases(pr: Pristine) -> list[Case]:
     edit("dim+1", inc("features", "dim"), ("graph.fg",))
     edit("page_size*2", lambda m: m.update(page_size=m["page_size"] * 2), ("graph.fg",))
     edit("page_size-odd", lambda m: m.update(page_size=3000))
-    edit("format_version", lambda m: m.update(format_version=2))
+    edit("format_version", lambda m: m.update(format_version=3))
+    edit("format_version-1", lambda m: m.update(format_version=1))  # a v1 manifest carries no dataset id
+    edit("dataset_id+1", inc("dataset_id"), ("graph.fg",))
+    edit("dataset_id-missing", lambda m: m.pop("dataset_id"))
     edit("magic", lambda m: m.update(magic="flashgnn-datasex"))
     edit("id_bytes", lambda m: m.update(id_bytes=8), ("graph.fg",))
     edit("placement", lambda m: m["features"].update(placement="inline" if not inline else "separate"), ("graph.fg", "features.fg"))
@@ -463,6 +522,153 @@ def generate_cases(pr: Pristine) -> list[Case]:
     edit("split-count", inc("splits", "train"), ("split_train.npy",))
     edit("escape", lambda m: m["files"].update({"../escape.npy": {"bytes": 1, "crc32c": 0}}), ("../escape.npy",))
     edit("reorder", lambda m: m.update(reorder="none" if m["reorder"] != "none" else "degree"), ("node_order.npy", "node_index.npy", "graph.fg"))
+
+    # --- foreign-dataset pages: copied from a second build of the same input and options (same layout,
+    # same data, another dataset id). Raw (the manifest's whole-file CRC also disagrees) and re-sealed
+    # (only the per-page binding stands between the page and the reader).
+    twin = pr.twin
+
+    def foreign(cid, name, lo, length, files=None):
+        mine, theirs = (pr.path / name).read_bytes(), (twin / name).read_bytes()
+        assert len(mine) == len(theirs), f"{name}: the twin must have the same layout"
+        if mine[lo : lo + length] == theirs[lo : lo + length]:
+            return  # identical bytes: nothing to detect
+
+        def m(d: Path):
+            b = bytearray((d / name).read_bytes())
+            b[lo : lo + length] = theirs[lo : lo + length]
+            (d / name).write_bytes(bytes(b))
+
+        add("foreign-pages", cid, files or (name,), (name,), m)
+        add("foreign-pages", f"{cid}+resealed", files or (name,), (name, "manifest.json"), _then(m, _reseal(name)))
+
+    foreign("graph-header", "graph.fg", 0, p)
+    for pg in sorted({1, (slot_pages + 1) // 2, slot_pages}):
+        foreign(f"graph-page-{pg}", "graph.fg", pg * p, p)
+    foreign("graph-one-slot", "graph.fg", slot_off(hub), sb)
+    foreign("graph-whole", "graph.fg", 0, gsize)
+    foreign("overflow-header", "overflow.fg", 0, p)
+    for pg in sorted({1, ovp}):
+        foreign(f"overflow-page-{pg}", "overflow.fg", pg * p, p)
+    foreign("overflow-whole", "overflow.fg", 0, osize)
+    if not inline:
+        fsize = pr.size("features.fg")
+        foreign("features-header", "features.fg", 0, p)
+        foreign("features-whole", "features.fg", 0, fsize)
+        csize = pr.size("feature_crc.npy")
+        foreign("feature_crc-whole", "feature_crc.npy", 0, csize, files=("feature_crc.npy", "features.fg"))
+        foreign("features+crc-whole", "features.fg", 0, fsize)  # the rows are identical: only the header differs
+
+    # --- side files of the wrong dtype, shape or value range, with the manifest re-sealed so that only
+    # the dtype/shape/range checks stand (verify and open must refuse them; reads must never use them).
+    def side(cid, name, fn):
+        def m(d: Path):
+            a = np.load(d / name)
+            (d / name).unlink()  # hard-linked to the pristine file: never write through it
+            np.save(d / name, fn(a.copy()))
+
+        add("side-files", cid, (name,), (name, "manifest.json"), _then(m, _reseal(name)))
+
+    def setat(i, value):
+        def f(a):
+            a[i] = value
+            return a
+
+        return f
+
+    num_classes = pr.manifest["labels"]["num_classes"]
+    side("split-int32", "split_train.npy", lambda a: a.astype(np.int32))
+    side("split-uint8", "split_train.npy", lambda a: a.astype(np.uint8))
+    side("split-float64", "split_train.npy", lambda a: a.astype(np.float64))
+    side("split-2d", "split_train.npy", lambda a: a.reshape(-1, 1))
+    side("split-short", "split_val.npy", lambda a: a[:-1])
+    side("split-id=N", "split_val.npy", setat(0, n))
+    side("split-id=-1", "split_test.npy", setat(-1, -1))
+    side("labels-int32", "labels.npy", lambda a: a.astype(np.int32))
+    side("labels-float64", "labels.npy", lambda a: a.astype(np.float64))
+    side("labels-2d", "labels.npy", lambda a: a.reshape(-1, 1))
+    side("labels-long", "labels.npy", lambda a: np.append(a, 0))
+    side("labels=num_classes", "labels.npy", setat(n // 2, num_classes))
+    side("labels=-2", "labels.npy", setat(1, -2))
+    if pr.manifest["reorder"] != "none":
+        side("node_order-int32", "node_order.npy", lambda a: a.astype(np.int32))
+        side("node_index-uint64", "node_index.npy", lambda a: a.astype(np.uint64))
+        side("node_order-short", "node_order.npy", lambda a: a[:-1])
+        side("node_order=N", "node_order.npy", setat(3, n))
+    if not inline:
+        side("feature_crc-int64", "feature_crc.npy", lambda a: a.astype(np.int64))
+        side("feature_crc-uint64", "feature_crc.npy", lambda a: a.astype(np.uint64))
+        side("feature_crc-2d", "feature_crc.npy", lambda a: a.reshape(-1, 1))
+    return cases
+
+
+def _wal_frames(data: bytes) -> list[tuple[int, int]]:
+    """(offset, total bytes) of every frame of a WAL (header 40 B; frame = 16 B header + payload)."""
+    out, off = [], 40
+    while off + 16 <= len(data):
+        length = int.from_bytes(data[off : off + 4], "little") & ((1 << 27) - 1)
+        out.append((off, 16 + length))
+        off += 16 + length
+    return out
+
+
+def generate_mut_cases(pr: Pristine) -> list[Case]:
+    """Damage under mut/ of the mutable dataset: log, CURRENT, free list, the current generation's base,
+    and mut/ entries of the wrong kind. Each must end in a clean error of the corruption type — from
+    verify (API and CLI) and from flashgnn.Sampler and NeighborLoader, which replay mut/."""
+    cases: list[Case] = []
+    ds, cat = pr.name, "mut-damage"
+    mdir = pr.path / "mut"
+    cur = json.loads((mdir / "CURRENT").read_text())
+    gen = cur["generation"]
+    wal, free = f"mut/wal-{gen}.log", f"mut/free-{gen}.bin"
+
+    def add(cid, files, touch, mut):
+        cases.append(Case(f"{ds}:{cat}:{cid}", ds, cat, tuple(files), tuple(touch), mut, sampler=True))
+
+    # The log: header fields, and every field of every frame but the last (damage to the last frame is
+    # indistinguishable from a torn write of an unacknowledged batch: reported, not refused).
+    data = (pr.path / wal).read_bytes()
+    frames = _wal_frames(data)
+    assert len(frames) >= 4, frames
+    for off in [0, 9, 16, 24, 32]:
+        add(f"wal-header@{off}", (f"wal-{gen}.log",), (wal,), _flip(wal, off, 1))
+    for k, (fo, size) in enumerate(frames[:-1]):
+        for o in sorted({0, 5, 9, 16, size - 1}):
+            add(f"wal-frame{k}@{fo + o}", (f"wal-{gen}.log",), (wal,), _flip(wal, fo + o, 2))
+    ctext = (mdir / "CURRENT").read_bytes()
+    for off in sorted({0, 5, ctext.find(b"generation") + 14, ctext.find(b"crc32c") + 10, len(ctext) // 2}):
+        add(f"CURRENT@{off}", ("CURRENT",), ("mut/CURRENT",), _flip("mut/CURRENT", off, 0))
+    if (pr.path / free).exists():
+        fsize = (pr.path / free).stat().st_size
+        for off in [0, 8, 16, fsize - 1]:
+            add(f"free@{off}", (f"free-{gen}.bin",), (free,), _flip(free, off, 0))
+    # The current generation's base (a complete dataset under mut/gen-G): a slot and an overflow page.
+    gbase = f"mut/gen-{gen}"
+    glay = flashgnn.open(pr.path / gbase).layout
+    gp = glay["page_size"]
+    add("gen-slot", ("graph.fg",), (f"{gbase}/graph.fg",), _flip(f"{gbase}/graph.fg", gp + 6, 3))
+    add("gen-header", ("graph.fg",), (f"{gbase}/graph.fg",), _flip(f"{gbase}/graph.fg", 20, 0))
+
+    # mut/ entries of the wrong kind: refused, naming them — never ignored.
+    def replace_mut_with_file(content: bytes):
+        def m(d: Path):
+            shutil.rmtree(d / "mut")
+            (d / "mut").write_bytes(content)
+
+        return m
+
+    def replace_with_dir(rel: str):
+        def m(d: Path):
+            (d / rel).unlink()
+            (d / rel).mkdir()
+
+        return m
+
+    add("mut-is-a-file", ("mut",), (), replace_mut_with_file(b"not a directory\n"))
+    add("mut-is-an-empty-file", ("mut",), (), replace_mut_with_file(b""))
+    add("CURRENT-is-a-dir", ("CURRENT",), (), replace_with_dir("mut/CURRENT"))
+    add("wal-is-a-dir", (f"wal-{gen}.log",), (), replace_with_dir(wal))
     return cases
 
 
@@ -472,13 +678,14 @@ def generate_cases(pr: Pristine) -> list[Case]:
 
 def prepare(pr: Pristine, case: Case, root: Path) -> Path:
     d = root / re.sub(r"[^A-Za-z0-9_.+-]", "_", case.id)
-    d.mkdir(parents=True)
-    for f in pr.path.iterdir():
-        if f.name in case.touch:
-            shutil.copyfile(f, d / f.name)
-            (d / f.name).chmod(0o644)
-        else:
-            os.link(f, d / f.name)
+    # Hard links for every file (subdirectories such as mut/ included), then private copies of the
+    # files the case rewrites (``touch``: paths relative to the dataset).
+    shutil.copytree(pr.path, d, copy_function=os.link)
+    for rel in case.touch:
+        if (pr.path / rel).is_file():
+            (d / rel).unlink()
+            shutil.copyfile(pr.path / rel, d / rel)
+            (d / rel).chmod(0o644)
     case.mutate(d)
     return d
 
@@ -488,7 +695,8 @@ def run_cases(pristine: dict[str, Pristine], cases: list[Case], root: Path, work
     jobs = []
     for c in cases:
         pr = pristine[c.dataset]
-        jobs.append({"id": c.id, "path": str(prepare(pr, c, root)), "ref": str(pr.ref), "cli": True})
+        jobs.append({"id": c.id, "path": str(prepare(pr, c, root)), "ref": str(pr.ref), "cli": True,
+                     "sampler": c.sampler})
     chunks = [jobs[i::workers] for i in range(workers)]
 
     def one(chunk):
@@ -612,11 +820,32 @@ def problems_message(c: Case, r: dict) -> list[str]:
     return out
 
 
+def problems_sampler(c: Case, r: dict) -> list[str]:
+    """Cases with ``sampler``: flashgnn.Sampler and NeighborLoader refuse the damage with the corruption
+    error type (never IndexError, never success), naming a file and a byte offset."""
+    if not c.sampler:
+        return []
+    out = []
+    api = r.get("api", {})
+    for who in ("sampler", "loader"):
+        got = api.get(who)
+        if got is None:
+            out.append(f"{c.id}: {who} did not run")
+        elif got[0] == "ok":
+            out.append(f"{c.id}: {who} served a damaged mutable store without an error")
+        elif got[1] != "CorruptDatasetError":
+            out.append(f"{c.id}: {who} raised {got[1]} (want CorruptDatasetError): {got[2]}")
+        elif not any(f in got[2] for f in c.files) or not _POSITION.search(got[2]):
+            out.append(f"{c.id}: {who} message names none of {list(c.files)} or no byte offset: {got[2]}")
+    return out
+
+
 def silent_wrong(c: Case, r: dict, kind: str) -> int:
     return r.get("api", {}).get("reads", {}).get("wrong", {}).get(kind, 0)
 
 
-CHECKS = {"crash": problems_crash, "verify_ok": problems_verify_ok, "unclean": problems_unclean, "message": problems_message}
+CHECKS = {"crash": problems_crash, "verify_ok": problems_verify_ok, "unclean": problems_unclean, "message": problems_message,
+          "sampler": problems_sampler}
 
 
 def summarise(cases: list[Case], results: dict[str, dict]) -> dict:
@@ -629,6 +858,7 @@ def summarise(cases: list[Case], results: dict[str, dict]) -> dict:
         if not problems_crash(c, results[c.id])
         and not problems_verify_ok(c, results[c.id])
         and not problems_unclean(c, results[c.id])
+        and not problems_sampler(c, results[c.id])
     )
     wrong = {k: sum(silent_wrong(c, results[c.id], k) > 0 for c in cases) for k in ("neighbors", "features", "labels", "splits")}
     return {"cases": len(cases), "clean": clean, "crashes": crashes, "verify_ok": verify_ok, "unclean": unclean, "wrong": wrong}
@@ -651,6 +881,7 @@ def summary_line(label: str, s: dict) -> str:
 @pytest.fixture(scope="session")
 def all_cases(pristine) -> list[Case]:
     cases = [c for name in DATASET_SPECS for c in generate_cases(pristine[name])]
+    cases += generate_mut_cases(pristine[MUTABLE])
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
     return cases
@@ -661,6 +892,7 @@ def fast_run(pristine, all_cases, tmp_path_factory, suite_report):
     """Run the default (fast) subset once; every test below inspects the results."""
     cases = [c for c in all_cases if c.fast]
     controls = [Case(f"{name}:control:unmodified", name, "control", (), (), lambda d: None) for name in DATASET_SPECS]
+    controls.append(Case(f"{MUTABLE}:control:unmodified", MUTABLE, "control", (), (), lambda d: None, sampler=True))
     results = run_cases(pristine, cases + controls, tmp_path_factory.mktemp("cases"))
     s = summarise(cases, results)
     suite_report.append(summary_line("corruption suite", s))
@@ -690,6 +922,8 @@ def test_case_inventory(all_cases):
     for ds in DATASET_SPECS:
         for cat in CATEGORIES:
             assert (ds, cat) in cats, f"no {cat} cases for {ds}"
+    for cat in MUT_CATEGORIES:
+        assert (MUTABLE, cat) in cats, f"no {cat} cases for {MUTABLE}"
     fast = sum(c.fast for c in all_cases)
     assert 300 <= fast < len(all_cases)
 
@@ -705,7 +939,10 @@ def test_unmodified_copies_pass_every_check(fast_run):
         assert r["api"]["open"][0] == "ok"
         reads = r["api"]["reads"]
         assert reads["errors"] == {} and not any(reads["wrong"].values()), reads
-        assert reads["ok"]["neighbors"] == DATASET_SPECS[c.dataset][0]
+        n = DATASET_SPECS[c.dataset][0] if c.dataset in DATASET_SPECS else 120
+        assert reads["ok"]["neighbors"] == n
+        if c.sampler:
+            assert r["api"]["sampler"][0] == "ok" and r["api"]["loader"][0] == "ok", r["api"]
         assert r["cli_status"] == {"signal": None, "rc": 0}, r.get("cli_stderr")
         assert "OK" in r["cli_stdout"]
 
@@ -716,7 +953,7 @@ def test_pristine_datasets_untouched(pristine, fast_run):
         assert _digest(pr.path) == pr.digest, f"{pr.name} was modified by a case"
 
 
-@pytest.mark.parametrize("category", CATEGORIES)
+@pytest.mark.parametrize("category", CATEGORIES + MUT_CATEGORIES)
 def test_no_crash_no_hang(fast_run, category):
     """No case crashes (signal, panic) or hangs, through the API or the CLI."""
     cases, results = _by_category(fast_run, category)
@@ -724,25 +961,35 @@ def test_no_crash_no_hang(fast_run, category):
     _fail_if([p for c in cases for p in problems_crash(c, results[c.id])], "crashes/hangs")
 
 
-@pytest.mark.parametrize("category", CATEGORIES)
+@pytest.mark.parametrize("category", CATEGORIES + MUT_CATEGORIES)
 def test_verify_never_passes_a_modified_dataset(fast_run, category):
     """flashgnn.verify and `flashgnn verify` refuse every modified dataset."""
     cases, results = _by_category(fast_run, category)
     _fail_if([p for c in cases for p in problems_verify_ok(c, results[c.id])], "modified datasets verified OK")
 
 
-@pytest.mark.parametrize("category", CATEGORIES)
+@pytest.mark.parametrize("category", CATEGORIES + MUT_CATEGORIES)
 def test_errors_are_clean_flashgnn_errors(fast_run, category):
     """verify/open/read raise only flashgnn errors (or IndexError for a shrunk id range) and the CLI exits 2."""
     cases, results = _by_category(fast_run, category)
     _fail_if([p for c in cases for p in problems_unclean(c, results[c.id])], "unclean errors")
 
 
-@pytest.mark.parametrize("category", CATEGORIES)
+@pytest.mark.parametrize("category", CATEGORIES + MUT_CATEGORIES)
 def test_error_messages_name_file_and_offset(fast_run, category):
     """Each verify error (API and CLI) names the damaged file and a byte offset (line/column for manifest JSON)."""
     cases, results = _by_category(fast_run, category)
     _fail_if([p for c in cases for p in problems_message(c, results[c.id])], "messages without file/offset")
+
+
+@pytest.mark.parametrize("category", MUT_CATEGORIES)
+def test_sampler_and_loader_refuse_a_damaged_mutable_store(fast_run, category):
+    """flashgnn.Sampler and NeighborLoader on a dataset whose mut/ is damaged (log, CURRENT, free list, the
+    generation's base, mut/ entries of the wrong kind) raise CorruptDatasetError naming the file and a byte
+    offset — not IndexError, not success."""
+    cases, results = _by_category(fast_run, category)
+    assert len(cases) >= 20
+    _fail_if([p for c in cases for p in problems_sampler(c, results[c.id])], "sampler/loader problems")
 
 
 @pytest.mark.parametrize(

@@ -358,3 +358,75 @@ def test_replay_reports_a_torn_tail_in_stats(ds):
         assert st["replayed_frames"] == 2 and st["torn_tail_bytes"] == 18 and st["torn_group_frames"] == 0
         assert set(g.get_neighbors(1).tolist()) >= {2} and set(g.get_neighbors(3).tolist()) >= {4}
     assert wal.read_bytes() == good  # truncated back to the last acknowledged frame
+
+
+# -- damage under mut/ (issue 15, item 8): the corruption error with file and offset, never IndexError -------
+
+
+def _mutated(ds) -> Path:
+    with flashgnn.MutableGraph(ds) as g:
+        for i in range(4):
+            g.add_edge(i, i + 20)
+    return ds / "mut" / "wal-0.log"
+
+
+@pytest.mark.parametrize("who", ["sampler", "loader"])
+def test_damaged_log_raises_corruption_from_sampler_and_loader(ds, who):
+    wal = _mutated(ds)
+    b = bytearray(wal.read_bytes())
+    b[40 + 16 + 2] ^= 0x10  # payload of the first of four frames: corruption in the middle
+    wal.write_bytes(bytes(b))
+    with pytest.raises(flashgnn.CorruptDatasetError, match=r"wal-0\.log: .*byte offset 40") as e:
+        if who == "sampler":
+            flashgnn.Sampler(ds, [2], engine="pread")
+        else:
+            flashgnn.NeighborLoader(ds, [2], batch_size=8, engine="pread")
+    assert not isinstance(e.value, IndexError)
+    with pytest.raises(flashgnn.CorruptDatasetError, match=r"wal-0\.log"):
+        flashgnn.verify(ds, progress=False)
+
+
+@pytest.mark.parametrize("kind", ["regular file", "empty file"])
+def test_mut_replaced_by_a_file_is_refused_not_ignored(ds, kind):
+    import shutil
+
+    _mutated(ds)
+    shutil.rmtree(ds / "mut")
+    (ds / "mut").write_bytes(b"x" if kind == "regular file" else b"")
+    pat = r"/mut: byte offset 0: is a regular file where the mutable store's directory must be"
+    with pytest.raises(flashgnn.CorruptDatasetError, match=pat):
+        flashgnn.Sampler(ds, [2], engine="pread")
+    with pytest.raises(flashgnn.CorruptDatasetError, match=pat):
+        flashgnn.NeighborLoader(ds, [2], batch_size=8, engine="pread")
+    with pytest.raises(flashgnn.CorruptDatasetError, match=pat):
+        flashgnn.verify(ds, progress=False)
+    with pytest.raises(flashgnn.CorruptDatasetError, match=pat):
+        flashgnn.MutableGraph(ds)  # a writable open neither ignores nor replaces it
+    assert (ds / "mut").is_file()
+
+
+def test_current_and_log_of_the_wrong_kind_are_refused(ds):
+    wal = _mutated(ds)
+    cur = ds / "mut" / "CURRENT"
+    saved = cur.read_bytes()
+    cur.unlink()
+    cur.mkdir()
+    with pytest.raises(flashgnn.CorruptDatasetError, match=r"mut/CURRENT: byte offset 0: is a directory"):
+        flashgnn.Sampler(ds, [2], engine="pread")
+    with pytest.raises(flashgnn.CorruptDatasetError, match=r"mut/CURRENT: byte offset 0: is a directory"):
+        flashgnn.verify(ds, progress=False)
+    cur.rmdir()
+    cur.write_bytes(saved)
+    wal.unlink()
+    wal.mkdir()
+    with pytest.raises(flashgnn.CorruptDatasetError, match=r"wal-0\.log: byte offset 0: is a directory"):
+        flashgnn.Sampler(ds, [2], engine="pread")
+
+
+def test_current_damage_names_its_byte_offset(ds):
+    _mutated(ds)
+    cur = ds / "mut" / "CURRENT"
+    text = cur.read_text()
+    cur.write_text(text.replace('"generation": 0', '"generation": 1'))  # valid JSON, wrong CRC
+    with pytest.raises(flashgnn.CorruptDatasetError, match=rf"CURRENT: byte offset {text.find('crc32c') - 1}: crc32c"):
+        flashgnn.Sampler(ds, [2], engine="pread")

@@ -95,7 +95,9 @@ def verify(path, *, progress: bool = True) -> dict:
 
 def _current_generation_dir(path: str) -> str:
     cur = os.path.join(path, "mut", "CURRENT")
-    if not os.path.exists(cur):
+    if not os.path.isfile(cur):
+        # Missing, or not a regular file (never opened: a FIFO would block):
+        # verify_mutable refuses the latter, naming it.
         return path
     try:
         from flashgnn._durable import read_regular

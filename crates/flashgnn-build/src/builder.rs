@@ -18,7 +18,7 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use flashgnn_format::checksum::crc_at;
+use flashgnn_format::checksum::crc_bound;
 use flashgnn_format::layout::{
     choose_inline_cap, seal_overflow_page, DegreeHistogram, FeaturePlacement, Layout, SLOT_HEADER_BYTES,
 };
@@ -80,6 +80,18 @@ pub fn build(opts: &BuildOptions, progress: &Progress) -> Result<BuildReport> {
     // The --force rule (flashgnn_io::check_output) before any work.
     check_output(out, opts.force)?;
     let stale = report_stale_tmps(out);
+    if opts.dataset_id == Some(0) {
+        return Err(BuildError::config("dataset id 0 is reserved (never written); pass a non-zero id"));
+    }
+    // One id for the whole build: the feature thread and the layout pass
+    // both seal with it.
+    let resolved;
+    let opts = if opts.dataset_id.is_some() {
+        opts
+    } else {
+        resolved = BuildOptions { dataset_id: Some(flashgnn_format::checksum::new_dataset_id()), ..opts.clone() };
+        &resolved
+    };
     let tmp = create_tmp_dir(out)?;
     let mut guard = TmpGuard(Some(tmp.clone()));
     let mut report = build_into(&tmp, opts, progress)?;
@@ -333,6 +345,7 @@ fn side_work(
                 feature_dim: dim as u64,
                 feature_dtype_code: dst.code() as u64,
                 stride: stride as u64,
+                dataset_id: p.opts.dataset_id,
             };
             out.write(&h.encode())?;
             crcs.reserve(num_nodes as usize);
@@ -373,7 +386,7 @@ fn side_work(
                 let pad = vec![0u8; stride - row_bytes];
                 for i in 0..k as usize {
                     let r = &conv[i * row_bytes..(i + 1) * row_bytes];
-                    crcs.push(crc_at(row + i as u64, r));
+                    crcs.push(crc_bound(p.opts.dataset_id, row + i as u64, r));
                     out.write(r)?;
                     out.write(&pad)?;
                 }
@@ -778,7 +791,8 @@ fn finish_build(
         placement,
         cap,
         overflow_entries,
-    )?;
+    )?
+    .with_dataset_id(opts.dataset_id);
 
     // Feature rows for the layout pass.
     let stage_path = tmp.join("features.stage");
@@ -796,14 +810,7 @@ fn finish_build(
         None // final file already written by the side thread, or no features
     } else if placement == FeaturePlacement::Separate {
         let mut f = OutFile::create(tmp.join(FEATURES_FILE))?;
-        let h = FeatureHeader {
-            page_size: opts.page_size,
-            num_nodes: n,
-            feature_dim: feat_dim as u64,
-            feature_dtype_code: feat_dtype.code() as u64,
-            stride: layout.feature_stride(),
-        };
-        f.write(&h.encode())?;
+        f.write(&FeatureHeader::from_layout(&layout).encode())?;
         Some((f, Vec::<u32>::with_capacity(n as usize)))
     } else {
         None
@@ -860,7 +867,7 @@ fn finish_build(
             &mut page[slot_at..slot_at + s],
         );
         if let Some((f, crcs)) = feat_out.as_mut() {
-            crcs.push(crc_at(v, &row));
+            crcs.push(layout.crc(v, &row));
             f.write(&row)?;
             f.write(&pad)?;
         }
@@ -951,6 +958,7 @@ fn finish_build(
             sort_runs: er.runs,
         },
         files: files.into_iter().map(|(name, bytes, crc32c)| (name, FileEntry { bytes, crc32c })).collect(),
+        dataset_id: opts.dataset_id,
     };
     manifest.layout("manifest")?; // the invariants we promise readers hold
     let mut m = OutFile::create(tmp.join(MANIFEST_FILE))?;
@@ -1037,6 +1045,7 @@ impl RowFeed {
 
 /// Appends neighbor ids into checksummed overflow pages.
 struct OverflowWriter {
+    layout: Layout,
     out: OutFile,
     page: Vec<u8>,
     per_page: usize,
@@ -1049,15 +1058,9 @@ struct OverflowWriter {
 impl OverflowWriter {
     fn new(path: &Path, layout: &Layout) -> Result<OverflowWriter> {
         let mut out = OutFile::create(path)?;
-        out.write(
-            &OverflowHeader {
-                page_size: layout.page_size,
-                entries: layout.overflow_entries,
-                id_bytes: layout.id_bytes as u64,
-            }
-            .encode(),
-        )?;
+        out.write(&OverflowHeader::from_layout(layout).encode())?;
         Ok(OverflowWriter {
+            layout: layout.clone(),
             out,
             page: vec![0u8; layout.page_size as usize],
             per_page: layout.overflow_ids_per_page() as usize,
@@ -1078,7 +1081,7 @@ impl OverflowWriter {
         Ok(())
     }
     fn flush(&mut self) -> Result<()> {
-        seal_overflow_page(self.page_no, &mut self.page);
+        seal_overflow_page(&self.layout, self.page_no, &mut self.page);
         self.out.write(&self.page)?;
         self.page.fill(0);
         self.in_page = 0;

@@ -80,6 +80,12 @@ pub struct BuildOptions {
     /// file, row, value and bound, and the manifest records this count. IGB
     /// inputs declare theirs through `igb_classes` (19 or 2983).
     pub num_classes: Option<u64>,
+    /// The dataset id (format version 2) every checksum is bound to. `None`
+    /// (the default): a fresh random id per build, so two builds of the same
+    /// input differ and a page copied between them is refused. Fix it only
+    /// where byte-identical rebuilds are wanted (tests, reproducible builds);
+    /// 0 is refused.
+    pub dataset_id: Option<u64>,
 }
 
 impl BuildOptions {
@@ -108,6 +114,7 @@ impl BuildOptions {
             seed: 0,
             force: false,
             num_classes: None,
+            dataset_id: None,
         }
     }
 }

@@ -73,7 +73,7 @@ impl fmt::Display for FormatError {
             ),
             FormatError::Checksum { file, offset, what, stored, computed } => write!(
                 f,
-                "{file}: byte offset {offset}: checksum mismatch in {what} (stored {stored:#010x}, computed {computed:#010x}): the file is corrupt"
+                "{file}: byte offset {offset}: checksum mismatch in {what} (stored {stored:#010x}, computed {computed:#010x}): the file is corrupt, or this part of it was written for another dataset"
             ),
             FormatError::BadMagic { file, found, expected } => write!(
                 f,
@@ -81,7 +81,8 @@ impl fmt::Display for FormatError {
             ),
             FormatError::UnsupportedVersion { file, found, supported } => write!(
                 f,
-                "{file}: format version {found} is not supported by this flashgnn (it reads version {supported}); rebuild the dataset or upgrade"
+                "{file}: format version {found} is not supported by this flashgnn (it reads versions {} to {supported}); rebuild the dataset or upgrade",
+                crate::FORMAT_VERSION_MIN
             ),
             FormatError::Truncated { file, offset, needed, available } => write!(
                 f,

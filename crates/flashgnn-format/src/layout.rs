@@ -21,10 +21,10 @@
 //! Architecture invariant: all arithmetic here is checked; [`Layout::new`]
 //! refuses parameters whose file sizes would overflow `u64`.
 
-use crate::checksum::crc_at;
+use crate::checksum::crc_bound;
 use crate::dtype::Dtype;
 use crate::error::{FormatError, Result};
-use crate::{FORMAT_VERSION, PAGE_SIZE_MAX, PAGE_SIZE_MIN, SECTOR_BYTES};
+use crate::{FORMAT_VERSION, FORMAT_VERSION_MIN, PAGE_SIZE_MAX, PAGE_SIZE_MIN, SECTOR_BYTES};
 
 /// Bytes of the fixed slot header: crc32c u32, degree u32, original id u64,
 /// first overflow entry u64 (see docs/format.md).
@@ -59,6 +59,11 @@ pub struct Layout {
     pub slot_bytes: u32,
     pub slots_per_page: u32,
     pub overflow_entries: u64,
+    /// The dataset id every per-structure checksum is bound to (format
+    /// version 2; `None` for a version-1 dataset, whose checksums are seeded
+    /// with the position only). Set by `Manifest::layout` and the builder;
+    /// [`Layout::new`] leaves it `None`.
+    pub dataset_id: Option<u64>,
 }
 
 fn round_up(x: u64, to: u64) -> Option<u64> {
@@ -149,6 +154,7 @@ impl Layout {
             slot_bytes: slot as u32,
             slots_per_page: (page_size as u64 / slot) as u32,
             overflow_entries,
+            dataset_id: None,
         };
         // Every file size must be representable: compute them once, checked.
         layout
@@ -157,6 +163,29 @@ impl Layout {
             .zip(layout.features_file_bytes_checked())
             .ok_or_else(|| FormatError::invalid(file, "layout parameters overflow 64-bit file sizes"))?;
         Ok(layout)
+    }
+
+    /// The same layout bound to `dataset_id` (format version 2).
+    pub fn with_dataset_id(mut self, dataset_id: Option<u64>) -> Layout {
+        self.dataset_id = dataset_id;
+        self
+    }
+
+    /// Format version of the files this layout describes: 2 when they carry a
+    /// dataset id, 1 otherwise.
+    pub fn format_version(&self) -> u32 {
+        if self.dataset_id.is_some() {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Checksum of a slot (position = internal node id), overflow page
+    /// (position = page index) or separate feature row (position = internal
+    /// node id), bound to this dataset: [`crc_bound`].
+    pub fn crc(&self, position: u64, bytes: &[u8]) -> u32 {
+        crc_bound(self.dataset_id, position, bytes)
     }
 
     /// Bytes of one feature row as stored.
@@ -374,22 +403,31 @@ pub const GRAPH_MAGIC: [u8; 8] = *b"FGNNGRPH";
 pub const OVERFLOW_MAGIC: [u8; 8] = *b"FGNNOVFL";
 pub const FEATURE_MAGIC: [u8; 8] = *b"FGNNFEAT";
 
-/// Header page: magic (8) | version u32 | page_size u32 | n fields u64... | crc32c u32 at page_size-4.
-fn encode_header(magic: [u8; 8], page_size: u32, fields: &[u64]) -> Vec<u8> {
+/// Header page: magic (8) | version u32 | page_size u32 | n fields u64... |
+/// (version 2) dataset id u64 | crc32c u32 at page_size-4. A header with a
+/// dataset id is written as version 2 and its checksum is bound to the id; a
+/// header without one is version 1 (position-only seed), as version 1 wrote it.
+fn encode_header(magic: [u8; 8], page_size: u32, dataset_id: Option<u64>, fields: &[u64]) -> Vec<u8> {
     let mut page = vec![0u8; page_size as usize];
+    let version: u32 = if dataset_id.is_some() { FORMAT_VERSION } else { 1 };
     page[0..8].copy_from_slice(&magic);
-    page[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    page[8..12].copy_from_slice(&version.to_le_bytes());
     page[12..16].copy_from_slice(&page_size.to_le_bytes());
-    for (i, f) in fields.iter().enumerate() {
+    let all: Vec<u64> = fields.iter().copied().chain(dataset_id).collect();
+    for (i, f) in all.iter().enumerate() {
         page[16 + i * 8..24 + i * 8].copy_from_slice(&f.to_le_bytes());
     }
     let n = page.len();
-    let c = crc_at(0, &page[..n - 4]);
+    let c = crc_bound(dataset_id, 0, &page[..n - 4]);
     page[n - 4..].copy_from_slice(&c.to_le_bytes());
     page
 }
 
-fn decode_header(file: &str, magic: [u8; 8], bytes: &[u8], nfields: usize) -> Result<(u32, Vec<u64>)> {
+/// Decoded common part of a header page: page size, the `nfields` fields, and
+/// the dataset id (version 2) or `None` (version 1).
+type HeaderFields = (u32, Vec<u64>, Option<u64>);
+
+fn decode_header(file: &str, magic: [u8; 8], bytes: &[u8], nfields: usize) -> Result<HeaderFields> {
     if bytes.len() < 16 {
         return Err(FormatError::Truncated { file: file.into(), offset: 0, needed: 16, available: bytes.len() as u64 });
     }
@@ -401,7 +439,7 @@ fn decode_header(file: &str, magic: [u8; 8], bytes: &[u8], nfields: usize) -> Re
         });
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
-    if version != FORMAT_VERSION {
+    if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&version) {
         return Err(FormatError::UnsupportedVersion {
             file: format!("{file}: byte offset 8"),
             found: version,
@@ -427,8 +465,13 @@ fn decode_header(file: &str, magic: [u8; 8], bytes: &[u8], nfields: usize) -> Re
             available: bytes.len() as u64,
         });
     }
+    // Version 2 stores the dataset id after the fields; the smallest page
+    // (512 B) holds any of our headers (at most 16 + 11·8 + 4 bytes).
+    let total = nfields + (version >= 2) as usize;
+    let field = |i: usize| u64::from_le_bytes(bytes[16 + i * 8..24 + i * 8].try_into().unwrap());
+    let dataset_id = (version >= 2).then(|| field(nfields));
     let stored = u32::from_le_bytes(bytes[p - 4..p].try_into().unwrap());
-    let computed = crc_at(0, &bytes[..p - 4]);
+    let computed = crc_bound(dataset_id, 0, &bytes[..p - 4]);
     if stored != computed {
         return Err(FormatError::Checksum {
             file: file.into(),
@@ -438,8 +481,9 @@ fn decode_header(file: &str, magic: [u8; 8], bytes: &[u8], nfields: usize) -> Re
             computed,
         });
     }
-    let fields = (0..nfields).map(|i| u64::from_le_bytes(bytes[16 + i * 8..24 + i * 8].try_into().unwrap())).collect();
-    Ok((page_size, fields))
+    debug_assert!(16 + total * 8 + 4 <= p);
+    let fields = (0..nfields).map(field).collect();
+    Ok((page_size, fields, dataset_id))
 }
 
 /// Header of `graph.fg` (page 0): the layout parameters, repeated from the
@@ -457,6 +501,8 @@ pub struct GraphHeader {
     pub slot_bytes: u64,
     pub slots_per_page: u64,
     pub overflow_entries: u64,
+    /// Version 2: the dataset id at byte offset 96; `None` in a version-1 header.
+    pub dataset_id: Option<u64>,
 }
 
 impl GraphHeader {
@@ -473,12 +519,14 @@ impl GraphHeader {
             slot_bytes: l.slot_bytes as u64,
             slots_per_page: l.slots_per_page as u64,
             overflow_entries: l.overflow_entries,
+            dataset_id: l.dataset_id,
         }
     }
     pub fn encode(&self) -> Vec<u8> {
         encode_header(
             GRAPH_MAGIC,
             self.page_size,
+            self.dataset_id,
             &[
                 self.num_nodes,
                 self.num_edges,
@@ -494,7 +542,7 @@ impl GraphHeader {
         )
     }
     pub fn decode(file: &str, bytes: &[u8]) -> Result<Self> {
-        let (page_size, f) = decode_header(file, GRAPH_MAGIC, bytes, 10)?;
+        let (page_size, f, dataset_id) = decode_header(file, GRAPH_MAGIC, bytes, 10)?;
         Ok(GraphHeader {
             page_size,
             num_nodes: f[0],
@@ -507,6 +555,7 @@ impl GraphHeader {
             slot_bytes: f[7],
             slots_per_page: f[8],
             overflow_entries: f[9],
+            dataset_id,
         })
     }
 }
@@ -517,14 +566,24 @@ pub struct OverflowHeader {
     pub page_size: u32,
     pub entries: u64,
     pub id_bytes: u64,
+    /// Version 2: the dataset id at byte offset 32.
+    pub dataset_id: Option<u64>,
 }
 impl OverflowHeader {
+    pub fn from_layout(l: &Layout) -> Self {
+        OverflowHeader {
+            page_size: l.page_size,
+            entries: l.overflow_entries,
+            id_bytes: l.id_bytes as u64,
+            dataset_id: l.dataset_id,
+        }
+    }
     pub fn encode(&self) -> Vec<u8> {
-        encode_header(OVERFLOW_MAGIC, self.page_size, &[self.entries, self.id_bytes])
+        encode_header(OVERFLOW_MAGIC, self.page_size, self.dataset_id, &[self.entries, self.id_bytes])
     }
     pub fn decode(file: &str, bytes: &[u8]) -> Result<Self> {
-        let (page_size, f) = decode_header(file, OVERFLOW_MAGIC, bytes, 2)?;
-        Ok(OverflowHeader { page_size, entries: f[0], id_bytes: f[1] })
+        let (page_size, f, dataset_id) = decode_header(file, OVERFLOW_MAGIC, bytes, 2)?;
+        Ok(OverflowHeader { page_size, entries: f[0], id_bytes: f[1], dataset_id })
     }
 }
 
@@ -536,25 +595,63 @@ pub struct FeatureHeader {
     pub feature_dim: u64,
     pub feature_dtype_code: u64,
     pub stride: u64,
+    /// Version 2: the dataset id at byte offset 48.
+    pub dataset_id: Option<u64>,
 }
 impl FeatureHeader {
+    pub fn from_layout(l: &Layout) -> Self {
+        FeatureHeader {
+            page_size: l.page_size,
+            num_nodes: l.num_nodes,
+            feature_dim: l.feature_dim as u64,
+            feature_dtype_code: l.feature_dtype.code() as u64,
+            stride: l.feature_stride(),
+            dataset_id: l.dataset_id,
+        }
+    }
     pub fn encode(&self) -> Vec<u8> {
         encode_header(
             FEATURE_MAGIC,
             self.page_size,
+            self.dataset_id,
             &[self.num_nodes, self.feature_dim, self.feature_dtype_code, self.stride],
         )
     }
     pub fn decode(file: &str, bytes: &[u8]) -> Result<Self> {
-        let (page_size, f) = decode_header(file, FEATURE_MAGIC, bytes, 4)?;
-        Ok(FeatureHeader { page_size, num_nodes: f[0], feature_dim: f[1], feature_dtype_code: f[2], stride: f[3] })
+        let (page_size, f, dataset_id) = decode_header(file, FEATURE_MAGIC, bytes, 4)?;
+        Ok(FeatureHeader {
+            page_size,
+            num_nodes: f[0],
+            feature_dim: f[1],
+            feature_dtype_code: f[2],
+            stride: f[3],
+            dataset_id,
+        })
     }
 }
 
 /// First disagreement between a decoded header and the one the manifest
 /// implies, as an error naming the field, its byte offset and both values.
-/// `fields` are (name, decoded, expected) in on-disk order after page_size.
-pub fn header_mismatch(file: &str, page_size: (u32, u32), fields: &[(&'static str, u64, u64)]) -> Option<FormatError> {
+/// `fields` are (name, decoded, expected) in on-disk order after page_size;
+/// `dataset_id` is (decoded, expected), stored after the fields (version 2).
+/// A header of another format version than the manifest, or with another
+/// dataset id, comes from another build.
+pub fn header_mismatch(
+    file: &str,
+    page_size: (u32, u32),
+    fields: &[(&'static str, u64, u64)],
+    dataset_id: (Option<u64>, Option<u64>),
+) -> Option<FormatError> {
+    let version = |id: Option<u64>| if id.is_some() { FORMAT_VERSION as u64 } else { 1 };
+    if dataset_id.0.is_some() != dataset_id.1.is_some() {
+        return Some(FormatError::oob(
+            file,
+            8,
+            "header format version",
+            version(dataset_id.0),
+            format!("== {} from manifest.json (files from different builds)", version(dataset_id.1)),
+        ));
+    }
     if page_size.0 != page_size.1 {
         return Some(FormatError::oob(
             file,
@@ -564,7 +661,7 @@ pub fn header_mismatch(file: &str, page_size: (u32, u32), fields: &[(&'static st
             format!("== {} from manifest.json", page_size.1),
         ));
     }
-    fields.iter().enumerate().find(|(_, f)| f.1 != f.2).map(|(i, f)| {
+    if let Some(e) = fields.iter().enumerate().find(|(_, f)| f.1 != f.2).map(|(i, f)| {
         FormatError::oob(
             file,
             16 + 8 * i as u64,
@@ -572,7 +669,19 @@ pub fn header_mismatch(file: &str, page_size: (u32, u32), fields: &[(&'static st
             f.1,
             format!("== {} from manifest.json (files from different builds?)", f.2),
         )
-    })
+    }) {
+        return Some(e);
+    }
+    match dataset_id {
+        (Some(got), Some(want)) if got != want => Some(FormatError::oob(
+            file,
+            16 + 8 * fields.len() as u64,
+            "dataset_id",
+            got,
+            format!("== {want} from manifest.json (a file from another dataset)"),
+        )),
+        _ => None,
+    }
 }
 
 impl GraphHeader {
@@ -610,21 +719,31 @@ impl FeatureHeader {
     }
 }
 
-/// Encode the trailer of overflow page `page_no` (1-based file page) in place.
-pub fn seal_overflow_page(page_no: u64, page: &mut [u8]) {
+/// Encode the trailer of overflow page `page_no` (1-based file page) in place,
+/// its checksum bound to the layout's dataset id.
+pub fn seal_overflow_page(layout: &Layout, page_no: u64, page: &mut [u8]) {
     let n = page.len();
     page[n - 8..n - 4].copy_from_slice(&(page_no as u32).to_le_bytes());
-    let c = crc_at(page_no, &page[..n - 4]);
+    let c = layout.crc(page_no, &page[..n - 4]);
     page[n - 4..].copy_from_slice(&c.to_le_bytes());
 }
 
-/// Check the trailer of overflow page `page_no`.
-pub fn check_overflow_page(file: &str, page_no: u64, page: &[u8]) -> Result<()> {
+/// Check the trailer of overflow page `page_no` (checksum bound to the
+/// layout's dataset id, then the stored page number).
+pub fn check_overflow_page(layout: &Layout, file: &str, page_no: u64, page: &[u8]) -> Result<()> {
     let n = page.len();
-    let off = page_no * n as u64;
+    if n < OVERFLOW_TRAILER_BYTES as usize {
+        return Err(FormatError::Truncated {
+            file: file.into(),
+            offset: page_no.saturating_mul(layout.page_size as u64),
+            needed: layout.page_size as u64,
+            available: n as u64,
+        });
+    }
+    let off = page_no.saturating_mul(n as u64);
     let stored_no = u32::from_le_bytes(page[n - 8..n - 4].try_into().unwrap());
     let stored = u32::from_le_bytes(page[n - 4..].try_into().unwrap());
-    let computed = crc_at(page_no, &page[..n - 4]);
+    let computed = layout.crc(page_no, &page[..n - 4]);
     if stored != computed {
         return Err(FormatError::Checksum {
             file: file.into(),
@@ -725,5 +844,39 @@ mod tests {
             FormatError::UnsupportedVersion { found: 9, .. }
         ));
         assert!(matches!(OverflowHeader::decode("g", &h.encode()).unwrap_err(), FormatError::BadMagic { .. }));
+    }
+
+    #[test]
+    fn header_carries_and_binds_dataset_id() {
+        // Version 2: the id is stored after the fields and seeds the header checksum;
+        // version 1 (no id) still decodes, and a header of another build is named.
+        let l = layout(1234, 16, FeaturePlacement::Inline, 4).with_dataset_id(Some(0xfeed_beef));
+        let h = GraphHeader::from_layout(&l);
+        let page = h.encode();
+        assert_eq!(u32::from_le_bytes(page[8..12].try_into().unwrap()), FORMAT_VERSION);
+        assert_eq!(u64::from_le_bytes(page[96..104].try_into().unwrap()), 0xfeed_beef);
+        assert_eq!(GraphHeader::decode("g", &page).unwrap(), h);
+        // Rewriting the id without re-sealing breaks the checksum.
+        let mut forged = page.clone();
+        forged[96] ^= 1;
+        assert!(matches!(GraphHeader::decode("g", &forged).unwrap_err(), FormatError::Checksum { .. }));
+        // A well-formed header of another dataset: refused by header_mismatch at byte 96.
+        let other = GraphHeader::from_layout(&l.clone().with_dataset_id(Some(7)));
+        let got = GraphHeader::decode("g", &other.encode()).unwrap();
+        let e = header_mismatch("g", (got.page_size, h.page_size), &got.compare(&h), (got.dataset_id, h.dataset_id))
+            .unwrap();
+        assert!(e.to_string().contains("byte offset 96") && e.to_string().contains("dataset_id"), "{e}");
+        // Version 1 header (no id) still decodes; against a v2 manifest it is refused at byte 8.
+        let v1 = GraphHeader::from_layout(&layout(1234, 16, FeaturePlacement::Inline, 4));
+        let got1 = GraphHeader::decode("g", &v1.encode()).unwrap();
+        assert_eq!(got1.dataset_id, None);
+        let e = header_mismatch("g", (got1.page_size, h.page_size), &got1.compare(&h), (None, h.dataset_id)).unwrap();
+        assert!(e.to_string().contains("byte offset 8"), "{e}");
+        // Overflow pages are bound too.
+        let mut pg = vec![0u8; 4096];
+        seal_overflow_page(&l, 3, &mut pg);
+        assert!(check_overflow_page(&l, "o", 3, &pg).is_ok());
+        let e = check_overflow_page(&l.clone().with_dataset_id(Some(7)), "o", 3, &pg).unwrap_err();
+        assert!(matches!(e, FormatError::Checksum { offset, .. } if offset == 3 * 4096 + 4092), "{e}");
     }
 }

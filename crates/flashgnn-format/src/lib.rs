@@ -34,9 +34,16 @@ pub use error::{FormatError, Result};
 pub use layout::{FeatureHeader, GraphHeader, Layout, OverflowHeader};
 pub use manifest::Manifest;
 
-/// Format version written by this build. Readers refuse any other version with
-/// a message naming both numbers (docs/format.md keeps the version log).
-pub const FORMAT_VERSION: u32 = 1;
+/// Format version written by this build (docs/format.md keeps the version
+/// log). Version 2 binds every per-structure checksum to a random 64-bit
+/// dataset id ([`checksum::crc_bound`]).
+pub const FORMAT_VERSION: u32 = 2;
+
+/// Oldest format version this build still reads. Readers refuse a version
+/// outside `[FORMAT_VERSION_MIN, FORMAT_VERSION]` with a message naming both.
+/// Version 1 datasets have no dataset id: their checksums keep version 1's
+/// position-only seed.
+pub const FORMAT_VERSION_MIN: u32 = 1;
 
 /// O_DIRECT granularity that every on-disk structure is aligned to. 512 B is
 /// the logical block size of every NVMe/virtio device we target; a feature

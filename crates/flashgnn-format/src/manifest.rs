@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::dtype::Dtype;
 use crate::error::{FormatError, Result};
 use crate::layout::{FeaturePlacement, Layout};
-use crate::FORMAT_VERSION;
+use crate::{FORMAT_VERSION, FORMAT_VERSION_MIN};
 
 pub const MANIFEST_FILE: &str = "manifest.json";
 pub const MANIFEST_MAGIC: &str = "flashgnn-dataset";
@@ -111,6 +111,11 @@ pub struct Manifest {
     pub reorder: String,
     pub build: BuildInfo,
     pub files: BTreeMap<String, FileEntry>,
+    /// Format version 2: the random 64-bit id every per-structure checksum
+    /// of this dataset is bound to (also in each header page). Absent in
+    /// version 1 (required in version 2, refused in version 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_id: Option<u64>,
 }
 
 /// Set the `checksum` of an arbitrary manifest-shaped JSON value and print it.
@@ -152,7 +157,7 @@ impl Manifest {
             }
         }
         let version = probe.get("format_version").and_then(|v| v.as_u64()).unwrap_or(0);
-        if version != FORMAT_VERSION as u64 {
+        if !(FORMAT_VERSION_MIN as u64..=FORMAT_VERSION as u64).contains(&version) {
             return Err(FormatError::UnsupportedVersion {
                 file: path.into(),
                 found: version as u32,
@@ -178,8 +183,23 @@ impl Manifest {
             });
         }
         let m: Manifest = serde_json::from_value(probe).map_err(|e| {
-            FormatError::invalid(path, format!("manifest does not match format version {FORMAT_VERSION}: {e}"))
+            FormatError::invalid(path, format!("manifest does not match format version {version}: {e}"))
         })?;
+        match (version, m.dataset_id) {
+            (1, Some(_)) => {
+                return Err(FormatError::invalid(
+                    path,
+                    "`dataset_id` in a format version 1 manifest (version 1 has none)",
+                ))
+            }
+            (v, None) if v >= 2 => {
+                return Err(FormatError::invalid(path, format!("`dataset_id` missing: format version {v} requires it")))
+            }
+            (v, Some(0)) if v >= 2 => {
+                return Err(FormatError::oob(path, 0, "dataset_id", 0, "!= 0 (0 is never written)"))
+            }
+            _ => {}
+        }
         m.layout(path)?;
         Ok(m)
     }
@@ -216,7 +236,8 @@ impl Manifest {
             self.placement(),
             self.graph.inline_cap,
             self.graph.overflow_entries,
-        )?;
+        )?
+        .with_dataset_id(self.dataset_id);
         if l.slot_bytes != self.graph.slot_bytes {
             return Err(FormatError::oob(
                 path,

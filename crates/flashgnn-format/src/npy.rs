@@ -56,47 +56,53 @@ pub fn parse_header(file: &str, bytes: &[u8]) -> Result<NpyHeader> {
         needed: hlen as u64,
         available: (bytes.len() - start) as u64,
     })?;
-    let text =
-        std::str::from_utf8(&bytes[start..end]).map_err(|_| FormatError::invalid(file, "npy header is not text"))?;
+    let text = std::str::from_utf8(&bytes[start..end]).map_err(|e| {
+        FormatError::invalid(file, format!("byte offset {}: npy header is not text", start + e.valid_up_to()))
+    })?;
+    // Every header error names the byte offset of the key at fault (or of the
+    // header text when the key is missing).
+    let at = |key: &str| start + text.find(key).unwrap_or(0);
+    let bad = |key: &str, m: String| FormatError::invalid(file, format!("byte offset {}: {m}", at(key)));
     // numpy evaluates the header as a Python dict, where a repeated key
     // keeps its last value; `dict_value` would take the first. Refuse
     // duplicates rather than read the array differently from numpy.
     for key in ["descr", "fortran_order", "shape"] {
         let n = text.matches(&format!("'{key}'")).count() + text.matches(&format!("\"{key}\"")).count();
         if n > 1 {
-            return Err(FormatError::invalid(
-                file,
+            return Err(bad(
+                key,
                 format!("npy header has the key {key:?} {n} times (numpy would read the last, flashgnn refuses to guess): {text:?}"),
             ));
         }
     }
-    let descr = dict_value(text, "descr")
-        .ok_or_else(|| FormatError::invalid(file, format!("npy header has no 'descr': {text:?}")))?;
+    let descr =
+        dict_value(text, "descr").ok_or_else(|| bad("descr", format!("npy header has no 'descr': {text:?}")))?;
     let descr = descr.trim().trim_matches(|c| c == '\'' || c == '"');
     let dtype = Dtype::from_npy_descr(descr).ok_or_else(|| {
-        FormatError::invalid(
-            file,
+        bad(
+            "descr",
             format!("unsupported dtype {descr:?} (expected little-endian int8..int64, uint8..uint64, float16/32/64)"),
         )
     })?;
     let fortran = dict_value(text, "fortran_order").map(|v| v.trim().starts_with("True")).unwrap_or(false);
     if fortran {
-        return Err(FormatError::invalid(
-            file,
-            "Fortran-ordered arrays are not supported; save with np.ascontiguousarray",
+        return Err(bad(
+            "fortran_order",
+            "Fortran-ordered arrays are not supported; save with np.ascontiguousarray".into(),
         ));
     }
-    let shape_txt = dict_value(text, "shape").ok_or_else(|| FormatError::invalid(file, "npy header has no 'shape'"))?;
+    let shape_txt = dict_value(text, "shape").ok_or_else(|| bad("shape", "npy header has no 'shape'".into()))?;
     let inner = shape_txt.trim().trim_start_matches('(');
-    let inner = &inner[..inner.find(')').ok_or_else(|| FormatError::invalid(file, "npy shape is not a tuple"))?];
+    let inner = &inner[..inner.find(')').ok_or_else(|| bad("shape", "npy shape is not a tuple".into()))?];
     let mut shape = Vec::new();
     for part in inner.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        shape.push(part.parse::<u64>().map_err(|_| {
-            FormatError::invalid(file, format!("npy shape entry {part:?} is not a non-negative integer"))
-        })?);
+        shape.push(
+            part.parse::<u64>()
+                .map_err(|_| bad("shape", format!("npy shape entry {part:?} is not a non-negative integer")))?,
+        );
     }
     let h = NpyHeader { data_offset: end as u64, dtype, shape };
-    h.data_bytes().ok_or_else(|| FormatError::invalid(file, "npy shape overflows 64 bits"))?;
+    h.data_bytes().ok_or_else(|| bad("shape", "npy shape overflows 64 bits".into()))?;
     Ok(h)
 }
 

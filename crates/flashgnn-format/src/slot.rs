@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! offset  size          field
-//! 0       4             crc32c of bytes [4, slot_bytes), seeded with the node id
+//! 0       4             crc32c of bytes [4, slot_bytes), seeded with the dataset id (v2) and the node id
 //! 4       4             degree (total neighbors, inline + overflow)
 //! 8       8             original (user-facing) node id
 //! 16      8             first overflow entry (0 when degree <= inline_cap)
@@ -16,7 +16,6 @@
 //! `degree - inline_cap` overflow entries inside `[0, overflow_entries)`; a node
 //! without overflow stores 0. Neighbor ids are checked by [`SlotView::inline_ids`].
 
-use crate::checksum::crc_at;
 use crate::error::{FormatError, Result};
 use crate::layout::{Layout, SLOT_HEADER_BYTES};
 
@@ -105,7 +104,7 @@ pub fn encode_slot(
     for (i, &id) in inline_ids.iter().enumerate() {
         write_id(id, &mut out[io + i * w..io + (i + 1) * w]);
     }
-    let c = crc_at(node, &out[4..]);
+    let c = layout.crc(node, &out[4..]);
     out[0..4].copy_from_slice(&c.to_le_bytes());
 }
 
@@ -125,7 +124,7 @@ pub fn decode_slot<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str) 
         });
     }
     let stored = u32::from_le_bytes(bytes[0..4].try_into().unwrap());
-    let computed = crc_at(node, &bytes[4..]);
+    let computed = layout.crc(node, &bytes[4..]);
     if stored != computed {
         return Err(FormatError::Checksum {
             file: file.into(),
@@ -237,6 +236,24 @@ mod tests {
         }
         // The same bytes at another node id (a swapped slot) are refused.
         assert!(matches!(decode_slot(&l, 4, &buf, "g"), Err(FormatError::Checksum { .. })));
+    }
+
+    #[test]
+    fn slot_of_another_dataset_is_refused() {
+        // Format v2: a slot written for dataset A, read at the same position of dataset B
+        // (same layout, other id), fails its checksum with the file and the slot's offset.
+        let a = layout().with_dataset_id(Some(11));
+        let b = layout().with_dataset_id(Some(12));
+        let mut buf = vec![0u8; a.slot_bytes as usize];
+        encode_slot(&a, 5, 2, 5, 0, &[0u8; 16], &[1, 2], &mut buf);
+        assert!(decode_slot(&a, 5, &buf, "g").is_ok());
+        let e = decode_slot(&b, 5, &buf, "g").unwrap_err();
+        assert!(matches!(e, FormatError::Checksum { offset, .. } if offset == b.slot_offset(5)), "{e}");
+        // ... and so does a version-1 slot (no id) read as a version-2 dataset's.
+        let v1 = layout();
+        encode_slot(&v1, 5, 2, 5, 0, &[0u8; 16], &[1, 2], &mut buf);
+        assert!(decode_slot(&v1, 5, &buf, "g").is_ok());
+        assert!(decode_slot(&a, 5, &buf, "g").is_err());
     }
 
     #[test]

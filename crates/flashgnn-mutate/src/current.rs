@@ -67,32 +67,120 @@ fn body(c: &Current) -> serde_json::Value {
     })
 }
 
+fn kind_name(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_file() {
+        "a regular file"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Whether the dataset at `root` has a mutable store: `Ok(false)` when there
+/// is no `mut` entry at all, `Ok(true)` when `mut/` is a directory (or a link
+/// to one). Anything else named `mut` — a regular file, a FIFO, a dangling
+/// link — is refused as corruption naming it: ignoring it would silently
+/// drop every acknowledged mutation. Every reader of the store (writable and
+/// read-only opens, samplers, `verify`) asks this first.
+pub fn store_present(root: &Path) -> Result<bool> {
+    let mdir = mut_dir(root);
+    match std::fs::symlink_metadata(&mdir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(IoError::new("inspecting", &mdir, None, e).into()),
+        Ok(_) => {}
+    }
+    match std::fs::metadata(&mdir) {
+        Ok(m) if m.is_dir() => Ok(true),
+        Ok(m) => Err(crate::corrupt(
+            &mdir.display().to_string(),
+            0,
+            format!(
+                "is {} where the mutable store's directory must be; refusing to read the dataset without its \
+                 acknowledged mutations (restore the directory, or remove it to drop them)",
+                kind_name(&m.file_type())
+            ),
+        )),
+        Err(e) => Err(crate::corrupt(
+            &mdir.display().to_string(),
+            0,
+            format!("is a link that does not resolve to the mutable store's directory ({e})"),
+        )),
+    }
+}
+
+/// `Ok(false)` when nothing exists at `path`, `Ok(true)` for a regular file
+/// (or a link to one); any other kind (directory, FIFO, socket, device,
+/// dangling link) is corruption naming it — never opened, so a FIFO cannot
+/// block the reader.
+pub fn regular_file(path: &Path) -> Result<bool> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(IoError::new("inspecting", path, None, e).into()),
+        Ok(_) => {}
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(true),
+        Ok(m) => Err(crate::corrupt(
+            &path.display().to_string(),
+            0,
+            format!("is {}, not a regular file", kind_name(&m.file_type())),
+        )),
+        Err(e) => Err(crate::corrupt(&path.display().to_string(), 0, format!("is a dangling link ({e})"))),
+    }
+}
+
 /// Read `mut/CURRENT`; None when it does not exist.
 pub fn read_current(root: &Path) -> Result<Option<Current>> {
     let path = mut_dir(root).join(CURRENT_FILE);
+    if !store_present(root)? || !regular_file(&path)? {
+        return Ok(None);
+    }
     let text = match flashgnn_io::read_regular(&path) {
         Ok(t) => t,
         Err(e) if e.source.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.into()),
     };
     let name = path.display().to_string();
-    let bad = |m: String| MutError::Corrupt(format!("{name}: {m}"));
-    let v: serde_json::Value =
-        serde_json::from_slice(&text).map_err(|e| bad(format!("not JSON ({e}) (corrupt CURRENT)")))?;
+    // Byte offset of a key's text (its first occurrence), for errors; 0 when absent.
+    let at = |k: &str| {
+        let pat = format!("\"{k}\"");
+        text.windows(pat.len()).position(|w| w == pat.as_bytes()).unwrap_or(0)
+    };
+    let bad_at = |off: usize, m: String| crate::corrupt(&name, off as u64, m);
+    let bad = |m: String| bad_at(0, m);
+    let v: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
+        // serde reports line/column (1-based); turn them into a byte offset.
+        let line_start: usize = text.split(|&b| b == b'\n').take(e.line().saturating_sub(1)).map(|l| l.len() + 1).sum();
+        bad_at(line_start + e.column().saturating_sub(1), format!("not JSON ({e}) (corrupt CURRENT)"))
+    })?;
     let field = |k: &str| v.get(k).ok_or_else(|| bad(format!("missing field {k:?}")));
     if field("magic")?.as_str() != Some(CURRENT_MAGIC) {
-        return Err(bad(format!("magic {} is not {CURRENT_MAGIC:?}", field("magic")?)));
+        return Err(bad_at(at("magic"), format!("magic {} is not {CURRENT_MAGIC:?}", field("magic")?)));
     }
-    let num = |k: &str| field(k)?.as_u64().ok_or_else(|| bad(format!("field {k:?} is not an unsigned integer")));
+    let num =
+        |k: &str| field(k)?.as_u64().ok_or_else(|| bad_at(at(k), format!("field {k:?} is not an unsigned integer")));
     let version = num("version")?;
     if version != CURRENT_VERSION {
-        return Err(bad(format!("version {version}; this reader supports version {CURRENT_VERSION}")));
+        return Err(bad_at(
+            at("version"),
+            format!("version {version}; this reader supports version {CURRENT_VERSION}"),
+        ));
     }
     let c = Current { generation: num("generation")?, base_seq: num("base_seq")? };
     let computed = crc32c::crc32c(body(&c).to_string().as_bytes()) as u64;
     let stored = num("crc32c")?;
     if stored != computed {
-        return Err(bad(format!("crc32c {stored} != computed {computed}")));
+        return Err(bad_at(at("crc32c"), format!("crc32c {stored} != computed {computed}")));
     }
     Ok(Some(c))
 }
@@ -122,6 +210,7 @@ pub fn write_free(path: &Path, ids: &[u64]) -> Result<()> {
 }
 
 pub fn read_free(path: &Path) -> Result<Vec<u64>> {
+    regular_file(path)?;
     let b = flashgnn_io::read_regular(path)?;
     let name = path.display().to_string();
     let bad = |off: usize, m: String| crate::corrupt(&name, off as u64, m);
@@ -218,4 +307,29 @@ pub fn clean_leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
         flashgnn_io::fsync_dir(&dir)?;
     }
     Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_entries_of_the_wrong_kind_are_refused_by_name() {
+        // A `mut` that is not a directory (acknowledged mutations would be dropped) and a
+        // CURRENT that is not a regular file are corruption naming the path; absence is not.
+        let t = tempfile::tempdir().unwrap();
+        assert!(!store_present(t.path()).unwrap());
+        assert_eq!(read_current(t.path()).unwrap(), None);
+        std::fs::write(t.path().join(MUT_DIR), b"x").unwrap();
+        let e = store_present(t.path()).unwrap_err();
+        assert!(matches!(e, MutError::Corrupt(_)), "{e}");
+        assert!(e.to_string().contains("/mut: byte offset 0: is a regular file"), "{e}");
+        assert!(read_current(t.path()).is_err(), "read_current must not ignore it either");
+        std::fs::remove_file(t.path().join(MUT_DIR)).unwrap();
+        std::fs::create_dir_all(t.path().join(MUT_DIR).join(CURRENT_FILE)).unwrap();
+        assert!(store_present(t.path()).unwrap());
+        let e = read_current(t.path()).unwrap_err().to_string();
+        assert!(e.contains("mut/CURRENT: byte offset 0: is a directory"), "{e}");
+        assert!(!regular_file(&t.path().join("absent")).unwrap());
+    }
 }

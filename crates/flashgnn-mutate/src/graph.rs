@@ -193,6 +193,8 @@ impl MutableGraph {
         let gen0 = Dataset::open(&root)?;
         check_symmetric(&gen0)?;
         let mdir = current::mut_dir(&root);
+        // `mut` that is not a directory is refused (never ignored, never replaced).
+        current::store_present(&root)?;
         // One writer per dataset: take the lock before reading CURRENT or
         // touching anything under mut/ (another writer's in-flight files are
         // not leftovers).

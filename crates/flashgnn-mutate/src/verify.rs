@@ -57,8 +57,7 @@ pub struct LogVerifyReport {
 /// Check the mutable store of the dataset at `root`; None when it has no
 /// `mut/` directory.
 pub fn verify_log(root: &Path) -> Result<Option<LogVerifyReport>> {
-    let mdir = current::mut_dir(root);
-    if !mdir.is_dir() {
+    if !current::store_present(root)? {
         return Ok(None);
     }
     let stored = current::read_current(root)?;

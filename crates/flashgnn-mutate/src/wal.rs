@@ -515,6 +515,7 @@ fn torn_or_corrupt(
 
 /// Read a whole log file.
 pub fn read_log(path: &Path) -> Result<Vec<u8>> {
+    crate::current::regular_file(path)?;
     flashgnn_io::read_regular(path).map_err(MutError::Io)
 }
 

@@ -12,11 +12,25 @@
 //! | `IoError` refusing a non-regular file (FIFO, device, broken link) | `InputError` (build), `CorruptDatasetError` (dataset) |
 //! | `IoError` refusing to replace an output (`--force` rule) | `InputError` (build, generate), else `FileExistsError` |
 //! | `BuildError::Cancelled` | `KeyboardInterrupt` |
+//! | `SampleError::Store/Format/Io` | as `StoreError` |
+//! | `SampleError::BadRequest` (seed out of range, bad fanout) | `IndexError` |
+//! | `MutError::Invalid` (bad argument) | `ValueError` |
+//! | `MutError::Corrupt` (`mut/`: log, `CURRENT`, free list, `mut` not a directory) | `flashgnn.CorruptDatasetError` |
+//! | `MutError::Unavailable` (closed, read-only, log failed) | `RuntimeError` |
+//! | `MutError::Io` / `Store` / `Build` | as `IoError` / `StoreError` / `BuildError` |
+//!
+//! Code that can fail in more than one crate (a sampler opening a mutated
+//! dataset: the store, the mutable log, the engine) returns [`CoreError`],
+//! which keeps each error's own type until it is mapped here — never
+//! re-wrapped as another kind (a damaged `mut/` is corruption, not a bad
+//! request).
 
 use flashgnn_build::BuildError;
+use flashgnn_mutate::MutError;
+use flashgnn_sample::SampleError;
 use flashgnn_store::StoreError;
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyIndexError, PyKeyboardInterrupt, PyOSError};
+use pyo3::exceptions::{PyException, PyIndexError, PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 create_exception!(flashgnn, FlashgnnError, PyException, "Base class of flashgnn errors.");
@@ -84,5 +98,77 @@ pub fn build_err(e: BuildError) -> PyErr {
         BuildError::Io(io) => io_err(&io),
         BuildError::Store(s) => store_err(s),
         BuildError::Cancelled => PyKeyboardInterrupt::new_err(e.to_string()),
+    }
+}
+
+pub fn sample_err(e: SampleError) -> PyErr {
+    match e {
+        SampleError::Store(s) => store_err(s),
+        SampleError::Format(f) => store_err(StoreError::Format(f)),
+        SampleError::Io(io) => store_err(StoreError::Io(io)),
+        SampleError::BadRequest(m) => PyIndexError::new_err(m),
+    }
+}
+
+pub fn mut_err(e: MutError) -> PyErr {
+    match e {
+        MutError::Invalid(m) => PyValueError::new_err(m),
+        MutError::Corrupt(m) => CorruptDatasetError::new_err(m),
+        MutError::Unavailable(m) => PyRuntimeError::new_err(m),
+        MutError::Io(io) => store_err(StoreError::Io(io)),
+        MutError::Store(s) => store_err(s),
+        MutError::Build(b) => build_err(b),
+    }
+}
+
+/// An error of any of the crates below, kept with its own type until it
+/// becomes a Python exception (`PyErr::from`).
+#[derive(Debug)]
+pub enum CoreError {
+    Store(StoreError),
+    Sample(SampleError),
+    Mut(MutError),
+    Build(BuildError),
+}
+
+impl From<StoreError> for CoreError {
+    fn from(e: StoreError) -> Self {
+        CoreError::Store(e)
+    }
+}
+impl From<SampleError> for CoreError {
+    fn from(e: SampleError) -> Self {
+        CoreError::Sample(e)
+    }
+}
+impl From<MutError> for CoreError {
+    fn from(e: MutError) -> Self {
+        CoreError::Mut(e)
+    }
+}
+impl From<BuildError> for CoreError {
+    fn from(e: BuildError) -> Self {
+        CoreError::Build(e)
+    }
+}
+impl From<flashgnn_io::IoError> for CoreError {
+    fn from(e: flashgnn_io::IoError) -> Self {
+        CoreError::Store(StoreError::Io(e))
+    }
+}
+impl From<flashgnn_format::FormatError> for CoreError {
+    fn from(e: flashgnn_format::FormatError) -> Self {
+        CoreError::Store(StoreError::Format(e))
+    }
+}
+
+impl From<CoreError> for PyErr {
+    fn from(e: CoreError) -> PyErr {
+        match e {
+            CoreError::Store(e) => store_err(e),
+            CoreError::Sample(e) => sample_err(e),
+            CoreError::Mut(e) => mut_err(e),
+            CoreError::Build(e) => build_err(e),
+        }
     }
 }

@@ -4,37 +4,23 @@
 //! reads or builds runs with the GIL released, so concurrent Python threads
 //! share group commits.
 //!
-//! | Rust | Python |
-//! |---|---|
-//! | `MutError::Invalid` (bad argument) | `ValueError` |
-//! | `MutError::Corrupt` (log, CURRENT, free list) | `flashgnn.CorruptDatasetError` |
-//! | `MutError::Unavailable` (closed, read-only, log failed) | `RuntimeError` |
-//! | `MutError::Io` / `Store` / `Build` | as `error.rs` maps them |
+//! Errors are mapped by `error.rs` (`mut_err`), the one place.
 
 use std::sync::Arc;
 
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use flashgnn_build::Progress;
 use flashgnn_format::Dtype;
-use flashgnn_mutate::{GraphOptions, MutError};
+use flashgnn_mutate::GraphOptions;
 use flashgnn_store::Op;
 
 use crate::job::Job;
 
-pub fn mut_err(e: MutError) -> PyErr {
-    match e {
-        MutError::Invalid(m) => PyValueError::new_err(m),
-        MutError::Corrupt(m) => crate::error::CorruptDatasetError::new_err(m),
-        MutError::Unavailable(m) => PyRuntimeError::new_err(m),
-        MutError::Io(io) => crate::error::store_err(flashgnn_store::StoreError::Io(io)),
-        MutError::Store(s) => crate::error::store_err(s),
-        MutError::Build(b) => crate::error::build_err(b),
-    }
-}
+pub use crate::error::mut_err;
 
 #[pyclass(module = "flashgnn._core", name = "MutableGraph")]
 pub struct MutableGraph {

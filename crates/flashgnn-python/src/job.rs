@@ -183,6 +183,7 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
     }
     o.seed = get(opts, "seed")?.unwrap_or(0);
     o.force = get(opts, "force")?.unwrap_or(false);
+    o.dataset_id = get(opts, "dataset_id")?;
     Ok(Job::spawn(move |p| {
         let r = flashgnn_build::build(&o, p)?;
         Ok(serde_json::json!({

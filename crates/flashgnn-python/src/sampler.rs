@@ -16,7 +16,7 @@ use pyo3::types::PyDict;
 use flashgnn_io::engine::{EngineConfig, EngineKind};
 use flashgnn_sample::{Batch, DatasetId, NeighborSampler, PageCache, Policy, SamplerConfig, Telemetry};
 
-use crate::error::InputError;
+use crate::error::{sample_err, CoreError, InputError};
 
 /// Where a sampler's mutable-graph snapshot comes from.
 #[derive(Clone)]
@@ -31,13 +31,18 @@ enum Snap {
 
 impl Snap {
     /// For a dataset path: its mutated state when `DATASET/mut/CURRENT` exists.
-    fn for_path(path: &std::path::Path) -> flashgnn_sample::Result<Snap> {
-        if !path.join("mut").join("CURRENT").exists() {
+    /// A `mut` that is not a directory, or a `mut/CURRENT` that is not a
+    /// regular file, is refused (corruption naming it), never ignored; a
+    /// damaged log is corruption with its file and offset (`error.rs`).
+    fn for_path(path: &std::path::Path) -> Result<Snap, CoreError> {
+        use flashgnn_mutate::current;
+        if !current::store_present(path)?
+            || !current::regular_file(&current::mut_dir(path).join(current::CURRENT_FILE))?
+        {
             return Ok(Snap::None);
         }
         let opts = flashgnn_mutate::GraphOptions { writable: false, ..Default::default() };
-        let g = flashgnn_mutate::MutableGraph::open(path, &opts)
-            .map_err(|e| flashgnn_sample::SampleError::BadRequest(format!("opening the mutated graph: {e}")))?;
+        let g = flashgnn_mutate::MutableGraph::open(path, &opts)?;
         Ok(Snap::Fixed(g.snapshot()))
     }
     /// The snapshot to read now (a fresh one of a live graph); None for a
@@ -78,16 +83,6 @@ impl Snap {
             *s = NeighborSampler::open_dataset(&snap.base, fanouts, cfg)?;
         }
         s.set_snapshot(Some(snap))
-    }
-}
-
-fn sample_err(e: flashgnn_sample::SampleError) -> PyErr {
-    use flashgnn_sample::SampleError as E;
-    match e {
-        E::Store(s) => crate::error::store_err(s),
-        E::Format(f) => crate::error::store_err(flashgnn_store::StoreError::Format(f)),
-        E::Io(io) => crate::error::store_err(flashgnn_store::StoreError::Io(io)),
-        E::BadRequest(m) => pyo3::exceptions::PyIndexError::new_err(m),
     }
 }
 
@@ -200,7 +195,7 @@ impl Sampler {
         let (p, f, c) = (path.clone(), fanouts.clone(), cfg.clone());
         let live = graph.map(|g| Snap::Live(g.inner.clone()));
         let (s, snap) = py
-            .detach(move || -> flashgnn_sample::Result<_> {
+            .detach(move || -> Result<_, CoreError> {
                 let snap = match live {
                     Some(l) => l,
                     None => Snap::for_path(&p)?,
@@ -208,7 +203,7 @@ impl Sampler {
                 let s = snap.open(&p, &f, &c)?;
                 Ok((s, snap))
             })
-            .map_err(sample_err)?;
+            .map_err(PyErr::from)?;
         Ok(Sampler {
             owned: Owned { pid: std::process::id(), inner: ManuallyDrop::new(Mutex::new(s)) },
             path,
@@ -408,7 +403,7 @@ impl Cache {
         let hot_s = hot.to_string();
         let t = std::time::Instant::now();
         let (id, statics) = py
-            .detach(move || -> flashgnn_sample::Result<_> {
+            .detach(move || -> Result<_, CoreError> {
                 // Build on what a sampler given this path reads: on a mutated
                 // dataset, the base of the generation `mut/CURRENT` names. The
                 // cache is bound to that base (DatasetId); samplers on any other
@@ -435,7 +430,7 @@ impl Cache {
                 };
                 Ok((id, statics))
             })
-            .map_err(sample_err)?;
+            .map_err(PyErr::from)?;
         // The choosing pass freed its scan buffers and sampler; hand that
         // memory back to the OS so it does not count against a memory cap.
         // SAFETY: malloc_trim only releases free heap pages.
@@ -484,13 +479,13 @@ impl Resident {
     fn new(py: Python<'_>, path: std::path::PathBuf, count: usize, engine: &str, depth: usize) -> PyResult<Self> {
         let cfg = config(engine, depth, 64, false, false)?;
         let (id, top, originals) = py
-            .detach(move || -> flashgnn_sample::Result<_> {
+            .detach(move || -> Result<_, CoreError> {
                 let mut s = Snap::for_path(&path)?.open(&path, &[], &cfg)?;
                 let top = s.top_nodes_by_degree(count)?;
                 let originals: Vec<i64> = top.iter().map(|&(v, _)| s.original_of(v) as i64).collect();
                 Ok((s.dataset_id().clone(), top, originals))
             })
-            .map_err(sample_err)?;
+            .map_err(PyErr::from)?;
         let internal: Vec<u32> = top.iter().map(|&(v, _)| v).collect();
         Ok(Resident {
             inner: std::sync::Arc::new(flashgnn_sample::Resident::new(id, &internal)),

@@ -21,8 +21,9 @@
 //! first read; a hit is decoded by the same checked decoders as a read.
 //!
 //! Keys are (file, offset) within one dataset, so a cache belongs to the
-//! dataset it was built for: its [`DatasetId`] (canonical directory plus the
-//! manifest's CRC32C of `graph.fg`), fixed at construction. A sampler opened
+//! dataset it was built for: its [`DatasetId`] (canonical directory, the
+//! format-v2 dataset id — random per build — and the manifest's CRC32C of
+//! `graph.fg`), fixed at construction. A sampler opened
 //! on any other dataset — another generation of a mutable store
 //! (`mut/gen-N`), or the same directory rebuilt — runs without it.
 
@@ -64,12 +65,15 @@ impl Policy {
     }
 }
 
-/// Which dataset a cache's keys refer to: the canonical dataset directory
-/// and the manifest's CRC32C of `graph.fg` (None when the manifest has no
-/// entry for it).
+/// Which dataset a cache's keys refer to: the canonical dataset directory,
+/// the manifest's `dataset_id` (format version 2: random per build, so a
+/// rebuild of the same input into the same directory is another dataset;
+/// None for version 1) and the manifest's CRC32C of `graph.fg` (None when
+/// the manifest has no entry for it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DatasetId {
     pub root: std::path::PathBuf,
+    pub dataset_id: Option<u64>,
     pub graph_crc32c: Option<u32>,
 }
 
@@ -79,7 +83,7 @@ impl DatasetId {
         let root = std::fs::canonicalize(ds.root())
             .map_err(|e| flashgnn_io::IoError::new("resolving the dataset directory", ds.root(), None, e))?;
         let graph_crc32c = ds.manifest().files.get(flashgnn_format::manifest::GRAPH_FILE).map(|f| f.crc32c);
-        Ok(DatasetId { root, graph_crc32c })
+        Ok(DatasetId { root, dataset_id: ds.manifest().dataset_id, graph_crc32c })
     }
     /// The identity of the dataset at `path` (opens it to read the manifest).
     pub fn of_path(path: &std::path::Path) -> crate::Result<DatasetId> {
@@ -362,7 +366,7 @@ mod tests {
     use super::*;
 
     fn id() -> DatasetId {
-        DatasetId { root: "/unit-test".into(), graph_crc32c: None }
+        DatasetId { root: "/unit-test".into(), dataset_id: None, graph_crc32c: None }
     }
 
     fn page(b: u8) -> Arc<[u8]> {

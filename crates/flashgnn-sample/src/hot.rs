@@ -209,7 +209,7 @@ impl NeighborSampler {
         let files = self.file_names();
         self.read_extents(&reqs, usize::MAX, |req, buf| {
             if req.file == F_OVERFLOW {
-                check_overflow_page(&files[F_OVERFLOW as usize], req.offset / page, buf)?;
+                check_overflow_page(&l, &files[F_OVERFLOW as usize], req.offset / page, buf)?;
             }
             let c = &chosen[req.tag as usize];
             out[req.tag as usize] = Some((cache::key(c.file, c.offset), Arc::from(&buf[..req.len as usize])));

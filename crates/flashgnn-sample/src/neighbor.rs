@@ -634,7 +634,7 @@ impl NeighborSampler {
             // Re-checked here (0.3 us) so a cached page is trusted no more
             // than a read one. This batch's own pages were checked when read
             // (`on_done`).
-            check_overflow_page(&self.files[F_OVERFLOW as usize], page, &data)?;
+            check_overflow_page(&self.layout, &self.files[F_OVERFLOW as usize], page, &data)?;
             self.ready.push_back(Ready::Page(page, Waiter::Overflow(i), data));
             return Ok(());
         }
@@ -767,7 +767,7 @@ impl NeighborSampler {
         let page = tag & ((1 << 48) - 1);
         let waiters = self.pages.remove(&(file, page)).unwrap_or_default();
         if file == F_OVERFLOW {
-            check_overflow_page(&self.files[F_OVERFLOW as usize], page, buf)?;
+            check_overflow_page(&self.layout, &self.files[F_OVERFLOW as usize], page, buf)?;
         }
         // Kept *before* the waiters run: they may ask for this page again (a
         // node on it reached at a new hop), which must then hit instead of
@@ -789,7 +789,7 @@ impl NeighborSampler {
         let v = self.nodes[i].v as u64;
         let bytes = &buf[at..at + self.layout.row_bytes() as usize];
         if let Some(crcs) = &self.feature_crcs {
-            let computed = flashgnn_format::checksum::crc_at(v, bytes);
+            let computed = self.layout.crc(v, bytes);
             if crcs[v as usize] != computed {
                 return Err(FormatError::Checksum {
                     file: self.files[F_FEATURES as usize].clone(),

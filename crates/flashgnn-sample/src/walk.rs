@@ -115,7 +115,7 @@ impl NeighborSampler {
                     let (file, page) = ((tag >> 48 & 0xff) as u16, tag & ((1 << 48) - 1));
                     let who = waiting.remove(&(file, page)).unwrap_or_default();
                     if file == 1 {
-                        check_overflow_page(&files[1], page, buf)?;
+                        check_overflow_page(&l, &files[1], page, buf)?;
                     }
                     for i in who {
                         let v = nodes[i] as u64;

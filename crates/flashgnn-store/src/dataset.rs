@@ -71,6 +71,20 @@ impl NpyArray {
     }
 }
 
+/// What a side array must be: see [`Dataset::side_spec`].
+#[derive(Debug, Clone)]
+pub struct SideSpec {
+    pub dtype: Dtype,
+    /// Elements (the array is 1-D).
+    pub len: u64,
+    /// Values in [lo, hi); None: any value of the dtype.
+    pub range: Option<(i128, i128)>,
+    /// What one value is ("label", "split id", "node id"), for errors.
+    pub what: &'static str,
+    /// The range in words, for errors.
+    pub bound: String,
+}
+
 pub struct Dataset {
     root: PathBuf,
     manifest: Manifest,
@@ -141,18 +155,24 @@ impl Dataset {
         let gname = file_name(&root, GRAPH_FILE);
         let gh = GraphHeader::decode(&gname, &page)?;
         let want = GraphHeader::from_layout(&layout);
-        if let Some(e) = header_mismatch(&gname, (gh.page_size, want.page_size), &gh.compare(&want)) {
+        if let Some(e) = header_mismatch(
+            &gname,
+            (gh.page_size, want.page_size),
+            &gh.compare(&want),
+            (gh.dataset_id, want.dataset_id),
+        ) {
             return Err(e.into());
         }
         overflow.read_exact_at(&mut page, 0)?;
         let oname = file_name(&root, OVERFLOW_FILE);
         let oh = OverflowHeader::decode(&oname, &page)?;
-        let want = OverflowHeader {
-            page_size: layout.page_size,
-            entries: layout.overflow_entries,
-            id_bytes: layout.id_bytes as u64,
-        };
-        if let Some(e) = header_mismatch(&oname, (oh.page_size, want.page_size), &oh.compare(&want)) {
+        let want = OverflowHeader::from_layout(&layout);
+        if let Some(e) = header_mismatch(
+            &oname,
+            (oh.page_size, want.page_size),
+            &oh.compare(&want),
+            (oh.dataset_id, want.dataset_id),
+        ) {
             return Err(e.into());
         }
         let features = if layout.placement == FeaturePlacement::Separate {
@@ -160,21 +180,20 @@ impl Dataset {
             f.read_exact_at(&mut page, 0)?;
             let fname = file_name(&root, FEATURES_FILE);
             let fh = FeatureHeader::decode(&fname, &page)?;
-            let want = FeatureHeader {
-                page_size: layout.page_size,
-                num_nodes: layout.num_nodes,
-                feature_dim: layout.feature_dim as u64,
-                feature_dtype_code: layout.feature_dtype.code() as u64,
-                stride: layout.feature_stride(),
-            };
-            if let Some(e) = header_mismatch(&fname, (fh.page_size, want.page_size), &fh.compare(&want)) {
+            let want = FeatureHeader::from_layout(&layout);
+            if let Some(e) = header_mismatch(
+                &fname,
+                (fh.page_size, want.page_size),
+                &fh.compare(&want),
+                (fh.dataset_id, want.dataset_id),
+            ) {
                 return Err(e.into());
             }
             Some(f)
         } else {
             None
         };
-        Ok(Dataset {
+        let ds = Dataset {
             root,
             manifest,
             layout,
@@ -184,7 +203,74 @@ impl Dataset {
             maps: OnceLock::new(),
             crcs: OnceLock::new(),
             side_checked: Default::default(),
-        })
+        };
+        // Every side file's dtype and shape against the manifest (one header
+        // read each); their values are checked on first use and by verify.
+        for name in ds.manifest.files.keys() {
+            if ds.side_spec(name).is_some() {
+                ds.side_array(name)?;
+            }
+        }
+        Ok(ds)
+    }
+
+    /// What side file `name` must hold (docs/format.md, "Side arrays"):
+    /// dtype, length and value range; None for a file that is not a side
+    /// array (the `.fg` files).
+    pub fn side_spec(&self, name: &str) -> Option<SideSpec> {
+        let n = self.num_nodes();
+        let node_ids = |len: u64, what: &'static str| SideSpec {
+            dtype: Dtype::Int64,
+            len,
+            range: Some((0, n as i128)),
+            what,
+            bound: format!("in [0, num_nodes {n})"),
+        };
+        if name == LABELS_FILE {
+            let c = self.manifest.labels.as_ref().map_or(0, |l| l.num_classes);
+            return Some(SideSpec {
+                dtype: Dtype::Int64,
+                len: n,
+                range: Some((-1, c as i128)),
+                what: "label",
+                bound: format!("in [0, num_classes {c}) or -1 (unlabeled)"),
+            });
+        }
+        if name == NODE_ORDER_FILE || name == NODE_INDEX_FILE {
+            return Some(node_ids(n, "node id"));
+        }
+        if name == FEATURE_CRC_FILE {
+            return Some(SideSpec { dtype: Dtype::Uint32, len: n, range: None, what: "", bound: String::new() });
+        }
+        let split = name.strip_prefix("split_").and_then(|s| s.strip_suffix(".npy"))?;
+        let len = *self.manifest.splits.get(split)?;
+        Some(node_ids(len, "split id"))
+    }
+
+    /// Every value of side file `name` against its range (O(file)); the
+    /// values, as i64. The error names the file, the value's byte offset, the
+    /// value and the bound.
+    pub fn check_side_values(&self, name: &str) -> Result<Vec<i64>> {
+        let a = self.side_array(name)?;
+        let v = a.read_all_i64()?;
+        if let Some(spec) = self.side_spec(name) {
+            if let Some((lo, hi)) = spec.range {
+                if let Some(i) = v.iter().position(|&x| (x as i128) < lo || (x as i128) >= hi) {
+                    return Err(FormatError::invalid(
+                        self.file(name),
+                        format!(
+                            "byte offset {}: {} = {} at index {i} is out of bounds (must be {})",
+                            a.header.data_offset + 8 * i as u64,
+                            spec.what,
+                            v[i],
+                            spec.bound
+                        ),
+                    )
+                    .into());
+                }
+            }
+        }
+        Ok(v)
     }
 
     pub fn root(&self) -> &Path {
@@ -230,7 +316,7 @@ impl Dataset {
         }
         let r = self.maps.get_or_init(|| {
             let load = |name: &str| -> Result<Vec<u32>> {
-                let a = self.node_sized(name, NpyArray::open(&self.root.join(name), &self.file(name))?)?;
+                let a = self.side_array(name)?;
                 let v = a.read_all_i64()?;
                 v.iter()
                     .enumerate()
@@ -363,7 +449,7 @@ impl Dataset {
     /// Feature row `row` of internal node `v`, read at byte `offset` of the
     /// feature file, against its stored CRC32C in `crcs`.
     pub(crate) fn check_feature_row(&self, v: u64, row: &[u8], crcs: &[u32], offset: u64) -> Result<()> {
-        let (stored, computed) = (crcs[v as usize], flashgnn_format::checksum::crc_at(v, row));
+        let (stored, computed) = (crcs[v as usize], self.layout.crc(v, row));
         if stored != computed {
             return Err(FormatError::Checksum {
                 file: self.file(FEATURES_FILE),
@@ -406,7 +492,7 @@ impl Dataset {
         let mut out = Vec::with_capacity(count as usize);
         for (i, page) in buf.chunks_exact(p as usize).enumerate() {
             let page_no = 1 + first_page + i as u64;
-            check_overflow_page(&oname, page_no, page)?;
+            check_overflow_page(&self.layout, &oname, page_no, page)?;
             let lo = if i == 0 { (first % per) as usize } else { 0 };
             let hi = if i as u64 == npages - 1 { ((first + count - 1) % per) as usize + 1 } else { per as usize };
             for j in lo..hi {
@@ -452,7 +538,8 @@ impl Dataset {
         Ok(())
     }
 
-    /// Check a side array's whole-file CRC32C against the manifest, once per
+    /// Check a side array's whole-file CRC32C against the manifest, and
+    /// every value against its range ([`Dataset::side_spec`]), once per
     /// process: labels and splits have no per-page checksums, so this is
     /// what stops a flipped label from being served (O(file) on first use).
     pub fn check_side_file(&self, name: &str) -> Result<()> {
@@ -460,6 +547,7 @@ impl Dataset {
             return Ok(());
         }
         self.check_whole_file(name, &mut |_| {})?;
+        self.check_side_values(name)?;
         self.side_checked.lock().unwrap().insert(name.to_string());
         Ok(())
     }
@@ -532,11 +620,42 @@ impl Dataset {
         Ok(v)
     }
 
+    /// Open side file `name` and check its header against [`Dataset::side_spec`]:
+    /// the dtype and a 1-D shape of the length the manifest implies (N, or
+    /// the split's count). A file of the wrong dtype is refused, never
+    /// reinterpreted (an int32 or float split read as int64 would name other
+    /// nodes).
     pub fn side_array(&self, name: &str) -> Result<NpyArray> {
         if !self.manifest.files.contains_key(name) {
             return Err(StoreError::BadRequest(format!("{} has no {name}", self.root.display())));
         }
-        NpyArray::open(&self.root.join(name), &self.file(name))
+        let a = NpyArray::open(&self.root.join(name), &self.file(name))?;
+        if let Some(spec) = self.side_spec(name) {
+            if a.header.dtype != spec.dtype {
+                return Err(FormatError::invalid(
+                    self.file(name),
+                    format!(
+                        "byte offset 10: dtype = {} is out of bounds (must be {} as docs/format.md specifies for this file)",
+                        a.header.dtype.name(),
+                        spec.dtype.name()
+                    ),
+                )
+                .into());
+            }
+            if a.header.shape.len() != 1 || a.header.shape[0] != spec.len {
+                return Err(FormatError::invalid(
+                    self.file(name),
+                    format!(
+                        "byte offset 10: shape = {:?} is out of bounds (must be [{}]: {})",
+                        a.header.shape,
+                        spec.len,
+                        if name.starts_with("split_") { "the split's count in manifest.json" } else { "num_nodes" }
+                    ),
+                )
+                .into());
+            }
+        }
+        Ok(a)
     }
 
     /// `a` (side file `name`) if it has one entry per node; otherwise the

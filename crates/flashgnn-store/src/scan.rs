@@ -75,7 +75,7 @@ impl OverflowCursor<'_> {
                 self.buf.resize((n * p) as usize, 0);
                 self.ds.overflow_reader().read_exact_at(&mut self.buf, page_no * p)?;
                 for (i, page) in self.buf.chunks_exact(p as usize).enumerate() {
-                    check_overflow_page(&oname, page_no + i as u64, page)?;
+                    check_overflow_page(l, &oname, page_no + i as u64, page)?;
                 }
                 (self.first_page, self.pages) = (page_no, n);
             }

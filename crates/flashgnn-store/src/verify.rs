@@ -9,7 +9,6 @@
 //! count, split ids, the relabelling maps being inverse permutations).
 //! The first failure is returned with file, byte offset, value and bound.
 
-use flashgnn_format::checksum::crc_at;
 use flashgnn_format::layout::{check_overflow_page, FeaturePlacement};
 use flashgnn_format::manifest::*;
 use flashgnn_format::slot::{check_slot_padding, decode_slot, read_id};
@@ -129,7 +128,7 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
     let w = l.id_bytes as usize;
     for pg in 1..=l.overflow_pages() {
         ds.overflow_reader().read_exact_at(&mut page, pg * p as u64)?;
-        check_overflow_page(&oname, pg, &page)?;
+        check_overflow_page(l, &oname, pg, &page)?;
         let base = (pg - 1) * per;
         let n_here = (l.overflow_entries - base).min(per) as usize;
         for j in 0..n_here {
@@ -188,7 +187,7 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
             let stored = crcs.read_i64(v, n)?;
             for i in 0..n as usize {
                 let row = &chunk[i * stride..i * stride + rb];
-                let c = crc_at(v + i as u64, row);
+                let c = l.crc(v + i as u64, row);
                 if c as i64 != stored[i] {
                     return Err(FormatError::Checksum {
                         file: fname.clone(),
@@ -217,31 +216,25 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
         }
     }
 
-    // 5. Side arrays.
-    if ds.has_labels() {
-        let a = ds.side_array(LABELS_FILE)?;
-        if a.len() != l.num_nodes {
-            return Err(FormatError::oob(
-                ds.file(LABELS_FILE),
-                0,
-                "rows",
-                a.len(),
-                format!("== num_nodes {}", l.num_nodes),
-            )
-            .into());
-        }
-    }
-    for name in m.splits.keys() {
-        let ids = ds.split(name)?;
-        if ids.len() as u64 != m.splits[name] {
-            return Err(FormatError::oob(
-                ds.file(&split_file(name)),
-                0,
-                "split length",
-                ids.len() as u64,
-                format!("== {} in manifest", m.splits[name]),
-            )
-            .into());
+    // 5. Side arrays: dtype and shape against the manifest (`side_array`),
+    // every value in its documented range, the labeled count.
+    for name in m.files.keys() {
+        if ds.side_spec(name).is_some() {
+            let v = ds.check_side_values(name)?;
+            if name == LABELS_FILE {
+                let labeled = v.iter().filter(|&&x| x >= 0).count() as u64;
+                let want = m.labels.as_ref().map_or(0, |l| l.labeled);
+                if labeled != want {
+                    return Err(FormatError::oob(
+                        ds.file(LABELS_FILE),
+                        0,
+                        "labeled count",
+                        labeled,
+                        format!("== labels.labeled {want} in manifest.json"),
+                    )
+                    .into());
+                }
+            }
         }
     }
     if m.reorder != "none" {

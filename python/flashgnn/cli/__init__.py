@@ -96,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--force", action="store_true",
                    help="replace an existing flashgnn dataset atomically (never a file, link or other directory)")
+    b.add_argument("--dataset-id", type=lambda s: int(s, 0), default=None, metavar="ID",
+                   help="fix the 64-bit dataset id the checksums are bound to (default: random per build; "
+                        "only for byte-identical rebuilds)")
     b.add_argument("--json", action="store_true")
 
     i = sub.add_parser("info", help="counts, degree statistics, sizes and overhead of a dataset")

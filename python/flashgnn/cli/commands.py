@@ -30,7 +30,7 @@ def cmd_build(a) -> int:
         for k in [
             "format", "symmetrize", "dedup", "self_loops", "feature_dtype", "feature_layout", "reorder", "page_size",
             "memory_budget", "num_nodes", "feat_shape", "feat_dtype", "synthetic_features", "make_splits",
-            "igb_classes", "ogb_split", "skip_bad_lines", "nan", "seed", "force", "num_classes",
+            "igb_classes", "ogb_split", "skip_bad_lines", "nan", "seed", "force", "num_classes", "dataset_id",
         ]
     }
     if opts["num_classes"] is None:
@@ -106,8 +106,8 @@ def _mutable_info(path) -> dict | None:
 
     from flashgnn import _core
 
-    if not os.path.isdir(os.path.join(path, "mut")):
-        return None
+    if not os.path.lexists(os.path.join(path, "mut")):
+        return None  # (a `mut` that is not a directory is reported: verify_mutable refuses it)
     try:
         return json.loads(_core.verify_mutable(os.fspath(path)))
     except flashgnn.CorruptDatasetError as e:

@@ -18,6 +18,7 @@ pub const ENGINES: [EngineKind; 6] = [
     EngineKind::Memory,
 ];
 
+#[allow(dead_code)] // not every test binary uses every helper
 pub fn dataset(dir: &Path, name: &str, layout: FeatureLayout, reorder: Reorder, dim: u32) -> PathBuf {
     let raw = dir.join(format!("{name}-raw"));
     let o = RmatOptions { scale: 11, edge_factor: 8, dim, classes: 4, seed: 9, ..Default::default() };
