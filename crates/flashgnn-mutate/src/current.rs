@@ -67,25 +67,6 @@ fn body(c: &Current) -> serde_json::Value {
     })
 }
 
-fn kind_name(t: &std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_file() {
-        "a regular file"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_block_device() || t.is_char_device() {
-        "a device"
-    } else if t.is_symlink() {
-        "a symbolic link"
-    } else {
-        "not a regular file"
-    }
-}
-
 /// Whether the dataset at `root` has a mutable store: `Ok(false)` when there
 /// is no `mut` entry at all, `Ok(true)` when `mut/` is a directory (or a link
 /// to one). Anything else named `mut` — a regular file, a FIFO, a dangling
@@ -107,7 +88,7 @@ pub fn store_present(root: &Path) -> Result<bool> {
             format!(
                 "is {} where the mutable store's directory must be; refusing to read the dataset without its \
                  acknowledged mutations (restore the directory, or remove it to drop them)",
-                kind_name(&m.file_type())
+                flashgnn_io::regular::kind_of(&m)
             ),
         )),
         Err(e) => Err(crate::corrupt(
@@ -133,7 +114,7 @@ pub fn regular_file(path: &Path) -> Result<bool> {
         Ok(m) => Err(crate::corrupt(
             &path.display().to_string(),
             0,
-            format!("is {}, not a regular file", kind_name(&m.file_type())),
+            format!("is {}, not a regular file", flashgnn_io::regular::kind_of(&m)),
         )),
         Err(e) => Err(crate::corrupt(&path.display().to_string(), 0, format!("is a dangling link ({e})"))),
     }
