@@ -435,7 +435,7 @@ def test_token_file_fifo_is_refused_without_blocking(tmp_path):
                      ("client", lambda: read_token_file(fifo, private=False)),
                      ("Client(token_file=)", lambda: Client("127.0.0.1:1", token_file=str(fifo)))):
         got = _in_thread(fn, fifo)
-        ok = isinstance(got, ValueError) and "not a regular file (a FIFO)" in str(got)
+        ok = isinstance(got, ValueError) and "not a regular file (a FIFO" in str(got)
         _case(ok)
         assert ok, f"{name}: blocked or accepted a FIFO: {got!r}"
 
@@ -445,7 +445,7 @@ def test_serve_refuses_fifo_and_multiline_token_files(base_dataset, tmp_path):
     two = tmp_path / "two"
     two.write_text(f"{TOKEN}\n{TOKEN}x\n")
     two.chmod(0o600)
-    for path, want in ((fifo, "not a regular file (a FIFO)"), (two, "2 lines")):
+    for path, want in ((fifo, "not a regular file (a FIFO"), (two, "2 lines")):
         try:
             r = run_cli("serve", base_dataset, "--listen", "127.0.0.1:0", "--token-file", path, timeout=SAFETY_S)
         except subprocess.TimeoutExpired:
@@ -456,7 +456,7 @@ def test_serve_refuses_fifo_and_multiline_token_files(base_dataset, tmp_path):
         _case(ok)
         assert ok, (r.returncode, r.stderr)
     r = run_cli("query", "127.0.0.1:1", "--token-file", fifo, "stats", timeout=SAFETY_S)
-    assert r.returncode == 2 and "not a regular file (a FIFO)" in r.stderr, r.stderr
+    assert r.returncode == 2 and "not a regular file (a FIFO" in r.stderr, r.stderr
 
 
 def test_second_sigterm_during_drain_keeps_the_summary(server):

@@ -16,17 +16,11 @@ import os
 import stat
 from pathlib import Path
 
+from .._durable import kind_of
+
 MIN_TOKEN_CHARS = 16
 # A token file holds one line; anything longer is not one (and is not read into memory).
 TOKEN_FILE_MAX_BYTES = 4096
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return f"file type {stat.S_IFMT(mode):o}"
 
 
 def read_token_file(path: str | os.PathLike, *, private: bool = True, flag: str = "--token-file") -> str:
@@ -39,7 +33,7 @@ def read_token_file(path: str | os.PathLike, *, private: bool = True, flag: str 
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise ValueError(f"{flag} {p}: not a regular file ({_kind(st.st_mode)}); put the token in a regular file")
+            raise ValueError(f"{flag} {p}: not a regular file ({kind_of(st.st_mode)}); put the token in a regular file")
         if private and st.st_mode & (stat.S_IROTH | stat.S_IWOTH):
             raise ValueError(
                 f"{flag} {p}: mode {stat.filemode(st.st_mode)} is readable or writable by others; "
