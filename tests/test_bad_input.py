@@ -1193,6 +1193,55 @@ def test_force_replaces_own_output(tmp_path, publish_env, command):
     assert tmp_leftovers(tmp_path, "out") == []
 
 
+OVERLAPS = ["build:out-is-input", "build:out-holds-input", "embed:out-is-dataset", "embed:out-holds-checkpoint",
+            "presample:out-is-dataset", "presample:out-is-dataset-dotted"]
+
+
+@pytest.mark.parametrize("case", OVERLAPS)
+def test_force_never_replaces_its_own_input(tmp_path, publish_env, case):
+    """--force whose OUT is the command's own input (or a directory holding it: an input kept inside the old
+    output, a checkpoint saved in the embed directory) is refused before any work, naming OUT: publishing would
+    otherwise read the input and then delete it. A generated npy directory is flashgnn output (generate.json),
+    so `build raw raw --force` used to replace the raw input with the dataset built from it."""
+    ds0, ck0 = publish_env
+    command, kind = case.split(":")
+    ds = tmp_path / "ds"
+    shutil.copytree(ds0, ds)
+    ck = tmp_path / "ck"
+    copy = shutil.copytree if ck0.is_dir() else shutil.copyfile
+    copy(ck0, ck)
+    raw = tmp_path / "raw"
+    shutil.copytree(ds0.parent / "raw", raw)
+    if command == "build":
+        out = raw if kind == "out-is-input" else ds
+        inp = raw if kind == "out-is-input" else ds / "raw"
+        if kind == "out-holds-input":
+            shutil.copytree(raw, inp)
+        before = sorted(os.listdir(out))
+        cli_fails_cleanly(f"force-overlap:{case}", "build", inp, out, "--symmetrize", "--force",
+                          fragments=(str(out), "the output", "input"))
+        assert sorted(os.listdir(out)) == before
+        return
+    if kind == "out-holds-checkpoint":
+        out = tmp_path / "emb"
+        _publish_api("embed", out, (ds, ck))
+        copy(ck0, out / "ck")
+        ck = out / "ck"
+    else:
+        out = ds if kind == "out-is-dataset" else Path(f"{ds}/.")
+    before = sorted(os.listdir(out))
+    if command == "presample":
+        cli_fails_cleanly(f"force-overlap:{case}", "presample", ds, out, "--fanout", "2,2", "--force",
+                          fragments=(str(out), "the output", "input"))
+    else:
+        from flashgnn.embed import embed
+
+        with pytest.raises(FileExistsError, match="the output (is|holds) the input"):
+            embed(ds, ck, out, force=True, progress=False)
+    assert sorted(os.listdir(out)) == before
+    flashgnn.verify(ds, progress=False)
+
+
 def test_compact_refuses_foreign_leftover_generation(tmp_path):
     """A user's directory where compaction would publish the next generation (mut/gen-N) is refused by name
     and left intact; the store keeps working."""

@@ -136,9 +136,23 @@ def is_flashgnn_output(d: str | os.PathLike) -> bool:
     return False
 
 
-def check_output(out: str | os.PathLike, force: bool) -> None:
-    """The ``--force`` rule (see the module docstring); raises FileExistsError naming ``out``."""
+def check_output(out: str | os.PathLike, force: bool, inputs=()) -> None:
+    """The ``--force`` rule (see the module docstring); raises FileExistsError naming ``out``.
+
+    ``inputs`` (paths the command reads: its dataset, a checkpoint) must survive the publication: ``out`` may be
+    neither one of them nor a directory holding one (compared after resolving links and ``..``), as the Rust
+    ``flashgnn_io::check_not_input``."""
     out = Path(out)
+    if os.path.lexists(out):
+        o = os.path.realpath(out)
+        for inp in inputs:
+            if inp is None or not os.path.lexists(inp):
+                continue
+            i = os.path.realpath(inp)
+            if i == o or i.startswith(o.rstrip("/") + "/"):
+                what = "is the input" if i == o else f"holds the input {inp}"
+                raise FileExistsError(f"{out}: the output {what}: publishing would delete what is being read; it was "
+                                      "left untouched (choose another output path)")
     try:
         st = os.lstat(out)
     except FileNotFoundError:

@@ -65,7 +65,7 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
     if batch_size <= 0:
         raise ValueError(f"batch_size must be > 0, got {batch_size}")
     out = Path(out)
-    check_output(out, force)  # the --force rule of every publishing command, before any work
+    check_output(out, force, (dataset, checkpoint))  # the --force rule of every publishing command, before any work
     ds = flashgnn.open(dataset)
     state = load_checkpoint(checkpoint)
     cfg = state["model_config"]

@@ -77,7 +77,7 @@ def presample(dataset, out, fanouts, batch_size: int = 1024, epochs: int = 1, se
     from flashgnn.sampler import Sampler
 
     out = Path(out)
-    check_output(out, force)  # the --force rule of every publishing command, before any work
+    check_output(out, force, (dataset,))  # the --force rule of every publishing command, before any work
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
     # The loaders' own seed-order logic: the epoch order exactly as training will see it.

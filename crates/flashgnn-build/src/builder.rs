@@ -26,7 +26,7 @@ use flashgnn_format::manifest::*;
 use flashgnn_format::npy::encode_header;
 use flashgnn_format::slot::{encode_slot, write_id};
 use flashgnn_format::{Dtype, FeatureHeader, GraphHeader, OverflowHeader, FORMAT_VERSION};
-use flashgnn_io::{check_output, create_tmp_dir, publish_dir, FileReader, IoError, OutFile, ReadAt};
+use flashgnn_io::{check_not_input, check_output, create_tmp_dir, publish_dir, FileReader, IoError, OutFile, ReadAt};
 
 use crate::options::{BuildOptions, FeatureLayout, Reorder, SelfLoops};
 use crate::progress::Progress;
@@ -79,6 +79,7 @@ pub fn build(opts: &BuildOptions, progress: &Progress) -> Result<BuildReport> {
     }
     // The --force rule (flashgnn_io::check_output) before any work.
     check_output(out, opts.force)?;
+    check_not_input(out, &[opts.input.as_path()])?;
     let stale = report_stale_tmps(out);
     if opts.dataset_id == Some(0) {
         return Err(BuildError::config("dataset id 0 is reserved (never written); pass a non-zero id"));

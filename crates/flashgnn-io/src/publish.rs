@@ -141,6 +141,31 @@ pub fn check_output(out: &Path, force: bool) -> Result<(), IoError> {
     Ok(())
 }
 
+/// The inputs a publishing command reads must survive its publication: `out`
+/// may be neither one of `inputs` nor a directory holding one (`build raw raw
+/// --force` over a generated input, or an input kept inside the old output,
+/// would otherwise read the input and then delete it by replacing `out`).
+/// Paths are compared after resolving links and `..`; an `out` that does not
+/// exist yet overlaps nothing.
+pub fn check_not_input(out: &Path, inputs: &[&Path]) -> Result<(), IoError> {
+    let Ok(o) = std::fs::canonicalize(out) else {
+        return Ok(());
+    };
+    for input in inputs {
+        let Ok(i) = std::fs::canonicalize(input) else {
+            continue;
+        };
+        if i.starts_with(&o) {
+            let what = if i == o { "is the input".to_string() } else { format!("holds the input {}", input.display()) };
+            return Err(refuse(
+                out,
+                format!("the output {what}: publishing would delete what is being read; it was left untouched (choose another output path)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// This process's identity for owner markers: (pid, start time in clock
 /// ticks since boot, boot id).
 fn process_identity(pid: u32) -> Option<(u64, String)> {
@@ -302,6 +327,21 @@ mod tests {
         assert!(publish_dir(&tmp, &file).is_err());
         assert_eq!(std::fs::read(&file).unwrap(), b"mine");
         assert!(check_output(&d.path().join("absent"), false).is_ok());
+    }
+
+    #[test]
+    fn output_never_the_input_or_its_parent() {
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join("ds");
+        std::fs::create_dir_all(out.join("raw")).unwrap();
+        let e = check_not_input(&out, &[&out]).unwrap_err().to_string();
+        assert!(e.contains("is the input"), "{e}");
+        let e = check_not_input(&out, &[&out.join("raw/../raw")]).unwrap_err().to_string();
+        assert!(e.contains("holds the input"), "{e}");
+        std::os::unix::fs::symlink(&out, d.path().join("alias")).unwrap();
+        assert!(check_not_input(&out, &[&d.path().join("alias")]).is_err());
+        assert!(check_not_input(&out.join("raw"), &[&out]).is_ok());
+        assert!(check_not_input(&d.path().join("absent"), &[&out]).is_ok());
     }
 
     #[test]

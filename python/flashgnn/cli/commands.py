@@ -212,7 +212,7 @@ def cmd_train(a) -> int:
 def cmd_embed(a) -> int:
     from flashgnn._durable import check_output
 
-    check_output(a.out, a.force)  # refuse before importing torch or opening anything
+    check_output(a.out, a.force, (a.dataset, a.checkpoint))  # refuse before importing torch or opening anything
     from flashgnn.embed import embed
 
     m = embed(a.dataset, a.checkpoint, a.out, batch_size=a.batch_size, output=a.output, engine=a.engine,
@@ -258,7 +258,7 @@ def cmd_query(a) -> int:
 def cmd_presample(a) -> int:
     from flashgnn._durable import check_output
 
-    check_output(a.out, a.force)  # refuse before importing torch or opening anything
+    check_output(a.out, a.force, (a.dataset,))  # refuse before importing torch or opening anything
     from flashgnn.cli import human_bytes
     from flashgnn.presample import presample
     from flashgnn.train import parse_fanout
