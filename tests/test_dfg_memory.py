@@ -181,6 +181,11 @@ def _hostile(kind: str):
         y = g.create_op("GEMM", [g.create_param("A", torch.ones(32, 1, 128, 1)),
                                  g.create_param("B", torch.ones(1, 64, 1, 128))])
         frag = "float32[32, 64, 128, 128]"
+    elif kind == "gemm-expand-copy":  # a 2 MiB output, but matmul copies A expanded to [8 * 1024, 64, 128]
+        a = g.create_op("Add", [g.create_param("A0", torch.ones(8, 1, 64, 1)), g.create_param("A1", torch.ones(128))])
+        b = g.create_op("Add", [g.create_param("B0", torch.ones(1, 1024, 1, 1)), g.create_param("B1", torch.ones(128, 1))])
+        y = g.create_op("GEMM", [a, b])
+        frag = "node 3 (GEMM on"
     elif kind == "concat-fan-in":
         x = g.create_op("GEMM", [g.create_param("A", torch.ones(256, 1)), g.create_param("B", torch.ones(1, 1024))])
         y = g.create_op("Concat", [x] * 64, attrs={"dim": 0})
@@ -210,7 +215,7 @@ def _hostile(kind: str):
     return dfg.Graph.from_bytes(g.to_bytes()), feed, frag
 
 
-HOSTILE = ["outer-product", "broadcast-3d", "gemm-batch-broadcast", "concat-fan-in", "doubling-the-input",
+HOSTILE = ["outer-product", "broadcast-3d", "gemm-batch-broadcast", "gemm-expand-copy", "concat-fan-in", "doubling-the-input",
            "many-live-outputs", "sampling", "spmm-messages"]
 
 
@@ -227,6 +232,39 @@ def test_hostile_dfgs_refused_before_any_kernel(kind):
     assert calls == [], f"kernels ran before the refusal: {calls}"
     assert_error(e, frag, "refused before running")
     assert f"> max_request_bytes {BOUND}" in str(e.value) or "limit MAX_VALUE_ELEMENTS" in str(e.value)
+
+
+GEMM_CHILD = r"""
+import json, resource, sys, torch
+import flashgnn.dfg as dfg
+sa, sb = json.loads(sys.argv[1])
+g = dfg.Graph()
+g.create_out("Y", g.create_op("GEMM", [g.create_in("A"), g.create_in("B")]))
+r = dfg.Runner(output_device=None)
+feed = {"A": torch.ones(*sa), "B": torch.ones(*sb)}
+r.run(g, {"A": torch.ones(*[min(x, 2) for x in sa]), "B": torch.ones(*[min(x, 2) for x in sb])})  # warm-up
+plan = r.plan(g, feed)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+r.run(g, feed, plan=plan)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"grew": after - before, "peak": plan.peak_bytes, "inputs": plan.input_bytes}))
+"""
+
+
+@pytest.mark.parametrize("sa, sb", [([8, 1, 64, 128], [1, 512, 128, 1]), ([8, 64, 64, 128], [1, 1, 128, 64]),
+                                    ([512, 256, 256], [256, 4])])
+def test_batched_gemm_plan_bounds_the_copies_matmul_makes(sa, sb):
+    """torch.matmul with batch dimensions on both sides expands and reshapes its operands: when an operand's own
+    batch dimension meets a broadcast one, that is a copy of the *expanded* operand (256 MiB for a 1 MiB output
+    in the first case). The plan counts it: a fresh process's peak RSS grows by no more than the plan's peak,
+    and folding cases (a 2-D operand) are not over-counted into a refusal."""
+    p = subprocess.run([sys.executable, "-c", GEMM_CHILD, json.dumps([sa, sb])], capture_output=True, text=True,
+                       env=cli_env(), timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    budget = r["peak"] - r["inputs"]
+    assert r["grew"] <= budget + SLACK, f"peak RSS grew {r['grew'] / MiB:.0f} MiB > plan {budget / MiB:.0f} MiB"
+    assert budget <= 4 * max(r["grew"], 64 * MiB), f"plan {budget / MiB:.0f} MiB far above the real {r['grew'] / MiB:.0f}"
 
 
 def test_plan_bounds_and_liveness_of_the_attack():

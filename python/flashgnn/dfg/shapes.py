@@ -364,10 +364,33 @@ def gemm(sctx, a, b, bias=None, **attrs):
     else:
         shape = (*_broadcast(tuple(sa[:-2]), tuple(sb[:-2]), exact, " (batch dims)"), sa[-2], sb[-1])
     out = TensorSpec(shape, a.dtype, exact)
+    scratch = _matmul_copies(sa, sb, _itemsize(a.dtype))
     if bias is None:
-        return Inferred((out,))
+        return Inferred((out,), scratch=scratch)
     fin = bias_add(sctx, out, bias).outputs[0]
-    return Inferred((fin,), scratch=out.nbytes)
+    return Inferred((fin,), scratch=scratch + out.nbytes)
+
+
+def _matmul_copies(sa: list, sb: list, itemsize: int) -> int:
+    """Bytes ``torch.matmul`` copies before its bmm: with batch dimensions on both sides (no folding into one
+    mm), each operand is expanded to the broadcast batch and reshaped to ``[prod(batch), rows, cols]``; that
+    reshape is a copy of the *expanded* operand when the operand has a batch dimension of its own and another
+    batch dimension is broadcast (``[32, 1, 64, 512] @ [1, 1024, 512, 1]`` copies A as ``[32768, 64, 512]``,
+    4 GiB, for an 8 MiB output)."""
+    if len(sa) < 3 and len(sb) < 3:
+        return 0
+    mats = [(1, sa[0]) if len(sa) == 1 else tuple(sa[-2:]), (sb[0], 1) if len(sb) == 1 else tuple(sb[-2:])]
+    batches = [tuple(s[:-2]) for s in (sa, sb)]
+    k = max(len(x) for x in batches)
+    batches = [(1,) * (k - len(x)) + x for x in batches]
+    full = tuple(max(x, y) for x, y in zip(*batches))
+    if sum(1 for x in full if x > 1) < 2:
+        return 0
+    total = 0
+    for bo, (r, c) in zip(batches, mats):
+        if bo != full and any(x > 1 for x in bo):
+            total += math.prod(full) * r * c * itemsize
+    return total
 
 
 _EW = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "max": torch.maximum,
