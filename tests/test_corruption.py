@@ -636,6 +636,15 @@ def generate_mut_cases(pr: Pristine) -> list[Case]:
     for k, (fo, size) in enumerate(frames[:-1]):
         for o in sorted({0, 5, 9, 16, size - 1}):
             add(f"wal-frame{k}@{fo + o}", (f"wal-{gen}.log",), (wal,), _flip(wal, fo + o, 2))
+    # The log of another dataset (same generation, base_seq and frames; its header bound to another
+    # dataset id, as a copied mut/ or wal file is): refused at byte 36, never replayed onto this base.
+    def foreign_wal(d: Path):
+        b = bytearray((d / wal).read_bytes())
+        b[36:40] = crc32c((0x0123_4567_89AB_CDEF).to_bytes(8, "little") + bytes(b[:32])).to_bytes(4, "little")
+        (d / wal).write_bytes(bytes(b))
+
+    assert int.from_bytes(data[8:12], "little") >= 3, "the pristine store writes bound (version 3) logs"
+    add("wal-of-another-dataset", (f"wal-{gen}.log",), (wal,), foreign_wal)
     ctext = (mdir / "CURRENT").read_bytes()
     for off in sorted({0, 5, ctext.find(b"generation") + 14, ctext.find(b"crc32c") + 10, len(ctext) // 2}):
         add(f"CURRENT@{off}", ("CURRENT",), ("mut/CURRENT",), _flip("mut/CURRENT", off, 0))

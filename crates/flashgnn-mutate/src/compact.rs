@@ -529,7 +529,7 @@ impl MutableGraph {
         let base_seq = if tail_from.is_some() { base_seq } else { last };
         // The new log (header, then the carried frames) is built in memory,
         // written, and replayed from the same bytes.
-        let mut bytes = wal::encode_header(ng, base_seq);
+        let mut bytes = wal::encode_header(ng, base_seq, new_base.manifest().dataset_id);
         let at = bytes.len();
         if let Some(from) = tail_from {
             q.wal.as_ref().expect("writable").read_from(from, &mut bytes)?;

@@ -171,6 +171,7 @@ fn load_base(ds: Dataset) -> Result<Arc<Dataset>> {
 /// Apply replayed frames to `delta`; an op that does not apply is corruption
 /// (only validated batches are ever logged).
 pub(crate) fn replay_into(file: &str, bytes: &[u8], base: &Dataset, delta: &mut Delta) -> Result<wal::ReplayReport> {
+    wal::check_bound(file, bytes, base.manifest().dataset_id)?;
     wal::replay(file, bytes, |seq, off, mut ops| {
         delta.apply_batch(base, &mut ops).map_err(|(i, e)| {
             crate::corrupt(
@@ -219,7 +220,7 @@ impl MutableGraph {
                 // written: then nothing was ever acknowledged).
                 let c = Current { generation: 0, base_seq: 0 };
                 current::clean_leftovers(&root, &c)?;
-                wal::create_log(&current::wal_path(&root, 0), 0, 0, &[])?;
+                wal::create_log(&current::wal_path(&root, 0), 0, 0, gen0.manifest().dataset_id, &[])?;
                 current::write_current(&root, &c)?;
                 c
             }
@@ -249,13 +250,13 @@ impl MutableGraph {
                     r.generation, r.base_seq, cur.generation, cur.base_seq
                 )));
             }
-            if opts.writable && r.version == wal::WAL_VERSION_1 {
-                // Rewrite a version-1 log as version 2 (its frames are
-                // version-2 frames of index 0, each its own group) from the
-                // bytes just replayed, so that every frame appended later
-                // carries its group index.
+            if opts.writable && r.version != wal::WAL_VERSION {
+                // Rewrite an older log as the current version from the bytes
+                // just replayed: version-1 frames are frames of index 0, each
+                // its own group, so every frame appended later carries its
+                // group index; the header is bound to this base (version 3).
                 let frames = &bytes[wal::WAL_HEADER_BYTES as usize..r.valid_len as usize];
-                wal::create_log(&wpath, r.generation, r.base_seq, frames)?;
+                wal::create_log(&wpath, r.generation, r.base_seq, base.manifest().dataset_id, frames)?;
             }
             let end = r.valid_len;
             (r, end)

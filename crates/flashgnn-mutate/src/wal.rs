@@ -3,8 +3,10 @@
 //!
 //! ```text
 //! wal-<gen>.log = header (40 B) | frame | frame | ...
-//! header: magic "FGNNWAL\0" | version u32 = 2 | flags u32 = 0 | generation u64
-//!         | base_seq u64 | crc32c u32 of bytes [0, 32) | reserved u32 = 0
+//! header: magic "FGNNWAL\0" | version u32 = 3 | flags u32 = 0 | generation u64
+//!         | base_seq u64 | crc32c u32 of bytes [0, 32) | bound u32
+//!         bound (version 3) = crc32c(base dataset_id LE ++ bytes [0, 32)),
+//!         0 when the base has no dataset id (format v1); version 1/2: 0, unchecked
 //! frame:  len u32 | crc u32 | seq u64 | payload
 //!         len = payload bytes (bits 0..27) | index in its commit group << 27
 //!         (version 1: the index bits are 0)
@@ -66,8 +68,13 @@ use flashgnn_store::Op;
 use crate::{corrupt, MutError, Result};
 
 pub const WAL_MAGIC: [u8; 8] = *b"FGNNWAL\0";
-/// The version written: frames carry their index in their commit group.
-pub const WAL_VERSION: u32 = 2;
+/// The version written: frames carry their index in their commit group
+/// (since 2) and the header is bound to the generation's base dataset by its
+/// `dataset_id` (since 3: a log copied from another dataset is refused).
+pub const WAL_VERSION: u32 = 3;
+/// Frames with group indices, header not bound to a dataset; still read and
+/// rewritten as the current version by a writable open.
+pub const WAL_VERSION_2: u32 = 2;
 /// The first version (no group index); still read, with the old rule, and
 /// rewritten as version 2 by a writable open.
 pub const WAL_VERSION_1: u32 = 1;
@@ -100,8 +107,42 @@ pub fn wal_name(generation: u64) -> String {
     format!("wal-{generation}.log")
 }
 
-pub fn encode_header(generation: u64, base_seq: u64) -> Vec<u8> {
-    encode_header_version(WAL_VERSION, generation, base_seq)
+/// A current-version header bound to the base dataset whose id is `dataset_id`.
+pub fn encode_header(generation: u64, base_seq: u64, dataset_id: Option<u64>) -> Vec<u8> {
+    let mut h = encode_header_version(WAL_VERSION, generation, base_seq);
+    let tag = binding(dataset_id, &h[..32]);
+    h[36..40].copy_from_slice(&tag.to_le_bytes());
+    h
+}
+
+/// The version-3 header's `bound` field: ties the log to its base dataset.
+fn binding(dataset_id: Option<u64>, head: &[u8]) -> u32 {
+    match dataset_id {
+        Some(id) => crc32c::crc32c_append(crc32c::crc32c(&id.to_le_bytes()), head),
+        None => 0,
+    }
+}
+
+/// Refuse a log that belongs to another dataset: a version-3 header's `bound`
+/// field must match the base the log is replayed on (`dataset_id` of the
+/// generation's base). Older versions carry no binding.
+pub fn check_bound(file: &str, b: &[u8], dataset_id: Option<u64>) -> Result<()> {
+    let (version, _, _) = decode_header_version(file, b)?;
+    if version < WAL_VERSION {
+        return Ok(());
+    }
+    let (stored, want) = (le32(b, 36), binding(dataset_id, &b[..32]));
+    if stored != want {
+        let base = dataset_id.map_or("no dataset_id (format v1)".to_string(), |i| format!("dataset_id = {i}"));
+        return Err(corrupt(
+            file,
+            36,
+            format!(
+                "header bound {stored:#010x} != {want:#010x} for this generation's base ({base}): the log of another dataset"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A header of the given version (tests write version-1 fixtures with it).
@@ -142,7 +183,7 @@ pub fn decode_header_version(file: &str, b: &[u8]) -> Result<(u32, u64, u64)> {
         return Err(corrupt(file, 32, format!("header crc32c {stored:#010x} != computed {computed:#010x}")));
     }
     let v = le32(b, 8);
-    if v != WAL_VERSION && v != WAL_VERSION_1 {
+    if v != WAL_VERSION && v != WAL_VERSION_2 && v != WAL_VERSION_1 {
         return Err(corrupt(
             file,
             8,
@@ -521,8 +562,8 @@ pub fn read_log(path: &Path) -> Result<Vec<u8>> {
 
 /// Create `path` holding a header (and `body`, already-encoded frames),
 /// durably: write a temporary file, fsync, rename, fsync the directory.
-pub fn create_log(path: &Path, generation: u64, base_seq: u64, body: &[u8]) -> Result<()> {
-    write_log_parts(path, &encode_header(generation, base_seq), body)
+pub fn create_log(path: &Path, generation: u64, base_seq: u64, dataset_id: Option<u64>, body: &[u8]) -> Result<()> {
+    write_log_parts(path, &encode_header(generation, base_seq, dataset_id), body)
 }
 
 /// Create `path` holding `log` (a header and whole frames, built in memory),

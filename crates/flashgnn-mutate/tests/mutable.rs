@@ -71,7 +71,7 @@ fn sample_ops(rng: &mut Xoshiro256PlusPlus) -> Vec<Op> {
 /// A log of `frames` random frames; returns (bytes, frame end offsets, ops).
 fn sample_log(seed: u64, frames: usize) -> (Vec<u8>, Vec<usize>, Vec<Vec<Op>>) {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let mut b = wal::encode_header(3, 10);
+    let mut b = wal::encode_header(3, 10, None);
     let (mut ends, mut all) = (Vec::new(), Vec::new());
     for i in 0..frames {
         let ops = sample_ops(&mut rng);
@@ -614,7 +614,7 @@ fn crash_leftovers_are_cleaned_and_the_old_generation_kept() {
     std::fs::create_dir(m.join(".compact-1.input")).unwrap();
     std::fs::create_dir(m.join(".gen-1.tmp-1-2")).unwrap();
     std::fs::create_dir(m.join("gen-1")).unwrap();
-    std::fs::write(m.join("wal-1.log"), wal::encode_header(1, 1)).unwrap();
+    std::fs::write(m.join("wal-1.log"), wal::encode_header(1, 1, None)).unwrap();
     let ro = MutableGraph::open(&p, &GraphOptions { writable: false, ..Default::default() }).unwrap();
     assert!(ro.get_neighbors(5).unwrap().contains(&6));
     assert!(m.join("gen-1").exists(), "a read-only open changes nothing");

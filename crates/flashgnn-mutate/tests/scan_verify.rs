@@ -200,7 +200,7 @@ fn verify_log_reports_and_refuses_without_changing_anything() {
     );
 
     // A frame with a good CRC whose op does not apply (edge to a node beyond the graph).
-    let mut bad = wal::encode_header(1, 2);
+    let mut bad = good[..WAL_HEADER_BYTES as usize].to_vec(); // generation 1, base_seq 2, bound to gen-1
     wal::encode_frame(3, &[Op::AddEdge { dst: 1, src: 1 << 30 }], &mut bad).unwrap();
     std::fs::write(&wpath, &bad).unwrap();
     let m = verify_log(&p).unwrap_err().to_string();

@@ -93,7 +93,7 @@ fn tear(b: &mut [u8], off: usize) {
 
 #[test]
 fn frames_carry_their_group_index() {
-    let (b, offs) = grouped_log(wal::WAL_VERSION, 0, &[3, 3, 3]);
+    let (b, offs) = grouped_log(wal::WAL_VERSION_2, 0, &[3, 3, 3]);
     let idx: Vec<u32> = offs[..9].iter().map(|&o| wal::group_index(&b[o..])).collect();
     assert_eq!(idx, [0, 1, 2, 0, 1, 2, 0, 1, 2]);
     let (r, seqs) = replay(&b).unwrap();
@@ -101,14 +101,14 @@ fn frames_carry_their_group_index() {
     assert_eq!((r.version, r.frames, r.torn_bytes, r.torn_group_frames), (2, 9, 0, 0));
     // A group of 32 frames is the most: index 31 fits, 32 does not.
     assert_eq!(wal::GROUP_MAX_FRAMES, 32);
-    let (b, offs) = grouped_log(wal::WAL_VERSION, 0, &[32, 32, 5]);
+    let (b, offs) = grouped_log(wal::WAL_VERSION_2, 0, &[32, 32, 5]);
     assert_eq!(wal::group_index(&b[offs[31]..]), 31);
     assert_eq!(replay(&b).unwrap().0.frames, 69);
 }
 
 #[test]
 fn torn_last_group_is_dropped_whole_when_later_frames_of_it_survived() {
-    let (b, offs) = grouped_log(wal::WAL_VERSION, 0, &[3, 3, 3]);
+    let (b, offs) = grouped_log(wal::WAL_VERSION_2, 0, &[3, 3, 3]);
     // Damage frame 7 (first of the last group), 8 (middle), 7 and 8, or 7
     // and 9, with a later frame of the same group intact.
     for damaged in [vec![6], vec![7], vec![6, 7], vec![6, 8]] {
@@ -139,7 +139,7 @@ fn torn_last_group_is_dropped_whole_when_later_frames_of_it_survived() {
 
 #[test]
 fn damage_before_a_later_group_is_corruption_in_the_middle() {
-    let (b, offs) = grouped_log(wal::WAL_VERSION, 0, &[3, 3, 3]);
+    let (b, offs) = grouped_log(wal::WAL_VERSION_2, 0, &[3, 3, 3]);
     // Any frame of groups 1 and 2, including the last frame of group 2 and
     // its first: a frame of a later group follows, so its fdatasync returned.
     for k in 0..6 {
@@ -162,7 +162,7 @@ fn damage_before_a_later_group_is_corruption_in_the_middle() {
 #[test]
 fn impossible_group_indices_are_refused() {
     // A valid crc but an index that does not continue the group.
-    let mut b = wal::encode_header(0, 0);
+    let mut b = wal::encode_header(0, 0, None);
     for (seq, idx) in [(1u64, 0u32), (2, 1), (3, 3)] {
         let at = b.len();
         wal::encode_frame(seq, &[Op::DeleteVertex { vid: seq }], &mut b).unwrap();
@@ -171,7 +171,7 @@ fn impossible_group_indices_are_refused() {
     let e = replay(&b).unwrap_err().to_string();
     assert!(e.contains("frame seq 3 says it is frame 3 of its commit group"), "{e}");
     // The first frame of a log must start a group.
-    let mut b = wal::encode_header(0, 0);
+    let mut b = wal::encode_header(0, 0, None);
     wal::encode_frame(1, &[Op::DeleteVertex { vid: 1 }], &mut b).unwrap();
     wal::set_group_index(&mut b[WAL_HEADER_BYTES as usize..], 2);
     assert!(replay(&b).unwrap_err().to_string().contains("frame seq 1 says it is frame 2"));
@@ -245,7 +245,7 @@ fn embed0(g: &MutableGraph, v: u64) -> f32 {
 #[test]
 fn power_loss_in_the_last_group_drops_that_group_and_keeps_the_rest() {
     let d = tempfile::tempdir().unwrap();
-    let (b, offs) = grouped_log(wal::WAL_VERSION, 0, &[3, 3, 3]);
+    let (b, offs) = grouped_log(wal::WAL_VERSION_2, 0, &[3, 3, 3]);
     let mut x = b.clone();
     tear(&mut x, offs[6]); // first frame of group 3; frames 8 and 9 intact
     let (p, w) = store_with_log(d.path(), &x);
@@ -286,7 +286,7 @@ fn power_loss_in_the_last_group_drops_that_group_and_keeps_the_rest() {
 }
 
 #[test]
-fn a_version_1_log_is_rewritten_as_version_2_by_a_writable_open() {
+fn a_version_1_log_is_rewritten_as_the_current_version_by_a_writable_open() {
     let d = tempfile::tempdir().unwrap();
     let (b, offs) = grouped_log(1, 0, &[1, 1, 1]);
     let mut x = b.clone();
@@ -298,7 +298,7 @@ fn a_version_1_log_is_rewritten_as_version_2_by_a_writable_open() {
     assert_eq!(std::fs::read(&w).unwrap(), x, "read-only open changes nothing");
     let g = Arc::new(MutableGraph::open(&p, &GraphOptions::default()).unwrap());
     let now = std::fs::read(&w).unwrap();
-    assert_eq!(u32::from_le_bytes(now[8..12].try_into().unwrap()), 2);
+    assert_eq!(u32::from_le_bytes(now[8..12].try_into().unwrap()), wal::WAL_VERSION);
     assert_eq!(now[WAL_HEADER_BYTES as usize..], b[WAL_HEADER_BYTES as usize..offs[3]]);
     // New groups go after the old frames.
     std::thread::scope(|s| {
@@ -309,7 +309,7 @@ fn a_version_1_log_is_rewritten_as_version_2_by_a_writable_open() {
     });
     drop(g);
     let g = MutableGraph::open(&p, &GraphOptions::default()).unwrap();
-    assert_eq!((g.seq(), g.open_report.replay.version), (9, 2));
+    assert_eq!((g.seq(), g.open_report.replay.version), (9, wal::WAL_VERSION));
     assert_eq!((1..=3).map(|v| embed0(&g, v)).collect::<Vec<_>>(), [1.0, 2.0, 3.0]);
 }
 
@@ -404,7 +404,7 @@ fn compaction_writes_a_version_2_log_with_groups_of_one() {
     });
     drop(g);
     let b = std::fs::read(p.join("mut").join("wal-1.log")).unwrap();
-    assert_eq!(u32::from_le_bytes(b[8..12].try_into().unwrap()), 2);
+    assert_eq!(u32::from_le_bytes(b[8..12].try_into().unwrap()), wal::WAL_VERSION);
     assert!(replay(&b).is_ok());
     // reset_group_indices makes every frame its own group.
     let mut body = b[WAL_HEADER_BYTES as usize..].to_vec();
@@ -417,7 +417,7 @@ fn compaction_writes_a_version_2_log_with_groups_of_one() {
 
 #[test]
 fn random_damage_to_grouped_logs_never_panics() {
-    let (b, offs) = grouped_log(wal::WAL_VERSION, 0, &[4, 1, 7, 3, 5]);
+    let (b, offs) = grouped_log(wal::WAL_VERSION_2, 0, &[4, 1, 7, 3, 5]);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(78);
     let (mut clean, mut errors) = (0, 0);
     for _ in 0..4000 {
@@ -450,4 +450,34 @@ fn random_damage_to_grouped_logs_never_panics() {
         }
     }
     assert!(clean > 0 && errors > 0, "clean {clean}, errors {errors}");
+}
+
+#[test]
+fn a_log_of_another_dataset_is_refused() {
+    // Two builds of the same input (same layout, different dataset ids): B's
+    // log copied over A's is refused where it is replayed (open, read-only
+    // open, verify), naming the file and the header's byte offset; A's own
+    // log still opens after it is put back.
+    let d = tempfile::tempdir().unwrap();
+    let a = dataset(&d.path().join("a"));
+    let b = dataset(&d.path().join("b"));
+    for (p, v) in [(&a, 1.0f64), (&b, 2.0)] {
+        let g = MutableGraph::open(p, &GraphOptions::default()).unwrap();
+        g.update_embed(3, &[v; 4]).unwrap();
+    }
+    let wa = a.join("mut").join("wal-0.log");
+    let own = std::fs::read(&wa).unwrap();
+    let foreign = std::fs::read(b.join("mut").join("wal-0.log")).unwrap();
+    assert_eq!(u32::from_le_bytes(own[8..12].try_into().unwrap()), wal::WAL_VERSION);
+    std::fs::write(&wa, &foreign).unwrap();
+    for opts in [ro(), GraphOptions::default()] {
+        let e = MutableGraph::open(&a, &opts).err().expect("a foreign log was replayed");
+        let m = e.to_string();
+        assert!(matches!(e, flashgnn_mutate::MutError::Corrupt(_)), "{m}");
+        assert!(m.contains("wal-0.log") && m.contains("byte offset 36") && m.contains("another dataset"), "{m}");
+    }
+    assert!(flashgnn_mutate::verify_log(&a).is_err());
+    std::fs::write(&wa, &own).unwrap();
+    let g = MutableGraph::open(&a, &ro()).unwrap();
+    assert_eq!(embed0(&g, 3), 1.0);
 }
