@@ -888,6 +888,30 @@ def test_fifo_as_snap_input_is_refused(tmp_path, fmt):
     assert_nothing_published(tmp_path / "out")
 
 
+ENDLESS = ["/dev/zero", "/dev/urandom", "/proc/self/pagemap"]
+
+
+@pytest.mark.parametrize("target", ENDLESS)
+@pytest.mark.parametrize("where", ["snap", "npy:edge_index.npy", "npy:node_feat.npy"])
+def test_endless_file_as_input_is_refused(tmp_path, tiny, where, target):
+    """An input that is a link to a file that never ends: a device (/dev/zero) or a /proc file that stat()
+    calls regular but whose reads run on for hundreds of GiB (/proc/self/pagemap). Refused at once, by name."""
+    if not os.path.exists(target):
+        pytest.skip(f"{target} not on this system")
+    if where == "snap":
+        link, inp = tmp_path / "edges.txt", tmp_path / "edges.txt"
+    else:
+        inp = _layouts(tmp_path, tiny)["npy"]
+        link = inp / where.split(":")[1]
+        link.unlink()
+    os.symlink(target, link)
+    frag = "procfs" if target.startswith("/proc") else "device"
+    cli_fails_cleanly(f"endless-input:{where}:{target}", "build", inp, tmp_path / "out",
+                      *(["--format", "snap", "--num-nodes", "10"] if where == "snap" else []),
+                      fragments=(link.name, frag))
+    assert_nothing_published(tmp_path / "out")
+
+
 @pytest.fixture(scope="module")
 def full_dataset(tmp_path_factory) -> Path:
     """A dataset with every optional file (separate features, reorder maps, labels, splits)
@@ -919,6 +943,16 @@ def test_fifo_in_place_of_dataset_file_is_refused(full_dataset, tmp_path, rel, c
     # `info` reports a damaged mutable store in its output (and still describes the base): exit 0.
     rc = 0 if command == "info" and rel.startswith("mut/") else 2
     cli_fails_cleanly(f"fifo-dataset:{command}:{rel}", command, ds, fragments=(rel.split("/")[-1], "FIFO"), rc=rc)
+
+
+@pytest.mark.parametrize("rel", ["graph.fg", "labels.npy", "mut/CURRENT", "mut/wal-0.log"])
+def test_proc_file_in_place_of_dataset_file_is_refused(full_dataset, tmp_path, rel):
+    """A dataset file linked to /proc/self/pagemap (a "regular" file whose reads never end): refused by name."""
+    ds = tmp_path / "ds"
+    shutil.copytree(full_dataset, ds, symlinks=True)
+    (ds / rel).unlink()
+    os.symlink("/proc/self/pagemap", ds / rel)
+    cli_fails_cleanly(f"endless-dataset:verify:{rel}", "verify", ds, fragments=(rel.split("/")[-1], "procfs"))
 
 
 def test_fifo_dataset_file_python_api(full_dataset, tmp_path):

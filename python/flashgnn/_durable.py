@@ -78,6 +78,18 @@ class NotRegularFileError(OSError):
     """A path that must be a regular file is a FIFO, device, directory or broken link."""
 
 
+def _pseudo_fs(dev: int) -> str | None:
+    """The kernel pseudo file system (/proc, /sys) a file of device ``dev`` lives on, as the Rust
+    ``flashgnn_io::regular`` refuses: "regular" files there read on past their size (/proc/self/pagemap)."""
+    for root, name in (("/proc", "procfs (/proc)"), ("/sys", "sysfs (/sys)")):
+        try:
+            if os.stat(root).st_dev == dev:
+                return name
+        except OSError:
+            pass
+    return None
+
+
 def open_regular(path: str | os.PathLike, mode: str = "rb", **kw):
     """``open(path, mode)`` for reading, refusing anything but a regular file
     without blocking: opened with O_NONBLOCK (a FIFO's open returns at once),
@@ -97,6 +109,10 @@ def open_regular(path: str | os.PathLike, mode: str = "rb", **kw):
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise NotRegularFileError(f"{path}: is {kind_of(st.st_mode)}, not a regular file: refusing to open it")
+        fs = _pseudo_fs(st.st_dev)
+        if fs:
+            raise NotRegularFileError(f"{path}: is a file of {fs}, whose size ({st.st_size} B) is not its content (a read "
+                                      "may never end): refusing to open it")
         os.set_blocking(fd, True)
         return os.fdopen(fd, mode, **kw)
     except BaseException:

@@ -79,6 +79,20 @@ pub fn open_regular_with(path: &Path, opts: &OpenOptions, extra_flags: i32) -> R
     if !meta.is_file() {
         return Err(not_regular("opening", path, &meta));
     }
+    if let Some(fs) = pseudo_fs(&f) {
+        return Err(IoError::new(
+            "opening",
+            path,
+            None,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "is a file of {fs}, whose size ({} B) is not its content (a read may never end): refusing to open it",
+                    meta.len()
+                ),
+            ),
+        ));
+    }
     // Back to blocking mode (O_NONBLOCK has no effect on regular files on
     // Linux, but later code must not depend on that).
     let fd = f.as_raw_fd();
@@ -88,6 +102,28 @@ pub fn open_regular_with(path: &Path, opts: &OpenOptions, extra_flags: i32) -> R
         return Err(IoError::new("fcntl", path, None, std::io::Error::last_os_error()));
     }
     Ok(f)
+}
+
+/// The kernel pseudo file system `f` lives on (`/proc`, `/sys`, debugfs,
+/// tracefs, securityfs, configfs): "regular" files there report a size
+/// unrelated to what a read returns (`/proc/self/pagemap` reads for hundreds
+/// of GiB, `/proc/kmsg` blocks), so they are refused like devices.
+fn pseudo_fs(f: &File) -> Option<&'static str> {
+    // SAFETY: fstatfs on a descriptor owned by `f` into a zeroed struct.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatfs(f.as_raw_fd(), &mut st) } != 0 {
+        return None;
+    }
+    #[allow(clippy::unnecessary_cast)]
+    match st.f_type as i64 {
+        0x9fa0 => Some("procfs (/proc)"),
+        0x6265_6572 => Some("sysfs (/sys)"),
+        0x6462_6720 => Some("debugfs"),
+        0x7472_6163 => Some("tracefs"),
+        0x7363_6673 => Some("securityfs"),
+        0x6265_6570 => Some("configfs"),
+        _ => None,
+    }
 }
 
 /// Read the whole of the regular file `path` (manifests, JSON side files,
@@ -146,6 +182,16 @@ mod tests {
         assert!(e.contains("a directory"), "{e}");
         std::fs::write(d.path().join("f"), b"x").unwrap();
         assert_eq!(read_regular(&d.path().join("f")).unwrap(), b"x");
+    }
+
+    #[test]
+    fn proc_and_sys_files_are_refused() {
+        for p in ["/proc/self/pagemap", "/proc/self/status", "/sys/kernel/mm/transparent_hugepage/enabled"] {
+            if std::fs::metadata(p).is_ok_and(|m| m.is_file()) {
+                let e = open_regular(Path::new(p)).unwrap_err().to_string();
+                assert!(e.contains(p) && e.contains("is not its content"), "{e}");
+            }
+        }
     }
 
     #[test]
