@@ -36,13 +36,18 @@ from flashgnn.cli import parse_size
 from flashgnn.sampler import DEFAULT_HOT_FRACTION
 
 MODELS = ("sage", "gcn", "gin", "gat", "mlp")
+# Models whose layers normalise by node degrees: their batches carry every
+# node's whole-graph degree (`data.deg`), see flashgnn.nn.
+DEGREE_MODELS = ("gcn",)
 CHECKPOINT_FILE = "checkpoint.pt"
 CHECKPOINT_FORMAT = "flashgnn-checkpoint"
 CHECKPOINT_VERSION = 1
 
 
 def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="Train a GNN on a flashgnn dataset (mini-batch, SSD-resident).")
+    from flashgnn.cli import ArgumentParser  # --fanout -1,-1 is a value, not an option
+
+    p = ArgumentParser(prog=prog, description="Train a GNN on a flashgnn dataset (mini-batch, SSD-resident).")
     p.add_argument("dataset")
     p.add_argument("--model", default="sage", choices=MODELS, help="mlp = features-only baseline")
     p.add_argument("--fanout", default="25,10", help="neighbors per hop, comma separated (-1 = all)")
@@ -115,8 +120,11 @@ def default_threads(local_world: int = 1) -> int:
 
 
 def build_model(name: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float):
-    """A stock ``torch_geometric.nn`` model; ``num_layers`` = number of hops."""
-    from torch_geometric.nn import GAT, GCN, GIN, MLP, GraphSAGE
+    """A stock ``torch_geometric.nn`` model (GCN: :class:`flashgnn.nn.GCN`,
+    PyG's GCN normalised by whole-graph degrees); ``num_layers`` = number of hops."""
+    from torch_geometric.nn import GAT, GIN, MLP, GraphSAGE
+
+    from flashgnn.nn import GCN
 
     if name == "mlp":
         return MLP(in_channels=in_dim, hidden_channels=hidden, out_channels=out_dim, num_layers=max(num_layers, 1),
@@ -127,15 +135,26 @@ def build_model(name: str, in_dim: int, hidden: int, out_dim: int, num_layers: i
 
 
 def forward(model, data):
-    """Logits of the batch's seeds; GNNs trim the sampled subgraph per layer."""
+    """Logits of the batch's seeds; GNNs trim the sampled subgraph per layer
+    (GCN normalised by the whole graph's degrees, ``data.deg``: trimmed or
+    not, a full-neighbourhood batch gives the full-graph outputs)."""
     from torch_geometric.nn import MLP
+
+    from flashgnn.nn import GCN
 
     inner = getattr(model, "module", model)
     bs = data.batch_size
     if isinstance(inner, MLP):
         return model(data.x[:bs])
+    kw = {}
+    if isinstance(inner, GCN):
+        deg = getattr(data, "deg", None)
+        if deg is None:
+            raise ValueError("GCN batch without node degrees (data.deg): load it with NeighborLoader(..., "
+                             "degrees=True)")
+        kw["deg"] = deg
     return model(data.x, data.edge_index, num_sampled_nodes_per_hop=data.num_sampled_nodes,
-                 num_sampled_edges_per_hop=data.num_sampled_edges)[:bs]
+                 num_sampled_edges_per_hop=data.num_sampled_edges, **kw)[:bs]
 
 
 class DeviceFeeder:
@@ -451,14 +470,15 @@ def run(args) -> dict:
             print(f"device cache: {st['rows']:,} rows ({st['bytes'] / 2**20:.0f} MiB) on {st['device']}, loaded in "
                   f"{st['load_seconds']:.1f} s", flush=True)
     common = dict(engine=args.engine, prefetch=args.prefetch, workers=args.workers, rank=dist_ctx.rank,
-                  world_size=dist_ctx.world, pin_memory=False, cache=cache, device_cache=device_cache)
+                  world_size=dist_ctx.world, pin_memory=False, cache=cache, device_cache=device_cache,
+                  degrees=args.model in DEGREE_MODELS)
     if getattr(args, "presampled", None):
         from flashgnn.presample import PresampledLoader
 
         # --lookahead here is the pre-sample's superbatch: the next batches are read from the file.
         train_loader = PresampledLoader(args.presampled, ds, engine=args.engine, prefetch=args.prefetch, cache=cache,
                                         belady_budget=args.lookahead_budget if args.lookahead else 0,
-                                        superbatch=max(1, args.lookahead))
+                                        superbatch=max(1, args.lookahead), degrees=args.model in DEGREE_MODELS)
         want = dict(fanouts=fanouts, batch_size=args.batch_size, seed=args.seed, split="train")
         for k, v in want.items():
             if train_loader.meta[k] != v:
