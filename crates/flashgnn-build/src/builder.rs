@@ -613,12 +613,52 @@ struct EdgeResult {
     self_loops_dropped: u64,
     self_loops_added: u64,
     duplicates_removed: u64,
+    reverse: ReverseCounts,
     runs: u64,
     seconds: f64,
 }
 
+/// What `--symmetrize` found and did (all 0 without it).
+#[derive(Debug, Clone, Copy, Default)]
+struct ReverseCounts {
+    /// Distinct directed input edges `u -> v` (`u != v`).
+    distinct_input: u64,
+    /// ... of which the input also holds `v -> u`.
+    present: u64,
+    /// Added reverse copies that `--dedup` removed because the entry was
+    /// there already (an input edge, or another added copy).
+    merged: u64,
+}
+
+/// The next key of two sorted streams, and which one it came from
+/// (`true`: the second).
+fn next_of_two(a: &mut Merged, pa: &mut Option<u64>, b: &mut Merged, pb: &mut Option<u64>) -> Result<Option<(u64, bool)>> {
+    match (*pa, *pb) {
+        (None, None) => Ok(None),
+        (Some(x), Some(y)) if y < x => {
+            *pb = b.next_key()?;
+            Ok(Some((y, true)))
+        }
+        (Some(x), _) => {
+            *pa = a.next_key()?;
+            Ok(Some((x, false)))
+        }
+        (None, Some(y)) => {
+            *pb = b.next_key()?;
+            Ok(Some((y, true)))
+        }
+    }
+}
+
 /// Parse, check, normalise and sort the edges; write `edges.sorted` (keys
 /// `dst << 32 | src`, ascending) and count degrees.
+///
+/// With `--symmetrize` the added reverse copies are sorted apart from the
+/// input's own edges, and the two sorted streams are merged here, so each
+/// stored entry knows how many copies came from the input and how many were
+/// added: `--dedup`'s "duplicates removed" counts repeated input edges only,
+/// and reverse copies that met an existing entry are counted on their own
+/// (an already symmetric input is reported as such, not as duplicates).
 fn preprocess_edges(
     tmp: &Path,
     opts: &BuildOptions,
@@ -628,7 +668,9 @@ fn preprocess_edges(
     progress: &Progress,
 ) -> Result<EdgeResult> {
     let t = Instant::now();
-    let mut sorter = ExternalSorter::new(tmp, "edges", chunk_bytes);
+    let half = if opts.symmetrize { (chunk_bytes / 2).max(SORT_CHUNK_MIN_BYTES / 2) } else { chunk_bytes };
+    let mut sorter = ExternalSorter::new(tmp, "edges", half);
+    let mut reverse = ExternalSorter::new(tmp, "reverse", half);
     let mut task = progress.task("edges", "B", edges.bytes_total());
     let mut batch = Vec::with_capacity(EDGE_BATCH);
     let (mut input_edges, mut loops_dropped, mut max_id) = (0u64, 0u64, None::<u64>);
@@ -648,7 +690,7 @@ fn preprocess_edges(
             }
             sorter.push(d << 32 | s)?;
             if opts.symmetrize && s != d {
-                sorter.push(s << 32 | d)?;
+                reverse.push(s << 32 | d)?;
             }
         }
         let b = edges.bytes_done();
@@ -664,40 +706,64 @@ fn preprocess_edges(
         }
         loops_added = num_nodes;
     }
-    let runs = sorter.runs() as u64;
-    let pushed = sorter.len();
+    let runs = (sorter.runs() + reverse.runs()) as u64;
+    let pushed = sorter.len() + reverse.len();
     // Degree array (4 B/node): after the chunk is released when the sort
     // spilled; otherwise beside the in-memory chunk, which the budget covers
     // when the node count was known up front.
     let mut merged = sorter.finish()?;
+    let mut merged_rev = reverse.finish()?;
+    let (mut pa, mut pb) = (merged.next_key()?, merged_rev.next_key()?);
     let mut degrees = vec![0u32; num_nodes as usize];
     let sorted_path = tmp.join("edges.sorted");
     let mut out = OutFile::create(&sorted_path)?;
     let mut task = progress.task("merge", "edges", pushed);
-    let (mut prev, mut entries, mut dups) = (u64::MAX, 0u64, 0u64);
+    let (mut entries, mut dups) = (0u64, 0u64);
+    let mut rc = ReverseCounts::default();
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
-    while let Some(k) = merged.next_key()? {
-        if opts.dedup && k == prev {
-            dups += 1;
-            continue;
+    // One group per distinct key: `a` copies from the input, `b` added reverse copies.
+    let mut next = next_of_two(&mut merged, &mut pa, &mut merged_rev, &mut pb)?;
+    while let Some((k, _)) = next {
+        let (mut a, mut b) = (0u64, 0u64);
+        while let Some((k2, from_rev)) = next.filter(|&(k2, _)| k2 == k) {
+            debug_assert_eq!(k2, k);
+            if from_rev {
+                b += 1;
+            } else {
+                a += 1;
+            }
+            next = next_of_two(&mut merged, &mut pa, &mut merged_rev, &mut pb)?;
         }
-        prev = k;
+        if opts.symmetrize && (k >> 32) != (k & 0xffff_ffff) && a > 0 {
+            rc.distinct_input += 1;
+            rc.present += (b > 0) as u64;
+        }
+        let copies = if opts.dedup {
+            dups += a.saturating_sub(1);
+            rc.merged += (a + b - 1) - a.saturating_sub(1);
+            1
+        } else {
+            a + b
+        };
         let d = (k >> 32) as usize;
-        degrees[d] = degrees[d]
-            .checked_add(1)
-            .ok_or_else(|| BuildError::config(format!("node {d} has more than {} neighbors", u32::MAX)))?;
-        buf.extend_from_slice(&k.to_le_bytes());
+        for _ in 0..copies {
+            degrees[d] = degrees[d]
+                .checked_add(1)
+                .ok_or_else(|| BuildError::config(format!("node {d} has more than {} neighbors", u32::MAX)))?;
+            buf.extend_from_slice(&k.to_le_bytes());
+            entries += 1;
+        }
         if buf.len() >= 1 << 20 {
             out.write(&buf)?;
             buf.clear();
             progress.check()?;
         }
-        entries += 1;
-        task.add(1);
+        task.add(a + b);
     }
     out.write(&buf)?;
     out.finish()?;
     drop(merged);
+    drop(merged_rev);
     Ok(EdgeResult {
         num_nodes,
         sorted_path,
@@ -707,6 +773,7 @@ fn preprocess_edges(
         self_loops_dropped: loops_dropped,
         self_loops_added: loops_added,
         duplicates_removed: dups,
+        reverse: rc,
         runs,
         seconds: t.elapsed().as_secs_f64(),
     })
@@ -949,6 +1016,9 @@ fn finish_build(
             self_loops_dropped: er.self_loops_dropped,
             self_loops_added: er.self_loops_added,
             duplicates_removed: er.duplicates_removed,
+            reverse_duplicates_removed: er.reverse.merged,
+            input_edges_distinct: er.reverse.distinct_input,
+            input_edges_with_reverse: er.reverse.present,
             preprocess_seconds: er.seconds,
             feature_seconds: side.feature_seconds,
             layout_seconds,

@@ -81,7 +81,20 @@ pub struct BuildInfo {
     pub input_edges: u64,
     pub self_loops_dropped: u64,
     pub self_loops_added: u64,
+    /// With `dedup`: repeated copies of the same input edge that were removed
+    /// (never the reverse copies `symmetrize` added).
     pub duplicates_removed: u64,
+    /// With `symmetrize` and `dedup`: added reverse copies removed because
+    /// the entry was there already (the input held that edge too).
+    #[serde(default)]
+    pub reverse_duplicates_removed: u64,
+    /// With `symmetrize`: distinct non-loop input edges `u -> v` ...
+    #[serde(default)]
+    pub input_edges_distinct: u64,
+    /// ... and how many of them had their reverse `v -> u` in the input too
+    /// (all of them: the input was already symmetric).
+    #[serde(default)]
+    pub input_edges_with_reverse: u64,
     pub preprocess_seconds: f64,
     pub feature_seconds: f64,
     pub layout_seconds: f64,
