@@ -395,11 +395,20 @@ def run(args) -> dict:
     fanouts = parse_fanout(args.fanout)
     eval_fanouts = parse_fanout(args.eval_fanout) if args.eval_fanout else fanouts
     ds = flashgnn.open(args.dataset)
+    if not ds.num_classes:
+        raise SystemExit(f"flashgnn train: error: {ds.path}: dataset has no labels (for an edge list: flashgnn build "
+                         "EDGES OUT --labels FILE, with `node label` lines or a .npy array [N])")
+    if ds.feature_dim == 0:
+        raise SystemExit(
+            f"flashgnn train: error: {ds.path}: dataset has no node features (feature dim 0 in "
+            f"{os.path.join(ds.path, 'manifest.json')}); a model on zero-width input learns only the class prior. "
+            "Rebuild with --features FILE (.npy [N, D] or text rows), or with --synthetic-features D (random "
+            "features: the graph structure then carries all the signal). One-hot identity features are not "
+            "offered: they take N x N values (N = number of nodes)")
     for split in ("train", "val", "test"):
         if split not in ds.split_names:
-            raise SystemExit(f"flashgnn train: error: {ds.path}: no {split!r} split (build with --make-splits)")
-    if not ds.num_classes:
-        raise SystemExit(f"flashgnn train: error: {ds.path}: dataset has no labels")
+            raise SystemExit(f"flashgnn train: error: {ds.path}: no {split!r} split (build with --make-splits "
+                             "TRAIN,VAL,TEST, e.g. 0.6,0.2,0.2: stratified by class)")
     try:
         check_labels(ds)
     except ValueError as e:

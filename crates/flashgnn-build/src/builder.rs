@@ -139,6 +139,9 @@ struct Side {
     nan_replaced: u64,
     /// Rows staged in `features.stage` (None when written final or absent).
     staged: bool,
+    /// How `--make-splits` drew the splits: "stratified", "random" (no
+    /// labels to stratify by) or "" (not made here).
+    splits_made: String,
 }
 
 fn declared_nodes(opts: &BuildOptions, inputs: &crate::source::Inputs) -> Result<Option<u64>> {
@@ -328,6 +331,7 @@ fn side_work(
         splits: Vec::new(),
         nan_replaced: 0,
         staged: false,
+        splits_made: String::new(),
     };
     if let Some(mut f) = features {
         let dim = f.dim() as usize;
@@ -413,10 +417,16 @@ fn side_work(
         }
     }
     side.feature_seconds = t.elapsed().as_secs_f64();
+    // Kept (4 B/node) only when --make-splits will stratify by them.
+    let fractions =
+        p.opts.make_splits.or(if p.opts.input.join("processed").is_dir() { Some((0.6, 0.2, 0.2)) } else { None });
+    let stratify = splits.is_empty() && fractions.is_some();
+    let mut label_values: Option<Vec<i32>> = None;
     if let Some(l) = labels {
-        let (info, bytes, crc) = write_labels(p, num_nodes, l)?;
+        let (info, bytes, crc, values) = write_labels(p, num_nodes, l, stratify)?;
         side.labels = Some(info);
         side.files.push((LABELS_FILE.into(), bytes, crc));
+        label_values = stratify.then_some(values);
     }
     let mut have_splits = false;
     for (name, s) in splits {
@@ -426,10 +436,9 @@ fn side_work(
         have_splits = true;
     }
     if !have_splits {
-        let fractions =
-            p.opts.make_splits.or(if p.opts.input.join("processed").is_dir() { Some((0.6, 0.2, 0.2)) } else { None });
         if let Some(fr) = fractions {
-            for (name, count, bytes, crc) in make_splits(p, num_nodes, fr)? {
+            side.splits_made = if label_values.is_some() { "stratified" } else { "random" }.into();
+            for (name, count, bytes, crc) in make_splits(p, num_nodes, fr, label_values.as_deref())? {
                 side.splits.push((name.clone(), count));
                 side.files.push((split_file(&name), bytes, crc));
             }
@@ -451,12 +460,20 @@ fn write_npy_u32(path: &Path, values: &[u32]) -> Result<(u64, u32)> {
 }
 
 /// Labels: int64 `[N]`, -1 for unlabeled (NaN in OGB/IGB float labels).
-fn write_labels(p: &SideParams, n: u64, mut src: Box<dyn ValueSource>) -> Result<(LabelInfo, u64, u32)> {
+/// Also returns them (4 B/node) for `--make-splits` to stratify by.
+fn write_labels(
+    p: &SideParams,
+    n: u64,
+    mut src: Box<dyn ValueSource>,
+    keep: bool,
+) -> Result<(LabelInfo, u64, u32, Vec<i32>)> {
     let file = src.file();
+    src.set_num_nodes(n)?;
     let mut out = OutFile::create(p.tmp.join(LABELS_FILE))?;
     out.write(&encode_header(Dtype::Int64, &[n]))?;
     let mut vals = Vec::new();
     let mut buf = Vec::new();
+    let mut all: Vec<i32> = Vec::with_capacity(if keep { n as usize } else { 0 });
     let (mut i, mut max, mut labeled) = (0u64, -1i64, 0u64);
     loop {
         p.progress.check()?;
@@ -499,6 +516,9 @@ fn write_labels(p: &SideParams, n: u64, mut src: Box<dyn ValueSource>) -> Result
                 max = max.max(l);
             }
             buf.extend_from_slice(&l.to_le_bytes());
+            if keep {
+                all.push(l as i32);
+            }
             i += 1;
         }
         out.write(&buf)?;
@@ -514,7 +534,7 @@ fn write_labels(p: &SideParams, n: u64, mut src: Box<dyn ValueSource>) -> Result
     // An explicit --num-classes is recorded (a class may have no node);
     // otherwise the count is what the labels show.
     let num_classes = p.opts.num_classes.unwrap_or((max + 1) as u64);
-    Ok((LabelInfo { num_classes, labeled }, bytes, crc))
+    Ok((LabelInfo { num_classes, labeled }, bytes, crc, all))
 }
 
 fn write_split(p: &SideParams, n: u64, name: &str, mut src: Box<dyn ValueSource>) -> Result<(u64, u64, u32)> {
@@ -564,12 +584,70 @@ fn write_split(p: &SideParams, n: u64, name: &str, mut src: Box<dyn ValueSource>
     Ok((count, bytes, crc))
 }
 
-/// Random train/val/test split, deterministic in `--seed`.
-fn make_splits(p: &SideParams, n: u64, (tr, va, te): (f64, f64, f64)) -> Result<Vec<(String, u64, u64, u32)>> {
+/// Per-class split sizes for `count` nodes of one class: each fraction of
+/// the class, rounded; never more than the class holds (test, then
+/// validation give way); and at least one training node whenever the
+/// training fraction is > 0, so every class is in train.
+pub fn class_split_sizes(count: u64, (tr, va, te): (f64, f64, f64)) -> [u64; 3] {
+    let r = |f: f64| (count as f64 * f).round() as u64;
+    let mut s = [r(tr), r(va), r(te)];
+    if tr > 0.0 && s[0] == 0 && count > 0 {
+        s[0] = 1;
+    }
+    s[0] = s[0].min(count);
+    for k in [2, 1] {
+        let over = (s[0] + s[1] + s[2]).saturating_sub(count);
+        s[k] -= over.min(s[k]);
+    }
+    s
+}
+
+/// Train/val/test splits, deterministic in `--seed`. With labels:
+/// stratified by class — each class's nodes, in an order shuffled by
+/// `--seed`, are cut by [`class_split_sizes`]; unlabeled nodes (-1) go to
+/// no split (nothing to learn or score). Without labels: every node falls
+/// in a random bucket.
+fn make_splits(
+    p: &SideParams,
+    n: u64,
+    (tr, va, te): (f64, f64, f64),
+    labels: Option<&[i32]>,
+) -> Result<Vec<(String, u64, u64, u32)>> {
     if !(tr >= 0.0 && va >= 0.0 && te >= 0.0 && tr + va + te <= 1.0 + 1e-9) {
         return Err(BuildError::config(format!("split fractions {tr},{va},{te} must be >= 0 and sum to <= 1")));
     }
+    let rank = |v: u64| splitmix64(p.opts.seed ^ 0x5EED_5717 ^ splitmix64(v));
+    let strata: Option<Vec<u8>> = labels.map(|lab| {
+        let classes = lab.iter().copied().max().unwrap_or(-1).max(-1) + 1;
+        let mut members: Vec<Vec<u32>> = vec![Vec::new(); classes as usize];
+        for (v, &l) in lab.iter().enumerate() {
+            if l >= 0 {
+                members[l as usize].push(v as u32);
+            }
+        }
+        let mut b = vec![3u8; n as usize];
+        for m in members.iter_mut() {
+            m.sort_by_key(|&v| (rank(v as u64), v));
+            let [a, c, d] = class_split_sizes(m.len() as u64, (tr, va, te));
+            for (i, &v) in m.iter().enumerate() {
+                let i = i as u64;
+                b[v as usize] = if i < a {
+                    0
+                } else if i < a + c {
+                    1
+                } else if i < a + c + d {
+                    2
+                } else {
+                    3
+                };
+            }
+        }
+        b
+    });
     let bucket = |v: u64| {
+        if let Some(s) = &strata {
+            return s[v as usize] as usize;
+        }
         let u = unit(splitmix64(p.opts.seed ^ 0x5EED_5717 ^ splitmix64(v)));
         if u < tr {
             0
@@ -1016,6 +1094,7 @@ fn finish_build(
             self_loops_dropped: er.self_loops_dropped,
             self_loops_added: er.self_loops_added,
             duplicates_removed: er.duplicates_removed,
+            splits_made: side.splits_made.clone(),
             reverse_duplicates_removed: er.reverse.merged,
             input_edges_distinct: er.reverse.distinct_input,
             input_edges_with_reverse: er.reverse.present,

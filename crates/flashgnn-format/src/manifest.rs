@@ -95,6 +95,10 @@ pub struct BuildInfo {
     /// (all of them: the input was already symmetric).
     #[serde(default)]
     pub input_edges_with_reverse: u64,
+    /// How `--make-splits` drew the splits: "stratified" (by class), "random"
+    /// (no labels) or "" (the input's own, or none).
+    #[serde(default)]
+    pub splits_made: String,
     pub preprocess_seconds: f64,
     pub feature_seconds: f64,
     pub layout_seconds: f64,

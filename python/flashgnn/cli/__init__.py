@@ -101,7 +101,15 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--num-nodes", type=int, help="declared node count (headerless inputs, SNAP)")
     b.add_argument("--feat-shape", type=_pair, help="N,D of a headerless raw feature file")
     b.add_argument("--feat-dtype", choices=["float16", "float32", "float64"], help="dtype of a headerless raw feature file")
-    b.add_argument("--synthetic-features", type=int, metavar="D", help="generate D-wide features when the input has none")
+    b.add_argument("--labels", metavar="FILE",
+                   help="edge-list inputs: node labels, `node label` per line (SNAP's labelled sets; nodes not listed "
+                        "are unlabeled) or a .npy array [N]")
+    b.add_argument("--features", metavar="FILE",
+                   help="edge-list inputs: node features, a .npy array [N, D] or text with one row of D numbers per "
+                        "line (row = node id)")
+    b.add_argument("--synthetic-features", type=int, metavar="D",
+                   help="generate D-wide random features when the input has none (the graph structure then carries "
+                        "all the signal)")
     b.add_argument("--make-splits", type=_fractions, help="random train,val,test fractions when the input has no splits")
     b.add_argument("--igb-classes", default="19", choices=["19", "2K"])
     b.add_argument("--num-classes", type=int, help="declared class count: labels >= it are refused (IGB: from --igb-classes)")

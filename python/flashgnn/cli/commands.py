@@ -31,6 +31,7 @@ def cmd_build(a) -> int:
             "format", "symmetrize", "dedup", "self_loops", "feature_dtype", "feature_layout", "reorder", "page_size",
             "memory_budget", "num_nodes", "feat_shape", "feat_dtype", "synthetic_features", "make_splits",
             "igb_classes", "ogb_split", "skip_bad_lines", "nan", "seed", "force", "num_classes", "dataset_id",
+            "labels", "features",
         ]
     }
     if opts["num_classes"] is None:
@@ -57,6 +58,14 @@ def cmd_build(a) -> int:
     note = symmetrize_note(b)
     if note:
         print(note)
+    made = b.get("splits_made")
+    if made:
+        sizes = ", ".join(f"{k} {m['splits'].get(k, 0):,}" for k in ("train", "val", "test"))
+        if made == "stratified":
+            print(f"splits: stratified by class ({sizes}): each class's labelled nodes are split in the given fractions, "
+                  "every class with a labelled node has at least one training node, unlabeled nodes are in no split")
+        else:
+            print(f"splits: random per node ({sizes}); no labels to stratify by")
     overlap = max(b["preprocess_seconds"], b["feature_seconds"])
     print(
         f"times: graph preprocess {b['preprocess_seconds']:.2f} s, feature write {b['feature_seconds']:.2f} s "
