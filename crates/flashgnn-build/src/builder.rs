@@ -1244,3 +1244,19 @@ impl OverflowWriter {
         Ok(self.out.finish()?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::class_split_sizes;
+
+    #[test]
+    fn class_split_sizes_keep_every_class_in_train() {
+        assert_eq!(class_split_sizes(100, (0.6, 0.2, 0.2)), [60, 20, 20]);
+        // a rare class still gets a training node; test, then val give way
+        assert_eq!(class_split_sizes(3, (0.1, 0.2, 0.3)), [1, 1, 1]);
+        assert_eq!(class_split_sizes(1, (0.1, 0.45, 0.45)), [1, 0, 0]);
+        assert_eq!(class_split_sizes(2, (0.5, 0.5, 0.5)), [1, 1, 0]);
+        assert_eq!(class_split_sizes(0, (0.6, 0.2, 0.2)), [0, 0, 0]);
+        assert_eq!(class_split_sizes(10, (0.0, 0.5, 0.5)), [0, 5, 5]);
+    }
+}

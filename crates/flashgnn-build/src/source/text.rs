@@ -524,6 +524,27 @@ mod tests {
     }
 
     #[test]
+    fn pair_labels_dense_and_refusals() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("labels.txt");
+        std::fs::write(&p, "# node label\n3 1\n0 2\n").unwrap();
+        let mut l = PairLabels::open(&p).unwrap();
+        l.set_num_nodes(5).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(l.next_values(10, &mut out).unwrap(), 5);
+        assert_eq!(out, vec![2.0, -1.0, -1.0, 1.0, -1.0]);
+        let mut l = PairLabels::open(&p).unwrap();
+        let e = l.set_num_nodes(3).unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("node 3 is not in the graph") && e.contains("[0, 3)"), "{e}");
+        std::fs::write(&p, "1 1\n1 2\n").unwrap();
+        let e = PairLabels::open(&p).unwrap().set_num_nodes(4).unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("labelled twice") && e.contains("line 1"), "{e}");
+        std::fs::write(&p, "1 one\n").unwrap();
+        let e = PairLabels::open(&p).err().unwrap().to_string();
+        assert!(e.contains("line 1, column 3") && e.contains("\"one\""), "{e}");
+    }
+
+    #[test]
     fn cr_lf_and_crlf_all_end_lines() {
         let d = tempfile::tempdir().unwrap();
         for (name, text) in
