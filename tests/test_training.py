@@ -135,6 +135,26 @@ def test_full_neighbourhood_batch_equals_full_graph_forward(ds_path, model):
     assert checked == len(seeds)
 
 
+@pytest.mark.parametrize("layout", ["inline", "separate"])
+def test_batches_carry_whole_graph_degrees(ds_path, tmp_path, layout):
+    """degrees=True: every node of a batch (last hop included, whose slot is
+    otherwise not read when its features live apart or are not gathered)
+    carries its stored degree; without it no degrees are read or returned."""
+    flashgnn.build(ds_path.parent / "raw", tmp_path / "ds", progress=False, symmetrize=True, dedup=True,
+                   feature_layout=layout)
+    ds = flashgnn.open(tmp_path / "ds")
+    deg = np.diff(ds.neighbors_csr(np.arange(ds.num_nodes))[0])
+    seeds = ds.split("train")[:64]
+    for features in (True, False):
+        s = flashgnn.Sampler(tmp_path / "ds", [3, 2], features=features, degrees=True)
+        b = s.sample(seeds, 1)
+        assert b.num_sampled_nodes[-1] > 0
+        np.testing.assert_array_equal(b.deg, deg[b.n_id])
+    assert flashgnn.Sampler(tmp_path / "ds", [3, 2]).sample(seeds, 1).deg is None
+    d = next(iter(flashgnn.NeighborLoader(tmp_path / "ds", [3, 2], batch_size=64, input_nodes=seeds, degrees=True)))
+    np.testing.assert_array_equal(d.deg.numpy(), deg[d.n_id.numpy()])
+
+
 def test_neighbor_loader_epochs_determinism_and_engines(ds_path):
     a = flashgnn.NeighborLoader(ds_path, [4, 2], batch_size=300, split="train", seed=1)
     b = flashgnn.NeighborLoader(ds_path, [4, 2], batch_size=300, split="train", seed=1, engine="memory", workers=2)
