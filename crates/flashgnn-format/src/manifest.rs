@@ -186,7 +186,13 @@ impl Manifest {
         // value that parses (a renamed key, a changed digit) is caught here.
         let stored = probe.as_object_mut().and_then(|o| o.remove(MANIFEST_CHECKSUM_KEY));
         let stored = stored.as_ref().and_then(|v| v.as_u64()).ok_or_else(|| {
-            FormatError::invalid(path, format!("manifest has no numeric \"{MANIFEST_CHECKSUM_KEY}\" field"))
+            // Name where: the key with a damaged value, or the key missing
+            // (its name damaged).
+            let msg = match text.find(&format!("\"{MANIFEST_CHECKSUM_KEY}\"")) {
+                Some(off) => format!("byte offset {off}: `{MANIFEST_CHECKSUM_KEY}` is not a non-negative integer"),
+                None => format!("no `{MANIFEST_CHECKSUM_KEY}` field (a damaged key name?); expected a non-negative integer"),
+            };
+            FormatError::invalid(path, format!("manifest: {msg}"))
         })?;
         let computed = crate::checksum::crc(serde_json::to_string(&probe).expect("value serialises").as_bytes());
         if stored != computed as u64 {
