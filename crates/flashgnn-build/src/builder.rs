@@ -710,7 +710,12 @@ struct ReverseCounts {
 
 /// The next key of two sorted streams, and which one it came from
 /// (`true`: the second).
-fn next_of_two(a: &mut Merged, pa: &mut Option<u64>, b: &mut Merged, pb: &mut Option<u64>) -> Result<Option<(u64, bool)>> {
+fn next_of_two(
+    a: &mut Merged,
+    pa: &mut Option<u64>,
+    b: &mut Merged,
+    pb: &mut Option<u64>,
+) -> Result<Option<(u64, bool)>> {
     match (*pa, *pb) {
         (None, None) => Ok(None),
         (Some(x), Some(y)) if y < x => {

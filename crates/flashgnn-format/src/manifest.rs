@@ -190,7 +190,9 @@ impl Manifest {
             // (its name damaged).
             let msg = match text.find(&format!("\"{MANIFEST_CHECKSUM_KEY}\"")) {
                 Some(off) => format!("byte offset {off}: `{MANIFEST_CHECKSUM_KEY}` is not a non-negative integer"),
-                None => format!("no `{MANIFEST_CHECKSUM_KEY}` field (a damaged key name?); expected a non-negative integer"),
+                None => {
+                    format!("no `{MANIFEST_CHECKSUM_KEY}` field (a damaged key name?); expected a non-negative integer")
+                }
             };
             FormatError::invalid(path, format!("manifest: {msg}"))
         })?;

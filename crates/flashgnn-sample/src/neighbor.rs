@@ -596,8 +596,7 @@ impl NeighborSampler {
         self.nodes.push(Node { resident, ..Node::new(v, hop, original) });
         self.index.insert(v, i);
         let wants_row = rb > 0 && resident.is_none() && !self.free_features_only;
-        let needs_slot =
-            hop < k || self.want_degrees || (self.placement == FeaturePlacement::Inline && wants_row);
+        let needs_slot = hop < k || self.want_degrees || (self.placement == FeaturePlacement::Inline && wants_row);
         if needs_slot {
             self.request_slot(i)?;
         }

@@ -489,7 +489,10 @@ impl ValueSource for PairLabels {
                 return Err(BuildError::input(
                     &self.file,
                     format!("line {line}"),
-                    format!("node {node} is labelled twice (label {} on line {}, label {label} here)", dense[v], line_of[v]),
+                    format!(
+                        "node {node} is labelled twice (label {} on line {}, label {label} here)",
+                        dense[v], line_of[v]
+                    ),
                 ));
             }
             dense[v] = label;
