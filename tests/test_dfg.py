@@ -7,7 +7,9 @@ NGCF) is serialised, loaded back and run on one sampled batch; the same
 batch (same seeds, same sampler seed) goes through the PyTorch model in eval
 mode with PyG's per-hop trimming, and the outputs must agree to 1e-5. The
 comparisons are shown to be able to fail: a perturbed weight changes the
-DFG's output, and for GCN/NGCF the untrimmed model gives a different answer.
+DFG's output, and for GCN/NGCF normalising by the batch's own degrees
+(instead of the whole graph's) gives a different answer. With fanout -1 on
+every hop, each DFG's seed outputs equal the model's full-graph forward.
 Ops are checked against PyG's own scatter / gcn_norm / trim_to_layer. Every
 refusal test re-encodes a valid DFG with exactly one field broken (and a
 correct CRC, so the field's own check is what fires).
@@ -31,6 +33,7 @@ import flashgnn  # noqa: E402
 import flashgnn.dfg as dfg  # noqa: E402
 from flashgnn.dfg import graph as dfg_graph  # noqa: E402
 from flashgnn.dfg.reference import NGCF  # noqa: E402
+from flashgnn.nn import GCN  # noqa: E402
 from flashgnn.train import build_model, forward, load_checkpoint, model_from_checkpoint, parser, run  # noqa: E402
 
 from conftest import assert_error, generated_dataset  # noqa: E402
@@ -55,15 +58,29 @@ def seeds_of(n=40, step=13, num_nodes=1024):
     return np.arange(n, dtype=np.int64) * step % num_nodes
 
 
-def reference_output(model, ds_path, seeds, fanouts=FANOUTS, seed=SEED, trim=True):
-    """The PyTorch model on the batch flashgnn.Sampler returns for (seeds, seed)."""
-    b = flashgnn.Sampler(ds_path, fanouts).sample(seeds, seed)
+def reference_output(model, ds_path, seeds, fanouts=FANOUTS, seed=SEED, trim=True, degrees=True):
+    """The PyTorch model on the batch flashgnn.Sampler returns for (seeds, seed);
+    degree-normalised models (GCN, NGCF) get the whole-graph degrees unless
+    ``degrees=False``."""
+    b = flashgnn.Sampler(ds_path, fanouts, degrees=True).sample(seeds, seed)
     x = torch.from_numpy(b.x).float()
     ei = torch.from_numpy(np.stack([b.row, b.col]))
     kw = dict(num_sampled_nodes_per_hop=[int(v) for v in b.num_sampled_nodes],
               num_sampled_edges_per_hop=[int(v) for v in b.num_sampled_edges]) if trim else {}
+    if degrees and isinstance(model, (NGCF, GCN)):
+        kw["deg"] = torch.from_numpy(b.deg)
     with torch.no_grad():
         return model.eval()(x, ei, **kw)[: b.batch_size]
+
+
+def full_graph_output(model, ds_path):
+    """The PyTorch model's forward over the whole stored graph (every node)."""
+    ds = flashgnn.open(ds_path)
+    ptr, idx = ds.neighbors_csr(np.arange(ds.num_nodes))
+    ei = torch.from_numpy(np.stack([idx, np.repeat(np.arange(ds.num_nodes), np.diff(ptr))]))
+    x = torch.from_numpy(ds.features(np.arange(ds.num_nodes)).astype(np.float32))
+    with torch.no_grad():
+        return model.eval()(x, ei)
 
 
 def random_model(name: str, num_layers: int = 2):
@@ -102,9 +119,22 @@ def test_builtin_dfg_matches_pytorch_model(ds_path, ctx, name):
     w = next(k for k in g.params if k.endswith(".W"))
     g.params[w] = g.params[w] + 0.01
     assert not torch.allclose(run_dfg(g, ctx, seeds)[0], ref, atol=1e-5)
-    if name in ("gcn", "ngcf"):  # degree normalisation sees the trimming: untrimmed PyG differs
-        untrimmed = reference_output(model, ds_path, seeds, trim=False)
-        assert not torch.allclose(untrimmed, ref, atol=1e-4)
+    # trimmed or not, the same seed outputs (whole-graph degrees make GCN/NGCF trim-proof) ...
+    torch.testing.assert_close(reference_output(model, ds_path, seeds, trim=False), ref, atol=1e-5, rtol=1e-5)
+    if name in ("gcn", "ngcf"):  # ... while the batch's own degrees give another answer
+        assert not torch.allclose(reference_output(model, ds_path, seeds, degrees=False), ref, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["sage", "gcn", "gin", "ngcf"])
+def test_builtin_dfg_full_neighbourhood_equals_full_graph_forward(ds_path, ctx, name):
+    """Fanout -1 on every hop: the DFG's seed outputs are the model's forward
+    over the whole graph at those nodes (issue 21: GCN normalised by the
+    trimmed batch's degrees was up to 0.73 off)."""
+    model = random_model(name)
+    seeds = seeds_of(60, 17)
+    want = full_graph_output(model, ds_path)[torch.from_numpy(seeds)]
+    out, _ = run_dfg(dfg.models.build(name, model, [-1, -1], seed=SEED), ctx, seeds)
+    torch.testing.assert_close(out, want, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("name,fanouts", [("sage", [-1]), ("gcn", [4, 3, 2]), ("ngcf", [3, -1])])
@@ -160,10 +190,11 @@ def test_checkpoint_dfg_matches_trained_model(ds_path, ctx, checkpoints, tmp_pat
     state = load_checkpoint(checkpoints[name])
     model = model_from_checkpoint(state).eval()
     seeds = seeds_of(60, 17)
-    b = flashgnn.Sampler(ds_path, state["model_config"]["fanouts"]).sample(seeds, SEED)
+    b = flashgnn.Sampler(ds_path, state["model_config"]["fanouts"], degrees=True).sample(seeds, SEED)
     data = Data(x=torch.from_numpy(b.x), edge_index=torch.from_numpy(np.stack([b.row, b.col])),
                 num_sampled_nodes=[int(v) for v in b.num_sampled_nodes],
-                num_sampled_edges=[int(v) for v in b.num_sampled_edges], batch_size=b.batch_size)
+                num_sampled_edges=[int(v) for v in b.num_sampled_edges], batch_size=b.batch_size,
+                deg=torch.from_numpy(b.deg))
     with torch.no_grad():
         ref = forward(model, data)
     g = dfg.models.from_checkpoint(checkpoints[name], seed=SEED)

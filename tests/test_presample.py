@@ -73,6 +73,22 @@ def test_train_from_presample_gives_identical_weights(ds_path, tmp_path):
                                  "--epochs", "1", "--presampled", str(tmp_path / "ps")]))
 
 
+def test_gcn_from_presample_gets_whole_graph_degrees(ds_path, tmp_path):
+    """GCN normalises by whole-graph degrees (flashgnn.nn), which a pre-sample
+    does not store: the loader reads them per batch, and the weights equal
+    online GCN training's."""
+    presample(ds_path, tmp_path / "ps", [5, 3], batch_size=128, epochs=1, seed=0, progress=False)
+    stored = PresampledLoader(tmp_path / "ps", ds_path, degrees=True)
+    ds = flashgnn.open(ds_path)
+    deg = np.diff(ds.neighbors_csr(np.arange(ds.num_nodes))[0])
+    d = next(iter(stored))
+    np.testing.assert_array_equal(d.deg.numpy(), deg[d.n_id.numpy()])
+    a = run(_args(ds_path, "--model", "gcn", "--epochs", "1"))
+    b = run(_args(ds_path, "--model", "gcn", "--epochs", "1", "--presampled", str(tmp_path / "ps")))
+    sa, sb = a["model_obj"].state_dict(), b["model_obj"].state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
 def test_corrupt_presample_is_a_clean_error(ds_path, tmp_path):
     presample(ds_path, tmp_path / "ps", [5, 3], batch_size=128, epochs=1, progress=False)
     f = tmp_path / "ps" / "epoch-0000.fgps"

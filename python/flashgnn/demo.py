@@ -10,6 +10,8 @@ the comparison.
 from __future__ import annotations
 
 import argparse
+
+from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 import sys
 import time
 from pathlib import Path
@@ -27,7 +29,7 @@ def run(argv: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__)
+    p = ArgumentParser(description=__doc__)
     p.add_argument("--data", default="data", help="working directory (default ./data)")
     p.add_argument("--scale", type=int, default=19, help="2^scale nodes (default 19)")
     p.add_argument("--edge-factor", type=int, default=16)

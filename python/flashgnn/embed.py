@@ -23,10 +23,11 @@ Output directory (published atomically, like a dataset build):
 ``flashgnn build`` can import it as ``node_feat.npy`` and the serving layer
 reads it directly.
 
-GCN note: the symmetric normalisation uses degrees as seen in each chunk's
-subgraph (targets: full in-degree; their neighbors: self-loop only), which
-is exactly what mini-batch training on sampled subgraphs sees. SAGE, GIN and
-GAT match a full-graph forward pass to float tolerance.
+GCN normalises by every node's degree in the whole graph, which the
+sampler reads from the slots (``degrees=True``; :mod:`flashgnn.nn`), not by
+degrees as seen in the chunk's subgraph (where a target's neighbors would
+have their self-loop only). So SAGE, GCN, GIN, GAT and MLP all match a
+full-graph forward pass to float tolerance (tested).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
 
     import flashgnn
     from flashgnn.loader import resolve_engine
+    from flashgnn.nn import GCN
     from flashgnn.sampler import Sampler
     from flashgnn.train import load_checkpoint, model_from_checkpoint
 
@@ -97,7 +99,7 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
             table = None  # created at the first chunk, when the layer's width is known
             first = li == 0
             s = Sampler(ds.path, [0] if layer is None else [-1], engine=eng, dtype=np.float32, labels=False,
-                        features=first)
+                        features=first, degrees=isinstance(model, GCN))
             bar.set_description(f"embed layer {li + 1}/{len(layers)}")
             for lo, hi in chunks:
                 b = s.sample(np.arange(lo, hi, dtype=np.int64), 0)
@@ -108,7 +110,11 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
                         h = model(x)
                     else:
                         ei = torch.from_numpy(np.stack([b.row, b.col])).to(device)
-                        h = _between_layers(model, layer, model.convs[layer](x, ei)[: hi - lo])
+                        if isinstance(model, GCN):
+                            h = model.conv(layer, x, ei, torch.from_numpy(b.deg).to(device))
+                        else:
+                            h = model.convs[layer](x, ei)
+                        h = _between_layers(model, layer, h[: hi - lo])
                 if table is None:
                     table = _tables(tmp, "embeddings.npy" if last else f"layer{li}.f32", n, h.shape[1], npy=last)
                 table[lo:hi] = h.cpu().numpy()

@@ -201,6 +201,7 @@ def _to_data(b, input_id: np.ndarray, pin: bool, device_cache=None) -> Data:
         batch_size=int(b.batch_size),
         num_sampled_nodes=[int(v) for v in b.num_sampled_nodes],
         num_sampled_edges=[int(v) for v in b.num_sampled_edges],
+        **({"deg": torch.from_numpy(b.deg)} if getattr(b, "deg", None) is not None else {}),
     )
 
 
@@ -230,15 +231,21 @@ class NeighborLoader(_Base):
     ``lookahead_budget`` bytes that knows the next ``S`` batches, then
     ``cache``, then the disk. Batches are identical to ``lookahead=0``.
     Excludes ``device_cache``.
+
+    ``degrees=True``: each batch also carries ``deg`` (int64, per ``n_id``:
+    the node's degree in the whole graph, from its slot), which
+    :class:`flashgnn.nn.GCN` normalises by so that a sampled batch computes
+    the whole graph's GCN (``flashgnn train --model gcn`` sets it).
     """
 
     def __init__(self, dataset, fanouts, batch_size: int = 1024, input_nodes=None, split: str | None = None,
                  shuffle: bool = True, engine: str = "auto", prefetch: int = 4, drop_last: bool = False,
                  seed: int = 0, workers: int = 1, dtype=np.float32, pin_memory: bool = False, depth: int = 256,
                  rank: int = 0, world_size: int = 1, equal_shards: bool = True, cache=None, device_cache=None,
-                 lookahead: int = 0, lookahead_budget: int = 0):
+                 lookahead: int = 0, lookahead_budget: int = 0, degrees: bool = False):
         super().__init__(dataset, batch_size, input_nodes, split, shuffle, drop_last, seed, rank, world_size,
                          equal_shards)
+        self.degrees = bool(degrees)
         self.fanouts = [int(f) for f in fanouts]
         self.cache = cache  # flashgnn.Cache shared with other loaders, or None
         self.engine = resolve_engine(engine)
@@ -254,7 +261,8 @@ class NeighborLoader(_Base):
         if lookahead_budget and not self.lookahead:
             raise ValueError(f"lookahead_budget {lookahead_budget} needs lookahead >= 1 (the window it plans over)")
         self.sampler = Sampler(self.path, self.fanouts, engine=self.engine, depth=depth, dtype=dtype, cache=cache,
-                               device_cache=device_cache, features="free" if self.lookahead else True)
+                               device_cache=device_cache, features="free" if self.lookahead else True,
+                               degrees=self.degrees)
         self.window = None
         if self.lookahead:
             from flashgnn.window import WindowGather

@@ -219,7 +219,7 @@ class PresampledLoader:
     are compared in docs/benchmarks.md."""
 
     def __init__(self, path, dataset, engine: str = "auto", prefetch: int = 4, dtype=np.float32, cache=None,
-                 depth: int = 256, belady_budget: int = 0, superbatch: int = 8):
+                 depth: int = 256, belady_budget: int = 0, superbatch: int = 8, degrees: bool = False):
         from flashgnn.loader import as_dataset, resolve_engine
         from flashgnn.sampler import Sampler
 
@@ -233,6 +233,10 @@ class PresampledLoader:
         self.epochs = len(self.meta["epochs"])
         self.gather = Sampler(self.dataset.path, [0], engine=self.engine, depth=depth, dtype=dtype, labels=False,
                               cache=cache)
+        # Whole-graph degrees (GCN, flashgnn.nn): one slot read per node of
+        # the batch, since a pre-sample stores structure only.
+        self.degree_sampler = Sampler(self.dataset.path, [0], engine=self.engine, depth=depth, labels=False,
+                                      features=False, degrees=True) if degrees else None
         self.epoch = 0
         self.telemetry: dict = {}
         self.bytes_read = 0
@@ -280,7 +284,9 @@ class PresampledLoader:
                        edge_index=torch.from_numpy(np.stack([row, col]).astype(np.int64)),
                        n_id=torch.from_numpy(n_id.copy()), input_id=torch.from_numpy(input_id.copy()),
                        batch_size=int(bs), num_sampled_nodes=[int(v) for v in nsn],
-                       num_sampled_edges=[int(v) for v in nse])
+                       num_sampled_edges=[int(v) for v in nse],
+                       **({"deg": torch.from_numpy(self.degree_sampler.sample(n_id, 0).deg)}
+                          if self.degree_sampler is not None else {}))
 
     def __iter__(self):
         from flashgnn.loader import run_ahead

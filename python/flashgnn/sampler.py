@@ -57,6 +57,9 @@ class SampledBatch:
     # With features="free": positions in n_id whose row was not gathered
     # (zeros in x) — the lookahead stage fills them (flashgnn.window).
     missing: np.ndarray | None = None
+    # With degrees=True: per node, its degree in the whole graph (the stored
+    # neighbor count of its slot), int64.
+    deg: np.ndarray | None = None
 
     @property
     def edge_index(self) -> np.ndarray:
@@ -93,7 +96,7 @@ class Cache:
 class Sampler:
     def __init__(self, path, fanouts, engine: str = "uring", depth: int = 256, pool_threads: int = 64,
                  labels: bool = True, dtype=None, features: bool | str = True, cache: Cache | None = None, graph=None,
-                 device_cache=None):
+                 device_cache=None, degrees: bool = False):
         """``dtype``: None keeps the stored feature dtype; e.g. ``np.float32``
         converts float16-stored features per batch (on the gathered rows only).
         ``features=False``: structure and labels only; ``x`` is empty
@@ -107,7 +110,11 @@ class Sampler:
         :class:`flashgnn.MutableGraph`) takes a fresh snapshot per batch.
         ``device_cache``: a :class:`flashgnn.DeviceCache` (GPU tier); its rows
         are not read, batches carry ``resident`` and ``DeviceCache.gather``
-        builds ``x`` on the device. Its table dtype must equal ``dtype``."""
+        builds ``x`` on the device. Its table dtype must equal ``dtype``.
+        ``degrees=True``: batches carry ``deg``, every node's degree in the
+        whole graph (read from its slot: last-hop nodes, never expanded,
+        then cost a slot read each unless their features are inline) — what
+        :class:`flashgnn.nn.GCN` normalises by."""
         if engine not in ENGINES:
             raise ValueError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
         self.path = os.fspath(path)
@@ -122,6 +129,7 @@ class Sampler:
         self.cache = cache
         self.graph = graph
         self.device_cache = device_cache
+        self.degrees = bool(degrees)
         if device_cache is not None and dtype is not None and np.dtype(dtype) != device_cache.np_dtype:
             raise ValueError(f"dtype {np.dtype(dtype)} differs from the device cache's {device_cache.np_dtype}")
         self._core = None
@@ -137,7 +145,8 @@ class Sampler:
             graph = self.graph._core if self.graph is not None else None
             resident = self.device_cache._core if self.device_cache is not None else None
             self._core = _core.Sampler(self.path, self.fanouts, self.engine, self.depth, self.pool_threads, self.labels,
-                                       bool(self.features), cache, graph, resident, self.features == "free")
+                                       bool(self.features), cache, graph, resident, self.features == "free",
+                                       self.degrees)
             self._pid = os.getpid()
         return self._core
 
@@ -160,7 +169,8 @@ class Sampler:
         res = d.get("resident")
         return SampledBatch(d["n_id"], d["row"], d["col"], d["num_sampled_nodes"], d["num_sampled_edges"], x, d["y"],
                             d["batch_size"], res if res is not None and len(res) else None,
-                            d["missing"] if self.features == "free" else None)
+                            d["missing"] if self.features == "free" else None,
+                            d["deg"] if self.degrees and len(d["deg"]) == len(d["n_id"]) else None)
 
     def sample(self, seeds, seed: int = 0) -> SampledBatch:
         seeds = np.ascontiguousarray(seeds, dtype=np.int64)

@@ -140,6 +140,9 @@ struct Side {
     nan_replaced: u64,
     /// Rows staged in `features.stage` (None when written final or absent).
     staged: bool,
+    /// How `--make-splits` drew the splits: "stratified", "random" (no
+    /// labels to stratify by) or "" (not made here).
+    splits_made: String,
 }
 
 fn declared_nodes(opts: &BuildOptions, inputs: &crate::source::Inputs) -> Result<Option<u64>> {
@@ -329,6 +332,7 @@ fn side_work(
         splits: Vec::new(),
         nan_replaced: 0,
         staged: false,
+        splits_made: String::new(),
     };
     if let Some(mut f) = features {
         let dim = f.dim() as usize;
@@ -414,10 +418,16 @@ fn side_work(
         }
     }
     side.feature_seconds = t.elapsed().as_secs_f64();
+    // Kept (4 B/node) only when --make-splits will stratify by them.
+    let fractions =
+        p.opts.make_splits.or(if p.opts.input.join("processed").is_dir() { Some((0.6, 0.2, 0.2)) } else { None });
+    let stratify = splits.is_empty() && fractions.is_some();
+    let mut label_values: Option<Vec<i32>> = None;
     if let Some(l) = labels {
-        let (info, bytes, crc) = write_labels(p, num_nodes, l)?;
+        let (info, bytes, crc, values) = write_labels(p, num_nodes, l, stratify)?;
         side.labels = Some(info);
         side.files.push((LABELS_FILE.into(), bytes, crc));
+        label_values = stratify.then_some(values);
     }
     let mut have_splits = false;
     for (name, s) in splits {
@@ -427,10 +437,9 @@ fn side_work(
         have_splits = true;
     }
     if !have_splits {
-        let fractions =
-            p.opts.make_splits.or(if p.opts.input.join("processed").is_dir() { Some((0.6, 0.2, 0.2)) } else { None });
         if let Some(fr) = fractions {
-            for (name, count, bytes, crc) in make_splits(p, num_nodes, fr)? {
+            side.splits_made = if label_values.is_some() { "stratified" } else { "random" }.into();
+            for (name, count, bytes, crc) in make_splits(p, num_nodes, fr, label_values.as_deref())? {
                 side.splits.push((name.clone(), count));
                 side.files.push((split_file(&name), bytes, crc));
             }
@@ -452,12 +461,20 @@ fn write_npy_u32(path: &Path, values: &[u32]) -> Result<(u64, u32)> {
 }
 
 /// Labels: int64 `[N]`, -1 for unlabeled (NaN in OGB/IGB float labels).
-fn write_labels(p: &SideParams, n: u64, mut src: Box<dyn ValueSource>) -> Result<(LabelInfo, u64, u32)> {
+/// Also returns them (4 B/node) for `--make-splits` to stratify by.
+fn write_labels(
+    p: &SideParams,
+    n: u64,
+    mut src: Box<dyn ValueSource>,
+    keep: bool,
+) -> Result<(LabelInfo, u64, u32, Vec<i32>)> {
     let file = src.file();
+    src.set_num_nodes(n)?;
     let mut out = OutFile::create(p.tmp.join(LABELS_FILE))?;
     out.write(&encode_header(Dtype::Int64, &[n]))?;
     let mut vals = Vec::new();
     let mut buf = Vec::new();
+    let mut all: Vec<i32> = Vec::with_capacity(if keep { n as usize } else { 0 });
     let (mut i, mut max, mut labeled) = (0u64, -1i64, 0u64);
     loop {
         p.progress.check()?;
@@ -500,6 +517,9 @@ fn write_labels(p: &SideParams, n: u64, mut src: Box<dyn ValueSource>) -> Result
                 max = max.max(l);
             }
             buf.extend_from_slice(&l.to_le_bytes());
+            if keep {
+                all.push(l as i32);
+            }
             i += 1;
         }
         out.write(&buf)?;
@@ -515,7 +535,7 @@ fn write_labels(p: &SideParams, n: u64, mut src: Box<dyn ValueSource>) -> Result
     // An explicit --num-classes is recorded (a class may have no node);
     // otherwise the count is what the labels show.
     let num_classes = p.opts.num_classes.unwrap_or((max + 1) as u64);
-    Ok((LabelInfo { num_classes, labeled }, bytes, crc))
+    Ok((LabelInfo { num_classes, labeled }, bytes, crc, all))
 }
 
 fn write_split(p: &SideParams, n: u64, name: &str, mut src: Box<dyn ValueSource>) -> Result<(u64, u64, u32)> {
@@ -565,12 +585,70 @@ fn write_split(p: &SideParams, n: u64, name: &str, mut src: Box<dyn ValueSource>
     Ok((count, bytes, crc))
 }
 
-/// Random train/val/test split, deterministic in `--seed`.
-fn make_splits(p: &SideParams, n: u64, (tr, va, te): (f64, f64, f64)) -> Result<Vec<(String, u64, u64, u32)>> {
+/// Per-class split sizes for `count` nodes of one class: each fraction of
+/// the class, rounded; never more than the class holds (test, then
+/// validation give way); and at least one training node whenever the
+/// training fraction is > 0, so every class is in train.
+pub fn class_split_sizes(count: u64, (tr, va, te): (f64, f64, f64)) -> [u64; 3] {
+    let r = |f: f64| (count as f64 * f).round() as u64;
+    let mut s = [r(tr), r(va), r(te)];
+    if tr > 0.0 && s[0] == 0 && count > 0 {
+        s[0] = 1;
+    }
+    s[0] = s[0].min(count);
+    for k in [2, 1] {
+        let over = (s[0] + s[1] + s[2]).saturating_sub(count);
+        s[k] -= over.min(s[k]);
+    }
+    s
+}
+
+/// Train/val/test splits, deterministic in `--seed`. With labels:
+/// stratified by class — each class's nodes, in an order shuffled by
+/// `--seed`, are cut by [`class_split_sizes`]; unlabeled nodes (-1) go to
+/// no split (nothing to learn or score). Without labels: every node falls
+/// in a random bucket.
+fn make_splits(
+    p: &SideParams,
+    n: u64,
+    (tr, va, te): (f64, f64, f64),
+    labels: Option<&[i32]>,
+) -> Result<Vec<(String, u64, u64, u32)>> {
     if !(tr >= 0.0 && va >= 0.0 && te >= 0.0 && tr + va + te <= 1.0 + 1e-9) {
         return Err(BuildError::config(format!("split fractions {tr},{va},{te} must be >= 0 and sum to <= 1")));
     }
+    let rank = |v: u64| splitmix64(p.opts.seed ^ 0x5EED_5717 ^ splitmix64(v));
+    let strata: Option<Vec<u8>> = labels.map(|lab| {
+        let classes = lab.iter().copied().max().unwrap_or(-1).max(-1) + 1;
+        let mut members: Vec<Vec<u32>> = vec![Vec::new(); classes as usize];
+        for (v, &l) in lab.iter().enumerate() {
+            if l >= 0 {
+                members[l as usize].push(v as u32);
+            }
+        }
+        let mut b = vec![3u8; n as usize];
+        for m in members.iter_mut() {
+            m.sort_by_key(|&v| (rank(v as u64), v));
+            let [a, c, d] = class_split_sizes(m.len() as u64, (tr, va, te));
+            for (i, &v) in m.iter().enumerate() {
+                let i = i as u64;
+                b[v as usize] = if i < a {
+                    0
+                } else if i < a + c {
+                    1
+                } else if i < a + c + d {
+                    2
+                } else {
+                    3
+                };
+            }
+        }
+        b
+    });
     let bucket = |v: u64| {
+        if let Some(s) = &strata {
+            return s[v as usize] as usize;
+        }
         let u = unit(splitmix64(p.opts.seed ^ 0x5EED_5717 ^ splitmix64(v)));
         if u < tr {
             0
@@ -614,12 +692,57 @@ struct EdgeResult {
     self_loops_dropped: u64,
     self_loops_added: u64,
     duplicates_removed: u64,
+    reverse: ReverseCounts,
     runs: u64,
     seconds: f64,
 }
 
+/// What `--symmetrize` found and did (all 0 without it).
+#[derive(Debug, Clone, Copy, Default)]
+struct ReverseCounts {
+    /// Distinct directed input edges `u -> v` (`u != v`).
+    distinct_input: u64,
+    /// ... of which the input also holds `v -> u`.
+    present: u64,
+    /// Added reverse copies that `--dedup` removed because the entry was
+    /// there already (an input edge, or another added copy).
+    merged: u64,
+}
+
+/// The next key of two sorted streams, and which one it came from
+/// (`true`: the second).
+fn next_of_two(
+    a: &mut Merged,
+    pa: &mut Option<u64>,
+    b: &mut Merged,
+    pb: &mut Option<u64>,
+) -> Result<Option<(u64, bool)>> {
+    match (*pa, *pb) {
+        (None, None) => Ok(None),
+        (Some(x), Some(y)) if y < x => {
+            *pb = b.next_key()?;
+            Ok(Some((y, true)))
+        }
+        (Some(x), _) => {
+            *pa = a.next_key()?;
+            Ok(Some((x, false)))
+        }
+        (None, Some(y)) => {
+            *pb = b.next_key()?;
+            Ok(Some((y, true)))
+        }
+    }
+}
+
 /// Parse, check, normalise and sort the edges; write `edges.sorted` (keys
 /// `dst << 32 | src`, ascending) and count degrees.
+///
+/// With `--symmetrize` the added reverse copies are sorted apart from the
+/// input's own edges, and the two sorted streams are merged here, so each
+/// stored entry knows how many copies came from the input and how many were
+/// added: `--dedup`'s "duplicates removed" counts repeated input edges only,
+/// and reverse copies that met an existing entry are counted on their own
+/// (an already symmetric input is reported as such, not as duplicates).
 fn preprocess_edges(
     tmp: &Path,
     opts: &BuildOptions,
@@ -629,7 +752,9 @@ fn preprocess_edges(
     progress: &Progress,
 ) -> Result<EdgeResult> {
     let t = Instant::now();
-    let mut sorter = ExternalSorter::new(tmp, "edges", chunk_bytes);
+    let half = if opts.symmetrize { (chunk_bytes / 2).max(SORT_CHUNK_MIN_BYTES / 2) } else { chunk_bytes };
+    let mut sorter = ExternalSorter::new(tmp, "edges", half);
+    let mut reverse = ExternalSorter::new(tmp, "reverse", half);
     let mut task = progress.task("edges", "B", edges.bytes_total());
     let mut batch = Vec::with_capacity(EDGE_BATCH);
     let (mut input_edges, mut loops_dropped, mut max_id) = (0u64, 0u64, None::<u64>);
@@ -649,7 +774,7 @@ fn preprocess_edges(
             }
             sorter.push(d << 32 | s)?;
             if opts.symmetrize && s != d {
-                sorter.push(s << 32 | d)?;
+                reverse.push(s << 32 | d)?;
             }
         }
         let b = edges.bytes_done();
@@ -665,40 +790,64 @@ fn preprocess_edges(
         }
         loops_added = num_nodes;
     }
-    let runs = sorter.runs() as u64;
-    let pushed = sorter.len();
+    let runs = (sorter.runs() + reverse.runs()) as u64;
+    let pushed = sorter.len() + reverse.len();
     // Degree array (4 B/node): after the chunk is released when the sort
     // spilled; otherwise beside the in-memory chunk, which the budget covers
     // when the node count was known up front.
     let mut merged = sorter.finish()?;
+    let mut merged_rev = reverse.finish()?;
+    let (mut pa, mut pb) = (merged.next_key()?, merged_rev.next_key()?);
     let mut degrees = vec![0u32; num_nodes as usize];
     let sorted_path = tmp.join("edges.sorted");
     let mut out = OutFile::create(&sorted_path)?;
     let mut task = progress.task("merge", "edges", pushed);
-    let (mut prev, mut entries, mut dups) = (u64::MAX, 0u64, 0u64);
+    let (mut entries, mut dups) = (0u64, 0u64);
+    let mut rc = ReverseCounts::default();
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
-    while let Some(k) = merged.next_key()? {
-        if opts.dedup && k == prev {
-            dups += 1;
-            continue;
+    // One group per distinct key: `a` copies from the input, `b` added reverse copies.
+    let mut next = next_of_two(&mut merged, &mut pa, &mut merged_rev, &mut pb)?;
+    while let Some((k, _)) = next {
+        let (mut a, mut b) = (0u64, 0u64);
+        while let Some((k2, from_rev)) = next.filter(|&(k2, _)| k2 == k) {
+            debug_assert_eq!(k2, k);
+            if from_rev {
+                b += 1;
+            } else {
+                a += 1;
+            }
+            next = next_of_two(&mut merged, &mut pa, &mut merged_rev, &mut pb)?;
         }
-        prev = k;
+        if opts.symmetrize && (k >> 32) != (k & 0xffff_ffff) && a > 0 {
+            rc.distinct_input += 1;
+            rc.present += (b > 0) as u64;
+        }
+        let copies = if opts.dedup {
+            dups += a.saturating_sub(1);
+            rc.merged += (a + b - 1) - a.saturating_sub(1);
+            1
+        } else {
+            a + b
+        };
         let d = (k >> 32) as usize;
-        degrees[d] = degrees[d]
-            .checked_add(1)
-            .ok_or_else(|| BuildError::config(format!("node {d} has more than {} neighbors", u32::MAX)))?;
-        buf.extend_from_slice(&k.to_le_bytes());
+        for _ in 0..copies {
+            degrees[d] = degrees[d]
+                .checked_add(1)
+                .ok_or_else(|| BuildError::config(format!("node {d} has more than {} neighbors", u32::MAX)))?;
+            buf.extend_from_slice(&k.to_le_bytes());
+            entries += 1;
+        }
         if buf.len() >= 1 << 20 {
             out.write(&buf)?;
             buf.clear();
             progress.check()?;
         }
-        entries += 1;
-        task.add(1);
+        task.add(a + b);
     }
     out.write(&buf)?;
     out.finish()?;
     drop(merged);
+    drop(merged_rev);
     Ok(EdgeResult {
         num_nodes,
         sorted_path,
@@ -708,6 +857,7 @@ fn preprocess_edges(
         self_loops_dropped: loops_dropped,
         self_loops_added: loops_added,
         duplicates_removed: dups,
+        reverse: rc,
         runs,
         seconds: t.elapsed().as_secs_f64(),
     })
@@ -950,6 +1100,10 @@ fn finish_build(
             self_loops_dropped: er.self_loops_dropped,
             self_loops_added: er.self_loops_added,
             duplicates_removed: er.duplicates_removed,
+            splits_made: side.splits_made.clone(),
+            reverse_duplicates_removed: er.reverse.merged,
+            input_edges_distinct: er.reverse.distinct_input,
+            input_edges_with_reverse: er.reverse.present,
             preprocess_seconds: er.seconds,
             feature_seconds: side.feature_seconds,
             layout_seconds,
@@ -1094,5 +1248,21 @@ impl OverflowWriter {
             self.flush()?;
         }
         Ok(self.out.finish()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::class_split_sizes;
+
+    #[test]
+    fn class_split_sizes_keep_every_class_in_train() {
+        assert_eq!(class_split_sizes(100, (0.6, 0.2, 0.2)), [60, 20, 20]);
+        // a rare class still gets a training node; test, then val give way
+        assert_eq!(class_split_sizes(3, (0.1, 0.2, 0.3)), [1, 1, 1]);
+        assert_eq!(class_split_sizes(1, (0.1, 0.45, 0.45)), [1, 0, 0]);
+        assert_eq!(class_split_sizes(2, (0.5, 0.5, 0.5)), [1, 1, 0]);
+        assert_eq!(class_split_sizes(0, (0.6, 0.2, 0.2)), [0, 0, 0]);
+        assert_eq!(class_split_sizes(10, (0.0, 0.5, 0.5)), [0, 5, 5]);
     }
 }

@@ -66,6 +66,12 @@ pub struct BuildOptions {
     pub feat_dtype: Option<Dtype>,
     /// Generate D-dimensional features when the input has none.
     pub synthetic_features: Option<u32>,
+    /// Edge-list inputs: a labels file, `node label` per line (SNAP's
+    /// labelled sets; nodes not listed are unlabeled) or a `.npy` array [N].
+    pub labels: Option<PathBuf>,
+    /// Edge-list inputs: a feature table, `.npy` [N, D] or text with one row
+    /// of D numbers per line, row = node id.
+    pub features: Option<PathBuf>,
     /// Random train/val/test fractions when the input has no splits.
     pub make_splits: Option<(f64, f64, f64)>,
     pub igb_classes: String,
@@ -106,6 +112,8 @@ impl BuildOptions {
             feat_shape: None,
             feat_dtype: None,
             synthetic_features: None,
+            labels: None,
+            features: None,
             make_splits: None,
             igb_classes: "19".into(),
             ogb_split: None,

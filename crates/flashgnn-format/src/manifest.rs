@@ -81,7 +81,24 @@ pub struct BuildInfo {
     pub input_edges: u64,
     pub self_loops_dropped: u64,
     pub self_loops_added: u64,
+    /// With `dedup`: repeated copies of the same input edge that were removed
+    /// (never the reverse copies `symmetrize` added).
     pub duplicates_removed: u64,
+    /// With `symmetrize` and `dedup`: added reverse copies removed because
+    /// the entry was there already (the input held that edge too).
+    #[serde(default)]
+    pub reverse_duplicates_removed: u64,
+    /// With `symmetrize`: distinct non-loop input edges `u -> v` ...
+    #[serde(default)]
+    pub input_edges_distinct: u64,
+    /// ... and how many of them had their reverse `v -> u` in the input too
+    /// (all of them: the input was already symmetric).
+    #[serde(default)]
+    pub input_edges_with_reverse: u64,
+    /// How `--make-splits` drew the splits: "stratified" (by class), "random"
+    /// (no labels) or "" (the input's own, or none).
+    #[serde(default)]
+    pub splits_made: String,
     pub preprocess_seconds: f64,
     pub feature_seconds: f64,
     pub layout_seconds: f64,
@@ -169,7 +186,15 @@ impl Manifest {
         // value that parses (a renamed key, a changed digit) is caught here.
         let stored = probe.as_object_mut().and_then(|o| o.remove(MANIFEST_CHECKSUM_KEY));
         let stored = stored.as_ref().and_then(|v| v.as_u64()).ok_or_else(|| {
-            FormatError::invalid(path, format!("manifest has no numeric \"{MANIFEST_CHECKSUM_KEY}\" field"))
+            // Name where: the key with a damaged value, or the key missing
+            // (its name damaged).
+            let msg = match text.find(&format!("\"{MANIFEST_CHECKSUM_KEY}\"")) {
+                Some(off) => format!("byte offset {off}: `{MANIFEST_CHECKSUM_KEY}` is not a non-negative integer"),
+                None => {
+                    format!("no `{MANIFEST_CHECKSUM_KEY}` field (a damaged key name?); expected a non-negative integer")
+                }
+            };
+            FormatError::invalid(path, format!("manifest: {msg}"))
         })?;
         let computed = crate::checksum::crc(serde_json::to_string(&probe).expect("value serialises").as_bytes());
         if stored != computed as u64 {

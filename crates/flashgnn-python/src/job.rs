@@ -168,6 +168,8 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
         o.feat_dtype = Some(dtype(&s, "--feat-dtype")?);
     }
     o.synthetic_features = get(opts, "synthetic_features")?;
+    o.labels = get::<std::path::PathBuf>(opts, "labels")?;
+    o.features = get::<std::path::PathBuf>(opts, "features")?;
     o.make_splits = get(opts, "make_splits")?;
     if let Some(s) = get(opts, "igb_classes")? {
         o.igb_classes = s;

@@ -113,6 +113,7 @@ fn batch_dict<'py>(py: Python<'py>, b: Batch) -> PyResult<Bound<'py, PyDict>> {
     d.set_item("y", b.y.into_pyarray(py))?;
     d.set_item("resident", b.resident.into_pyarray(py))?;
     d.set_item("missing", b.missing.into_pyarray(py))?;
+    d.set_item("deg", b.deg.into_pyarray(py))?;
     Ok(d)
 }
 
@@ -172,7 +173,7 @@ impl Sampler {
 #[pymethods]
 impl Sampler {
     #[new]
-    #[pyo3(signature = (path, fanouts, engine="uring", depth=256, pool_threads=64, labels=true, features=true, cache=None, graph=None, resident=None, free_features_only=false))]
+    #[pyo3(signature = (path, fanouts, engine="uring", depth=256, pool_threads=64, labels=true, features=true, cache=None, graph=None, resident=None, free_features_only=false, degrees=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -187,9 +188,11 @@ impl Sampler {
         graph: Option<PyRef<'_, crate::graph::MutableGraph>>,
         resident: Option<PyRef<'_, Resident>>,
         free_features_only: bool,
+        degrees: bool,
     ) -> PyResult<Self> {
         let mut cfg = config(engine, depth, pool_threads, labels, features)?;
         cfg.free_features_only = free_features_only;
+        cfg.degrees = degrees;
         cfg.cache = cache.and_then(|c| c.usable());
         cfg.resident = resident.map(|r| r.inner.clone());
         let (p, f, c) = (path.clone(), fanouts.clone(), cfg.clone());

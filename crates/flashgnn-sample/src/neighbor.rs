@@ -79,6 +79,13 @@ pub struct SamplerConfig {
     /// the structure stage of lookahead (Ginex): the rows are then gathered
     /// later, through a cache that knows the next batches.
     pub free_features_only: bool,
+    /// Carry every node's whole-graph degree (`Batch::deg`, the stored
+    /// neighbor count of its slot). Nodes of the last hop are never
+    /// expanded, so without this their slot is read only when it holds their
+    /// features inline; with it, it is always read (one slot per last-hop
+    /// node: GCN-style normalisation by the degrees of the whole graph
+    /// needs them, see `flashgnn.nn`).
+    pub degrees: bool,
     /// Cross-batch DRAM cache shared by every sampler holding this `Arc`
     /// (None = no cache: every page not already in this batch is read). Used
     /// only by a sampler opened on the dataset the cache was built for (its
@@ -100,6 +107,7 @@ impl Default for SamplerConfig {
             batch_page_cache_bytes: 16 << 20,
             features: true,
             free_features_only: false,
+            degrees: false,
             cache: None,
             resident: None,
         }
@@ -128,6 +136,10 @@ pub struct Batch {
     /// With [`SamplerConfig::free_features_only`]: positions in `n_id` whose
     /// row was not gathered (zeros in `x`), ascending. Empty otherwise.
     pub missing: Vec<i64>,
+    /// With [`SamplerConfig::degrees`]: per `n_id`, its degree in the whole
+    /// graph (the stored neighbor count, or the overlay's for a mutated
+    /// node). Empty otherwise.
+    pub deg: Vec<i64>,
 }
 
 #[derive(Debug, Clone)]
@@ -217,6 +229,7 @@ pub struct NeighborSampler {
     redrawn: bool,
     gather_features: bool,
     free_features_only: bool,
+    want_degrees: bool,
     cache: Option<Arc<PageCache>>,
     resident: Option<Arc<crate::Resident>>,
     /// Request counts per extent key (length, count) while a pre-sampling
@@ -318,6 +331,7 @@ impl NeighborSampler {
             redrawn: false,
             gather_features: cfg.features,
             free_features_only: cfg.features && cfg.free_features_only,
+            want_degrees: cfg.degrees,
             cache: shared,
             resident: cfg.resident.clone().filter(|r| *r.dataset() == id),
             accesses: None,
@@ -582,7 +596,7 @@ impl NeighborSampler {
         self.nodes.push(Node { resident, ..Node::new(v, hop, original) });
         self.index.insert(v, i);
         let wants_row = rb > 0 && resident.is_none() && !self.free_features_only;
-        let needs_slot = hop < k || (self.placement == FeaturePlacement::Inline && wants_row);
+        let needs_slot = hop < k || self.want_degrees || (self.placement == FeaturePlacement::Inline && wants_row);
         if needs_slot {
             self.request_slot(i)?;
         }
@@ -1109,6 +1123,16 @@ impl NeighborSampler {
         }
         if let Some(lab) = &self.labels {
             b.y = b.n_id.iter().map(|&o| self.label_of(lab, o)).collect();
+        }
+        if self.want_degrees {
+            b.deg.reserve(order.len());
+            for &i in &order {
+                let node = &self.nodes[i as usize];
+                if !node.slot_seen {
+                    return Err(SampleError::BadRequest(format!("internal: no degree for node {}", node.v)));
+                }
+                b.deg.push(node.degree as i64);
+            }
         }
         Ok(b)
     }

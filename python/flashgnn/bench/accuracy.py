@@ -14,6 +14,8 @@ Prints one line per run and a summary with the margins; ``--json`` emits it all.
 from __future__ import annotations
 
 import argparse
+
+from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 import json
 import sys
 import time
@@ -76,7 +78,7 @@ def train_flashgnn(dataset, model: str, engine: str, epochs: int, fanout: str, s
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dataset")
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--fanout", default="10,5")

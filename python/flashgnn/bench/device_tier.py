@@ -16,6 +16,8 @@ transfer saved).
 from __future__ import annotations
 
 import argparse
+
+from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 import json
 import sys
 import time
@@ -62,7 +64,7 @@ def _run(path, fanouts, batch_size, batches, device, cache_budget, device_cache=
 def main(argv=None) -> int:
     from flashgnn.cli import parse_size
 
-    p = argparse.ArgumentParser(prog="python -m flashgnn.bench.device_tier", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="python -m flashgnn.bench.device_tier", description=__doc__.split("\n\n")[0])
     p.add_argument("dataset")
     p.add_argument("--device-budget", type=parse_size, required=True, help="device memory for the resident rows")
     p.add_argument("--device", default=None, help="cuda (default when present) | cuda:N | cpu")

@@ -28,6 +28,8 @@ to import its graph first). Both are printed; neither is a timed assertion.
 from __future__ import annotations
 
 import argparse
+
+from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 import json
 import shutil
 import sys
@@ -174,7 +176,7 @@ def _child(args: list[str], memory_limit: int | None) -> dict:
 def main(argv: list[str] | None = None) -> int:
     from flashgnn.cli import human_bytes, parse_size
 
-    p = argparse.ArgumentParser(prog="python -m flashgnn.bench.e2e", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="python -m flashgnn.bench.e2e", description=__doc__.split("\n\n")[0])
     p.add_argument("raw", type=Path, help="npy-directory input (edge_index.npy, node_feat.npy, …)")
     p.add_argument("--work", type=Path, default=None, help="where the store's dataset goes (default RAW.e2e)")
     p.add_argument("--targets", type=int, default=1024)

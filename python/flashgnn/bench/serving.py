@@ -21,6 +21,8 @@ timed assertion.
 from __future__ import annotations
 
 import argparse
+
+from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 import json
 import multiprocessing as mp
 import os
@@ -310,7 +312,7 @@ def _ops_per_fsync(before: dict, after: dict) -> float | None:
 def main(argv: list[str] | None = None) -> int:
     from flashgnn.cli import human_bytes, parse_size
 
-    p = argparse.ArgumentParser(prog="python -m flashgnn.bench.serving", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="python -m flashgnn.bench.serving", description=__doc__.split("\n\n")[0])
     p.add_argument("dataset", type=Path)
     p.add_argument("--mode", choices=["serve", "updates", "all"], default="all")
     p.add_argument("--memory-limit", type=parse_size, default=None, help="cgroup cap on the server, e.g. 1GiB")

@@ -27,6 +27,8 @@ tuned ``mmap`` epochs by at least the preparation ratio.
 from __future__ import annotations
 
 import argparse
+
+from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 import json
 import os
 import sys
@@ -173,7 +175,7 @@ def measure(dataset, engines=ENGINES, memory_limit=None, batches=10, batch_size=
 def main(argv=None) -> int:
     from flashgnn.cli import human_bytes, parse_size
 
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dataset")
     p.add_argument("--engines", default=",".join(ENGINES))
     p.add_argument("--memory-limit", type=parse_size)

@@ -15,6 +15,21 @@ import sys
 import flashgnn
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([KMGT]?)(i?)B?\s*$", re.IGNORECASE)
+# A value that starts with a minus sign and is a number or a comma list of
+# numbers: "-1", "-1,-1", "-1,10", "-0.5,0.2". argparse's own test only knows
+# "-1" and "-.5", and takes "-1,-1" for an option ("expected one argument").
+_NEGATIVE_VALUE = re.compile(r"^-(\d+|\d*\.\d+)(,\s*-?(\d+|\d*\.\d+))*$")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, where an option's value may be a negative-leading number
+    list: ``--fanout -1,-1`` works like ``--fanout=-1,-1``. (No flashgnn
+    option name looks like a number, so nothing is shadowed.) Subparsers
+    made with ``add_subparsers`` are of this class too."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_VALUE
 
 
 def parse_size(text: str) -> int:
@@ -51,7 +66,7 @@ def human_bytes(n: float) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="flashgnn", description="GNNs over SSD-resident graphs.")
+    p = ArgumentParser(prog="flashgnn", description="GNNs over SSD-resident graphs.")
     p.add_argument("--version", action="version", version=f"flashgnn {flashgnn.__version__} (format v{flashgnn.FORMAT_VERSION})")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -86,7 +101,15 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--num-nodes", type=int, help="declared node count (headerless inputs, SNAP)")
     b.add_argument("--feat-shape", type=_pair, help="N,D of a headerless raw feature file")
     b.add_argument("--feat-dtype", choices=["float16", "float32", "float64"], help="dtype of a headerless raw feature file")
-    b.add_argument("--synthetic-features", type=int, metavar="D", help="generate D-wide features when the input has none")
+    b.add_argument("--labels", metavar="FILE",
+                   help="edge-list inputs: node labels, `node label` per line (SNAP's labelled sets; nodes not listed "
+                        "are unlabeled) or a .npy array [N]")
+    b.add_argument("--features", metavar="FILE",
+                   help="edge-list inputs: node features, a .npy array [N, D] or text with one row of D numbers per "
+                        "line (row = node id)")
+    b.add_argument("--synthetic-features", type=int, metavar="D",
+                   help="generate D-wide random features when the input has none (the graph structure then carries "
+                        "all the signal)")
     b.add_argument("--make-splits", type=_fractions, help="random train,val,test fractions when the input has no splits")
     b.add_argument("--igb-classes", default="19", choices=["19", "2K"])
     b.add_argument("--num-classes", type=int, help="declared class count: labels >= it are refused (IGB: from --igb-classes)")

@@ -31,6 +31,7 @@ def cmd_build(a) -> int:
             "format", "symmetrize", "dedup", "self_loops", "feature_dtype", "feature_layout", "reorder", "page_size",
             "memory_budget", "num_nodes", "feat_shape", "feat_dtype", "synthetic_features", "make_splits",
             "igb_classes", "ogb_split", "skip_bad_lines", "nan", "seed", "force", "num_classes", "dataset_id",
+            "labels", "features",
         ]
     }
     if opts["num_classes"] is None:
@@ -47,11 +48,24 @@ def cmd_build(a) -> int:
             print(f"  {ex}", file=sys.stderr)
     if rep["nan_replaced"]:
         print(f"replaced {rep['nan_replaced']:,} non-finite feature values with 0", file=sys.stderr)
+    merged = b.get("reverse_duplicates_removed", 0)
     print(
         f"normalised: {b['input_edges']:,} input edges -> {m['num_edges']:,} stored "
-        f"(self-loops dropped {b['self_loops_dropped']:,}, added {b['self_loops_added']:,}; duplicates removed {b['duplicates_removed']:,}); "
-        f"{m['degree']['isolated']:,} isolated nodes"
+        f"(self-loops dropped {b['self_loops_dropped']:,}, added {b['self_loops_added']:,}; duplicates removed {b['duplicates_removed']:,}"
+        + (f"; reverse copies already present {merged:,}" if b["symmetrize"] and b["dedup"] else "")
+        + f"); {m['degree']['isolated']:,} isolated nodes"
     )
+    note = symmetrize_note(b)
+    if note:
+        print(note)
+    made = b.get("splits_made")
+    if made:
+        sizes = ", ".join(f"{k} {m['splits'].get(k, 0):,}" for k in ("train", "val", "test"))
+        if made == "stratified":
+            print(f"splits: stratified by class ({sizes}): each class's labelled nodes are split in the given fractions, "
+                  "every class with a labelled node has at least one training node, unlabeled nodes are in no split")
+        else:
+            print(f"splits: random per node ({sizes}); no labels to stratify by")
     overlap = max(b["preprocess_seconds"], b["feature_seconds"])
     print(
         f"times: graph preprocess {b['preprocess_seconds']:.2f} s, feature write {b['feature_seconds']:.2f} s "
@@ -64,6 +78,26 @@ def cmd_build(a) -> int:
         f"features ({m['features']['placement']}), {human_bytes(total)} in {b['total_seconds']:.1f} s"
     )
     return 0
+
+
+def symmetrize_note(b: dict) -> str:
+    """What --symmetrize met in the input, in words: how many input edges had
+    their reverse edge already, and what became of the added copies."""
+    if not b.get("symmetrize"):
+        return ""
+    have, distinct = b.get("input_edges_with_reverse", 0), b.get("input_edges_distinct", 0)
+    if not have:
+        return ""
+    if have == distinct:
+        head = (f"input already symmetric: all {distinct:,} distinct input edges (self-loops aside) have their reverse "
+                f"edge in the input ({have:,} reverse edges already present)")
+    else:
+        head = f"{have:,} of {distinct:,} distinct input edges already have their reverse edge in the input"
+    if b.get("dedup"):
+        return (f"{head}; --symmetrize added a reverse copy of each and --dedup merged those into the edges already "
+                f"there ({b.get('reverse_duplicates_removed', 0):,} reverse copies; not counted as duplicates)")
+    return (f"{head}; --symmetrize added a reverse copy anyway, so each of those edges is stored twice in each "
+            "direction (add --dedup to keep one copy, or leave out --symmetrize)")
 
 
 def info_dict(ds: flashgnn.Dataset) -> dict:

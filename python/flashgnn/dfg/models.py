@@ -99,14 +99,17 @@ def _expect_keys(sd: dict, want: set, model: str) -> None:
                          f"missing {missing or 'none'}, unexpected {extra or 'none'}")
 
 
-def _start(model: str, fanouts, seed: int, num_layers: int, in_dim: int):
+def _start(model: str, fanouts, seed: int, num_layers: int, in_dim: int, degrees: bool = False):
     fanouts = [int(f) for f in fanouts]
     if len(fanouts) != num_layers:
         raise ValueError(f"{model}: {num_layers} layers need {num_layers} fanouts (one hop per layer, as trimming "
                          f"assumes), got {fanouts}")
     g = Graph()
     batch = g.create_in(INPUT)
-    sub, x = g.create_op("BatchPre", [batch], attrs={"fanouts": fanouts, "seed": int(seed)}, num_outputs=2)
+    attrs = {"fanouts": fanouts, "seed": int(seed)}
+    if degrees:  # degree-normalised models: whole-graph degrees, exact on any batch (flashgnn.nn)
+        attrs["degrees"] = True
+    sub, x = g.create_op("BatchPre", [batch], attrs=attrs, num_outputs=2)
     g.meta = {"model": model, "fanouts": fanouts, "num_layers": num_layers, "in_dim": in_dim}
     return g, sub, x
 
@@ -131,11 +134,13 @@ def _finish(g: Graph, sub, x, out_dim: int) -> Graph:
 
 
 def gcn(weights, fanouts, *, seed: int = 0) -> Graph:
-    """``torch_geometric.nn.GCN``: per layer GCNNorm -> X W -> SpMM_Sum -> + b (-> ReLU)."""
+    """:class:`flashgnn.nn.GCN` (PyG's GCN normalised by whole-graph degrees, as
+    ``flashgnn train`` builds it): BatchPre with degrees; per layer GCNNorm ->
+    X W -> SpMM_Sum -> + b (-> ReLU)."""
     sd = _state(weights)
     L = _num_layers(sd, "lin.weight", "gcn")
     _expect_keys(sd, {f"convs.{i}.{k}" for i in range(L) for k in ("lin.weight", "bias")}, "gcn")
-    g, sub, x = _start("gcn", fanouts, seed, L, sd["convs.0.lin.weight"].shape[1])
+    g, sub, x = _start("gcn", fanouts, seed, L, sd["convs.0.lin.weight"].shape[1], degrees=True)
     for i in range(L):
         xi = _trim(g, sub, x, i)
         adj = g.create_op("GCNNorm", [sub], attrs={"layer": i, "self_loops": True})
@@ -190,7 +195,7 @@ def ngcf(weights, fanouts, *, seed: int = 0, negative_slope: float = 0.2, normal
     _expect_keys(sd, {f"convs.{i}.{k}" for i in range(L)
                       for k in ("W1.weight", "W1.bias", "W2.weight", "W2.bias")}, "ngcf")
     in_dim = sd["convs.0.W1.weight"].shape[1]
-    g, sub, x = _start("ngcf", fanouts, seed, L, in_dim)
+    g, sub, x = _start("ngcf", fanouts, seed, L, in_dim, degrees=True)
     g.meta.update(negative_slope=float(negative_slope), normalize=bool(normalize))
     layers = [g.create_op("Take", [x, sub])]
     for i in range(L):

@@ -51,7 +51,9 @@ class SubGraph:
 
     ``num_sampled_nodes`` has hops + 1 entries and ``num_sampled_edges`` hops
     entries (empty when the subgraph is no longer trimmable, e.g. after
-    ``GCNNorm``); ``edge_weight`` is None for unweighted edges."""
+    ``GCNNorm``); ``edge_weight`` is None for unweighted edges; ``deg``
+    (BatchPre with ``degrees=true``) holds each node's degree in the whole
+    graph, which ``GCNNorm`` then normalises by (:mod:`flashgnn.nn`)."""
 
     n_id: torch.Tensor
     edge_index: torch.Tensor
@@ -61,6 +63,7 @@ class SubGraph:
     x: torch.Tensor | None = None
     edge_weight: torch.Tensor | None = None
     num_nodes: int = -1
+    deg: torch.Tensor | None = None
 
     def __post_init__(self):
         if self.num_nodes < 0:
@@ -73,7 +76,7 @@ class SubGraph:
         if self.edge_index.device == torch.device(device):
             return self
         return replace(self, n_id=mv(self.n_id), edge_index=mv(self.edge_index), x=mv(self.x),
-                       edge_weight=mv(self.edge_weight))
+                       edge_weight=mv(self.edge_weight), deg=mv(self.deg))
 
     @property
     def num_hops(self) -> int:
@@ -170,8 +173,9 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.
 
 
 def batch_pre(ctx, batch, seed_in=None, **attrs):
-    """Sample the k-hop subgraph of the seed ids ``batch`` and gather its features."""
-    _only(attrs, "fanouts", "seed", "dtype")
+    """Sample the k-hop subgraph of the seed ids ``batch`` and gather its
+    features (and, with ``degrees=true``, every node's whole-graph degree)."""
+    _only(attrs, "fanouts", "seed", "dtype", "degrees")
     fanouts = attrs.get("fanouts")
     if not isinstance(fanouts, list) or not 1 <= len(fanouts) <= MAX_HOPS:
         raise ValueError(f"attr fanouts = {fanouts!r}: expected a list of 1..{MAX_HOPS} integers")
@@ -185,6 +189,7 @@ def batch_pre(ctx, batch, seed_in=None, **attrs):
             raise ValueError(f"input 1 (Seed): expected one integer, got a {s.dtype} tensor of shape {list(s.shape)}")
         seed = int(s.reshape(()).item())
     dtype = _DTYPES[_choice(attrs, "dtype", "float32", tuple(_DTYPES))]
+    degrees = _bool(attrs, "degrees", False)
     seeds = _tensor(batch, "input 0 (Batch)")
     if seeds.dtype.is_floating_point or seeds.dtype == torch.bool:
         raise ValueError(f"input 0 (Batch): expected integer node ids, got {seeds.dtype}")
@@ -193,11 +198,19 @@ def batch_pre(ctx, batch, seed_in=None, **attrs):
                          f"{list(seeds.shape)}")
     if ctx.context is None or not hasattr(ctx.context, "sample"):
         raise ValueError("BatchPre needs a sampling context: Runner(context=SamplerContext(dataset_path))")
-    b = ctx.context.sample(seeds.detach().to("cpu", torch.int64).numpy(), [int(f) for f in fanouts], seed)
+    ids, fl = seeds.detach().to("cpu", torch.int64).numpy(), [int(f) for f in fanouts]
+    b = ctx.context.sample(ids, fl, seed, degrees=True) if degrees else ctx.context.sample(ids, fl, seed)
     ei = torch.from_numpy(np.stack([np.asarray(b.row, np.int64), np.asarray(b.col, np.int64)]))
     x = torch.from_numpy(np.ascontiguousarray(b.x)).to(dtype)
+    deg = None
+    if degrees:
+        d = getattr(b, "deg", None)
+        if d is None or len(d) != len(b.n_id):
+            raise ValueError("attr degrees = true: the sampling context returned no node degrees (its sampler must "
+                             "be opened with degrees=True)")
+        deg = torch.from_numpy(np.asarray(d, np.int64))
     sub = SubGraph(torch.from_numpy(np.asarray(b.n_id, np.int64)), ei, [int(v) for v in b.num_sampled_nodes],
-                   [int(v) for v in b.num_sampled_edges], int(b.batch_size), x)
+                   [int(v) for v in b.num_sampled_edges], int(b.batch_size), x, deg=deg)
     return sub, x
 
 
@@ -241,7 +254,9 @@ def spmm_mean(ctx, sub, x, **attrs):
 
 
 def gcn_norm(ctx, sub, **attrs):
-    """GCNConv's symmetric normalisation on the (trimmed) edge set."""
+    """GCNConv's symmetric normalisation on the (trimmed) edge set: by the
+    whole graph's degrees when the subgraph carries them (BatchPre with
+    ``degrees=true``), else by the degrees its own edges show."""
     _only(attrs, "layer", "self_loops", "improved")
     sub = _subgraph(sub, "input 0")
     ei, ew, n = sub.trimmed(_int(attrs, "layer", None, 0, MAX_HOPS))
@@ -251,6 +266,8 @@ def gcn_norm(ctx, sub, **attrs):
     if ei.shape[1] and int(ei.max()) >= n:
         raise ValueError(f"edges reference node {int(ei.max())}, but the (trimmed) subgraph has {n} nodes")
     w = torch.ones(ei.shape[1], device=dev) if ew is None else ew.to(torch.float32)
+    if sub.deg is not None:
+        return _stored_degree_norm(sub, ei, w, n, self_loops, fill)
     if self_loops:
         # add_remaining_self_loops: existing loops keep their weight, every
         # node without one gets a loop of weight `fill`.
@@ -266,6 +283,27 @@ def gcn_norm(ctx, sub, **attrs):
     dis = deg.pow(-0.5)
     dis = dis.masked_fill(dis == float("inf"), 0.0)
     w = dis[row] * w * dis[col]
+    return SubGraph(sub.n_id[:n], ei, [], [], sub.batch_size, None, w, n)
+
+
+def _stored_degree_norm(sub, ei, w, n, self_loops: bool, fill: float) -> SubGraph:
+    """Edge j -> i weighs w (d_i / s_i) / sqrt(D_i D_j) with d the whole-graph
+    degree, s_i the edges into i here and D = d (+ fill with self-loops); each
+    node's added self-loop weighs fill / D_i. A stored self-loop is an
+    ordinary edge here (it is counted in d)."""
+    dev = ei.device
+    if sub.deg.numel() < n:
+        raise ValueError(f"input 0: {sub.deg.numel()} node degrees for {n} nodes")
+    d = sub.deg[:n].to(device=dev, dtype=torch.float32)
+    row, col = ei[0], ei[1]
+    s = torch.zeros(n, device=dev).index_add_(0, col, torch.ones(col.numel(), device=dev))
+    big_d = d + fill if self_loops else d
+    inv = torch.where(big_d > 0, big_d.clamp(min=1e-30).rsqrt(), torch.zeros_like(big_d))
+    w = w * inv[row] * inv[col] * d[col] / s[col].clamp(min=1)
+    if self_loops:
+        loops = torch.arange(n, device=dev)
+        ei = torch.cat([ei, torch.stack([loops, loops])], dim=1)
+        w = torch.cat([w, fill * inv * inv])
     return SubGraph(sub.n_id[:n], ei, [], [], sub.batch_size, None, w, n)
 
 
@@ -435,7 +473,8 @@ def features(ctx, sub, **attrs):
 # name -> (kernel, arity, num_outputs, on CPU only, doc)
 BUILTINS = {
     "BatchPre": (batch_pre, (1, 2), 2, True,
-                 "(Batch int64[B][, Seed]) -> (SubGraph, X[N, F]); attrs fanouts, seed=0, dtype='float32'"),
+                 "(Batch int64[B][, Seed]) -> (SubGraph, X[N, F]); attrs fanouts, seed=0, dtype='float32', "
+                 "degrees=false"),
     "Features": (features, 1, 1, False, "(SubGraph) -> X[N, F]"),
     "Trim": (trim, 2, 1, False, "(SubGraph, X[N, D]) -> X[N_layer, D]; attr layer=0"),
     "SpMM_Sum": (spmm_sum, 2, 1, False, "(SubGraph, X[>=N, D]) -> [N_layer, D]; attr layer=None"),

@@ -6,7 +6,9 @@ own building blocks (``MessagePassing``, ``gcn_norm``, ``trim_to_layer``) so
 that it shares no kernel code with the DFG ops.
 
 One layer, for node u with neighbours N(u) and p_ui = 1/sqrt(|N(u)| |N(i)|)
-(``gcn_norm`` without self-loops on the layer's edges):
+(``gcn_norm`` without self-loops; on a sampled batch pass ``deg``, the
+whole-graph degrees, and the weights are :func:`flashgnn.nn.degree_norm`'s,
+so the batch computes the whole graph's NGCF):
 
     s_u  = sum_i p_ui e_i
     e_u' = LeakyReLU( W1 (e_u + s_u) + W2 (s_u * e_u) )
@@ -30,11 +32,16 @@ class NGCFConv(nn.Module):
         self.W2 = nn.Linear(in_dim, out_dim)
         self.negative_slope = negative_slope
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, deg: torch.Tensor | None = None) -> torch.Tensor:
         from torch_geometric.nn.conv.gcn_conv import gcn_norm
         from torch_geometric.utils import scatter
 
-        ei, w = gcn_norm(edge_index, None, x.size(0), add_self_loops=False)
+        if deg is None:
+            ei, w = gcn_norm(edge_index, None, x.size(0), add_self_loops=False)
+        else:
+            from flashgnn.nn import degree_norm
+
+            ei, w, _ = degree_norm(edge_index, x.size(0), deg, add_self_loops=False)
         s = scatter(w.view(-1, 1) * x[ei[0]], ei[1], dim=0, dim_size=x.size(0), reduce="sum")
         return F.leaky_relu(self.W1(x + s) + self.W2(s * x), self.negative_slope)
 
@@ -50,7 +57,7 @@ class NGCF(nn.Module):
         self.normalize = normalize
         self.out_dim = in_dim + num_layers * hidden
 
-    def forward(self, x, edge_index, num_sampled_nodes_per_hop=None, num_sampled_edges_per_hop=None):
+    def forward(self, x, edge_index, num_sampled_nodes_per_hop=None, num_sampled_edges_per_hop=None, deg=None):
         from torch_geometric.utils import trim_to_layer
 
         xs = [x]
@@ -58,7 +65,7 @@ class NGCF(nn.Module):
             if num_sampled_nodes_per_hop is not None:
                 x, edge_index, _ = trim_to_layer(i, list(num_sampled_nodes_per_hop),
                                                  list(num_sampled_edges_per_hop), x, edge_index)
-            x = conv(x, edge_index)
+            x = conv(x, edge_index, deg)
             xs.append(F.normalize(x, p=2.0, dim=-1) if self.normalize else x)
         n = xs[-1].size(0)  # rows the last layer computed (trimming shrinks layer by layer)
         return torch.cat([h[:n] for h in xs], dim=-1)

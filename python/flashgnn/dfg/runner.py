@@ -226,13 +226,15 @@ class SamplerContext:
             if key in self._samplers:
                 self._samplers.move_to_end(key)
                 return self._samplers[key]
+        degrees = bool(key) and key[-1] == "degrees"
+        fanouts = list(key[:-1] if degrees else key)
         if callable(self.source):
-            s = self.source(list(key))
+            s = self.source(fanouts, degrees=True) if degrees else self.source(fanouts)
         else:
             import flashgnn
 
-            kw = {"labels": False, **self.sampler_kwargs}
-            s = flashgnn.Sampler(os.fspath(self.source), list(key), **kw)
+            kw = {"labels": False, **self.sampler_kwargs, **({"degrees": True} if degrees else {})}
+            s = flashgnn.Sampler(os.fspath(self.source), fanouts, **kw)
         with self._lock:
             entry = self._samplers.setdefault(key, (s, threading.Lock()))
             self._samplers.move_to_end(key)
@@ -240,8 +242,11 @@ class SamplerContext:
                 self._samplers.popitem(last=False)
             return entry
 
-    def sample(self, seeds, fanouts, seed: int = 0):
-        s, lock = self._entry(tuple(int(f) for f in fanouts))
+    def sample(self, seeds, fanouts, seed: int = 0, degrees: bool = False):
+        """One batch; ``degrees=True`` (BatchPre's attr, GCN/NGCF): it carries
+        every node's whole-graph degree (a sampler of its own, keyed apart)."""
+        key = tuple(int(f) for f in fanouts) + (("degrees",) if degrees else ())
+        s, lock = self._entry(key)
         with lock:
             return s.sample(seeds, seed)
 

@@ -241,7 +241,8 @@ def _same(x: TensorSpec, dtype=None) -> TensorSpec:
 
 
 def batch_pre(sctx, batch, seed_in=None, **attrs):
-    _only(attrs, "fanouts", "seed", "dtype")
+    _only(attrs, "fanouts", "seed", "dtype", "degrees")
+    degrees = _bool(attrs, "degrees", False)
     fanouts = attrs.get("fanouts")
     if not isinstance(fanouts, list) or not 1 <= len(fanouts) <= _ops.MAX_HOPS:
         raise ValueError(f"attr fanouts = {fanouts!r}: expected a list of 1..{_ops.MAX_HOPS} integers")
@@ -282,7 +283,7 @@ def batch_pre(sctx, batch, seed_in=None, **attrs):
         nodes.append(nodes[-1] * f)
     n, e = sum(nodes), sum(edges)
     x = TensorSpec((n, fdim), dtype, exact=all(f == 0 for f in fanouts) and b.exact)
-    sub_bytes = n * 8 + 2 * e * 8
+    sub_bytes = n * 8 + 2 * e * 8 + (n * 8 if degrees else 0)
     sub = SubGraphSpec(b.shape[0], n, e, tuple(nodes), tuple(edges), x, sub_bytes, x.exact)
     # The sampler's own arrays: its feature buffer and the gathered batch (stored dtype), row/col and
     # their int64 copies, n_id — held while the kernel builds the outputs.

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use flashgnn_format::Dtype;
 
 use super::npy::{NpyEdges, NpyRows, NpyValues};
-use super::text::{CsvRows, TextEdges, TextValues};
+use super::text::{CsvRows, PairLabels, TextEdges, TextValues};
 use super::{Inputs, RowSource, ValueSource};
 use crate::options::{BuildOptions, InputFormat};
 use crate::{BuildError, Result};
@@ -85,16 +85,51 @@ fn gz_or_plain(base: PathBuf) -> Result<Option<PathBuf>> {
     Ok(present(&plain)?.then_some(plain))
 }
 
+/// `--labels FILE` of an edge-list input: `.npy` [N] (row = node) or text
+/// lines `node label`.
+fn side_labels(path: &Path) -> Result<Box<dyn ValueSource>> {
+    if !present(path)? {
+        return Err(BuildError::config(format!("{}: --labels file does not exist", path.display())));
+    }
+    if is_npy(path)? {
+        return Ok(Box::new(NpyValues::open(path, None, "label array [N] (--labels)")?));
+    }
+    Ok(Box::new(PairLabels::open(path)?))
+}
+
+/// `--features FILE` of an edge-list input: `.npy` [N, D] or text rows.
+fn side_features(path: &Path) -> Result<Box<dyn RowSource>> {
+    if !present(path)? {
+        return Err(BuildError::config(format!("{}: --features file does not exist", path.display())));
+    }
+    if is_npy(path)? {
+        return Ok(Box::new(NpyRows::open(path, None)?));
+    }
+    Ok(Box::new(CsvRows::open(path)?))
+}
+
 pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
     let fmt = detect_format(opts)?;
     let p = &opts.input;
+    if fmt != InputFormat::Snap {
+        for (flag, v) in [("--labels", &opts.labels), ("--features", &opts.features)] {
+            if let Some(f) = v {
+                return Err(BuildError::config(format!(
+                    "{flag} {}: only for edge-list inputs; {} is a directory input, whose own files give labels and \
+                     features (see docs/format.md)",
+                    f.display(),
+                    p.display()
+                )));
+            }
+        }
+    }
     match fmt {
         InputFormat::Snap => Ok(Inputs {
             format: "snap".into(),
             edges: Box::new(TextEdges::open(p, opts.skip_bad_lines)?),
             num_nodes: opts.num_nodes,
-            features: None,
-            labels: None,
+            features: opts.features.as_deref().map(side_features).transpose()?,
+            labels: opts.labels.as_deref().map(side_labels).transpose()?,
             splits: Vec::new(),
         }),
         InputFormat::Npy => {

@@ -53,6 +53,12 @@ pub trait ValueSource: Send {
     fn len(&self) -> Option<u64>;
     fn next_values(&mut self, n: usize, out: &mut Vec<f64>) -> Result<usize>;
     fn position(&self, i: u64) -> String;
+    /// The node count, once known (before the first `next_values`): a
+    /// source keyed by node id (`node label` lines) checks its ids against
+    /// it and then yields one value per node.
+    fn set_num_nodes(&mut self, _n: u64) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// What an input directory or file provides.

@@ -403,6 +403,116 @@ impl ValueSource for TextValues {
     }
 }
 
+/// Labels keyed by node: `node label` per line (SNAP's labelled sets, e.g.
+/// email-Eu-core-department-labels.txt). Read whole at open (ids and labels
+/// parsed and checked as integers); once the node count is known every id
+/// is checked against it and a node listed twice is refused with both
+/// lines. Yields one value per node, -1 for nodes the file does not list.
+pub struct PairLabels {
+    file: String,
+    /// (node, label, line) in file order.
+    pairs: Vec<(u64, i64, u64)>,
+    dense: Option<Vec<i64>>,
+    next: u64,
+}
+
+impl PairLabels {
+    pub fn open(path: &Path) -> Result<PairLabels> {
+        let mut lines = Lines::open(path)?;
+        let mut pairs = Vec::new();
+        while lines.next_line()? {
+            let l = &lines;
+            let f: Vec<(usize, &[u8])> = fields(&l.line).collect();
+            if f.len() != 2 {
+                return Err(BuildError::input(
+                    &l.file,
+                    format!("line {}", l.line_no),
+                    format!("line {} has {} field(s); expected 2: `node label`", show(&l.line), f.len()),
+                ));
+            }
+            let int = |k: usize, what: &str| -> Result<i128> {
+                let (col, v) = f[k];
+                parse_int(v).ok_or_else(|| {
+                    BuildError::input(
+                        &l.file,
+                        format!("line {}, column {col}", l.line_no),
+                        format!("cannot parse {} as {what} (an integer)", show(v)),
+                    )
+                })
+            };
+            let node = int(0, "a node id")?;
+            let label = int(1, "a class id")?;
+            let pos = |k: usize| format!("line {}, column {}", l.line_no, f[k].0);
+            if node < 0 || node >= super::NODES_MAX as i128 {
+                return Err(BuildError::input(
+                    &l.file,
+                    pos(0),
+                    format!("node id {node} is not in [0, {})", super::NODES_MAX),
+                ));
+            }
+            if !(0..i32::MAX as i128).contains(&label) {
+                return Err(BuildError::input(
+                    &l.file,
+                    pos(1),
+                    format!("label {label} of node {node} is not a class id in [0, {})", i32::MAX),
+                ));
+            }
+            pairs.push((node as u64, label as i64, l.line_no));
+        }
+        Ok(PairLabels { file: lines.file, pairs, dense: None, next: 0 })
+    }
+}
+
+impl ValueSource for PairLabels {
+    fn file(&self) -> String {
+        self.file.clone()
+    }
+    fn len(&self) -> Option<u64> {
+        None
+    }
+    fn set_num_nodes(&mut self, n: u64) -> Result<()> {
+        let mut dense = vec![-1i64; n as usize];
+        let mut line_of = vec![0u64; n as usize];
+        for &(node, label, line) in &self.pairs {
+            if node >= n {
+                return Err(BuildError::input(
+                    &self.file,
+                    format!("line {line}"),
+                    format!(
+                        "node {node} is not in the graph: node ids are in [0, {n}) (the edge list's largest id + 1, \
+                         or --num-nodes; pass --num-nodes to include nodes without edges)"
+                    ),
+                ));
+            }
+            let v = node as usize;
+            if line_of[v] != 0 {
+                return Err(BuildError::input(
+                    &self.file,
+                    format!("line {line}"),
+                    format!(
+                        "node {node} is labelled twice (label {} on line {}, label {label} here)",
+                        dense[v], line_of[v]
+                    ),
+                ));
+            }
+            dense[v] = label;
+            line_of[v] = line;
+        }
+        self.dense = Some(dense);
+        Ok(())
+    }
+    fn next_values(&mut self, n: usize, out: &mut Vec<f64>) -> Result<usize> {
+        let d = self.dense.as_ref().ok_or_else(|| BuildError::config("internal: labels read before the node count"))?;
+        let k = (d.len() as u64 - self.next).min(n as u64) as usize;
+        out.extend(d[self.next as usize..self.next as usize + k].iter().map(|&l| l as f64));
+        self.next += k as u64;
+        Ok(k)
+    }
+    fn position(&self, i: u64) -> String {
+        format!("node {i}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -414,6 +524,27 @@ mod tests {
         assert_eq!(parse_int(b"-17"), Some(-17));
         assert_eq!(parse_int(b"1x"), None);
         assert_eq!(parse_int(b"99999999999999999999"), Some(99999999999999999999));
+    }
+
+    #[test]
+    fn pair_labels_dense_and_refusals() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("labels.txt");
+        std::fs::write(&p, "# node label\n3 1\n0 2\n").unwrap();
+        let mut l = PairLabels::open(&p).unwrap();
+        l.set_num_nodes(5).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(l.next_values(10, &mut out).unwrap(), 5);
+        assert_eq!(out, vec![2.0, -1.0, -1.0, 1.0, -1.0]);
+        let mut l = PairLabels::open(&p).unwrap();
+        let e = l.set_num_nodes(3).unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("node 3 is not in the graph") && e.contains("[0, 3)"), "{e}");
+        std::fs::write(&p, "1 1\n1 2\n").unwrap();
+        let e = PairLabels::open(&p).unwrap().set_num_nodes(4).unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("labelled twice") && e.contains("line 1"), "{e}");
+        std::fs::write(&p, "1 one\n").unwrap();
+        let e = PairLabels::open(&p).err().unwrap().to_string();
+        assert!(e.contains("line 1, column 3") && e.contains("\"one\""), "{e}");
     }
 
     #[test]
