@@ -1121,11 +1121,11 @@ def test_train_names_label_beyond_num_classes(tmp_path):
     data = (ds / "labels.npy").read_bytes()
     man["files"]["labels.npy"] = {"bytes": len(data), "crc32c": _crc32c(data)}
     (ds / "manifest.json").write_text(_core.seal_manifest(json.dumps(man, indent=2)))
-    # The store checks labels.npy's value range at first use (the side-file contract, docs/format.md), so the
-    # refusal comes from the dataset layer as corruption (exit 2) before train's own pre-step check is reached.
+    # The store refuses labels.npy at first use (its side-file range check); train reads the checksummed file
+    # itself to name the split node, its position, the value and the bound before any step.
     r = cli_fails_cleanly("labels-beyond-classes:train", "train", ds, "--epochs", "1", "--max-batches", "1",
-                          fragments=("labels.npy", "byte offset", f"index {node}", "99", "[0, num_classes 4)"),
-                          rc=2)
+                          fragments=("flashgnn train: error:", "labels.npy", f"node {node}", "label 99", "[0, 4)"),
+                          rc=1)  # train's flag/data errors exit 1 (SystemExit with a message)
     assert "Target 99" not in r.stderr  # torch's own message: the refusal came before any step
 
 
