@@ -327,7 +327,27 @@ def test_cli_summary_line_reports_normalisation_counts(tmp_path):
     r = run_cli("build", inp, tmp_path / "out", "--self-loops", "drop", "--dedup", "--num-nodes", "5")
     assert_no_crash(r)
     assert r.returncode == 0, r.stderr
-    assert "5 input edges -> 2 stored (self-loops dropped 2, added 0; duplicates removed 1); 3 isolated nodes" in r.stdout
+    # Stored 0->1 and 1->2 over 5 nodes: 3 and 4 have no edge at all; 0 has an out-edge but no stored neighbor.
+    assert ("5 input edges -> 2 stored (self-loops dropped 2, added 0; duplicates removed 1); "
+            "2 isolated nodes (no edge either way), 3 with no stored neighbor") in r.stdout
+
+
+@pytest.mark.parametrize("symmetrize", [False, True])
+def test_isolated_means_no_edge_either_way(tmp_path, symmetrize):
+    """On a directed chain 0->1->2 plus node 3, only node 3 is isolated; node 0 (an out-edge only) has no stored
+    neighbor without --symmetrize. The manifest, the build line and `info` agree."""
+    inp = write_snap(tmp_path / "g.txt", text="0 1\n1 2\n")
+    args = ["--num-nodes", "4"] + (["--symmetrize"] if symmetrize else [])
+    r = run_cli("build", inp, tmp_path / "out", *args)
+    assert r.returncode == 0, r.stderr
+    m = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    no_nbr = 1 if symmetrize else 2
+    assert (m["degree"]["isolated"], m["degree"]["no_neighbors"]) == (1, no_nbr)
+    want = f"1 isolated nodes (no edge either way), {no_nbr} with no stored neighbor"
+    assert want in r.stdout
+    info = run_cli("info", tmp_path / "out")
+    assert info.returncode == 0, info.stderr
+    assert want in info.stdout
 
 
 # ---------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 //! - per node: 4 B degree (16 B with `--reorder`: degree, both relabelling
 //!   maps and the permuted degrees), charged against the budget before the
 //!   sort chunk is sized when the node count is known up front (for SNAP
-//!   input it is not: the degree array then comes on top, 4 B/node);
+//!   input it is not: the degree array then comes on top, 4 B/node + 1 bit);
 //! - [`FIXED_OVERHEAD_BYTES`] = 64 MiB for I/O buffers (merge readers up to
 //!   32 MiB: 64 runs x 256 KiB bytes + 256 KiB decoded; write buffers 1 MiB
 //!   each; feature staging chunks 2 x 8 MiB; degree histogram 512 KiB);
@@ -687,6 +687,9 @@ struct EdgeResult {
     num_nodes: u64,
     sorted_path: PathBuf,
     degrees: Vec<u32>,
+    /// Nodes with no edge in either direction (no stored neighbor and never
+    /// anyone's neighbor); a node with only out-edges is not isolated.
+    isolated: u64,
     num_entries: u64,
     input_edges: u64,
     self_loops_dropped: u64,
@@ -799,6 +802,9 @@ fn preprocess_edges(
     let mut merged_rev = reverse.finish()?;
     let (mut pa, mut pb) = (merged.next_key()?, merged_rev.next_key()?);
     let mut degrees = vec![0u32; num_nodes as usize];
+    // One bit per node (N/8 B beside the 4 B/node degrees): set when the node
+    // is some stored entry's source, i.e. has an out-edge.
+    let mut has_out = vec![0u64; (num_nodes as usize).div_ceil(64)];
     let sorted_path = tmp.join("edges.sorted");
     let mut out = OutFile::create(&sorted_path)?;
     let mut task = progress.task("merge", "edges", pushed);
@@ -830,6 +836,8 @@ fn preprocess_edges(
             a + b
         };
         let d = (k >> 32) as usize;
+        let src = (k & 0xffff_ffff) as usize;
+        has_out[src / 64] |= 1u64 << (src % 64);
         for _ in 0..copies {
             degrees[d] = degrees[d]
                 .checked_add(1)
@@ -848,10 +856,14 @@ fn preprocess_edges(
     out.finish()?;
     drop(merged);
     drop(merged_rev);
+    let isolated =
+        degrees.iter().enumerate().filter(|&(v, &deg)| deg == 0 && has_out[v / 64] & (1u64 << (v % 64)) == 0).count()
+            as u64;
     Ok(EdgeResult {
         num_nodes,
         sorted_path,
         degrees,
+        isolated,
         num_entries: entries,
         input_edges,
         self_loops_dropped: loops_dropped,
@@ -1080,7 +1092,8 @@ fn finish_build(
             mean: if n > 0 { er.num_entries as f64 / n as f64 } else { 0.0 },
             median: hist.quantile(0.5).unwrap_or(DegreeHistogram::BUCKETS as u64),
             p99: hist.quantile(0.99).unwrap_or(DegreeHistogram::BUCKETS as u64),
-            isolated: hist.counts[0],
+            isolated: er.isolated,
+            no_neighbors: Some(hist.counts[0]),
             spilled_nodes,
         },
         labels: side.labels.clone(),

@@ -123,7 +123,13 @@ fn check(g: &Graph, dir: &Path, opts: &BuildOptions) {
     let ids: Vec<i64> = (0..g.n as i64).collect();
     assert_eq!(ds.labels(&ids).unwrap(), g.labels);
     assert_eq!(ds.split("train").unwrap(), g.train);
-    assert_eq!(rep.manifest.degree.isolated, want.iter().filter(|a| a.is_empty()).count() as u64);
+    // Isolated: no edge either way (no stored neighbor, and nobody's neighbor).
+    let mut is_source = vec![false; g.n as usize];
+    want.iter().flatten().for_each(|&s| is_source[s as usize] = true);
+    let no_neighbors = want.iter().filter(|a| a.is_empty()).count() as u64;
+    let isolated = (0..g.n as usize).filter(|&v| want[v].is_empty() && !is_source[v]).count() as u64;
+    assert_eq!(rep.manifest.degree.no_neighbors, Some(no_neighbors), "{opts:?}");
+    assert_eq!(rep.manifest.degree.isolated, isolated, "{opts:?}");
     let _ = dir;
 }
 

@@ -60,7 +60,12 @@ pub struct DegreeStats {
     pub mean: f64,
     pub median: u64,
     pub p99: u64,
+    /// Nodes with no edge in either direction. (Manifests written before
+    /// `no_neighbors` existed counted nodes with no stored neighbor here.)
     pub isolated: u64,
+    /// Nodes with no stored neighbor (no in-edge; `None` in older manifests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_neighbors: Option<u64>,
     pub spilled_nodes: u64,
 }
 

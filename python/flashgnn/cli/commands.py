@@ -24,6 +24,14 @@ def cmd_generate(a) -> int:
     return 0
 
 
+def isolated_words(deg: dict) -> str:
+    """Isolated nodes (no edge either way) and nodes with no stored neighbor (no in-edge), which differ on a
+    directed graph. Manifests written before ``no_neighbors`` existed counted the latter as ``isolated``."""
+    if deg.get("no_neighbors") is None:
+        return f"{deg['isolated']:,} nodes with no stored neighbor (isolated not counted by this dataset's build)"
+    return f"{deg['isolated']:,} isolated nodes (no edge either way), {deg['no_neighbors']:,} with no stored neighbor"
+
+
 def cmd_build(a) -> int:
     opts = {
         k: getattr(a, k)
@@ -53,7 +61,7 @@ def cmd_build(a) -> int:
         f"normalised: {b['input_edges']:,} input edges -> {m['num_edges']:,} stored "
         f"(self-loops dropped {b['self_loops_dropped']:,}, added {b['self_loops_added']:,}; duplicates removed {b['duplicates_removed']:,}"
         + (f"; reverse copies already present {merged:,}" if b["symmetrize"] and b["dedup"] else "")
-        + f"); {m['degree']['isolated']:,} isolated nodes"
+        + f"); {isolated_words(m['degree'])}"
     )
     note = symmetrize_note(b)
     if note:
@@ -168,7 +176,7 @@ def cmd_info(a) -> int:
     print("splits       " + (", ".join(f"{k} {v:,}" for k, v in d["splits"].items()) or "none"))
     print(
         f"degree       min {deg['min']} / median {deg['median']} / mean {deg['mean']:.2f} / p99 {deg['p99']} / max {deg['max']:,}; "
-        f"isolated {deg['isolated']:,}; spilled to overflow {deg['spilled_nodes']:,}"
+        f"{isolated_words(deg)}; spilled to overflow {deg['spilled_nodes']:,}"
     )
     print(
         f"layout       page {lay['page_size']} B, slot {lay['slot_bytes']} B x {lay['slots_per_page']}/page, inline cap {lay['inline_cap']}, "
