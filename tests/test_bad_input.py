@@ -1410,3 +1410,20 @@ def test_killed_build_leaves_tmp_that_next_build_removes(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert f"removed stale temporary {tmp_path / left[0]}" in r.stderr
     assert tmp_leftovers(tmp_path, "out") == []
+
+
+def test_ogb_link_prediction_split_is_named_not_silently_dropped(tmp_path, tiny):
+    """An OGB link-prediction split (split/<name>/*.pt edge tensors) is not importable as node splits: the build
+    says so on stderr and in its report, naming the directory and its files, and the dataset has no splits."""
+    root = write_ogb(tmp_path / "ogbl", tiny.edges, tiny.num_nodes, tiny.features, tiny.labels)
+    sdir = root / "split" / "time"
+    sdir.mkdir(parents=True)
+    for name in ("train.pt", "valid.pt", "test.pt"):
+        (sdir / name).write_bytes(b"\x80\x04not a node list")
+    r = run_cli("build", root, tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    assert "note:" in r.stderr and str(sdir) in r.stderr and "link-prediction" in r.stderr, r.stderr
+    assert "train.pt" in r.stderr and "split not imported" in r.stderr
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["splits"] == {}
+    rep = flashgnn.build(root, tmp_path / "out2", progress=False)
+    assert any("link-prediction" in n for n in rep["notes"]), rep

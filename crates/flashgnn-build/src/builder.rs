@@ -58,6 +58,9 @@ pub struct BuildReport {
     pub nan_replaced: u64,
     /// Temporaries of killed runs removed before this build.
     pub removed_stale: Vec<String>,
+    /// What the input held that was not imported, and why (e.g. an OGB
+    /// link-prediction split), for the user to read: never silent.
+    pub notes: Vec<String>,
 }
 
 /// Removes the temporary directory unless disarmed (errors, panics, Ctrl-C).
@@ -193,6 +196,7 @@ fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<Bu
         )));
     }
     let mut inputs = open_inputs(opts)?;
+    let notes = std::mem::take(&mut inputs.notes);
     let declared = declared_nodes(opts, &inputs)?;
     if inputs.format == "ogb" && declared.is_none() {
         return Err(BuildError::config(format!(
@@ -291,7 +295,7 @@ fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<Bu
             side_work(&side_params, edge_result.num_nodes, f, l, s)?
         }
     };
-    finish_build(
+    let mut report = finish_build(
         tmp,
         opts,
         progress,
@@ -303,7 +307,9 @@ fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<Bu
         feat_dtype,
         fmt_name,
         edges.as_ref(),
-    )
+    )?;
+    report.notes = notes;
+    Ok(report)
 }
 
 struct SideParams<'a> {
@@ -1139,6 +1145,7 @@ fn finish_build(
         skipped_examples: examples,
         nan_replaced: side.nan_replaced,
         removed_stale: Vec::new(),
+        notes: Vec::new(),
     })
 }
 

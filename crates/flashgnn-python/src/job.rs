@@ -195,6 +195,7 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
             "skipped_examples": r.skipped_examples,
             "nan_replaced": r.nan_replaced,
             "removed_stale": r.removed_stale,
+            "notes": r.notes,
         })
         .to_string())
     }))

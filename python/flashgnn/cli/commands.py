@@ -54,6 +54,8 @@ def cmd_build(a) -> int:
         print(f"skipped {rep['skipped_lines']:,} malformed lines; first examples:", file=sys.stderr)
         for ex in rep["skipped_examples"]:
             print(f"  {ex}", file=sys.stderr)
+    for note in rep.get("notes", ()):
+        print(f"note: {note}", file=sys.stderr)
     if rep["nan_replaced"]:
         print(f"replaced {rep['nan_replaced']:,} non-finite feature values with 0", file=sys.stderr)
     merged = b.get("reverse_duplicates_removed", 0)

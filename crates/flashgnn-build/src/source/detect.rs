@@ -131,6 +131,7 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
             features: opts.features.as_deref().map(side_features).transpose()?,
             labels: opts.labels.as_deref().map(side_labels).transpose()?,
             splits: Vec::new(),
+            notes: Vec::new(),
         }),
         InputFormat::Npy => {
             let edges = NpyEdges::open(
@@ -165,6 +166,7 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
                 features,
                 labels,
                 splits,
+                notes: Vec::new(),
             })
         }
         InputFormat::Igb => {
@@ -200,6 +202,7 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
                 features: Some(Box::new(features)),
                 labels,
                 splits: Vec::new(),
+                notes: Vec::new(),
             })
         }
         InputFormat::Ogb => {
@@ -237,6 +240,7 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
                 None => None,
             };
             let mut splits: Vec<(String, Box<dyn ValueSource>)> = Vec::new();
+            let mut notes = Vec::new();
             let split_root = p.join("split");
             if split_root.is_dir() {
                 let name = match &opts.ogb_split {
@@ -272,12 +276,39 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
                             splits.push((ours.to_string(), Box::new(TextValues::open(&f)?) as Box<dyn ValueSource>));
                         }
                     }
+                    if splits.is_empty() {
+                        notes.push(unimported_split_note(&split_root.join(&name)));
+                    }
                 }
             }
-            Ok(Inputs { format: "ogb".into(), edges: Box::new(edges), num_nodes, features, labels, splits })
+            Ok(Inputs { format: "ogb".into(), edges: Box::new(edges), num_nodes, features, labels, splits, notes })
         }
         InputFormat::Auto => unreachable!("detect_format resolves Auto"),
     }
+}
+
+/// Why an OGB split directory without `{train,valid,test}.csv[.gz]` node
+/// lists was not imported. OGB's link-prediction splits (`ogbl-*`) hold
+/// torch-pickled edge tensors (`*.pt`: positive and negative edges), which
+/// are not node sets and which flashgnn does not unpickle (a pickle runs
+/// code); the user keeps them for their own evaluation.
+fn unimported_split_note(dir: &Path) -> String {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.sort();
+    let pt = names.iter().any(|n| n.ends_with(".pt"));
+    let why = if pt {
+        "it looks like an OGB link-prediction split (edge tensors in .pt files, not node lists); flashgnn imports \
+         node-property splits only, and never unpickles .pt files"
+    } else {
+        "it has no train/valid/test.csv.gz node lists"
+    };
+    format!(
+        "{}: split not imported ({} entries: {names:?}): {why}; the dataset has no splits",
+        dir.display(),
+        names.len()
+    )
 }
 
 fn optional_values(path: &Path, what: &str) -> Result<Option<Box<dyn ValueSource>>> {

@@ -69,6 +69,8 @@ pub struct Inputs {
     pub features: Option<Box<dyn RowSource>>,
     pub labels: Option<Box<dyn ValueSource>>,
     pub splits: Vec<(String, Box<dyn ValueSource>)>,
+    /// Parts of the input found but not imported, with the reason.
+    pub notes: Vec<String>,
 }
 
 /// Check one edge endpoint read as a wide integer.
