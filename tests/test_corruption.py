@@ -678,6 +678,10 @@ def generate_mut_cases(pr: Pristine) -> list[Case]:
     add("mut-is-an-empty-file", ("mut",), (), replace_mut_with_file(b""))
     add("CURRENT-is-a-dir", ("CURRENT",), (), replace_with_dir("mut/CURRENT"))
     add("wal-is-a-dir", (f"wal-{gen}.log",), (), replace_with_dir(wal))
+    # Files CURRENT requires, deleted: corruption naming them (not a bare FileNotFoundError).
+    add("wal-missing", (f"wal-{gen}.log",), (), _delete(wal))
+    if (pr.path / free).exists():
+        add("free-missing", (f"free-{gen}.bin",), (), _delete(free))
     return cases
 
 

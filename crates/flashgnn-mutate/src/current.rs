@@ -120,6 +120,21 @@ pub fn regular_file(path: &Path) -> Result<bool> {
     }
 }
 
+/// Like [`regular_file`] for a file that `mut/CURRENT` requires (the current
+/// generation's log or free list): missing is corruption, naming it (the
+/// acknowledged batches it held are gone), not a plain "file not found".
+pub fn required_file(path: &Path, what: &str) -> Result<()> {
+    if regular_file(path)? {
+        return Ok(());
+    }
+    // Offset 0, as for a file of the wrong kind: the whole file is what is at fault.
+    Err(crate::corrupt(
+        &path.display().to_string(),
+        0,
+        format!("missing, but mut/CURRENT names it ({what}): the store cannot be read without it"),
+    ))
+}
+
 /// Read `mut/CURRENT`; None when it does not exist.
 pub fn read_current(root: &Path) -> Result<Option<Current>> {
     let path = mut_dir(root).join(CURRENT_FILE);
@@ -191,7 +206,7 @@ pub fn write_free(path: &Path, ids: &[u64]) -> Result<()> {
 }
 
 pub fn read_free(path: &Path) -> Result<Vec<u64>> {
-    regular_file(path)?;
+    required_file(path, "the current generation's free-id list")?;
     let b = flashgnn_io::read_regular(path)?;
     let name = path.display().to_string();
     let bad = |off: usize, m: String| crate::corrupt(&name, off as u64, m);

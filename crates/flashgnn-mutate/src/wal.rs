@@ -556,7 +556,7 @@ fn torn_or_corrupt(
 
 /// Read a whole log file.
 pub fn read_log(path: &Path) -> Result<Vec<u8>> {
-    crate::current::regular_file(path)?;
+    crate::current::required_file(path, "the current generation's write-ahead log")?;
     flashgnn_io::read_regular(path).map_err(MutError::Io)
 }
 
