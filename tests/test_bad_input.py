@@ -1296,6 +1296,25 @@ def test_force_never_replaces_its_own_input(tmp_path, publish_env, case):
     flashgnn.verify(ds, progress=False)
 
 
+@pytest.mark.parametrize("command", ["build", "presample"])
+@pytest.mark.parametrize("suffix", [".", "/.", "/..", "/./"])
+def test_output_path_without_a_name_refused_before_work(tmp_path, publish_env, command, suffix):
+    """An OUT ending in '.' or '..' (`build raw . --force` inside a dataset, `ds/.`) cannot be renamed onto:
+    refused before any work, naming it, instead of failing with EBUSY after the whole build."""
+    ds0, _ = publish_env
+    ds = tmp_path / "ds"
+    shutil.copytree(ds0, ds)
+    out = "." if suffix == "." else f"{ds}{suffix}"
+    args = {"build": ["build", ds0.parent / "raw", out, "--symmetrize"],
+            "presample": ["presample", ds0, out, "--fanout", "2"]}[command]
+    before = sorted(os.listdir(ds))
+    r = subprocess.run(cli_cmd(*args, "--force"), capture_output=True, text=True, env=cli_env(), timeout=120, cwd=ds)
+    record(f"nameless-out:{command}:{suffix}", r.returncode == 2)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert_error(r, "must end in a directory name")
+    assert "built" not in r.stdout and sorted(os.listdir(ds)) == before
+
+
 def test_compact_refuses_foreign_leftover_generation(tmp_path):
     """A user's directory where compaction would publish the next generation (mut/gen-N) is refused by name
     and left intact; the store keeps working."""

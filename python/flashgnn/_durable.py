@@ -158,7 +158,11 @@ def check_output(out: str | os.PathLike, force: bool, inputs=()) -> None:
     ``inputs`` (paths the command reads: its dataset, a checkpoint) must survive the publication: ``out`` may be
     neither one of them nor a directory holding one (compared after resolving links and ``..``), as the Rust
     ``flashgnn_io::check_not_input``."""
+    raw = os.fspath(out)
     out = Path(out)
+    if out.name in ("", ".", "..") or raw.rstrip("/").endswith("/.") or raw.rstrip("/") in (".", ""):
+        raise FileExistsError(f"{raw}: the output path must end in a directory name (not '.', '..' or '/'): it is "
+                              "published by renaming a new directory onto it")
     if os.path.lexists(out):
         o = os.path.realpath(out)
         for inp in inputs:

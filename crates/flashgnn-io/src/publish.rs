@@ -107,6 +107,17 @@ fn refuse(out: &Path, why: String) -> IoError {
 /// a symbolic link, a FIFO, a device, a directory of other files — is refused
 /// by name and never moved or removed.
 pub fn check_output(out: &Path, force: bool) -> Result<(), IoError> {
+    // The output is published by renaming a sibling temporary onto it: its
+    // last component must be a name (not `.`, `..` or the root), or the swap
+    // fails only after all the work (EBUSY).
+    let last = out.as_os_str().as_encoded_bytes();
+    let trimmed = last.strip_suffix(b"/").unwrap_or(last);
+    if out.file_name().is_none() || trimmed.ends_with(b"/.") || trimmed == b"." {
+        return Err(refuse(
+            out,
+            "the output path must end in a directory name (not '.', '..' or '/'): it is published by renaming a new directory onto it".into(),
+        ));
+    }
     let meta = match std::fs::symlink_metadata(out) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(IoError::new("stat", out, None, e)),
@@ -327,6 +338,11 @@ mod tests {
         assert!(publish_dir(&tmp, &file).is_err());
         assert_eq!(std::fs::read(&file).unwrap(), b"mine");
         assert!(check_output(&d.path().join("absent"), false).is_ok());
+        for p in [".", "..", "/", "x/.", "x/..", "x/./"] {
+            let e = check_output(Path::new(p), true).unwrap_err().to_string();
+            assert!(e.contains("must end in a directory name"), "{p}: {e}");
+        }
+        assert!(check_output(&d.path().join("absent/"), false).is_ok());
     }
 
     #[test]
