@@ -1112,6 +1112,31 @@ def test_labels_beyond_declared_num_classes_refused_at_build(tmp_path, tiny):
     assert m["labels"]["num_classes"] == 5
 
 
+@pytest.mark.parametrize("nc", [0, -1, 2**31, 10**11])
+def test_num_classes_out_of_range_refused(tmp_path, tiny, nc):
+    """--num-classes must be a class count labels can use, [1, 2^31 - 1]: 10^11 used to be recorded, and
+    train then asked for a 51 TB classifier; 0 and negatives named the option's type, not the bound."""
+    inp = write_npy_dir(tmp_path / "in", tiny.edges, tiny.features, tiny.labels)
+    cli_fails_cleanly(f"num-classes:{nc}", "build", inp, tmp_path / "out", f"--num-classes={nc}",
+                      fragments=(f"--num-classes {nc}", "[1, 2147483647]"))
+    assert_nothing_published(tmp_path / "out")
+
+
+def test_manifest_num_classes_beyond_label_range_refused(tmp_path, tiny):
+    """A manifest (checksum consistent) declaring more classes than 32-bit labels can name: refused at open."""
+    from flashgnn import _core
+
+    inp = write_npy_dir(tmp_path / "in", tiny.edges, tiny.features, tiny.labels)
+    out = tmp_path / "ds"
+    build(inp, out)
+    man = json.loads((out / "manifest.json").read_text())
+    man["labels"]["num_classes"] = 10**11
+    (out / "manifest.json").write_text(_core.seal_manifest(json.dumps(man, indent=2)))
+    with pytest.raises(flashgnn.CorruptDatasetError) as e:
+        flashgnn.open(out)
+    assert_error(e, "manifest.json", "labels.num_classes = 100000000000", "2147483647")
+
+
 def test_igb_labels_beyond_declared_classes_refused(tmp_path, tiny):
     """IGB's node_label_19.npy declares 19 classes: a label 25 is refused with file, row, value and bound."""
     lab = tiny.labels.copy()

@@ -84,6 +84,12 @@ pub fn build(opts: &BuildOptions, progress: &Progress) -> Result<BuildReport> {
     check_output(out, opts.force)?;
     check_not_input(out, &[opts.input.as_path()])?;
     let stale = report_stale_tmps(out);
+    if let Some(c) = opts.num_classes.filter(|c| !(1..=flashgnn_format::manifest::MAX_NUM_CLASSES).contains(c)) {
+        return Err(BuildError::config(format!(
+            "--num-classes {c} must be in [1, {}] (class ids are 32-bit labels in [0, num_classes))",
+            flashgnn_format::manifest::MAX_NUM_CLASSES
+        )));
+    }
     if opts.dataset_id == Some(0) {
         return Err(BuildError::config("dataset id 0 is reserved (never written); pass a non-zero id"));
     }

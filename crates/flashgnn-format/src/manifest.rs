@@ -21,6 +21,10 @@ pub const OVERFLOW_FILE: &str = "overflow.fg";
 pub const FEATURES_FILE: &str = "features.fg";
 pub const FEATURE_CRC_FILE: &str = "feature_crc.npy";
 pub const LABELS_FILE: &str = "labels.npy";
+/// The most classes a dataset may declare: class ids are `i32` (labels are
+/// in `[0, 2^31 - 1)`), so a count above `2^31 - 1` names classes no label can
+/// hold (and a classifier of that width cannot be allocated).
+pub const MAX_NUM_CLASSES: u64 = i32::MAX as u64;
 pub const NODE_ORDER_FILE: &str = "node_order.npy";
 pub const NODE_INDEX_FILE: &str = "node_index.npy";
 
@@ -325,6 +329,12 @@ impl Manifest {
                     ));
                 }
             }
+        }
+        if let Some(l) = self.labels.as_ref().filter(|l| l.num_classes > MAX_NUM_CLASSES) {
+            return Err(FormatError::invalid(
+                path,
+                format!("labels.num_classes = {}: out of bounds (must be <= {MAX_NUM_CLASSES})", l.num_classes),
+            ));
         }
         if self.labels.is_some() != self.files.contains_key(LABELS_FILE) {
             return Err(FormatError::invalid(

@@ -44,6 +44,9 @@ def cmd_build(a) -> int:
     }
     if opts["num_classes"] is None:
         del opts["num_classes"]
+    elif opts["num_classes"] < 1:
+        raise flashgnn.InputError(f"--num-classes {opts['num_classes']} must be in [1, 2147483647] (class ids are "
+                                  "32-bit labels in [0, num_classes))")
     rep = flashgnn.build(a.input, a.out, progress=not a.json, **opts)
     if a.json:
         _print_json(rep)
