@@ -1088,3 +1088,25 @@ def test_full_corruption_suite(pristine, all_cases, tmp_path_factory, suite_repo
     for kind in ("neighbors", "features"):
         problems += [f"{c.id}: silently wrong {kind}" for c in all_cases if silent_wrong(c, results[c.id], kind)]
     _fail_if(problems, "problems")
+
+
+@pytest.mark.parametrize("name, extra", [("labels.npy", 7), ("split_train.npy", 1), ("labels.npy", -8)])
+def test_side_file_length_error_says_what_is_wrong(tmp_path, name, extra):
+    """A side file longer than its npy header accounts for (checksums re-sealed) is named as having trailing
+    bytes at the offset where its data ends, not as 'truncated ... only N available' with N > needed."""
+    from conftest import generated_dataset
+
+    ds = generated_dataset(tmp_path, scale=6, edge_factor=2, dim=4, classes=3, seed=1)
+    data = (ds / name).read_bytes()
+    (ds / name).unlink()
+    (ds / name).write_bytes(data + b"\x00" * extra if extra > 0 else data[:extra])
+    _reseal(name)(ds)
+    with pytest.raises(flashgnn.CorruptDatasetError) as e:
+        flashgnn.open(ds).__getattribute__("labels" if name == "labels.npy" else "num_nodes")
+        flashgnn.verify(ds, progress=False)
+    msg = str(e.value)
+    assert name in msg, msg
+    if extra > 0:
+        assert f"{extra} trailing bytes at byte offset {len(data)}" in msg and "truncated" not in msg, msg
+    else:
+        assert f"truncated at byte offset {len(data) + extra}" in msg, msg

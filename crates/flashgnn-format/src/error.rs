@@ -84,6 +84,11 @@ impl fmt::Display for FormatError {
                 "{file}: format version {found} is not supported by this flashgnn (it reads versions {} to {supported}); rebuild the dataset or upgrade",
                 crate::FORMAT_VERSION_MIN
             ),
+            FormatError::Truncated { file, offset: _, needed, available } if available > needed => write!(
+                f,
+                "{file}: {} trailing bytes at byte offset {needed}: the file holds {available} bytes, {needed} expected",
+                available - needed
+            ),
             FormatError::Truncated { file, offset, needed, available } => write!(
                 f,
                 "{file}: truncated at byte offset {offset}: needed {needed} bytes, only {available} available"
