@@ -293,6 +293,35 @@ def test_update_graph_needs_a_matching_commit_chunk(server):
         assert c.stats()["rejected"]["uncommitted"] == len(cases) - 1  # all but the chunk after the commit
 
 
+@pytest.mark.parametrize("labels, want", [
+    ([0] * (NEW_N - 1), f"UpdateGraph.labels: {NEW_N - 1} labels for {NEW_N} embedding rows"),
+    ([0, -5] + [0] * (NEW_N - 2), "UpdateGraph.labels[1]: -5 is not a class id"),
+    ([0, 0, 2**40] + [0] * (NEW_N - 3), f"UpdateGraph.labels[2]: {2**40} is not a class id"),
+])
+def test_update_graph_bad_labels_named_by_field(server, labels, want):
+    """Committed chunks whose labels are too few or not class ids: INVALID_ARGUMENT naming the request field
+    and the index (not an importer temporary under mut/), nothing applied."""
+    srv = server()
+    with Client(srv.address, token=TOKEN) as c:
+        before = snapshot(c)
+        stub = pb_grpc.FlashGNNStub(c._channel)
+        data = new_graph_chunks()
+        k = 0
+        for ch in data:
+            n = ch.embeddings.shape[0]
+            del ch.labels[:]
+            ch.labels.extend(labels[k:k + n] if ch is not data[-1] else labels[k:])
+            k += n
+        with pytest.raises(grpc.RpcError) as ei:
+            stub.UpdateGraph(iter(data + [pb.UpdateGraphChunk(commit=_commit_for(data))]), metadata=AUTH,
+                             timeout=SAFETY_S)
+        ok = ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT and want in ei.value.details()
+        _case(ok and snapshot(c) == before)
+        assert ok, (ei.value.code(), ei.value.details())
+        assert ".input" not in ei.value.details()
+        assert snapshot(c) == before
+
+
 # ---------------------------------------------------------------------------
 # item 2: calls that never send their message
 

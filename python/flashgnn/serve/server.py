@@ -675,6 +675,15 @@ class Service(pb_grpc.FlashGNNServicer):
                 if bad.size:
                     i = int(bad[0])
                     raise invalid(f"UpdateGraph.{name}[{i}]: {int(a[i])} " + ("< 0" if a[i] < 0 else f">= {rows} (the embedding rows)"))
+            if labels is not None:
+                if len(labels) != rows:
+                    raise invalid(f"UpdateGraph.labels: {len(labels)} labels for {rows} embedding rows (one per node, "
+                                  "-1 for unlabeled)")
+                bad = np.flatnonzero((labels < -1) | (labels >= 2**31 - 1))
+                if bad.size:
+                    i = int(bad[0])
+                    raise invalid(f"UpdateGraph.labels[{i}]: {int(labels[i])} is not a class id (an integer in "
+                                  f"[0, {2**31 - 1}), or -1 for unlabeled)")
             call.check()  # nothing is applied once the deadline or the client is gone
             report = self.graph.update_graph(s, d, e, labels=labels, progress=False)
             return pb.UpdateGraphReply(
