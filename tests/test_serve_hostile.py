@@ -190,7 +190,13 @@ def test_update_graph_client_cancel_after_a_few_chunks_applies_nothing(server):
 
             fut = stub.UpdateGraph.future(chunks(), metadata=AUTH, timeout=SAFETY_S)
             assert sent.wait(SAFETY_S)
-            time.sleep(0.05)  # the three chunks reach the server (not a timing assertion)
+            # Cancel only once the server holds the call (admitted: in flight), or under load the cancel can
+            # overtake the call and the server never sees it. Then give the chunks a moment (not an assertion).
+            t_end = time.monotonic() + SAFETY_S
+            while c.stats()["in_flight"] < 1:
+                assert time.monotonic() < t_end, "the server never admitted the UpdateGraph call"
+                time.sleep(0.01)
+            time.sleep(0.05)
             fut.cancel()
             release.set()
             assert fut.cancelled() or fut.exception(timeout=SAFETY_S) is not None
