@@ -133,6 +133,28 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--seed", type=int, default=0)
     be.add_argument("--json", action="store_true")
 
+    tr = sub.add_parser("trace", help="record every read the sampling engine issues (docs/trace.md)")
+    tr.add_argument("dataset")
+    tr.add_argument("out", help="trace file to write")
+    tr.add_argument("--fanout", default="25,10")
+    tr.add_argument("--batch-size", type=int, default=1024)
+    tr.add_argument("--batches", type=int, default=10)
+    tr.add_argument("--engine", default="uring", help="uring|pread|pread-pool|mmap|memory (timings are the engine's)")
+    tr.add_argument("--depth", type=int, default=256)
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--force", action="store_true", help="replace an existing trace file")
+    tr.add_argument("--json", action="store_true")
+
+    sm = sub.add_parser("simulate", help="replay a trace through the SSD design simulator (docs/simulator.md)")
+    sm.add_argument("trace")
+    sm.add_argument("--config", required=True, help="TOML SSD config (configs/ssd/*.toml)")
+    sm.add_argument("--design", default="all", help="host|host-barrier|smartsage|bg-1|bg-dg|bg-sp|bg-dgsp|bg-2|all "
+                                                   "(comma list ok)")
+    sm.add_argument("--sweep", help="PARAM=V1,V2,... (channels, dies, packages, page_size, bus_mts, cores, tr, "
+                                    "queue_depth, or a dotted config field)")
+    sm.add_argument("--no-timing", action="store_true", help="leave the wall-clock speed out (byte-identical output)")
+    sm.add_argument("--json", action="store_true")
+
     st = sub.add_parser("stripe", help="spread a dataset's data files over several directories/devices")
     st.add_argument("dataset")
     st.add_argument("dirs", nargs="+", help="one directory per device")

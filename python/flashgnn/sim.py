@@ -1,0 +1,107 @@
+"""Trace capture (docs/trace.md) and the SSD design simulator (docs/simulator.md).
+
+``record_trace`` samples batches with capture on and streams every read to a
+trace file; ``simulate`` replays a trace under a TOML config and designs
+(the model itself is Rust: ``crates/flashgnn-sim``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+
+from flashgnn import _core
+
+DESIGNS = ["host", "host-barrier", "smartsage", "bg-1", "bg-dg", "bg-sp", "bg-dgsp", "bg-2"]
+
+
+def record_trace(dataset: str, out: str, fanouts: list[int], batch_size: int, batches: int, *, engine: str = "uring",
+                 depth: int = 256, seed: int = 0, progress: bool = True) -> dict:
+    """Sample ``batches`` batches of ``batch_size`` seeds (a seeded permutation of the
+    train split, else of all nodes) and write their reads to ``out``. Returns a summary."""
+    from tqdm.auto import tqdm
+
+    from flashgnn.dataset import Dataset
+
+    if batch_size < 1 or batches < 1:
+        raise ValueError(f"--batch-size {batch_size} and --batches {batches} must both be >= 1")
+    ds = Dataset(dataset)
+    rng = np.random.default_rng(seed)
+    pool = ds.split("train") if "train" in ds.split_names else np.arange(ds.num_nodes)
+    order = rng.permutation(pool)
+    while len(order) < batches * batch_size:
+        order = np.concatenate([order, rng.permutation(pool)])
+    params = {"dataset": os.path.abspath(dataset), "fanouts": list(fanouts), "batch_size": batch_size,
+              "batches": batches, "engine": engine, "depth": depth, "seed": seed,
+              "num_nodes": int(ds.num_nodes)}
+    rec = _core.TraceRecorder(dataset, out, list(fanouts), json.dumps(params, sort_keys=True), engine=engine, depth=depth)
+    reads = nbytes = nodes = 0
+    t0 = time.perf_counter()
+    bar = tqdm(total=batches, desc="trace", unit="batch", disable=not progress, dynamic_ncols=True)
+    try:
+        for b in range(batches):
+            seeds = np.ascontiguousarray(order[b * batch_size:(b + 1) * batch_size], dtype=np.int64)
+            n, by, nn = rec.batch(seeds, seed * 1_000_003 + b)
+            reads += n
+            nbytes += by
+            nodes += nn
+            bar.update(1)
+    finally:
+        bar.close()
+    records, nb = rec.finish()
+    secs = time.perf_counter() - t0
+    return {"out": out, "records": records, "batches": nb, "bytes_read": nbytes, "sampled_nodes": nodes,
+            "seconds": secs, "trace_bytes": os.path.getsize(out), "engine": engine}
+
+
+def parse_sweep(text: str | None) -> tuple[str, list[str]] | None:
+    if not text:
+        return None
+    if "=" not in text:
+        raise ValueError(f"--sweep {text!r}: expected PARAM=V1,V2,... (e.g. channels=4,8,16,32)")
+    k, v = text.split("=", 1)
+    vals = [x.strip() for x in v.split(",") if x.strip()]
+    if not vals:
+        raise ValueError(f"--sweep {text!r}: no values after '='")
+    return k.strip(), vals
+
+
+def simulate(trace: str, config: str, designs: list[str] | str = "all", sweep: str | None = None,
+             timing: bool = True) -> dict:
+    """Replay ``trace`` under ``config`` (TOML) for ``designs``; returns the report."""
+    if isinstance(designs, str):
+        designs = designs.split(",")
+    return json.loads(_core.simulate(trace, config, list(designs), parse_sweep(sweep), [], timing))
+
+
+_CATS = ["host", "pcie", "controller", "wait_before_flash", "flash", "wait_after_flash", "barrier"]
+_ENERGY = ["flash_reads_j", "channel_j", "ssd_dram_j", "controller_j", "pcie_j", "host_dram_j", "host_cpu_j",
+           "die_sampler_j"]
+
+
+def format_report(r: dict) -> str:
+    lines = [f"trace {r['trace']} (dataset {r['dataset_id']}), config {r['config']}, seed {r['seed']}"]
+    for run in r["runs"]:
+        if r.get("sweep"):
+            lines.append(f"\n{r['sweep']} = {run['value']}")
+        lines.append(f"{'design':<13}{'batch/s':>9}{'targets/s':>11}{'lat ms':>8}  "
+                     + "".join(f"{c[:9]:>10}" for c in _CATS) + f"{'QD':>7}{'ch':>6}{'dies':>7}")
+        for d in run["results"]:
+            lines.append(f"{d['design']:<13}{d['batches_per_s']:>9.1f}{d['targets_per_s']:>11.0f}"
+                         f"{d['batch_latency_s'] * 1e3:>8.3f}  "
+                         + "".join(f"{d['breakdown_s'][c] * 1e3:>10.3f}" for c in _CATS)
+                         + f"{d['mean_queue_depth']:>7.1f}{d['mean_active_channels']:>6.1f}{d['mean_active_dies']:>7.1f}")
+        lines.append("energy per batch (mJ):")
+        lines.append(f"{'design':<13}{'total':>9}" + "".join(f"{e[:-2]:>12}" for e in _ENERGY))
+        for d in run["results"]:
+            en = d["energy_per_batch_j"]
+            lines.append(f"{d['design']:<13}{d['energy_per_batch_total_j'] * 1e3:>9.3f}"
+                         + "".join(f"{en[e] * 1e3:>12.4f}" for e in _ENERGY))
+    if r.get("speed"):
+        s = r["speed"]
+        lines.append(f"simulated {s['flash_commands']} flash commands in {s['wall_seconds']:.2f} s "
+                     f"({s['commands_per_s'] / 1e6:.2f} M commands/s)")
+    return "\n".join(lines)
