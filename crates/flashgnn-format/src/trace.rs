@@ -38,7 +38,8 @@ pub const KIND_FEATURE_ROW: u8 = 2;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TraceRead {
     pub batch: u32,
-    /// Index of this read within its batch (0, 1, ... in issue order).
+    /// Index of this read within its batch (0, 1, ... in issue order; the
+    /// writer renumbers on write).
     pub index: u32,
     pub file: u8,
     pub kind: u8,

@@ -298,7 +298,8 @@ impl NeighborSampler {
     }
 
     /// The reads of the most recent batch (empty when capture is off),
-    /// in issue order; `batch` fields are 0 (the writer numbers batches).
+    /// in issue order (`index` = position); `batch` fields are 0 (the
+    /// writer numbers batches).
     pub fn take_trace(&mut self) -> Vec<TraceRead> {
         self.trace.as_mut().map(|t| std::mem::take(&mut t.reads)).unwrap_or_default()
     }
