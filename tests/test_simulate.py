@@ -61,3 +61,29 @@ def test_trace_then_simulate(tmp_path):
     assert p.returncode == 2 and "flash.channels = 0" in p.stderr and "[1, 1024]" in p.stderr, p.stderr
     p = run_cli("simulate", out, "--config", TABLE2, "--design", "nonesuch")
     assert p.returncode == 2 and "nonesuch" in p.stderr
+
+
+def test_fit_probe_gives_a_valid_config(tmp_path):
+    """The this-machine fit uses only the probe's two figures: tR from QD1 latency after the
+    fixed costs, parallel units from deep-queue IOPS by Little's law."""
+    import re
+
+    from flashgnn.sim import fit_probe
+
+    text = fit_probe(20000.0, 100000.0, 128, str(TABLE2))
+    vals = dict(re.findall(r"^(\w+) = ([0-9.]+)", text, re.M))
+    # 50 us QD1 latency: stack min(10 us, 15 us) = 10 us, fixed ~ 1 + 2 + 0.1 + 5.12 + 0.6 us.
+    assert 30000 < float(vals["read_ns"]) < 32000
+    units = int(vals["channels"]) * int(vals["dies"]) * int(vals["packages"])
+    assert units == -(-100000 * (float(vals["read_ns"]) + 100 + 5120) // 1e9)
+    assert vals["queue_depth"] == "128" and "this-machine" in text
+    # The fitted file is a config the simulator accepts.
+    from flashgnn import _core
+
+    cfg = tmp_path / "m.toml"
+    cfg.write_text(text)
+    ds = generated_dataset(tmp_path, scale=9, edge_factor=4, dim=8)
+    out = tmp_path / "t.fgt"
+    assert run_cli("trace", ds, out, "--fanout", "3,3", "--batch-size", "16", "--batches", "2").returncode == 0
+    r = json.loads(_core.simulate(str(out), str(cfg), ["host"], None, [], False))
+    assert r["config"] == "this-machine" and r["runs"][0]["results"][0]["reads_served"] > 0

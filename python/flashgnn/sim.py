@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -105,3 +106,67 @@ def format_report(r: dict) -> str:
         lines.append(f"simulated {s['flash_commands']} flash commands in {s['wall_seconds']:.2f} s "
                      f"({s['commands_per_s'] / 1e6:.2f} M commands/s)")
     return "\n".join(lines)
+
+
+def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str) -> str:
+    """A `this-machine` config from the device probe alone (docs/simulator.md, "Fitting
+    this-machine"): QD1 latency gives tR after the fixed host/controller costs of ``base``;
+    deep-queue IOPS give the parallel flash units by Little's law (units = IOPS x
+    per-read unit time); channels keep the base's count, dies per channel make up the units."""
+    import math
+    import tomllib
+
+    with open(base, "rb") as f:
+        b = tomllib.load(f)
+    h, c, fl = b["host"], b["controller"], b["flash"]
+    lat_ns = 1e9 / iops_qd1
+    ch_bytes_per_ns = fl["bus_mts"] * 1e6 * fl["bus_bits"] / 8 / 1e9
+    xfer_ns = fl["page_bytes"] / ch_bytes_per_ns
+    gen_gts = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0}.get(h["pcie_gen"], 64.0)
+    pcie_ns = fl["page_bytes"] / (gen_gts * (0.8 if h["pcie_gen"] <= 2 else 128 / 130) / 8 * h["pcie_lanes"]
+                                  * h["pcie_efficiency"])
+    fixed = h["nvme_command_ns"] + c["firmware_ns_per_command"] + fl["command_ns"] + xfer_ns + pcie_ns
+    stack = min(h["stack_ns"], 0.3 * lat_ns)
+    read_ns = max(lat_ns - stack - fixed, 1000.0)
+    unit_ns = read_ns + fl["command_ns"] + xfer_ns
+    units = max(1, math.ceil(iops_deep * unit_ns / 1e9))
+    ch = min(fl["channels"], units)
+    per_ch = max(1, math.ceil(units / ch))
+    text = open(base).read()
+    import re
+
+    def put(text, section, key, value):
+        lines, cur, n = text.split("\n"), None, 0
+        for i, line in enumerate(lines):
+            st = line.strip()
+            if st.startswith("[") and st.endswith("]"):
+                cur = st[1:-1]
+            elif cur == section and re.match(rf"{key}\s*=", st):
+                comment = "# fitted (see the header)"
+                lines[i] = f"{key} = {value}" + (f"   {comment}" if comment else "")
+                n += 1
+        if n != 1:
+            raise ValueError(f"{base}: no {section}.{key} to fit")
+        return "\n".join(lines)
+
+    text = re.sub(r'^name = .*$', 'name = "this-machine"', text, count=1, flags=re.M)
+    text = put(text, "host", "stack_ns", f"{stack:.1f}")
+    text = put(text, "host", "queue_depth", str(depth))
+    text = put(text, "flash", "read_ns", f"{read_ns:.1f}")
+    text = put(text, "flash", "channels", str(ch))
+    text = put(text, "flash", "packages", "1")
+    text = put(text, "flash", "dies", str(per_ch))
+    head = (f"# this-machine: fitted by `flashgnn fit-ssd` from the device probe alone (never from a trace).\n"
+            f"# probe: 4 KiB random reads, O_DIRECT: QD1 {iops_qd1:.0f} IOPS (latency {lat_ns / 1e3:.1f} us), "
+            f"QD{depth} {iops_deep:.0f} IOPS.\n"
+            f"# fit: host.stack_ns = min(base stack, 30% of QD1 latency); flash.read_ns = QD1 latency - stack - "
+            f"NVMe - firmware - command - channel and PCIe transfer of a page;\n"
+            f"# parallel units = ceil(deep IOPS x (tR + command + page transfer)) = {units}, as {ch} channels x "
+            f"{per_ch} dies (Little's law at saturation). Everything else: {Path(base).name}.\n")
+    return head + text
+
+
+def fit_this_machine(path: str, base: str, depth: int = 256, seconds: float = 2.0, engine: str = "uring") -> tuple[str, dict]:
+    iops1 = _core.probe_random_reads(path, 4096, 1, seconds, engine)
+    iopsn = _core.probe_random_reads(path, 4096, depth, seconds, engine)
+    return fit_probe(iops1, iopsn, depth, base), {"iops_qd1": iops1, "iops_deep": iopsn, "depth": depth}

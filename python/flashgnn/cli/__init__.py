@@ -155,6 +155,14 @@ def _parser() -> argparse.ArgumentParser:
     sm.add_argument("--no-timing", action="store_true", help="leave the wall-clock speed out (byte-identical output)")
     sm.add_argument("--json", action="store_true")
 
+    fs = sub.add_parser("fit-ssd", help="fit a `this-machine` simulator config from the device probe alone")
+    fs.add_argument("file", help="a large file on the device (e.g. a dataset's graph.fg); read with O_DIRECT")
+    fs.add_argument("out", help="TOML config to write")
+    fs.add_argument("--base", default=None, help="config supplying the unfitted parameters (default: beacongnn-table2)")
+    fs.add_argument("--depth", type=int, default=256)
+    fs.add_argument("--seconds", type=float, default=2.0)
+    fs.add_argument("--force", action="store_true")
+
     st = sub.add_parser("stripe", help="spread a dataset's data files over several directories/devices")
     st.add_argument("dataset")
     st.add_argument("dirs", nargs="+", help="one directory per device")
@@ -209,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     from flashgnn.cli import commands
 
     try:
-        return getattr(commands, f"cmd_{args.command}")(args)
+        return getattr(commands, "cmd_" + args.command.replace("-", "_"))(args)
     except (flashgnn.InputError, flashgnn.CorruptDatasetError, flashgnn.DatasetNotFoundError, IndexError) as e:
         print(f"flashgnn {args.command}: error: {e}", file=sys.stderr)
         return 2

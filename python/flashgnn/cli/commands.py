@@ -312,3 +312,19 @@ def cmd_simulate(a) -> int:
     else:
         print(format_report(r))
     return 0
+
+
+def cmd_fit_ssd(a) -> int:
+    import os
+    from pathlib import Path
+
+    from flashgnn.sim import fit_this_machine
+
+    if os.path.lexists(a.out) and not a.force:
+        raise FileExistsError(f"{a.out} exists (use --force to replace it)")
+    base = a.base or str(Path(__file__).resolve().parents[3] / "configs" / "ssd" / "beacongnn-table2.toml")
+    text, probe = fit_this_machine(a.file, base, a.depth, a.seconds)
+    with open(a.out, "w") as f:
+        f.write(text)
+    print(f"fitted {a.out}: QD1 {probe['iops_qd1']:.0f} IOPS, QD{a.depth} {probe['iops_deep']:.0f} IOPS")
+    return 0
