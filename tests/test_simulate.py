@@ -87,3 +87,17 @@ def test_fit_probe_gives_a_valid_config(tmp_path):
     assert run_cli("trace", ds, out, "--fanout", "3,3", "--batch-size", "16", "--batches", "2").returncode == 0
     r = json.loads(_core.simulate(str(out), str(cfg), ["host"], None, [], False))
     assert r["config"] == "this-machine" and r["runs"][0]["results"][0]["reads_served"] > 0
+
+
+def test_bench_trace_option(tmp_path):
+    ds = generated_dataset(tmp_path, scale=9, edge_factor=4, dim=8)
+    out = tmp_path / "b.fgt"
+    p = run_cli("bench", ds, "--engine", "uring", "--batches", "2", "--batch-size", "16", "--fanout", "3,2",
+                "--probe-seconds", "0.2", "--depth", "8", "--trace", out, "--json")
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    assert rep["trace"]["batches"] == 2 and rep["trace"]["records"] > 0 and out.exists()
+    r = json.loads(run_cli("simulate", out, "--config", TABLE2, "--design", "host", "--json").stdout)
+    assert r["trace_params"]["device_iops_qd1"] == rep["device_iops_qd1"]
+    assert r["runs"][0]["results"][0]["reads_served"] == rep["trace"]["records"]
+    assert r["speed"]["flash_commands"] > 0 and r["speed"]["commands_per_s"] > 0

@@ -20,7 +20,7 @@ DESIGNS = ["host", "host-barrier", "smartsage", "bg-1", "bg-dg", "bg-sp", "bg-dg
 
 
 def record_trace(dataset: str, out: str, fanouts: list[int], batch_size: int, batches: int, *, engine: str = "uring",
-                 depth: int = 256, seed: int = 0, progress: bool = True) -> dict:
+                 depth: int = 256, seed: int = 0, progress: bool = True, extra: dict | None = None) -> dict:
     """Sample ``batches`` batches of ``batch_size`` seeds (a seeded permutation of the
     train split, else of all nodes) and write their reads to ``out``. Returns a summary."""
     from tqdm.auto import tqdm
@@ -37,7 +37,7 @@ def record_trace(dataset: str, out: str, fanouts: list[int], batch_size: int, ba
         order = np.concatenate([order, rng.permutation(pool)])
     params = {"dataset": os.path.abspath(dataset), "fanouts": list(fanouts), "batch_size": batch_size,
               "batches": batches, "engine": engine, "depth": depth, "seed": seed,
-              "num_nodes": int(ds.num_nodes)}
+              "num_nodes": int(ds.num_nodes), **(extra or {})}
     rec = _core.TraceRecorder(dataset, out, list(fanouts), json.dumps(params, sort_keys=True), engine=engine, depth=depth)
     reads = nbytes = nodes = 0
     t0 = time.perf_counter()

@@ -130,6 +130,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="print the RDMA study's model of feature reuse between consecutive batches next to the "
                          "measured reuse (with --engine none: only that)")
     be.add_argument("--probe-seconds", type=float, default=2.0)
+    be.add_argument("--trace", metavar="OUT", help="also record a trace of the same batches (uring engine, a separate "
+                                                  "pass) for `flashgnn simulate`; the probe figures go into its header")
     be.add_argument("--seed", type=int, default=0)
     be.add_argument("--json", action="store_true")
 
