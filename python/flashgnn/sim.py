@@ -101,6 +101,12 @@ def format_report(r: dict) -> str:
             en = d["energy_per_batch_j"]
             lines.append(f"{d['design']:<13}{d['energy_per_batch_total_j'] * 1e3:>9.3f}"
                          + "".join(f"{en[e] * 1e3:>12.4f}" for e in _ENERGY))
+        lines.append("reads in flight (share of simulated time; buckets by lower bound):")
+        los = run["results"][0]["queue_depth_hist_lo"] if run["results"] else []
+        used = [i for i in range(len(los)) if any(d["queue_depth_hist"][i] >= 0.005 for d in run["results"])]
+        lines.append(f"{'design':<13}" + "".join(f"{'>=' + str(los[i]):>8}" for i in used))
+        for d in run["results"]:
+            lines.append(f"{d['design']:<13}" + "".join(f"{d['queue_depth_hist'][i]:>8.1%}" for i in used))
     if r.get("speed"):
         s = r["speed"]
         lines.append(f"simulated {s['flash_commands']} flash commands in {s['wall_seconds']:.2f} s "

@@ -831,6 +831,10 @@ impl NeighborSampler {
                     Ready::Slot(i, data) => self.on_slot(i, &data, false, seed)?,
                 }
             }
+            if let Some(t) = self.trace.as_mut() {
+                // Reads queued outside a completion (a redraw in `fix_levels`) have no cause.
+                t.cause = NO_DEP;
+            }
         }
     }
 

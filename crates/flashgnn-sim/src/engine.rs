@@ -157,6 +157,26 @@ pub struct DesignResult {
     pub energy_per_batch_j: Energy,
     pub energy_per_batch_total_j: f64,
     pub queues: std::collections::BTreeMap<String, QueueStats>,
+    /// Share of simulated time with N reads in flight, N in buckets 0, 1,
+    /// 2-3, 4-7, ..., 2^15 and more (`queue_depth_hist_lo` gives each
+    /// bucket's lower bound).
+    pub queue_depth_hist: Vec<f64>,
+    pub queue_depth_hist_lo: Vec<u64>,
+    /// Samples over simulated time (at most [`TIMELINE_MAX`], evenly spaced
+    /// after decimation): reads in flight, busy channels, busy dies.
+    pub timeline: Timeline,
+}
+
+/// Points kept in a design's timeline.
+pub const TIMELINE_MAX: usize = 1024;
+const QD_BUCKETS: usize = 17;
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Timeline {
+    pub t_s: Vec<f64>,
+    pub reads_in_flight: Vec<u32>,
+    pub active_channels: Vec<u32>,
+    pub active_dies: Vec<u32>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -240,6 +260,10 @@ pub struct Engine<'a> {
     inflight: u64,
     inflight_area: u128,
     inflight_last: u64,
+    qd_hist: [u128; QD_BUCKETS],
+    timeline: Timeline,
+    sample_every: u64,
+    next_sample: u64,
     batches: u64,
     targets: u64,
     nreads: u64,
@@ -321,6 +345,10 @@ impl<'a> Engine<'a> {
             inflight: 0,
             inflight_area: 0,
             inflight_last: 0,
+            qd_hist: [0; QD_BUCKETS],
+            timeline: Timeline::default(),
+            sample_every: 1_000_000, // 1 us, doubled whenever the timeline fills
+            next_sample: 0,
             batches: 0,
             targets: 0,
             nreads: 0,
@@ -352,7 +380,10 @@ impl<'a> Engine<'a> {
     }
 
     fn inflight_delta(&mut self, up: bool) {
-        self.inflight_area += (self.now - self.inflight_last) as u128 * self.inflight as u128;
+        let dt = (self.now - self.inflight_last) as u128;
+        let b = if self.inflight == 0 { 0 } else { (64 - self.inflight.leading_zeros() as usize).min(QD_BUCKETS - 1) };
+        self.qd_hist[b] += dt;
+        self.inflight_area += dt * self.inflight as u128;
         self.inflight_last = self.now;
         if up {
             self.inflight += 1;
@@ -422,6 +453,9 @@ impl<'a> Engine<'a> {
             }
         }
         while let Some(Reverse((t, _, kind, read, page))) = self.heap.pop() {
+            if t >= self.next_sample {
+                self.sample(t);
+            }
             self.now = t;
             self.handle(kind, read, page);
         }
@@ -476,6 +510,32 @@ impl<'a> Engine<'a> {
         self.nreads += n as u64;
         let flops = if self.d.compute_in_ssd { self.cfg.compute.ssd_flops } else { self.cfg.compute.host_flops };
         self.compute_s += nodes as f64 * self.cfg.compute.flops_per_node / flops;
+    }
+
+    /// Record the state just before `t` (and every sample point up to it).
+    fn sample(&mut self, t: u64) {
+        let busy = |rs: &[Res]| rs.iter().map(|r| r.busy).sum::<u32>();
+        let ch = busy(&self.res[R_FIXED..R_FIXED + self.n_ch as usize]);
+        let dies = busy(&self.res[R_FIXED + self.n_ch as usize..]);
+        while self.next_sample <= t {
+            let tl = &mut self.timeline;
+            tl.t_s.push(self.next_sample as f64 / 1e12);
+            tl.reads_in_flight.push(self.inflight as u32);
+            tl.active_channels.push(ch);
+            tl.active_dies.push(dies);
+            self.next_sample += self.sample_every;
+            if tl.t_s.len() >= TIMELINE_MAX {
+                // Keep every other point; sample half as often from now on.
+                for v in [&mut tl.reads_in_flight, &mut tl.active_channels, &mut tl.active_dies] {
+                    let kept: Vec<u32> = v.iter().step_by(2).copied().collect();
+                    *v = kept;
+                }
+                tl.t_s = tl.t_s.iter().step_by(2).copied().collect();
+                self.sample_every *= 2;
+                // Points sit at k * sample_every from time 0.
+                self.next_sample = tl.t_s.len() as u64 * self.sample_every;
+            }
+        }
     }
 
     fn advance_gate(&mut self) {
@@ -822,8 +882,8 @@ impl<'a> Engine<'a> {
         for r in self.res.iter_mut() {
             r.tick(now);
         }
-        self.inflight_area += (now - self.inflight_last) as u128 * self.inflight as u128;
-        self.inflight_last = now;
+        self.inflight_delta(true);
+        self.inflight -= 1; // close the integrals at `now` without changing the count
         let secs = now as f64 / 1e12;
         let b = self.batches.max(1) as f64;
         let t = secs.max(1e-300);
@@ -899,6 +959,9 @@ impl<'a> Engine<'a> {
             energy_per_batch_total_j: en.total(),
             energy_per_batch_j: en,
             queues,
+            queue_depth_hist: self.qd_hist.iter().map(|&x| x as f64 / now.max(1) as f64).collect(),
+            queue_depth_hist_lo: (0..QD_BUCKETS).map(|b| if b == 0 { 0 } else { 1u64 << (b - 1) }).collect(),
+            timeline: self.timeline.clone(),
         }
     }
 }

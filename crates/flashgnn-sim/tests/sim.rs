@@ -94,6 +94,15 @@ fn every_read_served_once_by_every_design() {
         assert_eq!(r.flash_commands, pages, "{}: one flash read per page an extent spans", des.name);
         assert_eq!(r.batches, 3);
         assert!(r.batches_per_s > 0.0);
+        // Queue-depth histogram: shares of time summing to 1; the timeline
+        // is bounded, ordered, and never shows more busy units than exist.
+        let h: f64 = r.queue_depth_hist.iter().sum();
+        assert!((h - 1.0).abs() < 1e-9, "{}: histogram sums to {h}", des.name);
+        let tl = &r.timeline;
+        assert!(tl.t_s.len() > 10 && tl.t_s.len() <= flashgnn_sim::engine::TIMELINE_MAX, "{}: {} points", des.name, tl.t_s.len());
+        assert!(tl.t_s.windows(2).all(|w| w[0] < w[1]));
+        assert!(tl.active_channels.iter().all(|&c| c <= 16) && tl.active_dies.iter().all(|&x| x <= 128));
+        assert!(tl.active_dies.iter().any(|&x| x > 0));
         // The critical-path breakdown accounts for the whole batch latency.
         let sum: f64 = r.breakdown_s.values().sum();
         assert!((sum - r.batch_latency_s).abs() <= 1e-9 + 1e-6 * r.batch_latency_s, "{}: {sum} vs {}", des.name, r.batch_latency_s);
