@@ -101,3 +101,16 @@ def test_bench_trace_option(tmp_path):
     assert r["trace_params"]["device_iops_qd1"] == rep["device_iops_qd1"]
     assert r["runs"][0]["results"][0]["reads_served"] == rep["trace"]["records"]
     assert r["speed"]["flash_commands"] > 0 and r["speed"]["commands_per_s"] > 0
+
+
+def test_traced_latency_reported(tmp_path):
+    """A trace recorded on a real engine carries submit/complete times; the report gives
+    the measured batch I/O time next to the simulated one."""
+    ds = generated_dataset(tmp_path, scale=9, edge_factor=4, dim=8)
+    out = tmp_path / "t.fgt"
+    assert run_cli("trace", ds, out, "--fanout", "4,2", "--batch-size", "32", "--batches", "2").returncode == 0
+    r = json.loads(run_cli("simulate", out, "--config", TABLE2, "--design", "host", "--json").stdout)
+    d = r["runs"][0]["results"][0]
+    assert d["traced_batch_latency_s"] is not None and 0 < d["traced_batch_latency_s"] < 10
+    p = run_cli("simulate", out, "--config", TABLE2, "--design", "host")
+    assert "measured on the traced engine" in p.stdout

@@ -107,6 +107,11 @@ def format_report(r: dict) -> str:
         lines.append(f"{'design':<13}" + "".join(f"{'>=' + str(los[i]):>8}" for i in used))
         for d in run["results"]:
             lines.append(f"{d['design']:<13}" + "".join(f"{d['queue_depth_hist'][i]:>8.1%}" for i in used))
+        measured = [d for d in run["results"] if d.get("traced_batch_latency_s")]
+        if measured:
+            d = measured[0]
+            lines.append(f"measured on the traced engine: {d['traced_batch_latency_s'] * 1e3:.3f} ms per batch of I/O "
+                         f"(first submission to last completion); compare with the host design's latency")
     if r.get("speed"):
         s = r["speed"]
         lines.append(f"simulated {s['flash_commands']} flash commands in {s['wall_seconds']:.2f} s "

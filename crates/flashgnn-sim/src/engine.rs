@@ -143,6 +143,10 @@ pub struct DesignResult {
     pub batches_per_s: f64,
     pub targets_per_s: f64,
     pub batch_latency_s: f64,
+    /// The same batches' mean I/O time as the engine measured it (first
+    /// submission to last completion, from the trace's timestamps); None
+    /// when the trace has no times. Compare with `batch_latency_s`.
+    pub traced_batch_latency_s: Option<f64>,
     /// Mean per-batch latency along each batch's critical path (s), by
     /// category ([`CATS`]); sums to `batch_latency_s`.
     pub breakdown_s: std::collections::BTreeMap<String, f64>,
@@ -945,6 +949,7 @@ impl<'a> Engine<'a> {
             batches_per_s: if per_batch > 0.0 { 1.0 / per_batch } else { 0.0 },
             targets_per_s: if per_batch > 0.0 { self.targets as f64 / b / per_batch } else { 0.0 },
             batch_latency_s: io_per_batch,
+            traced_batch_latency_s: None,
             breakdown_s: breakdown,
             mean_reads_in_flight: self.inflight_area as f64 / now.max(1) as f64,
             mean_queue_depth: if self.d.sample_at == SampleAt::Host {

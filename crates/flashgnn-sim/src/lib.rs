@@ -82,7 +82,18 @@ pub fn simulate_one(trace: &Path, cfg: &Config, d: &Design) -> Result<DesignResu
     let bs = params.get("batch_size").and_then(|v| v.as_u64());
     let mut e = Engine::new(cfg, d);
     let mut n = 0u64;
+    let (mut traced_s, mut traced_n) = (0.0f64, 0u64);
     while let Some(b) = r.next_batch()? {
+        // Measured batch time from the trace's own timestamps (first
+        // submission to last completion), when the engine recorded them.
+        let lo = b.iter().filter(|x| x.submit_ns > 0).map(|x| x.submit_ns).min();
+        let hi = b.iter().map(|x| x.complete_ns).max();
+        if let (Some(lo), Some(hi)) = (lo, hi) {
+            if hi > lo {
+                traced_s += (hi - lo) as f64 / 1e9;
+                traced_n += 1;
+            }
+        }
         // The last batch of an epoch may be short: never more targets than hop-0 reads' items.
         let est: u64 = b.iter().filter(|x| x.hop == 0 && x.kind == flashgnn_format::trace::KIND_SLOT_PAGE).map(|x| x.items as u64).sum();
         e.run_batch(b, bs.map(|v| v.min(est.max(1))));
@@ -91,7 +102,9 @@ pub fn simulate_one(trace: &Path, cfg: &Config, d: &Design) -> Result<DesignResu
             break;
         }
     }
-    Ok(e.result())
+    let mut res = e.result();
+    res.traced_batch_latency_s = (traced_n > 0).then(|| traced_s / traced_n as f64);
+    Ok(res)
 }
 
 pub fn simulate(req: &Request) -> Result<Report> {

@@ -93,6 +93,7 @@ fn every_read_served_once_by_every_design() {
         assert_eq!(r.reads_served, n, "{}: every read completes exactly once", des.name);
         assert_eq!(r.flash_commands, pages, "{}: one flash read per page an extent spans", des.name);
         assert_eq!(r.batches, 3);
+        assert_eq!(r.traced_batch_latency_s, None, "a trace without times has no measured latency");
         assert!(r.batches_per_s > 0.0);
         // Queue-depth histogram: shares of time summing to 1; the timeline
         // is bounded, ordered, and never shows more busy units than exist.
