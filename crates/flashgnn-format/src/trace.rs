@@ -190,7 +190,11 @@ impl TraceHeader {
         }
         let version = u32::from_le_bytes(fixed[8..12].try_into().unwrap());
         if version != TRACE_VERSION {
-            return Err(FormatError::UnsupportedVersion { file: file.into(), found: version, supported: TRACE_VERSION });
+            return Err(FormatError::UnsupportedVersion {
+                file: file.into(),
+                found: version,
+                supported: TRACE_VERSION,
+            });
         }
         let n = u32::from_le_bytes(fixed[24..28].try_into().unwrap()) as usize;
         if n > MAX_PARAMS {
@@ -213,11 +217,23 @@ impl TraceHeader {
         let stored = u32::from_le_bytes(fixed[28..32].try_into().unwrap());
         let computed = crc32c::crc32c_append(crc32c::crc32c(&fixed[0..28]), params);
         if stored != computed {
-            return Err(FormatError::Checksum { file: file.into(), offset: 0, what: "trace header".into(), stored, computed });
+            return Err(FormatError::Checksum {
+                file: file.into(),
+                offset: 0,
+                what: "trace header".into(),
+                stored,
+                computed,
+            });
         }
         let page_size = u32::from_le_bytes(fixed[12..16].try_into().unwrap());
         if !(512..=(1 << 20)).contains(&page_size) || !page_size.is_power_of_two() {
-            return Err(FormatError::oob(file.to_string(), 12, "page_size", page_size as u64, "a power of two in [512, 1 MiB]"));
+            return Err(FormatError::oob(
+                file.to_string(),
+                12,
+                "page_size",
+                page_size as u64,
+                "a power of two in [512, 1 MiB]",
+            ));
         }
         let params = String::from_utf8(params.to_vec()).map_err(|_| FormatError::Invalid {
             file: file.into(),
@@ -263,7 +279,13 @@ pub fn decode_block_header(h: &[u8], file: &str, offset: u64) -> Result<(u32, u3
     }
     let count = u32::from_le_bytes(h[4..8].try_into().unwrap());
     if count as usize > BLOCK_RECORDS {
-        return Err(FormatError::oob(file.to_string(), offset + 4, "block record count", count as u64, format!("<= {BLOCK_RECORDS}")));
+        return Err(FormatError::oob(
+            file.to_string(),
+            offset + 4,
+            "block record count",
+            count as u64,
+            format!("<= {BLOCK_RECORDS}"),
+        ));
     }
     Ok((count, u32::from_le_bytes(h[8..12].try_into().unwrap())))
 }
@@ -283,7 +305,21 @@ mod tests {
 
     #[test]
     fn record_roundtrip_and_bounds() {
-        let r = TraceRead { batch: 3, index: 7, file: 1, kind: 1, hop: 2, offset: 8192, length: 4096, dep: 2, bytes_used: 16, items: 2, node: 9, submit_ns: 5, complete_ns: 9 };
+        let r = TraceRead {
+            batch: 3,
+            index: 7,
+            file: 1,
+            kind: 1,
+            hop: 2,
+            offset: 8192,
+            length: 4096,
+            dep: 2,
+            bytes_used: 16,
+            items: 2,
+            node: 9,
+            submit_ns: 5,
+            complete_ns: 9,
+        };
         let mut b = Vec::new();
         r.encode(&mut b);
         assert_eq!(b.len(), RECORD_BYTES);

@@ -33,7 +33,15 @@ impl TraceRecorder {
     /// `params` (JSON text) goes into the trace header.
     #[new]
     #[pyo3(signature = (path, out, fanouts, params, engine="uring", depth=256))]
-    fn new(py: Python<'_>, path: PathBuf, out: PathBuf, fanouts: Vec<i32>, params: String, engine: &str, depth: usize) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        out: PathBuf,
+        fanouts: Vec<i32>,
+        params: String,
+        engine: &str,
+        depth: usize,
+    ) -> PyResult<Self> {
         let cfg = crate::sampler::config(engine, depth, 64, false, true)?;
         py.detach(|| {
             let mut s = NeighborSampler::open(&path, &fanouts, &cfg).map_err(sample_err)?;

@@ -33,11 +33,28 @@ fn every_read_is_recorded_with_a_valid_dependency() {
             let mut kinds = [0; 3];
             for (i, r) in reads.iter().enumerate() {
                 assert_eq!(r.index as usize, i, "reads are numbered in issue order");
-                assert!(r.dep == NO_DEP || (r.dep as usize) < i, "{name}: dependency {} of read {i} is not earlier", r.dep);
-                assert!(r.bytes_used > 0 && r.bytes_used <= r.length, "{name}: read {i} used {} of {}", r.bytes_used, r.length);
-                assert!(r.submit_ns > 0 && r.complete_ns >= r.submit_ns, "{name}: read {i} times {} {}", r.submit_ns, r.complete_ns);
+                assert!(
+                    r.dep == NO_DEP || (r.dep as usize) < i,
+                    "{name}: dependency {} of read {i} is not earlier",
+                    r.dep
+                );
+                assert!(
+                    r.bytes_used > 0 && r.bytes_used <= r.length,
+                    "{name}: read {i} used {} of {}",
+                    r.bytes_used,
+                    r.length
+                );
+                assert!(
+                    r.submit_ns > 0 && r.complete_ns >= r.submit_ns,
+                    "{name}: read {i} times {} {}",
+                    r.submit_ns,
+                    r.complete_ns
+                );
                 if r.dep != NO_DEP {
-                    assert!(reads[r.dep as usize].complete_ns <= r.submit_ns, "{name}: read {i} submitted before its cause completed");
+                    assert!(
+                        reads[r.dep as usize].complete_ns <= r.submit_ns,
+                        "{name}: read {i} submitted before its cause completed"
+                    );
                 }
                 seeds_reads += (r.dep == NO_DEP) as u32;
                 kinds[r.kind as usize] += 1;
@@ -50,7 +67,10 @@ fn every_read_is_recorded_with_a_valid_dependency() {
                 assert_eq!(TraceRead::decode(&enc2, "t", 0).unwrap(), r2);
             }
             // Seeds issue their slot page and (separate layout) their feature row.
-            assert!(seeds_reads > 0 && seeds_reads as usize <= 2 * seeds.len(), "{name}: {seeds_reads} reads without a cause");
+            assert!(
+                seeds_reads > 0 && seeds_reads as usize <= 2 * seeds.len(),
+                "{name}: {seeds_reads} reads without a cause"
+            );
             assert!(kinds[KIND_SLOT_PAGE as usize] > 0);
             if layout == FeatureLayout::Separate {
                 assert!(kinds[KIND_FEATURE_ROW as usize] > 0, "{name}: feature rows are traced");

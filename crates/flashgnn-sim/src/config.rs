@@ -166,7 +166,8 @@ impl Config {
         for (path, val) in overrides {
             set_field(&mut v, &resolve_alias(path), val, file)?;
         }
-        let c: Config = v.try_into().map_err(|e: toml::de::Error| SimError::Config(format!("{file}: {}", e.to_string().trim())))?;
+        let c: Config =
+            v.try_into().map_err(|e: toml::de::Error| SimError::Config(format!("{file}: {}", e.to_string().trim())))?;
         c.check(file)?;
         Ok(c)
     }
@@ -219,7 +220,10 @@ impl Config {
         f("flash.command_ns", x.command_ns, 0.0, 1e8)?;
         f("flash.sampler_ns_per_node", x.sampler_ns_per_node, 0.0, 1e8)?;
         if x.mapping != "stripe" && x.mapping != "hash" {
-            return Err(SimError::Config(format!("{file}: flash.mapping = {:?} must be \"stripe\" or \"hash\"", x.mapping)));
+            return Err(SimError::Config(format!(
+                "{file}: flash.mapping = {:?} must be \"stripe\" or \"hash\"",
+                x.mapping
+            )));
         }
         let e = &self.energy;
         f("energy.voltage", e.voltage, 0.0, 100.0)?;
@@ -271,7 +275,10 @@ fn set_field(v: &mut toml::Value, path: &str, val: &str, file: &str) -> Result<(
         let t = cur.as_table_mut().ok_or_else(|| SimError::Config(format!("{file}: {path}: not a table at {p:?}")))?;
         if k + 1 == parts.len() {
             let old = t.get(*p).ok_or_else(|| {
-                SimError::Config(format!("{file}: no field {path} to set (sweep names: {})", SWEEP_ALIASES.iter().map(|a| a.0).collect::<Vec<_>>().join(", ")))
+                SimError::Config(format!(
+                    "{file}: no field {path} to set (sweep names: {})",
+                    SWEEP_ALIASES.iter().map(|a| a.0).collect::<Vec<_>>().join(", ")
+                ))
             })?;
             let new = match old {
                 toml::Value::Integer(_) => val.parse::<i64>().map(toml::Value::Integer).ok(),

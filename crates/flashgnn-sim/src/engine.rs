@@ -109,7 +109,14 @@ pub struct Energy {
 
 impl Energy {
     pub fn total(&self) -> f64 {
-        self.flash_reads_j + self.channel_j + self.ssd_dram_j + self.controller_j + self.pcie_j + self.host_dram_j + self.host_cpu_j + self.die_sampler_j
+        self.flash_reads_j
+            + self.channel_j
+            + self.ssd_dram_j
+            + self.controller_j
+            + self.pcie_j
+            + self.host_dram_j
+            + self.host_cpu_j
+            + self.die_sampler_j
     }
     fn scale(&mut self, k: f64) {
         for x in [
@@ -400,7 +407,8 @@ impl<'a> Engine<'a> {
     /// logical pages go to consecutive channels, then to the next die of
     /// each channel (package-major), then planes (see docs/simulator.md).
     fn map(&self, lpn: u64) -> (u32, u32) {
-        let x = if self.cfg.flash.mapping == "hash" { mix(lpn ^ self.seed.wrapping_mul(0x9e3779b97f4a7c15)) } else { lpn };
+        let x =
+            if self.cfg.flash.mapping == "hash" { mix(lpn ^ self.seed.wrapping_mul(0x9e3779b97f4a7c15)) } else { lpn };
         let ch = (x % self.n_ch as u64) as u32;
         let die_in_ch = ((x / self.n_ch as u64) % self.cfg.dies_per_channel() as u64) as u32;
         (ch, ch * self.cfg.dies_per_channel() + die_in_ch)
@@ -580,7 +588,11 @@ impl<'a> Engine<'a> {
         let c = &self.cfg;
         match op {
             Op::Fw => {
-                let ns = if self.d.firmware == Firmware::DirectGraph { c.controller.firmware_ns_directgraph } else { c.controller.firmware_ns_per_command };
+                let ns = if self.d.firmware == Firmware::DirectGraph {
+                    c.controller.firmware_ns_directgraph
+                } else {
+                    c.controller.firmware_ns_per_command
+                };
                 (ns * PS) as u64
             }
             Op::HostSample => {

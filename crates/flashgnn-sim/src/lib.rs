@@ -95,7 +95,11 @@ pub fn simulate_one(trace: &Path, cfg: &Config, d: &Design) -> Result<DesignResu
             }
         }
         // The last batch of an epoch may be short: never more targets than hop-0 reads' items.
-        let est: u64 = b.iter().filter(|x| x.hop == 0 && x.kind == flashgnn_format::trace::KIND_SLOT_PAGE).map(|x| x.items as u64).sum();
+        let est: u64 = b
+            .iter()
+            .filter(|x| x.hop == 0 && x.kind == flashgnn_format::trace::KIND_SLOT_PAGE)
+            .map(|x| x.items as u64)
+            .sum();
         e.run_batch(b, bs.map(|v| v.min(est.max(1))));
         n += 1;
         if cfg.sim.max_batches > 0 && n >= cfg.sim.max_batches {
@@ -114,7 +118,11 @@ pub fn simulate(req: &Request) -> Result<Report> {
     } else {
         req.designs
             .iter()
-            .map(|n| design::by_name(n).ok_or_else(|| SimError::BadRequest(format!("--design {n:?} is not a design (one of: {}, all)", design::names()))))
+            .map(|n| {
+                design::by_name(n).ok_or_else(|| {
+                    SimError::BadRequest(format!("--design {n:?} is not a design (one of: {}, all)", design::names()))
+                })
+            })
             .collect::<Result<_>>()?
     };
     let head = trace::TraceReader::open(req.trace)?;
@@ -151,6 +159,10 @@ pub fn simulate(req: &Request) -> Result<Report> {
         seed,
         sweep: req.sweep.as_ref().map(|s| config::resolve_alias(&s.0)),
         runs,
-        speed: req.timing.then(|| Speed { flash_commands: cmds, wall_seconds: wall, commands_per_s: cmds as f64 / wall.max(1e-9) }),
+        speed: req.timing.then(|| Speed {
+            flash_commands: cmds,
+            wall_seconds: wall,
+            commands_per_s: cmds as f64 / wall.max(1e-9),
+        }),
     })
 }

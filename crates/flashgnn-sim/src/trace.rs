@@ -27,7 +27,14 @@ impl TraceWriter {
         let f = File::create(path).map_err(|e| SimError::Io(format!("{name}: cannot create: {e}")))?;
         let mut out = BufWriter::with_capacity(1 << 20, f);
         out.write_all(&header.encode()).map_err(|e| SimError::Io(format!("{name}: write: {e}")))?;
-        Ok(TraceWriter { out, path: name, block: Vec::with_capacity(BLOCK_RECORDS * RECORD_BYTES), in_block: 0, records: 0, batches: 0 })
+        Ok(TraceWriter {
+            out,
+            path: name,
+            block: Vec::with_capacity(BLOCK_RECORDS * RECORD_BYTES),
+            in_block: 0,
+            records: 0,
+            batches: 0,
+        })
     }
 
     /// Append one batch's reads (in issue order); numbers the batch.
@@ -53,7 +60,10 @@ impl TraceWriter {
             return Ok(());
         }
         let h = encode_block_header(self.in_block as u32, &self.block);
-        self.out.write_all(&h).and_then(|_| self.out.write_all(&self.block)).map_err(|e| SimError::Io(format!("{}: write: {e}", self.path)))?;
+        self.out
+            .write_all(&h)
+            .and_then(|_| self.out.write_all(&self.block))
+            .map_err(|e| SimError::Io(format!("{}: write: {e}", self.path)))?;
         self.block.clear();
         self.in_block = 0;
         Ok(())
@@ -101,7 +111,13 @@ fn read_exact_at(inp: &mut BufReader<File>, buf: &mut [u8], path: &str, pos: u64
     while got < buf.len() {
         match inp.read(&mut buf[got..]) {
             Ok(0) => {
-                return Err(FormatError::Truncated { file: path.into(), offset: pos + got as u64, needed: (buf.len() - got) as u64, available: 0 }.into())
+                return Err(FormatError::Truncated {
+                    file: path.into(),
+                    offset: pos + got as u64,
+                    needed: (buf.len() - got) as u64,
+                    available: 0,
+                }
+                .into())
             }
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -165,13 +181,24 @@ impl TraceReader {
             let records = u64::from_le_bytes(end[0..8].try_into().unwrap());
             let batches = u64::from_le_bytes(end[8..16].try_into().unwrap());
             if records != self.records {
-                return Err(FormatError::oob(self.path.clone(), self.pos, "end block record total", records, format!("== {} records read", self.records)).into());
+                return Err(FormatError::oob(
+                    self.path.clone(),
+                    self.pos,
+                    "end block record total",
+                    records,
+                    format!("== {} records read", self.records),
+                )
+                .into());
             }
             self.end_batches = (batches, self.pos + 8);
             self.pos += END_PAYLOAD as u64;
             let mut extra = [0u8; 1];
             if self.inp.read(&mut extra).map_err(|e| SimError::Io(format!("{}: {e}", self.path)))? != 0 {
-                return Err(FormatError::Invalid { file: self.path.clone(), message: format!("bytes after the end block at offset {}", self.pos) }.into());
+                return Err(FormatError::Invalid {
+                    file: self.path.clone(),
+                    message: format!("bytes after the end block at offset {}", self.pos),
+                }
+                .into());
             }
             self.ended = true;
             return Ok(None);
@@ -204,17 +231,38 @@ impl TraceReader {
             if let Some(first) = out.first() {
                 if r.batch != first.batch {
                     if r.batch != first.batch + 1 || r.index != 0 {
-                        return Err(FormatError::oob(self.path.clone(), rec_off, "batch", r.batch as u64, format!("== {} or {} with index 0", first.batch, first.batch + 1)).into());
+                        return Err(FormatError::oob(
+                            self.path.clone(),
+                            rec_off,
+                            "batch",
+                            r.batch as u64,
+                            format!("== {} or {} with index 0", first.batch, first.batch + 1),
+                        )
+                        .into());
                     }
                     self.pending = Some(r);
                     self.batches += 1;
                     return Ok(Some(out));
                 }
                 if r.index as usize != out.len() {
-                    return Err(FormatError::oob(self.path.clone(), rec_off + 4, "index", r.index as u64, format!("== {} (reads of a batch are numbered in order)", out.len())).into());
+                    return Err(FormatError::oob(
+                        self.path.clone(),
+                        rec_off + 4,
+                        "index",
+                        r.index as u64,
+                        format!("== {} (reads of a batch are numbered in order)", out.len()),
+                    )
+                    .into());
                 }
             } else if r.batch as u64 != self.batches || r.index != 0 {
-                return Err(FormatError::oob(self.path.clone(), rec_off, "batch", r.batch as u64, format!("== {} with index 0", self.batches)).into());
+                return Err(FormatError::oob(
+                    self.path.clone(),
+                    rec_off,
+                    "batch",
+                    r.batch as u64,
+                    format!("== {} with index 0", self.batches),
+                )
+                .into());
             }
             out.push(r);
         }
@@ -223,7 +271,14 @@ impl TraceReader {
         }
         let (n, at) = self.end_batches;
         if n != self.batches {
-            return Err(FormatError::oob(self.path.clone(), at, "end block batch total", n, format!("== {} batches read", self.batches)).into());
+            return Err(FormatError::oob(
+                self.path.clone(),
+                at,
+                "end block batch total",
+                n,
+                format!("== {} batches read", self.batches),
+            )
+            .into());
         }
         Ok((!out.is_empty()).then_some(out))
     }

@@ -16,7 +16,12 @@ const TLC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/ssd/tlc-co
 /// reads, each causing `fan` hop-1 reads, each causing `fan` hop-2 feature
 /// reads; offsets spread over a 4 GiB graph file.
 fn write_trace(path: &Path, batches: u32, seeds: u32, fan: u32) -> u64 {
-    let h = TraceHeader { version: TRACE_VERSION, dataset_id: 1, page_size: 4096, params: format!("{{\"batch_size\":{seeds}}}") };
+    let h = TraceHeader {
+        version: TRACE_VERSION,
+        dataset_id: 1,
+        page_size: 4096,
+        params: format!("{{\"batch_size\":{seeds}}}"),
+    };
     let mut w = TraceWriter::create(path, &h).unwrap();
     let mut x = 0x1234_5678_9abc_def0u64;
     let mut rnd = || {
@@ -28,8 +33,25 @@ fn write_trace(path: &Path, batches: u32, seeds: u32, fan: u32) -> u64 {
     let mut total = 0;
     for _ in 0..batches {
         let mut reads = Vec::new();
-        let push = |reads: &mut Vec<TraceRead>, file: u8, kind: u8, hop: u8, offset: u64, length: u32, dep: u32, items: u32| {
-            reads.push(TraceRead { file, kind, hop, offset, length, dep, bytes_used: (length / 8).max(1), items, ..Default::default() });
+        let push = |reads: &mut Vec<TraceRead>,
+                    file: u8,
+                    kind: u8,
+                    hop: u8,
+                    offset: u64,
+                    length: u32,
+                    dep: u32,
+                    items: u32| {
+            reads.push(TraceRead {
+                file,
+                kind,
+                hop,
+                offset,
+                length,
+                dep,
+                bytes_used: (length / 8).max(1),
+                items,
+                ..Default::default()
+            });
             reads.len() as u32 - 1
         };
         let mut l1 = Vec::new();
@@ -40,14 +62,24 @@ fn write_trace(path: &Path, batches: u32, seeds: u32, fan: u32) -> u64 {
         let mut l2 = Vec::new();
         for &p in &l1 {
             for k in 0..fan {
-                let (file, kind) = if k % 4 == 3 { (FILE_OVERFLOW, KIND_OVERFLOW_PAGE) } else { (FILE_GRAPH, KIND_SLOT_PAGE) };
+                let (file, kind) =
+                    if k % 4 == 3 { (FILE_OVERFLOW, KIND_OVERFLOW_PAGE) } else { (FILE_GRAPH, KIND_SLOT_PAGE) };
                 l2.push(push(&mut reads, file, kind, 1, (rnd() % (1 << 20)) * 4096, 4096, p, 2));
             }
         }
         for &p in &l2 {
             for _ in 0..fan {
                 // Feature rows of 256 B, sometimes straddling two pages.
-                push(&mut reads, FILE_FEATURES, KIND_FEATURE_ROW, 2, (rnd() % (1 << 30)) & !511, 512 + 512 * (rnd() % 2) as u32, p, 1);
+                push(
+                    &mut reads,
+                    FILE_FEATURES,
+                    KIND_FEATURE_ROW,
+                    2,
+                    (rnd() % (1 << 30)) & !511,
+                    512 + 512 * (rnd() % 2) as u32,
+                    p,
+                    1,
+                );
             }
         }
         total += reads.len() as u64;
@@ -100,13 +132,23 @@ fn every_read_served_once_by_every_design() {
         let h: f64 = r.queue_depth_hist.iter().sum();
         assert!((h - 1.0).abs() < 1e-9, "{}: histogram sums to {h}", des.name);
         let tl = &r.timeline;
-        assert!(tl.t_s.len() > 10 && tl.t_s.len() <= flashgnn_sim::engine::TIMELINE_MAX, "{}: {} points", des.name, tl.t_s.len());
+        assert!(
+            tl.t_s.len() > 10 && tl.t_s.len() <= flashgnn_sim::engine::TIMELINE_MAX,
+            "{}: {} points",
+            des.name,
+            tl.t_s.len()
+        );
         assert!(tl.t_s.windows(2).all(|w| w[0] < w[1]));
         assert!(tl.active_channels.iter().all(|&c| c <= 16) && tl.active_dies.iter().all(|&x| x <= 128));
         assert!(tl.active_dies.iter().any(|&x| x > 0));
         // The critical-path breakdown accounts for the whole batch latency.
         let sum: f64 = r.breakdown_s.values().sum();
-        assert!((sum - r.batch_latency_s).abs() <= 1e-9 + 1e-6 * r.batch_latency_s, "{}: {sum} vs {}", des.name, r.batch_latency_s);
+        assert!(
+            (sum - r.batch_latency_s).abs() <= 1e-9 + 1e-6 * r.batch_latency_s,
+            "{}: {sum} vs {}",
+            des.name,
+            r.batch_latency_s
+        );
     }
 }
 
@@ -145,14 +187,22 @@ fn more_channels_or_dies_never_slow_the_host_design() {
     let d = tempfile::tempdir().unwrap();
     let (p, _) = trace(d.path(), 2, 128, 5);
     let host = design::by_name("host").unwrap();
-    for (field, values) in [("channels", &["1", "2", "4", "8", "16", "32"][..]), ("dies", &["1", "2", "4", "8"][..]), ("packages", &["1", "2", "4"][..])] {
+    for (field, values) in [
+        ("channels", &["1", "2", "4", "8", "16", "32"][..]),
+        ("dies", &["1", "2", "4", "8"][..]),
+        ("packages", &["1", "2", "4"][..]),
+    ] {
         let mut prev = f64::INFINITY;
         for v in values {
             let r = simulate_one(&p, &cfg(&[(field, v), ("host.queue_depth", "64")]), host).unwrap();
             // FIFO list scheduling admits tiny (Graham-type) anomalies: a
             // different mapping can reorder a few equal-time grants. Allow
             // 0.1 %, far below any real effect of a resource (docs/simulator.md).
-            assert!(r.batch_latency_s <= prev * 1.001, "{field}={v}: {} s per batch, slower than {prev} s with fewer", r.batch_latency_s);
+            assert!(
+                r.batch_latency_s <= prev * 1.001,
+                "{field}={v}: {} s per batch, slower than {prev} s with fewer",
+                r.batch_latency_s
+            );
             prev = r.batch_latency_s;
         }
     }
@@ -215,7 +265,10 @@ fn corrupt_trace_names_the_offset() {
     b[hdr] = b'X';
     std::fs::write(&p, &b).unwrap();
     let e = simulate_one(&p, &cfg(&[]), &DESIGNS[0]).unwrap_err().to_string();
-    assert!(e.contains(&p.display().to_string()) && e.contains(&format!("byte offset {hdr}")) && e.contains("block magic"), "{e}");
+    assert!(
+        e.contains(&p.display().to_string()) && e.contains(&format!("byte offset {hdr}")) && e.contains("block magic"),
+        "{e}"
+    );
     // Damage the header's params: the header CRC names offset 0.
     let (p2, _) = trace(d.path(), 1, 8, 2);
     let mut b = std::fs::read(&p2).unwrap();
@@ -230,7 +283,14 @@ fn speed_is_reported() {
     let d = tempfile::tempdir().unwrap();
     let (p, _) = trace(d.path(), 4, 256, 10);
     let conf = PathBuf::from(CONFIG);
-    let req = Request { trace: &p, config: &conf, designs: vec!["host".into(), "bg-2".into()], sweep: None, set: vec![], timing: true };
+    let req = Request {
+        trace: &p,
+        config: &conf,
+        designs: vec!["host".into(), "bg-2".into()],
+        sweep: None,
+        set: vec![],
+        timing: true,
+    };
     let r = simulate(&req).unwrap();
     let s = r.speed.expect("timing on reports speed");
     assert!(s.flash_commands > 100_000 && s.commands_per_s > 0.0);
