@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device clean fmt
+.PHONY: bench-sim setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device clean fmt
 
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,19 @@ bench-device: develop $(DATA)/ooc/manifest.json
 	$(PY) -m flashgnn.bench.device_tier $(DATA)/ooc --device-budget $${DEVICE_BUDGET:-256MiB} $${JSON:+--json}
 
 # Accuracy: GraphSAGE (uring, memory, stock PyG NodeLoader) vs an MLP on features alone.
+# SSD design simulator tables (docs/simulator.md): a paper-shaped workload
+# (3 hops of fanout 3, 128 x fp16) under BeaconGNN's Table II and the TLC
+# drive, a channel sweep, and this machine fitted from the probe alone.
+bench-sim: develop
+	$(VENV)/bin/flashgnn generate rmat $(DATA)/sim-raw --scale 16 --edge-factor 100 --dim 128 --dtype float16 --seed 1 --force
+	$(VENV)/bin/flashgnn build $(DATA)/sim-raw $(DATA)/sim --symmetrize --dedup --force
+	$(VENV)/bin/flashgnn trace $(DATA)/sim $(DATA)/sim.fgt --fanout 3,3,3 --batch-size 1024 --batches 10 --force
+	$(VENV)/bin/flashgnn simulate $(DATA)/sim.fgt --config configs/ssd/beacongnn-table2.toml --design all
+	$(VENV)/bin/flashgnn simulate $(DATA)/sim.fgt --config configs/ssd/tlc-conventional.toml --design all
+	$(VENV)/bin/flashgnn simulate $(DATA)/sim.fgt --config configs/ssd/beacongnn-table2.toml --design host,bg-2 --sweep channels=4,8,16,32
+	$(VENV)/bin/flashgnn fit-ssd $(DATA)/sim/graph.fg $(DATA)/this-machine.toml --force
+	$(VENV)/bin/flashgnn simulate $(DATA)/sim.fgt --config $(DATA)/this-machine.toml --design host
+
 bench-accuracy: develop
 	test -f $(DATA)/acc/manifest.json || ( $(VENV)/bin/flashgnn generate rmat $(DATA)/acc-raw --scale 16 --edge-factor 16 --dim 64 --classes 8 --seed 2 --split 0.3,0.1,0.6 --force && $(VENV)/bin/flashgnn build $(DATA)/acc-raw $(DATA)/acc --symmetrize --dedup --force )
 	$(PY) -m flashgnn.bench.accuracy $(DATA)/acc --epochs $${EPOCHS:-5} $${JSON:+--json}

@@ -28,6 +28,7 @@ pub mod layout;
 pub mod manifest;
 pub mod npy;
 pub mod slot;
+pub mod trace;
 
 pub use dtype::Dtype;
 pub use error::{FormatError, Result};

@@ -9,6 +9,7 @@ mod error;
 mod graph;
 mod job;
 mod sampler;
+mod sim;
 
 use pyo3::prelude::*;
 
@@ -32,6 +33,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(graph::verify_mutable, m)?)?;
     m.add_function(wrap_pyfunction!(graph::_fault_bytes_written, m)?)?;
     m.add_function(wrap_pyfunction!(seal_manifest, m)?)?;
+    m.add_class::<sim::TraceRecorder>()?;
+    m.add_function(wrap_pyfunction!(sim::simulate, m)?)?;
     Ok(())
 }
 

@@ -86,7 +86,13 @@ impl Snap {
     }
 }
 
-fn config(engine: &str, depth: usize, pool_threads: usize, labels: bool, features: bool) -> PyResult<SamplerConfig> {
+pub(crate) fn config(
+    engine: &str,
+    depth: usize,
+    pool_threads: usize,
+    labels: bool,
+    features: bool,
+) -> PyResult<SamplerConfig> {
     let kind = EngineKind::parse(engine).ok_or_else(|| {
         InputError::new_err(format!(
             "engine {engine:?}: expected uring, pread, pread-pool, mmap, mmap-default or memory"

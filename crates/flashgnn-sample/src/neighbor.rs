@@ -12,6 +12,7 @@ use std::time::Instant;
 use flashgnn_format::layout::{check_overflow_page, FeaturePlacement};
 use flashgnn_format::manifest::{FEATURES_FILE, GRAPH_FILE, OVERFLOW_FILE};
 use flashgnn_format::slot::{decode_slot, read_id};
+use flashgnn_format::trace::{TraceRead, KIND_FEATURE_ROW, KIND_OVERFLOW_PAGE, KIND_SLOT_PAGE, NO_DEP};
 use flashgnn_format::{FormatError, Layout};
 use flashgnn_io::aligned::BufPool;
 use flashgnn_io::engine::{open_engine, Done, EngineConfig, EngineKind, ReadEngine, ReadReq};
@@ -242,9 +243,80 @@ pub struct NeighborSampler {
     /// Mutable-graph snapshot: nodes in its overlay (and nodes beyond the
     /// base) come from memory, with no I/O. None = the base alone.
     snapshot: Option<Arc<Snapshot>>,
+    /// I/O trace capture (docs/trace.md); None = off, and every hook is a
+    /// single branch on this field.
+    trace: Option<Box<TraceCap>>,
+}
+
+/// Reads captured for the current batch (see [`NeighborSampler::set_trace`]).
+struct TraceCap {
+    t0: Instant,
+    reads: Vec<TraceRead>,
+    /// Record index of each page read in this batch.
+    page_rec: HashMap<(u16, u64), u32>,
+    /// Record index of each node's feature-row read.
+    feature_rec: HashMap<u32, u32>,
+    /// The read being handled now (its completion causes what is queued).
+    cause: u32,
+}
+
+impl TraceCap {
+    fn push(&mut self, file: u16, kind: u8, hop: u8, offset: u64, length: u32, node: u32) -> u32 {
+        let index = self.reads.len() as u32;
+        self.reads.push(TraceRead {
+            batch: 0,
+            index,
+            file: file as u8,
+            kind,
+            hop,
+            offset,
+            length,
+            dep: self.cause,
+            node,
+            ..Default::default()
+        });
+        index
+    }
+    /// The record of the request carrying `tag`.
+    fn rec_of_tag(&self, tag: u64) -> Option<u32> {
+        if tag & !TAG_KEY == TAG_FEATURE {
+            self.feature_rec.get(&((tag & TAG_KEY) as u32)).copied()
+        } else {
+            self.page_rec.get(&(((tag >> 48) & 0xff) as u16, tag & ((1 << 48) - 1))).copied()
+        }
+    }
+    fn used(&mut self, rec: Option<u32>, bytes: u32, items: u32) {
+        if let Some(r) = rec.and_then(|r| self.reads.get_mut(r as usize)) {
+            r.bytes_used = (r.bytes_used + bytes).min(r.length);
+            r.items += items;
+        }
+    }
 }
 
 impl NeighborSampler {
+    /// Turn I/O trace capture on or off. On, every read a batch issues is
+    /// recorded (file, offset, length, kind, hop, dependency, bytes used,
+    /// submit/complete times since this call); [`Self::take_trace`] hands
+    /// over the last batch's reads.
+    pub fn set_trace(&mut self, on: bool) {
+        self.trace = on.then(|| {
+            Box::new(TraceCap {
+                t0: Instant::now(),
+                reads: Vec::new(),
+                page_rec: HashMap::default(),
+                feature_rec: HashMap::default(),
+                cause: NO_DEP,
+            })
+        });
+    }
+
+    /// The reads of the most recent batch (empty when capture is off),
+    /// in issue order (`index` = position); `batch` fields are 0 (the
+    /// writer numbers batches).
+    pub fn take_trace(&mut self) -> Vec<TraceRead> {
+        self.trace.as_mut().map(|t| std::mem::take(&mut t.reads)).unwrap_or_default()
+    }
+
     /// Open a sampler over the dataset at `path` with per-hop `fanouts`
     /// (-1 = all neighbors).
     pub fn open(path: &Path, fanouts: &[i32], cfg: &SamplerConfig) -> Result<NeighborSampler> {
@@ -338,6 +410,7 @@ impl NeighborSampler {
             root: ds.root().to_path_buf(),
             id,
             snapshot: None,
+            trace: None,
         })
     }
 
@@ -475,6 +548,12 @@ impl NeighborSampler {
         self.clear_page_cache();
         self.page_hits = 0;
         self.cache_hits = [0; 2];
+        if let Some(t) = self.trace.as_mut() {
+            t.reads.clear();
+            t.page_rec.clear();
+            t.feature_rec.clear();
+            t.cause = NO_DEP;
+        }
         let n = self.num_nodes();
         let mut seed_idx = Vec::with_capacity(seeds.len());
         for &s in seeds {
@@ -625,6 +704,13 @@ impl NeighborSampler {
     /// Read page `page` of `file` for `w` (the first waiter on it).
     fn queue_page(&mut self, file: u16, page: u64, w: Waiter) {
         let p = self.layout.page_size as u64;
+        if let Some(t) = self.trace.as_mut() {
+            let (Waiter::Slot(i) | Waiter::Overflow(i)) = w;
+            let node = &self.nodes[i as usize];
+            let kind = if file == F_GRAPH { KIND_SLOT_PAGE } else { KIND_OVERFLOW_PAGE };
+            let r = t.push(file, kind, node.hop, page * p, p as u32, node.v);
+            t.page_rec.insert((file, page), r);
+        }
         self.pages.insert((file, page), vec![w]);
         self.queue.push_back(ReadReq {
             file,
@@ -693,6 +779,11 @@ impl NeighborSampler {
             self.cache_hits[(tier == Tier::Dynamic) as usize] += 1;
             return self.on_feature(i as usize, &data, lo, at);
         }
+        if let Some(t) = self.trace.as_mut() {
+            let node = &self.nodes[i as usize];
+            let r = t.push(F_FEATURES, KIND_FEATURE_ROW, node.hop, lo, len, node.v);
+            t.feature_rec.insert(i, r);
+        }
         self.queue.push_back(ReadReq { file: F_FEATURES, offset: lo, len, tag: TAG_FEATURE | i as u64 });
         Ok(())
     }
@@ -703,6 +794,11 @@ impl NeighborSampler {
             while self.io.in_flight() < self.io.depth() {
                 let Some(req) = self.queue.pop_front() else { break };
                 let buf = self.pool.get(req.len as usize);
+                if let Some(t) = self.trace.as_mut() {
+                    if let Some(r) = t.rec_of_tag(req.tag) {
+                        t.reads[r as usize].submit_ns = (t.t0.elapsed().as_nanos() as u64).max(1);
+                    }
+                }
                 self.io.submit(req, buf)?;
             }
             if self.io.in_flight() == 0 && self.queue.is_empty() {
@@ -720,6 +816,12 @@ impl NeighborSampler {
                 self.timeline.push((self.opened.elapsed().as_secs_f64(), self.io.in_flight() as u32));
             }
             for d in done.drain(..) {
+                if let Some(t) = self.trace.as_mut() {
+                    t.cause = t.rec_of_tag(d.req.tag).unwrap_or(NO_DEP);
+                    if let Some(r) = t.reads.get_mut(t.cause as usize) {
+                        r.complete_ns = (t.t0.elapsed().as_nanos() as u64).max(r.submit_ns);
+                    }
+                }
                 let r = self.on_done(&d, seed);
                 self.pool.put(d.buf);
                 r?;
@@ -728,11 +830,24 @@ impl NeighborSampler {
             // taken from the cross-batch cache (`request_overflow`); slots are
             // checked on every decode.
             while let Some(r) = self.ready.pop_front() {
+                if let Some(t) = self.trace.as_mut() {
+                    // Served from this batch's pages: caused by that page's read.
+                    t.cause = match &r {
+                        Ready::Page(page, Waiter::Slot(_), _) => t.page_rec.get(&(F_GRAPH, *page)).copied(),
+                        Ready::Page(page, Waiter::Overflow(_), _) => t.page_rec.get(&(F_OVERFLOW, *page)).copied(),
+                        Ready::Slot(..) => None,
+                    }
+                    .unwrap_or(NO_DEP);
+                }
                 match r {
                     Ready::Page(page, Waiter::Slot(i), data) => self.on_slot_page(i, page, &data, seed)?,
                     Ready::Page(page, Waiter::Overflow(i), data) => self.on_overflow(i, page, &data, seed)?,
                     Ready::Slot(i, data) => self.on_slot(i, &data, false, seed)?,
                 }
+            }
+            if let Some(t) = self.trace.as_mut() {
+                // Reads queued outside a completion (a redraw in `fix_levels`) have no cause.
+                t.cause = NO_DEP;
             }
         }
     }
@@ -773,6 +888,10 @@ impl NeighborSampler {
         if tag & !TAG_KEY == TAG_FEATURE {
             let i = (tag & TAG_KEY) as usize;
             let (lo, _, at) = self.layout.feature_extent(self.nodes[i].v as u64);
+            if let Some(t) = self.trace.as_mut() {
+                let rec = t.feature_rec.get(&(i as u32)).copied();
+                t.used(rec, self.layout.row_bytes(), 1);
+            }
             self.on_feature(i, buf, lo, at)?;
             self.keep(F_FEATURES, lo, buf, false);
             return Ok(());
@@ -826,6 +945,10 @@ impl NeighborSampler {
     fn on_slot_page(&mut self, i: u32, page: u64, buf: &[u8], seed: u64) -> Result<()> {
         let l = &self.layout;
         let start = (l.slot_offset(self.nodes[i as usize].v as u64) - page * l.page_size as u64) as usize;
+        if let Some(t) = self.trace.as_mut() {
+            let rec = t.page_rec.get(&(F_GRAPH, page)).copied();
+            t.used(rec, l.slot_bytes, 1);
+        }
         self.on_slot(i, &buf[start..start + l.slot_bytes as usize], true, seed)
     }
 
@@ -930,6 +1053,11 @@ impl NeighborSampler {
                 }
                 node.samples[j as usize] = id as u32;
             }
+        }
+        if let Some(t) = self.trace.as_mut() {
+            let n = node.wanted.iter().filter(|&&(_, e)| 1 + e / per == page).count() as u32;
+            let rec = t.page_rec.get(&(F_OVERFLOW, page)).copied();
+            t.used(rec, n * w as u32, n);
         }
         node.pending_pages -= 1;
         if node.pending_pages == 0 {

@@ -269,9 +269,21 @@ def main_bench(a) -> int:
     for r in results:
         r["speedup_vs_mmap"] = r["batches_per_s"] / by["mmap"]["batches_per_s"] if "mmap" in by else None
         r["speedup_vs_memory"] = r["batches_per_s"] / by["memory"]["batches_per_s"] if "memory" in by else None
+    trace = None
+    if getattr(a, "trace", None):
+        # A separate capture pass with the bench's settings on the uring
+        # engine (the timed runs above are not slowed by capture).
+        from flashgnn.sim import record_trace
+
+        trace = record_trace(path, a.trace, fanouts, a.batch_size, a.batches, engine="uring", depth=a.depth,
+                             seed=a.seed, progress=False,
+                             extra={"device_iops": dev_qd, "device_iops_qd1": dev_qd1, "probe_depth": a.depth})
+        print(f"bench: trace {a.trace}: {trace['records']} reads over {trace['batches']} batches "
+              f"({human_bytes(trace['trace_bytes'])})", file=sys.stderr)
     report = {"dataset": path, "fanout": fanouts, "batch_size": a.batch_size, "batches": a.batches,
               "device_iops": dev_qd, "device_iops_qd1": dev_qd1, "device_depth_ratio": dev_qd / dev_qd1,
-              "memory_limit": a.memory_limit, "memory_budget_split": split, "cache": cache, "reuse": reuse, "results": results}
+              "memory_limit": a.memory_limit, "memory_budget_split": split, "cache": cache, "reuse": reuse, "results": results,
+              "trace": trace}
     if a.json:
         print(json.dumps(report, indent=2))
         return 0

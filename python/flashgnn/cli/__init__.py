@@ -153,8 +153,40 @@ def _parser() -> argparse.ArgumentParser:
                     help="print the RDMA study's model of feature reuse between consecutive batches next to the "
                          "measured reuse (with --engine none: only that)")
     be.add_argument("--probe-seconds", type=float, default=2.0)
+    be.add_argument("--trace", metavar="OUT", help="also record a trace of the same batches (uring engine, a separate "
+                                                  "pass) for `flashgnn simulate`; the probe figures go into its header")
     be.add_argument("--seed", type=int, default=0)
     be.add_argument("--json", action="store_true")
+
+    tr = sub.add_parser("trace", help="record every read the sampling engine issues (docs/trace.md)")
+    tr.add_argument("dataset")
+    tr.add_argument("out", help="trace file to write")
+    tr.add_argument("--fanout", default="25,10")
+    tr.add_argument("--batch-size", type=int, default=1024)
+    tr.add_argument("--batches", type=int, default=10)
+    tr.add_argument("--engine", default="uring", help="uring|pread|pread-pool|mmap|memory (timings are the engine's)")
+    tr.add_argument("--depth", type=int, default=256)
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--force", action="store_true", help="replace an existing trace file")
+    tr.add_argument("--json", action="store_true")
+
+    sm = sub.add_parser("simulate", help="replay a trace through the SSD design simulator (docs/simulator.md)")
+    sm.add_argument("trace")
+    sm.add_argument("--config", required=True, help="TOML SSD config (configs/ssd/*.toml)")
+    sm.add_argument("--design", default="all", help="host|host-barrier|smartsage|bg-1|bg-dg|bg-sp|bg-dgsp|bg-2|all "
+                                                   "(comma list ok)")
+    sm.add_argument("--sweep", help="PARAM=V1,V2,... (channels, dies, packages, page_size, bus_mts, cores, tr, "
+                                    "queue_depth, or a dotted config field)")
+    sm.add_argument("--no-timing", action="store_true", help="leave the wall-clock speed out (byte-identical output)")
+    sm.add_argument("--json", action="store_true")
+
+    fs = sub.add_parser("fit-ssd", help="fit a `this-machine` simulator config from the device probe alone")
+    fs.add_argument("file", help="a large file on the device (e.g. a dataset's graph.fg); read with O_DIRECT")
+    fs.add_argument("out", help="TOML config to write")
+    fs.add_argument("--base", default=None, help="config supplying the unfitted parameters (default: beacongnn-table2)")
+    fs.add_argument("--depth", type=int, default=256)
+    fs.add_argument("--seconds", type=float, default=2.0)
+    fs.add_argument("--force", action="store_true")
 
     st = sub.add_parser("stripe", help="spread a dataset's data files over several directories/devices")
     st.add_argument("dataset")
@@ -210,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     from flashgnn.cli import commands
 
     try:
-        return getattr(commands, f"cmd_{args.command}")(args)
+        return getattr(commands, "cmd_" + args.command.replace("-", "_"))(args)
     except (flashgnn.InputError, flashgnn.CorruptDatasetError, flashgnn.DatasetNotFoundError, IndexError) as e:
         print(f"flashgnn {args.command}: error: {e}", file=sys.stderr)
         return 2

@@ -319,3 +319,59 @@ def cmd_presample(a) -> int:
               f"({human_bytes(r['bytes_per_epoch'])} per epoch, {100 * r['bytes_per_epoch'] / r['dataset_bytes']:.1f}% "
               f"of the dataset's {human_bytes(r['dataset_bytes'])}), {r['seconds_per_epoch']:.1f} s per epoch")
     return 0
+
+
+def cmd_trace(a) -> int:
+    import os
+
+    from flashgnn.sim import record_trace
+
+    if os.path.lexists(a.out):
+        if not a.force:
+            raise FileExistsError(f"{a.out} exists (use --force to replace it)")
+        if not os.path.isfile(a.out) or os.path.islink(a.out):
+            raise FileExistsError(f"{a.out} is not a regular file; --force replaces only a trace file")
+    try:
+        fanouts = [int(x) for x in a.fanout.split(",")]
+    except ValueError:
+        raise flashgnn.InputError(f"--fanout {a.fanout!r}: expected comma-separated integers (e.g. 25,10)") from None
+    tmp = a.out + ".tmp"
+    r = record_trace(a.dataset, tmp, fanouts, a.batch_size, a.batches, engine=a.engine, depth=a.depth, seed=a.seed,
+                     progress=not a.json)
+    r["out"] = a.out
+    os.replace(tmp, a.out)
+    if a.json:
+        _print_json(r)
+    else:
+        print(f"traced {r['batches']} batches, {r['records']} reads ({human_bytes(r['bytes_read'])}) on {r['engine']} "
+              f"in {r['seconds']:.2f} s -> {a.out} ({human_bytes(r['trace_bytes'])})")
+    return 0
+
+
+def cmd_simulate(a) -> int:
+    import json
+
+    from flashgnn.sim import format_report, simulate
+
+    r = simulate(a.trace, a.config, a.design, a.sweep, timing=not a.no_timing)
+    if a.json:
+        print(json.dumps(r, indent=2))
+    else:
+        print(format_report(r))
+    return 0
+
+
+def cmd_fit_ssd(a) -> int:
+    import os
+    from pathlib import Path
+
+    from flashgnn.sim import fit_this_machine
+
+    if os.path.lexists(a.out) and not a.force:
+        raise FileExistsError(f"{a.out} exists (use --force to replace it)")
+    base = a.base or str(Path(__file__).resolve().parents[3] / "configs" / "ssd" / "beacongnn-table2.toml")
+    text, probe = fit_this_machine(a.file, base, a.depth, a.seconds)
+    with open(a.out, "w") as f:
+        f.write(text)
+    print(f"fitted {a.out}: QD1 {probe['iops_qd1']:.0f} IOPS, QD{a.depth} {probe['iops_deep']:.0f} IOPS")
+    return 0

@@ -1,0 +1,106 @@
+//! `flashgnn._core.TraceRecorder` and `simulate`: trace capture over the
+//! sampling engine (docs/trace.md) and the SSD design simulator
+//! (docs/simulator.md). Conversion and error mapping only.
+
+use std::path::PathBuf;
+
+use numpy::PyReadonlyArray1;
+use pyo3::prelude::*;
+
+use flashgnn_sample::NeighborSampler;
+use flashgnn_sim::SimError;
+
+use crate::error::{sample_err, CorruptDatasetError, InputError};
+
+/// Corrupt trace → CorruptDatasetError (names file and offset); bad config
+/// or request → InputError; I/O → OSError.
+pub fn sim_err(e: SimError) -> PyErr {
+    match e {
+        SimError::Format(f) => CorruptDatasetError::new_err(f.to_string()),
+        SimError::Config(m) | SimError::BadRequest(m) => InputError::new_err(m),
+        SimError::Io(m) => pyo3::exceptions::PyOSError::new_err(m),
+    }
+}
+
+#[pyclass(module = "flashgnn._core")]
+pub struct TraceRecorder {
+    inner: std::sync::Mutex<Option<(NeighborSampler, flashgnn_sim::trace::TraceWriter)>>,
+}
+
+#[pymethods]
+impl TraceRecorder {
+    /// Open `path` for sampling with capture on and create the trace `out`;
+    /// `params` (JSON text) goes into the trace header.
+    #[new]
+    #[pyo3(signature = (path, out, fanouts, params, engine="uring", depth=256))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        out: PathBuf,
+        fanouts: Vec<i32>,
+        params: String,
+        engine: &str,
+        depth: usize,
+    ) -> PyResult<Self> {
+        let cfg = crate::sampler::config(engine, depth, 64, false, true)?;
+        py.detach(|| {
+            let mut s = NeighborSampler::open(&path, &fanouts, &cfg).map_err(sample_err)?;
+            s.set_trace(true);
+            let id = s.dataset_id().dataset_id.unwrap_or(0);
+            let h = flashgnn_format::trace::TraceHeader {
+                version: flashgnn_format::trace::TRACE_VERSION,
+                dataset_id: id,
+                page_size: s.layout().page_size,
+                params,
+            };
+            let w = flashgnn_sim::trace::TraceWriter::create(&out, &h).map_err(sim_err)?;
+            Ok(TraceRecorder { inner: std::sync::Mutex::new(Some((s, w))) })
+        })
+    }
+
+    /// Sample one batch around `seeds` and append its reads; returns
+    /// (reads, bytes read, sampled nodes) of the batch.
+    fn batch(&self, py: Python<'_>, seeds: PyReadonlyArray1<i64>, seed: u64) -> PyResult<(u64, u64, u64)> {
+        let seeds = seeds.as_slice()?.to_vec();
+        py.detach(|| -> PyResult<(u64, u64, u64)> {
+            let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            let Some((s, w)) = g.as_mut() else {
+                return Err(pyo3::exceptions::PyRuntimeError::new_err("trace recorder is closed"));
+            };
+            let batch = s.sample(&seeds, seed).map_err(sample_err)?;
+            let reads = s.take_trace();
+            let bytes: u64 = reads.iter().map(|r| r.length as u64).sum();
+            w.write_batch(&reads).map_err(sim_err)?;
+            Ok((reads.len() as u64, bytes, batch.n_id.len() as u64))
+        })
+    }
+
+    /// Seal the trace; returns (records, batches).
+    fn finish(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
+        py.detach(|| {
+            let Some((_, w)) = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+                return Err(pyo3::exceptions::PyRuntimeError::new_err("trace recorder is closed"));
+            };
+            w.finish().map_err(sim_err)
+        })
+    }
+}
+
+/// Replay a trace under a config; returns the report as JSON text.
+#[pyfunction]
+#[pyo3(signature = (trace, config, designs, sweep=None, set=Vec::new(), timing=true))]
+pub fn simulate(
+    py: Python<'_>,
+    trace: PathBuf,
+    config: PathBuf,
+    designs: Vec<String>,
+    sweep: Option<(String, Vec<String>)>,
+    set: Vec<(String, String)>,
+    timing: bool,
+) -> PyResult<String> {
+    py.detach(|| {
+        let req = flashgnn_sim::Request { trace: &trace, config: &config, designs, sweep, set, timing };
+        let r = flashgnn_sim::simulate(&req).map_err(sim_err)?;
+        serde_json::to_string(&r).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
+    })
+}

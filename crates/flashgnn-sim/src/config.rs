@@ -1,0 +1,297 @@
+//! Simulator configuration: every parameter of the model, read from TOML
+//! (configs/ssd/*.toml; each field's meaning and source in docs/simulator.md).
+//! Unknown fields are refused; every value is checked against its bound and
+//! an error names the file, the field, the value and the bound.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Result, SimError};
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub name: String,
+    pub host: Host,
+    pub controller: Controller,
+    pub flash: Flash,
+    pub energy: Energy,
+    #[serde(default)]
+    pub compute: Compute,
+    #[serde(default)]
+    pub sim: Sim,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Host {
+    /// PCIe generation (1-6) and lanes.
+    pub pcie_gen: u32,
+    pub pcie_lanes: u32,
+    /// Share of the raw link rate left for payload after TLP/DLLP overhead.
+    pub pcie_efficiency: f64,
+    /// NVMe command overhead on the link and in the controller's queues
+    /// (submission, doorbell, completion entry), per command.
+    pub nvme_command_ns: f64,
+    /// Host software stack per I/O (syscall, block layer, driver, interrupt
+    /// or poll), split half on submit, half on completion.
+    pub stack_ns: f64,
+    /// Host CPU time per sampled node (decode a slot, draw neighbors).
+    pub cpu_ns_per_node: f64,
+    /// Host threads sampling (servers of the host-CPU queue).
+    pub cpu_cores: u32,
+    /// NVMe commands in flight per batch at most (the engine's depth).
+    pub queue_depth: u32,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Controller {
+    /// Embedded cores (servers of the firmware queue).
+    pub cores: u32,
+    /// Firmware time per flash command (FTL lookup, scheduling, completion).
+    pub firmware_ns_per_command: f64,
+    /// Firmware time per command with DirectGraph (physical addresses in the
+    /// graph: no FTL translation).
+    pub firmware_ns_directgraph: f64,
+    /// Embedded-core time per sampled node (SmartSAGE-style sampling).
+    pub sample_ns_per_node: f64,
+    /// Channel-level router time per command (BG-2: firmware off the path).
+    pub router_ns: f64,
+    /// SSD DRAM bandwidth (GB/s) and size (bytes).
+    pub dram_gbps: f64,
+    pub dram_bytes: u64,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Flash {
+    pub channels: u32,
+    pub packages: u32,
+    /// Dies per package.
+    pub dies: u32,
+    pub planes: u32,
+    pub page_bytes: u32,
+    /// Page read latency tR.
+    pub read_ns: f64,
+    /// Channel bus rate (mega-transfers/s) and width (bits).
+    pub bus_mts: f64,
+    pub bus_bits: u32,
+    /// Per-command channel overhead (command + address cycles).
+    pub command_ns: f64,
+    /// Die-level sampler time per sampled node (BG-SP designs).
+    pub sampler_ns_per_node: f64,
+    /// "stripe" (channel first, then die, then plane) or "hash" (seeded).
+    #[serde(default = "stripe")]
+    pub mapping: String,
+}
+
+fn stripe() -> String {
+    "stripe".into()
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Energy {
+    pub voltage: f64,
+    /// Array read current (tR) and bus current while transferring.
+    pub read_current_ma: f64,
+    pub bus_current_ma: f64,
+    pub pcie_pj_per_bit: f64,
+    pub host_dram_pj_per_bit: f64,
+    pub ssd_dram_pj_per_bit: f64,
+    /// Embedded core power while busy, host core power while sampling.
+    pub controller_core_mw: f64,
+    pub host_core_mw: f64,
+    pub sampler_mw: f64,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Compute {
+    /// FLOPs of the GNN step per sampled node.
+    pub flops_per_node: f64,
+    /// Throughput of the host-side accelerator and the in-storage one.
+    pub host_flops: f64,
+    pub ssd_flops: f64,
+    /// Bytes of output per target node sent to the host by in-storage designs.
+    pub output_bytes_per_target: f64,
+}
+
+impl Default for Compute {
+    fn default() -> Self {
+        Compute { flops_per_node: 65536.0, host_flops: 1e14, ssd_flops: 6.5e12, output_bytes_per_target: 256.0 }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sim {
+    pub seed: u64,
+    /// Replay at most this many batches (0 = all).
+    pub max_batches: u64,
+}
+
+impl Default for Sim {
+    fn default() -> Self {
+        Sim { seed: 1, max_batches: 0 }
+    }
+}
+
+/// Short names accepted by `--sweep` for the commonly swept fields.
+pub const SWEEP_ALIASES: &[(&str, &str)] = &[
+    ("channels", "flash.channels"),
+    ("packages", "flash.packages"),
+    ("dies", "flash.dies"),
+    ("planes", "flash.planes"),
+    ("page_size", "flash.page_bytes"),
+    ("tr", "flash.read_ns"),
+    ("bus_mts", "flash.bus_mts"),
+    ("cores", "controller.cores"),
+    ("queue_depth", "host.queue_depth"),
+    ("pcie_lanes", "host.pcie_lanes"),
+    ("seed", "sim.seed"),
+];
+
+pub fn resolve_alias(p: &str) -> String {
+    SWEEP_ALIASES.iter().find(|(a, _)| *a == p).map(|(_, f)| f.to_string()).unwrap_or_else(|| p.to_string())
+}
+
+impl Config {
+    /// Parse `text` (from `file`), with `overrides` (dotted field, value
+    /// text) applied before checking.
+    pub fn parse(text: &str, file: &str, overrides: &[(String, String)]) -> Result<Config> {
+        let mut v: toml::Value =
+            toml::from_str(text).map_err(|e| SimError::Config(format!("{file}: {}", e.to_string().trim())))?;
+        for (path, val) in overrides {
+            set_field(&mut v, &resolve_alias(path), val, file)?;
+        }
+        let c: Config =
+            v.try_into().map_err(|e: toml::de::Error| SimError::Config(format!("{file}: {}", e.to_string().trim())))?;
+        c.check(file)?;
+        Ok(c)
+    }
+
+    pub fn load(path: &std::path::Path, overrides: &[(String, String)]) -> Result<Config> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| SimError::Io(format!("{file}: cannot read: {e}")))?;
+        Config::parse(&text, &file, overrides)
+    }
+
+    fn check(&self, file: &str) -> Result<()> {
+        let f = |name: &str, v: f64, lo: f64, hi: f64| -> Result<()> {
+            if v.is_finite() && v >= lo && v <= hi {
+                Ok(())
+            } else {
+                Err(SimError::Config(format!("{file}: {name} = {v} is out of range [{lo}, {hi}]")))
+            }
+        };
+        let h = &self.host;
+        f("host.pcie_gen", h.pcie_gen as f64, 1.0, 6.0)?;
+        f("host.pcie_lanes", h.pcie_lanes as f64, 1.0, 32.0)?;
+        f("host.pcie_efficiency", h.pcie_efficiency, 0.01, 1.0)?;
+        f("host.nvme_command_ns", h.nvme_command_ns, 0.0, 1e9)?;
+        f("host.stack_ns", h.stack_ns, 0.0, 1e9)?;
+        f("host.cpu_ns_per_node", h.cpu_ns_per_node, 0.0, 1e9)?;
+        f("host.cpu_cores", h.cpu_cores as f64, 1.0, 4096.0)?;
+        f("host.queue_depth", h.queue_depth as f64, 1.0, 65536.0)?;
+        let c = &self.controller;
+        f("controller.cores", c.cores as f64, 1.0, 1024.0)?;
+        f("controller.firmware_ns_per_command", c.firmware_ns_per_command, 0.0, 1e9)?;
+        f("controller.firmware_ns_directgraph", c.firmware_ns_directgraph, 0.0, 1e9)?;
+        f("controller.sample_ns_per_node", c.sample_ns_per_node, 0.0, 1e9)?;
+        f("controller.router_ns", c.router_ns, 0.0, 1e9)?;
+        f("controller.dram_gbps", c.dram_gbps, 0.001, 1e4)?;
+        f("controller.dram_bytes", c.dram_bytes as f64, 1.0, 1e15)?;
+        let x = &self.flash;
+        f("flash.channels", x.channels as f64, 1.0, 1024.0)?;
+        f("flash.packages", x.packages as f64, 1.0, 64.0)?;
+        f("flash.dies", x.dies as f64, 1.0, 64.0)?;
+        f("flash.planes", x.planes as f64, 1.0, 16.0)?;
+        if !(512..=65536).contains(&x.page_bytes) || !x.page_bytes.is_power_of_two() {
+            return Err(SimError::Config(format!(
+                "{file}: flash.page_bytes = {} must be a power of two in [512, 65536]",
+                x.page_bytes
+            )));
+        }
+        f("flash.read_ns", x.read_ns, 1.0, 1e8)?;
+        f("flash.bus_mts", x.bus_mts, 1.0, 1e5)?;
+        f("flash.bus_bits", x.bus_bits as f64, 1.0, 64.0)?;
+        f("flash.command_ns", x.command_ns, 0.0, 1e8)?;
+        f("flash.sampler_ns_per_node", x.sampler_ns_per_node, 0.0, 1e8)?;
+        if x.mapping != "stripe" && x.mapping != "hash" {
+            return Err(SimError::Config(format!(
+                "{file}: flash.mapping = {:?} must be \"stripe\" or \"hash\"",
+                x.mapping
+            )));
+        }
+        let e = &self.energy;
+        f("energy.voltage", e.voltage, 0.0, 100.0)?;
+        f("energy.read_current_ma", e.read_current_ma, 0.0, 1e4)?;
+        f("energy.bus_current_ma", e.bus_current_ma, 0.0, 1e4)?;
+        f("energy.pcie_pj_per_bit", e.pcie_pj_per_bit, 0.0, 1e4)?;
+        f("energy.host_dram_pj_per_bit", e.host_dram_pj_per_bit, 0.0, 1e4)?;
+        f("energy.ssd_dram_pj_per_bit", e.ssd_dram_pj_per_bit, 0.0, 1e4)?;
+        f("energy.controller_core_mw", e.controller_core_mw, 0.0, 1e6)?;
+        f("energy.host_core_mw", e.host_core_mw, 0.0, 1e7)?;
+        f("energy.sampler_mw", e.sampler_mw, 0.0, 1e6)?;
+        let k = &self.compute;
+        f("compute.flops_per_node", k.flops_per_node, 0.0, 1e15)?;
+        f("compute.host_flops", k.host_flops, 1.0, 1e18)?;
+        f("compute.ssd_flops", k.ssd_flops, 1.0, 1e18)?;
+        f("compute.output_bytes_per_target", k.output_bytes_per_target, 0.0, 1e9)?;
+        Ok(())
+    }
+
+    /// Payload bytes per second of the PCIe link.
+    pub fn pcie_bytes_per_s(&self) -> f64 {
+        let (gts, enc) = match self.host.pcie_gen {
+            1 => (2.5, 0.8),
+            2 => (5.0, 0.8),
+            3 => (8.0, 128.0 / 130.0),
+            4 => (16.0, 128.0 / 130.0),
+            5 => (32.0, 128.0 / 130.0),
+            _ => (64.0, 242.0 / 256.0),
+        };
+        gts * 1e9 * enc / 8.0 * self.host.pcie_lanes as f64 * self.host.pcie_efficiency
+    }
+
+    /// Bytes per second of one flash channel.
+    pub fn channel_bytes_per_s(&self) -> f64 {
+        self.flash.bus_mts * 1e6 * self.flash.bus_bits as f64 / 8.0
+    }
+
+    pub fn dies_per_channel(&self) -> u32 {
+        self.flash.packages * self.flash.dies
+    }
+}
+
+/// Set dotted `path` in `v` to `val` (parsed as an integer, a float, a
+/// boolean or else a string), refusing a path the config does not have.
+fn set_field(v: &mut toml::Value, path: &str, val: &str, file: &str) -> Result<()> {
+    let mut cur = v;
+    let parts: Vec<&str> = path.split('.').collect();
+    for (k, p) in parts.iter().enumerate() {
+        let t = cur.as_table_mut().ok_or_else(|| SimError::Config(format!("{file}: {path}: not a table at {p:?}")))?;
+        if k + 1 == parts.len() {
+            let old = t.get(*p).ok_or_else(|| {
+                SimError::Config(format!(
+                    "{file}: no field {path} to set (sweep names: {})",
+                    SWEEP_ALIASES.iter().map(|a| a.0).collect::<Vec<_>>().join(", ")
+                ))
+            })?;
+            let new = match old {
+                toml::Value::Integer(_) => val.parse::<i64>().map(toml::Value::Integer).ok(),
+                toml::Value::Float(_) => val.parse::<f64>().map(toml::Value::Float).ok(),
+                toml::Value::Boolean(_) => val.parse::<bool>().map(toml::Value::Boolean).ok(),
+                toml::Value::String(_) => Some(toml::Value::String(val.to_string())),
+                _ => None,
+            }
+            .ok_or_else(|| SimError::Config(format!("{file}: {path} = {val:?} is not a valid {}", old.type_str())))?;
+            t.insert(p.to_string(), new);
+            return Ok(());
+        }
+        cur = t.get_mut(*p).ok_or_else(|| SimError::Config(format!("{file}: no table {p:?} for {path}")))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,984 @@
+//! The discrete-event SSD model (docs/simulator.md, "Model").
+//!
+//! Time is integer picoseconds. Events sit in a `BinaryHeap` ordered by
+//! (time, sequence number), so runs are deterministic. Every resource is a
+//! FIFO queue in front of `servers` identical servers: the host CPU, the
+//! NVMe queue-depth tokens, the PCIe link, the controller's cores, the SSD
+//! DRAM, each channel and each die. Waiting times are what the queues give,
+//! never assumed. A batch is replayed on its own (batches run one after
+//! another) and its state is dropped after it, so memory is bounded by one
+//! batch.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use flashgnn_format::trace::{TraceRead, KIND_SLOT_PAGE, NO_DEP};
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::design::{Design, Firmware, Pcie, SampleAt};
+
+/// Latency categories of the per-batch breakdown.
+pub const CATS: [&str; 7] = ["host", "pcie", "controller", "wait_before_flash", "flash", "wait_after_flash", "barrier"];
+const HOST: usize = 0;
+const PCIE: usize = 1;
+const CTRL: usize = 2;
+const WBF: usize = 3;
+const FLASH: usize = 4;
+const WAF: usize = 5;
+const BARRIER: usize = 6;
+
+const PS: f64 = 1e3; // ps per ns
+
+#[derive(Debug, Clone, Default)]
+struct Res {
+    servers: u32,
+    busy: u32,
+    queue: VecDeque<(u32, u32)>,
+    occ: u64,
+    last: u64,
+    area: u128,
+    busy_area: u128,
+    arrivals: u64,
+    sojourn: u128,
+}
+
+impl Res {
+    fn new(servers: u32) -> Res {
+        Res { servers, ..Default::default() }
+    }
+    fn tick(&mut self, now: u64) {
+        let dt = (now - self.last) as u128;
+        self.area += dt * self.occ as u128;
+        self.busy_area += dt * self.busy as u128;
+        self.last = now;
+    }
+    /// Arrive; true when a server is free now.
+    fn acquire(&mut self, now: u64, who: (u32, u32)) -> bool {
+        self.tick(now);
+        self.occ += 1;
+        self.arrivals += 1;
+        if self.busy < self.servers {
+            self.busy += 1;
+            true
+        } else {
+            self.queue.push_back(who);
+            false
+        }
+    }
+    /// Leave (arrived at `arrived`); returns the waiter now granted.
+    fn release(&mut self, now: u64, arrived: u64) -> Option<(u32, u32)> {
+        self.tick(now);
+        self.occ -= 1;
+        self.sojourn += (now - arrived) as u128;
+        match self.queue.pop_front() {
+            Some(w) => Some(w),
+            None => {
+                self.busy -= 1;
+                None
+            }
+        }
+    }
+}
+
+/// Queue statistics for one resource class (summed over its instances).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct QueueStats {
+    pub arrivals: u64,
+    /// Time-average number present (waiting + in service).
+    pub mean_occupancy: f64,
+    /// Arrivals per second.
+    pub arrival_rate: f64,
+    /// Mean time from arrival to departure (s).
+    pub mean_sojourn_s: f64,
+    /// Time-average busy servers.
+    pub mean_busy: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Energy {
+    pub flash_reads_j: f64,
+    pub channel_j: f64,
+    pub ssd_dram_j: f64,
+    pub controller_j: f64,
+    pub pcie_j: f64,
+    pub host_dram_j: f64,
+    pub host_cpu_j: f64,
+    pub die_sampler_j: f64,
+}
+
+impl Energy {
+    pub fn total(&self) -> f64 {
+        self.flash_reads_j
+            + self.channel_j
+            + self.ssd_dram_j
+            + self.controller_j
+            + self.pcie_j
+            + self.host_dram_j
+            + self.host_cpu_j
+            + self.die_sampler_j
+    }
+    fn scale(&mut self, k: f64) {
+        for x in [
+            &mut self.flash_reads_j,
+            &mut self.channel_j,
+            &mut self.ssd_dram_j,
+            &mut self.controller_j,
+            &mut self.pcie_j,
+            &mut self.host_dram_j,
+            &mut self.host_cpu_j,
+            &mut self.die_sampler_j,
+        ] {
+            *x *= k;
+        }
+    }
+}
+
+/// One design's result over a trace.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DesignResult {
+    pub design: String,
+    pub batches: u64,
+    pub targets: u64,
+    pub reads: u64,
+    pub reads_served: u64,
+    pub flash_commands: u64,
+    /// Simulated seconds of I/O and sampling (batches back to back).
+    pub io_seconds: f64,
+    /// GNN compute per batch (s), overlapped with the next batch's I/O.
+    pub compute_s_per_batch: f64,
+    pub batches_per_s: f64,
+    pub targets_per_s: f64,
+    pub batch_latency_s: f64,
+    /// The same batches' mean I/O time as the engine measured it (first
+    /// submission to last completion, from the trace's timestamps); None
+    /// when the trace has no times. Compare with `batch_latency_s`.
+    pub traced_batch_latency_s: Option<f64>,
+    /// Mean per-batch latency along each batch's critical path (s), by
+    /// category ([`CATS`]); sums to `batch_latency_s`.
+    pub breakdown_s: std::collections::BTreeMap<String, f64>,
+    pub mean_reads_in_flight: f64,
+    /// Time-average NVMe commands outstanding at the device (host designs:
+    /// queue-depth tokens held; in-storage designs: reads in flight).
+    pub mean_queue_depth: f64,
+    pub mean_active_channels: f64,
+    pub mean_active_dies: f64,
+    pub bytes_pcie: u64,
+    pub bytes_channel: u64,
+    pub energy_per_batch_j: Energy,
+    pub energy_per_batch_total_j: f64,
+    pub queues: std::collections::BTreeMap<String, QueueStats>,
+    /// Share of simulated time with N reads in flight, N in buckets 0, 1,
+    /// 2-3, 4-7, ..., 2^15 and more (`queue_depth_hist_lo` gives each
+    /// bucket's lower bound).
+    pub queue_depth_hist: Vec<f64>,
+    pub queue_depth_hist_lo: Vec<u64>,
+    /// Samples over simulated time (at most [`TIMELINE_MAX`], evenly spaced
+    /// after decimation): reads in flight, busy channels, busy dies.
+    pub timeline: Timeline,
+}
+
+/// Points kept in a design's timeline.
+pub const TIMELINE_MAX: usize = 1024;
+const QD_BUCKETS: usize = 17;
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Timeline {
+    pub t_s: Vec<f64>,
+    pub reads_in_flight: Vec<u32>,
+    pub active_channels: Vec<u32>,
+    pub active_dies: Vec<u32>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    TokenAcq,
+    TokenRel,
+    HalfStack,
+    Nvme,
+    Router,
+    Fw,
+    HostSample,
+    CoreSample,
+    PcieData,
+    Flash,
+}
+
+#[derive(Clone, Default)]
+struct ReadState {
+    op: u8,
+    t_mark: u64,
+    /// When the read asked for a queue-depth token.
+    t_token: u64,
+    ready_at: u64,
+    done_at: u64,
+    done: bool,
+    pages_left: u32,
+    page0: u32,
+    cats: [u64; 7],
+    pcats: [u64; 7],
+    /// Unmet dependency count (0 or 1) — the gate is checked separately.
+    waiting_dep: bool,
+    hop: u8,
+}
+
+#[derive(Clone, Default)]
+struct PageState {
+    die: u32,
+    ch: u32,
+    phase: u8,
+    t_die: u64,
+    t_ch: u64,
+    t_dram: u64,
+    cats: [u64; 7],
+    bytes: u32,
+}
+
+const R_TOKEN: usize = 0;
+const R_HOSTCPU: usize = 1;
+const R_PCIE: usize = 2;
+const R_CORES: usize = 3;
+const R_DRAM: usize = 4;
+const R_FIXED: usize = 5;
+
+const E_READY: u8 = 0;
+const E_OPDONE: u8 = 1;
+const E_GRANT: u8 = 2;
+const E_TR: u8 = 3;
+const E_XFER: u8 = 4;
+const E_DRAM: u8 = 5;
+const NOPAGE: u32 = u32::MAX;
+
+pub struct Engine<'a> {
+    cfg: &'a Config,
+    d: &'a Design,
+    ops: Vec<Op>,
+    res: Vec<Res>,
+    n_ch: u32,
+    heap: BinaryHeap<Reverse<(u64, u64, u8, u32, u32)>>,
+    seq: u64,
+    now: u64,
+    // Per batch.
+    reads: Vec<TraceRead>,
+    st: Vec<ReadState>,
+    pages: Vec<PageState>,
+    children: Vec<Vec<u32>>,
+    hop_left: Vec<u64>,
+    gate: u8,
+    parked: Vec<Vec<u32>>,
+    left: u64,
+    // Totals.
+    inflight: u64,
+    inflight_area: u128,
+    inflight_last: u64,
+    qd_hist: [u128; QD_BUCKETS],
+    timeline: Timeline,
+    sample_every: u64,
+    next_sample: u64,
+    batches: u64,
+    targets: u64,
+    nreads: u64,
+    served: u64,
+    flash_cmds: u64,
+    bytes_pcie: u64,
+    bytes_channel: u64,
+    bytes_dram: u64,
+    bytes_host: u64,
+    tr_ps: u128,
+    xfer_ps: u128,
+    sampler_ps: u128,
+    core_ps: u128,
+    hostcpu_ps: u128,
+    breakdown: [u128; 7],
+    compute_s: f64,
+    // Precomputed service times (ps).
+    half_stack: u64,
+    nvme: u64,
+    pcie_ps_per_byte: f64,
+    ch_ps_per_byte: f64,
+    dram_ps_per_byte: f64,
+    seed: u64,
+}
+
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ceb9fe1a85ec53);
+    x ^ (x >> 33)
+}
+
+impl<'a> Engine<'a> {
+    pub fn new(cfg: &'a Config, d: &'a Design) -> Engine<'a> {
+        use Op::*;
+        let ops = match d.sample_at {
+            SampleAt::Host => vec![TokenAcq, HalfStack, Nvme, Fw, Flash, PcieData, TokenRel, HalfStack, HostSample],
+            _ => {
+                let mut v = vec![if d.firmware == Firmware::Router { Router } else { Fw }, Flash];
+                if d.sample_at == SampleAt::Controller {
+                    v.push(CoreSample);
+                }
+                if d.pcie == Pcie::Used {
+                    v.push(PcieData);
+                }
+                v
+            }
+        };
+        let n_ch = cfg.flash.channels;
+        let n_die = n_ch * cfg.dies_per_channel();
+        let mut res = vec![
+            Res::new(cfg.host.queue_depth),
+            Res::new(cfg.host.cpu_cores),
+            Res::new(1),
+            Res::new(cfg.controller.cores),
+            Res::new(1),
+        ];
+        for _ in 0..n_ch + n_die {
+            res.push(Res::new(1));
+        }
+        Engine {
+            cfg,
+            d,
+            ops,
+            res,
+            n_ch,
+            heap: BinaryHeap::new(),
+            seq: 0,
+            now: 0,
+            reads: Vec::new(),
+            st: Vec::new(),
+            pages: Vec::new(),
+            children: Vec::new(),
+            hop_left: Vec::new(),
+            gate: 0,
+            parked: Vec::new(),
+            left: 0,
+            inflight: 0,
+            inflight_area: 0,
+            inflight_last: 0,
+            qd_hist: [0; QD_BUCKETS],
+            timeline: Timeline::default(),
+            sample_every: 1_000_000, // 1 us, doubled whenever the timeline fills
+            next_sample: 0,
+            batches: 0,
+            targets: 0,
+            nreads: 0,
+            served: 0,
+            flash_cmds: 0,
+            bytes_pcie: 0,
+            bytes_channel: 0,
+            bytes_dram: 0,
+            bytes_host: 0,
+            tr_ps: 0,
+            xfer_ps: 0,
+            sampler_ps: 0,
+            core_ps: 0,
+            hostcpu_ps: 0,
+            breakdown: [0; 7],
+            compute_s: 0.0,
+            half_stack: (cfg.host.stack_ns * PS / 2.0) as u64,
+            nvme: (cfg.host.nvme_command_ns * PS) as u64,
+            pcie_ps_per_byte: 1e12 / cfg.pcie_bytes_per_s(),
+            ch_ps_per_byte: 1e12 / cfg.channel_bytes_per_s(),
+            dram_ps_per_byte: 1e12 / (cfg.controller.dram_gbps * 1e9),
+            seed: cfg.sim.seed,
+        }
+    }
+
+    fn push(&mut self, t: u64, kind: u8, read: u32, page: u32) {
+        self.seq += 1;
+        self.heap.push(Reverse((t, self.seq, kind, read, page)));
+    }
+
+    fn inflight_delta(&mut self, up: bool) {
+        let dt = (self.now - self.inflight_last) as u128;
+        let b = if self.inflight == 0 { 0 } else { (64 - self.inflight.leading_zeros() as usize).min(QD_BUCKETS - 1) };
+        self.qd_hist[b] += dt;
+        self.inflight_area += dt * self.inflight as u128;
+        self.inflight_last = self.now;
+        if up {
+            self.inflight += 1;
+        } else {
+            self.inflight -= 1;
+        }
+    }
+
+    /// Logical page → (channel, die index global). Striping: consecutive
+    /// logical pages go to consecutive channels, then to the next die of
+    /// each channel (package-major), then planes (see docs/simulator.md).
+    fn map(&self, lpn: u64) -> (u32, u32) {
+        let x =
+            if self.cfg.flash.mapping == "hash" { mix(lpn ^ self.seed.wrapping_mul(0x9e3779b97f4a7c15)) } else { lpn };
+        let ch = (x % self.n_ch as u64) as u32;
+        let die_in_ch = ((x / self.n_ch as u64) % self.cfg.dies_per_channel() as u64) as u32;
+        (ch, ch * self.cfg.dies_per_channel() + die_in_ch)
+    }
+
+    /// Replay one batch (its reads in issue order) starting now.
+    /// `targets`: seeds in the batch (from the trace header); None estimates
+    /// them from the hop-0 slot reads.
+    pub fn run_batch(&mut self, reads: Vec<TraceRead>, targets_hint: Option<u64>) {
+        let n = reads.len();
+        let start = self.now;
+        self.reads = reads;
+        self.st = vec![ReadState::default(); n];
+        self.pages.clear();
+        self.children = vec![Vec::new(); n];
+        let max_hop = self.reads.iter().map(|r| r.hop).max().unwrap_or(0) as usize;
+        self.hop_left = vec![0; max_hop + 2];
+        self.parked = vec![Vec::new(); max_hop + 2];
+        let mut targets = 0u64;
+        let mut nodes = 0u64;
+        for i in 0..n {
+            let r = self.reads[i];
+            // Effective hop: never below the dependency's (no gate deadlock).
+            let mut hop = r.hop;
+            if r.dep != NO_DEP {
+                hop = hop.max(self.st[r.dep as usize].hop);
+                self.children[r.dep as usize].push(i as u32);
+                self.st[i].waiting_dep = true;
+            }
+            self.st[i].hop = hop;
+            self.hop_left[hop as usize] += 1;
+            if r.kind == KIND_SLOT_PAGE {
+                nodes += r.items as u64;
+                if r.hop == 0 {
+                    targets += r.items as u64;
+                }
+            }
+        }
+        if let Some(t) = targets_hint {
+            targets = t;
+        }
+        self.left = n as u64;
+        self.gate = 0;
+        self.advance_gate();
+        // Prologue: in-storage designs take one NVMe command per batch.
+        let pro = if self.d.sample_at == SampleAt::Host { 0 } else { self.half_stack + self.nvme };
+        let t0 = start + pro;
+        // The prologue is a pure delay: the first commands reach the device at t0.
+        self.now = t0;
+        for i in 0..n {
+            if !self.st[i].waiting_dep {
+                self.st[i].ready_at = t0;
+                self.maybe_start(i as u32, t0);
+            }
+        }
+        while let Some(Reverse((t, _, kind, read, page))) = self.heap.pop() {
+            if t >= self.next_sample {
+                self.sample(t);
+            }
+            self.now = t;
+            self.handle(kind, read, page);
+        }
+        // Epilogue.
+        let mut end = self.now;
+        let mut epi = [0u64; 7];
+        epi[HOST] += pro.saturating_sub(self.nvme);
+        epi[PCIE] += if pro > 0 { self.nvme } else { 0 };
+        if self.d.pcie == Pcie::Output {
+            let bytes = (targets as f64 * self.cfg.compute.output_bytes_per_target) as u64;
+            let t = (bytes as f64 * self.pcie_ps_per_byte) as u64;
+            self.bytes_pcie += bytes;
+            self.bytes_host += bytes;
+            epi[PCIE] += t;
+            end += t;
+        }
+        if self.d.sample_at != SampleAt::Host {
+            epi[HOST] += self.half_stack;
+            end += self.half_stack;
+        }
+        // Critical path: from the last read to finish back through its dependencies.
+        let mut path = epi;
+        if let Some(last) = (0..n).max_by_key(|&i| (self.st[i].done_at, i)) {
+            let mut i = last;
+            loop {
+                let s = &self.st[i];
+                for k in 0..7 {
+                    path[k] += s.cats[k] + s.pcats[k];
+                }
+                let dep = self.reads[i].dep;
+                let prev_done = if dep == NO_DEP { start + pro } else { self.st[dep as usize].done_at };
+                path[BARRIER] += s.ready_at - prev_done;
+                if dep == NO_DEP {
+                    break;
+                }
+                i = dep as usize;
+            }
+        }
+        // The path's sum can differ from the batch span only by rounding of
+        // per-stage times; put the difference where no stage was counted.
+        let span = end - start;
+        let sum: u64 = path.iter().sum();
+        if span > sum {
+            path[BARRIER] += span - sum;
+        }
+        for k in 0..7 {
+            self.breakdown[k] += path[k] as u128;
+        }
+        self.now = end;
+        self.batches += 1;
+        self.targets += targets;
+        self.nreads += n as u64;
+        let flops = if self.d.compute_in_ssd { self.cfg.compute.ssd_flops } else { self.cfg.compute.host_flops };
+        self.compute_s += nodes as f64 * self.cfg.compute.flops_per_node / flops;
+    }
+
+    /// Record the state just before `t` (and every sample point up to it).
+    fn sample(&mut self, t: u64) {
+        let busy = |rs: &[Res]| rs.iter().map(|r| r.busy).sum::<u32>();
+        let ch = busy(&self.res[R_FIXED..R_FIXED + self.n_ch as usize]);
+        let dies = busy(&self.res[R_FIXED + self.n_ch as usize..]);
+        while self.next_sample <= t {
+            let tl = &mut self.timeline;
+            tl.t_s.push(self.next_sample as f64 / 1e12);
+            tl.reads_in_flight.push(self.inflight as u32);
+            tl.active_channels.push(ch);
+            tl.active_dies.push(dies);
+            self.next_sample += self.sample_every;
+            if tl.t_s.len() >= TIMELINE_MAX {
+                // Keep every other point; sample half as often from now on.
+                for v in [&mut tl.reads_in_flight, &mut tl.active_channels, &mut tl.active_dies] {
+                    let kept: Vec<u32> = v.iter().step_by(2).copied().collect();
+                    *v = kept;
+                }
+                tl.t_s = tl.t_s.iter().step_by(2).copied().collect();
+                self.sample_every *= 2;
+                // Points sit at k * sample_every from time 0.
+                self.next_sample = tl.t_s.len() as u64 * self.sample_every;
+            }
+        }
+    }
+
+    fn advance_gate(&mut self) {
+        while (self.gate as usize) < self.hop_left.len() - 1 && self.hop_left[self.gate as usize] == 0 {
+            self.gate += 1;
+            let parked = std::mem::take(&mut self.parked[self.gate as usize]);
+            for i in parked {
+                self.st[i as usize].ready_at = self.now;
+                self.begin(i);
+            }
+        }
+    }
+
+    /// Dependency met at `t`: start now or park behind the hop barrier.
+    fn maybe_start(&mut self, i: u32, t: u64) {
+        let s = &mut self.st[i as usize];
+        s.waiting_dep = false;
+        if self.d.barrier && s.hop > self.gate {
+            self.parked[s.hop as usize].push(i);
+            return;
+        }
+        s.ready_at = t;
+        self.begin(i);
+    }
+
+    fn begin(&mut self, i: u32) {
+        self.inflight_delta(true);
+        self.run_ops(i);
+    }
+
+    fn items(&self, i: u32) -> u64 {
+        self.reads[i as usize].items.max(1) as u64
+    }
+
+    /// Service time (ps) of a queued op for read `i`.
+    fn service(&mut self, op: Op, i: u32) -> u64 {
+        let r = self.reads[i as usize];
+        let c = &self.cfg;
+        match op {
+            Op::Fw => {
+                let ns = if self.d.firmware == Firmware::DirectGraph {
+                    c.controller.firmware_ns_directgraph
+                } else {
+                    c.controller.firmware_ns_per_command
+                };
+                (ns * PS) as u64
+            }
+            Op::HostSample => {
+                if r.kind == KIND_SLOT_PAGE || r.kind == 1 {
+                    (c.host.cpu_ns_per_node * PS) as u64 * self.items(i)
+                } else {
+                    0
+                }
+            }
+            Op::CoreSample => {
+                if r.kind == KIND_SLOT_PAGE || r.kind == 1 {
+                    (c.controller.sample_ns_per_node * PS) as u64 * self.items(i)
+                } else {
+                    0
+                }
+            }
+            Op::PcieData => {
+                let bytes = if self.d.pcie == Pcie::Extent { r.length } else { r.bytes_used.max(1) } as u64;
+                self.bytes_pcie += bytes;
+                self.bytes_host += bytes;
+                (bytes as f64 * self.pcie_ps_per_byte) as u64
+            }
+            _ => 0,
+        }
+    }
+
+    fn res_of(op: Op) -> usize {
+        match op {
+            Op::Fw | Op::CoreSample => R_CORES,
+            Op::HostSample => R_HOSTCPU,
+            Op::PcieData => R_PCIE,
+            _ => usize::MAX,
+        }
+    }
+
+    fn cat_of(op: Op) -> (usize, usize) {
+        // (service category, wait category)
+        match op {
+            Op::Fw | Op::CoreSample => (CTRL, CTRL),
+            Op::HostSample => (HOST, HOST),
+            Op::PcieData => (PCIE, WAF),
+            _ => (HOST, HOST),
+        }
+    }
+
+    /// Run read `i`'s ops from its current one until one has to wait.
+    fn run_ops(&mut self, i: u32) {
+        loop {
+            let k = self.st[i as usize].op as usize;
+            if k == self.ops.len() {
+                self.finish(i);
+                return;
+            }
+            let op = self.ops[k];
+            let now = self.now;
+            match op {
+                Op::TokenAcq => {
+                    self.st[i as usize].t_token = now;
+                    if !self.res[R_TOKEN].acquire(now, (i, NOPAGE)) {
+                        return; // E_GRANT continues
+                    }
+                    self.st[i as usize].op += 1;
+                }
+                Op::TokenRel => {
+                    let arrived = self.st[i as usize].t_token;
+                    if let Some((w, p)) = self.res[R_TOKEN].release(now, arrived) {
+                        self.push(now, E_GRANT, w, p);
+                    }
+                    self.st[i as usize].op += 1;
+                }
+                Op::HalfStack | Op::Nvme | Op::Router => {
+                    let (t, cat) = match op {
+                        Op::HalfStack => (self.half_stack, HOST),
+                        Op::Nvme => (self.nvme, PCIE),
+                        _ => ((self.cfg.controller.router_ns * PS) as u64, CTRL),
+                    };
+                    self.st[i as usize].cats[cat] += t;
+                    self.push(now + t, E_OPDONE, i, NOPAGE);
+                    return;
+                }
+                Op::Fw | Op::HostSample | Op::CoreSample | Op::PcieData => {
+                    self.st[i as usize].t_mark = now;
+                    let r = Self::res_of(op);
+                    if self.res[r].acquire(now, (i, NOPAGE)) {
+                        self.granted_op(i, op);
+                    }
+                    return;
+                }
+                Op::Flash => {
+                    self.start_flash(i);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn granted_op(&mut self, i: u32, op: Op) {
+        let now = self.now;
+        let (sc, wc) = Self::cat_of(op);
+        let s = self.service(op, i);
+        let st = &mut self.st[i as usize];
+        st.cats[wc] += now - st.t_mark;
+        st.cats[sc] += s;
+        match op {
+            Op::Fw | Op::CoreSample => self.core_ps += s as u128,
+            Op::HostSample => self.hostcpu_ps += s as u128,
+            _ => {}
+        }
+        self.push(now + s, E_OPDONE, i, NOPAGE);
+    }
+
+    fn start_flash(&mut self, i: u32) {
+        let r = self.reads[i as usize];
+        let p = self.cfg.flash.page_bytes as u64;
+        let base = (r.file as u64) << 40;
+        let first = (base + r.offset) / p;
+        let last = (base + r.offset + r.length as u64 - 1) / p;
+        let np = (last - first + 1) as u32;
+        let used_per_page = (r.bytes_used as u64).div_ceil(np as u64).max(1) as u32;
+        let page0 = self.pages.len() as u32;
+        for lpn in first..=last {
+            let (ch, die) = self.map(lpn);
+            let bytes = if self.d.channel_used_only {
+                used_per_page
+            } else {
+                // Whole flash pages cross the channel (ECC codewords), but
+                // never more than the read needs beyond one page.
+                p as u32
+            };
+            self.pages.push(PageState { die, ch, bytes, ..Default::default() });
+        }
+        let st = &mut self.st[i as usize];
+        st.page0 = page0;
+        st.pages_left = np;
+        for k in 0..np {
+            let pg = page0 + k;
+            let now = self.now;
+            let ps = &mut self.pages[pg as usize];
+            ps.t_die = now;
+            let die = R_FIXED + self.n_ch as usize + ps.die as usize;
+            if self.res[die].acquire(now, (i, pg)) {
+                self.die_granted(i, pg);
+            }
+        }
+    }
+
+    fn die_granted(&mut self, i: u32, pg: u32) {
+        let now = self.now;
+        let mut t = ((self.cfg.flash.read_ns + self.cfg.flash.command_ns) * PS) as u64;
+        self.tr_ps += (self.cfg.flash.read_ns * PS) as u128;
+        if self.d.sample_at == SampleAt::Die {
+            let r = self.reads[i as usize];
+            if r.kind == KIND_SLOT_PAGE || r.kind == 1 {
+                let s = (self.cfg.flash.sampler_ns_per_node * PS) as u64 * self.items(i);
+                t += s;
+                self.sampler_ps += s as u128;
+            }
+        }
+        self.flash_cmds += 1;
+        let ps = &mut self.pages[pg as usize];
+        ps.cats[WBF] += now - ps.t_die;
+        ps.cats[FLASH] += t;
+        ps.phase = 1;
+        self.push(now + t, E_TR, i, pg);
+    }
+
+    fn ch_granted(&mut self, i: u32, pg: u32) {
+        let now = self.now;
+        let ps = &mut self.pages[pg as usize];
+        let t = (ps.bytes as f64 * self.ch_ps_per_byte) as u64;
+        ps.cats[WAF] += now - ps.t_ch;
+        ps.cats[FLASH] += t;
+        ps.phase = 2;
+        self.bytes_channel += ps.bytes as u64;
+        self.xfer_ps += t as u128;
+        self.push(now + t, E_XFER, i, pg);
+    }
+
+    fn dram_granted(&mut self, i: u32, pg: u32) {
+        let now = self.now;
+        let ps = &mut self.pages[pg as usize];
+        // Written into SSD DRAM by the channel, read out once by a core or the DMA.
+        let bytes = 2 * ps.bytes as u64;
+        let t = (bytes as f64 * self.dram_ps_per_byte) as u64;
+        ps.cats[CTRL] += now - ps.t_dram + t;
+        ps.phase = 4;
+        self.bytes_dram += bytes;
+        self.push(now + t, E_DRAM, i, pg);
+    }
+
+    fn page_done(&mut self, i: u32, pg: u32) {
+        let cats = self.pages[pg as usize].cats;
+        let st = &mut self.st[i as usize];
+        st.pcats = cats; // the last page to finish is on the critical path
+        st.pages_left -= 1;
+        if st.pages_left == 0 {
+            st.op += 1;
+            self.run_ops(i);
+        }
+    }
+
+    fn finish(&mut self, i: u32) {
+        let now = self.now;
+        let st = &mut self.st[i as usize];
+        assert!(!st.done, "read {i} served twice");
+        st.done = true;
+        st.done_at = now;
+        self.served += 1;
+        self.left -= 1;
+        let hop = st.hop as usize;
+        self.inflight_delta(false);
+        self.hop_left[hop] -= 1;
+        let kids = std::mem::take(&mut self.children[i as usize]);
+        for c in kids {
+            self.maybe_start(c, now);
+        }
+        if self.d.barrier {
+            self.advance_gate();
+        }
+    }
+
+    fn handle(&mut self, kind: u8, i: u32, pg: u32) {
+        match kind {
+            E_READY => self.begin(i),
+            E_OPDONE => {
+                let op = self.ops[self.st[i as usize].op as usize];
+                let r = Self::res_of(op);
+                if r != usize::MAX {
+                    let arrived = self.st[i as usize].t_mark;
+                    if let Some((w, p)) = self.res[r].release(self.now, arrived) {
+                        self.push(self.now, E_GRANT, w, p);
+                    }
+                }
+                self.st[i as usize].op += 1;
+                self.run_ops(i);
+            }
+            E_GRANT => {
+                if pg == NOPAGE {
+                    let op = self.ops[self.st[i as usize].op as usize];
+                    if let Op::TokenAcq = op {
+                        let st = &mut self.st[i as usize];
+                        st.cats[HOST] += self.now - st.t_token;
+                        st.op += 1;
+                        self.run_ops(i);
+                    } else {
+                        self.granted_op(i, op);
+                    }
+                } else {
+                    match self.pages[pg as usize].phase {
+                        0 => self.die_granted(i, pg),
+                        1 => self.ch_granted(i, pg),
+                        _ => self.dram_granted(i, pg),
+                    }
+                }
+            }
+            E_TR => {
+                let now = self.now;
+                let ps = &mut self.pages[pg as usize];
+                ps.t_ch = now;
+                let ch = R_FIXED + ps.ch as usize;
+                if self.res[ch].acquire(now, (i, pg)) {
+                    self.ch_granted(i, pg);
+                }
+            }
+            E_XFER => {
+                let now = self.now;
+                let (ch, die, t_ch, t_die) = {
+                    let ps = &self.pages[pg as usize];
+                    (R_FIXED + ps.ch as usize, R_FIXED + self.n_ch as usize + ps.die as usize, ps.t_ch, ps.t_die)
+                };
+                if let Some((w, p)) = self.res[ch].release(now, t_ch) {
+                    self.push(now, E_GRANT, w, p);
+                }
+                if let Some((w, p)) = self.res[die].release(now, t_die) {
+                    self.push(now, E_GRANT, w, p);
+                }
+                if !self.d.channel_used_only {
+                    let ps = &mut self.pages[pg as usize];
+                    ps.t_dram = now;
+                    ps.phase = 3;
+                    if self.res[R_DRAM].acquire(now, (i, pg)) {
+                        self.dram_granted(i, pg);
+                    }
+                } else {
+                    self.page_done(i, pg);
+                }
+            }
+            E_DRAM => {
+                let now = self.now;
+                let t = self.pages[pg as usize].t_dram;
+                if let Some((w, p)) = self.res[R_DRAM].release(now, t) {
+                    self.push(now, E_GRANT, w, p);
+                }
+                self.page_done(i, pg);
+            }
+            _ => unreachable!(),
+        }
+    }
+
+    /// Totals after the last batch.
+    pub fn result(&mut self) -> DesignResult {
+        let now = self.now;
+        for r in self.res.iter_mut() {
+            r.tick(now);
+        }
+        self.inflight_delta(true);
+        self.inflight -= 1; // close the integrals at `now` without changing the count
+        let secs = now as f64 / 1e12;
+        let b = self.batches.max(1) as f64;
+        let t = secs.max(1e-300);
+        let q = |rs: &[Res]| {
+            let arrivals: u64 = rs.iter().map(|r| r.arrivals).sum();
+            let area: u128 = rs.iter().map(|r| r.area).sum();
+            let busy: u128 = rs.iter().map(|r| r.busy_area).sum();
+            let soj: u128 = rs.iter().map(|r| r.sojourn).sum();
+            QueueStats {
+                arrivals,
+                mean_occupancy: area as f64 / now.max(1) as f64,
+                arrival_rate: arrivals as f64 / t,
+                mean_sojourn_s: if arrivals > 0 { soj as f64 / arrivals as f64 / 1e12 } else { 0.0 },
+                mean_busy: busy as f64 / now.max(1) as f64,
+            }
+        };
+        let mut queues = std::collections::BTreeMap::new();
+        queues.insert("queue_depth_tokens".to_string(), q(&self.res[R_TOKEN..R_TOKEN + 1]));
+        queues.insert("host_cpu".to_string(), q(&self.res[R_HOSTCPU..R_HOSTCPU + 1]));
+        queues.insert("pcie".to_string(), q(&self.res[R_PCIE..R_PCIE + 1]));
+        queues.insert("controller_cores".to_string(), q(&self.res[R_CORES..R_CORES + 1]));
+        queues.insert("ssd_dram".to_string(), q(&self.res[R_DRAM..R_DRAM + 1]));
+        let chs = &self.res[R_FIXED..R_FIXED + self.n_ch as usize];
+        let dies = &self.res[R_FIXED + self.n_ch as usize..];
+        queues.insert("channels".to_string(), q(chs));
+        queues.insert("dies".to_string(), q(dies));
+        let active_ch = queues["channels"].mean_busy;
+        let active_die = queues["dies"].mean_busy;
+        let c = self.cfg;
+        let e = &c.energy;
+        let mut en = Energy {
+            flash_reads_j: e.voltage * e.read_current_ma * 1e-3 * self.tr_ps as f64 / 1e12,
+            channel_j: e.voltage * e.bus_current_ma * 1e-3 * self.xfer_ps as f64 / 1e12,
+            ssd_dram_j: self.bytes_dram as f64 * 8.0 * e.ssd_dram_pj_per_bit * 1e-12,
+            controller_j: e.controller_core_mw * 1e-3 * self.core_ps as f64 / 1e12,
+            pcie_j: self.bytes_pcie as f64 * 8.0 * e.pcie_pj_per_bit * 1e-12,
+            // Written by the DMA and read once by the host.
+            host_dram_j: 2.0 * self.bytes_host as f64 * 8.0 * e.host_dram_pj_per_bit * 1e-12,
+            host_cpu_j: e.host_core_mw * 1e-3 * self.hostcpu_ps as f64 / 1e12,
+            die_sampler_j: e.sampler_mw * 1e-3 * self.sampler_ps as f64 / 1e12,
+        };
+        en.scale(1.0 / b);
+        let io_per_batch = secs / b;
+        let compute = self.compute_s / b;
+        let per_batch = io_per_batch.max(compute);
+        let mut breakdown = std::collections::BTreeMap::new();
+        for k in 0..7 {
+            breakdown.insert(CATS[k].to_string(), self.breakdown[k] as f64 / 1e12 / b);
+        }
+        DesignResult {
+            design: self.d.name.to_string(),
+            batches: self.batches,
+            targets: self.targets,
+            reads: self.nreads,
+            reads_served: self.served,
+            flash_commands: self.flash_cmds,
+            io_seconds: secs,
+            compute_s_per_batch: compute,
+            batches_per_s: if per_batch > 0.0 { 1.0 / per_batch } else { 0.0 },
+            targets_per_s: if per_batch > 0.0 { self.targets as f64 / b / per_batch } else { 0.0 },
+            batch_latency_s: io_per_batch,
+            traced_batch_latency_s: None,
+            breakdown_s: breakdown,
+            mean_reads_in_flight: self.inflight_area as f64 / now.max(1) as f64,
+            mean_queue_depth: if self.d.sample_at == SampleAt::Host {
+                queues["queue_depth_tokens"].mean_busy
+            } else {
+                self.inflight_area as f64 / now.max(1) as f64
+            },
+            mean_active_channels: active_ch,
+            mean_active_dies: active_die,
+            bytes_pcie: self.bytes_pcie,
+            bytes_channel: self.bytes_channel,
+            energy_per_batch_total_j: en.total(),
+            energy_per_batch_j: en,
+            queues,
+            queue_depth_hist: self.qd_hist.iter().map(|&x| x as f64 / now.max(1) as f64).collect(),
+            queue_depth_hist_lo: (0..QD_BUCKETS).map(|b| if b == 0 { 0 } else { 1u64 << (b - 1) }).collect(),
+            timeline: self.timeline.clone(),
+        }
+    }
+}

@@ -1,0 +1,183 @@
+"""Trace capture (docs/trace.md) and the SSD design simulator (docs/simulator.md).
+
+``record_trace`` samples batches with capture on and streams every read to a
+trace file; ``simulate`` replays a trace under a TOML config and designs
+(the model itself is Rust: ``crates/flashgnn-sim``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from flashgnn import _core
+
+DESIGNS = ["host", "host-barrier", "smartsage", "bg-1", "bg-dg", "bg-sp", "bg-dgsp", "bg-2"]
+
+
+def record_trace(dataset: str, out: str, fanouts: list[int], batch_size: int, batches: int, *, engine: str = "uring",
+                 depth: int = 256, seed: int = 0, progress: bool = True, extra: dict | None = None) -> dict:
+    """Sample ``batches`` batches of ``batch_size`` seeds (a seeded permutation of the
+    train split, else of all nodes) and write their reads to ``out``. Returns a summary."""
+    from tqdm.auto import tqdm
+
+    from flashgnn.dataset import Dataset
+
+    if batch_size < 1 or batches < 1:
+        raise ValueError(f"--batch-size {batch_size} and --batches {batches} must both be >= 1")
+    ds = Dataset(dataset)
+    rng = np.random.default_rng(seed)
+    pool = ds.split("train") if "train" in ds.split_names else np.arange(ds.num_nodes)
+    order = rng.permutation(pool)
+    while len(order) < batches * batch_size:
+        order = np.concatenate([order, rng.permutation(pool)])
+    params = {"dataset": os.path.abspath(dataset), "fanouts": list(fanouts), "batch_size": batch_size,
+              "batches": batches, "engine": engine, "depth": depth, "seed": seed,
+              "num_nodes": int(ds.num_nodes), **(extra or {})}
+    rec = _core.TraceRecorder(dataset, out, list(fanouts), json.dumps(params, sort_keys=True), engine=engine, depth=depth)
+    reads = nbytes = nodes = 0
+    t0 = time.perf_counter()
+    bar = tqdm(total=batches, desc="trace", unit="batch", disable=not progress, dynamic_ncols=True)
+    try:
+        for b in range(batches):
+            seeds = np.ascontiguousarray(order[b * batch_size:(b + 1) * batch_size], dtype=np.int64)
+            n, by, nn = rec.batch(seeds, seed * 1_000_003 + b)
+            reads += n
+            nbytes += by
+            nodes += nn
+            bar.update(1)
+    finally:
+        bar.close()
+    records, nb = rec.finish()
+    secs = time.perf_counter() - t0
+    return {"out": out, "records": records, "batches": nb, "bytes_read": nbytes, "sampled_nodes": nodes,
+            "seconds": secs, "trace_bytes": os.path.getsize(out), "engine": engine}
+
+
+def parse_sweep(text: str | None) -> tuple[str, list[str]] | None:
+    if not text:
+        return None
+    if "=" not in text:
+        raise ValueError(f"--sweep {text!r}: expected PARAM=V1,V2,... (e.g. channels=4,8,16,32)")
+    k, v = text.split("=", 1)
+    vals = [x.strip() for x in v.split(",") if x.strip()]
+    if not vals:
+        raise ValueError(f"--sweep {text!r}: no values after '='")
+    return k.strip(), vals
+
+
+def simulate(trace: str, config: str, designs: list[str] | str = "all", sweep: str | None = None,
+             timing: bool = True) -> dict:
+    """Replay ``trace`` under ``config`` (TOML) for ``designs``; returns the report."""
+    if isinstance(designs, str):
+        designs = designs.split(",")
+    return json.loads(_core.simulate(trace, config, list(designs), parse_sweep(sweep), [], timing))
+
+
+_CATS = ["host", "pcie", "controller", "wait_before_flash", "flash", "wait_after_flash", "barrier"]
+_ENERGY = ["flash_reads_j", "channel_j", "ssd_dram_j", "controller_j", "pcie_j", "host_dram_j", "host_cpu_j",
+           "die_sampler_j"]
+
+
+def format_report(r: dict) -> str:
+    lines = [f"trace {r['trace']} (dataset {r['dataset_id']}), config {r['config']}, seed {r['seed']}"]
+    for run in r["runs"]:
+        if r.get("sweep"):
+            lines.append(f"\n{r['sweep']} = {run['value']}")
+        lines.append(f"{'design':<13}{'batch/s':>9}{'targets/s':>11}{'lat ms':>8}  "
+                     + "".join(f"{c[:9]:>10}" for c in _CATS) + f"{'QD':>7}{'ch':>6}{'dies':>7}")
+        for d in run["results"]:
+            lines.append(f"{d['design']:<13}{d['batches_per_s']:>9.1f}{d['targets_per_s']:>11.0f}"
+                         f"{d['batch_latency_s'] * 1e3:>8.3f}  "
+                         + "".join(f"{d['breakdown_s'][c] * 1e3:>10.3f}" for c in _CATS)
+                         + f"{d['mean_queue_depth']:>7.1f}{d['mean_active_channels']:>6.1f}{d['mean_active_dies']:>7.1f}")
+        lines.append("energy per batch (mJ):")
+        lines.append(f"{'design':<13}{'total':>9}" + "".join(f"{e[:-2]:>12}" for e in _ENERGY))
+        for d in run["results"]:
+            en = d["energy_per_batch_j"]
+            lines.append(f"{d['design']:<13}{d['energy_per_batch_total_j'] * 1e3:>9.3f}"
+                         + "".join(f"{en[e] * 1e3:>12.4f}" for e in _ENERGY))
+        lines.append("reads in flight (share of simulated time; buckets by lower bound):")
+        los = run["results"][0]["queue_depth_hist_lo"] if run["results"] else []
+        used = [i for i in range(len(los)) if any(d["queue_depth_hist"][i] >= 0.005 for d in run["results"])]
+        lines.append(f"{'design':<13}" + "".join(f"{'>=' + str(los[i]):>8}" for i in used))
+        for d in run["results"]:
+            lines.append(f"{d['design']:<13}" + "".join(f"{d['queue_depth_hist'][i]:>8.1%}" for i in used))
+        measured = [d for d in run["results"] if d.get("traced_batch_latency_s")]
+        if measured:
+            d = measured[0]
+            lines.append(f"measured on the traced engine: {d['traced_batch_latency_s'] * 1e3:.3f} ms per batch of I/O "
+                         f"(first submission to last completion); compare with the host design's latency")
+    if r.get("speed"):
+        s = r["speed"]
+        lines.append(f"simulated {s['flash_commands']} flash commands in {s['wall_seconds']:.2f} s "
+                     f"({s['commands_per_s'] / 1e6:.2f} M commands/s)")
+    return "\n".join(lines)
+
+
+def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str) -> str:
+    """A `this-machine` config from the device probe alone (docs/simulator.md, "Fitting
+    this-machine"): QD1 latency gives tR after the fixed host/controller costs of ``base``;
+    deep-queue IOPS give the parallel flash units by Little's law (units = IOPS x
+    per-read unit time); channels keep the base's count, dies per channel make up the units."""
+    import math
+    import tomllib
+
+    with open(base, "rb") as f:
+        b = tomllib.load(f)
+    h, c, fl = b["host"], b["controller"], b["flash"]
+    lat_ns = 1e9 / iops_qd1
+    ch_bytes_per_ns = fl["bus_mts"] * 1e6 * fl["bus_bits"] / 8 / 1e9
+    xfer_ns = fl["page_bytes"] / ch_bytes_per_ns
+    gen_gts = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0}.get(h["pcie_gen"], 64.0)
+    pcie_ns = fl["page_bytes"] / (gen_gts * (0.8 if h["pcie_gen"] <= 2 else 128 / 130) / 8 * h["pcie_lanes"]
+                                  * h["pcie_efficiency"])
+    fixed = h["nvme_command_ns"] + c["firmware_ns_per_command"] + fl["command_ns"] + xfer_ns + pcie_ns
+    stack = min(h["stack_ns"], 0.3 * lat_ns)
+    read_ns = max(lat_ns - stack - fixed, 1000.0)
+    unit_ns = read_ns + fl["command_ns"] + xfer_ns
+    units = max(1, math.ceil(iops_deep * unit_ns / 1e9))
+    ch = min(fl["channels"], units)
+    per_ch = max(1, math.ceil(units / ch))
+    text = open(base).read()
+    import re
+
+    def put(text, section, key, value):
+        lines, cur, n = text.split("\n"), None, 0
+        for i, line in enumerate(lines):
+            st = line.strip()
+            if st.startswith("[") and st.endswith("]"):
+                cur = st[1:-1]
+            elif cur == section and re.match(rf"{key}\s*=", st):
+                comment = "# fitted (see the header)"
+                lines[i] = f"{key} = {value}" + (f"   {comment}" if comment else "")
+                n += 1
+        if n != 1:
+            raise ValueError(f"{base}: no {section}.{key} to fit")
+        return "\n".join(lines)
+
+    text = re.sub(r'^name = .*$', 'name = "this-machine"', text, count=1, flags=re.M)
+    text = put(text, "host", "stack_ns", f"{stack:.1f}")
+    text = put(text, "host", "queue_depth", str(depth))
+    text = put(text, "flash", "read_ns", f"{read_ns:.1f}")
+    text = put(text, "flash", "channels", str(ch))
+    text = put(text, "flash", "packages", "1")
+    text = put(text, "flash", "dies", str(per_ch))
+    head = (f"# this-machine: fitted by `flashgnn fit-ssd` from the device probe alone (never from a trace).\n"
+            f"# probe: 4 KiB random reads, O_DIRECT: QD1 {iops_qd1:.0f} IOPS (latency {lat_ns / 1e3:.1f} us), "
+            f"QD{depth} {iops_deep:.0f} IOPS.\n"
+            f"# fit: host.stack_ns = min(base stack, 30% of QD1 latency); flash.read_ns = QD1 latency - stack - "
+            f"NVMe - firmware - command - channel and PCIe transfer of a page;\n"
+            f"# parallel units = ceil(deep IOPS x (tR + command + page transfer)) = {units}, as {ch} channels x "
+            f"{per_ch} dies (Little's law at saturation). Everything else: {Path(base).name}.\n")
+    return head + text
+
+
+def fit_this_machine(path: str, base: str, depth: int = 256, seconds: float = 2.0, engine: str = "uring") -> tuple[str, dict]:
+    iops1 = _core.probe_random_reads(path, 4096, 1, seconds, engine)
+    iopsn = _core.probe_random_reads(path, 4096, depth, seconds, engine)
+    return fit_probe(iops1, iopsn, depth, base), {"iops_qd1": iops1, "iops_deep": iopsn, "depth": depth}

@@ -1,0 +1,116 @@
+"""End to end: `flashgnn trace` on a tiny generated dataset, then `flashgnn simulate`
+under the shipped configs (docs/trace.md, docs/simulator.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import generated_dataset, run_cli
+
+REPO = Path(__file__).resolve().parents[1]
+TABLE2 = REPO / "configs" / "ssd" / "beacongnn-table2.toml"
+
+
+def test_trace_then_simulate(tmp_path):
+    ds = generated_dataset(tmp_path, scale=11, edge_factor=8, dim=16, dtype="float16")
+    out = tmp_path / "t.fgt"
+    p = run_cli("trace", ds, out, "--fanout", "5,3", "--batch-size", "64", "--batches", "4", "--json")
+    assert p.returncode == 0, p.stderr
+    t = json.loads(p.stdout)
+    assert t["batches"] == 4 and t["records"] > 64 and out.stat().st_size > 0
+    # A second trace to the same path is refused without --force.
+    p = run_cli("trace", ds, out, "--batches", "1")
+    assert p.returncode == 2 and "--force" in p.stderr
+
+    p = run_cli("simulate", out, "--config", TABLE2, "--design", "all", "--json", "--no-timing")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    res = {d["design"]: d for d in r["runs"][0]["results"]}
+    assert set(res) == {"host", "host-barrier", "smartsage", "bg-1", "bg-dg", "bg-sp", "bg-dgsp", "bg-2"}
+    for name, d in res.items():
+        assert d["reads"] == t["records"] and d["reads_served"] == t["records"], name
+        assert d["batches"] == 4 and d["batches_per_s"] > 0, name
+        assert abs(sum(d["breakdown_s"].values()) - d["batch_latency_s"]) <= 1e-6 * d["batch_latency_s"] + 1e-12, name
+        assert d["energy_per_batch_total_j"] > 0, name
+    # Out of order never loses to the hop barrier on the same reads; die-level
+    # sampling moves fewer channel bytes than whole pages.
+    assert res["host"]["batches_per_s"] >= res["host-barrier"]["batches_per_s"] * 0.999
+    assert res["bg-sp"]["bytes_channel"] < res["bg-1"]["bytes_channel"]
+    # Deterministic: the same command gives the same bytes.
+    p2 = run_cli("simulate", out, "--config", TABLE2, "--design", "all", "--json", "--no-timing")
+    assert p2.stdout == p.stdout
+
+    # Text table with a sweep, and the speed line.
+    p = run_cli("simulate", out, "--config", TABLE2, "--design", "host", "--sweep", "channels=2,16")
+    assert p.returncode == 0, p.stderr
+    assert "flash.channels = 2" in p.stdout and "flash.channels = 16" in p.stdout and "M commands/s" in p.stdout
+
+    # A corrupt trace is refused naming the file and the byte offset.
+    b = bytearray(out.read_bytes())
+    b[len(b) // 2] ^= 0xFF
+    bad = tmp_path / "bad.fgt"
+    bad.write_bytes(bytes(b))
+    p = run_cli("simulate", bad, "--config", TABLE2, "--design", "host")
+    assert p.returncode == 2 and str(bad) in p.stderr and "byte offset" in p.stderr, p.stderr
+
+    # A bad config names the field, value and bound.
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TABLE2.read_text().replace("channels = 16", "channels = 0"))
+    p = run_cli("simulate", out, "--config", cfg, "--design", "host")
+    assert p.returncode == 2 and "flash.channels = 0" in p.stderr and "[1, 1024]" in p.stderr, p.stderr
+    p = run_cli("simulate", out, "--config", TABLE2, "--design", "nonesuch")
+    assert p.returncode == 2 and "nonesuch" in p.stderr
+
+
+def test_fit_probe_gives_a_valid_config(tmp_path):
+    """The this-machine fit uses only the probe's two figures: tR from QD1 latency after the
+    fixed costs, parallel units from deep-queue IOPS by Little's law."""
+    import re
+
+    from flashgnn.sim import fit_probe
+
+    text = fit_probe(20000.0, 100000.0, 128, str(TABLE2))
+    vals = dict(re.findall(r"^(\w+) = ([0-9.]+)", text, re.M))
+    # 50 us QD1 latency: stack min(10 us, 15 us) = 10 us, fixed ~ 1 + 2 + 0.1 + 5.12 + 0.6 us.
+    assert 30000 < float(vals["read_ns"]) < 32000
+    units = int(vals["channels"]) * int(vals["dies"]) * int(vals["packages"])
+    assert units == -(-100000 * (float(vals["read_ns"]) + 100 + 5120) // 1e9)
+    assert vals["queue_depth"] == "128" and "this-machine" in text
+    # The fitted file is a config the simulator accepts.
+    from flashgnn import _core
+
+    cfg = tmp_path / "m.toml"
+    cfg.write_text(text)
+    ds = generated_dataset(tmp_path, scale=9, edge_factor=4, dim=8)
+    out = tmp_path / "t.fgt"
+    assert run_cli("trace", ds, out, "--fanout", "3,3", "--batch-size", "16", "--batches", "2").returncode == 0
+    r = json.loads(_core.simulate(str(out), str(cfg), ["host"], None, [], False))
+    assert r["config"] == "this-machine" and r["runs"][0]["results"][0]["reads_served"] > 0
+
+
+def test_bench_trace_option(tmp_path):
+    ds = generated_dataset(tmp_path, scale=9, edge_factor=4, dim=8)
+    out = tmp_path / "b.fgt"
+    p = run_cli("bench", ds, "--engine", "uring", "--batches", "2", "--batch-size", "16", "--fanout", "3,2",
+                "--probe-seconds", "0.2", "--depth", "8", "--trace", out, "--json")
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    assert rep["trace"]["batches"] == 2 and rep["trace"]["records"] > 0 and out.exists()
+    r = json.loads(run_cli("simulate", out, "--config", TABLE2, "--design", "host", "--json").stdout)
+    assert r["trace_params"]["device_iops_qd1"] == rep["device_iops_qd1"]
+    assert r["runs"][0]["results"][0]["reads_served"] == rep["trace"]["records"]
+    assert r["speed"]["flash_commands"] > 0 and r["speed"]["commands_per_s"] > 0
+
+
+def test_traced_latency_reported(tmp_path):
+    """A trace recorded on a real engine carries submit/complete times; the report gives
+    the measured batch I/O time next to the simulated one."""
+    ds = generated_dataset(tmp_path, scale=9, edge_factor=4, dim=8)
+    out = tmp_path / "t.fgt"
+    assert run_cli("trace", ds, out, "--fanout", "4,2", "--batch-size", "32", "--batches", "2").returncode == 0
+    r = json.loads(run_cli("simulate", out, "--config", TABLE2, "--design", "host", "--json").stdout)
+    d = r["runs"][0]["results"][0]
+    assert d["traced_batch_latency_s"] is not None and 0 < d["traced_batch_latency_s"] < 10
+    p = run_cli("simulate", out, "--config", TABLE2, "--design", "host")
+    assert "measured on the traced engine" in p.stdout
