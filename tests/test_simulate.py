@@ -114,3 +114,38 @@ def test_traced_latency_reported(tmp_path):
     assert d["traced_batch_latency_s"] is not None and 0 < d["traced_batch_latency_s"] < 10
     p = run_cli("simulate", out, "--config", TABLE2, "--design", "host")
     assert "measured on the traced engine" in p.stdout
+
+
+def test_trace_output_follows_the_force_rule(tmp_path):
+    """`flashgnn trace` and `bench --trace` replace only an existing trace file: a user's file (even with --force),
+    a directory or a FIFO at OUT is refused by name before any work and left as it was; a trace is replaced with
+    --force, and no temporary is left beside it."""
+    import os
+
+    ds = generated_dataset(tmp_path, scale=8, edge_factor=4, dim=8, classes=4, seed=3)
+    common = ("--fanout", "5,3", "--batch-size", "16", "--batches", "2")
+    user = tmp_path / "notes.txt"
+    user.write_text("mine")
+    for force in ((), ("--force",)):
+        r = run_cli("trace", ds, user, *common, *force)
+        assert r.returncode != 0 and str(user) in r.stderr, r.stderr
+        assert user.read_text() == "mine"
+    d = tmp_path / "adir"
+    d.mkdir()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for target, kind in ((d, "directory"), (fifo, "FIFO")):
+        r = run_cli("trace", ds, target, *common, "--force")
+        assert r.returncode != 0 and kind in r.stderr, r.stderr
+    r = run_cli("bench", ds, "--engine", "pread", "--batches", "1", "--batch-size", "16", "--fanout", "5,3",
+                "--trace", user)
+    assert r.returncode != 0 and "not a flashgnn trace" in r.stderr, r.stderr[-800:]
+    assert user.read_text() == "mine"
+    out = tmp_path / "t.trace"
+    assert run_cli("trace", ds, out, *common).returncode == 0
+    first = out.read_bytes()
+    assert run_cli("trace", ds, out, *common).returncode != 0  # exists, no --force
+    r = run_cli("trace", ds, out, *common, "--force", "--seed", "1")
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[:8] == first[:8] == b"FGNNTRC\0"
+    assert sorted(p.name for p in tmp_path.iterdir() if ".tmp" in p.name) == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -16,11 +17,40 @@ import numpy as np
 
 from flashgnn import _core
 
+# The first bytes of every trace file (docs/trace.md; crates/flashgnn-format/src/trace.rs TRACE_MAGIC).
+TRACE_MAGIC = b"FGNNTRC\0"
+
+
+def check_trace_output(out: str | os.PathLike, force: bool) -> None:
+    """The --force rule for a trace file (the same as for datasets, issue 15): an existing ``out`` is replaced
+    only with ``force`` and only when it is a trace (a regular file starting with the trace magic); a user's
+    file, a directory, a link or a FIFO is refused by name before any work."""
+    from flashgnn._durable import NotRegularFileError, kind_of, open_regular
+
+    p = Path(out)
+    if not os.path.lexists(p):
+        return
+    st = os.lstat(p)
+    if not stat.S_ISREG(st.st_mode):
+        raise FileExistsError(f"{p}: is {kind_of(st.st_mode)}; a trace replaces only a trace file (refused)")
+    if not force:
+        raise FileExistsError(f"{p}: exists; pass --force to replace it (only a trace file is replaced)")
+    try:
+        with open_regular(p) as f:
+            head = f.read(len(TRACE_MAGIC))
+    except NotRegularFileError as e:
+        raise FileExistsError(str(e)) from None
+    if head != TRACE_MAGIC:
+        raise FileExistsError(f"{p}: not a flashgnn trace (first bytes {head!r}, expected {TRACE_MAGIC!r}); "
+                              "--force replaces only a trace file (refused)")
+
+
 DESIGNS = ["host", "host-barrier", "smartsage", "bg-1", "bg-dg", "bg-sp", "bg-dgsp", "bg-2"]
 
 
 def record_trace(dataset: str, out: str, fanouts: list[int], batch_size: int, batches: int, *, engine: str = "uring",
-                 depth: int = 256, seed: int = 0, progress: bool = True, extra: dict | None = None) -> dict:
+                 depth: int = 256, seed: int = 0, progress: bool = True, extra: dict | None = None,
+                 force: bool = False) -> dict:
     """Sample ``batches`` batches of ``batch_size`` seeds (a seeded permutation of the
     train split, else of all nodes) and write their reads to ``out``. Returns a summary."""
     from tqdm.auto import tqdm
@@ -38,6 +68,12 @@ def record_trace(dataset: str, out: str, fanouts: list[int], batch_size: int, ba
     params = {"dataset": os.path.abspath(dataset), "fanouts": list(fanouts), "batch_size": batch_size,
               "batches": batches, "engine": engine, "depth": depth, "seed": seed,
               "num_nodes": int(ds.num_nodes), **(extra or {})}
+    check_trace_output(out, force)
+    # Written beside ``out`` under a name of this process, then renamed over it once complete and fsynced:
+    # nothing half-written is ever at ``out``, and a user's ``out.tmp`` is never touched.
+    final = Path(out)
+    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    out = str(tmp)
     rec = _core.TraceRecorder(dataset, out, list(fanouts), json.dumps(params, sort_keys=True), engine=engine, depth=depth)
     reads = nbytes = nodes = 0
     t0 = time.perf_counter()
@@ -50,12 +86,21 @@ def record_trace(dataset: str, out: str, fanouts: list[int], batch_size: int, ba
             nbytes += by
             nodes += nn
             bar.update(1)
-    finally:
+        records, nb = rec.finish()
+    except BaseException:
         bar.close()
-    records, nb = rec.finish()
+        tmp.unlink(missing_ok=True)
+        raise
+    bar.close()
     secs = time.perf_counter() - t0
+    from flashgnn._durable import fsync_path, replace_durably
+
+    fsync_path(tmp)
+    trace_bytes = tmp.stat().st_size
+    replace_durably(tmp, final)
+    out = str(final)
     return {"out": out, "records": records, "batches": nb, "bytes_read": nbytes, "sampled_nodes": nodes,
-            "seconds": secs, "trace_bytes": os.path.getsize(out), "engine": engine}
+            "seconds": secs, "trace_bytes": trace_bytes, "engine": engine}
 
 
 def parse_sweep(text: str | None) -> tuple[str, list[str]] | None:

@@ -184,6 +184,11 @@ def main_bench(a) -> int:
     from flashgnn.sampler import probe_random_reads
 
     path = a.dataset
+    if getattr(a, "trace", None):
+        from flashgnn.sim import check_trace_output
+
+        # Before any timed run: --trace replaces only an existing trace file, never a user's file.
+        check_trace_output(a.trace, force=True)
     ds = Dataset(path)
     cache_budget = a.cache_budget
     fanouts = [int(x) for x in a.fanout.split(",")]
@@ -276,7 +281,7 @@ def main_bench(a) -> int:
         from flashgnn.sim import record_trace
 
         trace = record_trace(path, a.trace, fanouts, a.batch_size, a.batches, engine="uring", depth=a.depth,
-                             seed=a.seed, progress=False,
+                             seed=a.seed, progress=False, force=True,
                              extra={"device_iops": dev_qd, "device_iops_qd1": dev_qd1, "probe_depth": a.depth})
         print(f"bench: trace {a.trace}: {trace['records']} reads over {trace['batches']} batches "
               f"({human_bytes(trace['trace_bytes'])})", file=sys.stderr)

@@ -154,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
                          "measured reuse (with --engine none: only that)")
     be.add_argument("--probe-seconds", type=float, default=2.0)
     be.add_argument("--trace", metavar="OUT", help="also record a trace of the same batches (uring engine, a separate "
-                                                  "pass) for `flashgnn simulate`; the probe figures go into its header")
+                                                  "pass) for `flashgnn simulate`; the probe figures go into its header; replaces only an existing trace file")
     be.add_argument("--seed", type=int, default=0)
     be.add_argument("--json", action="store_true")
 

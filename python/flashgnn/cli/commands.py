@@ -322,24 +322,15 @@ def cmd_presample(a) -> int:
 
 
 def cmd_trace(a) -> int:
-    import os
+    from flashgnn.sim import check_trace_output, record_trace
 
-    from flashgnn.sim import record_trace
-
-    if os.path.lexists(a.out):
-        if not a.force:
-            raise FileExistsError(f"{a.out} exists (use --force to replace it)")
-        if not os.path.isfile(a.out) or os.path.islink(a.out):
-            raise FileExistsError(f"{a.out} is not a regular file; --force replaces only a trace file")
+    check_trace_output(a.out, a.force)  # before opening anything
     try:
         fanouts = [int(x) for x in a.fanout.split(",")]
     except ValueError:
         raise flashgnn.InputError(f"--fanout {a.fanout!r}: expected comma-separated integers (e.g. 25,10)") from None
-    tmp = a.out + ".tmp"
-    r = record_trace(a.dataset, tmp, fanouts, a.batch_size, a.batches, engine=a.engine, depth=a.depth, seed=a.seed,
-                     progress=not a.json)
-    r["out"] = a.out
-    os.replace(tmp, a.out)
+    r = record_trace(a.dataset, a.out, fanouts, a.batch_size, a.batches, engine=a.engine, depth=a.depth, seed=a.seed,
+                     progress=not a.json, force=a.force)
     if a.json:
         _print_json(r)
     else:
