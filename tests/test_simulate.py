@@ -149,3 +149,17 @@ def test_trace_output_follows_the_force_rule(tmp_path):
     assert r.returncode == 0, r.stderr
     assert out.read_bytes()[:8] == first[:8] == b"FGNNTRC\0"
     assert sorted(p.name for p in tmp_path.iterdir() if ".tmp" in p.name) == []
+
+
+def test_simulate_refuses_fifo_trace_and_config(tmp_path):
+    """A FIFO as the trace or as the config is refused by name at once (it used to block the reader)."""
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    ds = generated_dataset(tmp_path, scale=8, edge_factor=4, dim=8, classes=4, seed=3)
+    trace = tmp_path / "t.fgt"
+    assert run_cli("trace", ds, trace, "--fanout", "5,3", "--batch-size", "16", "--batches", "1").returncode == 0
+    for args in (("simulate", fifo, "--config", TABLE2), ("simulate", trace, "--config", fifo)):
+        r = run_cli(*args, timeout=30)
+        assert r.returncode != 0 and "FIFO" in r.stderr and str(fifo) in r.stderr, r.stderr[-800:]

@@ -172,8 +172,10 @@ def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str) -> str:
     import math
     import tomllib
 
-    with open(base, "rb") as f:
-        b = tomllib.load(f)
+    from flashgnn._durable import read_regular
+
+    raw = read_regular(base)  # a FIFO or device is refused by name
+    b = tomllib.loads(raw.decode("utf-8"))
     h, c, fl = b["host"], b["controller"], b["flash"]
     lat_ns = 1e9 / iops_qd1
     ch_bytes_per_ns = fl["bus_mts"] * 1e6 * fl["bus_bits"] / 8 / 1e9
@@ -188,7 +190,7 @@ def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str) -> str:
     units = max(1, math.ceil(iops_deep * unit_ns / 1e9))
     ch = min(fl["channels"], units)
     per_ch = max(1, math.ceil(units / ch))
-    text = open(base).read()
+    text = raw.decode("utf-8")
     import re
 
     def put(text, section, key, value):
