@@ -150,16 +150,25 @@ def _make_mutable(root: Path) -> Pristine:
     )
     out = root / MUTABLE
     m = build(inp, out, symmetrize=True, page_size=512)["manifest"]
-    g = flashgnn.MutableGraph(out)
-    for i in range(4):
-        g.apply([("add_edge", i, i + 50), ("update_embed", i + 1, np.full(dim, float(i)))])
-    g.delete_vertex(n - 1)
-    g.compact()
-    for i in range(5):
-        g.apply([("add_edge", i + 10, i + 70)])
-    v = g.add_vertex(np.ones(dim, dtype=np.float32))
-    g.add_edge(v, 3)
-    g.close()
+
+    def mutate(path: Path):
+        g = flashgnn.MutableGraph(path)
+        for i in range(4):
+            g.apply([("add_edge", i, i + 50), ("update_embed", i + 1, np.full(dim, float(i)))])
+        g.delete_vertex(n - 1)
+        g.compact()
+        for i in range(5):
+            g.apply([("add_edge", i + 10, i + 70)])
+        v = g.add_vertex(np.ones(dim, dtype=np.float32))
+        g.add_edge(v, 3)
+        g.close()
+
+    mutate(out)
+    # A second build of the same input with the same operations (another dataset id): its mut/ is the
+    # whole store of another dataset, consistent with itself (case mut-of-another-dataset).
+    twin = root / f"{MUTABLE}_twin"
+    assert build(inp, twin, symmetrize=True, page_size=512)["manifest"]["dataset_id"] != m["dataset_id"]
+    mutate(twin)
     ds = flashgnn.open(out)  # generation 0, what flashgnn.open reads (it does not replay mut/)
     ids = np.arange(n)
     nb = ds.neighbors(ids)
@@ -177,7 +186,7 @@ def _make_mutable(root: Path) -> Pristine:
     # The store is sound before any damage: the sampler replays it and verify passes.
     assert flashgnn.verify(out, progress=False)["mutable"]["generation"] == 1
     flashgnn.Sampler(out, [2], engine="pread").sample(np.arange(4), 0)
-    return Pristine(MUTABLE, out, m, ds.layout, ref_path, [], _digest(out))
+    return Pristine(MUTABLE, out, m, ds.layout, ref_path, [], _digest(out), twin)
 
 
 @pytest.fixture(scope="session")
@@ -674,6 +683,15 @@ def generate_mut_cases(pr: Pristine) -> list[Case]:
 
         return m
 
+    # The whole mut/ of another dataset after a compaction (CURRENT, gen-G, its free list and log from a
+    # second build with the same operations: consistent with each other, each gen/log pair bound to its
+    # own generation's id): refused at CURRENT's root_dataset_id, never replayed onto this dataset.
+    def foreign_mut(d: Path):
+        shutil.rmtree(d / "mut")
+        shutil.copytree(pr.twin / "mut", d / "mut")
+
+    assert pr.twin is not None and json.loads((pr.twin / "mut" / "CURRENT").read_text())["generation"] == gen >= 1
+    add("mut-of-another-dataset", ("CURRENT",), (), foreign_mut)
     add("mut-is-a-file", ("mut",), (), replace_mut_with_file(b"not a directory\n"))
     add("mut-is-an-empty-file", ("mut",), (), replace_mut_with_file(b""))
     add("CURRENT-is-a-dir", ("CURRENT",), (), replace_with_dir("mut/CURRENT"))

@@ -430,3 +430,52 @@ def test_current_damage_names_its_byte_offset(ds):
     cur.write_text(text.replace('"generation": 0', '"generation": 1'))  # valid JSON, wrong CRC
     with pytest.raises(flashgnn.CorruptDatasetError, match=rf"CURRENT: byte offset {text.find('crc32c') - 1}: crc32c"):
         flashgnn.Sampler(ds, [2], engine="pread")
+
+
+def test_mut_of_another_dataset_after_compaction_is_refused_by_every_reader(tmp_path):
+    # Two builds of one input (two dataset ids). A's store after a compaction — CURRENT, gen-1, its free
+    # list and log, consistent with each other — copied into B was replayed onto B and served. mut/CURRENT
+    # (version 2) records the root's dataset_id; every reader compares it with B's manifest.
+    import json
+    import shutil
+
+    from flashgnn.serve.server import serve
+
+    flashgnn.generate(tmp_path / "raw", progress=False, scale=8, edge_factor=4, dim=DIM, classes=3, seed=3)
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        flashgnn.build(tmp_path / "raw", d, progress=False, symmetrize=True, dedup=True)
+    ida, idb = (json.loads((d / "manifest.json").read_text())["dataset_id"] for d in (a, b))
+    assert ida != idb
+    with flashgnn.MutableGraph(a) as g:
+        had = nbrs(g, 1)
+        v = next(u for u in range(2, g.num_nodes) if u not in had)
+        g.add_edge(1, v)
+        g.compact()
+        g.add_edge(2, v)
+    cur = json.loads((a / "mut" / "CURRENT").read_text())
+    assert (cur["version"], cur["generation"], cur["root_dataset_id"]) == (2, 1, ida)
+    assert cur["generation_dataset_id"] == json.loads((a / "mut" / "gen-1" / "manifest.json").read_text())["dataset_id"]
+    shutil.copytree(a / "mut", b / "mut")
+    before = sorted(p.name for p in (b / "mut").iterdir())
+    at = (b / "mut" / "CURRENT").read_text().find('"root_dataset_id"')
+    pat = rf"b/mut/CURRENT: byte offset {at}: root_dataset_id {ida} is not this dataset's dataset_id {idb}"
+    readers = {
+        "read-only": lambda: flashgnn.MutableGraph(b, writable=False),
+        "writable": lambda: flashgnn.MutableGraph(b),
+        "sampler": lambda: flashgnn.Sampler(b, [2], engine="pread"),
+        "loader": lambda: flashgnn.NeighborLoader(b, [2], batch_size=8, engine="pread"),
+        "verify": lambda: flashgnn.verify(b, progress=False),
+        "serve": lambda: serve(str(b), "127.0.0.1:0", token=None),
+    }
+    for who, f in readers.items():
+        with pytest.raises(flashgnn.CorruptDatasetError, match=pat):
+            f()
+    assert sorted(p.name for p in (b / "mut").iterdir()) == before, "nothing under the foreign mut/ was touched"
+    # A keeps serving its own store; B without the foreign mut/ is B unmutated.
+    with flashgnn.MutableGraph(a, writable=False) as g:
+        assert v in nbrs(g, 1) and v in nbrs(g, 2)
+    assert flashgnn.verify(a, progress=False)["mutable"]["generation"] == 1
+    shutil.rmtree(b / "mut")
+    with flashgnn.MutableGraph(b, writable=False) as g:
+        assert v not in nbrs(g, 1)

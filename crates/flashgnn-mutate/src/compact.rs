@@ -551,7 +551,9 @@ impl MutableGraph {
             )));
         }
         let wal_file = WalFile::open(&wpath, rep.valid_len)?;
-        if let Err(e) = current::write_current(&self.root, &Current { generation: ng, base_seq }) {
+        // The new CURRENT carries the binding forward: the same dataset, the new base's id.
+        let ids = current::StoreIds { root: self.root_dataset_id, generation: new_base.manifest().dataset_id };
+        if let Err(e) = current::write_current(&self.root, &Current { generation: ng, base_seq, ids: Some(ids) }) {
             // CURRENT may or may not name the new generation now: appending to
             // either log could lose acknowledged writes. Stop writing.
             q.fail(format!("switching CURRENT to generation {ng}: {e}"));

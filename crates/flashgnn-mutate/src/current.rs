@@ -4,8 +4,9 @@
 //! ```text
 //! DATASET/                  generation 0: the user's dataset, never modified
 //! DATASET/mut/LOCK          empty; a writable open holds flock(LOCK_EX) on it (one writer)
-//! DATASET/mut/CURRENT       {"magic": "flashgnn-mutable", "version": 1, "generation": N,
-//!                            "base_seq": S, "crc32c": C}
+//! DATASET/mut/CURRENT       {"magic": "flashgnn-mutable", "version": 2, "generation": N,
+//!                            "base_seq": S, "root_dataset_id": R, "generation_dataset_id": D,
+//!                            "crc32c": C}
 //! DATASET/mut/wal-N.log     the log of generation N (frames with seq > S)
 //! DATASET/mut/gen-N/        generation N > 0: a complete dataset built by the importer
 //! DATASET/mut/free-N.bin    generation N > 0: ids deleted and not reused (isolated in gen-N)
@@ -14,7 +15,16 @@
 //! `CURRENT` is replaced by writing `CURRENT.tmp`, fsync, rename, fsync of
 //! `mut/`: after a crash it names either the old or the new generation, and
 //! everything it names was made durable before the rename. `crc32c` is the
-//! CRC32C of the compact JSON of the other four keys in sorted order.
+//! CRC32C of the compact JSON of the other keys in sorted order.
+//!
+//! Version 2 binds the store to its dataset: `root_dataset_id` is the
+//! manifest `dataset_id` of generation 0 (the dataset directory itself) and
+//! `generation_dataset_id` that of generation N's base (JSON `null` for a
+//! format-v1 dataset, which has none). Every reader checks both
+//! ([`check_root_id`], [`check_generation_id`]), so a `mut/` copied from
+//! another dataset — consistent with itself after a compaction, since each
+//! `gen-N` and its log carry their own id — is refused. Version 1 (no ids) is
+//! still read, unchecked, and rewritten as version 2 by the next writable open.
 //!
 //! Free list: `magic "FGFREE01" | count u64 | count x id u64 | crc32c u32`
 //! (CRC over everything before it), little-endian.
@@ -29,7 +39,12 @@ pub const MUT_DIR: &str = "mut";
 pub const CURRENT_FILE: &str = "CURRENT";
 pub const LOCK_FILE: &str = "LOCK";
 pub const CURRENT_MAGIC: &str = "flashgnn-mutable";
-pub const CURRENT_VERSION: u64 = 1;
+/// The version written: bound to the dataset ids of generation 0 and of the
+/// current generation's base.
+pub const CURRENT_VERSION: u64 = 2;
+/// No dataset ids; still read (nothing to check) and rewritten as the
+/// current version by a writable open.
+pub const CURRENT_VERSION_1: u64 = 1;
 const FREE_MAGIC: &[u8; 8] = b"FGFREE01";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +52,25 @@ pub struct Current {
     pub generation: u64,
     /// Last batch sequence number folded into the generation's base.
     pub base_seq: u64,
+    /// The dataset ids this CURRENT is bound to (version 2); None for a
+    /// version-1 CURRENT, which records none.
+    pub ids: Option<StoreIds>,
+}
+
+/// The datasets a version-2 `CURRENT` is bound to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreIds {
+    /// `dataset_id` of generation 0, the dataset directory itself (None: a format-v1 dataset).
+    pub root: Option<u64>,
+    /// `dataset_id` of the current generation's base (equal to `root` for generation 0).
+    pub generation: Option<u64>,
+}
+
+impl Current {
+    /// Generation 0 before anything was logged, bound to `root_id`.
+    pub fn initial(root_id: Option<u64>) -> Current {
+        Current { generation: 0, base_seq: 0, ids: Some(StoreIds { root: root_id, generation: root_id }) }
+    }
 }
 
 pub fn mut_dir(root: &Path) -> PathBuf {
@@ -61,10 +95,77 @@ pub fn wal_path(root: &Path, generation: u64) -> PathBuf {
 
 fn body(c: &Current) -> serde_json::Value {
     // serde_json's map is ordered by key: this is the canonical form.
-    serde_json::json!({
-        "magic": CURRENT_MAGIC, "version": CURRENT_VERSION,
-        "generation": c.generation, "base_seq": c.base_seq,
-    })
+    match c.ids {
+        None => serde_json::json!({
+            "magic": CURRENT_MAGIC, "version": CURRENT_VERSION_1,
+            "generation": c.generation, "base_seq": c.base_seq,
+        }),
+        Some(ids) => serde_json::json!({
+            "magic": CURRENT_MAGIC, "version": CURRENT_VERSION,
+            "generation": c.generation, "base_seq": c.base_seq,
+            "root_dataset_id": ids.root, "generation_dataset_id": ids.generation,
+        }),
+    }
+}
+
+/// A dataset id for messages.
+fn id_text(id: Option<u64>) -> String {
+    id.map_or("none (format v1)".to_string(), |i| i.to_string())
+}
+
+/// Byte offset of `"key"` in `root`'s CURRENT (0 when it cannot be found):
+/// error paths only.
+fn key_offset(root: &Path, key: &str) -> u64 {
+    let pat = format!("\"{key}\"");
+    flashgnn_io::read_regular(&mut_dir(root).join(CURRENT_FILE))
+        .ok()
+        .and_then(|t| t.windows(pat.len()).position(|w| w == pat.as_bytes()))
+        .unwrap_or(0) as u64
+}
+
+/// Refuse a `CURRENT` bound to another dataset than the one at `root`
+/// (`root_id`: its manifest's `dataset_id`). A version-1 `CURRENT` records
+/// no id and passes.
+pub fn check_root_id(root: &Path, c: &Current, root_id: Option<u64>) -> Result<()> {
+    let Some(ids) = c.ids else { return Ok(()) };
+    if ids.root == root_id {
+        return Ok(());
+    }
+    let path = mut_dir(root).join(CURRENT_FILE);
+    Err(crate::corrupt(
+        &path.display().to_string(),
+        key_offset(root, "root_dataset_id"),
+        format!(
+            "root_dataset_id {} is not this dataset's dataset_id {} ({}): the mutable store (mut/) of another \
+             dataset; refusing to serve its mutations here (restore this dataset's own mut/, or remove mut/ to \
+             drop them)",
+            id_text(ids.root),
+            id_text(root_id),
+            root.join("manifest.json").display()
+        ),
+    ))
+}
+
+/// Refuse a current generation whose base (`gen_dir`, manifest `dataset_id`
+/// `gen_id`) is not the one `CURRENT` was written for. Version 1: passes.
+pub fn check_generation_id(root: &Path, c: &Current, gen_id: Option<u64>) -> Result<()> {
+    let Some(ids) = c.ids else { return Ok(()) };
+    if ids.generation == gen_id {
+        return Ok(());
+    }
+    let path = mut_dir(root).join(CURRENT_FILE);
+    Err(crate::corrupt(
+        &path.display().to_string(),
+        key_offset(root, "generation_dataset_id"),
+        format!(
+            "generation_dataset_id {} is not the dataset_id {} of generation {}'s base ({}): that base is not \
+             the one this store was written for",
+            id_text(ids.generation),
+            id_text(gen_id),
+            c.generation,
+            gen_dir(root, c.generation).join("manifest.json").display()
+        ),
+    ))
 }
 
 /// Whether the dataset at `root` has a mutable store: `Ok(false)` when there
@@ -166,13 +267,28 @@ pub fn read_current(root: &Path) -> Result<Option<Current>> {
     let num =
         |k: &str| field(k)?.as_u64().ok_or_else(|| bad_at(at(k), format!("field {k:?} is not an unsigned integer")));
     let version = num("version")?;
-    if version != CURRENT_VERSION {
+    if version != CURRENT_VERSION && version != CURRENT_VERSION_1 {
         return Err(bad_at(
             at("version"),
-            format!("version {version}; this reader supports version {CURRENT_VERSION}"),
+            format!("version {version}; this reader supports versions {CURRENT_VERSION_1} and {CURRENT_VERSION}"),
         ));
     }
-    let c = Current { generation: num("generation")?, base_seq: num("base_seq")? };
+    // A dataset id: an unsigned integer, or null for a format-v1 dataset (none).
+    let id = |k: &str| -> Result<Option<u64>> {
+        let f = field(k)?;
+        if f.is_null() {
+            return Ok(None);
+        }
+        f.as_u64()
+            .map(Some)
+            .ok_or_else(|| bad_at(at(k), format!("field {k:?} is neither an unsigned integer nor null")))
+    };
+    let ids = if version == CURRENT_VERSION {
+        Some(StoreIds { root: id("root_dataset_id")?, generation: id("generation_dataset_id")? })
+    } else {
+        None
+    };
+    let c = Current { generation: num("generation")?, base_seq: num("base_seq")?, ids };
     let computed = crc32c::crc32c(body(&c).to_string().as_bytes()) as u64;
     let stored = num("crc32c")?;
     if stored != computed {
@@ -181,7 +297,8 @@ pub fn read_current(root: &Path) -> Result<Option<Current>> {
     Ok(Some(c))
 }
 
-/// Replace `mut/CURRENT` atomically and durably.
+/// Replace `mut/CURRENT` atomically and durably (version 2; version 1 when
+/// `c.ids` is None, which only tests write).
 pub fn write_current(root: &Path, c: &Current) -> Result<()> {
     let dir = mut_dir(root);
     let mut v = body(c);

@@ -134,6 +134,8 @@ pub struct MutableGraph {
     pub open_report: OpenReport,
     /// Writable opens: `mut/LOCK`, flock'ed until close or drop.
     lock: Mutex<Option<std::fs::File>>,
+    /// Generation 0's `dataset_id`: every `CURRENT` written is bound to it.
+    pub(crate) root_dataset_id: Option<u64>,
 }
 
 /// Refuse a base that does not store both directions of every edge.
@@ -211,20 +213,26 @@ impl MutableGraph {
         } else {
             None
         };
+        let root_id = gen0.manifest().dataset_id;
         let stored = current::read_current(&root)?;
+        // A CURRENT bound to another dataset (a mut/ copied from elsewhere) is
+        // refused before anything under mut/ is read, removed or replayed.
+        if let Some(c) = &stored {
+            current::check_root_id(&root, c, root_id)?;
+        }
         let logged = stored.is_some() || opts.writable;
         let cur = match stored {
             Some(c) => c,
             None if opts.writable => {
                 // First writable open (or a crash before CURRENT was first
                 // written: then nothing was ever acknowledged).
-                let c = Current { generation: 0, base_seq: 0 };
+                let c = Current::initial(root_id);
                 current::clean_leftovers(&root, &c)?;
-                wal::create_log(&current::wal_path(&root, 0), 0, 0, gen0.manifest().dataset_id, &[])?;
+                wal::create_log(&current::wal_path(&root, 0), 0, 0, root_id, &[])?;
                 current::write_current(&root, &c)?;
                 c
             }
-            None => Current { generation: 0, base_seq: 0 },
+            None => Current::initial(root_id),
         };
         let mut report = OpenReport::default();
         if opts.writable {
@@ -236,6 +244,7 @@ impl MutableGraph {
             drop(gen0);
             open_base(&current::gen_dir(&root, cur.generation))?
         };
+        current::check_generation_id(&root, &cur, base.manifest().dataset_id)?;
         let free =
             if cur.generation > 0 { current::read_free(&current::free_path(&root, cur.generation))? } else { vec![] };
         let mut delta = Delta::new(&base, free)?;
@@ -257,6 +266,12 @@ impl MutableGraph {
                 // group index; the header is bound to this base (version 3).
                 let frames = &bytes[wal::WAL_HEADER_BYTES as usize..r.valid_len as usize];
                 wal::create_log(&wpath, r.generation, r.base_seq, base.manifest().dataset_id, frames)?;
+            }
+            if opts.writable && cur.ids.is_none() {
+                // A version-1 CURRENT (no dataset ids): bind it to this dataset
+                // and this generation's base now that both were read through it.
+                let ids = current::StoreIds { root: root_id, generation: base.manifest().dataset_id };
+                current::write_current(&root, &Current { ids: Some(ids), ..cur })?;
             }
             let end = r.valid_len;
             (r, end)
@@ -287,6 +302,7 @@ impl MutableGraph {
             closed: AtomicBool::new(false),
             open_report: report,
             lock: Mutex::new(lock),
+            root_dataset_id: root_id,
         })
     }
 

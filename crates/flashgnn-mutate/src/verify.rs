@@ -7,8 +7,10 @@
 //! writable open would cut it), leftovers of interrupted compactions are
 //! listed (a writable open would remove them).
 //!
-//! Checks: `CURRENT` (magic, version, CRC); the generation's base opens and is
-//! symmetric; the free list (magic, count, CRC, ids strictly ascending, below
+//! Checks: `CURRENT` (magic, version, CRC, and — version 2 — its
+//! `root_dataset_id` equal to the dataset's own id and its
+//! `generation_dataset_id` to the generation's base's); the generation's base
+//! opens and is symmetric; the free list (magic, count, CRC, ids strictly ascending, below
 //! the base's node count and isolated in the base); the log header (CRC,
 //! version, generation and base_seq equal to `CURRENT`), every frame's CRC,
 //! consecutive sequence numbers, every op decodable and applicable when
@@ -61,7 +63,11 @@ pub fn verify_log(root: &Path) -> Result<Option<LogVerifyReport>> {
         return Ok(None);
     }
     let stored = current::read_current(root)?;
-    let cur = stored.unwrap_or(Current { generation: 0, base_seq: 0 });
+    let root_id = flashgnn_store::Dataset::open(root)?.manifest().dataset_id;
+    if let Some(c) = &stored {
+        current::check_root_id(root, c, root_id)?;
+    }
+    let cur = stored.unwrap_or(Current::initial(root_id));
     let mut rep = LogVerifyReport {
         generation: cur.generation,
         base_seq: cur.base_seq,
@@ -73,6 +79,7 @@ pub fn verify_log(root: &Path) -> Result<Option<LogVerifyReport>> {
         ..Default::default()
     };
     let base = open_base(&rep.dataset)?;
+    current::check_generation_id(root, &cur, base.manifest().dataset_id)?;
     rep.num_nodes = base.num_nodes();
     if stored.is_none() {
         return Ok(Some(rep));
