@@ -57,6 +57,23 @@ def crc32c(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
+def save_reference(ds, n: int, path: Path) -> Path:
+    """Write the values every read of ``ds`` must return (neighbors as CSR, feature bytes, labels, splits)."""
+    ids = np.arange(n)
+    nb = ds.neighbors(ids)
+    ref = {
+        "num_nodes": np.array(n),
+        "indptr": np.concatenate([[0], np.cumsum([len(x) for x in nb])]),
+        "indices": np.concatenate(nb).astype(np.int64),
+        "features": ds.features(ids).view(np.uint8).reshape(n, -1),
+        "labels": ds.labels(ids),
+    }
+    for sname in ds.split_names:
+        ref[f"split_{sname}"] = ds.split(sname)
+    np.savez(path, **ref)
+    return path
+
+
 # ---------------------------------------------------------------------------
 # Pristine datasets
 
@@ -108,19 +125,7 @@ def _make_pristine(root: Path, name: str) -> Pristine:
     lay = ds.layout
     assert lay["overflow_pages"] >= 3, "the hub must spill over several overflow pages"
     assert m["features"]["placement"] == ("separate" if name == "separate" else "inline")
-    ids = np.arange(n)
-    nb = ds.neighbors(ids)
-    ref = {
-        "num_nodes": np.array(n),
-        "indptr": np.concatenate([[0], np.cumsum([len(x) for x in nb])]),
-        "indices": np.concatenate(nb).astype(np.int64),
-        "features": ds.features(ids).view(np.uint8).reshape(n, -1),
-        "labels": ds.labels(ids),
-    }
-    for s in ds.split_names:
-        ref[f"split_{s}"] = ds.split(s)
-    ref_path = root / f"{name}_ref.npz"
-    np.savez(ref_path, **ref)
+    ref_path = save_reference(ds, n, root / f"{name}_ref.npz")
     g = (out / "graph.fg").read_bytes()
     p, spp, sb = lay["page_size"], lay["slots_per_page"], lay["slot_bytes"]
     degrees = [
@@ -170,19 +175,7 @@ def _make_mutable(root: Path) -> Pristine:
     assert build(inp, twin, symmetrize=True, page_size=512)["manifest"]["dataset_id"] != m["dataset_id"]
     mutate(twin)
     ds = flashgnn.open(out)  # generation 0, what flashgnn.open reads (it does not replay mut/)
-    ids = np.arange(n)
-    nb = ds.neighbors(ids)
-    ref = {
-        "num_nodes": np.array(n),
-        "indptr": np.concatenate([[0], np.cumsum([len(x) for x in nb])]),
-        "indices": np.concatenate(nb).astype(np.int64),
-        "features": ds.features(ids).view(np.uint8).reshape(n, -1),
-        "labels": ds.labels(ids),
-    }
-    for sname in ds.split_names:
-        ref[f"split_{sname}"] = ds.split(sname)
-    ref_path = root / f"{MUTABLE}_ref.npz"
-    np.savez(ref_path, **ref)
+    ref_path = save_reference(ds, n, root / f"{MUTABLE}_ref.npz")
     # The store is sound before any damage: the sampler replays it and verify passes.
     assert flashgnn.verify(out, progress=False)["mutable"]["generation"] == 1
     flashgnn.Sampler(out, [2], engine="pread").sample(np.arange(4), 0)
