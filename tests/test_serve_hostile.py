@@ -527,3 +527,41 @@ def test_second_sigterm_during_drain_keeps_the_summary(server):
     assert ok, (rc, out, srv.stderr())
     assert "SIGTERM again while draining" in srv.stderr()
     assert len(results) == 2 and all(r[0] != "ok" for r in results), results  # cut short: not served
+
+
+def test_trickled_update_graph_ends_at_max_deadline(server):
+    """An authenticated client that trickles UpdateGraph chunks, each inside --request-body-timeout, under a
+    3,600 s deadline of its own: the server ends the call at --max-deadline (DEADLINE_EXCEEDED naming the flag),
+    frees its slot, and applies nothing."""
+    srv = server("--max-deadline", "2", "--request-body-timeout", "1.5", "--default-deadline", "1")
+    with Client(srv.address, token=TOKEN) as c:
+        before = snapshot(c)
+        stub = pb_grpc.FlashGNNStub(c._channel)
+        stop = threading.Event()
+
+        def trickle():
+            for chunk in new_graph_chunks(rows_per_chunk=1):
+                if stop.wait(0.5):
+                    return
+                yield chunk
+
+        t0 = time.monotonic()
+        with pytest.raises(grpc.RpcError) as e:
+            stub.UpdateGraph(trickle(), metadata=AUTH, timeout=3600)
+        elapsed = time.monotonic() - t0
+        stop.set()
+        _case(e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED)
+        assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e.value
+        assert "--max-deadline 2" in e.value.details(), e.value.details()
+        assert elapsed < SAFETY_S, elapsed  # a safety net: 40 chunks at 0.5 s would take 20 s without the cap
+        st = wait_recorded(c, "UpdateGraph", 1)
+        assert st["in_flight"] == 0 and st["rpcs"]["UpdateGraph"]["ok"] == 0
+        assert snapshot(c) == before
+
+
+def test_max_deadline_flag_checked():
+    from flashgnn.serve.limits import Limits
+
+    with pytest.raises(ValueError, match="--default-deadline 30 > --max-deadline 5"):
+        Limits(max_deadline_s=5).check()
+    Limits(max_deadline_s=30).check()

@@ -24,6 +24,7 @@ def add_parsers(sub, parse_size) -> None:
     s.add_argument("--max-inflight", type=int, default=d.max_inflight, help=f"admitted requests; more get RESOURCE_EXHAUSTED (default {d.max_inflight})")
     s.add_argument("--max-message-bytes", type=parse_size, default=d.max_message_bytes, help="one gRPC message, either way (default 64MiB)")
     s.add_argument("--default-deadline", type=float, default=d.default_deadline_s, help=f"seconds, when the client sets none (default {d.default_deadline_s:g})")
+    s.add_argument("--max-deadline", type=float, default=d.max_deadline_s, help=f"seconds: the longest deadline a client may set; calls end DEADLINE_EXCEEDED after it (default {d.max_deadline_s:g})")
     s.add_argument("--max-batch", type=int, default=d.max_batch, help=f"Run target nodes per request (default {d.max_batch})")
     s.add_argument("--max-fanout", type=int, default=d.max_fanout, help=f"per hop of a DFG's sampler (default {d.max_fanout})")
     s.add_argument("--workers", type=int, default=d.workers, help=f"threads doing the work (default {d.workers})")
@@ -88,7 +89,7 @@ def cmd_serve(a) -> int:
 
     limits = Limits(
         max_inflight=a.max_inflight, max_message_bytes=a.max_message_bytes, default_deadline_s=a.default_deadline,
-        max_batch=a.max_batch, max_fanout=a.max_fanout, workers=a.workers, max_update_bytes=a.max_update_bytes,
+        max_deadline_s=a.max_deadline, max_batch=a.max_batch, max_fanout=a.max_fanout, workers=a.workers, max_update_bytes=a.max_update_bytes,
         max_batch_ops=a.max_batch_ops, max_hops=a.max_hops, max_sampled_nodes=a.max_sampled_nodes,
         max_request_bytes=a.max_request_bytes, max_inflight_bytes=a.max_inflight_bytes, request_body_timeout_s=a.request_body_timeout,
         grace_s=a.grace,
@@ -109,7 +110,7 @@ def cmd_serve(a) -> int:
     def ready(port):
         print(
             f"flashgnn serve: listening on {host}:{port} dataset={a.dataset} max_inflight={limits.max_inflight} "
-            f"max_message_bytes={limits.max_message_bytes} default_deadline={limits.default_deadline_s:g}s "
+            f"max_message_bytes={limits.max_message_bytes} default_deadline={limits.default_deadline_s:g}s max_deadline={limits.max_deadline_s:g}s "
             f"max_batch={limits.max_batch} max_fanout={limits.max_fanout} workers={limits.workers} "
             f"plugins={'on' if a.allow_plugins else 'off'}",
             flush=True,

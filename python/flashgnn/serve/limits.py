@@ -16,6 +16,11 @@ class Limits:
     max_inflight: int = 64  # admitted requests (running or queued for a worker)
     max_message_bytes: int = 64 << 20  # one gRPC message, either direction (64 MiB)
     default_deadline_s: float = 30.0  # when the client sets none
+    # The longest deadline a client may ask for: past it a call is answered DEADLINE_EXCEEDED whatever deadline
+    # the client set, so an authenticated client trickling UpdateGraph chunks (each within
+    # --request-body-timeout) holds its slot at most this long. 600 s moves a whole --max-update-bytes 1 GiB
+    # stream at 1.8 MB/s.
+    max_deadline_s: float = 600.0
     max_batch: int = 4096  # Run target nodes per request
     max_fanout: int = 100  # per hop of a DFG's sampling op; -1 (all neighbors) is refused
     workers: int = 16  # threads doing the work
@@ -45,6 +50,8 @@ class Limits:
                              f"{self.max_inflight_bytes}: such a request could never run")
         if not self.default_deadline_s > 0:
             raise ValueError(f"--default-deadline: {self.default_deadline_s} must be > 0")
+        if not self.default_deadline_s <= self.max_deadline_s:
+            raise ValueError(f"--default-deadline {self.default_deadline_s:g} > --max-deadline {self.max_deadline_s:g}")
         if not self.request_body_timeout_s > 0:
             raise ValueError(f"--request-body-timeout: {self.request_body_timeout_s} must be > 0")
         if self.grace_s < 0:

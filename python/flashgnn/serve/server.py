@@ -14,7 +14,7 @@ Owns RELIABILITY.md promise 5. Every request passes one gate,
    (``--request-body-timeout``; for UpdateGraph: per chunk), else
    DEADLINE_EXCEEDED naming the flag. Health and Stats never read theirs
    (it is empty);
-4. **deadline** — the client's deadline, or ``default_deadline_s`` when it set
+4. **deadline** — the client's deadline (at most ``max_deadline_s``), or ``default_deadline_s`` when it set
    none; the handler waits for the work at most that long and answers
    DEADLINE_EXCEEDED. A mutation checks the deadline before it starts; one
    already committing finishes (its slot stays taken until it does, so the
@@ -276,6 +276,8 @@ class Service(pb_grpc.FlashGNNServicer):
         remaining = context.time_remaining()
         if remaining is None or remaining > 1e9:  # gRPC reports "no deadline" as None or a huge value
             return time.monotonic() + self.limits.default_deadline_s, f" (server default --default-deadline {self.limits.default_deadline_s:g})"
+        if remaining > self.limits.max_deadline_s:
+            return time.monotonic() + self.limits.max_deadline_s, f" (capped by the server's --max-deadline {self.limits.max_deadline_s:g})"
         return time.monotonic() + remaining, ""
 
     def _call(self, rpc: str, context: "_Admitted", work) -> concurrent.futures.Future:
