@@ -14,11 +14,11 @@ Prints one line per run and a summary with the margins; ``--json`` emits it all.
 from __future__ import annotations
 
 import argparse
-
-from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 import json
 import sys
 import time
+
+from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 
 
 def train_stock_pyg(dataset, fanouts, epochs: int, batch_size: int = 1024, hidden: int = 128, lr: float = 3e-3,

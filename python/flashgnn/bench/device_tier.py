@@ -16,13 +16,13 @@ transfer saved).
 from __future__ import annotations
 
 import argparse
-
-from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 import json
 import sys
 import time
 
 import numpy as np
+
+from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 
 
 def _run(path, fanouts, batch_size, batches, device, cache_budget, device_cache=None) -> dict:

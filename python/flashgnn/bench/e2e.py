@@ -28,8 +28,6 @@ to import its graph first). Both are printed; neither is a timed assertion.
 from __future__ import annotations
 
 import argparse
-
-from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 import json
 import shutil
 import sys
@@ -39,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from flashgnn.bench.engines import drop_caches, run_child
+from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 
 HIDDEN = 64
 OUT = 16

@@ -21,8 +21,6 @@ timed assertion.
 from __future__ import annotations
 
 import argparse
-
-from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 import json
 import multiprocessing as mp
 import os
@@ -36,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from flashgnn.bench.engines import drop_caches, make_cgroup
+from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 from flashgnn.serve.process import ServeProcess
 
 DBLP_DAY = {"add_vertex": 365, "add_edge": 8800, "delete_vertex": 16, "delete_edge": 713}

@@ -27,14 +27,13 @@ tuned ``mmap`` epochs by at least the preparation ratio.
 from __future__ import annotations
 
 import argparse
-
-from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 import json
 import os
 import sys
 import time
 
 from flashgnn.bench.engines import drop_caches, run_child
+from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 
 ENGINES = ["uring", "uring+cache", "uring+lookahead", "mmap", "memory"]
 
