@@ -170,12 +170,13 @@ def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str) -> str:
     deep-queue IOPS give the parallel flash units by Little's law (units = IOPS x
     per-read unit time); channels keep the base's count, dies per channel make up the units."""
     import math
+    import re
     import tomllib
 
     from flashgnn._durable import read_regular
 
-    raw = read_regular(base)  # a FIFO or device is refused by name
-    b = tomllib.loads(raw.decode("utf-8"))
+    text = read_regular(base).decode("utf-8")  # a FIFO or device is refused by name
+    b = tomllib.loads(text)
     h, c, fl = b["host"], b["controller"], b["flash"]
     lat_ns = 1e9 / iops_qd1
     ch_bytes_per_ns = fl["bus_mts"] * 1e6 * fl["bus_bits"] / 8 / 1e9
@@ -190,8 +191,6 @@ def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str) -> str:
     units = max(1, math.ceil(iops_deep * unit_ns / 1e9))
     ch = min(fl["channels"], units)
     per_ch = max(1, math.ceil(units / ch))
-    text = raw.decode("utf-8")
-    import re
 
     def put(text, section, key, value):
         lines, cur, n = text.split("\n"), None, 0
@@ -200,8 +199,7 @@ def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str) -> str:
             if st.startswith("[") and st.endswith("]"):
                 cur = st[1:-1]
             elif cur == section and re.match(rf"{key}\s*=", st):
-                comment = "# fitted (see the header)"
-                lines[i] = f"{key} = {value}" + (f"   {comment}" if comment else "")
+                lines[i] = f"{key} = {value}   # fitted (see the header)"
                 n += 1
         if n != 1:
             raise ValueError(f"{base}: no {section}.{key} to fit")
