@@ -15,7 +15,6 @@ transfer saved).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time

@@ -20,7 +20,6 @@ timed assertion.
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing as mp
 import os
