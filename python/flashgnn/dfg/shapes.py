@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from flashgnn.dfg import ops as _ops
+from flashgnn.dfg.ops import _ELEMENTWISE as _EW
 from flashgnn.dfg.ops import SubGraph, _bool, _choice, _float, _int, _only
 
 INF = math.inf
@@ -392,10 +393,6 @@ def _matmul_copies(sa: list, sb: list, itemsize: int) -> int:
         if bo != full and any(x > 1 for x in bo):
             total += math.prod(full) * r * c * itemsize
     return total
-
-
-_EW = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "max": torch.maximum,
-       "min": torch.minimum}
 
 
 def elementwise(sctx, a, b, **attrs):
