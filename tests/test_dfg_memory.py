@@ -48,6 +48,7 @@ import flashgnn.dfg as dfg  # noqa: E402
 from flashgnn.dfg import shapes  # noqa: E402
 
 from conftest import assert_error, cli_env, generated_dataset  # noqa: E402
+from test_dfg import random_subgraph  # noqa: E402
 
 MiB = 1 << 20
 BOUND = 64 * MiB  # --max-request-bytes used by the attack tests
@@ -446,19 +447,7 @@ def ds_path(tmp_path_factory):
                              split=(0.3, 0.1, 0.6))
 
 
-def _subgraph(seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    nodes = [4, 6, 8]
-    bounds = np.cumsum([0] + nodes)
-    rows, cols, ecount = [], [], []
-    for h in range(2):
-        e = 15 + 5 * h
-        cols.append(torch.randint(int(bounds[h]), int(bounds[h + 1]), (e,), generator=gen))
-        rows.append(torch.randint(0, int(bounds[h + 2]), (e,), generator=gen))
-        ecount.append(e)
-    ei = torch.stack([torch.cat(rows), torch.cat(cols)])
-    ei[:, 3] = ei[1, 3]  # one self-loop
-    return dfg.SubGraph(torch.arange(sum(nodes)), ei, nodes, ecount, 4), torch.randn(sum(nodes), 5, generator=gen)
+_subgraph = random_subgraph  # the synthetic 2-hop subgraph test_dfg.py builds
 
 
 def _cases():
