@@ -1,5 +1,5 @@
 """Kill ``flashgnn serve`` at random points; check no acknowledged batch is lost
-and no batch is half-applied (RELIABILITY.md promise 2, through the RPC path).
+and no batch is half-applied (docs/reliability.md promise 2, through the RPC path).
 
     python -m flashgnn.serve.crashtest DATASET --kills 20 --seed 1 [--json]
 
