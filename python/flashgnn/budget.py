@@ -71,7 +71,7 @@ def split(budget: int, path, fanouts, batch_size: int, workers: int = 1, prefetc
 
 
 def describe(s: dict) -> str:
-    from flashgnn.cli import human_bytes as h
+    from flashgnn._util import human_bytes as h
 
     la = s.get("lookahead", 0)
     return (f"memory budget {h(s['budget'])} = engine {h(s['engine'])} ({s['workers']} producer(s) x (32.0 MiB buffers "

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from flashgnn._durable import replace_durably
-from flashgnn.cli import parse_size
+from flashgnn._util import parse_size
 from flashgnn.sampler import DEFAULT_HOT_FRACTION
 
 MODELS = ("sage", "gcn", "gin", "gat", "mlp")
@@ -45,7 +45,7 @@ CHECKPOINT_VERSION = 1
 
 
 def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
-    from flashgnn.cli import ArgumentParser  # --fanout -1,-1 is a value, not an option
+    from flashgnn._util import ArgumentParser  # --fanout -1,-1 is a value, not an option
 
     p = ArgumentParser(prog=prog, description="Train a GNN on a flashgnn dataset (mini-batch, SSD-resident).")
     p.add_argument("dataset")

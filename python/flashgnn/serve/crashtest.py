@@ -359,7 +359,7 @@ def main(argv=None) -> int:
         print(f"crashtest: FAILED (seed {a.seed}): {e}", file=sys.stderr)
         return 1
     if a.json:
-        from flashgnn.cli import _print_json
+        from flashgnn._util import print_json as _print_json
 
         _print_json(rep)
     else:
