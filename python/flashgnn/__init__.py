@@ -16,6 +16,8 @@ Entry points:
   on first use (``import flashgnn`` stays light for the CLI and the builder).
 """
 
+from typing import TYPE_CHECKING
+
 from flashgnn._core import (
     FORMAT_VERSION,
     CorruptDatasetError,
@@ -28,6 +30,12 @@ from flashgnn.dataset import Dataset, open
 from flashgnn.graph import MutableGraph
 from flashgnn.jobs import build, generate, verify
 from flashgnn.sampler import Cache, SampledBatch, Sampler
+
+if TYPE_CHECKING:  # the lazily loaded names below, visible to type checkers and IDEs
+    from flashgnn import pyg
+    from flashgnn.device import DeviceCache, DeviceUnavailable
+    from flashgnn.loader import NeighborLoader, RandomWalkLoader
+    from flashgnn.serve.client import Client, ServerError
 
 # Loaded on first use: torch (loaders, pyg) and grpc (the client) stay out of `import flashgnn`.
 _LAZY = {"NeighborLoader": "flashgnn.loader", "RandomWalkLoader": "flashgnn.loader", "pyg": "flashgnn.pyg",
