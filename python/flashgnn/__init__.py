@@ -6,6 +6,7 @@ Entry points:
 - :func:`build` / :func:`generate` — the importer and the synthetic generator
   (also ``flashgnn build`` / ``flashgnn generate`` on the command line).
 - :func:`verify` — check every checksum and bound of a dataset.
+- :func:`from_pyg` / :func:`to_pyg` — a PyG ``Data`` in, and back out when it fits in memory.
 - :class:`Sampler` — one engine call per mini-batch (numpy).
 - :class:`Cache` — cross-batch DRAM cache shared by samplers (static hot set + S3-FIFO).
 - :class:`DeviceCache` — the GPU tier: hottest rows resident on the device, gathered there.
@@ -26,6 +27,7 @@ from flashgnn._core import (
     InputError,
     __version__,
 )
+from flashgnn.convert import from_pyg, to_pyg
 from flashgnn.dataset import Dataset, open
 from flashgnn.graph import MutableGraph
 from flashgnn.jobs import build, generate, verify
@@ -71,6 +73,8 @@ __all__ = [
     "InputError",
     "__version__",
     "build",
+    "from_pyg",
+    "to_pyg",
     "generate",
     "open",
     "verify",
