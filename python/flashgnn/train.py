@@ -41,7 +41,9 @@ MODELS = ("sage", "gcn", "gin", "gat", "mlp")
 DEGREE_MODELS = ("gcn",)
 CHECKPOINT_FILE = "checkpoint.pt"
 CHECKPOINT_FORMAT = "flashgnn-checkpoint"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2  # 2: `model` holds the best-validation weights, `last` the latest (for --resume)
+CHECKPOINT_VERSIONS = (1, 2)
+NORMALIZE_FEATURES = ("none", "row")
 
 
 def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
@@ -56,6 +58,15 @@ def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--dropout", type=float, default=0.2)
+    p.add_argument("--weight-decay", type=float, default=0.0,
+                   help="L2 penalty of the Adam optimizer (PyG's Planetoid examples use 5e-4)")
+    p.add_argument("--normalize-features", default="none", choices=NORMALIZE_FEATURES,
+                   help="row: divide each feature row by its sum (clamped at 1), as PyG's NormalizeFeatures does for "
+                        "non-negative features; applied as batches load, recorded in the checkpoint so `embed` "
+                        "applies it too")
+    p.add_argument("--patience", type=int, default=0,
+                   help="stop after this many epochs without a better validation accuracy (0 = run every epoch); "
+                        "either way the checkpoint and the reported test accuracy are the best-validation epoch's")
     p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
     p.add_argument("--engine", default="auto", help="auto|uring|pread|pread-pool|mmap|mmap-default|memory")
     p.add_argument("--prefetch", type=int, default=4, help="batches prepared ahead of the trainer")
@@ -291,9 +302,22 @@ def load_checkpoint(directory: str | os.PathLike, map_location="cpu") -> dict:
         raise ValueError(f"{path}: not a readable checkpoint ({type(e).__name__}: {e})") from None
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{path}: not a flashgnn checkpoint (format field {state.get('format') if isinstance(state, dict) else None!r})")
-    if state.get("version") != CHECKPOINT_VERSION:
-        raise ValueError(f"{path}: checkpoint version {state.get('version')!r}; this flashgnn reads version {CHECKPOINT_VERSION}")
+    if state.get("version") not in CHECKPOINT_VERSIONS:
+        raise ValueError(f"{path}: checkpoint version {state.get('version')!r}; this flashgnn reads versions "
+                         f"{', '.join(map(str, CHECKPOINT_VERSIONS))}")
     return state
+
+
+def normalize_features(x, how: str):
+    """Feature rows as the model was trained on them: ``row`` divides each
+    row by its sum, clamped at 1 (PyG's ``NormalizeFeatures`` on
+    non-negative features), ``none`` leaves them. Row-wise, so applying it
+    per batch equals applying it to the whole table."""
+    if how == "none":
+        return x
+    if how == "row":
+        return x / x.sum(dim=-1, keepdim=True).clamp(min=1.0)
+    raise ValueError(f"normalize_features {how!r}: expected one of {', '.join(NORMALIZE_FEATURES)}")
 
 
 def model_from_checkpoint(state: dict):
@@ -378,7 +402,7 @@ class _Dist:
             dist.destroy_process_group()
 
 
-def evaluate(model, loader, device) -> tuple[int, int]:
+def evaluate(model, loader, device, normalize: str = "none") -> tuple[int, int]:
     """(correct, total) over a loader's seeds."""
     import torch
 
@@ -386,6 +410,7 @@ def evaluate(model, loader, device) -> tuple[int, int]:
     correct = total = 0
     with torch.no_grad():
         for data in DeviceFeeder(loader, device):
+            data.x = normalize_features(data.x, normalize)
             y = data.y[: data.batch_size]
             keep = y >= 0
             pred = forward(model, data).argmax(-1)
@@ -410,6 +435,10 @@ def run(args) -> dict:
     if args.lookahead and args.device_cache and not args.presampled:
         raise SystemExit("flashgnn train: error: --lookahead and --device-cache cannot be combined (rows are filled on "
                          "the host by the one, gathered on the device by the other)")
+    if args.patience < 0:
+        raise SystemExit(f"flashgnn train: error: --patience {args.patience}: expected 0 (off) or >= 1 epochs")
+    if args.weight_decay < 0:
+        raise SystemExit(f"flashgnn train: error: --weight-decay {args.weight_decay}: must be >= 0")
     dist_ctx = _Dist(args.device)
     device = dist_ctx.device
     threads = args.threads or default_threads(dist_ctx.local_world)
@@ -442,10 +471,13 @@ def run(args) -> dict:
     random.seed(args.seed)
     config = dict(model=args.model, in_dim=ds.feature_dim, hidden=args.hidden, out_dim=ds.num_classes,
                   num_layers=len(fanouts), dropout=args.dropout, fanouts=fanouts)
+    if args.normalize_features != "none":  # absent = none, so older checkpoints still match
+        config["normalize_features"] = args.normalize_features
     model = build_model(args.model, ds.feature_dim, args.hidden, ds.num_classes, len(fanouts), args.dropout).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     history: list[dict] = []
     start_epoch = 0
+    best = None  # the best-validation epoch so far: {"epoch", "val_acc", "test_acc", "model": weights}
     if args.resume:
         if not args.checkpoint:
             raise SystemExit("flashgnn train: error: --resume needs --checkpoint DIR")
@@ -456,10 +488,12 @@ def run(args) -> dict:
                 if state["model_config"].get(k) != v:
                     raise SystemExit(f"flashgnn train: error: {ckpt_path}: model_config.{k} is "
                                      f"{state['model_config'].get(k)!r}, this run asks for {v!r}")
-            model.load_state_dict(state["model"])
+            model.load_state_dict(state.get("last", state)["model"])
             opt.load_state_dict(state["optimizer"])
             _set_rng_state(state["rng"])
             start_epoch, history = int(state["epoch"]), list(state["history"])
+            if state.get("best"):
+                best = dict(state["best"], model=state["model"])
             if dist_ctx.main:
                 print(f"resumed from {ckpt_path} after epoch {start_epoch}", flush=True)
         elif dist_ctx.main:
@@ -550,6 +584,7 @@ def run(args) -> dict:
             wait += time.perf_counter() - tw
             if data is None:
                 break
+            data.x = normalize_features(data.x, args.normalize_features)
             opt.zero_grad(set_to_none=True)
             out = forward(model, data)
             y = data.y[: data.batch_size]
@@ -575,8 +610,8 @@ def run(args) -> dict:
         # The same evaluation sample every epoch (and after a resume).
         val_loader.set_epoch(0)
         test_loader.set_epoch(0)
-        vc, vt = evaluate(model, val_loader, device)
-        tc, tt = evaluate(model, test_loader, device)
+        vc, vt = evaluate(model, val_loader, device, args.normalize_features)
+        tc, tt = evaluate(model, test_loader, device, args.normalize_features)
         vc, vt, tc, tt = dist_ctx.sum([vc, vt, tc, tt])
         rec = dict(
             epoch=epoch + 1, train_loss=loss_sum / max(seeds, 1), train_acc=correct / max(seeds, 1),
@@ -590,6 +625,10 @@ def run(args) -> dict:
             lookahead=train_loader.telemetry.get("lookahead"),
         )
         history.append(rec)
+        if best is None or rec["val_acc"] > best["val_acc"]:  # val/test accuracies are summed over ranks: all agree
+            best = dict(epoch=rec["epoch"], val_acc=rec["val_acc"], test_acc=rec["test_acc"],
+                        model={k: v.detach().clone() for k, v in raw_model.state_dict().items()})
+        stale = rec["epoch"] - best["epoch"]
         if dist_ctx.main:
             print(f"epoch {rec['epoch']}: loss {rec['train_loss']:.4f}, train acc {rec['train_acc']:.4f}, "
                   f"val acc {rec['val_acc']:.4f}, test acc {rec['test_acc']:.4f}, {rec['seeds_per_s']:,.0f} seeds/s, "
@@ -598,10 +637,18 @@ def run(args) -> dict:
             if args.checkpoint:
                 save_checkpoint(args.checkpoint, dict(
                     format=CHECKPOINT_FORMAT, version=CHECKPOINT_VERSION, model_config=config,
-                    model=raw_model.state_dict(), optimizer=opt.state_dict(), epoch=epoch + 1, rng=_rng_state(),
-                    history=history, dataset=os.path.abspath(ds.path), args=vars(args)))
+                    model=best["model"], best={k: v for k, v in best.items() if k != "model"},
+                    last=dict(model=raw_model.state_dict()), optimizer=opt.state_dict(), epoch=epoch + 1,
+                    rng=_rng_state(), history=history, dataset=os.path.abspath(ds.path), args=vars(args)))
         dist_ctx.barrier()
+        if args.patience and stale >= args.patience and epoch + 1 < args.epochs:
+            if dist_ctx.main:
+                print(f"early stop after epoch {rec['epoch']}: no better validation accuracy for {stale} epochs "
+                      f"(--patience {args.patience}; best {best['val_acc']:.4f} at epoch {best['epoch']})", flush=True)
+            break
     total = time.perf_counter() - t_run
+    if best is not None:  # the run's model is the best-validation one (what the checkpoint holds)
+        raw_model.load_state_dict(best["model"])
     # DDP keeps replicas identical; record each rank's weight digest to show it.
     import hashlib
 
@@ -614,8 +661,10 @@ def run(args) -> dict:
     ran_seconds = max(sum(h["train_seconds"] for h in ran), 1e-9)
     summary = dict(
         model=args.model, dataset=ds.path, engine=train_loader.engine, world_size=dist_ctx.world,
-        epochs=len(history), seconds=total, test_acc=last.get("test_acc"), val_acc=last.get("val_acc"),
-        train_loss=last.get("train_loss"),
+        epochs=len(history), seconds=total,
+        test_acc=best["test_acc"] if best else None, val_acc=best["val_acc"] if best else None,
+        best_epoch=best["epoch"] if best else None,
+        final_test_acc=last.get("test_acc"), final_val_acc=last.get("val_acc"), train_loss=last.get("train_loss"),
         data_wait=sum(h["data_wait"] * h["train_seconds"] for h in ran) / ran_seconds if ran else None,
         seeds_per_s=sum(h["seeds"] for h in ran) / ran_seconds if ran else None,
         train_nodes=n_train, rank_weight_digests=digests, ranks_agree=len(set(digests)) == 1,
@@ -628,8 +677,10 @@ def run(args) -> dict:
             dw = f"{100 * summary['data_wait']:.1f}%" if summary["data_wait"] is not None else "n/a"
             sps = f"{summary['seeds_per_s']:,.0f}" if summary["seeds_per_s"] is not None else "n/a"
             print(f"trained {args.model} on {ds.path} ({train_loader.engine}, {dist_ctx.world} process"
-                  f"{'es' if dist_ctx.world > 1 else ''}): {len(history)} epochs, test acc {summary['test_acc']:.4f}, "
-                  f"val acc {summary['val_acc']:.4f}, data wait {dw}, {sps} seeds/s, {total:.1f} s", flush=True)
+                  f"{'es' if dist_ctx.world > 1 else ''}): {len(history)} epochs, test acc {summary['test_acc']:.4f} "
+                  f"at the best val acc {summary['val_acc']:.4f} (epoch {summary['best_epoch']}; final epoch: test "
+                  f"{summary['final_test_acc']:.4f}, val {summary['final_val_acc']:.4f}), data wait {dw}, {sps} "
+                  f"seeds/s, {total:.1f} s", flush=True)
     dist_ctx.close()
     summary["model_obj"] = raw_model
     summary["history"] = history

@@ -203,7 +203,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+# Third-party deprecation notices the user can do nothing about: torch_geometric
+# scripts a few helpers with torch.jit.script at import, and torch 2.9+ warns on
+# every such call. Silenced for the command line only; the library leaves the
+# user's warning filters alone.
+_QUIET = [(r".*torch\.jit\.script.* is deprecated", FutureWarning)]
+
+
 def main(argv: list[str] | None = None) -> int:
+    import warnings
+
+    for message, category in _QUIET:
+        warnings.filterwarnings("ignore", message=message, category=category)
     args = _parser().parse_args(argv)
     from flashgnn.cli import commands
 
