@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bench-sim setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device clean fmt
+.PHONY: bench-defaults bench-sim setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device clean fmt
 
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,15 @@ $(DATA)/ooc/manifest.json: | setup
 	$(VENV)/bin/flashgnn build $(DATA)/ooc-raw $(DATA)/ooc --symmetrize --dedup --force
 
 # Training speed per engine under a memory cap (see docs/training.md).
+# The demo dataset (`make demo` builds the same one).
+$(DATA)/demo/manifest.json: | setup
+	$(VENV)/bin/flashgnn generate rmat $(DATA)/demo-raw --scale 19 --edge-factor 16 --dim 128 --classes 16 --seed 1 --force
+	$(VENV)/bin/flashgnn build $(DATA)/demo-raw $(DATA)/demo --symmetrize --dedup --force
+
+# Default `flashgnn train` (--memory-budget auto) vs the best-known flags and vs no cache, same cap, one run.
+bench-defaults: develop $(DATA)/demo/manifest.json $(DATA)/ooc/manifest.json
+	$(PY) -m flashgnn.bench.defaults $(DATA)/demo $(DATA)/ooc --memory-limit $${LIMIT:-1536MiB} $${JSON:+--json}
+
 bench-train: develop $(DATA)/ooc/manifest.json
 	$(PY) -m flashgnn.bench.train $(DATA)/ooc --memory-limit $${LIMIT:-1536MiB} --batches $${BATCHES:-10} $${JSON:+--json}
 

@@ -49,3 +49,33 @@ def test_train_memory_budget_prints_split_and_caches(ds_path):
     assert "cache: " in p.stdout  # the cache got the remainder
     p = run_cli("train", ds_path, "--epochs", "1", "--memory-budget", "2MiB", "--no-progress", timeout=300)
     assert p.returncode != 0 and "below the" in p.stderr
+
+
+def test_auto_sizes_from_available_memory(ds_path):
+    """--memory-budget auto: available − reserve, capped at caching the whole
+    dataset; lookahead only when the data does not fit; no cache when even
+    the engine and window do not fit."""
+    assert budget.batch_bytes(ds_path, [5, 3], 256) > 0
+    data = budget.dataset_bytes(ds_path)
+    assert data > 0
+    per = data // 64  # a batch small against the dataset, as on a graph larger than memory
+    base = budget.ENGINE_FIXED_PER_PRODUCER + per + 4 * per
+    plenty = budget.auto(ds_path, [5, 3], 256, available=64 << 30, per_batch=per)
+    assert plenty["lookahead"] == 0 and plenty["cache"] == data and plenty["budget"] == base + data
+    assert "fit" in plenty["auto"]
+    small = budget.auto(ds_path, [5, 3], 256, available=budget.AUTO_RESERVE + base + per, per_batch=per)
+    assert small["lookahead"] == 0 and small["budget"] == base + per  # no room for a lookahead window
+    room = base + budget.AUTO_LOOKAHEAD * per + data // 2  # the cache cannot hold the data: lookahead pays
+    tight = budget.auto(ds_path, [5, 3], 256, available=budget.AUTO_RESERVE + room, per_batch=per)
+    assert tight["lookahead"] == budget.AUTO_LOOKAHEAD and tight["budget"] == room
+    assert tight["lookahead_cache"] > 0 and tight["cache"] + tight["lookahead_cache"] + tight["engine"] + \
+        tight["window"] == room
+    none = budget.auto(ds_path, [5, 3], 256, available=budget.AUTO_RESERVE + base - 1, per_batch=per)
+    assert none["budget"] == 0 and "without a cache" in none["auto"] and "without a cache" in budget.describe(none)
+    two = budget.auto(ds_path, [5, 3], 256, available=2 * (budget.AUTO_RESERVE + room), processes=2, per_batch=per)
+    assert two["budget"] == room  # each local rank gets its share
+    forced = budget.auto(ds_path, [5, 3], 256, available=budget.AUTO_RESERVE + room, lookahead=0, per_batch=per)
+    assert forced["lookahead"] == 0 and forced["lookahead_cache"] == 0
+    assert budget.parse_budget("auto") == "auto" and budget.parse_budget("AUTO") == "auto"
+    assert budget.parse_budget("1GiB") == 1 << 30 and budget.parse_budget("0") == 0
+    assert 0 < budget.available_memory()

@@ -390,7 +390,7 @@ def test_weight_decay_and_row_normalized_features(ds_path, tmp_path):
 def test_train_with_cache_trains_the_same_model(ds_path):
     """--cache-budget changes reads, not batches: the weights are bit for bit
     those of the uncached run; the cache's hits show in the epoch telemetry."""
-    a = run(_args(ds_path, "--epochs", "2"))
+    a = run(_args(ds_path, "--epochs", "2", "--memory-budget", "0"))
     c = run(_args(ds_path, "--epochs", "2", "--cache-budget", "2MiB"))
     sa, sc = a["model_obj"].state_dict(), c["model_obj"].state_dict()
     assert all(torch.equal(sa[k], sc[k]) for k in sa)

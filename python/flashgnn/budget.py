@@ -30,6 +30,17 @@ from flashgnn.sampler import DEFAULT_HOT_FRACTION
 ENGINE_FIXED_PER_PRODUCER = (16 << 20) + (16 << 20)  # buffer pool + per-batch page cache
 HEADROOM = 1.25
 LOOKAHEAD_SHARE = 0.5
+# `--memory-budget auto` leaves this much of what the process may use to
+# everything the budget does not cover: torch (about 0.6 GiB of RSS on
+# import), the model, its optimizer state and activations, Python.
+AUTO_RESERVE = 1536 << 20
+# The lookahead window `auto` picks when the cache cannot hold the dataset:
+# the measured sweet spot (docs/benchmarks.md, online lookahead: 1.46x the
+# default online cache at the same memory). When the data fits in the cache,
+# lookahead only adds its ~10 ms per batch of bookkeeping, so auto picks 0.
+AUTO_LOOKAHEAD = 8
+# The data files a cache can hold (side arrays are read once, not cached).
+_DATA_FILES = ("graph.fg", "overflow.fg", "features.fg")
 
 
 def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "uring") -> int:
@@ -70,11 +81,68 @@ def split(budget: int, path, fanouts, batch_size: int, workers: int = 1, prefetc
             "cache_static": static, "cache_dynamic": cache - static}
 
 
+def parse_budget(text: str):
+    """``--memory-budget`` values: ``auto`` (the default where it applies) or a size (``0`` = none)."""
+    if str(text).strip().lower() == "auto":
+        return "auto"
+    from flashgnn._util import parse_size
+
+    return parse_size(text)
+
+
+def dataset_bytes(path) -> int:
+    """Bytes of the dataset's page files: what a cache would need to hold it all."""
+    import os
+
+    return sum(os.path.getsize(os.path.join(path, f)) for f in _DATA_FILES if os.path.exists(os.path.join(path, f)))
+
+
+def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
+         hot_fraction: float = DEFAULT_HOT_FRACTION, lookahead: int | None = None, training: bool = True,
+         processes: int = 1, available: int | None = None, per_batch: int | None = None) -> dict:
+    """``--memory-budget auto``: the budget sized from what this process may
+    really use and split as :func:`split` splits it.
+
+    available = :func:`available_memory` (cgroup headroom, else MemAvailable)
+    ÷ ``processes`` (ranks on this machine); room = available −
+    ``AUTO_RESERVE``; the budget is the smaller of room and what caching the
+    whole dataset needs (engine + window + the page files). ``lookahead``
+    None lets auto choose: ``AUTO_LOOKAHEAD`` for training when the cache
+    cannot hold the data, else 0. When room cannot even hold the engine and
+    the window, the budget is 0 (no cache) and the reason says so."""
+    from flashgnn._util import human_bytes as h
+
+    avail = (available_memory() if available is None else int(available)) // max(1, int(processes))
+    per_batch = batch_bytes(path, fanouts, batch_size) if per_batch is None else int(per_batch)
+    workers, prefetch = max(1, int(workers)), max(1, int(prefetch))
+    data = dataset_bytes(path)
+    base = workers * (ENGINE_FIXED_PER_PRODUCER + per_batch) + prefetch * per_batch
+    room = avail - AUTO_RESERVE
+    why = f"auto: {h(avail)} available" + (f" per process ({processes})" if processes > 1 else "") + \
+          f" - {h(AUTO_RESERVE)} reserve for torch and the model"
+    if room < base:
+        return {"budget": 0, "lookahead": 0 if lookahead is None else int(lookahead), "per_batch": per_batch,
+                "auto": why + f" leaves {h(max(room, 0))}, less than the {h(base)} the engine and prefetch window "
+                               "need: running without a cache"}
+    if lookahead is None:  # lookahead when the cache cannot hold the data and its window leaves room for caches
+        spare = room - base - AUTO_LOOKAHEAD * per_batch
+        lookahead = AUTO_LOOKAHEAD if training and room - base < data and spare > 0 else 0
+    need = base + lookahead * per_batch + (int(data / (1 - LOOKAHEAD_SHARE)) if lookahead else data)
+    budget = min(room, need)
+    s = split(budget, path, fanouts, batch_size, workers=workers, prefetch=prefetch, hot_fraction=hot_fraction,
+              per_batch=per_batch, lookahead=lookahead)
+    s["auto"] = why + (f"; the dataset's {h(data)} fit" if budget == need else f"; dataset {h(data)}") + \
+        (f"; lookahead {lookahead}" if lookahead else "")
+    return s
+
+
 def describe(s: dict) -> str:
     from flashgnn._util import human_bytes as h
 
     la = s.get("lookahead", 0)
-    return (f"memory budget {h(s['budget'])} = engine {h(s['engine'])} ({s['workers']} producer(s) x (32.0 MiB buffers "
+    if s.get("budget", 0) == 0:
+        return f"memory budget 0 ({s['auto']})" if s.get("auto") else "memory budget 0 (no cache)"
+    return ((f"{s['auto']} -> " if s.get("auto") else "") + f"memory budget {h(s['budget'])} = engine {h(s['engine'])} ({s['workers']} producer(s) x (32.0 MiB buffers "
             f"+ {h(s['per_batch'])} batch)) + prefetch window {h(s['window'])} ({s['prefetch']}"
             + (f" + {la} lookahead" if la else "") + f" x {h(s['per_batch'])})"
             + (f" + lookahead cache {h(s['lookahead_cache'])}" if la else "")
@@ -113,12 +181,27 @@ def _cgroup_headroom() -> int | None:
                 d = root + (p if p != "/" else "")
                 limit, usage = _read_int(f"{d}/{limit_name}"), _read_int(f"{d}/{usage_name}")
                 if limit is not None and limit < (1 << 60) and usage is not None:
+                    usage -= _inactive_file(d)  # clean page cache the kernel reclaims before it OOM-kills
                     room = max(limit - usage, 0)
                     best = room if best is None else min(best, room)
                 if p in ("/", ""):
                     break
                 p = p.rsplit("/", 1)[0] or "/"
     return best
+
+
+def _inactive_file(cgroup_dir: str) -> int:
+    """The cgroup's inactive file pages (v1 ``total_inactive_file``, v2
+    ``inactive_file``): counted in its usage, yet reclaimable."""
+    try:
+        with open(f"{cgroup_dir}/memory.stat") as f:
+            for line in f:
+                k, _, v = line.partition(" ")
+                if k in ("total_inactive_file", "inactive_file"):
+                    return int(v)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def _mem_available() -> int | None:

@@ -34,6 +34,7 @@ import numpy as np
 
 from flashgnn._durable import replace_durably
 from flashgnn._util import parse_size
+from flashgnn.budget import parse_budget
 from flashgnn.sampler import DEFAULT_HOT_FRACTION
 
 MODELS = ("sage", "gcn", "gin", "gat", "mlp")
@@ -86,9 +87,12 @@ def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
     sm.add_argument("--presampled", help="train from the subgraphs stored by `flashgnn presample` (same --seed, "
                     "--fanout, --batch-size: the weights are identical to online sampling)")
     mem = p.add_argument_group("memory and caches")
-    mem.add_argument("--memory-budget", type=parse_size, default=0,
-                     help="one budget for the engine's buffers, the prefetch window and the cache (the cache gets the "
-                          "rest; the split is printed); overrides --cache-budget")
+    mem.add_argument("--memory-budget", type=parse_budget, default="auto",
+                     help="one budget for the engine's buffers, the prefetch window, the cache and the lookahead "
+                          "(the split is printed at start). auto: what this process may use (cgroup limit, else "
+                          "available RAM) less a reserve for torch and the model, capped at what caching the whole "
+                          "dataset needs, with lookahead when the data does not fit; 0 = no cache; overrides "
+                          "--cache-budget unless that is given")
     mem.add_argument("--cache-budget", type=parse_size, default=0,
                      help="cross-batch DRAM cache for pages and feature rows, e.g. 256MiB (0 = none); shared by the "
                           "train/val/test loaders")
@@ -100,9 +104,10 @@ def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
     mem.add_argument("--device-cache", type=parse_size, default=0,
                      help="GPU tier: this many bytes of the highest-degree feature rows resident on --device and "
                           "gathered there, never read from disk (0 = off; online sampling only)")
-    mem.add_argument("--lookahead", type=int, default=0,
+    mem.add_argument("--lookahead", type=int, default=None,
                      help="online lookahead: sample each training batch's structure this many batches ahead and fill "
-                          "its feature rows through a Belady cache that knows those batches (0 = off)")
+                          "its feature rows through a Belady cache that knows those batches (0 = off; default: "
+                          "--memory-budget auto chooses)")
     mem.add_argument("--lookahead-budget", type=parse_size, default=0,
                      help="bytes of the lookahead's Belady row cache (with --memory-budget: its share is taken from "
                           "the cache part)")
@@ -126,7 +131,7 @@ def check_args(args) -> None:
     for flag, value, lo in (("--epochs", args.epochs, 1), ("--batch-size", args.batch_size, 1),
                             ("--hidden", args.hidden, 1), ("--prefetch", args.prefetch, 1),
                             ("--workers", args.workers, 1), ("--patience", args.patience, 0),
-                            ("--lookahead", args.lookahead, 0)):
+                            ("--lookahead", 0 if args.lookahead is None else args.lookahead, 0)):
         if value < lo:
             bad(flag, value, f"must be >= {lo}")
     for flag, value in (("--threads", args.threads), ("--max-batches", args.max_batches)):
@@ -564,13 +569,26 @@ def run(args) -> dict:
         model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
 
     cache = None
-    if getattr(args, "memory_budget", 0):
+    mb = getattr(args, "memory_budget", 0)
+    split = None
+    if mb == "auto" and not args.cache_budget:  # an explicit --cache-budget is the user's sizing: auto steps aside
         from flashgnn import budget
 
-        split = budget.split(args.memory_budget, ds.path, fanouts, args.batch_size, workers=args.workers,
-                             prefetch=args.prefetch, hot_fraction=args.hot_fraction, lookahead=args.lookahead)
-        args.cache_budget = split["cache"]
-        args.lookahead_budget = split["lookahead_cache"]
+        # Lookahead is auto's to choose only for online sampling without a device tier (the two exclude each
+        # other; with --presampled, --lookahead is the pre-sample's superbatch).
+        la = args.lookahead if args.lookahead is not None or not (args.device_cache or args.presampled) else 0
+        split = budget.auto(ds.path, fanouts, args.batch_size, workers=args.workers, prefetch=args.prefetch,
+                            hot_fraction=args.hot_fraction, lookahead=la, processes=dist_ctx.local_world)
+    elif mb and mb != "auto":
+        from flashgnn import budget
+
+        split = budget.split(mb, ds.path, fanouts, args.batch_size, workers=args.workers, prefetch=args.prefetch,
+                             hot_fraction=args.hot_fraction, lookahead=args.lookahead or 0)
+    args.lookahead = split["lookahead"] if split else (args.lookahead or 0)
+    if split is not None:
+        if split["budget"]:
+            args.cache_budget = split["cache"]
+            args.lookahead_budget = split["lookahead_cache"]
         if chatty:
             print(budget.describe(split), flush=True)
     if getattr(args, "cache_budget", 0):
