@@ -80,6 +80,9 @@ pub struct Flash {
     pub dies: u32,
     pub planes: u32,
     pub page_bytes: u32,
+    /// Spare (out-of-band) bytes per page: ECC parity and metadata, moved
+    /// over the channel with every whole-page transfer.
+    pub spare_bytes: u32,
     /// Page read latency tR.
     pub read_ns: f64,
     /// Channel bus rate (mega-transfers/s) and width (bits).
@@ -230,6 +233,7 @@ impl Config {
                 x.page_bytes
             )));
         }
+        f("flash.spare_bytes", x.spare_bytes as f64, 0.0, x.page_bytes as f64)?;
         f("flash.read_ns", x.read_ns, 1.0, 1e8)?;
         f("flash.bus_mts", x.bus_mts, 1.0, 1e5)?;
         f("flash.bus_bits", x.bus_bits as f64, 1.0, 64.0)?;

@@ -48,10 +48,13 @@ pub struct Design {
     /// The GNN step runs on the in-storage accelerator.
     pub compute_in_ssd: bool,
     /// BeaconGNN's CPU-centric baseline: reads go through the kernel block
-    /// layer (`host.block_queue_depth` commands in flight, not the engine's
-    /// depth) and the gathered subgraph crosses PCIe a second time, host to a
-    /// discrete accelerator, before the GNN step.
+    /// layer, `host.block_queue_depth` commands in flight (not the engine's
+    /// depth).
     pub block_interface: bool,
+    /// The GNN step runs on a discrete accelerator behind PCIe (BeaconGNN's
+    /// CC and SmartSAGE platforms): the gathered subgraph (every read's used
+    /// bytes) crosses PCIe host to accelerator before it.
+    pub accel_over_pcie: bool,
     /// The host is in the loop between hops (BG-1, BG-SP, SmartSAGE): after
     /// the last read of a hop, the SSD returns the sampled ids and the host
     /// translates them and commands the next hop (a host stack plus an NVMe
@@ -78,6 +81,7 @@ pub const DESIGNS: &[Design] = &[
         pcie: Pcie::Extent,
         compute_in_ssd: false,
         block_interface: true,
+        accel_over_pcie: true,
         hop_round_trip: false,
     },
     Design {
@@ -89,6 +93,7 @@ pub const DESIGNS: &[Design] = &[
         pcie: Pcie::Extent,
         compute_in_ssd: false,
         block_interface: false,
+        accel_over_pcie: false,
         hop_round_trip: false,
     },
     Design {
@@ -100,6 +105,7 @@ pub const DESIGNS: &[Design] = &[
         pcie: Pcie::Extent,
         compute_in_ssd: false,
         block_interface: false,
+        accel_over_pcie: false,
         hop_round_trip: false,
     },
     Design {
@@ -111,6 +117,7 @@ pub const DESIGNS: &[Design] = &[
         pcie: Pcie::Used,
         compute_in_ssd: false,
         block_interface: false,
+        accel_over_pcie: true,
         hop_round_trip: true,
     },
     Design {
@@ -122,6 +129,7 @@ pub const DESIGNS: &[Design] = &[
         pcie: Pcie::Output,
         compute_in_ssd: true,
         block_interface: false,
+        accel_over_pcie: false,
         hop_round_trip: true,
     },
     Design {
@@ -133,6 +141,7 @@ pub const DESIGNS: &[Design] = &[
         pcie: Pcie::Output,
         compute_in_ssd: true,
         block_interface: false,
+        accel_over_pcie: false,
         hop_round_trip: false,
     },
     Design {
@@ -144,6 +153,7 @@ pub const DESIGNS: &[Design] = &[
         pcie: Pcie::Output,
         compute_in_ssd: true,
         block_interface: false,
+        accel_over_pcie: false,
         hop_round_trip: true,
     },
     Design {
@@ -155,6 +165,7 @@ pub const DESIGNS: &[Design] = &[
         pcie: Pcie::Output,
         compute_in_ssd: true,
         block_interface: false,
+        accel_over_pcie: false,
         hop_round_trip: false,
     },
     Design {
@@ -166,6 +177,7 @@ pub const DESIGNS: &[Design] = &[
         pcie: Pcie::Output,
         compute_in_ssd: true,
         block_interface: false,
+        accel_over_pcie: false,
         hop_round_trip: false,
     },
 ];

@@ -291,7 +291,11 @@ struct PageState {
     t_ch: u64,
     t_dram: u64,
     cats: [u64; 7],
+    /// Bytes into SSD DRAM (or used, for die-level samplers) and bytes over
+    /// the channel (a whole page also carries its spare area: ECC parity
+    /// and metadata, stripped by the controller's ECC engine).
     bytes: u32,
+    ch_bytes: u32,
     lpn: u64,
     /// Served from the SSD-DRAM page cache (no flash read).
     hit: bool,
@@ -566,7 +570,7 @@ impl<'a> Engine<'a> {
         let mut epi = [0u64; 7];
         epi[HOST] += pro.saturating_sub(self.nvme);
         epi[PCIE] += if pro > 0 { self.nvme } else { 0 };
-        if self.d.block_interface {
+        if self.d.accel_over_pcie {
             // The gathered subgraph (sampled ids, slots with their inline
             // features, feature rows) goes from host DRAM to the discrete
             // accelerator over PCIe before the GNN step.
@@ -848,7 +852,8 @@ impl<'a> Engine<'a> {
                     self.cache_misses += 1;
                 }
             }
-            self.pages.push(PageState { die, ch, bytes, lpn, hit, ..Default::default() });
+            let ch_bytes = if self.d.channel_used_only { bytes } else { bytes + self.cfg.flash.spare_bytes };
+            self.pages.push(PageState { die, ch, bytes, ch_bytes, lpn, hit, ..Default::default() });
         }
         let st = &mut self.st[i as usize];
         st.page0 = page0;
@@ -924,11 +929,11 @@ impl<'a> Engine<'a> {
     fn ch_granted(&mut self, i: u32, pg: u32) {
         let now = self.now;
         let ps = &mut self.pages[pg as usize];
-        let t = (ps.bytes as f64 * self.ch_ps_per_byte) as u64;
+        let t = (ps.ch_bytes as f64 * self.ch_ps_per_byte) as u64;
         ps.cats[WAF] += now - ps.t_ch;
         ps.cats[FLASH] += t;
         ps.phase = 2;
-        self.bytes_channel += ps.bytes as u64;
+        self.bytes_channel += ps.ch_bytes as u64;
         self.xfer_ps += t as u128;
         self.push(now + t, E_XFER, i, pg);
     }
