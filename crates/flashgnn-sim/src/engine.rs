@@ -7,7 +7,11 @@
 //! DRAM, each channel and each die. Waiting times are what the queues give,
 //! never assumed. A batch is replayed on its own (batches run one after
 //! another) and its state is dropped after it, so memory is bounded by one
-//! batch.
+//! batch plus the SSD-DRAM page cache (an LRU of at most the configured
+//! number of pages, kept across batches, for the designs that stage whole
+//! pages in SSD DRAM). Multi-plane reads let a die serve up to `planes`
+//! queued pages in one tR; the die is held until all of them have crossed
+//! the channel.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};

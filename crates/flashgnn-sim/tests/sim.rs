@@ -259,7 +259,10 @@ fn bad_config_names_the_field() {
     let e = Config::parse(&text, "x.toml", &[("controller.dram_reserved_bytes".into(), "2147483648".into())])
         .unwrap_err()
         .to_string();
-    assert!(e.contains("controller.dram_reserved_bytes") && e.contains("2147483648") && e.contains("1073741824"), "{e}");
+    assert!(
+        e.contains("controller.dram_reserved_bytes") && e.contains("2147483648") && e.contains("1073741824"),
+        "{e}"
+    );
     let e = Config::parse(&text, "x.toml", &[("flash.nonesuch".into(), "1".into())]).unwrap_err().to_string();
     assert!(e.contains("flash.nonesuch"), "{e}");
     let e = Config::parse(&text, "x.toml", &[("channels".into(), "many".into())]).unwrap_err().to_string();
@@ -443,13 +446,34 @@ fn ssd_dram_page_cache_saves_flash_reads_only_when_it_fits() {
     }
     // Designs that do not stage whole pages in SSD DRAM never use it.
     for name in ["host", "cc", "bg-sp", "bg-2"] {
-        let r = simulate_one(
-            &p,
-            &cfg(&[("controller.dram_reserved_bytes", "0")]),
-            design::by_name(name).unwrap(),
-        )
-        .unwrap();
+        let r =
+            simulate_one(&p, &cfg(&[("controller.dram_reserved_bytes", "0")]), design::by_name(name).unwrap()).unwrap();
         assert_eq!(r.flash_commands, pages * batches, "{name}");
         assert_eq!((r.dram_cache_hits, r.dram_cache_misses), (0, 0), "{name}");
+    }
+}
+
+#[test]
+fn host_in_the_loop_designs_pay_a_round_trip_per_hop() {
+    // The synthetic trace has hops 0, 1, 2: two hop boundaries. Raising the
+    // host stack by 100 us costs every in-storage design 100 us per batch
+    // (half on the batch's command, half on its completion); BG-1, BG-SP and
+    // SmartSAGE pay it again at each of the two boundaries (BeaconGNN
+    // section III, "Challenge 1"), out-of-order designs do not.
+    let d = tempfile::tempdir().unwrap();
+    let (p, _) = trace(d.path(), 2, 64, 4);
+    let extra = |name: &str| {
+        let des = design::by_name(name).unwrap();
+        let a = simulate_one(&p, &cfg(&[("host.stack_ns", "10000.0")]), des).unwrap();
+        let b = simulate_one(&p, &cfg(&[("host.stack_ns", "110000.0")]), des).unwrap();
+        b.batch_latency_s - a.batch_latency_s
+    };
+    for name in ["bg-1", "bg-sp", "smartsage"] {
+        let x = extra(name);
+        assert!((x - 300e-6).abs() < 5e-6, "{name}: +{x} s per batch, want 3 x 100 us");
+    }
+    for name in ["bg-dg", "bg-dgsp", "bg-2"] {
+        let x = extra(name);
+        assert!((x - 100e-6).abs() < 5e-6, "{name}: +{x} s per batch, want 100 us");
     }
 }
