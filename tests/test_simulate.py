@@ -50,6 +50,16 @@ def test_trace_then_simulate(tmp_path):
     p = run_cli("simulate", out, "--config", TABLE2, "--design", "host", "--sweep", "channels=2,16")
     assert p.returncode == 0, p.stderr
     assert "flash.channels = 2" in p.stdout and "flash.channels = 16" in p.stdout and "M commands/s" in p.stdout
+    # A boolean field sweeps too: multi-plane reads serve the same reads, never slower; the
+    # page-cache counters are in the JSON (0 without a cache, as in Table II).
+    p = run_cli("simulate", out, "--config", TABLE2, "--design", "bg-1,bg-2", "--sweep",
+                "flash.multi_plane=false,true", "--json", "--no-timing")
+    assert p.returncode == 0, p.stderr
+    off, on = ({d["design"]: d for d in run["results"]} for run in json.loads(p.stdout)["runs"])
+    for name in ("bg-1", "bg-2"):
+        assert on[name]["reads_served"] == off[name]["reads_served"] == t["records"], name
+        assert on[name]["batch_latency_s"] <= off[name]["batch_latency_s"] * 1.001, name
+        assert on[name]["dram_cache_hits"] == 0 and off[name]["dram_cache_misses"] == 0, name
 
     # A corrupt trace is refused naming the file and the byte offset.
     b = bytearray(out.read_bytes())
