@@ -81,6 +81,9 @@ bench-sim: develop
 	$(VENV)/bin/flashgnn build $(DATA)/sim-raw $(DATA)/sim --symmetrize --dedup --force
 	$(VENV)/bin/flashgnn trace $(DATA)/sim $(DATA)/sim.fgt --fanout 3,3,3 --batch-size 1024 --batches 10 --force
 	$(VENV)/bin/flashgnn simulate $(DATA)/sim.fgt --config configs/ssd/beacongnn-table2.toml --design all
+	$(VENV)/bin/flashgnn simulate $(DATA)/sim.fgt --config configs/ssd/beacongnn-table2.toml --design cc --sweep host.block_queue_depth=8,32,256
+	$(VENV)/bin/flashgnn simulate $(DATA)/sim.fgt --config configs/ssd/beacongnn-table2.toml --design cc,bg-1,bg-dg,bg-sp,bg-dgsp,bg-2 --sweep tr=3000,20000
+	$(VENV)/bin/flashgnn simulate $(DATA)/sim.fgt --config configs/ssd/beacongnn-table2.toml --design host,bg-1,bg-2 --sweep flash.multi_plane=false,true
 	$(VENV)/bin/flashgnn simulate $(DATA)/sim.fgt --config configs/ssd/tlc-conventional.toml --design all
 	$(VENV)/bin/flashgnn simulate $(DATA)/sim.fgt --config configs/ssd/beacongnn-table2.toml --design host,bg-2 --sweep channels=4,8,16,32
 	$(VENV)/bin/flashgnn fit-ssd $(DATA)/sim/graph.fg $(DATA)/this-machine.toml --force

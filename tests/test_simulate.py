@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from conftest import generated_dataset, run_cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,7 +29,7 @@ def test_trace_then_simulate(tmp_path):
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)
     res = {d["design"]: d for d in r["runs"][0]["results"]}
-    assert set(res) == {"host", "host-barrier", "smartsage", "bg-1", "bg-dg", "bg-sp", "bg-dgsp", "bg-2"}
+    assert set(res) == {"cc", "host", "host-barrier", "smartsage", "bg-1", "bg-dg", "bg-sp", "bg-dgsp", "bg-2"}
     for name, d in res.items():
         assert d["reads"] == t["records"] and d["reads_served"] == t["records"], name
         assert d["batches"] == 4 and d["batches_per_s"] > 0, name
@@ -37,6 +39,11 @@ def test_trace_then_simulate(tmp_path):
     # sampling moves fewer channel bytes than whole pages.
     assert res["host"]["batches_per_s"] >= res["host-barrier"]["batches_per_s"] * 0.999
     assert res["bg-sp"]["bytes_channel"] < res["bg-1"]["bytes_channel"]
+    # The paper's CPU-centric baseline reads the same pages through the block layer, hop by
+    # hop, and ships the gathered subgraph over PCIe again to a discrete accelerator.
+    assert res["cc"]["bytes_pcie"] > res["host"]["bytes_pcie"]
+    assert res["cc"]["batch_latency_s"] > res["host"]["batch_latency_s"]
+    assert res["cc"]["flash_commands"] == res["host"]["flash_commands"]
     # Deterministic: the same command gives the same bytes.
     p2 = run_cli("simulate", out, "--config", TABLE2, "--design", "all", "--json", "--no-timing")
     assert p2.stdout == p.stdout
@@ -45,6 +52,16 @@ def test_trace_then_simulate(tmp_path):
     p = run_cli("simulate", out, "--config", TABLE2, "--design", "host", "--sweep", "channels=2,16")
     assert p.returncode == 0, p.stderr
     assert "flash.channels = 2" in p.stdout and "flash.channels = 16" in p.stdout and "M commands/s" in p.stdout
+    # A boolean field sweeps too: multi-plane reads serve the same reads, never slower; the
+    # page-cache counters are in the JSON (0 without a cache, as in Table II).
+    p = run_cli("simulate", out, "--config", TABLE2, "--design", "bg-1,bg-2", "--sweep",
+                "flash.multi_plane=false,true", "--json", "--no-timing")
+    assert p.returncode == 0, p.stderr
+    off, on = ({d["design"]: d for d in run["results"]} for run in json.loads(p.stdout)["runs"])
+    for name in ("bg-1", "bg-2"):
+        assert on[name]["reads_served"] == off[name]["reads_served"] == t["records"], name
+        assert on[name]["batch_latency_s"] <= off[name]["batch_latency_s"] * 1.001, name
+        assert on[name]["dram_cache_hits"] == 0 and off[name]["dram_cache_misses"] == 0, name
 
     # A corrupt trace is refused naming the file and the byte offset.
     b = bytearray(out.read_bytes())
@@ -72,8 +89,9 @@ def test_fit_probe_gives_a_valid_config(tmp_path):
 
     text = fit_probe(20000.0, 100000.0, 128, str(TABLE2))
     vals = dict(re.findall(r"^(\w+) = ([0-9.]+)", text, re.M))
-    # 50 us QD1 latency: stack min(10 us, 15 us) = 10 us, fixed ~ 1 + 2 + 0.1 + 5.12 + 0.6 us.
-    assert 30000 < float(vals["read_ns"]) < 32000
+    # 50 us QD1 latency: stack min(10 us, 15 us) = 10 us, fixed ~ 1 + 0.5 + 0.1 + 5.12 + 0.6 us
+    # (NVMe, firmware, channel command, page over the channel, page over PCIe).
+    assert 32000 < float(vals["read_ns"]) < 33500
     units = int(vals["channels"]) * int(vals["dies"]) * int(vals["packages"])
     assert units == -(-100000 * (float(vals["read_ns"]) + 100 + 5120) // 1e9)
     assert vals["queue_depth"] == "128" and "this-machine" in text
@@ -163,3 +181,29 @@ def test_simulate_refuses_fifo_trace_and_config(tmp_path):
     for args in (("simulate", fifo, "--config", TABLE2), ("simulate", trace, "--config", fifo)):
         r = run_cli(*args, timeout=30)
         assert r.returncode != 0 and "FIFO" in r.stderr and str(fifo) in r.stderr, r.stderr[-800:]
+
+
+@pytest.mark.slow
+def test_paper_shaped_workload_matches_beacongnn(tmp_path):
+    """The issue's "against the paper" target on the `make bench-sim` workload (R-MAT scale 16,
+    edge factor 100, 128 x fp16, 3 hops of fanout 3, batch 1024, Table II): BeaconGNN's
+    platforms come out in its order, each published throughput ratio is matched within 2x, and
+    the CPU-centric design spends more than half its energy moving data out of storage."""
+    ds = generated_dataset(tmp_path, scale=16, edge_factor=100, dim=128, dtype="float16", seed=1)
+    out = tmp_path / "p.fgt"
+    p = run_cli("trace", ds, out, "--fanout", "3,3,3", "--batch-size", "1024", "--batches", "10")
+    assert p.returncode == 0, p.stderr
+    p = run_cli("simulate", out, "--config", TABLE2, "--design", "all", "--json", "--no-timing")
+    assert p.returncode == 0, p.stderr
+    res = {d["design"]: d for d in json.loads(p.stdout)["runs"][0]["results"]}
+    bps = {k: d["batches_per_s"] for k, d in res.items()}
+    order = ["cc", "smartsage", "bg-1", "bg-dg", "bg-sp", "bg-dgsp", "bg-2"]
+    assert [bps[a] < bps[b] for a, b in zip(order, order[1:])] == [True] * 6, bps
+    # BeaconGNN section VII-B, Figure 14 (averages over its five workloads).
+    for a, b, paper in [("smartsage", "cc", 2.11), ("bg-1", "cc", 2.35), ("bg-sp", "bg-1", 5.47),
+                        ("bg-dgsp", "bg-sp", 1.20), ("bg-2", "bg-dgsp", 1.41), ("bg-2", "cc", 21.7)]:
+        here = bps[a] / bps[b]
+        assert paper / 2 <= here <= paper * 2, f"{a}/{b} = {here:.2f}, paper {paper}"
+    e = res["cc"]["energy_per_batch_j"]
+    moving = e["flash_reads_j"] + e["channel_j"] + e["ssd_dram_j"] + e["pcie_j"] + e["host_dram_j"]
+    assert moving > 0.5 * res["cc"]["energy_per_batch_total_j"]

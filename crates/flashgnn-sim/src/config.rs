@@ -42,6 +42,10 @@ pub struct Host {
     pub cpu_cores: u32,
     /// NVMe commands in flight per batch at most (the engine's depth).
     pub queue_depth: u32,
+    /// Commands in flight for the `cc` design, which reads through the
+    /// kernel block layer instead of flashgnn's engine (docs/simulator.md,
+    /// "Designs", says why the shipped value).
+    pub block_queue_depth: u32,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -61,6 +65,10 @@ pub struct Controller {
     /// SSD DRAM bandwidth (GB/s) and size (bytes).
     pub dram_gbps: f64,
     pub dram_bytes: u64,
+    /// SSD DRAM not available to cache flash pages (the FTL's mapping
+    /// table, firmware); the rest, `dram_bytes - dram_reserved_bytes`, is an
+    /// LRU page cache for the designs that stage whole pages in SSD DRAM.
+    pub dram_reserved_bytes: u64,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -72,6 +80,9 @@ pub struct Flash {
     pub dies: u32,
     pub planes: u32,
     pub page_bytes: u32,
+    /// Spare (out-of-band) bytes per page: ECC parity and metadata, moved
+    /// over the channel with every whole-page transfer.
+    pub spare_bytes: u32,
     /// Page read latency tR.
     pub read_ns: f64,
     /// Channel bus rate (mega-transfers/s) and width (bits).
@@ -81,6 +92,9 @@ pub struct Flash {
     pub command_ns: f64,
     /// Die-level sampler time per sampled node (BG-SP designs).
     pub sampler_ns_per_node: f64,
+    /// Multi-plane reads: a die granted to a read also takes up to
+    /// `planes - 1` more pages queued for it at that moment into the same tR.
+    pub multi_plane: bool,
     /// "stripe" (channel first, then die, then plane) or "hash" (seeded).
     #[serde(default = "stripe")]
     pub mapping: String,
@@ -198,6 +212,7 @@ impl Config {
         f("host.cpu_ns_per_node", h.cpu_ns_per_node, 0.0, 1e9)?;
         f("host.cpu_cores", h.cpu_cores as f64, 1.0, 4096.0)?;
         f("host.queue_depth", h.queue_depth as f64, 1.0, 65536.0)?;
+        f("host.block_queue_depth", h.block_queue_depth as f64, 1.0, 65536.0)?;
         let c = &self.controller;
         f("controller.cores", c.cores as f64, 1.0, 1024.0)?;
         f("controller.firmware_ns_per_command", c.firmware_ns_per_command, 0.0, 1e9)?;
@@ -206,6 +221,7 @@ impl Config {
         f("controller.router_ns", c.router_ns, 0.0, 1e9)?;
         f("controller.dram_gbps", c.dram_gbps, 0.001, 1e4)?;
         f("controller.dram_bytes", c.dram_bytes as f64, 1.0, 1e15)?;
+        f("controller.dram_reserved_bytes", c.dram_reserved_bytes as f64, 0.0, c.dram_bytes as f64)?;
         let x = &self.flash;
         f("flash.channels", x.channels as f64, 1.0, 1024.0)?;
         f("flash.packages", x.packages as f64, 1.0, 64.0)?;
@@ -217,6 +233,7 @@ impl Config {
                 x.page_bytes
             )));
         }
+        f("flash.spare_bytes", x.spare_bytes as f64, 0.0, x.page_bytes as f64)?;
         f("flash.read_ns", x.read_ns, 1.0, 1e8)?;
         f("flash.bus_mts", x.bus_mts, 1.0, 1e5)?;
         f("flash.bus_bits", x.bus_bits as f64, 1.0, 64.0)?;
@@ -262,6 +279,11 @@ impl Config {
     /// Bytes per second of one flash channel.
     pub fn channel_bytes_per_s(&self) -> f64 {
         self.flash.bus_mts * 1e6 * self.flash.bus_bits as f64 / 8.0
+    }
+
+    /// Flash pages the SSD-DRAM page cache holds.
+    pub fn dram_cache_pages(&self) -> u64 {
+        (self.controller.dram_bytes - self.controller.dram_reserved_bytes) / self.flash.page_bytes as u64
     }
 
     pub fn dies_per_channel(&self) -> u32 {

@@ -47,9 +47,43 @@ pub struct Design {
     pub pcie: Pcie,
     /// The GNN step runs on the in-storage accelerator.
     pub compute_in_ssd: bool,
+    /// BeaconGNN's CPU-centric baseline: reads go through the kernel block
+    /// layer, `host.block_queue_depth` commands in flight (not the engine's
+    /// depth).
+    pub block_interface: bool,
+    /// The GNN step runs on a discrete accelerator behind PCIe (BeaconGNN's
+    /// CC and SmartSAGE platforms): the gathered subgraph (every read's used
+    /// bytes) crosses PCIe host to accelerator before it.
+    pub accel_over_pcie: bool,
+    /// The host is in the loop between hops (BG-1, BG-SP, SmartSAGE): after
+    /// the last read of a hop, the SSD returns the sampled ids and the host
+    /// translates them and commands the next hop (a host stack plus an NVMe
+    /// command per hop boundary; BeaconGNN section III, "Challenge 1").
+    pub hop_round_trip: bool,
+}
+
+impl Design {
+    /// Designs that stage whole flash pages in SSD DRAM and sample them there
+    /// with the controller's cores: a page already in SSD DRAM needs no flash
+    /// read (the SSD-DRAM page cache, docs/simulator.md).
+    pub fn uses_dram_cache(&self) -> bool {
+        self.sample_at == SampleAt::Controller && !self.channel_used_only
+    }
 }
 
 pub const DESIGNS: &[Design] = &[
+    Design {
+        name: "cc",
+        sample_at: SampleAt::Host,
+        barrier: true,
+        firmware: Firmware::PerCommand,
+        channel_used_only: false,
+        pcie: Pcie::Extent,
+        compute_in_ssd: false,
+        block_interface: true,
+        accel_over_pcie: true,
+        hop_round_trip: false,
+    },
     Design {
         name: "host",
         sample_at: SampleAt::Host,
@@ -58,6 +92,9 @@ pub const DESIGNS: &[Design] = &[
         channel_used_only: false,
         pcie: Pcie::Extent,
         compute_in_ssd: false,
+        block_interface: false,
+        accel_over_pcie: false,
+        hop_round_trip: false,
     },
     Design {
         name: "host-barrier",
@@ -67,6 +104,9 @@ pub const DESIGNS: &[Design] = &[
         channel_used_only: false,
         pcie: Pcie::Extent,
         compute_in_ssd: false,
+        block_interface: false,
+        accel_over_pcie: false,
+        hop_round_trip: false,
     },
     Design {
         name: "smartsage",
@@ -76,6 +116,9 @@ pub const DESIGNS: &[Design] = &[
         channel_used_only: false,
         pcie: Pcie::Used,
         compute_in_ssd: false,
+        block_interface: false,
+        accel_over_pcie: true,
+        hop_round_trip: true,
     },
     Design {
         name: "bg-1",
@@ -85,6 +128,9 @@ pub const DESIGNS: &[Design] = &[
         channel_used_only: false,
         pcie: Pcie::Output,
         compute_in_ssd: true,
+        block_interface: false,
+        accel_over_pcie: false,
+        hop_round_trip: true,
     },
     Design {
         name: "bg-dg",
@@ -94,6 +140,9 @@ pub const DESIGNS: &[Design] = &[
         channel_used_only: false,
         pcie: Pcie::Output,
         compute_in_ssd: true,
+        block_interface: false,
+        accel_over_pcie: false,
+        hop_round_trip: false,
     },
     Design {
         name: "bg-sp",
@@ -103,6 +152,9 @@ pub const DESIGNS: &[Design] = &[
         channel_used_only: true,
         pcie: Pcie::Output,
         compute_in_ssd: true,
+        block_interface: false,
+        accel_over_pcie: false,
+        hop_round_trip: true,
     },
     Design {
         name: "bg-dgsp",
@@ -112,6 +164,9 @@ pub const DESIGNS: &[Design] = &[
         channel_used_only: true,
         pcie: Pcie::Output,
         compute_in_ssd: true,
+        block_interface: false,
+        accel_over_pcie: false,
+        hop_round_trip: false,
     },
     Design {
         name: "bg-2",
@@ -121,6 +176,9 @@ pub const DESIGNS: &[Design] = &[
         channel_used_only: true,
         pcie: Pcie::Output,
         compute_in_ssd: true,
+        block_interface: false,
+        accel_over_pcie: false,
+        hop_round_trip: false,
     },
 ];
 

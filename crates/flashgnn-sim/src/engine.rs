@@ -7,10 +7,14 @@
 //! DRAM, each channel and each die. Waiting times are what the queues give,
 //! never assumed. A batch is replayed on its own (batches run one after
 //! another) and its state is dropped after it, so memory is bounded by one
-//! batch.
+//! batch plus the SSD-DRAM page cache (an LRU of at most the configured
+//! number of pages, kept across batches, for the designs that stage whole
+//! pages in SSD DRAM). Multi-plane reads let a die serve up to `planes`
+//! queued pages in one tR; the die is held until all of them have crossed
+//! the channel.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
 use flashgnn_format::trace::{TraceRead, KIND_SLOT_PAGE, NO_DEP};
 use serde::Serialize;
@@ -66,6 +70,19 @@ impl Res {
             false
         }
     }
+    /// Take the first waiter into the service already under way (a
+    /// multi-plane read joining the die's current tR): no server changes
+    /// hands, the waiter stays counted as present until it [`Res::leave`]s.
+    fn ride(&mut self) -> Option<(u32, u32)> {
+        self.queue.pop_front()
+    }
+    /// A rider leaves (arrived at `arrived`); the server stays with the
+    /// waiter that holds it.
+    fn leave(&mut self, now: u64, arrived: u64) {
+        self.tick(now);
+        self.occ -= 1;
+        self.sojourn += (now - arrived) as u128;
+    }
     /// Leave (arrived at `arrived`); returns the waiter now granted.
     fn release(&mut self, now: u64, arrived: u64) -> Option<(u32, u32)> {
         self.tick(now);
@@ -78,6 +95,48 @@ impl Res {
                 None
             }
         }
+    }
+}
+
+/// The SSD-DRAM page cache: least recently used logical pages, at most
+/// `cap` of them. A page enters when its flash read has reached SSD DRAM, so
+/// two reads of one page in flight at once both go to flash.
+struct Lru {
+    cap: u64,
+    stamp: u64,
+    at: HashMap<u64, u64>,
+    order: BTreeMap<u64, u64>,
+}
+
+impl Lru {
+    fn new(cap: u64) -> Lru {
+        Lru { cap, stamp: 0, at: HashMap::new(), order: BTreeMap::new() }
+    }
+    /// True (and the page becomes the most recent) when `lpn` is cached.
+    fn hit(&mut self, lpn: u64) -> bool {
+        match self.at.get_mut(&lpn) {
+            Some(s) => {
+                self.order.remove(s);
+                self.stamp += 1;
+                *s = self.stamp;
+                self.order.insert(self.stamp, lpn);
+                true
+            }
+            None => false,
+        }
+    }
+    fn insert(&mut self, lpn: u64) {
+        if self.cap == 0 || self.hit(lpn) {
+            return;
+        }
+        if self.at.len() as u64 >= self.cap {
+            if let Some((_, old)) = self.order.pop_first() {
+                self.at.remove(&old);
+            }
+        }
+        self.stamp += 1;
+        self.at.insert(lpn, self.stamp);
+        self.order.insert(self.stamp, lpn);
     }
 }
 
@@ -143,6 +202,11 @@ pub struct DesignResult {
     pub reads: u64,
     pub reads_served: u64,
     pub flash_commands: u64,
+    /// Page reads served from the SSD-DRAM page cache (no flash read) and
+    /// page reads that went to flash, for the designs that stage whole pages
+    /// in SSD DRAM (smartsage, bg-1, bg-dg); both 0 for the others.
+    pub dram_cache_hits: u64,
+    pub dram_cache_misses: u64,
     /// Simulated seconds of I/O and sampling (batches back to back).
     pub io_seconds: f64,
     /// GNN compute per batch (s), overlapped with the next batch's I/O.
@@ -231,7 +295,14 @@ struct PageState {
     t_ch: u64,
     t_dram: u64,
     cats: [u64; 7],
+    /// Bytes into SSD DRAM (or used, for die-level samplers) and bytes over
+    /// the channel (a whole page also carries its spare area: ECC parity
+    /// and metadata, stripped by the controller's ECC engine).
     bytes: u32,
+    ch_bytes: u32,
+    lpn: u64,
+    /// Served from the SSD-DRAM page cache (no flash read).
+    hit: bool,
 }
 
 const R_TOKEN: usize = 0;
@@ -247,6 +318,7 @@ const E_GRANT: u8 = 2;
 const E_TR: u8 = 3;
 const E_XFER: u8 = 4;
 const E_DRAM: u8 = 5;
+const E_GATE: u8 = 6;
 const NOPAGE: u32 = u32::MAX;
 
 pub struct Engine<'a> {
@@ -265,6 +337,8 @@ pub struct Engine<'a> {
     children: Vec<Vec<u32>>,
     hop_left: Vec<u64>,
     gate: u8,
+    /// A hop boundary's host round trip is under way (E_GATE pending).
+    gate_pending: bool,
     parked: Vec<Vec<u32>>,
     left: u64,
     // Totals.
@@ -284,6 +358,8 @@ pub struct Engine<'a> {
     bytes_channel: u64,
     bytes_dram: u64,
     bytes_host: u64,
+    /// Bytes read once more from host DRAM (cc: to the discrete accelerator).
+    bytes_host_read: u64,
     tr_ps: u128,
     xfer_ps: u128,
     sampler_ps: u128,
@@ -297,7 +373,17 @@ pub struct Engine<'a> {
     pcie_ps_per_byte: f64,
     ch_ps_per_byte: f64,
     dram_ps_per_byte: f64,
+    /// Host round trip per hop boundary (designs with `hop_round_trip`).
+    hop_rt: u64,
     seed: u64,
+    // Multi-plane: the pages sharing each die's current tR (the first holds
+    // the die) and how many of them still hold their page register.
+    multi_plane: bool,
+    die_group: Vec<Vec<u32>>,
+    group_left: Vec<u32>,
+    cache: Option<Lru>,
+    cache_hits: u64,
+    cache_misses: u64,
 }
 
 fn mix(mut x: u64) -> u64 {
@@ -326,8 +412,10 @@ impl<'a> Engine<'a> {
         };
         let n_ch = cfg.flash.channels;
         let n_die = n_ch * cfg.dies_per_channel();
+        let depth = if d.block_interface { cfg.host.block_queue_depth } else { cfg.host.queue_depth };
+        let cache_pages = cfg.dram_cache_pages();
         let mut res = vec![
-            Res::new(cfg.host.queue_depth),
+            Res::new(depth),
             Res::new(cfg.host.cpu_cores),
             Res::new(1),
             Res::new(cfg.controller.cores),
@@ -351,6 +439,7 @@ impl<'a> Engine<'a> {
             children: Vec::new(),
             hop_left: Vec::new(),
             gate: 0,
+            gate_pending: false,
             parked: Vec::new(),
             left: 0,
             inflight: 0,
@@ -369,6 +458,7 @@ impl<'a> Engine<'a> {
             bytes_channel: 0,
             bytes_dram: 0,
             bytes_host: 0,
+            bytes_host_read: 0,
             tr_ps: 0,
             xfer_ps: 0,
             sampler_ps: 0,
@@ -381,7 +471,14 @@ impl<'a> Engine<'a> {
             pcie_ps_per_byte: 1e12 / cfg.pcie_bytes_per_s(),
             ch_ps_per_byte: 1e12 / cfg.channel_bytes_per_s(),
             dram_ps_per_byte: 1e12 / (cfg.controller.dram_gbps * 1e9),
+            hop_rt: ((cfg.host.stack_ns + cfg.host.nvme_command_ns) * PS) as u64,
             seed: cfg.sim.seed,
+            multi_plane: cfg.flash.multi_plane && cfg.flash.planes > 1,
+            die_group: vec![Vec::new(); n_die as usize],
+            group_left: vec![0; n_die as usize],
+            cache: (d.uses_dram_cache() && cache_pages > 0).then(|| Lru::new(cache_pages)),
+            cache_hits: 0,
+            cache_misses: 0,
         }
     }
 
@@ -452,6 +549,7 @@ impl<'a> Engine<'a> {
         }
         self.left = n as u64;
         self.gate = 0;
+        self.gate_pending = false;
         self.advance_gate();
         // Prologue: in-storage designs take one NVMe command per batch.
         let pro = if self.d.sample_at == SampleAt::Host { 0 } else { self.half_stack + self.nvme };
@@ -476,6 +574,17 @@ impl<'a> Engine<'a> {
         let mut epi = [0u64; 7];
         epi[HOST] += pro.saturating_sub(self.nvme);
         epi[PCIE] += if pro > 0 { self.nvme } else { 0 };
+        if self.d.accel_over_pcie {
+            // The gathered subgraph (sampled ids, slots with their inline
+            // features, feature rows) goes from host DRAM to the discrete
+            // accelerator over PCIe before the GNN step.
+            let bytes: u64 = self.reads.iter().map(|r| r.bytes_used as u64).sum();
+            let t = (bytes as f64 * self.pcie_ps_per_byte) as u64;
+            self.bytes_pcie += bytes;
+            self.bytes_host_read += bytes;
+            epi[PCIE] += t;
+            end += t;
+        }
         if self.d.pcie == Pcie::Output {
             let bytes = (targets as f64 * self.cfg.compute.output_bytes_per_target) as u64;
             let t = (bytes as f64 * self.pcie_ps_per_byte) as u64;
@@ -551,13 +660,27 @@ impl<'a> Engine<'a> {
     }
 
     fn advance_gate(&mut self) {
-        while (self.gate as usize) < self.hop_left.len() - 1 && self.hop_left[self.gate as usize] == 0 {
-            self.gate += 1;
-            let parked = std::mem::take(&mut self.parked[self.gate as usize]);
-            for i in parked {
-                self.st[i as usize].ready_at = self.now;
-                self.begin(i);
+        while !self.gate_pending
+            && (self.gate as usize) < self.hop_left.len() - 1
+            && self.hop_left[self.gate as usize] == 0
+        {
+            if self.d.hop_round_trip && self.left > 0 && self.hop_rt > 0 {
+                // The SSD returns the hop's samples; the host translates them
+                // and commands the next hop (E_GATE opens the gate).
+                self.gate_pending = true;
+                self.push(self.now + self.hop_rt, E_GATE, 0, NOPAGE);
+                return;
             }
+            self.open_gate();
+        }
+    }
+
+    fn open_gate(&mut self) {
+        self.gate += 1;
+        let parked = std::mem::take(&mut self.parked[self.gate as usize]);
+        for i in parked {
+            self.st[i as usize].ready_at = self.now;
+            self.begin(i);
         }
     }
 
@@ -722,7 +845,19 @@ impl<'a> Engine<'a> {
                 // never more than the read needs beyond one page.
                 p as u32
             };
-            self.pages.push(PageState { die, ch, bytes, ..Default::default() });
+            let hit = match self.cache.as_mut() {
+                Some(c) => c.hit(lpn),
+                None => false,
+            };
+            if self.cache.is_some() {
+                if hit {
+                    self.cache_hits += 1;
+                } else {
+                    self.cache_misses += 1;
+                }
+            }
+            let ch_bytes = if self.d.channel_used_only { bytes } else { bytes + self.cfg.flash.spare_bytes };
+            self.pages.push(PageState { die, ch, bytes, ch_bytes, lpn, hit, ..Default::default() });
         }
         let st = &mut self.st[i as usize];
         st.page0 = page0;
@@ -731,6 +866,15 @@ impl<'a> Engine<'a> {
             let pg = page0 + k;
             let now = self.now;
             let ps = &mut self.pages[pg as usize];
+            if ps.hit {
+                // Already in SSD DRAM: read out once, no flash, no channel.
+                ps.t_dram = now;
+                ps.phase = 3;
+                if self.res[R_DRAM].acquire(now, (i, pg)) {
+                    self.dram_granted(i, pg);
+                }
+                continue;
+            }
             ps.t_die = now;
             let die = R_FIXED + self.n_ch as usize + ps.die as usize;
             if self.res[die].acquire(now, (i, pg)) {
@@ -740,6 +884,33 @@ impl<'a> Engine<'a> {
     }
 
     fn die_granted(&mut self, i: u32, pg: u32) {
+        self.start_tr(i, pg);
+        if self.multi_plane {
+            // Up to `planes` pages queued for this die share the tR (the
+            // same-page-offset rule of real multi-plane reads is not
+            // modelled); the die is held until every one of them has left
+            // its page register over the channel.
+            let d = self.pages[pg as usize].die as usize;
+            let mut group = std::mem::take(&mut self.die_group[d]);
+            group.clear();
+            group.push(pg);
+            while group.len() < self.cfg.flash.planes as usize {
+                match self.res[R_FIXED + self.n_ch as usize + d].ride() {
+                    Some((w, p)) => {
+                        group.push(p);
+                        self.start_tr(w, p);
+                    }
+                    None => break,
+                }
+            }
+            self.group_left[d] = group.len() as u32;
+            self.die_group[d] = group;
+        }
+    }
+
+    /// Page `pg` of read `i` starts its array read (tR + command, and the
+    /// die-level sampler's time) now.
+    fn start_tr(&mut self, i: u32, pg: u32) {
         let now = self.now;
         let mut t = ((self.cfg.flash.read_ns + self.cfg.flash.command_ns) * PS) as u64;
         self.tr_ps += (self.cfg.flash.read_ns * PS) as u128;
@@ -762,11 +933,11 @@ impl<'a> Engine<'a> {
     fn ch_granted(&mut self, i: u32, pg: u32) {
         let now = self.now;
         let ps = &mut self.pages[pg as usize];
-        let t = (ps.bytes as f64 * self.ch_ps_per_byte) as u64;
+        let t = (ps.ch_bytes as f64 * self.ch_ps_per_byte) as u64;
         ps.cats[WAF] += now - ps.t_ch;
         ps.cats[FLASH] += t;
         ps.phase = 2;
-        self.bytes_channel += ps.bytes as u64;
+        self.bytes_channel += ps.ch_bytes as u64;
         self.xfer_ps += t as u128;
         self.push(now + t, E_XFER, i, pg);
     }
@@ -774,8 +945,9 @@ impl<'a> Engine<'a> {
     fn dram_granted(&mut self, i: u32, pg: u32) {
         let now = self.now;
         let ps = &mut self.pages[pg as usize];
-        // Written into SSD DRAM by the channel, read out once by a core or the DMA.
-        let bytes = 2 * ps.bytes as u64;
+        // Written into SSD DRAM by the channel, read out once by a core or
+        // the DMA; a cache hit is only read out.
+        let bytes = if ps.hit { ps.bytes as u64 } else { 2 * ps.bytes as u64 };
         let t = (bytes as f64 * self.dram_ps_per_byte) as u64;
         ps.cats[CTRL] += now - ps.t_dram + t;
         ps.phase = 4;
@@ -817,6 +989,11 @@ impl<'a> Engine<'a> {
     fn handle(&mut self, kind: u8, i: u32, pg: u32) {
         match kind {
             E_READY => self.begin(i),
+            E_GATE => {
+                self.gate_pending = false;
+                self.open_gate();
+                self.advance_gate();
+            }
             E_OPDONE => {
                 let op = self.ops[self.st[i as usize].op as usize];
                 let r = Self::res_of(op);
@@ -866,7 +1043,22 @@ impl<'a> Engine<'a> {
                 if let Some((w, p)) = self.res[ch].release(now, t_ch) {
                     self.push(now, E_GRANT, w, p);
                 }
-                if let Some((w, p)) = self.res[die].release(now, t_die) {
+                if self.multi_plane {
+                    let d = self.pages[pg as usize].die as usize;
+                    self.group_left[d] -= 1;
+                    if self.group_left[d] == 0 {
+                        let group = std::mem::take(&mut self.die_group[d]);
+                        for &m in &group[1..] {
+                            let t = self.pages[m as usize].t_die;
+                            self.res[die].leave(now, t);
+                        }
+                        let t0 = self.pages[group[0] as usize].t_die;
+                        self.die_group[d] = group;
+                        if let Some((w, p)) = self.res[die].release(now, t0) {
+                            self.push(now, E_GRANT, w, p);
+                        }
+                    }
+                } else if let Some((w, p)) = self.res[die].release(now, t_die) {
                     self.push(now, E_GRANT, w, p);
                 }
                 if !self.d.channel_used_only {
@@ -882,9 +1074,17 @@ impl<'a> Engine<'a> {
             }
             E_DRAM => {
                 let now = self.now;
-                let t = self.pages[pg as usize].t_dram;
+                let (t, lpn, hit) = {
+                    let ps = &self.pages[pg as usize];
+                    (ps.t_dram, ps.lpn, ps.hit)
+                };
                 if let Some((w, p)) = self.res[R_DRAM].release(now, t) {
                     self.push(now, E_GRANT, w, p);
+                }
+                if !hit {
+                    if let Some(c) = self.cache.as_mut() {
+                        c.insert(lpn);
+                    }
                 }
                 self.page_done(i, pg);
             }
@@ -937,7 +1137,7 @@ impl<'a> Engine<'a> {
             controller_j: e.controller_core_mw * 1e-3 * self.core_ps as f64 / 1e12,
             pcie_j: self.bytes_pcie as f64 * 8.0 * e.pcie_pj_per_bit * 1e-12,
             // Written by the DMA and read once by the host.
-            host_dram_j: 2.0 * self.bytes_host as f64 * 8.0 * e.host_dram_pj_per_bit * 1e-12,
+            host_dram_j: (2 * self.bytes_host + self.bytes_host_read) as f64 * 8.0 * e.host_dram_pj_per_bit * 1e-12,
             host_cpu_j: e.host_core_mw * 1e-3 * self.hostcpu_ps as f64 / 1e12,
             die_sampler_j: e.sampler_mw * 1e-3 * self.sampler_ps as f64 / 1e12,
         };
@@ -956,6 +1156,8 @@ impl<'a> Engine<'a> {
             reads: self.nreads,
             reads_served: self.served,
             flash_commands: self.flash_cmds,
+            dram_cache_hits: self.cache_hits,
+            dram_cache_misses: self.cache_misses,
             io_seconds: secs,
             compute_s_per_batch: compute,
             batches_per_s: if per_batch > 0.0 { 1.0 / per_batch } else { 0.0 },

@@ -156,8 +156,12 @@ fn every_read_served_once_by_every_design() {
 fn littles_law_on_every_queue() {
     let d = tempfile::tempdir().unwrap();
     let (p, _) = trace(d.path(), 2, 128, 6);
-    for conf in [CONFIG, TLC] {
-        let c = Config::load(Path::new(conf), &[("host.queue_depth".into(), "32".into())]).unwrap();
+    // Both configs, with and without multi-plane reads (pages riding a
+    // die's tR leave the die's queue at their own time); TLC also has a
+    // page cache (hits never reach a die).
+    for (conf, mp) in [(CONFIG, "false"), (TLC, "false"), (CONFIG, "true"), (TLC, "true")] {
+        let ov = [("host.queue_depth".to_string(), "32".to_string()), ("flash.multi_plane".into(), mp.into())];
+        let c = Config::load(Path::new(conf), &ov).unwrap();
         for des in DESIGNS {
             let r = simulate_one(&p, &c, des).unwrap();
             let mut checked = 0;
@@ -249,6 +253,16 @@ fn bad_config_names_the_field() {
     bad("pcie_lanes = 4", "pcie_lanes = 4\nlanes_typo = 3", &["lanes_typo"]);
     bad("cores = 4 ", "", &["cores"]);
     bad("voltage = 3.3", "voltage = \"high\"", &["voltage"]);
+    bad("block_queue_depth = 32", "block_queue_depth = 0", &["host.block_queue_depth", "0", "[1, 65536]"]);
+    bad("multi_plane = false", "multi_plane = 2", &["multi_plane"]);
+    // The reserved part of SSD DRAM cannot exceed the DRAM.
+    let e = Config::parse(&text, "x.toml", &[("controller.dram_reserved_bytes".into(), "2147483648".into())])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("controller.dram_reserved_bytes") && e.contains("2147483648") && e.contains("1073741824"),
+        "{e}"
+    );
     let e = Config::parse(&text, "x.toml", &[("flash.nonesuch".into(), "1".into())]).unwrap_err().to_string();
     assert!(e.contains("flash.nonesuch"), "{e}");
     let e = Config::parse(&text, "x.toml", &[("channels".into(), "many".into())]).unwrap_err().to_string();
@@ -299,4 +313,167 @@ fn speed_is_reported() {
     let (h, b2) = (&r.runs[0].results[0], &r.runs[0].results[1]);
     assert!(b2.bytes_channel < h.bytes_channel / 4);
     assert!(b2.bytes_pcie < h.bytes_pcie / 10);
+}
+
+/// A trace that reads the same `pages` graph pages (one per seed, no
+/// dependencies) in each of `batches` batches: the reuse a page cache sees.
+fn write_repeat_trace(path: &Path, batches: u32, pages: u64) {
+    let h = TraceHeader {
+        version: TRACE_VERSION,
+        dataset_id: 2,
+        page_size: 4096,
+        params: format!("{{\"batch_size\":{pages}}}"),
+    };
+    let mut w = TraceWriter::create(path, &h).unwrap();
+    for _ in 0..batches {
+        let reads: Vec<TraceRead> = (0..pages)
+            .map(|k| TraceRead {
+                file: FILE_GRAPH,
+                kind: KIND_SLOT_PAGE,
+                hop: 0,
+                offset: k * 4096,
+                length: 4096,
+                dep: NO_DEP,
+                bytes_used: 512,
+                items: 1,
+                ..Default::default()
+            })
+            .collect();
+        w.write_batch(&reads).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+#[test]
+fn cc_pays_the_block_interface_and_a_second_pcie_crossing() {
+    // cc is host-barrier at the block layer's depth plus the gathered
+    // subgraph (every read's used bytes) crossing PCIe again to a discrete
+    // accelerator: same flash reads, more PCIe bytes, slower than host.
+    let d = tempfile::tempdir().unwrap();
+    let (p, n) = trace(d.path(), 2, 128, 5);
+    let used: u64 = {
+        let mut r = flashgnn_sim::trace::TraceReader::open(&p).unwrap();
+        let mut u = 0;
+        while let Some(b) = r.next_batch().unwrap() {
+            u += b.iter().map(|x| x.bytes_used as u64).sum::<u64>();
+        }
+        u
+    };
+    let by = |n: &str| design::by_name(n).unwrap();
+    let c = cfg(&[]);
+    let host = simulate_one(&p, &c, by("host")).unwrap();
+    let cc = simulate_one(&p, &c, by("cc")).unwrap();
+    assert_eq!(cc.reads_served, n);
+    assert_eq!(cc.flash_commands, host.flash_commands, "the same pages are read");
+    assert!(cc.bytes_pcie >= host.bytes_pcie + used, "{} vs host {} + used {used}", cc.bytes_pcie, host.bytes_pcie);
+    assert!(cc.batch_latency_s > host.batch_latency_s, "cc {} s, host {} s", cc.batch_latency_s, host.batch_latency_s);
+    // At the engine's depth, cc is exactly host-barrier plus the transfer.
+    let c2 = cfg(&[("host.block_queue_depth", "256")]);
+    let hb = simulate_one(&p, &c2, by("host-barrier")).unwrap();
+    let cc2 = simulate_one(&p, &c2, by("cc")).unwrap();
+    assert_eq!(cc2.bytes_pcie, hb.bytes_pcie + used);
+    assert!(cc2.batch_latency_s > hb.batch_latency_s);
+    // A shallower block queue never makes cc faster.
+    let shallow = simulate_one(&p, &cfg(&[("host.block_queue_depth", "4")]), by("cc")).unwrap();
+    assert!(shallow.batch_latency_s > cc.batch_latency_s);
+}
+
+#[test]
+fn multi_plane_reads_are_never_slower_and_one_plane_is_the_old_model() {
+    // Few dies so that pages queue per die: multi-plane reads then share a
+    // tR. Every read is still served once, each page still one command.
+    let d = tempfile::tempdir().unwrap();
+    let (p, n) = trace(d.path(), 2, 128, 5);
+    let small = [("channels", "4"), ("packages", "1"), ("dies", "1")];
+    let mut faster = 0;
+    for name in ["host", "cc", "bg-1", "bg-sp", "bg-2"] {
+        let des = design::by_name(name).unwrap();
+        let run = |mp: &str, planes: &str| {
+            let mut ov = small.to_vec();
+            ov.push(("flash.multi_plane", mp));
+            ov.push(("planes", planes));
+            simulate_one(&p, &cfg(&ov), des).unwrap()
+        };
+        let off = run("false", "2");
+        let on = run("true", "2");
+        assert_eq!(on.reads_served, n, "{name}");
+        assert_eq!(on.flash_commands, off.flash_commands, "{name}: one command per page either way");
+        assert!(
+            on.batch_latency_s <= off.batch_latency_s * 1.001,
+            "{name}: multi-plane {} s, single-plane {} s",
+            on.batch_latency_s,
+            off.batch_latency_s
+        );
+        if on.batch_latency_s < off.batch_latency_s * 0.95 {
+            faster += 1;
+        }
+        // With one plane, the switch changes nothing, byte for byte.
+        let a = serde_json::to_string(&run("true", "1")).unwrap();
+        let b = serde_json::to_string(&run("false", "1")).unwrap();
+        assert_eq!(a, b, "{name}: planes = 1 with multi_plane on differs");
+    }
+    assert!(faster >= 3, "multi-plane helped only {faster} of 5 designs on a die-bound config");
+}
+
+#[test]
+fn ssd_dram_page_cache_saves_flash_reads_only_when_it_fits() {
+    // 3 batches re-reading the same 256 pages. A page cache holding them
+    // all serves batches 2 and 3 from SSD DRAM; a 4-page LRU is flushed by
+    // the cyclic scan (every read misses); no cache sends all to flash.
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("r.fgt");
+    let (batches, pages) = (3u64, 256u64);
+    write_repeat_trace(&p, batches as u32, pages);
+    let gib = 1u64 << 30;
+    let reserved = |cache_pages: u64| (gib - cache_pages * 4096).to_string();
+    for name in ["smartsage", "bg-1", "bg-dg"] {
+        let des = design::by_name(name).unwrap();
+        let run = |cache_pages: u64| {
+            let r = reserved(cache_pages);
+            simulate_one(&p, &cfg(&[("controller.dram_reserved_bytes", r.as_str())]), des).unwrap()
+        };
+        let big = run(pages * 2);
+        let tiny = run(4);
+        let none = run(0);
+        assert_eq!(big.flash_commands, pages, "{name}: only the first batch reads flash");
+        assert_eq!((big.dram_cache_hits, big.dram_cache_misses), (pages * (batches - 1), pages), "{name}");
+        assert_eq!(tiny.flash_commands, pages * batches, "{name}: a 4-page LRU never hits a 256-page cycle");
+        assert_eq!(tiny.dram_cache_hits, 0);
+        assert_eq!(none.flash_commands, pages * batches, "{name}");
+        assert_eq!((none.dram_cache_hits, none.dram_cache_misses), (0, 0), "{name}: no cache, nothing counted");
+        assert!(big.batch_latency_s < tiny.batch_latency_s, "{name}: hits are faster");
+        assert_eq!(big.reads_served, pages * batches);
+    }
+    // Designs that do not stage whole pages in SSD DRAM never use it.
+    for name in ["host", "cc", "bg-sp", "bg-2"] {
+        let r =
+            simulate_one(&p, &cfg(&[("controller.dram_reserved_bytes", "0")]), design::by_name(name).unwrap()).unwrap();
+        assert_eq!(r.flash_commands, pages * batches, "{name}");
+        assert_eq!((r.dram_cache_hits, r.dram_cache_misses), (0, 0), "{name}");
+    }
+}
+
+#[test]
+fn host_in_the_loop_designs_pay_a_round_trip_per_hop() {
+    // The synthetic trace has hops 0, 1, 2: two hop boundaries. Raising the
+    // host stack by 100 us costs every in-storage design 100 us per batch
+    // (half on the batch's command, half on its completion); BG-1, BG-SP and
+    // SmartSAGE pay it again at each of the two boundaries (BeaconGNN
+    // section III, "Challenge 1"), out-of-order designs do not.
+    let d = tempfile::tempdir().unwrap();
+    let (p, _) = trace(d.path(), 2, 64, 4);
+    let extra = |name: &str| {
+        let des = design::by_name(name).unwrap();
+        let a = simulate_one(&p, &cfg(&[("host.stack_ns", "10000.0")]), des).unwrap();
+        let b = simulate_one(&p, &cfg(&[("host.stack_ns", "110000.0")]), des).unwrap();
+        b.batch_latency_s - a.batch_latency_s
+    };
+    for name in ["bg-1", "bg-sp", "smartsage"] {
+        let x = extra(name);
+        assert!((x - 300e-6).abs() < 5e-6, "{name}: +{x} s per batch, want 3 x 100 us");
+    }
+    for name in ["bg-dg", "bg-dgsp", "bg-2"] {
+        let x = extra(name);
+        assert!((x - 100e-6).abs() < 5e-6, "{name}: +{x} s per batch, want 100 us");
+    }
 }

@@ -139,7 +139,7 @@ def _parser() -> argparse.ArgumentParser:
     sm = sub.add_parser("simulate", help="replay a trace through the SSD design simulator (docs/simulator.md)")
     sm.add_argument("trace")
     sm.add_argument("--config", required=True, help="TOML SSD config (configs/ssd/*.toml)")
-    sm.add_argument("--design", default="all", help="host|host-barrier|smartsage|bg-1|bg-dg|bg-sp|bg-dgsp|bg-2|all "
+    sm.add_argument("--design", default="all", help="cc|host|host-barrier|smartsage|bg-1|bg-dg|bg-sp|bg-dgsp|bg-2|all "
                                                    "(comma list ok)")
     sm.add_argument("--sweep", help="PARAM=V1,V2,... (channels, dies, packages, page_size, bus_mts, cores, tr, "
                                     "queue_depth, or a dotted config field)")
