@@ -201,7 +201,7 @@ def test_neighbor_loader_rejects_bad_arguments(ds_path):
         flashgnn.NeighborLoader(ds_path, [2], batch_size=0)
     mask = np.zeros(8192, dtype=bool)
     mask[[3, 5]] = True
-    d = next(iter(flashgnn.NeighborLoader(ds_path, [2], input_nodes=mask, shuffle=False)))
+    d = next(iter(flashgnn.NeighborLoader(ds_path, [2], input_nodes=mask, batch_size=2)))
     assert d.n_id[:2].tolist() == [3, 5]
 
 

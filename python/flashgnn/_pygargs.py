@@ -71,7 +71,9 @@ def renamed(who: str, old: str, new: str, old_value, new_value, unset):
 
 def num_neighbors(who: str, value) -> list[int]:
     """PyG's ``num_neighbors`` (a list per hop; -1 = all neighbours) as ints."""
-    values = getattr(value, "values", value)  # torch_geometric.sampler.NumNeighbors
+    values = value
+    if type(value).__name__ == "NumNeighbors":  # torch_geometric.sampler.NumNeighbors: its list or dict
+        values = value.values
     if isinstance(values, dict):
         raise ValueError(f"{who}: num_neighbors as a dict (per edge type, for heterogeneous graphs) is not "
                          f"supported: a flashgnn dataset has one node and one edge type; pass a list per hop, "
