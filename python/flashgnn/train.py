@@ -506,8 +506,8 @@ def run(args) -> dict:
         if dist_ctx.enabled:
             raise SystemExit("flashgnn train: error: --presampled runs in one process (no torchrun)")
     else:
-        train_loader = NeighborLoader(ds, fanouts, batch_size=args.batch_size, split="train", shuffle=True, seed=args.seed,
-                                      lookahead=args.lookahead,
+        train_loader = NeighborLoader(ds, fanouts, batch_size=args.batch_size, split="train", shuffle=True,
+                                      seed=args.seed, lookahead=args.lookahead,
                                       lookahead_budget=args.lookahead_budget if args.lookahead else 0, **common)
     eval_common = dict(common, shuffle=False, seed=args.seed + 1, equal_shards=False)
     val_loader = NeighborLoader(ds, eval_fanouts, batch_size=args.batch_size, split="val", **eval_common)
