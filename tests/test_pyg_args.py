@@ -207,8 +207,12 @@ def test_loader_is_a_pyg_neighbor_loader_and_inference_says_what_to_use(ds_path)
     ld = flashgnn.NeighborLoader(ds_path, [-1], batch_size=64)
     assert isinstance(ld, PygNeighborLoader)
     model = GraphSAGE(8, 8, 1, 3).eval()
-    with pytest.raises(AttributeError, match="flashgnn embed"):
+    with pytest.raises(AttributeError, match="flashgnn.NeighborLoader has no .data.*flashgnn embed"):
         model.inference(ld)
+    remote = flashgnn.pyg.NeighborLoader(ds_path, [-1], batch_size=64)
+    with pytest.raises(AttributeError, match="not an in-memory graph, so it has no .num_nodes.*flashgnn embed"):
+        model.inference(remote)
+    assert len(list(remote)) == len(remote)  # PyG's own use of loader.data (the two stores) still works
 
 
 # ---------------------------------------------------------------------------------------------

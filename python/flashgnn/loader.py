@@ -40,6 +40,13 @@ _UNSET = object()  # "not given", for arguments whose deprecated name may carry 
 ENGINE_CHOICES = ("auto", "uring", "pread", "pread-pool", "mmap", "mmap-default", "memory")
 
 
+# What a user of PyG's BasicGNN.inference(loader) is told to use instead.
+_INFERENCE_ADVICE = (
+    "for layer-wise full-graph inference with bounded memory use `flashgnn embed DATASET --checkpoint DIR OUT` "
+    "(flashgnn.embed.embed); for mini-batch inference iterate a loader with num_neighbors=[-1] * num_layers and "
+    "shuffle=False and take model(batch.x, batch.edge_index)[:batch.batch_size]")
+
+
 def resolve_engine(engine: str) -> str:
     """``auto`` is ``uring``; the engine itself falls back to the pread pool
     (with a one-line notice) where io_uring is blocked."""
@@ -372,10 +379,8 @@ class NeighborLoader(_Base, _PygNeighborLoader):
         # BasicGNN.inference(loader) reads loader.data.x: the whole feature table in RAM.
         raise AttributeError(
             f"flashgnn.NeighborLoader has no .data: the graph and its features stay on disk ({self.path}), so "
-            "PyG's BasicGNN.inference(loader), which reads loader.data.x into RAM, cannot run on it. For "
-            "layer-wise full-graph inference with bounded memory use `flashgnn embed DATASET --checkpoint DIR OUT` "
-            "(flashgnn.embed.embed); for mini-batch inference iterate a loader with num_neighbors=[-1] * num_layers "
-            "and shuffle=False and take model(batch.x, batch.edge_index)[:batch.batch_size]")
+            "PyG's BasicGNN.inference(loader), which reads loader.data.x into RAM, cannot run on it; "
+            + _INFERENCE_ADVICE)
 
     def _emit(self, d: Data) -> Data:
         return d if self.transform is None else self.transform(d)

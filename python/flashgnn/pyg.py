@@ -48,7 +48,7 @@ from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 from torch_geometric.sampler.base import SubgraphType
 
 from flashgnn import _pygargs as _pa
-from flashgnn.loader import _UNSET, as_dataset, resolve_engine
+from flashgnn.loader import _INFERENCE_ADVICE, _UNSET, as_dataset, resolve_engine
 from flashgnn.sampler import Sampler as _EngineSampler
 
 _GATHER_CHUNK = 1 << 16  # ids per engine call when a caller asks for a huge index
@@ -255,7 +255,10 @@ class Sampler(BaseSampler):
 
     def _check_caller(self) -> None:
         # PyG's NodeLoader.collate_fn calls sample_from_nodes directly: its `self` is the loader.
-        caller = sys._getframe(2).f_locals.get("self")
+        try:
+            caller = sys._getframe(2).f_locals.get("self")
+        except ValueError:  # called from the outermost frame: no loader
+            return
         if _stock_neighbor_loader(caller):
             raise ValueError(
                 "flashgnn.pyg.Sampler under torch_geometric.loader.NeighborLoader(..., neighbor_sampler=...): that "
@@ -312,6 +315,23 @@ def remote_backend(dataset, num_neighbors=_UNSET, engine: str = "auto", seed: in
     gs = GraphStore(ds)
     sampler = Sampler(ds, num_neighbors, engine=engine, seed=seed, feature_store=fs, dtype=dtype, **opts)
     return fs, gs, sampler
+
+
+class _Stores(tuple):
+    """``(feature_store, graph_store)`` as PyG's loader keeps it in
+    ``loader.data``; asked for an in-memory graph's attributes (what
+    ``BasicGNN.inference(loader)`` reads: ``loader.data.num_nodes``,
+    ``.x``), it says what to use instead of a bare AttributeError."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"flashgnn.pyg.NeighborLoader: loader.data is (FeatureStore, GraphStore) over {self[1].path}, not an "
+            f"in-memory graph, so it has no .{name}: PyG's BasicGNN.inference(loader) reads loader.data.x into "
+            f"RAM and cannot run on it; {_INFERENCE_ADVICE}")
 
 
 # torch.utils.data.DataLoader's keyword arguments (PyG passes them through **kwargs).
@@ -383,6 +403,6 @@ class NeighborLoader(_PygNeighborLoader):
             input_nodes = torch.arange(gs.num_nodes)
         elif not isinstance(input_nodes, torch.Tensor):
             input_nodes = torch.as_tensor(np.asarray(input_nodes))
-        super().__init__((fs, gs), num_neighbors=num_neighbors, input_nodes=input_nodes, transform=transform,
+        super().__init__(_Stores((fs, gs)), num_neighbors=num_neighbors, input_nodes=input_nodes, transform=transform,
                          transform_sampler_output=transform_sampler_output, is_sorted=is_sorted,
                          filter_per_worker=filter_per_worker, neighbor_sampler=neighbor_sampler, **kwargs)
