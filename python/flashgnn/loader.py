@@ -1,6 +1,7 @@
 """PyG-native mini-batch loaders over a flashgnn dataset.
 
-    loader = flashgnn.NeighborLoader("data/demo", fanouts=[25, 10], batch_size=1024, split="train")
+    loader = flashgnn.NeighborLoader("data/demo", num_neighbors=[25, 10], batch_size=1024, split="train",
+                                     shuffle=True)
     for data in loader:            # torch_geometric.data.Data
         out = model(data.x, data.edge_index,
                     num_sampled_nodes_per_hop=data.num_sampled_nodes,
