@@ -259,3 +259,18 @@ def test_verify_report_counts(built):
     assert rep["slots"] == N
     assert rep["overflow_pages"] == ds.layout["overflow_pages"]
     assert rep["bytes"] == sum(f["bytes"] for f in ds.manifest["files"].values())
+
+
+@pytest.mark.parametrize("call, bad, good", [
+    (lambda tmp: flashgnn.build(tmp / "in", tmp / "out", progress=False, symetrize=True), "symetrize", "symmetrize"),
+    (lambda tmp: flashgnn.generate(tmp / "g", progress=False, scale=4, edge_factr=2), "edge_factr", "edge_factor"),
+])
+def test_unknown_job_option_is_refused_before_any_work(tmp_path, call, bad, good):
+    # A misspelt keyword used to be ignored silently (a build without
+    # symmetrising); now it is refused, naming it and the accepted options,
+    # before the job touches the disk.
+    with pytest.raises(flashgnn.InputError) as e:
+        call(tmp_path)
+    msg = str(e.value)
+    assert repr(bad).replace("'", '"') in msg and good in msg and "accepted" in msg
+    assert list(tmp_path.iterdir()) == []

@@ -1,4 +1,4 @@
-"""The RELIABILITY.md bad-input catalogue, one fixture per row and layout.
+"""The docs/reliability.md bad-input catalogue, one fixture per row and layout.
 
 Every test builds from a tiny valid input with exactly one thing broken and
 checks the error names the file, the position (line/column, or row/byte

@@ -1,4 +1,4 @@
-"""Corruption suite (RELIABILITY.md promise 3): a damaged dataset never crashes, hangs or fools the reader.
+"""Corruption suite (docs/reliability.md promise 3): a damaged dataset never crashes, hangs or fools the reader.
 
 Three small datasets (inline features; separate features; degree-reordered
 with node_order/node_index), each with a hub spilling into several overflow

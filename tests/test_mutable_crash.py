@@ -1,4 +1,4 @@
-"""Crash points during mutation, compaction and update_graph (RELIABILITY.md
+"""Crash points during mutation, compaction and update_graph (docs/reliability.md
 promise 2): no acknowledged write is ever lost.
 
 A child process opens a fresh copy of a small dataset and runs a fixed plan

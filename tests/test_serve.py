@@ -1,4 +1,4 @@
-"""The gRPC service (`flashgnn serve`, `flashgnn.Client`, `flashgnn query`): RELIABILITY.md promise 5.
+"""The gRPC service (`flashgnn serve`, `flashgnn.Client`, `flashgnn query`): docs/reliability.md promise 5.
 
 What is proved, and how: a real server runs in a subprocess (port 0, the
 port read from its 'listening on' line) over a small generated R-MAT dataset

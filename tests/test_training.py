@@ -327,6 +327,30 @@ def test_train_is_deterministic_and_resume_equals_uninterrupted(ds_path, tmp_pat
     assert 0.0 <= m["epochs"][-1]["data_wait"] <= 1.0
     st = load_checkpoint(tmp_path / "ck")
     assert st["epoch"] == 2 and st["model_config"]["model"] == "sage" and "optimizer" in st and "rng" in st
+    # Plain torch.load(weights_only=True) into the stock PyG model gives the trained weights (docs/training.md).
+    from torch_geometric.nn import GraphSAGE
+
+    plain = torch.load(tmp_path / "ck" / "checkpoint.pt", weights_only=True)
+    cfg = plain["model_config"]
+    stock = GraphSAGE(cfg["in_dim"], cfg["hidden"], cfg["num_layers"], cfg["out_dim"], dropout=cfg["dropout"])
+    stock.load_state_dict(plain["model"])
+    assert all(torch.equal(sc[k], stock.state_dict()[k]) for k in sc)
+
+
+def test_checkpoint_is_data_not_code(tmp_path):
+    """load_checkpoint never unpickles code: a pickle that would run a callable is refused as unreadable."""
+    import pickle
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("touch " + str(tmp_path / "pwned"),))
+
+    (tmp_path / "ck").mkdir()
+    with open(tmp_path / "ck" / "checkpoint.pt", "wb") as f:
+        pickle.dump({"format": "x", "payload": Evil()}, f)
+    with pytest.raises(ValueError, match="not a readable checkpoint"):
+        load_checkpoint(tmp_path / "ck")
+    assert not (tmp_path / "pwned").exists()
 
 
 def test_train_with_cache_trains_the_same_model(ds_path):

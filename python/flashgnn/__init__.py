@@ -6,6 +6,7 @@ Entry points:
 - :func:`build` / :func:`generate` — the importer and the synthetic generator
   (also ``flashgnn build`` / ``flashgnn generate`` on the command line).
 - :func:`verify` — check every checksum and bound of a dataset.
+- :func:`from_pyg` / :func:`to_pyg` — a PyG ``Data`` in, and back out when it fits in memory.
 - :class:`Sampler` — one engine call per mini-batch (numpy).
 - :class:`Cache` — cross-batch DRAM cache shared by samplers (static hot set + S3-FIFO).
 - :class:`DeviceCache` — the GPU tier: hottest rows resident on the device, gathered there.
@@ -16,6 +17,8 @@ Entry points:
   on first use (``import flashgnn`` stays light for the CLI and the builder).
 """
 
+from typing import TYPE_CHECKING
+
 from flashgnn._core import (
     FORMAT_VERSION,
     CorruptDatasetError,
@@ -24,10 +27,17 @@ from flashgnn._core import (
     InputError,
     __version__,
 )
+from flashgnn.convert import from_pyg, to_pyg
 from flashgnn.dataset import Dataset, open
 from flashgnn.graph import MutableGraph
 from flashgnn.jobs import build, generate, verify
 from flashgnn.sampler import Cache, SampledBatch, Sampler
+
+if TYPE_CHECKING:  # the lazily loaded names below, visible to type checkers and IDEs
+    from flashgnn import pyg
+    from flashgnn.device import DeviceCache, DeviceUnavailable
+    from flashgnn.loader import NeighborLoader, RandomWalkLoader
+    from flashgnn.serve.client import Client, ServerError
 
 # Loaded on first use: torch (loaders, pyg) and grpc (the client) stay out of `import flashgnn`.
 _LAZY = {"NeighborLoader": "flashgnn.loader", "RandomWalkLoader": "flashgnn.loader", "pyg": "flashgnn.pyg",
@@ -63,6 +73,8 @@ __all__ = [
     "InputError",
     "__version__",
     "build",
+    "from_pyg",
+    "to_pyg",
     "generate",
     "open",
     "verify",

@@ -71,7 +71,7 @@ def split(budget: int, path, fanouts, batch_size: int, workers: int = 1, prefetc
 
 
 def describe(s: dict) -> str:
-    from flashgnn.cli import human_bytes as h
+    from flashgnn._util import human_bytes as h
 
     la = s.get("lookahead", 0)
     return (f"memory budget {h(s['budget'])} = engine {h(s['engine'])} ({s['workers']} producer(s) x (32.0 MiB buffers "
@@ -79,3 +79,64 @@ def describe(s: dict) -> str:
             + (f" + {la} lookahead" if la else "") + f" x {h(s['per_batch'])})"
             + (f" + lookahead cache {h(s['lookahead_cache'])}" if la else "")
             + f" + cache {h(s['cache'])} (static {h(s['cache_static'])} + dynamic {h(s['cache_dynamic'])})")
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return None if text in ("", "max") else int(text)
+
+
+def _cgroup_headroom() -> int | None:
+    """Bytes this process's memory cgroup may still grow by (limit − usage),
+    v2 or v1; None when no limit applies (or none can be read)."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    best = None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # cgroup v2: limits anywhere up the tree apply
+            roots = [("/sys/fs/cgroup", "memory.max", "memory.current")]
+        elif "memory" in controllers.split(","):
+            roots = [("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes")]
+        else:
+            continue
+        for root, limit_name, usage_name in roots:
+            p = path
+            while True:
+                d = root + (p if p != "/" else "")
+                limit, usage = _read_int(f"{d}/{limit_name}"), _read_int(f"{d}/{usage_name}")
+                if limit is not None and limit < (1 << 60) and usage is not None:
+                    room = max(limit - usage, 0)
+                    best = room if best is None else min(best, room)
+                if p in ("/", ""):
+                    break
+                p = p.rsplit("/", 1)[0] or "/"
+    return best
+
+
+def _mem_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def available_memory() -> int:
+    """Bytes this process may still allocate: the smaller of its memory
+    cgroup's headroom (limit − usage; v2 ``memory.max`` or v1
+    ``memory.limit_in_bytes``, the tightest up the hierarchy) and the
+    kernel's ``MemAvailable``; 1 GiB when neither can be read (a stated
+    floor, not a measurement)."""
+    found = [v for v in (_cgroup_headroom(), _mem_available()) if v is not None]
+    return min(found) if found else 1 << 30

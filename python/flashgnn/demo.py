@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 
-from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
+from flashgnn._util import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 import sys
 import time
 from pathlib import Path
 
 import flashgnn
-from flashgnn.cli import human_bytes
+from flashgnn._util import human_bytes
 from flashgnn.cli import main as cli
 
 

@@ -40,7 +40,7 @@ import numpy as np
 
 from flashgnn._durable import check_output, create_tmp_dir, open_regular, publish_dir, read_regular, remove_stale_tmps
 from flashgnn.dataset import Dataset
-from flashgnn.window import BeladyRowCache, WindowGather  # noqa: F401 - BeladyRowCache re-exported
+from flashgnn.window import BeladyRowCache, PresampleError, WindowGather  # noqa: F401 - BeladyRowCache re-exported
 
 MAGIC = b"FGPSBAT1"
 FORMAT = "flashgnn-presample"
@@ -125,10 +125,6 @@ def presample(dataset, out, fanouts, batch_size: int = 1024, epochs: int = 1, se
     ds_bytes = sum(f.stat().st_size for f in Path(ds.path).iterdir() if f.is_file())
     return dict(meta, out=str(out), bytes=total, dataset_bytes=ds_bytes, bytes_per_epoch=total / epochs,
                 seconds_per_epoch=meta["seconds"] / epochs)
-
-
-class PresampleError(ValueError):
-    """A stored pre-sample that does not match, or is corrupt."""
 
 
 def open_presample(path, dataset) -> dict:

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from flashgnn._durable import replace_durably
-from flashgnn.cli import parse_size
+from flashgnn._util import parse_size
 from flashgnn.sampler import DEFAULT_HOT_FRACTION
 
 MODELS = ("sage", "gcn", "gin", "gat", "mlp")
@@ -45,7 +45,7 @@ CHECKPOINT_VERSION = 1
 
 
 def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
-    from flashgnn.cli import ArgumentParser  # --fanout -1,-1 is a value, not an option
+    from flashgnn._util import ArgumentParser  # --fanout -1,-1 is a value, not an option
 
     p = ArgumentParser(prog=prog, description="Train a GNN on a flashgnn dataset (mini-batch, SSD-resident).")
     p.add_argument("dataset")
@@ -200,7 +200,13 @@ class DeviceFeeder:
 def _rng_state() -> dict:
     import torch
 
-    s = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    # Every value is a tensor, a number, a string or a tuple of them, so the
+    # checkpoint loads with torch.load(..., weights_only=True) (numpy's state
+    # holds an ndarray of uint32 keys: stored as an int64 tensor).
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    s = {"torch": torch.get_rng_state(), "numpy": (name, torch.from_numpy(keys.astype(np.int64)), int(pos),
+                                                   int(has_gauss), float(cached)),
+         "python": random.getstate()}
     if torch.cuda.is_available():
         s["cuda"] = torch.cuda.get_rng_state_all()
     return s
@@ -210,7 +216,9 @@ def _set_rng_state(s: dict) -> None:
     import torch
 
     torch.set_rng_state(s["torch"])
-    np.random.set_state(s["numpy"])
+    name, keys, pos, has_gauss, cached = s["numpy"]
+    keys = keys.numpy() if isinstance(keys, torch.Tensor) else np.asarray(keys)
+    np.random.set_state((name, keys.astype(np.uint32), pos, has_gauss, cached))
     random.setstate(s["python"])
     if "cuda" in s and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(s["cuda"])
@@ -261,6 +269,10 @@ def check_labels(ds, splits=("train", "val", "test")) -> None:
                 f"label(s) in the {s!r} split")
 
 
+_NP_CORE = getattr(np, "_core", None) or np.core  # numpy 2 renamed numpy.core
+_NUMPY_PICKLE_GLOBALS = [_NP_CORE.multiarray._reconstruct, np.ndarray, np.dtype, np.dtypes.UInt32DType]
+
+
 def load_checkpoint(directory: str | os.PathLike, map_location="cpu") -> dict:
     import torch
 
@@ -271,7 +283,10 @@ def load_checkpoint(directory: str | os.PathLike, map_location="cpu") -> dict:
 
     try:
         with open_regular(path) as f:  # a FIFO or device is refused by name, never waited on
-            state = torch.load(f, map_location=map_location, weights_only=False)
+            # weights_only: a checkpoint is data, never code (an unpickled file could run anything). The
+            # numpy names let checkpoints of flashgnn <= 0.1.0, whose numpy RNG state is an ndarray, load too.
+            with torch.serialization.safe_globals(_NUMPY_PICKLE_GLOBALS):
+                state = torch.load(f, map_location=map_location, weights_only=True)
     except Exception as e:  # noqa: BLE001 - any unpickling failure is a corrupt file
         raise ValueError(f"{path}: not a readable checkpoint ({type(e).__name__}: {e})") from None
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:

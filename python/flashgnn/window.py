@@ -23,6 +23,13 @@ from __future__ import annotations
 import numpy as np
 
 
+class PresampleError(ValueError):
+    """A stored pre-sample that does not match, or is corrupt. Defined here,
+    in the lowest module that raises it, so this module imports nothing of
+    the loaders above it; ``flashgnn.presample.PresampleError`` is the same
+    class."""
+
+
 class BeladyRowCache:
     """Feature rows kept under Belady's optimal replacement within a
     superbatch (Ginex): the pre-sample says exactly which rows the next
@@ -111,8 +118,6 @@ class WindowGather:
     def _read(self, ids: np.ndarray, where) -> np.ndarray:
         g = self.gather.sample(ids, 0)
         if len(g.n_id) != len(ids) or not np.array_equal(g.n_id, ids):
-            from flashgnn.presample import PresampleError
-
             raise PresampleError(f"{where}: a batch's n_id has repeated ids (not a sampled batch)")
         self.rows_gathered += len(ids)
         return g.x

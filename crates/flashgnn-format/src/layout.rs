@@ -349,7 +349,8 @@ impl DegreeHistogram {
 /// Cost model: total bytes of `graph.fg` + `overflow.fg`, plus 512 B for each
 /// node whose list spills into `overflow.fg`, because a spill costs one more
 /// request and one request is worth about one sector of space (random reads
-/// run at the same IOPS at 512 B and 4 KiB here, FIELD.md). Evaluated exactly
+/// run at the same IOPS at 512 B and 4 KiB on the devices we target, see
+/// docs/format.md). Evaluated exactly
 /// for every feasible cap in O(buckets) from the histogram.
 pub fn choose_inline_cap(
     page_size: u32,

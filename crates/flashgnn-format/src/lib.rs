@@ -51,7 +51,7 @@ pub const FORMAT_VERSION_MIN: u32 = 1;
 /// read is rounded out to whole sectors of this size.
 pub const SECTOR_BYTES: u64 = 512;
 
-/// Default page size: 4 KiB, the NVMe sweet spot for random reads (FIELD.md:
+/// Default page size: 4 KiB, the NVMe sweet spot for random reads (measured:
 /// ~90K IOPS here at 4 KiB or 512 B alike, so bigger pages cost bandwidth only).
 pub const DEFAULT_PAGE_SIZE: u32 = 4096;
 

@@ -1,6 +1,6 @@
 //! Atomic publication of a fully written directory.
 //!
-//! Protocol (RELIABILITY.md promise 1): every file was fsynced by
+//! Protocol (docs/reliability.md promise 1): every file was fsynced by
 //! [`crate::OutFile::finish`]; the temporary directory is fsynced; then either
 //! `rename(tmp, out)` (no dataset there) or `renameat2(tmp, out,
 //! RENAME_EXCHANGE)` (swap with the existing one, which is then deleted); then

@@ -1,4 +1,4 @@
-//! Opening only regular files (RELIABILITY.md promise 3: never hang).
+//! Opening only regular files (docs/reliability.md promise 3: never hang).
 //!
 //! A FIFO, socket or device in place of a dataset or input file would block
 //! a plain `open` (a FIFO's open waits for a writer) or a read forever. Every

@@ -99,13 +99,55 @@ impl Job {
     }
 }
 
-fn get<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<T>> {
-    match d.get_item(key)? {
-        Some(v) if !v.is_none() => Ok(Some(v.extract::<T>().map_err(|e| {
-            let e: PyErr = e.into();
-            InputError::new_err(format!("option {key}: {e}"))
-        })?)),
-        _ => Ok(None),
+/// A binding entry point's keyword options. Every lookup records its key;
+/// `finish` then refuses any key nobody looked up, naming it and the accepted
+/// ones, so `flashgnn.build(IN, OUT, symetrize=True)` is an error instead of
+/// a build without symmetrising. The accepted list is the set of lookups, so
+/// it cannot drift from the options the entry point really reads.
+struct Opts<'a, 'py> {
+    dict: &'a Bound<'py, PyDict>,
+    what: &'static str,
+    seen: Vec<&'static str>,
+}
+
+impl<'a, 'py> Opts<'a, 'py> {
+    fn new(dict: &'a Bound<'py, PyDict>, what: &'static str) -> Self {
+        Opts { dict, what, seen: Vec::new() }
+    }
+
+    fn get<T: FromPyObjectOwned<'py>>(&mut self, key: &'static str) -> PyResult<Option<T>> {
+        self.seen.push(key);
+        match self.dict.get_item(key)? {
+            Some(v) if !v.is_none() => Ok(Some(v.extract::<T>().map_err(|e| {
+                let e: PyErr = e.into();
+                InputError::new_err(format!("option {key}: {e}"))
+            })?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Refuse every key that was not looked up.
+    fn finish(self) -> PyResult<()> {
+        let mut unknown = Vec::new();
+        for k in self.dict.keys() {
+            let k: String = k.extract().map_err(|_| InputError::new_err(format!("{}: option names must be strings", self.what)))?;
+            if !self.seen.contains(&k.as_str()) {
+                unknown.push(k);
+            }
+        }
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        unknown.sort();
+        let mut accepted = self.seen.clone();
+        accepted.sort_unstable();
+        Err(InputError::new_err(format!(
+            "{}: unknown option{} {}; accepted: {}",
+            self.what,
+            if unknown.len() == 1 { "" } else { "s" },
+            unknown.iter().map(|k| format!("{k:?}")).collect::<Vec<_>>().join(", "),
+            accepted.join(", ")
+        )))
     }
 }
 
@@ -116,8 +158,9 @@ fn dtype(name: &str, what: &str) -> PyResult<Dtype> {
 /// Start a build. `opts` keys mirror the `flashgnn build` flags.
 #[pyfunction]
 pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> PyResult<Job> {
+    let mut opts = Opts::new(opts, "build");
     let mut o = BuildOptions::new(input, output);
-    if let Some(f) = get::<String>(opts, "format")? {
+    if let Some(f) = opts.get::<String>("format")? {
         o.format = match f.as_str() {
             "auto" => InputFormat::Auto,
             "npy" => InputFormat::Npy,
@@ -127,9 +170,9 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
             x => return Err(InputError::new_err(format!("--format {x:?}: expected auto, npy, igb, ogb or snap"))),
         };
     }
-    o.symmetrize = get(opts, "symmetrize")?.unwrap_or(false);
-    o.dedup = get(opts, "dedup")?.unwrap_or(false);
-    if let Some(s) = get::<String>(opts, "self_loops")? {
+    o.symmetrize = opts.get("symmetrize")?.unwrap_or(false);
+    o.dedup = opts.get("dedup")?.unwrap_or(false);
+    if let Some(s) = opts.get::<String>("self_loops")? {
         o.self_loops = match s.as_str() {
             "keep" => SelfLoops::Keep,
             "drop" => SelfLoops::Drop,
@@ -137,10 +180,10 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
             x => return Err(InputError::new_err(format!("--self-loops {x:?}: expected keep, drop or add"))),
         };
     }
-    if let Some(s) = get::<String>(opts, "feature_dtype")? {
+    if let Some(s) = opts.get::<String>("feature_dtype")? {
         o.feature_dtype = Some(dtype(&s, "--feature-dtype")?);
     }
-    if let Some(s) = get::<String>(opts, "feature_layout")? {
+    if let Some(s) = opts.get::<String>("feature_layout")? {
         o.feature_layout = match s.as_str() {
             "auto" => FeatureLayout::Auto,
             "inline" => FeatureLayout::Inline,
@@ -148,44 +191,45 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
             x => return Err(InputError::new_err(format!("--feature-layout {x:?}: expected auto, inline or separate"))),
         };
     }
-    if let Some(s) = get::<String>(opts, "reorder")? {
+    if let Some(s) = opts.get::<String>("reorder")? {
         o.reorder = match s.as_str() {
             "none" => Reorder::None,
             "degree" => Reorder::Degree,
             x => return Err(InputError::new_err(format!("--reorder {x:?}: expected none or degree"))),
         };
     }
-    if let Some(p) = get(opts, "page_size")? {
+    if let Some(p) = opts.get("page_size")? {
         o.page_size = p;
     }
-    if let Some(b) = get(opts, "memory_budget")? {
+    if let Some(b) = opts.get("memory_budget")? {
         o.memory_budget = b;
     }
-    o.num_nodes = get(opts, "num_nodes")?;
-    o.num_classes = get(opts, "num_classes")?;
-    o.feat_shape = get(opts, "feat_shape")?;
-    if let Some(s) = get::<String>(opts, "feat_dtype")? {
+    o.num_nodes = opts.get("num_nodes")?;
+    o.num_classes = opts.get("num_classes")?;
+    o.feat_shape = opts.get("feat_shape")?;
+    if let Some(s) = opts.get::<String>("feat_dtype")? {
         o.feat_dtype = Some(dtype(&s, "--feat-dtype")?);
     }
-    o.synthetic_features = get(opts, "synthetic_features")?;
-    o.labels = get::<std::path::PathBuf>(opts, "labels")?;
-    o.features = get::<std::path::PathBuf>(opts, "features")?;
-    o.make_splits = get(opts, "make_splits")?;
-    if let Some(s) = get(opts, "igb_classes")? {
+    o.synthetic_features = opts.get("synthetic_features")?;
+    o.labels = opts.get::<std::path::PathBuf>("labels")?;
+    o.features = opts.get::<std::path::PathBuf>("features")?;
+    o.make_splits = opts.get("make_splits")?;
+    if let Some(s) = opts.get("igb_classes")? {
         o.igb_classes = s;
     }
-    o.ogb_split = get(opts, "ogb_split")?;
-    o.skip_bad_lines = get(opts, "skip_bad_lines")?.unwrap_or(false);
-    if let Some(s) = get::<String>(opts, "nan")? {
+    o.ogb_split = opts.get("ogb_split")?;
+    o.skip_bad_lines = opts.get("skip_bad_lines")?.unwrap_or(false);
+    if let Some(s) = opts.get::<String>("nan")? {
         o.nan = match s.as_str() {
             "error" => NanPolicy::Error,
             "zero" => NanPolicy::Zero,
             x => return Err(InputError::new_err(format!("--nan {x:?}: expected error or zero"))),
         };
     }
-    o.seed = get(opts, "seed")?.unwrap_or(0);
-    o.force = get(opts, "force")?.unwrap_or(false);
-    o.dataset_id = get(opts, "dataset_id")?;
+    o.seed = opts.get("seed")?.unwrap_or(0);
+    o.force = opts.get("force")?.unwrap_or(false);
+    o.dataset_id = opts.get("dataset_id")?;
+    opts.finish()?;
     Ok(Job::spawn(move |p| {
         let r = flashgnn_build::build(&o, p)?;
         Ok(serde_json::json!({
@@ -203,35 +247,37 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
 
 #[pyfunction]
 pub fn start_generate(output: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> PyResult<Job> {
+    let mut opts = Opts::new(opts, "generate");
     let mut o = RmatOptions::default();
-    if let Some(v) = get(opts, "scale")? {
+    if let Some(v) = opts.get("scale")? {
         o.scale = v;
     }
-    if let Some(v) = get(opts, "edge_factor")? {
+    if let Some(v) = opts.get("edge_factor")? {
         o.edge_factor = v;
     }
-    if let Some(v) = get(opts, "dim")? {
+    if let Some(v) = opts.get("dim")? {
         o.dim = v;
     }
-    if let Some(s) = get::<String>(opts, "dtype")? {
+    if let Some(s) = opts.get::<String>("dtype")? {
         o.dtype = dtype(&s, "--dtype")?;
     }
-    if let Some(v) = get(opts, "classes")? {
+    if let Some(v) = opts.get("classes")? {
         o.classes = v;
     }
-    if let Some(v) = get(opts, "seed")? {
+    if let Some(v) = opts.get("seed")? {
         o.seed = v;
     }
-    if let Some(v) = get(opts, "homophily")? {
+    if let Some(v) = opts.get("homophily")? {
         o.homophily = v;
     }
-    if let Some(v) = get(opts, "feature_signal")? {
+    if let Some(v) = opts.get("feature_signal")? {
         o.feature_signal = v;
     }
-    if let Some(v) = get(opts, "split")? {
+    if let Some(v) = opts.get("split")? {
         o.split = v;
     }
-    o.force = get(opts, "force")?.unwrap_or(false);
+    o.force = opts.get("force")?.unwrap_or(false);
+    opts.finish()?;
     Ok(Job::spawn(move |p| {
         let r = flashgnn_datagen::generate_rmat(&output, &o, p)?;
         Ok(serde_json::json!({

@@ -1,5 +1,5 @@
 //! `flashgnn._core`: the binding layer. It converts types and maps errors —
-//! nothing else (STYLE.md habit 8). Every call that does I/O releases the GIL.
+//! nothing else. Every call that does I/O releases the GIL.
 //!
 //! Long jobs (build, generate, verify) run on a Rust thread behind a [`Job`]
 //! handle that Python polls to drive tqdm bars and cancels on Ctrl-C.

@@ -18,7 +18,7 @@ import json
 import sys
 import time
 
-from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
+from flashgnn._util import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 
 
 def train_stock_pyg(dataset, fanouts, epochs: int, batch_size: int = 1024, hidden: int = 128, lr: float = 3e-3,

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from flashgnn.cli import human_bytes, parse_size
+from flashgnn._util import human_bytes, parse_size
 
 # Interpreter + numpy + tqdm + the extension's code and static data (~60 MiB
 # measured for `flashgnn build` of a 1-edge graph) plus allocator slack:

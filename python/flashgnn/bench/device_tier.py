@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
+from flashgnn._util import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 
 
 def _run(path, fanouts, batch_size, batches, device, cache_budget, device_cache=None) -> dict:
@@ -61,7 +61,7 @@ def _run(path, fanouts, batch_size, batches, device, cache_budget, device_cache=
 
 
 def main(argv=None) -> int:
-    from flashgnn.cli import parse_size
+    from flashgnn._util import parse_size
 
     p = ArgumentParser(prog="python -m flashgnn.bench.device_tier", description=__doc__.split("\n\n")[0])
     p.add_argument("dataset")

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from flashgnn.bench.engines import drop_caches, run_child
-from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
+from flashgnn._util import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 
 HIDDEN = 64
 OUT = 16
@@ -173,7 +173,7 @@ def _child(args: list[str], memory_limit: int | None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from flashgnn.cli import human_bytes, parse_size
+    from flashgnn._util import human_bytes, parse_size
 
     p = ArgumentParser(prog="python -m flashgnn.bench.e2e", description=__doc__.split("\n\n")[0])
     p.add_argument("raw", type=Path, help="npy-directory input (edge_index.npy, node_feat.npy, …)")

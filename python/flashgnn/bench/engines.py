@@ -179,7 +179,7 @@ def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=
 
 
 def main_bench(a) -> int:
-    from flashgnn.cli import human_bytes
+    from flashgnn._util import human_bytes
     from flashgnn.dataset import Dataset
     from flashgnn.sampler import probe_random_reads
 

@@ -109,7 +109,7 @@ def run_variant(presample_dir, dataset, name: str, budget: int, batches: int) ->
 def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
-    from flashgnn.cli import human_bytes, parse_size
+    from flashgnn._util import human_bytes, parse_size
 
     p = argparse.ArgumentParser(prog="python -m flashgnn.bench.lookahead", description=__doc__.split("\n\n")[0])
     p.add_argument("dataset", type=Path)

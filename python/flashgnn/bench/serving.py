@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from flashgnn.bench.engines import drop_caches, make_cgroup
-from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
+from flashgnn._util import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 from flashgnn.serve.process import ServeProcess
 
 DBLP_DAY = {"add_vertex": 365, "add_edge": 8800, "delete_vertex": 16, "delete_edge": 713}
@@ -308,7 +308,7 @@ def _ops_per_fsync(before: dict, after: dict) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from flashgnn.cli import human_bytes, parse_size
+    from flashgnn._util import human_bytes, parse_size
 
     p = ArgumentParser(prog="python -m flashgnn.bench.serving", description=__doc__.split("\n\n")[0])
     p.add_argument("dataset", type=Path)

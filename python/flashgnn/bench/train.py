@@ -33,7 +33,7 @@ import sys
 import time
 
 from flashgnn.bench.engines import drop_caches, run_child
-from flashgnn.cli import ArgumentParser  # negative-leading list values (--fanout -1,-1)
+from flashgnn._util import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 
 ENGINES = ["uring", "uring+cache", "uring+lookahead", "mmap", "memory"]
 
@@ -173,7 +173,7 @@ def measure(dataset, engines=ENGINES, memory_limit=None, batches=10, batch_size=
 
 
 def main(argv=None) -> int:
-    from flashgnn.cli import human_bytes, parse_size
+    from flashgnn._util import human_bytes, parse_size
 
     p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dataset")

@@ -8,37 +8,11 @@ Errors print one line naming file, position, value and bound, and exit 2
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import sys
 
 import flashgnn
-
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([KMGT]?)(i?)B?\s*$", re.IGNORECASE)
-# A value that starts with a minus sign and is a number or a comma list of
-# numbers: "-1", "-1,-1", "-1,10", "-0.5,0.2". argparse's own test only knows
-# "-1" and "-.5", and takes "-1,-1" for an option ("expected one argument").
-_NEGATIVE_VALUE = re.compile(r"^-(\d+|\d*\.\d+)(,\s*-?(\d+|\d*\.\d+))*$")
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse, where an option's value may be a negative-leading number
-    list: ``--fanout -1,-1`` works like ``--fanout=-1,-1``. (No flashgnn
-    option name looks like a number, so nothing is shadowed.) Subparsers
-    made with ``add_subparsers`` are of this class too."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._negative_number_matcher = _NEGATIVE_VALUE
-
-
-def parse_size(text: str) -> int:
-    """'2GiB', '512M', '1.5G', '1000000' -> bytes (K/M/G/T are binary multiples)."""
-    m = _SIZE.match(text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"cannot parse size {text!r} (examples: 2GiB, 512M, 1048576)")
-    value, unit = float(m.group(1)), m.group(2).upper()
-    return int(value * (1024 ** " KMGT".index(unit or " ")))
+from flashgnn._util import ArgumentParser, human_bytes, parse_size  # noqa: F401 - re-exported
+from flashgnn._util import print_json as _print_json  # noqa: F401 - re-exported
 
 
 def _pair(text: str) -> tuple[int, int]:
@@ -55,14 +29,6 @@ def _fractions(text: str) -> tuple[float, float, float]:
         return a, b, c
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected three fractions train,val,test (e.g. 0.6,0.2,0.2), got {text!r}") from None
-
-
-def human_bytes(n: float) -> str:
-    for unit in ["B", "KiB", "MiB", "GiB", "TiB"]:
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -258,10 +224,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"flashgnn {args.command}: interrupted; nothing was published", file=sys.stderr)
         return 130
-
-
-def _print_json(obj) -> None:
-    print(json.dumps(obj, indent=2, sort_keys=True))
 
 
 if __name__ == "__main__":

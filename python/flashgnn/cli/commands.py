@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import flashgnn
-from flashgnn.cli import _print_json, human_bytes
+from flashgnn._util import print_json as _print_json, human_bytes
 
 
 def cmd_generate(a) -> int:
@@ -306,7 +306,7 @@ def cmd_presample(a) -> int:
     from flashgnn._durable import check_output
 
     check_output(a.out, a.force, (a.dataset,))  # refuse before importing torch or opening anything
-    from flashgnn.cli import human_bytes
+    from flashgnn._util import human_bytes
     from flashgnn.presample import presample
     from flashgnn.train import parse_fanout
 

@@ -44,6 +44,27 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from flashgnn.dfg.limits import (  # noqa: F401 - re-exported: flashgnn.dfg.graph.MAX_* and DFGError stay valid
+    MAX_DFG_BYTES,
+    MAX_JSON_BYTES,
+    MAX_NODES,
+    MAX_PARAMS,
+    MAX_GRAPH_INPUTS,
+    MAX_GRAPH_OUTPUTS,
+    MAX_NODE_INPUTS,
+    MAX_NODE_OUTPUTS,
+    MAX_NAME_BYTES,
+    MAX_NDIM,
+    MAX_DIM,
+    MAX_ATTRS_PER_NODE,
+    MAX_ATTR_LIST_LEN,
+    MAX_ATTR_STR_BYTES,
+    MAX_ATTR_DEPTH,
+    MAX_SEQ,
+    DFGError,
+    _NAME_RE,
+)
+
 FORMAT_NAME = "flashgnn-dfg"
 FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
@@ -53,27 +74,6 @@ MAGIC = b"FLASHDFG"  # 8 bytes, so the header's u32/u64 fields that follow are n
 _HEADER = struct.Struct("<8sIIQQ")
 _TRAILER = struct.Struct("<I")  # zlib CRC-32 of every byte before it
 PARAM_ALIGN = 64  # param offsets in the blob are multiples of this (cache-line, and any dtype's alignment)
-
-# Named limits. A DFG arrives from the network, so every count is bounded
-# before anything is allocated for it. The defaults leave room for large
-# models (a 3-layer SAGE with 1024 hidden units is ~25 MB of float32
-# weights) while refusing a payload that would tie a server up.
-MAX_DFG_BYTES = 256 << 20  # whole serialised DFG (header + JSON + params + CRC)
-MAX_JSON_BYTES = 16 << 20
-MAX_NODES = 4096
-MAX_PARAMS = 4096
-MAX_GRAPH_INPUTS = 256
-MAX_GRAPH_OUTPUTS = 256
-MAX_NODE_INPUTS = 64
-MAX_NODE_OUTPUTS = 16
-MAX_NAME_BYTES = 128
-MAX_NDIM = 8
-MAX_DIM = 2**31 - 1  # one dimension of a param; the product is bounded by the blob length
-MAX_ATTRS_PER_NODE = 64
-MAX_ATTR_LIST_LEN = 4096
-MAX_ATTR_STR_BYTES = 1024
-MAX_ATTR_DEPTH = 4  # dict/list nesting inside one attribute value
-MAX_SEQ = 2**31 - 1
 
 # dtype name -> (little-endian numpy dtype used to decode the bytes, torch dtype).
 # bfloat16 has no numpy type: its bytes are read as int16 and reinterpreted.
@@ -91,12 +91,8 @@ DTYPES: dict[str, tuple[str, torch.dtype]] = {
 }
 _TORCH_TO_NAME = {t: n for n, (_, t) in DTYPES.items()}
 
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 _REF_RE = re.compile(r"^([1-9][0-9]{0,9})_([0-9]{1,5})$")
 
-
-class DFGError(ValueError):
-    """A DFG that is malformed, inconsistent or refused by a limit."""
 
 
 @dataclass(frozen=True)

@@ -499,11 +499,12 @@ BUILTINS = {
 }
 
 
-def register_builtins(registry) -> None:
-    from flashgnn.dfg.shapes import SHAPES  # every built-in op has a shape function (tests check the table)
-
+def register_builtins(registry, shapes: dict) -> None:
+    """Register every built-in op on ``registry``'s CPU (and CUDA) devices
+    with its shape function from ``shapes`` (``flashgnn.dfg.shapes.SHAPES``;
+    passed in so this module does not import the one that imports it)."""
     names = {d.name for d in registry.devices()}
     for op, (kernel, arity, n_out, cpu_only, doc) in BUILTINS.items():
         for dev in ("CPU", "CUDA"):
             if dev in names and (dev == "CPU" or not cpu_only):
-                registry.register_op(op, dev, kernel, arity=arity, num_outputs=n_out, doc=doc, shape=SHAPES[op])
+                registry.register_op(op, dev, kernel, arity=arity, num_outputs=n_out, doc=doc, shape=shapes[op])

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import torch
 
-from flashgnn.dfg.graph import MAX_NAME_BYTES, MAX_NODE_INPUTS, MAX_NODE_OUTPUTS, DFGError, _NAME_RE
+from flashgnn.dfg.limits import MAX_NAME_BYTES, MAX_NODE_INPUTS, MAX_NODE_OUTPUTS, DFGError, _NAME_RE
 
 PRIORITY_MAX = 1_000_000
 CPU_PRIORITY = 100
@@ -254,12 +254,13 @@ def builtin_registry() -> Registry:
     """A fresh registry holding the built-in devices and ops: "CPU" (priority
     100) always, "CUDA" (priority 200) when ``torch.cuda.is_available()``."""
     from flashgnn.dfg import ops
+    from flashgnn.dfg.shapes import SHAPES  # every built-in op has a shape function (tests check the table)
 
     r = Registry()
     r.register_device("CPU", CPU_PRIORITY, "cpu")
     if torch.cuda.is_available():
         r.register_device("CUDA", CUDA_PRIORITY, "cuda")
-    ops.register_builtins(r)
+    ops.register_builtins(r, SHAPES)
     return r
 
 

@@ -2,7 +2,7 @@
 
 - :mod:`flashgnn.serve.server` — ``flashgnn serve``: the servicer over a
   :class:`flashgnn.MutableGraph`, with authentication, limits, deadlines and
-  a graceful drain (RELIABILITY.md promise 5).
+  a graceful drain (docs/reliability.md promise 5).
 - :mod:`flashgnn.serve.client` — :class:`Client`, one method per RPC, and
   :class:`ServerError`.
 - :mod:`flashgnn.serve.token` — the token file's rules (a regular file, one

@@ -161,7 +161,7 @@ def cmd_query(a) -> int:
 
     import numpy as np
 
-    from flashgnn.cli import _print_json
+    from flashgnn._util import print_json as _print_json
 
     from .client import Client, ServerError
 

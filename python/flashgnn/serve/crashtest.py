@@ -1,5 +1,5 @@
 """Kill ``flashgnn serve`` at random points; check no acknowledged batch is lost
-and no batch is half-applied (RELIABILITY.md promise 2, through the RPC path).
+and no batch is half-applied (docs/reliability.md promise 2, through the RPC path).
 
     python -m flashgnn.serve.crashtest DATASET --kills 20 --seed 1 [--json]
 
@@ -359,7 +359,7 @@ def main(argv=None) -> int:
         print(f"crashtest: FAILED (seed {a.seed}): {e}", file=sys.stderr)
         return 1
     if a.json:
-        from flashgnn.cli import _print_json
+        from flashgnn._util import print_json as _print_json
 
         _print_json(rep)
     else:

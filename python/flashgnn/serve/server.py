@@ -1,6 +1,6 @@
 """``flashgnn serve``: the gRPC server over a :class:`flashgnn.MutableGraph`.
 
-Owns RELIABILITY.md promise 5. Every request passes one gate,
+Owns docs/reliability.md promise 5. Every request passes one gate,
 :meth:`Service._serve_rpc`, in this order:
 
 1. **authentication** — metadata ``authorization: Bearer <token>`` compared in

@@ -134,6 +134,7 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
             notes: Vec::new(),
         }),
         InputFormat::Npy => {
+            let notes = npy_layout_names(p)?;
             let edges = NpyEdges::open(
                 &required(p.join("edge_index.npy"), "edge array [E, 2] or [2, E] of int32/int64")?,
                 false,
@@ -166,7 +167,7 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
                 features,
                 labels,
                 splits,
-                notes: Vec::new(),
+                notes,
             })
         }
         InputFormat::Igb => {
@@ -309,6 +310,57 @@ fn unimported_split_note(dir: &Path) -> String {
         dir.display(),
         names.len()
     )
+}
+
+/// The `.npy` names the npy layout reads.
+const NPY_LAYOUT_FILES: [&str; 6] =
+    ["edge_index.npy", "node_feat.npy", "node_label.npy", "train_idx.npy", "val_idx.npy", "test_idx.npy"];
+
+/// PyG `Data` attribute names saved as `.npy`, and what the npy layout calls
+/// them. Refused rather than skipped: a build without the user's features,
+/// labels or split would train on nothing and say nothing.
+const PYG_NAMES: [(&str, &str); 7] = [
+    ("x.npy", "node_feat.npy [N, D]"),
+    ("y.npy", "node_label.npy [N] of integer class ids"),
+    ("train_mask.npy", "train_idx.npy [K] of node ids (np.flatnonzero(train_mask))"),
+    ("val_mask.npy", "val_idx.npy [K] of node ids (np.flatnonzero(val_mask))"),
+    ("test_mask.npy", "test_idx.npy [K] of node ids (np.flatnonzero(test_mask))"),
+    ("edge_attr.npy", "nothing: edge features are not stored; remove the file to build without them"),
+    ("edge_weight.npy", "nothing: edge weights are not stored; remove the file to build without them"),
+];
+
+/// Check an npy-layout directory's file names: a PyG-style name is an error
+/// naming the file and what to call it; any other `.npy` the layout does not
+/// read becomes a build note (printed, and kept in the build report), so no
+/// input file is dropped silently.
+fn npy_layout_names(dir: &Path) -> Result<Vec<String>> {
+    let entries = std::fs::read_dir(dir).map_err(|e| flashgnn_io::IoError::new("list", dir, None, e))?;
+    let mut unread = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| flashgnn_io::IoError::new("list", dir, None, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some((_, ours)) = PYG_NAMES.iter().find(|(pyg, _)| *pyg == name) {
+            return Err(BuildError::config(format!(
+                "{}: a PyG-style name the npy layout does not read; it expects {ours} (rename the file, or build \
+                 from the PyG Data object with flashgnn.from_pyg; docs/input.md)",
+                dir.join(&name).display()
+            )));
+        }
+        if name.ends_with(".npy") && !NPY_LAYOUT_FILES.contains(&name.as_str()) {
+            unread.push(name);
+        }
+    }
+    unread.sort();
+    Ok(unread
+        .into_iter()
+        .map(|n| {
+            format!(
+                "{}: not read (the npy layout reads {}; docs/input.md)",
+                dir.join(n).display(),
+                NPY_LAYOUT_FILES.join(", ")
+            )
+        })
+        .collect())
 }
 
 fn optional_values(path: &Path, what: &str) -> Result<Option<Box<dyn ValueSource>>> {

@@ -1,0 +1,49 @@
+"""Small helpers every layer may use: sizes in and out (``parse_size``,
+``human_bytes``), JSON reports (``print_json``) and the argument parser that
+reads negative-leading number lists. They live here, not in the CLI, so the
+library never imports the command line (the CLI imports the library)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([KMGT]?)(i?)B?\s*$", re.IGNORECASE)
+# A value that starts with a minus sign and is a number or a comma list of
+# numbers: "-1", "-1,-1", "-1,10", "-0.5,0.2". argparse's own test only knows
+# "-1" and "-.5", and takes "-1,-1" for an option ("expected one argument").
+_NEGATIVE_VALUE = re.compile(r"^-(\d+|\d*\.\d+)(,\s*-?(\d+|\d*\.\d+))*$")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, where an option's value may be a negative-leading number
+    list: ``--fanout -1,-1`` works like ``--fanout=-1,-1``. (No flashgnn
+    option name looks like a number, so nothing is shadowed.) Subparsers
+    made with ``add_subparsers`` are of this class too."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_VALUE
+
+
+def parse_size(text: str) -> int:
+    """'2GiB', '512M', '1.5G', '1000000' -> bytes (K/M/G/T are binary multiples)."""
+    m = _SIZE.match(text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"cannot parse size {text!r} (examples: 2GiB, 512M, 1048576)")
+    value, unit = float(m.group(1)), m.group(2).upper()
+    return int(value * (1024 ** " KMGT".index(unit or " ")))
+
+
+def human_bytes(n: float) -> str:
+    for unit in ["B", "KiB", "MiB", "GiB", "TiB"]:
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def print_json(obj) -> None:
+    """Print ``obj`` as the indented, key-sorted JSON every ``--json`` report uses."""
+    print(json.dumps(obj, indent=2, sort_keys=True))
