@@ -300,6 +300,24 @@ def test_remote_neighbor_loader_defaults_and_workers(ds_path):
     assert all(torch.equal(x.n_id, y.n_id) for x, y in zip(a, b)) and len(a) == 3
 
 
+def test_remote_neighbor_loader_runs_pygs_pipeline(ds_path):
+    """transform_sampler_output (refused by the native loader, which builds no
+    SamplerOutput) and filter_per_worker keep PyG's meaning here."""
+    seen = []
+
+    def tso(out):
+        seen.append(out.num_sampled_nodes[0])
+        return out
+
+    idx = torch.arange(30)
+    ld = flashgnn.pyg.NeighborLoader(ds_path, [2], input_nodes=idx, batch_size=10, transform_sampler_output=tso)
+    assert [d.batch_size for d in ld] == seen == [10, 10, 10]
+    fs, gs, _ = flashgnn.pyg.remote_backend(ds_path, num_neighbors=[2])
+    a = list(flashgnn.pyg.NeighborLoader((fs, gs), [2], input_nodes=idx, batch_size=10, filter_per_worker=False))
+    b = list(flashgnn.pyg.NeighborLoader((fs, gs), [2], input_nodes=idx, batch_size=10, filter_per_worker=True))
+    assert all(torch.equal(x.n_id, y.n_id) and torch.equal(x.x, y.x) for x, y in zip(a, b))
+
+
 # ---------------------------------------------------------------------------------------------
 # Deprecated names: one more release, with a warning naming the new one
 
