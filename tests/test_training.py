@@ -347,10 +347,51 @@ def test_checkpoint_is_data_not_code(tmp_path):
 
     (tmp_path / "ck").mkdir()
     with open(tmp_path / "ck" / "checkpoint.pt", "wb") as f:
-        pickle.dump({"format": "x", "payload": Evil()}, f)
+        pickle.dump({"format": "x", "payload": Evil()}, f, protocol=2)
     with pytest.raises(ValueError, match="not a readable checkpoint"):
         load_checkpoint(tmp_path / "ck")
     assert not (tmp_path / "pwned").exists()
+
+
+def test_best_validation_selection_and_patience(ds_path, tmp_path):
+    """The run's model, its checkpoint and its reported test accuracy are the
+    best-validation epoch's; --patience stops after that many epochs without
+    a better validation accuracy."""
+    r = run(_args(ds_path, "--epochs", "40", "--patience", "2", "--lr", "0.05", "--checkpoint", str(tmp_path / "ck")))
+    h = r["history"]
+    vals = [e["val_acc"] for e in h]
+    best = vals.index(max(vals)) + 1  # the first epoch reaching the maximum
+    assert r["best_epoch"] == best and r["val_acc"] == max(vals)
+    assert r["test_acc"] == h[best - 1]["test_acc"] and r["final_test_acc"] == h[-1]["test_acc"]
+    assert len(h) < 40, "patience 2 at lr 0.05 over 40 epochs should stop early"
+    assert len(h) == best + 2  # stopped exactly when two epochs had passed without improvement
+    st = load_checkpoint(tmp_path / "ck")
+    assert st["best"]["epoch"] == best and st["epoch"] == len(h)
+    ours = r["model_obj"].state_dict()
+    assert all(torch.equal(ours[k], st["model"][k]) for k in ours)  # `model` = best weights
+    assert any(not torch.equal(st["last"]["model"][k], st["model"][k]) for k in ours)  # `last` = latest, for --resume
+    with pytest.raises(SystemExit, match="--patience -1"):
+        run(_args(ds_path, "--patience", "-1"))
+
+
+def test_weight_decay_and_row_normalized_features(ds_path, tmp_path):
+    from flashgnn.train import normalize_features
+
+    x = torch.tensor([[1.0, 3.0], [0.0, 0.0], [0.2, 0.3]])
+    assert torch.allclose(normalize_features(x, "row"), torch.tensor([[0.25, 0.75], [0.0, 0.0], [0.2, 0.3]]))
+    assert normalize_features(x, "none") is x
+    plain = run(_args(ds_path, "--epochs", "2"))
+    decayed = run(_args(ds_path, "--epochs", "2", "--weight-decay", "0.5"))
+    norm = lambda m: sum(float(p.detach().norm()) ** 2 for p in m.parameters())  # noqa: E731
+    assert norm(decayed["model_obj"]) < norm(plain["model_obj"])
+    rowed = run(_args(ds_path, "--epochs", "2", "--normalize-features", "row", "--checkpoint", str(tmp_path / "ck")))
+    assert rowed["history"][-1]["train_loss"] != plain["history"][-1]["train_loss"]
+    st = load_checkpoint(tmp_path / "ck")
+    assert st["model_config"]["normalize_features"] == "row"
+    from flashgnn.dfg.models import from_checkpoint
+
+    with pytest.raises(ValueError, match="--normalize-features row"):
+        from_checkpoint(tmp_path / "ck")
 
 
 def test_train_with_cache_trains_the_same_model(ds_path):
@@ -533,18 +574,22 @@ def test_train_gcn_matches_pyg_full_batch_gcn(tmp_path):
     x = torch.from_numpy(ds.features(np.arange(ds.num_nodes)).astype(np.float32))
     y = torch.from_numpy(ds.labels(np.arange(ds.num_nodes)).astype(np.int64))
     ei = full_edge_index(ds)
-    train, test = (torch.from_numpy(ds.split(s)) for s in ("train", "test"))
+    train, val, test = (torch.from_numpy(ds.split(s)) for s in ("train", "val", "test"))
     torch.manual_seed(seed)
     model = StockGCN(ds.feature_dim, hidden, 2, ds.num_classes, dropout=0.0)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
+    best_val = pyg = -1.0  # the practitioner's protocol, as `train` does it: test accuracy at the best validation epoch
     for _ in range(epochs):
         model.train()
         opt.zero_grad()
         F.cross_entropy(model(x, ei)[train], y[train]).backward()
         opt.step()
-    model.eval()
-    with torch.no_grad():
-        pyg = float((model(x, ei)[test].argmax(-1) == y[test]).float().mean())
-    print(f"GCN test accuracy: flashgnn train {ours:.4f}, PyG full-batch GCNConv {pyg:.4f}")
+        model.eval()
+        with torch.no_grad():
+            pred = model(x, ei).argmax(-1)
+        v = float((pred[val] == y[val]).float().mean())
+        if v > best_val:
+            best_val, pyg = v, float((pred[test] == y[test]).float().mean())
+    print(f"GCN test accuracy at the best validation epoch: flashgnn train {ours:.4f}, PyG full-batch GCNConv {pyg:.4f}")
     assert pyg > 1.5 / ds.num_classes  # the task is learnable: well above chance
     assert abs(ours - pyg) <= 0.01, (ours, pyg)

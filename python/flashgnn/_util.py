@@ -16,6 +16,17 @@ _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([KMGT]?)(i?)B?\s*$", re.IGNORECASE
 _NEGATIVE_VALUE = re.compile(r"^-(\d+|\d*\.\d+)(,\s*-?(\d+|\d*\.\d+))*$")
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` shows every option's default (none for flags and options
+    without one)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or not action.option_strings or "%(default)" in text:
+            return text
+        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse, where an option's value may be a negative-leading number
     list: ``--fanout -1,-1`` works like ``--fanout=-1,-1``. (No flashgnn
@@ -23,6 +34,7 @@ class ArgumentParser(argparse.ArgumentParser):
     made with ``add_subparsers`` are of this class too."""
 
     def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = _NEGATIVE_VALUE
 

@@ -27,11 +27,34 @@ def _ids(ids) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
+# What `flashgnn build` imports, by the file that identifies each layout (docs/input.md).
+_RAW_MARKERS = (("edge_index.npy", "an npy input directory"), ("processed/paper", "an IGB root"),
+                ("raw/edge.csv.gz", "an OGB raw directory"), ("raw/edge.csv", "an OGB raw directory"))
+
+
+def raw_input_hint(path) -> str | None:
+    """When ``path`` is an input `flashgnn build` imports rather than a
+    built dataset, the advice that says so; else None."""
+    p = os.fspath(path)
+    if os.path.isfile(p):
+        return f"{p} is a file: if it is an edge list, import it first with `flashgnn build {p} OUT` (docs/input.md)"
+    for marker, what in _RAW_MARKERS:
+        if os.path.exists(os.path.join(p, marker)):
+            return f"{p} looks like {what} (it holds {marker}): import it first with `flashgnn build {p} OUT`"
+    return None
+
+
 class Dataset:
     """A built flashgnn dataset directory (see ``docs/format.md``)."""
 
     def __init__(self, path: str | os.PathLike):
-        self._core = _core.Dataset(os.fspath(path))
+        try:
+            self._core = _core.Dataset(os.fspath(path))
+        except _core.DatasetNotFoundError as e:
+            hint = raw_input_hint(path)
+            if hint is None:
+                raise
+            raise _core.DatasetNotFoundError(f"{e}; {hint}") from None
 
     path = property(lambda self: self._core.path)
     num_nodes = property(lambda self: self._core.num_nodes)

@@ -60,7 +60,7 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
     from flashgnn.loader import resolve_engine
     from flashgnn.nn import GCN
     from flashgnn.sampler import Sampler
-    from flashgnn.train import load_checkpoint, model_from_checkpoint
+    from flashgnn.train import load_checkpoint, model_from_checkpoint, normalize_features
 
     if output not in ("logits", "hidden"):
         raise ValueError(f"output {output!r}: expected logits or hidden")
@@ -106,6 +106,8 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
                 h_in = b.x if first else np.asarray(prev[b.n_id])
                 with torch.no_grad():
                     x = torch.from_numpy(np.ascontiguousarray(h_in, dtype=np.float32)).to(device)
+                    if first:  # as the model was trained (train --normalize-features)
+                        x = normalize_features(x, cfg.get("normalize_features", "none"))
                     if layer is None:
                         h = model(x)
                     else:

@@ -14,7 +14,7 @@ import time
 
 from tqdm.auto import tqdm
 
-from flashgnn import _core
+from flashgnn import _core, _progress
 
 _POLL_SECONDS = 0.2
 
@@ -47,9 +47,12 @@ def _draw(job, bars: dict, desc: str) -> None:
     for name, unit, done, total, finished in job.poll():
         bar = bars.get(name)
         if bar is None:
-            bar = bars[name] = tqdm(
-                total=total or None, desc=f"{desc}{name}", position=len(bars), leave=True, dynamic_ncols=True, **_unit_scale(unit)
-            )
+            if _progress.interactive():
+                bar = tqdm(total=total or None, desc=f"{desc}{name}", position=len(bars), leave=True,
+                           dynamic_ncols=True, **_unit_scale(unit))
+            else:  # a log: plain periodic lines, no redraws
+                bar = _progress.Lines(total=total or None, desc=f"{desc}{name}", unit=unit)
+            bars[name] = bar
         if total and bar.total != total:
             bar.total = total
         bar.n = done

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import sys
@@ -41,56 +42,122 @@ MODELS = ("sage", "gcn", "gin", "gat", "mlp")
 DEGREE_MODELS = ("gcn",)
 CHECKPOINT_FILE = "checkpoint.pt"
 CHECKPOINT_FORMAT = "flashgnn-checkpoint"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2  # 2: `model` holds the best-validation weights, `last` the latest (for --resume)
+CHECKPOINT_VERSIONS = (1, 2)
+NORMALIZE_FEATURES = ("none", "row")
+
+
+# Defaults `train` shares with `presample` (same batches for the same flags).
+DEFAULT_FANOUT = "25,10"
+DEFAULT_BATCH_SIZE = 1024
+DEFAULT_SEED = 0
 
 
 def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
     from flashgnn._util import ArgumentParser  # --fanout -1,-1 is a value, not an option
 
     p = ArgumentParser(prog=prog, description="Train a GNN on a flashgnn dataset (mini-batch, SSD-resident).")
-    p.add_argument("dataset")
-    p.add_argument("--model", default="sage", choices=MODELS, help="mlp = features-only baseline")
-    p.add_argument("--fanout", default="25,10", help="neighbors per hop, comma separated (-1 = all)")
-    p.add_argument("--batch-size", type=int, default=1024)
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--hidden", type=int, default=128)
-    p.add_argument("--dropout", type=float, default=0.2)
-    p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
-    p.add_argument("--engine", default="auto", help="auto|uring|pread|pread-pool|mmap|mmap-default|memory")
-    p.add_argument("--prefetch", type=int, default=4, help="batches prepared ahead of the trainer")
-    p.add_argument("--workers", type=int, default=1, help="sampling producer threads")
-    p.add_argument("--cache-budget", type=parse_size, default=0,
-                   help="cross-batch DRAM cache for pages and feature rows, e.g. 256MiB (0 = none); shared by the "
-                        "train/val/test loaders")
-    p.add_argument("--memory-budget", type=parse_size, default=0,
-                   help="one budget for the engine's buffers, the prefetch window and the cache (the cache gets the "
-                        "rest; the split is printed); overrides --cache-budget")
-    p.add_argument("--device-cache", type=parse_size, default=0,
-                   help="GPU tier: this many bytes of the highest-degree feature rows resident on --device and "
-                        "gathered there, never read from disk (0 = off; online sampling only)")
-    p.add_argument("--cache-hot", default="degree", choices=["degree", "presample", "none"],
-                   help="how the cache's static hot set (--hot-fraction of the budget) is chosen")
-    p.add_argument("--hot-fraction", type=float, default=DEFAULT_HOT_FRACTION,
-                   help="share of the cache budget for the static hot set")
-    p.add_argument("--lookahead", type=int, default=0,
-                   help="online lookahead: sample each training batch's structure this many batches ahead and fill "
-                        "its feature rows through a Belady cache that knows those batches (0 = off)")
-    p.add_argument("--lookahead-budget", type=parse_size, default=0,
-                   help="bytes of the lookahead's Belady row cache (with --memory-budget: its share is taken from "
-                        "the cache part)")
-    p.add_argument("--cache-policy", default="s3fifo", choices=["s3fifo", "clock"])
-    p.add_argument("--presampled", help="train from the subgraphs stored by `flashgnn presample` (same --seed, "
-                   "--fanout, --batch-size: the weights are identical to online sampling)")
-    p.add_argument("--eval-fanout", help="fanouts for validation/test (default: --fanout)")
-    p.add_argument("--checkpoint", help="directory for checkpoint.pt (written after every epoch)")
-    p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, help="torch intra-op threads (default: cores / local ranks - 1)")
-    p.add_argument("--metrics-json", help="write per-epoch metrics and the summary to this file")
-    p.add_argument("--max-batches", type=int, help="stop each epoch after this many batches (smoke runs)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("dataset", help="a dataset directory written by `flashgnn build`")
+    m = p.add_argument_group("model and optimisation")
+    m.add_argument("--model", default="sage", choices=MODELS, help="mlp = features-only baseline")
+    m.add_argument("--hidden", type=int, default=128, help="hidden channels")
+    m.add_argument("--dropout", type=float, default=0.2, help="dropout probability, in [0, 1)")
+    m.add_argument("--epochs", type=int, default=3, help="epochs to train (>= 1)")
+    m.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate")
+    m.add_argument("--weight-decay", type=float, default=0.0,
+                   help="L2 penalty of the Adam optimizer (PyG's Planetoid examples use 5e-4)")
+    m.add_argument("--normalize-features", default="none", choices=NORMALIZE_FEATURES,
+                   help="row: divide each feature row by its sum (clamped at 1), as PyG's NormalizeFeatures does for "
+                        "non-negative features; applied as batches load, recorded in the checkpoint so `embed` "
+                        "applies it too")
+    m.add_argument("--patience", type=int, default=0,
+                   help="stop after this many epochs without a better validation accuracy (0 = run every epoch); "
+                        "either way the checkpoint and the reported test accuracy are the best-validation epoch's")
+    m.add_argument("--seed", type=int, default=DEFAULT_SEED, help="weights, batch order and sampling")
+    m.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
+    m.add_argument("--threads", type=int, help="torch intra-op threads (default: cores / local ranks - 1)")
+    sm = p.add_argument_group("sampling and reading")
+    sm.add_argument("--fanout", default=DEFAULT_FANOUT, help="neighbors per hop, comma separated (-1 = all)")
+    sm.add_argument("--eval-fanout", help="fanouts for validation/test (default: --fanout)")
+    sm.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="seed nodes per batch")
+    sm.add_argument("--engine", default="auto", help="auto|uring|pread|pread-pool|mmap|mmap-default|memory")
+    sm.add_argument("--prefetch", type=int, default=4, help="batches prepared ahead of the trainer")
+    sm.add_argument("--workers", type=int, default=1, help="sampling producer threads")
+    sm.add_argument("--presampled", help="train from the subgraphs stored by `flashgnn presample` (same --seed, "
+                    "--fanout, --batch-size: the weights are identical to online sampling)")
+    mem = p.add_argument_group("memory and caches")
+    mem.add_argument("--memory-budget", type=parse_size, default=0,
+                     help="one budget for the engine's buffers, the prefetch window and the cache (the cache gets the "
+                          "rest; the split is printed); overrides --cache-budget")
+    mem.add_argument("--cache-budget", type=parse_size, default=0,
+                     help="cross-batch DRAM cache for pages and feature rows, e.g. 256MiB (0 = none); shared by the "
+                          "train/val/test loaders")
+    mem.add_argument("--cache-policy", default="s3fifo", choices=["s3fifo", "clock"])
+    mem.add_argument("--cache-hot", default="degree", choices=["degree", "presample", "none"],
+                     help="how the cache's static hot set (--hot-fraction of the budget) is chosen")
+    mem.add_argument("--hot-fraction", type=float, default=DEFAULT_HOT_FRACTION,
+                     help="share of the cache budget for the static hot set, in [0, 1]")
+    mem.add_argument("--device-cache", type=parse_size, default=0,
+                     help="GPU tier: this many bytes of the highest-degree feature rows resident on --device and "
+                          "gathered there, never read from disk (0 = off; online sampling only)")
+    mem.add_argument("--lookahead", type=int, default=0,
+                     help="online lookahead: sample each training batch's structure this many batches ahead and fill "
+                          "its feature rows through a Belady cache that knows those batches (0 = off)")
+    mem.add_argument("--lookahead-budget", type=parse_size, default=0,
+                     help="bytes of the lookahead's Belady row cache (with --memory-budget: its share is taken from "
+                          "the cache part)")
+    out = p.add_argument_group("checkpoints and output")
+    out.add_argument("--checkpoint", help="directory for checkpoint.pt (written after every epoch)")
+    out.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    out.add_argument("--metrics-json", help="write per-epoch metrics and the summary to this file")
+    out.add_argument("--max-batches", type=int,
+                     help="stop each epoch's training and each evaluation after this many batches (smoke runs)")
+    out.add_argument("--no-progress", action="store_true", help="no progress bars (epoch lines still print)")
+    out.add_argument("--quiet", "-q", action="store_true", help="print only errors and the final summary line")
     return p
+
+
+def check_args(args) -> None:
+    """Every flag checked before anything is opened, read or imported: a run
+    that cannot finish stops here, naming the flag, its value and the bound."""
+    def bad(flag: str, value, bound: str) -> None:
+        raise SystemExit(f"flashgnn train: error: {flag} {value}: {bound}")
+
+    for flag, value, lo in (("--epochs", args.epochs, 1), ("--batch-size", args.batch_size, 1),
+                            ("--hidden", args.hidden, 1), ("--prefetch", args.prefetch, 1),
+                            ("--workers", args.workers, 1), ("--patience", args.patience, 0),
+                            ("--lookahead", args.lookahead, 0)):
+        if value < lo:
+            bad(flag, value, f"must be >= {lo}")
+    for flag, value in (("--threads", args.threads), ("--max-batches", args.max_batches)):
+        if value is not None and value < 1:
+            bad(flag, value, "must be >= 1 (leave it out for the default)")
+    if not (0.0 <= args.dropout < 1.0):
+        bad("--dropout", args.dropout, "must be in [0, 1)")
+    if not (args.lr > 0.0 and math.isfinite(args.lr)):
+        bad("--lr", args.lr, "must be a finite number > 0")
+    if not (args.weight_decay >= 0.0 and math.isfinite(args.weight_decay)):
+        bad("--weight-decay", args.weight_decay, "must be a finite number >= 0")
+    if not (0.0 <= args.hot_fraction <= 1.0):
+        bad("--hot-fraction", args.hot_fraction, "must be in [0, 1]")
+    parse_fanout(args.fanout)
+    if args.eval_fanout:
+        parse_fanout(args.eval_fanout)
+    if args.resume and not args.checkpoint:
+        raise SystemExit("flashgnn train: error: --resume needs --checkpoint DIR")
+    if args.checkpoint:
+        ck = Path(args.checkpoint)
+        if ck.exists() and not ck.is_dir():
+            bad("--checkpoint", ck, "exists and is not a directory")
+        parent = ck if ck.exists() else next((q for q in ck.absolute().parents if q.exists()), Path("/"))
+        if not os.access(parent, os.W_OK | os.X_OK):
+            bad("--checkpoint", ck, f"{parent} is not writable")
+    if args.metrics_json:
+        mj = Path(args.metrics_json)
+        if mj.is_dir():
+            bad("--metrics-json", mj, "is a directory; give a file name")
+        if not os.access(mj.absolute().parent, os.W_OK) if mj.absolute().parent.exists() else True:
+            bad("--metrics-json", mj, f"{mj.absolute().parent} is not a writable directory")
 
 
 def parse_fanout(text: str) -> list[int]:
@@ -291,9 +358,22 @@ def load_checkpoint(directory: str | os.PathLike, map_location="cpu") -> dict:
         raise ValueError(f"{path}: not a readable checkpoint ({type(e).__name__}: {e})") from None
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{path}: not a flashgnn checkpoint (format field {state.get('format') if isinstance(state, dict) else None!r})")
-    if state.get("version") != CHECKPOINT_VERSION:
-        raise ValueError(f"{path}: checkpoint version {state.get('version')!r}; this flashgnn reads version {CHECKPOINT_VERSION}")
+    if state.get("version") not in CHECKPOINT_VERSIONS:
+        raise ValueError(f"{path}: checkpoint version {state.get('version')!r}; this flashgnn reads versions "
+                         f"{', '.join(map(str, CHECKPOINT_VERSIONS))}")
     return state
+
+
+def normalize_features(x, how: str):
+    """Feature rows as the model was trained on them: ``row`` divides each
+    row by its sum, clamped at 1 (PyG's ``NormalizeFeatures`` on
+    non-negative features), ``none`` leaves them. Row-wise, so applying it
+    per batch equals applying it to the whole table."""
+    if how == "none":
+        return x
+    if how == "row":
+        return x / x.sum(dim=-1, keepdim=True).clamp(min=1.0)
+    raise ValueError(f"normalize_features {how!r}: expected one of {', '.join(NORMALIZE_FEATURES)}")
 
 
 def model_from_checkpoint(state: dict):
@@ -378,14 +458,21 @@ class _Dist:
             dist.destroy_process_group()
 
 
-def evaluate(model, loader, device) -> tuple[int, int]:
-    """(correct, total) over a loader's seeds."""
+def evaluate(model, loader, device, normalize: str = "none", max_batches: int | None = None,
+             progress=None) -> tuple[int, int]:
+    """(correct, total) over a loader's seeds (its first ``max_batches``
+    batches when given); ``progress`` is a bar to advance per batch."""
     import torch
 
     model.eval()
     correct = total = 0
     with torch.no_grad():
-        for data in DeviceFeeder(loader, device):
+        for i, data in enumerate(DeviceFeeder(loader, device)):
+            if max_batches is not None and i >= max_batches:
+                break
+            if progress is not None:
+                progress.update(1)
+            data.x = normalize_features(data.x, normalize)
             y = data.y[: data.batch_size]
             keep = y >= 0
             pred = forward(model, data).argmax(-1)
@@ -398,20 +485,23 @@ def run(args) -> dict:
     """Train as ``args`` (see :func:`parser`) says; returns the summary dict."""
     import torch
     import torch.nn.functional as F
-    from tqdm.auto import tqdm
-
     import flashgnn
+    from flashgnn import _progress
     from flashgnn.loader import NeighborLoader
 
     # Flag checks first: nothing is opened or read for a run that cannot start.
-    if args.lookahead < 0:
-        raise SystemExit(f"flashgnn train: error: --lookahead {args.lookahead}: expected 0 (off) or a window of >= 1 "
-                         "batches")
+    for name, default in (("quiet", False), ("patience", 0), ("weight_decay", 0.0),
+                          ("normalize_features", "none")):  # namespaces built by older callers
+        if not hasattr(args, name):
+            setattr(args, name, default)
+    check_args(args)
     if args.lookahead and args.device_cache and not args.presampled:
         raise SystemExit("flashgnn train: error: --lookahead and --device-cache cannot be combined (rows are filled on "
                          "the host by the one, gathered on the device by the other)")
     dist_ctx = _Dist(args.device)
     device = dist_ctx.device
+    progress = dist_ctx.main and not args.no_progress and not args.quiet
+    chatty = dist_ctx.main and not args.quiet  # per-epoch lines and set-up notes
     threads = args.threads or default_threads(dist_ctx.local_world)
     torch.set_num_threads(threads)
     fanouts = parse_fanout(args.fanout)
@@ -442,13 +532,14 @@ def run(args) -> dict:
     random.seed(args.seed)
     config = dict(model=args.model, in_dim=ds.feature_dim, hidden=args.hidden, out_dim=ds.num_classes,
                   num_layers=len(fanouts), dropout=args.dropout, fanouts=fanouts)
+    if args.normalize_features != "none":  # absent = none, so older checkpoints still match
+        config["normalize_features"] = args.normalize_features
     model = build_model(args.model, ds.feature_dim, args.hidden, ds.num_classes, len(fanouts), args.dropout).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     history: list[dict] = []
     start_epoch = 0
+    best = None  # the best-validation epoch so far: {"epoch", "val_acc", "test_acc", "model": weights}
     if args.resume:
-        if not args.checkpoint:
-            raise SystemExit("flashgnn train: error: --resume needs --checkpoint DIR")
         ckpt_path = Path(args.checkpoint) / CHECKPOINT_FILE
         if ckpt_path.exists():
             state = load_checkpoint(args.checkpoint, map_location=device)
@@ -456,13 +547,15 @@ def run(args) -> dict:
                 if state["model_config"].get(k) != v:
                     raise SystemExit(f"flashgnn train: error: {ckpt_path}: model_config.{k} is "
                                      f"{state['model_config'].get(k)!r}, this run asks for {v!r}")
-            model.load_state_dict(state["model"])
+            model.load_state_dict(state.get("last", state)["model"])
             opt.load_state_dict(state["optimizer"])
             _set_rng_state(state["rng"])
             start_epoch, history = int(state["epoch"]), list(state["history"])
-            if dist_ctx.main:
+            if state.get("best"):
+                best = dict(state["best"], model=state["model"])
+            if chatty:
                 print(f"resumed from {ckpt_path} after epoch {start_epoch}", flush=True)
-        elif dist_ctx.main:
+        elif chatty:
             print(f"no checkpoint at {ckpt_path}; starting fresh", flush=True)
     raw_model = model
     if dist_ctx.enabled:
@@ -478,7 +571,7 @@ def run(args) -> dict:
                              prefetch=args.prefetch, hot_fraction=args.hot_fraction, lookahead=args.lookahead)
         args.cache_budget = split["cache"]
         args.lookahead_budget = split["lookahead_cache"]
-        if dist_ctx.main:
+        if chatty:
             print(budget.describe(split), flush=True)
     if getattr(args, "cache_budget", 0):
         t_cache = time.perf_counter()
@@ -486,7 +579,7 @@ def run(args) -> dict:
                                hot_fraction=args.hot_fraction,
                                presample_seeds=np.random.default_rng(args.seed).permutation(ds.split("train"))[:8 * args.batch_size],
                                batch_size=args.batch_size)
-        if dist_ctx.main:
+        if chatty:
             st = cache.stats()
             print(f"cache: {args.cache_budget / 2**20:.0f} MiB ({args.cache_policy}), static hot set by {args.cache_hot} "
                   f"{st['static_bytes'] / 2**20:.0f} MiB chosen and read in {time.perf_counter() - t_cache:.1f} s",
@@ -495,8 +588,8 @@ def run(args) -> dict:
     if getattr(args, "device_cache", 0) and not getattr(args, "presampled", None):
         from flashgnn.device import DeviceCache
 
-        device_cache = DeviceCache(ds.path, args.device_cache, device=device, progress=dist_ctx.main)
-        if dist_ctx.main:
+        device_cache = DeviceCache(ds.path, args.device_cache, device=device, progress=progress)
+        if chatty:
             st = device_cache.stats()
             print(f"device cache: {st['rows']:,} rows ({st['bytes'] / 2**20:.0f} MiB) on {st['device']}, loaded in "
                   f"{st['load_seconds']:.1f} s", flush=True)
@@ -528,18 +621,17 @@ def run(args) -> dict:
     val_loader = NeighborLoader(ds, eval_fanouts, batch_size=args.batch_size, split="val", **eval_common)
     test_loader = NeighborLoader(ds, eval_fanouts, batch_size=args.batch_size, split="test", **eval_common)
     window = getattr(train_loader, "window", None)
-    if window is not None and window.belady is not None and dist_ctx.main:
+    if window is not None and window.belady is not None and chatty:
         print(f"lookahead: {args.lookahead} batches, Belady row cache {args.lookahead_budget / 2**20:.0f} MiB "
               f"({window.belady.capacity:,} rows)", flush=True)
-    progress = dist_ctx.main and not args.no_progress
     n_train = len(ds.split("train"))
     t_run = time.perf_counter()
     for epoch in range(start_epoch, args.epochs):
         train_loader.set_epoch(epoch)
         model.train()
         steps = len(train_loader) if args.max_batches is None else min(len(train_loader), args.max_batches)
-        bar = tqdm(total=steps, desc=f"epoch {epoch + 1}/{args.epochs}", unit="batch", disable=not progress,
-                   dynamic_ncols=True, leave=True)
+        bar = _progress.bar(total=steps, desc=f"epoch {epoch + 1}/{args.epochs}", unit="batch", disable=not progress,
+                            leave=True)
         t0 = time.perf_counter()
         wait = loss_sum = 0.0
         seeds = correct = batches = 0
@@ -550,6 +642,7 @@ def run(args) -> dict:
             wait += time.perf_counter() - tw
             if data is None:
                 break
+            data.x = normalize_features(data.x, args.normalize_features)
             opt.zero_grad(set_to_none=True)
             out = forward(model, data)
             y = data.y[: data.batch_size]
@@ -575,8 +668,13 @@ def run(args) -> dict:
         # The same evaluation sample every epoch (and after a resume).
         val_loader.set_epoch(0)
         test_loader.set_epoch(0)
-        vc, vt = evaluate(model, val_loader, device)
-        tc, tt = evaluate(model, test_loader, device)
+        eval_steps = [len(ld) if args.max_batches is None else min(len(ld), args.max_batches)
+                      for ld in (val_loader, test_loader)]
+        ebar = _progress.bar(total=sum(eval_steps), desc=f"eval {epoch + 1}/{args.epochs}", unit="batch",
+                             disable=not progress, leave=False)
+        vc, vt = evaluate(model, val_loader, device, args.normalize_features, args.max_batches, ebar)
+        tc, tt = evaluate(model, test_loader, device, args.normalize_features, args.max_batches, ebar)
+        ebar.close()
         vc, vt, tc, tt = dist_ctx.sum([vc, vt, tc, tt])
         rec = dict(
             epoch=epoch + 1, train_loss=loss_sum / max(seeds, 1), train_acc=correct / max(seeds, 1),
@@ -590,18 +688,31 @@ def run(args) -> dict:
             lookahead=train_loader.telemetry.get("lookahead"),
         )
         history.append(rec)
-        if dist_ctx.main:
+        if best is None or rec["val_acc"] > best["val_acc"]:  # val/test accuracies are summed over ranks: all agree
+            best = dict(epoch=rec["epoch"], val_acc=rec["val_acc"], test_acc=rec["test_acc"],
+                        model={k: v.detach().clone() for k, v in raw_model.state_dict().items()})
+        stale = rec["epoch"] - best["epoch"]
+        if chatty:
             print(f"epoch {rec['epoch']}: loss {rec['train_loss']:.4f}, train acc {rec['train_acc']:.4f}, "
                   f"val acc {rec['val_acc']:.4f}, test acc {rec['test_acc']:.4f}, {rec['seeds_per_s']:,.0f} seeds/s, "
                   f"data wait {100 * rec['data_wait']:.1f}% (max over ranks {100 * wait_max:.1f}%), "
                   f"{rec['train_seconds']:.1f} s train + {rec['seconds'] - rec['train_seconds']:.1f} s eval", flush=True)
+        if dist_ctx.main:
             if args.checkpoint:
                 save_checkpoint(args.checkpoint, dict(
                     format=CHECKPOINT_FORMAT, version=CHECKPOINT_VERSION, model_config=config,
-                    model=raw_model.state_dict(), optimizer=opt.state_dict(), epoch=epoch + 1, rng=_rng_state(),
-                    history=history, dataset=os.path.abspath(ds.path), args=vars(args)))
+                    model=best["model"], best={k: v for k, v in best.items() if k != "model"},
+                    last=dict(model=raw_model.state_dict()), optimizer=opt.state_dict(), epoch=epoch + 1,
+                    rng=_rng_state(), history=history, dataset=os.path.abspath(ds.path), args=vars(args)))
         dist_ctx.barrier()
+        if args.patience and stale >= args.patience and epoch + 1 < args.epochs:
+            if chatty:
+                print(f"early stop after epoch {rec['epoch']}: no better validation accuracy for {stale} epochs "
+                      f"(--patience {args.patience}; best {best['val_acc']:.4f} at epoch {best['epoch']})", flush=True)
+            break
     total = time.perf_counter() - t_run
+    if best is not None:  # the run's model is the best-validation one (what the checkpoint holds)
+        raw_model.load_state_dict(best["model"])
     # DDP keeps replicas identical; record each rank's weight digest to show it.
     import hashlib
 
@@ -614,8 +725,10 @@ def run(args) -> dict:
     ran_seconds = max(sum(h["train_seconds"] for h in ran), 1e-9)
     summary = dict(
         model=args.model, dataset=ds.path, engine=train_loader.engine, world_size=dist_ctx.world,
-        epochs=len(history), seconds=total, test_acc=last.get("test_acc"), val_acc=last.get("val_acc"),
-        train_loss=last.get("train_loss"),
+        epochs=len(history), seconds=total,
+        test_acc=best["test_acc"] if best else None, val_acc=best["val_acc"] if best else None,
+        best_epoch=best["epoch"] if best else None,
+        final_test_acc=last.get("test_acc"), final_val_acc=last.get("val_acc"), train_loss=last.get("train_loss"),
         data_wait=sum(h["data_wait"] * h["train_seconds"] for h in ran) / ran_seconds if ran else None,
         seeds_per_s=sum(h["seeds"] for h in ran) / ran_seconds if ran else None,
         train_nodes=n_train, rank_weight_digests=digests, ranks_agree=len(set(digests)) == 1,
@@ -628,8 +741,10 @@ def run(args) -> dict:
             dw = f"{100 * summary['data_wait']:.1f}%" if summary["data_wait"] is not None else "n/a"
             sps = f"{summary['seeds_per_s']:,.0f}" if summary["seeds_per_s"] is not None else "n/a"
             print(f"trained {args.model} on {ds.path} ({train_loader.engine}, {dist_ctx.world} process"
-                  f"{'es' if dist_ctx.world > 1 else ''}): {len(history)} epochs, test acc {summary['test_acc']:.4f}, "
-                  f"val acc {summary['val_acc']:.4f}, data wait {dw}, {sps} seeds/s, {total:.1f} s", flush=True)
+                  f"{'es' if dist_ctx.world > 1 else ''}): {len(history)} epochs, test acc {summary['test_acc']:.4f} "
+                  f"at the best val acc {summary['val_acc']:.4f} (epoch {summary['best_epoch']}; final epoch: test "
+                  f"{summary['final_test_acc']:.4f}, val {summary['final_val_acc']:.4f}), data wait {dw}, {sps} "
+                  f"seeds/s, {total:.1f} s", flush=True)
     dist_ctx.close()
     summary["model_obj"] = raw_model
     summary["history"] = history

@@ -159,6 +159,7 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("dirs", nargs="+", help="one directory per device")
     st.add_argument("--chunk", type=parse_size, default=64 << 10, help="stripe unit (default 64KiB, multiple of 4KiB)")
 
+    from flashgnn import train as train_defaults  # presample shares train's defaults (same batches)
     from flashgnn.train import parser as train_parser
 
     sub.add_parser("train", help="train a GNN (sage|gcn|gin|gat|mlp) with the flashgnn loader",
@@ -180,9 +181,11 @@ def _parser() -> argparse.ArgumentParser:
     ps.add_argument("dataset")
     ps.add_argument("out", help="output directory (presample.json, epoch-EEEE.fgps)")
     ps.add_argument("--epochs", type=int, default=1)
-    ps.add_argument("--fanout", default="25,10", help="as `flashgnn train --fanout`")
-    ps.add_argument("--batch-size", type=int, default=1024)
-    ps.add_argument("--seed", type=int, default=0, help="as `flashgnn train --seed` (same batches)")
+    ps.add_argument("--fanout", default=train_defaults.DEFAULT_FANOUT, help="as `flashgnn train --fanout`")
+    ps.add_argument("--batch-size", type=int, default=train_defaults.DEFAULT_BATCH_SIZE,
+                    help="as `flashgnn train --batch-size`")
+    ps.add_argument("--seed", type=int, default=train_defaults.DEFAULT_SEED,
+                    help="as `flashgnn train --seed` (same batches)")
     ps.add_argument("--split", default="train")
     ps.add_argument("--engine", default="auto")
     ps.add_argument("--workers", type=int, default=1)
@@ -203,7 +206,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+# Third-party deprecation notices the user can do nothing about: torch_geometric
+# scripts a few helpers with torch.jit.script at import, and torch 2.9+ warns on
+# every such call. Silenced for the command line only; the library leaves the
+# user's warning filters alone.
+_QUIET = [(r".*torch\.jit\.script.* is deprecated", FutureWarning)]
+
+
 def main(argv: list[str] | None = None) -> int:
+    import warnings
+
+    for message, category in _QUIET:
+        warnings.filterwarnings("ignore", message=message, category=category)
     args = _parser().parse_args(argv)
     from flashgnn.cli import commands
 

@@ -237,6 +237,10 @@ def from_checkpoint(checkpoint_dir, fanouts=None, *, seed: int = 0) -> Graph:
     if name not in ("gcn", "gin", "sage"):
         raise ValueError(f"{checkpoint_dir}: model {name!r} has no built-in DFG (built-in for checkpoints: gcn, gin, "
                          "sage)")
+    if c.get("normalize_features", "none") != "none":
+        raise ValueError(f"{checkpoint_dir}: trained with --normalize-features {c['normalize_features']}; the built-in "
+                         "DFGs feed stored features unchanged, so serving it would not reproduce the trained model "
+                         "(train without it, or store normalised features at build time)")
     fanouts = list(c.get("fanouts") or []) if fanouts is None else list(fanouts)
     g = build(name, state["model"], fanouts, seed=seed)
     g.meta.update(checkpoint_epoch=int(state.get("epoch", 0)), hidden=int(c["hidden"]))
