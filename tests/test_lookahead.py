@@ -51,13 +51,13 @@ def test_free_rows_and_missing_positions(ds_path):
 
 @pytest.mark.parametrize("cached", [False, True])
 def test_lookahead_batches_equal_plain_batches(ds_path, cached):
-    plain = NeighborLoader(ds_path, [5, 3], batch_size=128, split="train", seed=3)
+    plain = NeighborLoader(ds_path, [5, 3], batch_size=128, split="train", shuffle=True, seed=3)
     n = flashgnn.open(ds_path).num_nodes
     row = flashgnn.open(ds_path).feature_dim * 4
     cache = flashgnn.Cache(ds_path, [5, 3], 64 << 10) if cached else None
     budget = 8 * n + 400 * (row + 8)  # 400 rows: far below an epoch's working set
-    la = NeighborLoader(ds_path, [5, 3], batch_size=128, split="train", seed=3, lookahead=4, lookahead_budget=budget,
-                        cache=cache)
+    la = NeighborLoader(ds_path, [5, 3], batch_size=128, split="train", shuffle=True, seed=3, lookahead=4,
+                        lookahead_budget=budget, cache=cache)
     for epoch in (0, 1):
         want, got = _epoch(plain, epoch), _epoch(la, epoch)
         assert len(want) == len(got) > 3

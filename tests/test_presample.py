@@ -33,7 +33,7 @@ def _args(ds_path, *extra):
 def test_presampled_batches_equal_online_batches(ds_path, tmp_path):
     rep = presample(ds_path, tmp_path / "ps", [5, 3], batch_size=128, epochs=2, seed=9, progress=False)
     assert rep["bytes"] > 0 and len(rep["epochs"]) == 2
-    online = flashgnn.NeighborLoader(ds_path, [5, 3], batch_size=128, split="train", seed=9)
+    online = flashgnn.NeighborLoader(ds_path, [5, 3], batch_size=128, split="train", shuffle=True, seed=9)
     stored = PresampledLoader(tmp_path / "ps", ds_path)
     for epoch in (0, 1):
         online.set_epoch(epoch)

@@ -156,15 +156,16 @@ def test_batches_carry_whole_graph_degrees(ds_path, tmp_path, layout):
 
 
 def test_neighbor_loader_epochs_determinism_and_engines(ds_path):
-    a = flashgnn.NeighborLoader(ds_path, [4, 2], batch_size=300, split="train", seed=1)
-    b = flashgnn.NeighborLoader(ds_path, [4, 2], batch_size=300, split="train", seed=1, engine="memory", workers=2)
+    a = flashgnn.NeighborLoader(ds_path, [4, 2], batch_size=300, split="train", shuffle=True, seed=1)
+    b = flashgnn.NeighborLoader(ds_path, [4, 2], batch_size=300, split="train", shuffle=True, seed=1, engine="memory",
+                                num_workers=2)
     e0a, e1a = [d.n_id for d in a], [d.n_id for d in a]
     e0b = [d.n_id for d in b]
     assert all(torch.equal(x, y) for x, y in zip(e0a, e0b))  # other engine, other producer count: same batches
     assert not torch.equal(e0a[0][:300], e1a[0][:300])  # next epoch reshuffles
     a.set_epoch(1)
     assert all(torch.equal(x, y) for x, y in zip(e1a, [d.n_id for d in a]))  # set_epoch replays an epoch
-    c = flashgnn.NeighborLoader(ds_path, [4, 2], batch_size=300, split="train", seed=2)
+    c = flashgnn.NeighborLoader(ds_path, [4, 2], batch_size=300, split="train", shuffle=True, seed=2)
     assert not torch.equal(e0a[0], next(iter(c)).n_id)
 
 
@@ -177,7 +178,8 @@ def test_pin_memory_is_ignored_without_cuda(ds_path):
 
 def test_neighbor_loader_rank_shards(ds_path):
     n = len(flashgnn.open(ds_path).split("train"))
-    shards = [flashgnn.NeighborLoader(ds_path, [2], batch_size=128, split="train", seed=5, rank=r, world_size=3)
+    shards = [flashgnn.NeighborLoader(ds_path, [2], batch_size=128, split="train", shuffle=True, seed=5, rank=r,
+                                      world_size=3)
               for r in range(3)]
     ids = [torch.cat([d.n_id[: d.batch_size] for d in s]).tolist() for s in shards]
     assert len({len(x) for x in ids}) == 1 and len(ids[0]) == n // 3  # equal steps on every rank
@@ -199,7 +201,7 @@ def test_neighbor_loader_rejects_bad_arguments(ds_path):
         flashgnn.NeighborLoader(ds_path, [2], batch_size=0)
     mask = np.zeros(8192, dtype=bool)
     mask[[3, 5]] = True
-    d = next(iter(flashgnn.NeighborLoader(ds_path, [2], input_nodes=mask, shuffle=False)))
+    d = next(iter(flashgnn.NeighborLoader(ds_path, [2], input_nodes=mask, batch_size=2)))
     assert d.n_id[:2].tolist() == [3, 5]
 
 
@@ -236,7 +238,7 @@ def test_remote_backend_under_stock_node_loader(ds_path, num_workers):
 
     ds = flashgnn.open(ds_path)
     edges = edge_set(ds)
-    fs, gs, sampler = flashgnn.pyg.remote_backend(ds_path, fanouts=[4, 2], seed=3)
+    fs, gs, sampler = flashgnn.pyg.remote_backend(ds_path, num_neighbors=[4, 2], seed=3)
     idx = torch.from_numpy(ds.split("val"))
     loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=idx, batch_size=256, num_workers=num_workers)
     seen = []
@@ -259,7 +261,7 @@ def test_remote_backend_stores_and_refusals(ds_path):
     from torch_geometric.loader import NeighborLoader
 
     ds = flashgnn.open(ds_path)
-    fs, gs, sampler = flashgnn.pyg.remote_backend(ds_path, fanouts=[3])
+    fs, gs, sampler = flashgnn.pyg.remote_backend(ds_path, num_neighbors=[3])
     ids = torch.tensor([5, 1, 5, 4000])
     np.testing.assert_array_equal(fs.get_tensor(group_name=None, attr_name="x", index=ids).numpy(), ds.features(ids.numpy()))
     assert fs.gather_calls == 1  # one batched engine read
@@ -272,11 +274,16 @@ def test_remote_backend_stores_and_refusals(ds_path):
         fs.put_tensor(torch.zeros(ds.num_nodes, ds.feature_dim), group_name=None, attr_name="x", index=None)
     with pytest.raises(IndexError, match=r"node id 8192 out of range"):
         fs.get_tensor(group_name=None, attr_name="x", index=torch.tensor([8192]))
-    # PyG's NeighborLoader with our sampler works; without it, the refusal is explicit
-    loader = NeighborLoader((fs, gs), num_neighbors=[3], neighbor_sampler=sampler,
-                            input_nodes=torch.arange(50), batch_size=25)
+    # flashgnn.pyg.NeighborLoader (PyG's, with the arguments passed on) works with our sampler
+    loader = flashgnn.pyg.NeighborLoader((fs, gs), num_neighbors=[3], neighbor_sampler=sampler,
+                                         input_nodes=torch.arange(50), batch_size=25)
     d = next(iter(loader))
     assert d.batch_size == 25 and d.n_id[:25].tolist() == list(range(25))
+    # PyG's own never passes its num_neighbors to a given sampler: refused at the first batch
+    with pytest.raises(ValueError, match="does not pass num_neighbors"):
+        next(iter(NeighborLoader((fs, gs), num_neighbors=[3], neighbor_sampler=sampler,
+                                 input_nodes=torch.arange(50), batch_size=25)))
+    # without our sampler, PyG's would load every edge: the refusal is explicit
     with pytest.raises(RuntimeError, match="neighbor_sampler="):
         NeighborLoader((fs, gs), num_neighbors=[3], input_nodes=torch.arange(50), batch_size=25)
 

@@ -1,6 +1,7 @@
 """PyG-native mini-batch loaders over a flashgnn dataset.
 
-    loader = flashgnn.NeighborLoader("data/demo", fanouts=[25, 10], batch_size=1024, split="train")
+    loader = flashgnn.NeighborLoader("data/demo", num_neighbors=[25, 10], batch_size=1024, split="train",
+                                     shuffle=True)
     for data in loader:            # torch_geometric.data.Data
         out = model(data.x, data.edge_index,
                     num_sampled_nodes_per_hop=data.num_sampled_nodes,
@@ -24,16 +25,27 @@ import os
 import queue
 import threading
 import time
+import warnings
 from collections import deque
 
 import numpy as np
 import torch
 from torch_geometric.data import Data
+from torch_geometric.loader import NeighborLoader as _PygNeighborLoader
 
+from flashgnn import _pygargs as _pa
 from flashgnn.dataset import Dataset
 from flashgnn.sampler import Sampler
 
+_UNSET = object()  # "not given", for arguments whose deprecated name may carry the value
 ENGINE_CHOICES = ("auto", "uring", "pread", "pread-pool", "mmap", "mmap-default", "memory")
+
+
+# What a user of PyG's BasicGNN.inference(loader) is told to use instead.
+_INFERENCE_ADVICE = (
+    "for layer-wise full-graph inference with bounded memory use `flashgnn embed DATASET --checkpoint DIR OUT` "
+    "(flashgnn.embed.embed); for mini-batch inference iterate a loader with num_neighbors=[-1] * num_layers and "
+    "shuffle=False and take model(batch.x, batch.edge_index)[:batch.batch_size]")
 
 
 def resolve_engine(engine: str) -> str:
@@ -54,7 +66,9 @@ def _epoch_seed(seed: int, epoch: int) -> int:
     return int(np.random.SeedSequence([seed & (2**63 - 1), epoch]).generate_state(1, np.uint64)[0] >> 1)
 
 
-def _input_nodes(ds: Dataset, input_nodes, split: str | None) -> np.ndarray:
+def _input_nodes(ds: Dataset, input_nodes, split: str | None) -> tuple[np.ndarray, bool]:
+    """The seed nodes, and whether PyG's ``input_id`` is the node id itself
+    (a boolean mask or None, as in PyG) rather than the position in them."""
     if input_nodes is not None and split is not None:
         raise ValueError("give input_nodes or split, not both")
     if input_nodes is not None:
@@ -64,19 +78,19 @@ def _input_nodes(ds: Dataset, input_nodes, split: str | None) -> np.ndarray:
         if a.dtype == np.bool_:
             if len(a) != ds.num_nodes:
                 raise ValueError(f"input_nodes mask has {len(a):,} entries; the dataset has {ds.num_nodes:,} nodes")
-            a = np.flatnonzero(a)
+            return np.flatnonzero(a).astype(np.int64), True
         if a.dtype.kind not in "iu":
             raise TypeError(f"input_nodes must be node ids or a boolean mask, got dtype {a.dtype}")
         a = np.ascontiguousarray(a, dtype=np.int64).reshape(-1)
         if len(a) and (a.min() < 0 or a.max() >= ds.num_nodes):
             bad = a[(a < 0) | (a >= ds.num_nodes)][0]
             raise IndexError(f"input_nodes: node id {bad} out of range [0, {ds.num_nodes})")
-        return a
+        return a, False
     if split is not None:
         if split not in ds.split_names:
             raise ValueError(f"split {split!r} not in dataset {ds.path} (has: {', '.join(ds.split_names) or 'none'})")
-        return ds.split(split)
-    return np.arange(ds.num_nodes, dtype=np.int64)
+        return ds.split(split), False
+    return np.arange(ds.num_nodes, dtype=np.int64), True
 
 
 def run_ahead(items, depth: int):
@@ -132,7 +146,7 @@ class _Base:
             raise ValueError(f"rank {rank} out of range for world_size {world_size}")
         self.dataset = as_dataset(dataset)
         self.path = self.dataset.path
-        self.input_nodes = _input_nodes(self.dataset, input_nodes, split)
+        self.input_nodes, self._input_id_is_node = _input_nodes(self.dataset, input_nodes, split)
         self.batch_size = int(batch_size)
         self.shuffle = shuffle
         self.drop_last = drop_last
@@ -162,6 +176,10 @@ class _Base:
     def __len__(self) -> int:
         n = len(self._positions(self.epoch)) if self.world_size > 1 else len(self.input_nodes)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def _input_id(self, pos: np.ndarray) -> np.ndarray:
+        """PyG's ``input_id`` for the seeds at positions ``pos`` of ``input_nodes``."""
+        return self.input_nodes[pos] if self._input_id_is_node else pos
 
     def _timed(self, it):
         """Yield from ``it``, adding the time spent blocked on it to ``wait_seconds``."""
@@ -205,24 +223,51 @@ def _to_data(b, input_id: np.ndarray, pin: bool, device_cache=None) -> Data:
     )
 
 
-class NeighborLoader(_Base):
-    """GraphSAGE-style k-hop neighbor sampling, one engine call per batch.
+class NeighborLoader(_Base, _PygNeighborLoader):
+    """GraphSAGE-style k-hop neighbor sampling, one engine call per batch,
+    with the arguments, defaults and batches of PyG's ``NeighborLoader``.
+
+    ``NeighborLoader(data, num_neighbors, input_nodes=None, batch_size=1,
+    shuffle=False, ...)``: ``data`` is a dataset path (or an open
+    :class:`flashgnn.Dataset`), ``num_neighbors`` a list per hop (-1 = all
+    neighbours). PyG's arguments keep PyG's meaning and defaults
+    (``batch_size=1``, ``shuffle=False``); those the engine cannot honour
+    (``replace=True``, ``disjoint=True``, ``subgraph_type`` other than
+    ``'directional'``, ``directed=False``, temporal or weighted sampling,
+    heterogeneous ``num_neighbors``/``input_nodes``, ``neighbor_sampler``,
+    ``transform_sampler_output``) are refused by name (:mod:`flashgnn._pygargs`).
+    ``num_workers`` is the number of producer threads (the batches do not
+    depend on it); ``persistent_workers``, ``filter_per_worker`` and
+    ``is_sorted`` are accepted and change nothing (threads are restarted per
+    epoch at no cost, features are always gathered in the sampling pass, the
+    stored graph is already sorted). Deprecated names (one release):
+    ``fanouts`` -> ``num_neighbors``, ``dataset`` -> ``data``, ``workers`` ->
+    ``num_workers``, ``batch_size`` as the third positional argument.
 
     Yields :class:`torch_geometric.data.Data` with ``x, y, edge_index, n_id,
     input_id, batch_size, num_sampled_nodes, num_sampled_edges`` in PyG's
     order: ``n_id[:batch_size]`` are the seeds (in order), ``edge_index`` is
     local with row = sampled neighbor and col = target, nodes and edges grouped
-    by hop. ``input_id`` holds the seeds' positions in ``input_nodes``.
+    by hop. ``input_id`` is PyG's: the seeds' positions in ``input_nodes``
+    (node ids themselves when ``input_nodes`` is a boolean mask or None).
+    No ``e_id``: the store keeps no global edge numbering (docs/training.md).
+
+    The class is a ``torch_geometric.loader.NeighborLoader`` for ``isinstance``
+    checks only (PyG's DataLoader machinery is not run); ``loader.data`` does
+    not exist — the graph stays on disk — and says what to use instead (this
+    is what ``BasicGNN.inference(loader)`` reads).
 
     ``engine``: auto|uring|pread|pread-pool|mmap|mmap-default|memory (all give
-    identical batches). ``prefetch`` batches are prepared ahead by ``workers``
-    producer threads. ``cache``: a :class:`flashgnn.Cache` (cross-batch DRAM
-    cache; may be shared by the train/val/test loaders) — speed only, the
-    batches are the same. ``dtype`` converts features (default float32; None keeps
-    the stored dtype). ``pin_memory`` pins batch tensors for non-blocking
-    host-to-device copies. ``device_cache``: a :class:`flashgnn.DeviceCache`
-    (GPU tier): ``x`` then arrives on its device, its resident rows gathered
-    there and never read from disk.
+    identical batches). ``prefetch`` batches are prepared ahead by
+    ``num_workers`` producer threads. ``cache``: a :class:`flashgnn.Cache`
+    (cross-batch DRAM cache; may be shared by the train/val/test loaders) —
+    speed only, the batches are the same. ``dtype`` converts features (default
+    float32; None keeps the stored dtype). ``pin_memory`` pins batch tensors
+    for non-blocking host-to-device copies. ``device_cache``: a
+    :class:`flashgnn.DeviceCache` (GPU tier): ``x`` then arrives on its
+    device, its resident rows gathered there and never read from disk.
+    ``split="train"|"val"|"test"`` takes the stored split (instead of
+    ``input_nodes``). ``seed`` fixes the shuffle order and the draws.
 
     ``lookahead=S`` (online lookahead, :mod:`flashgnn.window`): the structure
     of each batch is sampled ``S`` batches before it is served (rows that come
@@ -238,19 +283,78 @@ class NeighborLoader(_Base):
     the whole graph's GCN (``flashgnn train --model gcn`` sets it).
     """
 
-    def __init__(self, dataset, fanouts, batch_size: int = 1024, input_nodes=None, split: str | None = None,
-                 shuffle: bool = True, engine: str = "auto", prefetch: int = 4, drop_last: bool = False,
-                 seed: int = 0, workers: int = 1, dtype=np.float32, pin_memory: bool = False, depth: int = 256,
+    # PyG's keyword arguments, then flashgnn's own: what an unknown one is told.
+    ACCEPTED = ("data", "num_neighbors", "input_nodes", "input_time", "replace", "subgraph_type", "disjoint",
+                "temporal_strategy", "time_attr", "weight_attr", "transform", "transform_sampler_output",
+                "is_sorted", "filter_per_worker", "neighbor_sampler", "directed", "batch_size", "shuffle",
+                "drop_last", "num_workers", "persistent_workers", "pin_memory", "split", "engine", "prefetch",
+                "seed", "dtype", "depth", "rank", "world_size", "equal_shards", "cache", "device_cache",
+                "lookahead", "lookahead_budget", "degrees")
+
+    def __init__(self, data=_UNSET, num_neighbors=_UNSET, input_nodes=None, input_time=None, replace: bool = False,
+                 subgraph_type="directional", disjoint: bool = False, temporal_strategy: str = "uniform",
+                 time_attr=None, weight_attr=None, transform=None, transform_sampler_output=None,
+                 is_sorted: bool = False, filter_per_worker=None, neighbor_sampler=None, directed: bool = True, *,
+                 batch_size=_UNSET, shuffle: bool = False, drop_last: bool = False, num_workers=_UNSET,
+                 persistent_workers: bool = False, pin_memory: bool = False, split: str | None = None,
+                 engine: str = "auto", prefetch: int = 4, seed: int = 0, dtype=np.float32, depth: int = 256,
                  rank: int = 0, world_size: int = 1, equal_shards: bool = True, cache=None, device_cache=None,
-                 lookahead: int = 0, lookahead_budget: int = 0, degrees: bool = False):
-        super().__init__(dataset, batch_size, input_nodes, split, shuffle, drop_last, seed, rank, world_size,
+                 lookahead: int = 0, lookahead_budget: int = 0, degrees: bool = False, **kwargs):
+        who = "flashgnn.NeighborLoader"
+        data = _pa.renamed(who, "dataset", "data", kwargs.pop("dataset", _UNSET), data, _UNSET)
+        num_neighbors = _pa.renamed(who, "fanouts", "num_neighbors", kwargs.pop("fanouts", _UNSET), num_neighbors,
+                                    _UNSET)
+        num_workers = _pa.renamed(who, "workers", "num_workers", kwargs.pop("workers", _UNSET), num_workers, _UNSET)
+        _pa.refuse_unknown(who, kwargs, self.ACCEPTED)
+        if data is _UNSET:
+            raise TypeError(f"{who}: data (a dataset path or flashgnn.Dataset) is required")
+        if num_neighbors is _UNSET:
+            num_neighbors = None
+        if isinstance(input_nodes, (int, np.integer)) and not isinstance(input_nodes, (bool, np.bool_)):
+            # The old signature was (dataset, fanouts, batch_size, ...); PyG's third argument is input_nodes.
+            if batch_size is not _UNSET:
+                raise TypeError(f"{who}: input_nodes={input_nodes!r} is a single integer; pass node ids as a "
+                                "tensor/array, a boolean mask or None")
+            warnings.warn(f"{who}: batch_size as the third positional argument is deprecated (in PyG's order the "
+                          "third argument is input_nodes); pass batch_size= by keyword", DeprecationWarning,
+                          stacklevel=2)
+            batch_size, input_nodes = int(input_nodes), None
+        batch_size = 1 if batch_size is _UNSET else batch_size  # PyG's (DataLoader's) default
+        num_workers = 0 if num_workers is _UNSET else num_workers
+        self.num_neighbors = _pa.num_neighbors(who, num_neighbors)
+        _pa.check_input_nodes(who, input_nodes)
+        _pa.check_sampling(who, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
+                           temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
+                           input_time=input_time, directed=directed)
+        if neighbor_sampler is not None:
+            raise ValueError(f"{who}: neighbor_sampler={type(neighbor_sampler).__name__} is not supported: this "
+                             "loader samples with the flashgnn engine; to drive a sampler of your own over a "
+                             "flashgnn dataset use torch_geometric.loader.NodeLoader with "
+                             "flashgnn.pyg.remote_backend()")
+        if transform_sampler_output is not None:
+            raise ValueError(f"{who}: transform_sampler_output is not supported: batches come from the engine "
+                             "without a SamplerOutput; use transform= (applied to each Data batch), or "
+                             "flashgnn.pyg.NeighborLoader, which runs PyG's own pipeline")
+        if transform is not None and not callable(transform):
+            raise TypeError(f"{who}: transform={transform!r} is not callable")
+        if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)) or num_workers < 0:
+            raise ValueError(f"{who}: num_workers={num_workers!r}: expected an integer >= 0")
+        if persistent_workers and num_workers == 0:
+            raise ValueError(f"{who}: persistent_workers=True needs num_workers > 0 (as in PyG)")
+        super().__init__(data, batch_size, input_nodes, split, shuffle, drop_last, seed, rank, world_size,
                          equal_shards)
+        self.transform = transform
+        self.filter_per_worker, self.is_sorted = filter_per_worker, bool(is_sorted)
+        self.num_workers, self.persistent_workers = int(num_workers), bool(persistent_workers)
         self.degrees = bool(degrees)
-        self.fanouts = [int(f) for f in fanouts]
+        self.fanouts = self.num_neighbors  # the engine's name, kept for callers of the old attribute
         self.cache = cache  # flashgnn.Cache shared with other loaders, or None
         self.engine = resolve_engine(engine)
         self.prefetch = max(1, int(prefetch))
-        self.workers = max(1, int(workers))
+        # PyG's num_workers=0 means "in the main process"; here sampling always
+        # runs on producer threads (GIL released), and their count never
+        # changes the batches (tested), so 0 gets one producer.
+        self.workers = max(1, self.num_workers)
         # Pinning needs a CUDA driver; without one it would fail on every batch.
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
         self.device_cache = device_cache
@@ -271,6 +375,17 @@ class NeighborLoader(_Base):
             self.window = WindowGather(gather, int(lookahead_budget), self.dataset.num_nodes)
         self.telemetry: dict = {}
 
+    @property
+    def data(self):
+        # BasicGNN.inference(loader) reads loader.data.x: the whole feature table in RAM.
+        raise AttributeError(
+            f"flashgnn.NeighborLoader has no .data: the graph and its features stay on disk ({self.path}), so "
+            "PyG's BasicGNN.inference(loader), which reads loader.data.x into RAM, cannot run on it; "
+            + _INFERENCE_ADVICE)
+
+    def _emit(self, d: Data) -> Data:
+        return d if self.transform is None else self.transform(d)
+
     def __iter__(self):
         epoch = self._next_epoch()
         pos = self._positions(epoch)
@@ -289,8 +404,8 @@ class NeighborLoader(_Base):
             batches = run_ahead(self._filled(it), self.prefetch)
         try:
             for i, b in enumerate(self._timed(batches)):
-                yield _to_data(b, pos[i * self.batch_size : i * self.batch_size + b.batch_size], self.pin_memory,
-                               self.device_cache)
+                p = pos[i * self.batch_size : i * self.batch_size + b.batch_size]
+                yield self._emit(_to_data(b, self._input_id(p), self.pin_memory, self.device_cache))
         finally:
             if batches is not it:
                 batches.close()  # stops the fill thread before the structure stage closes
@@ -330,7 +445,7 @@ class NeighborLoader(_Base):
         b = self.sampler.sample(seeds, seed)
         if self.window is not None:
             b.x = self.window.fill(b.n_id, b.x, b.missing, [])
-        return _to_data(b, np.arange(b.batch_size, dtype=np.int64), self.pin_memory, self.device_cache)
+        return self._emit(_to_data(b, np.arange(b.batch_size, dtype=np.int64), self.pin_memory, self.device_cache))
 
 
 class RandomWalkLoader(_Base):

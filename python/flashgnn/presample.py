@@ -69,7 +69,7 @@ def _record(b, input_id: np.ndarray) -> bytes:
 def presample(dataset, out, fanouts, batch_size: int = 1024, epochs: int = 1, seed: int = 0, split: str = "train",
               engine: str = "auto", workers: int = 1, drop_last: bool = False, force: bool = False,
               progress: bool = True) -> dict:
-    """Sample ``epochs`` epochs of ``split`` as NeighborLoader(seed=seed)
+    """Sample ``epochs`` epochs of ``split`` as NeighborLoader(shuffle=True, seed=seed)
     would and store them under ``out``. Returns the summary (bytes, seconds)."""
     from tqdm.auto import tqdm
 

@@ -1,6 +1,9 @@
 """PyG remote backend: a flashgnn dataset behind stock PyG loaders.
 
-    fs, gs, sampler = flashgnn.pyg.remote_backend("data/demo", fanouts=[25, 10])
+    loader = flashgnn.pyg.NeighborLoader("data/demo", num_neighbors=[25, 10], input_nodes=train_idx,
+                                         batch_size=1024, shuffle=True, num_workers=2)
+    # or, with PyG's NodeLoader:
+    fs, gs, sampler = flashgnn.pyg.remote_backend("data/demo", num_neighbors=[25, 10])
     loader = torch_geometric.loader.NodeLoader((fs, gs), node_sampler=sampler,
                                                input_nodes=train_idx, batch_size=1024, num_workers=2)
 
@@ -20,12 +23,18 @@
   Any other index is read with one batched engine call (deep-queue direct
   I/O), so each mini-batch costs exactly one batched read either way.
 
+- :class:`NeighborLoader` is PyG's ``NeighborLoader`` over these three, with
+  its sampling arguments handed to :class:`Sampler` (honoured with PyG's
+  meaning or refused by name, :mod:`flashgnn._pygargs`).
+
 Everything opens lazily per process, so the three objects pickle into
 DataLoader workers (``num_workers > 0``, fork or spawn).
 """
 
 from __future__ import annotations
 
+import inspect
+import sys
 import zlib
 from dataclasses import dataclass
 
@@ -34,9 +43,12 @@ import torch
 from torch_geometric.data import EdgeAttr, TensorAttr
 from torch_geometric.data import FeatureStore as _PygFeatureStore
 from torch_geometric.data import GraphStore as _PygGraphStore
+from torch_geometric.loader import NeighborLoader as _PygNeighborLoader
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
+from torch_geometric.sampler.base import SubgraphType
 
-from flashgnn.loader import as_dataset, resolve_engine
+from flashgnn import _pygargs as _pa
+from flashgnn.loader import _INFERENCE_ADVICE, _UNSET, as_dataset, resolve_engine
 from flashgnn.sampler import Sampler as _EngineSampler
 
 _GATHER_CHUNK = 1 << 16  # ids per engine call when a caller asks for a huge index
@@ -180,18 +192,58 @@ class GraphStore(_PygGraphStore):
         raise NotImplementedError(f"{self.path}: flashgnn.pyg.GraphStore is read-only")
 
 
+def _stock_neighbor_loader(loader) -> bool:
+    """Whether ``loader`` is torch_geometric's own ``NeighborLoader`` (not
+    one of flashgnn's, which hand their arguments to the sampler)."""
+    from flashgnn.loader import NeighborLoader as _Native
+
+    return (isinstance(loader, _PygNeighborLoader) and not isinstance(loader, (NeighborLoader, _Native)))
+
+
 class Sampler(BaseSampler):
     """k-hop uniform neighbor sampling by the flashgnn engine, for PyG's
-    ``NodeLoader`` / ``NeighborLoader(neighbor_sampler=...)``.
+    ``NodeLoader`` and for :class:`flashgnn.pyg.NeighborLoader`.
+
+    ``Sampler(dataset, num_neighbors, ...)``: ``num_neighbors`` a list per
+    hop, -1 = all neighbours (``fanouts`` is its deprecated name). PyG's
+    sampling options are taken with PyG's meaning: the engine samples without
+    replacement, one shared subgraph per batch, sampled edges only
+    (``replace=False``, ``disjoint=False``, ``subgraph_type='directional'``,
+    ``directed=True``); any other value, and temporal or weighted sampling,
+    is refused by name. ``SamplerOutput.edge`` is None: the store keeps no
+    global edge numbering, so batches carry no ``e_id``.
+
+    Under ``torch_geometric.loader.NeighborLoader(..., neighbor_sampler=S)``
+    the loader's ``num_neighbors``, ``disjoint``, ``replace``... never reach
+    ``S`` (PyG uses them only to build its own sampler), so a batch could
+    differ from what the loader was asked for: that combination is refused at
+    the first batch, naming :class:`flashgnn.pyg.NeighborLoader` (same
+    arguments, passed on) and ``NodeLoader``.
 
     Each batch's randomness is a function of ``seed`` and the batch's
     ``input_id``s, so a run is reproducible whatever the worker count.
     """
 
-    def __init__(self, dataset, fanouts, engine: str = "auto", seed: int = 0, feature_store: FeatureStore | None = None,
-                 dtype=torch.float32, depth: int = 256):
+    ACCEPTED = ("dataset", "num_neighbors", "engine", "seed", "feature_store", "dtype", "depth", "replace",
+                "subgraph_type", "disjoint", "temporal_strategy", "time_attr", "weight_attr", "directed")
+
+    def __init__(self, dataset, num_neighbors=_UNSET, engine: str = "auto", seed: int = 0,
+                 feature_store: FeatureStore | None = None, dtype=torch.float32, depth: int = 256, *,
+                 replace: bool = False, subgraph_type="directional", disjoint: bool = False,
+                 temporal_strategy: str = "uniform", time_attr=None, weight_attr=None, directed: bool = True,
+                 **kwargs):
+        who = "flashgnn.pyg.Sampler"
+        num_neighbors = _pa.renamed(who, "fanouts", "num_neighbors", kwargs.pop("fanouts", _UNSET), num_neighbors,
+                                    _UNSET)
+        _pa.refuse_unknown(who, kwargs, self.ACCEPTED)
+        self.num_neighbors = _pa.num_neighbors(who, None if num_neighbors is _UNSET else num_neighbors)
+        _pa.check_sampling(who, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
+                           temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
+                           directed=directed)
+        # What the engine does, under PyG's NeighborSampler attribute names.
+        self.replace, self.disjoint, self.subgraph_type = False, False, SubgraphType.directional
         self.path = as_dataset(dataset).path
-        self.fanouts = [int(f) for f in fanouts]
+        self.fanouts = self.num_neighbors  # the engine's name, kept for callers of the old attribute
         self.engine = resolve_engine(engine)
         self.seed = int(seed)
         self.feature_store = feature_store
@@ -201,9 +253,25 @@ class Sampler(BaseSampler):
     def _batch_seed(self, input_id: torch.Tensor) -> int:
         return (self.seed * 0x9E3779B97F4A7C15 ^ zlib.crc32(input_id.numpy().tobytes())) & (2**63 - 1)
 
+    def _check_caller(self) -> None:
+        # PyG's NodeLoader.collate_fn calls sample_from_nodes directly: its `self` is the loader.
+        try:
+            caller = sys._getframe(2).f_locals.get("self")
+        except ValueError:  # called from the outermost frame: no loader
+            return
+        if _stock_neighbor_loader(caller):
+            raise ValueError(
+                "flashgnn.pyg.Sampler under torch_geometric.loader.NeighborLoader(..., neighbor_sampler=...): that "
+                "loader does not pass num_neighbors, disjoint, replace, subgraph_type, ... to a given sampler, so "
+                f"the batches would follow this sampler's num_neighbors={self.num_neighbors} whatever the loader "
+                "was asked; use flashgnn.pyg.NeighborLoader with the same arguments (it builds the sampler from "
+                "them), or torch_geometric.loader.NodeLoader((fs, gs), node_sampler=sampler)")
+
     def sample_from_nodes(self, inputs: NodeSamplerInput, **kwargs) -> SamplerOutput:
+        self._check_caller()
         if inputs.time is not None:
-            raise ValueError("flashgnn.pyg.Sampler: temporal sampling (input_time) is not supported")
+            raise ValueError("flashgnn.pyg.Sampler: input_time is not supported: temporal sampling needs time "
+                             "attributes, which a flashgnn dataset does not store")
         input_id = inputs.input_id if inputs.input_id is not None else torch.arange(inputs.node.numel())
         b = self._engine.sample(inputs.node.numpy(), self._batch_seed(input_id.cpu()))
         node = torch.from_numpy(b.n_id)
@@ -213,7 +281,7 @@ class Sampler(BaseSampler):
             node=node,
             row=torch.from_numpy(b.row),
             col=torch.from_numpy(b.col),
-            edge=None,
+            edge=None,  # no global edge ids in the store: no e_id (docs/training.md)
             batch=None,
             num_sampled_nodes=[int(v) for v in b.num_sampled_nodes],
             num_sampled_edges=[int(v) for v in b.num_sampled_edges],
@@ -224,11 +292,117 @@ class Sampler(BaseSampler):
         raise NotImplementedError("flashgnn.pyg.Sampler: link-level (edge) sampling is not implemented; use node seeds")
 
 
-def remote_backend(dataset, fanouts=(25, 10), engine: str = "auto", seed: int = 0, dtype=torch.float32):
+_REMOTE_ACCEPTED = ("dataset", "num_neighbors", "engine", "seed", "dtype", "replace", "subgraph_type", "disjoint",
+                    "temporal_strategy", "time_attr", "weight_attr", "directed")
+
+
+def remote_backend(dataset, num_neighbors=_UNSET, engine: str = "auto", seed: int = 0, dtype=torch.float32,
+                   **kwargs):
     """``(feature_store, graph_store, sampler)`` over one dataset, linked so
-    that features gathered while sampling serve the loader's feature fetch."""
+    that features gathered while sampling serve the loader's feature fetch.
+    ``num_neighbors`` (default ``[25, 10]``; ``fanouts`` is its deprecated
+    name) and PyG's sampling options go to :class:`Sampler`, which honours or
+    refuses them; any other keyword is refused, naming the accepted ones."""
+    who = "flashgnn.pyg.remote_backend"
+    num_neighbors = _pa.renamed(who, "fanouts", "num_neighbors", kwargs.pop("fanouts", _UNSET), num_neighbors,
+                                _UNSET)
+    opts = {k: kwargs.pop(k) for k in list(kwargs) if k in _REMOTE_ACCEPTED}
+    _pa.refuse_unknown(who, kwargs, _REMOTE_ACCEPTED)
+    num_neighbors = [25, 10] if num_neighbors is _UNSET else num_neighbors
+    _pa.num_neighbors(who, num_neighbors)  # refused here, under this function's name
     ds = as_dataset(dataset)  # opened once for all three
     fs = FeatureStore(ds, engine=engine, dtype=dtype)
     gs = GraphStore(ds)
-    sampler = Sampler(ds, fanouts, engine=engine, seed=seed, feature_store=fs, dtype=dtype)
+    sampler = Sampler(ds, num_neighbors, engine=engine, seed=seed, feature_store=fs, dtype=dtype, **opts)
     return fs, gs, sampler
+
+
+class _Stores(tuple):
+    """``(feature_store, graph_store)`` as PyG's loader keeps it in
+    ``loader.data``; asked for an in-memory graph's attributes (what
+    ``BasicGNN.inference(loader)`` reads: ``loader.data.num_nodes``,
+    ``.x``), it says what to use instead of a bare AttributeError."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"flashgnn.pyg.NeighborLoader: loader.data is (FeatureStore, GraphStore) over {self[1].path}, not an "
+            f"in-memory graph, so it has no .{name}: PyG's BasicGNN.inference(loader) reads loader.data.x into "
+            f"RAM and cannot run on it; {_INFERENCE_ADVICE}")
+
+
+# torch.utils.data.DataLoader's keyword arguments (PyG passes them through **kwargs).
+_DATALOADER_ARGS = tuple(p for p in inspect.signature(torch.utils.data.DataLoader.__init__).parameters
+                         if p not in ("self", "dataset"))
+
+
+class NeighborLoader(_PygNeighborLoader):
+    """``torch_geometric.loader.NeighborLoader`` over the remote backend, with
+    every sampling argument handed to :class:`Sampler` — honoured with PyG's
+    meaning or refused by name, never dropped (the stock loader drops them
+    when given ``neighbor_sampler=``).
+
+        loader = flashgnn.pyg.NeighborLoader("data/demo", num_neighbors=[25, 10], input_nodes=train_idx,
+                                             batch_size=1024, shuffle=True, num_workers=2)
+
+    ``data``: a dataset path, a :class:`flashgnn.Dataset`, or ``(fs, gs)``
+    from :func:`remote_backend`. PyG's pipeline runs unchanged (DataLoader
+    workers, ``transform``, ``transform_sampler_output``,
+    ``filter_per_worker``), with PyG's defaults (``batch_size=1``,
+    ``shuffle=False``); ``input_nodes=None`` means every node, as in PyG.
+    ``neighbor_sampler`` may be a :class:`Sampler` whose ``num_neighbors``
+    equal the loader's; ``engine``, ``seed`` and ``dtype`` configure the
+    sampler built otherwise. ``fanouts`` is the deprecated name of
+    ``num_neighbors``.
+    """
+
+    def __init__(self, data, num_neighbors=_UNSET, input_nodes=None, input_time=None, replace: bool = False,
+                 subgraph_type="directional", disjoint: bool = False, temporal_strategy: str = "uniform",
+                 time_attr=None, weight_attr=None, transform=None, transform_sampler_output=None,
+                 is_sorted: bool = False, filter_per_worker=None, neighbor_sampler=None, directed: bool = True, *,
+                 engine: str = "auto", seed: int = 0, dtype=torch.float32, **kwargs):
+        who = "flashgnn.pyg.NeighborLoader"
+        num_neighbors = _pa.renamed(who, "fanouts", "num_neighbors", kwargs.pop("fanouts", _UNSET), num_neighbors,
+                                    _UNSET)
+        accepted = ("data", "num_neighbors", "input_nodes", "input_time", "replace", "subgraph_type", "disjoint",
+                    "temporal_strategy", "time_attr", "weight_attr", "transform", "transform_sampler_output",
+                    "is_sorted", "filter_per_worker", "neighbor_sampler", "directed", "engine", "seed", "dtype",
+                    *_DATALOADER_ARGS)
+        unknown = {k: v for k, v in kwargs.items() if k not in _DATALOADER_ARGS}
+        _pa.refuse_unknown(who, unknown, accepted)
+        num_neighbors = _pa.num_neighbors(who, None if num_neighbors is _UNSET else num_neighbors)
+        _pa.check_input_nodes(who, input_nodes)
+        _pa.check_sampling(who, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
+                           temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
+                           input_time=input_time, directed=directed)
+        if isinstance(data, tuple):
+            if len(data) != 2 or not isinstance(data[1], GraphStore):
+                raise TypeError(f"{who}: data must be a dataset path, a flashgnn.Dataset or (fs, gs) from "
+                                "flashgnn.pyg.remote_backend(); got a tuple of "
+                                f"{', '.join(type(d).__name__ for d in data)}")
+            fs, gs = data
+        else:
+            ds = as_dataset(data)
+            fs, gs = FeatureStore(ds, engine=engine, dtype=dtype), GraphStore(ds)
+        if neighbor_sampler is None:
+            neighbor_sampler = Sampler(gs.path, num_neighbors, engine=engine, seed=seed,
+                                       feature_store=fs if isinstance(fs, FeatureStore) else None, dtype=dtype)
+        elif not isinstance(neighbor_sampler, Sampler):
+            raise ValueError(f"{who}: neighbor_sampler={type(neighbor_sampler).__name__} is not a "
+                             "flashgnn.pyg.Sampler, so this loader's num_neighbors and sampling options could not "
+                             "reach it; use torch_geometric.loader.NodeLoader(data, node_sampler=...) for a sampler "
+                             "of your own")
+        elif neighbor_sampler.num_neighbors != num_neighbors:
+            raise ValueError(f"{who}: num_neighbors={num_neighbors} but neighbor_sampler samples "
+                             f"num_neighbors={neighbor_sampler.num_neighbors}; give the same, or leave out "
+                             "neighbor_sampler")
+        if input_nodes is None:  # PyG's meaning: every node (its remote-backend path requires them spelled out)
+            input_nodes = torch.arange(gs.num_nodes)
+        elif not isinstance(input_nodes, torch.Tensor):
+            input_nodes = torch.as_tensor(np.asarray(input_nodes))
+        super().__init__(_Stores((fs, gs)), num_neighbors=num_neighbors, input_nodes=input_nodes, transform=transform,
+                         transform_sampler_output=transform_sampler_output, is_sorted=is_sorted,
+                         filter_per_worker=filter_per_worker, neighbor_sampler=neighbor_sampler, **kwargs)

@@ -611,7 +611,7 @@ def run(args) -> dict:
             st = device_cache.stats()
             print(f"device cache: {st['rows']:,} rows ({st['bytes'] / 2**20:.0f} MiB) on {st['device']}, loaded in "
                   f"{st['load_seconds']:.1f} s", flush=True)
-    common = dict(engine=args.engine, prefetch=args.prefetch, workers=args.workers, rank=dist_ctx.rank,
+    common = dict(engine=args.engine, prefetch=args.prefetch, num_workers=args.workers, rank=dist_ctx.rank,
                   world_size=dist_ctx.world, pin_memory=False, cache=cache, device_cache=device_cache,
                   degrees=args.model in DEGREE_MODELS)
     if getattr(args, "presampled", None):
@@ -632,12 +632,12 @@ def run(args) -> dict:
         if dist_ctx.enabled:
             raise SystemExit("flashgnn train: error: --presampled runs in one process (no torchrun)")
     else:
-        train_loader = NeighborLoader(ds, fanouts, args.batch_size, split="train", shuffle=True, seed=args.seed,
-                                      lookahead=args.lookahead,
+        train_loader = NeighborLoader(ds, fanouts, batch_size=args.batch_size, split="train", shuffle=True,
+                                      seed=args.seed, lookahead=args.lookahead,
                                       lookahead_budget=args.lookahead_budget if args.lookahead else 0, **common)
     eval_common = dict(common, shuffle=False, seed=args.seed + 1, equal_shards=False)
-    val_loader = NeighborLoader(ds, eval_fanouts, args.batch_size, split="val", **eval_common)
-    test_loader = NeighborLoader(ds, eval_fanouts, args.batch_size, split="test", **eval_common)
+    val_loader = NeighborLoader(ds, eval_fanouts, batch_size=args.batch_size, split="val", **eval_common)
+    test_loader = NeighborLoader(ds, eval_fanouts, batch_size=args.batch_size, split="test", **eval_common)
     window = getattr(train_loader, "window", None)
     if window is not None and window.belady is not None and chatty:
         print(f"lookahead: {args.lookahead} batches, Belady row cache {args.lookahead_budget / 2**20:.0f} MiB "

@@ -36,8 +36,8 @@ def train_stock_pyg(dataset, fanouts, epochs: int, batch_size: int = 1024, hidde
 
     ds = flashgnn.open(dataset)
     torch.manual_seed(seed)
-    fs, gs, sampler = remote_backend(ds, fanouts=fanouts, seed=seed)
-    _, _, eval_sampler = remote_backend(ds, fanouts=eval_fanouts or fanouts, seed=seed + 1)
+    fs, gs, sampler = remote_backend(ds, num_neighbors=fanouts, seed=seed)
+    _, _, eval_sampler = remote_backend(ds, num_neighbors=eval_fanouts or fanouts, seed=seed + 1)
     eval_sampler.feature_store = fs
     model = GraphSAGE(ds.feature_dim, hidden, len(fanouts), ds.num_classes, dropout=dropout)
     opt = torch.optim.Adam(model.parameters(), lr=lr)

@@ -67,8 +67,8 @@ def run_online(presample_dir, dataset, batches: int, name: str = "online", budge
     # With both, the budget is split as --memory-budget splits it.
     belady = (int(budget * LOOKAHEAD_SHARE) if "degree" in parts else budget) if window else 0
     cache = flashgnn.Cache(dataset, meta["fanouts"], budget - belady, hot="degree") if "degree" in parts else None
-    ld = NeighborLoader(dataset, meta["fanouts"], meta["batch_size"], split=meta["split"], seed=meta["seed"],
-                        cache=cache, lookahead=window, lookahead_budget=belady)
+    ld = NeighborLoader(dataset, meta["fanouts"], batch_size=meta["batch_size"], split=meta["split"], shuffle=True,
+                        seed=meta["seed"], cache=cache, lookahead=window, lookahead_budget=belady)
     n, rows, el = _drain(ld, batches)
     tel = ld.telemetry
     hits = (tel.get("cache_static_hits", 0) or 0) + (tel.get("cache_dynamic_hits", 0) or 0)
