@@ -6,6 +6,7 @@ Entry points:
 - :func:`build` / :func:`generate` — the importer and the synthetic generator
   (also ``flashgnn build`` / ``flashgnn generate`` on the command line).
 - :func:`verify` — check every checksum and bound of a dataset.
+- :func:`scrub` — the same, rate-limited and resumable, reporting every damaged page.
 - :class:`Sampler` — one engine call per mini-batch (numpy).
 - :class:`Cache` — cross-batch DRAM cache shared by samplers (static hot set + S3-FIFO).
 - :class:`DeviceCache` — the GPU tier: hottest rows resident on the device, gathered there.
@@ -26,7 +27,7 @@ from flashgnn._core import (
 )
 from flashgnn.dataset import Dataset, open
 from flashgnn.graph import MutableGraph
-from flashgnn.jobs import build, generate, verify
+from flashgnn.jobs import build, generate, scrub, verify
 from flashgnn.sampler import Cache, SampledBatch, Sampler
 
 # Loaded on first use: torch (loaders, pyg) and grpc (the client) stay out of `import flashgnn`.
@@ -65,5 +66,6 @@ __all__ = [
     "build",
     "generate",
     "open",
+    "scrub",
     "verify",
 ]

@@ -267,3 +267,39 @@ pub fn start_verify(path: std::path::PathBuf) -> PyResult<Job> {
         .to_string())
     }))
 }
+
+/// Start a scrub (`flashgnn scrub`): `opts` keys `rate` (bytes/s, 0 =
+/// unlimited), `state` (directory of progress.json), `resume` (bool),
+/// `extra_files` ([(name, path)]). Cancelling stops it at a chunk boundary
+/// with its progress saved; the report then has `complete: false`.
+#[pyfunction]
+pub fn start_scrub(path: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> PyResult<Job> {
+    let mut o = flashgnn_store::ScrubOptions::new(&path);
+    if let Some(r) = get::<u64>(opts, "rate")? {
+        o.rate_bytes_per_s = r;
+    }
+    if let Some(s) = get::<std::path::PathBuf>(opts, "state")? {
+        o.state_dir = s;
+    }
+    if let Some(r) = get::<bool>(opts, "resume")? {
+        o.resume = r;
+    }
+    if let Some(x) = get::<Vec<(String, std::path::PathBuf)>>(opts, "extra_files")? {
+        o.extra_files = x;
+    }
+    if let Some(b) = get::<u64>(opts, "checkpoint_bytes")? {
+        o.checkpoint_bytes = b;
+    }
+    Ok(Job::spawn(move |p| {
+        let mut task = p.task("scrub", "B", 0);
+        let mut last = 0;
+        let rep = flashgnn_store::scrub(&path, &o, &mut |done, total| {
+            task.set_total(total);
+            task.add(done.saturating_sub(last));
+            last = done;
+            !p.is_cancelled()
+        })?;
+        task.finish();
+        Ok(rep.to_json().to_string())
+    }))
+}

@@ -41,6 +41,18 @@ def parse_size(text: str) -> int:
     return int(value * (1024 ** " KMGT".index(unit or " ")))
 
 
+def parse_rate(text: str) -> int:
+    """'100MB/s', '1.5GiB/s', '0' -> bytes per second (the size parser's
+    units; a trailing '/s' is optional). 0 means unlimited."""
+    t = text.strip()
+    if t.lower().endswith("/s"):
+        t = t[:-2]
+    try:
+        return parse_size(t)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"cannot parse rate {text!r} (examples: 100MB/s, 1GiB/s, 0 = unlimited)") from None
+
+
 def _pair(text: str) -> tuple[int, int]:
     try:
         n, d = (int(x) for x in text.split(","))
@@ -226,6 +238,19 @@ def _parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="check every checksum, address and bound (and a mutable store's log, read-only)")
     v.add_argument("dataset")
     v.add_argument("--json", action="store_true")
+
+    sc = sub.add_parser(
+        "scrub",
+        help="read every page at a bounded rate (O_DIRECT), check it, report every damaged page (docs/scrub.md); "
+        "exit 0 clean, 3 damage found, 2 error",
+    )
+    sc.add_argument("dataset")
+    sc.add_argument("--rate", type=parse_rate, default=parse_rate("100MB/s"),
+                    help="read rate, e.g. 100MB/s (default), 1GiB/s; 0 = unlimited")
+    sc.add_argument("--resume", action="store_true",
+                    help="continue the unfinished pass in the progress file (finished bytes are not read again)")
+    sc.add_argument("--state", default=None, help="directory for progress.json (default DATASET/.scrub)")
+    sc.add_argument("--json", action="store_true")
 
     c = sub.add_parser("compact", help="fold a mutable store's log into a new generation (docs/format.md § Mutable store)")
     c.add_argument("dataset")
