@@ -131,7 +131,19 @@ fn error_place(e: &StoreError) -> (Option<String>, Option<u64>) {
             FormatError::BadMagic { file, .. } | FormatError::UnsupportedVersion { file, .. } => {
                 (Some(file.clone()), Some(0))
             }
-            FormatError::Invalid { file, message } => (Some(file.clone()), from_text(message)),
+            FormatError::Invalid { file, message } => {
+                // A wrapped error ("DIR: FILE: byte offset N: ...") names the inner file.
+                if let Some((inner, rest)) = message.split_once(": ") {
+                    if Path::new(inner).is_file() {
+                        return (Some(inner.to_string()), from_text(rest));
+                    }
+                }
+                // Some name "FILE: byte offset N" as the file.
+                match file.split_once(": ") {
+                    Some((f, rest)) => (Some(f.to_string()), from_text(rest).or_else(|| from_text(message))),
+                    None => (Some(file.clone()), from_text(message)),
+                }
+            }
         },
         StoreError::Io(io) => (Some(io.path.clone()), io.offset),
         _ => (None, None),

@@ -278,7 +278,7 @@ pub fn check_feature_row_bytes(ds: &Dataset, v: u64, bytes: &[u8], stored: u32) 
     let l = ds.layout();
     let rb = l.row_bytes() as usize;
     let offset = l.page_size as u64 + v * l.feature_stride();
-    ds.check_feature_row(v, &bytes[..rb], &[stored], offset, 0)?;
+    ds.check_feature_row(v, &bytes[..rb], &[stored], offset, v)?;
     if let Some(j) = bytes[rb..].iter().position(|b| *b != 0) {
         return Err(FormatError::oob(
             ds.file(FEATURES_FILE),
