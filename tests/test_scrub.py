@@ -303,3 +303,38 @@ def test_json_reports_the_achieved_rate(pristine, tmp_path):
     assert rep["rate_target_bytes_per_s"] == 8 << 20
     assert rep["rate_achieved_bytes_per_s"] == pytest.approx(rep["bytes_read"] / rep["seconds"], rel=1e-6)
     assert rep["direct"] in (True, False)
+
+
+def test_serve_scrub_rate_reports_damage_in_stats_and_log(bigger, tmp_path):
+    """`flashgnn serve --scrub-rate`: the background scrubber's finished pass (with the damaged page) is in
+    Stats (graph_stats_json["scrub"]) and on the server's log; the server drains and exits 0."""
+    from flashgnn.serve.client import Client
+    from flashgnn.serve.process import ServeProcess
+
+    d = tmp_path / "served"  # (serve needs a symmetrized dataset)
+    shutil.copytree(bigger, d)
+    _damage(d, [("overflow.fg", 2 * flashgnn.open(d).layout["page_size"] + 11)])
+    token = "0123456789abcdef0123"
+    tf = tmp_path / "token"
+    tf.write_text(token)
+    tf.chmod(0o600)
+    srv = ServeProcess(d, tf, "--scrub-rate", "20MB/s", stderr_path=tmp_path / "server.err", env=cli_env())
+    try:
+        with Client(srv.address, token=token) as c:
+            c.wait_ready()
+            status = None
+            for _ in range(600):  # a bound on polls, not a timing assertion
+                status = c.stats()["graph"]["scrub"]
+                if status["last_pass"] is not None:
+                    break
+                time.sleep(0.05)
+            assert status["rate_bytes_per_s"] == 20 << 20 and status["passes"] >= 1, status
+            last = status["last_pass"]
+            assert last["damaged_count"] == 1
+            assert (Path(last["damaged"][0]["file"]).name, last["damaged"][0]["index"]) == ("overflow.fg", 2)
+            assert len(c.get_neighbors(0)) >= 0  # still serving
+    finally:
+        rc, _ = srv.stop()
+    assert rc == 0
+    log = srv.stderr()
+    assert "scrub: DAMAGED" in log and "overflow.fg" in log and "scrub: pass 1 done" in log

@@ -72,8 +72,10 @@ impl Job {
     fn cancel(&self) {
         self.progress.cancel();
     }
-    /// Wait up to `timeout` seconds; returns True when finished.
-    fn wait(&mut self, py: Python<'_>, timeout: f64) -> bool {
+    /// Wait up to `timeout` seconds; returns True when finished. A shared
+    /// borrow: another thread may `poll` or `cancel` meanwhile (the
+    /// server's background scrubber does).
+    fn wait(&self, py: Python<'_>, timeout: f64) -> bool {
         let r = self.result.clone();
         py.detach(move || {
             let end = std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout.max(0.0));
