@@ -430,7 +430,14 @@ impl Dataset {
     /// Feature row `row` of internal node `v`, read at byte `offset` of the
     /// feature file, against its stored CRC32C in `crcs`.
     /// `crcs[i]` is node `crcs_first + i`'s.
-    pub(crate) fn check_feature_row(&self, v: u64, row: &[u8], crcs: &[u32], offset: u64, crcs_first: u64) -> Result<()> {
+    pub(crate) fn check_feature_row(
+        &self,
+        v: u64,
+        row: &[u8],
+        crcs: &[u32],
+        offset: u64,
+        crcs_first: u64,
+    ) -> Result<()> {
         let (stored, computed) = (crcs[(v - crcs_first) as usize], self.layout.crc(v, row));
         if stored != computed {
             return Err(FormatError::Checksum {

@@ -213,7 +213,10 @@ enum Kind {
     Overflow,
     Features,
     /// A side array with a spec (range-checked values), data starting here.
-    Side { data_offset: u64, elem: u64 },
+    Side {
+        data_offset: u64,
+        elem: u64,
+    },
     /// Listed in the manifest: whole-file CRC32C only.
     Listed,
     /// `manifest.json` and extra files: read only (their content is checked
@@ -523,7 +526,11 @@ impl Run<'_> {
         if found.is_none() && name == LABELS_FILE {
             let want = m.labels.as_ref().map_or(0, |l| l.labeled);
             if self.pos.state.labeled != want {
-                found = file_level("labeled count", self.pos.state.labeled, format!("== labels.labeled {want} in manifest.json"));
+                found = file_level(
+                    "labeled count",
+                    self.pos.state.labeled,
+                    format!("== labels.labeled {want} in manifest.json"),
+                );
             }
         }
         if let Some(d) = found {
@@ -610,7 +617,8 @@ pub fn scrub(root: &Path, opts: &ScrubOptions, progress: &mut dyn FnMut(u64, u64
         }
     };
     let mbytes = flashgnn_io::read_regular(&root.join(MANIFEST_FILE))?;
-    let binding = Binding { dataset_id: ds.manifest().dataset_id, manifest_crc: flashgnn_format::checksum::crc(&mbytes) };
+    let binding =
+        Binding { dataset_id: ds.manifest().dataset_id, manifest_crc: flashgnn_format::checksum::crc(&mbytes) };
     rep.dataset_id = binding.dataset_id;
     let files = plan(&ds, opts)?;
     let mut lens = Vec::with_capacity(files.len());
@@ -670,9 +678,10 @@ pub fn scrub(root: &Path, opts: &ScrubOptions, progress: &mut dyn FnMut(u64, u64
     let (page, stride) = (l.page_size as u64, l.feature_stride());
     // Chunk: a quarter second of the rate (so a stop is honoured promptly
     // and checkpoints are frequent), at most CHUNK_BYTES_MAX, at least a page.
-    let chunk = if opts.rate_bytes_per_s == 0 { CHUNK_BYTES_MAX } else { (opts.rate_bytes_per_s / 4).min(CHUNK_BYTES_MAX) }
-        .max(page)
-        .max(stride);
+    let chunk =
+        if opts.rate_bytes_per_s == 0 { CHUNK_BYTES_MAX } else { (opts.rate_bytes_per_s / 4).min(CHUNK_BYTES_MAX) }
+            .max(page)
+            .max(stride);
     let mut bucket = TokenBucket::new(opts.rate_bytes_per_s, chunk, Instant::now());
     let mut buf = vec![0u8; 0];
     let (mut since_ckpt_bytes, mut last_ckpt) = (0u64, Instant::now());
@@ -721,7 +730,9 @@ pub fn scrub(root: &Path, opts: &ScrubOptions, progress: &mut dyn FnMut(u64, u64
                 run.finish_file(name, *kind);
             }
             let go_on = progress(run.pos.bytes_done, rep.bytes_total);
-            if !go_on || since_ckpt_bytes >= opts.checkpoint_bytes || last_ckpt.elapsed().as_secs_f64() >= opts.checkpoint_secs
+            if !go_on
+                || since_ckpt_bytes >= opts.checkpoint_bytes
+                || last_ckpt.elapsed().as_secs_f64() >= opts.checkpoint_secs
             {
                 save_progress(&state_path, &binding, &run.pos)?;
                 (since_ckpt_bytes, last_ckpt) = (0, Instant::now());
@@ -746,4 +757,41 @@ pub fn scrub(root: &Path, opts: &ScrubOptions, progress: &mut dyn FnMut(u64, u64
     rep.seconds = t0.elapsed().as_secs_f64();
     rep.rate_achieved_bytes_per_s = rep.bytes_read as f64 / rep.seconds.max(1e-9);
     Ok(rep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Chunks end on whole pages / rows / elements whatever the chunk size,
+    /// so a checkpoint (always at a chunk end) never splits a unit, even
+    /// when a resumed run uses another rate (another chunk size).
+    #[test]
+    fn chunks_end_on_unit_boundaries() {
+        let (p, stride) = (4096, 1536);
+        for chunk in [4096u64, 10_000, 1 << 20] {
+            assert_eq!(chunk_end(Kind::Graph, 0, 1 << 30, p, stride, chunk), p, "header page alone");
+            let e = chunk_end(Kind::Graph, p, 1 << 30, p, stride, chunk);
+            assert!(e > p && (e - p) % p == 0 && e - p <= chunk.max(p));
+            let e = chunk_end(Kind::Features, p, 1 << 30, p, stride, chunk);
+            assert!(e > p && (e - p) % stride == 0);
+            let side = Kind::Side { data_offset: 128, elem: 8 };
+            assert_eq!(chunk_end(side, 0, 1 << 30, p, stride, chunk), 128, "npy header alone");
+            let e = chunk_end(side, 128, 1 << 30, p, stride, chunk);
+            assert!(e > 128 && (e - 128) % 8 == 0);
+        }
+        // The last chunk ends at the file's end.
+        assert_eq!(chunk_end(Kind::Overflow, 8192, 9000, p, stride, 1 << 20), 9000);
+    }
+
+    #[test]
+    fn error_places_name_file_and_offset() {
+        let e: StoreError = FormatError::oob("/d/graph.fg", 4120, "degree", 9, "<= 8").into();
+        assert_eq!(error_place(&e), (Some("/d/graph.fg".into()), Some(4120)));
+        let e: StoreError =
+            FormatError::invalid("/d/labels.npy", "byte offset 152: label = 99 at index 3 is out of bounds").into();
+        assert_eq!(error_place(&e), (Some("/d/labels.npy".into()), Some(152)));
+        let e: StoreError = FormatError::invalid("/d/x.npy", "no offset here").into();
+        assert_eq!(error_place(&e), (Some("/d/x.npy".into()), None));
+    }
 }
