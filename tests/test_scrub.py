@@ -338,3 +338,22 @@ def test_serve_scrub_rate_reports_damage_in_stats_and_log(bigger, tmp_path):
     assert rc == 0
     log = srv.stderr()
     assert "scrub: DAMAGED" in log and "overflow.fg" in log and "scrub: pass 1 done" in log
+
+
+def test_striped_dataset_damage_is_reported_at_its_logical_offset(bigger, tmp_path):
+    """A striped file is scrubbed through its parts; damage in a part is reported at the dataset file's
+    logical offset (part k holds chunks k, k+n, ...)."""
+    d = tmp_path / "ds"
+    shutil.copytree(bigger, d)
+    dirs = [tmp_path / "p0", tmp_path / "p1"]
+    for x in dirs:
+        x.mkdir()
+    r = run_cli("stripe", d, *dirs, "--chunk", "64KiB")
+    assert r.returncode == 0, r.stderr
+    assert scrub(d)["damaged_count"] == 0
+    stripes = json.loads((d / "stripes.json").read_text())
+    part1 = Path(stripes["files"]["graph.fg"]["parts"][1])
+    _damage(part1.parent, [(part1.name, 5000)])  # part 1, chunk 0 = logical chunk 1
+    rep = scrub(d)
+    p = flashgnn.open(d).layout["page_size"]
+    assert [(Path(x["file"]).name, x["index"]) for x in rep["damaged"]] == [("graph.fg", (65536 + 5000) // p)]

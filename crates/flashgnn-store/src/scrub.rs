@@ -558,6 +558,11 @@ fn plan(ds: &Dataset, opts: &ScrubOptions) -> Result<Vec<(String, Option<PathBuf
         files.push((name.clone(), None, kind));
     }
     files.push((MANIFEST_FILE.to_string(), None, Kind::Unlisted));
+    // The stripe map of a striped dataset (checked by `Dataset::open`).
+    let stripes = ds.root().join(flashgnn_io::stripe::STRIPES_FILE);
+    if stripes.is_file() {
+        files.push((flashgnn_io::stripe::STRIPES_FILE.to_string(), Some(stripes), Kind::Unlisted));
+    }
     for (name, path) in &opts.extra_files {
         files.push((name.clone(), Some(path.clone()), Kind::Unlisted));
     }
