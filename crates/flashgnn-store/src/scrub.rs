@@ -388,9 +388,9 @@ impl Run<'_> {
     /// pass meets the same up-front finding again) is not counted twice.
     fn record(&mut self, d: Damage, in_file: bool) {
         if in_file {
+            // Positions only advance, so in-file damage is never met twice.
             self.pos.state.damaged += 1;
-        }
-        if self.pos.damaged.contains(&d) {
+        } else if self.pos.damaged.contains(&d) {
             return;
         }
         self.pos.damaged_count += 1;

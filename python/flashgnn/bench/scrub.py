@@ -69,13 +69,17 @@ def bench_serve(dataset: Path, scrub_rate: int, seconds: float, rounds: int, wor
     shutil.copytree(dataset, copy)  # serve opens the store writable (it creates mut/): never the original
     n = flashgnn.open(copy).num_nodes
     lat: dict[str, list[float]] = {"off": [], "on": []}
+    per_round = []
     scrub_status = None
     for i in tqdm(range(rounds * 2), desc="serve rounds", unit=" round"):
         side = "off" if i % 2 == 0 else "on"
         extra = ["--scrub-rate", str(scrub_rate)] if side == "on" else []
         srv = ServeProcess(copy, token_file, *extra, stderr_path=work / f"server-{i}.err", timeout=120.0)
         try:
-            lat[side] += _loop(srv.address, token, n, seconds, seed=i)
+            got = _loop(srv.address, token, n, seconds, seed=i)
+            lat[side] += got
+            per_round.append({"side": side, "requests": len(got), "p50_ms": float(np.percentile(got, 50) * 1e3),
+                              "p99_ms": float(np.percentile(got, 99) * 1e3)})
             if side == "on":
                 with Client(srv.address, token=token) as c:
                     scrub_status = c.stats()["graph"].get("scrub")
@@ -88,6 +92,10 @@ def bench_serve(dataset: Path, scrub_rate: int, seconds: float, rounds: int, wor
         out[side] = {"requests": len(lat[side]), "p50_ms": pct(lat[side], 50), "p99_ms": pct(lat[side], 99)}
     out["p50_ratio"] = out["on"]["p50_ms"] / out["off"]["p50_ms"]
     out["p99_ratio"] = out["on"]["p99_ms"] / out["off"]["p99_ms"]
+    # The noise floor: how far rounds of the same side differ (max/min p99 over the "off" rounds).
+    offs = [r["p99_ms"] for r in per_round if r["side"] == "off"]
+    out["off_p99_spread"] = max(offs) / min(offs) if len(offs) > 1 else None
+    out["per_round"] = per_round
     return out
 
 
@@ -138,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
               f"p50 {s['off']['p50_ms']:.3f} -> {s['on']['p50_ms']:.3f} ms ({s['p50_ratio']:.2f}x), "
               f"p99 {s['off']['p99_ms']:.3f} -> {s['on']['p99_ms']:.3f} ms ({s['p99_ratio']:.2f}x) "
               f"with --scrub-rate {s['scrub_rate_bytes_per_s'] / mib:.0f} MiB/s; scrub passes {s['scrub_status']['passes'] if s['scrub_status'] else '?'}")
+        if s["off_p99_spread"] is not None:
+            print(f"serve: noise floor: p99 of rounds without scrub differ by up to {s['off_p99_spread']:.2f}x")
     return 0
 
 
