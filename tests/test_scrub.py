@@ -357,3 +357,24 @@ def test_striped_dataset_damage_is_reported_at_its_logical_offset(bigger, tmp_pa
     rep = scrub(d)
     p = flashgnn.open(d).layout["page_size"]
     assert [(Path(x["file"]).name, x["index"]) for x in rep["damaged"]] == [("graph.fg", (65536 + 5000) // p)]
+
+
+def test_ctrl_c_stops_at_a_chunk_boundary_with_progress_saved(bigger, tmp_path):
+    state = tmp_path / "state"
+    proc = subprocess.Popen(cli_cmd("scrub", bigger, "--rate", "2MB/s", "--state", state), env=cli_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    prog = state / "progress.json"
+    for _ in range(1200):  # a bound on polls, not a timing assertion
+        if prog.exists() or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the pass ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "progress saved; continue with --resume" in err, err
+    body = json.loads(prog.read_text())["body"]
+    assert not body["complete"] and body["bytes_done"] > 0
+    rep = scrub(bigger, state=state, resume=True)
+    assert rep["complete"] and rep["resumed"] and rep["bytes_skipped"] == body["bytes_done"]
+    assert rep["damaged_count"] == 0

@@ -1,4 +1,4 @@
-"""The ``flashgnn`` command line: ``generate``, ``build``, ``info``, ``verify``, ``compact``, ..., ``serve``, ``query``.
+"""The ``flashgnn`` command line: ``generate``, ``build``, ``info``, ``verify``, ``scrub``, ``compact``, ..., ``serve``, ``query``.
 
 Every long command shows tqdm progress and ends with one summary line.
 Errors print one line naming file, position, value and bound, and exit 2
@@ -281,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"flashgnn {args.command}: I/O error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"flashgnn {args.command}: interrupted; nothing was published", file=sys.stderr)
+        done = "progress saved; continue with --resume" if args.command == "scrub" else "nothing was published"
+        print(f"flashgnn {args.command}: interrupted; {done}", file=sys.stderr)
         return 130
 
 
