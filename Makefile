@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bench-defaults bench-sim setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device clean fmt
+.PHONY: bench-defaults bench-sim setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device bench-scrub clean fmt
 
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ test-slow: develop
 	$(PY) -m pytest -q -m slow
 
 bench: develop bench-build bench-train bench-accuracy bench-e2e bench-device
+
+# Scrubber: achieved/target read rate, and serving p50/p99 with and without --scrub-rate (docs/scrub.md).
+bench-scrub: develop
+	$(PY) -m flashgnn.bench.scrub --scale $${SCALE:-16} --scrub-rate $${RATE:-50MB/s} $${JSON:+--json}
 
 # Out-of-core build benchmark: raw input >= 4x --memory-budget (see docs/benchmarks.md).
 bench-build: develop

@@ -6,6 +6,7 @@ Entry points:
 - :func:`build` / :func:`generate` — the importer and the synthetic generator
   (also ``flashgnn build`` / ``flashgnn generate`` on the command line).
 - :func:`verify` — check every checksum and bound of a dataset.
+- :func:`scrub` — the same, rate-limited and resumable, reporting every damaged page.
 - :func:`from_pyg` / :func:`to_pyg` — a PyG ``Data`` in, and back out when it fits in memory.
 - :class:`Sampler` — one engine call per mini-batch (numpy).
 - :class:`Cache` — cross-batch DRAM cache shared by samplers (static hot set + S3-FIFO).
@@ -30,7 +31,7 @@ from flashgnn._core import (
 from flashgnn.convert import from_pyg, to_pyg
 from flashgnn.dataset import Dataset, open
 from flashgnn.graph import MutableGraph
-from flashgnn.jobs import build, generate, verify
+from flashgnn.jobs import build, generate, scrub, verify
 from flashgnn.sampler import Cache, SampledBatch, Sampler
 
 if TYPE_CHECKING:  # the lazily loaded names below, visible to type checkers and IDEs
@@ -77,5 +78,6 @@ __all__ = [
     "to_pyg",
     "generate",
     "open",
+    "scrub",
     "verify",
 ]

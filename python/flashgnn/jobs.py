@@ -1,4 +1,4 @@
-"""Run the long Rust jobs (build, generate, verify) with tqdm progress bars.
+"""Run the long Rust jobs (build, generate, verify, scrub) with tqdm progress bars.
 
 The Rust side runs on its own thread and publishes per-task counters; this
 module polls them a few times a second, draws one bar per task, and turns
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 from tqdm.auto import tqdm
@@ -93,6 +94,57 @@ def verify(path, *, progress: bool = True) -> dict:
     if mut is not None:
         rep["mutable"] = json.loads(mut)
     rep["seconds"] = time.perf_counter() - t
+    return rep
+
+
+def scrub(path, *, rate: int = 0, resume: bool = False, state=None, progress: bool = True, job_hook=None) -> dict:
+    """Read every page of every file of a dataset at ``rate`` bytes/s (0 =
+    unlimited) with O_DIRECT, check each as the reader does, and report every
+    damaged page (docs/scrub.md). Damage is in the report (``damaged``,
+    ``damaged_count``), never raised; errors are a missing dataset or a
+    progress file (``state``/progress.json, default DATASET/.scrub/) that is
+    corrupt or belongs to another dataset (``CorruptDatasetError``).
+
+    ``resume``: continue the unfinished pass recorded in the progress file
+    (bytes already checked are not read again; damage found so far is kept).
+    With a mutable store, the current generation's dataset is scrubbed, the
+    files directly under ``mut/`` are read too, and the store's log is then
+    checked as ``verify`` does (a failure is one ``mutable store`` finding).
+    ``job_hook(job)`` receives the running job (the server keeps it to cancel)."""
+    t = time.perf_counter()
+    path = os.fspath(path)
+    target, extra = path, []
+    mut = os.path.join(path, "mut")
+    if os.path.isdir(mut):
+        target = _current_generation_dir(path)
+        with os.scandir(mut) as it:
+            extra = sorted(
+                (f"mut/{e.name}", e.path) for e in it if e.is_file(follow_symlinks=False) and not e.name.startswith(".")
+            )
+    opts = {
+        "rate": int(rate),
+        "state": os.fspath(state) if state is not None else os.path.join(path, ".scrub"),
+        "resume": bool(resume),
+        "extra_files": extra,
+    }
+    job = _core.start_scrub(target, opts)
+    if job_hook is not None:
+        job_hook(job)
+    rep = run_job(job, progress)
+    if target != path:
+        rep["generation_dataset"] = target
+    if os.path.lexists(mut) and rep["complete"]:
+        try:
+            _core.verify_mutable(path)
+        except Exception as e:  # CorruptDatasetError, OSError: damage of the store, reported like a page's
+            m = re.search(r"byte offset (\d+)", str(e))
+            f = re.match(r"(\S*mut\S*?):", str(e))
+            rep["damaged"].append(
+                {"file": f.group(1) if f else mut, "offset": int(m.group(1)) if m else None, "kind": "mutable store",
+                 "index": None, "check": str(e)}
+            )
+            rep["damaged_count"] += 1
+    rep["wall_seconds"] = time.perf_counter() - t
     return rep
 
 

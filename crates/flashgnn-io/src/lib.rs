@@ -14,6 +14,8 @@
 //! - [`regular`]: every open of a dataset or input file refuses FIFOs,
 //!   devices and directories by name instead of blocking.
 //!
+//! - [`direct`]: whole-file O_DIRECT reads for the scrubber, and [`rate`]: the
+//!   token bucket that bounds its read rate.
 //! - [`engine`]: batched reads for the sampler — `uring` (io_uring +
 //!   O_DIRECT), `pread` (sync / thread pool), `mmap`, `memory`.
 //!
@@ -22,12 +24,14 @@
 //! mappings, `renameat2`, `flock`); each `unsafe` block states why it is sound.
 
 pub mod aligned;
+pub mod direct;
 pub mod engine;
 pub mod fault;
 pub mod mapped;
 pub mod out;
 pub mod pool;
 pub mod publish;
+pub mod rate;
 pub mod read;
 pub mod regular;
 pub mod rss;

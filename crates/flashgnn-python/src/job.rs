@@ -72,8 +72,10 @@ impl Job {
     fn cancel(&self) {
         self.progress.cancel();
     }
-    /// Wait up to `timeout` seconds; returns True when finished.
-    fn wait(&mut self, py: Python<'_>, timeout: f64) -> bool {
+    /// Wait up to `timeout` seconds; returns True when finished. A shared
+    /// borrow: another thread may `poll` or `cancel` meanwhile (the
+    /// server's background scrubber does).
+    fn wait(&self, py: Python<'_>, timeout: f64) -> bool {
         let r = self.result.clone();
         py.detach(move || {
             let end = std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout.max(0.0));
@@ -311,5 +313,41 @@ pub fn start_verify(path: std::path::PathBuf) -> PyResult<Job> {
             "feature_rows": rep.feature_rows,
         })
         .to_string())
+    }))
+}
+
+/// Start a scrub (`flashgnn scrub`): `opts` keys `rate` (bytes/s, 0 =
+/// unlimited), `state` (directory of progress.json), `resume` (bool),
+/// `extra_files` ([(name, path)]). Cancelling stops it at a chunk boundary
+/// with its progress saved; the report then has `complete: false`.
+#[pyfunction]
+pub fn start_scrub(path: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> PyResult<Job> {
+    let mut o = flashgnn_store::ScrubOptions::new(&path);
+    if let Some(r) = get::<u64>(opts, "rate")? {
+        o.rate_bytes_per_s = r;
+    }
+    if let Some(s) = get::<std::path::PathBuf>(opts, "state")? {
+        o.state_dir = s;
+    }
+    if let Some(r) = get::<bool>(opts, "resume")? {
+        o.resume = r;
+    }
+    if let Some(x) = get::<Vec<(String, std::path::PathBuf)>>(opts, "extra_files")? {
+        o.extra_files = x;
+    }
+    if let Some(b) = get::<u64>(opts, "checkpoint_bytes")? {
+        o.checkpoint_bytes = b;
+    }
+    Ok(Job::spawn(move |p| {
+        let mut task = p.task("scrub", "B", 0);
+        let mut last = 0;
+        let rep = flashgnn_store::scrub(&path, &o, &mut |done, total| {
+            task.set_total(total);
+            task.add(done.saturating_sub(last));
+            last = done;
+            !p.is_cancelled()
+        })?;
+        task.finish();
+        Ok(rep.to_json().to_string())
     }))
 }

@@ -30,6 +30,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(job::start_build, m)?)?;
     m.add_function(wrap_pyfunction!(job::start_generate, m)?)?;
     m.add_function(wrap_pyfunction!(job::start_verify, m)?)?;
+    m.add_function(wrap_pyfunction!(job::start_scrub, m)?)?;
     m.add_function(wrap_pyfunction!(graph::verify_mutable, m)?)?;
     m.add_function(wrap_pyfunction!(graph::_fault_bytes_written, m)?)?;
     m.add_function(wrap_pyfunction!(seal_manifest, m)?)?;

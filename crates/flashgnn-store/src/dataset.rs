@@ -152,43 +152,13 @@ impl Dataset {
         let p = layout.page_size as usize;
         let mut page = vec![0u8; p];
         graph.read_exact_at(&mut page, 0)?;
-        let gname = file_name(&root, GRAPH_FILE);
-        let gh = GraphHeader::decode(&gname, &page)?;
-        let want = GraphHeader::from_layout(&layout);
-        if let Some(e) = header_mismatch(
-            &gname,
-            (gh.page_size, want.page_size),
-            &gh.compare(&want),
-            (gh.dataset_id, want.dataset_id),
-        ) {
-            return Err(e.into());
-        }
+        check_header_page(&root, &layout, GRAPH_FILE, &page)?;
         overflow.read_exact_at(&mut page, 0)?;
-        let oname = file_name(&root, OVERFLOW_FILE);
-        let oh = OverflowHeader::decode(&oname, &page)?;
-        let want = OverflowHeader::from_layout(&layout);
-        if let Some(e) = header_mismatch(
-            &oname,
-            (oh.page_size, want.page_size),
-            &oh.compare(&want),
-            (oh.dataset_id, want.dataset_id),
-        ) {
-            return Err(e.into());
-        }
+        check_header_page(&root, &layout, OVERFLOW_FILE, &page)?;
         let features = if layout.placement == FeaturePlacement::Separate {
             let f = flashgnn_io::stripe::open_reader(&root, FEATURES_FILE)?;
             f.read_exact_at(&mut page, 0)?;
-            let fname = file_name(&root, FEATURES_FILE);
-            let fh = FeatureHeader::decode(&fname, &page)?;
-            let want = FeatureHeader::from_layout(&layout);
-            if let Some(e) = header_mismatch(
-                &fname,
-                (fh.page_size, want.page_size),
-                &fh.compare(&want),
-                (fh.dataset_id, want.dataset_id),
-            ) {
-                return Err(e.into());
-            }
+            check_header_page(&root, &layout, FEATURES_FILE, &page)?;
             Some(f)
         } else {
             None
@@ -253,14 +223,25 @@ impl Dataset {
     pub fn check_side_values(&self, name: &str) -> Result<Vec<i64>> {
         let a = self.side_array(name)?;
         let v = a.read_all_i64()?;
+        self.check_side_chunk(name, a.header.data_offset, 0, &v)?;
+        Ok(v)
+    }
+
+    /// Values `v` of side file `name`, elements `[first, first + v.len())`
+    /// of an array whose data starts at byte `data_offset`, against the
+    /// file's range: the first one out of range is the error (file, byte
+    /// offset, value, bound). Shared by [`Dataset::check_side_values`] and
+    /// the scrubber, which checks the array chunk by chunk.
+    pub fn check_side_chunk(&self, name: &str, data_offset: u64, first: u64, v: &[i64]) -> Result<()> {
         if let Some(spec) = self.side_spec(name) {
             if let Some((lo, hi)) = spec.range {
                 if let Some(i) = v.iter().position(|&x| (x as i128) < lo || (x as i128) >= hi) {
+                    let index = first + i as u64;
                     return Err(FormatError::invalid(
                         self.file(name),
                         format!(
-                            "byte offset {}: {} = {} at index {i} is out of bounds (must be {})",
-                            a.header.data_offset + 8 * i as u64,
+                            "byte offset {}: {} = {} at index {index} is out of bounds (must be {})",
+                            data_offset + spec.dtype.size() as u64 * index,
                             spec.what,
                             v[i],
                             spec.bound
@@ -270,7 +251,7 @@ impl Dataset {
                 }
             }
         }
-        Ok(v)
+        Ok(())
     }
 
     pub fn root(&self) -> &Path {
@@ -448,8 +429,16 @@ impl Dataset {
 
     /// Feature row `row` of internal node `v`, read at byte `offset` of the
     /// feature file, against its stored CRC32C in `crcs`.
-    pub(crate) fn check_feature_row(&self, v: u64, row: &[u8], crcs: &[u32], offset: u64) -> Result<()> {
-        let (stored, computed) = (crcs[v as usize], self.layout.crc(v, row));
+    /// `crcs[i]` is node `crcs_first + i`'s.
+    pub(crate) fn check_feature_row(
+        &self,
+        v: u64,
+        row: &[u8],
+        crcs: &[u32],
+        offset: u64,
+        crcs_first: u64,
+    ) -> Result<()> {
+        let (stored, computed) = (crcs[(v - crcs_first) as usize], self.layout.crc(v, row));
         if stored != computed {
             return Err(FormatError::Checksum {
                 file: self.file(FEATURES_FILE),
@@ -532,7 +521,7 @@ impl Dataset {
                     .as_ref()
                     .expect("separate placement has a feature file")
                     .read_exact_at(&mut out[at..], start)?;
-                self.check_feature_row(v, &out[at..], self.feature_crcs()?, start)?;
+                self.check_feature_row(v, &out[at..], self.feature_crcs()?, start, 0)?;
             }
         }
         Ok(())
@@ -672,6 +661,33 @@ impl Dataset {
             .into());
         }
         Ok(a)
+    }
+}
+
+/// Check header page `page` (page 0) of `.fg` file `name` against the
+/// layout the manifest describes: magic, version, every field and the
+/// dataset id ([`header_mismatch`]). Used by [`Dataset::open`] and the
+/// scrubber.
+pub fn check_header_page(root: &Path, layout: &Layout, name: &str, page: &[u8]) -> Result<()> {
+    let file = file_name(root, name);
+    let e = match name {
+        GRAPH_FILE => {
+            let (h, want) = (GraphHeader::decode(&file, page)?, GraphHeader::from_layout(layout));
+            header_mismatch(&file, (h.page_size, want.page_size), &h.compare(&want), (h.dataset_id, want.dataset_id))
+        }
+        OVERFLOW_FILE => {
+            let (h, want) = (OverflowHeader::decode(&file, page)?, OverflowHeader::from_layout(layout));
+            header_mismatch(&file, (h.page_size, want.page_size), &h.compare(&want), (h.dataset_id, want.dataset_id))
+        }
+        FEATURES_FILE => {
+            let (h, want) = (FeatureHeader::decode(&file, page)?, FeatureHeader::from_layout(layout));
+            header_mismatch(&file, (h.page_size, want.page_size), &h.compare(&want), (h.dataset_id, want.dataset_id))
+        }
+        _ => return Err(StoreError::BadRequest(format!("{file} is not a .fg file with a header page"))),
+    };
+    match e {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
     }
 }
 

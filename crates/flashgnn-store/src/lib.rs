@@ -3,7 +3,8 @@
 //! `split` are simple, correct, checked positional reads (the fast batched
 //! sampler is a separate layer); [`scan`] streams every node in internal
 //! order with large sequential reads; [`verify`] checks every checksum,
-//! address and bound.
+//! address and bound; [`scrub`] does the same page by page at a bounded,
+//! resumable rate and reports every damaged page.
 //!
 //! Architecture invariant: every value read from disk goes through the
 //! checked decoders of `flashgnn-format` before it is used as an offset,
@@ -17,9 +18,11 @@
 pub mod dataset;
 pub mod overlay;
 pub mod scan;
+pub mod scrub;
 pub mod verify;
 
 pub use dataset::{Dataset, StoreError};
 pub use overlay::{Delta, NodeRec, Op, OverlayError, Snapshot};
 pub use scan::{scan, ScanNode, SCAN_CHUNK_BYTES};
+pub use scrub::{scrub, Damage, ScrubOptions, ScrubReport};
 pub use verify::{verify, VerifyReport};

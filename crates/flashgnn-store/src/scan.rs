@@ -143,7 +143,7 @@ pub fn scan<E: From<StoreError>>(
             }
             let row: &[u8] = if separate {
                 let r = &feats[i as usize * stride..i as usize * stride + rb];
-                ds.check_feature_row(v, r, crcs.expect("loaded above"), p + v * stride as u64)?;
+                ds.check_feature_row(v, r, crcs.expect("loaded above"), p + v * stride as u64, 0)?;
                 r
             } else {
                 &slot.features[..rb.min(slot.features.len())]

@@ -48,64 +48,17 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
     // 2. Slots, page by page.
     let gname = ds.file(GRAPH_FILE);
     let p = l.page_size as usize;
-    let s = l.slot_bytes as usize;
-    let k = l.slots_per_page as u64;
     let mut page = vec![0u8; p];
-    let mut next_overflow = 0u64;
-    let mut degree_sum = 0u64;
+    let mut walk = SlotWalk::start();
     for pg in 0..l.slot_pages() {
         ds.graph_reader().read_exact_at(&mut page, (pg + 1) * p as u64)?;
-        let first = pg * k;
-        let count = (l.num_nodes - first).min(k);
-        for i in 0..count {
-            let v = first + i;
-            let bytes = &page[i as usize * s..(i as usize + 1) * s];
-            let slot = decode_slot(l, v, bytes, &gname)?;
-            check_slot_padding(l, &slot, bytes, &gname)?;
-            slot.inline_ids(l, &gname)?;
-            if slot.overflow_len() > 0 {
-                if slot.overflow_first != next_overflow {
-                    return Err(FormatError::oob(
-                        &gname,
-                        l.slot_offset(v) + 16,
-                        "overflow_first",
-                        slot.overflow_first,
-                        format!("== {next_overflow} (ranges must tile the overflow file)"),
-                    )
-                    .into());
-                }
-                next_overflow += slot.overflow_len();
-            }
-            let want = ds.original_id(v)?;
-            if slot.original_id != want {
-                return Err(FormatError::oob(
-                    &gname,
-                    l.slot_offset(v) + 8,
-                    "original id",
-                    slot.original_id,
-                    format!("== {want} (reorder {:?})", m.reorder),
-                )
-                .into());
-            }
-            degree_sum += slot.degree as u64;
-            rep.slots += 1;
-        }
-        let used = count as usize * s;
-        if let Some(j) = page[used..].iter().position(|b| *b != 0) {
-            return Err(FormatError::oob(
-                &gname,
-                (pg + 1) * p as u64 + (used + j) as u64,
-                "page slack byte",
-                page[used + j] as u64,
-                "0",
-            )
-            .into());
-        }
+        rep.slots += check_slot_page(ds, pg, &page, true, &mut walk)?;
         done += p as u64;
         if pg % 256 == 0 {
             progress(done.min(total), total);
         }
     }
+    let (degree_sum, next_overflow) = (walk.degree_sum, walk.next_overflow.unwrap_or(0));
     if degree_sum != l.num_edges {
         return Err(
             FormatError::oob(&gname, 0, "sum of degrees", degree_sum, format!("== num_edges {}", l.num_edges)).into()
@@ -123,37 +76,9 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
     }
 
     // 3. Overflow pages.
-    let oname = ds.file(OVERFLOW_FILE);
-    let per = l.overflow_ids_per_page();
-    let w = l.id_bytes as usize;
     for pg in 1..=l.overflow_pages() {
         ds.overflow_reader().read_exact_at(&mut page, pg * p as u64)?;
-        check_overflow_page(l, &oname, pg, &page)?;
-        let base = (pg - 1) * per;
-        let n_here = (l.overflow_entries - base).min(per) as usize;
-        for j in 0..n_here {
-            let id = read_id(&page[j * w..(j + 1) * w]);
-            if id >= l.num_nodes {
-                return Err(FormatError::oob(
-                    &oname,
-                    pg * p as u64 + (j * w) as u64,
-                    "neighbor id",
-                    id,
-                    format!("< num_nodes {}", l.num_nodes),
-                )
-                .into());
-            }
-        }
-        if let Some(j) = page[n_here * w..p - 8].iter().position(|b| *b != 0) {
-            return Err(FormatError::oob(
-                &oname,
-                pg * p as u64 + (n_here * w + j) as u64,
-                "overflow padding byte",
-                page[n_here * w + j] as u64,
-                "0",
-            )
-            .into());
-        }
+        check_overflow_data_page(ds, pg, &page)?;
         rep.overflow_pages += 1;
         done += p as u64;
         if pg % 256 == 0 {
@@ -163,7 +88,6 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
 
     // 4. Separate feature rows.
     if l.placement == FeaturePlacement::Separate {
-        let fname = ds.file(FEATURES_FILE);
         let crcs = ds.side_array(FEATURE_CRC_FILE)?;
         if crcs.len() != l.num_nodes {
             return Err(FormatError::oob(
@@ -176,7 +100,6 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
             .into());
         }
         let stride = l.feature_stride() as usize;
-        let rb = l.row_bytes() as usize;
         let rows_per_chunk = (VERIFY_CHUNK_BYTES / stride).max(1) as u64;
         let fr = ds.features_reader().expect("separate placement has a feature file");
         let mut v = 0u64;
@@ -186,28 +109,7 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
             fr.read_exact_at(&mut chunk, l.page_size as u64 + v * stride as u64)?;
             let stored = crcs.read_i64(v, n)?;
             for i in 0..n as usize {
-                let row = &chunk[i * stride..i * stride + rb];
-                let c = l.crc(v + i as u64, row);
-                if c as i64 != stored[i] {
-                    return Err(FormatError::Checksum {
-                        file: fname.clone(),
-                        offset: l.page_size as u64 + (v + i as u64) * stride as u64,
-                        what: format!("feature row {}", v + i as u64),
-                        stored: stored[i] as u32,
-                        computed: c,
-                    }
-                    .into());
-                }
-                if let Some(j) = chunk[i * stride + rb..(i + 1) * stride].iter().position(|b| *b != 0) {
-                    return Err(FormatError::oob(
-                        &fname,
-                        l.page_size as u64 + (v + i as u64) * stride as u64 + (rb + j) as u64,
-                        "row padding byte",
-                        chunk[i * stride + rb + j] as u64,
-                        "0",
-                    )
-                    .into());
-                }
+                check_feature_row_bytes(ds, v + i as u64, &chunk[i * stride..(i + 1) * stride], stored[i] as u32)?;
             }
             rep.feature_rows += n;
             v += n;
@@ -272,4 +174,120 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
     }
     progress(total, total);
     Ok(rep)
+}
+
+/// Running state of a walk over the slot pages in order: where the next
+/// spilling node's overflow range must start (ranges tile the overflow
+/// file) and the degrees seen so far (their sum must be `num_edges`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlotWalk {
+    /// None: not known (the scrubber, after a damaged page, takes the next
+    /// spilling slot's `overflow_first` as given instead of reporting every
+    /// later page).
+    pub next_overflow: Option<u64>,
+    pub degree_sum: u64,
+}
+
+impl SlotWalk {
+    pub fn start() -> SlotWalk {
+        SlotWalk { next_overflow: Some(0), degree_sum: 0 }
+    }
+}
+
+/// Check slot page `pg` (0-based; page `pg + 1` of `graph.fg`): every slot's
+/// checksum, header bounds and zero padding, its inline ids, its overflow
+/// range against `walk`, its original id against the id maps (when
+/// `check_original`), and zero page slack. Returns the slots checked; the
+/// first failure is the error (file, byte offset, value, bound).
+pub fn check_slot_page(ds: &Dataset, pg: u64, page: &[u8], check_original: bool, walk: &mut SlotWalk) -> Result<u64> {
+    let l = ds.layout();
+    let gname = ds.file(GRAPH_FILE);
+    let s = l.slot_bytes as usize;
+    let k = l.slots_per_page as u64;
+    let first = pg * k;
+    let count = (l.num_nodes - first).min(k);
+    for i in 0..count {
+        let v = first + i;
+        let bytes = &page[i as usize * s..(i as usize + 1) * s];
+        let slot = decode_slot(l, v, bytes, &gname)?;
+        check_slot_padding(l, &slot, bytes, &gname)?;
+        slot.inline_ids(l, &gname)?;
+        if slot.overflow_len() > 0 {
+            let want = walk.next_overflow.unwrap_or(slot.overflow_first);
+            if slot.overflow_first != want {
+                return Err(FormatError::oob(
+                    &gname,
+                    l.slot_offset(v) + 16,
+                    "overflow_first",
+                    slot.overflow_first,
+                    format!("== {want} (ranges must tile the overflow file)"),
+                )
+                .into());
+            }
+            walk.next_overflow = Some(want + slot.overflow_len());
+        }
+        if check_original {
+            ds.check_slot_original(v, slot.original_id, ds.original_id(v)?)?;
+        }
+        walk.degree_sum += slot.degree as u64;
+    }
+    let used = count as usize * s;
+    if let Some(j) = page[used..].iter().position(|b| *b != 0) {
+        return Err(FormatError::oob(
+            &gname,
+            (pg + 1) * l.page_size as u64 + (used + j) as u64,
+            "page slack byte",
+            page[used + j] as u64,
+            "0",
+        )
+        .into());
+    }
+    Ok(count)
+}
+
+/// Check overflow page `pg` (1-based page of `overflow.fg`): trailer
+/// checksum and page number, every id < N, zero padding after the last entry.
+pub fn check_overflow_data_page(ds: &Dataset, pg: u64, page: &[u8]) -> Result<()> {
+    let l = ds.layout();
+    let oname = ds.file(OVERFLOW_FILE);
+    let (p, per, w) = (l.page_size as usize, l.overflow_ids_per_page(), l.id_bytes as usize);
+    check_overflow_page(l, &oname, pg, page)?;
+    let base = (pg - 1) * per;
+    let n_here = (l.overflow_entries - base).min(per) as usize;
+    for j in 0..n_here {
+        let id = read_id(&page[j * w..(j + 1) * w]);
+        ds.check_overflow_id(id, pg * p as u64 + (j * w) as u64)?;
+    }
+    if let Some(j) = page[n_here * w..p - 8].iter().position(|b| *b != 0) {
+        return Err(FormatError::oob(
+            &oname,
+            pg * p as u64 + (n_here * w + j) as u64,
+            "overflow padding byte",
+            page[n_here * w + j] as u64,
+            "0",
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Check the stored row of node `v` in `features.fg` (`bytes`: one stride,
+/// the row and its padding) against its CRC32C `stored` from
+/// `feature_crc.npy`, and its padding for zeros.
+pub fn check_feature_row_bytes(ds: &Dataset, v: u64, bytes: &[u8], stored: u32) -> Result<()> {
+    let l = ds.layout();
+    let rb = l.row_bytes() as usize;
+    let offset = l.page_size as u64 + v * l.feature_stride();
+    ds.check_feature_row(v, &bytes[..rb], &[stored], offset, v)?;
+    if let Some(j) = bytes[rb..].iter().position(|b| *b != 0) {
+        return Err(FormatError::oob(
+            ds.file(FEATURES_FILE),
+            offset + (rb + j) as u64,
+            "row padding byte",
+            bytes[rb + j] as u64,
+            "0",
+        )
+        .into());
+    }
+    Ok(())
 }

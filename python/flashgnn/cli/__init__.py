@@ -1,4 +1,4 @@
-"""The ``flashgnn`` command line: ``generate``, ``build``, ``info``, ``verify``, ``compact``, ..., ``serve``, ``query``.
+"""The ``flashgnn`` command line: ``generate``, ``build``, ``info``, ``verify``, ``scrub``, ``compact``, ..., ``serve``, ``query``.
 
 Every long command shows tqdm progress and ends with one summary line.
 Errors print one line naming file, position, value and bound, and exit 2
@@ -13,6 +13,18 @@ import sys
 import flashgnn
 from flashgnn._util import ArgumentParser, human_bytes, parse_size  # noqa: F401 - re-exported
 from flashgnn._util import print_json as _print_json  # noqa: F401 - re-exported
+
+
+def parse_rate(text: str) -> int:
+    """'100MB/s', '1.5GiB/s', '0' -> bytes per second (the size parser's
+    units; a trailing '/s' is optional). 0 means unlimited."""
+    t = text.strip()
+    if t.lower().endswith("/s"):
+        t = t[:-2]
+    try:
+        return parse_size(t)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"cannot parse rate {text!r} (examples: 100MB/s, 1GiB/s, 0 = unlimited)") from None
 
 
 def _pair(text: str) -> tuple[int, int]:
@@ -196,6 +208,19 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("dataset")
     v.add_argument("--json", action="store_true")
 
+    sc = sub.add_parser(
+        "scrub",
+        help="read every page at a bounded rate (O_DIRECT), check it, report every damaged page (docs/scrub.md); "
+        "exit 0 clean, 3 damage found, 2 error",
+    )
+    sc.add_argument("dataset")
+    sc.add_argument("--rate", type=parse_rate, default=parse_rate("100MB/s"),
+                    help="read rate, e.g. 100MB/s (default), 1GiB/s; 0 = unlimited")
+    sc.add_argument("--resume", action="store_true",
+                    help="continue the unfinished pass in the progress file (finished bytes are not read again)")
+    sc.add_argument("--state", default=None, help="directory for progress.json (default DATASET/.scrub)")
+    sc.add_argument("--json", action="store_true")
+
     c = sub.add_parser("compact", help="fold a mutable store's log into a new generation (docs/format.md § Mutable store)")
     c.add_argument("dataset")
     c.add_argument("--json", action="store_true")
@@ -236,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"flashgnn {args.command}: I/O error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"flashgnn {args.command}: interrupted; nothing was published", file=sys.stderr)
+        done = "progress saved; continue with --resume" if args.command == "scrub" else "nothing was published"
+        print(f"flashgnn {args.command}: interrupted; {done}", file=sys.stderr)
         return 130
 
 

@@ -227,6 +227,36 @@ def cmd_verify(a) -> int:
     return 0
 
 
+#: `flashgnn scrub` exit status when damage was found (0: none; 2: could not
+#: scrub — missing dataset, foreign or corrupt progress file).
+SCRUB_DAMAGE_EXIT = 3
+
+
+def cmd_scrub(a) -> int:
+    rep = flashgnn.scrub(a.dataset, rate=a.rate, resume=a.resume, state=a.state, progress=not a.json)
+    bad = rep["damaged_count"]
+    if a.json:
+        _print_json(rep)
+        return SCRUB_DAMAGE_EXIT if bad else 0
+    for d in rep["damaged"]:
+        at = f"byte offset {d['offset']}" if d["offset"] is not None else "offset unknown"
+        idx = f" {d['index']}" if d["index"] is not None else ""
+        print(f"DAMAGED {d['file']} at {at}: {d['kind']}{idx}: {d['check']}")
+    if bad > len(rep["damaged"]):
+        print(f"... and {bad - len(rep['damaged']):,} more damaged (only the first {len(rep['damaged']):,} are kept)")
+    mib = 2**20  # the size parser's M is binary: 100MB/s = 100 MiB/s
+    target = rep["rate_target_bytes_per_s"]
+    rate = f"{rep['rate_achieved_bytes_per_s'] / mib:.1f} MiB/s achieved"
+    rate += f" vs {target / mib:.1f} MiB/s rate ({rep['rate_achieved_bytes_per_s'] / target:.2f})" if target else " (unlimited rate)"
+    resumed = f", {human_bytes(rep['bytes_skipped'])} done before --resume" if rep["resumed"] else ""
+    direct = "" if rep["direct"] else " (buffered: the file system refused O_DIRECT)"
+    print(
+        f"scrubbed {a.dataset}: {human_bytes(rep['bytes_read'])} read{direct}{resumed}, {rep['files']} files, "
+        f"{rep['pages']:,} pages, {rep['feature_rows']:,} feature rows, {bad:,} damaged, {rate} in {rep['seconds']:.1f} s"
+    )
+    return SCRUB_DAMAGE_EXIT if bad else 0
+
+
 def cmd_compact(a) -> int:
     g = flashgnn.MutableGraph(a.dataset)
     try:

@@ -47,6 +47,11 @@ def add_parsers(sub, parse_size) -> None:
     s.add_argument("--memory-budget", type=parse_size, default=0,
                    help="one budget for the engine's buffers (per worker) and a DRAM cache shared by every Run's "
                         "sampler; the split is printed (default: no cache)")
+    from flashgnn.cli import parse_rate
+
+    s.add_argument("--scrub-rate", type=parse_rate, default=None,
+                   help="run the scrubber (docs/scrub.md) in the background at this read rate, e.g. 20MB/s "
+                   "(0 = unlimited); reported in Stats (graph_stats_json.scrub) and on the log")
     s.add_argument("--no-preload", action="store_true",
                    help="do not import the GraphRunner (torch) at start; the first Run or Plugin does")
 
@@ -118,7 +123,7 @@ def cmd_serve(a) -> int:
 
     return serve(a.dataset, a.listen, token=token, limits=limits, allow_plugins=a.allow_plugins,
                  group_commit_wait_us=a.group_commit_wait_us, preload=not a.no_preload, ready=ready,
-                 memory_budget=a.memory_budget)
+                 memory_budget=a.memory_budget, scrub_rate=a.scrub_rate)
 
 
 def _embed_arg(a, client):

@@ -229,6 +229,7 @@ class Service(pb_grpc.FlashGNNServicer):
         self._runner_lock = threading.Lock()
         self._side = concurrent.futures.ThreadPoolExecutor(UNMETERED_THREADS, thread_name_prefix="flashgnn-stats")
         self._side_slots = threading.BoundedSemaphore(UNMETERED_INFLIGHT)
+        self.scrub = None  # serve/scrubber.BackgroundScrub under --scrub-rate
 
     # -- the gate -----------------------------------------------------------
 
@@ -478,6 +479,8 @@ class Service(pb_grpc.FlashGNNServicer):
         g = self.graph
         out = {**g.stats(), "num_nodes": int(g.num_nodes), "feature_dim": int(g.feature_dim),
                "feature_dtype": str(g.feature_dtype)}
+        if self.scrub is not None:
+            out["scrub"] = self.scrub.status()
         if self.cache is not None:
             out["cache"] = self.cache.stats()
         return out
@@ -979,11 +982,14 @@ def serve(
     preload: bool = True,
     ready=None,
     memory_budget: int = 0,
+    scrub_rate: int | None = None,
 ) -> int:
     """Open the graph, serve until SIGTERM/SIGINT, drain, close. Returns the exit status.
 
     ``ready(port)`` is called once the port is bound (the CLI prints the
-    'listening' line there; tests read the port from it).
+    'listening' line there; tests read the port from it). ``scrub_rate``
+    (bytes/s, 0 = unlimited; None = off): run the scrubber in a background
+    thread (serve/scrubber.py), reported in Stats' graph_stats_json["scrub"].
     """
     limits = limits or Limits()
     limits.check()
@@ -1004,6 +1010,10 @@ def serve(
         _log(budget.describe(split))
         cache = flashgnn.Cache(dataset, BUDGET_FANOUTS, split["cache"], hot="degree")
     service = Service(graph, dataset, limits, token, allow_plugins, cache=cache)
+    if scrub_rate is not None:
+        from .scrubber import BackgroundScrub
+
+        service.scrub = BackgroundScrub(dataset, scrub_rate, _log)
     return asyncio.run(_serve(service, graph, listen, limits, preload, ready))
 
 
@@ -1056,6 +1066,8 @@ async def _serve(service: Service, graph, listen: str, limits: Limits, preload: 
             _log(f"TEST HOOK {ENV_TEST_DELAY} active: {service._delays}")
         if ready is not None:
             ready(port)
+        if service.scrub is not None:
+            service.scrub.start()
         await stop.wait()
         t0 = time.monotonic()
         service.draining = True
@@ -1071,6 +1083,8 @@ async def _serve(service: Service, graph, listen: str, limits: Limits, preload: 
         # Every call has been answered; work already running still finishes before the graph closes, work
         # not started is dropped. Joined off the loop, so signals are still handled meanwhile.
         await loop.run_in_executor(None, service.shutdown_pools)
+        if service.scrub is not None:
+            await loop.run_in_executor(None, service.scrub.stop)
         seq = getattr(graph, "seq", None)
         graph.close()
         served, rejected = service.metrics.totals()
