@@ -48,6 +48,18 @@ def parse_size(text: str) -> int:
     return int(value * (1024 ** " KMGT".index(unit or " ")))
 
 
+def parse_rate(text: str) -> int:
+    """'100MB/s', '1.5GiB/s', '0' -> bytes per second (the size parser's
+    units; a trailing '/s' is optional). 0 means unlimited."""
+    t = text.strip()
+    if t.lower().endswith("/s"):
+        t = t[:-2]
+    try:
+        return parse_size(t)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"cannot parse rate {text!r} (examples: 100MB/s, 1GiB/s, 0 = unlimited)") from None
+
+
 def human_bytes(n: float) -> str:
     for unit in ["B", "KiB", "MiB", "GiB", "TiB"]:
         if abs(n) < 1024 or unit == "TiB":

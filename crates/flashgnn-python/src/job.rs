@@ -42,7 +42,7 @@ type Outcome = Result<String, JobError>;
 pub struct Job {
     progress: Arc<Progress>,
     result: Arc<Mutex<Option<Outcome>>>,
-    handle: Option<JoinHandle<()>>,
+    handle: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Job {
@@ -56,7 +56,7 @@ impl Job {
             });
             *r.lock().unwrap() = Some(out);
         });
-        Job { progress, result, handle: Some(handle) }
+        Job { progress, result, handle: Mutex::new(Some(handle)) }
     }
 }
 
@@ -85,9 +85,11 @@ impl Job {
         });
         self.is_done()
     }
-    /// The job's JSON report, or its error raised as an exception.
-    fn result(&mut self, py: Python<'_>) -> PyResult<String> {
-        if let Some(h) = self.handle.take() {
+    /// The job's JSON report, or its error raised as an exception. A shared
+    /// borrow too, so a `poll` from another thread never meets a borrow error.
+    fn result(&self, py: Python<'_>) -> PyResult<String> {
+        let handle = self.handle.lock().unwrap().take();
+        if let Some(h) = handle {
             py.detach(move || {
                 let _ = h.join();
             });
@@ -322,22 +324,24 @@ pub fn start_verify(path: std::path::PathBuf) -> PyResult<Job> {
 /// with its progress saved; the report then has `complete: false`.
 #[pyfunction]
 pub fn start_scrub(path: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> PyResult<Job> {
+    let mut opts = Opts::new(opts, "scrub");
     let mut o = flashgnn_store::ScrubOptions::new(&path);
-    if let Some(r) = get::<u64>(opts, "rate")? {
+    if let Some(r) = opts.get::<u64>("rate")? {
         o.rate_bytes_per_s = r;
     }
-    if let Some(s) = get::<std::path::PathBuf>(opts, "state")? {
+    if let Some(s) = opts.get::<std::path::PathBuf>("state")? {
         o.state_dir = s;
     }
-    if let Some(r) = get::<bool>(opts, "resume")? {
+    if let Some(r) = opts.get::<bool>("resume")? {
         o.resume = r;
     }
-    if let Some(x) = get::<Vec<(String, std::path::PathBuf)>>(opts, "extra_files")? {
+    if let Some(x) = opts.get::<Vec<(String, std::path::PathBuf)>>("extra_files")? {
         o.extra_files = x;
     }
-    if let Some(b) = get::<u64>(opts, "checkpoint_bytes")? {
+    if let Some(b) = opts.get::<u64>("checkpoint_bytes")? {
         o.checkpoint_bytes = b;
     }
+    opts.finish()?;
     Ok(Job::spawn(move |p| {
         let mut task = p.task("scrub", "B", 0);
         let mut last = 0;

@@ -28,7 +28,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import flashgnn
-from flashgnn.cli import ArgumentParser, parse_rate
+from flashgnn._util import ArgumentParser, parse_rate
 from flashgnn.serve.process import ServeProcess
 
 

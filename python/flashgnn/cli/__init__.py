@@ -11,20 +11,8 @@ import argparse
 import sys
 
 import flashgnn
-from flashgnn._util import ArgumentParser, human_bytes, parse_size  # noqa: F401 - re-exported
+from flashgnn._util import ArgumentParser, human_bytes, parse_rate, parse_size  # noqa: F401 - re-exported
 from flashgnn._util import print_json as _print_json  # noqa: F401 - re-exported
-
-
-def parse_rate(text: str) -> int:
-    """'100MB/s', '1.5GiB/s', '0' -> bytes per second (the size parser's
-    units; a trailing '/s' is optional). 0 means unlimited."""
-    t = text.strip()
-    if t.lower().endswith("/s"):
-        t = t[:-2]
-    try:
-        return parse_size(t)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"cannot parse rate {text!r} (examples: 100MB/s, 1GiB/s, 0 = unlimited)") from None
 
 
 def _pair(text: str) -> tuple[int, int]:

@@ -47,7 +47,7 @@ def add_parsers(sub, parse_size) -> None:
     s.add_argument("--memory-budget", type=parse_size, default=0,
                    help="one budget for the engine's buffers (per worker) and a DRAM cache shared by every Run's "
                         "sampler; the split is printed (default: no cache)")
-    from flashgnn.cli import parse_rate
+    from flashgnn._util import parse_rate
 
     s.add_argument("--scrub-rate", type=parse_rate, default=None,
                    help="run the scrubber (docs/scrub.md) in the background at this read rate, e.g. 20MB/s "
