@@ -163,3 +163,132 @@ def test_simulate_refuses_fifo_trace_and_config(tmp_path):
     for args in (("simulate", fifo, "--config", TABLE2), ("simulate", trace, "--config", fifo)):
         r = run_cli(*args, timeout=30)
         assert r.returncode != 0 and "FIFO" in r.stderr and str(fifo) in r.stderr, r.stderr[-800:]
+
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _assert_pngs(paths, expected_names):
+    """Each path is a real PNG (magic bytes, non-trivial size) and the names are exactly the expected ones."""
+    assert sorted(Path(p).name for p in paths) == sorted(expected_names)
+    for p in paths:
+        b = Path(p).read_bytes()
+        assert b[:8] == PNG_MAGIC and len(b) > 5000, (p, len(b))
+
+
+def test_simulate_plots(tmp_path):
+    """`simulate --plots DIR` writes one PNG per expected figure: per design (and swept value) active
+    channels/dies and queue depth with its histogram; throughput, latency and energy bars; the sweep line
+    plot; and the engine's measured queue depth (the trace has timestamps). Names are listed in --json and
+    in the text output, and no temporary is left."""
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    ds = generated_dataset(tmp_path, scale=9, edge_factor=4, dim=8)
+    out = tmp_path / "t.fgt"
+    assert run_cli("trace", ds, out, "--fanout", "4,2", "--batch-size", "32", "--batches", "2").returncode == 0
+    d = tmp_path / "plots"
+    p = run_cli("simulate", out, "--config", TABLE2, "--design", "host,bg-2", "--sweep", "channels=2,16",
+                "--plots", d, "--json", "--no-timing")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    per = [f"{kind}-{des}-flash.channels-{v}.png" for v in (2, 16) for des in ("host", "bg-2")
+           for kind in ("active", "queue-depth")]
+    _assert_pngs(r["plots"], per + ["throughput.png", "latency-breakdown.png", "energy-breakdown.png", "sweep.png",
+                                    "measured-queue-depth.png"])
+    assert all(Path(x).parent == d for x in r["plots"])
+    assert not [x for x in d.iterdir() if ".tmp" in x.name]
+    # Without a sweep: no sweep plot, plain names; the text output lists the files.
+    p = run_cli("simulate", out, "--config", TABLE2, "--design", "host", "--plots", tmp_path / "p1")
+    assert p.returncode == 0, p.stderr
+    names = ["active-host.png", "queue-depth-host.png", "throughput.png", "latency-breakdown.png",
+             "energy-breakdown.png", "measured-queue-depth.png"]
+    _assert_pngs(list((tmp_path / "p1").iterdir()), names)
+    assert all(n in p.stdout for n in names)
+    # A file where the directory should be is refused by name.
+    f = tmp_path / "afile"
+    f.write_text("x")
+    p = run_cli("simulate", out, "--config", TABLE2, "--design", "host", "--plots", f)
+    assert p.returncode != 0 and str(f) in p.stderr and "not a directory" in p.stderr, p.stderr
+    assert f.read_text() == "x"
+
+
+def test_plots_without_matplotlib_fail_before_simulating(tmp_path):
+    """With matplotlib absent, `--plots` fails at once naming the extra to install, and writes nothing."""
+    from conftest import cli_env
+
+    shim = tmp_path / "shim" / "matplotlib"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError('matplotlib hidden by the test')\n")
+    env = cli_env()
+    env["PYTHONPATH"] = f"{shim.parent}:{env.get('PYTHONPATH', '')}"
+    d = tmp_path / "plots"
+    # The trace does not even exist: the check comes before any simulation.
+    p = run_cli("simulate", tmp_path / "missing.fgt", "--config", TABLE2, "--plots", d, env=env)
+    assert p.returncode == 2 and "flashgnn[plots]" in p.stderr and "matplotlib" in p.stderr, p.stderr
+    assert not d.exists()
+    p = run_cli("plot-trace", tmp_path / "missing.fgt", "--plots", d, env=env)
+    assert p.returncode == 2 and "flashgnn[plots]" in p.stderr, p.stderr
+
+
+def test_plot_trace_measured_in_flight(tmp_path):
+    """`plot-trace` draws the queue depth the engine measured (submit/complete times in the trace): the
+    histogram covers all of the batches' I/O time, in-flight never exceeds the engine's depth, and the
+    per-batch I/O time equals what `simulate` reports as traced_batch_latency_s."""
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    ds = generated_dataset(tmp_path, scale=9, edge_factor=4, dim=8)
+    out = tmp_path / "t.fgt"
+    assert run_cli("trace", ds, out, "--fanout", "4,2", "--batch-size", "32", "--batches", "3", "--depth",
+                   "16").returncode == 0
+    p = run_cli("plot-trace", out, "--plots", tmp_path / "pl", "--json")
+    assert p.returncode == 0, p.stderr
+    m = json.loads(p.stdout)
+    _assert_pngs(m["plots"], ["measured-queue-depth.png"])
+    assert m["batches"] == 3 and 1 <= m["max_reads_in_flight"] <= 16
+    assert abs(sum(m["queue_depth_hist"]) - 1) < 1e-9 and 0 < m["mean_reads_in_flight"] <= 16
+    r = json.loads(run_cli("simulate", out, "--config", TABLE2, "--design", "host", "--json").stdout)
+    assert m["reads"] == r["runs"][0]["results"][0]["reads"]
+    assert abs(m["batch_latency_s"] - r["runs"][0]["results"][0]["traced_batch_latency_s"]) < 1e-9
+    # A corrupt trace is an error naming the file and the offset, not a crash.
+    b = bytearray(out.read_bytes())
+    b[len(b) // 2] ^= 0xFF
+    bad = tmp_path / "bad.fgt"
+    bad.write_bytes(bytes(b))
+    p = run_cli("plot-trace", bad, "--plots", tmp_path / "pl2")
+    assert p.returncode == 2 and str(bad) in p.stderr and "byte offset" in p.stderr, p.stderr
+    assert not (tmp_path / "pl2" / "measured-queue-depth.png").exists()
+
+
+def test_batch_size_sweep(tmp_path):
+    """`trace --batch-size 16,64` writes one trace per size (t.bs16.fgt, t.bs64.fgt); `simulate t.fgt --sweep
+    batch_size=16,64` replays each: bigger batches read more per batch. A missing size, or a trace whose
+    recorded size differs from its name, is refused by name."""
+    import shutil
+
+    ds = generated_dataset(tmp_path, scale=10, edge_factor=8, dim=8)
+    out = tmp_path / "t.fgt"
+    p = run_cli("trace", ds, out, "--fanout", "4,2", "--batch-size", "16,64", "--batches", "2", "--json")
+    assert p.returncode == 0, p.stderr
+    traces = json.loads(p.stdout)["traces"]
+    assert [t["out"] for t in traces] == [str(tmp_path / "t.bs16.fgt"), str(tmp_path / "t.bs64.fgt")]
+    assert not out.exists()
+    p = run_cli("simulate", out, "--config", TABLE2, "--design", "host,bg-2", "--sweep", "batch_size=16,64",
+                "--json", "--no-timing")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["sweep"] == "batch_size" and [x["value"] for x in r["runs"]] == ["16", "64"]
+    small, big = ({d["design"]: d for d in run["results"]} for run in r["runs"])
+    for des in ("host", "bg-2"):
+        assert big[des]["reads"] / big[des]["batches"] > small[des]["reads"] / small[des]["batches"], des
+        assert big[des]["targets_per_s"] / big[des]["batches_per_s"] > small[des]["targets_per_s"] / small[des]["batches_per_s"]
+    assert small["host"]["reads"] == traces[0]["records"] and big["host"]["reads"] == traces[1]["records"]
+    p = run_cli("simulate", out, "--config", TABLE2, "--sweep", "batch_size=16,32")
+    assert p.returncode != 0 and "t.bs32.fgt" in p.stderr and "--batch-size 16,32" in p.stderr, p.stderr
+    shutil.copy(tmp_path / "t.bs16.fgt", tmp_path / "t.bs32.fgt")
+    p = run_cli("simulate", out, "--config", TABLE2, "--sweep", "batch_size=32")
+    assert p.returncode == 2 and "t.bs32.fgt" in p.stderr and "batch size 16" in p.stderr, p.stderr
+    # Every per-size output is checked before any is written: an existing one without --force refuses all.
+    p = run_cli("trace", ds, out, "--batch-size", "8,16", "--batches", "1")
+    assert p.returncode == 2 and "t.bs16.fgt" in p.stderr and not (tmp_path / "t.bs8.fgt").exists()

@@ -115,12 +115,69 @@ def parse_sweep(text: str | None) -> tuple[str, list[str]] | None:
     return k.strip(), vals
 
 
+def batch_size_path(out: str | os.PathLike, batch_size: int) -> Path:
+    """The trace of one batch size when `flashgnn trace` is given several: ``t.fgt`` -> ``t.bs256.fgt``
+    (``t`` -> ``t.bs256``). `simulate t.fgt --sweep batch_size=...` finds them by the same rule."""
+    p = Path(out)
+    return p.with_name(f"{p.stem}.bs{batch_size}{p.suffix}") if p.suffix else p.with_name(f"{p.name}.bs{batch_size}")
+
+
+def parse_batch_sizes(text: str | int) -> list[int]:
+    """``--batch-size 1024`` or ``256,512,1024``: distinct sizes >= 1, in the order given."""
+    try:
+        sizes = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--batch-size {text!r}: expected an integer or a comma list (e.g. 256,512,1024)") from None
+    if not sizes or any(b < 1 for b in sizes) or len(set(sizes)) != len(sizes):
+        raise ValueError(f"--batch-size {text!r}: sizes must be >= 1 and distinct")
+    return sizes
+
+
 def simulate(trace: str, config: str, designs: list[str] | str = "all", sweep: str | None = None,
              timing: bool = True) -> dict:
-    """Replay ``trace`` under ``config`` (TOML) for ``designs``; returns the report."""
+    """Replay ``trace`` under ``config`` (TOML) for ``designs``; returns the report.
+
+    ``sweep="batch_size=256,512"`` replays one trace per size, found by :func:`batch_size_path` (a batch
+    size changes the reads themselves, so it cannot be swept over one trace); each run carries its
+    ``trace``, and a trace whose recorded batch size differs from its name is refused."""
     if isinstance(designs, str):
         designs = designs.split(",")
-    return json.loads(_core.simulate(trace, config, list(designs), parse_sweep(sweep), [], timing))
+    sw = parse_sweep(sweep)
+    if sw is None or sw[0] != "batch_size":
+        return json.loads(_core.simulate(trace, config, list(designs), sw, [], timing))
+    sizes = parse_batch_sizes(",".join(sw[1]))
+    report: dict | None = None
+    for bs in sizes:
+        p = batch_size_path(trace, bs)
+        if not os.path.lexists(p):
+            raise FileNotFoundError(f"--sweep batch_size: {p} (the trace of batch size {bs}) does not exist; record "
+                                    f"one trace per size with `flashgnn trace DATASET {trace} --batch-size "
+                                    f"{','.join(map(str, sizes))}`")
+        r = json.loads(_core.simulate(str(p), config, list(designs), None, [], timing))
+        got = r.get("trace_params", {}).get("batch_size")
+        if got != bs:
+            raise ValueError(f"{p}: recorded with batch size {got}, but its name says {bs} (refused)")
+        run = r["runs"][0]
+        run["value"], run["trace"] = str(bs), str(p)
+        if report is None:
+            report = {**r, "trace": str(trace), "sweep": "batch_size", "runs": []}
+        elif r["dataset_id"] != report["dataset_id"]:
+            raise ValueError(f"{p}: dataset {r['dataset_id']} differs from {batch_size_path(trace, sizes[0])}'s "
+                             f"{report['dataset_id']} (a batch-size sweep compares traces of one dataset)")
+        report["runs"].append(run)
+        if timing and "speed" in r and report is not None and report["runs"][0] is not run:
+            s, t = report["speed"], r["speed"]
+            s["flash_commands"] += t["flash_commands"]
+            s["wall_seconds"] += t["wall_seconds"]
+            s["commands_per_s"] = s["flash_commands"] / max(s["wall_seconds"], 1e-12)
+    return report
+
+
+def measured_in_flight(trace: str) -> dict:
+    """Reads in flight as the traced engine measured them (its submit/complete timestamps): a timeline
+    over batch I/O time and the share of time per log2 bucket. ``batches`` is 0 for a trace without
+    timestamps. Channels and dies are not observable on a real device."""
+    return json.loads(_core.trace_in_flight(str(trace)))
 
 
 _CATS = ["host", "pcie", "controller", "wait_before_flash", "flash", "wait_after_flash", "barrier"]
@@ -133,6 +190,9 @@ def format_report(r: dict) -> str:
     for run in r["runs"]:
         if r.get("sweep"):
             lines.append(f"\n{r['sweep']} = {run['value']}")
+            if run.get("trace") and run["results"]:
+                d0 = run["results"][0]
+                lines.append(f"trace {run['trace']}: {d0['reads'] / max(d0['batches'], 1):.0f} reads per batch")
         lines.append(f"{'design':<13}{'batch/s':>9}{'targets/s':>11}{'lat ms':>8}  "
                      + "".join(f"{c[:9]:>10}" for c in _CATS) + f"{'QD':>7}{'ch':>6}{'dies':>7}")
         for d in run["results"]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import flashgnn
 from flashgnn.cli import _print_json, human_bytes
@@ -322,33 +323,82 @@ def cmd_presample(a) -> int:
 
 
 def cmd_trace(a) -> int:
-    from flashgnn.sim import check_trace_output, record_trace
+    from flashgnn.sim import batch_size_path, check_trace_output, parse_batch_sizes, record_trace
 
-    check_trace_output(a.out, a.force)  # before opening anything
+    try:
+        sizes = parse_batch_sizes(a.batch_size)
+    except ValueError as e:
+        raise flashgnn.InputError(str(e)) from None
+    # One size: OUT itself; several: one trace per size beside it (OUT.bsN), all checked before any work.
+    outs = [a.out] if len(sizes) == 1 else [str(batch_size_path(a.out, b)) for b in sizes]
+    for o in outs:
+        check_trace_output(o, a.force)
     try:
         fanouts = [int(x) for x in a.fanout.split(",")]
     except ValueError:
         raise flashgnn.InputError(f"--fanout {a.fanout!r}: expected comma-separated integers (e.g. 25,10)") from None
-    r = record_trace(a.dataset, a.out, fanouts, a.batch_size, a.batches, engine=a.engine, depth=a.depth, seed=a.seed,
-                     progress=not a.json, force=a.force)
+    rs = []
+    for bs, o in zip(sizes, outs):
+        r = record_trace(a.dataset, o, fanouts, bs, a.batches, engine=a.engine, depth=a.depth, seed=a.seed,
+                         progress=not a.json, force=a.force)
+        r["batch_size"] = bs
+        rs.append(r)
+        if not a.json:
+            print(f"traced {r['batches']} batches of {bs}, {r['records']} reads ({human_bytes(r['bytes_read'])}) on "
+                  f"{r['engine']} in {r['seconds']:.2f} s -> {o} ({human_bytes(r['trace_bytes'])})")
     if a.json:
-        _print_json(r)
-    else:
-        print(f"traced {r['batches']} batches, {r['records']} reads ({human_bytes(r['bytes_read'])}) on {r['engine']} "
-              f"in {r['seconds']:.2f} s -> {a.out} ({human_bytes(r['trace_bytes'])})")
+        _print_json(rs[0] if len(rs) == 1 else {"traces": rs})
     return 0
+
+
+def _plots_or_error():
+    from flashgnn import plots
+
+    try:
+        plots.require()
+    except ImportError as e:
+        raise flashgnn.InputError(str(e)) from None
+    return plots
 
 
 def cmd_simulate(a) -> int:
     import json
 
-    from flashgnn.sim import format_report, simulate
+    from flashgnn.sim import format_report, measured_in_flight, simulate
 
+    plots = _plots_or_error() if a.plots else None  # before any simulation
     r = simulate(a.trace, a.config, a.design, a.sweep, timing=not a.no_timing)
+    if plots is not None:
+        # The engine's measured reads in flight, per replayed trace (one per run of a batch-size sweep).
+        if any("trace" in run for run in r["runs"]):
+            measured = [(plots.run_suffix(r, run), measured_in_flight(run["trace"])) for run in r["runs"]]
+        else:
+            measured = [("", measured_in_flight(a.trace))]
+        r["plots"] = plots.simulate_plots(r, a.plots, measured)
     if a.json:
         print(json.dumps(r, indent=2))
     else:
         print(format_report(r))
+        if plots is not None:
+            print(f"plots ({len(r['plots'])}) in {a.plots}: " + ", ".join(Path(p).name for p in r["plots"]))
+    return 0
+
+
+def cmd_plot_trace(a) -> int:
+    from flashgnn.sim import measured_in_flight
+
+    plots = _plots_or_error()
+    m = measured_in_flight(a.trace)
+    if not m["batches"]:
+        raise flashgnn.InputError(f"{a.trace}: no read carries submit/complete times (recorded on an engine "
+                                  "without timestamps?); nothing to plot")
+    m["plots"] = plots.trace_plots(m, a.plots)
+    if a.json:
+        _print_json({k: v for k, v in m.items() if k not in ("t_s", "reads_in_flight")})
+    else:
+        print(f"{a.trace}: {m['batches']} batches, {m['reads']} reads, {m['batch_latency_s'] * 1e3:.3f} ms of I/O per "
+              f"batch, {m['mean_reads_in_flight']:.1f} reads in flight on average (max {m['max_reads_in_flight']}) "
+              f"-> {', '.join(m['plots'])}")
     return 0
 
 
