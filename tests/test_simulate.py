@@ -64,19 +64,27 @@ def test_trace_then_simulate(tmp_path):
 
 
 def test_fit_probe_gives_a_valid_config(tmp_path):
-    """The this-machine fit uses only the probe's two figures: tR from QD1 latency after the
-    fixed costs, parallel units from deep-queue IOPS by Little's law."""
+    """The this-machine fit uses only the probe's two figures and reproduces both in the model: the QD1 cycle
+    (a token held from the submission half of the stack to the data) equals the probe's QD1 latency, and the
+    saturated IOPS (units / unit time, the die held for tR + command + page transfer) its deep IOPS."""
     import re
 
     from flashgnn.sim import fit_probe
 
     text = fit_probe(20000.0, 100000.0, 128, str(TABLE2))
-    vals = dict(re.findall(r"^(\w+) = ([0-9.]+)", text, re.M))
-    # 50 us QD1 latency: stack min(10 us, 15 us) = 10 us, fixed ~ 1 + 2 + 0.1 + 5.12 + 0.6 us.
-    assert 30000 < float(vals["read_ns"]) < 32000
-    units = int(vals["channels"]) * int(vals["dies"]) * int(vals["packages"])
-    assert units == -(-100000 * (float(vals["read_ns"]) + 100 + 5120) // 1e9)
-    assert vals["queue_depth"] == "128" and "this-machine" in text
+    vals = {k: float(v) for k, v in re.findall(r"^(\w+) = ([0-9.]+)", text, re.M)}
+    # Table II's fixed costs: NVMe 1 us, firmware 2 us, command 0.1 us, a 4 KiB page over an 800 MT/s byte-wide
+    # channel (5.12 us) and over PCIe 4.0 x4 at 86 % payload efficiency.
+    xfer = 4096 / 0.8
+    pcie = 4096 / (16 * 128 / 130 / 8 * 4 * 0.86)
+    unit = vals["read_ns"] + 100 + xfer
+    units = vals["channels"] * vals["dies"] * vals["packages"]
+    assert units >= 1 and abs(units / unit * 1e9 - 100000.0) < 1e-3 * 100000.0
+    assert abs(vals["stack_ns"] / 2 + 1000 + 2000 + pcie + unit - 50000.0) < 1.0
+    assert vals["stack_ns"] >= 0 and vals["read_ns"] >= 1000
+    assert vals["queue_depth"] == 128 and "this-machine" in text
+    # Without a dataset the host CPU stays the base's, and the header says so.
+    assert vals["cpu_ns_per_node"] == 200.0 and "base config's" in text
     # The fitted file is a config the simulator accepts.
     from flashgnn import _core
 
@@ -87,6 +95,42 @@ def test_fit_probe_gives_a_valid_config(tmp_path):
     assert run_cli("trace", ds, out, "--fanout", "3,3", "--batch-size", "16", "--batches", "2").returncode == 0
     r = json.loads(_core.simulate(str(out), str(cfg), ["host"], None, [], False))
     assert r["config"] == "this-machine" and r["runs"][0]["results"][0]["reads_served"] > 0
+
+
+def test_fit_ssd_calibrates_host_cpu(tmp_path):
+    """`fit-ssd FILE` on a dataset's graph.fg also measures host CPU per sampled node on the real decode/sample
+    path (memory engine, a calibration seed and setting of its own) and writes it, with one producer core, into
+    the host section; the header records the probe figures and the calibration. --depth A,B writes one config
+    per depth (OUT.qdA.toml, OUT.qdB.toml), each a config the simulator accepts."""
+    import re
+
+    from flashgnn import _core
+
+    ds = generated_dataset(tmp_path, scale=10, edge_factor=8, dim=16)
+    out = tmp_path / "m.toml"
+    p = run_cli("fit-ssd", ds / "graph.fg", out, "--depth", "8,32", "--seconds", "0.2")
+    assert p.returncode == 0, p.stderr
+    assert not out.exists() and "host CPU" in p.stdout
+    trace = tmp_path / "t.fgt"
+    assert run_cli("trace", ds, trace, "--fanout", "3,3", "--batch-size", "16", "--batches", "2").returncode == 0
+    for d in (8, 32):
+        f = tmp_path / f"m.qd{d}.toml"
+        text = f.read_text()
+        host = text[text.index("[host]"):text.index("[controller]")]
+        ns = float(re.search(r"^cpu_ns_per_node = ([0-9.]+)", host, re.M).group(1))
+        assert 10.0 < ns < 1e6, ns  # a sane range: tens of ns to a millisecond per sampled node
+        assert re.search(r"^cpu_cores = 1\b", host, re.M)
+        assert re.search(rf"^queue_depth = {d}\b", host, re.M)
+        assert "memory engine" in text and "seed 7919" in text and f"QD{d} " in text
+        r = json.loads(_core.simulate(str(trace), str(f), ["host"], None, [], False))
+        assert r["runs"][0]["results"][0]["reads_served"] > 0
+    # Existing outputs are refused without --force (before probing); a directory even with it.
+    p = run_cli("fit-ssd", ds / "graph.fg", out, "--depth", "8,32", "--seconds", "0.2")
+    assert p.returncode == 2 and "m.qd8.toml" in p.stderr, p.stderr
+    (tmp_path / "adir").mkdir()
+    p = run_cli("fit-ssd", ds / "graph.fg", tmp_path / "adir", "--force", "--seconds", "0.2")
+    assert p.returncode == 2 and "directory" in p.stderr, p.stderr
+    assert not [x for x in tmp_path.iterdir() if ".tmp" in x.name]
 
 
 def test_bench_trace_option(tmp_path):

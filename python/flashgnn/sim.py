@@ -224,11 +224,48 @@ def format_report(r: dict) -> str:
     return "\n".join(lines)
 
 
-def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str) -> str:
-    """A `this-machine` config from the device probe alone (docs/simulator.md, "Fitting
-    this-machine"): QD1 latency gives tR after the fixed host/controller costs of ``base``;
-    deep-queue IOPS give the parallel flash units by Little's law (units = IOPS x
-    per-read unit time); channels keep the base's count, dies per channel make up the units."""
+# The host-CPU calibration's setting: a seed and fanout/batch size no documented trace uses, so the fit never
+# sees the batches it is later asked to predict (docs/simulator.md, "Against this machine").
+CPU_CAL_SEED = 7919
+CPU_CAL_FANOUTS = [12, 6]
+CPU_CAL_BATCH_SIZE = 96
+CPU_CAL_BATCHES = 6  # the first is a warm-up (caches, allocator) and is not counted
+
+
+def calibrate_host_cpu(dataset: str, *, engine: str = "memory", batches: int = CPU_CAL_BATCHES) -> dict:
+    """Host CPU per sampled node and per read of the real sampling path (decode, draw, issue and completion
+    handling), without device time: the engine's own trace of a few batches on the ``memory`` engine (the
+    same decode and sampling code as ``uring``, reads served from RAM), at the calibration setting above.
+    The windows (first submission to last completion per batch) are then pure CPU of one producer."""
+    import tempfile
+
+    if batches < 2:
+        raise ValueError(f"host CPU calibration needs >= 2 batches (one warm-up), got {batches}")
+    with tempfile.TemporaryDirectory(prefix="flashgnn-cal-") as d:
+        t = os.path.join(d, "cal.fgt")
+        record_trace(dataset, t, CPU_CAL_FANOUTS, CPU_CAL_BATCH_SIZE, batches, engine=engine, seed=CPU_CAL_SEED,
+                     progress=False)
+        m = measured_in_flight(t)
+    if m["batches"] < 2 or m["page_nodes"] == 0:
+        raise ValueError(f"{dataset}: host CPU calibration recorded no timed reads on {engine} (empty graph?)")
+    # Leave out the warm-up batch (first touch of the dataset's pages, allocator growth).
+    secs = sum(m["batch_io_s"][1:])
+    reads = sum(m["batch_reads"][1:])
+    nodes = sum(m["batch_page_nodes"][1:])
+    if nodes == 0:
+        raise ValueError(f"{dataset}: host CPU calibration sampled no nodes after the warm-up batch")
+    return {"engine": engine, "batches": m["batches"] - 1, "seconds": secs, "reads": reads, "page_nodes": nodes,
+            "ns_per_node": secs * 1e9 / nodes, "ns_per_read": secs * 1e9 / max(reads, 1),
+            "setting": f"fanout {','.join(map(str, CPU_CAL_FANOUTS))}, batch {CPU_CAL_BATCH_SIZE}, seed {CPU_CAL_SEED}",
+            "producers": 1}
+
+
+def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str, host_cpu: dict | None = None) -> str:
+    """A `this-machine` config from the device probe alone (docs/simulator.md, "Against this
+    machine"): the model reproduces both probe points — its QD1 cycle is the probe's QD1 latency
+    and its saturated IOPS (units / unit time) the probe's IOPS at ``depth``; the units are laid
+    out as up to the base's channels x dies. ``host_cpu`` (:func:`calibrate_host_cpu`) sets host.cpu_ns_per_node and host.cpu_cores; without
+    it they stay the base's."""
     import math
     import re
     import tomllib
@@ -244,13 +281,23 @@ def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str) -> str:
     gen_gts = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0}.get(h["pcie_gen"], 64.0)
     pcie_ns = fl["page_bytes"] / (gen_gts * (0.8 if h["pcie_gen"] <= 2 else 128 / 130) / 8 * h["pcie_lanes"]
                                   * h["pcie_efficiency"])
-    fixed = h["nvme_command_ns"] + c["firmware_ns_per_command"] + fl["command_ns"] + xfer_ns + pcie_ns
-    stack = min(h["stack_ns"], 0.3 * lat_ns)
-    read_ns = max(lat_ns - stack - fixed, 1000.0)
-    unit_ns = read_ns + fl["command_ns"] + xfer_ns
-    units = max(1, math.ceil(iops_deep * unit_ns / 1e9))
+    # Per read, outside the flash unit but inside the probe's QD1 cycle: NVMe command, firmware, PCIe data.
+    outside_ns = h["nvme_command_ns"] + c["firmware_ns_per_command"] + pcie_ns
+    # Parallel units: as many as the deep IOPS needs if each held for the QD1 latency less the costs
+    # outside it (Little's law at saturation), laid out as up to the base's channels x dies and rounded down to
+    # that grid; then each unit's time (tR + command + page transfer: the die is held until its page register
+    # is drained) is set so that units / unit time = the deep IOPS exactly.
+    units = max(1, math.floor(iops_deep * (lat_ns - outside_ns) / 1e9))
     ch = min(fl["channels"], units)
-    per_ch = max(1, math.ceil(units / ch))
+    per_ch = max(1, units // ch)
+    units = ch * per_ch
+    unit_ns = units / iops_deep * 1e9
+    read_ns = max(unit_ns - fl["command_ns"] - xfer_ns, 1000.0)
+    unit_ns = read_ns + fl["command_ns"] + xfer_ns
+    # At QD1 the model's cycle is the time a queue-depth token is held: the submission half of the host stack,
+    # the costs outside the unit and the unit; the completion half overlaps the next read. The probe's QD1 cycle
+    # is its whole latency, so the stack is what is left: 2 x (latency - outside - unit).
+    stack = max(2 * (lat_ns - outside_ns - unit_ns), 0.0)
 
     def put(text, section, key, value):
         lines, cur, n = text.split("\n"), None, 0
@@ -272,17 +319,43 @@ def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str) -> str:
     text = put(text, "flash", "channels", str(ch))
     text = put(text, "flash", "packages", "1")
     text = put(text, "flash", "dies", str(per_ch))
+    if host_cpu:
+        text = put(text, "host", "cpu_ns_per_node", f"{host_cpu['ns_per_node']:.1f}")
+        text = put(text, "host", "cpu_cores", str(host_cpu["producers"]))
+        cpu = (f"# host CPU: {host_cpu['ns_per_node']:.0f} ns per sampled node ({host_cpu['ns_per_read']:.0f} ns per read), "
+               f"the real decode/sample path on the {host_cpu['engine']} engine (no device time) over "
+               f"{host_cpu['batches']} batches at {host_cpu['setting']} (a setting no predicted trace uses);\n"
+               f"# host.cpu_cores = {host_cpu['producers']}: `flashgnn trace` samples with one producer thread.\n")
+    else:
+        cpu = "# host CPU: the base config's (no dataset to calibrate on).\n"
     head = (f"# this-machine: fitted by `flashgnn fit-ssd` from the device probe alone (never from a trace).\n"
             f"# probe: 4 KiB random reads, O_DIRECT: QD1 {iops_qd1:.0f} IOPS (latency {lat_ns / 1e3:.1f} us), "
             f"QD{depth} {iops_deep:.0f} IOPS.\n"
-            f"# fit: host.stack_ns = min(base stack, 30% of QD1 latency); flash.read_ns = QD1 latency - stack - "
-            f"NVMe - firmware - command - channel and PCIe transfer of a page;\n"
-            f"# parallel units = ceil(deep IOPS x (tR + command + page transfer)) = {units}, as {ch} channels x "
-            f"{per_ch} dies (Little's law at saturation). Everything else: {Path(base).name}.\n")
+            f"# fit: {units} parallel units = floor(deep IOPS x (QD1 latency - NVMe - firmware - PCIe transfer)) "
+            f"as {ch} channels x {per_ch} dies; unit time (tR + command + page transfer) = units / deep IOPS = "
+            f"{unit_ns / 1e3:.1f} us;\n"
+            f"# host.stack_ns = 2 x (QD1 latency - NVMe - firmware - PCIe - unit time), so the model's QD1 cycle (the token "
+            f"held from the submission half of the stack to the data) is the probe's QD1 latency; units\n"
+            f"# x 1 / unit time is its deep IOPS, "
+            f"reached from about QD {units} on. Everything else: {Path(base).name}.\n" + cpu)
     return head + text
 
 
-def fit_this_machine(path: str, base: str, depth: int = 256, seconds: float = 2.0, engine: str = "uring") -> tuple[str, dict]:
+def depth_path(out: str | os.PathLike, depth: int) -> Path:
+    """The config fitted at one depth when `fit-ssd --depth` is given several: ``m.toml`` -> ``m.qd64.toml``."""
+    p = Path(out)
+    return p.with_name(f"{p.stem}.qd{depth}{p.suffix}") if p.suffix else p.with_name(f"{p.name}.qd{depth}")
+
+
+def fit_this_machine(path: str, base: str, depth: int | list[int] = 256, seconds: float = 2.0,
+                     engine: str = "uring", dataset: str | None = None) -> tuple[str | list[str], dict]:
+    """Probe ``path`` at QD1 and at each of ``depth`` and, with ``dataset``, calibrate host CPU on it;
+    returns (config text, or one per depth when ``depth`` is a list; figures)."""
+    depths = depth if isinstance(depth, list) else [depth]
     iops1 = _core.probe_random_reads(path, 4096, 1, seconds, engine)
-    iopsn = _core.probe_random_reads(path, 4096, depth, seconds, engine)
-    return fit_probe(iops1, iopsn, depth, base), {"iops_qd1": iops1, "iops_deep": iopsn, "depth": depth}
+    deep = {d: _core.probe_random_reads(path, 4096, d, seconds, engine) for d in depths}
+    cpu = calibrate_host_cpu(dataset) if dataset else None
+    texts = [fit_probe(iops1, deep[d], d, base, cpu) for d in depths]
+    figures = {"iops_qd1": iops1, "iops_deep": deep[depths[-1]], "depth": depths[-1],
+               "iops_by_depth": {str(d): v for d, v in deep.items()}, "host_cpu": cpu}
+    return (texts if isinstance(depth, list) else texts[0]), figures

@@ -15,6 +15,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use flashgnn_format::trace::{KIND_OVERFLOW_PAGE, KIND_SLOT_PAGE};
+
 use crate::engine::TIMELINE_MAX;
 use crate::trace::TraceReader;
 use crate::Result;
@@ -29,6 +31,13 @@ pub struct Measured {
     pub batches: u64,
     pub batches_total: u64,
     pub reads: u64,
+    /// Nodes served by slot and overflow page reads (the `items` the
+    /// simulator charges `host.cpu_ns_per_node` for).
+    pub page_nodes: u64,
+    /// Each timed batch's window (s), reads and page nodes, in order.
+    pub batch_io_s: Vec<f64>,
+    pub batch_reads: Vec<u64>,
+    pub batch_page_nodes: Vec<u64>,
     /// Sum of the batches' windows (s) and its mean per batch.
     pub io_time_s: f64,
     pub batch_latency_s: f64,
@@ -63,9 +72,13 @@ pub fn measure(path: &Path) -> Result<Measured> {
     while let Some(b) = r.next_batch()? {
         m.batches_total += 1;
         ev.clear();
+        let mut nodes = 0u64;
         for x in b.iter().filter(|x| x.submit_ns > 0 && x.complete_ns >= x.submit_ns) {
             ev.push((x.submit_ns, 1));
             ev.push((x.complete_ns, -1));
+            if x.kind == KIND_SLOT_PAGE || x.kind == KIND_OVERFLOW_PAGE {
+                nodes += x.items as u64;
+            }
         }
         if ev.is_empty() {
             continue;
@@ -101,6 +114,10 @@ pub fn measure(path: &Path) -> Result<Measured> {
             m.max_reads_in_flight = m.max_reads_in_flight.max(cur.max(0) as u32);
         }
         base_ns += last - t0;
+        m.batch_io_s.push((last - t0) as f64 / 1e9);
+        m.page_nodes += nodes;
+        m.batch_reads.push((ev.len() / 2) as u64);
+        m.batch_page_nodes.push(nodes);
         m.batches += 1;
         m.reads += (ev.len() / 2) as u64;
     }
@@ -150,7 +167,8 @@ mod tests {
         w.write_batch(&[read(1, 0, 100, 150)]).unwrap();
         w.finish().unwrap();
         let m = measure(&p).unwrap();
-        assert_eq!((m.batches, m.reads, m.max_reads_in_flight), (2, 3, 2));
+        assert_eq!((m.batches, m.reads, m.max_reads_in_flight, m.page_nodes), (2, 3, 2, 3));
+        assert_eq!((m.batch_io_s.len(), &m.batch_reads[..], &m.batch_page_nodes[..]), (2, &[2u64, 1][..], &[2u64, 1][..]));
         assert!((m.io_time_s - 80e-9).abs() < 1e-15);
         assert!((m.mean_reads_in_flight - 85.0 / 80.0).abs() < 1e-12);
         assert!((m.queue_depth_hist[1] - 75.0 / 80.0).abs() < 1e-12); // exactly 1 in flight

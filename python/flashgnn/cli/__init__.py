@@ -194,8 +194,12 @@ def _parser() -> argparse.ArgumentParser:
     fs.add_argument("file", help="a large file on the device (e.g. a dataset's graph.fg); read with O_DIRECT")
     fs.add_argument("out", help="TOML config to write")
     fs.add_argument("--base", default=None, help="config supplying the unfitted parameters (default: beacongnn-table2)")
-    fs.add_argument("--depth", type=int, default=256)
+    fs.add_argument("--depth", default="256",
+                    help="deep-queue probe depth (the model saturates at the IOPS measured there); a comma list "
+                         "(64,128,256) writes one config per depth, OUT with .qdN before its suffix")
     fs.add_argument("--seconds", type=float, default=2.0)
+    fs.add_argument("--dataset", help="dataset to calibrate host CPU per sampled node on (default: FILE's directory "
+                                      "when it is a dataset; none: keep the base's host CPU)")
     fs.add_argument("--force", action="store_true")
 
     st = sub.add_parser("stripe", help="spread a dataset's data files over several directories/devices")

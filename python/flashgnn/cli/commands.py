@@ -404,15 +404,40 @@ def cmd_plot_trace(a) -> int:
 
 def cmd_fit_ssd(a) -> int:
     import os
-    from pathlib import Path
+    import stat
 
-    from flashgnn.sim import fit_this_machine
+    from flashgnn._durable import fsync_path, kind_of, replace_durably
+    from flashgnn.sim import depth_path, fit_this_machine, parse_batch_sizes
 
-    if os.path.lexists(a.out) and not a.force:
-        raise FileExistsError(f"{a.out} exists (use --force to replace it)")
+    try:
+        depths = parse_batch_sizes(a.depth)
+    except ValueError:
+        raise flashgnn.InputError(f"--depth {a.depth!r}: expected distinct integers >= 1 (e.g. 256 or 64,128,256)") from None
+    outs = [Path(a.out)] if len(depths) == 1 else [depth_path(a.out, d) for d in depths]
+    for out in outs:  # all refused before the probe runs
+        if os.path.lexists(out):
+            st = os.lstat(out)
+            if not stat.S_ISREG(st.st_mode):
+                raise FileExistsError(f"{out}: is {kind_of(st.st_mode)}; fit-ssd replaces only a config file (refused)")
+            if not a.force:
+                raise FileExistsError(f"{out} exists (use --force to replace it)")
     base = a.base or str(Path(__file__).resolve().parents[3] / "configs" / "ssd" / "beacongnn-table2.toml")
-    text, probe = fit_this_machine(a.file, base, a.depth, a.seconds)
-    with open(a.out, "w") as f:
-        f.write(text)
-    print(f"fitted {a.out}: QD1 {probe['iops_qd1']:.0f} IOPS, QD{a.depth} {probe['iops_deep']:.0f} IOPS")
+    dataset = a.dataset
+    if dataset is None and (Path(a.file).resolve().parent / "manifest.json").is_file():
+        dataset = str(Path(a.file).resolve().parent)
+    texts, probe = fit_this_machine(a.file, base, depths, a.seconds, dataset=dataset)
+    for out, text in zip(outs, texts):
+        # Written beside OUT under this process's name, fsynced, renamed: never half a config at OUT.
+        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+        try:
+            tmp.write_text(text)
+            fsync_path(tmp)
+            replace_durably(tmp, out)
+        finally:
+            tmp.unlink(missing_ok=True)
+    cpu = probe["host_cpu"]
+    deep = ", ".join(f"QD{d} {v:.0f}" for d, v in probe["iops_by_depth"].items())
+    print(f"fitted {', '.join(map(str, outs))}: QD1 {probe['iops_qd1']:.0f} IOPS, {deep} IOPS"
+          + (f", host CPU {cpu['ns_per_node']:.0f} ns per sampled node ({cpu['ns_per_read']:.0f} ns per read)"
+             if cpu else ", host CPU from the base config (no dataset)"))
     return 0
