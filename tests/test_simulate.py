@@ -147,6 +147,21 @@ def test_bench_trace_option(tmp_path):
     assert r["speed"]["flash_commands"] > 0 and r["speed"]["commands_per_s"] > 0
 
 
+def test_bench_plots_from_real_telemetry(tmp_path):
+    """`bench --plots DIR` draws each engine's own telemetry (reads in flight per completion round, and at
+    submission), and with --trace the capture pass's measured queue depth from its submit/complete times."""
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    ds = generated_dataset(tmp_path, scale=9, edge_factor=4, dim=8)
+    d = tmp_path / "plots"
+    p = run_cli("bench", ds, "--engine", "uring", "--batches", "3", "--batch-size", "16", "--fanout", "3,2",
+                "--probe-seconds", "0.2", "--depth", "8", "--trace", tmp_path / "b.fgt", "--plots", d, "--json")
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    _assert_pngs(rep["plots"], ["bench-queue-depth-uring.png", "measured-queue-depth.png"])
+
+
 def test_traced_latency_reported(tmp_path):
     """A trace recorded on a real engine carries submit/complete times; the report gives
     the measured batch I/O time next to the simulated one."""

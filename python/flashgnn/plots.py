@@ -69,7 +69,7 @@ def _slug(v: str) -> str:
 
 
 def _hist_axes(ax, hist: list[float], lo: list[int], label: str | None = None, width: float = 0.8,
-               shift: float = 0.0) -> None:
+               shift: float = 0.0, ylabel: str = "% of time") -> None:
     used = [i for i, h in enumerate(hist) if h > 0] or [0]
     lo_i, hi_i = min(used), max(used)
     xs = list(range(lo_i, hi_i + 1))
@@ -77,18 +77,22 @@ def _hist_axes(ax, hist: list[float], lo: list[int], label: str | None = None, w
     ax.set_xticks(xs, [str(lo[i]) if lo[i] < 2 else f"{lo[i]}-{2 * lo[i] - 1}" for i in xs], rotation=45,
                   fontsize=7)
     ax.set_xlabel("reads in flight (log2 buckets)")
-    ax.set_ylabel("% of time")
+    ax.set_ylabel(ylabel)
 
 
-def _queue_depth_fig(title: str, t_s, qd, hist, lo, mean: float):
+def _queue_depth_fig(title: str, t_s, qd, hist, lo, mean: float | None, *, hist_title: str = "queue-depth histogram",
+                     ylabel: str = "% of time", xlabel: str = "time (ms)", style: str = "step"):
     plt = _plt()
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [2, 1]})
-    a.step([t * 1e3 for t in t_s], qd, where="post", lw=0.8)
-    a.set_xlabel("time (ms)")
+    if style == "step":
+        a.step([t * 1e3 for t in t_s], qd, where="post", lw=0.8)
+    else:  # samples of several producers interleaved: dots, not a line between them
+        a.plot([t * 1e3 for t in t_s], qd, ".", ms=3)
+    a.set_xlabel(xlabel)
     a.set_ylabel("reads in flight")
-    a.set_title(f"{title}: queue depth over time (mean {mean:.1f})", fontsize=9)
-    _hist_axes(b, hist, lo)
-    b.set_title("queue-depth histogram", fontsize=9)
+    a.set_title(f"{title}: queue depth over time" + (f" (mean {mean:.1f})" if mean is not None else ""), fontsize=9)
+    _hist_axes(b, hist, lo, ylabel=ylabel)
+    b.set_title(hist_title, fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -200,4 +204,26 @@ def trace_plots(m: dict, out: str | os.PathLike, suffix: str = "") -> list[str]:
                            m["reads_in_flight"], m["queue_depth_hist"], m["queue_depth_hist_lo"],
                            m["mean_reads_in_flight"])
     _save(fig, d, f"measured-queue-depth{suffix}.png", written)
+    return written
+
+
+def bench_plots(results: list[dict], out: str | os.PathLike) -> list[str]:
+    """Per engine of a `flashgnn bench` run, its own telemetry: reads in flight in each producer's ring,
+    sampled at every completion round (time since the engine opened), and the histogram of reads in flight at
+    each submission. Engines cut off early, or without samples, draw nothing."""
+    d = _out_dir(out)
+    written: list[str] = []
+    for r in results:
+        tl = r.get("depth_timeline") or []
+        hist = r.get("depth_hist") or []
+        if r.get("incomplete") or not tl or not sum(hist):
+            continue
+        total = sum(hist)
+        t0 = min(t for t, _ in tl)
+        fig = _queue_depth_fig(f"bench {r['engine']} ({r['workers']} producers, each its own ring)",
+                               [t - t0 for t, _ in tl], [q for _, q in tl], [h / total for h in hist],
+                               [1 << i for i in range(len(hist))], None, style="dots",
+                               hist_title="reads in flight at submission", ylabel="% of reads",
+                               xlabel="time since the first sample (ms)")
+        _save(fig, d, f"bench-queue-depth-{_slug(r['engine'])}.png", written)
     return written

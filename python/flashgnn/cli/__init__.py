@@ -156,6 +156,9 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--trace", metavar="OUT", help="also record a trace of the same batches (uring engine, a separate "
                                                   "pass) for `flashgnn simulate`; the probe figures go into its header; replaces only an existing trace file")
     be.add_argument("--seed", type=int, default=0)
+    be.add_argument("--plots", metavar="DIR", help="PNG figures of each engine's reads in flight over time and at "
+                                                  "submission (and, with --trace, of the trace's measured queue "
+                                                  "depth) into DIR; needs the plots extra (matplotlib)")
     be.add_argument("--json", action="store_true")
 
     tr = sub.add_parser("trace", help="record every read the sampling engine issues (docs/trace.md)")
