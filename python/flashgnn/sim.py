@@ -282,19 +282,19 @@ def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str, host_cpu
     pcie_ns = fl["page_bytes"] / (gen_gts * (0.8 if h["pcie_gen"] <= 2 else 128 / 130) / 8 * h["pcie_lanes"]
                                   * h["pcie_efficiency"])
     # The engine's producer thread does, per read, what the probe's does (submit, reap) plus the decode and
-    # sampling the calibration measured (``cpu_read_ns``), in series with its I/O at QD1 and on the same core
-    # at depth: the engine's QD1 cycle is the probe's latency plus it, and its saturated IOPS the probe's with it
-    # added to each read's share of that core (1 / (1 / IOPS + cpu_read_ns)).
+    # sampling the calibration measured (``cpu_read_ns``). At QD1 that is in series with its I/O: the engine's
+    # QD1 cycle is the probe's latency plus it. At depth it overlaps the device's work, and the model's host
+    # CPU queue (cpu_cores = 1, cpu_ns_per_node) is what limits the rate should the producer's core bind; the
+    # device's saturated IOPS stay the probe's.
     cpu_read_ns = host_cpu["ns_per_read"] if host_cpu else 0.0
     probe_lat_ns, probe_deep = lat_ns, iops_deep
     lat_ns += cpu_read_ns
-    iops_deep = 1.0 / (1.0 / iops_deep + cpu_read_ns / 1e9)
     # Per read, outside the flash unit but inside the QD1 cycle: NVMe command, firmware, PCIe data.
     outside_ns = h["nvme_command_ns"] + c["firmware_ns_per_command"] + pcie_ns
-    # Parallel units: as many as the saturated IOPS needs if each held for the QD1 cycle less the costs
+    # Parallel units: as many as the deep IOPS needs if each held for the QD1 cycle less the costs
     # outside it (Little's law at saturation), laid out as up to the base's channels x dies and rounded down to
     # that grid; then each unit's time (tR + command + page transfer: the die is held until its page register
-    # is drained) is set so that units / unit time = the saturated IOPS exactly.
+    # is drained) is set so that units / unit time = the deep IOPS exactly.
     units = max(1, math.floor(iops_deep * (lat_ns - outside_ns) / 1e9))
     ch = min(fl["channels"], units)
     per_ch = max(1, units // ch)
@@ -338,14 +338,14 @@ def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str, host_cpu
         cpu = "# host CPU: the base config's (no dataset to calibrate on).\n"
     head = (f"# this-machine: fitted by `flashgnn fit-ssd` from the device probe alone (never from a trace).\n"
             f"# probe: 4 KiB random reads, O_DIRECT: QD1 {iops_qd1:.0f} IOPS (latency {probe_lat_ns / 1e3:.1f} us), "
-            f"QD{depth} {probe_deep:.0f} IOPS; with the engine's decode CPU per read ({cpu_read_ns:.0f} ns): "
-            f"QD1 cycle {lat_ns / 1e3:.1f} us, saturated {iops_deep:.0f} IOPS.\n"
-            f"# fit: {units} parallel units = floor(saturated IOPS x (QD1 cycle - NVMe - firmware - PCIe transfer)) "
-            f"as {ch} channels x {per_ch} dies; unit time (tR + command + page transfer) = units / saturated IOPS = "
+            f"QD{depth} {probe_deep:.0f} IOPS; with the engine's decode CPU per read ({cpu_read_ns:.0f} ns) "
+            f"in series at QD1: QD1 cycle {lat_ns / 1e3:.1f} us.\n"
+            f"# fit: {units} parallel units = floor(deep IOPS x (QD1 cycle - NVMe - firmware - PCIe transfer)) "
+            f"as {ch} channels x {per_ch} dies; unit time (tR + command + page transfer) = units / deep IOPS = "
             f"{unit_ns / 1e3:.1f} us;\n"
             f"# host.stack_ns = 2 x (QD1 cycle - NVMe - firmware - PCIe - unit time), so the model's QD1 cycle (the token "
             f"held from the submission half of the stack to the data) is the one above; units\n"
-            f"# x 1 / unit time is the saturated IOPS, "
+            f"# x 1 / unit time is the probe's deep IOPS, "
             f"reached from about QD {units} on. Everything else: {Path(base).name}.\n" + cpu)
     return head + text
 
