@@ -24,8 +24,10 @@ _ENERGY = ["flash_reads_j", "channel_j", "ssd_dram_j", "controller_j", "pcie_j",
 
 def require() -> None:
     """Raise ImportError naming the extra when matplotlib is not installed."""
+    import importlib
+
     try:
-        import matplotlib  # noqa: F401
+        importlib.import_module("matplotlib")
     except ImportError:
         raise ImportError(f"--plots needs matplotlib, which is not installed: {EXTRA_HINT}") from None
 
