@@ -9,8 +9,9 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bench-defaults bench-sim setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device bench-scrub clean fmt
+.PHONY: bench-defaults bench-sim bench-sim-machine setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device bench-scrub clean fmt
 
+# requirements-dev.txt includes the optional extras the tests exercise (train, plots: matplotlib).
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -92,6 +93,13 @@ bench-sim: develop
 	$(VENV)/bin/flashgnn simulate $(DATA)/sim.fgt --config configs/ssd/beacongnn-table2.toml --design host,bg-2 --sweep channels=4,8,16,32
 	$(VENV)/bin/flashgnn fit-ssd $(DATA)/sim/graph.fg $(DATA)/this-machine.toml --force
 	$(VENV)/bin/flashgnn simulate $(DATA)/sim.fgt --config $(DATA)/this-machine.toml --design host
+	$(VENV)/bin/flashgnn simulate $(DATA)/sim.fgt --config configs/ssd/beacongnn-table2.toml --design all --plots $(DATA)/sim-plots
+
+# The simulator against this machine (docs/simulator.md): four settings, each fitted from the probe alone just
+# before and after its trace; sim/traced per setting over ROUNDS rounds.
+bench-sim-machine: develop
+	test -f $(DATA)/sim/manifest.json || $(MAKE) bench-sim
+	$(PY) -m flashgnn.bench.sim_machine $(DATA)/sim --work $(DATA)/sim-machine --rounds $${ROUNDS:-3} $${JSON:+--json}
 
 bench-accuracy: develop
 	test -f $(DATA)/acc/manifest.json || ( $(VENV)/bin/flashgnn generate rmat $(DATA)/acc-raw --scale 16 --edge-factor 16 --dim 64 --classes 8 --seed 2 --split 0.3,0.1,0.6 --force && $(VENV)/bin/flashgnn build $(DATA)/acc-raw $(DATA)/acc --symmetrize --dedup --force )

@@ -81,20 +81,42 @@ def test_trace_then_simulate(tmp_path):
 
 
 def test_fit_probe_gives_a_valid_config(tmp_path):
-    """The this-machine fit uses only the probe's two figures: tR from QD1 latency after the
-    fixed costs, parallel units from deep-queue IOPS by Little's law."""
+    """The this-machine fit uses only the probe's two figures and reproduces both in the model: the QD1 cycle
+    (a token held from the submission half of the stack to the data) equals the probe's QD1 latency, and the
+    saturated IOPS (units / unit time, the die held for tR + command + page transfer) its deep IOPS."""
     import re
 
     from flashgnn.sim import fit_probe
 
     text = fit_probe(20000.0, 100000.0, 128, str(TABLE2))
-    vals = dict(re.findall(r"^(\w+) = ([0-9.]+)", text, re.M))
-    # 50 us QD1 latency: stack min(10 us, 15 us) = 10 us, fixed ~ 1 + 0.5 + 0.1 + 5.12 + 0.6 us
-    # (NVMe, firmware, channel command, page over the channel, page over PCIe).
-    assert 32000 < float(vals["read_ns"]) < 33500
-    units = int(vals["channels"]) * int(vals["dies"]) * int(vals["packages"])
-    assert units == -(-100000 * (float(vals["read_ns"]) + 100 + 5120) // 1e9)
-    assert vals["queue_depth"] == "128" and "this-machine" in text
+    vals = {k: float(v) for k, v in re.findall(r"^(\w+) = ([0-9.]+)", text, re.M)}
+    # Table II's fixed costs, read from the file: NVMe command, firmware, channel command, a 4 KiB page plus its
+    # spare area over an 800 MT/s byte-wide channel, and the page over PCIe 4.0 x4 at 86 % payload efficiency.
+    import tomllib
+
+    t2 = tomllib.loads(Path(TABLE2).read_text())
+    fw, nvme = t2["controller"]["firmware_ns_per_command"], t2["host"]["nvme_command_ns"]
+    xfer = (4096 + t2["flash"]["spare_bytes"]) / 0.8
+    pcie = 4096 / (16 * 128 / 130 / 8 * 4 * 0.86)
+    unit = vals["read_ns"] + 100 + xfer
+    units = vals["channels"] * vals["dies"] * vals["packages"]
+    assert units >= 1 and abs(units / unit * 1e9 - 100000.0) < 1e-3 * 100000.0
+    assert abs(vals["stack_ns"] / 2 + nvme + fw + pcie + unit - 50000.0) < 1.0
+    assert vals["stack_ns"] >= 0 and vals["read_ns"] >= 1000
+    assert vals["queue_depth"] == 128 and "this-machine" in text
+    # Without a dataset the host CPU stays the base's, and the header says so.
+    assert vals["cpu_ns_per_node"] == 200.0 and "base config's" in text
+    # With a calibration, the producer's decode CPU per read runs in series with its I/O at QD1: it adds to the
+    # QD1 cycle, not to the device's saturated IOPS; the per-node cost and one core go into [host].
+    cpu = {"ns_per_node": 700.0, "ns_per_read": 1500.0, "engine": "memory", "batches": 5, "setting": "s",
+           "producers": 1}
+    t2 = fit_probe(20000.0, 100000.0, 128, str(TABLE2), cpu)
+    v2 = {k: float(v) for k, v in re.findall(r"^(\w+) = ([0-9.]+)", t2, re.M)}
+    unit2 = v2["read_ns"] + 100 + xfer
+    units2 = v2["channels"] * v2["dies"] * v2["packages"]
+    assert abs(units2 / unit2 * 1e9 - 100000.0) < 1e-3 * 100000.0
+    assert abs(v2["stack_ns"] / 2 + nvme + fw + pcie + unit2 - (50000.0 + 1500.0)) < 1.0
+    assert v2["cpu_ns_per_node"] == 700.0 and v2["cpu_cores"] == 1
     # The fitted file is a config the simulator accepts.
     from flashgnn import _core
 
@@ -105,6 +127,42 @@ def test_fit_probe_gives_a_valid_config(tmp_path):
     assert run_cli("trace", ds, out, "--fanout", "3,3", "--batch-size", "16", "--batches", "2").returncode == 0
     r = json.loads(_core.simulate(str(out), str(cfg), ["host"], None, [], False))
     assert r["config"] == "this-machine" and r["runs"][0]["results"][0]["reads_served"] > 0
+
+
+def test_fit_ssd_calibrates_host_cpu(tmp_path):
+    """`fit-ssd FILE` on a dataset's graph.fg also measures host CPU per sampled node on the real decode/sample
+    path (memory engine, a calibration seed and setting of its own) and writes it, with one producer core, into
+    the host section; the header records the probe figures and the calibration. --depth A,B writes one config
+    per depth (OUT.qdA.toml, OUT.qdB.toml), each a config the simulator accepts."""
+    import re
+
+    from flashgnn import _core
+
+    ds = generated_dataset(tmp_path, scale=10, edge_factor=8, dim=16)
+    out = tmp_path / "m.toml"
+    p = run_cli("fit-ssd", ds / "graph.fg", out, "--depth", "8,32", "--seconds", "0.2")
+    assert p.returncode == 0, p.stderr
+    assert not out.exists() and "host CPU" in p.stdout
+    trace = tmp_path / "t.fgt"
+    assert run_cli("trace", ds, trace, "--fanout", "3,3", "--batch-size", "16", "--batches", "2").returncode == 0
+    for d in (8, 32):
+        f = tmp_path / f"m.qd{d}.toml"
+        text = f.read_text()
+        host = text[text.index("[host]"):text.index("[controller]")]
+        ns = float(re.search(r"^cpu_ns_per_node = ([0-9.]+)", host, re.M).group(1))
+        assert 10.0 < ns < 1e6, ns  # a sane range: tens of ns to a millisecond per sampled node
+        assert re.search(r"^cpu_cores = 1\b", host, re.M)
+        assert re.search(rf"^queue_depth = {d}\b", host, re.M)
+        assert "memory engine" in text and "seed 7919" in text and f"QD{d} " in text
+        r = json.loads(_core.simulate(str(trace), str(f), ["host"], None, [], False))
+        assert r["runs"][0]["results"][0]["reads_served"] > 0
+    # Existing outputs are refused without --force (before probing); a directory even with it.
+    p = run_cli("fit-ssd", ds / "graph.fg", out, "--depth", "8,32", "--seconds", "0.2")
+    assert p.returncode == 2 and "m.qd8.toml" in p.stderr, p.stderr
+    (tmp_path / "adir").mkdir()
+    p = run_cli("fit-ssd", ds / "graph.fg", tmp_path / "adir", "--force", "--seconds", "0.2")
+    assert p.returncode == 2 and "directory" in p.stderr, p.stderr
+    assert not [x for x in tmp_path.iterdir() if ".tmp" in x.name]
 
 
 def test_bench_trace_option(tmp_path):
@@ -119,6 +177,21 @@ def test_bench_trace_option(tmp_path):
     assert r["trace_params"]["device_iops_qd1"] == rep["device_iops_qd1"]
     assert r["runs"][0]["results"][0]["reads_served"] == rep["trace"]["records"]
     assert r["speed"]["flash_commands"] > 0 and r["speed"]["commands_per_s"] > 0
+
+
+def test_bench_plots_from_real_telemetry(tmp_path):
+    """`bench --plots DIR` draws each engine's own telemetry (reads in flight per completion round, and at
+    submission), and with --trace the capture pass's measured queue depth from its submit/complete times."""
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    ds = generated_dataset(tmp_path, scale=9, edge_factor=4, dim=8)
+    d = tmp_path / "plots"
+    p = run_cli("bench", ds, "--engine", "uring", "--batches", "3", "--batch-size", "16", "--fanout", "3,2",
+                "--probe-seconds", "0.2", "--depth", "8", "--trace", tmp_path / "b.fgt", "--plots", d, "--json")
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    _assert_pngs(rep["plots"], ["bench-queue-depth-uring.png", "measured-queue-depth.png"])
 
 
 def test_traced_latency_reported(tmp_path):
@@ -207,3 +280,132 @@ def test_paper_shaped_workload_matches_beacongnn(tmp_path):
     e = res["cc"]["energy_per_batch_j"]
     moving = e["flash_reads_j"] + e["channel_j"] + e["ssd_dram_j"] + e["pcie_j"] + e["host_dram_j"]
     assert moving > 0.5 * res["cc"]["energy_per_batch_total_j"]
+
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _assert_pngs(paths, expected_names):
+    """Each path is a real PNG (magic bytes, non-trivial size) and the names are exactly the expected ones."""
+    assert sorted(Path(p).name for p in paths) == sorted(expected_names)
+    for p in paths:
+        b = Path(p).read_bytes()
+        assert b[:8] == PNG_MAGIC and len(b) > 5000, (p, len(b))
+
+
+def test_simulate_plots(tmp_path):
+    """`simulate --plots DIR` writes one PNG per expected figure: per design (and swept value) active
+    channels/dies and queue depth with its histogram; throughput, latency and energy bars; the sweep line
+    plot; and the engine's measured queue depth (the trace has timestamps). Names are listed in --json and
+    in the text output, and no temporary is left."""
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    ds = generated_dataset(tmp_path, scale=9, edge_factor=4, dim=8)
+    out = tmp_path / "t.fgt"
+    assert run_cli("trace", ds, out, "--fanout", "4,2", "--batch-size", "32", "--batches", "2").returncode == 0
+    d = tmp_path / "plots"
+    p = run_cli("simulate", out, "--config", TABLE2, "--design", "host,bg-2", "--sweep", "channels=2,16",
+                "--plots", d, "--json", "--no-timing")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    per = [f"{kind}-{des}-flash.channels-{v}.png" for v in (2, 16) for des in ("host", "bg-2")
+           for kind in ("active", "queue-depth")]
+    _assert_pngs(r["plots"], per + ["throughput.png", "latency-breakdown.png", "energy-breakdown.png", "sweep.png",
+                                    "measured-queue-depth.png"])
+    assert all(Path(x).parent == d for x in r["plots"])
+    assert not [x for x in d.iterdir() if ".tmp" in x.name]
+    # Without a sweep: no sweep plot, plain names; the text output lists the files.
+    p = run_cli("simulate", out, "--config", TABLE2, "--design", "host", "--plots", tmp_path / "p1")
+    assert p.returncode == 0, p.stderr
+    names = ["active-host.png", "queue-depth-host.png", "throughput.png", "latency-breakdown.png",
+             "energy-breakdown.png", "measured-queue-depth.png"]
+    _assert_pngs(list((tmp_path / "p1").iterdir()), names)
+    assert all(n in p.stdout for n in names)
+    # A file where the directory should be is refused by name.
+    f = tmp_path / "afile"
+    f.write_text("x")
+    p = run_cli("simulate", out, "--config", TABLE2, "--design", "host", "--plots", f)
+    assert p.returncode != 0 and str(f) in p.stderr and "not a directory" in p.stderr, p.stderr
+    assert f.read_text() == "x"
+
+
+def test_plots_without_matplotlib_fail_before_simulating(tmp_path):
+    """With matplotlib absent, `--plots` fails at once naming the extra to install, and writes nothing."""
+    from conftest import cli_env
+
+    shim = tmp_path / "shim" / "matplotlib"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError('matplotlib hidden by the test')\n")
+    env = cli_env()
+    env["PYTHONPATH"] = f"{shim.parent}:{env.get('PYTHONPATH', '')}"
+    d = tmp_path / "plots"
+    # The trace does not even exist: the check comes before any simulation.
+    p = run_cli("simulate", tmp_path / "missing.fgt", "--config", TABLE2, "--plots", d, env=env)
+    assert p.returncode == 2 and "flashgnn[plots]" in p.stderr and "matplotlib" in p.stderr, p.stderr
+    assert not d.exists()
+    p = run_cli("plot-trace", tmp_path / "missing.fgt", "--plots", d, env=env)
+    assert p.returncode == 2 and "flashgnn[plots]" in p.stderr, p.stderr
+
+
+def test_plot_trace_measured_in_flight(tmp_path):
+    """`plot-trace` draws the queue depth the engine measured (submit/complete times in the trace): the
+    histogram covers all of the batches' I/O time, in-flight never exceeds the engine's depth, and the
+    per-batch I/O time equals what `simulate` reports as traced_batch_latency_s."""
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    ds = generated_dataset(tmp_path, scale=9, edge_factor=4, dim=8)
+    out = tmp_path / "t.fgt"
+    assert run_cli("trace", ds, out, "--fanout", "4,2", "--batch-size", "32", "--batches", "3", "--depth",
+                   "16").returncode == 0
+    p = run_cli("plot-trace", out, "--plots", tmp_path / "pl", "--json")
+    assert p.returncode == 0, p.stderr
+    m = json.loads(p.stdout)
+    _assert_pngs(m["plots"], ["measured-queue-depth.png"])
+    assert m["batches"] == 3 and 1 <= m["max_reads_in_flight"] <= 16
+    assert abs(sum(m["queue_depth_hist"]) - 1) < 1e-9 and 0 < m["mean_reads_in_flight"] <= 16
+    r = json.loads(run_cli("simulate", out, "--config", TABLE2, "--design", "host", "--json").stdout)
+    assert m["reads"] == r["runs"][0]["results"][0]["reads"]
+    assert abs(m["batch_latency_s"] - r["runs"][0]["results"][0]["traced_batch_latency_s"]) < 1e-9
+    # A corrupt trace is an error naming the file and the offset, not a crash.
+    b = bytearray(out.read_bytes())
+    b[len(b) // 2] ^= 0xFF
+    bad = tmp_path / "bad.fgt"
+    bad.write_bytes(bytes(b))
+    p = run_cli("plot-trace", bad, "--plots", tmp_path / "pl2")
+    assert p.returncode == 2 and str(bad) in p.stderr and "byte offset" in p.stderr, p.stderr
+    assert not (tmp_path / "pl2" / "measured-queue-depth.png").exists()
+
+
+def test_batch_size_sweep(tmp_path):
+    """`trace --batch-size 16,64` writes one trace per size (t.bs16.fgt, t.bs64.fgt); `simulate t.fgt --sweep
+    batch_size=16,64` replays each: bigger batches read more per batch. A missing size, or a trace whose
+    recorded size differs from its name, is refused by name."""
+    import shutil
+
+    ds = generated_dataset(tmp_path, scale=10, edge_factor=8, dim=8)
+    out = tmp_path / "t.fgt"
+    p = run_cli("trace", ds, out, "--fanout", "4,2", "--batch-size", "16,64", "--batches", "2", "--json")
+    assert p.returncode == 0, p.stderr
+    traces = json.loads(p.stdout)["traces"]
+    assert [t["out"] for t in traces] == [str(tmp_path / "t.bs16.fgt"), str(tmp_path / "t.bs64.fgt")]
+    assert not out.exists()
+    p = run_cli("simulate", out, "--config", TABLE2, "--design", "host,bg-2", "--sweep", "batch_size=16,64",
+                "--json", "--no-timing")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["sweep"] == "batch_size" and [x["value"] for x in r["runs"]] == ["16", "64"]
+    small, big = ({d["design"]: d for d in run["results"]} for run in r["runs"])
+    for des in ("host", "bg-2"):
+        assert big[des]["reads"] / big[des]["batches"] > small[des]["reads"] / small[des]["batches"], des
+        assert big[des]["targets_per_s"] / big[des]["batches_per_s"] > small[des]["targets_per_s"] / small[des]["batches_per_s"]
+    assert small["host"]["reads"] == traces[0]["records"] and big["host"]["reads"] == traces[1]["records"]
+    p = run_cli("simulate", out, "--config", TABLE2, "--sweep", "batch_size=16,32")
+    assert p.returncode != 0 and "t.bs32.fgt" in p.stderr and "--batch-size 16,32" in p.stderr, p.stderr
+    shutil.copy(tmp_path / "t.bs16.fgt", tmp_path / "t.bs32.fgt")
+    p = run_cli("simulate", out, "--config", TABLE2, "--sweep", "batch_size=32")
+    assert p.returncode == 2 and "t.bs32.fgt" in p.stderr and "batch size 16" in p.stderr, p.stderr
+    # Every per-size output is checked before any is written: an existing one without --force refuses all.
+    p = run_cli("trace", ds, out, "--batch-size", "8,16", "--batches", "1")
+    assert p.returncode == 2 and "t.bs16.fgt" in p.stderr and not (tmp_path / "t.bs8.fgt").exists()

@@ -115,12 +115,69 @@ def parse_sweep(text: str | None) -> tuple[str, list[str]] | None:
     return k.strip(), vals
 
 
+def batch_size_path(out: str | os.PathLike, batch_size: int) -> Path:
+    """The trace of one batch size when `flashgnn trace` is given several: ``t.fgt`` -> ``t.bs256.fgt``
+    (``t`` -> ``t.bs256``). `simulate t.fgt --sweep batch_size=...` finds them by the same rule."""
+    p = Path(out)
+    return p.with_name(f"{p.stem}.bs{batch_size}{p.suffix}") if p.suffix else p.with_name(f"{p.name}.bs{batch_size}")
+
+
+def parse_batch_sizes(text: str | int) -> list[int]:
+    """``--batch-size 1024`` or ``256,512,1024``: distinct sizes >= 1, in the order given."""
+    try:
+        sizes = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--batch-size {text!r}: expected an integer or a comma list (e.g. 256,512,1024)") from None
+    if not sizes or any(b < 1 for b in sizes) or len(set(sizes)) != len(sizes):
+        raise ValueError(f"--batch-size {text!r}: sizes must be >= 1 and distinct")
+    return sizes
+
+
 def simulate(trace: str, config: str, designs: list[str] | str = "all", sweep: str | None = None,
              timing: bool = True) -> dict:
-    """Replay ``trace`` under ``config`` (TOML) for ``designs``; returns the report."""
+    """Replay ``trace`` under ``config`` (TOML) for ``designs``; returns the report.
+
+    ``sweep="batch_size=256,512"`` replays one trace per size, found by :func:`batch_size_path` (a batch
+    size changes the reads themselves, so it cannot be swept over one trace); each run carries its
+    ``trace``, and a trace whose recorded batch size differs from its name is refused."""
     if isinstance(designs, str):
         designs = designs.split(",")
-    return json.loads(_core.simulate(trace, config, list(designs), parse_sweep(sweep), [], timing))
+    sw = parse_sweep(sweep)
+    if sw is None or sw[0] != "batch_size":
+        return json.loads(_core.simulate(trace, config, list(designs), sw, [], timing))
+    sizes = parse_batch_sizes(",".join(sw[1]))
+    report: dict | None = None
+    for bs in sizes:
+        p = batch_size_path(trace, bs)
+        if not os.path.lexists(p):
+            raise FileNotFoundError(f"--sweep batch_size: {p} (the trace of batch size {bs}) does not exist; record "
+                                    f"one trace per size with `flashgnn trace DATASET {trace} --batch-size "
+                                    f"{','.join(map(str, sizes))}`")
+        r = json.loads(_core.simulate(str(p), config, list(designs), None, [], timing))
+        got = r.get("trace_params", {}).get("batch_size")
+        if got != bs:
+            raise ValueError(f"{p}: recorded with batch size {got}, but its name says {bs} (refused)")
+        run = r["runs"][0]
+        run["value"], run["trace"] = str(bs), str(p)
+        if report is None:
+            report = {**r, "trace": str(trace), "sweep": "batch_size", "runs": []}
+        elif r["dataset_id"] != report["dataset_id"]:
+            raise ValueError(f"{p}: dataset {r['dataset_id']} differs from {batch_size_path(trace, sizes[0])}'s "
+                             f"{report['dataset_id']} (a batch-size sweep compares traces of one dataset)")
+        report["runs"].append(run)
+        if timing and "speed" in r and report is not None and report["runs"][0] is not run:
+            s, t = report["speed"], r["speed"]
+            s["flash_commands"] += t["flash_commands"]
+            s["wall_seconds"] += t["wall_seconds"]
+            s["commands_per_s"] = s["flash_commands"] / max(s["wall_seconds"], 1e-12)
+    return report
+
+
+def measured_in_flight(trace: str) -> dict:
+    """Reads in flight as the traced engine measured them (its submit/complete timestamps): a timeline
+    over batch I/O time and the share of time per log2 bucket. ``batches`` is 0 for a trace without
+    timestamps. Channels and dies are not observable on a real device."""
+    return json.loads(_core.trace_in_flight(str(trace)))
 
 
 _CATS = ["host", "pcie", "controller", "wait_before_flash", "flash", "wait_after_flash", "barrier"]
@@ -133,6 +190,9 @@ def format_report(r: dict) -> str:
     for run in r["runs"]:
         if r.get("sweep"):
             lines.append(f"\n{r['sweep']} = {run['value']}")
+            if run.get("trace") and run["results"]:
+                d0 = run["results"][0]
+                lines.append(f"trace {run['trace']}: {d0['reads'] / max(d0['batches'], 1):.0f} reads per batch")
         lines.append(f"{'design':<13}{'batch/s':>9}{'targets/s':>11}{'lat ms':>8}  "
                      + "".join(f"{c[:9]:>10}" for c in _CATS) + f"{'QD':>7}{'ch':>6}{'dies':>7}")
         for d in run["results"]:
@@ -164,11 +224,48 @@ def format_report(r: dict) -> str:
     return "\n".join(lines)
 
 
-def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str) -> str:
-    """A `this-machine` config from the device probe alone (docs/simulator.md, "Fitting
-    this-machine"): QD1 latency gives tR after the fixed host/controller costs of ``base``;
-    deep-queue IOPS give the parallel flash units by Little's law (units = IOPS x
-    per-read unit time); channels keep the base's count, dies per channel make up the units."""
+# The host-CPU calibration's setting: a seed and fanout/batch size no documented trace uses, so the fit never
+# sees the batches it is later asked to predict (docs/simulator.md, "Against this machine").
+CPU_CAL_SEED = 7919
+CPU_CAL_FANOUTS = [12, 6]
+CPU_CAL_BATCH_SIZE = 96
+CPU_CAL_BATCHES = 6  # the first is a warm-up (caches, allocator) and is not counted
+
+
+def calibrate_host_cpu(dataset: str, *, engine: str = "memory", batches: int = CPU_CAL_BATCHES) -> dict:
+    """Host CPU per sampled node and per read of the real sampling path (decode, draw, issue and completion
+    handling), without device time: the engine's own trace of a few batches on the ``memory`` engine (the
+    same decode and sampling code as ``uring``, reads served from RAM), at the calibration setting above.
+    The windows (first submission to last completion per batch) are then pure CPU of one producer."""
+    import tempfile
+
+    if batches < 2:
+        raise ValueError(f"host CPU calibration needs >= 2 batches (one warm-up), got {batches}")
+    with tempfile.TemporaryDirectory(prefix="flashgnn-cal-") as d:
+        t = os.path.join(d, "cal.fgt")
+        record_trace(dataset, t, CPU_CAL_FANOUTS, CPU_CAL_BATCH_SIZE, batches, engine=engine, seed=CPU_CAL_SEED,
+                     progress=False)
+        m = measured_in_flight(t)
+    if m["batches"] < 2 or m["page_nodes"] == 0:
+        raise ValueError(f"{dataset}: host CPU calibration recorded no timed reads on {engine} (empty graph?)")
+    # Leave out the warm-up batch (first touch of the dataset's pages, allocator growth).
+    secs = sum(m["batch_io_s"][1:])
+    reads = sum(m["batch_reads"][1:])
+    nodes = sum(m["batch_page_nodes"][1:])
+    if nodes == 0:
+        raise ValueError(f"{dataset}: host CPU calibration sampled no nodes after the warm-up batch")
+    return {"engine": engine, "batches": m["batches"] - 1, "seconds": secs, "reads": reads, "page_nodes": nodes,
+            "ns_per_node": secs * 1e9 / nodes, "ns_per_read": secs * 1e9 / max(reads, 1),
+            "setting": f"fanout {','.join(map(str, CPU_CAL_FANOUTS))}, batch {CPU_CAL_BATCH_SIZE}, seed {CPU_CAL_SEED}",
+            "producers": 1}
+
+
+def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str, host_cpu: dict | None = None) -> str:
+    """A `this-machine` config from the device probe alone (docs/simulator.md, "Against this
+    machine"): the model reproduces both probe points — its QD1 cycle is the probe's QD1 latency
+    and its saturated IOPS (units / unit time) the probe's IOPS at ``depth``; the units are laid
+    out as up to the base's channels x dies. ``host_cpu`` (:func:`calibrate_host_cpu`) sets host.cpu_ns_per_node and host.cpu_cores; without
+    it they stay the base's."""
     import math
     import re
     import tomllib
@@ -180,17 +277,36 @@ def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str) -> str:
     h, c, fl = b["host"], b["controller"], b["flash"]
     lat_ns = 1e9 / iops_qd1
     ch_bytes_per_ns = fl["bus_mts"] * 1e6 * fl["bus_bits"] / 8 / 1e9
-    xfer_ns = fl["page_bytes"] / ch_bytes_per_ns
+    # A whole page crosses the channel with its spare area (ECC parity), as the engine moves it.
+    xfer_ns = (fl["page_bytes"] + fl.get("spare_bytes", 0)) / ch_bytes_per_ns
     gen_gts = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0}.get(h["pcie_gen"], 64.0)
     pcie_ns = fl["page_bytes"] / (gen_gts * (0.8 if h["pcie_gen"] <= 2 else 128 / 130) / 8 * h["pcie_lanes"]
                                   * h["pcie_efficiency"])
-    fixed = h["nvme_command_ns"] + c["firmware_ns_per_command"] + fl["command_ns"] + xfer_ns + pcie_ns
-    stack = min(h["stack_ns"], 0.3 * lat_ns)
-    read_ns = max(lat_ns - stack - fixed, 1000.0)
-    unit_ns = read_ns + fl["command_ns"] + xfer_ns
-    units = max(1, math.ceil(iops_deep * unit_ns / 1e9))
+    # The engine's producer thread does, per read, what the probe's does (submit, reap) plus the decode and
+    # sampling the calibration measured (``cpu_read_ns``). At QD1 that is in series with its I/O: the engine's
+    # QD1 cycle is the probe's latency plus it. At depth it overlaps the device's work, and the model's host
+    # CPU queue (cpu_cores = 1, cpu_ns_per_node) is what limits the rate should the producer's core bind; the
+    # device's saturated IOPS stay the probe's.
+    cpu_read_ns = host_cpu["ns_per_read"] if host_cpu else 0.0
+    probe_lat_ns, probe_deep = lat_ns, iops_deep
+    lat_ns += cpu_read_ns
+    # Per read, outside the flash unit but inside the QD1 cycle: NVMe command, firmware, PCIe data.
+    outside_ns = h["nvme_command_ns"] + c["firmware_ns_per_command"] + pcie_ns
+    # Parallel units: as many as the deep IOPS needs if each held for the QD1 cycle less the costs
+    # outside it (Little's law at saturation), laid out as up to the base's channels x dies and rounded down to
+    # that grid; then each unit's time (tR + command + page transfer: the die is held until its page register
+    # is drained) is set so that units / unit time = the deep IOPS exactly.
+    units = max(1, math.floor(iops_deep * (lat_ns - outside_ns) / 1e9))
     ch = min(fl["channels"], units)
-    per_ch = max(1, math.ceil(units / ch))
+    per_ch = max(1, units // ch)
+    units = ch * per_ch
+    unit_ns = units / iops_deep * 1e9
+    read_ns = max(unit_ns - fl["command_ns"] - xfer_ns, 1000.0)
+    unit_ns = read_ns + fl["command_ns"] + xfer_ns
+    # At QD1 the model's cycle is the time a queue-depth token is held: the submission half of the host stack,
+    # the costs outside the unit and the unit; the completion half overlaps the next read. The probe's QD1 cycle
+    # is its whole latency, so the stack is what is left: 2 x (latency - outside - unit).
+    stack = max(2 * (lat_ns - outside_ns - unit_ns), 0.0)
 
     def put(text, section, key, value):
         lines, cur, n = text.split("\n"), None, 0
@@ -212,17 +328,44 @@ def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str) -> str:
     text = put(text, "flash", "channels", str(ch))
     text = put(text, "flash", "packages", "1")
     text = put(text, "flash", "dies", str(per_ch))
+    if host_cpu:
+        text = put(text, "host", "cpu_ns_per_node", f"{host_cpu['ns_per_node']:.1f}")
+        text = put(text, "host", "cpu_cores", str(host_cpu["producers"]))
+        cpu = (f"# host CPU: {host_cpu['ns_per_node']:.0f} ns per sampled node ({host_cpu['ns_per_read']:.0f} ns per read), "
+               f"the real decode/sample path on the {host_cpu['engine']} engine (no device time) over "
+               f"{host_cpu['batches']} batches at {host_cpu['setting']} (a setting no predicted trace uses);\n"
+               f"# host.cpu_cores = {host_cpu['producers']}: `flashgnn trace` samples with one producer thread.\n")
+    else:
+        cpu = "# host CPU: the base config's (no dataset to calibrate on).\n"
     head = (f"# this-machine: fitted by `flashgnn fit-ssd` from the device probe alone (never from a trace).\n"
-            f"# probe: 4 KiB random reads, O_DIRECT: QD1 {iops_qd1:.0f} IOPS (latency {lat_ns / 1e3:.1f} us), "
-            f"QD{depth} {iops_deep:.0f} IOPS.\n"
-            f"# fit: host.stack_ns = min(base stack, 30% of QD1 latency); flash.read_ns = QD1 latency - stack - "
-            f"NVMe - firmware - command - channel and PCIe transfer of a page;\n"
-            f"# parallel units = ceil(deep IOPS x (tR + command + page transfer)) = {units}, as {ch} channels x "
-            f"{per_ch} dies (Little's law at saturation). Everything else: {Path(base).name}.\n")
+            f"# probe: 4 KiB random reads, O_DIRECT: QD1 {iops_qd1:.0f} IOPS (latency {probe_lat_ns / 1e3:.1f} us), "
+            f"QD{depth} {probe_deep:.0f} IOPS; with the engine's decode CPU per read ({cpu_read_ns:.0f} ns) "
+            f"in series at QD1: QD1 cycle {lat_ns / 1e3:.1f} us.\n"
+            f"# fit: {units} parallel units = floor(deep IOPS x (QD1 cycle - NVMe - firmware - PCIe transfer)) "
+            f"as {ch} channels x {per_ch} dies; unit time (tR + command + page transfer) = units / deep IOPS = "
+            f"{unit_ns / 1e3:.1f} us;\n"
+            f"# host.stack_ns = 2 x (QD1 cycle - NVMe - firmware - PCIe - unit time), so the model's QD1 cycle (the token "
+            f"held from the submission half of the stack to the data) is the one above; units\n"
+            f"# x 1 / unit time is the probe's deep IOPS, "
+            f"reached from about QD {units} on. Everything else: {Path(base).name}.\n" + cpu)
     return head + text
 
 
-def fit_this_machine(path: str, base: str, depth: int = 256, seconds: float = 2.0, engine: str = "uring") -> tuple[str, dict]:
+def depth_path(out: str | os.PathLike, depth: int) -> Path:
+    """The config fitted at one depth when `fit-ssd --depth` is given several: ``m.toml`` -> ``m.qd64.toml``."""
+    p = Path(out)
+    return p.with_name(f"{p.stem}.qd{depth}{p.suffix}") if p.suffix else p.with_name(f"{p.name}.qd{depth}")
+
+
+def fit_this_machine(path: str, base: str, depth: int | list[int] = 256, seconds: float = 2.0,
+                     engine: str = "uring", dataset: str | None = None) -> tuple[str | list[str], dict]:
+    """Probe ``path`` at QD1 and at each of ``depth`` and, with ``dataset``, calibrate host CPU on it;
+    returns (config text, or one per depth when ``depth`` is a list; figures)."""
+    depths = depth if isinstance(depth, list) else [depth]
     iops1 = _core.probe_random_reads(path, 4096, 1, seconds, engine)
-    iopsn = _core.probe_random_reads(path, 4096, depth, seconds, engine)
-    return fit_probe(iops1, iopsn, depth, base), {"iops_qd1": iops1, "iops_deep": iopsn, "depth": depth}
+    deep = {d: _core.probe_random_reads(path, 4096, d, seconds, engine) for d in depths}
+    cpu = calibrate_host_cpu(dataset) if dataset else None
+    texts = [fit_probe(iops1, deep[d], d, base, cpu) for d in depths]
+    figures = {"iops_qd1": iops1, "iops_deep": deep[depths[-1]], "depth": depths[-1],
+               "iops_by_depth": {str(d): v for d, v in deep.items()}, "host_cpu": cpu}
+    return (texts if isinstance(depth, list) else texts[0]), figures

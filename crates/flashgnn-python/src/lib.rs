@@ -36,6 +36,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(seal_manifest, m)?)?;
     m.add_class::<sim::TraceRecorder>()?;
     m.add_function(wrap_pyfunction!(sim::simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(sim::trace_in_flight, m)?)?;
     Ok(())
 }
 

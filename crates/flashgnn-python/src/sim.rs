@@ -1,4 +1,4 @@
-//! `flashgnn._core.TraceRecorder` and `simulate`: trace capture over the
+//! `flashgnn._core.TraceRecorder`, `simulate` and `trace_in_flight`: trace capture over the
 //! sampling engine (docs/trace.md) and the SSD design simulator
 //! (docs/simulator.md). Conversion and error mapping only.
 
@@ -102,5 +102,15 @@ pub fn simulate(
         let req = flashgnn_sim::Request { trace: &trace, config: &config, designs, sweep, set, timing };
         let r = flashgnn_sim::simulate(&req).map_err(sim_err)?;
         serde_json::to_string(&r).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
+    })
+}
+
+/// Reads in flight as the traced engine measured them (timeline and
+/// histogram over batch I/O time); returns JSON text.
+#[pyfunction]
+pub fn trace_in_flight(py: Python<'_>, trace: PathBuf) -> PyResult<String> {
+    py.detach(|| {
+        let m = flashgnn_sim::measured::measure(&trace).map_err(sim_err)?;
+        serde_json::to_string(&m).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
     })
 }

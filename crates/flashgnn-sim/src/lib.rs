@@ -9,6 +9,7 @@
 pub mod config;
 pub mod design;
 pub mod engine;
+pub mod measured;
 pub mod trace;
 
 use std::path::Path;

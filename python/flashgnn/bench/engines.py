@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+import flashgnn
+
 ALL = ["uring", "pread", "mmap", "mmap-default", "memory"]
 CACHED = "uring+cache"  # uring with the cross-batch DRAM cache (flashgnn.Cache)
 
@@ -184,6 +186,13 @@ def main_bench(a) -> int:
     from flashgnn.sampler import probe_random_reads
 
     path = a.dataset
+    if getattr(a, "plots", None):
+        from flashgnn import plots
+
+        try:
+            plots.require()  # before any timed run
+        except ImportError as e:
+            raise flashgnn.InputError(str(e)) from None
     if getattr(a, "trace", None):
         from flashgnn.sim import check_trace_output
 
@@ -285,10 +294,19 @@ def main_bench(a) -> int:
                              extra={"device_iops": dev_qd, "device_iops_qd1": dev_qd1, "probe_depth": a.depth})
         print(f"bench: trace {a.trace}: {trace['records']} reads over {trace['batches']} batches "
               f"({human_bytes(trace['trace_bytes'])})", file=sys.stderr)
+    figures = None
+    if getattr(a, "plots", None):
+        from flashgnn import plots
+        from flashgnn.sim import measured_in_flight
+
+        figures = plots.bench_plots(results, a.plots)
+        if trace is not None:  # the capture pass's own submit/complete times, exact
+            figures += plots.trace_plots(measured_in_flight(a.trace), a.plots)
+        print(f"bench: plots in {a.plots}: {', '.join(Path(f).name for f in figures)}", file=sys.stderr)
     report = {"dataset": path, "fanout": fanouts, "batch_size": a.batch_size, "batches": a.batches,
               "device_iops": dev_qd, "device_iops_qd1": dev_qd1, "device_depth_ratio": dev_qd / dev_qd1,
               "memory_limit": a.memory_limit, "memory_budget_split": split, "cache": cache, "reuse": reuse, "results": results,
-              "trace": trace}
+              "trace": trace, "plots": figures}
     if a.json:
         print(json.dumps(report, indent=2))
         return 0

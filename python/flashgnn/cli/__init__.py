@@ -122,13 +122,18 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--trace", metavar="OUT", help="also record a trace of the same batches (uring engine, a separate "
                                                   "pass) for `flashgnn simulate`; the probe figures go into its header; replaces only an existing trace file")
     be.add_argument("--seed", type=int, default=0)
+    be.add_argument("--plots", metavar="DIR", help="PNG figures of each engine's reads in flight over time and at "
+                                                  "submission (and, with --trace, of the trace's measured queue "
+                                                  "depth) into DIR; needs the plots extra (matplotlib)")
     be.add_argument("--json", action="store_true")
 
     tr = sub.add_parser("trace", help="record every read the sampling engine issues (docs/trace.md)")
     tr.add_argument("dataset")
     tr.add_argument("out", help="trace file to write")
     tr.add_argument("--fanout", default="25,10")
-    tr.add_argument("--batch-size", type=int, default=1024)
+    tr.add_argument("--batch-size", default="1024",
+                    help="seeds per batch; a comma list (256,512,1024) writes one trace per size, OUT with .bsN "
+                         "before its suffix (t.fgt -> t.bs256.fgt), for `simulate t.fgt --sweep batch_size=...`")
     tr.add_argument("--batches", type=int, default=10)
     tr.add_argument("--engine", default="uring", help="uring|pread|pread-pool|mmap|memory (timings are the engine's)")
     tr.add_argument("--depth", type=int, default=256)
@@ -142,16 +147,28 @@ def _parser() -> argparse.ArgumentParser:
     sm.add_argument("--design", default="all", help="cc|host|host-barrier|smartsage|bg-1|bg-dg|bg-sp|bg-dgsp|bg-2|all "
                                                    "(comma list ok)")
     sm.add_argument("--sweep", help="PARAM=V1,V2,... (channels, dies, packages, page_size, bus_mts, cores, tr, "
-                                    "queue_depth, or a dotted config field)")
+                                    "queue_depth, or a dotted config field; batch_size replays the traces "
+                                    "`flashgnn trace --batch-size V1,V2,...` wrote)")
+    sm.add_argument("--plots", metavar="DIR", help="also write PNG figures into DIR (needs the plots extra: "
+                                                  "matplotlib)")
     sm.add_argument("--no-timing", action="store_true", help="leave the wall-clock speed out (byte-identical output)")
     sm.add_argument("--json", action="store_true")
+
+    pt = sub.add_parser("plot-trace", help="PNG figures of the reads in flight a trace's engine measured")
+    pt.add_argument("trace")
+    pt.add_argument("--plots", metavar="DIR", required=True, help="directory for the PNG figures")
+    pt.add_argument("--json", action="store_true")
 
     fs = sub.add_parser("fit-ssd", help="fit a `this-machine` simulator config from the device probe alone")
     fs.add_argument("file", help="a large file on the device (e.g. a dataset's graph.fg); read with O_DIRECT")
     fs.add_argument("out", help="TOML config to write")
     fs.add_argument("--base", default=None, help="config supplying the unfitted parameters (default: beacongnn-table2)")
-    fs.add_argument("--depth", type=int, default=256)
+    fs.add_argument("--depth", default="256",
+                    help="deep-queue probe depth (the model saturates at the IOPS measured there); a comma list "
+                         "(64,128,256) writes one config per depth, OUT with .qdN before its suffix")
     fs.add_argument("--seconds", type=float, default=2.0)
+    fs.add_argument("--dataset", help="dataset to calibrate host CPU per sampled node on (default: FILE's directory "
+                                      "when it is a dataset; none: keep the base's host CPU)")
     fs.add_argument("--force", action="store_true")
 
     st = sub.add_parser("stripe", help="spread a dataset's data files over several directories/devices")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import flashgnn
 from flashgnn._util import print_json as _print_json, human_bytes
@@ -352,47 +353,121 @@ def cmd_presample(a) -> int:
 
 
 def cmd_trace(a) -> int:
-    from flashgnn.sim import check_trace_output, record_trace
+    from flashgnn.sim import batch_size_path, check_trace_output, parse_batch_sizes, record_trace
 
-    check_trace_output(a.out, a.force)  # before opening anything
+    try:
+        sizes = parse_batch_sizes(a.batch_size)
+    except ValueError as e:
+        raise flashgnn.InputError(str(e)) from None
+    # One size: OUT itself; several: one trace per size beside it (OUT.bsN), all checked before any work.
+    outs = [a.out] if len(sizes) == 1 else [str(batch_size_path(a.out, b)) for b in sizes]
+    for o in outs:
+        check_trace_output(o, a.force)
     try:
         fanouts = [int(x) for x in a.fanout.split(",")]
     except ValueError:
         raise flashgnn.InputError(f"--fanout {a.fanout!r}: expected comma-separated integers (e.g. 25,10)") from None
-    r = record_trace(a.dataset, a.out, fanouts, a.batch_size, a.batches, engine=a.engine, depth=a.depth, seed=a.seed,
-                     progress=not a.json, force=a.force)
+    rs = []
+    for bs, o in zip(sizes, outs):
+        r = record_trace(a.dataset, o, fanouts, bs, a.batches, engine=a.engine, depth=a.depth, seed=a.seed,
+                         progress=not a.json, force=a.force)
+        r["batch_size"] = bs
+        rs.append(r)
+        if not a.json:
+            print(f"traced {r['batches']} batches of {bs}, {r['records']} reads ({human_bytes(r['bytes_read'])}) on "
+                  f"{r['engine']} in {r['seconds']:.2f} s -> {o} ({human_bytes(r['trace_bytes'])})")
     if a.json:
-        _print_json(r)
-    else:
-        print(f"traced {r['batches']} batches, {r['records']} reads ({human_bytes(r['bytes_read'])}) on {r['engine']} "
-              f"in {r['seconds']:.2f} s -> {a.out} ({human_bytes(r['trace_bytes'])})")
+        _print_json(rs[0] if len(rs) == 1 else {"traces": rs})
     return 0
+
+
+def _plots_or_error():
+    from flashgnn import plots
+
+    try:
+        plots.require()
+    except ImportError as e:
+        raise flashgnn.InputError(str(e)) from None
+    return plots
 
 
 def cmd_simulate(a) -> int:
     import json
 
-    from flashgnn.sim import format_report, simulate
+    from flashgnn.sim import format_report, measured_in_flight, simulate
 
+    plots = _plots_or_error() if a.plots else None  # before any simulation
     r = simulate(a.trace, a.config, a.design, a.sweep, timing=not a.no_timing)
+    if plots is not None:
+        # The engine's measured reads in flight, per replayed trace (one per run of a batch-size sweep).
+        if any("trace" in run for run in r["runs"]):
+            measured = [(plots.run_suffix(r, run), measured_in_flight(run["trace"])) for run in r["runs"]]
+        else:
+            measured = [("", measured_in_flight(a.trace))]
+        r["plots"] = plots.simulate_plots(r, a.plots, measured)
     if a.json:
         print(json.dumps(r, indent=2))
     else:
         print(format_report(r))
+        if plots is not None:
+            print(f"plots ({len(r['plots'])}) in {a.plots}: " + ", ".join(Path(p).name for p in r["plots"]))
+    return 0
+
+
+def cmd_plot_trace(a) -> int:
+    from flashgnn.sim import measured_in_flight
+
+    plots = _plots_or_error()
+    m = measured_in_flight(a.trace)
+    if not m["batches"]:
+        raise flashgnn.InputError(f"{a.trace}: no read carries submit/complete times (recorded on an engine "
+                                  "without timestamps?); nothing to plot")
+    m["plots"] = plots.trace_plots(m, a.plots)
+    if a.json:
+        _print_json({k: v for k, v in m.items() if k not in ("t_s", "reads_in_flight")})
+    else:
+        print(f"{a.trace}: {m['batches']} batches, {m['reads']} reads, {m['batch_latency_s'] * 1e3:.3f} ms of I/O per "
+              f"batch, {m['mean_reads_in_flight']:.1f} reads in flight on average (max {m['max_reads_in_flight']}) "
+              f"-> {', '.join(m['plots'])}")
     return 0
 
 
 def cmd_fit_ssd(a) -> int:
     import os
-    from pathlib import Path
+    import stat
 
-    from flashgnn.sim import fit_this_machine
+    from flashgnn._durable import fsync_path, kind_of, replace_durably
+    from flashgnn.sim import depth_path, fit_this_machine, parse_batch_sizes
 
-    if os.path.lexists(a.out) and not a.force:
-        raise FileExistsError(f"{a.out} exists (use --force to replace it)")
+    try:
+        depths = parse_batch_sizes(a.depth)
+    except ValueError:
+        raise flashgnn.InputError(f"--depth {a.depth!r}: expected distinct integers >= 1 (e.g. 256 or 64,128,256)") from None
+    outs = [Path(a.out)] if len(depths) == 1 else [depth_path(a.out, d) for d in depths]
+    for out in outs:  # all refused before the probe runs
+        if os.path.lexists(out):
+            st = os.lstat(out)
+            if not stat.S_ISREG(st.st_mode):
+                raise FileExistsError(f"{out}: is {kind_of(st.st_mode)}; fit-ssd replaces only a config file (refused)")
+            if not a.force:
+                raise FileExistsError(f"{out} exists (use --force to replace it)")
     base = a.base or str(Path(__file__).resolve().parents[3] / "configs" / "ssd" / "beacongnn-table2.toml")
-    text, probe = fit_this_machine(a.file, base, a.depth, a.seconds)
-    with open(a.out, "w") as f:
-        f.write(text)
-    print(f"fitted {a.out}: QD1 {probe['iops_qd1']:.0f} IOPS, QD{a.depth} {probe['iops_deep']:.0f} IOPS")
+    dataset = a.dataset
+    if dataset is None and (Path(a.file).resolve().parent / "manifest.json").is_file():
+        dataset = str(Path(a.file).resolve().parent)
+    texts, probe = fit_this_machine(a.file, base, depths, a.seconds, dataset=dataset)
+    for out, text in zip(outs, texts):
+        # Written beside OUT under this process's name, fsynced, renamed: never half a config at OUT.
+        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+        try:
+            tmp.write_text(text)
+            fsync_path(tmp)
+            replace_durably(tmp, out)
+        finally:
+            tmp.unlink(missing_ok=True)
+    cpu = probe["host_cpu"]
+    deep = ", ".join(f"QD{d} {v:.0f}" for d, v in probe["iops_by_depth"].items())
+    print(f"fitted {', '.join(map(str, outs))}: QD1 {probe['iops_qd1']:.0f} IOPS, {deep} IOPS"
+          + (f", host CPU {cpu['ns_per_node']:.0f} ns per sampled node ({cpu['ns_per_read']:.0f} ns per read)"
+             if cpu else ", host CPU from the base config (no dataset)"))
     return 0
