@@ -63,6 +63,14 @@ def test_trace_then_simulate(tmp_path):
         assert on[name]["batch_latency_s"] <= off[name]["batch_latency_s"] * 1.001, name
         assert on[name]["dram_cache_hits"] == 0 and off[name]["dram_cache_misses"] == 0, name
 
+    # With a page cache (the TLC config's 256 MiB), its hits and misses are in the text output too.
+    tlc = REPO / "configs" / "ssd" / "tlc-conventional.toml"
+    pj = run_cli("simulate", out, "--config", tlc, "--design", "smartsage", "--json", "--no-timing")
+    d = json.loads(pj.stdout)["runs"][0]["results"][0]
+    assert d["dram_cache_hits"] + d["dram_cache_misses"] > 0
+    pt = run_cli("simulate", out, "--config", tlc, "--design", "smartsage")
+    assert f"smartsage {d['dram_cache_hits']:,} hits / {d['dram_cache_misses']:,} misses" in pt.stdout, pt.stdout
+
     # A corrupt trace is refused naming the file and the byte offset.
     b = bytearray(out.read_bytes())
     b[len(b) // 2] ^= 0xFF

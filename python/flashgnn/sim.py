@@ -212,6 +212,11 @@ def format_report(r: dict) -> str:
         lines.append(f"{'design':<13}" + "".join(f"{'>=' + str(los[i]):>8}" for i in used))
         for d in run["results"]:
             lines.append(f"{d['design']:<13}" + "".join(f"{d['queue_depth_hist'][i]:>8.1%}" for i in used))
+        cached = [d for d in run["results"] if d.get("dram_cache_hits", 0) + d.get("dram_cache_misses", 0)]
+        if cached:
+            lines.append("SSD-DRAM page cache: " + "; ".join(
+                f"{d['design']} {d['dram_cache_hits']:,} hits / {d['dram_cache_misses']:,} misses "
+                f"({d['dram_cache_hits'] / (d['dram_cache_hits'] + d['dram_cache_misses']):.1%})" for d in cached))
         measured = [d for d in run["results"] if d.get("traced_batch_latency_s")]
         if measured:
             d = measured[0]
