@@ -44,9 +44,12 @@ def add_parsers(sub, parse_size) -> None:
                         f"before DEADLINE_EXCEEDED (default {d.request_body_timeout_s:g})")
     s.add_argument("--grace", type=float, default=d.grace_s, help=f"seconds in-flight requests get on SIGTERM (default {d.grace_s:g})")
     s.add_argument("--group-commit-wait-us", type=int, default=0, help="WAL group-commit window (default 0)")
-    s.add_argument("--memory-budget", type=parse_size, default=0,
+    from flashgnn.budget import parse_budget
+
+    s.add_argument("--memory-budget", type=parse_budget, default="auto",
                    help="one budget for the engine's buffers (per worker) and a DRAM cache shared by every Run's "
-                        "sampler; the split is printed (default: no cache)")
+                        "sampler; the split is printed. auto: what the process may use less --max-inflight-bytes "
+                        "and a reserve, capped at caching the whole dataset; 0 = no cache (default: auto)")
     from flashgnn._util import parse_rate
 
     s.add_argument("--scrub-rate", type=parse_rate, default=None,

@@ -981,7 +981,7 @@ def serve(
     group_commit_wait_us: int = 0,
     preload: bool = True,
     ready=None,
-    memory_budget: int = 0,
+    memory_budget: int | str = 0,
     scrub_rate: int | None = None,
 ) -> int:
     """Open the graph, serve until SIGTERM/SIGINT, drain, close. Returns the exit status.
@@ -1001,14 +1001,23 @@ def serve(
         # ahead); the cache gets the rest and is shared by every BatchPre sampler.
         from flashgnn import budget
 
-        split = budget.split(memory_budget, dataset, BUDGET_FANOUTS, min(limits.max_batch, 1024),
-                             workers=limits.workers, prefetch=1)
+        if memory_budget == "auto":
+            # What the process may use, less what in-flight Runs may hold (--max-inflight-bytes) and the
+            # reserve; capped at caching the whole dataset.
+            split = budget.auto(dataset, BUDGET_FANOUTS, min(limits.max_batch, 1024), workers=limits.workers,
+                                prefetch=1, lookahead=0, training=False,
+                                available=max(budget.available_memory() - limits.max_inflight_bytes, 0))
+        else:
+            split = budget.split(memory_budget, dataset, BUDGET_FANOUTS, min(limits.max_batch, 1024),
+                                 workers=limits.workers, prefetch=1)
+    if memory_budget and split["budget"]:
         split["cache"] += split["window"]
         split["cache_static"] = split["cache"] // 2
         split["cache_dynamic"] = split["cache"] - split["cache_static"]
         split["window"], split["prefetch"] = 0, 0
-        _log(budget.describe(split))
         cache = flashgnn.Cache(dataset, BUDGET_FANOUTS, split["cache"], hot="degree")
+    if memory_budget:
+        _log(budget.describe(split))
     service = Service(graph, dataset, limits, token, allow_plugins, cache=cache)
     if scrub_rate is not None:
         from .scrubber import BackgroundScrub
