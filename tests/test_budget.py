@@ -59,22 +59,27 @@ def test_auto_sizes_from_available_memory(ds_path):
     data = budget.dataset_bytes(ds_path)
     assert data > 0
     per = data // 64  # a batch small against the dataset, as on a graph larger than memory
+    import sys
+
+    R = budget.auto_reserve(per, torch_loaded="torch" in sys.modules)
+    assert budget.auto_reserve(per, True) == budget.AUTO_RESERVE_MODEL + budget.ACTIVATION_BATCHES * per
+    assert budget.auto_reserve(per, False) == budget.auto_reserve(per, True) + budget.AUTO_RESERVE_TORCH
     base = budget.ENGINE_FIXED_PER_PRODUCER + per + 4 * per
     plenty = budget.auto(ds_path, [5, 3], 256, available=64 << 30, per_batch=per)
     assert plenty["lookahead"] == 0 and plenty["cache"] == data and plenty["budget"] == base + data
     assert "fit" in plenty["auto"]
-    small = budget.auto(ds_path, [5, 3], 256, available=budget.AUTO_RESERVE + base + per, per_batch=per)
+    small = budget.auto(ds_path, [5, 3], 256, available=R + base + per, per_batch=per)
     assert small["lookahead"] == 0 and small["budget"] == base + per  # no room for a lookahead window
     room = base + budget.AUTO_LOOKAHEAD * per + data // 2  # the cache cannot hold the data: lookahead pays
-    tight = budget.auto(ds_path, [5, 3], 256, available=budget.AUTO_RESERVE + room, per_batch=per)
+    tight = budget.auto(ds_path, [5, 3], 256, available=R + room, per_batch=per)
     assert tight["lookahead"] == budget.AUTO_LOOKAHEAD and tight["budget"] == room
     assert tight["lookahead_cache"] > 0 and tight["cache"] + tight["lookahead_cache"] + tight["engine"] + \
         tight["window"] == room
-    none = budget.auto(ds_path, [5, 3], 256, available=budget.AUTO_RESERVE + base - 1, per_batch=per)
+    none = budget.auto(ds_path, [5, 3], 256, available=R + base - 1, per_batch=per)
     assert none["budget"] == 0 and "without a cache" in none["auto"] and "without a cache" in budget.describe(none)
-    two = budget.auto(ds_path, [5, 3], 256, available=2 * (budget.AUTO_RESERVE + room), processes=2, per_batch=per)
+    two = budget.auto(ds_path, [5, 3], 256, available=2 * (R + room), processes=2, per_batch=per)
     assert two["budget"] == room  # each local rank gets its share
-    forced = budget.auto(ds_path, [5, 3], 256, available=budget.AUTO_RESERVE + room, lookahead=0, per_batch=per)
+    forced = budget.auto(ds_path, [5, 3], 256, available=R + room, lookahead=0, per_batch=per)
     assert forced["lookahead"] == 0 and forced["lookahead_cache"] == 0
     assert budget.parse_budget("auto") == "auto" and budget.parse_budget("AUTO") == "auto"
     assert budget.parse_budget("1GiB") == 1 << 30 and budget.parse_budget("0") == 0

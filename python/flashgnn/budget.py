@@ -30,10 +30,15 @@ from flashgnn.sampler import DEFAULT_HOT_FRACTION
 ENGINE_FIXED_PER_PRODUCER = (16 << 20) + (16 << 20)  # buffer pool + per-batch page cache
 HEADROOM = 1.25
 LOOKAHEAD_SHARE = 0.5
-# `--memory-budget auto` leaves this much of what the process may use to
-# everything the budget does not cover: torch (about 0.6 GiB of RSS on
-# import), the model, its optimizer state and activations, Python.
-AUTO_RESERVE = 1536 << 20
+# `--memory-budget auto` leaves room for what the budget does not cover:
+# torch itself (about 0.6 GiB of RSS on import; reserved only when it is not
+# imported yet — once imported it is already in the usage the headroom is
+# measured against), and the model: its weights, optimizer state, Python
+# objects (a fixed part) and its activations and gradients, which scale with
+# the batch (ACTIVATION_BATCHES measured batches).
+AUTO_RESERVE_TORCH = 768 << 20
+AUTO_RESERVE_MODEL = 256 << 20
+ACTIVATION_BATCHES = 4
 # The lookahead window `auto` picks when the cache cannot hold the dataset:
 # the measured sweet spot (docs/benchmarks.md, online lookahead: 1.46x the
 # default online cache at the same memory). When the data fits in the cache,
@@ -97,6 +102,12 @@ def dataset_bytes(path) -> int:
     return sum(os.path.getsize(os.path.join(path, f)) for f in _DATA_FILES if os.path.exists(os.path.join(path, f)))
 
 
+def auto_reserve(per_batch: int, torch_loaded: bool) -> int:
+    """Bytes `auto` leaves outside the budget: torch unless already imported,
+    the model's fixed part, and activations of ACTIVATION_BATCHES batches."""
+    return (0 if torch_loaded else AUTO_RESERVE_TORCH) + AUTO_RESERVE_MODEL + ACTIVATION_BATCHES * int(per_batch)
+
+
 def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
          hot_fraction: float = DEFAULT_HOT_FRACTION, lookahead: int | None = None, training: bool = True,
          processes: int = 1, available: int | None = None, per_batch: int | None = None) -> dict:
@@ -105,21 +116,24 @@ def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
 
     available = :func:`available_memory` (cgroup headroom, else MemAvailable)
     ÷ ``processes`` (ranks on this machine); room = available −
-    ``AUTO_RESERVE``; the budget is the smaller of room and what caching the
+    :func:`auto_reserve`; the budget is the smaller of room and what caching the
     whole dataset needs (engine + window + the page files). ``lookahead``
     None lets auto choose: ``AUTO_LOOKAHEAD`` for training when the cache
     cannot hold the data, else 0. When room cannot even hold the engine and
     the window, the budget is 0 (no cache) and the reason says so."""
     from flashgnn._util import human_bytes as h
 
+    import sys
+
     avail = (available_memory() if available is None else int(available)) // max(1, int(processes))
     per_batch = batch_bytes(path, fanouts, batch_size) if per_batch is None else int(per_batch)
     workers, prefetch = max(1, int(workers)), max(1, int(prefetch))
     data = dataset_bytes(path)
     base = workers * (ENGINE_FIXED_PER_PRODUCER + per_batch) + prefetch * per_batch
-    room = avail - AUTO_RESERVE
+    reserve = auto_reserve(per_batch, torch_loaded="torch" in sys.modules)
+    room = avail - reserve
     why = f"auto: {h(avail)} available" + (f" per process ({processes})" if processes > 1 else "") + \
-          f" - {h(AUTO_RESERVE)} reserve for torch and the model"
+          f" - {h(reserve)} reserve for " + ("" if "torch" in sys.modules else "torch and ") + "the model"
     if room < base:
         return {"budget": 0, "lookahead": 0 if lookahead is None else int(lookahead), "per_batch": per_batch,
                 "auto": why + f" leaves {h(max(room, 0))}, less than the {h(base)} the engine and prefetch window "
