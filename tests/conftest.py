@@ -280,6 +280,23 @@ def suite_report() -> list[str]:
     return _REPORT_LINES
 
 
+def pytest_collection_modifyitems(config, items):
+    """`@pytest.mark.gpu` tests skip cleanly, saying why, where no CUDA device exists."""
+    gpu = [it for it in items if it.get_closest_marker("gpu")]
+    if not gpu:
+        return
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except ImportError:
+        has_cuda = False
+    if not has_cuda:
+        skip = pytest.mark.skip(reason="gpu: no CUDA device (torch.cuda.is_available() is False)")
+        for it in gpu:
+            it.add_marker(skip)
+
+
 def pytest_terminal_summary(terminalreporter):
     for line in _REPORT_LINES:
         terminalreporter.write_line(line)

@@ -11,7 +11,7 @@ from flashgnn.device import DeviceCache, DeviceUnavailable
 
 from conftest import generated_dataset
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
 @pytest.fixture(scope="module", params=["inline", "separate"])
