@@ -173,8 +173,8 @@ def inference(model, dataset, out=None, *, batch_size: int = 16384, device=None,
     The model runs in eval mode under ``torch.no_grad()`` and its mode is
     restored afterwards."""
     import torch
-    from tqdm.auto import tqdm
 
+    from flashgnn import _progress
     from flashgnn.budget import available_memory
     from flashgnn.loader import as_dataset, resolve_engine
     from flashgnn.sampler import Sampler
@@ -207,8 +207,7 @@ def inference(model, dataset, out=None, *, batch_size: int = 16384, device=None,
     t0 = time.perf_counter()
     reads = 0
     try:
-        bar = tqdm(total=passes * len(chunks), desc="inference", unit="chunk", disable=not progress,
-                   dynamic_ncols=True)
+        bar = _progress.bar(total=passes * len(chunks), desc="inference", unit="chunk", disable=not progress)
         prev = None
         for li in range(passes):
             last = li == passes - 1

@@ -121,3 +121,17 @@ class GCN(_PygGCN):
         """Layer ``i``'s convolution alone (layer-wise inference, ``flashgnn embed``)."""
         ei, w, _ = degree_norm(edge_index, x.size(0), deg)
         return self.convs[i](x, ei, w)
+
+    def inference(self, loader, device=None, embedding_device="cpu", progress_bar: bool = False, cache: bool = False):
+        """PyG's ``model.inference(loader)``, run by :func:`flashgnn.inference`
+        over the loader's dataset: PyG's loop would call the convs without the
+        whole-graph degree weights (they run with ``normalize=False``)."""
+        from flashgnn.loader import NeighborLoader
+
+        if not isinstance(loader, NeighborLoader):
+            raise ValueError("flashgnn.nn.GCN.inference(loader) needs a flashgnn.NeighborLoader (its weights come "
+                             "from whole-graph degrees); on an in-memory graph call model(data.x, data.edge_index)")
+        from flashgnn.embed import inference
+
+        return inference(self, loader.dataset, batch_size=loader.batch_size, device=device, engine=loader.engine,
+                         progress=progress_bar).to(embedding_device)

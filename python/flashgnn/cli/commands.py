@@ -293,8 +293,7 @@ def cmd_embed(a) -> int:
     from flashgnn.usermodel import parse_kwargs
 
     if a.model_kwargs is not None and a.model_class is None:
-        raise SystemExit("flashgnn embed: error: --model-kwargs needs --model-class (a flashgnn checkpoint records "
-                         "its own model)")
+        raise ValueError("--model-kwargs needs --model-class (a flashgnn checkpoint records its own model)")
     kwargs = parse_kwargs(a.model_kwargs)  # before any I/O: a JSON typo is reported at once
     from flashgnn.embed import embed
 
