@@ -31,7 +31,7 @@ from flashgnn._core import (
     __version__,
 )
 from flashgnn.convert import from_pyg, to_pyg
-from flashgnn.embed import inference
+from flashgnn.layerwise import inference
 from flashgnn.dataset import Dataset, open
 from flashgnn.graph import MutableGraph
 from flashgnn.jobs import build, generate, scrub, verify
