@@ -145,6 +145,12 @@ def test_pyg_model_inference_on_a_flashgnn_loader(ds_path, whole):
             want = model(x, ei)
         got = model.inference(ld)
         assert torch.allclose(got, want, atol=1e-5, rtol=1e-4), name
+    model = _models()["sage"].eval()
+    for kw, what in ((dict(num_neighbors=[-1, -1]), r"num_neighbors=\[-1, -1\]"), (dict(shuffle=True), "shuffle=True"),
+                     (dict(input_nodes=torch.arange(10)), "input_nodes selects 10 of")):
+        bad = flashgnn.NeighborLoader(ds_path, **{"num_neighbors": [-1], "batch_size": 100, **kw})
+        with pytest.raises(ValueError, match=f"model.inference\\(loader\\) needs a loader over every node.*{what}"):
+            model.inference(bad)
     remote = flashgnn.pyg.NeighborLoader(ds_path, [-1], batch_size=64)
     with pytest.raises(AttributeError, match=r"no \.num_nodes.*flashgnn.inference\(model, DATASET"):
         _models()["sage"].eval().inference(remote)

@@ -442,9 +442,29 @@ class NeighborLoader(_Base, _PygNeighborLoader):
 
     @property
     def node_sampler(self):
-        """What PyG's code reads of its loader's sampler: ``num_neighbors``."""
+        """What PyG's ``BasicGNN.inference(loader)`` reads of its loader's
+        sampler (``num_neighbors``, one hop), after ``loader.data``. Only a
+        loader over every node in id order gives it the rows it expects (it
+        concatenates the batches' outputs as the next layer's table), so
+        anything else is refused here by name rather than failing later on
+        an index or returning permuted rows."""
         import types
 
+        bad = []
+        if list(self.num_neighbors) != [-1]:
+            bad.append(f"num_neighbors={list(self.num_neighbors)} (layer-wise inference needs [-1])")
+        if self.shuffle:
+            bad.append("shuffle=True (rows would come back permuted)")
+        if len(self.input_nodes) != self.dataset.num_nodes or (
+                len(self.input_nodes) and not np.array_equal(self.input_nodes, np.arange(self.dataset.num_nodes))):
+            bad.append(f"input_nodes selects {len(self.input_nodes):,} of {self.dataset.num_nodes:,} nodes (needs None)")
+        if self.drop_last or self.world_size > 1:
+            bad.append("drop_last=True" if self.drop_last else f"world_size={self.world_size}")
+        if bad:
+            raise ValueError("flashgnn.NeighborLoader: PyG's layer-wise model.inference(loader) needs a loader over "
+                             "every node in order: " + "; ".join(bad) + ". Build it as NeighborLoader(DATASET, "
+                             "num_neighbors=[-1], input_nodes=None, batch_size=B), or call flashgnn.inference(model, "
+                             "DATASET)")
         return types.SimpleNamespace(num_neighbors=list(self.num_neighbors))
 
     def _emit(self, d: Data) -> Data:
