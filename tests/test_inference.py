@@ -264,3 +264,20 @@ def test_embed_model_class_errors_name_what_failed(ds_path, tmp_path, case):
 
     assert re.search(want, p.stderr, re.S), p.stderr
     assert "Traceback" not in p.stderr and not (tmp_path / "out").exists()
+
+
+def test_embed_model_class_on_a_flashgnn_checkpoint(ds_path, tmp_path):
+    """A flashgnn train checkpoint loads into the stock PyG class named by --model-class (its `model` entry,
+    its normalize_features applied) and gives what embed gives without --model-class."""
+    ck = tmp_path / "ck"
+    p = run_cli("train", ds_path, "--epochs", "1", "--max-batches", "1", "--hidden", "16", "--fanout", "3,3",
+                "--normalize-features", "row", "--checkpoint", ck, "--no-progress")
+    assert p.returncode == 0, p.stderr
+    p = run_cli("embed", ds_path, tmp_path / "builtin", "--checkpoint", ck)
+    assert p.returncode == 0, p.stderr
+    kw = json.dumps(dict(in_channels=DIM, hidden_channels=16, num_layers=2, out_channels=CLASSES))
+    p = run_cli("embed", ds_path, tmp_path / "user", "--checkpoint", ck, "--model-class",
+                "torch_geometric.nn:GraphSAGE", "--model-kwargs", kw)
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "user" / "embeddings.npy"),
+                                  np.load(tmp_path / "builtin" / "embeddings.npy"))
