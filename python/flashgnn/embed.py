@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from flashgnn._durable import check_output
-from flashgnn.layerwise import _layers_of, inference
+from flashgnn.layerwise import _layers_of, inference, run
 
 __all__ = ["embed", "inference"]
 
@@ -65,9 +65,7 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
         if total < 2:
             raise ValueError("--output hidden needs a model with at least 2 layers")
         layers = total - 1
-    meta = inference(model, ds, out, batch_size=batch_size, device=device, engine=engine, progress=progress,
-                     layers=layers, force=force, predictions=output == "logits",
-                     x_transform=lambda x: normalize_features(x, norm),  # as the model was trained
-                     _meta=dict(checkpoint=os.path.abspath(checkpoint), model=name, output=output,
-                                inputs=(checkpoint,)))
-    return meta
+    return run(model, ds, out, batch_size=batch_size, device=device, engine=engine, progress=progress, layers=layers,
+               force=force, predictions=output == "logits", max_bytes=None, tmp_dir=None,
+               x_transform=lambda x: normalize_features(x, norm),  # as the model was trained
+               inputs=(checkpoint,), meta_extra=dict(checkpoint=os.path.abspath(checkpoint), model=name, output=output))

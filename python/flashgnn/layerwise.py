@@ -155,7 +155,7 @@ def _dev(model, device):
 
 def inference(model, dataset, out=None, *, batch_size: int = 16384, device=None, engine: str = "auto",
               progress: bool = True, layers: int | None = None, force: bool = False, predictions: bool = False,
-              max_bytes: int | None = None, tmp_dir=None, x_transform=None, _meta: dict | None = None):
+              max_bytes: int | None = None, tmp_dir=None, x_transform=None):
     """Run ``model`` over every node of ``dataset`` layer by layer (module docs).
 
     ``out=None``: returns the outputs as a float32 ``Tensor [num_nodes,
@@ -172,6 +172,15 @@ def inference(model, dataset, out=None, *, batch_size: int = 16384, device=None,
     maps the input rows of each chunk (row-wise, e.g. feature normalisation).
     The model runs in eval mode under ``torch.no_grad()`` and its mode is
     restored afterwards."""
+    return run(model, dataset, out, batch_size=batch_size, device=device, engine=engine, progress=progress,
+               layers=layers, force=force, predictions=predictions, max_bytes=max_bytes, tmp_dir=tmp_dir,
+               x_transform=x_transform)
+
+
+def run(model, dataset, out=None, *, batch_size, device, engine, progress, layers, force, predictions, max_bytes,
+        tmp_dir, x_transform, inputs=(), meta_extra: dict | None = None):
+    """:func:`inference`, plus what ``flashgnn embed`` adds: more ``inputs``
+    that ``out`` must not overwrite (the checkpoint) and ``embed.json`` fields."""
     import torch
 
     from flashgnn import _progress
@@ -189,7 +198,7 @@ def inference(model, dataset, out=None, *, batch_size: int = 16384, device=None,
         passes = int(layers)
     if out is not None:
         out = Path(out)
-        check_output(out, force, (getattr(dataset, "path", dataset),) + tuple((_meta or {}).get("inputs", ())))
+        check_output(out, force, (getattr(dataset, "path", dataset), *inputs))
     ds = as_dataset(dataset)
     dev = _dev(model, device)
     n = ds.num_nodes
@@ -264,7 +273,7 @@ def inference(model, dataset, out=None, *, batch_size: int = 16384, device=None,
         meta = dict(flashgnn_output="embed", dataset=os.path.abspath(ds.path), model=kind, num_nodes=n, dim=dim,
                     layers=passes, chunks=len(chunks), batch_size=int(batch_size), engine=eng, seconds=seconds,
                     reads=reads, dtype="float32")
-        meta.update({k: v for k, v in (_meta or {}).items() if k != "inputs"})
+        meta.update(meta_extra or {})
         (tmp / "embed.json").write_text(json.dumps(meta, indent=2))
         for f in tmp.iterdir():
             fsync_path(f)
