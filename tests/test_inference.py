@@ -226,7 +226,7 @@ class Evil:
 
 
 @pytest.mark.parametrize("case", ["no-colon", "no-module", "no-class", "not-a-module", "bad-json", "json-list",
-                                  "bad-kwargs", "mismatch", "pickle", "kwargs-alone"])
+                                  "bad-kwargs", "mismatch", "pickle", "kwargs-alone", "file-without-class"])
 def test_embed_model_class_errors_name_what_failed(ds_path, tmp_path, case):
     (tmp_path / "mods").mkdir()
     (tmp_path / "mods" / "usernet.py").write_text(USER_MODULE)
@@ -242,7 +242,8 @@ def test_embed_model_class_errors_name_what_failed(ds_path, tmp_path, case):
             "bad-kwargs": ["--model-class", "usernet:Net", "--model-kwargs", '{"in_chanels": 3}'],
             "mismatch": ["--model-class", "usernet:Net", "--model-kwargs", good],
             "pickle": ["--model-class", "usernet:Net", "--model-kwargs", good],
-            "kwargs-alone": ["--model-kwargs", good]}[case]
+            "kwargs-alone": ["--model-kwargs", good],
+            "file-without-class": []}[case]
     ck = tmp_path / "w.pt"
     if case == "pickle":
         ck = tmp_path / "evil.pt"
@@ -256,7 +257,8 @@ def test_embed_model_class_errors_name_what_failed(ds_path, tmp_path, case):
             "bad-kwargs": r"Net\(\*\*\{'in_chanels': 3\}\) \(--model-kwargs\) failed: TypeError",
             "mismatch": r"w.pt: the state dict does not fit usernet:Net\(in_channels=12.*Missing key.*c1",
             "pickle": r"evil.pt: not loadable with torch.load\(weights_only=True\)",
-            "kwargs-alone": "--model-kwargs needs --model-class"}[case]
+            "kwargs-alone": "--model-kwargs needs --model-class",
+            "file-without-class": r"w.pt is a file: .*name the model's class with --model-class"}[case]
     p = run_cli("embed", ds_path, tmp_path / "out", "--checkpoint", ck, *args, env=_env(tmp_path))
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert "never run" not in p.stdout

@@ -46,6 +46,10 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
     if model_class is None:
         if model_kwargs is not None:
             raise ValueError("model_kwargs given without model_class (a flashgnn checkpoint records its own)")
+        if os.path.isfile(checkpoint):
+            raise ValueError(f"{checkpoint} is a file: a flashgnn checkpoint is the directory `flashgnn train "
+                             "--checkpoint DIR` wrote; for weights saved with torch.save(model.state_dict(), f) "
+                             "name the model's class with --model-class package.module:ClassName (and --model-kwargs)")
         state = load_checkpoint(checkpoint)
         cfg = state["model_config"]
         if cfg["in_dim"] != ds.feature_dim:
