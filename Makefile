@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bench-defaults bench-sim bench-sim-machine setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device bench-scrub clean fmt
+.PHONY: bench-defaults bench-sim bench-sim-machine setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
 
 # requirements-dev.txt includes the optional extras the tests exercise (train, plots: matplotlib).
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
@@ -76,6 +76,11 @@ bench-e2e: develop $(DATA)/ooc/manifest.json
 # (exits 0 with a notice where there is no CUDA device).
 bench-device: develop $(DATA)/ooc/manifest.json
 	$(PY) -m flashgnn.bench.device_tier $(DATA)/ooc --device-budget $${DEVICE_BUDGET:-256MiB} $${JSON:+--json}
+
+# Layer-wise inference: flashgnn.inference / model.inference(flashgnn loader) vs PyG's whole graph in memory.
+bench-inference: develop
+	test -f $(DATA)/infer/manifest.json || ( $(VENV)/bin/flashgnn generate rmat $(DATA)/infer-raw --scale $${SCALE:-17} --edge-factor 16 --dim 128 --classes 8 --seed 2 --force && $(VENV)/bin/flashgnn build $(DATA)/infer-raw $(DATA)/infer --symmetrize --dedup --self-loops drop --force )
+	$(PY) -m flashgnn.bench.inference $(DATA)/infer --batch-size $${BATCH:-16384} $${JSON:+--json}
 
 # Accuracy: GraphSAGE (uring, memory, stock PyG NodeLoader) vs an MLP on features alone.
 # SSD design simulator tables (docs/simulator.md): a paper-shaped workload

@@ -201,16 +201,20 @@ def test_transform_is_applied_to_each_batch_as_in_pyg(ds_path, graph):
     assert [d.mark.tolist() for d in ours] == [d.mark.tolist() for d in theirs] == [[10, 12], [14]]
 
 
-def test_loader_is_a_pyg_neighbor_loader_and_inference_says_what_to_use(ds_path):
+def test_loader_is_a_pyg_neighbor_loader_and_runs_pyg_inference(ds_path, graph):
+    """PyG's BasicGNN.inference(loader) runs on flashgnn.NeighborLoader (loader.data.x memory-mapped) and
+    equals the model over the whole in-memory graph; the remote backend says what to use instead."""
     from torch_geometric.nn import GraphSAGE
 
     ld = flashgnn.NeighborLoader(ds_path, [-1], batch_size=64)
     assert isinstance(ld, PygNeighborLoader)
+    torch.manual_seed(0)
     model = GraphSAGE(8, 8, 1, 3).eval()
-    with pytest.raises(AttributeError, match="flashgnn.NeighborLoader has no .data.*flashgnn embed"):
-        model.inference(ld)
+    with torch.no_grad():
+        want = model(graph.x, graph.edge_index)
+    assert torch.allclose(model.inference(ld), want, atol=1e-5)
     remote = flashgnn.pyg.NeighborLoader(ds_path, [-1], batch_size=64)
-    with pytest.raises(AttributeError, match="not an in-memory graph, so it has no .num_nodes.*flashgnn embed"):
+    with pytest.raises(AttributeError, match="not an in-memory graph, so it has no .num_nodes.*flashgnn.inference"):
         model.inference(remote)
     assert len(list(remote)) == len(remote)  # PyG's own use of loader.data (the two stores) still works
 

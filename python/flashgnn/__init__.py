@@ -8,6 +8,8 @@ Entry points:
 - :func:`verify` — check every checksum and bound of a dataset.
 - :func:`scrub` — the same, rate-limited and resumable, reporting every damaged page.
 - :func:`from_pyg` / :func:`to_pyg` — a PyG ``Data`` in, and back out when it fits in memory.
+- :func:`inference` — layer-wise full-graph inference of any PyG ``BasicGNN`` (or per-layer module) with
+  bounded memory, to a tensor or an ``embed`` directory on disk.
 - :class:`Sampler` — one engine call per mini-batch (numpy).
 - :class:`Cache` — cross-batch DRAM cache shared by samplers (static hot set + S3-FIFO).
 - :class:`DeviceCache` — the GPU tier: hottest rows resident on the device, gathered there.
@@ -29,6 +31,7 @@ from flashgnn._core import (
     __version__,
 )
 from flashgnn.convert import from_pyg, to_pyg
+from flashgnn.layerwise import inference
 from flashgnn.dataset import Dataset, open
 from flashgnn.graph import MutableGraph
 from flashgnn.jobs import build, generate, scrub, verify
@@ -76,6 +79,7 @@ __all__ = [
     "build",
     "from_pyg",
     "to_pyg",
+    "inference",
     "generate",
     "open",
     "scrub",

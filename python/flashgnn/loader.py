@@ -41,11 +41,11 @@ _UNSET = object()  # "not given", for arguments whose deprecated name may carry 
 ENGINE_CHOICES = ("auto", "uring", "pread", "pread-pool", "mmap", "mmap-default", "memory")
 
 
-# What a user of PyG's BasicGNN.inference(loader) is told to use instead.
+# What a user of PyG's BasicGNN.inference(loader) is told where it cannot run.
 _INFERENCE_ADVICE = (
-    "for layer-wise full-graph inference with bounded memory use `flashgnn embed DATASET --checkpoint DIR OUT` "
-    "(flashgnn.embed.embed); for mini-batch inference iterate a loader with num_neighbors=[-1] * num_layers and "
-    "shuffle=False and take model(batch.x, batch.edge_index)[:batch.batch_size]")
+    "for layer-wise full-graph inference with bounded memory use flashgnn.inference(model, DATASET[, OUT]) "
+    "(or `flashgnn embed DATASET OUT --checkpoint DIR [--model-class pkg.mod:Class]`); model.inference(loader) "
+    "runs on flashgnn.NeighborLoader(DATASET, num_neighbors=[-1], input_nodes=None, batch_size=...)")
 
 
 def resolve_engine(engine: str) -> str:
@@ -223,6 +223,52 @@ def _to_data(b, input_id: np.ndarray, pin: bool, device_cache=None) -> Data:
     )
 
 
+def _graph_view(ds: Dataset, chunk: int = 1 << 16) -> Data:
+    """``loader.data`` (see :attr:`NeighborLoader.data`): x and y copied once
+    into memory-mapped .npy files (``chunk`` rows per read, so resident
+    memory stays ``chunk x dim``), masks from the stored splits."""
+    import shutil
+    import tempfile
+    import weakref
+
+    from flashgnn import _progress
+
+    n, d = ds.num_nodes, ds.feature_dim
+    tmp = tempfile.mkdtemp(prefix="flashgnn-loader-data-")
+    try:
+        x = np.lib.format.open_memmap(os.path.join(tmp, "x.npy"), mode="w+", dtype=np.float32, shape=(n, d))
+        has_y = ds.num_classes > 0 or ds._core.has_labels()
+        y = np.lib.format.open_memmap(os.path.join(tmp, "y.npy"), mode="w+", dtype=np.int64, shape=(n,)) \
+            if has_y else None
+        bar = _progress.bar(total=n, desc=f"loader.data: x, y of {ds.path} to a memory map", unit="node",
+                            disable=n <= 4 * chunk)
+        for lo in range(0, n, chunk):
+            ids = np.arange(lo, min(lo + chunk, n), dtype=np.int64)
+            x[lo:lo + len(ids)] = ds.features(ids)
+            if y is not None:
+                y[lo:lo + len(ids)] = ds.labels(ids)
+            bar.update(len(ids))
+        bar.close()
+        for a in (x, y):
+            if a is not None:
+                a.flush()
+        del x, y
+        # Copy-on-write maps: writable (torch wants that), never written back, pages reclaimable.
+        data = Data(x=torch.from_numpy(np.load(os.path.join(tmp, "x.npy"), mmap_mode="c")), num_nodes=n)
+        if has_y:
+            data.y = torch.from_numpy(np.load(os.path.join(tmp, "y.npy"), mmap_mode="c"))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    weakref.finalize(data, shutil.rmtree, tmp, True)  # mapped pages stay valid after the unlink (POSIX)
+    for s in ("train", "val", "test"):
+        if s in ds.split_names:
+            mask = torch.zeros(n, dtype=torch.bool)
+            mask[torch.from_numpy(np.asarray(ds.split(s), dtype=np.int64))] = True
+            setattr(data, f"{s}_mask", mask)
+    return data
+
+
 class NeighborLoader(_Base, _PygNeighborLoader):
     """GraphSAGE-style k-hop neighbor sampling, one engine call per batch,
     with the arguments, defaults and batches of PyG's ``NeighborLoader``.
@@ -253,9 +299,9 @@ class NeighborLoader(_Base, _PygNeighborLoader):
     No ``e_id``: the store keeps no global edge numbering (docs/training.md).
 
     The class is a ``torch_geometric.loader.NeighborLoader`` for ``isinstance``
-    checks only (PyG's DataLoader machinery is not run); ``loader.data`` does
-    not exist — the graph stays on disk — and says what to use instead (this
-    is what ``BasicGNN.inference(loader)`` reads).
+    checks only (PyG's DataLoader machinery is not run); ``loader.data`` is
+    the graph without its edges, with x and y memory-mapped (:attr:`data`),
+    which is what ``BasicGNN.inference(loader)`` reads.
 
     ``engine``: auto|uring|pread|pread-pool|mmap|mmap-default|memory (all give
     identical batches). ``prefetch`` batches are prepared ahead by
@@ -374,14 +420,52 @@ class NeighborLoader(_Base, _PygNeighborLoader):
             gather = Sampler(self.path, [0], engine=self.engine, depth=depth, dtype=dtype, labels=False, cache=cache)
             self.window = WindowGather(gather, int(lookahead_budget), self.dataset.num_nodes)
         self.telemetry: dict = {}
+        self._pyg_data = None
 
     @property
-    def data(self):
-        # BasicGNN.inference(loader) reads loader.data.x: the whole feature table in RAM.
-        raise AttributeError(
-            f"flashgnn.NeighborLoader has no .data: the graph and its features stay on disk ({self.path}), so "
-            "PyG's BasicGNN.inference(loader), which reads loader.data.x into RAM, cannot run on it; "
-            + _INFERENCE_ADVICE)
+    def data(self) -> Data:
+        """The graph as PyG's code reads it from ``loader.data``, without its
+        edges (they stay on disk): ``x`` (float32) and ``y`` (int64, -1 =
+        unlabeled) as tensors over memory-mapped copies in a temporary
+        directory (written once, on first access, in chunks; removed with the
+        loader), ``train_mask``/``val_mask``/``test_mask`` for the stored
+        splits, ``num_nodes``. This is what ``BasicGNN.inference(loader)``
+        reads (``x_all = loader.data.x``; rows gathered per batch), so PyG's
+        own layer-wise inference runs on a loader built with
+        ``num_neighbors=[-1], input_nodes=None, shuffle=False``. PyG's
+        implementation keeps each layer's outputs for all nodes in RAM
+        (``torch.cat``): ``num_nodes x width x 4`` bytes; where that does not
+        fit, :func:`flashgnn.inference` keeps them on disk too."""
+        if self._pyg_data is None:
+            self._pyg_data = _graph_view(self.dataset)
+        return self._pyg_data
+
+    @property
+    def node_sampler(self):
+        """What PyG's ``BasicGNN.inference(loader)`` reads of its loader's
+        sampler (``num_neighbors``, one hop), after ``loader.data``. Only a
+        loader over every node in id order gives it the rows it expects (it
+        concatenates the batches' outputs as the next layer's table), so
+        anything else is refused here by name rather than failing later on
+        an index or returning permuted rows."""
+        import types
+
+        bad = []
+        if list(self.num_neighbors) != [-1]:
+            bad.append(f"num_neighbors={list(self.num_neighbors)} (layer-wise inference needs [-1])")
+        if self.shuffle:
+            bad.append("shuffle=True (rows would come back permuted)")
+        if len(self.input_nodes) != self.dataset.num_nodes or (
+                len(self.input_nodes) and not np.array_equal(self.input_nodes, np.arange(self.dataset.num_nodes))):
+            bad.append(f"input_nodes selects {len(self.input_nodes):,} of {self.dataset.num_nodes:,} nodes (needs None)")
+        if self.drop_last or self.world_size > 1:
+            bad.append("drop_last=True" if self.drop_last else f"world_size={self.world_size}")
+        if bad:
+            raise ValueError("flashgnn.NeighborLoader: PyG's layer-wise model.inference(loader) needs a loader over "
+                             "every node in order: " + "; ".join(bad) + ". Build it as NeighborLoader(DATASET, "
+                             "num_neighbors=[-1], input_nodes=None, batch_size=B), or call flashgnn.inference(model, "
+                             "DATASET)")
+        return types.SimpleNamespace(num_neighbors=list(self.num_neighbors))
 
     def _emit(self, d: Data) -> Data:
         return d if self.transform is None else self.transform(d)

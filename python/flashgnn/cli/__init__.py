@@ -185,7 +185,15 @@ def _parser() -> argparse.ArgumentParser:
     em = sub.add_parser("embed", help="layer-wise full-graph inference to an embedding table")
     em.add_argument("dataset")
     em.add_argument("out", help="output directory (embeddings.npy, predictions.npy, embed.json)")
-    em.add_argument("--checkpoint", required=True, help="directory written by `flashgnn train --checkpoint`")
+    em.add_argument("--checkpoint", required=True,
+                    help="directory written by `flashgnn train --checkpoint`; with --model-class also a "
+                         "torch.save(model.state_dict()) file")
+    em.add_argument("--model-class", metavar="PKG.MODULE:CLASS", default=None,
+                    help="your model's class (a BasicGNN or a module with num_layers + layer(i, x, edge_index)); "
+                         "default: the built-in model the flashgnn checkpoint names")
+    em.add_argument("--model-kwargs", metavar="JSON", default=None,
+                    help="constructor arguments of --model-class as a JSON object (default: model_kwargs.json "
+                         "beside the weights, else none)")
     em.add_argument("--output", default="logits", choices=["logits", "hidden"], help="last layer, or the one before it")
     em.add_argument("--batch-size", type=int, default=16384, help="target nodes per engine call")
     em.add_argument("--engine", default="auto")

@@ -291,10 +291,15 @@ def cmd_embed(a) -> int:
     from flashgnn._durable import check_output
 
     check_output(a.out, a.force, (a.dataset, a.checkpoint))  # refuse before importing torch or opening anything
+    from flashgnn.usermodel import parse_kwargs
+
+    if a.model_kwargs is not None and a.model_class is None:
+        raise ValueError("--model-kwargs needs --model-class (a flashgnn checkpoint records its own model)")
+    kwargs = parse_kwargs(a.model_kwargs)  # before any I/O: a JSON typo is reported at once
     from flashgnn.embed import embed
 
     m = embed(a.dataset, a.checkpoint, a.out, batch_size=a.batch_size, output=a.output, engine=a.engine,
-              device=a.device, force=a.force, progress=not a.json)
+              device=a.device, force=a.force, progress=not a.json, model_class=a.model_class, model_kwargs=kwargs)
     if a.json:
         _print_json(m)
     else:
