@@ -42,7 +42,7 @@ fn any_cache_gives_identical_batches_within_budget() {
                         match hot {
                             "degree" => s.hot_set_by_degree(budget / 2).unwrap(),
                             "presample" => s.hot_set_by_access(&plan[..2], budget / 2).unwrap(),
-                            _ => Vec::new(),
+                            _ => Default::default(),
                         }
                     };
                     let static_bytes: usize = statics.iter().map(|(_, d)| d.len()).sum();
@@ -96,7 +96,7 @@ fn a_corrupt_cached_overflow_page_is_still_refused() {
     let mut s = open(&path, None);
     let statics = s.hot_set_by_degree(8 << 20).unwrap();
     let forged: Vec<(u64, Arc<[u8]>)> = statics
-        .into_iter()
+        .iter()
         .map(|(k, d)| {
             let mut v = d.to_vec();
             if k >> 56 == 1 {
@@ -135,7 +135,7 @@ fn slots_are_cached_one_by_one() {
     let cfg = |cache| SamplerConfig { engine: EngineKind::Uring, cache, ..Default::default() };
     let statics = NeighborSampler::open(&path, &fan, &cfg(None)).unwrap().hot_set_by_degree(one).unwrap();
     assert_eq!(statics.len(), 1, "one slot entry fits");
-    assert_eq!(statics[0].1.len(), l.slot_bytes as usize, "a slot, not a page");
+    assert_eq!(statics.get(0).1.len(), l.slot_bytes as usize, "a slot, not a page");
     let id = DatasetId::of_path(&path).unwrap();
     let cache = Arc::new(PageCache::new(id.clone(), one, Policy::S3Fifo, statics.clone()));
     let mut s = NeighborSampler::open(&path, &fan, &cfg(Some(cache))).unwrap();
@@ -146,10 +146,10 @@ fn slots_are_cached_one_by_one() {
         let t = &s.last_batch;
         assert_eq!((t.reads, t.cache_static_hits), (reads, hits), "node {v} (hub {hub})");
     }
-    let mut forged = statics[0].1.to_vec();
+    let mut forged = statics.get(0).1.to_vec();
     let last = forged.len() - 1;
     forged[last / 2] ^= 0x5a;
-    let bad = Arc::new(PageCache::new(id, one, Policy::S3Fifo, vec![(statics[0].0, Arc::from(forged))]));
+    let bad = Arc::new(PageCache::new(id, one, Policy::S3Fifo, vec![(statics.get(0).0, Arc::from(forged))]));
     let mut s = NeighborSampler::open(&path, &fan, &cfg(Some(bad))).unwrap();
     let e = s.sample(&[hub as i64], 1).unwrap_err().to_string();
     assert!(e.contains("graph.fg"), "{e}");
@@ -217,7 +217,7 @@ fn degree_hot_set_offers_each_extent_once() {
     let page = ds.layout().page_size as u64;
     let data_pages = std::fs::metadata(path.join("overflow.fg")).unwrap().len() / page - 1;
     let statics = open(&path, None).hot_set_by_degree(1 << 30).unwrap();
-    let mut keys: Vec<u64> = statics.iter().map(|(k, _)| *k).collect();
+    let mut keys: Vec<u64> = statics.iter().map(|(k, _)| k).collect();
     keys.sort_unstable();
     let n = keys.len();
     keys.dedup();
