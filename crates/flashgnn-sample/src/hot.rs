@@ -32,7 +32,7 @@ use flashgnn_format::slot::decode_slot;
 use flashgnn_io::aligned::AlignedBuf;
 use flashgnn_io::engine::{Done, ReadReq};
 
-use crate::cache::{self, StaticSet, ENTRY_OVERHEAD};
+use crate::cache::{self, StaticSet, STATIC_ENTRY_OVERHEAD};
 use crate::neighbor::{NeighborSampler, F_FEATURES, F_GRAPH, F_OVERFLOW, F_SLOT};
 use crate::Result;
 
@@ -69,7 +69,7 @@ impl TopExtents {
         if score <= 0.0 {
             return;
         }
-        let cost = len as usize + ENTRY_OVERHEAD;
+        let cost = len as usize + STATIC_ENTRY_OVERHEAD;
         if cost > self.budget {
             return;
         }
@@ -85,7 +85,7 @@ impl TopExtents {
         self.bytes += cost;
         while self.bytes > self.budget {
             let Reverse(c) = self.heap.pop().expect("non-empty");
-            self.bytes -= c.len as usize + ENTRY_OVERHEAD;
+            self.bytes -= c.len as usize + STATIC_ENTRY_OVERHEAD;
         }
     }
     /// Hottest first.
