@@ -39,8 +39,10 @@ use std::sync::{Arc, Mutex};
 
 use rustc_hash::FxHashMap as HashMap;
 
-/// Bookkeeping bytes charged per entry on top of its data (hash slot, queue
-/// slot, `Arc` header, allocator rounding), so the budget bounds real memory.
+/// Bookkeeping bytes charged per dynamic entry on top of its data (hash
+/// slot, queue slot, `Arc` header, allocator rounding), so the budget bounds
+/// real memory. Static entries are charged their index instead
+/// ([`STATIC_ENTRY_OVERHEAD`]).
 pub const ENTRY_OVERHEAD: usize = 96;
 
 /// Eviction policy of the dynamic part.
@@ -368,7 +370,9 @@ impl Statics {
                     // Dropped entries' bytes stay in the arena's allocation;
                     // pages of a zeroed arena hold memory only once written,
                     // and the set is chosen under this budget, so this is rare.
-                    arena.truncate(set.entries[..keep].iter().map(|&(_, off, len)| off + len as usize).max().unwrap_or(0));
+                    arena.truncate(
+                        set.entries[..keep].iter().map(|&(_, off, len)| off + len as usize).max().unwrap_or(0),
+                    );
                 }
                 statics.arena = arena;
                 return (statics, if keep == 0 { 0 } else { bytes });
@@ -529,7 +533,11 @@ impl PageCache {
     /// Add a sampler's per-batch counts to the shared statistics (one
     /// atomic add each per batch instead of one per request).
     pub fn count(&self, static_hits: u64, dynamic_hits: u64, misses: u64) {
-        for (c, n) in [(&self.stats.static_hits, static_hits), (&self.stats.dynamic_hits, dynamic_hits), (&self.stats.misses, misses)] {
+        for (c, n) in [
+            (&self.stats.static_hits, static_hits),
+            (&self.stats.dynamic_hits, dynamic_hits),
+            (&self.stats.misses, misses),
+        ] {
             if n > 0 {
                 c.fetch_add(n, Ordering::Relaxed);
             }
@@ -631,7 +639,9 @@ mod tests {
             for (k, d) in &v {
                 assert_eq!(c.get_static(*k), Some(&d[..]), "key {k:#x}");
             }
-            for miss in [key(SLOT_FILE, 1), key(SLOT_FILE, 500 * stride + 1), key(SLOT_FILE, u32::MAX as u64), key(1, 0)] {
+            for miss in
+                [key(SLOT_FILE, 1), key(SLOT_FILE, 500 * stride + 1), key(SLOT_FILE, u32::MAX as u64), key(1, 0)]
+            {
                 assert!(c.get_static(miss).is_none(), "key {miss:#x}");
             }
         }
@@ -649,7 +659,8 @@ mod tests {
 
     #[test]
     fn concurrent_readers_see_the_static_bytes_and_counts_add_up() {
-        let v: Vec<(u64, Arc<[u8]>)> = (0..1000u64).map(|i| (key(SLOT_FILE, i), Arc::from(vec![i as u8; 64]))).collect();
+        let v: Vec<(u64, Arc<[u8]>)> =
+            (0..1000u64).map(|i| (key(SLOT_FILE, i), Arc::from(vec![i as u8; 64]))).collect();
         let c = Arc::new(PageCache::new(id(), 1 << 20, Policy::S3Fifo, v));
         let threads: Vec<_> = (0..4u64)
             .map(|t| {

@@ -23,9 +23,9 @@
 //! budget), so choosing the set costs memory in proportion to the budget,
 //! never to the graph.
 
+use rustc_hash::FxHashMap as HashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use rustc_hash::FxHashMap as HashMap;
 
 use flashgnn_format::layout::{check_overflow_page, FeaturePlacement};
 use flashgnn_format::slot::decode_slot;
