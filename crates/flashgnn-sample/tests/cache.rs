@@ -30,6 +30,8 @@ fn any_cache_gives_identical_batches_within_budget() {
         let n = flashgnn_store::Dataset::open(&path).unwrap().num_nodes() as i64;
         let plan = batches(n);
         let mut plain = open(&path, None);
+        // Static slot lookups seen through the dense table / the hash map.
+        let mut index_kinds = [false; 2];
         // Two epochs over the same batches: the second one can hit.
         let want: Vec<_> = plan.iter().chain(plan.iter()).map(|(s, seed)| plain.sample(s, *seed).unwrap()).collect();
         let uncached_reads = plain.telemetry.reads;
@@ -75,6 +77,9 @@ fn any_cache_gives_identical_batches_within_budget() {
                             "{name} {policy:?}: {reads} reads of {uncached_reads}"
                         );
                     }
+                    if cache.static_entries() > 0 {
+                        index_kinds[cache.static_dense() as usize] = true;
+                    }
                     if hot != "none" && budget >= 256 << 10 {
                         assert!(
                             cache.static_entries() > 0 && a.telemetry.cache_static_hits > 0,
@@ -84,6 +89,7 @@ fn any_cache_gives_identical_batches_within_budget() {
                 }
             }
         }
+        assert_eq!(index_kinds, [true, true], "{name}: both static indexes (hash map, dense table) exercised");
     }
 }
 
