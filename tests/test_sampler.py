@@ -321,3 +321,39 @@ def test_reuse_model_and_measurement(ds_path):
     r = report(ds_path, [5, 5], 256, 4, 0)
     assert r["model"]["fanout"]["mean_p"] <= r["model"]["full"]["mean_p"]
     assert 0 < r["measured"]["reuse"] < 1 and r["measured"]["mean_nodes"] >= 256
+
+
+def test_bench_reports_cpu_per_extent_hits_and_misses(ds_path):
+    """`flashgnn bench` gives every engine's CPU per served extent and, with
+    memory, uring and uring+cache in one run, CPU per cache hit and per miss
+    and the two target ratios; the split follows its definition."""
+    from flashgnn.bench.engines import cpu_per_extent, cpu_split
+
+    t = {"reads": 30, "page_hits": 10, "cache_static_hits": 50, "cache_dynamic_hits": 10, "cpu_seconds": 2e-4}
+    assert cpu_per_extent(t) == {"extents": 100, "extents_read": 40, "extents_hit": 60, "cpu_us_per_extent": 2.0}
+    by = {"memory": {"cpu_us_per_extent": 1.0, "batches_per_s": 10.0},
+          "uring": {"cpu_us_per_extent": 3.5, "batches_per_s": 2.0},
+          "uring+cache": {**cpu_per_extent(t), "batches_per_s": 8.0}}
+    s = cpu_split(by)
+    # 200 us in all, 40 extents from reads at uring's 3.5 us: 60 us over 60 hits.
+    assert s["cpu_us_per_hit"] == pytest.approx(1.0) and s["cpu_us_per_miss"] == 3.5
+    assert s["hit_vs_memory_cpu"] == pytest.approx(1.0) and s["cached_vs_memory_batches"] == pytest.approx(0.8)
+    assert cpu_split({k: v for k, v in by.items() if k != "uring"}) is None
+
+    import json
+    import subprocess
+    import sys
+
+    from conftest import cli_env
+
+    p = subprocess.run([sys.executable, "-m", "flashgnn", "bench", str(ds_path), "--engine", "memory,uring,uring+cache",
+                        "--cache-budget", "256KiB", "--batches", "3", "--batch-size", "64", "--fanout", "5,3",
+                        "--workers", "1", "--probe-seconds", "0.1", "--json"],
+                       capture_output=True, text=True, env=cli_env(), timeout=120)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    for e in r["results"]:
+        assert e["extents"] > 0 and e["cpu_us_per_extent"] > 0, e["engine"]
+    cached = next(e for e in r["results"] if e["engine"] == "uring+cache")
+    assert cached["extents_hit"] > 0
+    assert r["cache_cpu"]["cpu_us_per_memory_extent"] > 0 and r["cache_cpu"]["cpu_us_per_hit"] >= 0

@@ -423,7 +423,7 @@ impl Cache {
                         Some(s) => DatasetId::of(&s.base)?,
                         None => DatasetId::of_path(&path)?,
                     };
-                    return Ok((id, Vec::new()));
+                    return Ok((id, flashgnn_sample::StaticSet::default()));
                 }
                 let mut s = snap.open(&path, &fanouts, &cfg)?;
                 let id = s.dataset_id().clone();
@@ -460,7 +460,7 @@ impl Cache {
         serde_json::json!({
             "budget": c.budget(), "policy": c.policy().name(), "hot": self.hot,
             "hot_seconds": self.hot_seconds,
-            "static_bytes": c.static_bytes(), "static_entries": c.static_entries(),
+            "static_bytes": c.static_bytes(), "static_entries": c.static_entries(), "static_dense": c.static_dense(),
             "dynamic_bytes": c.dynamic_bytes(),
             "static_hits": st.static_hits.load(Relaxed), "dynamic_hits": st.dynamic_hits.load(Relaxed),
             "misses": st.misses.load(Relaxed), "inserts": st.inserts.load(Relaxed),

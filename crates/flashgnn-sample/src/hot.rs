@@ -23,18 +23,16 @@
 //! budget), so choosing the set costs memory in proportion to the budget,
 //! never to the graph.
 
+use rustc_hash::FxHashMap as HashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::Arc;
-
-use rustc_hash::FxHashMap as HashMap;
 
 use flashgnn_format::layout::{check_overflow_page, FeaturePlacement};
 use flashgnn_format::slot::decode_slot;
 use flashgnn_io::aligned::AlignedBuf;
 use flashgnn_io::engine::{Done, ReadReq};
 
-use crate::cache::{self, ENTRY_OVERHEAD};
+use crate::cache::{self, StaticSet, STATIC_ENTRY_OVERHEAD};
 use crate::neighbor::{NeighborSampler, F_FEATURES, F_GRAPH, F_OVERFLOW, F_SLOT};
 use crate::Result;
 
@@ -71,7 +69,7 @@ impl TopExtents {
         if score <= 0.0 {
             return;
         }
-        let cost = len as usize + ENTRY_OVERHEAD;
+        let cost = len as usize + STATIC_ENTRY_OVERHEAD;
         if cost > self.budget {
             return;
         }
@@ -87,7 +85,7 @@ impl TopExtents {
         self.bytes += cost;
         while self.bytes > self.budget {
             let Reverse(c) = self.heap.pop().expect("non-empty");
-            self.bytes -= c.len as usize + ENTRY_OVERHEAD;
+            self.bytes -= c.len as usize + STATIC_ENTRY_OVERHEAD;
         }
     }
     /// Hottest first.
@@ -192,12 +190,18 @@ impl NeighborSampler {
     /// not kept while scoring: candidates come and go all through that scan,
     /// and their scattered survivors would pin freed heap pages (~90 MB more
     /// RSS for a 400 MiB set on data/ooc).
-    fn load_extents(&mut self, chosen: Vec<Cand>) -> Result<Vec<(u64, Arc<[u8]>)>> {
+    fn load_extents(&mut self, chosen: Vec<Cand>) -> Result<StaticSet> {
         let l = self.layout().clone();
         let page = l.page_size as u64;
         let mut reqs: Vec<ReadReq> = Vec::new();
         let mut slot_rank: HashMap<u64, usize> = HashMap::default();
+        // Each extent's place in the arena, in rank order (hottest first):
+        // bytes are written straight there as reads complete, in any order.
+        let mut at = Vec::with_capacity(chosen.len());
+        let mut total = 0usize;
         for (rank, c) in chosen.iter().enumerate() {
+            at.push(total);
+            total += c.len as usize;
             if c.file == F_SLOT {
                 slot_rank.insert(c.offset, rank);
             } else {
@@ -205,31 +209,33 @@ impl NeighborSampler {
             }
         }
         reqs.sort_unstable_by_key(|r| (r.file, r.offset)); // device-friendly order
-        let mut out: Vec<Option<(u64, Arc<[u8]>)>> = vec![None; chosen.len()];
+        let mut out = StaticSet::with_capacity(total);
         let files = self.file_names();
         self.read_extents(&reqs, usize::MAX, |req, buf| {
             if req.file == F_OVERFLOW {
                 check_overflow_page(&l, &files[F_OVERFLOW as usize], req.offset / page, buf)?;
             }
-            let c = &chosen[req.tag as usize];
-            out[req.tag as usize] = Some((cache::key(c.file, c.offset), Arc::from(&buf[..req.len as usize])));
+            let r = req.tag as usize;
+            let c = &chosen[r];
+            out.put_at(cache::key(c.file, c.offset), at[r], &buf[..req.len as usize]);
             Ok(())
         })?;
         if !slot_rank.is_empty() {
             self.scan_slots(|v, bytes| {
                 if let Some(&r) = slot_rank.get(&v) {
                     decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?;
-                    out[r] = Some((cache::key(F_SLOT, v), Arc::from(bytes)));
+                    out.put_at(cache::key(F_SLOT, v), at[r], bytes);
                 }
                 Ok(())
             })?;
         }
-        Ok(out.into_iter().flatten().collect())
+        out.sort_by_offset(); // offsets were laid out hottest first
+        Ok(out)
     }
 
     /// The static hot set by degree (see the module docs): at most `budget`
     /// bytes of pages and feature rows, read and checked, hottest first.
-    pub fn hot_set_by_degree(&mut self, budget: usize) -> Result<Vec<(u64, Arc<[u8]>)>> {
+    pub fn hot_set_by_degree(&mut self, budget: usize) -> Result<StaticSet> {
         let l = self.layout().clone();
         let p = l.page_size as u64;
         let files = self.file_names();
@@ -275,7 +281,7 @@ impl NeighborSampler {
     /// The static hot set by access counts: sample `batches` (seed lists
     /// with their batch seeds), count every page / feature-row request, keep
     /// the most requested `budget` bytes, read and check them.
-    pub fn hot_set_by_access(&mut self, batches: &[(Vec<i64>, u64)], budget: usize) -> Result<Vec<(u64, Arc<[u8]>)>> {
+    pub fn hot_set_by_access(&mut self, batches: &[(Vec<i64>, u64)], budget: usize) -> Result<StaticSet> {
         self.record_accesses(true);
         let mut r = Ok(());
         for (seeds, seed) in batches {

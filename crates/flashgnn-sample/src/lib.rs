@@ -29,7 +29,7 @@ pub mod rng;
 pub mod telemetry;
 pub mod walk;
 
-pub use cache::{DatasetId, PageCache, Policy};
+pub use cache::{DatasetId, PageCache, Policy, StaticSet};
 pub use neighbor::{Batch, NeighborSampler, SamplerConfig};
 pub use resident::Resident;
 pub use telemetry::Telemetry;

@@ -20,7 +20,7 @@ use flashgnn_store::{Dataset, NodeRec, Snapshot};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::cache::{self, PageCache, Tier};
+use crate::cache::{self, PageCache};
 
 use crate::rng::sample_indices;
 use crate::telemetry::{thread_cpu_seconds, Telemetry};
@@ -183,8 +183,14 @@ enum Ready {
     /// A whole page from this batch's pages (or an overflow page from the
     /// cross-batch cache): (page, waiter, bytes); the waiter names the file.
     Page(u64, Waiter, Arc<[u8]>),
-    /// Node `i`'s slot alone, from the cross-batch cache.
+    /// Node `i`'s slot alone, from the cross-batch cache's dynamic part.
     Slot(u32, Arc<[u8]>),
+    /// Node `i`'s slot from the static hot set, by cache key: the bytes are
+    /// borrowed from the cache's arena when handled (no `Arc`, no copy).
+    StaticSlot(u32, u64),
+    /// An overflow page from the static hot set (page, waiter, cache key),
+    /// already checked when requested.
+    StaticPage(u64, Waiter, u64),
 }
 
 pub struct NeighborSampler {
@@ -224,7 +230,10 @@ pub struct NeighborSampler {
     /// cache), waiting to be handled.
     ready: VecDeque<Ready>,
     page_hits: u64,
+    /// Cross-batch cache hits (static, dynamic) and misses in this batch,
+    /// added to the cache's shared counters once at its end.
     cache_hits: [u64; 2],
+    cache_misses: u64,
     /// A node was drawn again after its children had been reached (see
     /// `fix_levels`).
     redrawn: bool,
@@ -400,6 +409,7 @@ impl NeighborSampler {
             ready: VecDeque::new(),
             page_hits: 0,
             cache_hits: [0; 2],
+            cache_misses: 0,
             redrawn: false,
             gather_features: cfg.features,
             free_features_only: cfg.features && cfg.free_features_only,
@@ -548,6 +558,7 @@ impl NeighborSampler {
         self.clear_page_cache();
         self.page_hits = 0;
         self.cache_hits = [0; 2];
+        self.cache_misses = 0;
         if let Some(t) = self.trace.as_mut() {
             t.reads.clear();
             t.page_rec.clear();
@@ -570,6 +581,9 @@ impl NeighborSampler {
         let mut r = self.run(seed);
         if r.is_ok() && self.redrawn {
             r = self.fix_levels(&seed_idx, seed);
+        }
+        if let Some(c) = self.cache.as_deref() {
+            c.count(self.cache_hits[0], self.cache_hits[1], self.cache_misses);
         }
         if let Err(e) = r {
             self.drain();
@@ -729,14 +743,23 @@ impl NeighborSampler {
         if self.serve_from_batch((F_OVERFLOW, page), Waiter::Overflow(i)) {
             return Ok(());
         }
-        if let Some((data, tier)) = self.cache.as_ref().and_then(|c| c.get(key)) {
-            self.cache_hits[(tier == Tier::Dynamic) as usize] += 1;
+        if let Some(c) = self.cache.as_deref() {
             // Re-checked here (0.3 us) so a cached page is trusted no more
             // than a read one. This batch's own pages were checked when read
             // (`on_done`).
-            check_overflow_page(&self.layout, &self.files[F_OVERFLOW as usize], page, &data)?;
-            self.ready.push_back(Ready::Page(page, Waiter::Overflow(i), data));
-            return Ok(());
+            if let Some(data) = c.get_static(key) {
+                self.cache_hits[0] += 1;
+                check_overflow_page(&self.layout, &self.files[F_OVERFLOW as usize], page, data)?;
+                self.ready.push_back(Ready::StaticPage(page, Waiter::Overflow(i), key));
+                return Ok(());
+            }
+            if let Some(data) = c.get_dynamic(key) {
+                self.cache_hits[1] += 1;
+                check_overflow_page(&self.layout, &self.files[F_OVERFLOW as usize], page, &data)?;
+                self.ready.push_back(Ready::Page(page, Waiter::Overflow(i), data));
+                return Ok(());
+            }
+            self.cache_misses += 1;
         }
         self.queue_page(F_OVERFLOW, page, Waiter::Overflow(i));
         Ok(())
@@ -757,10 +780,18 @@ impl NeighborSampler {
         if self.serve_from_batch((F_GRAPH, page), Waiter::Slot(i)) {
             return Ok(());
         }
-        if let Some((data, tier)) = self.cache.as_ref().and_then(|c| c.get(key)) {
-            self.cache_hits[(tier == Tier::Dynamic) as usize] += 1;
-            self.ready.push_back(Ready::Slot(i, data));
-            return Ok(());
+        if let Some(c) = self.cache.as_deref() {
+            if c.get_static(key).is_some() {
+                self.cache_hits[0] += 1;
+                self.ready.push_back(Ready::StaticSlot(i, key));
+                return Ok(());
+            }
+            if let Some(data) = c.get_dynamic(key) {
+                self.cache_hits[1] += 1;
+                self.ready.push_back(Ready::Slot(i, data));
+                return Ok(());
+            }
+            self.cache_misses += 1;
         }
         self.queue_page(F_GRAPH, page, Waiter::Slot(i));
         Ok(())
@@ -775,9 +806,23 @@ impl NeighborSampler {
         let (lo, len, at) = self.layout.feature_extent(node.v as u64);
         let key = cache::key(F_FEATURES, lo);
         self.count_access(key, len);
-        if let Some((data, tier)) = self.cache.as_ref().and_then(|c| c.get(key)) {
-            self.cache_hits[(tier == Tier::Dynamic) as usize] += 1;
-            return self.on_feature(i as usize, &data, lo, at);
+        if let Some(c) = self.cache.as_deref() {
+            if let Some(data) = c.get_static(key) {
+                // Gathered straight from the arena into the batch's rows.
+                self.cache_hits[0] += 1;
+                let v = self.nodes[i as usize].v as u64;
+                let crcs = self.feature_crcs.as_deref();
+                let fname = &self.files[F_FEATURES as usize];
+                let off = gather_row(&self.layout, crcs, fname, &mut self.features, v, data, lo, at)?;
+                self.nodes[i as usize].feature = Some(off);
+                self.bytes_used += self.layout.row_bytes() as u64;
+                return Ok(());
+            }
+            if let Some(data) = c.get_dynamic(key) {
+                self.cache_hits[1] += 1;
+                return self.on_feature(i as usize, &data, lo, at);
+            }
+            self.cache_misses += 1;
         }
         if let Some(t) = self.trace.as_mut() {
             let node = &self.nodes[i as usize];
@@ -809,8 +854,11 @@ impl NeighborSampler {
                     return Ok(());
                 }
             } else {
+                // Requests served from memory are handled without waiting
+                // for a read: block for a completion only when none is ready
+                // (their expansions queue more reads, which then overlap).
                 done.clear();
-                self.io.complete(1, &mut done)?;
+                self.io.complete(if self.ready.is_empty() { 1 } else { 0 }, &mut done)?;
             }
             if self.timeline.len() < TIMELINE_PER_BATCH_MAX {
                 self.timeline.push((self.opened.elapsed().as_secs_f64(), self.io.in_flight() as u32));
@@ -829,13 +877,17 @@ impl NeighborSampler {
             // Pages from memory: overflow pages were checked when read or
             // taken from the cross-batch cache (`request_overflow`); slots are
             // checked on every decode.
+            // The cache stays alive while its arena is borrowed (one `Arc`
+            // clone per round with static hits, not one per hit).
+            let mut statics: Option<Arc<PageCache>> = None;
             while let Some(r) = self.ready.pop_front() {
                 if let Some(t) = self.trace.as_mut() {
                     // Served from this batch's pages: caused by that page's read.
                     t.cause = match &r {
                         Ready::Page(page, Waiter::Slot(_), _) => t.page_rec.get(&(F_GRAPH, *page)).copied(),
                         Ready::Page(page, Waiter::Overflow(_), _) => t.page_rec.get(&(F_OVERFLOW, *page)).copied(),
-                        Ready::Slot(..) => None,
+                        Ready::StaticPage(page, _, _) => t.page_rec.get(&(F_OVERFLOW, *page)).copied(),
+                        Ready::Slot(..) | Ready::StaticSlot(..) => None,
                     }
                     .unwrap_or(NO_DEP);
                 }
@@ -843,6 +895,19 @@ impl NeighborSampler {
                     Ready::Page(page, Waiter::Slot(i), data) => self.on_slot_page(i, page, &data, seed)?,
                     Ready::Page(page, Waiter::Overflow(i), data) => self.on_overflow(i, page, &data, seed)?,
                     Ready::Slot(i, data) => self.on_slot(i, &data, false, seed)?,
+                    Ready::StaticSlot(i, key) => {
+                        let c = statics.get_or_insert_with(|| self.cache.clone().expect("a static hit has a cache"));
+                        let data = c.get_static(key).expect("static entries are never evicted");
+                        self.on_slot(i, data, false, seed)?
+                    }
+                    Ready::StaticPage(page, w, key) => {
+                        let c = statics.get_or_insert_with(|| self.cache.clone().expect("a static hit has a cache"));
+                        let data = c.get_static(key).expect("static entries are never evicted");
+                        match w {
+                            Waiter::Slot(i) => self.on_slot_page(i, page, data, seed)?,
+                            Waiter::Overflow(i) => self.on_overflow(i, page, data, seed)?,
+                        }
+                    }
                 }
             }
             if let Some(t) = self.trace.as_mut() {
@@ -859,7 +924,7 @@ impl NeighborSampler {
     /// by one (`on_slot`).
     fn keep(&mut self, file: u16, offset: u64, bytes: &[u8], is_page: bool) {
         let fits = is_page && self.page_cache_held + bytes.len() <= self.page_cache_max;
-        let shared = if file == F_GRAPH { None } else { self.cache.as_ref() };
+        let shared = if file == F_GRAPH { None } else { self.cache.as_ref().filter(|c| c.accepts(bytes.len())) };
         if !fits && shared.is_none() {
             return;
         }
@@ -920,24 +985,11 @@ impl NeighborSampler {
     /// (`Layout::feature_extent`).
     fn on_feature(&mut self, i: usize, buf: &[u8], lo: u64, at: usize) -> Result<()> {
         let v = self.nodes[i].v as u64;
-        let bytes = &buf[at..at + self.layout.row_bytes() as usize];
-        if let Some(crcs) = &self.feature_crcs {
-            let computed = self.layout.crc(v, bytes);
-            if crcs[v as usize] != computed {
-                return Err(FormatError::Checksum {
-                    file: self.files[F_FEATURES as usize].clone(),
-                    offset: lo + at as u64,
-                    what: format!("feature row {v}"),
-                    stored: crcs[v as usize],
-                    computed,
-                }
-                .into());
-            }
-        }
-        let off = self.features.len();
-        self.features.extend_from_slice(bytes);
+        let crcs = self.feature_crcs.as_deref();
+        let fname = &self.files[F_FEATURES as usize];
+        let off = gather_row(&self.layout, crcs, fname, &mut self.features, v, buf, lo, at)?;
         self.nodes[i].feature = Some(off);
-        self.bytes_used += bytes.len() as u64;
+        self.bytes_used += self.layout.row_bytes() as u64;
         Ok(())
     }
 
@@ -974,7 +1026,7 @@ impl NeighborSampler {
             node.slot_seen = true;
             node.degree = slot.degree;
             self.bytes_used += 24;
-            if let Some(c) = self.cache.as_ref().filter(|_| offer) {
+            if let Some(c) = self.cache.as_ref().filter(|c| offer && c.accepts(bytes.len())) {
                 c.insert(cache::key(F_SLOT, v), Arc::from(bytes));
             }
             if self.placement == FeaturePlacement::Inline
@@ -1291,4 +1343,38 @@ impl Node {
     fn node_mismatch(&self, slot: &flashgnn_format::slot::SlotView) -> bool {
         slot.original_id != self.original
     }
+}
+
+/// Check feature row `v` (at `at` in `buf`, an extent that starts at byte
+/// `lo` of `fname`) against its stored CRC, then append it to the batch's
+/// rows; returns its offset there. Shared by reads and cache hits, so a
+/// cached row is checked exactly like a read one and copied once.
+#[allow(clippy::too_many_arguments)]
+fn gather_row(
+    layout: &Layout,
+    crcs: Option<&[u32]>,
+    fname: &str,
+    features: &mut Vec<u8>,
+    v: u64,
+    buf: &[u8],
+    lo: u64,
+    at: usize,
+) -> Result<usize> {
+    let bytes = &buf[at..at + layout.row_bytes() as usize];
+    if let Some(crcs) = crcs {
+        let computed = layout.crc(v, bytes);
+        if crcs[v as usize] != computed {
+            return Err(FormatError::Checksum {
+                file: fname.to_string(),
+                offset: lo + at as u64,
+                what: format!("feature row {v}"),
+                stored: crcs[v as usize],
+                computed,
+            }
+            .into());
+        }
+    }
+    let off = features.len();
+    features.extend_from_slice(bytes);
+    Ok(off)
 }

@@ -30,6 +30,8 @@ fn any_cache_gives_identical_batches_within_budget() {
         let n = flashgnn_store::Dataset::open(&path).unwrap().num_nodes() as i64;
         let plan = batches(n);
         let mut plain = open(&path, None);
+        // Static slot lookups seen through the dense table / the hash map.
+        let mut index_kinds = [false; 2];
         // Two epochs over the same batches: the second one can hit.
         let want: Vec<_> = plan.iter().chain(plan.iter()).map(|(s, seed)| plain.sample(s, *seed).unwrap()).collect();
         let uncached_reads = plain.telemetry.reads;
@@ -42,7 +44,7 @@ fn any_cache_gives_identical_batches_within_budget() {
                         match hot {
                             "degree" => s.hot_set_by_degree(budget / 2).unwrap(),
                             "presample" => s.hot_set_by_access(&plan[..2], budget / 2).unwrap(),
-                            _ => Vec::new(),
+                            _ => Default::default(),
                         }
                     };
                     let static_bytes: usize = statics.iter().map(|(_, d)| d.len()).sum();
@@ -75,6 +77,9 @@ fn any_cache_gives_identical_batches_within_budget() {
                             "{name} {policy:?}: {reads} reads of {uncached_reads}"
                         );
                     }
+                    if cache.static_entries() > 0 {
+                        index_kinds[cache.static_dense() as usize] = true;
+                    }
                     if hot != "none" && budget >= 256 << 10 {
                         assert!(
                             cache.static_entries() > 0 && a.telemetry.cache_static_hits > 0,
@@ -84,6 +89,7 @@ fn any_cache_gives_identical_batches_within_budget() {
                 }
             }
         }
+        assert_eq!(index_kinds, [true, true], "{name}: both static indexes (hash map, dense table) exercised");
     }
 }
 
@@ -96,7 +102,7 @@ fn a_corrupt_cached_overflow_page_is_still_refused() {
     let mut s = open(&path, None);
     let statics = s.hot_set_by_degree(8 << 20).unwrap();
     let forged: Vec<(u64, Arc<[u8]>)> = statics
-        .into_iter()
+        .iter()
         .map(|(k, d)| {
             let mut v = d.to_vec();
             if k >> 56 == 1 {
@@ -135,7 +141,7 @@ fn slots_are_cached_one_by_one() {
     let cfg = |cache| SamplerConfig { engine: EngineKind::Uring, cache, ..Default::default() };
     let statics = NeighborSampler::open(&path, &fan, &cfg(None)).unwrap().hot_set_by_degree(one).unwrap();
     assert_eq!(statics.len(), 1, "one slot entry fits");
-    assert_eq!(statics[0].1.len(), l.slot_bytes as usize, "a slot, not a page");
+    assert_eq!(statics.get(0).1.len(), l.slot_bytes as usize, "a slot, not a page");
     let id = DatasetId::of_path(&path).unwrap();
     let cache = Arc::new(PageCache::new(id.clone(), one, Policy::S3Fifo, statics.clone()));
     let mut s = NeighborSampler::open(&path, &fan, &cfg(Some(cache))).unwrap();
@@ -146,10 +152,10 @@ fn slots_are_cached_one_by_one() {
         let t = &s.last_batch;
         assert_eq!((t.reads, t.cache_static_hits), (reads, hits), "node {v} (hub {hub})");
     }
-    let mut forged = statics[0].1.to_vec();
+    let mut forged = statics.get(0).1.to_vec();
     let last = forged.len() - 1;
     forged[last / 2] ^= 0x5a;
-    let bad = Arc::new(PageCache::new(id, one, Policy::S3Fifo, vec![(statics[0].0, Arc::from(forged))]));
+    let bad = Arc::new(PageCache::new(id, one, Policy::S3Fifo, vec![(statics.get(0).0, Arc::from(forged))]));
     let mut s = NeighborSampler::open(&path, &fan, &cfg(Some(bad))).unwrap();
     let e = s.sample(&[hub as i64], 1).unwrap_err().to_string();
     assert!(e.contains("graph.fg"), "{e}");
@@ -217,7 +223,7 @@ fn degree_hot_set_offers_each_extent_once() {
     let page = ds.layout().page_size as u64;
     let data_pages = std::fs::metadata(path.join("overflow.fg")).unwrap().len() / page - 1;
     let statics = open(&path, None).hot_set_by_degree(1 << 30).unwrap();
-    let mut keys: Vec<u64> = statics.iter().map(|(k, _)| *k).collect();
+    let mut keys: Vec<u64> = statics.iter().map(|(k, _)| k).collect();
     keys.sort_unstable();
     let n = keys.len();
     keys.dedup();

@@ -90,6 +90,37 @@ def run_child(cmd: list[str], memory_limit: int | None) -> tuple[int, str]:
     return p.returncode, out
 
 
+def cpu_per_extent(tel: dict) -> dict:
+    """Producer CPU per served extent (a slot, an overflow page or a feature
+    row handed to the batch), from an engine's telemetry: served from a read
+    (``reads``: misses), from a page already read in the batch
+    (``page_hits``) or from the cross-batch cache (``cache_*_hits``)."""
+    hits = tel.get("cache_static_hits", 0) + tel.get("cache_dynamic_hits", 0)
+    read = tel["reads"] + tel.get("page_hits", 0)
+    n = hits + read
+    return {"extents": n, "extents_read": read, "extents_hit": hits,
+            "cpu_us_per_extent": tel["cpu_seconds"] * 1e6 / n if n else 0.0}
+
+
+def cpu_split(by: dict) -> dict | None:
+    """CPU per cache hit and per miss for ``uring+cache``, measured in the
+    same run: a miss costs what an extent costs the plain ``uring`` engine
+    (every one of its extents is read), the hits pay the rest:
+    ``per_hit = (cpu - misses * uring_per_extent) / hits``. Compared with the
+    ``memory`` engine's CPU per extent (everything in DRAM, read by copy)."""
+    if CACHED not in by or "uring" not in by or "memory" not in by:
+        return None
+    c, u, m = by[CACHED], by["uring"], by["memory"]
+    if c.get("incomplete") or u.get("incomplete") or m.get("incomplete") or not c.get("extents_hit"):
+        return None
+    cpu = c["cpu_us_per_extent"] * c["extents"]
+    miss = u["cpu_us_per_extent"]
+    hit = max(cpu - c["extents_read"] * miss, 0.0) / c["extents_hit"]
+    return {"cpu_us_per_hit": hit, "cpu_us_per_miss": miss, "cpu_us_per_memory_extent": m["cpu_us_per_extent"],
+            "hit_vs_memory_cpu": hit / m["cpu_us_per_extent"] if m["cpu_us_per_extent"] else None,
+            "cached_vs_memory_batches": c["batches_per_s"] / m["batches_per_s"]}
+
+
 def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=2, max_seconds=120.0,
                cache: dict | None = None) -> dict:
     from flashgnn.dataset import Dataset
@@ -173,6 +204,7 @@ def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=
         "read_amplification": tel["read_amplification"],
         "reads_per_node": tel["reads"] / max(tel["nodes"], 1),
         "cpu_us_per_read": tel["cpu_us_per_read"],
+        **cpu_per_extent(tel),
         "depth_hist": tel["depth_hist"],
         "depth_timeline": tel.get("timeline", [])[:4096],
         "size_hist": tel["size_hist"],
@@ -303,7 +335,9 @@ def main_bench(a) -> int:
         if trace is not None:  # the capture pass's own submit/complete times, exact
             figures += plots.trace_plots(measured_in_flight(a.trace), a.plots)
         print(f"bench: plots in {a.plots}: {', '.join(Path(f).name for f in figures)}", file=sys.stderr)
+    split_cpu = cpu_split(by)
     report = {"dataset": path, "fanout": fanouts, "batch_size": a.batch_size, "batches": a.batches,
+              "cache_cpu": split_cpu,
               "device_iops": dev_qd, "device_iops_qd1": dev_qd1, "device_depth_ratio": dev_qd / dev_qd1,
               "memory_limit": a.memory_limit, "memory_budget_split": split, "cache": cache, "reuse": reuse, "results": results,
               "trace": trace, "plots": figures}
@@ -333,7 +367,15 @@ def main_bench(a) -> int:
     for r in [r for r in results if not r.get("incomplete")]:
         dh = " ".join(f"{1 << i}:{c}" for i, c in enumerate(r["depth_hist"]) if c)
         sh = " ".join(f"{512 << i}B:{c}" for i, c in enumerate(r["size_hist"]) if c)
-        print(f"  {r['engine']:<13} depth {dh}\n  {'':<13} sizes {sh}; CPU {r['cpu_us_per_read']:.1f} us/read")
+        print(f"  {r['engine']:<13} depth {dh}\n  {'':<13} sizes {sh}; CPU {r['cpu_us_per_read']:.1f} us/read, "
+              f"{r['cpu_us_per_extent']:.2f} us per served extent ({r['extents_hit']:,.0f} cache hits, "
+              f"{r['extents_read']:,.0f} from reads)")
+    if split_cpu:
+        sc = split_cpu
+        print(f"summary: uring+cache CPU {sc['cpu_us_per_hit']:.2f} us per cache hit, {sc['cpu_us_per_miss']:.2f} us per miss "
+              f"(uring's per extent); memory engine {sc['cpu_us_per_memory_extent']:.2f} us per extent: "
+              f"hit/memory CPU {sc['hit_vs_memory_cpu']:.2f} (target <= 1.5), uring+cache/memory batches/s "
+              f"{sc['cached_vs_memory_batches']:.2f} (target >= 0.9)")
     if "uring" in by and "mmap" in by:
         u = by["uring"]
         print(f"summary: uring {u['batches_per_s']:.2f} batches/s = {u['speedup_vs_mmap']:.2f}x tuned mmap "
