@@ -66,8 +66,10 @@ def test_auto_sizes_from_available_memory(ds_path):
     assert budget.auto_reserve(per, False) == budget.auto_reserve(per, True) + budget.AUTO_RESERVE_TORCH
     base = budget.ENGINE_FIXED_PER_PRODUCER + per + 4 * per
     plenty = budget.auto(ds_path, [5, 3], 256, available=64 << 30, per_batch=per)
-    assert plenty["lookahead"] == 0 and plenty["cache"] == data and plenty["budget"] == base + data
-    assert "fit" in plenty["auto"]
+    assert plenty["lookahead"] == budget.AUTO_LOOKAHEAD and plenty["cache"] >= data and "fit" in plenty["auto"]
+    assert plenty["budget"] == base + budget.AUTO_LOOKAHEAD * per + 2 * data  # cache and Belady halves hold it all
+    serving = budget.auto(ds_path, [5, 3], 256, available=64 << 30, per_batch=per, training=False)
+    assert serving["lookahead"] == 0 and serving["cache"] == data and serving["budget"] == base + data
     small = budget.auto(ds_path, [5, 3], 256, available=R + base + per, per_batch=per)
     assert small["lookahead"] == 0 and small["budget"] == base + per  # no room for a lookahead window
     room = base + budget.AUTO_LOOKAHEAD * per + data // 2  # the cache cannot hold the data: lookahead pays
