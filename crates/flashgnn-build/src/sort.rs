@@ -1,22 +1,23 @@
 //! External sort of packed `u64` keys (`dst << 32 | src`) under a byte budget.
 //!
-//! Keys accumulate in one chunk of `chunk_bytes`; a full chunk is sorted
-//! (rayon, all cores) and written as a run file of little-endian u64s. The
-//! merge is a k-way heap merge over buffered run readers; with more than
-//! [`MERGE_FANIN_MAX`] runs, groups are merged first so the number of open
-//! files and read buffers stays bounded.
+//! Keys accumulate in one chunk of `chunk_bytes`; a full chunk is sorted in
+//! place by [`radix_sort`] (MSD radix, 8-bit digits, no scratch buffer, so
+//! the chunk is the only key memory; the top-level buckets sort on all
+//! cores) and written as a run file of little-endian u64s. The merge is a
+//! k-way loser-tree merge ([`LoserTree`]: one comparison per tree level per
+//! key, against a binary heap's two) over buffered run readers; with more
+//! than [`MERGE_FANIN_MAX`] runs, groups are merged first so the number of
+//! open files and read buffers stays bounded.
 //!
 //! Invariant: at most `chunk_bytes + 2 * MERGE_FANIN_MAX * RUN_READ_BUFFER_BYTES`
 //! bytes of keys are resident at any time (each run reader holds its raw
 //! bytes and the decoded keys).
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use rayon::slice::ParallelSliceMut;
+use rayon::iter::{IntoParallelIterator, ParallelIterator};
 
 use flashgnn_io::{IoError, OutFile};
 
@@ -73,7 +74,7 @@ impl ExternalSorter {
     }
 
     fn spill(&mut self) -> Result<()> {
-        self.chunk.par_sort_unstable();
+        radix_sort(&mut self.chunk);
         let path = self.dir.join(format!("{}.run{}", self.name, self.runs.len()));
         write_keys(&path, &self.chunk)?;
         self.runs.push(path);
@@ -84,7 +85,7 @@ impl ExternalSorter {
     /// Finish: returns a sorted stream over every pushed key.
     pub fn finish(mut self) -> Result<Merged> {
         if self.runs.is_empty() {
-            self.chunk.par_sort_unstable();
+            radix_sort(&mut self.chunk);
             return Ok(Merged::Memory { keys: std::mem::take(&mut self.chunk), at: 0 });
         }
         if !self.chunk.is_empty() {
@@ -98,7 +99,7 @@ impl ExternalSorter {
             for (g, group) in runs.chunks(MERGE_FANIN_MAX).enumerate() {
                 let path = self.dir.join(format!("{}.l{}m{}", self.name, level + 1, g));
                 let mut out = OutFile::create(&path)?;
-                let mut m = HeapMerge::open(group.to_vec())?;
+                let mut m = LoserTree::open(group.to_vec())?;
                 while let Some(k) = m.next_key()? {
                     out.write(&k.to_le_bytes())?;
                 }
@@ -112,7 +113,7 @@ impl ExternalSorter {
             runs = next;
             level += 1;
         }
-        Ok(Merged::Disk(HeapMerge::open(runs)?))
+        Ok(Merged::Disk(LoserTree::open(runs)?))
     }
 }
 
@@ -133,7 +134,7 @@ fn write_keys(path: &Path, keys: &[u64]) -> Result<()> {
 
 pub enum Merged {
     Memory { keys: Vec<u64>, at: usize },
-    Disk(HeapMerge),
+    Disk(LoserTree),
 }
 
 impl Merged {
@@ -216,35 +217,175 @@ impl KeyFileReader {
     }
 }
 
-pub struct HeapMerge {
-    readers: Vec<KeyFileReader>,
-    heap: BinaryHeap<Reverse<(u64, usize)>>,
+/// Buckets at most this long are finished by `sort_unstable` (pdqsort is
+/// faster than another radix level on a few hundred keys).
+const RADIX_SMALL: usize = 256;
+/// Top-level buckets sort in parallel (rayon) above this many keys.
+const RADIX_PARALLEL_MIN: usize = 1 << 16;
+
+/// In-place MSD radix sort of `u64` keys (American flag sort, 8-bit digits).
+///
+/// Each level first finds the bits on which the keys of the bucket differ
+/// (OR and AND of all keys), so runs of constant bits — the zero high bits
+/// of `dst` and `src` in a `dst << 32 | src` key of a graph with far fewer
+/// than 2^32 nodes — cost no pass. No scratch memory: the chunk stays the
+/// only key buffer, which keeps the budget's arithmetic (8 B per key) true.
+pub fn radix_sort(v: &mut [u64]) {
+    msd(v, true);
 }
 
-impl HeapMerge {
-    fn open(paths: Vec<PathBuf>) -> Result<HeapMerge> {
+fn msd(v: &mut [u64], top: bool) {
+    if v.len() <= RADIX_SMALL {
+        v.sort_unstable();
+        return;
+    }
+    let (or, and) = v.iter().fold((0u64, u64::MAX), |(o, a), &k| (o | k, a & k));
+    let diff = or ^ and;
+    if diff == 0 {
+        return; // all equal
+    }
+    let high = 63 - diff.leading_zeros(); // highest differing bit
+    let shift = high.saturating_sub(7);
+    let digit = |k: u64| ((k >> shift) & 0xff) as usize;
+    let mut counts = [0usize; 256];
+    for &k in v.iter() {
+        counts[digit(k)] += 1;
+    }
+    let mut starts = [0usize; 256];
+    let mut at = 0;
+    for (b, &c) in counts.iter().enumerate() {
+        starts[b] = at;
+        at += c;
+    }
+    // American flag permutation: heads[b] advances over placed keys.
+    let mut heads = starts;
+    for b in 0..256 {
+        let end = starts[b] + counts[b];
+        while heads[b] < end {
+            let mut k = v[heads[b]];
+            let mut d = digit(k);
+            while d != b {
+                std::mem::swap(&mut k, &mut v[heads[d]]);
+                heads[d] += 1;
+                d = digit(k);
+            }
+            v[heads[b]] = k;
+            heads[b] += 1;
+        }
+    }
+    if shift == 0 && high < 8 {
+        return; // the digit covered every differing bit
+    }
+    // Buckets: keys equal on bits >= shift; recurse on the lower bits.
+    let mut buckets: Vec<&mut [u64]> = Vec::with_capacity(256);
+    let mut rest = v;
+    for &c in counts.iter() {
+        let (b, r) = rest.split_at_mut(c);
+        if c > 1 {
+            buckets.push(b);
+        }
+        rest = r;
+    }
+    if top && buckets.len() > 1 && at >= RADIX_PARALLEL_MIN {
+        buckets.into_par_iter().for_each(|b| msd(b, false));
+    } else {
+        for b in buckets {
+            msd(b, false);
+        }
+    }
+}
+
+/// K-way merge of sorted run files through a loser tree: `tree[0]` holds
+/// the current winner, `tree[1..k]` the loser of each internal match, so
+/// replacing the winner's key replays one leaf-to-root path (log2 k
+/// comparisons, no sift-down with two comparisons per level as in a binary
+/// heap). Exhausted runs compare greater than every key.
+pub struct LoserTree {
+    readers: Vec<KeyFileReader>,
+    /// Current key of each run (meaningful where `live`).
+    keys: Vec<u64>,
+    live: Vec<bool>,
+    /// Number of leaves, a power of two >= the number of runs.
+    k: usize,
+    tree: Vec<usize>,
+}
+
+impl LoserTree {
+    fn open(paths: Vec<PathBuf>) -> Result<LoserTree> {
         let mut readers = paths.iter().map(|p| KeyFileReader::open(p)).collect::<Result<Vec<_>>>()?;
-        let mut heap = BinaryHeap::with_capacity(readers.len());
+        let k = readers.len().max(1).next_power_of_two();
+        let mut keys = vec![0u64; k];
+        let mut live = vec![false; k];
         for (i, r) in readers.iter_mut().enumerate() {
-            if let Some(k) = r.next_key()? {
-                heap.push(Reverse((k, i)));
+            if let Some(x) = r.next_key()? {
+                keys[i] = x;
+                live[i] = true;
             }
         }
-        Ok(HeapMerge { readers, heap })
+        let mut t = LoserTree { readers, keys, live, k, tree: vec![0; k] };
+        t.build();
+        Ok(t)
     }
 
-    pub fn next_key(&mut self) -> Result<Option<u64>> {
-        let Some(Reverse((k, i))) = self.heap.pop() else {
-            return Ok(None);
-        };
-        if let Some(n) = self.readers[i].next_key()? {
-            self.heap.push(Reverse((n, i)));
+    /// `a` beats `b`: live, smaller key, run index breaking ties.
+    #[inline]
+    fn beats(&self, a: usize, b: usize) -> bool {
+        match (self.live[a], self.live[b]) {
+            (true, true) => (self.keys[a], a) < (self.keys[b], b),
+            (true, false) => true,
+            (false, true) => false,
+            (false, false) => a < b,
         }
-        Ok(Some(k))
+    }
+
+    fn build(&mut self) {
+        // Winners of each node bottom-up, storing losers.
+        let k = self.k;
+        let mut win = vec![0usize; 2 * k];
+        for i in 0..k {
+            win[k + i] = i;
+        }
+        for n in (1..k).rev() {
+            let (a, b) = (win[2 * n], win[2 * n + 1]);
+            if self.beats(a, b) {
+                win[n] = a;
+                self.tree[n] = b;
+            } else {
+                win[n] = b;
+                self.tree[n] = a;
+            }
+        }
+        self.tree[0] = if k == 1 { 0 } else { win[1] };
+    }
+
+    #[inline]
+    pub fn next_key(&mut self) -> Result<Option<u64>> {
+        let w = self.tree[0];
+        if !self.live[w] {
+            return Ok(None);
+        }
+        let out = self.keys[w];
+        match self.readers[w].next_key()? {
+            Some(x) => self.keys[w] = x,
+            None => self.live[w] = false,
+        }
+        // Replay w's path: at each node the smaller stays as winner.
+        let mut winner = w;
+        let mut n = (self.k + w) / 2;
+        while n > 0 {
+            let l = self.tree[n];
+            if self.beats(l, winner) {
+                self.tree[n] = winner;
+                winner = l;
+            }
+            n /= 2;
+        }
+        self.tree[0] = winner;
+        Ok(Some(out))
     }
 }
 
-impl Drop for HeapMerge {
+impl Drop for LoserTree {
     fn drop(&mut self) {
         for r in &self.readers {
             let _ = std::fs::remove_file(&r.path);
@@ -279,5 +420,51 @@ mod tests {
         assert_eq!(got, want);
         drop(m);
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "run files removed");
+    }
+
+    #[test]
+    fn radix_sort_equals_sort_on_graph_like_and_adversarial_keys() {
+        // Graph-like keys (dst << 32 | src, few high bits), full-width random
+        // keys, many duplicates, already sorted and reversed inputs, and the
+        // extremes 0 / u64::MAX: each must come out exactly as sort() does.
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(11);
+        let mut cases: Vec<Vec<u64>> = vec![
+            (0..300_000).map(|_| rng.random_range(0..1u64 << 18) << 32 | rng.random_range(0..1u64 << 18)).collect(),
+            (0..100_000).map(|_| rng.random::<u64>()).collect(),
+            (0..100_000).map(|_| rng.random_range(0..7u64)).collect(),
+            (0..70_000u64).collect(),
+            (0..70_000u64).rev().collect(),
+            vec![u64::MAX, 0, u64::MAX, 1, 0],
+            vec![],
+        ];
+        cases.push((0..1000).map(|i| if i % 2 == 0 { u64::MAX } else { 0 }).collect());
+        for mut c in cases {
+            let mut want = c.clone();
+            want.sort();
+            radix_sort(&mut c);
+            assert_eq!(c, want);
+        }
+    }
+
+    #[test]
+    fn loser_tree_merges_uneven_and_empty_runs() {
+        // Runs of different lengths (one empty, one holding u64::MAX, a
+        // non-power-of-two count) merge to the sorted union.
+        let d = tempfile::tempdir().unwrap();
+        let runs: Vec<Vec<u64>> = vec![vec![1, 5, 9, u64::MAX], vec![], vec![0, 5, 5, 6], vec![2], vec![3, 4, 10, 11, 12]];
+        let mut paths = Vec::new();
+        for (i, r) in runs.iter().enumerate() {
+            let p = d.path().join(format!("r{i}"));
+            write_keys(&p, r).unwrap();
+            paths.push(p);
+        }
+        let mut m = LoserTree::open(paths).unwrap();
+        let mut got = Vec::new();
+        while let Some(k) = m.next_key().unwrap() {
+            got.push(k);
+        }
+        let mut want: Vec<u64> = runs.concat();
+        want.sort();
+        assert_eq!(got, want);
     }
 }
