@@ -45,6 +45,7 @@ IGB_FULL = {"nodes": 269_346_174, "edges": 3_995_777_033, "dim": 1024}
 # Planning constants (checked against the measured dataset in the report):
 # stored neighbor ids are 4 B; a slot header + page slack is ~64 B per node.
 ID_BYTES = 4
+NODES_MAX = (1 << 32) - 1
 NODE_OVERHEAD_BYTES = 64
 # Raw npy input: edge_index int64 [2, E] = 16 B per edge; labels int64.
 RAW_EDGE_BYTES = 16
@@ -199,7 +200,12 @@ def extrapolate(name: str, n: int, e: int, dim: int, per_node_base: float, per_e
     build = raw input / measured input MB/s (and the disk-bound floor: raw
     read + dataset write at the probe's bandwidth); epoch = train seeds /
     batch size / measured batches/s (same fanout: per-batch work does not
-    grow with the graph)."""
+    grow with the graph). Beyond 2^32 - 1 nodes the 4-byte ids of today's
+    format no longer suffice: such a graph is costed at 8 B per stored id
+    and flagged."""
+    ids_fit = n <= NODES_MAX
+    if not ids_fit:
+        per_edge = per_edge * 2
     disk_bytes = n * (per_node_base + 4 * dim) + e * per_edge
     raw = RAW_EDGE_BYTES * e + n * (4 * dim + RAW_NODE_BYTES)
     build_s = raw / (build_in_MBps * 1e6)
@@ -209,8 +215,9 @@ def extrapolate(name: str, n: int, e: int, dim: int, per_node_base: float, per_e
     return {
         "name": name, "nodes": n, "edges": e, "dim": dim, "disk_bytes": disk_bytes, "raw_input_bytes": raw,
         "build_seconds": build_s, "build_disk_floor_seconds": floor_s, "epoch_batches": batches,
-        "epoch_seconds": epoch_s,
+        "epoch_seconds": epoch_s, "ids_fit_u32": ids_fit,
         "arithmetic": (
+            ("" if ids_fit else f"{n:.3g} nodes > 2^32 - 1: 8-byte ids needed (not in format v2), costed at 8 B/edge; ") +
             f"disk = {n:.3g} x ({per_node_base:.1f} + 4 x {dim}) + {e:.3g} x {per_edge:.2f} = {human_bytes(disk_bytes)}; "
             f"build = raw {human_bytes(raw)} / {build_in_MBps:.0f} MB/s = {build_s / 3600:.2f} h "
             f"(disk floor {raw / 1e6:.3g} MB / {disk['read_MBps']:.0f} + {disk_bytes / 1e6:.3g} MB / "
