@@ -840,8 +840,11 @@ fn preprocess_edges(
 ) -> Result<EdgeResult> {
     let t = Instant::now();
     let half = if opts.symmetrize { (chunk_bytes / 2).max(SORT_CHUNK_MIN_BYTES / 2) } else { chunk_bytes };
-    let mut sorter = ExternalSorter::new(tmp, "edges", half);
-    let mut reverse = ExternalSorter::new(tmp, "reverse", half);
+    // With --dedup each run keeps one copy of a key: the merge needs only
+    // whether a key came from the input and/or as an added reverse copy; the
+    // counts of removed copies follow from the pushed totals (below).
+    let mut sorter = ExternalSorter::new(tmp, "edges", half).with_dedup(opts.dedup);
+    let mut reverse = ExternalSorter::new(tmp, "reverse", half).with_dedup(opts.dedup);
     let mut task = progress.task("edges", "B", edges.bytes_total());
     let mut batch = Vec::with_capacity(EDGE_BATCH);
     // Without --dedup every pushed key is stored: count degrees now and let
@@ -894,7 +897,8 @@ fn preprocess_edges(
         loops_added = num_nodes;
     }
     let runs = (sorter.runs() + reverse.runs()) as u64;
-    let pushed = sorter.len() + reverse.len();
+    let (pushed_input, pushed_reverse) = (sorter.len(), reverse.len());
+    let pushed = pushed_input + pushed_reverse;
     // Degree array (4 B/node): after the chunk is released when the sort
     // spilled; otherwise beside the in-memory chunk, which the budget covers
     // when the node count was known up front.
@@ -927,8 +931,9 @@ fn preprocess_edges(
     // is some stored entry's source, i.e. has an out-edge.
     let mut has_out = vec![0u64; (num_nodes as usize).div_ceil(64)];
     let mut out = OutFile::create(&sorted_path)?;
-    let mut task = progress.task("merge", "edges", pushed);
-    let (mut entries, mut dups) = (0u64, 0u64);
+    let mut task = progress.task("merge", "edges", merged.total_keys() + merged_rev.total_keys());
+    // Keys with an input copy, and keys that are only added reverse copies.
+    let (mut entries, mut input_keys, mut reverse_only) = (0u64, 0u64, 0u64);
     let mut rc = ReverseCounts::default();
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
     // One group per distinct key: `a` copies from the input, `b` added reverse copies.
@@ -948,13 +953,12 @@ fn preprocess_edges(
             rc.distinct_input += 1;
             rc.present += (b > 0) as u64;
         }
-        let copies = if opts.dedup {
-            dups += a.saturating_sub(1);
-            rc.merged += (a + b - 1) - a.saturating_sub(1);
-            1
-        } else {
-            a + b
-        };
+        input_keys += (a > 0) as u64;
+        reverse_only += (a == 0 && b > 0) as u64;
+        // This path runs with --dedup only (without it the layout consumes
+        // the merge directly: `EdgeStream`): one stored copy per key.
+        debug_assert!(opts.dedup);
+        let copies = 1;
         let d = (k >> 32) as usize;
         let src = (k & 0xffff_ffff) as usize;
         has_out[src / 64] |= 1u64 << (src % 64);
@@ -972,10 +976,17 @@ fn preprocess_edges(
         }
         task.add(a + b);
     }
+    task.finish();
     out.write(&buf)?;
     out.finish()?;
     drop(merged);
     drop(merged_rev);
+    // Copies removed: every pushed input copy beyond one per key that has
+    // one (`--dedup`'s "duplicates removed"), and every added reverse copy
+    // except the one that stores a key with no input copy. (Runs held one
+    // copy per key already, so these come from the totals, not the merge.)
+    let dups = pushed_input - input_keys;
+    rc.merged = pushed_reverse - reverse_only;
     let isolated = isolated_nodes(&degrees, &has_out);
     Ok(EdgeResult {
         num_nodes,

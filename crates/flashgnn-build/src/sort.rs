@@ -37,6 +37,7 @@ pub struct ExternalSorter {
     chunk_cap: usize,
     runs: Vec<PathBuf>,
     pushed: u64,
+    dedup: bool,
 }
 
 impl ExternalSorter {
@@ -49,7 +50,17 @@ impl ExternalSorter {
             chunk_cap,
             runs: Vec::new(),
             pushed: 0,
+            dedup: false,
         }
+    }
+
+    /// Keep one copy of equal keys within each run (a sorted chunk is
+    /// deduplicated before it is written): the merge then sees each key at
+    /// most once per run, which is all a `--dedup` build needs, and reads
+    /// and writes fewer keys. `len()` still counts every pushed key.
+    pub fn with_dedup(mut self, on: bool) -> Self {
+        self.dedup = on;
+        self
     }
 
     #[inline]
@@ -77,6 +88,9 @@ impl ExternalSorter {
 
     fn spill(&mut self) -> Result<()> {
         self.chunk.par_sort_unstable();
+        if self.dedup {
+            self.chunk.dedup();
+        }
         let path = self.dir.join(format!("{}.run{}", self.name, self.runs.len()));
         write_keys(&path, &self.chunk)?;
         self.runs.push(path);
@@ -88,6 +102,9 @@ impl ExternalSorter {
     pub fn finish(mut self) -> Result<Merged> {
         if self.runs.is_empty() {
             self.chunk.par_sort_unstable();
+            if self.dedup {
+                self.chunk.dedup();
+            }
             return Ok(Merged::Memory { keys: std::mem::take(&mut self.chunk), at: 0 });
         }
         if !self.chunk.is_empty() {
@@ -140,6 +157,14 @@ pub enum Merged {
 }
 
 impl Merged {
+    /// Keys this stream yields in all (after any per-run deduplication).
+    pub fn total_keys(&self) -> u64 {
+        match self {
+            Merged::Memory { keys, at } => (keys.len() - (*at).min(keys.len())) as u64,
+            Merged::Disk(m) => m.total,
+        }
+    }
+
     pub fn next_key(&mut self) -> Result<Option<u64>> {
         match self {
             Merged::Memory { keys, at } => {
@@ -232,6 +257,8 @@ pub struct LoserTree {
     /// Number of leaves, a power of two >= the number of runs.
     k: usize,
     tree: Vec<usize>,
+    /// Keys in all runs (file lengths / 8).
+    total: u64,
 }
 
 impl LoserTree {
@@ -246,7 +273,11 @@ impl LoserTree {
                 live[i] = true;
             }
         }
-        let mut t = LoserTree { readers, keys, live, k, tree: vec![0; k] };
+        let mut total = 0;
+        for p in &paths {
+            total += std::fs::metadata(p).map_err(|e| IoError::new("reading", p, None, e))?.len() / 8;
+        }
+        let mut t = LoserTree { readers, keys, live, k, tree: vec![0; k], total };
         t.build();
         Ok(t)
     }
@@ -344,6 +375,26 @@ mod tests {
         assert_eq!(got, want);
         drop(m);
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "run files removed");
+    }
+
+    #[test]
+    fn dedup_keeps_one_copy_per_run_and_counts_every_push() {
+        // Runs of 4 keys: duplicates inside a run are dropped, across runs
+        // they stay (the merge sees each key at most once per run).
+        let d = tempfile::tempdir().unwrap();
+        let mut s = ExternalSorter::new(d.path(), "t", 8).with_dedup(true);
+        s.chunk_cap = 4;
+        for k in [5u64, 5, 5, 1, /* run 2 */ 5, 2, 2, 2, /* last run */ 7, 7] {
+            s.push(k).unwrap();
+        }
+        assert_eq!(s.len(), 10);
+        let mut m = s.finish().unwrap();
+        assert_eq!(m.total_keys(), 5);
+        let mut got = Vec::new();
+        while let Some(k) = m.next_key().unwrap() {
+            got.push(k);
+        }
+        assert_eq!(got, vec![1, 2, 5, 5, 7]);
     }
 
     #[test]
