@@ -402,7 +402,8 @@ mod tests {
         // Runs of different lengths (one empty, one holding u64::MAX, a
         // non-power-of-two count) merge to the sorted union.
         let d = tempfile::tempdir().unwrap();
-        let runs: Vec<Vec<u64>> = vec![vec![1, 5, 9, u64::MAX], vec![], vec![0, 5, 5, 6], vec![2], vec![3, 4, 10, 11, 12]];
+        let runs: Vec<Vec<u64>> =
+            vec![vec![1, 5, 9, u64::MAX], vec![], vec![0, 5, 5, 6], vec![2], vec![3, 4, 10, 11, 12]];
         let mut paths = Vec::new();
         for (i, r) in runs.iter().enumerate() {
             let p = d.path().join(format!("r{i}"));
@@ -419,4 +420,3 @@ mod tests {
         assert_eq!(got, want);
     }
 }
-
