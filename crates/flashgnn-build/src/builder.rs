@@ -1013,7 +1013,7 @@ fn isolated_nodes(degrees: &[u32], has_out: &[u64]) -> u64 {
 enum KeyStream {
     File(KeyFileReader),
     Merged(Merged),
-    Direct(EdgeStream),
+    Direct(Box<EdgeStream>),
 }
 impl KeyStream {
     fn next_key(&mut self) -> Result<Option<u64>> {
@@ -1052,7 +1052,7 @@ fn finish_build(
 
     // Relabelling.
     let source = match er.direct.take() {
-        Some(e) => KeyStream::Direct(e),
+        Some(e) => KeyStream::Direct(Box::new(e)),
         None => KeyStream::File(KeyFileReader::open(&er.sorted_path)?),
     };
     let (old_of_new, keys) = match opts.reorder {
