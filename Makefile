@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bench-defaults bench-sim bench-sim-machine setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
+.PHONY: bench-scale bench-defaults bench-sim bench-sim-machine setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
 
 # requirements-dev.txt includes the optional extras the tests exercise (train, plots: matplotlib).
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
@@ -47,6 +47,11 @@ bench-scrub: develop
 # Out-of-core build benchmark: raw input >= 4x --memory-budget (see docs/benchmarks.md).
 bench-build: develop
 	$(PY) -m flashgnn.bench.build_ooc --data $(DATA)/bench --budget $${BUDGET:-2GiB} --factor $${FACTOR:-4} $${JSON:+--json $$JSON}
+
+# At scale: >= 1e9 stored edges by default, dataset > RAM when the disk allows
+# (refuses with the numbers when it does not); EDGES=1e8 for a reduced run.
+bench-scale: develop
+	$(PY) -m flashgnn.bench.scale --data $(DATA)/scale --edges $${EDGES:-1e9} --memory-limit $${LIMIT:-4GiB} $${JSON:+--json $$JSON}
 
 # Out-of-core dataset shared by the engine and training benchmarks (1.4 GiB).
 $(DATA)/ooc/manifest.json: | setup

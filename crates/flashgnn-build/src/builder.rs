@@ -698,6 +698,10 @@ fn make_splits(
 struct EdgeResult {
     num_nodes: u64,
     sorted_path: PathBuf,
+    /// Without `--dedup`: the merge itself, consumed by the layout pass
+    /// (degrees were counted while the runs formed, so no `edges.sorted`
+    /// is written and read back). `None`: read `sorted_path`.
+    direct: Option<EdgeStream>,
     degrees: Vec<u32>,
     /// Nodes with no edge in either direction (no stored neighbor and never
     /// anyone's neighbor); a node with only out-edges is not isolated.
@@ -722,6 +726,74 @@ struct ReverseCounts {
     /// Added reverse copies that `--dedup` removed because the entry was
     /// there already (an input edge, or another added copy).
     merged: u64,
+}
+
+/// The merged edge keys of the two sorters (input copies, added reverse
+/// copies), yielded one per stored entry, with `--symmetrize`'s statistics
+/// counted as the groups of equal keys go by (no `--dedup`: every copy is
+/// stored, so the counts of the deduplicating merge reduce to these).
+struct EdgeStream {
+    a: Merged,
+    pa: Option<u64>,
+    b: Merged,
+    pb: Option<u64>,
+    symmetrize: bool,
+    /// Current group: key, input copies, added copies.
+    group: Option<(u64, u64, u64)>,
+    rc: ReverseCounts,
+}
+
+impl EdgeStream {
+    fn new(mut a: Merged, mut b: Merged, symmetrize: bool) -> Result<EdgeStream> {
+        let (pa, pb) = (a.next_key()?, b.next_key()?);
+        Ok(EdgeStream { a, pa, b, pb, symmetrize, group: None, rc: ReverseCounts::default() })
+    }
+
+    fn close_group(&mut self) {
+        if let Some((k, a, b)) = self.group.take() {
+            if self.symmetrize && (k >> 32) != (k & 0xffff_ffff) && a > 0 {
+                self.rc.distinct_input += 1;
+                self.rc.present += (b > 0) as u64;
+            }
+        }
+    }
+
+    fn next_key(&mut self) -> Result<Option<u64>> {
+        let Some((k, from_rev)) = next_of_two(&mut self.a, &mut self.pa, &mut self.b, &mut self.pb)? else {
+            self.close_group();
+            return Ok(None);
+        };
+        if self.group.map(|g| g.0) != Some(k) {
+            self.close_group();
+            self.group = Some((k, 0, 0));
+        }
+        if let Some(g) = self.group.as_mut() {
+            if from_rev {
+                g.2 += 1;
+            } else {
+                g.1 += 1;
+            }
+        }
+        Ok(Some(k))
+    }
+}
+
+/// Count one stored entry `dst <- src` while the runs form (no `--dedup`).
+#[inline]
+fn count_entry(degrees: &mut Vec<u32>, has_out: &mut Vec<u64>, d: u64, s: u64) -> Result<()> {
+    let (d, s) = (d as usize, s as usize);
+    let need = d.max(s) + 1;
+    if degrees.len() < need {
+        degrees.resize(need.max(degrees.len() * 2).min(NODES_MAX as usize + 1).max(need), 0);
+    }
+    if has_out.len() < need.div_ceil(64) {
+        has_out.resize(degrees.len().div_ceil(64), 0);
+    }
+    degrees[d] = degrees[d]
+        .checked_add(1)
+        .ok_or_else(|| BuildError::config(format!("node {d} has more than {} neighbors", u32::MAX)))?;
+    has_out[s / 64] |= 1u64 << (s % 64);
+    Ok(())
 }
 
 /// The next key of two sorted streams, and which one it came from
@@ -768,10 +840,20 @@ fn preprocess_edges(
 ) -> Result<EdgeResult> {
     let t = Instant::now();
     let half = if opts.symmetrize { (chunk_bytes / 2).max(SORT_CHUNK_MIN_BYTES / 2) } else { chunk_bytes };
-    let mut sorter = ExternalSorter::new(tmp, "edges", half);
-    let mut reverse = ExternalSorter::new(tmp, "reverse", half);
+    // With --dedup each run keeps one copy of a key: the merge needs only
+    // whether a key came from the input and/or as an added reverse copy; the
+    // counts of removed copies follow from the pushed totals (below).
+    let mut sorter = ExternalSorter::new(tmp, "edges", half).with_dedup(opts.dedup);
+    let mut reverse = ExternalSorter::new(tmp, "reverse", half).with_dedup(opts.dedup);
     let mut task = progress.task("edges", "B", edges.bytes_total());
     let mut batch = Vec::with_capacity(EDGE_BATCH);
+    // Without --dedup every pushed key is stored: count degrees now and let
+    // the layout pass consume the merge (one write + read of every key less).
+    let direct = !opts.dedup;
+    let (mut degrees, mut has_out) = match (direct, declared) {
+        (true, Some(n)) => (vec![0u32; n as usize], vec![0u64; (n as usize).div_ceil(64)]),
+        _ => (Vec::new(), Vec::new()),
+    };
     let (mut input_edges, mut loops_dropped, mut max_id) = (0u64, 0u64, None::<u64>);
     let mut last_bytes = 0;
     loop {
@@ -788,8 +870,14 @@ fn preprocess_edges(
                 continue;
             }
             sorter.push(d << 32 | s)?;
+            if direct {
+                count_entry(&mut degrees, &mut has_out, d, s)?;
+            }
             if opts.symmetrize && s != d {
                 reverse.push(s << 32 | d)?;
+                if direct {
+                    count_entry(&mut degrees, &mut has_out, s, d)?;
+                }
             }
         }
         let b = edges.bytes_done();
@@ -802,25 +890,50 @@ fn preprocess_edges(
     if opts.self_loops == SelfLoops::Add {
         for v in 0..num_nodes {
             sorter.push(v << 32 | v)?;
+            if direct {
+                count_entry(&mut degrees, &mut has_out, v, v)?;
+            }
         }
         loops_added = num_nodes;
     }
     let runs = (sorter.runs() + reverse.runs()) as u64;
-    let pushed = sorter.len() + reverse.len();
+    let (pushed_input, pushed_reverse) = (sorter.len(), reverse.len());
+    let pushed = pushed_input + pushed_reverse;
     // Degree array (4 B/node): after the chunk is released when the sort
     // spilled; otherwise beside the in-memory chunk, which the budget covers
     // when the node count was known up front.
     let mut merged = sorter.finish()?;
     let mut merged_rev = reverse.finish()?;
+    let sorted_path = tmp.join("edges.sorted");
+    if direct {
+        degrees.resize(num_nodes as usize, 0);
+        has_out.resize((num_nodes as usize).div_ceil(64), 0);
+        let isolated = isolated_nodes(&degrees, &has_out);
+        return Ok(EdgeResult {
+            num_nodes,
+            sorted_path,
+            direct: Some(EdgeStream::new(merged, merged_rev, opts.symmetrize)?),
+            degrees,
+            isolated,
+            num_entries: pushed,
+            input_edges,
+            self_loops_dropped: loops_dropped,
+            self_loops_added: loops_added,
+            duplicates_removed: 0,
+            reverse: ReverseCounts::default(), // counted by the stream during the layout
+            runs,
+            seconds: t.elapsed().as_secs_f64(),
+        });
+    }
     let (mut pa, mut pb) = (merged.next_key()?, merged_rev.next_key()?);
     let mut degrees = vec![0u32; num_nodes as usize];
     // One bit per node (N/8 B beside the 4 B/node degrees): set when the node
     // is some stored entry's source, i.e. has an out-edge.
     let mut has_out = vec![0u64; (num_nodes as usize).div_ceil(64)];
-    let sorted_path = tmp.join("edges.sorted");
     let mut out = OutFile::create(&sorted_path)?;
-    let mut task = progress.task("merge", "edges", pushed);
-    let (mut entries, mut dups) = (0u64, 0u64);
+    let mut task = progress.task("merge", "edges", merged.total_keys() + merged_rev.total_keys());
+    // Keys with an input copy, and keys that are only added reverse copies.
+    let (mut entries, mut input_keys, mut reverse_only) = (0u64, 0u64, 0u64);
     let mut rc = ReverseCounts::default();
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
     // One group per distinct key: `a` copies from the input, `b` added reverse copies.
@@ -840,13 +953,12 @@ fn preprocess_edges(
             rc.distinct_input += 1;
             rc.present += (b > 0) as u64;
         }
-        let copies = if opts.dedup {
-            dups += a.saturating_sub(1);
-            rc.merged += (a + b - 1) - a.saturating_sub(1);
-            1
-        } else {
-            a + b
-        };
+        input_keys += (a > 0) as u64;
+        reverse_only += (a == 0 && b > 0) as u64;
+        // This path runs with --dedup only (without it the layout consumes
+        // the merge directly: `EdgeStream`): one stored copy per key.
+        debug_assert!(opts.dedup);
+        let copies = 1;
         let d = (k >> 32) as usize;
         let src = (k & 0xffff_ffff) as usize;
         has_out[src / 64] |= 1u64 << (src % 64);
@@ -864,16 +976,22 @@ fn preprocess_edges(
         }
         task.add(a + b);
     }
+    task.finish();
     out.write(&buf)?;
     out.finish()?;
     drop(merged);
     drop(merged_rev);
-    let isolated =
-        degrees.iter().enumerate().filter(|&(v, &deg)| deg == 0 && has_out[v / 64] & (1u64 << (v % 64)) == 0).count()
-            as u64;
+    // Copies removed: every pushed input copy beyond one per key that has
+    // one (`--dedup`'s "duplicates removed"), and every added reverse copy
+    // except the one that stores a key with no input copy. (Runs held one
+    // copy per key already, so these come from the totals, not the merge.)
+    let dups = pushed_input - input_keys;
+    rc.merged = pushed_reverse - reverse_only;
+    let isolated = isolated_nodes(&degrees, &has_out);
     Ok(EdgeResult {
         num_nodes,
         sorted_path,
+        direct: None,
         degrees,
         isolated,
         num_entries: entries,
@@ -887,15 +1005,29 @@ fn preprocess_edges(
     })
 }
 
+/// Nodes with neither a stored neighbor nor an out-edge.
+fn isolated_nodes(degrees: &[u32], has_out: &[u64]) -> u64 {
+    degrees.iter().enumerate().filter(|&(v, &deg)| deg == 0 && has_out[v / 64] & (1u64 << (v % 64)) == 0).count() as u64
+}
+
 enum KeyStream {
     File(KeyFileReader),
     Merged(Merged),
+    Direct(Box<EdgeStream>),
 }
 impl KeyStream {
     fn next_key(&mut self) -> Result<Option<u64>> {
         match self {
             KeyStream::File(r) => r.next_key(),
             KeyStream::Merged(m) => m.next_key(),
+            KeyStream::Direct(e) => e.next_key(),
+        }
+    }
+    /// `--symmetrize` counts of a direct stream, once it is drained.
+    fn reverse_counts(&self) -> Option<ReverseCounts> {
+        match self {
+            KeyStream::Direct(e) => Some(e.rc),
+            _ => None,
         }
     }
 }
@@ -919,8 +1051,12 @@ fn finish_build(
     let mut files: Vec<(String, u64, u32)> = std::mem::take(&mut side.files);
 
     // Relabelling.
+    let source = match er.direct.take() {
+        Some(e) => KeyStream::Direct(Box::new(e)),
+        None => KeyStream::File(KeyFileReader::open(&er.sorted_path)?),
+    };
     let (old_of_new, keys) = match opts.reorder {
-        Reorder::None => (None, KeyStream::File(KeyFileReader::open(&er.sorted_path)?)),
+        Reorder::None => (None, source),
         Reorder::Degree => {
             let mut order: Vec<u32> = (0..n as u32).collect();
             // Highest degree first; ties by id keep the result deterministic.
@@ -931,7 +1067,7 @@ fn finish_build(
             }
             let chunk = opts.memory_budget.saturating_sub(FIXED_OVERHEAD_BYTES + n * 16).max(SORT_CHUNK_MIN_BYTES);
             let mut sorter = ExternalSorter::new(tmp, "relabel", chunk);
-            let mut r = KeyFileReader::open(&er.sorted_path)?;
+            let mut r = source;
             let mut task = progress.task("relabel", "edges", er.num_entries);
             while let Some(k) = r.next_key()? {
                 let (d, s) = ((k >> 32) as usize, (k & 0xffff_ffff) as usize);
@@ -939,6 +1075,10 @@ fn finish_build(
                 task.add(1);
             }
             task.finish();
+            if let Some(rc) = r.reverse_counts() {
+                er.reverse = rc;
+            }
+            drop(r); // removes the run files
             let permuted: Vec<u32> = order.iter().map(|&o| er.degrees[o as usize]).collect();
             er.degrees = permuted;
             files.push(write_npy_i64(&tmp.join(NODE_ORDER_FILE), order.iter().map(|&v| v as i64), n)?);
@@ -1059,6 +1199,9 @@ fn finish_build(
     task.finish();
     if pending.is_some() {
         return Err(BuildError::config("internal: edges left after the last node"));
+    }
+    if let Some(rc) = keys.reverse_counts() {
+        er.reverse = rc;
     }
     drop(keys);
     let _ = std::fs::remove_file(&er.sorted_path);

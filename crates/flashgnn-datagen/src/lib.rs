@@ -299,6 +299,13 @@ pub fn generate_rmat(out: &Path, o: &RmatOptions, progress: &Progress) -> Result
             let signal = o.feature_signal / ((o.dim.max(2) as f64) / 2.0).sqrt();
             let s = o.dtype.size();
             let mut task = progress.task("features", "rows", n);
+            // Centroid coordinates, computed once (classes x dim values, not
+            // one Box-Muller per feature value): the same numbers as
+            // `m.centroid(class, j)`, so the output is unchanged.
+            let table: Vec<f64> = (0..o.classes.max(1) as u64)
+                .flat_map(|c| (0..o.dim as u64).map(move |j| (c, j)))
+                .map(|(c, j)| m.centroid(c, j) * signal)
+                .collect();
             let mut lo = 0;
             let group = ROW_BLOCK * rayon::current_num_threads().max(1) as u64;
             while lo < n {
@@ -314,8 +321,9 @@ pub fn generate_rmat(out: &Path, o: &RmatOptions, progress: &Progress) -> Result
                         for r in r0..r1 {
                             let class = m.label(r);
                             let base = splitmix64(o.seed ^ 0xFEA7 ^ splitmix64(r));
+                            let cen = &table[(class * o.dim as u64) as usize..][..o.dim as usize];
                             for j in 0..o.dim as u64 {
-                                let v = m.centroid(class, j) * signal + Model::gaussian(base.wrapping_add(j));
+                                let v = cen[j as usize] + Model::gaussian(base.wrapping_add(j));
                                 let at = (((r - r0) * o.dim as u64 + j) as usize) * s;
                                 write_float(o.dtype, v, &mut buf[at..at + s]);
                             }

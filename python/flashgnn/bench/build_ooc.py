@@ -6,9 +6,14 @@ Generates an R-MAT input whose raw size is at least ``--factor`` x
 - peak RSS of the build process (ru_maxrss of the child) against the budget
   and the documented constant (python + numpy + extension: see
   ``RSS_CONSTANT_BYTES``);
-- build throughput in input MB/s against the disk's sequential write
-  bandwidth measured in the same run (O_DIRECT-free writes + fsync of a file
-  of ``--probe`` bytes on the same filesystem), as a ratio.
+- build throughput in input MB/s against the disk's sequential write and
+  read bandwidth measured in the same run (O_DIRECT 8 MiB writes + fsync,
+  then O_DIRECT reads, of a file of ``--probe`` bytes on the same
+  filesystem: :func:`flashgnn.bench.scale.disk_probe`), as ratios.
+
+``--raw DIR`` builds an existing input instead of generating one (kept
+afterwards), so two builds — e.g. two versions of the extension, through
+``PYTHONPATH`` — can be compared on the same bytes.
 
 Nothing here is a timed assertion: the verdict line compares against the
 budget and the baseline measured in this run.
@@ -33,22 +38,6 @@ from flashgnn._util import human_bytes, parse_size
 RSS_CONSTANT_BYTES = 96 << 20
 
 
-def seq_write_bandwidth(path: Path, nbytes: int) -> float:
-    """Bytes/s of sequential 8 MiB writes followed by fsync (dd conv=fsync)."""
-    buf = os.urandom(8 << 20)
-    t = time.perf_counter()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        left = nbytes
-        while left > 0:
-            left -= os.write(fd, buf[: min(left, len(buf))])
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-        path.unlink(missing_ok=True)
-    return nbytes / (time.perf_counter() - t)
-
-
 def dir_bytes(p: Path) -> int:
     return sum(f.stat().st_size for f in p.iterdir() if f.is_file())
 
@@ -62,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--probe", type=parse_size, default=parse_size("2GiB"), help="bytes written by the disk probe")
     ap.add_argument("--json", help="write the results as JSON to this file")
     ap.add_argument("--keep", action="store_true", help="keep the generated input and dataset")
+    ap.add_argument("--raw", help="build this existing npy input instead of generating one (never deleted)")
+    ap.add_argument("--dataset-id", type=int, help="pin the dataset id (byte-identical rebuilds)")
     a = ap.parse_args(argv)
     data = Path(a.data)
     data.mkdir(parents=True, exist_ok=True)
@@ -76,21 +67,26 @@ def main(argv: list[str] | None = None) -> int:
         scale += 1
     n = 1 << scale
     edge_factor = max(1, -(-(target - n * (a.dim * 4 + 8)) // (16 * n)))
-    raw, out = data / "ooc-raw", data / "ooc"
-    print(f"bench-build: target raw input {human_bytes(target)} = {a.factor} x budget {human_bytes(a.budget)}; "
-          f"scale {scale} ({n:,} nodes), edge factor {edge_factor}", flush=True)
-    subprocess.run(flashgnn_cli + ["generate", "rmat", str(raw), "--scale", str(scale), "--edge-factor", str(edge_factor),
-                                   "--dim", str(a.dim), "--force"], check=True)
+    raw, out = (Path(a.raw) if a.raw else data / "ooc-raw"), data / "ooc"
+    if not a.raw:
+        print(f"bench-build: target raw input {human_bytes(target)} = {a.factor} x budget {human_bytes(a.budget)}; "
+              f"scale {scale} ({n:,} nodes), edge factor {edge_factor}", flush=True)
+        subprocess.run(flashgnn_cli + ["generate", "rmat", str(raw), "--scale", str(scale), "--edge-factor", str(edge_factor),
+                                       "--dim", str(a.dim), "--force"], check=True)
     raw_bytes = dir_bytes(raw)
 
-    print(f"bench-build: measuring sequential write bandwidth ({human_bytes(a.probe)} + fsync)", flush=True)
-    disk_bps = seq_write_bandwidth(data / "probe.bin", a.probe)
+    print(f"bench-build: measuring sequential O_DIRECT write + read bandwidth ({human_bytes(a.probe)})", flush=True)
+    from flashgnn.bench.scale import disk_probe
+
+    probe = disk_probe(data / "probe.bin", a.probe)
+    disk_bps, disk_read_bps = probe["write_MBps"] * 1e6, probe["read_MBps"] * 1e6
 
     subprocess.run(["sync"], check=False)
     t = time.perf_counter()
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    pin = ["--dataset-id", str(a.dataset_id)] if a.dataset_id else []
     proc = subprocess.run(flashgnn_cli + ["build", str(raw), str(out), "--symmetrize", "--dedup", "--force",
-                                          "--memory-budget", str(a.budget)])
+                                          "--memory-budget", str(a.budget), *pin])
     seconds = time.perf_counter() - t
     if proc.returncode != 0:
         print(f"bench-build: build failed with exit code {proc.returncode}", file=sys.stderr)
@@ -112,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         "input_MBps": in_bps / 1e6,
         "disk_seq_write_MBps": disk_bps / 1e6,
         "throughput_vs_disk": in_bps / disk_bps,
+        "disk_seq_read_MBps": disk_read_bps / 1e6,
+        "throughput_vs_disk_read": in_bps / disk_read_bps,
+        "disk_probe_o_direct": probe["o_direct"],
         "preprocess_seconds": b["preprocess_seconds"],
         "feature_seconds": b["feature_seconds"],
         "layout_seconds": b["layout_seconds"],
@@ -122,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(
         f"bench-build: input {human_bytes(raw_bytes)} ({res['input_over_budget']:.1f}x budget) built in {seconds:.1f} s: "
-        f"{res['input_MBps']:.0f} MB/s = {res['throughput_vs_disk']:.2f}x disk sequential write ({res['disk_seq_write_MBps']:.0f} MB/s); "
+        f"{res['input_MBps']:.0f} MB/s = {res['throughput_vs_disk']:.2f}x disk sequential write ({res['disk_seq_write_MBps']:.0f} MB/s), "
+        f"{res['throughput_vs_disk_read']:.2f}x read ({res['disk_seq_read_MBps']:.0f} MB/s); "
         f"peak RSS {human_bytes(peak)} vs budget {human_bytes(a.budget)} + constant {human_bytes(RSS_CONSTANT_BYTES)} -> "
         f"{'WITHIN' if res['within_budget'] else 'OVER'}; {b['sort_runs']} sort runs"
     )
@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         Path(a.json).write_text(json.dumps(res, indent=2))
     if not a.keep:
         import shutil
-        shutil.rmtree(raw, ignore_errors=True)
+        if not a.raw:
+            shutil.rmtree(raw, ignore_errors=True)
         shutil.rmtree(out, ignore_errors=True)
     return 0 if res["within_budget"] else 1
 
