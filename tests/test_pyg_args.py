@@ -26,13 +26,13 @@ pytest.importorskip("torch_geometric")
 from torch_geometric.data import Data  # noqa: E402
 from torch_geometric.loader import NeighborLoader as PygNeighborLoader  # noqa: E402
 from torch_geometric.loader import NodeLoader  # noqa: E402
-from torch_geometric.sampler import BaseSampler, SamplerOutput  # noqa: E402
 from torch_geometric.sampler.base import NumNeighbors, SubgraphType  # noqa: E402
 
 import flashgnn  # noqa: E402
 import flashgnn.pyg  # noqa: E402
 
 from conftest import generated_dataset  # noqa: E402
+from pyg_reference import ReferenceSampler  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -52,41 +52,9 @@ def graph(ds_path):
                 edge_index=torch.from_numpy(np.stack([idx, col])), num_nodes=ds.num_nodes)
 
 
-class FullNeighbourhood(BaseSampler):
-    """pyg-lib's node sampling (directional, not disjoint) with every
-    neighbour at every hop: seeds first, then per hop each frontier node's
-    neighbours in edge order, a node already in the batch keeping its id."""
-
-    def __init__(self, data: Data, hops: int):
-        self.hops = hops
-        row, col = data.edge_index.tolist()
-        self.nbrs = [[] for _ in range(data.num_nodes)]
-        for r, c in zip(row, col):
-            self.nbrs[c].append(r)
-
-    def sample_from_nodes(self, inputs, **kwargs):
-        n_id = inputs.node.tolist()
-        local = {v: i for i, v in reversed(list(enumerate(n_id)))}
-        row, col, nsn, nse = [], [], [len(n_id)], []
-        frontier = range(len(n_id))
-        for _ in range(self.hops):
-            start, e0 = len(n_id), len(row)
-            for t in frontier:
-                for u in self.nbrs[n_id[t]]:
-                    if u not in local:
-                        local[u] = len(n_id)
-                        n_id.append(u)
-                    row.append(local[u])
-                    col.append(t)
-            nsn.append(len(n_id) - start)
-            nse.append(len(row) - e0)
-            frontier = range(start, len(n_id))
-        return SamplerOutput(node=torch.tensor(n_id), row=torch.tensor(row, dtype=torch.long),
-                             col=torch.tensor(col, dtype=torch.long), edge=None, batch=None, num_sampled_nodes=nsn,
-                             num_sampled_edges=nse, metadata=(inputs.input_id, None))
-
-    def sample_from_edges(self, inputs, neg_sampling=None):
-        raise NotImplementedError
+def FullNeighbourhood(data: Data, hops: int) -> ReferenceSampler:
+    """pyg-lib's node sampling with every neighbour at every hop (deterministic)."""
+    return ReferenceSampler(data, [-1] * hops)
 
 
 def pyg_batches(graph, hops, **kw):
