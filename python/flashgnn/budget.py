@@ -37,8 +37,8 @@ LOOKAHEAD_SHARE = 0.5
 # objects (a fixed part) and its activations and gradients, which scale with
 # the batch (ACTIVATION_BATCHES measured batches).
 AUTO_RESERVE_TORCH = 768 << 20
-AUTO_RESERVE_MODEL = 256 << 20
-ACTIVATION_BATCHES = 4
+AUTO_RESERVE_MODEL = 320 << 20
+ACTIVATION_BATCHES = 8
 # The lookahead window `auto` picks for training: the measured sweet spot
 # (docs/benchmarks.md, online lookahead: 1.46x the default online cache at the
 # same memory). It pays even when the cache holds the whole dataset: the
