@@ -532,6 +532,10 @@ def test_training_on_a_mutated_graph(ds_path, tmp_path):
     assert (n_id.index(int(old[0])) if int(old[0]) in n_id else -1, 5) not in e  # the deleted edge is gone
     s = run(_args(d, "--epochs", "1"))
     assert s["epochs"] == 1 and np.isfinite(s["train_loss"])
+    # With lookahead (the Belady window's node-sized arrays grow past the base's node count) and without a cache.
+    la = run(_args(d, "--epochs", "1", "--lookahead", "2", "--memory-budget", "64MiB"))
+    plain = run(_args(d, "--epochs", "1", "--memory-budget", "0"))
+    assert la["train_loss"] == plain["train_loss"]  # lookahead fills rows, never changes batches
 
 
 # ---------------------------------------------------------------------------------------------

@@ -61,8 +61,22 @@ class BeladyRowCache:
         s = np.flatnonzero(self.id_of >= 0)
         return dict(zip(self.id_of[s].tolist(), s.tolist()))
 
+    def _cover(self, *arrays: np.ndarray) -> None:
+        """Grow the node-sized arrays to cover every id given: a mutated
+        dataset (``mut/``) holds vertices added after its base was built, so
+        ids may reach past the base's node count. Growth is by doubling; the
+        8 B per added node are beyond the budget's count, as are the new
+        vertices themselves."""
+        top = max((int(a.max()) for a in arrays if len(a)), default=-1)
+        if top < len(self.slot_of):
+            return
+        n = max(top + 1, 2 * len(self.slot_of))
+        self.slot_of = np.concatenate([self.slot_of, np.full(n - len(self.slot_of), -1, np.int32)])
+        self._mark = np.concatenate([self._mark, np.full(n - len(self._mark), np.iinfo(np.int32).max, np.int32)])
+
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         """Slots of ``ids`` (-1 where not cached); counts hits and misses."""
+        self._cover(ids)
         slots = self.slot_of[ids].astype(np.int64)
         h = int((slots >= 0).sum())
         self.hits += h
@@ -75,6 +89,7 @@ class BeladyRowCache:
         soonest."""
         if self.capacity == 0:
             return
+        self._cover(ids, *window)
         occupied = np.flatnonzero(self.id_of >= 0)
         cached = self.id_of[occupied]
         new_pos = np.flatnonzero(self.slot_of[ids] < 0)

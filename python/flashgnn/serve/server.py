@@ -996,34 +996,47 @@ def serve(
     graph = flashgnn.MutableGraph(dataset, writable=True, group_commit_wait_us=group_commit_wait_us)
     cache = None
     if memory_budget:
-        # One budget: per worker thread the engine's buffers and one request's batch (measured at
-        # BUDGET_FANOUTS and min(--max-batch, 1024) targets); no prefetch window (requests are not known
-        # ahead); the cache gets the rest and is shared by every BatchPre sampler.
-        from flashgnn import budget
-
-        if memory_budget == "auto":
-            # What the process may use, less what in-flight Runs may hold (--max-inflight-bytes) and the
-            # reserve; capped at caching the whole dataset.
-            split = budget.auto(dataset, BUDGET_FANOUTS, min(limits.max_batch, 1024), workers=limits.workers,
-                                prefetch=1, lookahead=0, training=False,
-                                available=max(budget.available_memory() - limits.max_inflight_bytes, 0))
-        else:
-            split = budget.split(memory_budget, dataset, BUDGET_FANOUTS, min(limits.max_batch, 1024),
-                                 workers=limits.workers, prefetch=1)
-    if memory_budget and split["budget"]:
-        split["cache"] += split["window"]
-        split["cache_static"] = split["cache"] // 2
-        split["cache_dynamic"] = split["cache"] - split["cache_static"]
-        split["window"], split["prefetch"] = 0, 0
-        cache = flashgnn.Cache(dataset, BUDGET_FANOUTS, split["cache"], hot="degree")
-    if memory_budget:
-        _log(budget.describe(split))
+        try:
+            cache = _serve_cache(dataset, limits, memory_budget)
+        except (flashgnn.CorruptDatasetError, OSError) as e:
+            if memory_budget != "auto":
+                raise
+            # The default must not keep a server from starting where it started without a cache: damaged
+            # pages are the requests' problem (each gets a clean error) and the scrubber's to report.
+            _log(f"memory budget auto: running without a cache ({type(e).__name__}: {e})")
     service = Service(graph, dataset, limits, token, allow_plugins, cache=cache)
     if scrub_rate is not None:
         from .scrubber import BackgroundScrub
 
         service.scrub = BackgroundScrub(dataset, scrub_rate, _log)
     return asyncio.run(_serve(service, graph, listen, limits, preload, ready))
+
+
+def _serve_cache(dataset, limits: Limits, memory_budget):
+    """The DRAM cache shared by every Run's sampler, sized by ``--memory-budget`` (a size or ``auto``); None when
+    the budget leaves nothing for it. One budget: per worker thread the engine's buffers and one request's batch
+    (measured at BUDGET_FANOUTS and min(--max-batch, 1024) targets); no prefetch window (requests are not known
+    ahead); the cache gets the rest."""
+    from flashgnn import budget
+
+    if memory_budget == "auto":
+        # What the process may use, less what in-flight Runs may hold (--max-inflight-bytes) and the
+        # reserve; capped at caching the whole dataset.
+        split = budget.auto(dataset, BUDGET_FANOUTS, min(limits.max_batch, 1024), workers=limits.workers,
+                            prefetch=1, lookahead=0, training=False,
+                            available=max(budget.available_memory() - limits.max_inflight_bytes, 0))
+    else:
+        split = budget.split(memory_budget, dataset, BUDGET_FANOUTS, min(limits.max_batch, 1024),
+                             workers=limits.workers, prefetch=1)
+    cache = None
+    if split["budget"]:
+        split["cache"] += split["window"]
+        split["cache_static"] = split["cache"] // 2
+        split["cache_dynamic"] = split["cache"] - split["cache_static"]
+        split["window"], split["prefetch"] = 0, 0
+        cache = flashgnn.Cache(dataset, BUDGET_FANOUTS, split["cache"], hot="degree")
+    _log(budget.describe(split))
+    return cache
 
 
 def server_options(limits: Limits) -> list[tuple[str, int]]:
