@@ -38,7 +38,7 @@ LOOKAHEAD_SHARE = 0.5
 # the batch (ACTIVATION_BATCHES measured batches).
 AUTO_RESERVE_TORCH = 768 << 20
 AUTO_RESERVE_MODEL = 320 << 20
-ACTIVATION_BATCHES = 8
+ACTIVATION_BATCHES = 6
 # The lookahead window `auto` picks for training: the measured sweet spot
 # (docs/benchmarks.md, online lookahead: 1.46x the default online cache at the
 # same memory). It pays even when the cache holds the whole dataset: the
