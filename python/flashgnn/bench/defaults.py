@@ -44,7 +44,8 @@ def run_variant(dataset: str, flags: list[str], memory_limit: int | None, epochs
         cg = procs = None
         if memory_limit:
             cg, procs = make_cgroup(memory_limit)
-        p = subprocess.run(cmd, capture_output=True, text=True,
+        env = dict(os.environ, PYTHONFAULTHANDLER="1")  # a crash leaves its traceback in the captured stderr
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env,
                            preexec_fn=(lambda: (cg / procs).write_text(str(os.getpid()))) if cg else None)
         if cg is not None:
             try:
@@ -117,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(f"  {name:9} {flags:40} FAILED (exit {v['returncode']}{', OOM-killed' if v['oom_killed'] else ''})"
                       f": {v['stderr'].strip().splitlines()[-1] if v['stderr'].strip() else ''}")
+                if v["returncode"] in (-11, -6, 139, 134):  # a crash: show the faulthandler traceback
+                    print("    " + "\n    ".join(v["stderr"].strip().splitlines()[-12:]))
         if r["variants"]["default"].get("budget"):
             print(f"  default chose: {r['variants']['default']['budget']}")
     summary = [f"{Path(ds).name}: default {r['ratios'].get('default_vs_best', float('nan')):.2f}x best "
