@@ -14,6 +14,7 @@ _Ids = npt.NDArray[np.int64]
 
 __version__: str
 FORMAT_VERSION: int
+ENGINES: list[str]
 MAX_BATCH_OPS: int
 
 class FlashgnnError(Exception): ...

@@ -35,10 +35,10 @@ from torch_geometric.loader import NeighborLoader as _PygNeighborLoader
 
 from flashgnn import _pygargs as _pa
 from flashgnn.dataset import Dataset
-from flashgnn.sampler import Sampler
+from flashgnn.sampler import ENGINES, Sampler
 
 _UNSET = object()  # "not given", for arguments whose deprecated name may carry the value
-ENGINE_CHOICES = ("auto", "uring", "pread", "pread-pool", "mmap", "mmap-default", "memory")
+ENGINE_CHOICES = ("auto", *ENGINES)
 
 
 # What a user of PyG's BasicGNN.inference(loader) is told where it cannot run.
@@ -303,7 +303,7 @@ class NeighborLoader(_Base, _PygNeighborLoader):
     the graph without its edges, with x and y memory-mapped (:attr:`data`),
     which is what ``BasicGNN.inference(loader)`` reads.
 
-    ``engine``: auto|uring|pread|pread-pool|mmap|mmap-default|memory (all give
+    ``engine``: ``auto`` or one of ``flashgnn.sampler.ENGINES`` (all give
     identical batches). ``prefetch`` batches are prepared ahead by
     ``num_workers`` producer threads. ``cache``: a :class:`flashgnn.Cache`
     (cross-batch DRAM cache; may be shared by the train/val/test loaders) —

@@ -28,7 +28,7 @@ import numpy as np
 from flashgnn import _core
 
 _NP = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
-ENGINES = ("uring", "pread", "pread-pool", "mmap", "mmap-default", "memory")
+ENGINES = tuple(_core.ENGINES)  # owned by flashgnn_io::engine::EngineKind::ALL
 # Share of a cache budget for the static hot set. Slots are cached one by one,
 # so a degree-ranked static set holds ~7x more hot nodes than pages did and
 # beats the dynamic part (which also costs a copy and a locked insert per

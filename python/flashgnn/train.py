@@ -35,7 +35,7 @@ import numpy as np
 from flashgnn._durable import replace_durably
 from flashgnn._util import parse_size
 from flashgnn.budget import parse_budget
-from flashgnn.sampler import DEFAULT_HOT_FRACTION
+from flashgnn.sampler import DEFAULT_HOT_FRACTION, ENGINES
 
 MODELS = ("sage", "gcn", "gin", "gat", "mlp")
 # Models whose layers normalise by node degrees: their batches carry every
@@ -81,7 +81,7 @@ def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
     sm.add_argument("--fanout", default=DEFAULT_FANOUT, help="neighbors per hop, comma separated (-1 = all)")
     sm.add_argument("--eval-fanout", help="fanouts for validation/test (default: --fanout)")
     sm.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="seed nodes per batch")
-    sm.add_argument("--engine", default="auto", help="auto|uring|pread|pread-pool|mmap|mmap-default|memory")
+    sm.add_argument("--engine", default="auto", help="|".join(("auto", *ENGINES)))
     sm.add_argument("--prefetch", type=int, default=4, help="batches prepared ahead of the trainer")
     sm.add_argument("--workers", type=int, default=1, help="sampling producer threads")
     sm.add_argument("--presampled", help="train from the subgraphs stored by `flashgnn presample` (same --seed, "

@@ -93,16 +93,20 @@ pub enum EngineKind {
 }
 
 impl EngineKind {
+    /// Every engine, in the order the docs and `--help` list them. The one
+    /// list: the bindings export the names (`flashgnn._core.ENGINES`) and
+    /// every Python list of engines derives from it.
+    pub const ALL: [EngineKind; 6] = [
+        EngineKind::Uring,
+        EngineKind::Pread,
+        EngineKind::PreadPool,
+        EngineKind::Mmap,
+        EngineKind::MmapDefault,
+        EngineKind::Memory,
+    ];
+
     pub fn parse(s: &str) -> Option<EngineKind> {
-        Some(match s {
-            "uring" => EngineKind::Uring,
-            "pread" => EngineKind::Pread,
-            "pread-pool" => EngineKind::PreadPool,
-            "mmap" => EngineKind::Mmap,
-            "mmap-default" => EngineKind::MmapDefault,
-            "memory" => EngineKind::Memory,
-            _ => return None,
-        })
+        EngineKind::ALL.into_iter().find(|k| k.name() == s)
     }
     pub fn name(self) -> &'static str {
         match self {

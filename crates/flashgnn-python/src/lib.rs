@@ -18,6 +18,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("FORMAT_VERSION", flashgnn_format::FORMAT_VERSION)?;
     m.add("MAX_BATCH_OPS", flashgnn_mutate::MAX_BATCH_OPS)?;
+    m.add("ENGINES", flashgnn_io::engine::EngineKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>())?;
     error::register(m)?;
     m.add_class::<dataset::Dataset>()?;
     m.add_class::<job::Job>()?;

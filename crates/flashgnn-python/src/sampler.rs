@@ -94,9 +94,8 @@ pub(crate) fn config(
     features: bool,
 ) -> PyResult<SamplerConfig> {
     let kind = EngineKind::parse(engine).ok_or_else(|| {
-        InputError::new_err(format!(
-            "engine {engine:?}: expected uring, pread, pread-pool, mmap, mmap-default or memory"
-        ))
+        let names: Vec<&str> = EngineKind::ALL.iter().map(|k| k.name()).collect();
+        InputError::new_err(format!("engine {engine:?}: expected one of {}", names.join(", ")))
     })?;
     Ok(SamplerConfig {
         engine: kind,

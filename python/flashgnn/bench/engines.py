@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 
 import flashgnn
+from flashgnn.sampler import ENGINES
 
-ALL = ["uring", "pread", "mmap", "mmap-default", "memory"]
+ALL = [e for e in ENGINES if e != "pread-pool"]  # pread-pool, the fallback, runs with --engine pread-pool
 CACHED = "uring+cache"  # uring with the cross-batch DRAM cache (flashgnn.Cache)
 
 

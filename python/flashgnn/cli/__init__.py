@@ -96,7 +96,7 @@ def _parser() -> argparse.ArgumentParser:
 
     be = sub.add_parser("bench", help="benchmark the sampling engines against the device and each other")
     be.add_argument("dataset")
-    be.add_argument("--engine", default="all", help="uring|pread|pread-pool|mmap|mmap-default|memory|all (comma list ok)")
+    be.add_argument("--engine", default="all", help="|".join((*flashgnn.sampler.ENGINES, "all")) + " (comma list ok)")
     be.add_argument("--batch-size", type=int, default=1024)
     be.add_argument("--fanout", default="25,10")
     be.add_argument("--batches", type=int, default=20)
@@ -135,7 +135,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="seeds per batch; a comma list (256,512,1024) writes one trace per size, OUT with .bsN "
                          "before its suffix (t.fgt -> t.bs256.fgt), for `simulate t.fgt --sweep batch_size=...`")
     tr.add_argument("--batches", type=int, default=10)
-    tr.add_argument("--engine", default="uring", help="uring|pread|pread-pool|mmap|memory (timings are the engine's)")
+    tr.add_argument("--engine", default="uring", help="|".join(flashgnn.sampler.ENGINES) + " (timings are the engine's)")
     tr.add_argument("--depth", type=int, default=256)
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--force", action="store_true", help="replace an existing trace file")
