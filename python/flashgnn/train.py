@@ -37,7 +37,16 @@ from flashgnn._util import parse_size
 from flashgnn.budget import parse_budget
 from flashgnn.sampler import DEFAULT_HOT_FRACTION, ENGINES
 
-MODELS = ("sage", "gcn", "gin", "gat", "mlp")
+# The models `train` builds: name -> (module, class, extra keyword arguments). The one list: MODELS, the
+# --model choices, build_model and the serving/embedding consumers derive from it.
+MODEL_CLASSES = {
+    "sage": ("torch_geometric.nn", "GraphSAGE", {}),
+    "gcn": ("flashgnn.nn", "GCN", {}),  # PyG's GCN normalised by whole-graph degrees
+    "gin": ("torch_geometric.nn", "GIN", {}),
+    "gat": ("torch_geometric.nn", "GAT", {"heads": 4}),
+    "mlp": ("torch_geometric.nn", "MLP", {}),  # the seeds' features alone: the baseline
+}
+MODELS = tuple(MODEL_CLASSES)
 # Models whose layers normalise by node degrees: their batches carry every
 # node's whole-graph degree (`data.deg`), see flashgnn.nn.
 DEGREE_MODELS = ("gcn",)
@@ -194,15 +203,15 @@ def default_threads(local_world: int = 1) -> int:
 def build_model(name: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float):
     """A stock ``torch_geometric.nn`` model (GCN: :class:`flashgnn.nn.GCN`,
     PyG's GCN normalised by whole-graph degrees); ``num_layers`` = number of hops."""
-    from torch_geometric.nn import GAT, GIN, MLP, GraphSAGE
+    import importlib
 
-    from flashgnn.nn import GCN
-
+    if name not in MODEL_CLASSES:
+        raise ValueError(f"model {name!r}: expected one of {', '.join(MODELS)}")
+    module, cls_name, kw = MODEL_CLASSES[name]
+    cls = getattr(importlib.import_module(module), cls_name)
     if name == "mlp":
-        return MLP(in_channels=in_dim, hidden_channels=hidden, out_channels=out_dim, num_layers=max(num_layers, 1),
+        return cls(in_channels=in_dim, hidden_channels=hidden, out_channels=out_dim, num_layers=max(num_layers, 1),
                    dropout=dropout, norm=None)
-    cls = {"sage": GraphSAGE, "gcn": GCN, "gin": GIN, "gat": GAT}[name]
-    kw = {"heads": 4} if name == "gat" else {}
     return cls(in_dim, hidden, num_layers, out_dim, dropout=dropout, **kw)
 
 

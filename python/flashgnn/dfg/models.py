@@ -33,7 +33,6 @@ from flashgnn.dfg.graph import Graph
 
 INPUT = "Batch"
 OUTPUT = "Result"
-MODELS = ("gcn", "gin", "sage", "ngcf")
 
 
 def load_weights(path) -> dict[str, torch.Tensor]:
@@ -213,6 +212,14 @@ def ngcf(weights, fanouts, *, seed: int = 0, negative_slope: float = 0.2, normal
 
 
 BUILDERS = {"gcn": gcn, "gin": gin, "sage": sage, "ngcf": ngcf}
+MODELS = tuple(BUILDERS)
+
+
+def checkpoint_models() -> tuple[str, ...]:
+    """Models `flashgnn train` builds that have a built-in DFG (what `serve` can run from a checkpoint)."""
+    from flashgnn.train import MODELS as TRAINED
+
+    return tuple(m for m in BUILDERS if m in TRAINED)
 
 
 def build(model: str, weights, fanouts, **kw) -> Graph:
@@ -234,9 +241,9 @@ def from_checkpoint(checkpoint_dir, fanouts=None, *, seed: int = 0) -> Graph:
     state = checkpoint_dir if isinstance(checkpoint_dir, dict) else _checkpoint(checkpoint_dir)
     c = state["model_config"]
     name = c["model"]
-    if name not in ("gcn", "gin", "sage"):
-        raise ValueError(f"{checkpoint_dir}: model {name!r} has no built-in DFG (built-in for checkpoints: gcn, gin, "
-                         "sage)")
+    if name not in checkpoint_models():
+        raise ValueError(f"{checkpoint_dir}: model {name!r} has no built-in DFG (built-in for checkpoints: "
+                         f"{', '.join(checkpoint_models())})")
     if c.get("normalize_features", "none") != "none":
         raise ValueError(f"{checkpoint_dir}: trained with --normalize-features {c['normalize_features']}; the built-in "
                          "DFGs feed stored features unchanged, so serving it would not reproduce the trained model "

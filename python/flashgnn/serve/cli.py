@@ -81,7 +81,9 @@ def add_parsers(sub, parse_size) -> None:
         src.add_argument("--embed-file", help=".npy file with one row")
         src.add_argument("--embed", help="comma-separated values")
     r = qs.add_parser("run", help="run a built-in DFG from a `flashgnn train` checkpoint")
-    r.add_argument("--model", default="gcn", choices=["gcn", "sage", "gin"], help="must match the checkpoint (default gcn)")
+    r.add_argument("--model", default="gcn",
+                   help="must match the checkpoint; a model with a built-in DFG (flashgnn.dfg.models."
+                        "checkpoint_models(); checked when the checkpoint loads)")
     r.add_argument("--checkpoint", required=True, help="directory written by `flashgnn train --checkpoint`")
     r.add_argument("--fanouts", default="10,5", help="neighbors per hop (default 10,5)")
     r.add_argument("--batch", required=True, help="target node ids, comma-separated")
@@ -159,6 +161,8 @@ def build_dfg(model: str, checkpoint: str, fanouts: list[int]):
 
     state = load_checkpoint(checkpoint)
     kind = state.get("model_config", {}).get("model")
+    if model not in models.checkpoint_models():
+        raise ValueError(f"--model {model}: no built-in DFG; expected one of {', '.join(models.checkpoint_models())}")
     if kind != model:
         raise ValueError(f"--checkpoint {checkpoint}: holds a {kind!r} model, not --model {model}")
     return models.from_checkpoint(state, fanouts)
