@@ -134,7 +134,8 @@ impl<'a, 'py> Opts<'a, 'py> {
     fn finish(self) -> PyResult<()> {
         let mut unknown = Vec::new();
         for k in self.dict.keys() {
-            let k: String = k.extract().map_err(|_| InputError::new_err(format!("{}: option names must be strings", self.what)))?;
+            let k: String =
+                k.extract().map_err(|_| InputError::new_err(format!("{}: option names must be strings", self.what)))?;
             if !self.seen.contains(&k.as_str()) {
                 unknown.push(k);
             }

@@ -168,7 +168,10 @@ mod tests {
         w.finish().unwrap();
         let m = measure(&p).unwrap();
         assert_eq!((m.batches, m.reads, m.max_reads_in_flight, m.page_nodes), (2, 3, 2, 3));
-        assert_eq!((m.batch_io_s.len(), &m.batch_reads[..], &m.batch_page_nodes[..]), (2, &[2u64, 1][..], &[2u64, 1][..]));
+        assert_eq!(
+            (m.batch_io_s.len(), &m.batch_reads[..], &m.batch_page_nodes[..]),
+            (2, &[2u64, 1][..], &[2u64, 1][..])
+        );
         assert!((m.io_time_s - 80e-9).abs() < 1e-15);
         assert!((m.mean_reads_in_flight - 85.0 / 80.0).abs() < 1e-12);
         assert!((m.queue_depth_hist[1] - 75.0 / 80.0).abs() < 1e-12); // exactly 1 in flight
