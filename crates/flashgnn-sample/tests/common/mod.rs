@@ -7,16 +7,9 @@ use flashgnn_datagen::{generate_rmat, RmatOptions};
 use flashgnn_io::engine::{EngineConfig, EngineKind};
 use flashgnn_sample::{NeighborSampler, SamplerConfig};
 
-/// Every read engine, in the order the tests report them.
+/// Every read engine, in the order the tests report them (the crate's own list).
 #[allow(dead_code)]
-pub const ENGINES: [EngineKind; 6] = [
-    EngineKind::Uring,
-    EngineKind::Pread,
-    EngineKind::PreadPool,
-    EngineKind::Mmap,
-    EngineKind::MmapDefault,
-    EngineKind::Memory,
-];
+pub const ENGINES: [EngineKind; 6] = EngineKind::ALL;
 
 #[allow(dead_code)] // not every test binary uses every helper
 pub fn dataset(dir: &Path, name: &str, layout: FeatureLayout, reorder: Reorder, dim: u32) -> PathBuf {
