@@ -92,15 +92,7 @@ impl DirectFile {
     /// Fill `out` with logical bytes `[offset, offset + out.len())`; returns
     /// the bytes read from the device (the aligned supersets, >= `out.len()`).
     pub fn read_into(&mut self, offset: u64, out: &mut [u8]) -> Result<u64, IoError> {
-        let end = offset.checked_add(out.len() as u64);
-        if end.is_none_or(|e| e > self.len) {
-            return Err(IoError::eof(
-                "reading",
-                &self.path,
-                Some(offset),
-                format!("{} bytes requested but the file is {} bytes long (truncated?)", out.len(), self.len),
-            ));
-        }
+        crate::read::check_range(&self.path, self.len, offset, out.len())?;
         let segs = match &self.map {
             Some(m) => m.segments(offset, out.len() as u64),
             None => vec![(0, offset, out.len() as u64)],

@@ -35,17 +35,23 @@ impl FileReader {
     }
 }
 
+/// `len` bytes at `offset` lie inside a file of `file_len` bytes, or an EOF
+/// error naming the file, the offset and both lengths (no overflow).
+pub(crate) fn check_range(path: &Path, file_len: u64, offset: u64, len: usize) -> Result<(), IoError> {
+    if offset.checked_add(len as u64).is_none_or(|e| e > file_len) {
+        return Err(IoError::eof(
+            "reading",
+            path,
+            Some(offset),
+            format!("{len} bytes requested but the file is {file_len} bytes long (truncated?)"),
+        ));
+    }
+    Ok(())
+}
+
 impl ReadAt for FileReader {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<(), IoError> {
-        let end = offset.checked_add(buf.len() as u64);
-        if end.is_none_or(|e| e > self.len) {
-            return Err(IoError::eof(
-                "reading",
-                &self.path,
-                Some(offset),
-                format!("{} bytes requested but the file is {} bytes long (truncated?)", buf.len(), self.len),
-            ));
-        }
+        check_range(&self.path, self.len, offset, buf.len())?;
         FileExt::read_exact_at(&self.file, buf, offset)
             .map_err(|e| IoError::new("reading", &self.path, Some(offset), e))
     }
