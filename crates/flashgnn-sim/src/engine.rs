@@ -244,7 +244,23 @@ pub struct DesignResult {
 
 /// Points kept in a design's timeline.
 pub const TIMELINE_MAX: usize = 1024;
-const QD_BUCKETS: usize = 17;
+/// Queue-depth histogram buckets: 0, 1, 2-3, 4-7, ..., 2^15 and more (log2),
+/// shared by the simulator and the measured figures ([`crate::measured`]).
+pub(crate) const QD_BUCKETS: usize = 17;
+
+/// The bucket of `n` reads in flight.
+pub(crate) fn qd_bucket(n: u64) -> usize {
+    if n == 0 {
+        0
+    } else {
+        (64 - n.leading_zeros() as usize).min(QD_BUCKETS - 1)
+    }
+}
+
+/// Each bucket's lower bound, for the report.
+pub(crate) fn qd_bucket_lows() -> Vec<u64> {
+    (0..QD_BUCKETS).map(|b| if b == 0 { 0 } else { 1u64 << (b - 1) }).collect()
+}
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Timeline {
@@ -489,8 +505,7 @@ impl<'a> Engine<'a> {
 
     fn inflight_delta(&mut self, up: bool) {
         let dt = (self.now - self.inflight_last) as u128;
-        let b = if self.inflight == 0 { 0 } else { (64 - self.inflight.leading_zeros() as usize).min(QD_BUCKETS - 1) };
-        self.qd_hist[b] += dt;
+        self.qd_hist[qd_bucket(self.inflight)] += dt;
         self.inflight_area += dt * self.inflight as u128;
         self.inflight_last = self.now;
         if up {
@@ -1179,7 +1194,7 @@ impl<'a> Engine<'a> {
             energy_per_batch_j: en,
             queues,
             queue_depth_hist: self.qd_hist.iter().map(|&x| x as f64 / now.max(1) as f64).collect(),
-            queue_depth_hist_lo: (0..QD_BUCKETS).map(|b| if b == 0 { 0 } else { 1u64 << (b - 1) }).collect(),
+            queue_depth_hist_lo: qd_bucket_lows(),
             timeline: self.timeline.clone(),
         }
     }

@@ -17,12 +17,9 @@ use serde::Serialize;
 
 use flashgnn_format::trace::{KIND_OVERFLOW_PAGE, KIND_SLOT_PAGE};
 
-use crate::engine::TIMELINE_MAX;
+use crate::engine::{qd_bucket, qd_bucket_lows, QD_BUCKETS, TIMELINE_MAX};
 use crate::trace::TraceReader;
 use crate::Result;
-
-/// Histogram buckets, the simulator's: 0, 1, 2-3, 4-7, ..., 2^15 and more.
-const QD_BUCKETS: usize = 17;
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Measured {
@@ -50,14 +47,6 @@ pub struct Measured {
     /// Evenly spaced samples over batch I/O time (at most [`TIMELINE_MAX`]).
     pub t_s: Vec<f64>,
     pub reads_in_flight: Vec<u32>,
-}
-
-fn bucket(n: u32) -> usize {
-    if n == 0 {
-        0
-    } else {
-        ((32 - n.leading_zeros()) as usize).min(QD_BUCKETS - 1)
-    }
 }
 
 /// Stream `path` and measure reads in flight per batch.
@@ -91,7 +80,7 @@ pub fn measure(path: &Path) -> Result<Measured> {
             if t > last {
                 let n = cur.max(0) as u32;
                 let dt = t - last;
-                hist_ns[bucket(n)] += dt as u128;
+                hist_ns[qd_bucket(n as u64)] += dt as u128;
                 area_ns += n as u128 * dt as u128;
                 // Samples falling in [last, t) on the I/O-time axis see n reads in flight.
                 let (lo, hi) = (base_ns + (last - t0), base_ns + (t - t0));
@@ -126,7 +115,7 @@ pub fn measure(path: &Path) -> Result<Measured> {
     m.batch_latency_s = if m.batches > 0 { m.io_time_s / m.batches as f64 } else { 0.0 };
     m.mean_reads_in_flight = area_ns as f64 / total;
     m.queue_depth_hist = hist_ns.iter().map(|&x| x as f64 / total).collect();
-    m.queue_depth_hist_lo = (0..QD_BUCKETS).map(|b| if b == 0 { 0 } else { 1u64 << (b - 1) }).collect();
+    m.queue_depth_hist_lo = qd_bucket_lows();
     Ok(m)
 }
 
