@@ -35,7 +35,6 @@ with fanout -1 holds in full for every node a layer keeps.
 
 from __future__ import annotations
 
-import torch
 from torch_geometric.nn import GCN as _PygGCN
 
 from flashgnn.degnorm import degree_norm
