@@ -500,7 +500,7 @@ def run(args) -> dict:
     import torch
     import torch.nn.functional as F
     import flashgnn
-    from flashgnn import _progress
+    from flashgnn import _progress, budget
     from flashgnn.loader import NeighborLoader
 
     # Flag checks first: nothing is opened or read for a run that cannot start.
@@ -581,16 +581,12 @@ def run(args) -> dict:
     mb = getattr(args, "memory_budget", 0)
     split = None
     if mb == "auto" and not args.cache_budget:  # an explicit --cache-budget is the user's sizing: auto steps aside
-        from flashgnn import budget
-
         # Lookahead is auto's to choose only for online sampling without a device tier (the two exclude each
         # other; with --presampled, --lookahead is the pre-sample's superbatch).
         la = args.lookahead if args.lookahead is not None or not (args.device_cache or args.presampled) else 0
         split = budget.auto(ds.path, fanouts, args.batch_size, workers=args.workers, prefetch=args.prefetch,
                             hot_fraction=args.hot_fraction, lookahead=la, processes=dist_ctx.local_world)
     elif mb and mb != "auto":
-        from flashgnn import budget
-
         split = budget.split(mb, ds.path, fanouts, args.batch_size, workers=args.workers, prefetch=args.prefetch,
                              hot_fraction=args.hot_fraction, lookahead=args.lookahead or 0)
     args.lookahead = split["lookahead"] if split else (args.lookahead or 0)
