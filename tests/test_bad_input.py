@@ -1252,7 +1252,7 @@ def _publish_api(command: str, out: Path, env, force: bool = False) -> None:
 
         embed(ds, ck, out, force=force, progress=False)
     else:
-        from flashgnn.presample import presample
+        from flashgnn.loader.presample import presample
 
         presample(ds, out, [2, 2], batch_size=64, force=force, progress=False)
 

@@ -460,7 +460,7 @@ def test_run_sees_acknowledged_mutations(server, base_dataset):
 
 
 def _model(nbrs, rows):
-    from flashgnn.serve.crashtest import Model
+    from benchmarks.crashtest import Model
 
     return Model([set(x) for x in nbrs], np.array(rows, np.float32), clients=1)
 
@@ -468,7 +468,7 @@ def _model(nbrs, rows):
 def test_crashtest_checker_catches_lost_and_partial_batches():
     """The crash test's checker itself: a lost acknowledged edge, a lost row and a
     half-visible pending batch each raise; whole-or-nothing pending batches resolve."""
-    from flashgnn.serve.crashtest import Violation, _check
+    from benchmarks.crashtest import Violation, _check
 
     counts = dict(pending_applied=0, pending_absent=0, lost=0, nodes_checked=0)
     nbrs, rows = [[1], [0], [], []], [[0.0], [1.0], [2.0], [3.0]]
@@ -500,7 +500,7 @@ def test_crashtest_checker_catches_lost_and_partial_batches():
 
 
 def test_crashtest_20_kills(base_dataset):
-    from flashgnn.serve.crashtest import run
+    from benchmarks.crashtest import run
 
     rep = run(base_dataset, kills=20, seed=1, max_delay=0.3, progress=False)
     assert rep["lost"] == 0 and rep["kills"] == 20
@@ -510,7 +510,7 @@ def test_crashtest_20_kills(base_dataset):
 
 @pytest.mark.slow
 def test_crashtest_500_kills(base_dataset):
-    from flashgnn.serve.crashtest import run
+    from benchmarks.crashtest import run
 
     rep = run(base_dataset, kills=500, seed=2, progress=False)
     assert rep["lost"] == 0 and rep["acked"] > 500, rep

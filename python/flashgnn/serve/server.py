@@ -1017,7 +1017,7 @@ def _serve_cache(dataset, limits: Limits, memory_budget):
     the budget leaves nothing for it. One budget: per worker thread the engine's buffers and one request's batch
     (measured at BUDGET_FANOUTS and min(--max-batch, 1024) targets); no prefetch window (requests are not known
     ahead); the cache gets the rest."""
-    from flashgnn import budget
+    from flashgnn.sample import budget
 
     if memory_budget == "auto":
         # What the process may use, less what in-flight Runs may hold (--max-inflight-bytes) and the
