@@ -32,13 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-from flashgnn._durable import replace_durably
 from flashgnn._util import parse_size
 from flashgnn.sample.budget import parse_budget
 from flashgnn.sample.sampler import DEFAULT_HOT_FRACTION, ENGINES
-from flashgnn.nn.checkpoint import (CHECKPOINT_FILE, CHECKPOINT_FORMAT, CHECKPOINT_VERSION, load_checkpoint,
-                                      model_from_checkpoint, save_checkpoint)
-from flashgnn.nn.zoo import DEGREE_MODELS, MODEL_CLASSES, MODELS, NORMALIZE_FEATURES, build_model, forward, normalize_features
+from flashgnn.nn.checkpoint import CHECKPOINT_FILE, CHECKPOINT_FORMAT, CHECKPOINT_VERSION, load_checkpoint, save_checkpoint
+from flashgnn.nn.zoo import DEGREE_MODELS, MODELS, NORMALIZE_FEATURES, build_model, forward, normalize_features
 
 
 
@@ -184,6 +182,46 @@ def default_threads(local_world: int = 1) -> int:
     the epoch slower than the sum of its parts."""
     share = max(1, (os.cpu_count() or 1) // max(local_world, 1))
     return max(1, share - 1)
+
+
+class DeviceFeeder:
+    """Moves batches to a CUDA device ahead of use: a background thread
+    (:func:`flashgnn.loader.neighbor.run_ahead`) pins each batch and issues its
+    host-to-device copy on a side stream, so the copy of batch i+1 overlaps
+    the compute of batch i. On CPU it passes batches through."""
+
+    def __init__(self, it, device, depth: int = 2):
+        self.it, self.device, self.depth = it, device, depth
+
+    def __iter__(self):
+        if self.device.type != "cuda":
+            yield from self.it
+            return
+        import torch
+
+        from flashgnn.loader.neighbor import run_ahead
+
+        stream = torch.cuda.Stream(device=self.device)
+
+        def staged():
+            for data in self.it:
+                with torch.cuda.stream(stream):
+                    data = data.pin_memory().to(self.device, non_blocking=True)
+                    ev = torch.cuda.Event()
+                    ev.record(stream)
+                yield data, ev
+
+        ahead = run_ahead(staged(), self.depth)
+        try:
+            for data, ev in ahead:
+                cur = torch.cuda.current_stream(self.device)
+                cur.wait_event(ev)
+                for _, v in data:  # memory made on the side stream is used on this one
+                    if torch.is_tensor(v):
+                        v.record_stream(cur)
+                yield data
+        finally:
+            ahead.close()
 
 
 def _rng_state() -> dict:
