@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bench-scale bench-defaults bench-sim bench-sim-machine setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
+.PHONY: bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
 
 # requirements-dev.txt includes the optional extras the tests exercise (train, plots: matplotlib).
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
@@ -110,6 +110,12 @@ bench-sim: develop
 bench-sim-machine: develop
 	test -f $(DATA)/sim/manifest.json || $(MAKE) bench-sim
 	$(PY) -m benchmarks.sim_machine $(DATA)/sim --work $(DATA)/sim-machine --rounds $${ROUNDS:-3} $${JSON:+--json}
+
+# Striping over 1, 2, 4 directories (docs/benchmarks.md "Striping"): identical batches and batches/s here
+# (on one disk: correctness only), and the simulator's prediction for 1-16 separate SSDs. Uses $(DATA)/ooc
+# read-only (striped copies, removed after) if present, else generates a small dataset.
+bench-stripe: develop
+	$(PY) -m benchmarks.stripe $$(test -f $(DATA)/ooc/manifest.json && echo --dataset $(DATA)/ooc) --work $(DATA)/stripe $${JSON:+--json}
 
 bench-accuracy: develop
 	test -f $(DATA)/acc/manifest.json || ( $(VENV)/bin/flashgnn generate rmat $(DATA)/acc-raw --scale 16 --edge-factor 16 --dim 64 --classes 8 --seed 2 --split 0.3,0.1,0.6 --force && $(VENV)/bin/flashgnn build $(DATA)/acc-raw $(DATA)/acc --symmetrize --dedup --force )

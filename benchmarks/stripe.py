@@ -49,13 +49,13 @@ def _seeds(ds, batches: int, batch_size: int):
     return [np.ascontiguousarray(order[b * batch_size:(b + 1) * batch_size], dtype=np.int64) for b in range(batches)]
 
 
-def _timed(root, fanouts, seeds, engine: str = "uring"):
+def _timed(root, fanouts, seeds, drop: bool = True, engine: str = "uring"):
     """Batches/s sampling ``seeds`` from a cold page cache; returns (batches/s, batches, cache dropped)."""
     import flashgnn
     from flashgnn.ssd.bench import drop_caches
 
     s = flashgnn.Sampler(str(root), fanouts, engine=engine)
-    dropped = drop_caches()
+    dropped = drop_caches() if drop else False
     t = time.perf_counter()
     out = [s.sample(x, seed=b) for b, x in enumerate(seeds)]
     return len(seeds) / (time.perf_counter() - t), out, dropped
@@ -67,7 +67,7 @@ def devices_of(paths) -> list[str]:
 
 
 def run(dataset: str | None, work: str, devices: list[int], fanouts: list[int], batch_size: int, batches: int,
-        chunk: int = 64 << 10, predict: list[int] | None = None, progress: bool = True) -> dict:
+        chunk: int = 64 << 10, predict: list[int] | None = None, drop: bool = True, progress: bool = True) -> dict:
     from tqdm.auto import tqdm
 
     import flashgnn
@@ -92,7 +92,7 @@ def run(dataset: str | None, work: str, devices: list[int], fanouts: list[int], 
     # Reference: the unstriped dataset, memory engine (no device), then timed on uring.
     ref_s = flashgnn.Sampler(str(dataset), fanouts, engine="memory")
     ref = [ref_s.sample(x, seed=b) for b, x in enumerate(seeds)]
-    base_bps, got, dropped = _timed(dataset, fanouts, seeds)
+    base_bps, got, dropped = _timed(dataset, fanouts, seeds, drop)
     base_ok = all(_same(a, b) for a, b in zip(got, ref))
     bar.update(1)
     rows = []
@@ -105,7 +105,7 @@ def run(dataset: str | None, work: str, devices: list[int], fanouts: list[int], 
         stripe(root, dirs, chunk, progress=False)
         flashgnn.verify(str(root), progress=False)
         bar.update(1)
-        bps, got, _ = _timed(root, fanouts, seeds)
+        bps, got, _ = _timed(root, fanouts, seeds, drop)
         same = sum(_same(a, b) for a, b in zip(got, ref))
         rows.append({"directories": n, "block_devices": devices_of(dirs), "identical_batches": same,
                      "batches": len(seeds), "batches_per_s": bps})
@@ -196,6 +196,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--keep", action="store_true", help="keep the striped copies")
+    ap.add_argument("--no-drop-caches", action="store_true", help="leave the page cache (tests; figures are then warm)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     devices = [int(x) for x in a.devices.split(",")]
@@ -205,7 +206,7 @@ def main(argv=None) -> int:
     if any(not 1 <= n <= 64 for n in predict):
         ap.error(f"--predict {a.predict}: counts must be in [1, 64] (the simulator's array.devices bound)")
     r = run(a.dataset, a.work, devices, [int(x) for x in a.fanout.split(",")], a.batch_size, a.batches,
-            predict=predict, progress=sys.stderr.isatty())
+            predict=predict, drop=not a.no_drop_caches, progress=sys.stderr.isatty())
     if not a.keep:
         for n in devices:
             shutil.rmtree(Path(a.work) / f"s{n}", ignore_errors=True)
