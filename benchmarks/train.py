@@ -44,7 +44,8 @@ def _child(a) -> dict:
 
     import flashgnn
     from flashgnn.loader.neighbor import NeighborLoader
-    from flashgnn.train.trainer import build_model, default_threads, forward
+    from flashgnn.nn.zoo import build_model, forward
+    from flashgnn.train.trainer import default_threads
 
     torch.set_num_threads(a.threads or default_threads())
     torch.manual_seed(a.seed)

@@ -18,7 +18,10 @@ pytest.importorskip("torch_geometric")
 
 import flashgnn  # noqa: E402
 from benchmarks.accuracy import train_flashgnn, train_stock_pyg  # noqa: E402
-from flashgnn.train.trainer import build_model, forward, load_checkpoint, parser, run  # noqa: E402
+from flashgnn.nn.checkpoint import load_checkpoint  # noqa: E402
+from flashgnn.nn.zoo import build_model, forward  # noqa: E402
+from flashgnn.train import TrainError  # noqa: E402
+from flashgnn.train.trainer import parser, run  # noqa: E402
 
 from conftest import cli_env, generated_dataset, run_cli  # noqa: E402
 
@@ -370,12 +373,12 @@ def test_best_validation_selection_and_patience(ds_path, tmp_path):
     ours = r["model_obj"].state_dict()
     assert all(torch.equal(ours[k], st["model"][k]) for k in ours)  # `model` = best weights
     assert any(not torch.equal(st["last"]["model"][k], st["model"][k]) for k in ours)  # `last` = latest, for --resume
-    with pytest.raises(SystemExit, match="--patience -1"):
+    with pytest.raises(TrainError, match="--patience -1"):
         run(_args(ds_path, "--patience", "-1"))
 
 
 def test_weight_decay_and_row_normalized_features(ds_path, tmp_path):
-    from flashgnn.train.trainer import normalize_features
+    from flashgnn.nn.zoo import normalize_features
 
     x = torch.tensor([[1.0, 3.0], [0.0, 0.0], [0.2, 0.3]])
     assert torch.allclose(normalize_features(x, "row"), torch.tensor([[0.25, 0.75], [0.0, 0.0], [0.2, 0.3]]))
@@ -408,7 +411,7 @@ def test_train_with_cache_trains_the_same_model(ds_path):
 
 def test_train_resume_refuses_mismatched_model(ds_path, tmp_path):
     run(_args(ds_path, "--epochs", "1", "--checkpoint", str(tmp_path / "ck"), "--max-batches", "1"))
-    with pytest.raises(SystemExit, match="model_config.hidden is 128, this run asks for 64"):
+    with pytest.raises(TrainError, match="model_config.hidden is 128, this run asks for 64"):
         run(_args(ds_path, "--epochs", "2", "--hidden", "64", "--checkpoint", str(tmp_path / "ck"), "--resume"))
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "checkpoint.pt").write_bytes(b"not a checkpoint")
@@ -444,7 +447,7 @@ def test_cuda_requested_without_a_device(ds_path):
     if torch.cuda.is_available():
         pytest.skip("a CUDA device exists here")
     p = run_cli("train", ds_path, "--epochs", "1", "--device", "cuda", timeout=120)
-    assert p.returncode == 1 and "no CUDA device is available" in p.stderr
+    assert p.returncode == 2 and "flashgnn train: error: --device cuda requested but no CUDA device is available" in p.stderr
 
 
 def test_ddp_two_processes_with_torchrun(ds_path, tmp_path):
@@ -477,7 +480,7 @@ def test_embed_matches_full_graph_forward(ds_path, tmp_path, model):
               "--max-batches", "2"))
     ds = flashgnn.open(ds_path)
     from flashgnn.embed import embed
-    from flashgnn.train.trainer import model_from_checkpoint
+    from flashgnn.nn.checkpoint import model_from_checkpoint
 
     meta = embed(ds_path, ck, tmp_path / "out", batch_size=1000, progress=False)
     emb = np.load(tmp_path / "out" / "embeddings.npy")
