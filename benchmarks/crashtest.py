@@ -132,7 +132,6 @@ def _make_batch(model: Model, client: int, batch_id: int, rng: random.Random, a,
 
 def _start_server(ds: Path, token_file: Path, log: Path, extra: list[str]) -> ServeProcess:
     env = dict(os.environ)
-    env.pop("FLASHGNN_SERVE_TEST_DELAY", None)
     try:
         return ServeProcess(ds, token_file, *extra, stderr_path=log, env=env, timeout=START_TIMEOUT_S)
     except ServeStartError as e:

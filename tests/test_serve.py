@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -71,12 +72,18 @@ def token_file(tmp_path_factory) -> Path:
     return p
 
 
+SLOW_SERVE = Path(__file__).with_name("_slow_serve.py")
+
+
 class Server(ServeProcess):
     """`flashgnn serve` in a subprocess (flashgnn.serve.process); ``address`` once it listens."""
 
-    def __init__(self, dataset, token_file, *args, env: dict | None = None, timeout: float = 60):
+    def __init__(self, dataset, token_file, *args, env: dict | None = None, timeout: float = 60,
+                 slow: str | None = None):
+        # slow="Rpc:seconds,...": start through tests/_slow_serve.py, which slows those RPCs down.
+        launcher = [sys.executable, str(SLOW_SERVE), slow] if slow else None
         super().__init__(dataset, token_file, *args, env=cli_env(**(env or {})), timeout=timeout,
-                         stderr_path=Path(dataset).parent / f"server-{time.monotonic_ns()}.err")
+                         stderr_path=Path(dataset).parent / f"server-{time.monotonic_ns()}.err", launcher=launcher)
 
     def client(self, token=TOKEN, **kw) -> Client:
         return Client(self.address, token=token, **kw)
@@ -89,8 +96,8 @@ class Server(ServeProcess):
 def server(dataset, token_file):
     started = []
 
-    def start(*args, env=None, ds=None):
-        s = Server(ds or dataset, token_file, *args, env=env)
+    def start(*args, env=None, ds=None, slow=None):
+        s = Server(ds or dataset, token_file, *args, env=env, slow=slow)
         started.append(s)
         return s
 
@@ -306,8 +313,8 @@ def test_limits_answer_with_the_field_value_and_bound(server):
 
 
 def test_inflight_cap_and_default_deadline(server):
-    srv = server("--max-inflight", "1", "--default-deadline", "1.5", env={"FLASHGNN_SERVE_TEST_DELAY": "GetNeighbors:5"})
-    assert "TEST HOOK" in srv.stderr()
+    srv = server("--max-inflight", "1", "--default-deadline", "1.5", slow="GetNeighbors:5")
+    assert "_slow_serve: slowed" in srv.stderr()
     with srv.client() as c, srv.client() as c2:
         slow: list = []
         th = threading.Thread(target=lambda: slow.append(pytest.raises(ServerError, c.get_neighbors, 1)))
@@ -355,7 +362,7 @@ def test_plugin_needs_allow_plugins(server, dataset, tmp_path):
 
 
 def test_sigterm_drains_in_flight_requests(server):
-    srv = server("--max-inflight", "8", env={"FLASHGNN_SERVE_TEST_DELAY": "GetNeighbors:1.0"})
+    srv = server("--max-inflight", "8", slow="GetNeighbors:1.0")
     results: list = []
 
     def call(v):

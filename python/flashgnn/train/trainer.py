@@ -38,14 +38,13 @@ from pathlib import Path
 import numpy as np
 
 from flashgnn.nn.checkpoint import (CHECKPOINT_FILE, CHECKPOINT_FORMAT, CHECKPOINT_VERSION, load_checkpoint,
-                                    model_from_checkpoint, save_checkpoint)
+                                    save_checkpoint)
 from flashgnn.nn.zoo import DEGREE_MODELS, build_model, forward, normalize_features
 from flashgnn.train.config import TrainConfig, TrainError, parse_fanout, parser
 from flashgnn.train.dist import Dist
 from flashgnn.train.feeder import DeviceFeeder
 
-__all__ = ["Trainer", "TrainConfig", "TrainError", "evaluate", "check_labels", "default_threads", "parser", "run",
-           "build_model", "forward", "normalize_features", "load_checkpoint", "model_from_checkpoint"]
+__all__ = ["Trainer", "TrainConfig", "TrainError", "evaluate", "check_labels", "default_threads", "parser", "run"]
 
 
 def _hit_rate(cache) -> float:
