@@ -175,3 +175,22 @@ def test_fit_returns_the_summary_the_command_line_prints(ds, tmp_path):
     assert [e["train_loss"] for e in ours["history"]] == [e["train_loss"] for e in cli["epochs"]]
     other = fit(str(ds), quiet=True, **dict(opts, seed=6))  # the comparison can fail: another seed differs
     assert other["rank_weight_digests"] != ours["rank_weight_digests"]
+
+
+def test_no_system_exit_below_the_command_line():
+    """Library code raises exceptions; only `flashgnn.cli` and `__main__` modules exit (a walk of every
+    module's syntax tree, so a lazy `raise SystemExit(...)` inside a function counts)."""
+    import ast
+    from pathlib import Path
+
+    pkg = Path(__file__).resolve().parent.parent / "python" / "flashgnn"
+
+    def exits(tree) -> list[int]:
+        return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Raise) and n.exc is not None
+                and "SystemExit" in ast.unparse(n.exc)]
+
+    assert exits(ast.parse("def f():\n    raise SystemExit('x: error')\n")) == [2]  # the walk can fail
+    found = [f"{f.relative_to(pkg)}:{line}" for f in sorted(pkg.rglob("*.py"))
+             if "cli" not in f.relative_to(pkg).parts[:1] and f.name != "__main__.py"
+             for line in exits(ast.parse(f.read_text(), str(f)))]
+    assert not found, found

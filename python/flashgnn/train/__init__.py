@@ -9,7 +9,7 @@ One job per module: :mod:`~flashgnn.train.config` (every option, its default
 and help, defined once; the CLI parser is generated from it),
 :mod:`~flashgnn.train.dist` (the DDP context), :mod:`~flashgnn.train.feeder`
 (CUDA batch staging), :mod:`~flashgnn.train.trainer` (the loop). Errors are
-:class:`TrainError` (a ``ValueError``), never ``SystemExit``.
+:class:`TrainError` (a ``ValueError``); only the command line exits the process.
 """
 
 from flashgnn.train.config import TrainConfig, TrainError

@@ -14,7 +14,7 @@ Invariants:
   split, the resolved lookahead) live on the :class:`~flashgnn.train.Trainer`.
 - :meth:`TrainConfig.validate` checks every option before anything is
   opened, read or imported, and raises :class:`TrainError` naming the flag,
-  its value and the bound. No ``SystemExit`` here: the command line turns a
+  its value and the bound. Nothing here exits the process: the command line turns a
   :class:`TrainError` into ``flashgnn train: error: ...`` and exit status 2.
 """
 

@@ -24,7 +24,7 @@ logs and writes checkpoints.
 Invariants: the config is never changed (derived values — parsed fanouts,
 the memory-budget split, the resolved cache and lookahead sizes — are
 attributes of the Trainer); every error is a :class:`TrainError` (or the
-store's own exception), never ``SystemExit``: only the command line exits.
+store's own exception); only the command line exits the process.
 """
 
 from __future__ import annotations
