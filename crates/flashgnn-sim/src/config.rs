@@ -283,7 +283,7 @@ impl Config {
         let a = &self.array;
         // 64 devices: more than any one host's PCIe lanes feed at x4 each.
         f("array.devices", a.devices as f64, 1.0, 64.0)?;
-        if a.stripe_bytes == 0 || a.stripe_bytes % 4096 != 0 || a.stripe_bytes > 1 << 30 {
+        if a.stripe_bytes == 0 || !a.stripe_bytes.is_multiple_of(4096) || a.stripe_bytes > 1 << 30 {
             return Err(SimError::Config(format!(
                 "{file}: array.stripe_bytes = {} must be a positive multiple of 4096 (as `flashgnn stripe --chunk`), at most 1 GiB",
                 a.stripe_bytes
