@@ -11,32 +11,11 @@ use flashgnn_build::{BuildError, BuildOptions, FeatureLayout, InputFormat, NanPo
 use flashgnn_datagen::RmatOptions;
 use flashgnn_format::Dtype;
 
-use crate::error::{build_err, InputError};
+use crate::error::{py_err, CoreError};
 
-/// A job's failure: an importer/store error or a mutable-store error, each
+/// A job's outcome: its JSON report, or an error of whichever crate failed,
 /// mapped to Python the way its own calls map it.
-pub enum JobError {
-    Build(BuildError),
-    Mut(flashgnn_mutate::MutError),
-}
-
-impl From<BuildError> for JobError {
-    fn from(e: BuildError) -> Self {
-        JobError::Build(e)
-    }
-}
-impl From<flashgnn_store::StoreError> for JobError {
-    fn from(e: flashgnn_store::StoreError) -> Self {
-        JobError::Build(e.into())
-    }
-}
-impl From<flashgnn_mutate::MutError> for JobError {
-    fn from(e: flashgnn_mutate::MutError) -> Self {
-        JobError::Mut(e)
-    }
-}
-
-type Outcome = Result<String, JobError>;
+type Outcome = Result<String, CoreError>;
 
 #[pyclass(module = "flashgnn._core")]
 pub struct Job {
@@ -96,9 +75,8 @@ impl Job {
         }
         match self.result.lock().unwrap().take() {
             Some(Ok(s)) => Ok(s),
-            Some(Err(JobError::Build(e))) => Err(build_err(e)),
-            Some(Err(JobError::Mut(e))) => Err(crate::graph::mut_err(e)),
-            None => Err(InputError::new_err("job result already taken")),
+            Some(Err(e)) => Err(py_err(e)),
+            None => Err(py_err(CoreError::Input("job result already taken".into()))),
         }
     }
 }
@@ -124,7 +102,7 @@ impl<'a, 'py> Opts<'a, 'py> {
         match self.dict.get_item(key)? {
             Some(v) if !v.is_none() => Ok(Some(v.extract::<T>().map_err(|e| {
                 let e: PyErr = e.into();
-                InputError::new_err(format!("option {key}: {e}"))
+                py_err(CoreError::Input(format!("option {key}: {e}")))
             })?)),
             _ => Ok(None),
         }
@@ -134,8 +112,9 @@ impl<'a, 'py> Opts<'a, 'py> {
     fn finish(self) -> PyResult<()> {
         let mut unknown = Vec::new();
         for k in self.dict.keys() {
-            let k: String =
-                k.extract().map_err(|_| InputError::new_err(format!("{}: option names must be strings", self.what)))?;
+            let k: String = k
+                .extract()
+                .map_err(|_| py_err(CoreError::Input(format!("{}: option names must be strings", self.what))))?;
             if !self.seen.contains(&k.as_str()) {
                 unknown.push(k);
             }
@@ -146,18 +125,18 @@ impl<'a, 'py> Opts<'a, 'py> {
         unknown.sort();
         let mut accepted = self.seen.clone();
         accepted.sort_unstable();
-        Err(InputError::new_err(format!(
+        Err(py_err(CoreError::Input(format!(
             "{}: unknown option{} {}; accepted: {}",
             self.what,
             if unknown.len() == 1 { "" } else { "s" },
             unknown.iter().map(|k| format!("{k:?}")).collect::<Vec<_>>().join(", "),
             accepted.join(", ")
-        )))
+        ))))
     }
 }
 
 fn dtype(name: &str, what: &str) -> PyResult<Dtype> {
-    Dtype::parse(name).ok_or_else(|| InputError::new_err(format!("{what}: unknown dtype {name:?}")))
+    Dtype::parse(name).ok_or_else(|| py_err(CoreError::Input(format!("{what}: unknown dtype {name:?}"))))
 }
 
 /// Start a build. `opts` keys mirror the `flashgnn build` flags.
@@ -172,7 +151,7 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
             "igb" => InputFormat::Igb,
             "ogb" => InputFormat::Ogb,
             "snap" | "text" => InputFormat::Snap,
-            x => return Err(InputError::new_err(format!("--format {x:?}: expected auto, npy, igb, ogb or snap"))),
+            x => return Err(py_err(CoreError::Input(format!("--format {x:?}: expected auto, npy, igb, ogb or snap")))),
         };
     }
     o.symmetrize = opts.get("symmetrize")?.unwrap_or(false);
@@ -182,7 +161,7 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
             "keep" => SelfLoops::Keep,
             "drop" => SelfLoops::Drop,
             "add" => SelfLoops::Add,
-            x => return Err(InputError::new_err(format!("--self-loops {x:?}: expected keep, drop or add"))),
+            x => return Err(py_err(CoreError::Input(format!("--self-loops {x:?}: expected keep, drop or add")))),
         };
     }
     if let Some(s) = opts.get::<String>("feature_dtype")? {
@@ -193,14 +172,18 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
             "auto" => FeatureLayout::Auto,
             "inline" => FeatureLayout::Inline,
             "separate" => FeatureLayout::Separate,
-            x => return Err(InputError::new_err(format!("--feature-layout {x:?}: expected auto, inline or separate"))),
+            x => {
+                return Err(py_err(CoreError::Input(format!(
+                    "--feature-layout {x:?}: expected auto, inline or separate"
+                ))))
+            }
         };
     }
     if let Some(s) = opts.get::<String>("reorder")? {
         o.reorder = match s.as_str() {
             "none" => Reorder::None,
             "degree" => Reorder::Degree,
-            x => return Err(InputError::new_err(format!("--reorder {x:?}: expected none or degree"))),
+            x => return Err(py_err(CoreError::Input(format!("--reorder {x:?}: expected none or degree")))),
         };
     }
     if let Some(p) = opts.get("page_size")? {
@@ -228,7 +211,7 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
         o.nan = match s.as_str() {
             "error" => NanPolicy::Error,
             "zero" => NanPolicy::Zero,
-            x => return Err(InputError::new_err(format!("--nan {x:?}: expected error or zero"))),
+            x => return Err(py_err(CoreError::Input(format!("--nan {x:?}: expected error or zero")))),
         };
     }
     o.seed = opts.get("seed")?.unwrap_or(0);

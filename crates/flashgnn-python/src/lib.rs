@@ -45,6 +45,5 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// edit manifests on purpose); the content is not validated.
 #[pyfunction]
 fn seal_manifest(text: &str) -> PyResult<String> {
-    flashgnn_format::manifest::seal_json("manifest.json", text)
-        .map_err(|e| error::store_err(flashgnn_store::StoreError::Format(e)))
+    flashgnn_format::manifest::seal_json("manifest.json", text).map_err(error::py_err)
 }
