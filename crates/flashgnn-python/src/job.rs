@@ -139,52 +139,205 @@ fn dtype(name: &str, what: &str) -> PyResult<Dtype> {
     Dtype::parse(name).ok_or_else(|| py_err(CoreError::Input(format!("{what}: unknown dtype {name:?}"))))
 }
 
-/// Start a build. `opts` keys mirror the `flashgnn build` flags.
+/// How a build option's value is written (the CLI picks its argparse type
+/// from it; the binding takes the Python value of the same meaning).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A boolean switch (`--symmetrize`).
+    Flag,
+    /// An integer.
+    Int,
+    /// An integer written in any base (`0x...`).
+    Id,
+    /// A byte count (`2GiB`).
+    Size,
+    /// Free text.
+    Str,
+    /// A file path.
+    Path,
+    /// `N,D`.
+    Pair,
+    /// Three fractions `train,val,test`.
+    Fractions,
+    /// One of [`choices`]'s values.
+    Choice,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Flag => "flag",
+            Kind::Int => "int",
+            Kind::Id => "id",
+            Kind::Size => "size",
+            Kind::Str => "str",
+            Kind::Path => "path",
+            Kind::Pair => "pair",
+            Kind::Fractions => "fractions",
+            Kind::Choice => "choice",
+        }
+    }
+}
+
+/// Every keyword option `start_build` reads, in `flashgnn build --help`
+/// order: (name, kind, one-line help). Exported as `_core.BUILD_OPTIONS`
+/// with each default (from `BuildOptions::new`) and accepted values; the CLI
+/// builds its `build` parser from it, and `start_build` refuses any other key.
+pub const BUILD_OPTIONS: &[(&str, Kind, &str)] = &[
+    ("format", Kind::Choice, "input format (auto: detected from the input)"),
+    ("symmetrize", Kind::Flag, "add the reverse of every edge (never guessed)"),
+    ("dedup", Kind::Flag, "remove duplicate edges"),
+    ("self_loops", Kind::Choice, "keep, drop or add self-loops"),
+    ("feature_dtype", Kind::Choice, "convert features to this dtype"),
+    ("feature_layout", Kind::Choice, "features inline in the slot page or in a separate file (auto: by size)"),
+    ("reorder", Kind::Choice, "locality relabelling (ids stay original)"),
+    ("page_size", Kind::Int, "page size in bytes"),
+    ("memory_budget", Kind::Size, "hard cap on builder memory"),
+    ("num_nodes", Kind::Int, "declared node count (headerless inputs, SNAP)"),
+    ("feat_shape", Kind::Pair, "N,D of a headerless raw feature file"),
+    ("feat_dtype", Kind::Choice, "dtype of a headerless raw feature file"),
+    (
+        "labels",
+        Kind::Path,
+        "edge-list inputs: node labels, `node label` per line (SNAP's labelled sets; nodes not listed are \
+         unlabeled) or a .npy array [N]",
+    ),
+    (
+        "features",
+        Kind::Path,
+        "edge-list inputs: node features, a .npy array [N, D] or text with one row of D numbers per line (row = \
+         node id)",
+    ),
+    (
+        "synthetic_features",
+        Kind::Int,
+        "generate D-wide random features when the input has none (the graph structure then carries all the signal)",
+    ),
+    ("make_splits", Kind::Fractions, "random train,val,test fractions when the input has no splits"),
+    ("igb_classes", Kind::Choice, "IGB label set"),
+    ("num_classes", Kind::Int, "declared class count: labels >= it are refused (IGB: from --igb-classes)"),
+    ("ogb_split", Kind::Str, "split directory name under split/ (when several exist)"),
+    ("skip_bad_lines", Kind::Flag, "skip unparseable text lines; report count and examples"),
+    ("nan", Kind::Choice, "NaN/Inf features: fail (error) or replace with 0 (zero)"),
+    ("seed", Kind::Int, "seed of the random choices (splits, synthetic features)"),
+    ("force", Kind::Flag, "replace an existing flashgnn dataset atomically (never a file, link or other directory)"),
+    (
+        "dataset_id",
+        Kind::Id,
+        "fix the 64-bit dataset id the checksums are bound to (default: random per build; only for byte-identical \
+         rebuilds)",
+    ),
+];
+
+/// (name, value) of every enum option: parsing, the accepted values and the
+/// default's name all come from these tables.
+const FORMATS: &[(&str, InputFormat)] = &[
+    ("auto", InputFormat::Auto),
+    ("npy", InputFormat::Npy),
+    ("igb", InputFormat::Igb),
+    ("ogb", InputFormat::Ogb),
+    ("snap", InputFormat::Snap),
+];
+/// Accepted for `format` besides [`FORMATS`]: another name of `snap`.
+const FORMAT_ALIASES: &[(&str, InputFormat)] = &[("text", InputFormat::Snap)];
+const SELF_LOOPS: &[(&str, SelfLoops)] =
+    &[("keep", SelfLoops::Keep), ("drop", SelfLoops::Drop), ("add", SelfLoops::Add)];
+const LAYOUTS: &[(&str, FeatureLayout)] =
+    &[("auto", FeatureLayout::Auto), ("inline", FeatureLayout::Inline), ("separate", FeatureLayout::Separate)];
+const REORDERS: &[(&str, Reorder)] = &[("none", Reorder::None), ("degree", Reorder::Degree)];
+const NANS: &[(&str, NanPolicy)] = &[("error", NanPolicy::Error), ("zero", NanPolicy::Zero)];
+const FLOAT_DTYPES: &[&str] = &["float16", "float32", "float64"];
+const IGB_CLASSES: &[&str] = &["19", "2K"];
+
+fn table_names<T>(t: &[(&'static str, T)]) -> Vec<&'static str> {
+    t.iter().map(|x| x.0).collect()
+}
+
+/// The accepted values of a [`Kind::Choice`] option.
+pub fn choices(name: &str) -> Vec<&'static str> {
+    match name {
+        "format" => table_names(FORMATS),
+        "self_loops" => table_names(SELF_LOOPS),
+        "feature_layout" => table_names(LAYOUTS),
+        "reorder" => table_names(REORDERS),
+        "nan" => table_names(NANS),
+        "feature_dtype" | "feat_dtype" => FLOAT_DTYPES.to_vec(),
+        "igb_classes" => IGB_CLASSES.to_vec(),
+        _ => Vec::new(),
+    }
+}
+
+/// `value` of option `--{flag}` looked up in `table` (then `aliases`), or an
+/// error naming the option, the value and the accepted ones.
+fn pick<T: Copy>(table: &[(&str, T)], aliases: &[(&str, T)], flag: &str, value: &str) -> PyResult<T> {
+    table.iter().chain(aliases).find(|x| x.0 == value).map(|x| x.1).ok_or_else(|| {
+        let names: Vec<&str> = table.iter().map(|x| x.0).collect();
+        py_err(CoreError::Input(format!("--{flag} {value:?}: expected {}", names.join(", "))))
+    })
+}
+
+fn name_of<T: PartialEq>(table: &[(&'static str, T)], v: &T) -> &'static str {
+    table.iter().find(|x| x.1 == *v).map(|x| x.0).unwrap_or("")
+}
+
+/// `_core.BUILD_OPTIONS`: one dict per [`BUILD_OPTIONS`] entry with `name`,
+/// `flag` (`--name-with-dashes`), `kind`, `default` (what a build uses when
+/// the key is absent, from `BuildOptions::new`), `choices` and `help`.
+pub fn build_options_py<'py>(py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
+    let d = BuildOptions::new("", "");
+    let mut out = Vec::new();
+    for &(name, kind, help) in BUILD_OPTIONS {
+        let default: Py<PyAny> = match name {
+            "format" => name_of(FORMATS, &d.format).into_pyobject(py)?.into_any().unbind(),
+            "self_loops" => name_of(SELF_LOOPS, &d.self_loops).into_pyobject(py)?.into_any().unbind(),
+            "feature_layout" => name_of(LAYOUTS, &d.feature_layout).into_pyobject(py)?.into_any().unbind(),
+            "reorder" => name_of(REORDERS, &d.reorder).into_pyobject(py)?.into_any().unbind(),
+            "nan" => name_of(NANS, &d.nan).into_pyobject(py)?.into_any().unbind(),
+            "igb_classes" => d.igb_classes.clone().into_pyobject(py)?.into_any().unbind(),
+            "page_size" => d.page_size.into_pyobject(py)?.into_any().unbind(),
+            "memory_budget" => d.memory_budget.into_pyobject(py)?.into_any().unbind(),
+            "seed" => d.seed.into_pyobject(py)?.into_any().unbind(),
+            _ if kind == Kind::Flag => false.into_pyobject(py)?.to_owned().into_any().unbind(),
+            _ => py.None(),
+        };
+        let e = PyDict::new(py);
+        e.set_item("name", name)?;
+        e.set_item("flag", format!("--{}", name.replace('_', "-")))?;
+        e.set_item("kind", kind.name())?;
+        e.set_item("default", default)?;
+        e.set_item("choices", pyo3::types::PyTuple::new(py, choices(name))?)?;
+        e.set_item("help", help)?;
+        out.push(e);
+    }
+    pyo3::types::PyTuple::new(py, out)
+}
+
+/// Start a build. `opts` keys are [`BUILD_OPTIONS`]' names (the `flashgnn
+/// build` flags); any other key is refused, naming it and the accepted ones.
 #[pyfunction]
 pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> PyResult<Job> {
     let mut opts = Opts::new(opts, "build");
     let mut o = BuildOptions::new(input, output);
     if let Some(f) = opts.get::<String>("format")? {
-        o.format = match f.as_str() {
-            "auto" => InputFormat::Auto,
-            "npy" => InputFormat::Npy,
-            "igb" => InputFormat::Igb,
-            "ogb" => InputFormat::Ogb,
-            "snap" | "text" => InputFormat::Snap,
-            x => return Err(py_err(CoreError::Input(format!("--format {x:?}: expected auto, npy, igb, ogb or snap")))),
-        };
+        o.format = pick(FORMATS, FORMAT_ALIASES, "format", &f)?;
     }
-    o.symmetrize = opts.get("symmetrize")?.unwrap_or(false);
-    o.dedup = opts.get("dedup")?.unwrap_or(false);
+    if let Some(v) = opts.get("symmetrize")? {
+        o.symmetrize = v;
+    }
+    if let Some(v) = opts.get("dedup")? {
+        o.dedup = v;
+    }
     if let Some(s) = opts.get::<String>("self_loops")? {
-        o.self_loops = match s.as_str() {
-            "keep" => SelfLoops::Keep,
-            "drop" => SelfLoops::Drop,
-            "add" => SelfLoops::Add,
-            x => return Err(py_err(CoreError::Input(format!("--self-loops {x:?}: expected keep, drop or add")))),
-        };
+        o.self_loops = pick(SELF_LOOPS, &[], "self-loops", &s)?;
     }
     if let Some(s) = opts.get::<String>("feature_dtype")? {
         o.feature_dtype = Some(dtype(&s, "--feature-dtype")?);
     }
     if let Some(s) = opts.get::<String>("feature_layout")? {
-        o.feature_layout = match s.as_str() {
-            "auto" => FeatureLayout::Auto,
-            "inline" => FeatureLayout::Inline,
-            "separate" => FeatureLayout::Separate,
-            x => {
-                return Err(py_err(CoreError::Input(format!(
-                    "--feature-layout {x:?}: expected auto, inline or separate"
-                ))))
-            }
-        };
+        o.feature_layout = pick(LAYOUTS, &[], "feature-layout", &s)?;
     }
     if let Some(s) = opts.get::<String>("reorder")? {
-        o.reorder = match s.as_str() {
-            "none" => Reorder::None,
-            "degree" => Reorder::Degree,
-            x => return Err(py_err(CoreError::Input(format!("--reorder {x:?}: expected none or degree")))),
-        };
+        o.reorder = pick(REORDERS, &[], "reorder", &s)?;
     }
     if let Some(p) = opts.get("page_size")? {
         o.page_size = p;
@@ -202,20 +355,23 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
     o.labels = opts.get::<std::path::PathBuf>("labels")?;
     o.features = opts.get::<std::path::PathBuf>("features")?;
     o.make_splits = opts.get("make_splits")?;
-    if let Some(s) = opts.get("igb_classes")? {
-        o.igb_classes = s;
+    if let Some(s) = opts.get::<String>("igb_classes")? {
+        let named: Vec<(&str, &str)> = IGB_CLASSES.iter().map(|&c| (c, c)).collect();
+        o.igb_classes = pick(&named, &[], "igb-classes", &s)?.to_string();
     }
     o.ogb_split = opts.get("ogb_split")?;
-    o.skip_bad_lines = opts.get("skip_bad_lines")?.unwrap_or(false);
-    if let Some(s) = opts.get::<String>("nan")? {
-        o.nan = match s.as_str() {
-            "error" => NanPolicy::Error,
-            "zero" => NanPolicy::Zero,
-            x => return Err(py_err(CoreError::Input(format!("--nan {x:?}: expected error or zero")))),
-        };
+    if let Some(v) = opts.get("skip_bad_lines")? {
+        o.skip_bad_lines = v;
     }
-    o.seed = opts.get("seed")?.unwrap_or(0);
-    o.force = opts.get("force")?.unwrap_or(false);
+    if let Some(s) = opts.get::<String>("nan")? {
+        o.nan = pick(NANS, &[], "nan", &s)?;
+    }
+    if let Some(v) = opts.get("seed")? {
+        o.seed = v;
+    }
+    if let Some(v) = opts.get("force")? {
+        o.force = v;
+    }
     o.dataset_id = opts.get("dataset_id")?;
     opts.finish()?;
     Ok(Job::spawn(move |p| {
