@@ -22,10 +22,10 @@ from flashgnn import _core
 
 # (module, name, _core constant) for every Python mirror of a Rust constant.
 MIRRORS = [
-    ("flashgnn.budget", "ENGINE_FIXED_PER_PRODUCER", "ENGINE_BYTES_PER_PRODUCER"),
-    ("flashgnn.sampler", "DEFAULT_HOT_FRACTION", "DEFAULT_HOT_FRACTION"),
-    ("flashgnn.presample", "MAX_HOPS", "MAX_HOPS"),
-    ("flashgnn.graph", "MAX_BATCH_OPS", "MAX_BATCH_OPS"),
+    ("flashgnn.sample.budget", "ENGINE_FIXED_PER_PRODUCER", "ENGINE_BYTES_PER_PRODUCER"),
+    ("flashgnn.sample.sampler", "DEFAULT_HOT_FRACTION", "DEFAULT_HOT_FRACTION"),
+    ("flashgnn.loader.presample", "MAX_HOPS", "MAX_HOPS"),
+    ("flashgnn.store.graph", "MAX_BATCH_OPS", "MAX_BATCH_OPS"),
 ]
 
 
@@ -67,7 +67,7 @@ def test_engine_constant_is_its_parts_and_serve_limit_derives():
 
 
 def test_budget_split_counts_the_engine_constant():
-    from flashgnn import budget
+    from flashgnn.sample import budget
 
     sp = budget.split(1 << 30, None, [2], 8, workers=3, prefetch=1, per_batch=1000)
     assert sp["engine"] == 3 * (_core.ENGINE_BYTES_PER_PRODUCER + 1000)

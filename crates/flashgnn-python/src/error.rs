@@ -25,6 +25,7 @@
 //! | `SimError::Format` (a trace failed a check) | `flashgnn.CorruptDatasetError` |
 //! | `SimError::Config` / `BadRequest` | `flashgnn.InputError` |
 //! | `SimError::Io` | `OSError` |
+//! | `CoreError::Io` (the publishing helpers) | `OSError` with the errno; `FileExistsError` for a refused output |
 //! | `CoreError::Input` (a binding argument or option that does not convert) | `flashgnn.InputError` |
 //! | `CoreError::Unavailable` (object closed, or created in another process) | `RuntimeError` |
 //! | `CoreError::Internal` (a report that does not encode) | `RuntimeError` |
@@ -154,6 +155,10 @@ pub enum CoreError {
     Mut(MutError),
     Build(BuildError),
     Sim(SimError),
+    /// A file-system error of a publishing helper (`publish.rs`): `OSError`
+    /// with the errno, `FileExistsError` for an output it will not replace —
+    /// not a dataset's corruption, whatever the file.
+    Io(flashgnn_io::IoError),
     /// A binding argument or keyword option that does not convert (names it).
     Input(String),
     /// The object cannot serve the call: closed, or created in another
@@ -213,6 +218,7 @@ impl From<CoreError> for PyErr {
             CoreError::Mut(e) => mut_err(e),
             CoreError::Build(e) => build_err(e),
             CoreError::Sim(e) => sim_err(e),
+            CoreError::Io(e) => io_err(&e),
             CoreError::Input(m) => InputError::new_err(m),
             CoreError::Unavailable(m) | CoreError::Internal(m) => PyRuntimeError::new_err(m),
         }

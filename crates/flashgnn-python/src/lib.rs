@@ -8,6 +8,7 @@ mod dataset;
 mod error;
 mod graph;
 mod job;
+mod publish;
 mod sampler;
 mod sim;
 
@@ -29,6 +30,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_HOT_FRACTION", flashgnn_sample::DEFAULT_HOT_FRACTION)?;
     m.add("BUILD_OPTIONS", job::build_options_py(m.py())?)?;
     error::register(m)?;
+    publish::register(m)?;
     m.add_class::<dataset::Dataset>()?;
     m.add_class::<job::Job>()?;
     m.add_class::<sampler::Sampler>()?;
