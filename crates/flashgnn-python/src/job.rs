@@ -229,55 +229,46 @@ pub const BUILD_OPTIONS: &[(&str, Kind, &str)] = &[
     ),
 ];
 
-/// (name, value) of every enum option: parsing, the accepted values and the
-/// default's name all come from these tables.
-const FORMATS: &[(&str, InputFormat)] = &[
-    ("auto", InputFormat::Auto),
-    ("npy", InputFormat::Npy),
-    ("igb", InputFormat::Igb),
-    ("ogb", InputFormat::Ogb),
-    ("snap", InputFormat::Snap),
-];
-/// Accepted for `format` besides [`FORMATS`]: another name of `snap`.
+/// Accepted for `format` besides `InputFormat::ALL`'s names: another name of `snap`.
 const FORMAT_ALIASES: &[(&str, InputFormat)] = &[("text", InputFormat::Snap)];
-const SELF_LOOPS: &[(&str, SelfLoops)] =
-    &[("keep", SelfLoops::Keep), ("drop", SelfLoops::Drop), ("add", SelfLoops::Add)];
-const LAYOUTS: &[(&str, FeatureLayout)] =
-    &[("auto", FeatureLayout::Auto), ("inline", FeatureLayout::Inline), ("separate", FeatureLayout::Separate)];
-const REORDERS: &[(&str, Reorder)] = &[("none", Reorder::None), ("degree", Reorder::Degree)];
-const NANS: &[(&str, NanPolicy)] = &[("error", NanPolicy::Error), ("zero", NanPolicy::Zero)];
 const FLOAT_DTYPES: &[&str] = &["float16", "float32", "float64"];
 const IGB_CLASSES: &[&str] = &["19", "2K"];
 
-fn table_names<T>(t: &[(&'static str, T)]) -> Vec<&'static str> {
-    t.iter().map(|x| x.0).collect()
-}
-
-/// The accepted values of a [`Kind::Choice`] option.
+/// The accepted values of a [`Kind::Choice`] option: the build crate's own
+/// lists (`ALL` and `name` of each option enum).
 pub fn choices(name: &str) -> Vec<&'static str> {
+    fn names<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> Vec<&'static str> {
+        all.iter().map(|&x| name(x)).collect()
+    }
     match name {
-        "format" => table_names(FORMATS),
-        "self_loops" => table_names(SELF_LOOPS),
-        "feature_layout" => table_names(LAYOUTS),
-        "reorder" => table_names(REORDERS),
-        "nan" => table_names(NANS),
+        "format" => names(&InputFormat::ALL, InputFormat::name),
+        "self_loops" => names(&SelfLoops::ALL, SelfLoops::name),
+        "feature_layout" => names(&FeatureLayout::ALL, FeatureLayout::name),
+        "reorder" => names(&Reorder::ALL, Reorder::name),
+        "nan" => names(&NanPolicy::ALL, NanPolicy::name),
         "feature_dtype" | "feat_dtype" => FLOAT_DTYPES.to_vec(),
         "igb_classes" => IGB_CLASSES.to_vec(),
         _ => Vec::new(),
     }
 }
 
-/// `value` of option `--{flag}` looked up in `table` (then `aliases`), or an
-/// error naming the option, the value and the accepted ones.
-fn pick<T: Copy>(table: &[(&str, T)], aliases: &[(&str, T)], flag: &str, value: &str) -> PyResult<T> {
-    table.iter().chain(aliases).find(|x| x.0 == value).map(|x| x.1).ok_or_else(|| {
-        let names: Vec<&str> = table.iter().map(|x| x.0).collect();
-        py_err(CoreError::Input(format!("--{flag} {value:?}: expected {}", names.join(", "))))
-    })
-}
-
-fn name_of<T: PartialEq>(table: &[(&'static str, T)], v: &T) -> &'static str {
-    table.iter().find(|x| x.1 == *v).map(|x| x.0).unwrap_or("")
+/// The value of `all` named `value` (then `aliases`), or an error naming
+/// the option `--{flag}`, the value and the accepted ones.
+fn pick<T: Copy>(
+    all: &[T],
+    name: fn(T) -> &'static str,
+    aliases: &[(&str, T)],
+    flag: &str,
+    value: &str,
+) -> PyResult<T> {
+    all.iter()
+        .copied()
+        .find(|&x| name(x) == value)
+        .or_else(|| aliases.iter().find(|a| a.0 == value).map(|a| a.1))
+        .ok_or_else(|| {
+            let names: Vec<&str> = all.iter().map(|&x| name(x)).collect();
+            py_err(CoreError::Input(format!("--{flag} {value:?}: expected {}", names.join(", "))))
+        })
 }
 
 /// `_core.BUILD_OPTIONS`: one dict per [`BUILD_OPTIONS`] entry with `name`,
@@ -288,11 +279,11 @@ pub fn build_options_py<'py>(py: Python<'py>) -> PyResult<Bound<'py, pyo3::types
     let mut out = Vec::new();
     for &(name, kind, help) in BUILD_OPTIONS {
         let default: Py<PyAny> = match name {
-            "format" => name_of(FORMATS, &d.format).into_pyobject(py)?.into_any().unbind(),
-            "self_loops" => name_of(SELF_LOOPS, &d.self_loops).into_pyobject(py)?.into_any().unbind(),
-            "feature_layout" => name_of(LAYOUTS, &d.feature_layout).into_pyobject(py)?.into_any().unbind(),
-            "reorder" => name_of(REORDERS, &d.reorder).into_pyobject(py)?.into_any().unbind(),
-            "nan" => name_of(NANS, &d.nan).into_pyobject(py)?.into_any().unbind(),
+            "format" => d.format.name().into_pyobject(py)?.into_any().unbind(),
+            "self_loops" => d.self_loops.name().into_pyobject(py)?.into_any().unbind(),
+            "feature_layout" => d.feature_layout.name().into_pyobject(py)?.into_any().unbind(),
+            "reorder" => d.reorder.name().into_pyobject(py)?.into_any().unbind(),
+            "nan" => d.nan.name().into_pyobject(py)?.into_any().unbind(),
             "igb_classes" => d.igb_classes.clone().into_pyobject(py)?.into_any().unbind(),
             "page_size" => d.page_size.into_pyobject(py)?.into_any().unbind(),
             "memory_budget" => d.memory_budget.into_pyobject(py)?.into_any().unbind(),
@@ -319,7 +310,7 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
     let mut opts = Opts::new(opts, "build");
     let mut o = BuildOptions::new(input, output);
     if let Some(f) = opts.get::<String>("format")? {
-        o.format = pick(FORMATS, FORMAT_ALIASES, "format", &f)?;
+        o.format = pick(&InputFormat::ALL, InputFormat::name, FORMAT_ALIASES, "format", &f)?;
     }
     if let Some(v) = opts.get("symmetrize")? {
         o.symmetrize = v;
@@ -328,16 +319,16 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
         o.dedup = v;
     }
     if let Some(s) = opts.get::<String>("self_loops")? {
-        o.self_loops = pick(SELF_LOOPS, &[], "self-loops", &s)?;
+        o.self_loops = pick(&SelfLoops::ALL, SelfLoops::name, &[], "self-loops", &s)?;
     }
     if let Some(s) = opts.get::<String>("feature_dtype")? {
         o.feature_dtype = Some(dtype(&s, "--feature-dtype")?);
     }
     if let Some(s) = opts.get::<String>("feature_layout")? {
-        o.feature_layout = pick(LAYOUTS, &[], "feature-layout", &s)?;
+        o.feature_layout = pick(&FeatureLayout::ALL, FeatureLayout::name, &[], "feature-layout", &s)?;
     }
     if let Some(s) = opts.get::<String>("reorder")? {
-        o.reorder = pick(REORDERS, &[], "reorder", &s)?;
+        o.reorder = pick(&Reorder::ALL, Reorder::name, &[], "reorder", &s)?;
     }
     if let Some(p) = opts.get("page_size")? {
         o.page_size = p;
@@ -356,15 +347,14 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
     o.features = opts.get::<std::path::PathBuf>("features")?;
     o.make_splits = opts.get("make_splits")?;
     if let Some(s) = opts.get::<String>("igb_classes")? {
-        let named: Vec<(&str, &str)> = IGB_CLASSES.iter().map(|&c| (c, c)).collect();
-        o.igb_classes = pick(&named, &[], "igb-classes", &s)?.to_string();
+        o.igb_classes = pick(IGB_CLASSES, |c| c, &[], "igb-classes", &s)?.to_string();
     }
     o.ogb_split = opts.get("ogb_split")?;
     if let Some(v) = opts.get("skip_bad_lines")? {
         o.skip_bad_lines = v;
     }
     if let Some(s) = opts.get::<String>("nan")? {
-        o.nan = pick(NANS, &[], "nan", &s)?;
+        o.nan = pick(&NanPolicy::ALL, NanPolicy::name, &[], "nan", &s)?;
     }
     if let Some(v) = opts.get("seed")? {
         o.seed = v;
