@@ -16,6 +16,15 @@ __version__: str
 FORMAT_VERSION: int
 ENGINES: list[str]
 MAX_BATCH_OPS: int
+DEFAULT_PAGE_SIZE: int
+BUF_POOL_BYTES: int
+BATCH_PAGE_CACHE_BYTES: int
+ENGINE_BYTES_PER_PRODUCER: int
+MAX_HOPS: int
+MAX_PRODUCERS: int
+DEFAULT_HOT_FRACTION: float
+# One dict per `flashgnn build` option: name, flag, kind, default, choices, help.
+BUILD_OPTIONS: tuple[dict[str, Any], ...]
 
 class FlashgnnError(Exception): ...
 class InputError(FlashgnnError): ...

@@ -46,6 +46,69 @@ pub enum InputFormat {
     Snap,
 }
 
+/// Every value of each option enum and its name (the `flashgnn build` flag
+/// value): the one list the bindings parse and the CLI offers.
+impl SelfLoops {
+    pub const ALL: [SelfLoops; 3] = [SelfLoops::Keep, SelfLoops::Drop, SelfLoops::Add];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SelfLoops::Keep => "keep",
+            SelfLoops::Drop => "drop",
+            SelfLoops::Add => "add",
+        }
+    }
+}
+
+impl Reorder {
+    pub const ALL: [Reorder; 2] = [Reorder::None, Reorder::Degree];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Reorder::None => "none",
+            Reorder::Degree => "degree",
+        }
+    }
+}
+
+impl FeatureLayout {
+    pub const ALL: [FeatureLayout; 3] = [FeatureLayout::Auto, FeatureLayout::Inline, FeatureLayout::Separate];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FeatureLayout::Auto => "auto",
+            FeatureLayout::Inline => "inline",
+            FeatureLayout::Separate => "separate",
+        }
+    }
+}
+
+impl NanPolicy {
+    pub const ALL: [NanPolicy; 2] = [NanPolicy::Error, NanPolicy::Zero];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            NanPolicy::Error => "error",
+            NanPolicy::Zero => "zero",
+        }
+    }
+}
+
+impl InputFormat {
+    pub const ALL: [InputFormat; 5] =
+        [InputFormat::Auto, InputFormat::Npy, InputFormat::Igb, InputFormat::Ogb, InputFormat::Snap];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            InputFormat::Auto => "auto",
+            InputFormat::Npy => "npy",
+            InputFormat::Igb => "igb",
+            InputFormat::Ogb => "ogb",
+            InputFormat::Snap => "snap",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct BuildOptions {
     pub input: PathBuf,

@@ -31,6 +31,35 @@ def _fractions(text: str) -> tuple[float, float, float]:
         raise argparse.ArgumentTypeError(f"expected three fractions train,val,test (e.g. 0.6,0.2,0.2), got {text!r}") from None
 
 
+# How the CLI reads each kind of build option (`_core.BUILD_OPTIONS`, owned by
+# crates/flashgnn-python/src/job.rs, which also parses the values).
+_BUILD_KINDS = {
+    "int": {"type": int},
+    "id": {"type": lambda s: int(s, 0), "metavar": "ID"},
+    "size": {"type": parse_size},
+    "str": {},
+    "path": {"metavar": "FILE"},
+    "pair": {"type": _pair, "metavar": "N,D"},
+    "fractions": {"type": _fractions, "metavar": "TRAIN,VAL,TEST"},
+    "choice": {},
+}
+
+
+def _build_options(b: argparse.ArgumentParser) -> None:
+    """``flashgnn build``'s options: exactly the binding's ``BUILD_OPTIONS``,
+    with its defaults, accepted values and help."""
+    from flashgnn import _core
+
+    for o in _core.BUILD_OPTIONS:
+        if o["kind"] == "flag":
+            b.add_argument(o["flag"], action="store_true", help=o["help"])
+            continue
+        kw = dict(_BUILD_KINDS[o["kind"]])
+        if o["choices"]:
+            kw["choices"] = list(o["choices"])
+        b.add_argument(o["flag"], dest=o["name"], default=o["default"], help=o["help"], **kw)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="flashgnn", description="GNNs over SSD-resident graphs.")
     p.add_argument("--version", action="version", version=f"flashgnn {flashgnn.__version__} (format v{flashgnn.FORMAT_VERSION})")
@@ -55,39 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="import a raw graph into a flashgnn dataset")
     b.add_argument("input", help="npy directory, IGB root, OGB root, or a SNAP text edge list (.gz ok)")
     b.add_argument("out")
-    b.add_argument("--format", default="auto", choices=["auto", "npy", "igb", "ogb", "snap"])
-    b.add_argument("--symmetrize", action="store_true", help="add the reverse of every edge (never guessed)")
-    b.add_argument("--dedup", action="store_true", help="remove duplicate edges")
-    b.add_argument("--self-loops", default="keep", choices=["keep", "drop", "add"])
-    b.add_argument("--feature-dtype", choices=["float16", "float32", "float64"], help="convert features")
-    b.add_argument("--feature-layout", default="auto", choices=["auto", "inline", "separate"])
-    b.add_argument("--reorder", default="none", choices=["none", "degree"], help="locality relabelling (ids stay original)")
-    b.add_argument("--page-size", type=int, default=4096)
-    b.add_argument("--memory-budget", type=parse_size, default=parse_size("2GiB"), help="hard cap on builder memory (default 2GiB)")
-    b.add_argument("--num-nodes", type=int, help="declared node count (headerless inputs, SNAP)")
-    b.add_argument("--feat-shape", type=_pair, help="N,D of a headerless raw feature file")
-    b.add_argument("--feat-dtype", choices=["float16", "float32", "float64"], help="dtype of a headerless raw feature file")
-    b.add_argument("--labels", metavar="FILE",
-                   help="edge-list inputs: node labels, `node label` per line (SNAP's labelled sets; nodes not listed "
-                        "are unlabeled) or a .npy array [N]")
-    b.add_argument("--features", metavar="FILE",
-                   help="edge-list inputs: node features, a .npy array [N, D] or text with one row of D numbers per "
-                        "line (row = node id)")
-    b.add_argument("--synthetic-features", type=int, metavar="D",
-                   help="generate D-wide random features when the input has none (the graph structure then carries "
-                        "all the signal)")
-    b.add_argument("--make-splits", type=_fractions, help="random train,val,test fractions when the input has no splits")
-    b.add_argument("--igb-classes", default="19", choices=["19", "2K"])
-    b.add_argument("--num-classes", type=int, help="declared class count: labels >= it are refused (IGB: from --igb-classes)")
-    b.add_argument("--ogb-split", help="split directory name under split/ (when several exist)")
-    b.add_argument("--skip-bad-lines", action="store_true", help="skip unparseable text lines; report count and examples")
-    b.add_argument("--nan", default="error", choices=["error", "zero"], help="NaN/Inf features: fail (default) or replace with 0")
-    b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--force", action="store_true",
-                   help="replace an existing flashgnn dataset atomically (never a file, link or other directory)")
-    b.add_argument("--dataset-id", type=lambda s: int(s, 0), default=None, metavar="ID",
-                   help="fix the 64-bit dataset id the checksums are bound to (default: random per build; "
-                        "only for byte-identical rebuilds)")
+    _build_options(b)
     b.add_argument("--json", action="store_true")
 
     i = sub.add_parser("info", help="counts, degree statistics, sizes and overhead of a dataset")

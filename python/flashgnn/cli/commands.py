@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import flashgnn
+from flashgnn import _core
 from flashgnn._util import print_json as _print_json, human_bytes
 
 
@@ -34,15 +35,7 @@ def isolated_words(deg: dict) -> str:
 
 
 def cmd_build(a) -> int:
-    opts = {
-        k: getattr(a, k)
-        for k in [
-            "format", "symmetrize", "dedup", "self_loops", "feature_dtype", "feature_layout", "reorder", "page_size",
-            "memory_budget", "num_nodes", "feat_shape", "feat_dtype", "synthetic_features", "make_splits",
-            "igb_classes", "ogb_split", "skip_bad_lines", "nan", "seed", "force", "num_classes", "dataset_id",
-            "labels", "features",
-        ]
-    }
+    opts = {o["name"]: getattr(a, o["name"]) for o in _core.BUILD_OPTIONS}
     if opts["num_classes"] is None:
         del opts["num_classes"]
     elif opts["num_classes"] < 1:

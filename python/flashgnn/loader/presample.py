@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from flashgnn import _core
 from flashgnn._durable import check_output, create_tmp_dir, open_regular, publish_dir, read_regular, remove_stale_tmps
 from flashgnn.store.dataset import Dataset
 from flashgnn.loader.window import BeladyRowCache, PresampleError, WindowGather  # noqa: F401 - BeladyRowCache re-exported
@@ -46,7 +47,7 @@ MAGIC = b"FGPSBAT1"
 FORMAT = "flashgnn-presample"
 VERSION = 1
 _HDR = struct.Struct("<8sIIIIII")  # magic, batch_size, num_nodes, num_edges, hops, payload bytes, crc32(payload)
-MAX_HOPS = 16
+MAX_HOPS = _core.MAX_HOPS  # the sampler's own limit (flashgnn_sample::MAX_HOPS)
 
 
 def _dataset_identity(ds: Dataset) -> dict:

@@ -4,9 +4,11 @@ window and the cache tiers (``flashgnn train``, ``bench``, ``serve``).
 What the budget covers is flashgnn's own memory on the data path — not the
 interpreter, torch or the model, which the caller sizes separately:
 
-- **engine**: per producer, the aligned buffer pool (16 MiB,
-  ``BUF_POOL_BYTES`` in ``flashgnn-sample``), the per-batch page cache
-  (16 MiB, ``batch_page_cache_bytes``) and the batch it is building;
+- **engine**: per producer, the aligned buffer pool
+  (``_core.BUF_POOL_BYTES``) and the per-batch page cache
+  (``_core.BATCH_PAGE_CACHE_BYTES``) — together
+  ``_core.ENGINE_BYTES_PER_PRODUCER``, owned by ``flashgnn-sample`` — and
+  the batch it is building;
 - **prefetch window**: ``prefetch`` finished batches queued for the consumer,
   plus, with online lookahead, the ``lookahead`` structure batches held
   ahead of the one being filled;
@@ -25,9 +27,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from flashgnn import _core
 from flashgnn.sample.sampler import DEFAULT_HOT_FRACTION
 
-ENGINE_FIXED_PER_PRODUCER = (16 << 20) + (16 << 20)  # buffer pool + per-batch page cache
+ENGINE_FIXED_PER_PRODUCER = _core.ENGINE_BYTES_PER_PRODUCER  # buffer pool + per-batch page cache
 HEADROOM = 1.25
 LOOKAHEAD_SHARE = 0.5
 # `--memory-budget auto` leaves room for what the budget does not cover:
@@ -77,7 +80,8 @@ def split(budget: int, path, fanouts, batch_size: int, workers: int = 1, prefetc
     rest = int(budget) - engine - window
     if rest < 0:
         raise ValueError(f"--memory-budget {budget:,} bytes is below the {engine + window:,} bytes the engine "
-                         f"({workers} producer(s) x (32 MiB buffers + a {per_batch:,}-byte batch)) and the prefetch "
+                         f"({workers} producer(s) x ({ENGINE_FIXED_PER_PRODUCER >> 20} MiB buffers + a {per_batch:,}-byte batch)) "
+                         f"and the prefetch "
                          f"window ({prefetch} + {lookahead} lookahead batches) need; raise it or lower "
                          "--prefetch/--lookahead/--workers/--batch-size")
     lookahead_cache = int(rest * LOOKAHEAD_SHARE) if lookahead else 0
