@@ -616,14 +616,16 @@ def run(args) -> dict:
             st = device_cache.stats()
             print(f"device cache: {st['rows']:,} rows ({st['bytes'] / 2**20:.0f} MiB) on {st['device']}, loaded in "
                   f"{st['load_seconds']:.1f} s", flush=True)
-    common = dict(engine=args.engine, prefetch=args.prefetch, num_workers=args.workers, rank=dist_ctx.rank,
-                  world_size=dist_ctx.world, pin_memory=False, cache=cache, device_cache=device_cache,
+    # memory_budget=0: the cache above is this run's (sized from --memory-budget), or none was asked for.
+    common = dict(memory_budget=0, engine=args.engine, prefetch=args.prefetch, num_workers=args.workers,
+                  rank=dist_ctx.rank, world_size=dist_ctx.world, pin_memory=False, cache=cache, device_cache=device_cache,
                   degrees=args.model in DEGREE_MODELS)
     if getattr(args, "presampled", None):
         from flashgnn.presample import PresampledLoader
 
         # --lookahead here is the pre-sample's superbatch: the next batches are read from the file.
         train_loader = PresampledLoader(args.presampled, ds, engine=args.engine, prefetch=args.prefetch, cache=cache,
+                                        memory_budget=0,
                                         belady_budget=args.lookahead_budget if args.lookahead else 0,
                                         superbatch=max(1, args.lookahead), degrees=args.model in DEGREE_MODELS)
         want = dict(fanouts=fanouts, batch_size=args.batch_size, seed=args.seed, split="train")

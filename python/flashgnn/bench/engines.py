@@ -235,22 +235,33 @@ def main_bench(a) -> int:
     cache_budget = a.cache_budget
     fanouts = [int(x) for x in a.fanout.split(",")]
     split = None
-    if getattr(a, "memory_budget", None):
+    mb = getattr(a, "memory_budget", "auto")
+    if cache_budget is None and mb:  # an explicit --cache-budget is the user's sizing
         from flashgnn import budget
 
-        split = budget.split(a.memory_budget, path, fanouts, a.batch_size, workers=a.workers, prefetch=4,
-                             hot_fraction=a.hot_fraction)
-        cache_budget = split["cache"]
+        if mb == "auto":
+            # What the engine child may use: the --memory-limit cap it runs under, else available memory; less
+            # what engine_base_bytes measured beyond the split's engine + window (interpreter, numpy, labels).
+            per = budget.batch_bytes(path, fanouts, a.batch_size)
+            base = a.workers * (budget.ENGINE_FIXED_PER_PRODUCER + per) + 4 * per
+            split = budget.auto(path, fanouts, a.batch_size, workers=a.workers, prefetch=4,
+                                hot_fraction=a.hot_fraction, lookahead=0, training=False,
+                                available=a.memory_limit or None, per_batch=per,
+                                reserve=max(engine_base_bytes(a.workers) - base, 96 << 20))
+        else:
+            split = budget.split(mb, path, fanouts, a.batch_size, workers=a.workers, prefetch=4,
+                                 hot_fraction=a.hot_fraction)
+        cache_budget = split["cache"] if split["budget"] else None
         print(f"bench: {budget.describe(split)}", file=sys.stderr)
-    if cache_budget is None and a.memory_limit:
-        cache_budget = max(a.memory_limit - engine_base_bytes(a.workers), 0)
     engines = ALL if a.engine == "all" else [e for e in a.engine.split(",") if e != "none"]
     if a.engine == "all" and cache_budget is not None:
         engines = ["uring", CACHED] + ALL[1:]
     cache = None
     if CACHED in engines:
         if cache_budget is None:
-            raise SystemExit("bench: engine uring+cache needs --cache-budget or --memory-limit")
+            raise SystemExit("bench: engine uring+cache needs a cache: --memory-budget auto (the default) found no "
+                             "room for one, or --memory-budget 0 was given; pass --cache-budget or a larger "
+                             "--memory-budget")
         cache = {"budget": cache_budget, "policy": a.cache_policy, "hot": a.cache_hot, "hot_fraction": a.hot_fraction}
         hot = int(cache_budget * a.hot_fraction)
         print(f"bench: uring+cache budget {human_bytes(cache_budget)}"
