@@ -182,3 +182,34 @@ def test_bench_and_embed_default_to_auto(ds_path):
     assert em.memory_budget == "auto"
     assert _parser().parse_args(["embed", "d", "out", "--checkpoint", "c", "--memory-budget", "0"]).memory_budget == 0
     assert _parser().parse_args(["bench", "d"]).memory_budget == "auto"
+
+
+def test_producers_default_to_the_cores_within_the_budget(ds_path, monkeypatch):
+    """Producers scale to the cores this process may use (affinity, capped by
+    a cgroup CPU quota), less the trainer's threads for training, within the
+    memory budget: each producer's buffers must fit beside the window."""
+    import json
+    import os
+
+    from flashgnn import train
+
+    aff = len(os.sched_getaffinity(0))
+    assert 1 <= budget.cpu_cores() <= aff
+    monkeypatch.setattr(budget, "_cgroup_cpu_quota", lambda: 1.5)  # a quota of 1.5 CPUs: one core's worth
+    assert budget.cpu_cores() == 1
+    monkeypatch.setattr(budget, "_cgroup_cpu_quota", lambda: None)
+    assert budget.cpu_cores() == aff
+    per = 1 << 20
+    one = budget.ENGINE_FIXED_PER_PRODUCER + per
+    assert budget.producers_that_fit(8, None, per) == 8
+    assert budget.producers_that_fit(8, 3 * one + 4 * per, per, prefetch=4) == 3  # exactly three fit
+    assert budget.producers_that_fit(8, 3 * one + 4 * per - 1, per, prefetch=4) == 2
+    assert budget.producers_that_fit(8, 1, per) == 1  # never below one (split refuses what cannot fit)
+    share = train.core_share()
+    assert train.default_workers(1) == max(1, share - 1) and train.default_workers(share + 3) == 1
+    assert train.default_workers(train.default_threads()) >= 1
+    p = run_cli("bench", ds_path, "--engine", "uring", "--batches", "2", "--batch-size", "32", "--fanout", "3,2",
+                "--probe-seconds", "0.05", "--json", timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["results"][0]["workers"] == budget.cpu_cores()
+    assert f"bench: {budget.cpu_cores()} producer(s) per engine" in p.stderr

@@ -311,3 +311,70 @@ def shared_cache(path, fanouts, batch_size: int, memory_budget="auto", *, worker
         cache.requested, cache.split = memory_budget, s
         _SHARED[key] = weakref.ref(cache)
         return cache
+
+
+def _cgroup_cpu_quota() -> float | None:
+    """CPUs this process's cgroup may use (v2 ``cpu.max``, v1
+    ``cpu.cfs_quota_us / cpu.cfs_period_us``, the tightest up the
+    hierarchy); None when no quota applies or none can be read."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    best = None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        v2 = controllers == ""
+        if not v2 and "cpu" not in controllers.split(","):
+            continue
+        root = "/sys/fs/cgroup" if v2 else "/sys/fs/cgroup/cpu"
+        p = path
+        while True:
+            d = root + (p if p != "/" else "")
+            quota = None
+            try:
+                if v2:
+                    with open(f"{d}/cpu.max") as f:
+                        parts = f.read().split()
+                    if parts and parts[0] != "max":
+                        quota = int(parts[0]) / int(parts[1])
+                else:
+                    q, period = _read_int(f"{d}/cpu.cfs_quota_us"), _read_int(f"{d}/cpu.cfs_period_us")
+                    if q is not None and q > 0 and period:
+                        quota = q / period
+            except (OSError, ValueError, IndexError):
+                quota = None
+            if quota is not None:
+                best = quota if best is None else min(best, quota)
+            if p in ("/", ""):
+                break
+            p = p.rsplit("/", 1)[0] or "/"
+    return best
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on: its CPU affinity
+    (``os.sched_getaffinity``), capped by its cgroup's CPU quota (rounded
+    down, at least 1)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    q = _cgroup_cpu_quota()
+    if q is not None:
+        n = min(n, max(1, int(q)))
+    return max(1, n)
+
+
+def producers_that_fit(want: int, budget: int | None, per_batch: int, prefetch: int = 4, lookahead: int = 0) -> int:
+    """The most producers, up to ``want``, whose engine buffers (see
+    :func:`split`) and the prefetch window fit ``budget`` (None: no bound);
+    at least 1 (a budget too small even for one is refused by :func:`split`)."""
+    n = max(1, int(want))
+    if budget is None:
+        return n
+    window = (max(1, prefetch) + max(0, lookahead)) * per_batch
+    while n > 1 and n * (ENGINE_FIXED_PER_PRODUCER + per_batch) + window > budget:
+        n -= 1
+    return n

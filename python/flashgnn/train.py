@@ -34,7 +34,7 @@ import numpy as np
 
 from flashgnn._durable import replace_durably
 from flashgnn._util import parse_size
-from flashgnn.budget import parse_budget
+from flashgnn.budget import cpu_cores, parse_budget
 from flashgnn.sampler import DEFAULT_HOT_FRACTION, ENGINES
 
 # The models `train` builds: name -> (module, class, extra keyword arguments). The one list: MODELS, the
@@ -92,7 +92,9 @@ def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
     sm.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="seed nodes per batch")
     sm.add_argument("--engine", default="auto", help="|".join(("auto", *ENGINES)))
     sm.add_argument("--prefetch", type=int, default=4, help="batches prepared ahead of the trainer")
-    sm.add_argument("--workers", type=int, default=1, help="sampling producer threads")
+    sm.add_argument("--workers", type=int, default=None,
+                    help="sampling producer threads (default: the cores this process may use, per local rank, less "
+                         "the trainer's --threads; at least 1)")
     sm.add_argument("--presampled", help="train from the subgraphs stored by `flashgnn presample` (same --seed, "
                     "--fanout, --batch-size: the weights are identical to online sampling)")
     mem = p.add_argument_group("memory and caches")
@@ -139,7 +141,8 @@ def check_args(args) -> None:
 
     for flag, value, lo in (("--epochs", args.epochs, 1), ("--batch-size", args.batch_size, 1),
                             ("--hidden", args.hidden, 1), ("--prefetch", args.prefetch, 1),
-                            ("--workers", args.workers, 1), ("--patience", args.patience, 0),
+                            ("--workers", 1 if args.workers is None else args.workers, 1),
+                            ("--patience", args.patience, 0),
                             ("--lookahead", 0 if args.lookahead is None else args.lookahead, 0)):
         if value < lo:
             bad(flag, value, f"must be >= {lo}")
@@ -191,13 +194,27 @@ def _hit_rate(cache) -> float:
     return hits / max(hits + st["misses"], 1)
 
 
+def core_share(local_world: int = 1) -> int:
+    """This process's share of the cores it may use (affinity and cgroup
+    quota, ``budget.cpu_cores``) among the local ranks; at least 1."""
+    return max(1, cpu_cores() // max(local_world, 1))
+
+
 def default_threads(local_world: int = 1) -> int:
     """torch intra-op threads: this process's share of the cores, less one
     core left to the sampling producers (on 2 cores: 1 thread). Overlap needs
     the producer to run while the step computes; oversubscribed cores make
     the epoch slower than the sum of its parts."""
-    share = max(1, (os.cpu_count() or 1) // max(local_world, 1))
-    return max(1, share - 1)
+    return max(1, core_share(local_world) - 1)
+
+
+def default_workers(threads: int, local_world: int = 1) -> int:
+    """Sampling producers: the cores of this process's share the trainer's
+    ``threads`` leave, at least 1. With the default threads that is one
+    producer; a trainer given fewer threads (``--threads``: a small model,
+    preparation-bound) gets the freed cores as producers. Their buffers are
+    counted by the memory budget's split (``budget.split``)."""
+    return max(1, core_share(local_world) - int(threads))
 
 
 def build_model(name: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float):
@@ -518,6 +535,8 @@ def run(args) -> dict:
     chatty = dist_ctx.main and not args.quiet  # per-epoch lines and set-up notes
     threads = args.threads or default_threads(dist_ctx.local_world)
     torch.set_num_threads(threads)
+    if args.workers is None:
+        args.workers = default_workers(threads, dist_ctx.local_world)
     fanouts = parse_fanout(args.fanout)
     eval_fanouts = parse_fanout(args.eval_fanout) if args.eval_fanout else fanouts
     ds = flashgnn.open(args.dataset)

@@ -40,6 +40,28 @@ def engine_base_bytes(workers: int) -> int:
     return (96 << 20) + (144 << 20) * max(int(workers), 1)
 
 
+def default_workers(path, fanouts, batch_size: int, memory_budget, memory_limit: int | None) -> int:
+    """Producers per engine when ``--workers`` is not given: every core this
+    process may use (``budget.cpu_cores``: affinity and cgroup quota; the
+    bench has no trainer to leave a core to), as many as fit — an explicit
+    ``--memory-budget`` must hold their buffers and the prefetch window
+    (``budget.producers_that_fit``), a ``--memory-limit`` their measured
+    resident size (:func:`engine_base_bytes`). Says what it chose."""
+    from flashgnn import budget
+
+    cores = budget.cpu_cores()
+    n, why = cores, f"the {cores} core(s) this process may use"
+    if isinstance(memory_budget, int) and memory_budget > 0:
+        n = budget.producers_that_fit(n, memory_budget, budget.batch_bytes(path, fanouts, batch_size), prefetch=4)
+        why += f", {n} fit --memory-budget" if n < cores else ""
+    if memory_limit:
+        while n > 1 and engine_base_bytes(n) > memory_limit:
+            n -= 1
+        why += f", {n} fit --memory-limit" if n < cores else ""
+    print(f"bench: {n} producer(s) per engine ({why})", file=sys.stderr)
+    return n
+
+
 def drop_caches() -> bool:
     try:
         os.sync()
@@ -236,6 +258,10 @@ def main_bench(a) -> int:
     fanouts = [int(x) for x in a.fanout.split(",")]
     split = None
     mb = getattr(a, "memory_budget", "auto")
+    if getattr(a, "workers", None) is None:
+        a.workers = default_workers(path, fanouts, a.batch_size, mb, a.memory_limit)
+    elif a.workers < 1:
+        raise flashgnn.InputError(f"bench: --workers {a.workers}: must be >= 1 (leave it out for the default)")
     if cache_budget is None and mb:  # an explicit --cache-budget is the user's sizing
         from flashgnn import budget
 

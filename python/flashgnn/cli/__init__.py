@@ -102,7 +102,9 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--fanout", default="25,10")
     be.add_argument("--batches", type=int, default=20)
     be.add_argument("--depth", type=int, default=256, help="reads in flight for uring and the probe")
-    be.add_argument("--workers", type=int, default=2, help="producer threads per engine (each with its own ring)")
+    be.add_argument("--workers", type=int, default=None,
+                    help="producer threads per engine, each with its own ring (default: the cores this process may "
+                         "use — CPU affinity and cgroup quota — as many as fit --memory-budget / --memory-limit)")
     be.add_argument("--max-seconds", type=float, default=120.0, help="stop a slow engine after this long (figures cover what it did)")
     be.add_argument("--memory-limit", type=parse_size, help="cgroup memory cap per engine run (page cache dropped first)")
     be.add_argument("--cache-budget", type=parse_size,
