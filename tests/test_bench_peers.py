@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 import flashgnn
-from flashgnn.bench import peers
+from benchmarks import peers
 
 from conftest import cli_env, generated_dataset
 
@@ -36,7 +36,7 @@ def test_prepare_writes_the_graph_as_csc_and_reuses_it(tmp_path):
 
 def test_refuses_a_small_dataset_and_skips_pyg_without_torch_sparse(tmp_path):
     ds_path = generated_dataset(tmp_path / "g", scale=9, edge_factor=6, dim=8, classes=3, seed=2)
-    cmd = [sys.executable, "-m", "flashgnn.bench.peers", "--dataset", str(ds_path), "--work", str(tmp_path / "w")]
+    cmd = [sys.executable, "-m", "benchmarks.peers", "--dataset", str(ds_path), "--work", str(tmp_path / "w")]
     p = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(), timeout=120)
     assert p.returncode != 0 and "less than 1.5x" in p.stderr
     if peers.have_torch_sparse():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import flashgnn
-from flashgnn import budget
+from flashgnn.sample import budget
 
 from conftest import generated_dataset, run_cli
 
@@ -96,7 +96,7 @@ def test_loaders_default_to_auto_and_share_one_cache(ds_path, capsys):
     import gc
     import inspect
 
-    from flashgnn.presample import PresampledLoader
+    from flashgnn.loader.presample import PresampledLoader
 
     for cls in (flashgnn.NeighborLoader, PresampledLoader):
         assert inspect.signature(cls.__init__).parameters["memory_budget"].default == "auto"
@@ -191,7 +191,7 @@ def test_producers_default_to_the_cores_within_the_budget(ds_path, monkeypatch):
     import json
     import os
 
-    from flashgnn import train
+    from flashgnn.train import trainer as train
 
     aff = len(os.sched_getaffinity(0))
     assert 1 <= budget.cpu_cores() <= aff

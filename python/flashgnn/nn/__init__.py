@@ -1,0 +1,16 @@
+"""Models: the layers and model zoo flashgnn trains, and their checkpoints.
+
+Named after ``torch_geometric.nn``, which it extends:
+
+- :class:`GCN` — PyG's ``GCN`` normalised by whole-graph degrees (:mod:`~flashgnn.nn.gcn`, ``degnorm``).
+- :mod:`~flashgnn.nn.zoo` — the one list of models ``train``/``embed``/``serve`` build (``MODEL_CLASSES``).
+- :mod:`~flashgnn.nn.checkpoint` — the checkpoint format (``weights_only`` loads) and rebuilding a model from it.
+- :mod:`~flashgnn.nn.layerwise` — ``flashgnn.inference(model, DATASET[, OUT])``: whole-graph inference one layer
+  at a time with bounded memory, for any PyG ``BasicGNN`` or per-layer module (``flashgnn embed`` runs it).
+- :mod:`~flashgnn.nn.usermodel` — a user's own model class and ``state_dict`` (``embed --model-class``).
+"""
+
+from flashgnn.nn.degnorm import degree_norm
+from flashgnn.nn.gcn import GCN
+
+__all__ = ["GCN", "degree_norm"]

@@ -1,0 +1,380 @@
+"""One ``--memory-budget`` split between the engine's buffers, the prefetch
+window and the cache tiers (``flashgnn train``, ``bench``, ``serve``).
+
+What the budget covers is flashgnn's own memory on the data path — not the
+interpreter, torch or the model, which the caller sizes separately:
+
+- **engine**: per producer, the aligned buffer pool (16 MiB,
+  ``BUF_POOL_BYTES`` in ``flashgnn-sample``), the per-batch page cache
+  (16 MiB, ``batch_page_cache_bytes``) and the batch it is building;
+- **prefetch window**: ``prefetch`` finished batches queued for the consumer,
+  plus, with online lookahead, the ``lookahead`` structure batches held
+  ahead of the one being filled;
+- **lookahead cache** (with ``lookahead``): ``LOOKAHEAD_SHARE`` of what is
+  left, for the Belady row cache of :mod:`flashgnn.loader.window`;
+- **cache**: the rest — ``hot_fraction`` of it for the static hot set, the
+  remainder for the dynamic (S3-FIFO/CLOCK) part.
+
+A batch's size is measured, not guessed: two batches of the real dataset with
+the real fanouts are sampled (features included) and the larger, plus 25 %
+headroom for the variance between batches, is the per-batch figure. A budget
+smaller than engine + window is refused with the minimum it needs.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+
+import numpy as np
+
+from flashgnn.sample.sampler import DEFAULT_HOT_FRACTION
+
+ENGINE_FIXED_PER_PRODUCER = (16 << 20) + (16 << 20)  # buffer pool + per-batch page cache
+HEADROOM = 1.25
+LOOKAHEAD_SHARE = 0.5
+# `--memory-budget auto` leaves room for what the budget does not cover:
+# torch itself (about 0.6 GiB of RSS on import; reserved only when it is not
+# imported yet — once imported it is already in the usage the headroom is
+# measured against), and the model: its weights, optimizer state, Python
+# objects (a fixed part) and its activations and gradients, which scale with
+# the batch (ACTIVATION_BATCHES measured batches).
+AUTO_RESERVE_TORCH = 768 << 20
+AUTO_RESERVE_MODEL = 320 << 20
+ACTIVATION_BATCHES = 6
+# The lookahead window `auto` picks for training: the measured sweet spot
+# (docs/benchmarks.md, online lookahead: 1.46x the default online cache at the
+# same memory). It pays even when the cache holds the whole dataset: the
+# window's rows go out as one engine call per batch over known ids, off the
+# sampling path, where cache lookups sit on it (make bench-defaults: data/demo
+# under a 1.5 GiB cap, 16.0 s with lookahead vs 28.3 s without).
+AUTO_LOOKAHEAD = 8
+# The data files a cache can hold (side arrays are read once, not cached).
+_DATA_FILES = ("graph.fg", "overflow.fg", "features.fg")
+
+
+def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "uring") -> int:
+    """Measured bytes of one mini-batch as handed to the consumer (ids, edges,
+    features, labels), the larger of two, with headroom."""
+    from flashgnn.store.dataset import Dataset
+    from flashgnn.sample.sampler import Sampler
+
+    ds = Dataset(path)
+    s = Sampler(path, fanouts, engine=engine, labels=True)
+    rng = np.random.default_rng(seed)
+    pool = ds.split("train") if "train" in ds.split_names else np.arange(ds.num_nodes)
+    worst = 0
+    for _ in range(2):
+        b = s.sample(rng.choice(pool, min(batch_size, len(pool)), replace=False), seed=int(rng.integers(1 << 31)))
+        worst = max(worst, sum(a.nbytes for a in (b.n_id, b.row, b.col, b.x, b.y)))
+    return int(worst * HEADROOM)
+
+
+def split(budget: int, path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
+          hot_fraction: float = DEFAULT_HOT_FRACTION, per_batch: int | None = None, lookahead: int = 0) -> dict:
+    """The budget split; raises ValueError when it cannot hold engine + window."""
+    per_batch = batch_bytes(path, fanouts, batch_size) if per_batch is None else int(per_batch)
+    workers, prefetch, lookahead = max(1, int(workers)), max(1, int(prefetch)), max(0, int(lookahead))
+    engine = workers * (ENGINE_FIXED_PER_PRODUCER + per_batch)
+    window = (prefetch + lookahead) * per_batch
+    rest = int(budget) - engine - window
+    if rest < 0:
+        raise ValueError(f"--memory-budget {budget:,} bytes is below the {engine + window:,} bytes the engine "
+                         f"({workers} producer(s) x (32 MiB buffers + a {per_batch:,}-byte batch)) and the prefetch "
+                         f"window ({prefetch} + {lookahead} lookahead batches) need; raise it or lower "
+                         "--prefetch/--lookahead/--workers/--batch-size")
+    lookahead_cache = int(rest * LOOKAHEAD_SHARE) if lookahead else 0
+    cache = rest - lookahead_cache
+    static = int(cache * hot_fraction)
+    return {"budget": int(budget), "engine": engine, "window": window, "per_batch": per_batch, "workers": workers,
+            "prefetch": prefetch, "lookahead": lookahead, "lookahead_cache": lookahead_cache, "cache": cache,
+            "cache_static": static, "cache_dynamic": cache - static}
+
+
+def parse_budget(text: str):
+    """``--memory-budget`` values: ``auto`` (the default where it applies) or a size (``0`` = none)."""
+    if str(text).strip().lower() == "auto":
+        return "auto"
+    from flashgnn._util import parse_size
+
+    return parse_size(text)
+
+
+def dataset_bytes(path) -> int:
+    """Bytes of the dataset's page files: what a cache would need to hold it all."""
+    return sum(os.path.getsize(os.path.join(path, f)) for f in _DATA_FILES if os.path.exists(os.path.join(path, f)))
+
+
+def auto_reserve(per_batch: int, torch_loaded: bool) -> int:
+    """Bytes `auto` leaves outside the budget: torch unless already imported,
+    the model's fixed part, and activations of ACTIVATION_BATCHES batches."""
+    return (0 if torch_loaded else AUTO_RESERVE_TORCH) + AUTO_RESERVE_MODEL + ACTIVATION_BATCHES * int(per_batch)
+
+
+def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
+         hot_fraction: float = DEFAULT_HOT_FRACTION, lookahead: int | None = None, training: bool = True,
+         processes: int = 1, available: int | None = None, per_batch: int | None = None,
+         reserve: int | None = None) -> dict:
+    """``--memory-budget auto``: the budget sized from what this process may
+    really use and split as :func:`split` splits it.
+
+    available = :func:`available_memory` (cgroup headroom, else MemAvailable)
+    ÷ ``processes`` (ranks on this machine); room = available −
+    :func:`auto_reserve`; the budget is the smaller of room and what caching the
+    whole dataset needs (engine + window + the page files). ``lookahead``
+    None lets auto choose: ``AUTO_LOOKAHEAD`` for training when the cache
+    cannot hold the data, else 0. When room cannot even hold the engine and
+    the window, the budget is 0 (no cache) and the reason says so.
+    ``reserve`` replaces :func:`auto_reserve` for a process without torch or a
+    model (``flashgnn bench``'s engine child)."""
+    import sys
+
+    from flashgnn._util import human_bytes as h
+
+    avail = (available_memory() if available is None else int(available)) // max(1, int(processes))
+    per_batch = batch_bytes(path, fanouts, batch_size) if per_batch is None else int(per_batch)
+    workers, prefetch = max(1, int(workers)), max(1, int(prefetch))
+    data = dataset_bytes(path)
+    base = workers * (ENGINE_FIXED_PER_PRODUCER + per_batch) + prefetch * per_batch
+    given = reserve is not None
+    reserve = int(reserve) if given else auto_reserve(per_batch, torch_loaded="torch" in sys.modules)
+    room = avail - reserve
+    why = f"auto: {h(avail)} available" + (f" per process ({processes})" if processes > 1 else "") + \
+          f" - {h(reserve)} reserve for " + ("the interpreter" if given else
+                                              ("" if "torch" in sys.modules else "torch and ") + "the model")
+    if room < base:
+        return {"budget": 0, "lookahead": 0 if lookahead is None else int(lookahead), "per_batch": per_batch,
+                "auto": why + f" leaves {h(max(room, 0))}, less than the {h(base)} the engine and prefetch window "
+                               "need: running without a cache"}
+    if lookahead is None:  # lookahead for training whenever its window leaves room for the caches
+        spare = room - base - AUTO_LOOKAHEAD * per_batch
+        lookahead = AUTO_LOOKAHEAD if training and spare > 0 else 0
+    need = base + lookahead * per_batch + (int(data / (1 - LOOKAHEAD_SHARE)) if lookahead else data)
+    budget = min(room, need)
+    s = split(budget, path, fanouts, batch_size, workers=workers, prefetch=prefetch, hot_fraction=hot_fraction,
+              per_batch=per_batch, lookahead=lookahead)
+    s["auto"] = why + (f"; the dataset's {h(data)} fit" if budget == need else f"; dataset {h(data)}") + \
+        (f"; lookahead {lookahead}" if lookahead else "")
+    return s
+
+
+def describe(s: dict) -> str:
+    from flashgnn._util import human_bytes as h
+
+    la = s.get("lookahead", 0)
+    if s.get("budget", 0) == 0:
+        return f"memory budget 0 ({s['auto']})" if s.get("auto") else "memory budget 0 (no cache)"
+    return ((f"{s['auto']} -> " if s.get("auto") else "") + f"memory budget {h(s['budget'])} = engine {h(s['engine'])} ({s['workers']} producer(s) x (32.0 MiB buffers "
+            f"+ {h(s['per_batch'])} batch)) + prefetch window {h(s['window'])} ({s['prefetch']}"
+            + (f" + {la} lookahead" if la else "") + f" x {h(s['per_batch'])})"
+            + (f" + lookahead cache {h(s['lookahead_cache'])}" if la else "")
+            + f" + cache {h(s['cache'])} (static {h(s['cache_static'])} + dynamic {h(s['cache_dynamic'])})")
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return None if text in ("", "max") else int(text)
+
+
+def _cgroup_headroom() -> int | None:
+    """Bytes this process's memory cgroup may still grow by (limit − usage),
+    v2 or v1; None when no limit applies (or none can be read)."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    best = None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # cgroup v2: limits anywhere up the tree apply
+            roots = [("/sys/fs/cgroup", "memory.max", "memory.current")]
+        elif "memory" in controllers.split(","):
+            roots = [("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes")]
+        else:
+            continue
+        for root, limit_name, usage_name in roots:
+            p = path
+            while True:
+                d = root + (p if p != "/" else "")
+                limit, usage = _read_int(f"{d}/{limit_name}"), _read_int(f"{d}/{usage_name}")
+                if limit is not None and limit < (1 << 60) and usage is not None:
+                    usage -= _inactive_file(d)  # clean page cache the kernel reclaims before it OOM-kills
+                    room = max(limit - usage, 0)
+                    best = room if best is None else min(best, room)
+                if p in ("/", ""):
+                    break
+                p = p.rsplit("/", 1)[0] or "/"
+    return best
+
+
+def _inactive_file(cgroup_dir: str) -> int:
+    """The cgroup's inactive file pages (v1 ``total_inactive_file``, v2
+    ``inactive_file``): counted in its usage, yet reclaimable."""
+    try:
+        with open(f"{cgroup_dir}/memory.stat") as f:
+            for line in f:
+                k, _, v = line.partition(" ")
+                if k in ("total_inactive_file", "inactive_file"):
+                    return int(v)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _mem_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def available_memory() -> int:
+    """Bytes this process may still allocate: the smaller of its memory
+    cgroup's headroom (limit − usage; v2 ``memory.max`` or v1
+    ``memory.limit_in_bytes``, the tightest up the hierarchy) and the
+    kernel's ``MemAvailable``; 1 GiB when neither can be read (a stated
+    floor, not a measurement)."""
+    found = [v for v in (_cgroup_headroom(), _mem_available()) if v is not None]
+    return min(found) if found else 1 << 30
+
+
+# One cache per dataset per process. Loaders built without an explicit
+# ``cache=`` take the cache registered for their dataset here, so a train and a
+# val loader (and the PyG remote backend's feature store and sampler) share one
+# budget instead of each claiming all available memory. Keyed by process id,
+# canonical directory and the manifest's dataset_id (a rebuild in place is
+# another dataset); held weakly, so the cache goes when its last loader goes.
+_SHARED: dict[tuple, "weakref.ref"] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _dataset_key(path) -> tuple:
+    from flashgnn.store.dataset import Dataset
+
+    ds = path if isinstance(path, Dataset) else Dataset(os.fspath(path))
+    return (os.getpid(), os.path.realpath(ds.path), ds.manifest.get("dataset_id"))
+
+
+def shared_cache(path, fanouts, batch_size: int, memory_budget="auto", *, workers: int = 1, prefetch: int = 4,
+                 quiet: bool = False, who: str = "flashgnn"):
+    """The :class:`flashgnn.Cache` every loader on dataset ``path`` in this
+    process shares, made on first use; None for ``memory_budget`` 0/None.
+
+    ``memory_budget``: ``"auto"`` (:func:`auto`, without lookahead: the
+    loader's own window is not part of the shared cache) or a size in bytes
+    (:func:`split`; refused with the minimum when below engine + window). The
+    first loader on a dataset sizes the cache with its fanouts, batch size and
+    producers; later ones reuse it as it is (a different explicit size is
+    reported, not applied). One line describing the split is printed to
+    stderr when the cache is made, unless ``quiet``."""
+    import sys
+
+    if memory_budget in (0, None):
+        return None
+    if isinstance(memory_budget, str):
+        memory_budget = parse_budget(memory_budget)
+        if memory_budget == 0:
+            return None
+    key = _dataset_key(path)
+    with _SHARED_LOCK:
+        ref = _SHARED.get(key)
+        cache = ref() if ref is not None else None
+        if cache is not None:
+            if memory_budget != "auto" and memory_budget != cache.requested and not quiet:
+                print(f"{who}: {key[1]}: sharing the cache already made for this dataset in this process "
+                      f"({cache.budget:,} bytes, memory_budget={cache.requested!r}); memory_budget={memory_budget!r} "
+                      "is not applied", file=sys.stderr, flush=True)
+            return cache
+        from flashgnn.sample.sampler import Cache
+
+        ds_path = key[1]
+        if memory_budget == "auto":
+            s = auto(ds_path, fanouts, batch_size, workers=workers, prefetch=prefetch, lookahead=0, training=False)
+        else:
+            s = split(memory_budget, ds_path, fanouts, batch_size, workers=workers, prefetch=prefetch)
+        if not quiet:
+            print(f"{who}: {ds_path}: {describe(s)}; one cache per dataset per process, shared by its loaders",
+                  file=sys.stderr, flush=True)
+        if not s.get("cache"):
+            return None
+        cache = Cache(ds_path, fanouts, s["cache"], hot_fraction=DEFAULT_HOT_FRACTION, batch_size=batch_size)
+        cache.requested, cache.split = memory_budget, s
+        _SHARED[key] = weakref.ref(cache)
+        return cache
+
+
+def _cgroup_cpu_quota() -> float | None:
+    """CPUs this process's cgroup may use (v2 ``cpu.max``, v1
+    ``cpu.cfs_quota_us / cpu.cfs_period_us``, the tightest up the
+    hierarchy); None when no quota applies or none can be read."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    best = None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        v2 = controllers == ""
+        if not v2 and "cpu" not in controllers.split(","):
+            continue
+        root = "/sys/fs/cgroup" if v2 else "/sys/fs/cgroup/cpu"
+        p = path
+        while True:
+            d = root + (p if p != "/" else "")
+            quota = None
+            try:
+                if v2:
+                    with open(f"{d}/cpu.max") as f:
+                        parts = f.read().split()
+                    if parts and parts[0] != "max":
+                        quota = int(parts[0]) / int(parts[1])
+                else:
+                    q, period = _read_int(f"{d}/cpu.cfs_quota_us"), _read_int(f"{d}/cpu.cfs_period_us")
+                    if q is not None and q > 0 and period:
+                        quota = q / period
+            except (OSError, ValueError, IndexError):
+                quota = None
+            if quota is not None:
+                best = quota if best is None else min(best, quota)
+            if p in ("/", ""):
+                break
+            p = p.rsplit("/", 1)[0] or "/"
+    return best
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on: its CPU affinity
+    (``os.sched_getaffinity``), capped by its cgroup's CPU quota (rounded
+    down, at least 1)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    q = _cgroup_cpu_quota()
+    if q is not None:
+        n = min(n, max(1, int(q)))
+    return max(1, n)
+
+
+def producers_that_fit(want: int, budget: int | None, per_batch: int, prefetch: int = 4, lookahead: int = 0) -> int:
+    """The most producers, up to ``want``, whose engine buffers (see
+    :func:`split`) and the prefetch window fit ``budget`` (None: no bound);
+    at least 1 (a budget too small even for one is refused by :func:`split`)."""
+    n = max(1, int(want))
+    if budget is None:
+        return n
+    window = (max(1, prefetch) + max(0, lookahead)) * per_batch
+    while n > 1 and n * (ENGINE_FIXED_PER_PRODUCER + per_batch) + window > budget:
+        n -= 1
+    return n
