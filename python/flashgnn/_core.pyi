@@ -1,5 +1,5 @@
 # Type stub of the Rust extension `flashgnn._core` (crates/flashgnn-python).
-# Hand-written; tests/test_stubs.py checks that it names every public object
+# Hand-written; tests/package/test_stubs.py checks that it names every public object
 # of the built extension with the same parameters, so it cannot go stale.
 # JSON-returning methods return `str` (the Python wrappers decode it).
 

@@ -456,7 +456,7 @@ def cmd_fit_ssd(a) -> int:
             if not stat.S_ISREG(st.st_mode):
                 raise FileExistsError(f"{out}: is {kind_of(st.st_mode)}; fit-ssd replaces only a config file (refused)")
             if not a.force:
-                raise FileExistsError(f"{out} exists (use --force to replace it)")
+                raise FileExistsError(f"{out}: already exists; pass --force to replace it")
     base = a.base or str(Path(__file__).resolve().parents[3] / "configs" / "ssd" / "beacongnn-table2.toml")
     dataset = a.dataset
     if dataset is None and (Path(a.file).resolve().parent / "manifest.json").is_file():

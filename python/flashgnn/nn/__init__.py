@@ -10,7 +10,23 @@ Named after ``torch_geometric.nn``, which it extends:
 - :mod:`~flashgnn.nn.usermodel` — a user's own model class and ``state_dict`` (``embed --model-class``).
 """
 
-from flashgnn.nn.degnorm import degree_norm
-from flashgnn.nn.gcn import GCN
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from flashgnn.nn.degnorm import degree_norm
+    from flashgnn.nn.gcn import GCN
+
+# Loaded on first use: `import flashgnn` reaches this package (for `flashgnn.inference`) and must not import
+# torch (the CLI and the builder stay light; tests/package/test_imports.py checks it).
+_LAZY = {"GCN": "flashgnn.nn.gcn", "degree_norm": "flashgnn.nn.degnorm"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'flashgnn.nn' has no attribute {name!r}")
+
 
 __all__ = ["GCN", "degree_norm"]

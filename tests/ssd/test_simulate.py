@@ -10,7 +10,7 @@ import pytest
 
 from conftest import generated_dataset, run_cli
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TABLE2 = REPO / "configs" / "ssd" / "beacongnn-table2.toml"
 
 

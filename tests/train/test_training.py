@@ -503,7 +503,7 @@ def test_embed_hidden_cli_and_refusals(ds_path, tmp_path):
     assert np.load(tmp_path / "h" / "embeddings.npy").shape == (8192, 24)
     assert not (tmp_path / "h" / "predictions.npy").exists()
     p = run_cli("embed", ds_path, tmp_path / "h", "--checkpoint", ck)
-    assert p.returncode == 2 and "exists (use --force" in p.stderr
+    assert p.returncode == 2 and "already exists; pass --force" in p.stderr
     p = run_cli("embed", ds_path, tmp_path / "x", "--checkpoint", tmp_path / "none")
     assert p.returncode != 0 and "no checkpoint" in p.stderr
 

@@ -80,7 +80,7 @@ class Server(ServeProcess):
 
     def __init__(self, dataset, token_file, *args, env: dict | None = None, timeout: float = 60,
                  slow: str | None = None):
-        # slow="Rpc:seconds,...": start through tests/_slow_serve.py, which slows those RPCs down.
+        # slow="Rpc:seconds,...": start through tests/serve/_slow_serve.py, which slows those RPCs down.
         launcher = [sys.executable, str(SLOW_SERVE), slow] if slow else None
         super().__init__(dataset, token_file, *args, env=cli_env(**(env or {})), timeout=timeout,
                          stderr_path=Path(dataset).parent / f"server-{time.monotonic_ns()}.err", launcher=launcher)

@@ -92,7 +92,7 @@ def server(dataset, token_file):
     started = []
 
     def start(*args, env=None, slow=None):
-        # slow="Rpc:seconds,...": start through tests/_slow_serve.py, which slows those RPCs down.
+        # slow="Rpc:seconds,...": start through tests/serve/_slow_serve.py, which slows those RPCs down.
         launcher = [sys.executable, str(Path(__file__).with_name("_slow_serve.py")), slow] if slow else None
         s = ServeProcess(dataset, token_file, *args, env=cli_env(**(env or {})), timeout=60,
                          stderr_path=Path(dataset).parent / f"server-{time.monotonic_ns()}.err", launcher=launcher)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PKG = Path(__file__).resolve().parent.parent / "python" / "flashgnn"
+PKG = Path(__file__).resolve().parents[2] / "python" / "flashgnn"
 # Entry points that exist to run the CLI.
 CLI_USERS = {"flashgnn.__main__"}
 
@@ -145,3 +145,14 @@ def test_benchmarks_are_not_installed():
     assert not (PKG / "serve" / "crashtest.py").exists()
     leaked = [str(f) for f in PKG.rglob("*.py") if "from benchmarks" in f.read_text() or "import benchmarks" in f.read_text()]
     assert not leaked, leaked
+
+
+def test_import_flashgnn_stays_light():
+    """`import flashgnn` (the CLI, the builder, `flashgnn build`) loads neither torch nor grpc: they load on first
+    use of a loader, a model or the client."""
+    import subprocess
+    import sys
+
+    code = "import flashgnn, sys; print(sorted(m for m in ('torch', 'torch_geometric', 'grpc') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]", f"import flashgnn loaded {out}"
