@@ -180,8 +180,8 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("dirs", nargs="+", help="one directory per device")
     st.add_argument("--chunk", type=parse_size, default=64 << 10, help="stripe unit (default 64KiB, multiple of 4KiB)")
 
-    from flashgnn.train import trainer as train_defaults  # presample shares train's defaults (same batches)
-    from flashgnn.train.trainer import parser as train_parser
+    from flashgnn.train.config import default as train_default  # presample shares train's defaults (same batches)
+    from flashgnn.train.config import parser as train_parser
 
     sub.add_parser("train", help="train a GNN (sage|gcn|gin|gat|mlp) with the flashgnn loader",
                    parents=[train_parser()], add_help=False, conflict_handler="resolve")
@@ -213,10 +213,10 @@ def _parser() -> argparse.ArgumentParser:
     ps.add_argument("dataset")
     ps.add_argument("out", help="output directory (presample.json, epoch-EEEE.fgps)")
     ps.add_argument("--epochs", type=int, default=1)
-    ps.add_argument("--fanout", default=train_defaults.DEFAULT_FANOUT, help="as `flashgnn train --fanout`")
-    ps.add_argument("--batch-size", type=int, default=train_defaults.DEFAULT_BATCH_SIZE,
+    ps.add_argument("--fanout", default=train_default("fanout"), help="as `flashgnn train --fanout`")
+    ps.add_argument("--batch-size", type=int, default=train_default("batch_size"),
                     help="as `flashgnn train --batch-size`")
-    ps.add_argument("--seed", type=int, default=train_defaults.DEFAULT_SEED,
+    ps.add_argument("--seed", type=int, default=train_default("seed"),
                     help="as `flashgnn train --seed` (same batches)")
     ps.add_argument("--split", default="train")
     ps.add_argument("--engine", default="auto")

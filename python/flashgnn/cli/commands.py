@@ -281,9 +281,10 @@ def cmd_compact(a) -> int:
 
 
 def cmd_train(a) -> int:
-    from flashgnn.train.trainer import run
+    # A TrainError (a ValueError) comes back as `flashgnn train: error: ...`, exit 2 (see main).
+    from flashgnn.train import TrainConfig, Trainer
 
-    run(a)
+    Trainer(TrainConfig.from_namespace(a)).fit()
     return 0
 
 
@@ -312,7 +313,7 @@ def cmd_embed(a) -> int:
 def cmd_bench(a) -> int:
     from flashgnn.ssd.bench import main_bench
 
-    return main_bench(a)
+    return main_bench(a)  # an InputError (e.g. uring+cache without a budget) exits 2 through main
 
 
 def cmd_stripe(a) -> int:
@@ -345,7 +346,7 @@ def cmd_presample(a) -> int:
     check_output(a.out, a.force, (a.dataset,))  # refuse before importing torch or opening anything
     from flashgnn._util import human_bytes
     from flashgnn.loader.presample import presample
-    from flashgnn.train.trainer import parse_fanout
+    from flashgnn.train.config import parse_fanout
 
     r = presample(a.dataset, a.out, parse_fanout(a.fanout), batch_size=a.batch_size, epochs=a.epochs, seed=a.seed,
                   split=a.split, engine=a.engine, workers=a.workers, force=a.force, progress=not a.json)

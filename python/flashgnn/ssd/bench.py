@@ -285,9 +285,9 @@ def main_bench(a) -> int:
     cache = None
     if CACHED in engines:
         if cache_budget is None:
-            raise SystemExit("bench: engine uring+cache needs a cache: --memory-budget auto (the default) found no "
-                             "room for one, or --memory-budget 0 was given; pass --cache-budget or a larger "
-                             "--memory-budget")
+            raise flashgnn.InputError("engine uring+cache needs a cache: --memory-budget auto (the default) found no "
+                                      "room for one, or --memory-budget 0 was given; pass --cache-budget or a larger "
+                                      "--memory-budget")
         cache = {"budget": cache_budget, "policy": a.cache_policy, "hot": a.cache_hot, "hot_fraction": a.hot_fraction}
         hot = int(cache_budget * a.hot_fraction)
         print(f"bench: uring+cache budget {human_bytes(cache_budget)}"
