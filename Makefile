@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
+.PHONY: bench-peers bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
 
 # requirements-dev.txt includes the optional extras the tests exercise (train, plots: matplotlib).
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
@@ -69,6 +69,28 @@ $(DATA)/demo/manifest.json: | setup
 bench-defaults: develop $(DATA)/demo/manifest.json $(DATA)/ooc/manifest.json
 	$(PY) -m benchmarks.defaults $(DATA)/demo $(DATA)/ooc --memory-limit $${LIMIT:-1536MiB} $${JSON:+--json}
 
+# flashgnn beside PyG's own NeighborLoader (issue 20; benchmarks/peers.py, run from the repo root). PyG samples with
+# torch-sparse, built for the installed torch, so it gets its own virtualenv outside the default test path:
+# .venv-peers sees .venv's packages (torch, PyG, flashgnn) through a .pth file that adds .venv's
+# site-packages as a site dir, and holds only torch-scatter/torch-sparse (and scipy). PEERS_WHEELS=DIR
+# installs wheels built beforehand; without it pip builds them from their PyPI sources (~25 min on 2 cores).
+PEERS_VENV ?= .venv-peers
+$(PEERS_VENV)/.stamp: | setup
+	$(PY) -m venv $(PEERS_VENV)
+	echo "import site; site.addsitedir('$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')')" \
+	  > "$$($(PEERS_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/flashgnn-venv.pth"
+	if [ -n "$$PEERS_WHEELS" ]; then \
+	  $(PEERS_VENV)/bin/pip install --quiet --no-build-isolation --find-links "$$PEERS_WHEELS" torch-scatter torch-sparse; \
+	else \
+	  echo "bench-peers: building torch-scatter and torch-sparse from their PyPI sources (about 25 minutes on 2 cores)"; \
+	  $(PEERS_VENV)/bin/pip install --no-build-isolation torch-scatter torch-sparse; \
+	fi
+	touch $@
+
+bench-peers: develop $(PEERS_VENV)/.stamp $(DATA)/ooc/manifest.json
+	$(PEERS_VENV)/bin/python -m benchmarks.peers --dataset $(DATA)/ooc --memory-limit $${LIMIT:-768MiB} \
+	  --batches $${BATCHES:-20} --train-batches $${TRAIN_BATCHES:-30} $${JSON:+--json}
+
 bench-train: develop $(DATA)/ooc/manifest.json
 	$(PY) -m benchmarks.train $(DATA)/ooc --memory-limit $${LIMIT:-1536MiB} --batches $${BATCHES:-10} $${JSON:+--json}
 
@@ -125,4 +147,4 @@ fmt:
 	$(CARGO) fmt --all
 
 clean:
-	rm -rf target $(VENV) $(DATA)
+	rm -rf target $(VENV) $(PEERS_VENV) $(DATA)

@@ -61,6 +61,7 @@ def _build_options(b: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from flashgnn.sample.budget import parse_budget
     p = ArgumentParser(prog="flashgnn", description="GNNs over SSD-resident graphs.")
     p.add_argument("--version", action="version", version=f"flashgnn {flashgnn.__version__} (format v{flashgnn.FORMAT_VERSION})")
     sub = p.add_subparsers(dest="command", required=True)
@@ -98,15 +99,18 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--fanout", default="25,10")
     be.add_argument("--batches", type=int, default=20)
     be.add_argument("--depth", type=int, default=256, help="reads in flight for uring and the probe")
-    be.add_argument("--workers", type=int, default=2, help="producer threads per engine (each with its own ring)")
+    be.add_argument("--workers", type=int, default=None,
+                    help="producer threads per engine, each with its own ring (default: the cores this process may "
+                         "use — CPU affinity and cgroup quota — as many as fit --memory-budget / --memory-limit)")
     be.add_argument("--max-seconds", type=float, default=120.0, help="stop a slow engine after this long (figures cover what it did)")
     be.add_argument("--memory-limit", type=parse_size, help="cgroup memory cap per engine run (page cache dropped first)")
     be.add_argument("--cache-budget", type=parse_size,
-                    help="DRAM cache bytes for the uring+cache row (default with --memory-limit: the limit minus the "
-                         "engine's own 96 MiB + 144 MiB per producer; without either, no cache row)")
-    be.add_argument("--memory-budget", type=parse_size,
+                    help="DRAM cache bytes for the uring+cache row (overrides --memory-budget)")
+    be.add_argument("--memory-budget", type=parse_budget, default="auto",
                     help="one budget split between the engine's buffers, the prefetch window and the uring+cache row's "
-                         "cache (the split is printed); overrides the --memory-limit derivation")
+                         "cache, the split printed in one line: auto (default: sized from what the engine child may "
+                         "use — the --memory-limit cap, else available memory — minus a reserve for the interpreter), "
+                         "a size, or 0 (no uring+cache row unless --cache-budget)")
     be.add_argument("--cache-policy", default="s3fifo", choices=["s3fifo", "clock"])
     be.add_argument("--cache-hot", default="degree", choices=["degree", "presample", "none"],
                     help="how the static hot set is chosen")
@@ -194,6 +198,9 @@ def _parser() -> argparse.ArgumentParser:
     em.add_argument("--output", default="logits", choices=["logits", "hidden"], help="last layer, or the one before it")
     em.add_argument("--batch-size", type=int, default=16384, help="target nodes per engine call")
     em.add_argument("--engine", default="auto")
+    em.add_argument("--memory-budget", type=parse_budget, default="auto",
+                    help="DRAM cache for the layer passes (layers after the first re-read the structure through "
+                         "it): auto (default: sized from available memory, the split printed), a size, or 0")
     em.add_argument("--device", default="cpu")
     em.add_argument("--force", action="store_true", help="replace an existing output directory")
     em.add_argument("--json", action="store_true")

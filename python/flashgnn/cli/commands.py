@@ -293,7 +293,8 @@ def cmd_embed(a) -> int:
     from flashgnn.embed import embed
 
     m = embed(a.dataset, a.checkpoint, a.out, batch_size=a.batch_size, output=a.output, engine=a.engine,
-              device=a.device, force=a.force, progress=not a.json, model_class=a.model_class, model_kwargs=kwargs)
+              device=a.device, force=a.force, progress=not a.json, model_class=a.model_class, model_kwargs=kwargs,
+              memory_budget=a.memory_budget)
     if a.json:
         _print_json(m)
     else:

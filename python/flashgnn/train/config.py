@@ -88,7 +88,8 @@ class TrainConfig:
     batch_size: int = _opt(1024, 1, "seed nodes per batch", type=int)
     engine: str = _opt("auto", 1, "|".join(("auto", *ENGINES)))
     prefetch: int = _opt(4, 1, "batches prepared ahead of the trainer", type=int)
-    workers: int = _opt(1, 1, "sampling producer threads", type=int)
+    workers: int | None = _opt(None, 1, "sampling producer threads (default: the cores this process may use, per "
+                               "local rank, less the trainer's --threads; at least 1)", type=int)
     presampled: str | None = _opt(None, 1, "train from the subgraphs stored by `flashgnn presample` (same --seed, "
                                            "--fanout, --batch-size: the weights are identical to online sampling; "
                                            "default: sample online)")
@@ -183,7 +184,7 @@ class TrainConfig:
                 bad(name, repr(v), "must be a number")
         for name, lo in (("epochs", 1), ("batch_size", 1), ("hidden", 1), ("prefetch", 1), ("workers", 1),
                          ("patience", 0)):
-            if getattr(self, name) < lo:
+            if getattr(self, name) is not None and getattr(self, name) < lo:
                 bad(name, getattr(self, name), f"must be >= {lo}")
         if self.lookahead is not None and self.lookahead < 0:
             bad("lookahead", self.lookahead, "must be >= 0")

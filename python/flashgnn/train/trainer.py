@@ -54,13 +54,29 @@ def _hit_rate(cache) -> float:
     return hits / max(hits + st["misses"], 1)
 
 
+def core_share(local_world: int = 1) -> int:
+    """This process's share of the cores it may use (affinity and cgroup
+    quota, ``budget.cpu_cores``) among the local ranks; at least 1."""
+    from flashgnn.sample.budget import cpu_cores
+
+    return max(1, cpu_cores() // max(local_world, 1))
+
+
 def default_threads(local_world: int = 1) -> int:
     """torch intra-op threads: this process's share of the cores, less one
     core left to the sampling producers (on 2 cores: 1 thread). Overlap needs
     the producer to run while the step computes; oversubscribed cores make
     the epoch slower than the sum of its parts."""
-    share = max(1, (os.cpu_count() or 1) // max(local_world, 1))
-    return max(1, share - 1)
+    return max(1, core_share(local_world) - 1)
+
+
+def default_workers(threads: int, local_world: int = 1) -> int:
+    """Sampling producers: the cores of this process's share the trainer's
+    ``threads`` leave, at least 1. With the default threads that is one
+    producer; a trainer given fewer threads (``--threads``: a small model,
+    preparation-bound) gets the freed cores as producers. Their buffers are
+    counted by the memory budget's split (``budget.split``)."""
+    return max(1, core_share(local_world) - int(threads))
 
 
 def _rng_state() -> dict:
@@ -187,7 +203,9 @@ class Trainer:
         self.device = device = dist_ctx.device
         self.progress = dist_ctx.main and not c.no_progress and not c.quiet
         self.chatty = chatty = dist_ctx.main and not c.quiet  # per-epoch lines and set-up notes
-        torch.set_num_threads(c.threads or default_threads(dist_ctx.local_world))
+        threads = c.threads or default_threads(dist_ctx.local_world)
+        torch.set_num_threads(threads)
+        self.workers = workers = c.workers or default_workers(threads, dist_ctx.local_world)
         self.dataset = ds = flashgnn.open(c.dataset)
         if not ds.num_classes:
             raise TrainError(f"{ds.path}: dataset has no labels (for an edge list: flashgnn build "
@@ -253,10 +271,10 @@ class Trainer:
             # Lookahead is auto's to choose only for online sampling without a device tier (the two exclude each
             # other; with --presampled, --lookahead is the pre-sample's superbatch).
             la = c.lookahead if c.lookahead is not None or not (c.device_cache or c.presampled) else 0
-            split = budget.auto(ds.path, fanouts, c.batch_size, workers=c.workers, prefetch=c.prefetch,
+            split = budget.auto(ds.path, fanouts, c.batch_size, workers=workers, prefetch=c.prefetch,
                                 hot_fraction=c.hot_fraction, lookahead=la, processes=dist_ctx.local_world)
         elif mb and mb != "auto":
-            split = budget.split(mb, ds.path, fanouts, c.batch_size, workers=c.workers, prefetch=c.prefetch,
+            split = budget.split(mb, ds.path, fanouts, c.batch_size, workers=workers, prefetch=c.prefetch,
                                  hot_fraction=c.hot_fraction, lookahead=c.lookahead or 0)
         self.budget_split = split
         self.lookahead = split["lookahead"] if split else (c.lookahead or 0)
@@ -289,7 +307,8 @@ class Trainer:
                 st = device_cache.stats()
                 print(f"device cache: {st['rows']:,} rows ({st['bytes'] / 2**20:.0f} MiB) on {st['device']}, "
                       f"loaded in {st['load_seconds']:.1f} s", flush=True)
-        self._common = common = dict(engine=c.engine, prefetch=c.prefetch, num_workers=c.workers,
+        # memory_budget=0: the cache above is this run's (sized from --memory-budget), or none was asked for.
+        self._common = common = dict(memory_budget=0, engine=c.engine, prefetch=c.prefetch, num_workers=workers,
                                      rank=dist_ctx.rank, world_size=dist_ctx.world, pin_memory=False, cache=cache,
                                      device_cache=device_cache, degrees=c.model in DEGREE_MODELS)
         if c.presampled:
@@ -297,6 +316,7 @@ class Trainer:
 
             # --lookahead here is the pre-sample's superbatch: the next batches are read from the file.
             train_loader = PresampledLoader(c.presampled, ds, engine=c.engine, prefetch=c.prefetch, cache=cache,
+                                            memory_budget=0,
                                             belady_budget=self.lookahead_budget if self.lookahead else 0,
                                             superbatch=max(1, self.lookahead), degrees=c.model in DEGREE_MODELS)
             want = dict(fanouts=fanouts, batch_size=c.batch_size, seed=c.seed, split="train")
