@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+pub use crate::source::detect::InputFormat;
+
 use flashgnn_format::Dtype;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,15 +37,6 @@ pub enum NanPolicy {
     Error,
     /// Replace NaN/Inf with 0 and report how many were replaced.
     Zero,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InputFormat {
-    Auto,
-    Npy,
-    Igb,
-    Ogb,
-    Snap,
 }
 
 /// Every value of each option enum and its name (the `flashgnn build` flag
@@ -90,21 +83,6 @@ impl NanPolicy {
         match self {
             NanPolicy::Error => "error",
             NanPolicy::Zero => "zero",
-        }
-    }
-}
-
-impl InputFormat {
-    pub const ALL: [InputFormat; 5] =
-        [InputFormat::Auto, InputFormat::Npy, InputFormat::Igb, InputFormat::Ogb, InputFormat::Snap];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            InputFormat::Auto => "auto",
-            InputFormat::Npy => "npy",
-            InputFormat::Igb => "igb",
-            InputFormat::Ogb => "ogb",
-            InputFormat::Snap => "snap",
         }
     }
 }
