@@ -409,11 +409,25 @@ pub(crate) fn remove_path(p: &Path) -> std::io::Result<()> {
 }
 
 /// Remove every [`leftovers`] entry.
+///
+/// A leftover generation is first renamed to `.gen-K.removing`, then removed:
+/// a crash in the middle of `remove_dir_all` would otherwise leave a `gen-K`
+/// that has lost its manifest but kept other files — no longer recognisable
+/// as flashgnn output, so never removed (a user's `gen-K` is kept by rule).
+/// The dot-name is one only this code makes, so [`leftovers`] counts it ours.
 pub fn clean_leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
     let dir = mut_dir(root);
     let removed = leftovers(root, c)?;
     for name in &removed {
-        let p = dir.join(name);
+        let mut p = dir.join(name);
+        if name.starts_with("gen-") && p.is_dir() {
+            let doomed = dir.join(format!(".{name}.removing"));
+            if std::fs::symlink_metadata(&doomed).is_ok() {
+                remove_path(&doomed).map_err(|e| IoError::new("removing leftover", &doomed, None, e))?;
+            }
+            std::fs::rename(&p, &doomed).map_err(|e| IoError::new("renaming leftover", &p, None, e))?;
+            p = doomed;
+        }
         remove_path(&p).map_err(|e| IoError::new("removing leftover", &p, None, e))?;
     }
     if !removed.is_empty() {
@@ -444,5 +458,30 @@ mod tests {
         let e = read_current(t.path()).unwrap_err().to_string();
         assert!(e.contains("mut/CURRENT: byte offset 0: is a directory"), "{e}");
         assert!(!regular_file(&t.path().join("absent")).unwrap());
+    }
+
+    #[test]
+    fn a_generation_whose_removal_was_cut_short_is_still_removed() {
+        // The removal of an old generation crashed after the manifest went but before the
+        // rest: a `.gen-K.removing` left by the rename is ours and removed on the next clean;
+        // a user's foreign `gen-K` (no manifest) is kept.
+        let t = tempfile::tempdir().unwrap();
+        let d = mut_dir(t.path());
+        std::fs::create_dir_all(d.join(".gen-1.removing")).unwrap();
+        std::fs::write(d.join(".gen-1.removing").join("graph.fg"), b"partial").unwrap();
+        std::fs::create_dir_all(d.join("gen-3")).unwrap();
+        std::fs::write(d.join("gen-3").join("notes.txt"), b"a user's").unwrap();
+        let c = Current { generation: 2, base_seq: 0, ids: None };
+        let removed = clean_leftovers(t.path(), &c).unwrap();
+        assert_eq!(removed, vec![".gen-1.removing".to_string()]);
+        assert!(!d.join(".gen-1.removing").exists());
+        assert!(d.join("gen-3").join("notes.txt").exists());
+        // A complete old generation goes through the rename and leaves nothing behind.
+        std::fs::create_dir_all(d.join("gen-1")).unwrap();
+        let magic = flashgnn_format::manifest::MANIFEST_MAGIC;
+        std::fs::write(d.join("gen-1").join("manifest.json"), format!("{{\"magic\": \"{magic}\"}}")).unwrap();
+        assert_eq!(clean_leftovers(t.path(), &c).unwrap(), vec!["gen-1".to_string()]);
+        let left: Vec<_> = std::fs::read_dir(&d).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("gen-3")]);
     }
 }
