@@ -185,17 +185,23 @@ def _read_int(path: str) -> int | None:
     return None if text in ("", "max") else int(text)
 
 
+def _own_cgroups() -> list[tuple[str, str]] | None:
+    """This process's cgroups as ``(controllers, path)`` (``controllers`` is empty for v2), or None."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            return [tuple(line.split(":", 2)[1:]) for line in f.read().splitlines() if line.count(":") >= 2]
+    except OSError:
+        return None
+
+
 def _cgroup_headroom() -> int | None:
     """Bytes this process's memory cgroup may still grow by (limit − usage),
     v2 or v1; None when no limit applies (or none can be read)."""
-    try:
-        with open("/proc/self/cgroup") as f:
-            lines = f.read().splitlines()
-    except OSError:
+    lines = _own_cgroups()
+    if lines is None:
         return None
     best = None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
+    for controllers, path in lines:
         if controllers == "":  # cgroup v2: limits anywhere up the tree apply
             roots = [("/sys/fs/cgroup", "memory.max", "memory.current")]
         elif "memory" in controllers.split(","):
@@ -321,14 +327,11 @@ def _cgroup_cpu_quota() -> float | None:
     """CPUs this process's cgroup may use (v2 ``cpu.max``, v1
     ``cpu.cfs_quota_us / cpu.cfs_period_us``, the tightest up the
     hierarchy); None when no quota applies or none can be read."""
-    try:
-        with open("/proc/self/cgroup") as f:
-            lines = f.read().splitlines()
-    except OSError:
+    lines = _own_cgroups()
+    if lines is None:
         return None
     best = None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
+    for controllers, path in lines:
         v2 = controllers == ""
         if not v2 and "cpu" not in controllers.split(","):
             continue
