@@ -47,9 +47,11 @@ pub const RUN_READ_BUFFER_BYTES: usize = 256 << 10;
 /// staging at the smallest = 32 MiB. Beyond it buckets grow past half a
 /// chunk and take the nested out-of-core path (correct, slower).
 pub const BUCKETS_MAX: usize = 1024;
-/// Staging keys per bucket: at most 64 Ki keys (512 KiB: large sequential
-/// appends), at least 4 Ki; all of them together take at most half a chunk,
-/// which is free while keys are pushed (no chunk is held in bucketed mode).
+/// Staging keys per bucket: all buffers together hold
+/// [`BUCKET_STAGE_TOTAL_KEYS`] (8 MiB: pushes scatter over them, so they
+/// should stay in cache; 64 buckets x 512 KiB = 32 MiB tripled the push
+/// CPU), at most 64 Ki keys (512 KiB appends), at least 4 Ki (32 KiB) each.
+const BUCKET_STAGE_TOTAL_KEYS: usize = 1 << 20;
 const BUCKET_STAGE_KEYS_MAX: usize = 64 << 10;
 const BUCKET_STAGE_KEYS_MIN: usize = 4 << 10;
 /// Fill target of a bucket against its resident cap (half a chunk): 0.8
@@ -105,14 +107,16 @@ impl ExternalSorter {
         if expected <= s.chunk_cap as u64 || key_bound < 2 {
             return s;
         }
-        let resident_keys = (s.chunk_cap / 2).max(1);
+        // Resident at once: the consumer's bucket, and the worker's bucket
+        // with its counting-sort output (`sort_bucket`): three buckets.
+        let resident_keys = (s.chunk_cap / 3).max(1);
         let want = (expected * 100).div_ceil(resident_keys as u64 * BUCKET_FILL_PERCENT);
         let key_bits = 64 - (key_bound - 1).leading_zeros();
         let mut b = (want.max(2) as usize).next_power_of_two().min(BUCKETS_MAX);
         b = b.min(1usize << key_bits.min(20));
         let shift = key_bits - b.trailing_zeros();
         let b = ((key_bound - 1) >> shift) as usize + 1;
-        let stage_keys = (s.chunk_cap / 2 / b).clamp(BUCKET_STAGE_KEYS_MIN, BUCKET_STAGE_KEYS_MAX);
+        let stage_keys = (BUCKET_STAGE_TOTAL_KEYS / b).clamp(BUCKET_STAGE_KEYS_MIN, BUCKET_STAGE_KEYS_MAX);
         s.buckets = Some(Buckets {
             shift,
             stage: (0..b).map(|_| Vec::new()).collect(),
@@ -337,12 +341,12 @@ impl BucketStream {
             }
         }
         let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Piece>>(0);
-        let (dir, name, cap) = (dir.to_path_buf(), name.to_string(), b.resident_keys);
+        let (dir, name, cap, shift) = (dir.to_path_buf(), name.to_string(), b.resident_keys, b.shift);
         let worker = std::thread::Builder::new()
             .name(format!("{name}-sort"))
             .spawn(move || {
                 for (i, path, n) in jobs {
-                    let piece = load_bucket(&dir, &name, i, &path, n, cap);
+                    let piece = load_bucket(&dir, &name, i, &path, n, cap, shift);
                     let failed = piece.is_err();
                     if tx.send(piece).is_err() || failed {
                         return; // consumer gone (it removes the files), or the error is delivered
@@ -387,7 +391,7 @@ impl BucketStream {
 
 /// Read bucket `i` (`n` keys) and sort it: in memory when it fits the
 /// resident cap, else through a nested run-and-merge sorter. Removes the file.
-fn load_bucket(dir: &Path, name: &str, i: usize, path: &Path, n: u64, cap: usize) -> Result<Piece> {
+fn load_bucket(dir: &Path, name: &str, i: usize, path: &Path, n: u64, cap: usize, shift: u32) -> Result<Piece> {
     let mut r = KeyFileReader::open(path)?;
     if n as usize <= cap {
         let mut keys = Vec::with_capacity(n as usize);
@@ -395,8 +399,7 @@ fn load_bucket(dir: &Path, name: &str, i: usize, path: &Path, n: u64, cap: usize
             keys.extend_from_slice(&r.block);
         }
         let _ = std::fs::remove_file(path);
-        keys.par_sort_unstable();
-        return Ok(Piece::Keys(keys));
+        return Ok(Piece::Keys(sort_bucket(keys, shift)));
     }
     let mut s = ExternalSorter::new(dir, &format!("{name}.b{i}"), cap as u64 * 8);
     while r.refill()? {
@@ -406,6 +409,66 @@ fn load_bucket(dir: &Path, name: &str, i: usize, path: &Path, n: u64, cap: usize
     }
     let _ = std::fs::remove_file(path);
     Ok(Piece::Stream(Box::new(s.finish()?)))
+}
+
+/// Digit bits of [`sort_bucket`]'s counting pass: 2^18 counters = 1 MiB.
+const BUCKET_DIGIT_BITS: u32 = 18;
+/// Below this many keys a bucket is sorted by pdqsort directly.
+const BUCKET_COUNTING_MIN_KEYS: usize = 1 << 16;
+
+/// Sort one bucket (keys sharing every bit above `shift`): one counting-sort
+/// pass on the next [`BUCKET_DIGIT_BITS`] bits below `shift` — for graph keys
+/// `dst << 32 | src` that is the destination, so each segment is one node's
+/// neighbor list — then pdqsort of each segment, in parallel. Against a
+/// pdqsort of the whole bucket this trades ~log2(bucket) levels of
+/// comparisons for one count and one scatter pass plus sorts of short
+/// segments; it needs one output buffer beside the input (counted in the
+/// resident bound: three buckets).
+pub fn sort_bucket(mut keys: Vec<u64>, shift: u32) -> Vec<u64> {
+    let n = keys.len();
+    if n < BUCKET_COUNTING_MIN_KEYS || shift == 0 {
+        keys.par_sort_unstable();
+        return keys;
+    }
+    let bits = shift.min(BUCKET_DIGIT_BITS);
+    let low = shift - bits;
+    let mask = (1u64 << bits) - 1;
+    let digit = |k: u64| ((k >> low) & mask) as usize;
+    let mut at = vec![0usize; (1usize << bits) + 1];
+    for &k in &keys {
+        at[digit(k) + 1] += 1;
+    }
+    for d in 1..at.len() {
+        at[d] += at[d - 1];
+    }
+    let starts = at.clone();
+    let mut out = vec![0u64; n];
+    for &k in &keys {
+        let d = digit(k);
+        out[at[d]] = k;
+        at[d] += 1;
+    }
+    drop(keys);
+    if low > 0 {
+        // Segments: [starts[d], starts[d + 1]); only those of 2+ keys need work.
+        let mut segs: Vec<&mut [u64]> = Vec::new();
+        let mut rest: &mut [u64] = &mut out;
+        let mut from = 0;
+        for w in starts.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            if b - a < 2 {
+                continue;
+            }
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(a - from);
+            let (seg, tail) = tail.split_at_mut(b - a);
+            segs.push(seg);
+            rest = tail;
+            from = b;
+        }
+        use rayon::prelude::*;
+        segs.par_iter_mut().with_min_len(256).for_each(|s| s.sort_unstable());
+    }
+    out
 }
 
 impl Drop for BucketStream {
@@ -744,6 +807,22 @@ mod tests {
         assert_eq!(m.next_key().unwrap(), Some(0));
         drop(m);
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn sort_bucket_equals_sort_for_every_digit_position() {
+        // The counting pass + segment sorts give sort() whether the digit is
+        // the destination (shift > 32), reaches into the source (shift < 50)
+        // or covers the whole key (shift <= 18), with hubs and duplicates.
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(9);
+        for shift in [52u32, 40, 33, 20, 12] {
+            let hi = 5u64 << shift; // every key shares the bits above `shift`
+            let mut keys: Vec<u64> = (0..150_000).map(|_| hi | rng.random_range(0..(1u64 << shift.min(63)))).collect();
+            keys.extend(std::iter::repeat_n(hi | 77, 20_000)); // a hub / duplicates
+            let mut want = keys.clone();
+            want.sort();
+            assert_eq!(sort_bucket(keys, shift), want, "shift {shift}");
+        }
     }
 
     #[test]
