@@ -25,7 +25,7 @@ develop: setup
 	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release --quiet
 
 demo: develop
-	$(PY) -m flashgnn.demo --data $(DATA)
+	$(PY) -m benchmarks.demo --data $(DATA)
 
 test: develop test-rust test-python
 
@@ -42,16 +42,16 @@ bench: develop bench-build bench-train bench-accuracy bench-e2e bench-device
 
 # Scrubber: achieved/target read rate, and serving p50/p99 with and without --scrub-rate (docs/scrub.md).
 bench-scrub: develop
-	$(PY) -m flashgnn.bench.scrub --scale $${SCALE:-16} --scrub-rate $${RATE:-50MB/s} $${JSON:+--json}
+	$(PY) -m benchmarks.scrub --scale $${SCALE:-16} --scrub-rate $${RATE:-50MB/s} $${JSON:+--json}
 
 # Out-of-core build benchmark: raw input >= 4x --memory-budget (see docs/benchmarks.md).
 bench-build: develop
-	$(PY) -m flashgnn.bench.build_ooc --data $(DATA)/bench --budget $${BUDGET:-2GiB} --factor $${FACTOR:-4} $${JSON:+--json $$JSON}
+	$(PY) -m benchmarks.build_ooc --data $(DATA)/bench --budget $${BUDGET:-2GiB} --factor $${FACTOR:-4} $${JSON:+--json $$JSON}
 
 # At scale: >= 1e9 stored edges by default, dataset > RAM when the disk allows
 # (refuses with the numbers when it does not); EDGES=1e8 for a reduced run.
 bench-scale: develop
-	$(PY) -m flashgnn.bench.scale --data $(DATA)/scale --edges $${EDGES:-1e9} --memory-limit $${LIMIT:-4GiB} $${JSON:+--json $$JSON}
+	$(PY) -m benchmarks.scale --data $(DATA)/scale --edges $${EDGES:-1e9} --memory-limit $${LIMIT:-4GiB} $${JSON:+--json $$JSON}
 
 # Out-of-core dataset shared by the engine and training benchmarks (1.4 GiB).
 $(DATA)/ooc/manifest.json: | setup
@@ -67,25 +67,25 @@ $(DATA)/demo/manifest.json: | setup
 
 # Default `flashgnn train` (--memory-budget auto) vs the best-known flags and vs no cache, same cap, one run.
 bench-defaults: develop $(DATA)/demo/manifest.json $(DATA)/ooc/manifest.json
-	$(PY) -m flashgnn.bench.defaults $(DATA)/demo $(DATA)/ooc --memory-limit $${LIMIT:-1536MiB} $${JSON:+--json}
+	$(PY) -m benchmarks.defaults $(DATA)/demo $(DATA)/ooc --memory-limit $${LIMIT:-1536MiB} $${JSON:+--json}
 
 bench-train: develop $(DATA)/ooc/manifest.json
-	$(PY) -m flashgnn.bench.train $(DATA)/ooc --memory-limit $${LIMIT:-1536MiB} --batches $${BATCHES:-10} $${JSON:+--json}
+	$(PY) -m benchmarks.train $(DATA)/ooc --memory-limit $${LIMIT:-1536MiB} --batches $${BATCHES:-10} $${JSON:+--json}
 
 # End-to-end inference latency (HolisticGNN's metric): raw input on disk -> first GCN result, PyG's in-memory
 # path vs the store, each stage a fresh process under the cap (see docs/benchmarks.md).
 bench-e2e: develop $(DATA)/ooc/manifest.json
-	$(PY) -m flashgnn.bench.e2e $(DATA)/ooc-raw --work $(DATA)/ooc-e2e --memory-limit $${LIMIT:-1536MiB} --baseline-uncapped $${JSON:+--json}
+	$(PY) -m benchmarks.e2e $(DATA)/ooc-raw --work $(DATA)/ooc-e2e --memory-limit $${LIMIT:-1536MiB} --baseline-uncapped $${JSON:+--json}
 
 # GPU tier: batches delivered on the device with and without flashgnn.DeviceCache
 # (exits 0 with a notice where there is no CUDA device).
 bench-device: develop $(DATA)/ooc/manifest.json
-	$(PY) -m flashgnn.bench.device_tier $(DATA)/ooc --device-budget $${DEVICE_BUDGET:-256MiB} $${JSON:+--json}
+	$(PY) -m benchmarks.device_tier $(DATA)/ooc --device-budget $${DEVICE_BUDGET:-256MiB} $${JSON:+--json}
 
 # Layer-wise inference: flashgnn.inference / model.inference(flashgnn loader) vs PyG's whole graph in memory.
 bench-inference: develop
 	test -f $(DATA)/infer/manifest.json || ( $(VENV)/bin/flashgnn generate rmat $(DATA)/infer-raw --scale $${SCALE:-17} --edge-factor 16 --dim 128 --classes 8 --seed 2 --force && $(VENV)/bin/flashgnn build $(DATA)/infer-raw $(DATA)/infer --symmetrize --dedup --self-loops drop --force )
-	$(PY) -m flashgnn.bench.inference $(DATA)/infer --batch-size $${BATCH:-16384} $${JSON:+--json}
+	$(PY) -m benchmarks.inference $(DATA)/infer --batch-size $${BATCH:-16384} $${JSON:+--json}
 
 # Accuracy: GraphSAGE (uring, memory, stock PyG NodeLoader) vs an MLP on features alone.
 # SSD design simulator tables (docs/simulator.md): a paper-shaped workload
@@ -109,11 +109,11 @@ bench-sim: develop
 # before and after its trace; sim/traced per setting over ROUNDS rounds.
 bench-sim-machine: develop
 	test -f $(DATA)/sim/manifest.json || $(MAKE) bench-sim
-	$(PY) -m flashgnn.bench.sim_machine $(DATA)/sim --work $(DATA)/sim-machine --rounds $${ROUNDS:-3} $${JSON:+--json}
+	$(PY) -m benchmarks.sim_machine $(DATA)/sim --work $(DATA)/sim-machine --rounds $${ROUNDS:-3} $${JSON:+--json}
 
 bench-accuracy: develop
 	test -f $(DATA)/acc/manifest.json || ( $(VENV)/bin/flashgnn generate rmat $(DATA)/acc-raw --scale 16 --edge-factor 16 --dim 64 --classes 8 --seed 2 --split 0.3,0.1,0.6 --force && $(VENV)/bin/flashgnn build $(DATA)/acc-raw $(DATA)/acc --symmetrize --dedup --force )
-	$(PY) -m flashgnn.bench.accuracy $(DATA)/acc --epochs $${EPOCHS:-5} $${JSON:+--json}
+	$(PY) -m benchmarks.accuracy $(DATA)/acc --epochs $${EPOCHS:-5} $${JSON:+--json}
 
 fmt:
 	$(CARGO) fmt --all

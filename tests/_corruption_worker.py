@@ -156,7 +156,7 @@ def main() -> None:
     job = json.load(sys.stdin)
     timeout = job.get("timeout", 20)
     if any(c.get("sampler") for c in job["cases"]):
-        import flashgnn.loader  # noqa: F401 - torch imported once here, not in every child
+        import flashgnn.loader.neighbor  # noqa: F401 - torch imported once here, not in every child
     scratch = tempfile.mkdtemp(prefix="fgnn-corrupt-")
     real_stdout = os.dup(1)
     out = os.fdopen(real_stdout, "w", buffering=1)

@@ -40,6 +40,9 @@ def cli_env(**extra: str) -> dict:
     env = dict(os.environ)
     env.pop("FLASHGNN_FAULT", None)
     env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
+    # `python -m benchmarks.NAME` (not installed) resolves from the repository root.
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     env.update(extra)
     return env
 

@@ -1266,7 +1266,7 @@ def _publish_api(command: str, out: Path, env, force: bool = False) -> None:
 
         embed(ds, ck, out, force=force, progress=False)
     else:
-        from flashgnn.presample import presample
+        from flashgnn.loader.presample import presample
 
         presample(ds, out, [2, 2], batch_size=64, force=force, progress=False)
 
@@ -1370,16 +1370,18 @@ def test_compact_refuses_foreign_leftover_generation(tmp_path):
 
 
 def test_python_publish_swaps_atomically(tmp_path):
-    """The Python publish (embed, presample) swaps with renameat2(RENAME_EXCHANGE): OUT is never absent."""
-    from flashgnn import _durable
+    """The Python publish (embed, presample) is the Rust one (flashgnn_io::publish_dir, a renameat2 swap: OUT is
+    never absent), reached through _core; its refusals come back as FileExistsError naming OUT."""
+    from flashgnn import _core, _durable
 
-    a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir()
-    b.mkdir()
-    (a / "x").write_text("a")
-    (b / "x").write_text("b")
-    assert _durable._rename_exchange(a, b)
-    assert (a / "x").read_text() == "b" and (b / "x").read_text() == "a"
+    assert _durable.OWNER_FILE == _core.OWNER_FILE and list(_durable.OUTPUT_MARKERS) == [tuple(m) for m in _core.OUTPUT_MARKERS]
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "notes.txt").write_text("mine")
+    t0 = _durable.create_tmp_dir(user)
+    with pytest.raises(FileExistsError, match="user"):
+        _durable.publish_dir(t0, user)  # not flashgnn output: refused at publication too
+    assert (user / "notes.txt").read_text() == "mine"
     out = tmp_path / "out"
     out.mkdir()
     (out / "presample.json").write_text(json.dumps({"flashgnn_output": "presample"}))

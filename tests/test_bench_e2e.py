@@ -1,4 +1,4 @@
-"""The end-to-end latency benchmark (python -m flashgnn.bench.e2e) on a tiny
+"""The end-to-end latency benchmark (python -m benchmarks.e2e) on a tiny
 generated input: both paths must produce a GCN result for every target and
 the printed ratios must be the ratios of the stage times it reports."""
 
@@ -25,7 +25,7 @@ def raw(tmp_path_factory):
 
 def test_e2e_both_paths_produce_results(raw):
     targets = 64
-    p = subprocess.run([sys.executable, "-m", "flashgnn.bench.e2e", str(raw), "--targets", str(targets),
+    p = subprocess.run([sys.executable, "-m", "benchmarks.e2e", str(raw), "--targets", str(targets),
                         "--fanouts", "5,3", "--json", "--via", "pyg"], capture_output=True, text=True, env=cli_env(),
                        timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]

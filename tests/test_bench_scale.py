@@ -4,7 +4,7 @@ requested edge count. (The benchmark itself is `make bench-scale`.)"""
 
 import pytest
 
-from flashgnn.bench.scale import DIMS, choose_dim, estimate, extrapolate, plan_sizes
+from benchmarks.scale import DIMS, choose_dim, estimate, extrapolate, plan_sizes
 
 GiB = 1 << 30
 

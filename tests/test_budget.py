@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import flashgnn
-from flashgnn import budget
+from flashgnn.sample import budget
 
 from conftest import generated_dataset, run_cli
 

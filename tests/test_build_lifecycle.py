@@ -70,7 +70,7 @@ def test_memory_budget_bounds_rss(raw, tmp_path):
     """Under an 80 MiB budget the ~90 MB input sorts in several runs and the
     build's peak RSS stays within budget + the documented constant (96 MiB
     for interpreter + numpy + extension, see bench/build_ooc.py)."""
-    from flashgnn.bench.build_ooc import RSS_CONSTANT_BYTES
+    from benchmarks.build_ooc import RSS_CONSTANT_BYTES
 
     budget = 80 << 20
     out = tmp_path / "ds"

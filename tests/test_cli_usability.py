@@ -43,7 +43,7 @@ def test_help_groups_and_defaults():
 ])
 def test_bad_flags_refused_before_any_io(tmp_path, flags, words):
     # The dataset does not exist: a flag error (not "no such dataset") proves the flags are checked first.
-    from flashgnn.train import parser, run
+    from flashgnn.train.trainer import parser, run
 
     with pytest.raises(SystemExit) as e:
         run(parser().parse_args([str(tmp_path / "nope"), *flags]))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import flashgnn
-from flashgnn.device import DeviceCache, DeviceUnavailable
+from flashgnn.sample.device import DeviceCache, DeviceUnavailable
 
 from conftest import generated_dataset
 

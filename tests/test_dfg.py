@@ -33,8 +33,10 @@ import flashgnn  # noqa: E402
 import flashgnn.dfg as dfg  # noqa: E402
 from flashgnn.dfg import graph as dfg_graph  # noqa: E402
 from flashgnn.dfg.reference import NGCF  # noqa: E402
-from flashgnn.nn import GCN  # noqa: E402
-from flashgnn.train import build_model, forward, load_checkpoint, model_from_checkpoint, parser, run  # noqa: E402
+from flashgnn.nn.gcn import GCN  # noqa: E402
+from flashgnn.nn.checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
+from flashgnn.nn.zoo import build_model, forward  # noqa: E402
+from flashgnn.train.trainer import parser, run  # noqa: E402
 
 from conftest import assert_error, generated_dataset  # noqa: E402
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "python" / "flashgnn"
 # Entry points that exist to run the CLI.
-CLI_USERS = {"flashgnn.__main__", "flashgnn.demo"}
+CLI_USERS = {"flashgnn.__main__"}
 
 
 def modules() -> dict[str, Path]:
@@ -82,7 +82,7 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def test_walker_sees_the_package():
     edges = import_graph()
     assert len(edges) > 40
-    assert "flashgnn.loader" in edges["flashgnn.presample"]  # a lazy import inside a function counts
+    assert "flashgnn.loader.neighbor" in edges["flashgnn.loader.presample"]  # a lazy import inside a function counts
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -96,3 +96,63 @@ def test_library_does_not_import_the_cli():
            if (t == "flashgnn.cli" or t.startswith("flashgnn.cli.")) and not m.startswith("flashgnn.cli")
            and m not in CLI_USERS]
     assert not bad, "\n".join(bad)
+
+
+# The layers, lowest first: a module may import its own layer and the layers below it, never above.
+# Private helpers (`flashgnn._*`) are the ground floor. The order is the one ARCHITECTURE.md draws.
+LAYERS = [
+    {"flashgnn._core", "flashgnn._util", "flashgnn._durable", "flashgnn._progress"},
+    {"flashgnn.store"},
+    {"flashgnn.sample"},
+    {"flashgnn.loader"},
+    {"flashgnn.pyg", "flashgnn.nn"},
+    {"flashgnn.embed", "flashgnn.train", "flashgnn.ssd"},
+    {"flashgnn.dfg"},
+    {"flashgnn.serve"},
+    {"flashgnn.cli", "flashgnn.__main__"},
+]
+
+
+def layer_of(module: str) -> int | None:
+    parts = module.split(".")
+    for n in range(len(parts), 1, -1):
+        head = ".".join(parts[:n])
+        for i, layer in enumerate(LAYERS):
+            if head in layer:
+                return i
+    return None
+
+
+def test_every_module_has_a_layer():
+    missing = sorted(m for m in import_graph() if m != "flashgnn" and layer_of(m) is None)
+    assert not missing, f"modules outside every layer (add them to LAYERS and ARCHITECTURE.md): {missing}"
+
+
+def test_imports_point_down_the_layers():
+    up = [f"{m} (layer {layer_of(m)}) imports {t} (layer {layer_of(t)})" for m, ts in import_graph().items()
+          if m != "flashgnn" for t in ts if t != "flashgnn" and layer_of(t) > layer_of(m)]
+    assert not up, "\n".join(up)
+
+
+def test_layer_check_can_fail():
+    assert layer_of("flashgnn.store.dataset") < layer_of("flashgnn.loader.neighbor") < layer_of("flashgnn.cli.commands")
+    assert layer_of("flashgnn.nosuch") is None
+
+
+def test_benchmarks_are_not_installed():
+    """Benchmarks, crash harnesses and the demo live in the repository's `benchmarks/`, outside the package."""
+    assert not (PKG / "bench").exists() and not (PKG / "demo.py").exists()
+    assert not (PKG / "serve" / "crashtest.py").exists()
+    leaked = [str(f) for f in PKG.rglob("*.py") if "from benchmarks" in f.read_text() or "import benchmarks" in f.read_text()]
+    assert not leaked, leaked
+
+
+def test_import_flashgnn_stays_light():
+    """`import flashgnn` (the CLI, the builder, `flashgnn build`) loads neither torch nor grpc: they load on first
+    use of a loader, a model or the client."""
+    import subprocess
+    import sys
+
+    code = "import flashgnn, sys; print(sorted(m for m in ('torch', 'torch_geometric', 'grpc') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]", f"import flashgnn loaded {out}"

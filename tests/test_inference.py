@@ -26,7 +26,7 @@ pytest.importorskip("torch_geometric")
 from torch_geometric.nn import GAT, GCN, GIN, GraphSAGE, SAGEConv  # noqa: E402
 
 import flashgnn  # noqa: E402
-import flashgnn.nn  # noqa: E402
+import flashgnn.nn.gcn  # noqa: E402
 
 from conftest import cli_env, generated_dataset, run_cli  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Online lookahead (`NeighborLoader(lookahead=S)`, flashgnn.window): the
+"""Online lookahead (`NeighborLoader(lookahead=S)`, flashgnn.loader.window): the
 structure stage keeps only the rows that come with its own reads, the window
 fills the rest through a Belady cache over the next S batches — the batches
 are exactly the plain loader's, on both feature layouts, with and without the
@@ -12,9 +12,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import flashgnn  # noqa: E402
-from flashgnn.loader import NeighborLoader  # noqa: E402
-from flashgnn.sampler import Sampler  # noqa: E402
-from flashgnn.train import parser, run  # noqa: E402
+from flashgnn.loader.neighbor import NeighborLoader  # noqa: E402
+from flashgnn.sample.sampler import Sampler  # noqa: E402
+from flashgnn.train.trainer import parser, run  # noqa: E402
 
 from conftest import generated_dataset  # noqa: E402
 

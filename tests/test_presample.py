@@ -13,8 +13,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import flashgnn  # noqa: E402
-from flashgnn.presample import PresampledLoader, PresampleError, presample  # noqa: E402
-from flashgnn.train import parser, run  # noqa: E402
+from flashgnn.loader.presample import PresampledLoader, PresampleError, presample  # noqa: E402
+from flashgnn.train.trainer import parser, run  # noqa: E402
 
 from conftest import generated_dataset, run_cli  # noqa: E402
 

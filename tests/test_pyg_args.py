@@ -29,7 +29,7 @@ from torch_geometric.loader import NodeLoader  # noqa: E402
 from torch_geometric.sampler.base import NumNeighbors, SubgraphType  # noqa: E402
 
 import flashgnn  # noqa: E402
-import flashgnn.pyg  # noqa: E402
+import flashgnn.pyg.backend  # noqa: E402
 
 from conftest import generated_dataset  # noqa: E402
 from pyg_reference import ReferenceSampler  # noqa: E402

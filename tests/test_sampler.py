@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import flashgnn
-from flashgnn.sampler import ENGINES
+from flashgnn.sample.sampler import ENGINES
 
 
 @pytest.fixture(scope="module")
@@ -308,7 +308,7 @@ def test_reuse_model_and_measurement(ds_path):
     """The RDMA study's reuse model on a path graph 0-1-2 equals the hand
     calculation; on a real dataset the fanout-weighted model never exceeds the
     full-adjacency one and the measured reuse is a proper share."""
-    from flashgnn.bench.reuse import model, report
+    from flashgnn.ssd.reuse import model, report
 
     indptr, indices = np.array([0, 1, 3, 4]), np.array([1, 0, 2, 1])
     m = model(indptr, indices, 3, 1, [-1])
@@ -327,7 +327,7 @@ def test_bench_reports_cpu_per_extent_hits_and_misses(ds_path):
     """`flashgnn bench` gives every engine's CPU per served extent and, with
     memory, uring and uring+cache in one run, CPU per cache hit and per miss
     and the two target ratios; the split follows its definition."""
-    from flashgnn.bench.engines import cpu_per_extent, cpu_split
+    from flashgnn.ssd.bench import cpu_per_extent, cpu_split
 
     t = {"reads": 30, "page_hits": 10, "cache_static_hits": 50, "cache_dynamic_hits": 10, "cpu_seconds": 2e-4}
     assert cpu_per_extent(t) == {"extents": 100, "extents_read": 40, "extents_hit": 60, "cpu_us_per_extent": 2.0}

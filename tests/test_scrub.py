@@ -7,7 +7,7 @@ pages, slots, page slack, overflow pages, feature rows, .npy side files and the 
 damage re-sealed into the manifest so only the per-page checks can see it; damage under mut/) are applied
 to copies and scrubbed. The expected places are derived by diffing each damaged copy against its pristine
 dataset — every changed page (row, for features.fg) must be reported with that file and a byte offset
-inside it — not hard-coded. Rates are reported, never asserted (see `python -m flashgnn.bench.scrub`).
+inside it — not hard-coded. Rates are reported, never asserted (see `python -m benchmarks.scrub`).
 """
 
 from __future__ import annotations

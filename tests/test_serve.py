@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -71,12 +72,18 @@ def token_file(tmp_path_factory) -> Path:
     return p
 
 
+SLOW_SERVE = Path(__file__).with_name("_slow_serve.py")
+
+
 class Server(ServeProcess):
     """`flashgnn serve` in a subprocess (flashgnn.serve.process); ``address`` once it listens."""
 
-    def __init__(self, dataset, token_file, *args, env: dict | None = None, timeout: float = 60):
+    def __init__(self, dataset, token_file, *args, env: dict | None = None, timeout: float = 60,
+                 slow: str | None = None):
+        # slow="Rpc:seconds,...": start through tests/_slow_serve.py, which slows those RPCs down.
+        launcher = [sys.executable, str(SLOW_SERVE), slow] if slow else None
         super().__init__(dataset, token_file, *args, env=cli_env(**(env or {})), timeout=timeout,
-                         stderr_path=Path(dataset).parent / f"server-{time.monotonic_ns()}.err")
+                         stderr_path=Path(dataset).parent / f"server-{time.monotonic_ns()}.err", launcher=launcher)
 
     def client(self, token=TOKEN, **kw) -> Client:
         return Client(self.address, token=token, **kw)
@@ -89,8 +96,8 @@ class Server(ServeProcess):
 def server(dataset, token_file):
     started = []
 
-    def start(*args, env=None, ds=None):
-        s = Server(ds or dataset, token_file, *args, env=env)
+    def start(*args, env=None, ds=None, slow=None):
+        s = Server(ds or dataset, token_file, *args, env=env, slow=slow)
         started.append(s)
         return s
 
@@ -306,8 +313,8 @@ def test_limits_answer_with_the_field_value_and_bound(server):
 
 
 def test_inflight_cap_and_default_deadline(server):
-    srv = server("--max-inflight", "1", "--default-deadline", "1.5", env={"FLASHGNN_SERVE_TEST_DELAY": "GetNeighbors:5"})
-    assert "TEST HOOK" in srv.stderr()
+    srv = server("--max-inflight", "1", "--default-deadline", "1.5", slow="GetNeighbors:5")
+    assert "_slow_serve: slowed" in srv.stderr()
     with srv.client() as c, srv.client() as c2:
         slow: list = []
         th = threading.Thread(target=lambda: slow.append(pytest.raises(ServerError, c.get_neighbors, 1)))
@@ -355,7 +362,7 @@ def test_plugin_needs_allow_plugins(server, dataset, tmp_path):
 
 
 def test_sigterm_drains_in_flight_requests(server):
-    srv = server("--max-inflight", "8", env={"FLASHGNN_SERVE_TEST_DELAY": "GetNeighbors:1.0"})
+    srv = server("--max-inflight", "8", slow="GetNeighbors:1.0")
     results: list = []
 
     def call(v):
@@ -460,7 +467,7 @@ def test_run_sees_acknowledged_mutations(server, base_dataset):
 
 
 def _model(nbrs, rows):
-    from flashgnn.serve.crashtest import Model
+    from benchmarks.crashtest import Model
 
     return Model([set(x) for x in nbrs], np.array(rows, np.float32), clients=1)
 
@@ -468,7 +475,7 @@ def _model(nbrs, rows):
 def test_crashtest_checker_catches_lost_and_partial_batches():
     """The crash test's checker itself: a lost acknowledged edge, a lost row and a
     half-visible pending batch each raise; whole-or-nothing pending batches resolve."""
-    from flashgnn.serve.crashtest import Violation, _check
+    from benchmarks.crashtest import Violation, _check
 
     counts = dict(pending_applied=0, pending_absent=0, lost=0, nodes_checked=0)
     nbrs, rows = [[1], [0], [], []], [[0.0], [1.0], [2.0], [3.0]]
@@ -500,7 +507,7 @@ def test_crashtest_checker_catches_lost_and_partial_batches():
 
 
 def test_crashtest_20_kills(base_dataset):
-    from flashgnn.serve.crashtest import run
+    from benchmarks.crashtest import run
 
     rep = run(base_dataset, kills=20, seed=1, max_delay=0.3, progress=False)
     assert rep["lost"] == 0 and rep["kills"] == 20
@@ -510,7 +517,7 @@ def test_crashtest_20_kills(base_dataset):
 
 @pytest.mark.slow
 def test_crashtest_500_kills(base_dataset):
-    from flashgnn.serve.crashtest import run
+    from benchmarks.crashtest import run
 
     rep = run(base_dataset, kills=500, seed=2, progress=False)
     assert rep["lost"] == 0 and rep["acked"] > 500, rep

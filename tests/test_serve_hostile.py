@@ -91,9 +91,11 @@ def token_file(tmp_path_factory) -> Path:
 def server(dataset, token_file):
     started = []
 
-    def start(*args, env=None):
+    def start(*args, env=None, slow=None):
+        # slow="Rpc:seconds,...": start through tests/_slow_serve.py, which slows those RPCs down.
+        launcher = [sys.executable, str(Path(__file__).with_name("_slow_serve.py")), slow] if slow else None
         s = ServeProcess(dataset, token_file, *args, env=cli_env(**(env or {})), timeout=60,
-                         stderr_path=Path(dataset).parent / f"server-{time.monotonic_ns()}.err")
+                         stderr_path=Path(dataset).parent / f"server-{time.monotonic_ns()}.err", launcher=launcher)
         started.append(s)
         return s
 
@@ -495,7 +497,7 @@ def test_serve_refuses_fifo_and_multiline_token_files(base_dataset, tmp_path):
 
 
 def test_second_sigterm_during_drain_keeps_the_summary(server):
-    srv = server("--grace", "30", env={"FLASHGNN_SERVE_TEST_DELAY": "GetNeighbors:8"})
+    srv = server("--grace", "30", slow="GetNeighbors:8")
     results: list = []
 
     def call():

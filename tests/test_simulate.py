@@ -94,7 +94,7 @@ def test_fit_probe_gives_a_valid_config(tmp_path):
     saturated IOPS (units / unit time, the die held for tR + command + page transfer) its deep IOPS."""
     import re
 
-    from flashgnn.sim import fit_probe
+    from flashgnn.ssd.simulate import fit_probe
 
     text = fit_probe(20000.0, 100000.0, 128, str(TABLE2))
     vals = {k: float(v) for k, v in re.findall(r"^(\w+) = ([0-9.]+)", text, re.M)}

@@ -17,8 +17,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torch_geometric")
 
 import flashgnn  # noqa: E402
-from flashgnn.bench.accuracy import train_flashgnn, train_stock_pyg  # noqa: E402
-from flashgnn.train import build_model, forward, load_checkpoint, parser, run  # noqa: E402
+from benchmarks.accuracy import train_flashgnn, train_stock_pyg  # noqa: E402
+from flashgnn.nn.checkpoint import load_checkpoint  # noqa: E402
+from flashgnn.nn.zoo import build_model, forward  # noqa: E402
+from flashgnn.train.trainer import parser, run  # noqa: E402
 
 from conftest import cli_env, generated_dataset, run_cli  # noqa: E402
 
@@ -375,7 +377,7 @@ def test_best_validation_selection_and_patience(ds_path, tmp_path):
 
 
 def test_weight_decay_and_row_normalized_features(ds_path, tmp_path):
-    from flashgnn.train import normalize_features
+    from flashgnn.nn.zoo import normalize_features
 
     x = torch.tensor([[1.0, 3.0], [0.0, 0.0], [0.2, 0.3]])
     assert torch.allclose(normalize_features(x, "row"), torch.tensor([[0.25, 0.75], [0.0, 0.0], [0.2, 0.3]]))
@@ -477,7 +479,7 @@ def test_embed_matches_full_graph_forward(ds_path, tmp_path, model):
               "--max-batches", "2"))
     ds = flashgnn.open(ds_path)
     from flashgnn.embed import embed
-    from flashgnn.train import model_from_checkpoint
+    from flashgnn.nn.checkpoint import model_from_checkpoint
 
     meta = embed(ds_path, ck, tmp_path / "out", batch_size=1000, progress=False)
     emb = np.load(tmp_path / "out" / "embeddings.npy")

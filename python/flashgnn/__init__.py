@@ -30,23 +30,23 @@ from flashgnn._core import (
     InputError,
     __version__,
 )
-from flashgnn.convert import from_pyg, to_pyg
-from flashgnn.layerwise import inference
-from flashgnn.dataset import Dataset, open
-from flashgnn.graph import MutableGraph
-from flashgnn.jobs import build, generate, scrub, verify
-from flashgnn.sampler import Cache, SampledBatch, Sampler
+from flashgnn.pyg.convert import from_pyg, to_pyg
+from flashgnn.nn.layerwise import inference
+from flashgnn.store.dataset import Dataset, open
+from flashgnn.store.graph import MutableGraph
+from flashgnn.store.jobs import build, generate, scrub, verify
+from flashgnn.sample.sampler import Cache, SampledBatch, Sampler
 
 if TYPE_CHECKING:  # the lazily loaded names below, visible to type checkers and IDEs
     from flashgnn import pyg
-    from flashgnn.device import DeviceCache, DeviceUnavailable
-    from flashgnn.loader import NeighborLoader, RandomWalkLoader
+    from flashgnn.sample.device import DeviceCache, DeviceUnavailable
+    from flashgnn.loader.neighbor import NeighborLoader, RandomWalkLoader
     from flashgnn.serve.client import Client, ServerError
 
 # Loaded on first use: torch (loaders, pyg) and grpc (the client) stay out of `import flashgnn`.
-_LAZY = {"NeighborLoader": "flashgnn.loader", "RandomWalkLoader": "flashgnn.loader", "pyg": "flashgnn.pyg",
+_LAZY = {"NeighborLoader": "flashgnn.loader.neighbor", "RandomWalkLoader": "flashgnn.loader.neighbor", "pyg": "flashgnn.pyg",
          "Client": "flashgnn.serve.client", "ServerError": "flashgnn.serve.client",
-         "DeviceCache": "flashgnn.device", "DeviceUnavailable": "flashgnn.device"}
+         "DeviceCache": "flashgnn.sample.device", "DeviceUnavailable": "flashgnn.sample.device"}
 
 
 def __getattr__(name):

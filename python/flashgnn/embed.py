@@ -1,5 +1,5 @@
 """`flashgnn embed`: a checkpoint's model through :func:`flashgnn.inference`
-(:mod:`flashgnn.layerwise`), published as an embedding table.
+(:mod:`flashgnn.nn.layerwise`), published as an embedding table.
 
     flashgnn embed DATASET OUT --checkpoint DIR [--model-class pkg.mod:Class [--model-kwargs JSON]]
                    [--output logits|hidden] [--batch-size 16384]
@@ -7,9 +7,9 @@
 The checkpoint is a ``flashgnn train --checkpoint`` directory (one of the
 built-in models, rebuilt from its ``model_config``) or, with
 ``--model-class``, a user's weights for the user's class
-(:mod:`flashgnn.usermodel`). ``--output hidden`` stops one layer short.
+(:mod:`flashgnn.nn.usermodel`). ``--output hidden`` stops one layer short.
 Output (published atomically): ``embeddings.npy``, ``predictions.npy`` (with
-``--output logits``), ``embed.json`` — see :mod:`flashgnn.layerwise`.
+``--output logits``), ``embed.json`` — see :mod:`flashgnn.nn.layerwise`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from flashgnn._durable import check_output
-from flashgnn.layerwise import _layers_of, inference, run
+from flashgnn.nn.layerwise import _layers_of, inference, run
 
 __all__ = ["embed", "inference"]
 
@@ -32,9 +32,10 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
     ``model_class="package.module:Class"``: the user's class, built with
     ``model_kwargs`` (or ``model_kwargs.json`` beside the weights), loaded
     from a plain ``state_dict`` file or a flashgnn checkpoint
-    (:mod:`flashgnn.usermodel`)."""
+    (:mod:`flashgnn.nn.usermodel`)."""
     import flashgnn
-    from flashgnn.train import load_checkpoint, model_from_checkpoint, normalize_features
+    from flashgnn.nn.checkpoint import load_checkpoint, model_from_checkpoint
+    from flashgnn.nn.zoo import normalize_features
 
     if output not in ("logits", "hidden"):
         raise ValueError(f"output {output!r}: expected logits or hidden")
@@ -58,7 +59,7 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
         model = model_from_checkpoint(state)
         name, norm = cfg["model"], cfg.get("normalize_features", "none")
     else:
-        from flashgnn.usermodel import load_user_model
+        from flashgnn.nn.usermodel import load_user_model
 
         model, norm = load_user_model(model_class, checkpoint, model_kwargs)
         name = model_class

@@ -61,7 +61,7 @@ fn refusal(e: &flashgnn_io::IoError) -> Option<std::io::ErrorKind> {
     .then_some(k)
 }
 
-fn io_err(e: &flashgnn_io::IoError) -> PyErr {
+pub(crate) fn io_err(e: &flashgnn_io::IoError) -> PyErr {
     let msg = e.to_string();
     if refusal(e) == Some(std::io::ErrorKind::AlreadyExists) {
         return pyo3::exceptions::PyFileExistsError::new_err(msg);

@@ -8,6 +8,7 @@ mod dataset;
 mod error;
 mod graph;
 mod job;
+mod publish;
 mod sampler;
 mod sim;
 
@@ -20,6 +21,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_BATCH_OPS", flashgnn_mutate::MAX_BATCH_OPS)?;
     m.add("ENGINES", flashgnn_io::engine::EngineKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>())?;
     error::register(m)?;
+    publish::register(m)?;
     m.add_class::<dataset::Dataset>()?;
     m.add_class::<job::Job>()?;
     m.add_class::<sampler::Sampler>()?;

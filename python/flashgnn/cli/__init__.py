@@ -98,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
 
     be = sub.add_parser("bench", help="benchmark the sampling engines against the device and each other")
     be.add_argument("dataset")
-    be.add_argument("--engine", default="all", help="|".join((*flashgnn.sampler.ENGINES, "all")) + " (comma list ok)")
+    be.add_argument("--engine", default="all", help="|".join((*flashgnn.sample.sampler.ENGINES, "all")) + " (comma list ok)")
     be.add_argument("--batch-size", type=int, default=1024)
     be.add_argument("--fanout", default="25,10")
     be.add_argument("--batches", type=int, default=20)
@@ -115,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--cache-policy", default="s3fifo", choices=["s3fifo", "clock"])
     be.add_argument("--cache-hot", default="degree", choices=["degree", "presample", "none"],
                     help="how the static hot set is chosen")
-    be.add_argument("--hot-fraction", type=float, default=flashgnn.sampler.DEFAULT_HOT_FRACTION,
+    be.add_argument("--hot-fraction", type=float, default=flashgnn.sample.sampler.DEFAULT_HOT_FRACTION,
                     help="share of the cache budget for the static hot set (see docs/benchmarks.md)")
     be.add_argument("--reuse", action="store_true",
                     help="print the RDMA study's model of feature reuse between consecutive batches next to the "
@@ -137,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="seeds per batch; a comma list (256,512,1024) writes one trace per size, OUT with .bsN "
                          "before its suffix (t.fgt -> t.bs256.fgt), for `simulate t.fgt --sweep batch_size=...`")
     tr.add_argument("--batches", type=int, default=10)
-    tr.add_argument("--engine", default="uring", help="|".join(flashgnn.sampler.ENGINES) + " (timings are the engine's)")
+    tr.add_argument("--engine", default="uring", help="|".join(flashgnn.sample.sampler.ENGINES) + " (timings are the engine's)")
     tr.add_argument("--depth", type=int, default=256)
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--force", action="store_true", help="replace an existing trace file")
@@ -178,8 +178,8 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("dirs", nargs="+", help="one directory per device")
     st.add_argument("--chunk", type=parse_size, default=64 << 10, help="stripe unit (default 64KiB, multiple of 4KiB)")
 
-    from flashgnn import train as train_defaults  # presample shares train's defaults (same batches)
-    from flashgnn.train import parser as train_parser
+    from flashgnn.train import trainer as train_defaults  # presample shares train's defaults (same batches)
+    from flashgnn.train.trainer import parser as train_parser
 
     sub.add_parser("train", help="train a GNN (sage|gcn|gin|gat|mlp) with the flashgnn loader",
                    parents=[train_parser()], add_help=False, conflict_handler="resolve")

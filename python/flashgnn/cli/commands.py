@@ -282,7 +282,7 @@ def cmd_compact(a) -> int:
 
 
 def cmd_train(a) -> int:
-    from flashgnn.train import run
+    from flashgnn.train.trainer import run
 
     run(a)
     return 0
@@ -292,7 +292,7 @@ def cmd_embed(a) -> int:
     from flashgnn._durable import check_output
 
     check_output(a.out, a.force, (a.dataset, a.checkpoint))  # refuse before importing torch or opening anything
-    from flashgnn.usermodel import parse_kwargs
+    from flashgnn.nn.usermodel import parse_kwargs
 
     if a.model_kwargs is not None and a.model_class is None:
         raise ValueError("--model-kwargs needs --model-class (a flashgnn checkpoint records its own model)")
@@ -310,13 +310,13 @@ def cmd_embed(a) -> int:
 
 
 def cmd_bench(a) -> int:
-    from flashgnn.bench.engines import main_bench
+    from flashgnn.ssd.bench import main_bench
 
     return main_bench(a)
 
 
 def cmd_stripe(a) -> int:
-    from flashgnn.stripe import stripe
+    from flashgnn.store.stripe import stripe
 
     try:
         r = stripe(a.dataset, a.dirs, a.chunk)
@@ -344,8 +344,8 @@ def cmd_presample(a) -> int:
 
     check_output(a.out, a.force, (a.dataset,))  # refuse before importing torch or opening anything
     from flashgnn._util import human_bytes
-    from flashgnn.presample import presample
-    from flashgnn.train import parse_fanout
+    from flashgnn.loader.presample import presample
+    from flashgnn.train.trainer import parse_fanout
 
     r = presample(a.dataset, a.out, parse_fanout(a.fanout), batch_size=a.batch_size, epochs=a.epochs, seed=a.seed,
                   split=a.split, engine=a.engine, workers=a.workers, force=a.force, progress=not a.json)
@@ -359,7 +359,7 @@ def cmd_presample(a) -> int:
 
 
 def cmd_trace(a) -> int:
-    from flashgnn.sim import batch_size_path, check_trace_output, parse_batch_sizes, record_trace
+    from flashgnn.ssd.simulate import batch_size_path, check_trace_output, parse_batch_sizes, record_trace
 
     try:
         sizes = parse_batch_sizes(a.batch_size)
@@ -388,7 +388,7 @@ def cmd_trace(a) -> int:
 
 
 def _plots_or_error():
-    from flashgnn import plots
+    from flashgnn.ssd import plots
 
     try:
         plots.require()
@@ -400,7 +400,7 @@ def _plots_or_error():
 def cmd_simulate(a) -> int:
     import json
 
-    from flashgnn.sim import format_report, measured_in_flight, simulate
+    from flashgnn.ssd.simulate import format_report, measured_in_flight, simulate
 
     plots = _plots_or_error() if a.plots else None  # before any simulation
     r = simulate(a.trace, a.config, a.design, a.sweep, timing=not a.no_timing)
@@ -421,7 +421,7 @@ def cmd_simulate(a) -> int:
 
 
 def cmd_plot_trace(a) -> int:
-    from flashgnn.sim import measured_in_flight
+    from flashgnn.ssd.simulate import measured_in_flight
 
     plots = _plots_or_error()
     m = measured_in_flight(a.trace)
@@ -443,7 +443,7 @@ def cmd_fit_ssd(a) -> int:
     import stat
 
     from flashgnn._durable import fsync_path, kind_of, replace_durably
-    from flashgnn.sim import depth_path, fit_this_machine, parse_batch_sizes
+    from flashgnn.ssd.simulate import depth_path, fit_this_machine, parse_batch_sizes
 
     try:
         depths = parse_batch_sizes(a.depth)

@@ -56,7 +56,7 @@ def load_weights(path) -> dict[str, torch.Tensor]:
 
 
 def _checkpoint(path):
-    from flashgnn.train import load_checkpoint
+    from flashgnn.nn.checkpoint import load_checkpoint
 
     return load_checkpoint(path)
 
@@ -217,7 +217,7 @@ MODELS = tuple(BUILDERS)
 
 def checkpoint_models() -> tuple[str, ...]:
     """Models `flashgnn train` builds that have a built-in DFG (what `serve` can run from a checkpoint)."""
-    from flashgnn.train import MODELS as TRAINED
+    from flashgnn.nn.zoo import MODELS as TRAINED
 
     return tuple(m for m in BUILDERS if m in TRAINED)
 

@@ -39,7 +39,7 @@ class NGCFConv(nn.Module):
         if deg is None:
             ei, w = gcn_norm(edge_index, None, x.size(0), add_self_loops=False)
         else:
-            from flashgnn.nn import degree_norm
+            from flashgnn.nn.gcn import degree_norm
 
             ei, w, _ = degree_norm(edge_index, x.size(0), deg, add_self_loops=False)
         s = scatter(w.view(-1, 1) * x[ei[0]], ei[1], dim=0, dim_size=x.size(0), reduce="sum")

@@ -7,7 +7,7 @@
   :class:`ServerError`.
 - :mod:`flashgnn.serve.token` — the token file's rules (a regular file, one
   line), shared by the server and the client.
-- :mod:`flashgnn.serve.crashtest` — kill the server at random points and check
+- :mod:`benchmarks.crashtest` — kill the server at random points and check
   that every acknowledged batch survived and no batch is half-applied.
 - ``flashgnn_pb2*.py`` — stubs generated from ``proto/flashgnn.proto`` by
   ``gen_proto.sh`` (committed; do not edit).

@@ -44,7 +44,7 @@ def add_parsers(sub, parse_size) -> None:
                         f"before DEADLINE_EXCEEDED (default {d.request_body_timeout_s:g})")
     s.add_argument("--grace", type=float, default=d.grace_s, help=f"seconds in-flight requests get on SIGTERM (default {d.grace_s:g})")
     s.add_argument("--group-commit-wait-us", type=int, default=0, help="WAL group-commit window (default 0)")
-    from flashgnn.budget import parse_budget
+    from flashgnn.sample.budget import parse_budget
 
     s.add_argument("--memory-budget", type=parse_budget, default="auto",
                    help="one budget for the engine's buffers (per worker) and a DRAM cache shared by every Run's "
@@ -157,7 +157,7 @@ def _ints(text: str, flag: str) -> list[int]:
 def build_dfg(model: str, checkpoint: str, fanouts: list[int]):
     """The built-in DFG of a `flashgnn train --model MODEL --checkpoint DIR` model."""
     from flashgnn.dfg import models
-    from flashgnn.train import load_checkpoint
+    from flashgnn.nn.checkpoint import load_checkpoint
 
     state = load_checkpoint(checkpoint)
     kind = state.get("model_config", {}).get("model")

@@ -25,8 +25,9 @@ class ServeStartError(RuntimeError):
 
 class ServeProcess:
     def __init__(self, dataset, token_file, *args, stderr_path, env: dict | None = None, timeout: float = 60.0,
-                 preexec_fn=None):
-        cmd = [sys.executable, "-m", "flashgnn.cli", "serve", str(dataset), "--listen", "127.0.0.1:0",
+                 preexec_fn=None, launcher: list[str] | None = None):
+        # launcher: what runs `flashgnn serve ARGS` (tests pass a wrapper that slows chosen RPCs down).
+        cmd = [*(launcher or [sys.executable, "-m", "flashgnn.cli"]), "serve", str(dataset), "--listen", "127.0.0.1:0",
                "--token-file", str(token_file), *map(str, args)]
         self.stderr_path = Path(stderr_path)
         self._err = open(self.stderr_path, "ab")

@@ -62,10 +62,8 @@ still in flight are cancelled; work already running on a worker finishes,
 since a commit cannot be interrupted) and the summary follows, marked so; the
 signal handlers stay installed until it is printed.
 
-Test hook: ``FLASHGNN_SERVE_TEST_DELAY="Rpc:seconds[,Rpc:seconds]"`` makes the
-named RPCs sleep inside their admitted work (tests of the in-flight cap,
-deadlines and the drain); not Health, which runs on the event loop. It is read
-once at start and announced on stderr.
+The server has no test hooks: tests that need slow calls start it through
+``tests/_slow_serve.py``, which wraps :meth:`Service._guarded` from outside.
 """
 
 from __future__ import annotations
@@ -111,7 +109,6 @@ MAX_STREAMS_PER_CONNECTION = 1024
 CONNECTION_IDLE_S = 300  # a connection without calls is closed after this
 HANDSHAKE_TIMEOUT_S = 10  # a connection must finish its HTTP/2 handshake in this
 KEEPALIVE_S, KEEPALIVE_TIMEOUT_S = 60, 20  # ping an idle peer; no answer: its calls are cancelled
-ENV_TEST_DELAY = "FLASHGNN_SERVE_TEST_DELAY"
 
 RPCS = (
     "Health", "Stats", "UpdateGraph", "AddVertex", "DeleteVertex", "AddEdge", "DeleteEdge",
@@ -132,19 +129,6 @@ class Status(Exception):
 
 def invalid(message: str) -> Status:
     return Status(grpc.StatusCode.INVALID_ARGUMENT, message, "invalid_argument")
-
-
-def _test_delays() -> dict[str, float]:
-    spec = os.environ.get(ENV_TEST_DELAY, "").strip()
-    out: dict[str, float] = {}
-    for part in filter(None, (s.strip() for s in spec.split(","))):
-        name, _, secs = part.partition(":")
-        if name not in RPCS:
-            raise ValueError(f"{ENV_TEST_DELAY}: unknown RPC {name!r} (known: {', '.join(RPCS)})")
-        if name == "Health":
-            raise ValueError(f"{ENV_TEST_DELAY}: Health runs on the event loop and cannot be delayed")
-        out[name] = float(secs)
-    return out
 
 
 class Metrics:
@@ -219,7 +203,6 @@ class Service(pb_grpc.FlashGNNServicer):
         self._inflight = 0
         self._inflight_lock = threading.Lock()
         self.work = concurrent.futures.ThreadPoolExecutor(limits.workers, thread_name_prefix="flashgnn-work")
-        self._delays = _test_delays()
         self._dfgs: collections.OrderedDict[str, object] = collections.OrderedDict()
         self._dfg_lock = threading.Lock()
         self._update_slot = threading.Lock()  # one UpdateGraph at a time (each buffers a whole graph)
@@ -324,7 +307,7 @@ class Service(pb_grpc.FlashGNNServicer):
             if rpc not in OPEN_RPCS:
                 self._auth(rpc, context)
             deadline, note = self._deadline(context)
-            call = _Call(rpc, deadline, self._delays.get(rpc, 0.0), note)
+            call = _Call(rpc, deadline, note)
             # The client going away (or the answer having been sent) stops work that has not committed yet.
             context.add_done_callback(lambda _ctx, call=call: call.cancel())
             if rpc == "Stats":
@@ -402,9 +385,7 @@ class Service(pb_grpc.FlashGNNServicer):
         return waiting.result()
 
     def _guarded(self, work, call: "_Call"):
-        """Runs on a worker: the test delay, the deadline check, and error mapping."""
-        if call.delay_s:
-            call.sleep(call.delay_s)
+        """Runs on a worker: the deadline check, and error mapping."""
         call.check()
         try:
             return work(call)
@@ -876,8 +857,8 @@ class Service(pb_grpc.FlashGNNServicer):
 class _Call:
     """One admitted request's deadline and cancellation flag, seen by its worker."""
 
-    def __init__(self, rpc: str, deadline: float, delay_s: float, note: str = ""):
-        self.rpc, self.deadline, self.delay_s, self.note = rpc, deadline, delay_s, note
+    def __init__(self, rpc: str, deadline: float, note: str = ""):
+        self.rpc, self.deadline, self.note = rpc, deadline, note
         self.budget_s = max(0.0, deadline - time.monotonic())
         self._cancelled = threading.Event()
         self._lock = threading.Lock()
@@ -1017,7 +998,7 @@ def _serve_cache(dataset, limits: Limits, memory_budget):
     the budget leaves nothing for it. One budget: per worker thread the engine's buffers and one request's batch
     (measured at BUDGET_FANOUTS and min(--max-batch, 1024) targets); no prefetch window (requests are not known
     ahead); the cache gets the rest."""
-    from flashgnn import budget
+    from flashgnn.sample import budget
 
     if memory_budget == "auto":
         # What the process may use, less what in-flight Runs may hold (--max-inflight-bytes) and the
@@ -1084,8 +1065,6 @@ async def _serve(service: Service, graph, listen: str, limits: Limits, preload: 
         await server.start()
         if preload:
             service.preload()
-        if service._delays:
-            _log(f"TEST HOOK {ENV_TEST_DELAY} active: {service._delays}")
         if ready is not None:
             ready(port)
         if service.scrub is not None:

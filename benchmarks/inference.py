@@ -1,0 +1,121 @@
+"""Layer-wise inference against PyG's whole graph in memory (``make bench-inference``).
+
+    python -m benchmarks.inference DATASET [--hidden 128] [--layers 2] [--batch-size 16384] [--json]
+
+The same GraphSAGE (same seed, same weights) over every node, each way in a
+child process of its own so its peak resident memory (``ru_maxrss``) is its
+own:
+
+- ``pyg-memory`` (the baseline): ``flashgnn.to_pyg`` then
+  ``model(x, edge_index)`` — PyG's full-graph forward, everything in RAM;
+- ``inference``: ``flashgnn.inference(model, DATASET)`` -> tensor;
+- ``inference-out``: ``flashgnn.inference(model, DATASET, OUT)`` -> disk;
+- ``pyg-loader``: PyG's ``model.inference(loader)`` on
+  ``flashgnn.NeighborLoader(DATASET, num_neighbors=[-1])``.
+
+Reports seconds, peak RSS and peak RSS above what the imports alone take
+(torch + PyG, ~0.7 GiB), as ratios to the baseline measured in the same run,
+and each way's largest difference from the baseline's outputs. File-backed
+pages of the memory-mapped layer tables count in RSS although the kernel
+may reclaim them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+METHODS = ("pyg-memory", "inference", "inference-out", "pyg-loader")
+
+
+def _child(method: str, dataset: str, hidden: int, layers: int, batch_size: int, out: str) -> dict:
+    import resource
+
+    import torch
+    from torch_geometric.nn import GraphSAGE
+
+    import flashgnn
+
+    torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))
+    ds = flashgnn.open(dataset)
+    torch.manual_seed(0)
+    model = GraphSAGE(ds.feature_dim, hidden, layers, max(ds.num_classes, 2)).eval()
+    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # torch + PyG imported, nothing read
+    t0 = time.perf_counter()
+    if method == "pyg-memory":
+        data = flashgnn.to_pyg(dataset)
+        with torch.no_grad():
+            y = model(data.x.float(), data.edge_index).numpy()
+    elif method == "inference":
+        y = flashgnn.inference(model, dataset, batch_size=batch_size, progress=False).numpy()
+    elif method == "inference-out":
+        flashgnn.inference(model, dataset, os.path.join(out, "emb"), batch_size=batch_size, progress=False)
+        y = np.load(os.path.join(out, "emb", "embeddings.npy"), mmap_mode="r")
+    else:
+        loader = flashgnn.NeighborLoader(dataset, num_neighbors=[-1], batch_size=batch_size)
+        y = model.inference(loader).numpy()
+    seconds = time.perf_counter() - t0
+    np.save(os.path.join(out, f"{method}.npy"), np.asarray(y))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return dict(method=method, seconds=seconds, peak_rss_bytes=peak, work_rss_bytes=peak - base_rss)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("dataset")
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=16384)
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--child", choices=METHODS, help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.child:
+        print(json.dumps(_child(a.child, a.dataset, a.hidden, a.layers, a.batch_size, a.out)))
+        return 0
+    from flashgnn import _progress
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="flashgnn-bench-inference-") as tmp:
+        bar = _progress.bar(total=len(METHODS), desc="bench-inference", unit="way")
+        for m in METHODS:
+            bar.set_description(f"bench-inference: {m}")
+            cmd = [sys.executable, "-m", "benchmarks.inference", a.dataset, "--hidden", str(a.hidden), "--layers",
+                   str(a.layers), "--batch-size", str(a.batch_size), "--child", m, "--out", tmp]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise SystemExit(f"bench-inference: {m} failed:\n{r.stderr[-3000:]}")
+            rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
+            bar.update(1)
+        bar.close()
+        base = np.load(os.path.join(tmp, "pyg-memory.npy"))
+        for r in rows:
+            r["max_abs_diff"] = float(np.abs(np.load(os.path.join(tmp, f"{r['method']}.npy")) - base).max())
+    b = rows[0]
+    for r in rows:
+        r["time_ratio"] = r["seconds"] / b["seconds"]
+        r["rss_ratio"] = r["peak_rss_bytes"] / b["peak_rss_bytes"]
+        r["work_rss_ratio"] = r["work_rss_bytes"] / max(b["work_rss_bytes"], 1)
+    if a.json:
+        print(json.dumps(dict(dataset=a.dataset, hidden=a.hidden, layers=a.layers, batch_size=a.batch_size,
+                              results=rows), indent=2))
+    else:
+        for r in rows:
+            print(f"{r['method']:>14}: {r['seconds']:7.2f} s ({r['time_ratio']:.2f}x), peak RSS "
+                  f"{r['peak_rss_bytes'] / 2**20:6.0f} MiB ({r['rss_ratio']:.2f}x), above the imports "
+                  f"{r['work_rss_bytes'] / 2**20:6.0f} MiB ({r['work_rss_ratio']:.2f}x), max |diff| {r['max_abs_diff']:.1e}")
+    i = rows[1]
+    print(f"bench-inference: flashgnn.inference {i['time_ratio']:.2f}x the time and {i['work_rss_ratio']:.2f}x the "
+          f"memory (above the imports) of PyG in memory (same outputs to {i['max_abs_diff']:.0e})", file=sys.stderr if a.json else sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

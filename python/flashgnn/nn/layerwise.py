@@ -1,0 +1,288 @@
+"""Layer-wise full-graph inference with bounded memory, for any model (``flashgnn.inference``).
+
+    flashgnn.inference(model, "data/demo")                  # -> Tensor [num_nodes, out] when it fits
+    flashgnn.inference(model, "data/demo", "emb/")          # -> embed.json metadata; emb/embeddings.npy
+    flashgnn embed DATASET OUT --checkpoint DIR [--model-class pkg.mod:Class] [--output logits|hidden]
+
+Mini-batch inference recomputes every shared neighbor once per batch (the
+k-hop neighborhood explodes); PyG's ``BasicGNN.inference()`` avoids that by
+going layer by layer, but it keeps the feature table and every layer's
+outputs in RAM. Here each layer is one pass over all nodes in chunks of
+``batch_size`` targets:
+
+- the chunk's full neighbor lists come from the engine (one call per chunk,
+  deep-queue direct I/O, fanout -1, one hop);
+- layer 0 takes the input rows from the dataset in that same call; later
+  layers read them from the previous layer's table on disk (a memory map:
+  pages are reclaimable, so resident memory stays bounded by the chunk);
+- the chunk's outputs are written to this layer's table, rows in original id
+  order; the previous layer's table is deleted once the layer is done.
+
+Which models (:func:`_layers_of`, one implementation for the built-in models
+of ``flashgnn train`` and a user's own):
+
+- any ``torch_geometric.nn.models.basic_gnn.BasicGNN`` (GraphSAGE, GCN, GIN,
+  GAT, PNA, EdgeCNN, ...; ``jk=None`` or ``'last'``): layer ``i`` is PyG's own
+  ``model.inference_per_layer(i, x, edge_index, batch_size)`` — the conv,
+  then activation/norm (and ``lin`` after the last layer with ``jk='last'``)
+  exactly as ``BasicGNN.inference`` applies them;
+- GCN-normalised convolutions (:class:`flashgnn.nn.GCN`, and PyG's
+  ``GCNConv`` with ``normalize=True`` inside a BasicGNN) are normalised by
+  every node's degree in the whole graph, read from the slots
+  (``degrees=True``; :mod:`flashgnn.nn`), not by degrees as seen in the
+  chunk's subgraph (where a target's neighbors would have their self-loop
+  only — which is what PyG's own layer-wise inference computes);
+- ``torch_geometric.nn.MLP``: one pass, no neighbors;
+- any other module with the per-layer protocol: an integer ``num_layers``
+  and ``layer(i, x, edge_index) -> Tensor`` returning layer ``i``'s output
+  (everything applied between layers included) for at least the first
+  ``batch_size`` rows of ``x``; ``x`` holds the chunk's targets first, then
+  their neighbors; ``edge_index`` is local, row = neighbor, col = target. A
+  module that also sets ``layer_needs_degrees = True`` is called with
+  ``deg=`` (each row's degree in the whole graph).
+
+Output directory (published atomically, like a dataset build):
+``embeddings.npy`` float32 ``[num_nodes, dim]`` (row = original node id),
+``predictions.npy`` int64 (argmax, with ``--output logits``), ``embed.json``
+(model, layers, dims, chunks, timings). ``embeddings.npy`` is a plain
+feature table: ``flashgnn build`` can import it as ``node_feat.npy`` and the
+serving layer reads it directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from flashgnn._durable import check_output, create_tmp_dir, fsync_path, publish_dir, remove_stale_tmps
+
+PROTOCOL = ("a torch_geometric BasicGNN (GraphSAGE, GCN, GIN, GAT, ...), torch_geometric.nn.MLP, or a module with "
+            "an integer `num_layers` and `layer(i, x, edge_index) -> Tensor` (docs/training.md, layer-wise inference)")
+
+
+def _tables(tmp: Path, name: str, n: int, dim: int, npy: bool):
+    path = tmp / name
+    if npy:
+        return np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, dim))
+    return np.memmap(path, mode="w+", dtype=np.float32, shape=(n, dim))
+
+
+def _gcn_conv(conv) -> bool:
+    """A PyG ``GCNConv`` that normalises by degrees (and so needs the whole graph's)."""
+    from torch_geometric.nn import GCNConv
+
+    return isinstance(conv, GCNConv) and conv.normalize and not conv.cached and conv.add_self_loops
+
+
+def _after_conv(model, i: int, h):
+    """What ``BasicGNN.inference_per_layer`` applies after conv ``i``
+    (dropout is off in eval), for the convs called here directly."""
+    if i == model.num_layers - 1 and model.jk_mode is None:
+        return h
+    if model.act is not None and model.act_first:
+        h = model.act(h)
+    if model.norms is not None:
+        h = model.norms[i](h)
+    if model.act is not None and not model.act_first:
+        h = model.act(h)
+    if i == model.num_layers - 1 and hasattr(model, "lin"):
+        h = model.lin(h)
+    return h
+
+
+def _layers_of(model):
+    """``(num_layers, step, needs_degrees, kind)`` where ``step(i, x,
+    edge_index, deg, batch_size)`` is layer ``i``'s output for the first
+    ``batch_size`` rows; ``num_layers == 0`` means a neighbor-free model
+    (one pass of ``model(x)``)."""
+    from torch_geometric.nn import MLP
+    from torch_geometric.nn.models.basic_gnn import BasicGNN
+
+    from flashgnn.nn.degnorm import degree_norm
+
+    if isinstance(model, MLP):
+        return 0, lambda i, x, ei, deg, bs: model(x[:bs]), False, "MLP"
+    if isinstance(model, BasicGNN):
+        name = type(model).__name__
+        if model.jk_mode not in (None, "last"):
+            raise ValueError(f"layer-wise inference of {name}: jk={model.jk_mode!r} combines every layer's output; "
+                             "only jk=None or 'last' can run layer by layer (as in PyG's BasicGNN.inference)")
+        if getattr(model, "whole_graph_degrees", False):  # flashgnn.nn.GCN: its convs take degree_norm's weights
+            def step(i, x, ei, deg, bs):
+                return _after_conv(model, i, model.conv(i, x, ei, deg)[:bs])
+            return model.num_layers, step, True, name
+        gcn = [_gcn_conv(c) for c in model.convs]
+        if any(gcn):
+            def step(i, x, ei, deg, bs):
+                conv = model.convs[i]
+                if not gcn[i]:
+                    return model.inference_per_layer(i, x, ei, bs)
+                fill = 2.0 if conv.improved else 1.0
+                ei2, w, _ = degree_norm(ei, x.size(0), deg, fill=fill)
+                conv.normalize = False  # weights given: the whole graph's normalisation, not the chunk's
+                try:
+                    h = conv(x, ei2, w)
+                finally:
+                    conv.normalize = True
+                return _after_conv(model, i, h[:bs])
+            return model.num_layers, step, True, name
+        return model.num_layers, lambda i, x, ei, deg, bs: model.inference_per_layer(i, x, ei, bs), False, name
+    nl = getattr(model, "num_layers", None)
+    layer = getattr(model, "layer", None)
+    if callable(layer) and isinstance(nl, int) and not isinstance(nl, bool):
+        if nl < 1:
+            raise ValueError(f"{type(model).__name__}.num_layers = {nl}: expected >= 1")
+        if getattr(model, "layer_needs_degrees", False):
+            return nl, lambda i, x, ei, deg, bs: model.layer(i, x, ei, deg=deg)[:bs], True, type(model).__name__
+        return nl, lambda i, x, ei, deg, bs: model.layer(i, x, ei)[:bs], False, type(model).__name__
+    raise TypeError(f"layer-wise inference: {type(model).__module__}.{type(model).__qualname__} is not {PROTOCOL}")
+
+
+def _dev(model, device):
+    import torch
+
+    if device is not None:
+        return torch.device(device)
+    p = next(iter(model.parameters()), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
+def inference(model, dataset, out=None, *, batch_size: int = 16384, device=None, engine: str = "auto",
+              progress: bool = True, layers: int | None = None, force: bool = False, predictions: bool = False,
+              max_bytes: int | None = None, tmp_dir=None, x_transform=None):
+    """Run ``model`` over every node of ``dataset`` layer by layer (module docs).
+
+    ``out=None``: returns the outputs as a float32 ``Tensor [num_nodes,
+    dim]`` (row = node id), refused with the figures (``MemoryError``) when
+    that table needs more than ``max_bytes`` (default: the memory this
+    process may still use) — checked when the last layer's width is known,
+    before it runs; the layer tables then live under ``tmp_dir`` (default:
+    the system temporary directory) and are deleted. ``out=DIR``: publishes
+    ``DIR/embeddings.npy`` (+ ``predictions.npy`` with ``predictions=True``)
+    and ``DIR/embed.json`` atomically and returns the metadata.
+    ``layers=k`` stops after the first ``k`` layers (hidden representations).
+    ``batch_size``: targets per engine call (bounds resident memory).
+    ``device``: where the layers run (default: the model's). ``x_transform``
+    maps the input rows of each chunk (row-wise, e.g. feature normalisation).
+    The model runs in eval mode under ``torch.no_grad()`` and its mode is
+    restored afterwards."""
+    return run(model, dataset, out, batch_size=batch_size, device=device, engine=engine, progress=progress,
+               layers=layers, force=force, predictions=predictions, max_bytes=max_bytes, tmp_dir=tmp_dir,
+               x_transform=x_transform)
+
+
+def run(model, dataset, out=None, *, batch_size, device, engine, progress, layers, force, predictions, max_bytes,
+        tmp_dir, x_transform, inputs=(), meta_extra: dict | None = None):
+    """:func:`inference`, plus what ``flashgnn embed`` adds: more ``inputs``
+    that ``out`` must not overwrite (the checkpoint) and ``embed.json`` fields."""
+    import torch
+
+    from flashgnn import _progress
+    from flashgnn.sample.budget import available_memory
+    from flashgnn.loader.neighbor import as_dataset, resolve_engine
+    from flashgnn.sample.sampler import Sampler
+
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
+        raise ValueError(f"batch_size must be an integer > 0, got {batch_size!r}")
+    total, step, needs_deg, kind = _layers_of(model)
+    passes = max(total, 1)
+    if layers is not None:
+        if isinstance(layers, bool) or not isinstance(layers, (int, np.integer)) or not 1 <= layers <= passes:
+            raise ValueError(f"layers={layers!r}: {kind} has {passes} layer(s); expected 1..{passes}")
+        passes = int(layers)
+    if out is not None:
+        out = Path(out)
+        check_output(out, force, (getattr(dataset, "path", dataset), *inputs))
+    ds = as_dataset(dataset)
+    dev = _dev(model, device)
+    n = ds.num_nodes
+    eng = resolve_engine(engine)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_tmps(out)
+        tmp = create_tmp_dir(out)
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="flashgnn-inference-", dir=tmp_dir))
+    limit = None if out is not None else (available_memory() if max_bytes is None else int(max_bytes))
+    chunks = [(lo, min(lo + batch_size, n)) for lo in range(0, n, batch_size)]
+    was_training = model.training
+    model.eval()
+    t0 = time.perf_counter()
+    reads = 0
+    try:
+        bar = _progress.bar(total=passes * len(chunks), desc="inference", unit="chunk", disable=not progress)
+        prev = None
+        for li in range(passes):
+            last = li == passes - 1
+            table = None  # created at the first chunk, when the layer's width is known
+            first = li == 0
+            s = Sampler(ds.path, [0] if total == 0 else [-1], engine=eng, dtype=np.float32, labels=False,
+                        features=first, degrees=needs_deg)
+            bar.set_description(f"inference layer {li + 1}/{passes}")
+            for lo, hi in chunks:
+                b = s.sample(np.arange(lo, hi, dtype=np.int64), 0)
+                h_in = b.x if first else np.asarray(prev[b.n_id])
+                with torch.no_grad():
+                    x = torch.from_numpy(np.ascontiguousarray(h_in, dtype=np.float32)).to(dev)
+                    if first and x_transform is not None:
+                        x = x_transform(x)
+                    ei = torch.from_numpy(np.stack([b.row, b.col])).to(dev)
+                    deg = torch.from_numpy(b.deg).to(dev) if needs_deg else None
+                    h = step(li, x, ei, deg, hi - lo)
+                if h.dim() != 2 or h.shape[0] < hi - lo:
+                    raise ValueError(f"layer-wise inference: {kind} layer {li} returned shape {tuple(h.shape)} for a "
+                                     f"chunk of {hi - lo} targets; expected [>= {hi - lo}, dim]")
+                h = h[: hi - lo]
+                if table is None:
+                    if last and limit is not None and n * h.shape[1] * 4 > limit:
+                        raise MemoryError(
+                            f"inference({ds.path}): the output table, {n:,} nodes x {h.shape[1]} float32 = "
+                            f"{n * h.shape[1] * 4:,} bytes, needs more than the {limit:,} bytes available (pass "
+                            "out=DIR to write it to disk, or max_bytes= to override)")
+                    table = _tables(tmp, "embeddings.npy" if last else f"layer{li}.f32", n, h.shape[1], npy=last)
+                table[lo:hi] = h.float().cpu().numpy()
+                bar.update(1)
+            reads += s.telemetry()["reads"]
+            table.flush()
+            if prev is not None:
+                name = prev.filename
+                del prev
+                os.unlink(name)
+            prev = table
+        bar.close()
+        final = prev
+        dim = final.shape[1]
+        seconds = time.perf_counter() - t0
+        if out is None:
+            result = torch.from_numpy(np.array(final))
+            del final, prev
+            return result
+        if predictions:
+            pred = np.lib.format.open_memmap(tmp / "predictions.npy", mode="w+", dtype=np.int64, shape=(n,))
+            for lo, hi in chunks:
+                pred[lo:hi] = np.asarray(final[lo:hi]).argmax(axis=1)
+            pred.flush()
+            del pred
+        del final, prev
+        meta = dict(flashgnn_output="embed", dataset=os.path.abspath(ds.path), model=kind, num_nodes=n, dim=dim,
+                    layers=passes, chunks=len(chunks), batch_size=int(batch_size), engine=eng, seconds=seconds,
+                    reads=reads, dtype="float32")
+        meta.update(meta_extra or {})
+        (tmp / "embed.json").write_text(json.dumps(meta, indent=2))
+        for f in tmp.iterdir():
+            fsync_path(f)
+        publish_dir(tmp, out)
+        return meta
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        model.train(was_training)
+        if out is None:
+            shutil.rmtree(tmp, ignore_errors=True)

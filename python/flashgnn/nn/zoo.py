@@ -1,0 +1,72 @@
+"""The one list of models flashgnn builds by name (``train --model``, ``embed``, ``serve``, the DFG
+converters): adding a model is one entry in ``MODEL_CLASSES`` (plus ``DEGREE_MODELS`` when its layers
+normalise by degree)."""
+
+from __future__ import annotations
+
+# The models `train` builds: name -> (module, class, extra keyword arguments). The one list: MODELS, the
+# --model choices, build_model and the serving/embedding consumers derive from it.
+MODEL_CLASSES = {
+    "sage": ("torch_geometric.nn", "GraphSAGE", {}),
+    "gcn": ("flashgnn.nn", "GCN", {}),  # PyG's GCN normalised by whole-graph degrees
+    "gin": ("torch_geometric.nn", "GIN", {}),
+    "gat": ("torch_geometric.nn", "GAT", {"heads": 4}),
+    "mlp": ("torch_geometric.nn", "MLP", {}),  # the seeds' features alone: the baseline
+}
+MODELS = tuple(MODEL_CLASSES)
+# Models whose layers normalise by node degrees: their batches carry every
+# node's whole-graph degree (`data.deg`), see flashgnn.nn.
+DEGREE_MODELS = ("gcn",)
+NORMALIZE_FEATURES = ("none", "row")
+
+
+def build_model(name: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float):
+    """A stock ``torch_geometric.nn`` model (GCN: :class:`flashgnn.nn.GCN`,
+    PyG's GCN normalised by whole-graph degrees); ``num_layers`` = number of hops."""
+    import importlib
+
+    if name not in MODEL_CLASSES:
+        raise ValueError(f"model {name!r}: expected one of {', '.join(MODELS)}")
+    module, cls_name, kw = MODEL_CLASSES[name]
+    cls = getattr(importlib.import_module(module), cls_name)
+    if name == "mlp":
+        return cls(in_channels=in_dim, hidden_channels=hidden, out_channels=out_dim, num_layers=max(num_layers, 1),
+                   dropout=dropout, norm=None)
+    return cls(in_dim, hidden, num_layers, out_dim, dropout=dropout, **kw)
+
+
+def forward(model, data):
+    """Logits of the batch's seeds; GNNs trim the sampled subgraph per layer
+    (GCN normalised by the whole graph's degrees, ``data.deg``: trimmed or
+    not, a full-neighbourhood batch gives the full-graph outputs)."""
+    from torch_geometric.nn import MLP
+
+    from flashgnn.nn.gcn import GCN
+
+    inner = getattr(model, "module", model)
+    bs = data.batch_size
+    if isinstance(inner, MLP):
+        return model(data.x[:bs])
+    kw = {}
+    if isinstance(inner, GCN):
+        deg = getattr(data, "deg", None)
+        if deg is None:
+            raise ValueError("GCN batch without node degrees (data.deg): load it with NeighborLoader(..., "
+                             "degrees=True)")
+        kw["deg"] = deg
+    return model(data.x, data.edge_index, num_sampled_nodes_per_hop=data.num_sampled_nodes,
+                 num_sampled_edges_per_hop=data.num_sampled_edges, **kw)[:bs]
+
+
+def normalize_features(x, how: str):
+    """Feature rows as the model was trained on them: ``row`` divides each
+    row by its sum, clamped at 1 (PyG's ``NormalizeFeatures`` on
+    non-negative features), ``none`` leaves them. Row-wise, so applying it
+    per batch equals applying it to the whole table."""
+    if how == "none":
+        return x
+    if how == "row":
+        return x / x.sum(dim=-1, keepdim=True).clamp(min=1.0)
+    raise ValueError(f"normalize_features {how!r}: expected one of {', '.join(NORMALIZE_FEATURES)}")
+
+

@@ -1,0 +1,241 @@
+"""One ``--memory-budget`` split between the engine's buffers, the prefetch
+window and the cache tiers (``flashgnn train``, ``bench``, ``serve``).
+
+What the budget covers is flashgnn's own memory on the data path — not the
+interpreter, torch or the model, which the caller sizes separately:
+
+- **engine**: per producer, the aligned buffer pool (16 MiB,
+  ``BUF_POOL_BYTES`` in ``flashgnn-sample``), the per-batch page cache
+  (16 MiB, ``batch_page_cache_bytes``) and the batch it is building;
+- **prefetch window**: ``prefetch`` finished batches queued for the consumer,
+  plus, with online lookahead, the ``lookahead`` structure batches held
+  ahead of the one being filled;
+- **lookahead cache** (with ``lookahead``): ``LOOKAHEAD_SHARE`` of what is
+  left, for the Belady row cache of :mod:`flashgnn.loader.window`;
+- **cache**: the rest — ``hot_fraction`` of it for the static hot set, the
+  remainder for the dynamic (S3-FIFO/CLOCK) part.
+
+A batch's size is measured, not guessed: two batches of the real dataset with
+the real fanouts are sampled (features included) and the larger, plus 25 %
+headroom for the variance between batches, is the per-batch figure. A budget
+smaller than engine + window is refused with the minimum it needs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flashgnn.sample.sampler import DEFAULT_HOT_FRACTION
+
+ENGINE_FIXED_PER_PRODUCER = (16 << 20) + (16 << 20)  # buffer pool + per-batch page cache
+HEADROOM = 1.25
+LOOKAHEAD_SHARE = 0.5
+# `--memory-budget auto` leaves room for what the budget does not cover:
+# torch itself (about 0.6 GiB of RSS on import; reserved only when it is not
+# imported yet — once imported it is already in the usage the headroom is
+# measured against), and the model: its weights, optimizer state, Python
+# objects (a fixed part) and its activations and gradients, which scale with
+# the batch (ACTIVATION_BATCHES measured batches).
+AUTO_RESERVE_TORCH = 768 << 20
+AUTO_RESERVE_MODEL = 320 << 20
+ACTIVATION_BATCHES = 6
+# The lookahead window `auto` picks for training: the measured sweet spot
+# (docs/benchmarks.md, online lookahead: 1.46x the default online cache at the
+# same memory). It pays even when the cache holds the whole dataset: the
+# window's rows go out as one engine call per batch over known ids, off the
+# sampling path, where cache lookups sit on it (make bench-defaults: data/demo
+# under a 1.5 GiB cap, 16.0 s with lookahead vs 28.3 s without).
+AUTO_LOOKAHEAD = 8
+# The data files a cache can hold (side arrays are read once, not cached).
+_DATA_FILES = ("graph.fg", "overflow.fg", "features.fg")
+
+
+def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "uring") -> int:
+    """Measured bytes of one mini-batch as handed to the consumer (ids, edges,
+    features, labels), the larger of two, with headroom."""
+    from flashgnn.store.dataset import Dataset
+    from flashgnn.sample.sampler import Sampler
+
+    ds = Dataset(path)
+    s = Sampler(path, fanouts, engine=engine, labels=True)
+    rng = np.random.default_rng(seed)
+    pool = ds.split("train") if "train" in ds.split_names else np.arange(ds.num_nodes)
+    worst = 0
+    for _ in range(2):
+        b = s.sample(rng.choice(pool, min(batch_size, len(pool)), replace=False), seed=int(rng.integers(1 << 31)))
+        worst = max(worst, sum(a.nbytes for a in (b.n_id, b.row, b.col, b.x, b.y)))
+    return int(worst * HEADROOM)
+
+
+def split(budget: int, path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
+          hot_fraction: float = DEFAULT_HOT_FRACTION, per_batch: int | None = None, lookahead: int = 0) -> dict:
+    """The budget split; raises ValueError when it cannot hold engine + window."""
+    per_batch = batch_bytes(path, fanouts, batch_size) if per_batch is None else int(per_batch)
+    workers, prefetch, lookahead = max(1, int(workers)), max(1, int(prefetch)), max(0, int(lookahead))
+    engine = workers * (ENGINE_FIXED_PER_PRODUCER + per_batch)
+    window = (prefetch + lookahead) * per_batch
+    rest = int(budget) - engine - window
+    if rest < 0:
+        raise ValueError(f"--memory-budget {budget:,} bytes is below the {engine + window:,} bytes the engine "
+                         f"({workers} producer(s) x (32 MiB buffers + a {per_batch:,}-byte batch)) and the prefetch "
+                         f"window ({prefetch} + {lookahead} lookahead batches) need; raise it or lower "
+                         "--prefetch/--lookahead/--workers/--batch-size")
+    lookahead_cache = int(rest * LOOKAHEAD_SHARE) if lookahead else 0
+    cache = rest - lookahead_cache
+    static = int(cache * hot_fraction)
+    return {"budget": int(budget), "engine": engine, "window": window, "per_batch": per_batch, "workers": workers,
+            "prefetch": prefetch, "lookahead": lookahead, "lookahead_cache": lookahead_cache, "cache": cache,
+            "cache_static": static, "cache_dynamic": cache - static}
+
+
+def parse_budget(text: str):
+    """``--memory-budget`` values: ``auto`` (the default where it applies) or a size (``0`` = none)."""
+    if str(text).strip().lower() == "auto":
+        return "auto"
+    from flashgnn._util import parse_size
+
+    return parse_size(text)
+
+
+def dataset_bytes(path) -> int:
+    """Bytes of the dataset's page files: what a cache would need to hold it all."""
+    import os
+
+    return sum(os.path.getsize(os.path.join(path, f)) for f in _DATA_FILES if os.path.exists(os.path.join(path, f)))
+
+
+def auto_reserve(per_batch: int, torch_loaded: bool) -> int:
+    """Bytes `auto` leaves outside the budget: torch unless already imported,
+    the model's fixed part, and activations of ACTIVATION_BATCHES batches."""
+    return (0 if torch_loaded else AUTO_RESERVE_TORCH) + AUTO_RESERVE_MODEL + ACTIVATION_BATCHES * int(per_batch)
+
+
+def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
+         hot_fraction: float = DEFAULT_HOT_FRACTION, lookahead: int | None = None, training: bool = True,
+         processes: int = 1, available: int | None = None, per_batch: int | None = None) -> dict:
+    """``--memory-budget auto``: the budget sized from what this process may
+    really use and split as :func:`split` splits it.
+
+    available = :func:`available_memory` (cgroup headroom, else MemAvailable)
+    ÷ ``processes`` (ranks on this machine); room = available −
+    :func:`auto_reserve`; the budget is the smaller of room and what caching the
+    whole dataset needs (engine + window + the page files). ``lookahead``
+    None lets auto choose: ``AUTO_LOOKAHEAD`` for training when the cache
+    cannot hold the data, else 0. When room cannot even hold the engine and
+    the window, the budget is 0 (no cache) and the reason says so."""
+    from flashgnn._util import human_bytes as h
+
+    import sys
+
+    avail = (available_memory() if available is None else int(available)) // max(1, int(processes))
+    per_batch = batch_bytes(path, fanouts, batch_size) if per_batch is None else int(per_batch)
+    workers, prefetch = max(1, int(workers)), max(1, int(prefetch))
+    data = dataset_bytes(path)
+    base = workers * (ENGINE_FIXED_PER_PRODUCER + per_batch) + prefetch * per_batch
+    reserve = auto_reserve(per_batch, torch_loaded="torch" in sys.modules)
+    room = avail - reserve
+    why = f"auto: {h(avail)} available" + (f" per process ({processes})" if processes > 1 else "") + \
+          f" - {h(reserve)} reserve for " + ("" if "torch" in sys.modules else "torch and ") + "the model"
+    if room < base:
+        return {"budget": 0, "lookahead": 0 if lookahead is None else int(lookahead), "per_batch": per_batch,
+                "auto": why + f" leaves {h(max(room, 0))}, less than the {h(base)} the engine and prefetch window "
+                               "need: running without a cache"}
+    if lookahead is None:  # lookahead for training whenever its window leaves room for the caches
+        spare = room - base - AUTO_LOOKAHEAD * per_batch
+        lookahead = AUTO_LOOKAHEAD if training and spare > 0 else 0
+    need = base + lookahead * per_batch + (int(data / (1 - LOOKAHEAD_SHARE)) if lookahead else data)
+    budget = min(room, need)
+    s = split(budget, path, fanouts, batch_size, workers=workers, prefetch=prefetch, hot_fraction=hot_fraction,
+              per_batch=per_batch, lookahead=lookahead)
+    s["auto"] = why + (f"; the dataset's {h(data)} fit" if budget == need else f"; dataset {h(data)}") + \
+        (f"; lookahead {lookahead}" if lookahead else "")
+    return s
+
+
+def describe(s: dict) -> str:
+    from flashgnn._util import human_bytes as h
+
+    la = s.get("lookahead", 0)
+    if s.get("budget", 0) == 0:
+        return f"memory budget 0 ({s['auto']})" if s.get("auto") else "memory budget 0 (no cache)"
+    return ((f"{s['auto']} -> " if s.get("auto") else "") + f"memory budget {h(s['budget'])} = engine {h(s['engine'])} ({s['workers']} producer(s) x (32.0 MiB buffers "
+            f"+ {h(s['per_batch'])} batch)) + prefetch window {h(s['window'])} ({s['prefetch']}"
+            + (f" + {la} lookahead" if la else "") + f" x {h(s['per_batch'])})"
+            + (f" + lookahead cache {h(s['lookahead_cache'])}" if la else "")
+            + f" + cache {h(s['cache'])} (static {h(s['cache_static'])} + dynamic {h(s['cache_dynamic'])})")
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return None if text in ("", "max") else int(text)
+
+
+def _cgroup_headroom() -> int | None:
+    """Bytes this process's memory cgroup may still grow by (limit − usage),
+    v2 or v1; None when no limit applies (or none can be read)."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    best = None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # cgroup v2: limits anywhere up the tree apply
+            roots = [("/sys/fs/cgroup", "memory.max", "memory.current")]
+        elif "memory" in controllers.split(","):
+            roots = [("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes")]
+        else:
+            continue
+        for root, limit_name, usage_name in roots:
+            p = path
+            while True:
+                d = root + (p if p != "/" else "")
+                limit, usage = _read_int(f"{d}/{limit_name}"), _read_int(f"{d}/{usage_name}")
+                if limit is not None and limit < (1 << 60) and usage is not None:
+                    usage -= _inactive_file(d)  # clean page cache the kernel reclaims before it OOM-kills
+                    room = max(limit - usage, 0)
+                    best = room if best is None else min(best, room)
+                if p in ("/", ""):
+                    break
+                p = p.rsplit("/", 1)[0] or "/"
+    return best
+
+
+def _inactive_file(cgroup_dir: str) -> int:
+    """The cgroup's inactive file pages (v1 ``total_inactive_file``, v2
+    ``inactive_file``): counted in its usage, yet reclaimable."""
+    try:
+        with open(f"{cgroup_dir}/memory.stat") as f:
+            for line in f:
+                k, _, v = line.partition(" ")
+                if k in ("total_inactive_file", "inactive_file"):
+                    return int(v)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _mem_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def available_memory() -> int:
+    """Bytes this process may still allocate: the smaller of its memory
+    cgroup's headroom (limit − usage; v2 ``memory.max`` or v1
+    ``memory.limit_in_bytes``, the tightest up the hierarchy) and the
+    kernel's ``MemAvailable``; 1 GiB when neither can be read (a stated
+    floor, not a measurement)."""
+    found = [v for v in (_cgroup_headroom(), _mem_available()) if v is not None]
+    return min(found) if found else 1 << 30

@@ -1,0 +1,211 @@
+"""`flashgnn.Sampler`: one call per mini-batch over a dataset on disk.
+
+    s = flashgnn.Sampler("data/demo", fanouts=[25, 10], engine="uring")
+    b = s.sample(seeds, seed=0)        # SampledBatch of numpy arrays
+    for b in s.iter_batches(order, batch_size=1024, seed=0, prefetch=4): ...
+
+Engines: ``uring`` (io_uring + O_DIRECT, ours), ``pread`` (synchronous
+O_DIRECT), ``pread-pool`` (thread pool; automatic fallback when io_uring is
+blocked), ``mmap`` (page cache, MADV_RANDOM), ``mmap-default`` (page cache,
+readahead), ``memory`` (dataset in RAM). All return identical batches.
+
+A :class:`Cache` (cross-batch DRAM cache: static hot set + S3-FIFO/CLOCK
+dynamic part under one byte budget) can be shared by samplers: pass
+``cache=`` — batches are identical with or without it.
+
+Fork safety: the Rust sampler (ring, thread pool) is opened lazily in each
+process, so a Sampler pickled into or inherited by DataLoader workers works.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from flashgnn import _core
+
+_NP = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
+ENGINES = tuple(_core.ENGINES)  # owned by flashgnn_io::engine::EngineKind::ALL
+# Share of a cache budget for the static hot set. Slots are cached one by one,
+# so a degree-ranked static set holds ~7x more hot nodes than pages did and
+# beats the dynamic part (which also costs a copy and a locked insert per
+# read): on data/ooc at 448 MiB, 0.5 -> 4.5 b/s (72 % hits), 0.9 -> 6.8-7.7
+# b/s (85 %), 1.0 -> 6.5-7.7 (87 %). 0.9 keeps a dynamic part for what
+# degree does not predict (mutations, skewed seeds). docs/benchmarks.md.
+DEFAULT_HOT_FRACTION = 0.9
+
+
+@dataclass
+class SampledBatch:
+    """A mini-batch in PyG order: ``n_id[:batch_size]`` are the seeds;
+    ``edge_index = [row, col]`` is local with row = neighbor, col = target."""
+
+    n_id: np.ndarray
+    row: np.ndarray
+    col: np.ndarray
+    num_sampled_nodes: np.ndarray
+    num_sampled_edges: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+    batch_size: int
+    # With a DeviceCache: per node, its row of the device table (x's row is
+    # then zeros; DeviceCache.gather fills it on the device), or -1.
+    resident: np.ndarray | None = None
+    # With features="free": positions in n_id whose row was not gathered
+    # (zeros in x) — the lookahead stage fills them (flashgnn.loader.window).
+    missing: np.ndarray | None = None
+    # With degrees=True: per node, its degree in the whole graph (the stored
+    # neighbor count of its slot), int64.
+    deg: np.ndarray | None = None
+
+    @property
+    def edge_index(self) -> np.ndarray:
+        return np.stack([self.row, self.col])
+
+
+class Cache:
+    """Cross-batch DRAM cache of pages and feature rows under ``budget`` bytes.
+
+    ``hot_fraction`` of the budget holds a static hot set chosen by ``hot``:
+    ``"degree"`` (one sequential scan; nodes ranked by degree),
+    ``"presample"`` (access counts over batches of ``presample_seeds``) or
+    ``"none"``; the rest is a dynamic part under ``policy`` (``"s3fifo"``,
+    the default, or ``"clock"``). Any budget, including 0, gives identical
+    batches. Process-local: a forked DataLoader worker runs uncached."""
+
+    def __init__(self, path, fanouts, budget: int, policy: str = "s3fifo", hot: str = "degree",
+                 hot_fraction: float = DEFAULT_HOT_FRACTION, presample_seeds=None, batch_size: int = 1024,
+                 engine: str = "uring", depth: int = 256):
+        seeds = None if presample_seeds is None else np.ascontiguousarray(presample_seeds, dtype=np.int64)
+        self.budget = int(budget)
+        self._core = _core.Cache(os.fspath(path), [int(f) for f in fanouts], self.budget, policy, hot,
+                                 float(hot_fraction), seeds, int(batch_size), engine, int(depth))
+
+    def stats(self) -> dict:
+        """Budget, static/dynamic bytes, hits per tier, misses, evictions."""
+        return json.loads(self._core.stats())
+
+    def __getstate__(self):
+        raise TypeError("flashgnn.Cache is process-local and cannot be pickled; samplers in other processes run "
+                        "uncached")
+
+
+class Sampler:
+    def __init__(self, path, fanouts, engine: str = "uring", depth: int = 256, pool_threads: int = 64,
+                 labels: bool = True, dtype=None, features: bool | str = True, cache: Cache | None = None, graph=None,
+                 device_cache=None, degrees: bool = False):
+        """``dtype``: None keeps the stored feature dtype; e.g. ``np.float32``
+        converts float16-stored features per batch (on the gathered rows only).
+        ``features=False``: structure and labels only; ``x`` is empty
+        (shape ``(0, feature_dim)``) and no read is spent on feature rows.
+        ``features="free"``: only the rows that come with the structure's own
+        reads (an expanded node's inline slot); no read is spent on a row
+        alone, whose positions are listed in ``SampledBatch.missing`` (zeros
+        in ``x``) — the structure stage of lookahead (:mod:`flashgnn.loader.window`).
+        A mutated dataset (``DATASET/mut/``) is read as its current
+        generation plus its replayed log; ``graph=`` (a live
+        :class:`flashgnn.MutableGraph`) takes a fresh snapshot per batch.
+        ``device_cache``: a :class:`flashgnn.DeviceCache` (GPU tier); its rows
+        are not read, batches carry ``resident`` and ``DeviceCache.gather``
+        builds ``x`` on the device. Its table dtype must equal ``dtype``.
+        ``degrees=True``: batches carry ``deg``, every node's degree in the
+        whole graph (read from its slot: last-hop nodes, never expanded,
+        then cost a slot read each unless their features are inline) — what
+        :class:`flashgnn.nn.GCN` normalises by."""
+        if engine not in ENGINES:
+            raise ValueError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
+        self.path = os.fspath(path)
+        self.fanouts = [int(f) for f in fanouts]
+        self.engine = engine
+        self.depth = depth
+        self.pool_threads = pool_threads
+        self.labels = labels
+        if features not in (True, False, "free"):
+            raise ValueError(f"features {features!r}: expected True, False or 'free'")
+        self.features = features
+        self.cache = cache
+        self.graph = graph
+        self.device_cache = device_cache
+        self.degrees = bool(degrees)
+        if device_cache is not None and dtype is not None and np.dtype(dtype) != device_cache.np_dtype:
+            raise ValueError(f"dtype {np.dtype(dtype)} differs from the device cache's {device_cache.np_dtype}")
+        self._core = None
+        self._pid = None
+        self.out_dtype = np.dtype(dtype) if dtype is not None else None
+        core = self.core()  # open now so errors surface at construction
+        self.feature_dim = core.feature_dim
+        self.dtype = _NP[core.feature_dtype]
+
+    def core(self):
+        if self._core is None or self._pid != os.getpid():
+            cache = self.cache._core if self.cache is not None else None
+            graph = self.graph._core if self.graph is not None else None
+            resident = self.device_cache._core if self.device_cache is not None else None
+            self._core = _core.Sampler(self.path, self.fanouts, self.engine, self.depth, self.pool_threads, self.labels,
+                                       bool(self.features), cache, graph, resident, self.features == "free",
+                                       self.degrees)
+            self._pid = os.getpid()
+        return self._core
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_core"] = None  # re-opened in the receiving process
+        state["_pid"] = None
+        state["cache"] = None  # process-local: the receiving process runs uncached
+        state["graph"] = None  # process-local: the receiving process replays DATASET/mut/ read-only
+        state["device_cache"] = None  # device memory: the receiving process reads every row
+        return state
+
+    def _wrap(self, d: dict) -> SampledBatch:
+        if self.feature_dim:
+            x = d["x"].view(self.dtype).reshape(-1, self.feature_dim)
+        else:
+            x = np.zeros((len(d["n_id"]), 0), self.dtype)
+        if self.out_dtype is not None and x.dtype != self.out_dtype:
+            x = x.astype(self.out_dtype)
+        res = d.get("resident")
+        return SampledBatch(d["n_id"], d["row"], d["col"], d["num_sampled_nodes"], d["num_sampled_edges"], x, d["y"],
+                            d["batch_size"], res if res is not None and len(res) else None,
+                            d["missing"] if self.features == "free" else None,
+                            d["deg"] if self.degrees and len(d["deg"]) == len(d["n_id"]) else None)
+
+    def sample(self, seeds, seed: int = 0) -> SampledBatch:
+        seeds = np.ascontiguousarray(seeds, dtype=np.int64)
+        return self._wrap(self.core().sample(seeds, int(seed) & (2**64 - 1)))
+
+    def random_walk(self, roots, walk_length: int, seed: int = 0) -> SampledBatch:
+        """GraphSAINT random-walk batch: each root walks ``walk_length`` steps;
+        returns the subgraph induced by the visited nodes (roots first)."""
+        roots = np.ascontiguousarray(roots, dtype=np.int64)
+        return self._wrap(self.core().random_walk(roots, int(walk_length), int(seed) & (2**64 - 1)))
+
+    def iter_batches(self, order, batch_size: int, seed: int = 0, prefetch: int = 4, drop_last: bool = False,
+                     workers: int = 1):
+        """Yield batches over ``order`` prepared up to ``prefetch`` ahead by
+        ``workers`` background producers (GIL released while they work;
+        batches come out in order, batch i sampled with seed ``seed + i``)."""
+        it = self.core().iter_batches(np.ascontiguousarray(order, dtype=np.int64), batch_size, int(seed), prefetch,
+                                      drop_last, workers)
+        try:
+            for d in it:
+                yield self._wrap(d)
+        finally:
+            it.close()
+            self.last_iter_telemetry = json.loads(it.telemetry() or "{}")
+
+    def telemetry(self, last_batch: bool = False) -> dict:
+        """Cumulative figures (or the last batch's alone): reads, bytes
+        read/used, read amplification, IOPS, MB/s, CPU us per read, in-flight
+        and request-size histograms, and the in-flight timeline."""
+        return json.loads(self.core().telemetry(last_batch))
+
+    def reset_telemetry(self) -> None:
+        self.core().reset_telemetry()
+
+
+def probe_random_reads(path, length: int = 4096, depth: int = 1, seconds: float = 2.0, engine: str = "uring") -> float:
+    """fio-style random-read IOPS on ``path`` (O_DIRECT) at ``depth``."""
+    return _core.probe_random_reads(os.fspath(path), length, depth, seconds, engine)

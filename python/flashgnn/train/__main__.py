@@ -1,0 +1,5 @@
+import sys
+
+from flashgnn.train.trainer import main
+
+sys.exit(main())
