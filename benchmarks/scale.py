@@ -55,6 +55,10 @@ RAW_NODE_BYTES = 8 + 8  # labels + split index files (upper bound)
 # External-sort buckets: 8 B per key, on disk from the edge pass until the
 # layout pass has loaded them (each bucket file is removed once loaded).
 SORT_KEY_BYTES = 8
+# Smallest cap the baseline training runs under: `flashgnn train` (torch,
+# GraphSAGE, sampler) was OOM-killed under 640 MiB on data/ooc and ran under
+# 1 GiB (2026-11-24).
+BASELINE_CAP_MIN = 1 << 30
 # Feature rows of at most a quarter of a (4 KiB) page are stored inline and
 # staged once during the build (features.stage, deleted after the layout);
 # wider rows go straight to features.fg.
@@ -263,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reserve", type=parse_size, default=parse_size("4GiB"), help="free disk to leave untouched")
     ap.add_argument("--plan", action="store_true", help="print the plan and the disk check, then stop")
     ap.add_argument("--keep", action="store_true", help="keep the raw input and the dataset")
+    ap.add_argument("--baseline", default="data/ooc",
+                    help="dataset trained the same way under the same dataset/cap ratio, for the batches/s "
+                         "comparison (floor: BASELINE_CAP_MIN); skipped when absent")
     ap.add_argument("--json", nargs="?", const="-", help="print (or write to FILE) the results as JSON")
     a = ap.parse_args(argv)
     data = Path(a.data)
@@ -314,6 +321,17 @@ def main(argv: list[str] | None = None) -> int:
     # 5. Training under the cap.
     log(f"bench-scale: training GraphSAGE for {a.batches} batches under a {human_bytes(a.memory_limit)} cgroup cap")
     tr = train_capped(out, a.batches, a.memory_limit, a.batch_size, a.fanout)
+    base = None
+    bdir = Path(a.baseline)
+    if (bdir / "manifest.json").exists():
+        b_bytes = dir_bytes(bdir)
+        b_cap = max(int(b_bytes * a.memory_limit / ds_bytes), BASELINE_CAP_MIN)
+        log(f"bench-scale: baseline {bdir} ({human_bytes(b_bytes)}) for {a.batches} batches under "
+            f"{human_bytes(b_cap)} (dataset/cap {b_bytes / b_cap:.1f} vs {ds_bytes / a.memory_limit:.1f} here"
+            f"{'; floor: a smaller cap OOM-kills the trainer' if b_cap == BASELINE_CAP_MIN else ''})")
+        base = train_capped(bdir, a.batches, b_cap, a.batch_size, a.fanout)
+        base.update({"dataset": str(bdir), "dataset_bytes": b_bytes, "memory_limit": b_cap,
+                     "dataset_over_cap": b_bytes / b_cap})
 
     # 6. Report.
     train_n = manifest.get("splits", {}).get("train")  # {"train": count, ...}
@@ -334,7 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         "build_vs_disk_read": in_MBps / disk["read_MBps"], "build_vs_disk_write": in_MBps / disk["write_MBps"],
         "build_phases": {k: manifest["build"][k] for k in ("preprocess_seconds", "feature_seconds",
                                                            "layout_seconds", "sort_runs")},
-        "train": tr, "train_fraction": train_frac, "extrapolation": ext,
+        "train": tr, "train_fraction": train_frac, "extrapolation": ext, "baseline_train": base,
+        "train_vs_baseline": tr["batches_per_s"] / base["batches_per_s"] if base else None,
     }
     log(f"bench-scale: {n_real:,} nodes, {e_real:,} edges, dim {dim}: dataset {human_bytes(ds_bytes)} "
         f"({res['dataset_over_ram']:.2f}x RAM, {res['dataset_over_cap']:.1f}x cap) = {res['bytes_per_node']:.1f} B/node, "
@@ -343,7 +362,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{in_MBps:.0f} MB/s = {res['build_vs_disk_read']:.2f}x disk sequential read, {res['build_vs_disk_write']:.2f}x "
         f"write; peak RSS {human_bytes(peak)} under --memory-budget {human_bytes(a.build_budget)}; verify {verify_s:.1f} s")
     log(f"bench-scale: training {tr['batches']} batches in {tr['train_seconds']:.1f} s = {tr['batches_per_s']:.2f} "
-        f"batches/s under {human_bytes(a.memory_limit)} ({tr['budget_line']})")
+        f"batches/s under {human_bytes(a.memory_limit)} ({tr['budget_line']}; data wait {tr['data_wait']})")
+    if base:
+        log(f"bench-scale: baseline {base['dataset']}: {base['batches_per_s']:.2f} batches/s under "
+            f"{human_bytes(base['memory_limit'])} (dataset/cap {base['dataset_over_cap']:.1f}); this run / baseline = "
+            f"{res['train_vs_baseline']:.2f}x")
     for x in ext:
         log(f"bench-scale: {x['name']}: {x['arithmetic']}")
     if a.json == "-":
