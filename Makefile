@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bench-scale bench-defaults bench-sim bench-sim-machine setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
+.PHONY: bench-peers bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
 
 # requirements-dev.txt includes the optional extras the tests exercise (train, plots: matplotlib).
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
@@ -69,6 +69,28 @@ $(DATA)/demo/manifest.json: | setup
 bench-defaults: develop $(DATA)/demo/manifest.json $(DATA)/ooc/manifest.json
 	$(PY) -m benchmarks.defaults $(DATA)/demo $(DATA)/ooc --memory-limit $${LIMIT:-1536MiB} $${JSON:+--json}
 
+# flashgnn beside PyG's own NeighborLoader (issue 20; benchmarks/peers.py, run from the repo root). PyG samples with
+# torch-sparse, built for the installed torch, so it gets its own virtualenv outside the default test path:
+# .venv-peers sees .venv's packages (torch, PyG, flashgnn) through a .pth file that adds .venv's
+# site-packages as a site dir, and holds only torch-scatter/torch-sparse (and scipy). PEERS_WHEELS=DIR
+# installs wheels built beforehand; without it pip builds them from their PyPI sources (~25 min on 2 cores).
+PEERS_VENV ?= .venv-peers
+$(PEERS_VENV)/.stamp: | setup
+	$(PY) -m venv $(PEERS_VENV)
+	echo "import site; site.addsitedir('$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')')" \
+	  > "$$($(PEERS_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/flashgnn-venv.pth"
+	if [ -n "$$PEERS_WHEELS" ]; then \
+	  $(PEERS_VENV)/bin/pip install --quiet --no-build-isolation --find-links "$$PEERS_WHEELS" torch-scatter torch-sparse; \
+	else \
+	  echo "bench-peers: building torch-scatter and torch-sparse from their PyPI sources (about 25 minutes on 2 cores)"; \
+	  $(PEERS_VENV)/bin/pip install --no-build-isolation torch-scatter torch-sparse; \
+	fi
+	touch $@
+
+bench-peers: develop $(PEERS_VENV)/.stamp $(DATA)/ooc/manifest.json
+	$(PEERS_VENV)/bin/python -m benchmarks.peers --dataset $(DATA)/ooc --memory-limit $${LIMIT:-768MiB} \
+	  --batches $${BATCHES:-20} --train-batches $${TRAIN_BATCHES:-30} $${JSON:+--json}
+
 bench-train: develop $(DATA)/ooc/manifest.json
 	$(PY) -m benchmarks.train $(DATA)/ooc --memory-limit $${LIMIT:-1536MiB} --batches $${BATCHES:-10} $${JSON:+--json}
 
@@ -111,6 +133,12 @@ bench-sim-machine: develop
 	test -f $(DATA)/sim/manifest.json || $(MAKE) bench-sim
 	$(PY) -m benchmarks.sim_machine $(DATA)/sim --work $(DATA)/sim-machine --rounds $${ROUNDS:-3} $${JSON:+--json}
 
+# Striping over 1, 2, 4 directories (docs/benchmarks.md "Striping"): identical batches and batches/s here
+# (on one disk: correctness only), and the simulator's prediction for 1-16 separate SSDs. Uses $(DATA)/ooc
+# read-only (striped copies, removed after) if present, else generates a small dataset.
+bench-stripe: develop
+	$(PY) -m benchmarks.stripe $$(test -f $(DATA)/ooc/manifest.json && echo --dataset $(DATA)/ooc) --work $(DATA)/stripe $${JSON:+--json}
+
 bench-accuracy: develop
 	test -f $(DATA)/acc/manifest.json || ( $(VENV)/bin/flashgnn generate rmat $(DATA)/acc-raw --scale 16 --edge-factor 16 --dim 64 --classes 8 --seed 2 --split 0.3,0.1,0.6 --force && $(VENV)/bin/flashgnn build $(DATA)/acc-raw $(DATA)/acc --symmetrize --dedup --force )
 	$(PY) -m benchmarks.accuracy $(DATA)/acc --epochs $${EPOCHS:-5} $${JSON:+--json}
@@ -119,4 +147,4 @@ fmt:
 	$(CARGO) fmt --all
 
 clean:
-	rm -rf target $(VENV) $(DATA)
+	rm -rf target $(VENV) $(PEERS_VENV) $(DATA)

@@ -66,13 +66,10 @@ def train_stock_pyg(dataset, fanouts, epochs: int, batch_size: int = 1024, hidde
 
 
 def train_flashgnn(dataset, model: str, engine: str, epochs: int, fanout: str, seed: int = 0, **extra) -> dict:
-    from flashgnn.train.trainer import parser, run
+    from flashgnn.train import fit
 
-    argv = [str(dataset), "--model", model, "--engine", engine, "--epochs", str(epochs), "--fanout", fanout,
-            "--seed", str(seed), "--no-progress"]
-    for k, v in extra.items():
-        argv += [f"--{k.replace('_', '-')}", str(v)]
-    s = run(parser().parse_args(argv))
+    s = fit(str(dataset), model=model, engine=engine, epochs=epochs, fanout=fanout, seed=seed, no_progress=True,
+            **extra)
     return dict(run=f"{model}/{engine}", test_acc=s["test_acc"], val_acc=s["val_acc"], seconds=s["seconds"],
                 data_wait=s["data_wait"])
 

@@ -47,12 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     run(["verify", str(ds_path)])
     run(["info", str(ds_path)])
 
-    from flashgnn.train.trainer import parser, run as train
+    from flashgnn.train import TrainConfig, Trainer
+    from flashgnn.train.config import parser
 
     argv_train = [str(ds_path), "--model", "sage", "--fanout", "25,10", "--batch-size", "1024", "--epochs",
                   str(a.epochs), "--checkpoint", str(ckpt), "--seed", "0"]
     print(f"\n$ flashgnn train {' '.join(argv_train)}", flush=True)
-    s = train(parser().parse_args(argv_train))
+    s = Trainer(TrainConfig.from_namespace(parser().parse_args(argv_train))).fit()
 
     # The same training batches through tuned mmap and uring, each in a child
     # under a 1 GiB cgroup memory cap. torch and its libraries keep ~0.9 GiB

@@ -68,7 +68,8 @@ def run_online(presample_dir, dataset, batches: int, name: str = "online", budge
     belady = (int(budget * LOOKAHEAD_SHARE) if "degree" in parts else budget) if window else 0
     cache = flashgnn.Cache(dataset, meta["fanouts"], budget - belady, hot="degree") if "degree" in parts else None
     ld = NeighborLoader(dataset, meta["fanouts"], batch_size=meta["batch_size"], split=meta["split"], shuffle=True,
-                        seed=meta["seed"], cache=cache, lookahead=window, lookahead_budget=belady)
+                        seed=meta["seed"], cache=cache, lookahead=window, lookahead_budget=belady,
+                        memory_budget=0)  # the variant's own cache, or none
     n, rows, el = _drain(ld, batches)
     tel = ld.telemetry
     hits = (tel.get("cache_static_hits", 0) or 0) + (tel.get("cache_dynamic_hits", 0) or 0)
@@ -93,7 +94,7 @@ def run_variant(presample_dir, dataset, name: str, budget: int, batches: int) ->
         cache = flashgnn.Cache(dataset, [0], budget, policy="s3fifo", hot="degree" if name == "degree+s3fifo" else "none")
     elif name.startswith("belady/"):
         kw = dict(belady_budget=budget, superbatch=int(name.split("/")[1]))
-    ld = PresampledLoader(presample_dir, dataset, cache=cache, **kw)
+    ld = PresampledLoader(presample_dir, dataset, cache=cache, memory_budget=0, **kw)  # the variant's cache or none
     n, rows, el = _drain(ld, batches)
     tel = ld.gather.telemetry()
     if ld.belady is not None:

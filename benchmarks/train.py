@@ -67,7 +67,7 @@ def _child(a) -> dict:
         cache = flashgnn.Cache(ds.path, fan, total - la_budget, engine=base)
     loader = NeighborLoader(ds, fan, batch_size=a.batch_size, split="train", shuffle=True, seed=a.seed,
                             engine=base, prefetch=a.prefetch, num_workers=a.workers, cache=cache, lookahead=la,
-                            lookahead_budget=la_budget)
+                            lookahead_budget=la_budget, memory_budget=0)  # the variant's own cache, or none
     model = build_model(a.model, ds.feature_dim, a.hidden, ds.num_classes, len(fan), 0.2)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     n = min(a.batches, len(loader)) + 1  # one more: timing starts at the first arrival

@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -275,6 +276,48 @@ def expected_neighbors(edges, num_nodes: int) -> list[np.ndarray]:
 # Session report (printed in the terminal summary)
 
 _REPORT_LINES: list[str] = []
+
+
+# --- `flashgnn serve` in a child process (tests/serve, tests/dfg) ----------------------------
+
+SERVE_TOKEN = "t0k3n-" + "a" * 26
+
+
+@pytest.fixture(scope="module")
+def token_file(tmp_path_factory) -> Path:
+    """A token file (mode 0600) holding SERVE_TOKEN."""
+    p = tmp_path_factory.mktemp("tok") / "token"
+    p.write_text(SERVE_TOKEN + "\n")
+    p.chmod(0o600)
+    return p
+
+
+def start_server(dataset, token_file, *args, env: dict | None = None, slow: str | None = None, timeout: float = 60):
+    """`flashgnn serve DATASET` listening on a free port; ``slow="Rpc:seconds,..."`` starts it through
+    tests/serve/_slow_serve.py, which slows those RPCs down (the server has no test hook of its own)."""
+    from flashgnn.serve.process import ServeProcess
+
+    launcher = [sys.executable, str(Path(__file__).parent / "serve" / "_slow_serve.py"), slow] if slow else None
+    return ServeProcess(dataset, token_file, *args, env=cli_env(**(env or {})), timeout=timeout, launcher=launcher,
+                        stderr_path=Path(dataset).parent / f"server-{time.monotonic_ns()}.err")
+
+
+@pytest.fixture
+def server(dataset, token_file):
+    """``server(*args, env=, slow=, ds=)`` starts `flashgnn serve` on the module's ``dataset`` fixture (or ``ds``);
+    every server it started is killed at the end of the test."""
+    started = []
+
+    def start(*args, env=None, slow=None, ds=None):
+        s = start_server(ds or dataset, token_file, *args, env=env, slow=slow)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 # Type stub of the Rust extension `flashgnn._core` (crates/flashgnn-python).
-# Hand-written; tests/test_stubs.py checks that it names every public object
+# Hand-written; tests/package/test_stubs.py checks that it names every public object
 # of the built extension with the same parameters, so it cannot go stale.
 # JSON-returning methods return `str` (the Python wrappers decode it).
 
@@ -16,6 +16,15 @@ __version__: str
 FORMAT_VERSION: int
 ENGINES: list[str]
 MAX_BATCH_OPS: int
+DEFAULT_PAGE_SIZE: int
+BUF_POOL_BYTES: int
+BATCH_PAGE_CACHE_BYTES: int
+ENGINE_BYTES_PER_PRODUCER: int
+MAX_HOPS: int
+MAX_PRODUCERS: int
+DEFAULT_HOT_FRACTION: float
+# One dict per `flashgnn build` option: name, flag, kind, default, choices, help.
+BUILD_OPTIONS: tuple[dict[str, Any], ...]
 
 class FlashgnnError(Exception): ...
 class InputError(FlashgnnError): ...

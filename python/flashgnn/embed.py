@@ -24,7 +24,7 @@ __all__ = ["embed", "inference"]
 
 def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logits", engine: str = "auto",
           device: str = "cpu", force: bool = False, progress: bool = True, model_class: str | None = None,
-          model_kwargs: dict | None = None) -> dict:
+          model_kwargs: dict | None = None, memory_budget="auto", quiet: bool = False) -> dict:
     """``flashgnn embed``: a checkpoint's model through :func:`inference`.
 
     Without ``model_class``: a ``flashgnn train`` checkpoint directory (its
@@ -32,7 +32,13 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
     ``model_class="package.module:Class"``: the user's class, built with
     ``model_kwargs`` (or ``model_kwargs.json`` beside the weights), loaded
     from a plain ``state_dict`` file or a flashgnn checkpoint
-    (:mod:`flashgnn.nn.usermodel`)."""
+    (:mod:`flashgnn.nn.usermodel`).
+
+    ``memory_budget`` (``"auto"``, a size, or 0 for none) sizes a
+    :class:`flashgnn.Cache` for the dataset (:func:`flashgnn.sample.budget.shared_cache`,
+    one chunk of ``batch_size`` targets as the batch, one producer): layers
+    after the first re-read the graph's structure through it. Its split is
+    printed to stderr once, unless ``quiet``."""
     import flashgnn
     from flashgnn.nn.checkpoint import load_checkpoint, model_from_checkpoint
     from flashgnn.nn.zoo import normalize_features
@@ -64,6 +70,9 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
         model, norm = load_user_model(model_class, checkpoint, model_kwargs)
         name = model_class
     model = model.to(device)
+    from flashgnn.sample.budget import shared_cache
+
+    cache = shared_cache(ds, [-1], batch_size, memory_budget, prefetch=1, quiet=quiet, who="flashgnn embed")
     total = max(_layers_of(model)[0], 1)
     layers = total
     if output == "hidden":
@@ -73,4 +82,6 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
     return run(model, ds, out, batch_size=batch_size, device=device, engine=engine, progress=progress, layers=layers,
                force=force, predictions=output == "logits", max_bytes=None, tmp_dir=None,
                x_transform=lambda x: normalize_features(x, norm),  # as the model was trained
-               inputs=(checkpoint,), meta_extra=dict(checkpoint=os.path.abspath(checkpoint), model=name, output=output))
+               inputs=(checkpoint,), meta_extra=dict(checkpoint=os.path.abspath(checkpoint), model=name, output=output,
+                                                     memory_budget=(cache.split if cache is not None else 0)),
+               cache=cache)

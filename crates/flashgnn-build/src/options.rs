@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+pub use crate::source::detect::InputFormat;
+
 use flashgnn_format::Dtype;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,13 +39,52 @@ pub enum NanPolicy {
     Zero,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InputFormat {
-    Auto,
-    Npy,
-    Igb,
-    Ogb,
-    Snap,
+/// Every value of each option enum and its name (the `flashgnn build` flag
+/// value): the one list the bindings parse and the CLI offers.
+impl SelfLoops {
+    pub const ALL: [SelfLoops; 3] = [SelfLoops::Keep, SelfLoops::Drop, SelfLoops::Add];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SelfLoops::Keep => "keep",
+            SelfLoops::Drop => "drop",
+            SelfLoops::Add => "add",
+        }
+    }
+}
+
+impl Reorder {
+    pub const ALL: [Reorder; 2] = [Reorder::None, Reorder::Degree];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Reorder::None => "none",
+            Reorder::Degree => "degree",
+        }
+    }
+}
+
+impl FeatureLayout {
+    pub const ALL: [FeatureLayout; 3] = [FeatureLayout::Auto, FeatureLayout::Inline, FeatureLayout::Separate];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FeatureLayout::Auto => "auto",
+            FeatureLayout::Inline => "inline",
+            FeatureLayout::Separate => "separate",
+        }
+    }
+}
+
+impl NanPolicy {
+    pub const ALL: [NanPolicy; 2] = [NanPolicy::Error, NanPolicy::Zero];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            NanPolicy::Error => "error",
+            NanPolicy::Zero => "zero",
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -186,6 +186,26 @@ pub(crate) fn replay_into(file: &str, bytes: &[u8], base: &Dataset, delta: &mut 
     })
 }
 
+impl flashgnn_store::SnapshotSource for MutableGraph {
+    fn snapshot(&self) -> Arc<Snapshot> {
+        MutableGraph::snapshot(self)
+    }
+}
+
+/// What a reader of the dataset at `root` must see: its mutated state —
+/// `mut/CURRENT`'s generation with its log replayed, read-only — when
+/// `root/mut/CURRENT` exists, else None (the dataset alone). A `mut` that is
+/// not a directory, or a `mut/CURRENT` that is not a regular file, is
+/// refused as corruption naming it, never ignored; a damaged log is
+/// corruption with its file and offset.
+pub fn published_snapshot(root: &Path) -> Result<Option<Arc<Snapshot>>> {
+    if !current::store_present(root)? || !current::regular_file(&current::mut_dir(root).join(current::CURRENT_FILE))? {
+        return Ok(None);
+    }
+    let g = MutableGraph::open(root, &GraphOptions { writable: false, ..Default::default() })?;
+    Ok(Some(g.snapshot()))
+}
+
 impl MutableGraph {
     /// Open the mutable graph of the dataset at `root`: the generation named
     /// by `root/mut/CURRENT` (generation 0, the dataset itself, when there is

@@ -37,7 +37,7 @@ pub mod verify;
 pub mod wal;
 
 pub use compact::{CompactReport, UpdateGraphInput};
-pub use graph::{check_batch_len, GraphOptions, GraphStats, MutableGraph, MAX_BATCH_OPS};
+pub use graph::{check_batch_len, published_snapshot, GraphOptions, GraphStats, MutableGraph, MAX_BATCH_OPS};
 pub use verify::{verify_log, LogVerifyReport};
 pub use wal::ReplayReport;
 

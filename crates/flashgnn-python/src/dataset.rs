@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 
 use flashgnn_store::Dataset as Store;
 
-use crate::error::store_err;
+use crate::error::py_err;
 
 #[pyclass(frozen, module = "flashgnn._core")]
 pub struct Dataset {
@@ -23,7 +23,7 @@ fn ids_vec(ids: &PyReadonlyArray1<'_, i64>) -> Vec<i64> {
 impl Dataset {
     #[new]
     fn new(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Self> {
-        let ds = py.detach(|| Store::open(&path)).map_err(store_err)?;
+        let ds = py.detach(|| Store::open(&path)).map_err(py_err)?;
         Ok(Dataset { inner: Arc::new(ds) })
     }
 
@@ -94,7 +94,7 @@ impl Dataset {
                 }
                 Ok((ptr, idx))
             })
-            .map_err(store_err)?;
+            .map_err(py_err)?;
         Ok((ptr.into_pyarray(py), idx.into_pyarray(py)))
     }
 
@@ -116,7 +116,7 @@ impl Dataset {
                 }
                 Ok(out)
             })
-            .map_err(store_err)?;
+            .map_err(py_err)?;
         let arr = Array2::from_shape_vec((n, rb), out).expect("shape matches");
         Ok(arr.into_pyarray(py))
     }
@@ -124,7 +124,7 @@ impl Dataset {
     fn labels<'py>(&self, py: Python<'py>, ids: PyReadonlyArray1<'py, i64>) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let ids = ids_vec(&ids);
         let inner = self.inner.clone();
-        let v = py.detach(move || inner.labels(&ids)).map_err(store_err)?;
+        let v = py.detach(move || inner.labels(&ids)).map_err(py_err)?;
         Ok(v.into_pyarray(py))
     }
 
@@ -135,7 +135,7 @@ impl Dataset {
     fn split<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let inner = self.inner.clone();
         let name = name.to_string();
-        let v = py.detach(move || inner.split(&name)).map_err(store_err)?;
+        let v = py.detach(move || inner.split(&name)).map_err(py_err)?;
         Ok(v.into_pyarray(py))
     }
 

@@ -1,4 +1,6 @@
-//! The one place Rust errors become Python exceptions.
+//! The one place Rust errors become Python exceptions: every binding turns
+//! an error into a `PyErr` through [`py_err`] (or `?` on a [`CoreError`]),
+//! and no other file constructs a Python exception.
 //!
 //! | Rust | Python |
 //! |---|---|
@@ -14,10 +16,19 @@
 //! | `BuildError::Cancelled` | `KeyboardInterrupt` |
 //! | `SampleError::Store/Format/Io` | as `StoreError` |
 //! | `SampleError::BadRequest` (seed out of range, bad fanout) | `IndexError` |
+//! | `SampleError::Config` (unknown engine or hot set, zero batch size, hot fraction) | `flashgnn.InputError` |
+//! | `SampleError::Internal` (a producer thread died) | `RuntimeError` |
 //! | `MutError::Invalid` (bad argument) | `ValueError` |
 //! | `MutError::Corrupt` (`mut/`: log, `CURRENT`, free list, `mut` not a directory) | `flashgnn.CorruptDatasetError` |
 //! | `MutError::Unavailable` (closed, read-only, log failed) | `RuntimeError` |
 //! | `MutError::Io` / `Store` / `Build` | as `IoError` / `StoreError` / `BuildError` |
+//! | `SimError::Format` (a trace failed a check) | `flashgnn.CorruptDatasetError` |
+//! | `SimError::Config` / `BadRequest` | `flashgnn.InputError` |
+//! | `SimError::Io` | `OSError` |
+//! | `CoreError::Io` (the publishing helpers) | `OSError` with the errno; `FileExistsError` for a refused output |
+//! | `CoreError::Input` (a binding argument or option that does not convert) | `flashgnn.InputError` |
+//! | `CoreError::Unavailable` (object closed, or created in another process) | `RuntimeError` |
+//! | `CoreError::Internal` (a report that does not encode) | `RuntimeError` |
 //!
 //! Code that can fail in more than one crate (a sampler opening a mutated
 //! dataset: the store, the mutable log, the engine) returns [`CoreError`],
@@ -28,6 +39,7 @@
 use flashgnn_build::BuildError;
 use flashgnn_mutate::MutError;
 use flashgnn_sample::SampleError;
+use flashgnn_sim::SimError;
 use flashgnn_store::StoreError;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyIndexError, PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyValueError};
@@ -61,7 +73,7 @@ fn refusal(e: &flashgnn_io::IoError) -> Option<std::io::ErrorKind> {
     .then_some(k)
 }
 
-pub(crate) fn io_err(e: &flashgnn_io::IoError) -> PyErr {
+fn io_err(e: &flashgnn_io::IoError) -> PyErr {
     let msg = e.to_string();
     if refusal(e) == Some(std::io::ErrorKind::AlreadyExists) {
         return pyo3::exceptions::PyFileExistsError::new_err(msg);
@@ -72,7 +84,7 @@ pub(crate) fn io_err(e: &flashgnn_io::IoError) -> PyErr {
     }
 }
 
-pub fn store_err(e: StoreError) -> PyErr {
+fn store_err(e: StoreError) -> PyErr {
     match &e {
         StoreError::NotADataset(m) => DatasetNotFoundError::new_err(m.clone()),
         StoreError::Format(_) => CorruptDatasetError::new_err(e.to_string()),
@@ -90,7 +102,7 @@ pub fn store_err(e: StoreError) -> PyErr {
     }
 }
 
-pub fn build_err(e: BuildError) -> PyErr {
+fn build_err(e: BuildError) -> PyErr {
     match e {
         BuildError::Input { .. } | BuildError::Config(_) => InputError::new_err(e.to_string()),
         BuildError::Format(_) => InputError::new_err(e.to_string()),
@@ -101,16 +113,28 @@ pub fn build_err(e: BuildError) -> PyErr {
     }
 }
 
-pub fn sample_err(e: SampleError) -> PyErr {
+fn sample_err(e: SampleError) -> PyErr {
     match e {
         SampleError::Store(s) => store_err(s),
         SampleError::Format(f) => store_err(StoreError::Format(f)),
         SampleError::Io(io) => store_err(StoreError::Io(io)),
         SampleError::BadRequest(m) => PyIndexError::new_err(m),
+        SampleError::Config(m) => InputError::new_err(m),
+        SampleError::Internal(m) => PyRuntimeError::new_err(m),
     }
 }
 
-pub fn mut_err(e: MutError) -> PyErr {
+/// A corrupt trace names its file and offset; bad config or request is bad
+/// input; I/O is an `OSError`.
+fn sim_err(e: SimError) -> PyErr {
+    match e {
+        SimError::Format(f) => CorruptDatasetError::new_err(f.to_string()),
+        SimError::Config(m) | SimError::BadRequest(m) => InputError::new_err(m),
+        SimError::Io(m) => PyOSError::new_err(m),
+    }
+}
+
+fn mut_err(e: MutError) -> PyErr {
     match e {
         MutError::Invalid(m) => PyValueError::new_err(m),
         MutError::Corrupt(m) => CorruptDatasetError::new_err(m),
@@ -122,13 +146,32 @@ pub fn mut_err(e: MutError) -> PyErr {
 }
 
 /// An error of any of the crates below, kept with its own type until it
-/// becomes a Python exception (`PyErr::from`).
+/// becomes a Python exception (`PyErr::from`, [`py_err`]), or one the
+/// binding layer itself raises.
 #[derive(Debug)]
 pub enum CoreError {
     Store(StoreError),
     Sample(SampleError),
     Mut(MutError),
     Build(BuildError),
+    Sim(SimError),
+    /// A file-system error of a publishing helper (`publish.rs`): `OSError`
+    /// with the errno, `FileExistsError` for an output it will not replace —
+    /// not a dataset's corruption, whatever the file.
+    Io(flashgnn_io::IoError),
+    /// A binding argument or keyword option that does not convert (names it).
+    Input(String),
+    /// The object cannot serve the call: closed, or created in another
+    /// process (fork).
+    Unavailable(String),
+    /// A report that could not be encoded (a bug, not bad input).
+    Internal(String),
+}
+
+/// The one conversion every binding uses: any error of the crates below (or
+/// a [`CoreError`]) to its Python exception.
+pub fn py_err(e: impl Into<CoreError>) -> PyErr {
+    PyErr::from(e.into())
 }
 
 impl From<StoreError> for CoreError {
@@ -151,6 +194,11 @@ impl From<BuildError> for CoreError {
         CoreError::Build(e)
     }
 }
+impl From<SimError> for CoreError {
+    fn from(e: SimError) -> Self {
+        CoreError::Sim(e)
+    }
+}
 impl From<flashgnn_io::IoError> for CoreError {
     fn from(e: flashgnn_io::IoError) -> Self {
         CoreError::Store(StoreError::Io(e))
@@ -169,6 +217,10 @@ impl From<CoreError> for PyErr {
             CoreError::Sample(e) => sample_err(e),
             CoreError::Mut(e) => mut_err(e),
             CoreError::Build(e) => build_err(e),
+            CoreError::Sim(e) => sim_err(e),
+            CoreError::Io(e) => io_err(&e),
+            CoreError::Input(m) => InputError::new_err(m),
+            CoreError::Unavailable(m) | CoreError::Internal(m) => PyRuntimeError::new_err(m),
         }
     }
 }

@@ -4,12 +4,12 @@
 //! reads or builds runs with the GIL released, so concurrent Python threads
 //! share group commits.
 //!
-//! Errors are mapped by `error.rs` (`mut_err`), the one place.
+//! Errors are mapped by `error.rs` (`py_err`), the one place; a bad
+//! argument is a `MutError::Invalid` like the store's own refusals.
 
 use std::sync::Arc;
 
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
@@ -20,7 +20,8 @@ use flashgnn_store::Op;
 
 use crate::job::Job;
 
-pub use crate::error::mut_err;
+use crate::error::py_err;
+use flashgnn_mutate::MutError;
 
 #[pyclass(module = "flashgnn._core", name = "MutableGraph")]
 pub struct MutableGraph {
@@ -31,7 +32,7 @@ impl MutableGraph {
     /// A node id argument: negative ids are refused like any other out of range.
     fn id(&self, what: &str, v: i64) -> PyResult<u64> {
         if v < 0 {
-            return Err(PyValueError::new_err(format!("{what} {v} out of range [0, {})", self.inner.num_nodes())));
+            return Err(py_err(MutError::Invalid(format!("{what} {v} out of range [0, {})", self.inner.num_nodes()))));
         }
         Ok(v as u64)
     }
@@ -47,45 +48,45 @@ impl MutableGraph {
     #[pyo3(signature = (path, writable=true, group_commit_wait_us=0))]
     fn new(py: Python<'_>, path: std::path::PathBuf, writable: bool, group_commit_wait_us: u64) -> PyResult<Self> {
         let opts = GraphOptions { writable, group_commit_wait_us };
-        let g = py.detach(move || flashgnn_mutate::MutableGraph::open(&path, &opts)).map_err(mut_err)?;
+        let g = py.detach(move || flashgnn_mutate::MutableGraph::open(&path, &opts)).map_err(py_err)?;
         Ok(MutableGraph { inner: Arc::new(g) })
     }
 
     fn add_vertex(&self, py: Python<'_>, embed: PyReadonlyArray1<'_, f64>) -> PyResult<u64> {
         let e: Vec<f64> = embed.as_array().iter().copied().collect();
         let g = &self.inner;
-        py.detach(|| g.add_vertex(&e)).map_err(mut_err)
+        py.detach(|| g.add_vertex(&e)).map_err(py_err)
     }
 
     fn delete_vertex(&self, py: Python<'_>, vid: i64) -> PyResult<()> {
         let v = self.id("vid", vid)?;
-        py.detach(|| self.inner.delete_vertex(v)).map_err(mut_err)
+        py.detach(|| self.inner.delete_vertex(v)).map_err(py_err)
     }
 
     fn add_edge(&self, py: Python<'_>, dst: i64, src: i64) -> PyResult<()> {
         let (d, s) = (self.id("dst", dst)?, self.id("src", src)?);
-        py.detach(|| self.inner.add_edge(d, s)).map_err(mut_err)
+        py.detach(|| self.inner.add_edge(d, s)).map_err(py_err)
     }
 
     fn delete_edge(&self, py: Python<'_>, dst: i64, src: i64) -> PyResult<()> {
         let (d, s) = (self.id("dst", dst)?, self.id("src", src)?);
-        py.detach(|| self.inner.delete_edge(d, s)).map_err(mut_err)
+        py.detach(|| self.inner.delete_edge(d, s)).map_err(py_err)
     }
 
     fn update_embed(&self, py: Python<'_>, vid: i64, embed: PyReadonlyArray1<'_, f64>) -> PyResult<()> {
         let v = self.id("vid", vid)?;
         let e: Vec<f64> = embed.as_array().iter().copied().collect();
-        py.detach(|| self.inner.update_embed(v, &e)).map_err(mut_err)
+        py.detach(|| self.inner.update_embed(v, &e)).map_err(py_err)
     }
 
     /// Feature row of `vid` as raw bytes of the stored dtype.
     fn get_embed<'py>(&self, py: Python<'py>, vid: i64) -> PyResult<Bound<'py, PyArray1<u8>>> {
-        let r = py.detach(|| self.inner.get_embed(vid)).map_err(mut_err)?;
+        let r = py.detach(|| self.inner.get_embed(vid)).map_err(py_err)?;
         Ok(r.into_pyarray(py))
     }
 
     fn get_neighbors<'py>(&self, py: Python<'py>, vid: i64) -> PyResult<Bound<'py, PyArray1<i64>>> {
-        let r = py.detach(|| self.inner.get_neighbors(vid)).map_err(mut_err)?;
+        let r = py.detach(|| self.inner.get_neighbors(vid)).map_err(py_err)?;
         Ok(r.into_iter().map(|v| v as i64).collect::<Vec<i64>>().into_pyarray(py))
     }
 
@@ -93,9 +94,9 @@ impl MutableGraph {
     /// float64 arrays. Returns per-op results (new id for add_vertex).
     fn apply<'py>(&self, py: Python<'py>, ops: &Bound<'py, PyList>) -> PyResult<Vec<Option<u64>>> {
         // Refused before converting anything.
-        flashgnn_mutate::check_batch_len(ops.len()).map_err(mut_err)?;
+        flashgnn_mutate::check_batch_len(ops.len()).map_err(py_err)?;
         let mut out = Vec::with_capacity(ops.len());
-        let bad = |i: usize, m: String| PyValueError::new_err(format!("ops[{i}]: {m}"));
+        let bad = |i: usize, m: String| py_err(MutError::Invalid(format!("ops[{i}]: {m}")));
         // Rows are encoded for the feature width and dtype of one snapshot,
         // taken once rather than per op.
         let snap = self.inner.snapshot();
@@ -144,13 +145,13 @@ impl MutableGraph {
             });
         }
         let g = &self.inner;
-        py.detach(|| g.apply(out)).map_err(mut_err)
+        py.detach(|| g.apply(out)).map_err(py_err)
     }
 
     /// Fold the log into a new generation; returns the report as JSON.
     fn compact(&self, py: Python<'_>) -> PyResult<String> {
         let g = &self.inner;
-        let r = py.detach(|| g.compact(&Progress::new())).map_err(mut_err)?;
+        let r = py.detach(|| g.compact(&Progress::new())).map_err(py_err)?;
         Ok(report_json(&r))
     }
 
@@ -177,9 +178,9 @@ impl MutableGraph {
         dim: u32,
         labels: Option<PyReadonlyArray1<'_, i64>>,
     ) -> PyResult<Job> {
-        let dt = Dtype::parse(dtype)
-            .filter(|d| d.is_float())
-            .ok_or_else(|| PyValueError::new_err(format!("dtype {dtype:?}: expected float16, float32 or float64")))?;
+        let dt = Dtype::parse(dtype).filter(|d| d.is_float()).ok_or_else(|| {
+            py_err(MutError::Invalid(format!("dtype {dtype:?}: expected float16, float32 or float64")))
+        })?;
         let (s, d): (Vec<i64>, Vec<i64>) =
             (src.as_array().iter().copied().collect(), dst.as_array().iter().copied().collect());
         let f: Option<Vec<u8>> = embeddings.map(|e| e.as_array().iter().copied().collect());
@@ -250,7 +251,7 @@ impl MutableGraph {
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let g = &self.inner;
-        py.detach(|| g.close()).map_err(mut_err)
+        py.detach(|| g.close()).map_err(py_err)
     }
 }
 
@@ -272,7 +273,7 @@ fn report_json(r: &flashgnn_mutate::CompactReport) -> String {
 /// byte offset and sequence number.
 #[pyfunction]
 pub fn verify_mutable(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Option<String>> {
-    let r = py.detach(|| flashgnn_mutate::verify_log(&path)).map_err(mut_err)?;
+    let r = py.detach(|| flashgnn_mutate::verify_log(&path)).map_err(py_err)?;
     Ok(r.map(|r| {
         serde_json::json!({
             "generation": r.generation, "base_seq": r.base_seq, "dataset": r.dataset.display().to_string(),

@@ -11,32 +11,11 @@ use flashgnn_build::{BuildError, BuildOptions, FeatureLayout, InputFormat, NanPo
 use flashgnn_datagen::RmatOptions;
 use flashgnn_format::Dtype;
 
-use crate::error::{build_err, InputError};
+use crate::error::{py_err, CoreError};
 
-/// A job's failure: an importer/store error or a mutable-store error, each
+/// A job's outcome: its JSON report, or an error of whichever crate failed,
 /// mapped to Python the way its own calls map it.
-pub enum JobError {
-    Build(BuildError),
-    Mut(flashgnn_mutate::MutError),
-}
-
-impl From<BuildError> for JobError {
-    fn from(e: BuildError) -> Self {
-        JobError::Build(e)
-    }
-}
-impl From<flashgnn_store::StoreError> for JobError {
-    fn from(e: flashgnn_store::StoreError) -> Self {
-        JobError::Build(e.into())
-    }
-}
-impl From<flashgnn_mutate::MutError> for JobError {
-    fn from(e: flashgnn_mutate::MutError) -> Self {
-        JobError::Mut(e)
-    }
-}
-
-type Outcome = Result<String, JobError>;
+type Outcome = Result<String, CoreError>;
 
 #[pyclass(module = "flashgnn._core")]
 pub struct Job {
@@ -96,9 +75,8 @@ impl Job {
         }
         match self.result.lock().unwrap().take() {
             Some(Ok(s)) => Ok(s),
-            Some(Err(JobError::Build(e))) => Err(build_err(e)),
-            Some(Err(JobError::Mut(e))) => Err(crate::graph::mut_err(e)),
-            None => Err(InputError::new_err("job result already taken")),
+            Some(Err(e)) => Err(py_err(e)),
+            None => Err(py_err(CoreError::Input("job result already taken".into()))),
         }
     }
 }
@@ -124,7 +102,7 @@ impl<'a, 'py> Opts<'a, 'py> {
         match self.dict.get_item(key)? {
             Some(v) if !v.is_none() => Ok(Some(v.extract::<T>().map_err(|e| {
                 let e: PyErr = e.into();
-                InputError::new_err(format!("option {key}: {e}"))
+                py_err(CoreError::Input(format!("option {key}: {e}")))
             })?)),
             _ => Ok(None),
         }
@@ -134,8 +112,9 @@ impl<'a, 'py> Opts<'a, 'py> {
     fn finish(self) -> PyResult<()> {
         let mut unknown = Vec::new();
         for k in self.dict.keys() {
-            let k: String =
-                k.extract().map_err(|_| InputError::new_err(format!("{}: option names must be strings", self.what)))?;
+            let k: String = k
+                .extract()
+                .map_err(|_| py_err(CoreError::Input(format!("{}: option names must be strings", self.what))))?;
             if !self.seen.contains(&k.as_str()) {
                 unknown.push(k);
             }
@@ -146,62 +125,210 @@ impl<'a, 'py> Opts<'a, 'py> {
         unknown.sort();
         let mut accepted = self.seen.clone();
         accepted.sort_unstable();
-        Err(InputError::new_err(format!(
+        Err(py_err(CoreError::Input(format!(
             "{}: unknown option{} {}; accepted: {}",
             self.what,
             if unknown.len() == 1 { "" } else { "s" },
             unknown.iter().map(|k| format!("{k:?}")).collect::<Vec<_>>().join(", "),
             accepted.join(", ")
-        )))
+        ))))
     }
 }
 
 fn dtype(name: &str, what: &str) -> PyResult<Dtype> {
-    Dtype::parse(name).ok_or_else(|| InputError::new_err(format!("{what}: unknown dtype {name:?}")))
+    Dtype::parse(name).ok_or_else(|| py_err(CoreError::Input(format!("{what}: unknown dtype {name:?}"))))
 }
 
-/// Start a build. `opts` keys mirror the `flashgnn build` flags.
+/// How a build option's value is written (the CLI picks its argparse type
+/// from it; the binding takes the Python value of the same meaning).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A boolean switch (`--symmetrize`).
+    Flag,
+    /// An integer.
+    Int,
+    /// An integer written in any base (`0x...`).
+    Id,
+    /// A byte count (`2GiB`).
+    Size,
+    /// Free text.
+    Str,
+    /// A file path.
+    Path,
+    /// `N,D`.
+    Pair,
+    /// Three fractions `train,val,test`.
+    Fractions,
+    /// One of [`choices`]'s values.
+    Choice,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Flag => "flag",
+            Kind::Int => "int",
+            Kind::Id => "id",
+            Kind::Size => "size",
+            Kind::Str => "str",
+            Kind::Path => "path",
+            Kind::Pair => "pair",
+            Kind::Fractions => "fractions",
+            Kind::Choice => "choice",
+        }
+    }
+}
+
+/// Every keyword option `start_build` reads, in `flashgnn build --help`
+/// order: (name, kind, one-line help). Exported as `_core.BUILD_OPTIONS`
+/// with each default (from `BuildOptions::new`) and accepted values; the CLI
+/// builds its `build` parser from it, and `start_build` refuses any other key.
+pub const BUILD_OPTIONS: &[(&str, Kind, &str)] = &[
+    ("format", Kind::Choice, "input format (auto: detected from the input)"),
+    ("symmetrize", Kind::Flag, "add the reverse of every edge (never guessed)"),
+    ("dedup", Kind::Flag, "remove duplicate edges"),
+    ("self_loops", Kind::Choice, "keep, drop or add self-loops"),
+    ("feature_dtype", Kind::Choice, "convert features to this dtype"),
+    ("feature_layout", Kind::Choice, "features inline in the slot page or in a separate file (auto: by size)"),
+    ("reorder", Kind::Choice, "locality relabelling (ids stay original)"),
+    ("page_size", Kind::Int, "page size in bytes"),
+    ("memory_budget", Kind::Size, "hard cap on builder memory"),
+    ("num_nodes", Kind::Int, "declared node count (headerless inputs, SNAP)"),
+    ("feat_shape", Kind::Pair, "N,D of a headerless raw feature file"),
+    ("feat_dtype", Kind::Choice, "dtype of a headerless raw feature file"),
+    (
+        "labels",
+        Kind::Path,
+        "edge-list inputs: node labels, `node label` per line (SNAP's labelled sets; nodes not listed are \
+         unlabeled) or a .npy array [N]",
+    ),
+    (
+        "features",
+        Kind::Path,
+        "edge-list inputs: node features, a .npy array [N, D] or text with one row of D numbers per line (row = \
+         node id)",
+    ),
+    (
+        "synthetic_features",
+        Kind::Int,
+        "generate D-wide random features when the input has none (the graph structure then carries all the signal)",
+    ),
+    ("make_splits", Kind::Fractions, "random train,val,test fractions when the input has no splits"),
+    ("igb_classes", Kind::Choice, "IGB label set"),
+    ("num_classes", Kind::Int, "declared class count: labels >= it are refused (IGB: from --igb-classes)"),
+    ("ogb_split", Kind::Str, "split directory name under split/ (when several exist)"),
+    ("skip_bad_lines", Kind::Flag, "skip unparseable text lines; report count and examples"),
+    ("nan", Kind::Choice, "NaN/Inf features: fail (error) or replace with 0 (zero)"),
+    ("seed", Kind::Int, "seed of the random choices (splits, synthetic features)"),
+    ("force", Kind::Flag, "replace an existing flashgnn dataset atomically (never a file, link or other directory)"),
+    (
+        "dataset_id",
+        Kind::Id,
+        "fix the 64-bit dataset id the checksums are bound to (default: random per build; only for byte-identical \
+         rebuilds)",
+    ),
+];
+
+/// Accepted for `format` besides `InputFormat::ALL`'s names: another name of `snap`.
+const FORMAT_ALIASES: &[(&str, InputFormat)] = &[("text", InputFormat::Snap)];
+const FLOAT_DTYPES: &[&str] = &["float16", "float32", "float64"];
+const IGB_CLASSES: &[&str] = &["19", "2K"];
+
+/// The accepted values of a [`Kind::Choice`] option: the build crate's own
+/// lists (`ALL` and `name` of each option enum).
+pub fn choices(name: &str) -> Vec<&'static str> {
+    fn names<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> Vec<&'static str> {
+        all.iter().map(|&x| name(x)).collect()
+    }
+    match name {
+        "format" => names(&InputFormat::ALL, InputFormat::name),
+        "self_loops" => names(&SelfLoops::ALL, SelfLoops::name),
+        "feature_layout" => names(&FeatureLayout::ALL, FeatureLayout::name),
+        "reorder" => names(&Reorder::ALL, Reorder::name),
+        "nan" => names(&NanPolicy::ALL, NanPolicy::name),
+        "feature_dtype" | "feat_dtype" => FLOAT_DTYPES.to_vec(),
+        "igb_classes" => IGB_CLASSES.to_vec(),
+        _ => Vec::new(),
+    }
+}
+
+/// The value of `all` named `value` (then `aliases`), or an error naming
+/// the option `--{flag}`, the value and the accepted ones.
+fn pick<T: Copy>(
+    all: &[T],
+    name: fn(T) -> &'static str,
+    aliases: &[(&str, T)],
+    flag: &str,
+    value: &str,
+) -> PyResult<T> {
+    all.iter()
+        .copied()
+        .find(|&x| name(x) == value)
+        .or_else(|| aliases.iter().find(|a| a.0 == value).map(|a| a.1))
+        .ok_or_else(|| {
+            let names: Vec<&str> = all.iter().map(|&x| name(x)).collect();
+            py_err(CoreError::Input(format!("--{flag} {value:?}: expected {}", names.join(", "))))
+        })
+}
+
+/// `_core.BUILD_OPTIONS`: one dict per [`BUILD_OPTIONS`] entry with `name`,
+/// `flag` (`--name-with-dashes`), `kind`, `default` (what a build uses when
+/// the key is absent, from `BuildOptions::new`), `choices` and `help`.
+pub fn build_options_py<'py>(py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
+    let d = BuildOptions::new("", "");
+    let mut out = Vec::new();
+    for &(name, kind, help) in BUILD_OPTIONS {
+        let default: Py<PyAny> = match name {
+            "format" => d.format.name().into_pyobject(py)?.into_any().unbind(),
+            "self_loops" => d.self_loops.name().into_pyobject(py)?.into_any().unbind(),
+            "feature_layout" => d.feature_layout.name().into_pyobject(py)?.into_any().unbind(),
+            "reorder" => d.reorder.name().into_pyobject(py)?.into_any().unbind(),
+            "nan" => d.nan.name().into_pyobject(py)?.into_any().unbind(),
+            "igb_classes" => d.igb_classes.clone().into_pyobject(py)?.into_any().unbind(),
+            "page_size" => d.page_size.into_pyobject(py)?.into_any().unbind(),
+            "memory_budget" => d.memory_budget.into_pyobject(py)?.into_any().unbind(),
+            "seed" => d.seed.into_pyobject(py)?.into_any().unbind(),
+            _ if kind == Kind::Flag => false.into_pyobject(py)?.to_owned().into_any().unbind(),
+            _ => py.None(),
+        };
+        let e = PyDict::new(py);
+        e.set_item("name", name)?;
+        e.set_item("flag", format!("--{}", name.replace('_', "-")))?;
+        e.set_item("kind", kind.name())?;
+        e.set_item("default", default)?;
+        e.set_item("choices", pyo3::types::PyTuple::new(py, choices(name))?)?;
+        e.set_item("help", help)?;
+        out.push(e);
+    }
+    pyo3::types::PyTuple::new(py, out)
+}
+
+/// Start a build. `opts` keys are [`BUILD_OPTIONS`]' names (the `flashgnn
+/// build` flags); any other key is refused, naming it and the accepted ones.
 #[pyfunction]
 pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> PyResult<Job> {
     let mut opts = Opts::new(opts, "build");
     let mut o = BuildOptions::new(input, output);
     if let Some(f) = opts.get::<String>("format")? {
-        o.format = match f.as_str() {
-            "auto" => InputFormat::Auto,
-            "npy" => InputFormat::Npy,
-            "igb" => InputFormat::Igb,
-            "ogb" => InputFormat::Ogb,
-            "snap" | "text" => InputFormat::Snap,
-            x => return Err(InputError::new_err(format!("--format {x:?}: expected auto, npy, igb, ogb or snap"))),
-        };
+        o.format = pick(&InputFormat::ALL, InputFormat::name, FORMAT_ALIASES, "format", &f)?;
     }
-    o.symmetrize = opts.get("symmetrize")?.unwrap_or(false);
-    o.dedup = opts.get("dedup")?.unwrap_or(false);
+    if let Some(v) = opts.get("symmetrize")? {
+        o.symmetrize = v;
+    }
+    if let Some(v) = opts.get("dedup")? {
+        o.dedup = v;
+    }
     if let Some(s) = opts.get::<String>("self_loops")? {
-        o.self_loops = match s.as_str() {
-            "keep" => SelfLoops::Keep,
-            "drop" => SelfLoops::Drop,
-            "add" => SelfLoops::Add,
-            x => return Err(InputError::new_err(format!("--self-loops {x:?}: expected keep, drop or add"))),
-        };
+        o.self_loops = pick(&SelfLoops::ALL, SelfLoops::name, &[], "self-loops", &s)?;
     }
     if let Some(s) = opts.get::<String>("feature_dtype")? {
         o.feature_dtype = Some(dtype(&s, "--feature-dtype")?);
     }
     if let Some(s) = opts.get::<String>("feature_layout")? {
-        o.feature_layout = match s.as_str() {
-            "auto" => FeatureLayout::Auto,
-            "inline" => FeatureLayout::Inline,
-            "separate" => FeatureLayout::Separate,
-            x => return Err(InputError::new_err(format!("--feature-layout {x:?}: expected auto, inline or separate"))),
-        };
+        o.feature_layout = pick(&FeatureLayout::ALL, FeatureLayout::name, &[], "feature-layout", &s)?;
     }
     if let Some(s) = opts.get::<String>("reorder")? {
-        o.reorder = match s.as_str() {
-            "none" => Reorder::None,
-            "degree" => Reorder::Degree,
-            x => return Err(InputError::new_err(format!("--reorder {x:?}: expected none or degree"))),
-        };
+        o.reorder = pick(&Reorder::ALL, Reorder::name, &[], "reorder", &s)?;
     }
     if let Some(p) = opts.get("page_size")? {
         o.page_size = p;
@@ -219,20 +346,22 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
     o.labels = opts.get::<std::path::PathBuf>("labels")?;
     o.features = opts.get::<std::path::PathBuf>("features")?;
     o.make_splits = opts.get("make_splits")?;
-    if let Some(s) = opts.get("igb_classes")? {
-        o.igb_classes = s;
+    if let Some(s) = opts.get::<String>("igb_classes")? {
+        o.igb_classes = pick(IGB_CLASSES, |c| c, &[], "igb-classes", &s)?.to_string();
     }
     o.ogb_split = opts.get("ogb_split")?;
-    o.skip_bad_lines = opts.get("skip_bad_lines")?.unwrap_or(false);
-    if let Some(s) = opts.get::<String>("nan")? {
-        o.nan = match s.as_str() {
-            "error" => NanPolicy::Error,
-            "zero" => NanPolicy::Zero,
-            x => return Err(InputError::new_err(format!("--nan {x:?}: expected error or zero"))),
-        };
+    if let Some(v) = opts.get("skip_bad_lines")? {
+        o.skip_bad_lines = v;
     }
-    o.seed = opts.get("seed")?.unwrap_or(0);
-    o.force = opts.get("force")?.unwrap_or(false);
+    if let Some(s) = opts.get::<String>("nan")? {
+        o.nan = pick(&NanPolicy::ALL, NanPolicy::name, &[], "nan", &s)?;
+    }
+    if let Some(v) = opts.get("seed")? {
+        o.seed = v;
+    }
+    if let Some(v) = opts.get("force")? {
+        o.force = v;
+    }
     o.dataset_id = opts.get("dataset_id")?;
     opts.finish()?;
     Ok(Job::spawn(move |p| {

@@ -20,6 +20,15 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FORMAT_VERSION", flashgnn_format::FORMAT_VERSION)?;
     m.add("MAX_BATCH_OPS", flashgnn_mutate::MAX_BATCH_OPS)?;
     m.add("ENGINES", flashgnn_io::engine::EngineKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>())?;
+    // Constants the Rust side owns; Python derives from these, never re-types them.
+    m.add("DEFAULT_PAGE_SIZE", flashgnn_format::DEFAULT_PAGE_SIZE)?;
+    m.add("BUF_POOL_BYTES", flashgnn_sample::BUF_POOL_BYTES)?;
+    m.add("BATCH_PAGE_CACHE_BYTES", flashgnn_sample::BATCH_PAGE_CACHE_BYTES)?;
+    m.add("ENGINE_BYTES_PER_PRODUCER", flashgnn_sample::ENGINE_BYTES_PER_PRODUCER)?;
+    m.add("MAX_HOPS", flashgnn_sample::MAX_HOPS)?;
+    m.add("MAX_PRODUCERS", flashgnn_sample::MAX_PRODUCERS)?;
+    m.add("DEFAULT_HOT_FRACTION", flashgnn_sample::DEFAULT_HOT_FRACTION)?;
+    m.add("BUILD_OPTIONS", job::build_options_py(m.py())?)?;
     error::register(m)?;
     publish::register(m)?;
     m.add_class::<dataset::Dataset>()?;
@@ -47,6 +56,5 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// edit manifests on purpose); the content is not validated.
 #[pyfunction]
 fn seal_manifest(text: &str) -> PyResult<String> {
-    flashgnn_format::manifest::seal_json("manifest.json", text)
-        .map_err(|e| error::store_err(flashgnn_store::StoreError::Format(e)))
+    flashgnn_format::manifest::seal_json("manifest.json", text).map_err(error::py_err)
 }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 
 fn io(e: flashgnn_io::IoError) -> PyErr {
-    crate::error::io_err(&e)
+    crate::error::py_err(crate::error::CoreError::Io(e))
 }
 
 /// Publish the fully written directory `tmp` as `out` atomically (swapping out an existing flashgnn output).

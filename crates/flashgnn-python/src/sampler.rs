@@ -1,89 +1,36 @@
-//! `flashgnn._core.Sampler`, `BatchIter` and the device probe.
+//! `flashgnn._core.Sampler`, `BatchIter`, `Cache`, `Resident` and the
+//! device probe: conversion only. What a sampler reads and how it follows a
+//! live graph is `flashgnn_sample::follow`; the prefetch pipeline is
+//! `flashgnn_sample::pipeline`; hot-set and resident-set selection is
+//! `flashgnn_sample::tiers`. Errors are mapped by `error.rs`.
 //!
 //! Fork safety: a sampler remembers the pid that created it. In a forked
 //! child (PyTorch DataLoader workers) its io_uring ring and thread pool do
 //! not exist, so the inherited object is never used or dropped there — it is
-//! leaked, and the Python wrapper opens a fresh one per process.
+//! leaked, and the Python wrapper opens a fresh one per process. The same
+//! holds for a batch iterator (its producer threads exist only in the parent)
+//! and a cache (its lock may have been held at fork time: samplers in the
+//! child run uncached, with identical batches).
 
 use std::mem::ManuallyDrop;
-use std::sync::mpsc::{sync_channel, Receiver};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use flashgnn_io::engine::{EngineConfig, EngineKind};
-use flashgnn_sample::{Batch, DatasetId, NeighborSampler, PageCache, Policy, SamplerConfig, Telemetry};
+use flashgnn_io::engine::EngineConfig;
+use flashgnn_sample::follow::{engine_kind, Follow, View};
+use flashgnn_sample::pipeline::{Pipeline, PipelineOptions};
+use flashgnn_sample::tiers::{self, HotChoice};
+use flashgnn_sample::{Batch, NeighborSampler, PageCache, Policy, SampleError, SamplerConfig, Telemetry};
 
-use crate::error::{sample_err, CoreError, InputError};
+use crate::error::{py_err, CoreError};
 
-/// Where a sampler's mutable-graph snapshot comes from.
-#[derive(Clone)]
-enum Snap {
-    /// A plain dataset.
-    None,
-    /// `DATASET/mut/` replayed read-only when the sampler was opened.
-    Fixed(std::sync::Arc<flashgnn_store::Snapshot>),
-    /// A live `MutableGraph`: a fresh snapshot per batch.
-    Live(std::sync::Arc<flashgnn_mutate::MutableGraph>),
-}
-
-impl Snap {
-    /// For a dataset path: its mutated state when `DATASET/mut/CURRENT` exists.
-    /// A `mut` that is not a directory, or a `mut/CURRENT` that is not a
-    /// regular file, is refused (corruption naming it), never ignored; a
-    /// damaged log is corruption with its file and offset (`error.rs`).
-    fn for_path(path: &std::path::Path) -> Result<Snap, CoreError> {
-        use flashgnn_mutate::current;
-        if !current::store_present(path)?
-            || !current::regular_file(&current::mut_dir(path).join(current::CURRENT_FILE))?
-        {
-            return Ok(Snap::None);
-        }
-        let opts = flashgnn_mutate::GraphOptions { writable: false, ..Default::default() };
-        let g = flashgnn_mutate::MutableGraph::open(path, &opts)?;
-        Ok(Snap::Fixed(g.snapshot()))
-    }
-    /// The snapshot to read now (a fresh one of a live graph); None for a
-    /// plain dataset.
-    fn current(&self) -> Option<std::sync::Arc<flashgnn_store::Snapshot>> {
-        match self {
-            Snap::None => None,
-            Snap::Fixed(x) => Some(x.clone()),
-            Snap::Live(g) => Some(g.snapshot()),
-        }
-    }
-    /// Open a sampler on what `path` reads now: the dataset itself, or the
-    /// base of one snapshot (already open, its maps and CRCs loaded) with
-    /// that snapshot set.
-    fn open(
-        &self,
-        path: &std::path::Path,
-        fanouts: &[i32],
-        cfg: &SamplerConfig,
-    ) -> flashgnn_sample::Result<NeighborSampler> {
-        match self.current() {
-            None => NeighborSampler::open(path, fanouts, cfg),
-            Some(snap) => {
-                let mut s = NeighborSampler::open_dataset(&snap.base, fanouts, cfg)?;
-                s.set_snapshot(Some(snap))?;
-                Ok(s)
-            }
-        }
-    }
-    /// Point `s` at the current snapshot before a batch, reopening it on the
-    /// snapshot's base when a compaction switched generations. The reopened
-    /// sampler keeps the cross-batch cache only if that cache was built on the
-    /// new base (`NeighborSampler::open_dataset` checks its `DatasetId`); a
-    /// cache of the old base is dropped, and batches run uncached.
-    fn prepare(&self, s: &mut NeighborSampler, fanouts: &[i32], cfg: &SamplerConfig) -> flashgnn_sample::Result<()> {
-        let Some(snap) = self.current() else { return Ok(()) };
-        if snap.base.root() != s.root() {
-            *s = NeighborSampler::open_dataset(&snap.base, fanouts, cfg)?;
-        }
-        s.set_snapshot(Some(snap))
-    }
+/// The view of `path` a reader opened without a live graph gets: its
+/// mutated state when `DATASET/mut/CURRENT` exists, else the dataset alone.
+fn view_of(path: &std::path::Path) -> Result<View, CoreError> {
+    Ok(View::of_path(path, flashgnn_mutate::published_snapshot)?)
 }
 
 pub(crate) fn config(
@@ -93,17 +40,23 @@ pub(crate) fn config(
     labels: bool,
     features: bool,
 ) -> PyResult<SamplerConfig> {
-    let kind = EngineKind::parse(engine).ok_or_else(|| {
-        let names: Vec<&str> = EngineKind::ALL.iter().map(|k| k.name()).collect();
-        InputError::new_err(format!("engine {engine:?}: expected one of {}", names.join(", ")))
-    })?;
     Ok(SamplerConfig {
-        engine: kind,
+        engine: engine_kind(engine).map_err(py_err)?,
         io: EngineConfig { depth, pool_threads, ..Default::default() },
         labels,
         features,
         ..Default::default()
     })
+}
+
+/// The sampler's `Mutex` only in the process that created it.
+fn owned_here<T>(pid: u32, x: &T) -> PyResult<&T> {
+    if pid != std::process::id() {
+        return Err(py_err(CoreError::Unavailable(
+            "this flashgnn sampler was created in another process (fork); open a new one in this process".into(),
+        )));
+    }
+    Ok(x)
 }
 
 fn batch_dict<'py>(py: Python<'py>, b: Batch) -> PyResult<Bound<'py, PyDict>> {
@@ -158,20 +111,12 @@ impl Drop for Owned {
 #[pyclass(module = "flashgnn._core")]
 pub struct Sampler {
     owned: Owned,
-    path: std::path::PathBuf,
-    fanouts: Vec<i32>,
-    cfg: SamplerConfig,
-    snap: Snap,
+    follow: Follow,
 }
 
 impl Sampler {
     fn get(&self) -> PyResult<&Mutex<NeighborSampler>> {
-        if self.owned.pid != std::process::id() {
-            return Err(pyo3::exceptions::PyRuntimeError::new_err(
-                "this flashgnn sampler was created in another process (fork); open a new one in this process",
-            ));
-        }
-        Ok(&self.owned.inner)
+        owned_here(self.owned.pid, &*self.owned.inner)
     }
 }
 
@@ -200,25 +145,18 @@ impl Sampler {
         cfg.degrees = degrees;
         cfg.cache = cache.and_then(|c| c.usable());
         cfg.resident = resident.map(|r| r.inner.clone());
-        let (p, f, c) = (path.clone(), fanouts.clone(), cfg.clone());
-        let live = graph.map(|g| Snap::Live(g.inner.clone()));
-        let (s, snap) = py
+        let live = graph.map(|g| View::Live(g.inner.clone()));
+        let (s, follow) = py
             .detach(move || -> Result<_, CoreError> {
-                let snap = match live {
+                let view = match live {
                     Some(l) => l,
-                    None => Snap::for_path(&p)?,
+                    None => view_of(&path)?,
                 };
-                let s = snap.open(&p, &f, &c)?;
-                Ok((s, snap))
+                let follow = Follow::new(path, &fanouts, cfg, view);
+                Ok((follow.open()?, follow))
             })
-            .map_err(PyErr::from)?;
-        Ok(Sampler {
-            owned: Owned { pid: std::process::id(), inner: ManuallyDrop::new(Mutex::new(s)) },
-            path,
-            fanouts,
-            cfg,
-            snap,
-        })
+            .map_err(py_err)?;
+        Ok(Sampler { owned: Owned { pid: std::process::id(), inner: ManuallyDrop::new(Mutex::new(s)) }, follow })
     }
 
     #[getter]
@@ -247,13 +185,7 @@ impl Sampler {
     ) -> PyResult<Bound<'py, PyDict>> {
         let seeds: Vec<i64> = seeds.as_array().iter().copied().collect();
         let m = self.get()?;
-        let b = py
-            .detach(|| {
-                let mut s = m.lock().unwrap();
-                self.snap.prepare(&mut s, &self.fanouts, &self.cfg)?;
-                s.sample(&seeds, seed)
-            })
-            .map_err(sample_err)?;
+        let b = py.detach(|| self.follow.sample(&mut m.lock().unwrap(), &seeds, seed)).map_err(py_err)?;
         batch_dict(py, b)
     }
 
@@ -268,13 +200,8 @@ impl Sampler {
     ) -> PyResult<Bound<'py, PyDict>> {
         let roots: Vec<i64> = roots.as_array().iter().copied().collect();
         let m = self.get()?;
-        let b = py
-            .detach(|| {
-                let mut s = m.lock().unwrap();
-                self.snap.prepare(&mut s, &self.fanouts, &self.cfg)?;
-                s.random_walk(&roots, walk_length, seed)
-            })
-            .map_err(sample_err)?;
+        let b =
+            py.detach(|| self.follow.random_walk(&mut m.lock().unwrap(), &roots, walk_length, seed)).map_err(py_err)?;
         batch_dict(py, b)
     }
 
@@ -292,12 +219,12 @@ impl Sampler {
 
     /// Background producers over `seed_order` in batches of `batch_size`,
     /// at most `prefetch` batches ahead; batch i uses seed `seed + i`.
-    /// `workers` producer threads (each with its own sampler, ring and
-    /// buffers) take batches round-robin, so one batch's tail overlaps the
-    /// next one's head; batches still come out in order.
+    /// `workers` producer threads take batches round-robin; batches still
+    /// come out in order (`flashgnn_sample::pipeline`).
     #[pyo3(signature = (seed_order, batch_size, seed, prefetch=4, drop_last=false, workers=1))]
     fn iter_batches(
         &self,
+        py: Python<'_>,
         seed_order: PyReadonlyArray1<'_, i64>,
         batch_size: usize,
         seed: u64,
@@ -305,52 +232,10 @@ impl Sampler {
         drop_last: bool,
         workers: usize,
     ) -> PyResult<BatchIter> {
-        if batch_size == 0 {
-            return Err(InputError::new_err("batch_size must be > 0"));
-        }
-        let order: std::sync::Arc<Vec<i64>> = std::sync::Arc::new(seed_order.as_array().iter().copied().collect());
-        let workers = workers.clamp(1, 16);
-        let mut nbatches = order.len().div_ceil(batch_size);
-        if drop_last {
-            nbatches = order.len() / batch_size;
-        }
-        let per_worker = prefetch.max(1).div_ceil(workers);
-        let mut rxs = Vec::new();
-        let mut handles = Vec::new();
-        for w in 0..workers {
-            let (tx, rx) = sync_channel(per_worker);
-            let (path, fanouts, cfg, order, snap) =
-                (self.path.clone(), self.fanouts.clone(), self.cfg.clone(), order.clone(), self.snap.clone());
-            handles.push(std::thread::spawn(move || {
-                // Each producer owns its own sampler (its own ring and buffers).
-                let mut s = match snap.open(&path, &fanouts, &cfg) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                        return Telemetry::default();
-                    }
-                };
-                for i in (w..nbatches).step_by(workers) {
-                    let chunk = &order[i * batch_size..((i + 1) * batch_size).min(order.len())];
-                    let r =
-                        snap.prepare(&mut s, &fanouts, &cfg).and_then(|_| s.sample(chunk, seed.wrapping_add(i as u64)));
-                    let stop = r.is_err();
-                    if tx.send(r).is_err() || stop {
-                        break;
-                    }
-                }
-                s.telemetry.clone()
-            }));
-            rxs.push(rx);
-        }
-        Ok(BatchIter {
-            rx: Mutex::new(Some(rxs)),
-            next: Mutex::new(0),
-            total: nbatches,
-            handle: Mutex::new(handles),
-            telemetry: Mutex::new(None),
-            pid: std::process::id(),
-        })
+        let order = Arc::new(seed_order.as_array().iter().copied().collect::<Vec<i64>>());
+        let opts = PipelineOptions { batch_size, seed, prefetch, drop_last, producers: workers };
+        let p = py.detach(|| Pipeline::start(&self.follow, order, &opts)).map_err(py_err)?;
+        Ok(BatchIter { inner: Mutex::new(Some(p)), telemetry: Mutex::new(None), pid: std::process::id() })
     }
 }
 
@@ -360,14 +245,14 @@ impl Sampler {
 /// there run uncached, with identical batches.
 #[pyclass(module = "flashgnn._core")]
 pub struct Cache {
-    inner: std::sync::Arc<PageCache>,
+    inner: Arc<PageCache>,
     pid: u32,
     hot: String,
     hot_seconds: f64,
 }
 
 impl Cache {
-    fn usable(&self) -> Option<std::sync::Arc<PageCache>> {
+    fn usable(&self) -> Option<Arc<PageCache>> {
         (self.pid == std::process::id()).then(|| self.inner.clone())
     }
 }
@@ -379,7 +264,7 @@ impl Cache {
     /// batches of `batch_size`, or "none"); the rest is dynamic under
     /// `policy` ("s3fifo" or "clock").
     #[new]
-    #[pyo3(signature = (path, fanouts, budget, policy="s3fifo", hot="degree", hot_fraction=0.9, presample_seeds=None, batch_size=1024, engine="uring", depth=256))]
+    #[pyo3(signature = (path, fanouts, budget, policy="s3fifo", hot="degree", hot_fraction=flashgnn_sample::DEFAULT_HOT_FRACTION, presample_seeds=None, batch_size=1024, engine="uring", depth=256))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -395,56 +280,19 @@ impl Cache {
         depth: usize,
     ) -> PyResult<Self> {
         let pol = Policy::parse(policy)
-            .ok_or_else(|| InputError::new_err(format!("cache policy {policy:?}: expected s3fifo or clock")))?;
-        if !(0.0..=1.0).contains(&hot_fraction) {
-            return Err(InputError::new_err(format!("hot_fraction {hot_fraction}: expected a value in [0, 1]")));
-        }
+            .ok_or_else(|| py_err(SampleError::Config(format!("cache policy {policy:?}: expected s3fifo or clock"))))?;
         let seeds: Vec<i64> = presample_seeds.map(|a| a.as_array().iter().copied().collect()).unwrap_or_default();
-        if hot == "presample" && (seeds.is_empty() || batch_size == 0) {
-            return Err(InputError::new_err("hot=\"presample\" needs presample_seeds and batch_size > 0"));
-        }
-        if !["degree", "presample", "none"].contains(&hot) {
-            return Err(InputError::new_err(format!("hot {hot:?}: expected degree, presample or none")));
-        }
+        let choice = HotChoice::parse(hot, seeds, batch_size).map_err(py_err)?;
         let cfg = config(engine, depth, 64, false, true)?;
-        let static_budget = (budget as f64 * hot_fraction) as usize;
-        let hot_s = hot.to_string();
         let t = std::time::Instant::now();
-        let (id, statics) = py
+        let cache = py
             .detach(move || -> Result<_, CoreError> {
-                // Build on what a sampler given this path reads: on a mutated
-                // dataset, the base of the generation `mut/CURRENT` names. The
-                // cache is bound to that base (DatasetId); samplers on any other
-                // generation run without it.
-                let snap = Snap::for_path(&path)?;
-                if hot_s == "none" || static_budget == 0 {
-                    let id = match snap.current() {
-                        Some(s) => DatasetId::of(&s.base)?,
-                        None => DatasetId::of_path(&path)?,
-                    };
-                    return Ok((id, flashgnn_sample::StaticSet::default()));
-                }
-                let mut s = snap.open(&path, &fanouts, &cfg)?;
-                let id = s.dataset_id().clone();
-                let statics = if hot_s == "degree" {
-                    s.hot_set_by_degree(static_budget)?
-                } else {
-                    let batches: Vec<(Vec<i64>, u64)> = seeds
-                        .chunks(batch_size)
-                        .enumerate()
-                        .map(|(i, c)| (c.to_vec(), 0x5EED_0000 + i as u64))
-                        .collect();
-                    s.hot_set_by_access(&batches, static_budget)?
-                };
-                Ok((id, statics))
+                let follow = Follow::new(&path, &fanouts, cfg, view_of(&path)?);
+                Ok(tiers::build_cache(&follow, budget, pol, &choice, hot_fraction)?)
             })
-            .map_err(PyErr::from)?;
-        // The choosing pass freed its scan buffers and sampler; hand that
-        // memory back to the OS so it does not count against a memory cap.
-        // SAFETY: malloc_trim only releases free heap pages.
-        unsafe { libc::malloc_trim(0) };
+            .map_err(py_err)?;
         Ok(Cache {
-            inner: std::sync::Arc::new(PageCache::new(id, budget, pol, statics)),
+            inner: Arc::new(cache),
             pid: std::process::id(),
             hot: hot.to_string(),
             hot_seconds: t.elapsed().as_secs_f64(),
@@ -475,7 +323,7 @@ impl Cache {
 /// table is `nodes()[r]`. Plain data (no ring, no lock): safe after fork.
 #[pyclass(module = "flashgnn._core")]
 pub struct Resident {
-    inner: std::sync::Arc<flashgnn_sample::Resident>,
+    inner: Arc<flashgnn_sample::Resident>,
     nodes: Vec<i64>,
     degrees: Vec<i64>,
 }
@@ -486,20 +334,13 @@ impl Resident {
     #[pyo3(signature = (path, count, engine="uring", depth=256))]
     fn new(py: Python<'_>, path: std::path::PathBuf, count: usize, engine: &str, depth: usize) -> PyResult<Self> {
         let cfg = config(engine, depth, 64, false, false)?;
-        let (id, top, originals) = py
+        let set = py
             .detach(move || -> Result<_, CoreError> {
-                let mut s = Snap::for_path(&path)?.open(&path, &[], &cfg)?;
-                let top = s.top_nodes_by_degree(count)?;
-                let originals: Vec<i64> = top.iter().map(|&(v, _)| s.original_of(v) as i64).collect();
-                Ok((s.dataset_id().clone(), top, originals))
+                let follow = Follow::new(&path, &[], cfg, view_of(&path)?);
+                Ok(tiers::resident_by_degree(&follow, count)?)
             })
-            .map_err(PyErr::from)?;
-        let internal: Vec<u32> = top.iter().map(|&(v, _)| v).collect();
-        Ok(Resident {
-            inner: std::sync::Arc::new(flashgnn_sample::Resident::new(id, &internal)),
-            nodes: originals,
-            degrees: top.iter().map(|&(_, d)| d as i64).collect(),
-        })
+            .map_err(py_err)?;
+        Ok(Resident { inner: Arc::new(set.resident), nodes: set.nodes, degrees: set.degrees })
     }
 
     /// Original ids of the resident rows, in table order (highest degree first).
@@ -514,12 +355,12 @@ impl Resident {
     }
 }
 
+/// An epoch of `flashgnn_sample::pipeline::Pipeline`. Process-local: in a
+/// forked child its producer threads do not exist, so it is leaked there,
+/// never joined.
 #[pyclass(module = "flashgnn._core")]
 pub struct BatchIter {
-    rx: Mutex<Option<Vec<Receiver<flashgnn_sample::Result<Batch>>>>>,
-    next: Mutex<usize>,
-    total: usize,
-    handle: Mutex<Vec<std::thread::JoinHandle<Telemetry>>>,
+    inner: Mutex<Option<Pipeline>>,
     telemetry: Mutex<Option<Telemetry>>,
     pid: u32,
 }
@@ -531,34 +372,16 @@ impl BatchIter {
     }
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         if self.pid != std::process::id() {
-            return Err(pyo3::exceptions::PyRuntimeError::new_err(
-                "batch iterator crossed a fork; create it in this process",
-            ));
+            return Err(py_err(CoreError::Unavailable(
+                "batch iterator crossed a fork; create it in this process".into(),
+            )));
         }
-        let i = *self.next.lock().unwrap();
-        let rxs = self.rx.lock().unwrap().take();
-        let got = match rxs {
-            Some(rxs) if i < self.total => {
-                let (rxs, got) = py.detach(move || {
-                    let got = rxs[i % rxs.len()].recv().ok();
-                    (rxs, got)
-                });
-                *self.rx.lock().unwrap() = Some(rxs);
-                got
-            }
-            other => {
-                *self.rx.lock().unwrap() = other;
-                None
-            }
-        };
+        let got = py.detach(|| self.inner.lock().unwrap().as_mut().and_then(|p| p.next_batch()));
         match got {
-            Some(Ok(b)) => {
-                *self.next.lock().unwrap() = i + 1;
-                Ok(Some(batch_dict(py, b)?))
-            }
+            Some(Ok(b)) => Ok(Some(batch_dict(py, b)?)),
             Some(Err(e)) => {
                 self.finish(py);
-                Err(sample_err(e))
+                Err(py_err(e))
             }
             None => {
                 self.finish(py);
@@ -577,18 +400,15 @@ impl BatchIter {
 }
 
 impl BatchIter {
+    /// Stop and join the producers (once); keep their summed telemetry.
     fn finish(&self, py: Python<'_>) {
-        self.rx.lock().unwrap().take(); // producers' sends fail -> they stop
-        let handles: Vec<_> = self.handle.lock().unwrap().drain(..).collect();
-        if handles.is_empty() {
+        if self.pid != std::process::id() {
             return;
         }
-        let joined: Vec<Telemetry> = py.detach(move || handles.into_iter().filter_map(|h| h.join().ok()).collect());
-        let mut t = Telemetry::default();
-        for x in &joined {
-            t.add(x);
+        let t = py.detach(|| self.inner.lock().unwrap().take().map(|mut p| p.finish().clone()));
+        if let Some(t) = t {
+            *self.telemetry.lock().unwrap() = Some(t);
         }
-        *self.telemetry.lock().unwrap() = Some(t);
     }
 }
 
@@ -596,8 +416,7 @@ impl Drop for BatchIter {
     fn drop(&mut self) {
         if self.pid != std::process::id() {
             // Forked child: the producer threads do not exist here.
-            std::mem::forget(std::mem::take(self.handle.get_mut().unwrap()));
-            std::mem::forget(self.rx.get_mut().unwrap().take());
+            std::mem::forget(self.inner.get_mut().unwrap().take());
         }
     }
 }
@@ -614,7 +433,6 @@ pub fn probe_random_reads(
     seconds: f64,
     engine: &str,
 ) -> PyResult<f64> {
-    let kind = EngineKind::parse(engine).ok_or_else(|| InputError::new_err(format!("unknown engine {engine:?}")))?;
-    py.detach(move || flashgnn_sample::probe::random_reads(&path, kind, len, depth, seconds))
-        .map_err(|e| crate::error::store_err(flashgnn_store::StoreError::Io(e)))
+    let kind = engine_kind(engine).map_err(py_err)?;
+    py.detach(move || flashgnn_sample::probe::random_reads(&path, kind, len, depth, seconds)).map_err(py_err)
 }

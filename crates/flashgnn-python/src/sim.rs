@@ -8,19 +8,8 @@ use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 
 use flashgnn_sample::NeighborSampler;
-use flashgnn_sim::SimError;
 
-use crate::error::{sample_err, CorruptDatasetError, InputError};
-
-/// Corrupt trace → CorruptDatasetError (names file and offset); bad config
-/// or request → InputError; I/O → OSError.
-pub fn sim_err(e: SimError) -> PyErr {
-    match e {
-        SimError::Format(f) => CorruptDatasetError::new_err(f.to_string()),
-        SimError::Config(m) | SimError::BadRequest(m) => InputError::new_err(m),
-        SimError::Io(m) => pyo3::exceptions::PyOSError::new_err(m),
-    }
-}
+use crate::error::{py_err, CoreError};
 
 #[pyclass(module = "flashgnn._core")]
 pub struct TraceRecorder {
@@ -44,7 +33,7 @@ impl TraceRecorder {
     ) -> PyResult<Self> {
         let cfg = crate::sampler::config(engine, depth, 64, false, true)?;
         py.detach(|| {
-            let mut s = NeighborSampler::open(&path, &fanouts, &cfg).map_err(sample_err)?;
+            let mut s = NeighborSampler::open(&path, &fanouts, &cfg).map_err(py_err)?;
             s.set_trace(true);
             let id = s.dataset_id().dataset_id.unwrap_or(0);
             let h = flashgnn_format::trace::TraceHeader {
@@ -53,7 +42,7 @@ impl TraceRecorder {
                 page_size: s.layout().page_size,
                 params,
             };
-            let w = flashgnn_sim::trace::TraceWriter::create(&out, &h).map_err(sim_err)?;
+            let w = flashgnn_sim::trace::TraceWriter::create(&out, &h).map_err(py_err)?;
             Ok(TraceRecorder { inner: std::sync::Mutex::new(Some((s, w))) })
         })
     }
@@ -65,12 +54,12 @@ impl TraceRecorder {
         py.detach(|| -> PyResult<(u64, u64, u64)> {
             let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
             let Some((s, w)) = g.as_mut() else {
-                return Err(pyo3::exceptions::PyRuntimeError::new_err("trace recorder is closed"));
+                return Err(py_err(CoreError::Unavailable("trace recorder is closed".into())));
             };
-            let batch = s.sample(&seeds, seed).map_err(sample_err)?;
+            let batch = s.sample(&seeds, seed).map_err(py_err)?;
             let reads = s.take_trace();
             let bytes: u64 = reads.iter().map(|r| r.length as u64).sum();
-            w.write_batch(&reads).map_err(sim_err)?;
+            w.write_batch(&reads).map_err(py_err)?;
             Ok((reads.len() as u64, bytes, batch.n_id.len() as u64))
         })
     }
@@ -79,9 +68,9 @@ impl TraceRecorder {
     fn finish(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
         py.detach(|| {
             let Some((_, w)) = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take() else {
-                return Err(pyo3::exceptions::PyRuntimeError::new_err("trace recorder is closed"));
+                return Err(py_err(CoreError::Unavailable("trace recorder is closed".into())));
             };
-            w.finish().map_err(sim_err)
+            w.finish().map_err(py_err)
         })
     }
 }
@@ -100,8 +89,8 @@ pub fn simulate(
 ) -> PyResult<String> {
     py.detach(|| {
         let req = flashgnn_sim::Request { trace: &trace, config: &config, designs, sweep, set, timing };
-        let r = flashgnn_sim::simulate(&req).map_err(sim_err)?;
-        serde_json::to_string(&r).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
+        let r = flashgnn_sim::simulate(&req).map_err(py_err)?;
+        serde_json::to_string(&r).map_err(|e| py_err(CoreError::Internal(e.to_string())))
     })
 }
 
@@ -110,7 +99,7 @@ pub fn simulate(
 #[pyfunction]
 pub fn trace_in_flight(py: Python<'_>, trace: PathBuf) -> PyResult<String> {
     py.detach(|| {
-        let m = flashgnn_sim::measured::measure(&trace).map_err(sim_err)?;
-        serde_json::to_string(&m).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
+        let m = flashgnn_sim::measured::measure(&trace).map_err(py_err)?;
+        serde_json::to_string(&m).map_err(|e| py_err(CoreError::Internal(e.to_string())))
     })
 }

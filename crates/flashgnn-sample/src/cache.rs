@@ -23,6 +23,18 @@
 //! hash probe under a short lock), so an undersized cache cannot deadlock — the failure
 //! mode GraphBolt users hit (#7641).
 //!
+//! Why the dynamic part keeps its mutex on hits: a lock-free read path (a
+//! fixed array of copy-on-write buckets loaded with `arc-swap`, frequency
+//! bumps as relaxed atomics, the mutex for inserts and evictions only) was
+//! built and measured against this one on 200 k random 600 B entries
+//! (120 MB, well past the CPU caches): a hit cost 144 ns against 113 ns on
+//! one thread and 335 against 219 ns per thread on two, an insert that
+//! evicts 626 against 147 ns, and `flashgnn bench` on data/demo (all-dynamic
+//! cache, same run) gave 2.5–2.7 µs per hit against 1.6–1.7. A hit is
+//! dominated by its DRAM misses (hash control bytes, slot, data); the
+//! uncontended lock costs less than the extra pointer hops a lock-free index
+//! adds. Revisit with more producers than the two measured here.
+//!
 //! Entries hold bytes that already passed the format's checks when they were
 //! first read; a hit is decoded by the same checked decoders as a read.
 //!
@@ -687,6 +699,88 @@ mod tests {
         let total: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
         assert_eq!(total, 4 * 50 * 1000);
         assert_eq!(c.stats.static_hits.load(Ordering::Relaxed), total);
+    }
+
+    impl PageCache {
+        /// The invariant between the queues and the map: the same keys, each
+        /// queued once, and the byte counts add up.
+        fn check_consistent(&self) {
+            let d = self.lock();
+            let queued: Vec<u64> = d.small.iter().chain(d.main.iter()).copied().collect();
+            let mut uniq = queued.clone();
+            uniq.sort_unstable();
+            uniq.dedup();
+            assert_eq!(uniq.len(), queued.len(), "a key queued twice");
+            assert_eq!(d.map.len(), queued.len(), "map and queues differ");
+            assert!(queued.iter().all(|k| d.map.contains_key(k)));
+            let bytes: usize = d.map.values().map(|e| cost(e.data.len())).sum();
+            assert_eq!(bytes, d.held());
+        }
+    }
+
+    #[test]
+    fn concurrent_dynamic_hits_see_right_bytes_while_the_writer_evicts() {
+        // Three readers hit keys while a writer inserts a stream that evicts
+        // them: every hit returns the bytes of its own key (an evicted
+        // entry's bytes stay valid for a reader holding them), and the queues
+        // and the map agree at the end, within the budget.
+        for policy in [Policy::S3Fifo, Policy::Clock] {
+            let budget = 200 * cost(256);
+            let c = Arc::new(PageCache::new(id(), budget, policy, Vec::new()));
+            let val = |k: u64| Arc::<[u8]>::from(vec![(k % 251) as u8; 256]);
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let readers: Vec<_> = (0..3u64)
+                .map(|t| {
+                    let (c, stop) = (c.clone(), stop.clone());
+                    std::thread::spawn(move || {
+                        let mut hits = 0u64;
+                        let mut i = t;
+                        while !stop.load(Ordering::Relaxed) || hits == 0 {
+                            let k = i % 2000;
+                            if let Some(d) = c.get_dynamic(k) {
+                                assert!(d.len() == 256 && d.iter().all(|&b| b == (k % 251) as u8), "key {k}");
+                                hits += 1;
+                            }
+                            i += 7;
+                        }
+                        hits
+                    })
+                })
+                .collect();
+            for r in 0..20u64 {
+                for k in 0..2000u64 {
+                    if (k + r) % 3 == 0 || k < 50 {
+                        c.insert(k, val(k));
+                    }
+                }
+                assert!(c.held_bytes() <= budget, "{policy:?} over budget");
+            }
+            stop.store(true, Ordering::Relaxed);
+            let hits: u64 = readers.into_iter().map(|t| t.join().unwrap()).sum();
+            assert!(hits > 0);
+            c.check_consistent();
+            assert!(c.stats.evictions.load(Ordering::Relaxed) > 0, "the stream evicted");
+        }
+    }
+
+    #[test]
+    fn queues_and_map_agree_after_mixed_traffic() {
+        // Inserts, repeated inserts of present keys, hits that raise
+        // frequencies, ghost readmissions: the queues and the map hold
+        // exactly the same keys.
+        for policy in [Policy::S3Fifo, Policy::Clock] {
+            let c = PageCache::new(id(), 30 * cost(4096), policy, Vec::new());
+            let mut x = 12345u64;
+            for _ in 0..5000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let k = (x >> 33) % 120;
+                if c.get(k).is_none() {
+                    c.insert(k, page(k as u8));
+                }
+            }
+            c.check_consistent();
+            assert!(c.held_bytes() <= c.budget());
+        }
     }
 
     #[test]

@@ -21,18 +21,26 @@
 //! `depth` page buffers plus the sampled subgraph itself.
 
 pub mod cache;
+pub mod follow;
 pub mod hot;
 pub mod neighbor;
+pub mod pipeline;
 pub mod probe;
 pub mod resident;
 pub mod rng;
 pub mod telemetry;
+pub mod tiers;
 pub mod walk;
 
 pub use cache::{DatasetId, PageCache, Policy, StaticSet};
-pub use neighbor::{Batch, NeighborSampler, SamplerConfig};
+pub use follow::{Follow, View};
+pub use neighbor::{
+    Batch, NeighborSampler, SamplerConfig, BATCH_PAGE_CACHE_BYTES, BUF_POOL_BYTES, ENGINE_BYTES_PER_PRODUCER, MAX_HOPS,
+};
+pub use pipeline::{Pipeline, PipelineOptions, MAX_PRODUCERS};
 pub use resident::Resident;
 pub use telemetry::Telemetry;
+pub use tiers::{HotChoice, DEFAULT_HOT_FRACTION};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SampleError {
@@ -42,8 +50,16 @@ pub enum SampleError {
     Io(#[from] flashgnn_io::IoError),
     #[error(transparent)]
     Store(#[from] flashgnn_store::StoreError),
+    /// A request the dataset cannot serve (seed out of range, bad fanout).
     #[error("{0}")]
     BadRequest(String),
+    /// A bad option of the caller (names the option, the value and what is
+    /// accepted): an unknown engine or hot-set name, a zero batch size.
+    #[error("{0}")]
+    Config(String),
+    /// A producer thread could not start or died without an error (a panic).
+    #[error("{0}")]
+    Internal(String),
 }
 
 pub type Result<T, E = SampleError> = std::result::Result<T, E>;

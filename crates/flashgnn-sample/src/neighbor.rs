@@ -49,7 +49,18 @@ const TIMELINE_PER_BATCH_MAX: usize = 4096;
 
 /// Free-list cap for I/O buffers: 16 MiB (4 Ki pages, 16x the default
 /// depth's worth) — beyond that, buffers go back to the allocator.
-const BUF_POOL_BYTES: usize = 16 << 20;
+pub const BUF_POOL_BYTES: usize = 16 << 20;
+
+/// Default [`SamplerConfig::batch_page_cache_bytes`]: 16 MiB = 4 Ki pages of 4 KiB.
+pub const BATCH_PAGE_CACHE_BYTES: usize = 16 << 20;
+
+/// A producer's fixed engine memory with the default settings: its buffer
+/// pool plus its per-batch page cache (the batch it builds comes on top).
+/// `flashgnn.budget` counts this per producer (`_core.ENGINE_BYTES_PER_PRODUCER`).
+pub const ENGINE_BYTES_PER_PRODUCER: usize = BUF_POOL_BYTES + BATCH_PAGE_CACHE_BYTES;
+
+/// Most hops (fanouts) a sampler takes (a request for more is refused).
+pub const MAX_HOPS: usize = 16;
 
 /// Per-batch page cache cap when a cross-batch cache is present: pages read in
 /// this batch are offered to that cache too (the same `Arc`, no second copy
@@ -105,7 +116,7 @@ impl Default for SamplerConfig {
             engine: EngineKind::Uring,
             io: EngineConfig::default(),
             labels: true,
-            batch_page_cache_bytes: 16 << 20,
+            batch_page_cache_bytes: BATCH_PAGE_CACHE_BYTES,
             features: true,
             free_features_only: false,
             degrees: false,
@@ -336,8 +347,11 @@ impl NeighborSampler {
     /// its relabelling maps and feature CRCs are loaded once per `Dataset`
     /// and copied from there, not read again.
     pub fn open_dataset(ds: &Dataset, fanouts: &[i32], cfg: &SamplerConfig) -> Result<NeighborSampler> {
-        if fanouts.len() > 16 {
-            return Err(SampleError::BadRequest(format!("{} hops requested; at most 16 are supported", fanouts.len())));
+        if fanouts.len() > MAX_HOPS {
+            return Err(SampleError::BadRequest(format!(
+                "{} hops requested; at most {MAX_HOPS} are supported",
+                fanouts.len()
+            )));
         }
         let layout = ds.layout().clone();
         let id = cache::DatasetId::of(ds)?;

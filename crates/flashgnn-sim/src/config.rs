@@ -20,6 +20,29 @@ pub struct Config {
     pub compute: Compute,
     #[serde(default)]
     pub sim: Sim,
+    #[serde(default)]
+    pub array: Array,
+}
+
+/// Several identical SSDs behind one host (docs/simulator.md, "Several
+/// SSDs"): data files striped over them in `stripe_bytes` chunks exactly as
+/// `flashgnn stripe` places them (chunk `offset / stripe_bytes` of each file
+/// on device `chunk % devices`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Array {
+    /// Identical SSDs, each with its own NVMe queue, PCIe link, controller
+    /// cores, SSD DRAM, channels and dies.
+    pub devices: u32,
+    /// Chunk size of the round-robin placement (`flashgnn stripe --chunk`,
+    /// default 64 KiB).
+    pub stripe_bytes: u64,
+}
+
+impl Default for Array {
+    fn default() -> Self {
+        Array { devices: 1, stripe_bytes: 64 << 10 }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -165,6 +188,8 @@ pub const SWEEP_ALIASES: &[(&str, &str)] = &[
     ("queue_depth", "host.queue_depth"),
     ("pcie_lanes", "host.pcie_lanes"),
     ("seed", "sim.seed"),
+    ("devices", "array.devices"),
+    ("stripe_bytes", "array.stripe_bytes"),
 ];
 
 pub fn resolve_alias(p: &str) -> String {
@@ -177,6 +202,16 @@ impl Config {
     pub fn parse(text: &str, file: &str, overrides: &[(String, String)]) -> Result<Config> {
         let mut v: toml::Value =
             toml::from_str(text).map_err(|e| SimError::Config(format!("{file}: {}", e.to_string().trim())))?;
+        // The [array] table is optional (one SSD); fill in its defaults so
+        // `--sweep devices=...` has a field to set.
+        if let Some(t) = v.as_table_mut() {
+            let a = t.entry("array").or_insert_with(|| toml::Value::Table(Default::default()));
+            if let Some(a) = a.as_table_mut() {
+                let def = Array::default();
+                a.entry("devices").or_insert(toml::Value::Integer(def.devices as i64));
+                a.entry("stripe_bytes").or_insert(toml::Value::Integer(def.stripe_bytes as i64));
+            }
+        }
         for (path, val) in overrides {
             set_field(&mut v, &resolve_alias(path), val, file)?;
         }
@@ -243,6 +278,15 @@ impl Config {
             return Err(SimError::Config(format!(
                 "{file}: flash.mapping = {:?} must be \"stripe\" or \"hash\"",
                 x.mapping
+            )));
+        }
+        let a = &self.array;
+        // 64 devices: more than any one host's PCIe lanes feed at x4 each.
+        f("array.devices", a.devices as f64, 1.0, 64.0)?;
+        if a.stripe_bytes == 0 || !a.stripe_bytes.is_multiple_of(4096) || a.stripe_bytes > 1 << 30 {
+            return Err(SimError::Config(format!(
+                "{file}: array.stripe_bytes = {} must be a positive multiple of 4096 (as `flashgnn stripe --chunk`), at most 1 GiB",
+                a.stripe_bytes
             )));
         }
         let e = &self.energy;

@@ -240,6 +240,24 @@ pub struct DesignResult {
     /// Samples over simulated time (at most [`TIMELINE_MAX`], evenly spaced
     /// after decimation): reads in flight, busy channels, busy dies.
     pub timeline: Timeline,
+    /// Per-SSD statistics when the config has several (`array.devices` > 1;
+    /// left out with one, so a one-device report is unchanged).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceStats>,
+}
+
+/// One SSD of an array (docs/simulator.md, "Several SSDs").
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DeviceStats {
+    pub device: u32,
+    /// Reads (parts of reads split at stripe-chunk boundaries) sent to it.
+    pub reads: u64,
+    pub flash_commands: u64,
+    /// `nvme_queue` (commands outstanding at this device: host designs from
+    /// the NVMe command to the data's arrival in host memory, in-storage
+    /// designs from issue to completion), `pcie`, `controller_cores`,
+    /// `ssd_dram`, `channels`, `dies`.
+    pub queues: std::collections::BTreeMap<String, QueueStats>,
 }
 
 /// Points kept in a design's timeline.
@@ -290,6 +308,8 @@ struct ReadState {
     t_mark: u64,
     /// When the read asked for a queue-depth token.
     t_token: u64,
+    /// When the read's command reached its device (the per-device NVMe queue).
+    t_dev: u64,
     ready_at: u64,
     done_at: u64,
     done: bool,
@@ -321,12 +341,12 @@ struct PageState {
     hit: bool,
 }
 
+// Resource layout: the host's (shared by every device) first, then per
+// device PCIe link, controller cores, SSD DRAM and NVMe queue, then every
+// device's channels, then every device's dies (see `Engine::r_*`).
 const R_TOKEN: usize = 0;
 const R_HOSTCPU: usize = 1;
-const R_PCIE: usize = 2;
-const R_CORES: usize = 3;
-const R_DRAM: usize = 4;
-const R_FIXED: usize = 5;
+const R_DEV: usize = 2;
 
 const E_READY: u8 = 0;
 const E_OPDONE: u8 = 1;
@@ -342,7 +362,20 @@ pub struct Engine<'a> {
     d: &'a Design,
     ops: Vec<Op>,
     res: Vec<Res>,
+    /// Channels and dies per device.
     n_ch: u32,
+    n_die: u32,
+    /// SSDs in the array and the striping chunk (docs/simulator.md).
+    n_dev: u32,
+    stripe: u64,
+    /// Reads of the batch as traced; parts of reads split at a chunk
+    /// boundary are appended after them, `parent` naming the original.
+    n_orig: usize,
+    parent: Vec<u32>,
+    /// Parts of each original read not yet complete.
+    parts_left: Vec<u32>,
+    dev_reads: Vec<u64>,
+    dev_cmds: Vec<u64>,
     heap: BinaryHeap<Reverse<(u64, u64, u8, u32, u32)>>,
     seq: u64,
     now: u64,
@@ -397,7 +430,8 @@ pub struct Engine<'a> {
     multi_plane: bool,
     die_group: Vec<Vec<u32>>,
     group_left: Vec<u32>,
-    cache: Option<Lru>,
+    /// One SSD-DRAM page cache per device.
+    cache: Vec<Lru>,
     cache_hits: u64,
     cache_misses: u64,
 }
@@ -428,16 +462,18 @@ impl<'a> Engine<'a> {
         };
         let n_ch = cfg.flash.channels;
         let n_die = n_ch * cfg.dies_per_channel();
+        let n_dev = cfg.array.devices;
+        // One queue-depth pool for the whole array: the engine's one ring,
+        // whose entries go to whichever device the next read addresses.
         let depth = if d.block_interface { cfg.host.block_queue_depth } else { cfg.host.queue_depth };
         let cache_pages = cfg.dram_cache_pages();
-        let mut res = vec![
-            Res::new(depth),
-            Res::new(cfg.host.cpu_cores),
-            Res::new(1),
-            Res::new(cfg.controller.cores),
-            Res::new(1),
-        ];
-        for _ in 0..n_ch + n_die {
+        let mut res = vec![Res::new(depth), Res::new(cfg.host.cpu_cores)];
+        for servers in [1, cfg.controller.cores, 1, u32::MAX] {
+            for _ in 0..n_dev {
+                res.push(Res::new(servers));
+            }
+        }
+        for _ in 0..n_dev * (n_ch + n_die) {
             res.push(Res::new(1));
         }
         Engine {
@@ -446,6 +482,14 @@ impl<'a> Engine<'a> {
             ops,
             res,
             n_ch,
+            n_die,
+            n_dev,
+            stripe: cfg.array.stripe_bytes,
+            n_orig: 0,
+            parent: Vec::new(),
+            parts_left: Vec::new(),
+            dev_reads: vec![0; n_dev as usize],
+            dev_cmds: vec![0; n_dev as usize],
             heap: BinaryHeap::new(),
             seq: 0,
             now: 0,
@@ -490,11 +534,64 @@ impl<'a> Engine<'a> {
             hop_rt: ((cfg.host.stack_ns + cfg.host.nvme_command_ns) * PS) as u64,
             seed: cfg.sim.seed,
             multi_plane: cfg.flash.multi_plane && cfg.flash.planes > 1,
-            die_group: vec![Vec::new(); n_die as usize],
-            group_left: vec![0; n_die as usize],
-            cache: (d.uses_dram_cache() && cache_pages > 0).then(|| Lru::new(cache_pages)),
+            die_group: vec![Vec::new(); (n_dev * n_die) as usize],
+            group_left: vec![0; (n_dev * n_die) as usize],
+            cache: if d.uses_dram_cache() && cache_pages > 0 {
+                (0..n_dev).map(|_| Lru::new(cache_pages)).collect()
+            } else {
+                Vec::new()
+            },
             cache_hits: 0,
             cache_misses: 0,
+        }
+    }
+
+    fn r_pcie(&self, dev: usize) -> usize {
+        R_DEV + dev
+    }
+    fn r_cores(&self, dev: usize) -> usize {
+        R_DEV + self.n_dev as usize + dev
+    }
+    fn r_dram(&self, dev: usize) -> usize {
+        R_DEV + 2 * self.n_dev as usize + dev
+    }
+    fn r_nvq(&self, dev: usize) -> usize {
+        R_DEV + 3 * self.n_dev as usize + dev
+    }
+    /// A global channel index (device × channels + channel).
+    fn r_ch(&self, ch: u32) -> usize {
+        R_DEV + 4 * self.n_dev as usize + ch as usize
+    }
+    /// A global die index (device × dies + die).
+    fn r_die(&self, die: u32) -> usize {
+        R_DEV + 4 * self.n_dev as usize + (self.n_dev * self.n_ch) as usize + die as usize
+    }
+    fn r_chs(&self) -> std::ops::Range<usize> {
+        self.r_ch(0)..self.r_ch(self.n_dev * self.n_ch)
+    }
+    fn r_dies(&self) -> std::ops::Range<usize> {
+        self.r_die(0)..self.res.len()
+    }
+
+    /// The device holding read `i`'s bytes: its stripe chunk round-robin,
+    /// as `flashgnn stripe` writes them (a read never spans a chunk here:
+    /// `run_batch` splits those).
+    fn dev_of(&self, i: u32) -> usize {
+        if self.n_dev == 1 {
+            0
+        } else {
+            ((self.reads[i as usize].offset / self.stripe) % self.n_dev as u64) as usize
+        }
+    }
+
+    /// Byte offset of `offset` within its device's part file: the chunks
+    /// before it on the same device, then its place in its chunk.
+    fn local_offset(&self, offset: u64) -> u64 {
+        if self.n_dev == 1 {
+            offset
+        } else {
+            let c = offset / self.stripe;
+            (c / self.n_dev as u64) * self.stripe + offset % self.stripe
         }
     }
 
@@ -533,15 +630,22 @@ impl<'a> Engine<'a> {
         let n = reads.len();
         let start = self.now;
         self.reads = reads;
-        self.st = vec![ReadState::default(); n];
+        self.n_orig = n;
+        self.parent.clear();
+        self.parts_left = vec![1; n];
+        // Issue order: each read, then the extra parts it was split into.
+        let order = self.split_at_chunks();
+        let m = self.reads.len();
+        self.st = vec![ReadState::default(); m];
         self.pages.clear();
-        self.children = vec![Vec::new(); n];
+        self.children = vec![Vec::new(); m];
         let max_hop = self.reads.iter().map(|r| r.hop).max().unwrap_or(0) as usize;
         self.hop_left = vec![0; max_hop + 2];
         self.parked = vec![Vec::new(); max_hop + 2];
         let mut targets = 0u64;
         let mut nodes = 0u64;
-        for i in 0..n {
+        for &i in &order {
+            let i = i as usize;
             let r = self.reads[i];
             // Effective hop: never below the dependency's (no gate deadlock).
             let mut hop = r.hop;
@@ -551,6 +655,9 @@ impl<'a> Engine<'a> {
                 self.st[i].waiting_dep = true;
             }
             self.st[i].hop = hop;
+            if i >= n {
+                continue; // a part: counted once, with its read
+            }
             self.hop_left[hop as usize] += 1;
             if r.kind == KIND_SLOT_PAGE {
                 nodes += r.items as u64;
@@ -571,7 +678,8 @@ impl<'a> Engine<'a> {
         let t0 = start + pro;
         // The prologue is a pure delay: the first commands reach the device at t0.
         self.now = t0;
-        for i in 0..n {
+        for &i in &order {
+            let i = i as usize;
             if !self.st[i].waiting_dep {
                 self.st[i].ready_at = t0;
                 self.maybe_start(i as u32, t0);
@@ -648,11 +756,49 @@ impl<'a> Engine<'a> {
         self.compute_s += nodes as f64 * self.cfg.compute.flops_per_node / flops;
     }
 
+    /// With several devices, cut every read spanning stripe chunks into one
+    /// part per chunk (each on its own device, as the engine would issue
+    /// them): the read keeps the first, the others are appended with the
+    /// same dependency and hop, and bytes used are shared by length.
+    /// Returns the issue order (each read followed by its parts).
+    fn split_at_chunks(&mut self) -> Vec<u32> {
+        let n = self.n_orig;
+        let mut order = Vec::with_capacity(n);
+        let s = self.stripe;
+        for i in 0..n {
+            order.push(i as u32);
+            let r = self.reads[i];
+            if self.n_dev == 1 || r.length == 0 {
+                continue;
+            }
+            let end = r.offset + r.length as u64;
+            let (c0, c1) = (r.offset / s, (end - 1) / s);
+            if c0 == c1 {
+                continue;
+            }
+            let mut used_rest = 0u32;
+            for c in c0 + 1..=c1 {
+                let lo = c * s;
+                let hi = end.min((c + 1) * s);
+                let len = hi - lo;
+                let used = (r.bytes_used as u64 * len / r.length as u64) as u32;
+                used_rest += used;
+                order.push(self.reads.len() as u32);
+                self.reads.push(TraceRead { offset: lo, length: len as u32, bytes_used: used, ..r });
+                self.parent.push(i as u32);
+                self.parts_left[i] += 1;
+            }
+            self.reads[i].length = ((c0 + 1) * s - r.offset) as u32;
+            self.reads[i].bytes_used = r.bytes_used - used_rest;
+        }
+        order
+    }
+
     /// Record the state just before `t` (and every sample point up to it).
     fn sample(&mut self, t: u64) {
         let busy = |rs: &[Res]| rs.iter().map(|r| r.busy).sum::<u32>();
-        let ch = busy(&self.res[R_FIXED..R_FIXED + self.n_ch as usize]);
-        let dies = busy(&self.res[R_FIXED + self.n_ch as usize..]);
+        let ch = busy(&self.res[self.r_chs()]);
+        let dies = busy(&self.res[self.r_dies()]);
         while self.next_sample <= t {
             let tl = &mut self.timeline;
             tl.t_s.push(self.next_sample as f64 / 1e12);
@@ -713,11 +859,22 @@ impl<'a> Engine<'a> {
 
     fn begin(&mut self, i: u32) {
         self.inflight_delta(true);
+        if self.d.sample_at != SampleAt::Host {
+            let nvq = self.r_nvq(self.dev_of(i));
+            self.res[nvq].acquire(self.now, (i, NOPAGE));
+            self.st[i as usize].t_dev = self.now;
+        }
         self.run_ops(i);
     }
 
+    /// Nodes sampled from read `i`'s bytes; the extra parts of a read split
+    /// at a chunk boundary sample nothing (its first part carries them).
     fn items(&self, i: u32) -> u64 {
-        self.reads[i as usize].items.max(1) as u64
+        if i as usize >= self.n_orig {
+            0
+        } else {
+            self.reads[i as usize].items.max(1) as u64
+        }
     }
 
     /// Service time (ps) of a queued op for read `i`.
@@ -757,11 +914,12 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn res_of(op: Op) -> usize {
+    /// The queue an op of read `i` waits in (its device's, but the host CPU).
+    fn res_of(&self, op: Op, i: u32) -> usize {
         match op {
-            Op::Fw | Op::CoreSample => R_CORES,
+            Op::Fw | Op::CoreSample => self.r_cores(self.dev_of(i)),
             Op::HostSample => R_HOSTCPU,
-            Op::PcieData => R_PCIE,
+            Op::PcieData => self.r_pcie(self.dev_of(i)),
             _ => usize::MAX,
         }
     }
@@ -795,6 +953,9 @@ impl<'a> Engine<'a> {
                     self.st[i as usize].op += 1;
                 }
                 Op::TokenRel => {
+                    let nvq = self.r_nvq(self.dev_of(i));
+                    let arrived = self.st[i as usize].t_dev;
+                    self.res[nvq].release(now, arrived);
                     let arrived = self.st[i as usize].t_token;
                     if let Some((w, p)) = self.res[R_TOKEN].release(now, arrived) {
                         self.push(now, E_GRANT, w, p);
@@ -808,12 +969,18 @@ impl<'a> Engine<'a> {
                         _ => ((self.cfg.controller.router_ns * PS) as u64, CTRL),
                     };
                     self.st[i as usize].cats[cat] += t;
+                    if let Op::Nvme = op {
+                        // The command is at its device until the data is home.
+                        let nvq = self.r_nvq(self.dev_of(i));
+                        self.res[nvq].acquire(now, (i, NOPAGE));
+                        self.st[i as usize].t_dev = now;
+                    }
                     self.push(now + t, E_OPDONE, i, NOPAGE);
                     return;
                 }
                 Op::Fw | Op::HostSample | Op::CoreSample | Op::PcieData => {
                     self.st[i as usize].t_mark = now;
-                    let r = Self::res_of(op);
+                    let r = self.res_of(op, i);
                     if self.res[r].acquire(now, (i, NOPAGE)) {
                         self.granted_op(i, op);
                     }
@@ -845,14 +1012,18 @@ impl<'a> Engine<'a> {
     fn start_flash(&mut self, i: u32) {
         let r = self.reads[i as usize];
         let p = self.cfg.flash.page_bytes as u64;
-        let base = (r.file as u64) << 40;
-        let first = (base + r.offset) / p;
-        let last = (base + r.offset + r.length as u64 - 1) / p;
+        let dev = self.dev_of(i);
+        self.dev_reads[dev] += 1;
+        // Logical pages of the device's own part file (one device: the file).
+        let base = ((r.file as u64) << 40) + self.local_offset(r.offset);
+        let first = base / p;
+        let last = (base + r.length as u64 - 1) / p;
         let np = (last - first + 1) as u32;
         let used_per_page = (r.bytes_used as u64).div_ceil(np as u64).max(1) as u32;
         let page0 = self.pages.len() as u32;
         for lpn in first..=last {
             let (ch, die) = self.map(lpn);
+            let (ch, die) = (dev as u32 * self.n_ch + ch, dev as u32 * self.n_die + die);
             let bytes = if self.d.channel_used_only {
                 used_per_page
             } else {
@@ -860,11 +1031,11 @@ impl<'a> Engine<'a> {
                 // never more than the read needs beyond one page.
                 p as u32
             };
-            let hit = match self.cache.as_mut() {
+            let hit = match self.cache.get_mut(dev) {
                 Some(c) => c.hit(lpn),
                 None => false,
             };
-            if self.cache.is_some() {
+            if !self.cache.is_empty() {
                 if hit {
                     self.cache_hits += 1;
                 } else {
@@ -885,13 +1056,15 @@ impl<'a> Engine<'a> {
                 // Already in SSD DRAM: read out once, no flash, no channel.
                 ps.t_dram = now;
                 ps.phase = 3;
-                if self.res[R_DRAM].acquire(now, (i, pg)) {
+                let r = self.r_dram(dev);
+                if self.res[r].acquire(now, (i, pg)) {
                     self.dram_granted(i, pg);
                 }
                 continue;
             }
             ps.t_die = now;
-            let die = R_FIXED + self.n_ch as usize + ps.die as usize;
+            let die = ps.die;
+            let die = self.r_die(die);
             if self.res[die].acquire(now, (i, pg)) {
                 self.die_granted(i, pg);
             }
@@ -909,8 +1082,9 @@ impl<'a> Engine<'a> {
             let mut group = std::mem::take(&mut self.die_group[d]);
             group.clear();
             group.push(pg);
+            let rd = self.r_die(d as u32);
             while group.len() < self.cfg.flash.planes as usize {
-                match self.res[R_FIXED + self.n_ch as usize + d].ride() {
+                match self.res[rd].ride() {
                     Some((w, p)) => {
                         group.push(p);
                         self.start_tr(w, p);
@@ -938,6 +1112,7 @@ impl<'a> Engine<'a> {
             }
         }
         self.flash_cmds += 1;
+        self.dev_cmds[(self.pages[pg as usize].die / self.n_die) as usize] += 1;
         let ps = &mut self.pages[pg as usize];
         ps.cats[WBF] += now - ps.t_die;
         ps.cats[FLASH] += t;
@@ -983,14 +1158,26 @@ impl<'a> Engine<'a> {
 
     fn finish(&mut self, i: u32) {
         let now = self.now;
+        if self.d.sample_at != SampleAt::Host {
+            let nvq = self.r_nvq(self.dev_of(i));
+            let arrived = self.st[i as usize].t_dev;
+            self.res[nvq].release(now, arrived);
+        }
         let st = &mut self.st[i as usize];
         assert!(!st.done, "read {i} served twice");
         st.done = true;
+        self.inflight_delta(false);
+        // A read split at chunk boundaries is served when its last part is.
+        let i = if (i as usize) < self.n_orig { i } else { self.parent[i as usize - self.n_orig] };
+        self.parts_left[i as usize] -= 1;
+        if self.parts_left[i as usize] > 0 {
+            return;
+        }
+        let st = &mut self.st[i as usize];
         st.done_at = now;
         self.served += 1;
         self.left -= 1;
         let hop = st.hop as usize;
-        self.inflight_delta(false);
         self.hop_left[hop] -= 1;
         let kids = std::mem::take(&mut self.children[i as usize]);
         for c in kids {
@@ -1011,7 +1198,7 @@ impl<'a> Engine<'a> {
             }
             E_OPDONE => {
                 let op = self.ops[self.st[i as usize].op as usize];
-                let r = Self::res_of(op);
+                let r = self.res_of(op, i);
                 if r != usize::MAX {
                     let arrived = self.st[i as usize].t_mark;
                     if let Some((w, p)) = self.res[r].release(self.now, arrived) {
@@ -1042,9 +1229,9 @@ impl<'a> Engine<'a> {
             }
             E_TR => {
                 let now = self.now;
+                let ch = self.r_ch(self.pages[pg as usize].ch);
                 let ps = &mut self.pages[pg as usize];
                 ps.t_ch = now;
-                let ch = R_FIXED + ps.ch as usize;
                 if self.res[ch].acquire(now, (i, pg)) {
                     self.ch_granted(i, pg);
                 }
@@ -1053,7 +1240,7 @@ impl<'a> Engine<'a> {
                 let now = self.now;
                 let (ch, die, t_ch, t_die) = {
                     let ps = &self.pages[pg as usize];
-                    (R_FIXED + ps.ch as usize, R_FIXED + self.n_ch as usize + ps.die as usize, ps.t_ch, ps.t_die)
+                    (self.r_ch(ps.ch), self.r_die(ps.die), ps.t_ch, ps.t_die)
                 };
                 if let Some((w, p)) = self.res[ch].release(now, t_ch) {
                     self.push(now, E_GRANT, w, p);
@@ -1077,10 +1264,11 @@ impl<'a> Engine<'a> {
                     self.push(now, E_GRANT, w, p);
                 }
                 if !self.d.channel_used_only {
+                    let r = self.r_dram(self.dev_of(i));
                     let ps = &mut self.pages[pg as usize];
                     ps.t_dram = now;
                     ps.phase = 3;
-                    if self.res[R_DRAM].acquire(now, (i, pg)) {
+                    if self.res[r].acquire(now, (i, pg)) {
                         self.dram_granted(i, pg);
                     }
                 } else {
@@ -1093,11 +1281,13 @@ impl<'a> Engine<'a> {
                     let ps = &self.pages[pg as usize];
                     (ps.t_dram, ps.lpn, ps.hit)
                 };
-                if let Some((w, p)) = self.res[R_DRAM].release(now, t) {
+                let dev = self.dev_of(i);
+                let r = self.r_dram(dev);
+                if let Some((w, p)) = self.res[r].release(now, t) {
                     self.push(now, E_GRANT, w, p);
                 }
                 if !hit {
-                    if let Some(c) = self.cache.as_mut() {
+                    if let Some(c) = self.cache.get_mut(dev) {
                         c.insert(lpn);
                     }
                 }
@@ -1132,15 +1322,35 @@ impl<'a> Engine<'a> {
             }
         };
         let mut queues = std::collections::BTreeMap::new();
+        let nd = self.n_dev as usize;
         queues.insert("queue_depth_tokens".to_string(), q(&self.res[R_TOKEN..R_TOKEN + 1]));
         queues.insert("host_cpu".to_string(), q(&self.res[R_HOSTCPU..R_HOSTCPU + 1]));
-        queues.insert("pcie".to_string(), q(&self.res[R_PCIE..R_PCIE + 1]));
-        queues.insert("controller_cores".to_string(), q(&self.res[R_CORES..R_CORES + 1]));
-        queues.insert("ssd_dram".to_string(), q(&self.res[R_DRAM..R_DRAM + 1]));
-        let chs = &self.res[R_FIXED..R_FIXED + self.n_ch as usize];
-        let dies = &self.res[R_FIXED + self.n_ch as usize..];
-        queues.insert("channels".to_string(), q(chs));
-        queues.insert("dies".to_string(), q(dies));
+        queues.insert("pcie".to_string(), q(&self.res[self.r_pcie(0)..self.r_pcie(nd)]));
+        queues.insert("controller_cores".to_string(), q(&self.res[self.r_cores(0)..self.r_cores(nd)]));
+        queues.insert("ssd_dram".to_string(), q(&self.res[self.r_dram(0)..self.r_dram(nd)]));
+        queues.insert("channels".to_string(), q(&self.res[self.r_chs()]));
+        queues.insert("dies".to_string(), q(&self.res[self.r_dies()]));
+        let mut devices = Vec::new();
+        if nd > 1 {
+            let (c, di) = (self.n_ch, self.n_die);
+            for k in 0..nd {
+                let one = |r: usize| q(&self.res[r..r + 1]);
+                let mut dq = std::collections::BTreeMap::new();
+                dq.insert("nvme_queue".to_string(), one(self.r_nvq(k)));
+                dq.insert("pcie".to_string(), one(self.r_pcie(k)));
+                dq.insert("controller_cores".to_string(), one(self.r_cores(k)));
+                dq.insert("ssd_dram".to_string(), one(self.r_dram(k)));
+                let k32 = k as u32;
+                dq.insert("channels".to_string(), q(&self.res[self.r_ch(k32 * c)..self.r_ch((k32 + 1) * c)]));
+                dq.insert("dies".to_string(), q(&self.res[self.r_die(k32 * di)..self.r_die((k32 + 1) * di)]));
+                devices.push(DeviceStats {
+                    device: k32,
+                    reads: self.dev_reads[k],
+                    flash_commands: self.dev_cmds[k],
+                    queues: dq,
+                });
+            }
+        }
         let active_ch = queues["channels"].mean_busy;
         let active_die = queues["dies"].mean_busy;
         let c = self.cfg;
@@ -1196,6 +1406,7 @@ impl<'a> Engine<'a> {
             queue_depth_hist: self.qd_hist.iter().map(|&x| x as f64 / now.max(1) as f64).collect(),
             queue_depth_hist_lo: qd_bucket_lows(),
             timeline: self.timeline.clone(),
+            devices,
         }
     }
 }

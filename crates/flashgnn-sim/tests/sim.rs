@@ -477,3 +477,158 @@ fn host_in_the_loop_designs_pay_a_round_trip_per_hop() {
         assert!((x - 100e-6).abs() < 5e-6, "{name}: +{x} s per batch, want 100 us");
     }
 }
+
+// ---- Several SSDs (docs/simulator.md, "Several SSDs") ----
+
+fn fnv(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf29ce484222325u64, |h, &x| (h ^ x as u64).wrapping_mul(0x100000001b3))
+}
+
+/// FNV-1a of the whole `--json --no-timing` report (trace path blanked) of
+/// every design, on both shipped configs, multi-plane off and on.
+fn report_hashes(set: &[(&str, &str)]) -> Vec<u64> {
+    let d = tempfile::tempdir().unwrap();
+    let (p, _) = trace(d.path(), 2, 48, 4);
+    let mut out = Vec::new();
+    for conf in [CONFIG, TLC] {
+        for mp in ["false", "true"] {
+            let conf = PathBuf::from(conf);
+            let mut s: Vec<(String, String)> = set.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+            s.push(("flash.multi_plane".into(), mp.into()));
+            let req =
+                Request { trace: &p, config: &conf, designs: vec!["all".into()], sweep: None, set: s, timing: false };
+            let mut r = simulate(&req).unwrap();
+            r.trace = String::new();
+            out.push(fnv(serde_json::to_string(&r).unwrap().as_bytes()));
+        }
+    }
+    out
+}
+
+/// The hashes of the same reports from the simulator before it modelled
+/// several devices (commit dbc45ad, computed there with this function).
+const ONE_DEVICE_GOLDEN: [u64; 4] = [0x3c086fabb609d35d, 0x29ede75022175d5b, 0xec502007410768a1, 0xe2a07c5d10c26ea2];
+
+#[test]
+fn one_device_is_byte_identical_to_the_single_ssd_model() {
+    let now = report_hashes(&[]);
+    eprintln!("report hashes: {now:#x?}");
+    assert_eq!(now, ONE_DEVICE_GOLDEN, "one device must reproduce the single-SSD model's bytes");
+    // Naming the default explicitly, or any chunk size, changes nothing with one device.
+    assert_eq!(report_hashes(&[("devices", "1"), ("stripe_bytes", "4096")]), now);
+}
+
+#[test]
+fn more_devices_never_slow_a_device_bound_trace() {
+    // Two channels of one die each: the flash, not the host, is the
+    // bottleneck, so striping over more SSDs must help and never hurt.
+    let d = tempfile::tempdir().unwrap();
+    let (p, _) = trace(d.path(), 2, 128, 5);
+    let host = design::by_name("host").unwrap();
+    let base = [("channels", "2"), ("packages", "1"), ("dies", "1")];
+    let lat = |n: &str| {
+        let mut ov = base.to_vec();
+        ov.push(("devices", n));
+        simulate_one(&p, &cfg(&ov), host).unwrap().batch_latency_s
+    };
+    let (l1, l2, l4) = (lat("1"), lat("2"), lat("4"));
+    // 0.1 %: FIFO list scheduling's tiny reorderings (see the channel test).
+    assert!(l2 <= l1 * 1.001 && l4 <= l2 * 1.001, "1: {l1} s, 2: {l2} s, 4: {l4} s per batch");
+    assert!(l1 > 1.6 * l2, "two devices of a flash-bound trace should near halve it: {l1} vs {l2}");
+}
+
+#[test]
+fn each_device_serves_its_share_with_its_own_queues() {
+    let d = tempfile::tempdir().unwrap();
+    let (p, n) = trace(d.path(), 2, 128, 5);
+    for des in DESIGNS {
+        for devs in [2u32, 4] {
+            let c = cfg(&[("devices", &devs.to_string()), ("host.queue_depth", "64")]);
+            let r = simulate_one(&p, &c, des).unwrap();
+            assert_eq!(r.reads_served, n, "{} x{devs}: every read served once", des.name);
+            assert_eq!(r.devices.len(), devs as usize);
+            let parts: u64 = r.devices.iter().map(|x| x.reads).sum();
+            let cmds: u64 = r.devices.iter().map(|x| x.flash_commands).sum();
+            assert!(parts >= n, "{}: parts {parts} < reads {n}", des.name);
+            assert_eq!(cmds, r.flash_commands, "{}: every flash command on one device", des.name);
+            // Offsets are uniform over the files: ~1/N of the reads each (4 %).
+            for x in &r.devices {
+                let share = x.reads as f64 / parts as f64;
+                assert!(
+                    (share - 1.0 / devs as f64).abs() < 0.04,
+                    "{} x{devs}: device {} served {share:.3} of the reads",
+                    des.name,
+                    x.device
+                );
+                assert_eq!(x.queues["nvme_queue"].arrivals, x.reads, "{}: one NVMe command per part", des.name);
+                for (name, q) in &x.queues {
+                    if q.arrivals == 0 {
+                        continue;
+                    }
+                    let lw = q.arrival_rate * q.mean_sojourn_s;
+                    assert!(
+                        (q.mean_occupancy - lw).abs() <= 1e-6 * q.mean_occupancy.max(1e-3),
+                        "{} device {} {name}: L = {} but lambda*W = {lw}",
+                        des.name,
+                        x.device,
+                        q.mean_occupancy
+                    );
+                }
+            }
+            // The array totals are the devices' sums.
+            let ch: u64 = r.devices.iter().map(|x| x.queues["channels"].arrivals).sum();
+            assert_eq!(ch, r.queues["channels"].arrivals);
+            let json = serde_json::to_string(&r).unwrap();
+            assert!(json.contains("\"devices\":[") && json.contains("nvme_queue"));
+        }
+        let one = simulate_one(&p, &cfg(&[]), des).unwrap();
+        assert!(one.devices.is_empty() && !serde_json::to_string(&one).unwrap().contains("nvme_queue"));
+    }
+}
+
+#[test]
+fn a_read_across_a_chunk_boundary_is_split_over_two_devices() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("s.fgt");
+    let h = TraceHeader { version: TRACE_VERSION, dataset_id: 3, page_size: 4096, params: "{\"batch_size\":1}".into() };
+    let mut w = TraceWriter::create(&p, &h).unwrap();
+    let read = |offset: u64, length: u32, dep: u32, hop: u8| TraceRead {
+        file: FILE_GRAPH,
+        kind: KIND_SLOT_PAGE,
+        hop,
+        offset,
+        length,
+        dep,
+        bytes_used: 1000,
+        items: 1,
+        ..Default::default()
+    };
+    // 8 KiB straddling the first 64 KiB chunk boundary (chunk 0 → device 0,
+    // chunk 1 → device 1), then a read depending on it in chunk 2 (device 0
+    // again, in its second chunk: 68 KiB into device 0's part file).
+    w.write_batch(&[read(60 << 10, 8 << 10, NO_DEP, 0), read(132 << 10, 4096, 0, 1)]).unwrap();
+    w.finish().unwrap();
+    for des in DESIGNS {
+        let r = simulate_one(&p, &cfg(&[("devices", "2")]), des).unwrap();
+        assert_eq!((r.reads, r.reads_served, r.flash_commands), (2, 2, 3), "{}", des.name);
+        let per: Vec<(u64, u64)> = r.devices.iter().map(|x| (x.reads, x.flash_commands)).collect();
+        assert_eq!(per, vec![(2, 2), (1, 1)], "{}", des.name);
+        // With one device the same reads are 2 reads, 3 pages.
+        let one = simulate_one(&p, &cfg(&[]), des).unwrap();
+        assert_eq!((one.reads_served, one.flash_commands), (2, 3));
+    }
+}
+
+#[test]
+fn bad_array_config_names_the_field() {
+    let text = std::fs::read_to_string(CONFIG).unwrap();
+    let e = Config::parse(&text, "x.toml", &[("devices".into(), "0".into())]).unwrap_err().to_string();
+    assert!(e.contains("x.toml") && e.contains("array.devices") && e.contains("[1, 64]"), "{e}");
+    let e = Config::parse(&text, "x.toml", &[("stripe_bytes".into(), "5000".into())]).unwrap_err().to_string();
+    assert!(e.contains("array.stripe_bytes") && e.contains("5000") && e.contains("4096"), "{e}");
+    let e =
+        Config::parse(&format!("{text}\n[array]\ndevices = 2\ndisks = 3\n"), "x.toml", &[]).unwrap_err().to_string();
+    assert!(e.contains("disks"), "{e}");
+    let c = Config::parse(&format!("{text}\n[array]\ndevices = 4\n"), "x.toml", &[]).unwrap();
+    assert_eq!((c.array.devices, c.array.stripe_bytes), (4, 65536));
+}

@@ -488,6 +488,16 @@ pub fn encode_row(dtype: Dtype, dim: u32, embed: &[f64]) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Something that hands out the current [`Snapshot`] of a graph that changes
+/// while it is read: `flashgnn_mutate::MutableGraph` implements it (a fresh
+/// snapshot per call, O(1)). Defined here, beside `Snapshot`, so that readers
+/// (`flashgnn_sample::follow`) and the writer (`flashgnn-mutate`) meet on the
+/// store layer without either depending on the other.
+pub trait SnapshotSource: Send + Sync {
+    /// The latest published snapshot; it never changes once handed out.
+    fn snapshot(&self) -> Arc<Snapshot>;
+}
+
 /// An immutable view of base + delta at sequence number `seq` of generation
 /// `generation`: what a reader (a request, a mini-batch) uses throughout.
 #[derive(Clone)]

@@ -31,7 +31,37 @@ def _fractions(text: str) -> tuple[float, float, float]:
         raise argparse.ArgumentTypeError(f"expected three fractions train,val,test (e.g. 0.6,0.2,0.2), got {text!r}") from None
 
 
+# How the CLI reads each kind of build option (`_core.BUILD_OPTIONS`, owned by
+# crates/flashgnn-python/src/job.rs, which also parses the values).
+_BUILD_KINDS = {
+    "int": {"type": int},
+    "id": {"type": lambda s: int(s, 0), "metavar": "ID"},
+    "size": {"type": parse_size},
+    "str": {},
+    "path": {"metavar": "FILE"},
+    "pair": {"type": _pair, "metavar": "N,D"},
+    "fractions": {"type": _fractions, "metavar": "TRAIN,VAL,TEST"},
+    "choice": {},
+}
+
+
+def _build_options(b: argparse.ArgumentParser) -> None:
+    """``flashgnn build``'s options: exactly the binding's ``BUILD_OPTIONS``,
+    with its defaults, accepted values and help."""
+    from flashgnn import _core
+
+    for o in _core.BUILD_OPTIONS:
+        if o["kind"] == "flag":
+            b.add_argument(o["flag"], action="store_true", help=o["help"])
+            continue
+        kw = dict(_BUILD_KINDS[o["kind"]])
+        if o["choices"]:
+            kw["choices"] = list(o["choices"])
+        b.add_argument(o["flag"], dest=o["name"], default=o["default"], help=o["help"], **kw)
+
+
 def _parser() -> argparse.ArgumentParser:
+    from flashgnn.sample.budget import parse_budget
     p = ArgumentParser(prog="flashgnn", description="GNNs over SSD-resident graphs.")
     p.add_argument("--version", action="version", version=f"flashgnn {flashgnn.__version__} (format v{flashgnn.FORMAT_VERSION})")
     sub = p.add_subparsers(dest="command", required=True)
@@ -57,39 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="import a raw graph into a flashgnn dataset")
     b.add_argument("input", help="npy directory, IGB root, OGB root, or a SNAP text edge list (.gz ok)")
     b.add_argument("out")
-    b.add_argument("--format", default="auto", choices=["auto", "npy", "igb", "ogb", "snap"])
-    b.add_argument("--symmetrize", action="store_true", help="add the reverse of every edge (never guessed)")
-    b.add_argument("--dedup", action="store_true", help="remove duplicate edges")
-    b.add_argument("--self-loops", default="keep", choices=["keep", "drop", "add"])
-    b.add_argument("--feature-dtype", choices=["float16", "float32", "float64"], help="convert features")
-    b.add_argument("--feature-layout", default="auto", choices=["auto", "inline", "separate"])
-    b.add_argument("--reorder", default="none", choices=["none", "degree"], help="locality relabelling (ids stay original)")
-    b.add_argument("--page-size", type=int, default=4096)
-    b.add_argument("--memory-budget", type=parse_size, default=parse_size("2GiB"), help="hard cap on builder memory (default 2GiB)")
-    b.add_argument("--num-nodes", type=int, help="declared node count (headerless inputs, SNAP)")
-    b.add_argument("--feat-shape", type=_pair, help="N,D of a headerless raw feature file")
-    b.add_argument("--feat-dtype", choices=["float16", "float32", "float64"], help="dtype of a headerless raw feature file")
-    b.add_argument("--labels", metavar="FILE",
-                   help="edge-list inputs: node labels, `node label` per line (SNAP's labelled sets; nodes not listed "
-                        "are unlabeled) or a .npy array [N]")
-    b.add_argument("--features", metavar="FILE",
-                   help="edge-list inputs: node features, a .npy array [N, D] or text with one row of D numbers per "
-                        "line (row = node id)")
-    b.add_argument("--synthetic-features", type=int, metavar="D",
-                   help="generate D-wide random features when the input has none (the graph structure then carries "
-                        "all the signal)")
-    b.add_argument("--make-splits", type=_fractions, help="random train,val,test fractions when the input has no splits")
-    b.add_argument("--igb-classes", default="19", choices=["19", "2K"])
-    b.add_argument("--num-classes", type=int, help="declared class count: labels >= it are refused (IGB: from --igb-classes)")
-    b.add_argument("--ogb-split", help="split directory name under split/ (when several exist)")
-    b.add_argument("--skip-bad-lines", action="store_true", help="skip unparseable text lines; report count and examples")
-    b.add_argument("--nan", default="error", choices=["error", "zero"], help="NaN/Inf features: fail (default) or replace with 0")
-    b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--force", action="store_true",
-                   help="replace an existing flashgnn dataset atomically (never a file, link or other directory)")
-    b.add_argument("--dataset-id", type=lambda s: int(s, 0), default=None, metavar="ID",
-                   help="fix the 64-bit dataset id the checksums are bound to (default: random per build; "
-                        "only for byte-identical rebuilds)")
+    _build_options(b)
     b.add_argument("--json", action="store_true")
 
     i = sub.add_parser("info", help="counts, degree statistics, sizes and overhead of a dataset")
@@ -103,15 +101,18 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--fanout", default="25,10")
     be.add_argument("--batches", type=int, default=20)
     be.add_argument("--depth", type=int, default=256, help="reads in flight for uring and the probe")
-    be.add_argument("--workers", type=int, default=2, help="producer threads per engine (each with its own ring)")
+    be.add_argument("--workers", type=int, default=None,
+                    help="producer threads per engine, each with its own ring (default: the cores this process may "
+                         "use — CPU affinity and cgroup quota — as many as fit --memory-budget / --memory-limit)")
     be.add_argument("--max-seconds", type=float, default=120.0, help="stop a slow engine after this long (figures cover what it did)")
     be.add_argument("--memory-limit", type=parse_size, help="cgroup memory cap per engine run (page cache dropped first)")
     be.add_argument("--cache-budget", type=parse_size,
-                    help="DRAM cache bytes for the uring+cache row (default with --memory-limit: the limit minus the "
-                         "engine's own 96 MiB + 144 MiB per producer; without either, no cache row)")
-    be.add_argument("--memory-budget", type=parse_size,
+                    help="DRAM cache bytes for the uring+cache row (overrides --memory-budget)")
+    be.add_argument("--memory-budget", type=parse_budget, default="auto",
                     help="one budget split between the engine's buffers, the prefetch window and the uring+cache row's "
-                         "cache (the split is printed); overrides the --memory-limit derivation")
+                         "cache, the split printed in one line: auto (default: sized from what the engine child may "
+                         "use — the --memory-limit cap, else available memory — minus a reserve for the interpreter), "
+                         "a size, or 0 (no uring+cache row unless --cache-budget)")
     be.add_argument("--cache-policy", default="s3fifo", choices=["s3fifo", "clock"])
     be.add_argument("--cache-hot", default="degree", choices=["degree", "presample", "none"],
                     help="how the static hot set is chosen")
@@ -178,8 +179,8 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("dirs", nargs="+", help="one directory per device")
     st.add_argument("--chunk", type=parse_size, default=64 << 10, help="stripe unit (default 64KiB, multiple of 4KiB)")
 
-    from flashgnn.train import trainer as train_defaults  # presample shares train's defaults (same batches)
-    from flashgnn.train.trainer import parser as train_parser
+    from flashgnn.train.config import default as train_default  # presample shares train's defaults (same batches)
+    from flashgnn.train.config import parser as train_parser
 
     sub.add_parser("train", help="train a GNN (sage|gcn|gin|gat|mlp) with the flashgnn loader",
                    parents=[train_parser()], add_help=False, conflict_handler="resolve")
@@ -199,6 +200,9 @@ def _parser() -> argparse.ArgumentParser:
     em.add_argument("--output", default="logits", choices=["logits", "hidden"], help="last layer, or the one before it")
     em.add_argument("--batch-size", type=int, default=16384, help="target nodes per engine call")
     em.add_argument("--engine", default="auto")
+    em.add_argument("--memory-budget", type=parse_budget, default="auto",
+                    help="DRAM cache for the layer passes (layers after the first re-read the structure through "
+                         "it): auto (default: sized from available memory, the split printed), a size, or 0")
     em.add_argument("--device", default="cpu")
     em.add_argument("--force", action="store_true", help="replace an existing output directory")
     em.add_argument("--json", action="store_true")
@@ -208,10 +212,10 @@ def _parser() -> argparse.ArgumentParser:
     ps.add_argument("dataset")
     ps.add_argument("out", help="output directory (presample.json, epoch-EEEE.fgps)")
     ps.add_argument("--epochs", type=int, default=1)
-    ps.add_argument("--fanout", default=train_defaults.DEFAULT_FANOUT, help="as `flashgnn train --fanout`")
-    ps.add_argument("--batch-size", type=int, default=train_defaults.DEFAULT_BATCH_SIZE,
+    ps.add_argument("--fanout", default=train_default("fanout"), help="as `flashgnn train --fanout`")
+    ps.add_argument("--batch-size", type=int, default=train_default("batch_size"),
                     help="as `flashgnn train --batch-size`")
-    ps.add_argument("--seed", type=int, default=train_defaults.DEFAULT_SEED,
+    ps.add_argument("--seed", type=int, default=train_default("seed"),
                     help="as `flashgnn train --seed` (same batches)")
     ps.add_argument("--split", default="train")
     ps.add_argument("--engine", default="auto")

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import flashgnn
+from flashgnn import _core
 from flashgnn._util import print_json as _print_json, human_bytes
 
 
@@ -35,15 +36,7 @@ def isolated_words(deg: dict) -> str:
 
 
 def cmd_build(a) -> int:
-    opts = {
-        k: getattr(a, k)
-        for k in [
-            "format", "symmetrize", "dedup", "self_loops", "feature_dtype", "feature_layout", "reorder", "page_size",
-            "memory_budget", "num_nodes", "feat_shape", "feat_dtype", "synthetic_features", "make_splits",
-            "igb_classes", "ogb_split", "skip_bad_lines", "nan", "seed", "force", "num_classes", "dataset_id",
-            "labels", "features",
-        ]
-    }
+    opts = {o["name"]: getattr(a, o["name"]) for o in _core.BUILD_OPTIONS}
     if opts["num_classes"] is None:
         del opts["num_classes"]
     elif opts["num_classes"] < 1:
@@ -282,9 +275,10 @@ def cmd_compact(a) -> int:
 
 
 def cmd_train(a) -> int:
-    from flashgnn.train.trainer import run
+    # A TrainError (a ValueError) comes back as `flashgnn train: error: ...`, exit 2 (see main).
+    from flashgnn.train import TrainConfig, Trainer
 
-    run(a)
+    Trainer(TrainConfig.from_namespace(a)).fit()
     return 0
 
 
@@ -300,7 +294,8 @@ def cmd_embed(a) -> int:
     from flashgnn.embed import embed
 
     m = embed(a.dataset, a.checkpoint, a.out, batch_size=a.batch_size, output=a.output, engine=a.engine,
-              device=a.device, force=a.force, progress=not a.json, model_class=a.model_class, model_kwargs=kwargs)
+              device=a.device, force=a.force, progress=not a.json, model_class=a.model_class, model_kwargs=kwargs,
+              memory_budget=a.memory_budget)
     if a.json:
         _print_json(m)
     else:
@@ -312,7 +307,7 @@ def cmd_embed(a) -> int:
 def cmd_bench(a) -> int:
     from flashgnn.ssd.bench import main_bench
 
-    return main_bench(a)
+    return main_bench(a)  # an InputError (e.g. uring+cache without a budget) exits 2 through main
 
 
 def cmd_stripe(a) -> int:
@@ -345,7 +340,7 @@ def cmd_presample(a) -> int:
     check_output(a.out, a.force, (a.dataset,))  # refuse before importing torch or opening anything
     from flashgnn._util import human_bytes
     from flashgnn.loader.presample import presample
-    from flashgnn.train.trainer import parse_fanout
+    from flashgnn.train.config import parse_fanout
 
     r = presample(a.dataset, a.out, parse_fanout(a.fanout), batch_size=a.batch_size, epochs=a.epochs, seed=a.seed,
                   split=a.split, engine=a.engine, workers=a.workers, force=a.force, progress=not a.json)
@@ -456,7 +451,7 @@ def cmd_fit_ssd(a) -> int:
             if not stat.S_ISREG(st.st_mode):
                 raise FileExistsError(f"{out}: is {kind_of(st.st_mode)}; fit-ssd replaces only a config file (refused)")
             if not a.force:
-                raise FileExistsError(f"{out} exists (use --force to replace it)")
+                raise FileExistsError(f"{out}: already exists; pass --force to replace it")
     base = a.base or str(Path(__file__).resolve().parents[3] / "configs" / "ssd" / "beacongnn-table2.toml")
     dataset = a.dataset
     if dataset is None and (Path(a.file).resolve().parent / "manifest.json").is_file():

@@ -307,7 +307,12 @@ class NeighborLoader(_Base, _PygNeighborLoader):
     identical batches). ``prefetch`` batches are prepared ahead by
     ``num_workers`` producer threads. ``cache``: a :class:`flashgnn.Cache`
     (cross-batch DRAM cache; may be shared by the train/val/test loaders) —
-    speed only, the batches are the same. ``dtype`` converts features (default
+    speed only, the batches are the same. Without one, ``memory_budget``
+    (``"auto"``, the default; a size in bytes; or 0 for no cache) sizes the
+    process's one cache for the dataset (:func:`flashgnn.sample.budget.shared_cache`):
+    the first loader on a dataset makes it and prints its split in one line
+    to stderr (``quiet=True`` silences it), every later loader on the same
+    dataset shares it. ``dtype`` converts features (default
     float32; None keeps the stored dtype). ``pin_memory`` pins batch tensors
     for non-blocking host-to-device copies. ``device_cache``: a
     :class:`flashgnn.DeviceCache` (GPU tier): ``x`` then arrives on its
@@ -335,7 +340,7 @@ class NeighborLoader(_Base, _PygNeighborLoader):
                 "is_sorted", "filter_per_worker", "neighbor_sampler", "directed", "batch_size", "shuffle",
                 "drop_last", "num_workers", "persistent_workers", "pin_memory", "split", "engine", "prefetch",
                 "seed", "dtype", "depth", "rank", "world_size", "equal_shards", "cache", "device_cache",
-                "lookahead", "lookahead_budget", "degrees")
+                "lookahead", "lookahead_budget", "degrees", "memory_budget", "quiet")
 
     def __init__(self, data=_UNSET, num_neighbors=_UNSET, input_nodes=None, input_time=None, replace: bool = False,
                  subgraph_type="directional", disjoint: bool = False, temporal_strategy: str = "uniform",
@@ -345,7 +350,8 @@ class NeighborLoader(_Base, _PygNeighborLoader):
                  persistent_workers: bool = False, pin_memory: bool = False, split: str | None = None,
                  engine: str = "auto", prefetch: int = 4, seed: int = 0, dtype=np.float32, depth: int = 256,
                  rank: int = 0, world_size: int = 1, equal_shards: bool = True, cache=None, device_cache=None,
-                 lookahead: int = 0, lookahead_budget: int = 0, degrees: bool = False, **kwargs):
+                 lookahead: int = 0, lookahead_budget: int = 0, degrees: bool = False, memory_budget="auto",
+                 quiet: bool = False, **kwargs):
         who = "flashgnn.NeighborLoader"
         data = _pa.renamed(who, "dataset", "data", kwargs.pop("dataset", _UNSET), data, _UNSET)
         num_neighbors = _pa.renamed(who, "fanouts", "num_neighbors", kwargs.pop("fanouts", _UNSET), num_neighbors,
@@ -394,13 +400,23 @@ class NeighborLoader(_Base, _PygNeighborLoader):
         self.num_workers, self.persistent_workers = int(num_workers), bool(persistent_workers)
         self.degrees = bool(degrees)
         self.fanouts = self.num_neighbors  # the engine's name, kept for callers of the old attribute
-        self.cache = cache  # flashgnn.Cache shared with other loaders, or None
         self.engine = resolve_engine(engine)
         self.prefetch = max(1, int(prefetch))
         # PyG's num_workers=0 means "in the main process"; here sampling always
         # runs on producer threads (GIL released), and their count never
         # changes the batches (tested), so 0 gets one producer.
         self.workers = max(1, self.num_workers)
+        self.memory_budget = memory_budget
+        if cache is None and device_cache is None:
+            # The process's one cache for this dataset (flashgnn.sample.budget.shared_cache), sized on first use.
+            from flashgnn.sample.budget import shared_cache
+
+            cache = shared_cache(self.dataset, self.num_neighbors, self.batch_size, memory_budget,
+                                 workers=self.workers, prefetch=self.prefetch, quiet=quiet, who=who)
+        elif memory_budget not in ("auto", 0, None):
+            raise ValueError(f"{who}: memory_budget={memory_budget!r} and cache= (or device_cache=) both given: the "
+                             "cache passed in is already sized; leave memory_budget out")
+        self.cache = cache  # flashgnn.Cache shared with other loaders, or None
         # Pinning needs a CUDA driver; without one it would fail on every batch.
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
         self.device_cache = device_cache

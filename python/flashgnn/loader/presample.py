@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from flashgnn import _core
 from flashgnn._durable import check_output, create_tmp_dir, open_regular, publish_dir, read_regular, remove_stale_tmps
 from flashgnn.store.dataset import Dataset
 from flashgnn.loader.window import BeladyRowCache, PresampleError, WindowGather  # noqa: F401 - BeladyRowCache re-exported
@@ -46,7 +47,7 @@ MAGIC = b"FGPSBAT1"
 FORMAT = "flashgnn-presample"
 VERSION = 1
 _HDR = struct.Struct("<8sIIIIII")  # magic, batch_size, num_nodes, num_edges, hops, payload bytes, crc32(payload)
-MAX_HOPS = 16
+MAX_HOPS = _core.MAX_HOPS  # the sampler's own limit (flashgnn_sample::MAX_HOPS)
 
 
 def _dataset_identity(ds: Dataset) -> dict:
@@ -212,10 +213,14 @@ class PresampledLoader:
     the loader reads ``superbatch`` records ahead, serves cached rows from it
     and gathers only the rest. ``cache`` (a :class:`flashgnn.Cache`) is the
     online alternative (S3-FIFO/CLOCK, no knowledge of the future); the two
-    are compared in docs/benchmarks.md."""
+    are compared in docs/benchmarks.md. Without ``cache``, ``memory_budget``
+    (``"auto"``, the default, a size, or 0 for none) sizes the process's one
+    cache for the dataset (:func:`flashgnn.sample.budget.shared_cache`), shared with
+    every other loader on it; its split is printed once unless ``quiet``."""
 
     def __init__(self, path, dataset, engine: str = "auto", prefetch: int = 4, dtype=np.float32, cache=None,
-                 depth: int = 256, belady_budget: int = 0, superbatch: int = 8, degrees: bool = False):
+                 depth: int = 256, belady_budget: int = 0, superbatch: int = 8, degrees: bool = False,
+                 memory_budget="auto", quiet: bool = False):
         from flashgnn.loader.neighbor import as_dataset, resolve_engine
         from flashgnn.sample.sampler import Sampler
 
@@ -227,6 +232,17 @@ class PresampledLoader:
         self.batch_size = self.meta["batch_size"]
         self.fanouts = self.meta["fanouts"]
         self.epochs = len(self.meta["epochs"])
+        self.memory_budget = memory_budget
+        if cache is None:
+            # The process's one cache for this dataset, shared with any other loader on it (flashgnn.sample.budget).
+            from flashgnn.sample.budget import shared_cache
+
+            cache = shared_cache(self.dataset, self.fanouts, self.batch_size, memory_budget, prefetch=self.prefetch,
+                                 quiet=quiet, who="flashgnn.PresampledLoader")
+        elif memory_budget not in ("auto", 0, None):
+            raise ValueError(f"flashgnn.PresampledLoader: memory_budget={memory_budget!r} and cache= both given: the "
+                             "cache passed in is already sized; leave memory_budget out")
+        self.cache = cache
         self.gather = Sampler(self.dataset.path, [0], engine=self.engine, depth=depth, dtype=dtype, labels=False,
                               cache=cache)
         # Whole-graph degrees (GCN, flashgnn.nn): one slot read per node of

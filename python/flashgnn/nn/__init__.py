@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from flashgnn.nn.gcn import GCN
 
 # Loaded on first use: `import flashgnn` reaches this package (for `flashgnn.inference`) and must not import
-# torch (the CLI and the builder stay light; tests/test_imports.py checks it).
+# torch (the CLI and the builder stay light; tests/package/test_imports.py checks it).
 _LAZY = {"GCN": "flashgnn.nn.gcn", "degree_norm": "flashgnn.nn.degnorm"}
 
 

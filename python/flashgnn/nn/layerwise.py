@@ -178,9 +178,11 @@ def inference(model, dataset, out=None, *, batch_size: int = 16384, device=None,
 
 
 def run(model, dataset, out=None, *, batch_size, device, engine, progress, layers, force, predictions, max_bytes,
-        tmp_dir, x_transform, inputs=(), meta_extra: dict | None = None):
+        tmp_dir, x_transform, inputs=(), meta_extra: dict | None = None, cache=None):
     """:func:`inference`, plus what ``flashgnn embed`` adds: more ``inputs``
-    that ``out`` must not overwrite (the checkpoint) and ``embed.json`` fields."""
+    that ``out`` must not overwrite (the checkpoint), ``embed.json`` fields
+    and a :class:`flashgnn.Cache` (``--memory-budget``) that every layer's
+    pass reads through (layers after the first re-read the same structure)."""
     import torch
 
     from flashgnn import _progress
@@ -223,7 +225,7 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
             table = None  # created at the first chunk, when the layer's width is known
             first = li == 0
             s = Sampler(ds.path, [0] if total == 0 else [-1], engine=eng, dtype=np.float32, labels=False,
-                        features=first, degrees=needs_deg)
+                        features=first, degrees=needs_deg, cache=cache)
             bar.set_description(f"inference layer {li + 1}/{passes}")
             for lo, hi in chunks:
                 b = s.sample(np.arange(lo, hi, dtype=np.int64), 0)

@@ -49,6 +49,7 @@ from torch_geometric.sampler.base import SubgraphType
 
 from flashgnn.loader import _args as _pa
 from flashgnn.loader.neighbor import _INFERENCE_ADVICE, _UNSET, as_dataset, resolve_engine
+from flashgnn.sample.budget import shared_cache
 from flashgnn.sample.sampler import Sampler as _EngineSampler
 
 _GATHER_CHUNK = 1 << 16  # ids per engine call when a caller asks for a huge index
@@ -68,13 +69,17 @@ class FeatureStore(_PygFeatureStore):
     flashgnn dataset, read with the engine. Read-only: unit updates of
     embeddings belong to the mutable graph store of the serving layer."""
 
-    def __init__(self, dataset, engine: str = "auto", dtype=torch.float32, depth: int = 256):
+    def __init__(self, dataset, engine: str = "auto", dtype=torch.float32, depth: int = 256,
+                 memory_budget="auto", quiet: bool = False):
         super().__init__()
         ds = as_dataset(dataset)
         self.path = ds.path
         self.num_nodes, self.feature_dim = ds.num_nodes, ds.feature_dim
         self.has_labels = bool(ds.manifest.get("labels"))
         self.engine, self.dtype, self.depth = resolve_engine(engine), dtype, depth
+        # The process's one cache for this dataset (shared with the sampler and any loader on it); a
+        # process this store is pickled into reads uncached (the cache is process-local).
+        self._cache = shared_cache(ds, [0], 1024, memory_budget, quiet=quiet, who="flashgnn.pyg")
         self._gather: _EngineSampler | None = None
         self._handoff = _Handoff()
         self.gather_calls = 0  # batched engine reads issued by this store (not the sampler's)
@@ -82,12 +87,14 @@ class FeatureStore(_PygFeatureStore):
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_gather"] = None
+        state["_cache"] = None
         return state
 
     def _gatherer(self) -> _EngineSampler:
         if self._gather is None:
             np_dtype = torch.empty(0, dtype=self.dtype).numpy().dtype
-            self._gather = _EngineSampler(self.path, [0], engine=self.engine, depth=self.depth, dtype=np_dtype)
+            self._gather = _EngineSampler(self.path, [0], engine=self.engine, depth=self.depth, dtype=np_dtype,
+                                          cache=self._cache)
         return self._gather
 
     def _ids(self, index) -> np.ndarray:
@@ -225,10 +232,12 @@ class Sampler(BaseSampler):
     """
 
     ACCEPTED = ("dataset", "num_neighbors", "engine", "seed", "feature_store", "dtype", "depth", "replace",
-                "subgraph_type", "disjoint", "temporal_strategy", "time_attr", "weight_attr", "directed")
+                "subgraph_type", "disjoint", "temporal_strategy", "time_attr", "weight_attr", "directed",
+                "memory_budget", "quiet")
 
     def __init__(self, dataset, num_neighbors=_UNSET, engine: str = "auto", seed: int = 0,
                  feature_store: FeatureStore | None = None, dtype=torch.float32, depth: int = 256, *,
+                 memory_budget="auto", quiet: bool = False,
                  replace: bool = False, subgraph_type="directional", disjoint: bool = False,
                  temporal_strategy: str = "uniform", time_attr=None, weight_attr=None, directed: bool = True,
                  **kwargs):
@@ -248,7 +257,9 @@ class Sampler(BaseSampler):
         self.seed = int(seed)
         self.feature_store = feature_store
         np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
-        self._engine = _EngineSampler(self.path, self.fanouts, engine=self.engine, depth=depth, dtype=np_dtype)
+        cache = shared_cache(self.path, self.fanouts, 1024, memory_budget, quiet=quiet, who="flashgnn.pyg")
+        self._engine = _EngineSampler(self.path, self.fanouts, engine=self.engine, depth=depth, dtype=np_dtype,
+                                      cache=cache)
 
     def _batch_seed(self, input_id: torch.Tensor) -> int:
         return (self.seed * 0x9E3779B97F4A7C15 ^ zlib.crc32(input_id.numpy().tobytes())) & (2**63 - 1)
@@ -293,7 +304,7 @@ class Sampler(BaseSampler):
 
 
 _REMOTE_ACCEPTED = ("dataset", "num_neighbors", "engine", "seed", "dtype", "replace", "subgraph_type", "disjoint",
-                    "temporal_strategy", "time_attr", "weight_attr", "directed")
+                    "temporal_strategy", "time_attr", "weight_attr", "directed", "memory_budget", "quiet")
 
 
 def remote_backend(dataset, num_neighbors=_UNSET, engine: str = "auto", seed: int = 0, dtype=torch.float32,
@@ -311,7 +322,11 @@ def remote_backend(dataset, num_neighbors=_UNSET, engine: str = "auto", seed: in
     num_neighbors = [25, 10] if num_neighbors is _UNSET else num_neighbors
     _pa.num_neighbors(who, num_neighbors)  # refused here, under this function's name
     ds = as_dataset(dataset)  # opened once for all three
-    fs = FeatureStore(ds, engine=engine, dtype=dtype)
+    mem = {k: opts[k] for k in ("memory_budget", "quiet") if k in opts}
+    # The process's one cache for the dataset, sized first with the sampler's fanouts; both stores share it.
+    cache = shared_cache(ds, num_neighbors, 1024, mem.get("memory_budget", "auto"),  # noqa: F841 - held while
+                         quiet=mem.get("quiet", False), who="flashgnn.pyg")  # the stores take it (weakly registered)
+    fs = FeatureStore(ds, engine=engine, dtype=dtype, **mem)
     gs = GraphStore(ds)
     sampler = Sampler(ds, num_neighbors, engine=engine, seed=seed, feature_store=fs, dtype=dtype, **opts)
     return fs, gs, sampler
@@ -363,14 +378,15 @@ class NeighborLoader(_PygNeighborLoader):
                  subgraph_type="directional", disjoint: bool = False, temporal_strategy: str = "uniform",
                  time_attr=None, weight_attr=None, transform=None, transform_sampler_output=None,
                  is_sorted: bool = False, filter_per_worker=None, neighbor_sampler=None, directed: bool = True, *,
-                 engine: str = "auto", seed: int = 0, dtype=torch.float32, **kwargs):
+                 engine: str = "auto", seed: int = 0, dtype=torch.float32, memory_budget="auto", quiet: bool = False,
+                 **kwargs):
         who = "flashgnn.pyg.NeighborLoader"
         num_neighbors = _pa.renamed(who, "fanouts", "num_neighbors", kwargs.pop("fanouts", _UNSET), num_neighbors,
                                     _UNSET)
         accepted = ("data", "num_neighbors", "input_nodes", "input_time", "replace", "subgraph_type", "disjoint",
                     "temporal_strategy", "time_attr", "weight_attr", "transform", "transform_sampler_output",
                     "is_sorted", "filter_per_worker", "neighbor_sampler", "directed", "engine", "seed", "dtype",
-                    *_DATALOADER_ARGS)
+                    "memory_budget", "quiet", *_DATALOADER_ARGS)
         unknown = {k: v for k, v in kwargs.items() if k not in _DATALOADER_ARGS}
         _pa.refuse_unknown(who, unknown, accepted)
         num_neighbors = _pa.num_neighbors(who, None if num_neighbors is _UNSET else num_neighbors)
@@ -386,10 +402,15 @@ class NeighborLoader(_PygNeighborLoader):
             fs, gs = data
         else:
             ds = as_dataset(data)
-            fs, gs = FeatureStore(ds, engine=engine, dtype=dtype), GraphStore(ds)
+            # The process's one cache for the dataset, sized first with this loader's fanouts and batch size.
+            cache = shared_cache(ds, num_neighbors, int(kwargs.get("batch_size", 1)), memory_budget,  # noqa: F841
+                                 quiet=quiet, who=who)  # held while the stores take it (weakly registered)
+            fs = FeatureStore(ds, engine=engine, dtype=dtype, memory_budget=memory_budget, quiet=quiet)
+            gs = GraphStore(ds)
         if neighbor_sampler is None:
             neighbor_sampler = Sampler(gs.path, num_neighbors, engine=engine, seed=seed,
-                                       feature_store=fs if isinstance(fs, FeatureStore) else None, dtype=dtype)
+                                       feature_store=fs if isinstance(fs, FeatureStore) else None, dtype=dtype,
+                                       memory_budget=memory_budget, quiet=quiet)
         elif not isinstance(neighbor_sampler, Sampler):
             raise ValueError(f"{who}: neighbor_sampler={type(neighbor_sampler).__name__} is not a "
                              "flashgnn.pyg.Sampler, so this loader's num_neighbors and sampling options could not "

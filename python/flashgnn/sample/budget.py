@@ -4,9 +4,11 @@ window and the cache tiers (``flashgnn train``, ``bench``, ``serve``).
 What the budget covers is flashgnn's own memory on the data path — not the
 interpreter, torch or the model, which the caller sizes separately:
 
-- **engine**: per producer, the aligned buffer pool (16 MiB,
-  ``BUF_POOL_BYTES`` in ``flashgnn-sample``), the per-batch page cache
-  (16 MiB, ``batch_page_cache_bytes``) and the batch it is building;
+- **engine**: per producer, the aligned buffer pool
+  (``_core.BUF_POOL_BYTES``) and the per-batch page cache
+  (``_core.BATCH_PAGE_CACHE_BYTES``) — together
+  ``_core.ENGINE_BYTES_PER_PRODUCER``, owned by ``flashgnn-sample`` — and
+  the batch it is building;
 - **prefetch window**: ``prefetch`` finished batches queued for the consumer,
   plus, with online lookahead, the ``lookahead`` structure batches held
   ahead of the one being filled;
@@ -23,11 +25,16 @@ smaller than engine + window is refused with the minimum it needs.
 
 from __future__ import annotations
 
+import os
+import threading
+import weakref
+
 import numpy as np
 
+from flashgnn import _core
 from flashgnn.sample.sampler import DEFAULT_HOT_FRACTION
 
-ENGINE_FIXED_PER_PRODUCER = (16 << 20) + (16 << 20)  # buffer pool + per-batch page cache
+ENGINE_FIXED_PER_PRODUCER = _core.ENGINE_BYTES_PER_PRODUCER  # buffer pool + per-batch page cache
 HEADROOM = 1.25
 LOOKAHEAD_SHARE = 0.5
 # `--memory-budget auto` leaves room for what the budget does not cover:
@@ -77,7 +84,8 @@ def split(budget: int, path, fanouts, batch_size: int, workers: int = 1, prefetc
     rest = int(budget) - engine - window
     if rest < 0:
         raise ValueError(f"--memory-budget {budget:,} bytes is below the {engine + window:,} bytes the engine "
-                         f"({workers} producer(s) x (32 MiB buffers + a {per_batch:,}-byte batch)) and the prefetch "
+                         f"({workers} producer(s) x ({ENGINE_FIXED_PER_PRODUCER >> 20} MiB buffers + a {per_batch:,}-byte batch)) "
+                         f"and the prefetch "
                          f"window ({prefetch} + {lookahead} lookahead batches) need; raise it or lower "
                          "--prefetch/--lookahead/--workers/--batch-size")
     lookahead_cache = int(rest * LOOKAHEAD_SHARE) if lookahead else 0
@@ -99,8 +107,6 @@ def parse_budget(text: str):
 
 def dataset_bytes(path) -> int:
     """Bytes of the dataset's page files: what a cache would need to hold it all."""
-    import os
-
     return sum(os.path.getsize(os.path.join(path, f)) for f in _DATA_FILES if os.path.exists(os.path.join(path, f)))
 
 
@@ -112,7 +118,8 @@ def auto_reserve(per_batch: int, torch_loaded: bool) -> int:
 
 def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
          hot_fraction: float = DEFAULT_HOT_FRACTION, lookahead: int | None = None, training: bool = True,
-         processes: int = 1, available: int | None = None, per_batch: int | None = None) -> dict:
+         processes: int = 1, available: int | None = None, per_batch: int | None = None,
+         reserve: int | None = None) -> dict:
     """``--memory-budget auto``: the budget sized from what this process may
     really use and split as :func:`split` splits it.
 
@@ -122,20 +129,24 @@ def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
     whole dataset needs (engine + window + the page files). ``lookahead``
     None lets auto choose: ``AUTO_LOOKAHEAD`` for training when the cache
     cannot hold the data, else 0. When room cannot even hold the engine and
-    the window, the budget is 0 (no cache) and the reason says so."""
-    from flashgnn._util import human_bytes as h
-
+    the window, the budget is 0 (no cache) and the reason says so.
+    ``reserve`` replaces :func:`auto_reserve` for a process without torch or a
+    model (``flashgnn bench``'s engine child)."""
     import sys
+
+    from flashgnn._util import human_bytes as h
 
     avail = (available_memory() if available is None else int(available)) // max(1, int(processes))
     per_batch = batch_bytes(path, fanouts, batch_size) if per_batch is None else int(per_batch)
     workers, prefetch = max(1, int(workers)), max(1, int(prefetch))
     data = dataset_bytes(path)
     base = workers * (ENGINE_FIXED_PER_PRODUCER + per_batch) + prefetch * per_batch
-    reserve = auto_reserve(per_batch, torch_loaded="torch" in sys.modules)
+    given = reserve is not None
+    reserve = int(reserve) if given else auto_reserve(per_batch, torch_loaded="torch" in sys.modules)
     room = avail - reserve
     why = f"auto: {h(avail)} available" + (f" per process ({processes})" if processes > 1 else "") + \
-          f" - {h(reserve)} reserve for " + ("" if "torch" in sys.modules else "torch and ") + "the model"
+          f" - {h(reserve)} reserve for " + ("the interpreter" if given else
+                                              ("" if "torch" in sys.modules else "torch and ") + "the model")
     if room < base:
         return {"budget": 0, "lookahead": 0 if lookahead is None else int(lookahead), "per_batch": per_batch,
                 "auto": why + f" leaves {h(max(room, 0))}, less than the {h(base)} the engine and prefetch window "
@@ -239,3 +250,135 @@ def available_memory() -> int:
     floor, not a measurement)."""
     found = [v for v in (_cgroup_headroom(), _mem_available()) if v is not None]
     return min(found) if found else 1 << 30
+
+
+# One cache per dataset per process. Loaders built without an explicit
+# ``cache=`` take the cache registered for their dataset here, so a train and a
+# val loader (and the PyG remote backend's feature store and sampler) share one
+# budget instead of each claiming all available memory. Keyed by process id,
+# canonical directory and the manifest's dataset_id (a rebuild in place is
+# another dataset); held weakly, so the cache goes when its last loader goes.
+_SHARED: dict[tuple, "weakref.ref"] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _dataset_key(path) -> tuple:
+    from flashgnn.store.dataset import Dataset
+
+    ds = path if isinstance(path, Dataset) else Dataset(os.fspath(path))
+    return (os.getpid(), os.path.realpath(ds.path), ds.manifest.get("dataset_id"))
+
+
+def shared_cache(path, fanouts, batch_size: int, memory_budget="auto", *, workers: int = 1, prefetch: int = 4,
+                 quiet: bool = False, who: str = "flashgnn"):
+    """The :class:`flashgnn.Cache` every loader on dataset ``path`` in this
+    process shares, made on first use; None for ``memory_budget`` 0/None.
+
+    ``memory_budget``: ``"auto"`` (:func:`auto`, without lookahead: the
+    loader's own window is not part of the shared cache) or a size in bytes
+    (:func:`split`; refused with the minimum when below engine + window). The
+    first loader on a dataset sizes the cache with its fanouts, batch size and
+    producers; later ones reuse it as it is (a different explicit size is
+    reported, not applied). One line describing the split is printed to
+    stderr when the cache is made, unless ``quiet``."""
+    import sys
+
+    if memory_budget in (0, None):
+        return None
+    if isinstance(memory_budget, str):
+        memory_budget = parse_budget(memory_budget)
+        if memory_budget == 0:
+            return None
+    key = _dataset_key(path)
+    with _SHARED_LOCK:
+        ref = _SHARED.get(key)
+        cache = ref() if ref is not None else None
+        if cache is not None:
+            if memory_budget != "auto" and memory_budget != cache.requested and not quiet:
+                print(f"{who}: {key[1]}: sharing the cache already made for this dataset in this process "
+                      f"({cache.budget:,} bytes, memory_budget={cache.requested!r}); memory_budget={memory_budget!r} "
+                      "is not applied", file=sys.stderr, flush=True)
+            return cache
+        from flashgnn.sample.sampler import Cache
+
+        ds_path = key[1]
+        if memory_budget == "auto":
+            s = auto(ds_path, fanouts, batch_size, workers=workers, prefetch=prefetch, lookahead=0, training=False)
+        else:
+            s = split(memory_budget, ds_path, fanouts, batch_size, workers=workers, prefetch=prefetch)
+        if not quiet:
+            print(f"{who}: {ds_path}: {describe(s)}; one cache per dataset per process, shared by its loaders",
+                  file=sys.stderr, flush=True)
+        if not s.get("cache"):
+            return None
+        cache = Cache(ds_path, fanouts, s["cache"], hot_fraction=DEFAULT_HOT_FRACTION, batch_size=batch_size)
+        cache.requested, cache.split = memory_budget, s
+        _SHARED[key] = weakref.ref(cache)
+        return cache
+
+
+def _cgroup_cpu_quota() -> float | None:
+    """CPUs this process's cgroup may use (v2 ``cpu.max``, v1
+    ``cpu.cfs_quota_us / cpu.cfs_period_us``, the tightest up the
+    hierarchy); None when no quota applies or none can be read."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    best = None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        v2 = controllers == ""
+        if not v2 and "cpu" not in controllers.split(","):
+            continue
+        root = "/sys/fs/cgroup" if v2 else "/sys/fs/cgroup/cpu"
+        p = path
+        while True:
+            d = root + (p if p != "/" else "")
+            quota = None
+            try:
+                if v2:
+                    with open(f"{d}/cpu.max") as f:
+                        parts = f.read().split()
+                    if parts and parts[0] != "max":
+                        quota = int(parts[0]) / int(parts[1])
+                else:
+                    q, period = _read_int(f"{d}/cpu.cfs_quota_us"), _read_int(f"{d}/cpu.cfs_period_us")
+                    if q is not None and q > 0 and period:
+                        quota = q / period
+            except (OSError, ValueError, IndexError):
+                quota = None
+            if quota is not None:
+                best = quota if best is None else min(best, quota)
+            if p in ("/", ""):
+                break
+            p = p.rsplit("/", 1)[0] or "/"
+    return best
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on: its CPU affinity
+    (``os.sched_getaffinity``), capped by its cgroup's CPU quota (rounded
+    down, at least 1)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    q = _cgroup_cpu_quota()
+    if q is not None:
+        n = min(n, max(1, int(q)))
+    return max(1, n)
+
+
+def producers_that_fit(want: int, budget: int | None, per_batch: int, prefetch: int = 4, lookahead: int = 0) -> int:
+    """The most producers, up to ``want``, whose engine buffers (see
+    :func:`split`) and the prefetch window fit ``budget`` (None: no bound);
+    at least 1 (a budget too small even for one is refused by :func:`split`)."""
+    n = max(1, int(want))
+    if budget is None:
+        return n
+    window = (max(1, prefetch) + max(0, lookahead)) * per_batch
+    while n > 1 and n * (ENGINE_FIXED_PER_PRODUCER + per_batch) + window > budget:
+        n -= 1
+    return n

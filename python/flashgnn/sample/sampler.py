@@ -29,13 +29,9 @@ from flashgnn import _core
 
 _NP = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
 ENGINES = tuple(_core.ENGINES)  # owned by flashgnn_io::engine::EngineKind::ALL
-# Share of a cache budget for the static hot set. Slots are cached one by one,
-# so a degree-ranked static set holds ~7x more hot nodes than pages did and
-# beats the dynamic part (which also costs a copy and a locked insert per
-# read): on data/ooc at 448 MiB, 0.5 -> 4.5 b/s (72 % hits), 0.9 -> 6.8-7.7
-# b/s (85 %), 1.0 -> 6.5-7.7 (87 %). 0.9 keeps a dynamic part for what
-# degree does not predict (mutations, skewed seeds). docs/benchmarks.md.
-DEFAULT_HOT_FRACTION = 0.9
+# Share of a cache budget for the static hot set: owned by flashgnn_sample::tiers
+# (the measurements behind 0.9 are documented there).
+DEFAULT_HOT_FRACTION = _core.DEFAULT_HOT_FRACTION
 
 
 @dataclass

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flashgnn import _core
+
 # How long a Run waits for room under --max-inflight-bytes before RESOURCE_EXHAUSTED (capped by its deadline).
 # Short on purpose: a waiting Run holds one of the --workers threads.
 INFLIGHT_BYTES_WAIT_S = 1.0
@@ -25,7 +27,7 @@ class Limits:
     max_fanout: int = 100  # per hop of a DFG's sampling op; -1 (all neighbors) is refused
     workers: int = 16  # threads doing the work
     max_update_bytes: int = 1 << 30  # one UpdateGraph stream, all chunks together, as decoded arrays (1 GiB)
-    max_batch_ops: int = 65536  # unit ops in one ApplyBatch
+    max_batch_ops: int = _core.MAX_BATCH_OPS  # unit ops in one ApplyBatch: the store's own maximum
     max_hops: int = 3  # sampling hops of a DFG's BatchPre
     max_sampled_nodes: int = 1 << 22  # Run: targets x (1 + f1 + f1*f2 + ...) summed over the DFG's BatchPre nodes
     # Run: inferred peak live bytes of one request's DFG (+ its reply), checked before any kernel runs. 1 GiB

@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 
 
+_TOKEN_FILE = object()  # ServeProcess.client's default: the token the server was started with
+
+
 class ServeStartError(RuntimeError):
     """The server exited, or did not listen in time; the message has its stderr tail."""
 
@@ -29,6 +32,7 @@ class ServeProcess:
         # launcher: what runs `flashgnn serve ARGS` (tests pass a wrapper that slows chosen RPCs down).
         cmd = [*(launcher or [sys.executable, "-m", "flashgnn.cli"]), "serve", str(dataset), "--listen", "127.0.0.1:0",
                "--token-file", str(token_file), *map(str, args)]
+        self.token_file = Path(token_file)
         self.stderr_path = Path(stderr_path)
         self._err = open(self.stderr_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._err, text=True,
@@ -69,6 +73,14 @@ class ServeProcess:
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
         self._err.close()
+
+    def client(self, token=_TOKEN_FILE, **kw):
+        """A :class:`flashgnn.Client` of this server, with the token of its ``--token-file`` unless given
+        (``token=None``: no token)."""
+        from flashgnn.serve.client import Client
+        from flashgnn.serve.token import read_token_file
+
+        return Client(self.address, token=read_token_file(self.token_file) if token is _TOKEN_FILE else token, **kw)
 
     def stop(self, sig=signal.SIGTERM, timeout: float = 60.0) -> tuple[int, str]:
         """Send ``sig``, wait; returns (exit code, the rest of stdout)."""

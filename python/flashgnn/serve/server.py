@@ -63,7 +63,7 @@ since a commit cannot be interrupted) and the summary follows, marked so; the
 signal handlers stay installed until it is printed.
 
 The server has no test hooks: tests that need slow calls start it through
-``tests/_slow_serve.py``, which wraps :meth:`Service._guarded` from outside.
+``tests/serve/_slow_serve.py``, which wraps :meth:`Service._guarded` from outside.
 """
 
 from __future__ import annotations

@@ -40,6 +40,28 @@ def engine_base_bytes(workers: int) -> int:
     return (96 << 20) + (144 << 20) * max(int(workers), 1)
 
 
+def default_workers(path, fanouts, batch_size: int, memory_budget, memory_limit: int | None) -> int:
+    """Producers per engine when ``--workers`` is not given: every core this
+    process may use (``budget.cpu_cores``: affinity and cgroup quota; the
+    bench has no trainer to leave a core to), as many as fit — an explicit
+    ``--memory-budget`` must hold their buffers and the prefetch window
+    (``budget.producers_that_fit``), a ``--memory-limit`` their measured
+    resident size (:func:`engine_base_bytes`). Says what it chose."""
+    from flashgnn.sample import budget
+
+    cores = budget.cpu_cores()
+    n, why = cores, f"the {cores} core(s) this process may use"
+    if isinstance(memory_budget, int) and memory_budget > 0:
+        n = budget.producers_that_fit(n, memory_budget, budget.batch_bytes(path, fanouts, batch_size), prefetch=4)
+        why += f", {n} fit --memory-budget" if n < cores else ""
+    if memory_limit:
+        while n > 1 and engine_base_bytes(n) > memory_limit:
+            n -= 1
+        why += f", {n} fit --memory-limit" if n < cores else ""
+    print(f"bench: {n} producer(s) per engine ({why})", file=sys.stderr)
+    return n
+
+
 def drop_caches() -> bool:
     try:
         os.sync()
@@ -235,22 +257,37 @@ def main_bench(a) -> int:
     cache_budget = a.cache_budget
     fanouts = [int(x) for x in a.fanout.split(",")]
     split = None
-    if getattr(a, "memory_budget", None):
+    mb = getattr(a, "memory_budget", "auto")
+    if getattr(a, "workers", None) is None:
+        a.workers = default_workers(path, fanouts, a.batch_size, mb, a.memory_limit)
+    elif a.workers < 1:
+        raise flashgnn.InputError(f"bench: --workers {a.workers}: must be >= 1 (leave it out for the default)")
+    if cache_budget is None and mb:  # an explicit --cache-budget is the user's sizing
         from flashgnn.sample import budget
 
-        split = budget.split(a.memory_budget, path, fanouts, a.batch_size, workers=a.workers, prefetch=4,
-                             hot_fraction=a.hot_fraction)
-        cache_budget = split["cache"]
+        if mb == "auto":
+            # What the engine child may use: the --memory-limit cap it runs under, else available memory; less
+            # what engine_base_bytes measured beyond the split's engine + window (interpreter, numpy, labels).
+            per = budget.batch_bytes(path, fanouts, a.batch_size)
+            base = a.workers * (budget.ENGINE_FIXED_PER_PRODUCER + per) + 4 * per
+            split = budget.auto(path, fanouts, a.batch_size, workers=a.workers, prefetch=4,
+                                hot_fraction=a.hot_fraction, lookahead=0, training=False,
+                                available=a.memory_limit or None, per_batch=per,
+                                reserve=max(engine_base_bytes(a.workers) - base, 96 << 20))
+        else:
+            split = budget.split(mb, path, fanouts, a.batch_size, workers=a.workers, prefetch=4,
+                                 hot_fraction=a.hot_fraction)
+        cache_budget = split["cache"] if split["budget"] else None
         print(f"bench: {budget.describe(split)}", file=sys.stderr)
-    if cache_budget is None and a.memory_limit:
-        cache_budget = max(a.memory_limit - engine_base_bytes(a.workers), 0)
     engines = ALL if a.engine == "all" else [e for e in a.engine.split(",") if e != "none"]
     if a.engine == "all" and cache_budget is not None:
         engines = ["uring", CACHED] + ALL[1:]
     cache = None
     if CACHED in engines:
         if cache_budget is None:
-            raise SystemExit("bench: engine uring+cache needs --cache-budget or --memory-limit")
+            raise flashgnn.InputError("engine uring+cache needs a cache: --memory-budget auto (the default) found no "
+                                      "room for one, or --memory-budget 0 was given; pass --cache-budget or a larger "
+                                      "--memory-budget")
         cache = {"budget": cache_budget, "policy": a.cache_policy, "hot": a.cache_hot, "hot_fraction": a.hot_fraction}
         hot = int(cache_budget * a.hot_fraction)
         print(f"bench: uring+cache budget {human_bytes(cache_budget)}"

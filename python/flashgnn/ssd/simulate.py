@@ -217,6 +217,16 @@ def format_report(r: dict) -> str:
             lines.append("SSD-DRAM page cache: " + "; ".join(
                 f"{d['design']} {d['dram_cache_hits']:,} hits / {d['dram_cache_misses']:,} misses "
                 f"({d['dram_cache_hits'] / (d['dram_cache_hits'] + d['dram_cache_misses']):.1%})" for d in cached))
+        arrays = [d for d in run["results"] if d.get("devices")]
+        if arrays:
+            lines.append("per SSD (reads incl. parts split at stripe chunks; mean NVMe commands outstanding; "
+                         "busy share of its PCIe link; mean busy channels):")
+            for d in arrays:
+                lines.append(f"{d['design']:<13}" + "; ".join(
+                    f"#{x['device']} {x['reads']:,} reads QD {x['queues']['nvme_queue']['mean_occupancy']:.1f} "
+                    f"pcie {x['queues']['pcie']['mean_busy']:.0%} "
+                    f"ch {x['queues']['channels']['mean_busy']:.1f}"
+                    for x in d["devices"]))
         measured = [d for d in run["results"] if d.get("traced_batch_latency_s")]
         if measured:
             d = measured[0]
@@ -227,6 +237,43 @@ def format_report(r: dict) -> str:
         lines.append(f"simulated {s['flash_commands']} flash commands in {s['wall_seconds']:.2f} s "
                      f"({s['commands_per_s'] / 1e6:.2f} M commands/s)")
     return "\n".join(lines)
+
+
+def servers(config: str, overrides: dict | None = None, design: str = "host") -> dict:
+    """Servers of each queue class of the array (docs/simulator.md, "Queues everywhere") for ``design``,
+    from the TOML ``config`` with ``overrides`` (sweep names or dotted fields) applied: what
+    `utilization` divides by."""
+    import tomllib
+
+    with open(config, "rb") as f:
+        c = tomllib.load(f)
+    for key, val in (overrides or {}).items():
+        sec, _, field = _ALIASES.get(key, key).partition(".")
+        c.setdefault(sec, {})[field] = val
+    devices = int(c.get("array", {}).get("devices", 1))
+    fl, h = c["flash"], c["host"]
+    ch = int(fl["channels"])
+    return {
+        "queue_depth_tokens": int(h["block_queue_depth"] if design == "cc" else h["queue_depth"]),
+        "host_cpu": int(h["cpu_cores"]),
+        "pcie": devices,
+        "controller_cores": devices * int(c["controller"]["cores"]),
+        "ssd_dram": devices,
+        "channels": devices * ch,
+        "dies": devices * ch * int(fl["packages"]) * int(fl["dies"]),
+    }
+
+
+_ALIASES = {"channels": "flash.channels", "packages": "flash.packages", "dies": "flash.dies",
+            "cores": "controller.cores", "queue_depth": "host.queue_depth", "pcie_lanes": "host.pcie_lanes",
+            "tr": "flash.read_ns", "devices": "array.devices", "stripe_bytes": "array.stripe_bytes"}
+
+
+def utilization(design: dict, srv: dict) -> dict:
+    """Busy share of each queue class (mean busy servers over servers), highest first: the first is the
+    resource that saturates. ``queue_depth_tokens`` near 1 means the engine's depth, not a device, limits."""
+    u = {k: design["queues"][k]["mean_busy"] / n for k, n in srv.items() if k in design["queues"] and n > 0}
+    return dict(sorted(u.items(), key=lambda kv: -kv[1]))
 
 
 # The host-CPU calibration's setting: a seed and fanout/batch size no documented trace uses, so the fit never

@@ -6,6 +6,13 @@
 //! | IGB | `processed/paper/` | `node_feat.npy`, `node_label_{19,2K}.npy`, `processed/paper__cites__paper/edge_index.npy` (large/full headerless) |
 //! | OGB | `raw/edge.csv.gz` | `raw/node-feat.csv.gz`, `raw/node-label.csv.gz`, `raw/num-node-list.csv.gz`, `split/<name>/{train,valid,test}.csv.gz` |
 //! | SNAP | a regular file | text edge list, plain or `.gz` |
+//!
+//! This file is the importers' registry: a layout is its [`InputFormat`]
+//! variant and name (below; the bindings and `flashgnn build --format` derive
+//! from [`InputFormat::ALL`]), its rule in [`detect_format`] and its files in
+//! [`open_inputs`]. A layout over existing readers (npy arrays, text, CSV) is a
+//! change to this file alone; one that needs a new file reader adds that
+//! reader's module under `source/` (declared in `source/mod.rs`).
 
 use std::path::{Path, PathBuf};
 
@@ -14,8 +21,33 @@ use flashgnn_format::Dtype;
 use super::npy::{NpyEdges, NpyRows, NpyValues};
 use super::text::{CsvRows, PairLabels, TextEdges, TextValues};
 use super::{Inputs, RowSource, ValueSource};
-use crate::options::{BuildOptions, InputFormat};
+use crate::options::BuildOptions;
 use crate::{BuildError, Result};
+
+/// An input layout (`flashgnn build --format`); `Auto` detects it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputFormat {
+    Auto,
+    Npy,
+    Igb,
+    Ogb,
+    Snap,
+}
+
+impl InputFormat {
+    pub const ALL: [InputFormat; 5] =
+        [InputFormat::Auto, InputFormat::Npy, InputFormat::Igb, InputFormat::Ogb, InputFormat::Snap];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            InputFormat::Auto => "auto",
+            InputFormat::Npy => "npy",
+            InputFormat::Igb => "igb",
+            InputFormat::Ogb => "ogb",
+            InputFormat::Snap => "snap",
+        }
+    }
+}
 
 /// IGB's feature width (1024 x fp32 = 4 KiB per node).
 const IGB_FEATURE_DIM: u32 = 1024;

@@ -9,7 +9,7 @@ use flashgnn_sample::{NeighborSampler, SamplerConfig};
 
 /// Every read engine, in the order the tests report them (the crate's own list).
 #[allow(dead_code)]
-pub const ENGINES: [EngineKind; 6] = EngineKind::ALL;
+pub const ENGINES: [EngineKind; EngineKind::ALL.len()] = EngineKind::ALL;
 
 #[allow(dead_code)] // not every test binary uses every helper
 pub fn dataset(dir: &Path, name: &str, layout: FeatureLayout, reorder: Reorder, dim: u32) -> PathBuf {

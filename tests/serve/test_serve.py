@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
@@ -34,17 +33,16 @@ import numpy as np
 import pytest
 
 import flashgnn
-from conftest import cli_env, generated_dataset, run_cli
+from conftest import SERVE_TOKEN, generated_dataset, run_cli
 
 grpc = pytest.importorskip("grpc")
 
 from flashgnn.serve import flashgnn_pb2 as pb  # noqa: E402
-from flashgnn.serve.client import Client, ServerError, ops_request  # noqa: E402
+from flashgnn.serve.client import ServerError, ops_request  # noqa: E402
 from flashgnn.serve.codec import from_tensor, to_tensor  # noqa: E402
-from flashgnn.serve.process import ServeProcess  # noqa: E402
 from flashgnn.serve.server import read_token_file  # noqa: E402
 
-TOKEN = "t0k3n-" + "a" * 26
+TOKEN = SERVE_TOKEN
 
 
 # ---------------------------------------------------------------------------
@@ -64,48 +62,6 @@ def dataset(base_dataset, tmp_path) -> Path:
     return Path(shutil.copytree(base_dataset, tmp_path / "ds"))
 
 
-@pytest.fixture(scope="module")
-def token_file(tmp_path_factory) -> Path:
-    p = tmp_path_factory.mktemp("tok") / "token"
-    p.write_text(TOKEN + "\n")
-    p.chmod(0o600)
-    return p
-
-
-SLOW_SERVE = Path(__file__).with_name("_slow_serve.py")
-
-
-class Server(ServeProcess):
-    """`flashgnn serve` in a subprocess (flashgnn.serve.process); ``address`` once it listens."""
-
-    def __init__(self, dataset, token_file, *args, env: dict | None = None, timeout: float = 60,
-                 slow: str | None = None):
-        # slow="Rpc:seconds,...": start through tests/_slow_serve.py, which slows those RPCs down.
-        launcher = [sys.executable, str(SLOW_SERVE), slow] if slow else None
-        super().__init__(dataset, token_file, *args, env=cli_env(**(env or {})), timeout=timeout,
-                         stderr_path=Path(dataset).parent / f"server-{time.monotonic_ns()}.err", launcher=launcher)
-
-    def client(self, token=TOKEN, **kw) -> Client:
-        return Client(self.address, token=token, **kw)
-
-    def stop(self, sig=signal.SIGTERM, timeout: float = 30) -> tuple[int, str]:
-        return super().stop(sig, timeout)
-
-
-@pytest.fixture
-def server(dataset, token_file):
-    started = []
-
-    def start(*args, env=None, ds=None, slow=None):
-        s = Server(ds or dataset, token_file, *args, env=env, slow=slow)
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        if s.proc.poll() is None:
-            s.proc.kill()
-            s.proc.wait()
 
 
 def code_of(excinfo) -> str:

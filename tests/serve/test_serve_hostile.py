@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 
 import flashgnn
-from conftest import cli_env, generated_dataset, run_cli
+from conftest import SERVE_TOKEN, cli_env, generated_dataset, run_cli
 
 grpc = pytest.importorskip("grpc")
 
@@ -41,10 +41,9 @@ from flashgnn.serve import flashgnn_pb2 as pb  # noqa: E402
 from flashgnn.serve import flashgnn_pb2_grpc as pb_grpc  # noqa: E402
 from flashgnn.serve.client import Client, ServerError  # noqa: E402
 from flashgnn.serve.codec import to_tensor  # noqa: E402
-from flashgnn.serve.process import ServeProcess  # noqa: E402
 from flashgnn.serve.server import read_token_file  # noqa: E402
 
-TOKEN = "h0st1le-" + "c" * 24
+TOKEN = SERVE_TOKEN
 AUTH = (("authorization", f"Bearer {TOKEN}"),)
 SAFETY_S = 20  # a safety net against hangs, never a performance bound
 
@@ -77,33 +76,6 @@ def dataset(base_dataset, tmp_path) -> Path:
     import shutil
 
     return Path(shutil.copytree(base_dataset, tmp_path / "ds"))
-
-
-@pytest.fixture(scope="module")
-def token_file(tmp_path_factory) -> Path:
-    p = tmp_path_factory.mktemp("tok") / "token"
-    p.write_text(TOKEN + "\n")
-    p.chmod(0o600)
-    return p
-
-
-@pytest.fixture
-def server(dataset, token_file):
-    started = []
-
-    def start(*args, env=None, slow=None):
-        # slow="Rpc:seconds,...": start through tests/_slow_serve.py, which slows those RPCs down.
-        launcher = [sys.executable, str(Path(__file__).with_name("_slow_serve.py")), slow] if slow else None
-        s = ServeProcess(dataset, token_file, *args, env=cli_env(**(env or {})), timeout=60,
-                         stderr_path=Path(dataset).parent / f"server-{time.monotonic_ns()}.err", launcher=launcher)
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        if s.proc.poll() is None:
-            s.proc.kill()
-            s.proc.wait()
 
 
 PROBES = (0, 7, 100, 511)

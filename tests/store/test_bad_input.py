@@ -1184,7 +1184,7 @@ def test_train_names_label_beyond_num_classes(tmp_path):
     # itself to name the split node, its position, the value and the bound before any step.
     r = cli_fails_cleanly("labels-beyond-classes:train", "train", ds, "--epochs", "1", "--max-batches", "1",
                           fragments=("flashgnn train: error:", "labels.npy", f"node {node}", "label 99", "[0, 4)"),
-                          rc=1)  # train's flag/data errors exit 1 (SystemExit with a message)
+                          rc=2)  # train's flag/data errors are TrainError: exit 2, as every bad-input error
     assert "Target 99" not in r.stderr  # torch's own message: the refusal came before any step
 
 

@@ -24,7 +24,7 @@ from flashgnn import _core
 from conftest import build, run_cli, write_npy_dir
 from test_corruption import crc32c
 
-FIXTURES = Path(__file__).with_name("fixtures") / "format-v1"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "format-v1"
 
 
 def _input(tmp: Path) -> Path:

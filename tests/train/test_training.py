@@ -20,6 +20,7 @@ import flashgnn  # noqa: E402
 from benchmarks.accuracy import train_flashgnn, train_stock_pyg  # noqa: E402
 from flashgnn.nn.checkpoint import load_checkpoint  # noqa: E402
 from flashgnn.nn.zoo import build_model, forward  # noqa: E402
+from flashgnn.train import TrainError  # noqa: E402
 from flashgnn.train.trainer import parser, run  # noqa: E402
 
 from conftest import cli_env, generated_dataset, run_cli  # noqa: E402
@@ -372,7 +373,7 @@ def test_best_validation_selection_and_patience(ds_path, tmp_path):
     ours = r["model_obj"].state_dict()
     assert all(torch.equal(ours[k], st["model"][k]) for k in ours)  # `model` = best weights
     assert any(not torch.equal(st["last"]["model"][k], st["model"][k]) for k in ours)  # `last` = latest, for --resume
-    with pytest.raises(SystemExit, match="--patience -1"):
+    with pytest.raises(TrainError, match="--patience -1"):
         run(_args(ds_path, "--patience", "-1"))
 
 
@@ -410,7 +411,7 @@ def test_train_with_cache_trains_the_same_model(ds_path):
 
 def test_train_resume_refuses_mismatched_model(ds_path, tmp_path):
     run(_args(ds_path, "--epochs", "1", "--checkpoint", str(tmp_path / "ck"), "--max-batches", "1"))
-    with pytest.raises(SystemExit, match="model_config.hidden is 128, this run asks for 64"):
+    with pytest.raises(TrainError, match="model_config.hidden is 128, this run asks for 64"):
         run(_args(ds_path, "--epochs", "2", "--hidden", "64", "--checkpoint", str(tmp_path / "ck"), "--resume"))
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "checkpoint.pt").write_bytes(b"not a checkpoint")
@@ -446,7 +447,7 @@ def test_cuda_requested_without_a_device(ds_path):
     if torch.cuda.is_available():
         pytest.skip("a CUDA device exists here")
     p = run_cli("train", ds_path, "--epochs", "1", "--device", "cuda", timeout=120)
-    assert p.returncode == 1 and "no CUDA device is available" in p.stderr
+    assert p.returncode == 2 and "flashgnn train: error: --device cuda requested but no CUDA device is available" in p.stderr
 
 
 def test_ddp_two_processes_with_torchrun(ds_path, tmp_path):
@@ -503,7 +504,7 @@ def test_embed_hidden_cli_and_refusals(ds_path, tmp_path):
     assert np.load(tmp_path / "h" / "embeddings.npy").shape == (8192, 24)
     assert not (tmp_path / "h" / "predictions.npy").exists()
     p = run_cli("embed", ds_path, tmp_path / "h", "--checkpoint", ck)
-    assert p.returncode == 2 and "exists (use --force" in p.stderr
+    assert p.returncode == 2 and "already exists; pass --force" in p.stderr
     p = run_cli("embed", ds_path, tmp_path / "x", "--checkpoint", tmp_path / "none")
     assert p.returncode != 0 and "no checkpoint" in p.stderr
 

@@ -194,7 +194,7 @@ def test_make_splits_is_stratified_by_class(tmp_path):
 
 def test_list_options_take_negative_leading_values():
     from flashgnn.cli import _parser
-    from flashgnn.train.trainer import parser as train_parser
+    from flashgnn.train.config import parser as train_parser
 
     p = _parser()
     a = p.parse_args(["train", "d", "--fanout", "-1,-1", "--eval-fanout", "-1,5"])

@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 
 import flashgnn  # noqa: E402
 from flashgnn.loader.presample import PresampledLoader, PresampleError, presample  # noqa: E402
+from flashgnn.train import TrainError  # noqa: E402
 from flashgnn.train.trainer import parser, run  # noqa: E402
 
 from conftest import generated_dataset, run_cli  # noqa: E402
@@ -66,9 +67,9 @@ def test_train_from_presample_gives_identical_weights(ds_path, tmp_path):
     sa, sb = a["model_obj"].state_dict(), b["model_obj"].state_dict()
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
     assert [h["train_loss"] for h in a["history"]] == [h["train_loss"] for h in b["history"]]
-    with pytest.raises(SystemExit, match="holds 2 epoch"):
+    with pytest.raises(TrainError, match="holds 2 epoch"):
         run(_args(ds_path, "--epochs", "3", "--presampled", str(tmp_path / "ps")))
-    with pytest.raises(SystemExit, match="stored with batch_size 128, this run asks for 64"):
+    with pytest.raises(TrainError, match="stored with batch_size 128, this run asks for 64"):
         run(parser().parse_args([str(ds_path), "--fanout", "5,3", "--batch-size", "64", "--no-progress",
                                  "--epochs", "1", "--presampled", str(tmp_path / "ps")]))
 

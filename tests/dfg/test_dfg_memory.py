@@ -47,7 +47,7 @@ torch = pytest.importorskip("torch")
 import flashgnn.dfg as dfg  # noqa: E402
 from flashgnn.dfg import shapes  # noqa: E402
 
-from conftest import assert_error, cli_env, generated_dataset  # noqa: E402
+from conftest import SERVE_TOKEN, assert_error, cli_env, generated_dataset  # noqa: E402
 from test_dfg import random_subgraph  # noqa: E402
 
 MiB = 1 << 20
@@ -693,7 +693,7 @@ def test_limits_flags_and_defaults():
 # through the real gRPC server
 
 grpc = pytest.importorskip("grpc")
-TOKEN = "m3m0ry-" + "b" * 25
+TOKEN = SERVE_TOKEN
 
 
 @pytest.fixture(scope="module")
@@ -702,27 +702,11 @@ def serve_dataset(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def server(serve_dataset, tmp_path):
+def dataset(serve_dataset, tmp_path) -> Path:
+    """A private copy: servers write their log under DATASET/mut/ (`server` comes from conftest)."""
     import shutil
 
-    from flashgnn.serve.process import ServeProcess
-
-    tok = tmp_path / "token"
-    tok.write_text(TOKEN + "\n")
-    tok.chmod(0o600)
-    ds = Path(shutil.copytree(serve_dataset, tmp_path / "ds"))
-    started = []
-
-    def start(*args):
-        s = ServeProcess(ds, tok, *args, env=cli_env(), timeout=60, stderr_path=tmp_path / f"server{len(started)}.err")
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        if s.proc.poll() is None:
-            s.proc.kill()
-            s.proc.wait()
+    return Path(shutil.copytree(serve_dataset, tmp_path / "ds"))
 
 
 def _hwm_bytes(pid: int) -> int:

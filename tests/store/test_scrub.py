@@ -2,7 +2,7 @@
 a SIGKILLed pass resumes without re-reading finished bytes and ends with the same findings, and a progress
 file of another dataset (or a corrupt one) is refused by name.
 
-How: the corruption suite's own datasets and mutations (tests/test_corruption.py: bit flips in header
+How: the corruption suite's own datasets and mutations (tests/store/test_corruption.py: bit flips in header
 pages, slots, page slack, overflow pages, feature rows, .npy side files and the manifest; swapped pages;
 damage re-sealed into the manifest so only the per-page checks can see it; damage under mut/) are applied
 to copies and scrubbed. The expected places are derived by diffing each damaged copy against its pristine

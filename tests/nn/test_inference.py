@@ -289,3 +289,13 @@ def test_embed_model_class_on_a_flashgnn_checkpoint(ds_path, tmp_path):
     assert p.returncode == 0, p.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "user" / "embeddings.npy"),
                                   np.load(tmp_path / "builtin" / "embeddings.npy"))
+    # --memory-budget auto (the default) read the layer passes through a cache, said so in one line, and
+    # recorded its split; 0 runs uncached with the same output.
+    meta = json.loads((tmp_path / "builtin" / "embed.json").read_text())
+    assert meta["memory_budget"]["cache"] > 0
+    p = run_cli("embed", ds_path, tmp_path / "nocache", "--checkpoint", ck, "--memory-budget", "0")
+    assert p.returncode == 0, p.stderr
+    assert json.loads((tmp_path / "nocache" / "embed.json").read_text())["memory_budget"] == 0
+    assert "memory budget" not in p.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "nocache" / "embeddings.npy"),
+                                  np.load(tmp_path / "builtin" / "embeddings.npy"))

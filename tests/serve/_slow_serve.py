@@ -1,6 +1,6 @@
 """`flashgnn serve` with chosen RPCs slowed down, for tests of the in-flight cap, deadlines and the drain.
 
-    python tests/_slow_serve.py GetNeighbors:5[,Rpc:seconds] serve DATASET ...
+    python tests/serve/_slow_serve.py GetNeighbors:5[,Rpc:seconds] serve DATASET ...
 
 Each named RPC sleeps inside its admitted work, on its worker, before the deadline check — the same
 cancellable sleep a real slow read would be (the call's cancellation or deadline ends it early). Health

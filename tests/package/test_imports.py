@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PKG = Path(__file__).resolve().parent.parent / "python" / "flashgnn"
+PKG = Path(__file__).resolve().parents[2] / "python" / "flashgnn"
 # Entry points that exist to run the CLI.
 CLI_USERS = {"flashgnn.__main__"}
 

@@ -33,7 +33,7 @@ import flashgnn  # noqa: E402
 from conftest import generated_dataset  # noqa: E402
 from pyg_reference import ReferenceSampler  # noqa: E402
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "pyg_graphsage.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pyg_graphsage.py"
 _StockNeighborLoader = torch_geometric.loader.NeighborLoader
 
 

@@ -56,8 +56,9 @@ def test_lookahead_batches_equal_plain_batches(ds_path, cached):
     row = flashgnn.open(ds_path).feature_dim * 4
     cache = flashgnn.Cache(ds_path, [5, 3], 64 << 10) if cached else None
     budget = 8 * n + 400 * (row + 8)  # 400 rows: far below an epoch's working set
+    # memory_budget=0: uncached means uncached here (the default would cache this small dataset whole).
     la = NeighborLoader(ds_path, [5, 3], batch_size=128, split="train", shuffle=True, seed=3, lookahead=4,
-                        lookahead_budget=budget, cache=cache)
+                        lookahead_budget=budget, cache=cache, memory_budget=0)
     for epoch in (0, 1):
         want, got = _epoch(plain, epoch), _epoch(la, epoch)
         assert len(want) == len(got) > 3

@@ -1,0 +1,348 @@
+"""`make bench-peers`: flashgnn against PyG's own loader, side by side in one run.
+
+Issue 20's targets, measured on one dataset with one thread count, each
+variant in a fresh child process with the page cache dropped first:
+
+- ``pyg-memory``: PyG's ``NeighborLoader`` with the graph (a torch_sparse
+  ``SparseTensor``, so the torch_sparse kernel samples) and the features in
+  memory — what PyG users run when the data fits. Not capped.
+- ``pyg-mmap``: the same over ``np.load(mmap_mode="r")`` arrays (structure and
+  features), under the memory cap — PyG's way to go past memory.
+- ``memory``: flashgnn's ``memory`` engine (everything in DRAM). Not capped.
+- ``uring``: flashgnn's ``uring`` engine without a cache, under the cap (the
+  CPU a miss costs, for the per-hit figure).
+- ``uring+cache``: ``uring`` with a cross-batch cache of at most a third of
+  the data, under the cap.
+- ``train-flashgnn`` / ``train-pyg``: ``--train-batches`` training steps of
+  the same model (``flashgnn train``'s defaults: GraphSAGE, hidden 128, Adam):
+  ``flashgnn train`` with its defaults (memory budget auto, producers the
+  cores its torch threads leave) under ``--train-memory-limit`` (default
+  1.5 GiB, ``make bench-defaults``' cap: torch and the model need room),
+  against PyG's ``NeighborLoader`` in memory feeding the same loop.
+
+Sampling variants yield ``--batches`` batches of ``--batch-size`` seeds with
+``--fanout`` (one producer / one torch thread each with ``--threads 1``); the
+rate is taken between the first and the last batch's arrival, as in
+``flashgnn bench``. The cap is a cgroup memory limit (``--memory-limit``,
+default 768 MiB); the dataset must be at least 1.5x the cap. Ratios, never
+bare times, are the verdict:
+
+- ``uring+cache / pyg-memory`` (target >= 1.0) and ``uring+cache / memory``
+  (>= 0.9), batches/s;
+- CPU per cache hit / the ``memory`` engine's CPU per extent (<= 1.5);
+- ``train-pyg seconds / train-flashgnn seconds`` (>= 1.0: flashgnn's epoch
+  with the default budget at least as fast as PyG's in memory).
+
+PyG's arrays are written once into ``--work`` (int64 CSC ``colptr``/``row``,
+float32 ``x``, ``y``, the train split; ``meta.json`` last marks them
+complete) and reused while the dataset is the same. torch_sparse is needed
+(``make bench-peers`` installs it into its own virtualenv, ``.venv-peers``);
+without it the PyG variants are reported as skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+SAMPLING = ("pyg-memory", "pyg-mmap", "memory", "uring", "uring+cache")
+TRAINING = ("train-pyg", "train-flashgnn")
+CAPPED = ("pyg-mmap", "uring", "uring+cache")  # train-flashgnn runs under --train-memory-limit
+
+
+def prepare(path, work: Path, progress: bool = True) -> dict:
+    """PyG's arrays for dataset ``path`` in ``work`` (reused when ``meta.json``
+    names the same dataset): CSC ``colptr`` [n+1] and ``row`` [e] (the stored
+    neighbour lists are the in-neighbours), ``x`` float32 [n, d], ``y`` [n],
+    ``train`` (the stored split, else every node)."""
+    from flashgnn import _progress
+    from flashgnn.store.dataset import Dataset
+
+    ds = Dataset(path)
+    n, e, d = ds.num_nodes, ds.num_edges, ds.feature_dim
+    meta = {"dataset": os.path.realpath(ds.path), "dataset_id": ds.manifest.get("dataset_id"), "num_nodes": n,
+            "num_edges": e, "feature_dim": d, "num_classes": ds.num_classes}
+    work.mkdir(parents=True, exist_ok=True)
+    done = work / "meta.json"
+    if done.exists() and json.loads(done.read_text()) == meta:
+        return meta
+    done.unlink(missing_ok=True)  # written last: arrays without it are incomplete
+    mm = np.lib.format.open_memmap
+    colptr = mm(work / "colptr.npy", mode="w+", dtype=np.int64, shape=(n + 1,))
+    row = mm(work / "row.npy", mode="w+", dtype=np.int64, shape=(e,))
+    x = mm(work / "x.npy", mode="w+", dtype=np.float32, shape=(n, d))
+    y = mm(work / "y.npy", mode="w+", dtype=np.int64, shape=(n,))
+    chunk, at = 1 << 16, 0
+    colptr[0] = 0
+    bar = _progress.bar(total=n, desc="peers: PyG arrays", unit="node", disable=not progress)
+    for lo in range(0, n, chunk):
+        ids = np.arange(lo, min(lo + chunk, n), dtype=np.int64)
+        ptr, idx = ds.neighbors_csr(ids)
+        if at + len(idx) > e:
+            raise ValueError(f"{ds.path}: more neighbour entries than the manifest's {e:,} edges")
+        row[at:at + len(idx)] = idx
+        colptr[lo + 1:lo + 1 + len(ids)] = at + ptr[1:]
+        at += len(idx)
+        x[lo:lo + len(ids)] = ds.features(ids)
+        y[lo:lo + len(ids)] = ds.labels(ids)
+        bar.update(len(ids))
+    bar.close()
+    if at != e:
+        raise ValueError(f"{ds.path}: read {at:,} neighbour entries, the manifest says {e:,}")
+    train = ds.split("train") if "train" in ds.split_names else np.arange(n, dtype=np.int64)
+    np.save(work / "train.npy", np.asarray(train, dtype=np.int64))
+    for a in (colptr, row, x, y):
+        a.flush()
+    done.write_text(json.dumps(meta))
+    return meta
+
+
+def _pyg_loader(work: Path, mmap: bool, fanouts, batch_size: int, seed: int):
+    import torch
+    from torch_geometric.data import Data
+    from torch_geometric.loader import NeighborLoader
+    from torch_sparse import SparseTensor
+
+    mode = "r" if mmap else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.from_numpy on a read-only memmap warns once
+        colptr, row, x, y = (torch.from_numpy(np.load(work / f, mmap_mode=mode))
+                             for f in ("colptr.npy", "row.npy", "x.npy", "y.npy"))
+    n = len(y)
+    adj_t = SparseTensor(rowptr=colptr, col=row, sparse_sizes=(n, n), is_sorted=True, trust_data=True)
+    data = Data(x=x, y=y, adj_t=adj_t, num_nodes=n)
+    train = torch.from_numpy(np.load(work / "train.npy"))
+    gen = torch.Generator().manual_seed(seed)
+    return NeighborLoader(data, num_neighbors=list(fanouts), batch_size=batch_size, input_nodes=train, shuffle=True,
+                          generator=gen), data
+
+
+def child_pyg_sample(work: Path, mmap: bool, fanouts, batch_size: int, batches: int, seed: int, threads: int,
+                     max_seconds: float) -> dict:
+    import torch
+
+    torch.set_num_threads(threads)
+    t_open = time.perf_counter()
+    loader, _ = _pyg_loader(work, mmap, fanouts, batch_size, seed)
+    open_s = time.perf_counter() - t_open
+    import threading
+
+    stamps, nodes = [], [0]
+    stop = threading.Event()
+
+    def drain():
+        for b in loader:  # sampling + feature gather, as the loader hands batches to a training loop
+            stamps.append(time.perf_counter())
+            nodes[0] += int(b.num_nodes)
+            if len(stamps) > batches or stop.is_set():
+                return
+
+    t0 = time.perf_counter()
+    th = threading.Thread(target=drain, daemon=True)
+    th.start()
+    th.join(max_seconds)  # a thrashing variant is cut off even inside a batch (the child then exits at once)
+    stop.set()
+    done = max(len(stamps) - 1, 0)
+    el = stamps[-1] - stamps[0] if done > 0 else time.perf_counter() - t0
+    # Fewer than two arrivals: an upper bound over the whole span (first-batch latency included).
+    rate = done / el if done > 0 else len(stamps) / el if len(stamps) else 1.0 / el
+    return {"variant": "pyg-mmap" if mmap else "pyg-memory", "batches": done, "seconds": el,
+            "open_seconds": open_s, "incomplete": done < batches, "upper_bound": done == 0, "batches_per_s": rate,
+            "nodes_per_batch": nodes[0] / max(len(stamps), 1)}
+
+
+def child_pyg_train(work: Path, fanouts, batch_size: int, steps: int, seed: int, threads: int) -> dict:
+    import torch
+    import torch.nn.functional as F
+
+    from flashgnn.nn.zoo import build_model
+    from flashgnn.train.trainer import parser
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    d = parser().parse_args(["unused"])  # flashgnn train's model defaults, so both sides train the same model
+    meta = json.loads((work / "meta.json").read_text())
+    loader, _ = _pyg_loader(work, False, fanouts, batch_size, seed)
+    model = build_model(d.model, meta["feature_dim"], d.hidden, meta["num_classes"], len(fanouts), d.dropout)
+    opt = torch.optim.Adam(model.parameters(), lr=d.lr)
+    model.train()
+    t0 = time.perf_counter()
+    done = 0
+    for b in loader:
+        opt.zero_grad(set_to_none=True)
+        out = model(b.x, b.adj_t)[: b.batch_size]
+        loss = F.cross_entropy(out, b.y[: b.batch_size], ignore_index=-1)
+        loss.backward()
+        opt.step()
+        done += 1
+        if done >= steps:
+            break
+    return {"variant": "train-pyg", "batches": done, "train_seconds": time.perf_counter() - t0, "model": d.model,
+            "hidden": d.hidden}
+
+
+def _child(argv) -> int:
+    kind, work, mmap, fanout, bs, n, seed, threads, max_s = argv
+    fan = [int(f) for f in fanout.split(",")]
+    if kind == "sample":
+        r = child_pyg_sample(Path(work), mmap == "1", fan, int(bs), int(n), int(seed), int(threads), float(max_s))
+    else:
+        r = child_pyg_train(Path(work), fan, int(bs), int(n), int(seed), int(threads))
+    print(json.dumps(r), flush=True)
+    os._exit(0)  # do not wait for a loader cut off mid-batch
+
+
+def have_torch_sparse() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch_sparse") is not None
+
+
+def main(argv=None) -> int:
+    from flashgnn.sample import budget
+    from flashgnn._util import human_bytes as h
+    from flashgnn._util import parse_size
+    from flashgnn.sample.sampler import DEFAULT_HOT_FRACTION
+    from flashgnn.ssd.bench import CACHED, cpu_split, drop_caches, engine_base_bytes, run_child
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.peers", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dataset", default="data/ooc")
+    ap.add_argument("--work", default=None, help="where PyG's arrays are written (default: /tmp/flashgnn-peers)")
+    ap.add_argument("--memory-limit", type=parse_size, default=parse_size("768MiB"),
+                    help="cgroup cap of the capped variants (the dataset must be >= 1.5x it)")
+    ap.add_argument("--train-memory-limit", type=parse_size, default=parse_size("1.5GiB"),
+                    help="cgroup cap of train-flashgnn (torch and the model need room beside the budget: "
+                         "make bench-defaults' cap)")
+    ap.add_argument("--cache-budget", type=parse_size,
+                    help="uring+cache's cache (default and bound: a third of the data, and what the cap leaves "
+                         "beside the engine)")
+    ap.add_argument("--fanout", default="25,10")
+    ap.add_argument("--batch-size", type=int, default=1024)
+    ap.add_argument("--batches", type=int, default=20)
+    ap.add_argument("--train-batches", type=int, default=30, help="training steps per side (0: no training pair)")
+    ap.add_argument("--threads", type=int, default=1, help="producers (flashgnn) / torch threads (PyG), each")
+    ap.add_argument("--depth", type=int, default=256)
+    ap.add_argument("--max-seconds", type=float, default=120.0, help="cut a variant off after this long")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", help="comma list of variants (default: all)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    path = a.dataset
+    data = budget.dataset_bytes(path)
+    if data < 1.5 * a.memory_limit:
+        raise SystemExit(f"bench-peers: {path} holds {h(data)} of page files, less than 1.5x the {h(a.memory_limit)} "
+                         "cap; give a larger dataset or a smaller --memory-limit")
+    variants = [v for v in (*SAMPLING, *(TRAINING if a.train_batches else ()))
+                if not a.only or v in a.only.split(",")]
+    cache_max = min(data // 3, a.memory_limit - engine_base_bytes(a.threads))
+    cache_budget = max(min(a.cache_budget or cache_max, cache_max), 0)
+    if cache_budget <= 0 and CACHED in variants:
+        raise SystemExit(f"bench-peers: the {h(a.memory_limit)} cap leaves no cache beside the engine's "
+                         f"{h(engine_base_bytes(a.threads))}")
+    pyg_ok = have_torch_sparse()
+    work = Path(a.work or "/tmp/flashgnn-peers")
+    print(f"bench-peers: {path} ({h(data)}), cap {h(a.memory_limit)} ({data / a.memory_limit:.2f}x), uring+cache "
+          f"cache {h(cache_budget)} ({cache_budget / data:.0%} of the data), fanout {a.fanout}, batch "
+          f"{a.batch_size}, {a.batches} batches, {a.threads} thread(s) each; load {os.getloadavg()[0]:.2f}",
+          file=sys.stderr)
+    if pyg_ok and any(v.startswith("pyg") or v == "train-pyg" for v in variants):
+        prepare(path, work, progress=not a.json)
+    cache = {"budget": cache_budget, "policy": "s3fifo", "hot": "degree", "hot_fraction": DEFAULT_HOT_FRACTION}
+    results = {}
+    for v in variants:
+        if (v.startswith("pyg") or v == "train-pyg") and not pyg_ok:
+            results[v] = {"variant": v, "skipped": "torch_sparse is not importable (make bench-peers installs it)"}
+            print(f"bench-peers: {v:<15} skipped: torch_sparse is not importable", file=sys.stderr)
+            continue
+        cap = a.memory_limit if v in CAPPED else a.train_memory_limit if v == "train-flashgnn" else None
+        if v in ("pyg-memory", "pyg-mmap"):
+            cmd = [sys.executable, "-m", "benchmarks.peers", "--child", "sample", str(work),
+                   "1" if v == "pyg-mmap" else "0", a.fanout, str(a.batch_size), str(a.batches), str(a.seed),
+                   str(a.threads), str(a.max_seconds)]
+        elif v == "train-pyg":
+            cmd = [sys.executable, "-m", "benchmarks.peers", "--child", "train", str(work), "0", a.fanout,
+                   str(a.batch_size), str(a.train_batches), str(a.seed), str(a.threads), "0"]
+        elif v == "train-flashgnn":
+            metrics = work / "train-flashgnn.json"
+            work.mkdir(parents=True, exist_ok=True)
+            cmd = [sys.executable, "-m", "flashgnn", "train", path, "--epochs", "1", "--max-batches",
+                   str(a.train_batches), "--fanout", a.fanout, "--batch-size", str(a.batch_size), "--threads",
+                   str(a.threads), "--seed", str(a.seed), "--metrics-json", str(metrics), "--no-progress"]
+        else:
+            cmd = [sys.executable, "-m", "flashgnn.ssd.bench", "--child", path, v, a.fanout, str(a.batch_size),
+                   str(a.batches), str(a.seed), str(a.depth), str(a.threads), str(a.max_seconds), json.dumps(cache)]
+        dropped = drop_caches()
+        t = time.perf_counter()
+        rc, out = run_child(cmd, cap)
+        wall = time.perf_counter() - t
+        if rc != 0:
+            results[v] = {"variant": v, "failed": rc, "capped": bool(cap)}
+            print(f"bench-peers: {v:<15} failed (exit {rc}{', killed: over the cap?' if rc < 0 else ''})",
+                  file=sys.stderr)
+            continue
+        if v == "train-flashgnn":
+            m = json.loads(metrics.read_text())
+            ep = m["epochs"][0]
+            r = {"variant": v, "batches": ep["batches"], "train_seconds": ep["train_seconds"],
+                 "data_wait": ep["data_wait"], "memory_budget": m["args"].get("memory_budget"),
+                 "workers": m["args"].get("workers")}
+        else:
+            r = json.loads(out.strip().splitlines()[-1])
+            r["variant"] = v
+        r.update(capped=bool(cap), cache_dropped=dropped, wall_seconds=wall)
+        results[v] = r
+        if "train_seconds" in r:
+            print(f"bench-peers: {v:<15} {r['batches']} steps in {r['train_seconds']:.1f} s", file=sys.stderr)
+        else:
+            bound = "< " if r.get("upper_bound") else ""
+            print(f"bench-peers: {v:<15} {bound}{r['batches_per_s']:.4g} batches/s"
+                  + (f" (cut off after {r['seconds']:.0f} s)" if r.get("incomplete") else ""), file=sys.stderr)
+    rate = {v: r.get("batches_per_s") for v, r in results.items() if r.get("batches_per_s")}
+
+    def ratio(x, y):
+        return rate[x] / rate[y] if x in rate and y in rate else None
+
+    by = {v: results[v] for v in ("memory", "uring", CACHED) if v in results and "extents" in results[v]}
+    split_cpu = cpu_split({k: dict(v, engine=k) for k, v in by.items()}) if len(by) == 3 else None
+    tr = results.get("train-pyg", {}), results.get("train-flashgnn", {})
+    ratios = {
+        "uring+cache_vs_pyg_memory": ratio(CACHED, "pyg-memory"),
+        "uring+cache_vs_memory": ratio(CACHED, "memory"),
+        "uring+cache_vs_pyg_mmap": ratio(CACHED, "pyg-mmap"),
+        "memory_vs_pyg_memory": ratio("memory", "pyg-memory"),
+        "hit_vs_memory_cpu": split_cpu["hit_vs_memory_cpu"] if split_cpu else None,
+        "train_flashgnn_vs_pyg": (tr[0]["train_seconds"] / tr[1]["train_seconds"]
+                                  if "train_seconds" in tr[0] and "train_seconds" in tr[1] else None),
+    }
+    if results.get("pyg-mmap", {}).get("upper_bound"):
+        ratios["uring+cache_vs_pyg_mmap_is_lower_bound"] = True  # pyg-mmap's rate is an upper bound
+    load = os.getloadavg()
+    report = {"dataset": path, "dataset_bytes": data, "memory_limit": a.memory_limit, "cache_budget": cache_budget,
+              "fanout": a.fanout, "batch_size": a.batch_size, "batches": a.batches, "threads": a.threads,
+              "results": results, "cache_cpu": split_cpu, "ratios": ratios, "loadavg": load}
+    if a.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    targets = {"uring+cache_vs_pyg_memory": ">= 1.0", "uring+cache_vs_memory": ">= 0.9",
+               "hit_vs_memory_cpu": "<= 1.5", "train_flashgnn_vs_pyg": ">= 1.0"}
+    for k, v in ratios.items():
+        if isinstance(v, bool):
+            continue
+        print(f"  {k:<28} {'-' if v is None else format(v, '.2f'):>6}" + (f"  (target {targets[k]})"
+                                                                           if k in targets else ""))
+    shown = ", ".join(f"{k} {v:.2f}" for k, v in ratios.items() if v is not None and not isinstance(v, bool))
+    print(f"summary: {shown or 'no ratio (variants failed or skipped)'}; load average {load[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        sys.exit(_child(sys.argv[2:]))
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""`make bench-peers`' own pieces, without torch_sparse: PyG's arrays are the
+dataset's graph in CSC (checked against the stored neighbour lists and
+features), are reused while the dataset is the same, and the benchmark
+refuses a dataset smaller than 1.5x the cap and reports the PyG variants as
+skipped, not failed, when torch_sparse is missing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+import flashgnn
+from benchmarks import peers
+
+from conftest import cli_env, generated_dataset
+
+
+def test_prepare_writes_the_graph_as_csc_and_reuses_it(tmp_path):
+    ds_path = generated_dataset(tmp_path / "g", scale=9, edge_factor=6, dim=8, classes=3, seed=2)
+    ds = flashgnn.open(ds_path)
+    meta = peers.prepare(ds_path, tmp_path / "w", progress=False)
+    assert meta["num_nodes"] == ds.num_nodes and meta["num_edges"] == ds.num_edges
+    colptr, row = np.load(tmp_path / "w" / "colptr.npy"), np.load(tmp_path / "w" / "row.npy")
+    assert colptr[0] == 0 and colptr[-1] == ds.num_edges and np.all(np.diff(colptr) >= 0)
+    for v in (0, 5, ds.num_nodes - 1):
+        ptr, idx = ds.neighbors_csr(np.array([v]))
+        np.testing.assert_array_equal(row[colptr[v]:colptr[v + 1]], idx)
+    np.testing.assert_array_equal(np.load(tmp_path / "w" / "x.npy")[:7], ds.features(np.arange(7)))
+    stamp = (tmp_path / "w" / "x.npy").stat().st_mtime_ns
+    peers.prepare(ds_path, tmp_path / "w", progress=False)
+    assert (tmp_path / "w" / "x.npy").stat().st_mtime_ns == stamp  # same dataset: not rewritten
+
+
+def test_refuses_a_small_dataset_and_skips_pyg_without_torch_sparse(tmp_path):
+    ds_path = generated_dataset(tmp_path / "g", scale=9, edge_factor=6, dim=8, classes=3, seed=2)
+    cmd = [sys.executable, "-m", "benchmarks.peers", "--dataset", str(ds_path), "--work", str(tmp_path / "w")]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(), timeout=120)
+    assert p.returncode != 0 and "less than 1.5x" in p.stderr
+    if peers.have_torch_sparse():
+        return  # the skip path exists only without it
+    p = subprocess.run(cmd + ["--memory-limit", "1KiB", "--cache-budget", "1KiB", "--only", "pyg-memory", "--json"],
+                       capture_output=True, text=True, env=cli_env(), timeout=120)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert "torch_sparse" in r["results"]["pyg-memory"]["skipped"] and r["ratios"]["uring+cache_vs_pyg_memory"] is None

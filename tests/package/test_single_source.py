@@ -1,0 +1,135 @@
+"""One source of truth for what the Rust side owns (issue 17, item 3).
+
+- Constants: every Python name that mirrors a Rust constant is assigned from
+  `_core` (checked on the source, so re-typing the same value fails too) and
+  equals it.
+- Build options: `_core.BUILD_OPTIONS` (crates/flashgnn-python/src/job.rs)
+  is exactly what `start_build` accepts, every listed choice parses, and the
+  `flashgnn build` parser and `cmd_build` offer and pass exactly those
+  options with the same defaults and choices.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+import re
+
+import pytest
+
+import flashgnn
+from flashgnn import _core
+
+# (module, name, _core constant) for every Python mirror of a Rust constant.
+MIRRORS = [
+    ("flashgnn.sample.budget", "ENGINE_FIXED_PER_PRODUCER", "ENGINE_BYTES_PER_PRODUCER"),
+    ("flashgnn.sample.sampler", "DEFAULT_HOT_FRACTION", "DEFAULT_HOT_FRACTION"),
+    ("flashgnn.loader.presample", "MAX_HOPS", "MAX_HOPS"),
+    ("flashgnn.store.graph", "MAX_BATCH_OPS", "MAX_BATCH_OPS"),
+]
+
+
+def _assigned_value(module, name: str) -> ast.expr:
+    tree = ast.parse(inspect.getsource(module))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:
+                return node.value
+    raise AssertionError(f"{module.__name__} assigns no {name}")
+
+
+def _reads_core(expr: ast.expr) -> bool:
+    return any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "_core"
+               for n in ast.walk(expr))
+
+
+@pytest.mark.parametrize("modname,name,const", MIRRORS)
+def test_python_derives_rust_constants(modname, name, const):
+    import importlib
+
+    mod = importlib.import_module(modname)
+    value = _assigned_value(mod, name)
+    assert _reads_core(value), f"{modname}.{name} re-types {ast.unparse(value)} instead of reading _core.{const}"
+    got = getattr(mod, name) if hasattr(mod, name) else None
+    if got is None:  # a class attribute (graph.MutableGraph.MAX_BATCH_OPS)
+        got = next(getattr(c, name) for c in vars(mod).values() if isinstance(c, type) and hasattr(c, name))
+    assert got == getattr(_core, const)
+
+
+def test_engine_constant_is_its_parts_and_serve_limit_derives():
+    from flashgnn.serve.limits import Limits
+
+    assert _core.ENGINE_BYTES_PER_PRODUCER == _core.BUF_POOL_BYTES + _core.BATCH_PAGE_CACHE_BYTES
+    assert 0.0 < _core.DEFAULT_HOT_FRACTION <= 1.0
+    assert Limits().max_batch_ops == _core.MAX_BATCH_OPS
+    assert _reads_core(_assigned_value(__import__("flashgnn.serve.limits", fromlist=["x"]), "max_batch_ops"))
+
+
+def test_budget_split_counts_the_engine_constant():
+    from flashgnn.sample import budget
+
+    sp = budget.split(1 << 30, None, [2], 8, workers=3, prefetch=1, per_batch=1000)
+    assert sp["engine"] == 3 * (_core.ENGINE_BYTES_PER_PRODUCER + 1000)
+
+
+def _names() -> list[str]:
+    return [o["name"] for o in _core.BUILD_OPTIONS]
+
+
+def test_build_options_are_what_start_build_accepts(tmp_path):
+    names = _names()
+    assert len(names) == len(set(names)) and names
+    with pytest.raises(flashgnn.InputError) as e:
+        _core.start_build(tmp_path / "in", tmp_path / "out", {"symetrize": True})
+    m = re.search(r"unknown option \"symetrize\"; accepted: (.*)$", str(e.value))
+    assert m, str(e.value)
+    assert m.group(1).split(", ") == sorted(names)
+    for o in _core.BUILD_OPTIONS:
+        assert o["flag"] == "--" + o["name"].replace("_", "-") and o["help"]
+        assert (o["kind"] == "choice") == bool(o["choices"]), o
+        assert o["default"] is None or o["kind"] != "choice" or o["default"] in o["choices"], o
+        # Every listed value parses (the job then fails on the missing input, not on the option).
+        for c in o["choices"]:
+            job = _core.start_build(tmp_path / "in", tmp_path / "out", {o["name"]: c})
+            job.cancel()
+            job.wait(30.0)
+        if o["kind"] == "choice":
+            with pytest.raises(flashgnn.InputError, match=re.escape(o["flag"])):
+                _core.start_build(tmp_path / "in", tmp_path / "out", {o["name"]: "no-such-value"})
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from flashgnn import cli
+
+    sub = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["build"]
+
+
+def test_cli_build_options_equal_core():
+    b = _build_parser()
+    acts = {a.dest: a for a in b._actions if a.option_strings and a.dest not in ("help", "json")}
+    assert list(acts) == _names()
+    for o in _core.BUILD_OPTIONS:
+        a = acts[o["name"]]
+        assert a.option_strings == [o["flag"]]
+        assert a.default == o["default"], o["name"]
+        assert tuple(a.choices or ()) == tuple(o["choices"]), o["name"]
+        assert a.help == o["help"]
+
+
+def test_cmd_build_passes_exactly_the_core_options(monkeypatch, tmp_path):
+    from flashgnn import cli
+
+    seen = {}
+
+    def fake_build(inp, out, progress=True, **opts):
+        seen.update(opts)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(flashgnn, "build", fake_build)
+    with pytest.raises(SystemExit):
+        cli.main(["build", str(tmp_path / "in"), str(tmp_path / "out"), "--num-classes", "3", "--symmetrize"])
+    assert set(seen) == set(_names())
+    assert seen["symmetrize"] is True and seen["num_classes"] == 3
+    assert seen["page_size"] == _core.DEFAULT_PAGE_SIZE

@@ -1,0 +1,215 @@
+"""One --memory-budget split between engine buffers, prefetch window and
+cache: the parts add up to the budget, the batch size is measured on the
+dataset, a budget too small is refused with the minimum, and `flashgnn
+train --memory-budget` prints the split and runs with that cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flashgnn
+from flashgnn.sample import budget
+
+from conftest import generated_dataset, run_cli
+
+
+@pytest.fixture(scope="module")
+def ds_path(tmp_path_factory):
+    return generated_dataset(tmp_path_factory.mktemp("budget"), scale=12, edge_factor=8, dim=16, classes=4, seed=6,
+                             split=(0.3, 0.1, 0.6))
+
+
+def test_split_adds_up_and_measures_batches(ds_path):
+    per = budget.batch_bytes(ds_path, [5, 3], 128)
+    s = flashgnn.Sampler(ds_path, [5, 3])
+    b = s.sample(np.arange(128), seed=1)
+    one = sum(a.nbytes for a in (b.n_id, b.row, b.col, b.x, b.y))
+    assert one // 2 < per < one * 3  # measured on real batches of this size, with headroom
+    sp = budget.split(160 << 20, ds_path, [5, 3], 128, workers=2, prefetch=3, hot_fraction=0.25, per_batch=per)
+    assert sp["engine"] + sp["window"] + sp["cache"] == 160 << 20
+    assert sp["engine"] == 2 * (budget.ENGINE_FIXED_PER_PRODUCER + per) and sp["window"] == 3 * per
+    assert sp["cache_static"] + sp["cache_dynamic"] == sp["cache"] and sp["cache_static"] == int(sp["cache"] * 0.25)
+    bigger = budget.split(160 << 20, ds_path, [5, 3], 128, workers=1, prefetch=3, per_batch=per)
+    assert bigger["cache"] > sp["cache"]  # one producer fewer leaves more to the cache
+    la = budget.split(160 << 20, ds_path, [5, 3], 128, workers=2, prefetch=3, per_batch=per, lookahead=8)
+    assert la["window"] == (3 + 8) * per and la["lookahead_cache"] > 0  # the structure batches held ahead count
+    assert la["engine"] + la["window"] + la["lookahead_cache"] + la["cache"] == 160 << 20
+    assert sp["lookahead_cache"] == 0 and "lookahead cache" in budget.describe(la)
+    with pytest.raises(ValueError, match=r"below the [\d,]+ bytes the engine"):
+        budget.split(1 << 20, ds_path, [5, 3], 128, per_batch=per)
+
+
+def test_train_memory_budget_prints_split_and_caches(ds_path):
+    p = run_cli("train", ds_path, "--epochs", "1", "--fanout", "5,3", "--batch-size", "128", "--memory-budget",
+                "96MiB", "--no-progress", timeout=300)
+    assert p.returncode == 0, p.stderr
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("memory budget"))
+    assert "memory budget 96.0 MiB = engine" in line and "prefetch window" in line and "+ cache" in line
+    assert "cache: " in p.stdout  # the cache got the remainder
+    p = run_cli("train", ds_path, "--epochs", "1", "--memory-budget", "2MiB", "--no-progress", timeout=300)
+    assert p.returncode != 0 and "below the" in p.stderr
+
+
+def test_auto_sizes_from_available_memory(ds_path):
+    """--memory-budget auto: available − reserve, capped at caching the whole
+    dataset; lookahead only when the data does not fit; no cache when even
+    the engine and window do not fit."""
+    assert budget.batch_bytes(ds_path, [5, 3], 256) > 0
+    data = budget.dataset_bytes(ds_path)
+    assert data > 0
+    per = data // 64  # a batch small against the dataset, as on a graph larger than memory
+    import sys
+
+    R = budget.auto_reserve(per, torch_loaded="torch" in sys.modules)
+    assert budget.auto_reserve(per, True) == budget.AUTO_RESERVE_MODEL + budget.ACTIVATION_BATCHES * per
+    assert budget.auto_reserve(per, False) == budget.auto_reserve(per, True) + budget.AUTO_RESERVE_TORCH
+    base = budget.ENGINE_FIXED_PER_PRODUCER + per + 4 * per
+    plenty = budget.auto(ds_path, [5, 3], 256, available=64 << 30, per_batch=per)
+    assert plenty["lookahead"] == budget.AUTO_LOOKAHEAD and plenty["cache"] >= data and "fit" in plenty["auto"]
+    assert plenty["budget"] == base + budget.AUTO_LOOKAHEAD * per + 2 * data  # cache and Belady halves hold it all
+    serving = budget.auto(ds_path, [5, 3], 256, available=64 << 30, per_batch=per, training=False)
+    assert serving["lookahead"] == 0 and serving["cache"] == data and serving["budget"] == base + data
+    small = budget.auto(ds_path, [5, 3], 256, available=R + base + per, per_batch=per)
+    assert small["lookahead"] == 0 and small["budget"] == base + per  # no room for a lookahead window
+    room = base + budget.AUTO_LOOKAHEAD * per + data // 2  # the cache cannot hold the data: lookahead pays
+    tight = budget.auto(ds_path, [5, 3], 256, available=R + room, per_batch=per)
+    assert tight["lookahead"] == budget.AUTO_LOOKAHEAD and tight["budget"] == room
+    assert tight["lookahead_cache"] > 0 and tight["cache"] + tight["lookahead_cache"] + tight["engine"] + \
+        tight["window"] == room
+    none = budget.auto(ds_path, [5, 3], 256, available=R + base - 1, per_batch=per)
+    assert none["budget"] == 0 and "without a cache" in none["auto"] and "without a cache" in budget.describe(none)
+    two = budget.auto(ds_path, [5, 3], 256, available=2 * (R + room), processes=2, per_batch=per)
+    assert two["budget"] == room  # each local rank gets its share
+    forced = budget.auto(ds_path, [5, 3], 256, available=R + room, lookahead=0, per_batch=per)
+    assert forced["lookahead"] == 0 and forced["lookahead_cache"] == 0
+    assert budget.parse_budget("auto") == "auto" and budget.parse_budget("AUTO") == "auto"
+    assert budget.parse_budget("1GiB") == 1 << 30 and budget.parse_budget("0") == 0
+    assert 0 < budget.available_memory()
+
+
+def test_loaders_default_to_auto_and_share_one_cache(ds_path, capsys):
+    """The Python loaders' memory_budget defaults to "auto": the first loader on
+    a dataset makes the process's one cache for it (its split printed once to
+    stderr), a second loader on the same dataset (val beside train) gets the
+    very same cache object, and memory_budget=0 runs without one."""
+    import gc
+    import inspect
+
+    from flashgnn.loader.presample import PresampledLoader
+
+    for cls in (flashgnn.NeighborLoader, PresampledLoader):
+        assert inspect.signature(cls.__init__).parameters["memory_budget"].default == "auto"
+    gc.collect()  # caches of earlier tests in this process are gone (held weakly by the registry)
+    capsys.readouterr()
+    train = flashgnn.NeighborLoader(ds_path, [5, 3], batch_size=64, split="train")
+    val = flashgnn.NeighborLoader(ds_path, [5, 3], batch_size=64, split="val")
+    err = capsys.readouterr().err
+    assert train.cache is not None and val.cache is train.cache  # one cache, not one per loader
+    lines = [ln for ln in err.splitlines() if "memory budget" in ln]
+    assert len(lines) == 1, err  # printed once, when the cache was made
+    assert lines[0].startswith("flashgnn.NeighborLoader: ") and "auto:" in lines[0] and "shared by its loaders" in lines[0]
+    assert train.cache.requested == "auto" and train.cache.budget == train.cache.split["cache"] > 0
+    next(iter(val))  # the val loader's batches go through the shared cache
+    st = train.cache.stats()
+    assert st["static_hits"] + st["dynamic_hits"] + st["misses"] > 0
+    off = flashgnn.NeighborLoader(ds_path, [5, 3], batch_size=64, split="val", memory_budget=0)
+    assert off.cache is None and off.sampler.cache is None
+    quiet = flashgnn.NeighborLoader(ds_path, [5, 3], batch_size=64, split="test", quiet=True)
+    assert quiet.cache is train.cache and capsys.readouterr().err == ""
+    with pytest.raises(ValueError, match="memory_budget=.* and cache="):
+        flashgnn.NeighborLoader(ds_path, [5, 3], batch_size=64, cache=train.cache, memory_budget=1 << 30)
+
+
+def test_explicit_loader_budget_and_registry_lifetime(ds_path, capsys):
+    """An explicit size is split as --memory-budget splits it; the registry
+    holds caches weakly (the cache goes with its last loader, the next loader
+    makes a fresh one); a size below engine + window is refused."""
+    import gc
+
+    gc.collect()
+    a = flashgnn.NeighborLoader(ds_path, [5, 3], batch_size=64, split="train", memory_budget=96 << 20)
+    assert a.cache is not None and a.cache.requested == 96 << 20
+    assert a.cache.budget == budget.split(96 << 20, ds_path, [5, 3], 64, per_batch=a.cache.split["per_batch"])["cache"]
+    assert "memory budget 96.0 MiB" in capsys.readouterr().err
+    b = flashgnn.NeighborLoader(ds_path, [5, 3], batch_size=64, split="val", memory_budget="80MiB")
+    assert b.cache is a.cache and "is not applied" in capsys.readouterr().err  # shared, the other size reported
+    del a, b
+    gc.collect()
+    c = flashgnn.NeighborLoader(ds_path, [5, 3], batch_size=64, split="val", memory_budget="auto", quiet=True)
+    assert c.cache is not None and c.cache.requested == "auto"
+    del c
+    gc.collect()
+    with pytest.raises(ValueError, match="below the"):
+        flashgnn.NeighborLoader(ds_path, [5, 3], batch_size=64, memory_budget=1 << 20)
+
+
+def test_pyg_remote_backend_shares_the_cache(ds_path, capsys):
+    """The PyG remote backend's feature store and sampler default to "auto" and
+    share the process's cache for the dataset; memory_budget=0 disables it."""
+    import gc
+
+    from flashgnn import pyg
+
+    gc.collect()
+    fs, gs, s = pyg.remote_backend(ds_path, num_neighbors=[5, 3])
+    assert fs._cache is not None and s._engine.cache is fs._cache
+    assert sum("memory budget" in ln for ln in capsys.readouterr().err.splitlines()) == 1
+    fs0, _, s0 = pyg.remote_backend(ds_path, num_neighbors=[5, 3], memory_budget=0)
+    assert fs0._cache is None and s0._engine.cache is None
+
+
+def test_bench_and_embed_default_to_auto(ds_path):
+    """`flashgnn bench` sizes the uring+cache row with --memory-budget auto by
+    default and prints the split in one line; 0 leaves no cache (the cached
+    row is then refused by name); `flashgnn embed` takes the same flag."""
+    import json
+
+    from flashgnn.cli import _parser
+
+    args = ("bench", ds_path, "--engine", "uring+cache", "--batches", "2", "--batch-size", "32", "--fanout", "3,2",
+            "--workers", "1", "--probe-seconds", "0.05")
+    p = run_cli(*args, "--json", timeout=300)
+    assert p.returncode == 0, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if "memory budget" in ln]
+    assert len(lines) == 1 and lines[0].startswith("bench: auto: ") and "reserve for the interpreter" in lines[0]
+    r = json.loads(p.stdout)
+    assert r["memory_budget_split"]["cache"] > 0 and r["cache"]["budget"] == r["memory_budget_split"]["cache"]
+    assert [e["engine"] for e in r["results"]] == ["uring+cache"]
+    p = run_cli(*args, "--memory-budget", "0", timeout=300)
+    assert p.returncode != 0 and "needs a cache" in p.stderr
+    em = _parser().parse_args(["embed", "d", "out", "--checkpoint", "c"])
+    assert em.memory_budget == "auto"
+    assert _parser().parse_args(["embed", "d", "out", "--checkpoint", "c", "--memory-budget", "0"]).memory_budget == 0
+    assert _parser().parse_args(["bench", "d"]).memory_budget == "auto"
+
+
+def test_producers_default_to_the_cores_within_the_budget(ds_path, monkeypatch):
+    """Producers scale to the cores this process may use (affinity, capped by
+    a cgroup CPU quota), less the trainer's threads for training, within the
+    memory budget: each producer's buffers must fit beside the window."""
+    import json
+    import os
+
+    from flashgnn.train import trainer as train
+
+    aff = len(os.sched_getaffinity(0))
+    assert 1 <= budget.cpu_cores() <= aff
+    monkeypatch.setattr(budget, "_cgroup_cpu_quota", lambda: 1.5)  # a quota of 1.5 CPUs: one core's worth
+    assert budget.cpu_cores() == 1
+    monkeypatch.setattr(budget, "_cgroup_cpu_quota", lambda: None)
+    assert budget.cpu_cores() == aff
+    per = 1 << 20
+    one = budget.ENGINE_FIXED_PER_PRODUCER + per
+    assert budget.producers_that_fit(8, None, per) == 8
+    assert budget.producers_that_fit(8, 3 * one + 4 * per, per, prefetch=4) == 3  # exactly three fit
+    assert budget.producers_that_fit(8, 3 * one + 4 * per - 1, per, prefetch=4) == 2
+    assert budget.producers_that_fit(8, 1, per) == 1  # never below one (split refuses what cannot fit)
+    share = train.core_share()
+    assert train.default_workers(1) == max(1, share - 1) and train.default_workers(share + 3) == 1
+    assert train.default_workers(train.default_threads()) >= 1
+    p = run_cli("bench", ds_path, "--engine", "uring", "--batches", "2", "--batch-size", "32", "--fanout", "3,2",
+                "--probe-seconds", "0.05", "--json", timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["results"][0]["workers"] == budget.cpu_cores()
+    assert f"bench: {budget.cpu_cores()} producer(s) per engine" in p.stderr
