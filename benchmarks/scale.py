@@ -320,7 +320,17 @@ def main(argv: list[str] | None = None) -> int:
 
     # 5. Training under the cap.
     log(f"bench-scale: training GraphSAGE for {a.batches} batches under a {human_bytes(a.memory_limit)} cgroup cap")
-    tr = train_capped(out, a.batches, a.memory_limit, a.batch_size, a.fanout)
+    try:
+        tr = train_capped(out, a.batches, a.memory_limit, a.batch_size, a.fanout)
+    except SystemExit:
+        # Keep what this run measured, and never leave the (huge) dataset behind unasked.
+        log(f"bench-scale: build {build_s:.1f} s, input {human_bytes(raw_bytes)} at {in_MBps:.0f} MB/s = "
+            f"{in_MBps / disk['read_MBps']:.2f}x disk sequential read; peak RSS {human_bytes(peak)}; dataset "
+            f"{human_bytes(ds_bytes)} ({ds_bytes / n_real:.1f} B/node, {ds_bytes / e_real:.2f} B/edge)"
+            f"{' kept' if a.keep else ' removed'}")
+        if not a.keep:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     base = None
     bdir = Path(a.baseline)
     if (bdir / "manifest.json").exists():
