@@ -51,7 +51,7 @@ bench-build: develop
 # At scale: >= 1e9 stored edges by default, dataset > RAM when the disk allows
 # (refuses with the numbers when it does not); EDGES=1e8 for a reduced run.
 bench-scale: develop
-	$(PY) -m benchmarks.scale --data $(DATA)/scale --edges $${EDGES:-1e9} --memory-limit $${LIMIT:-4GiB} $${JSON:+--json $$JSON}
+	$(PY) -m benchmarks.scale --data $(DATA)/scale --baseline $(DATA)/ooc --edges $${EDGES:-1e9} --memory-limit $${LIMIT:-3GiB} $${JSON:+--json $$JSON}
 
 # Out-of-core dataset shared by the engine and training benchmarks (1.4 GiB).
 $(DATA)/ooc/manifest.json: | setup

@@ -2,7 +2,7 @@
 
 A benchmark, not a test. In one run, on one filesystem:
 
-1. checks free disk against what the run will need (raw input + sort runs +
+1. checks free disk against what the run will need (raw input + sort buckets +
    dataset + probe, plus a reserve) and refuses, with the numbers, if short;
 2. probes the disk's sequential bandwidth with O_DIRECT 8 MiB writes and
    reads of ``--probe`` bytes (``dd oflag=direct`` / ``iflag=direct``);
@@ -47,11 +47,22 @@ IGB_FULL = {"nodes": 269_346_174, "edges": 3_995_777_033, "dim": 1024}
 ID_BYTES = 4
 NODES_MAX = (1 << 32) - 1
 NODE_OVERHEAD_BYTES = 64
-# Raw npy input: edge_index int64 [2, E] = 16 B per edge; labels int64.
+# Raw npy input: edge_index uint32 [E, 2] = 8 B per edge while node ids fit
+# 32 bits (`generate --edge-dtype uint32`), int64 = 16 B beyond; labels int64.
 RAW_EDGE_BYTES = 16
+RAW_EDGE_BYTES_U32 = 8
 RAW_NODE_BYTES = 8 + 8  # labels + split index files (upper bound)
-# External-sort runs: 8 B per key, on disk until the layout pass ends.
+# External-sort buckets: 8 B per key, on disk from the edge pass until the
+# layout pass has loaded them (each bucket file is removed once loaded).
 SORT_KEY_BYTES = 8
+# Smallest cap the baseline training runs under: `flashgnn train` (torch,
+# GraphSAGE, sampler) was OOM-killed under 640 MiB on data/ooc and ran under
+# 1 GiB (2026-11-24).
+BASELINE_CAP_MIN = 1 << 30
+# Feature rows of at most a quarter of a (4 KiB) page are stored inline and
+# staged once during the build (features.stage, deleted after the layout);
+# wider rows go straight to features.fg.
+PAGE_BYTES = 4096
 DIMS = [8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024]
 
 
@@ -69,13 +80,25 @@ def plan_sizes(edges: int, degree: int) -> tuple[int, int, int]:
     return scale, ef, ef << scale
 
 
+def raw_edge_bytes(n: int) -> int:
+    """Bytes per edge of the generated edge_index.npy: uint32 ids when they fit."""
+    return RAW_EDGE_BYTES_U32 if n - 1 <= NODES_MAX else RAW_EDGE_BYTES
+
+
 def estimate(n: int, e: int, dim: int) -> dict:
-    """Planned bytes of each artefact for N nodes, E edges, dim float32."""
+    """Planned bytes of each artefact for N nodes, E edges, dim float32.
+
+    Peak during the build: the raw input, the feature stage (inline rows
+    only) and the larger of the sort buckets and the dataset (buckets are
+    removed as the layout consumes them while the dataset grows, so the two
+    peak at opposite ends of the layout pass)."""
     feat = n * dim * 4
-    raw = RAW_EDGE_BYTES * e + feat + RAW_NODE_BYTES * n
+    raw = raw_edge_bytes(n) * e + feat + RAW_NODE_BYTES * n
     dataset = ID_BYTES * e + n * NODE_OVERHEAD_BYTES + feat
     sort = SORT_KEY_BYTES * e
-    return {"raw": raw, "dataset": dataset, "sort_runs": sort, "peak": raw + dataset + sort}
+    stage = feat if 4 * dim * 4 <= PAGE_BYTES else 0
+    return {"raw": raw, "dataset": dataset, "sort_runs": sort, "stage": stage,
+            "peak": raw + stage + max(sort, dataset)}
 
 
 def choose_dim(n: int, e: int, free: int, reserve: int, probe: int, ram: int, cap: int, dim: str) -> tuple[int, str]:
@@ -88,8 +111,9 @@ def choose_dim(n: int, e: int, free: int, reserve: int, probe: int, ram: int, ca
         if need > room:
             raise SystemExit(
                 f"bench-scale: not enough disk: {n:,} nodes, {e:,} edges, dim {d} need {human_bytes(need)} at peak "
-                f"(raw {human_bytes(estimate(n, e, d)['raw'])} + sort runs {human_bytes(estimate(n, e, d)['sort_runs'])} "
-                f"+ dataset {human_bytes(estimate(n, e, d)['dataset'])}) but {human_bytes(free)} are free "
+                f"(raw {human_bytes(estimate(n, e, d)['raw'])} + feature stage {human_bytes(estimate(n, e, d)['stage'])} "
+                f"+ max(sort buckets {human_bytes(estimate(n, e, d)['sort_runs'])}, "
+                f"dataset {human_bytes(estimate(n, e, d)['dataset'])})) but {human_bytes(free)} are free "
                 f"(keeping {human_bytes(reserve)} reserve + {human_bytes(probe)} probe); use a smaller --edges or --dim"
             )
         return d, "--dim"
@@ -243,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reserve", type=parse_size, default=parse_size("4GiB"), help="free disk to leave untouched")
     ap.add_argument("--plan", action="store_true", help="print the plan and the disk check, then stop")
     ap.add_argument("--keep", action="store_true", help="keep the raw input and the dataset")
+    ap.add_argument("--baseline", default="data/ooc",
+                    help="dataset trained the same way under the same dataset/cap ratio, for the batches/s "
+                         "comparison (floor: BASELINE_CAP_MIN); skipped when absent")
     ap.add_argument("--json", nargs="?", const="-", help="print (or write to FILE) the results as JSON")
     a = ap.parse_args(argv)
     data = Path(a.data)
@@ -258,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     dim, why = choose_dim(n, e, free, a.reserve, a.probe, ram, a.memory_limit, a.dim)
     est = estimate(n, e, dim)
     log(f"bench-scale: {n:,} nodes (scale {scale}) x {ef} = {e:,} edges, dim {dim} ({why}); planned raw "
-        f"{human_bytes(est['raw'])}, sort runs {human_bytes(est['sort_runs'])}, dataset {human_bytes(est['dataset'])}, "
+        f"{human_bytes(est['raw'])} ({raw_edge_bytes(n)} B/edge), sort buckets {human_bytes(est['sort_runs'])}, "
+        f"feature stage {human_bytes(est['stage'])}, dataset {human_bytes(est['dataset'])}, "
         f"peak {human_bytes(est['peak'])} of {human_bytes(free)} free; RAM {human_bytes(ram)}, training cap "
         f"{human_bytes(a.memory_limit)}")
     if a.plan:
@@ -272,8 +300,9 @@ def main(argv: list[str] | None = None) -> int:
 
     # 3-4. Generate, build, verify.
     raw, out = data / "raw", data / "dataset"
+    edge_dtype = "uint32" if raw_edge_bytes(n) == RAW_EDGE_BYTES_U32 else "int64"
     gen_s = run(cli + ["generate", "rmat", str(raw), "--scale", str(scale), "--edge-factor", str(ef),
-                       "--dim", str(dim), "--force"], "generate")
+                       "--dim", str(dim), "--edge-dtype", edge_dtype, "--force"], "generate")
     raw_bytes = dir_bytes(raw)
     subprocess.run(["sync"], check=False)
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -291,7 +320,28 @@ def main(argv: list[str] | None = None) -> int:
 
     # 5. Training under the cap.
     log(f"bench-scale: training GraphSAGE for {a.batches} batches under a {human_bytes(a.memory_limit)} cgroup cap")
-    tr = train_capped(out, a.batches, a.memory_limit, a.batch_size, a.fanout)
+    try:
+        tr = train_capped(out, a.batches, a.memory_limit, a.batch_size, a.fanout)
+    except SystemExit:
+        # Keep what this run measured, and never leave the (huge) dataset behind unasked.
+        log(f"bench-scale: build {build_s:.1f} s, input {human_bytes(raw_bytes)} at {in_MBps:.0f} MB/s = "
+            f"{in_MBps / disk['read_MBps']:.2f}x disk sequential read; peak RSS {human_bytes(peak)}; dataset "
+            f"{human_bytes(ds_bytes)} ({ds_bytes / n_real:.1f} B/node, {ds_bytes / e_real:.2f} B/edge)"
+            f"{' kept' if a.keep else ' removed'}")
+        if not a.keep:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    base = None
+    bdir = Path(a.baseline)
+    if (bdir / "manifest.json").exists():
+        b_bytes = dir_bytes(bdir)
+        b_cap = max(int(b_bytes * a.memory_limit / ds_bytes), BASELINE_CAP_MIN)
+        log(f"bench-scale: baseline {bdir} ({human_bytes(b_bytes)}) for {a.batches} batches under "
+            f"{human_bytes(b_cap)} (dataset/cap {b_bytes / b_cap:.1f} vs {ds_bytes / a.memory_limit:.1f} here"
+            f"{'; floor: a smaller cap OOM-kills the trainer' if b_cap == BASELINE_CAP_MIN else ''})")
+        base = train_capped(bdir, a.batches, b_cap, a.batch_size, a.fanout)
+        base.update({"dataset": str(bdir), "dataset_bytes": b_bytes, "memory_limit": b_cap,
+                     "dataset_over_cap": b_bytes / b_cap})
 
     # 6. Report.
     train_n = manifest.get("splits", {}).get("train")  # {"train": count, ...}
@@ -312,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
         "build_vs_disk_read": in_MBps / disk["read_MBps"], "build_vs_disk_write": in_MBps / disk["write_MBps"],
         "build_phases": {k: manifest["build"][k] for k in ("preprocess_seconds", "feature_seconds",
                                                            "layout_seconds", "sort_runs")},
-        "train": tr, "train_fraction": train_frac, "extrapolation": ext,
+        "train": tr, "train_fraction": train_frac, "extrapolation": ext, "baseline_train": base,
+        "train_vs_baseline": tr["batches_per_s"] / base["batches_per_s"] if base else None,
     }
     log(f"bench-scale: {n_real:,} nodes, {e_real:,} edges, dim {dim}: dataset {human_bytes(ds_bytes)} "
         f"({res['dataset_over_ram']:.2f}x RAM, {res['dataset_over_cap']:.1f}x cap) = {res['bytes_per_node']:.1f} B/node, "
@@ -321,7 +372,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{in_MBps:.0f} MB/s = {res['build_vs_disk_read']:.2f}x disk sequential read, {res['build_vs_disk_write']:.2f}x "
         f"write; peak RSS {human_bytes(peak)} under --memory-budget {human_bytes(a.build_budget)}; verify {verify_s:.1f} s")
     log(f"bench-scale: training {tr['batches']} batches in {tr['train_seconds']:.1f} s = {tr['batches_per_s']:.2f} "
-        f"batches/s under {human_bytes(a.memory_limit)} ({tr['budget_line']})")
+        f"batches/s under {human_bytes(a.memory_limit)} ({tr['budget_line']}; data wait {tr['data_wait']})")
+    if base:
+        log(f"bench-scale: baseline {base['dataset']}: {base['batches_per_s']:.2f} batches/s under "
+            f"{human_bytes(base['memory_limit'])} (dataset/cap {base['dataset_over_cap']:.1f}); this run / baseline = "
+            f"{res['train_vs_baseline']:.2f}x")
     for x in ext:
         log(f"bench-scale: {x['name']}: {x['arithmetic']}")
     if a.json == "-":

@@ -112,6 +112,20 @@ def test_npy_transposed_int32_id_above_declared_num_nodes(tmp_path, tiny):
     )
 
 
+def test_npy_uint32_id_at_or_above_feature_row_count(tmp_path, tiny):
+    """A uint32 [E, 2] edge array (what `generate --edge-dtype uint32` writes) naming node 4294967295 with 6
+    feature rows: file, edge row/column, byte offset (4-byte ids), value, bound."""
+    edges = np.vstack([tiny.edges, [[2, 2**32 - 1]]])
+    inp = write_npy_dir(tmp_path / "in", edges, tiny.features, edge_dtype=np.uint32)
+    e = len(edges)
+    off = npy_data_offset(inp / "edge_index.npy") + ((e - 1) * 2 + 1) * 4
+    build_fails(
+        inp, tmp_path / "out",
+        "edge_index.npy", f"edge {e - 1}, column 1", f"byte offset {off}", "node id 4294967295",
+        "declared node count 6",
+    )
+
+
 def test_snap_node_id_above_declared_num_nodes(tmp_path):
     """SNAP with --num-nodes 3 and an edge to node 5: line and column of the id, value and bound."""
     inp = write_snap(tmp_path / "g.txt", text="# header\n0 1\n1 5\n")

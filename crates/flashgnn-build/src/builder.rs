@@ -745,7 +745,8 @@ struct EdgeStream {
 
 impl EdgeStream {
     fn new(mut a: Merged, mut b: Merged, symmetrize: bool) -> Result<EdgeStream> {
-        let (pa, pb) = (a.next_key()?, b.next_key()?);
+        // Without --symmetrize `next_key` reads `a` directly: nothing prefetched.
+        let (pa, pb) = if symmetrize { (a.next_key()?, b.next_key()?) } else { (None, None) };
         Ok(EdgeStream { a, pa, b, pb, symmetrize, group: None, rc: ReverseCounts::default() })
     }
 
@@ -758,7 +759,12 @@ impl EdgeStream {
         }
     }
 
+    #[inline]
     fn next_key(&mut self) -> Result<Option<u64>> {
+        if !self.symmetrize {
+            // No reverse copies and no statistics to count: the input's merge.
+            return self.a.next_key();
+        }
         let Some((k, from_rev)) = next_of_two(&mut self.a, &mut self.pa, &mut self.b, &mut self.pb)? else {
             self.close_group();
             return Ok(None);
@@ -843,16 +849,40 @@ fn preprocess_edges(
     // With --dedup each run keeps one copy of a key: the merge needs only
     // whether a key came from the input and/or as an added reverse copy; the
     // counts of removed copies follow from the pushed totals (below).
-    let mut sorter = ExternalSorter::new(tmp, "edges", half).with_dedup(opts.dedup);
-    let mut reverse = ExternalSorter::new(tmp, "reverse", half).with_dedup(opts.dedup);
+    // When the node count and the edge count are known up front (npy input
+    // with features or a declared count), the sorts are bucketed by key
+    // range instead of run-and-merge (`sort.rs`).
+    let (mut sorter, mut reverse) = match (declared, edges.edges_hint()) {
+        (Some(n), Some(e)) => {
+            let bound = n << 32;
+            let loops = if opts.self_loops == SelfLoops::Add { n } else { 0 };
+            (
+                ExternalSorter::bucketed(tmp, "edges", half, bound, e + loops),
+                ExternalSorter::bucketed(tmp, "reverse", half, bound, if opts.symmetrize { e } else { 0 }),
+            )
+        }
+        _ => (ExternalSorter::new(tmp, "edges", half), ExternalSorter::new(tmp, "reverse", half)),
+    };
+    sorter = sorter.with_dedup(opts.dedup);
+    reverse = reverse.with_dedup(opts.dedup);
     let mut task = progress.task("edges", "B", edges.bytes_total());
     let mut batch = Vec::with_capacity(EDGE_BATCH);
     // Without --dedup every pushed key is stored: count degrees now and let
     // the layout pass consume the merge (one write + read of every key less).
+    // The sorters show each key to `observe` once, batched by key range in
+    // bucketed mode (degree counters of one range stay in cache).
     let direct = !opts.dedup;
     let (mut degrees, mut has_out) = match (direct, declared) {
         (true, Some(n)) => (vec![0u32; n as usize], vec![0u64; (n as usize).div_ceil(64)]),
         _ => (Vec::new(), Vec::new()),
+    };
+    let mut observe = |keys: &[u64]| -> Result<()> {
+        if direct {
+            for &k in keys {
+                count_entry(&mut degrees, &mut has_out, k >> 32, k & 0xffff_ffff)?;
+            }
+        }
+        Ok(())
     };
     let (mut input_edges, mut loops_dropped, mut max_id) = (0u64, 0u64, None::<u64>);
     let mut last_bytes = 0;
@@ -869,15 +899,9 @@ fn preprocess_edges(
                 loops_dropped += 1;
                 continue;
             }
-            sorter.push(d << 32 | s)?;
-            if direct {
-                count_entry(&mut degrees, &mut has_out, d, s)?;
-            }
+            sorter.push_with(d << 32 | s, &mut observe)?;
             if opts.symmetrize && s != d {
-                reverse.push(s << 32 | d)?;
-                if direct {
-                    count_entry(&mut degrees, &mut has_out, s, d)?;
-                }
+                reverse.push_with(s << 32 | d, &mut observe)?;
             }
         }
         let b = edges.bytes_done();
@@ -889,10 +913,7 @@ fn preprocess_edges(
     let mut loops_added = 0;
     if opts.self_loops == SelfLoops::Add {
         for v in 0..num_nodes {
-            sorter.push(v << 32 | v)?;
-            if direct {
-                count_entry(&mut degrees, &mut has_out, v, v)?;
-            }
+            sorter.push_with(v << 32 | v, &mut observe)?;
         }
         loops_added = num_nodes;
     }
@@ -902,8 +923,9 @@ fn preprocess_edges(
     // Degree array (4 B/node): after the chunk is released when the sort
     // spilled; otherwise beside the in-memory chunk, which the budget covers
     // when the node count was known up front.
-    let mut merged = sorter.finish()?;
-    let mut merged_rev = reverse.finish()?;
+    let mut merged = sorter.finish_with(&mut observe)?;
+    let mut merged_rev = reverse.finish_with(&mut observe)?;
+    drop(observe);
     let sorted_path = tmp.join("edges.sorted");
     if direct {
         degrees.resize(num_nodes as usize, 0);

@@ -395,6 +395,9 @@ pub fn start_generate(output: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> P
     if let Some(s) = opts.get::<String>("dtype")? {
         o.dtype = dtype(&s, "--dtype")?;
     }
+    if let Some(s) = opts.get::<String>("edge_dtype")? {
+        o.edge_dtype = dtype(&s, "--edge-dtype")?;
+    }
     if let Some(v) = opts.get("classes")? {
         o.classes = v;
     }

@@ -74,6 +74,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--edge-factor", type=int, default=16, help="directed edges per node (default 16)")
     r.add_argument("--dim", type=int, default=128, help="feature width (default 128)")
     r.add_argument("--dtype", default="float32", choices=["float32", "float16"])
+    r.add_argument("--edge-dtype", default="int64", choices=["int64", "int32", "uint32"],
+                   help="dtype of edge_index.npy: int32/uint32 take 8 B per edge instead of 16 (default int64)")
     r.add_argument("--classes", type=int, default=16)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--homophily", type=float, default=0.6, help="share of edges rewired inside the source's community")

@@ -12,7 +12,8 @@ from flashgnn._util import print_json as _print_json, human_bytes
 
 def cmd_generate(a) -> int:
     opts = dict(
-        scale=a.scale, edge_factor=a.edge_factor, dim=a.dim, dtype=a.dtype, classes=a.classes, seed=a.seed,
+        scale=a.scale, edge_factor=a.edge_factor, dim=a.dim, dtype=a.dtype, edge_dtype=a.edge_dtype, classes=a.classes,
+        seed=a.seed,
         homophily=a.homophily, feature_signal=a.feature_signal, split=a.split, force=a.force,
     )
     rep = flashgnn.generate(a.out, progress=not a.json, **opts)

@@ -26,6 +26,11 @@ pub trait EdgeSource: Send {
     /// Progress in input bytes.
     fn bytes_total(&self) -> u64;
     fn bytes_done(&self) -> u64;
+    /// Edges this source will yield, when known before reading (npy arrays):
+    /// sizes the external sort's buckets. A hint, never a bound.
+    fn edges_hint(&self) -> Option<u64> {
+        None
+    }
     /// Set the declared node count after construction.
     fn set_num_nodes(&mut self, n: Option<u64>);
     /// Lines skipped in skip mode, with the first few messages.

@@ -123,6 +123,9 @@ impl EdgeSource for NpyEdges {
     fn bytes_total(&self) -> u64 {
         self.num_edges * 2 * self.h.dtype.size() as u64
     }
+    fn edges_hint(&self) -> Option<u64> {
+        Some(self.num_edges)
+    }
     fn bytes_done(&self) -> u64 {
         self.next * 2 * self.h.dtype.size() as u64
     }
@@ -149,6 +152,7 @@ impl EdgeSource for NpyEdges {
             match dt {
                 flashgnn_format::Dtype::Int64 => i64::from_le_bytes(buf[i * 8..i * 8 + 8].try_into().unwrap()) as i128,
                 flashgnn_format::Dtype::Int32 => i32::from_le_bytes(buf[i * 4..i * 4 + 4].try_into().unwrap()) as i128,
+                flashgnn_format::Dtype::Uint32 => u32::from_le_bytes(buf[i * 4..i * 4 + 4].try_into().unwrap()) as i128,
                 _ => read_int(dt, buf, i).expect("integer dtype checked at open"),
             }
         };
