@@ -303,6 +303,12 @@ def start_server(dataset, token_file, *args, env: dict | None = None, slow: str 
 
 
 @pytest.fixture
+def dataset(base_dataset, tmp_path) -> Path:
+    """A private copy of the module's ``base_dataset``: servers write their log under DATASET/mut/."""
+    return Path(shutil.copytree(base_dataset, tmp_path / "ds"))
+
+
+@pytest.fixture
 def server(dataset, token_file):
     """``server(*args, env=, slow=, ds=)`` starts `flashgnn serve` on the module's ``dataset`` fixture (or ``ds``);
     every server it started is killed at the end of the test."""

@@ -39,7 +39,6 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -697,16 +696,8 @@ TOKEN = SERVE_TOKEN
 
 
 @pytest.fixture(scope="module")
-def serve_dataset(tmp_path_factory) -> Path:
+def base_dataset(tmp_path_factory) -> Path:
     return generated_dataset(tmp_path_factory.mktemp("servemem"), scale=9, edge_factor=8, dim=8, classes=4, seed=3)
-
-
-@pytest.fixture
-def dataset(serve_dataset, tmp_path) -> Path:
-    """A private copy: servers write their log under DATASET/mut/ (`server` comes from conftest)."""
-    import shutil
-
-    return Path(shutil.copytree(serve_dataset, tmp_path / "ds"))
 
 
 def _hwm_bytes(pid: int) -> int:

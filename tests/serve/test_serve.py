@@ -54,14 +54,6 @@ def base_dataset(tmp_path_factory) -> Path:
     return generated_dataset(tmp_path_factory.mktemp("serve"), scale=9, edge_factor=8, dim=8, classes=4, seed=3)
 
 
-@pytest.fixture
-def dataset(base_dataset, tmp_path) -> Path:
-    """A private copy: servers write their log under DATASET/mut/."""
-    import shutil
-
-    return Path(shutil.copytree(base_dataset, tmp_path / "ds"))
-
-
 
 
 def code_of(excinfo) -> str:

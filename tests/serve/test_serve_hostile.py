@@ -71,13 +71,6 @@ def base_dataset(tmp_path_factory) -> Path:
     return generated_dataset(tmp_path_factory.mktemp("hostile"), scale=9, edge_factor=8, dim=8, classes=4, seed=5)
 
 
-@pytest.fixture
-def dataset(base_dataset, tmp_path) -> Path:
-    import shutil
-
-    return Path(shutil.copytree(base_dataset, tmp_path / "ds"))
-
-
 PROBES = (0, 7, 100, 511)
 ATTEMPTS = 20  # broken streams per way of breaking them (in-process clients)
 KILLS = int(os.environ.get("HOSTILE_KILLS", 6))  # killed client processes
