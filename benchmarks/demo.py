@@ -9,8 +9,6 @@ the comparison.
 
 from __future__ import annotations
 
-import argparse
-
 from flashgnn._util import ArgumentParser  # negative-leading list values (--fanout -1,-1)
 import sys
 import time

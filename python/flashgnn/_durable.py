@@ -129,12 +129,6 @@ def load_npy(path: str | os.PathLike, **kw):
     return np.load(path, **kw)  # maps by path; checked regular just above
 
 
-def is_flashgnn_output(d: str | os.PathLike) -> bool:
-    """Whether directory ``d`` holds one of :data:`OUTPUT_MARKERS` (a regular
-    file whose JSON has the marker's key and value)."""
-    return _core.is_flashgnn_output(os.fspath(d))
-
-
 def check_output(out: str | os.PathLike, force: bool, inputs=()) -> None:
     """The ``--force`` rule (see the module docstring); raises FileExistsError naming ``out``.
 

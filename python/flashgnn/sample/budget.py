@@ -209,18 +209,24 @@ def _cgroup_headroom() -> int | None:
         else:
             continue
         for root, limit_name, usage_name in roots:
-            p = path
-            while True:
-                d = root + (p if p != "/" else "")
+            for d in _cgroup_dirs(root, path):
                 limit, usage = _read_int(f"{d}/{limit_name}"), _read_int(f"{d}/{usage_name}")
                 if limit is not None and limit < (1 << 60) and usage is not None:
                     usage -= _inactive_file(d)  # clean page cache the kernel reclaims before it OOM-kills
                     room = max(limit - usage, 0)
                     best = room if best is None else min(best, room)
-                if p in ("/", ""):
-                    break
-                p = p.rsplit("/", 1)[0] or "/"
     return best
+
+
+def _cgroup_dirs(root: str, path: str):
+    """The directories of cgroup ``path`` under ``root`` and of each ancestor up to the root: a limit
+    anywhere up the tree applies."""
+    p = path
+    while True:
+        yield root + (p if p != "/" else "")
+        if p in ("/", ""):
+            return
+        p = p.rsplit("/", 1)[0] or "/"
 
 
 def _inactive_file(cgroup_dir: str) -> int:
@@ -336,9 +342,7 @@ def _cgroup_cpu_quota() -> float | None:
         if not v2 and "cpu" not in controllers.split(","):
             continue
         root = "/sys/fs/cgroup" if v2 else "/sys/fs/cgroup/cpu"
-        p = path
-        while True:
-            d = root + (p if p != "/" else "")
+        for d in _cgroup_dirs(root, path):
             quota = None
             try:
                 if v2:
@@ -354,9 +358,6 @@ def _cgroup_cpu_quota() -> float | None:
                 quota = None
             if quota is not None:
                 best = quota if best is None else min(best, quota)
-            if p in ("/", ""):
-                break
-            p = p.rsplit("/", 1)[0] or "/"
     return best
 
 

@@ -74,7 +74,6 @@ import concurrent.futures
 import hashlib
 import hmac
 import json
-import os
 import signal
 import sys
 import threading

@@ -407,17 +407,19 @@ class Trainer:
             loss.backward()
             opt.step()
             bs = data.batch_size
-            loss_sum += float(loss.detach()) * bs
+            loss_f = float(loss.detach())
+            loss_sum += loss_f * bs
             correct += int((out.argmax(-1) == y).sum())
             seeds += bs
             batches += 1
-            el = time.perf_counter() - t0
             bar.update(1)
-            bar.set_postfix_str(f"loss {float(loss.detach()):.3f} | {seeds * self.dist.world / el:,.0f} seeds/s | "
-                                f"data-wait {100 * wait / el:.0f}%"
-                                + (f" | cache {_hit_rate(cache):.0%}" if cache else "")
-                                + (f" | device {device_cache.stats()['hit_rate']:.0%}" if device_cache else "")
-                                + (f" | window {window.stats()['hit_rate']:.0%}" if window else ""))
+            if self.progress:  # the postfix reads every tier's counters: only for a bar that shows it
+                el = time.perf_counter() - t0
+                bar.set_postfix_str(f"loss {loss_f:.3f} | {seeds * self.dist.world / el:,.0f} seeds/s | "
+                                    f"data-wait {100 * wait / el:.0f}%"
+                                    + (f" | cache {_hit_rate(cache):.0%}" if cache else "")
+                                    + (f" | device {device_cache.stats()['hit_rate']:.0%}" if device_cache else "")
+                                    + (f" | window {window.stats()['hit_rate']:.0%}" if window else ""))
         it.close()
         bar.close()
         return loss_sum, correct, seeds, batches, wait, time.perf_counter() - t0
