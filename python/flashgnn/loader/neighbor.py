@@ -407,15 +407,13 @@ class NeighborLoader(_Base, _PygNeighborLoader):
         # changes the batches (tested), so 0 gets one producer.
         self.workers = max(1, self.num_workers)
         self.memory_budget = memory_budget
-        if cache is None and device_cache is None:
-            # The process's one cache for this dataset (flashgnn.sample.budget.shared_cache), sized on first use.
-            from flashgnn.sample.budget import shared_cache
+        # The process's one cache for this dataset (flashgnn.sample.budget.shared_cache), sized on first use,
+        # unless the caller brought its own tier.
+        from flashgnn.sample.budget import loader_cache
 
-            cache = shared_cache(self.dataset, self.num_neighbors, self.batch_size, memory_budget,
-                                 workers=self.workers, prefetch=self.prefetch, quiet=quiet, who=who)
-        elif memory_budget not in ("auto", 0, None):
-            raise ValueError(f"{who}: memory_budget={memory_budget!r} and cache= (or device_cache=) both given: the "
-                             "cache passed in is already sized; leave memory_budget out")
+        cache = loader_cache(cache, self.dataset, self.num_neighbors, self.batch_size, memory_budget,
+                             device_cache=device_cache, given_name="cache= (or device_cache=)", workers=self.workers,
+                             prefetch=self.prefetch, quiet=quiet, who=who)
         self.cache = cache  # flashgnn.Cache shared with other loaders, or None
         # Pinning needs a CUDA driver; without one it would fail on every batch.
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()

@@ -233,15 +233,11 @@ class PresampledLoader:
         self.fanouts = self.meta["fanouts"]
         self.epochs = len(self.meta["epochs"])
         self.memory_budget = memory_budget
-        if cache is None:
-            # The process's one cache for this dataset, shared with any other loader on it (flashgnn.sample.budget).
-            from flashgnn.sample.budget import shared_cache
+        # The process's one cache for this dataset, shared with any other loader on it (flashgnn.sample.budget).
+        from flashgnn.sample.budget import loader_cache
 
-            cache = shared_cache(self.dataset, self.fanouts, self.batch_size, memory_budget, prefetch=self.prefetch,
-                                 quiet=quiet, who="flashgnn.PresampledLoader")
-        elif memory_budget not in ("auto", 0, None):
-            raise ValueError(f"flashgnn.PresampledLoader: memory_budget={memory_budget!r} and cache= both given: the "
-                             "cache passed in is already sized; leave memory_budget out")
+        cache = loader_cache(cache, self.dataset, self.fanouts, self.batch_size, memory_budget, prefetch=self.prefetch,
+                             quiet=quiet, who="flashgnn.PresampledLoader")
         self.cache = cache
         self.gather = Sampler(self.dataset.path, [0], engine=self.engine, depth=depth, dtype=dtype, labels=False,
                               cache=cache)

@@ -281,6 +281,20 @@ def _dataset_key(path) -> tuple:
     return (os.getpid(), os.path.realpath(ds.path), ds.manifest.get("dataset_id"))
 
 
+def loader_cache(cache, path, fanouts, batch_size: int, memory_budget="auto", *, device_cache=None,
+                 given_name: str = "cache=", who: str = "flashgnn", **kw):
+    """A loader's host cache: the process's :func:`shared_cache` for the
+    dataset, unless the caller brought its own tier (``cache`` or
+    ``device_cache``, returned as given): then an explicit ``memory_budget``
+    is refused, since that tier is already sized."""
+    if cache is None and device_cache is None:
+        return shared_cache(path, fanouts, batch_size, memory_budget, who=who, **kw)
+    if memory_budget not in ("auto", 0, None):
+        raise ValueError(f"{who}: memory_budget={memory_budget!r} and {given_name} both given: the cache passed in is "
+                         "already sized; leave memory_budget out")
+    return cache
+
+
 def shared_cache(path, fanouts, batch_size: int, memory_budget="auto", *, workers: int = 1, prefetch: int = 4,
                  quiet: bool = False, who: str = "flashgnn"):
     """The :class:`flashgnn.Cache` every loader on dataset ``path`` in this
