@@ -989,17 +989,9 @@ fn preprocess_edges(
         // This path runs with --dedup only (without it the layout consumes
         // the merge directly: `EdgeStream`): one stored copy per key.
         debug_assert!(opts.dedup);
-        let copies = 1;
-        let d = (k >> 32) as usize;
-        let src = (k & 0xffff_ffff) as usize;
-        has_out[src / 64] |= 1u64 << (src % 64);
-        for _ in 0..copies {
-            degrees[d] = degrees[d]
-                .checked_add(1)
-                .ok_or_else(|| BuildError::config(format!("node {d} has more than {} neighbors", u32::MAX)))?;
-            buf.extend_from_slice(&k.to_le_bytes());
-            entries += 1;
-        }
+        count_entry(&mut degrees, &mut has_out, k >> 32, k & 0xffff_ffff)?;
+        buf.extend_from_slice(&k.to_le_bytes());
+        entries += 1;
         if buf.len() >= 1 << 20 {
             out.write(&buf)?;
             buf.clear();
