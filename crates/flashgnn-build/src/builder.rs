@@ -728,6 +728,17 @@ struct ReverseCounts {
     merged: u64,
 }
 
+impl ReverseCounts {
+    /// Count one group of equal keys `k`: `a` input copies, `b` added reverse copies.
+    #[inline]
+    fn group(&mut self, k: u64, a: u64, b: u64) {
+        if (k >> 32) != (k & 0xffff_ffff) && a > 0 {
+            self.distinct_input += 1;
+            self.present += (b > 0) as u64;
+        }
+    }
+}
+
 /// The merged edge keys of the two sorters (input copies, added reverse
 /// copies), yielded one per stored entry, with `--symmetrize`'s statistics
 /// counted as the groups of equal keys go by (no `--dedup`: every copy is
@@ -752,9 +763,8 @@ impl EdgeStream {
 
     fn close_group(&mut self) {
         if let Some((k, a, b)) = self.group.take() {
-            if self.symmetrize && (k >> 32) != (k & 0xffff_ffff) && a > 0 {
-                self.rc.distinct_input += 1;
-                self.rc.present += (b > 0) as u64;
+            if self.symmetrize {
+                self.rc.group(k, a, b);
             }
         }
     }
@@ -971,26 +981,17 @@ fn preprocess_edges(
             }
             next = next_of_two(&mut merged, &mut pa, &mut merged_rev, &mut pb)?;
         }
-        if opts.symmetrize && (k >> 32) != (k & 0xffff_ffff) && a > 0 {
-            rc.distinct_input += 1;
-            rc.present += (b > 0) as u64;
+        if opts.symmetrize {
+            rc.group(k, a, b);
         }
         input_keys += (a > 0) as u64;
         reverse_only += (a == 0 && b > 0) as u64;
         // This path runs with --dedup only (without it the layout consumes
         // the merge directly: `EdgeStream`): one stored copy per key.
         debug_assert!(opts.dedup);
-        let copies = 1;
-        let d = (k >> 32) as usize;
-        let src = (k & 0xffff_ffff) as usize;
-        has_out[src / 64] |= 1u64 << (src % 64);
-        for _ in 0..copies {
-            degrees[d] = degrees[d]
-                .checked_add(1)
-                .ok_or_else(|| BuildError::config(format!("node {d} has more than {} neighbors", u32::MAX)))?;
-            buf.extend_from_slice(&k.to_le_bytes());
-            entries += 1;
-        }
+        count_entry(&mut degrees, &mut has_out, k >> 32, k & 0xffff_ffff)?;
+        buf.extend_from_slice(&k.to_le_bytes());
+        entries += 1;
         if buf.len() >= 1 << 20 {
             out.write(&buf)?;
             buf.clear();

@@ -81,6 +81,8 @@ struct Buckets {
     counts: Vec<u64>,
     /// Keys one resident bucket may hold (half a chunk).
     resident_keys: usize,
+    /// Scratch for a staging buffer's bytes, reused by every flush.
+    bytes: Vec<u8>,
 }
 
 impl ExternalSorter {
@@ -124,6 +126,7 @@ impl ExternalSorter {
             files: (0..b).map(|_| None).collect(),
             counts: vec![0; b],
             resident_keys,
+            bytes: Vec::new(),
         });
         s
     }
@@ -295,13 +298,14 @@ fn flush_bucket(dir: &Path, name: &str, b: &mut Buckets, i: usize) -> Result<()>
     }
     let (path, f) = b.files[i].as_mut().expect("bucket file created above");
     let keys = &b.stage[i];
-    let mut bytes = Vec::with_capacity(keys.len() * 8);
+    let bytes = &mut b.bytes;
+    bytes.clear();
     for k in keys {
         bytes.extend_from_slice(&k.to_le_bytes());
     }
     let at = b.counts[i] * 8;
     flashgnn_io::fault::charge(bytes.len() as u64)
-        .and_then(|_| f.write_all(&bytes))
+        .and_then(|_| f.write_all(bytes))
         .map_err(|e| IoError::new("writing", path, Some(at), e))?;
     b.counts[i] += keys.len() as u64;
     b.stage[i].clear();
