@@ -237,9 +237,6 @@ const IGB_CLASSES: &[&str] = &["19", "2K"];
 /// The accepted values of a [`Kind::Choice`] option: the build crate's own
 /// lists (`ALL` and `name` of each option enum).
 pub fn choices(name: &str) -> Vec<&'static str> {
-    fn names<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> Vec<&'static str> {
-        all.iter().map(|&x| name(x)).collect()
-    }
     match name {
         "format" => names(&InputFormat::ALL, InputFormat::name),
         "self_loops" => names(&SelfLoops::ALL, SelfLoops::name),
@@ -250,6 +247,11 @@ pub fn choices(name: &str) -> Vec<&'static str> {
         "igb_classes" => IGB_CLASSES.to_vec(),
         _ => Vec::new(),
     }
+}
+
+/// The names of `all`, in order.
+fn names<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> Vec<&'static str> {
+    all.iter().map(|&x| name(x)).collect()
 }
 
 /// The value of `all` named `value` (then `aliases`), or an error naming
@@ -266,8 +268,7 @@ fn pick<T: Copy>(
         .find(|&x| name(x) == value)
         .or_else(|| aliases.iter().find(|a| a.0 == value).map(|a| a.1))
         .ok_or_else(|| {
-            let names: Vec<&str> = all.iter().map(|&x| name(x)).collect();
-            py_err(CoreError::Input(format!("--{flag} {value:?}: expected {}", names.join(", "))))
+            py_err(CoreError::Input(format!("--{flag} {value:?}: expected {}", names(all, name).join(", "))))
         })
 }
 

@@ -116,6 +116,12 @@ pub fn key(file: u16, offset: u64) -> u64 {
     (file as u64) << 56 | offset
 }
 
+/// The file index and byte offset a [`key`] was made from.
+#[inline]
+pub(crate) fn unkey(k: u64) -> (u16, u64) {
+    ((k >> 56) as u16, k & ((1 << 56) - 1))
+}
+
 /// Cumulative counters (relaxed atomics: statistics only).
 #[derive(Debug, Default)]
 pub struct CacheStats {
@@ -398,9 +404,9 @@ impl Statics {
     fn build(set: &StaticSet, keep: usize, slot_file: u16) -> (Statics, usize) {
         let kept = &set.entries[..keep];
         let data: usize = kept.iter().map(|e| e.2 as usize).sum();
-        let slot_key = |k: u64| (k >> 56) as u16 == slot_file;
+        let slot_key = |k: u64| unkey(k).0 == slot_file;
         let slots = kept.iter().filter(|e| slot_key(e.0)).count();
-        let max_id = kept.iter().filter(|e| slot_key(e.0)).map(|e| e.0 & ((1 << 56) - 1)).max();
+        let max_id = kept.iter().filter(|e| slot_key(e.0)).map(|e| unkey(e.0).1).max();
         let dense_len = max_id.map_or(0, |m| m as usize + 1);
         // The dense table when it costs at most twice what hashing the slots
         // would: one memory access per hit instead of a probe (on a 1 M-node
@@ -413,7 +419,7 @@ impl Statics {
         for &(k, off, len) in kept {
             let p = pack(off, len as usize);
             if dense && slot_key(k) {
-                slot_dense[(k & ((1 << 56) - 1)) as usize] = p;
+                slot_dense[unkey(k).1 as usize] = p;
             } else {
                 other.insert(k, p);
             }
@@ -424,8 +430,9 @@ impl Statics {
 
     #[inline]
     fn get(&self, k: u64, slot_file: u16) -> Option<&[u8]> {
-        let p = if (k >> 56) as u16 == slot_file && !self.slot_dense.is_empty() {
-            *self.slot_dense.get((k & ((1 << 56) - 1)) as usize)?
+        let (file, offset) = unkey(k);
+        let p = if file == slot_file && !self.slot_dense.is_empty() {
+            *self.slot_dense.get(offset as usize)?
         } else {
             *self.other.get(&k)?
         };

@@ -294,7 +294,8 @@ impl NeighborSampler {
         r?;
         let mut top = TopExtents::new(budget);
         for (key, (len, n)) in counts {
-            top.offer(n as f64, (key >> 56) as u16, key & ((1 << 56) - 1), len);
+            let (file, offset) = cache::unkey(key);
+            top.offer(n as f64, file, offset, len);
         }
         self.load_extents(top.into_sorted())
     }
