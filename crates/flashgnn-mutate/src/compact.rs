@@ -122,7 +122,7 @@ fn new_generation_dirs(root: &Path, kind: &str, ng: u64) -> Result<(DirGuard, Pa
     // flashgnn output is removed, anything else is refused by name.
     flashgnn_io::check_output(&out, true)?;
     if std::fs::symlink_metadata(&out).is_ok() {
-        std::fs::remove_dir_all(&out).map_err(|e| IoError::new("removing leftover", &out, None, e))?;
+        current::remove_gen_dir(&out)?;
     }
     Ok((guard, input, out))
 }
@@ -577,6 +577,11 @@ impl MutableGraph {
             paths.push(current::free_path(&self.root, g));
         }
         for p in paths {
+            if p.is_dir() {
+                // Crash-safe: a half-removed `gen-K` would no longer be recognised as ours.
+                current::remove_gen_dir(&p)?;
+                continue;
+            }
             match current::remove_path(&p) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

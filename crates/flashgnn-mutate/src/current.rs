@@ -408,27 +408,38 @@ pub(crate) fn remove_path(p: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Remove every [`leftovers`] entry.
-///
-/// A leftover generation is first renamed to `.gen-K.removing`, then removed:
-/// a crash in the middle of `remove_dir_all` would otherwise leave a `gen-K`
-/// that has lost its manifest but kept other files — no longer recognisable
-/// as flashgnn output, so never removed (a user's `gen-K` is kept by rule).
-/// The dot-name is one only this code makes, so [`leftovers`] counts it ours.
+/// Remove the generation directory `p` (`mut/gen-K`), crash-safely: it is
+/// first renamed to `mut/.gen-K.removing`, then removed. A crash in the middle
+/// of `remove_dir_all` on `gen-K` itself would leave a `gen-K` that has lost
+/// its manifest but kept other files — no longer recognisable as flashgnn
+/// output, so never removed by [`clean_leftovers`] and refused as a
+/// compaction's output (a user's `gen-K` is kept by rule). The dot-name is one
+/// only this code makes, so [`leftovers`] counts it ours. Every removal of a
+/// generation directory (old generation after a switch, leftover, compaction
+/// output left by a crash) goes through here.
+pub(crate) fn remove_gen_dir(p: &Path) -> Result<()> {
+    let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let doomed = p.with_file_name(format!(".{name}.removing"));
+    if std::fs::symlink_metadata(&doomed).is_ok() {
+        remove_path(&doomed).map_err(|e| IoError::new("removing leftover", &doomed, None, e))?;
+    }
+    std::fs::rename(p, &doomed).map_err(|e| IoError::new("renaming leftover", p, None, e))?;
+    remove_path(&doomed).map_err(|e| IoError::new("removing leftover", &doomed, None, e))?;
+    Ok(())
+}
+
+/// Remove every [`leftovers`] entry (generation directories through
+/// [`remove_gen_dir`]).
 pub fn clean_leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
     let dir = mut_dir(root);
     let removed = leftovers(root, c)?;
     for name in &removed {
-        let mut p = dir.join(name);
+        let p = dir.join(name);
         if name.starts_with("gen-") && p.is_dir() {
-            let doomed = dir.join(format!(".{name}.removing"));
-            if std::fs::symlink_metadata(&doomed).is_ok() {
-                remove_path(&doomed).map_err(|e| IoError::new("removing leftover", &doomed, None, e))?;
-            }
-            std::fs::rename(&p, &doomed).map_err(|e| IoError::new("renaming leftover", &p, None, e))?;
-            p = doomed;
+            remove_gen_dir(&p)?;
+        } else {
+            remove_path(&p).map_err(|e| IoError::new("removing leftover", &p, None, e))?;
         }
-        remove_path(&p).map_err(|e| IoError::new("removing leftover", &p, None, e))?;
     }
     if !removed.is_empty() {
         flashgnn_io::fsync_dir(&dir)?;
