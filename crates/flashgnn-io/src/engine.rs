@@ -79,6 +79,15 @@ pub trait ReadEngine: Send {
     fn counters(&self) -> &IoCounters;
     /// Path of file `i`, for messages.
     fn path(&self, file: u16) -> &Path;
+    /// The whole of file `file` when this engine holds it in RAM (the
+    /// `memory` engine): a caller may then take extents straight from it,
+    /// with no buffer and no copy, instead of submitting reads; it counts
+    /// them itself (`IoCounters::record`). None (every other engine, and
+    /// wrappers such as fault injection and striping, which must see each
+    /// read): submit reads.
+    fn resident(&self, _file: u16) -> Option<std::sync::Arc<Vec<u8>>> {
+        None
+    }
 }
 
 /// Engine kinds accepted by `open_engine`.
@@ -203,7 +212,7 @@ pub fn open_direct(path: &Path) -> Result<(std::fs::File, bool), IoError> {
     }
 }
 
-pub(crate) fn eof_error(path: &Path, offset: u64, len: u32, got: usize) -> IoError {
+pub fn eof_error(path: &Path, offset: u64, len: u32, got: usize) -> IoError {
     IoError::eof("reading", path, Some(offset), format!("{len} bytes requested, file ends after {got} (truncated?)"))
 }
 

@@ -53,11 +53,29 @@ fn load_shared(f: &std::fs::File, p: &Path, meta: &std::fs::Metadata) -> Result<
     bytes
         .try_reserve_exact(meta.len() as usize)
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory))
+        .map(|_| advise_huge(&mut bytes))
         .and_then(|_| std::io::Read::read_to_end(&mut &*f, &mut bytes))
         .map_err(|e| IoError::new("reading", p, None, e))?;
     let a = Arc::new(bytes);
     loaded.push((key, Arc::downgrade(&a)));
     Ok(a)
+}
+
+/// Ask for transparent huge pages over `v`'s reserved (not yet touched)
+/// capacity. Samplers read it at random: with 4 KiB pages nearly every slot
+/// and row costs a TLB miss besides its cache miss (a 1.2 GiB graph.fg spans
+/// 300 Ki pages, 600 with 2 MiB ones). Advice only: where THP is off (or
+/// the kernel refuses) the bytes are the same and merely slower to reach.
+fn advise_huge(v: &mut Vec<u8>) {
+    const HUGE: usize = 2 << 20;
+    let start = v.as_mut_ptr() as usize;
+    let lo = start.next_multiple_of(HUGE);
+    let hi = (start + v.capacity()) / HUGE * HUGE;
+    if hi > lo {
+        // SAFETY: [lo, hi) lies inside `v`'s allocation; MADV_HUGEPAGE
+        // changes no contents, only how untouched pages are backed.
+        unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE) };
+    }
 }
 
 impl Source {
@@ -158,6 +176,14 @@ impl ReadEngine for MappedEngine {
     }
     fn path(&self, file: u16) -> &Path {
         &self.paths[file as usize]
+    }
+    /// The `memory` engine's own copy (mappings are not handed out: a page
+    /// fault there is I/O the caller must see as a read).
+    fn resident(&self, file: u16) -> Option<Arc<Vec<u8>>> {
+        match self.sources.get(file as usize)? {
+            Source::Owned(a) => Some(a.clone()),
+            Source::Mapped(_) => None,
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use flashgnn_format::slot::{decode_slot, read_id};
 use flashgnn_format::trace::{TraceRead, KIND_FEATURE_ROW, KIND_OVERFLOW_PAGE, KIND_SLOT_PAGE, NO_DEP};
 use flashgnn_format::{FormatError, Layout};
 use flashgnn_io::aligned::BufPool;
-use flashgnn_io::engine::{open_engine, Done, EngineConfig, EngineKind, ReadEngine, ReadReq};
+use flashgnn_io::engine::{eof_error, open_engine, Done, EngineConfig, EngineKind, IoCounters, ReadEngine, ReadReq};
 use flashgnn_store::{Dataset, NodeRec, Snapshot};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -42,6 +42,16 @@ pub(crate) const F_SLOT: u16 = 3;
 const TAG_PAGE: u64 = 1 << 56;
 const TAG_FEATURE: u64 = 2 << 56;
 const TAG_KEY: u64 = (1 << 56) - 1;
+
+/// `Node::feature` offsets with one of these bits set are not in the batch's
+/// `features` but in the `memory` engine's copy of graph.fg (a slot's inline
+/// row) or of features.fg (a separate row, CRC already checked): the row is
+/// copied once, straight into the batch's `x`, by `canonical`. Offsets into
+/// files are far below 2^62 (a file is at most 2^48 bytes: `TAG_KEY` bounds
+/// page numbers to 48 bits).
+const FEAT_IN_GRAPH: usize = 1 << 63;
+const FEAT_IN_FEATURES: usize = 1 << 62;
+const FEAT_OFFSET: usize = FEAT_IN_FEATURES - 1;
 
 /// In-flight samples kept per batch for the depth timeline (one per
 /// completion round): 4096 rounds cover a 1024-seed, 25x10 batch at depth 256.
@@ -173,6 +183,9 @@ struct Node {
     /// be reached at a smaller one before they arrive; `finish_expansion`
     /// then draws again instead of using the stale draw.
     drawn_hop: u8,
+    /// The draw: internal node ids while it is resolved, the neighbors'
+    /// batch indices once `expanded` (so levels and local ids need no
+    /// lookup by id).
     samples: Vec<u32>,
     /// Sampled indices that live in overflow: (index into samples, entry).
     wanted: Vec<(u32, u64)>,
@@ -202,6 +215,9 @@ enum Ready {
     /// An overflow page from the static hot set (page, waiter, cache key),
     /// already checked when requested.
     StaticPage(u64, Waiter, u64),
+    /// Node `i`'s slot, borrowed from the `memory` engine's copy of graph.fg
+    /// (no read, no buffer, no copy; checked on decode like every slot).
+    MemSlot(u32),
 }
 
 pub struct NeighborSampler {
@@ -266,6 +282,15 @@ pub struct NeighborSampler {
     /// I/O trace capture (docs/trace.md); None = off, and every hook is a
     /// single branch on this field.
     trace: Option<Box<TraceCap>>,
+    /// The `memory` engine's copies of graph.fg and features.fg, by file
+    /// index ([`ReadEngine::resident`]; None with every other engine): slots
+    /// and rows are taken straight from them instead of read into a buffer,
+    /// copied into a page and copied again into the batch. Not used while a
+    /// trace is captured (a trace records reads).
+    mem: [Option<Arc<Vec<u8>>>; 3],
+    /// Extents served from `mem`, counted as the engine counts its reads so
+    /// telemetry (reads, bytes, CPU per read) covers them.
+    direct: IoCounters,
 }
 
 /// Reads captured for the current batch (see [`NeighborSampler::set_trace`]).
@@ -372,6 +397,7 @@ impl NeighborSampler {
         } else {
             io
         };
+        let mem = [F_GRAPH, F_OVERFLOW, F_FEATURES].map(|f| io.resident(f));
         // Separate feature rows are checked against feature_crc.npy (4 B/node).
         let feature_crcs = if layout.placement == FeaturePlacement::Separate && layout.row_bytes() > 0 {
             Some(ds.feature_crcs()?.to_vec())
@@ -435,6 +461,8 @@ impl NeighborSampler {
             id,
             snapshot: None,
             trace: None,
+            mem,
+            direct: IoCounters::default(),
         })
     }
 
@@ -562,6 +590,7 @@ impl NeighborSampler {
         let t0 = Instant::now();
         let cpu0 = thread_cpu_seconds();
         let io0 = self.io.counters().clone();
+        let direct0 = self.direct.clone();
         self.nodes.clear();
         self.index.clear();
         self.pages.clear();
@@ -613,6 +642,7 @@ impl NeighborSampler {
             ..Default::default()
         };
         t.absorb_io(&io0, self.io.counters());
+        t.absorb_io(&direct0, &self.direct);
         t.bytes_used = self.bytes_used;
         t.page_hits = self.page_hits;
         t.cache_static_hits = self.cache_hits[0];
@@ -791,6 +821,11 @@ impl NeighborSampler {
         let page = self.layout.slot_offset(v as u64) / self.layout.page_size as u64;
         let key = cache::key(F_SLOT, v as u64);
         self.count_access(key, self.layout.slot_bytes);
+        if self.mem[F_GRAPH as usize].is_some() && self.trace.is_none() {
+            self.direct.record(self.layout.slot_bytes, 1);
+            self.ready.push_back(Ready::MemSlot(i));
+            return Ok(());
+        }
         if self.serve_from_batch((F_GRAPH, page), Waiter::Slot(i)) {
             return Ok(());
         }
@@ -820,6 +855,20 @@ impl NeighborSampler {
         let (lo, len, at) = self.layout.feature_extent(node.v as u64);
         let key = cache::key(F_FEATURES, lo);
         self.count_access(key, len);
+        if let Some(f) = self.mem[F_FEATURES as usize].as_deref().filter(|_| self.trace.is_none()) {
+            // Checked here, copied once into `x` by `canonical`.
+            let end = lo.checked_add(len as u64).filter(|&e| e <= f.len() as u64);
+            let Some(end) = end else {
+                return Err(eof_error(self.io.path(F_FEATURES), lo, len, f.len().saturating_sub(lo as usize)).into());
+            };
+            let v = self.nodes[i as usize].v as u64;
+            let fname = &self.files[F_FEATURES as usize];
+            check_row(&self.layout, self.feature_crcs.as_deref(), fname, v, &f[lo as usize..end as usize], lo, at)?;
+            self.direct.record(len, 1);
+            self.nodes[i as usize].feature = Some(FEAT_IN_FEATURES | (lo as usize + at));
+            self.bytes_used += self.layout.row_bytes() as u64;
+            return Ok(());
+        }
         if let Some(c) = self.cache.as_deref() {
             if let Some(data) = c.get_static(key) {
                 // Gathered straight from the arena into the batch's rows.
@@ -894,6 +943,7 @@ impl NeighborSampler {
             // The cache stays alive while its arena is borrowed (one `Arc`
             // clone per round with static hits, not one per hit).
             let mut statics: Option<Arc<PageCache>> = None;
+            let mut graph: Option<Arc<Vec<u8>>> = None;
             while let Some(r) = self.ready.pop_front() {
                 if let Some(t) = self.trace.as_mut() {
                     // Served from this batch's pages: caused by that page's read.
@@ -901,18 +951,29 @@ impl NeighborSampler {
                         Ready::Page(page, Waiter::Slot(_), _) => t.page_rec.get(&(F_GRAPH, *page)).copied(),
                         Ready::Page(page, Waiter::Overflow(_), _) => t.page_rec.get(&(F_OVERFLOW, *page)).copied(),
                         Ready::StaticPage(page, _, _) => t.page_rec.get(&(F_OVERFLOW, *page)).copied(),
-                        Ready::Slot(..) | Ready::StaticSlot(..) => None,
+                        Ready::Slot(..) | Ready::StaticSlot(..) | Ready::MemSlot(..) => None,
                     }
                     .unwrap_or(NO_DEP);
                 }
                 match r {
                     Ready::Page(page, Waiter::Slot(i), data) => self.on_slot_page(i, page, &data, seed)?,
                     Ready::Page(page, Waiter::Overflow(i), data) => self.on_overflow(i, page, &data, seed)?,
-                    Ready::Slot(i, data) => self.on_slot(i, &data, false, seed)?,
+                    Ready::Slot(i, data) => self.on_slot(i, &data, false, None, seed)?,
+                    Ready::MemSlot(i) => {
+                        let g = graph.get_or_insert_with(|| self.mem[F_GRAPH as usize].clone().expect("memory engine"));
+                        let (at, len) =
+                            (self.layout.slot_offset(self.nodes[i as usize].v as u64), self.layout.slot_bytes);
+                        let end = at.checked_add(len as u64).filter(|&e| e <= g.len() as u64);
+                        let Some(end) = end else {
+                            let got = g.len().saturating_sub(at as usize);
+                            return Err(eof_error(self.io.path(F_GRAPH), at, len, got).into());
+                        };
+                        self.on_slot(i, &g[at as usize..end as usize], false, Some(at as usize), seed)?
+                    }
                     Ready::StaticSlot(i, key) => {
                         let c = statics.get_or_insert_with(|| self.cache.clone().expect("a static hit has a cache"));
                         let data = c.get_static(key).expect("static entries are never evicted");
-                        self.on_slot(i, data, false, seed)?
+                        self.on_slot(i, data, false, None, seed)?
                     }
                     Ready::StaticPage(page, w, key) => {
                         let c = statics.get_or_insert_with(|| self.cache.clone().expect("a static hit has a cache"));
@@ -1015,12 +1076,14 @@ impl NeighborSampler {
             let rec = t.page_rec.get(&(F_GRAPH, page)).copied();
             t.used(rec, l.slot_bytes, 1);
         }
-        self.on_slot(i, &buf[start..start + l.slot_bytes as usize], true, seed)
+        self.on_slot(i, &buf[start..start + l.slot_bytes as usize], true, None, seed)
     }
 
     /// Node `i`'s slot bytes arrived; `offer`: from a page, so the slot is
-    /// offered to the cross-batch cache the first time this batch sees it.
-    fn on_slot(&mut self, i: u32, bytes: &[u8], offer: bool, seed: u64) -> Result<()> {
+    /// offered to the cross-batch cache the first time this batch sees it;
+    /// `mem_at`: `bytes` are borrowed from the `memory` engine's graph.fg at
+    /// this offset (an inline row is then copied once, by `canonical`).
+    fn on_slot(&mut self, i: u32, bytes: &[u8], offer: bool, mem_at: Option<usize>, seed: u64) -> Result<()> {
         let l = &self.layout;
         let v = self.nodes[i as usize].v as u64;
         let gname = &self.files[F_GRAPH as usize];
@@ -1049,9 +1112,15 @@ impl NeighborSampler {
                 && node.feature.is_none()
                 && node.resident.is_none()
             {
-                let off = self.features.len();
-                self.features.extend_from_slice(slot.features);
-                node.feature = Some(off);
+                node.feature = Some(match mem_at {
+                    // `slot.features` lies inside `bytes` (decode_slot's view).
+                    Some(at) => FEAT_IN_GRAPH | (at + (slot.features.as_ptr() as usize - bytes.as_ptr() as usize)),
+                    None => {
+                        let off = self.features.len();
+                        self.features.extend_from_slice(slot.features);
+                        off
+                    }
+                });
                 self.bytes_used += slot.features.len() as u64;
             }
         }
@@ -1178,9 +1247,9 @@ impl NeighborSampler {
         node.expanded = true;
         node.expanding = false;
         let hop = node.hop + 1;
-        let samples = std::mem::take(&mut node.samples);
-        for &u in &samples {
-            self.discover(u, hop, seed)?;
+        let mut samples = std::mem::take(&mut node.samples);
+        for u in samples.iter_mut() {
+            *u = self.discover(*u, hop, seed)?;
         }
         self.nodes[i as usize].samples = samples;
         Ok(())
@@ -1211,10 +1280,13 @@ impl NeighborSampler {
         let k = self.hops();
         for _ in 0..=k + 1 {
             self.redrawn = false;
-            let mut level: HashMap<u32, u8> = HashMap::with_capacity_and_hasher(self.nodes.len(), Default::default());
+            // Level per batch index (UNSET: not reached yet).
+            const UNSET: u8 = u8::MAX;
+            let mut level = vec![UNSET; self.nodes.len()];
             let mut frontier: Vec<u32> = Vec::new();
             for &i in seed_idx {
-                if level.insert(i, 0).is_none() {
+                if level[i as usize] == UNSET {
+                    level[i as usize] = 0;
                     frontier.push(i);
                 }
             }
@@ -1227,10 +1299,9 @@ impl NeighborSampler {
                         wrong.push((i, hop));
                         continue; // its children are not known yet
                     }
-                    for &u in &node.samples {
-                        let j = self.index[&u];
-                        if let std::collections::hash_map::Entry::Vacant(e) = level.entry(j) {
-                            e.insert(hop + 1);
+                    for &j in &node.samples {
+                        if level[j as usize] == UNSET {
+                            level[j as usize] = hop + 1;
                             next.push(j);
                         }
                     }
@@ -1253,10 +1324,13 @@ impl NeighborSampler {
     fn canonical(&mut self, seed_idx: &[u32]) -> Result<Batch> {
         let k = self.hops();
         let rb = self.row_bytes();
-        let mut local: HashMap<u32, i64> = HashMap::with_capacity_and_hasher(self.nodes.len(), Default::default());
+        // Local id per batch index (-1: not placed yet).
+        let mut local = vec![-1i64; self.nodes.len()];
         let mut order: Vec<u32> = Vec::with_capacity(self.nodes.len());
         for &i in seed_idx {
-            local.entry(i).or_insert(order.len() as i64);
+            if local[i as usize] < 0 {
+                local[i as usize] = order.len() as i64;
+            }
             order.push(i);
         }
         let mut b = Batch { batch_size: seed_idx.len(), ..Default::default() };
@@ -1274,13 +1348,14 @@ impl NeighborSampler {
                         node.v
                     )));
                 }
-                let col = local[&i];
-                for &u in &node.samples {
-                    let j = self.index[&u];
-                    let l = *local.entry(j).or_insert_with(|| {
+                let col = local[i as usize];
+                for &j in &node.samples {
+                    let mut l = local[j as usize];
+                    if l < 0 {
+                        l = order.len() as i64;
+                        local[j as usize] = l;
                         order.push(j);
-                        (order.len() - 1) as i64
-                    });
+                    }
                     b.row.push(l);
                     b.col.push(col);
                 }
@@ -1291,6 +1366,8 @@ impl NeighborSampler {
         }
         b.n_id = order.iter().map(|&i| self.nodes[i as usize].original as i64).collect();
         b.x.reserve(order.len() * rb);
+        let mem_rows = |f: u16| self.mem[f as usize].as_deref().map_or(&[][..], |m| m.as_slice());
+        let (in_graph, in_features) = (mem_rows(F_GRAPH), mem_rows(F_FEATURES));
         if rb > 0 {
             if self.resident.is_some() {
                 b.resident.reserve(order.len());
@@ -1298,7 +1375,14 @@ impl NeighborSampler {
             for (pos, &i) in order.iter().enumerate() {
                 let node = &self.nodes[i as usize];
                 match (node.feature, node.resident) {
-                    (Some(off), _) => b.x.extend_from_slice(&self.features[off..off + rb]),
+                    (Some(off), _) => {
+                        let (src, at) = match off & !FEAT_OFFSET {
+                            0 => (&self.features[..], off),
+                            FEAT_IN_GRAPH => (in_graph, off & FEAT_OFFSET),
+                            _ => (in_features, off & FEAT_OFFSET),
+                        };
+                        b.x.extend_from_slice(&src[at..at + rb])
+                    }
                     // Not gathered here: a zero row, named in `resident` (the
                     // device has it) or in `missing` (lookahead fills it).
                     (None, Some(_)) => b.x.resize(b.x.len() + rb, 0),
@@ -1374,6 +1458,23 @@ fn gather_row(
     lo: u64,
     at: usize,
 ) -> Result<usize> {
+    let bytes = check_row(layout, crcs, fname, v, buf, lo, at)?;
+    let off = features.len();
+    features.extend_from_slice(bytes);
+    Ok(off)
+}
+
+/// Feature row `v` of extent `buf` (see [`gather_row`]), checked against its
+/// stored CRC.
+fn check_row<'a>(
+    layout: &Layout,
+    crcs: Option<&[u32]>,
+    fname: &str,
+    v: u64,
+    buf: &'a [u8],
+    lo: u64,
+    at: usize,
+) -> Result<&'a [u8]> {
     let bytes = &buf[at..at + layout.row_bytes() as usize];
     if let Some(crcs) = crcs {
         let computed = layout.crc(v, bytes);
@@ -1388,7 +1489,5 @@ fn gather_row(
             .into());
         }
     }
-    let off = features.len();
-    features.extend_from_slice(bytes);
-    Ok(off)
+    Ok(bytes)
 }
