@@ -62,18 +62,20 @@ fn load_shared(f: &std::fs::File, p: &Path, meta: &std::fs::Metadata) -> Result<
 }
 
 /// Ask for transparent huge pages over `v`'s reserved (not yet touched)
-/// capacity. Samplers read it at random: with 4 KiB pages nearly every slot
-/// and row costs a TLB miss besides its cache miss (a 1.2 GiB graph.fg spans
-/// 300 Ki pages, 600 with 2 MiB ones). Advice only: where THP is off (or
-/// the kernel refuses) the bytes are the same and merely slower to reach.
-fn advise_huge(v: &mut Vec<u8>) {
+/// capacity. Samplers read the `memory` engine's copies (and the cache's
+/// static arena) at random: with 4 KiB pages nearly every slot and row costs
+/// a TLB miss besides its cache miss (a 1.2 GiB graph.fg spans 300 Ki pages,
+/// 600 with 2 MiB ones). Advice only: where THP is off (or the kernel
+/// refuses) the bytes are the same and merely slower to reach. numpy gives
+/// its large arrays the same advice (so PyG's tensors have it too).
+pub fn advise_huge<T>(v: &mut Vec<T>) {
     const HUGE: usize = 2 << 20;
     let start = v.as_mut_ptr() as usize;
     let lo = start.next_multiple_of(HUGE);
-    let hi = (start + v.capacity()) / HUGE * HUGE;
+    let hi = (start + v.capacity() * std::mem::size_of::<T>()) / HUGE * HUGE;
     if hi > lo {
         // SAFETY: [lo, hi) lies inside `v`'s allocation; MADV_HUGEPAGE
-        // changes no contents, only how untouched pages are backed.
+        // changes no contents, only how pages are backed.
         unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE) };
     }
 }

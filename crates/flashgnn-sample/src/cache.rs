@@ -312,7 +312,11 @@ impl StaticSet {
     /// An arena of `capacity` zeroed bytes (untouched pages cost no memory
     /// until written) to be filled with [`StaticSet::put`].
     pub fn with_capacity(capacity: usize) -> StaticSet {
-        StaticSet { arena: vec![0; capacity], entries: Vec::new() }
+        // Zeroed and untouched (calloc'd pages) until filled: the advice
+        // applies before the first write. Served at random (`Statics::get`).
+        let mut arena = vec![0; capacity];
+        flashgnn_io::mapped::advise_huge(&mut arena);
+        StaticSet { arena, entries: Vec::new() }
     }
     /// Record extent `key` at `off..off + data.len()` of the arena (each
     /// caller-chosen range used once; entries are kept in the order put).
@@ -414,6 +418,7 @@ impl Statics {
         // 192 MiB budget).
         let dense = slots > 0 && dense_len.saturating_mul(DENSE_BYTES_PER_NODE) <= 2 * hash_bytes(slots);
         let mut slot_dense = if dense { vec![0u64; dense_len] } else { Vec::new() };
+        flashgnn_io::mapped::advise_huge(&mut slot_dense);
         let mut other = HashMap::default();
         other.reserve(if dense { keep - slots } else { keep });
         for &(k, off, len) in kept {
@@ -430,6 +435,12 @@ impl Statics {
 
     #[inline]
     fn get(&self, k: u64, slot_file: u16) -> Option<&[u8]> {
+        self.extent(k, slot_file).map(|r| &self.arena[r])
+    }
+
+    /// Where `k`'s bytes lie in the arena.
+    #[inline]
+    fn extent(&self, k: u64, slot_file: u16) -> Option<std::ops::Range<usize>> {
         let (file, offset) = unkey(k);
         let p = if file == slot_file && !self.slot_dense.is_empty() {
             *self.slot_dense.get(offset as usize)?
@@ -440,7 +451,7 @@ impl Statics {
             return None;
         }
         let (off, len) = unpack(p);
-        Some(&self.arena[off..off + len])
+        Some(off..off + len)
     }
 }
 
@@ -538,6 +549,21 @@ impl PageCache {
     #[inline]
     pub fn get_static(&self, k: u64) -> Option<&[u8]> {
         self.statics.get(k, SLOT_FILE)
+    }
+
+    /// Where the static hot set holds `k` ([`PageCache::static_at`] of it
+    /// are [`PageCache::get_static`]'s): a sampler that looks up when it
+    /// requests and decodes later keeps this instead of looking up twice.
+    /// The static part never changes, so the range stays valid.
+    #[inline]
+    pub fn get_static_extent(&self, k: u64) -> Option<std::ops::Range<usize>> {
+        self.statics.extent(k, SLOT_FILE)
+    }
+
+    /// The static arena's bytes at `r` (from [`PageCache::get_static_extent`]).
+    #[inline]
+    pub fn static_at(&self, r: std::ops::Range<usize>) -> &[u8] {
+        &self.statics.arena[r]
     }
 
     /// The dynamic part's bytes for `k` (its policy bookkeeping under the

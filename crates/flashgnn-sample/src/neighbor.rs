@@ -43,14 +43,17 @@ const TAG_PAGE: u64 = 1 << 56;
 const TAG_FEATURE: u64 = 2 << 56;
 const TAG_KEY: u64 = (1 << 56) - 1;
 
-/// `Node::feature` offsets with one of these bits set are not in the batch's
-/// `features` but in the `memory` engine's copy of graph.fg (a slot's inline
-/// row) or of features.fg (a separate row, CRC already checked): the row is
-/// copied once, straight into the batch's `x`, by `canonical`. Offsets into
-/// files are far below 2^62 (a file is at most 2^48 bytes: `TAG_KEY` bounds
-/// page numbers to 48 bits).
+/// `Node::feature` offsets with one of these tags in their top two bits are
+/// not in the batch's `features` but in the `memory` engine's copy of
+/// graph.fg (a slot's inline row) or of features.fg (a separate row, CRC
+/// already checked), or in the cross-batch cache's static arena (a cached
+/// slot's inline row, checked with its slot): the row is copied once,
+/// straight into the batch's `x`, by `canonical`. Offsets into files and the
+/// arena are far below 2^62 (a file is at most 2^48 bytes: `TAG_KEY` bounds
+/// page numbers to 48 bits; the arena is within the memory budget).
 const FEAT_IN_GRAPH: usize = 1 << 63;
 const FEAT_IN_FEATURES: usize = 1 << 62;
+const FEAT_IN_ARENA: usize = FEAT_IN_GRAPH | FEAT_IN_FEATURES;
 const FEAT_OFFSET: usize = FEAT_IN_FEATURES - 1;
 
 /// In-flight samples kept per batch for the depth timeline (one per
@@ -209,9 +212,10 @@ enum Ready {
     Page(u64, Waiter, Arc<[u8]>),
     /// Node `i`'s slot alone, from the cross-batch cache's dynamic part.
     Slot(u32, Arc<[u8]>),
-    /// Node `i`'s slot from the static hot set, by cache key: the bytes are
-    /// borrowed from the cache's arena when handled (no `Arc`, no copy).
-    StaticSlot(u32, u64),
+    /// Node `i`'s slot from the static hot set, by its place in the cache's
+    /// arena: the bytes are borrowed from there when handled (no `Arc`, no
+    /// copy, no second lookup).
+    StaticSlot(u32, std::ops::Range<usize>),
     /// An overflow page from the static hot set (page, waiter, cache key),
     /// already checked when requested.
     StaticPage(u64, Waiter, u64),
@@ -830,9 +834,9 @@ impl NeighborSampler {
             return Ok(());
         }
         if let Some(c) = self.cache.as_deref() {
-            if c.get_static(key).is_some() {
+            if let Some(r) = c.get_static_extent(key) {
                 self.cache_hits[0] += 1;
-                self.ready.push_back(Ready::StaticSlot(i, key));
+                self.ready.push_back(Ready::StaticSlot(i, r));
                 return Ok(());
             }
             if let Some(data) = c.get_dynamic(key) {
@@ -968,12 +972,12 @@ impl NeighborSampler {
                             let got = g.len().saturating_sub(at as usize);
                             return Err(eof_error(self.io.path(F_GRAPH), at, len, got).into());
                         };
-                        self.on_slot(i, &g[at as usize..end as usize], false, Some(at as usize), seed)?
+                        self.on_slot(i, &g[at as usize..end as usize], false, Some(FEAT_IN_GRAPH | at as usize), seed)?
                     }
-                    Ready::StaticSlot(i, key) => {
+                    Ready::StaticSlot(i, r) => {
                         let c = statics.get_or_insert_with(|| self.cache.clone().expect("a static hit has a cache"));
-                        let data = c.get_static(key).expect("static entries are never evicted");
-                        self.on_slot(i, data, false, None, seed)?
+                        let at = FEAT_IN_ARENA | r.start;
+                        self.on_slot(i, c.static_at(r), false, Some(at), seed)?
                     }
                     Ready::StaticPage(page, w, key) => {
                         let c = statics.get_or_insert_with(|| self.cache.clone().expect("a static hit has a cache"));
@@ -1081,9 +1085,10 @@ impl NeighborSampler {
 
     /// Node `i`'s slot bytes arrived; `offer`: from a page, so the slot is
     /// offered to the cross-batch cache the first time this batch sees it;
-    /// `mem_at`: `bytes` are borrowed from the `memory` engine's graph.fg at
-    /// this offset (an inline row is then copied once, by `canonical`).
-    fn on_slot(&mut self, i: u32, bytes: &[u8], offer: bool, mem_at: Option<usize>, seed: u64) -> Result<()> {
+    /// `kept_at`: `bytes` are borrowed from memory that outlives the batch,
+    /// at this tagged offset (`FEAT_IN_GRAPH` or `FEAT_IN_ARENA`): an inline
+    /// row is then copied once, by `canonical`.
+    fn on_slot(&mut self, i: u32, bytes: &[u8], offer: bool, kept_at: Option<usize>, seed: u64) -> Result<()> {
         let l = &self.layout;
         let v = self.nodes[i as usize].v as u64;
         let gname = &self.files[F_GRAPH as usize];
@@ -1112,7 +1117,7 @@ impl NeighborSampler {
                 && node.feature.is_none()
                 && node.resident.is_none()
             {
-                node.feature = Some(match mem_at {
+                node.feature = Some(match kept_at {
                     // `slot.features` lies inside `bytes` (decode_slot's view).
                     Some(at) => FEAT_IN_GRAPH | (at + (slot.features.as_ptr() as usize - bytes.as_ptr() as usize)),
                     None => {
@@ -1376,12 +1381,14 @@ impl NeighborSampler {
                 let node = &self.nodes[i as usize];
                 match (node.feature, node.resident) {
                     (Some(off), _) => {
-                        let (src, at) = match off & !FEAT_OFFSET {
-                            0 => (&self.features[..], off),
-                            FEAT_IN_GRAPH => (in_graph, off & FEAT_OFFSET),
-                            _ => (in_features, off & FEAT_OFFSET),
+                        let at = off & FEAT_OFFSET;
+                        let src = match off & !FEAT_OFFSET {
+                            0 => &self.features[at..at + rb],
+                            FEAT_IN_GRAPH => &in_graph[at..at + rb],
+                            FEAT_IN_FEATURES => &in_features[at..at + rb],
+                            _ => self.cache.as_deref().expect("a static hit has a cache").static_at(at..at + rb),
                         };
-                        b.x.extend_from_slice(&src[at..at + rb])
+                        b.x.extend_from_slice(src)
                     }
                     // Not gathered here: a zero row, named in `resident` (the
                     // device has it) or in `missing` (lookahead fills it).
