@@ -222,6 +222,9 @@ enum Ready {
     /// Node `i`'s slot, borrowed from the `memory` engine's copy of graph.fg
     /// (no read, no buffer, no copy; checked on decode like every slot).
     MemSlot(u32),
+    /// Overflow page `page` for node `i`, borrowed from the `memory`
+    /// engine's copy of overflow.fg (checked when handled, every time).
+    MemOverflow(u64, u32),
 }
 
 pub struct NeighborSampler {
@@ -788,6 +791,11 @@ impl NeighborSampler {
         let p = self.layout.page_size as u64;
         let key = cache::key(F_OVERFLOW, page * p);
         self.count_access(key, p as u32);
+        if self.mem[F_OVERFLOW as usize].is_some() && self.trace.is_none() {
+            self.direct.record(p as u32, 1);
+            self.ready.push_back(Ready::MemOverflow(page, i));
+            return Ok(());
+        }
         if self.serve_from_batch((F_OVERFLOW, page), Waiter::Overflow(i)) {
             return Ok(());
         }
@@ -948,6 +956,7 @@ impl NeighborSampler {
             // clone per round with static hits, not one per hit).
             let mut statics: Option<Arc<PageCache>> = None;
             let mut graph: Option<Arc<Vec<u8>>> = None;
+            let mut overflow: Option<Arc<Vec<u8>>> = None;
             while let Some(r) = self.ready.pop_front() {
                 if let Some(t) = self.trace.as_mut() {
                     // Served from this batch's pages: caused by that page's read.
@@ -955,7 +964,7 @@ impl NeighborSampler {
                         Ready::Page(page, Waiter::Slot(_), _) => t.page_rec.get(&(F_GRAPH, *page)).copied(),
                         Ready::Page(page, Waiter::Overflow(_), _) => t.page_rec.get(&(F_OVERFLOW, *page)).copied(),
                         Ready::StaticPage(page, _, _) => t.page_rec.get(&(F_OVERFLOW, *page)).copied(),
-                        Ready::Slot(..) | Ready::StaticSlot(..) | Ready::MemSlot(..) => None,
+                        Ready::Slot(..) | Ready::StaticSlot(..) | Ready::MemSlot(..) | Ready::MemOverflow(..) => None,
                     }
                     .unwrap_or(NO_DEP);
                 }
@@ -973,6 +982,20 @@ impl NeighborSampler {
                             return Err(eof_error(self.io.path(F_GRAPH), at, len, got).into());
                         };
                         self.on_slot(i, &g[at as usize..end as usize], false, Some(FEAT_IN_GRAPH | at as usize), seed)?
+                    }
+                    Ready::MemOverflow(page, i) => {
+                        let o = overflow.get_or_insert_with(|| self.mem[F_OVERFLOW as usize].clone().expect("memory"));
+                        let p = self.layout.page_size as u64;
+                        let at = page.checked_mul(p).filter(|a| a.checked_add(p).is_some_and(|e| e <= o.len() as u64));
+                        let Some(at) = at else {
+                            let got = o.len().saturating_sub((page.saturating_mul(p)) as usize);
+                            return Err(
+                                eof_error(self.io.path(F_OVERFLOW), page.saturating_mul(p), p as u32, got).into()
+                            );
+                        };
+                        let data = &o[at as usize..(at + p) as usize];
+                        check_overflow_page(&self.layout, &self.files[F_OVERFLOW as usize], page, data)?;
+                        self.on_overflow(i, page, data, seed)?
                     }
                     Ready::StaticSlot(i, r) => {
                         let c = statics.get_or_insert_with(|| self.cache.clone().expect("a static hit has a cache"));
