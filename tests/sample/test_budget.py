@@ -127,7 +127,7 @@ def test_auto_reserves_per_node_memory(ds_path, tmp_path):
     assert a_small["budget"] == avail - fixed - small_r["bytes"]
     assert a_big["budget"] == avail - fixed - big_r["bytes"]
     assert a_small["budget"] - a_big["budget"] == big_r["bytes"] - small_r["bytes"] > 0
-    assert f"{n_big:,} nodes" in a_big["auto"] and "B/node: labels, splits" in a_big["auto"]
+    assert f"{n_big:,} nodes" in a_big["auto"] and "B/node of labels, splits" in a_big["auto"]
     assert "B/node" in budget.describe(a_big)
     # What the process already holds is in the measured usage: not reserved twice.
     samplers = [flashgnn.Sampler(big, [5, 3], labels=True) for _ in range(3)]

@@ -162,12 +162,12 @@ def node_reserve(path, training: bool = True) -> dict:
 
 
 def _node_text(node: dict) -> str:
-    """The per-node term in words, for auto's one-line reason."""
+    """The per-node term in words, for auto's one-line reason (it is part of the reserve)."""
     from flashgnn._util import human_bytes as h
 
     what = ", ".join(node["parts"]) or "nothing"
-    held = f", {h(node['held'])} of it already held" if node["held"] else ""
-    return f" + {h(node['bytes'])} for {node['nodes']:,} nodes ({node['per_node']:.1f} B/node: {what}{held})"
+    held = f"; {h(node['held'])} of it already held" if node["held"] else ""
+    return f" and {node['nodes']:,} nodes ({h(node['bytes'])} of it: {node['per_node']:.1f} B/node of {what}{held})"
 
 
 def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
