@@ -224,7 +224,8 @@ def train_capped(dataset: Path, batches: int, cap: int, batch_size: int, fanout:
     ep = m["epochs"][0]
     return {"batches": ep["batches"], "train_seconds": ep["train_seconds"],
             "batches_per_s": ep["batches"] / max(ep["train_seconds"], 1e-9),
-            "data_wait": ep.get("data_wait"), "budget_line": budget, "cgroup_peak_bytes": peak}
+            "data_wait": ep.get("data_wait"), "budget_line": budget, "cgroup_peak_bytes": peak,
+            "peak_rss_bytes": m.get("summary", {}).get("peak_rss_bytes")}
 
 
 def extrapolate(name: str, n: int, e: int, dim: int, per_node_base: float, per_edge: float, build_in_MBps: float,
@@ -382,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
         f"write; peak RSS {human_bytes(peak)} under --memory-budget {human_bytes(a.build_budget)}; verify {verify_s:.1f} s")
     log(f"bench-scale: training {tr['batches']} batches in {tr['train_seconds']:.1f} s = {tr['batches_per_s']:.2f} "
         f"batches/s under {human_bytes(a.memory_limit)} ({tr['budget_line']}; data wait {tr['data_wait']}; "
-        f"cgroup peak {human_bytes(tr['cgroup_peak_bytes']) if tr.get('cgroup_peak_bytes') else 'unknown'})")
+        f"peak RSS {human_bytes(tr['peak_rss_bytes'] or 0)}, cgroup peak "
+        f"{human_bytes(tr['cgroup_peak_bytes']) if tr.get('cgroup_peak_bytes') else 'unknown'})")
     if base:
         log(f"bench-scale: baseline {base['dataset']}: {base['batches_per_s']:.2f} batches/s under "
             f"{human_bytes(base['memory_limit'])} (dataset/cap {base['dataset_over_cap']:.1f}); this run / baseline = "

@@ -131,6 +131,16 @@ impl NpyArray {
     }
 }
 
+/// Drops a side array's pages from the page cache when it goes out of scope
+/// (after a whole load, or its failure): see [`FileReader::drop_cached`].
+struct DropCached<'a>(&'a NpyArray);
+
+impl Drop for DropCached<'_> {
+    fn drop(&mut self) {
+        self.0.reader.drop_cached();
+    }
+}
+
 /// What a side array must be: see [`Dataset::side_spec`].
 #[derive(Debug, Clone)]
 pub struct SideSpec {
@@ -367,6 +377,7 @@ impl Dataset {
             let load = |name: &str| -> Result<Arc<[u32]>> {
                 let a = self.side_array(name)?;
                 let n = self.num_nodes();
+                let _drop = DropCached(&a);
                 a.collect_shared(|i, x| {
                     if x < 0 || x as u64 >= n {
                         return Err(FormatError::oob(
@@ -420,6 +431,7 @@ impl Dataset {
                     return Ok(c);
                 }
                 let a = self.node_sized(FEATURE_CRC_FILE, self.side_array(FEATURE_CRC_FILE)?)?;
+                let _drop = DropCached(&a);
                 let c = a.collect_shared(|_, c| Ok(c as u32))?;
                 slots.feature_crcs = Some(Arc::downgrade(&c));
                 Ok(c)
@@ -471,6 +483,7 @@ impl Dataset {
     fn load_labels(&self) -> Result<Arc<[i32]>> {
         self.check_whole_file(LABELS_FILE, &mut |_| {})?;
         let a = self.node_sized(LABELS_FILE, self.side_array(LABELS_FILE)?)?;
+        let _drop = DropCached(&a);
         let spec = self.side_spec(LABELS_FILE).expect("labels.npy has a spec");
         let (lo, hi) = spec.range.expect("labels have a range");
         a.collect_shared(|i, l| {
@@ -735,6 +748,7 @@ impl Dataset {
         }
         self.check_side_file(&split_file(name))?;
         let a = self.side_array(&split_file(name))?;
+        let _drop = DropCached(&a);
         let v = a.read_all_i64()?;
         for (i, &x) in v.iter().enumerate() {
             if x < 0 || x as u64 >= self.num_nodes() {
