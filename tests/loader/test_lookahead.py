@@ -89,3 +89,20 @@ def test_train_with_lookahead_gives_the_same_weights(ds_path, tmp_path):
                                         "--metrics-json", str(tmp_path / "b.json")]))
     assert a["rank_weight_digests"] == b["rank_weight_digests"]
     assert b["history"][0]["lookahead"]["hits"] > 0
+
+
+def test_window_cache_too_small_for_its_node_arrays_is_none(ds_path):
+    """The Belady cache pays 8 B per node (slot_of, next-use marks) from its
+    budget; a budget that cannot pay them would hold no row yet allocate
+    them past the budget (512 MiB at 67 M nodes: the OOM kill of issue 19),
+    so it is not built, and rows are read instead."""
+    from flashgnn.loader.window import WindowGather
+
+    n = flashgnn.open(ds_path).num_nodes
+    gather = Sampler(ds_path, [0], labels=False)
+    row = gather.feature_dim * np.dtype(gather.dtype).itemsize
+    assert WindowGather(gather, 8 * n, n).belady is None
+    assert WindowGather(gather, 8 * n + 10 * (row + 8), n).belady.capacity == 10
+    w = WindowGather(gather, 4 * n, n)
+    ids = np.arange(min(n, 50))
+    assert np.array_equal(w.fill(ids, None, None, []), gather.sample(ids).x)

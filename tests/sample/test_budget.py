@@ -63,9 +63,12 @@ def test_auto_sizes_from_available_memory(ds_path):
     per = data // 64  # a batch small against the dataset, as on a graph larger than memory
     import sys
 
-    R = budget.auto_reserve(per, torch_loaded="torch" in sys.modules)
+    node = budget.node_reserve(ds_path)["bytes"]
+    assert node > 0
+    R = budget.auto_reserve(per, torch_loaded="torch" in sys.modules, node_bytes=node)
     assert budget.auto_reserve(per, True) == budget.AUTO_RESERVE_MODEL + budget.ACTIVATION_BATCHES * per
     assert budget.auto_reserve(per, False) == budget.auto_reserve(per, True) + budget.AUTO_RESERVE_TORCH
+    assert budget.auto_reserve(per, True, node_bytes=node) == budget.auto_reserve(per, True) + node
     base = budget.ENGINE_FIXED_PER_PRODUCER + per + 4 * per
     pla = per // 4  # a structure-stage batch of lookahead
     ahead = (budget.AUTO_LOOKAHEAD + budget.STRUCTURE_QUEUE) * pla
@@ -90,6 +93,55 @@ def test_auto_sizes_from_available_memory(ds_path):
     assert budget.parse_budget("auto") == "auto" and budget.parse_budget("AUTO") == "auto"
     assert budget.parse_budget("1GiB") == 1 << 30 and budget.parse_budget("0") == 0
     assert 0 < budget.available_memory()
+
+
+def test_auto_reserves_per_node_memory(ds_path, tmp_path):
+    """auto's reserve has a per-node term (issue 19: a 67 M-node graph was
+    OOM-killed under a 2 GiB cap because auto handed the cache the memory the
+    trainer's per-node arrays took): N x the bytes per node of what the
+    manifest says is kept (labels int32, split ids), less what the process
+    already holds. It grows with N, the budget shrinks by exactly as much,
+    and the one-line reason states it. The side arrays are one copy per
+    process, however many samplers are open."""
+    import gc
+
+    big = generated_dataset(tmp_path, scale=14, edge_factor=2, dim=16, classes=4, seed=6, split=(0.3, 0.1, 0.6))
+    gc.collect()
+    small_r, big_r = budget.node_reserve(ds_path), budget.node_reserve(big)
+    n_small, n_big = flashgnn.open(ds_path).num_nodes, flashgnn.open(big).num_nodes
+    assert (small_r["nodes"], big_r["nodes"]) == (n_small, n_big) and n_big == 4 * n_small
+    assert small_r["held"] == big_r["held"] == 0
+    for r, p in ((small_r, ds_path), (big_r, big)):
+        sp = flashgnn.open(p).manifest["splits"]
+        # labels (int32) + train/val/test ids (int64) + the train epoch's order (3 x int64 per train id)
+        want = budget.NODE_BYTES_LABELS * r["nodes"] + budget.SPLIT_ID_BYTES * (sp["train"] + sp["val"] + sp["test"]) \
+            + budget.EPOCH_ORDER_BYTES * sp["train"]
+        assert r["bytes"] == want and set(r["parts"]) == {"labels", "splits"}  # not relabelled, features inline
+    assert big_r["bytes"] > 3 * small_r["bytes"]  # grows with N
+    per = 4096
+    import sys
+
+    fixed = budget.auto_reserve(per, torch_loaded="torch" in sys.modules)
+    base = budget.ENGINE_FIXED_PER_PRODUCER + per + 4 * per  # engine + prefetch window
+    # Room above the engine and window, below caching either dataset whole: the budget is the room.
+    avail = fixed + base + big_r["bytes"] + budget.dataset_bytes(ds_path) // 4
+    assert big_r["bytes"] - small_r["bytes"] < budget.dataset_bytes(ds_path) // 2
+    a_small = budget.auto(ds_path, [5, 3], 256, available=avail, per_batch=per, lookahead=0)
+    a_big = budget.auto(big, [5, 3], 256, available=avail, per_batch=per, lookahead=0)
+    assert a_small["budget"] == avail - fixed - small_r["bytes"]
+    assert a_big["budget"] == avail - fixed - big_r["bytes"]
+    assert a_small["budget"] - a_big["budget"] == big_r["bytes"] - small_r["bytes"] > 0
+    assert f"{n_big:,} nodes" in a_big["auto"] and "B/node of labels, splits" in a_big["auto"]
+    assert "B/node" in budget.describe(a_big)
+    # What the process already holds is in the measured usage: not reserved twice.
+    samplers = [flashgnn.Sampler(big, [5, 3], labels=True) for _ in range(3)]
+    held = flashgnn.open(big)._core.side_bytes_held()
+    assert held == 4 * n_big  # one int32 copy of the labels for three samplers
+    assert budget.node_reserve(big)["bytes"] == big_r["bytes"] - held
+    assert "already held" in budget.auto(big, [5, 3], 256, available=avail, per_batch=per, lookahead=0)["auto"]
+    del samplers
+    gc.collect()
+    assert flashgnn.open(big)._core.side_bytes_held() == 0  # freed with the last sampler
 
 
 def test_loaders_default_to_auto_and_share_one_cache(ds_path, capsys):

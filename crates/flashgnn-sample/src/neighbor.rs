@@ -213,10 +213,12 @@ pub struct NeighborSampler {
     io: Box<dyn ReadEngine>,
     pool: BufPool,
     files: [String; 3],
-    node_index: Option<Vec<u32>>,
-    node_order: Option<Vec<u32>>,
-    feature_crcs: Option<Vec<u32>>,
-    labels: Option<Vec<i32>>,
+    // Per-node arrays (4 B/node each), one copy per process shared by every
+    // sampler of the same dataset files (flashgnn_store's shared module).
+    node_index: Option<Arc<[u32]>>,
+    node_order: Option<Arc<[u32]>>,
+    feature_crcs: Option<Arc<[u32]>>,
+    labels: Option<Arc<[i32]>>,
     /// Cumulative over every batch since open (or the last reset).
     pub telemetry: Telemetry,
     /// The most recent batch alone.
@@ -345,9 +347,10 @@ impl NeighborSampler {
         Self::open_dataset(&Dataset::open(path)?, fanouts, cfg)
     }
 
-    /// [`Self::open`] on a dataset already open (e.g. a snapshot's base):
-    /// its relabelling maps and feature CRCs are loaded once per `Dataset`
-    /// and copied from there, not read again.
+    /// [`Self::open`] on a dataset already open (e.g. a snapshot's base).
+    /// The per-node arrays (relabelling maps, feature CRCs, labels) are
+    /// shared, not copied: every sampler and `Dataset` of the same files in
+    /// this process holds the same `Arc`s, loaded once.
     pub fn open_dataset(ds: &Dataset, fanouts: &[i32], cfg: &SamplerConfig) -> Result<NeighborSampler> {
         if fanouts.len() > MAX_HOPS {
             return Err(SampleError::BadRequest(format!(
@@ -376,7 +379,7 @@ impl NeighborSampler {
         };
         // Separate feature rows are checked against feature_crc.npy (4 B/node).
         let feature_crcs = if layout.placement == FeaturePlacement::Separate && layout.row_bytes() > 0 {
-            Some(ds.feature_crcs()?.to_vec())
+            Some(ds.feature_crcs()?.clone())
         } else {
             None
         };
@@ -385,14 +388,8 @@ impl NeighborSampler {
             Some((index, order)) => (Some(index.clone()), Some(order.clone())),
             None => (None, None),
         };
-        let labels = if cfg.labels && ds.has_labels() {
-            ds.check_side_file(flashgnn_format::manifest::LABELS_FILE)?;
-            let name = flashgnn_format::manifest::LABELS_FILE;
-            let a = ds.node_sized(name, ds.side_array(name)?)?;
-            Some(a.read_all_i64()?.into_iter().map(|l| l.clamp(-1, i32::MAX as i64) as i32).collect())
-        } else {
-            None
-        };
+        // Checked whole (CRC32C, every value in range) when first loaded.
+        let labels = if cfg.labels && ds.has_labels() { Some(ds.labels_shared()?) } else { None };
         Ok(NeighborSampler {
             placement: layout.placement,
             layout,

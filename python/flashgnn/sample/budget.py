@@ -49,6 +49,21 @@ STRUCTURE_QUEUE = 2
 AUTO_RESERVE_TORCH = 768 << 20
 AUTO_RESERVE_MODEL = 320 << 20
 ACTIVATION_BATCHES = 6
+# ... and for what grows with the node count N (issue 19: at 67 M nodes this
+# was 1.4 GiB that auto handed the cache and the process did not have; see
+# docs/training.md, "Per-node memory"). Bytes per node, one copy per process:
+# the store's side arrays, shared by every sampler and producer
+# (flashgnn_store's shared module) — labels as int32, the relabelling maps
+# (node_index + node_order, uint32 each) when the dataset was relabelled, the
+# feature CRCs (uint32) when features are in a separate file; and per id of
+# a split, what the loaders hold: the train/val/test ids (int64), plus, per
+# training epoch, the train split's shuffled positions, its seed ids in that
+# order and the pipeline's copy of them (3 x int64).
+NODE_BYTES_LABELS = 4
+NODE_BYTES_MAPS = 8
+NODE_BYTES_CRCS = 4
+SPLIT_ID_BYTES = 8
+EPOCH_ORDER_BYTES = 24
 # The lookahead window `auto` picks for training: the measured sweet spot
 # (docs/benchmarks.md, online lookahead: 1.46x the default online cache at the
 # same memory). It pays even when the cache holds the whole dataset: the
@@ -132,10 +147,49 @@ def dataset_bytes(path) -> int:
     return sum(os.path.getsize(os.path.join(path, f)) for f in _DATA_FILES if os.path.exists(os.path.join(path, f)))
 
 
-def auto_reserve(per_batch: int, torch_loaded: bool) -> int:
+def auto_reserve(per_batch: int, torch_loaded: bool, node_bytes: int = 0) -> int:
     """Bytes `auto` leaves outside the budget: torch unless already imported,
-    the model's fixed part, and activations of ACTIVATION_BATCHES batches."""
-    return (0 if torch_loaded else AUTO_RESERVE_TORCH) + AUTO_RESERVE_MODEL + ACTIVATION_BATCHES * int(per_batch)
+    the model's fixed part, activations of ACTIVATION_BATCHES batches, and
+    ``node_bytes`` of per-node state (:func:`node_reserve`)."""
+    return (0 if torch_loaded else AUTO_RESERVE_TORCH) + AUTO_RESERVE_MODEL + ACTIVATION_BATCHES * int(per_batch) + \
+        int(node_bytes)
+
+
+def node_reserve(path, training: bool = True) -> dict:
+    """What a process training on (``training``) or serving dataset ``path``
+    keeps per node besides the cache, from its manifest: ``parts`` (bytes by
+    what: labels, maps, feature CRCs, splits), ``per_node`` (their sum / N),
+    ``held`` (the side arrays this process already holds for it now — counted
+    in the usage the available memory was measured against, so not reserved
+    twice) and ``bytes`` (the sum less ``held``: what auto reserves)."""
+    from flashgnn.store.dataset import Dataset
+
+    ds = path if isinstance(path, Dataset) else Dataset(os.fspath(path))
+    m, n = ds.manifest, int(ds.num_nodes)
+    files = m.get("files", {})
+    parts = {}
+    if "labels.npy" in files:
+        parts["labels"] = NODE_BYTES_LABELS * n
+    if m.get("reorder", "none") != "none":
+        parts["maps"] = NODE_BYTES_MAPS * n
+    if m.get("features", {}).get("placement") == "separate" and ds.feature_dim:
+        parts["feature CRCs"] = NODE_BYTES_CRCS * n
+    sp = m.get("splits", {})
+    if training and sp:
+        parts["splits"] = SPLIT_ID_BYTES * sum(int(sp.get(k, 0)) for k in ("train", "val", "test")) + \
+            EPOCH_ORDER_BYTES * int(sp.get("train", 0))
+    total = sum(parts.values())
+    held = int(ds._core.side_bytes_held())
+    return {"nodes": n, "parts": parts, "per_node": total / max(n, 1), "held": held, "bytes": max(0, total - held)}
+
+
+def _node_text(node: dict) -> str:
+    """The per-node term in words, for auto's one-line reason (it is part of the reserve)."""
+    from flashgnn._util import human_bytes as h
+
+    what = ", ".join(node["parts"]) or "nothing"
+    held = f"; {h(node['held'])} of it already held" if node["held"] else ""
+    return f" and {node['nodes']:,} nodes ({h(node['bytes'])} of it: {node['per_node']:.1f} B/node of {what}{held})"
 
 
 def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
@@ -152,8 +206,9 @@ def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
     None lets auto choose: ``AUTO_LOOKAHEAD`` for training when the cache
     cannot hold the data, else 0. When room cannot even hold the engine and
     the window, the budget is 0 (no cache) and the reason says so.
-    ``reserve`` replaces :func:`auto_reserve` for a process without torch or a
-    model (``flashgnn bench``'s engine child)."""
+    ``reserve`` replaces :func:`auto_reserve` (and its per-node term) for a
+    process without torch or a model (``flashgnn bench``'s engine child, which
+    measures its own)."""
     import sys
 
     from flashgnn._util import human_bytes as h
@@ -164,11 +219,14 @@ def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
     data = dataset_bytes(path)
     base = workers * (ENGINE_FIXED_PER_PRODUCER + per_batch) + prefetch * per_batch
     given = reserve is not None
-    reserve = int(reserve) if given else auto_reserve(per_batch, torch_loaded="torch" in sys.modules)
+    node = None if given else node_reserve(path, training)
+    reserve = int(reserve) if given else auto_reserve(per_batch, torch_loaded="torch" in sys.modules,
+                                                      node_bytes=node["bytes"])
     room = avail - reserve
     why = f"auto: {h(avail)} available" + (f" per process ({processes})" if processes > 1 else "") + \
           f" - {h(reserve)} reserve for " + ("the interpreter" if given else
-                                              ("" if "torch" in sys.modules else "torch and ") + "the model")
+                                              ("" if "torch" in sys.modules else "torch and ") + "the model" +
+                                              _node_text(node))
     if room < base:
         return {"budget": 0, "lookahead": 0 if lookahead is None else int(lookahead), "per_batch": per_batch,
                 "auto": why + f" leaves {h(max(room, 0))}, less than the {h(base)} the engine and prefetch window "

@@ -435,7 +435,7 @@ class Trainer:
         self._setup()
         c, ds, dist_ctx, chatty = self.config, self.dataset, self.dist, self.chatty
         raw_model, history = self.model, self.history
-        n_train = len(ds.split("train"))
+        n_train = int(ds.manifest["splits"]["train"])  # the count, without reading 8 B per id (issue 19)
         t_run = time.perf_counter()
         for epoch in range(self.start_epoch, c.epochs):
             t0 = time.perf_counter()
