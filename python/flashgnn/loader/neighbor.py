@@ -365,8 +365,10 @@ class NeighborLoader(_Base, _PygNeighborLoader):
         if isinstance(input_nodes, (int, np.integer)) and not isinstance(input_nodes, (bool, np.bool_)):
             # The old signature was (dataset, fanouts, batch_size, ...); PyG's third argument is input_nodes.
             if batch_size is not _UNSET:
-                raise TypeError(f"{who}: input_nodes={input_nodes!r} is a single integer; pass node ids as a "
-                                "tensor/array, a boolean mask or None")
+                raise TypeError(f"{who}: input_nodes={input_nodes!r} is a single integer: as the deprecated "
+                                f"positional batch_size it conflicts with batch_size={batch_size!r} (give batch_size "
+                                "once, by keyword); as input_nodes, pass node ids as a tensor/array, a boolean mask "
+                                "or None")
             warnings.warn(f"{who}: batch_size as the third positional argument is deprecated (in PyG's order the "
                           "third argument is input_nodes); pass batch_size= by keyword", DeprecationWarning,
                           stacklevel=2)
