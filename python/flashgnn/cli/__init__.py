@@ -257,11 +257,16 @@ def _parser() -> argparse.ArgumentParser:
 _QUIET = [(r".*torch\.jit\.script.* is deprecated", FutureWarning)]
 
 
-def main(argv: list[str] | None = None) -> int:
+def quiet_warnings() -> None:
+    """Silence :data:`_QUIET` (command-line programs only: benchmarks' children too)."""
     import warnings
 
     for message, category in _QUIET:
         warnings.filterwarnings("ignore", message=message, category=category)
+
+
+def main(argv: list[str] | None = None) -> int:
+    quiet_warnings()
     args = _parser().parse_args(argv)
     from flashgnn.cli import commands
 
