@@ -372,3 +372,30 @@ def test_positional_batch_size_and_batch_size_keyword_is_an_error_naming_both(ds
     with pytest.raises(TypeError, match=r"input_nodes=7 is a single integer: as the deprecated positional "
                                         r"batch_size it conflicts with batch_size=4"):
         flashgnn.NeighborLoader(ds_path, [3], 7, batch_size=4)
+
+
+# ---------------------------------------------------------------------------------------------
+# What a PyG user porting an example passes by mistake: refused by name, never reinterpreted
+
+
+@pytest.mark.parametrize("bs", [2.5, "4", True, 0, -3])
+def test_batch_size_must_be_a_positive_integer_as_in_torch(ds_path, bs):
+    """torch's DataLoader refuses these; flashgnn used to truncate 2.5 to 2 and take True as 1."""
+    with pytest.raises(ValueError, match=r"batch_size must be > 0 and an integer .*got batch_size="):
+        flashgnn.NeighborLoader(ds_path, [3], batch_size=bs)
+
+
+@pytest.mark.parametrize("nodes", [torch.arange(6).reshape(2, 3), torch.tensor(5), np.ones((2, 256), dtype=bool)])
+def test_input_nodes_must_be_one_dimensional(ds_path, nodes):
+    """A 2-D index or a 0-d tensor is refused (it used to be flattened silently)."""
+    with pytest.raises(ValueError, match=r"input_nodes has shape \(.*\): expected a 1-D tensor"):
+        flashgnn.NeighborLoader(ds_path, [3], input_nodes=nodes, batch_size=4)
+
+
+def test_an_in_memory_graph_as_data_points_at_from_pyg(ds_path, graph):
+    """The first thing a port does: pass the PyG Data itself. Refused naming data, the type and the fix."""
+    with pytest.raises(TypeError, match=r"data must be a flashgnn dataset directory .*torch_geometric.data.data.Data "
+                                        r"held in memory: write it to disk once with flashgnn.from_pyg"):
+        flashgnn.NeighborLoader(graph, num_neighbors=[3])
+    with pytest.raises(TypeError, match=r"data must be a flashgnn dataset directory .*got builtins.NoneType$"):
+        flashgnn.NeighborLoader(None, num_neighbors=[3])
