@@ -306,9 +306,17 @@ def cmd_train(a) -> int:
 def cmd_embed(a) -> int:
     import os
 
-    from flashgnn._durable import check_output
+    import re
 
-    flashgnn.open(a.dataset)  # a missing dataset, or a raw input (advice: `flashgnn build`), before anything else
+    from flashgnn._durable import check_output
+    from flashgnn.sample.sampler import ENGINES
+
+    # Flags, then the dataset and the checkpoint, then the output: before torch loads or anything is written.
+    if a.engine not in ("auto", *ENGINES):
+        raise flashgnn.InputError(f"--engine {a.engine!r}: expected one of auto, {', '.join(ENGINES)}")
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", a.device):
+        raise flashgnn.InputError(f"--device {a.device!r}: expected cpu, cuda or cuda:N")
+    flashgnn.open(a.dataset)  # a missing dataset, or a raw input (advice: `flashgnn build`)
     if not os.path.exists(a.checkpoint):
         raise flashgnn.InputError(f"--checkpoint {a.checkpoint}: does not exist (a directory written by `flashgnn "
                                   "train --checkpoint DIR`, or with --model-class a torch.save(state_dict) file)")
@@ -405,14 +413,13 @@ def cmd_trace(a) -> int:
         sizes = parse_batch_sizes(a.batch_size)
     except ValueError as e:
         raise flashgnn.InputError(str(e)) from None
+    from flashgnn.train.config import parse_fanout
+
+    fanouts = parse_fanout(a.fanout)  # as `flashgnn train --fanout`: hops >= 1 or -1
     # One size: OUT itself; several: one trace per size beside it (OUT.bsN), all checked before any work.
     outs = [a.out] if len(sizes) == 1 else [str(batch_size_path(a.out, b)) for b in sizes]
     for o in outs:
         check_trace_output(o, a.force)
-    try:
-        fanouts = [int(x) for x in a.fanout.split(",")]
-    except ValueError:
-        raise flashgnn.InputError(f"--fanout {a.fanout!r}: expected comma-separated integers (e.g. 25,10)") from None
     rs = []
     for bs, o in zip(sizes, outs):
         r = record_trace(a.dataset, o, fanouts, bs, a.batches, engine=a.engine, depth=a.depth, seed=a.seed,
