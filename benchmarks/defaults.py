@@ -47,7 +47,12 @@ def run_variant(dataset: str, flags: list[str], memory_limit: int | None, epochs
         env = dict(os.environ, PYTHONFAULTHANDLER="1")  # a crash leaves its traceback in the captured stderr
         p = subprocess.run(cmd, capture_output=True, text=True, env=env,
                            preexec_fn=(lambda: (cg / procs).write_text(str(os.getpid()))) if cg else None)
+        cg_peak = None
         if cg is not None:
+            for f in ("memory.max_usage_in_bytes", "memory.peak"):  # v1, v2: RSS + page cache, the cap's view
+                if (cg / f).exists():
+                    cg_peak = int((cg / f).read_text())
+                    break
             try:
                 cg.rmdir()
             except OSError:
@@ -63,7 +68,8 @@ def run_variant(dataset: str, flags: list[str], memory_limit: int | None, epochs
         seeds = sum(e["seeds"] for e in ep)
         return {"flags": flags, "ok": True, "train_seconds": train_s, "seeds_per_s": seeds / max(train_s, 1e-9),
                 "data_wait": sum(e["data_wait"] * e["train_seconds"] for e in ep) / max(train_s, 1e-9),
-                "batches": sum(e["batches"] for e in ep), "test_acc": m["summary"]["test_acc"], "budget": budget_line}
+                "batches": sum(e["batches"] for e in ep), "test_acc": m["summary"]["test_acc"], "budget": budget_line,
+                "peak_rss_bytes": m["summary"].get("peak_rss_bytes"), "cgroup_peak_bytes": cg_peak}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             flags = " ".join(v["flags"]) or "(none)"
             if v["ok"]:
                 print(f"  {name:9} {flags:40} {v['train_seconds']:7.1f} s  {v['seeds_per_s']:9,.0f} seeds/s  "
-                      f"data wait {100 * v['data_wait']:4.1f}%  test acc {v['test_acc']:.4f}")
+                      f"data wait {100 * v['data_wait']:4.1f}%  test acc {v['test_acc']:.4f}  peak RSS "
+                      f"{human_bytes(v['peak_rss_bytes'] or 0)}")
             else:
                 print(f"  {name:9} {flags:40} FAILED (exit {v['returncode']}{', OOM-killed' if v['oom_killed'] else ''})"
                       f": {v['stderr'].strip().splitlines()[-1] if v['stderr'].strip() else ''}")

@@ -62,7 +62,8 @@ def _child(a) -> dict:
             # (measured), the rest split as --memory-budget splits it.
             from flashgnn.sample import budget
 
-            total = max(0, total - la * budget.batch_bytes(ds.path, fan, a.batch_size))
+            held = budget.window_bytes(0, la, 0, budget.batch_bytes(ds.path, fan, a.batch_size, features="free"))
+            total = max(0, total - held)
             la_budget = int(total * budget.LOOKAHEAD_SHARE)
         cache = flashgnn.Cache(ds.path, fan, total - la_budget, engine=base)
     loader = NeighborLoader(ds, fan, batch_size=a.batch_size, split="train", shuffle=True, seed=a.seed,

@@ -38,7 +38,10 @@ def test_free_rows_and_missing_positions(ds_path):
     assert np.array_equal(a.n_id, b.n_id) and np.array_equal(a.row, b.row) and a.missing is None
     have = np.ones(len(b.n_id), bool)
     have[b.missing] = False
-    assert np.array_equal(a.x[have], b.x[have]) and not b.x[~have].any()
+    # x is packed: the free rows only, in order; expanded_x() puts zero rows at the missing positions.
+    assert b.x.shape == (int(have.sum()), a.x.shape[1]) and np.array_equal(a.x[have], b.x)
+    ex = b.expanded_x()
+    assert ex.shape == a.x.shape and np.array_equal(ex[have], a.x[have]) and not ex[~have].any()
     assert len(b.missing) > 0
     if flashgnn.open(ds_path).manifest["features"]["placement"] == "separate":
         assert len(b.missing) == len(b.n_id)  # no row comes with a structure read

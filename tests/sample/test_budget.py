@@ -33,7 +33,9 @@ def test_split_adds_up_and_measures_batches(ds_path):
     bigger = budget.split(160 << 20, ds_path, [5, 3], 128, workers=1, prefetch=3, per_batch=per)
     assert bigger["cache"] > sp["cache"]  # one producer fewer leaves more to the cache
     la = budget.split(160 << 20, ds_path, [5, 3], 128, workers=2, prefetch=3, per_batch=per, lookahead=8)
-    assert la["window"] == (3 + 8) * per and la["lookahead_cache"] > 0  # the structure batches held ahead count
+    # The structure batches held ahead count, at their own measured size (packed: only the rows that came free).
+    assert 0 < la["per_lookahead"] < per
+    assert la["window"] == 3 * per + (8 + budget.STRUCTURE_QUEUE) * la["per_lookahead"] and la["lookahead_cache"] > 0
     assert la["engine"] + la["window"] + la["lookahead_cache"] + la["cache"] == 160 << 20
     assert sp["lookahead_cache"] == 0 and "lookahead cache" in budget.describe(la)
     with pytest.raises(ValueError, match=r"below the [\d,]+ bytes the engine"):
@@ -65,21 +67,23 @@ def test_auto_sizes_from_available_memory(ds_path):
     assert budget.auto_reserve(per, True) == budget.AUTO_RESERVE_MODEL + budget.ACTIVATION_BATCHES * per
     assert budget.auto_reserve(per, False) == budget.auto_reserve(per, True) + budget.AUTO_RESERVE_TORCH
     base = budget.ENGINE_FIXED_PER_PRODUCER + per + 4 * per
-    plenty = budget.auto(ds_path, [5, 3], 256, available=64 << 30, per_batch=per)
+    pla = per // 4  # a structure-stage batch of lookahead
+    ahead = (budget.AUTO_LOOKAHEAD + budget.STRUCTURE_QUEUE) * pla
+    plenty = budget.auto(ds_path, [5, 3], 256, available=64 << 30, per_batch=per, per_lookahead=pla)
     assert plenty["lookahead"] == budget.AUTO_LOOKAHEAD and plenty["cache"] >= data and "fit" in plenty["auto"]
-    assert plenty["budget"] == base + budget.AUTO_LOOKAHEAD * per + 2 * data  # cache and Belady halves hold it all
+    assert plenty["budget"] == base + ahead + 2 * data  # cache and Belady halves hold it all
     serving = budget.auto(ds_path, [5, 3], 256, available=64 << 30, per_batch=per, training=False)
     assert serving["lookahead"] == 0 and serving["cache"] == data and serving["budget"] == base + data
-    small = budget.auto(ds_path, [5, 3], 256, available=R + base + per, per_batch=per)
-    assert small["lookahead"] == 0 and small["budget"] == base + per  # no room for a lookahead window
-    room = base + budget.AUTO_LOOKAHEAD * per + data // 2  # the cache cannot hold the data: lookahead pays
-    tight = budget.auto(ds_path, [5, 3], 256, available=R + room, per_batch=per)
+    small = budget.auto(ds_path, [5, 3], 256, available=R + base + ahead, per_batch=per, per_lookahead=pla)
+    assert small["lookahead"] == 0 and small["budget"] == base + ahead  # no room for a lookahead window
+    room = base + ahead + data // 2  # the cache cannot hold the data: lookahead pays
+    tight = budget.auto(ds_path, [5, 3], 256, available=R + room, per_batch=per, per_lookahead=pla)
     assert tight["lookahead"] == budget.AUTO_LOOKAHEAD and tight["budget"] == room
     assert tight["lookahead_cache"] > 0 and tight["cache"] + tight["lookahead_cache"] + tight["engine"] + \
         tight["window"] == room
     none = budget.auto(ds_path, [5, 3], 256, available=R + base - 1, per_batch=per)
     assert none["budget"] == 0 and "without a cache" in none["auto"] and "without a cache" in budget.describe(none)
-    two = budget.auto(ds_path, [5, 3], 256, available=2 * (R + room), processes=2, per_batch=per)
+    two = budget.auto(ds_path, [5, 3], 256, available=2 * (R + room), processes=2, per_batch=per, per_lookahead=pla)
     assert two["budget"] == room  # each local rank gets its share
     forced = budget.auto(ds_path, [5, 3], 256, available=R + room, lookahead=0, per_batch=per)
     assert forced["lookahead"] == 0 and forced["lookahead_cache"] == 0

@@ -137,6 +137,8 @@ pub struct Batch {
     pub num_sampled_nodes: Vec<i64>,
     pub num_sampled_edges: Vec<i64>,
     /// Feature rows `[n_id.len(), dim]` in the stored dtype, contiguous.
+    /// With [`SamplerConfig::free_features_only`], packed: only the rows of
+    /// the positions not in `missing`, in order (`[n_id.len() - missing.len(), dim]`).
     pub x: Vec<u8>,
     /// Labels of `n_id` (-1 unlabeled); empty when labels are off.
     pub y: Vec<i64>,
@@ -1290,7 +1292,14 @@ impl NeighborSampler {
             frontier = start..order.len();
         }
         b.n_id = order.iter().map(|&i| self.nodes[i as usize].original as i64).collect();
-        b.x.reserve(order.len() * rb);
+        // Exactly the rows `x` will hold (packed when free: see `Batch::x`), so a
+        // batch waiting in the lookahead window keeps no unused capacity.
+        let rows = if self.free_features_only {
+            order.iter().filter(|&&i| self.nodes[i as usize].feature.is_some()).count()
+        } else {
+            order.len()
+        };
+        b.x.reserve_exact(rows * rb);
         if rb > 0 {
             if self.resident.is_some() {
                 b.resident.reserve(order.len());
@@ -1302,10 +1311,10 @@ impl NeighborSampler {
                     // Not gathered here: a zero row, named in `resident` (the
                     // device has it) or in `missing` (lookahead fills it).
                     (None, Some(_)) => b.x.resize(b.x.len() + rb, 0),
-                    (None, None) if self.free_features_only => {
-                        b.x.resize(b.x.len() + rb, 0);
-                        b.missing.push(pos as i64);
-                    }
+                    // Packed: no zero row is written for it, so a batch
+                    // waiting in the lookahead window holds only the rows it
+                    // has (the last hop's rows, most of `x`, come at fill).
+                    (None, None) if self.free_features_only => b.missing.push(pos as i64),
                     (None, None) => {
                         return Err(SampleError::BadRequest(format!("internal: no features for node {}", node.v)))
                     }

@@ -140,10 +140,20 @@ class WindowGather:
     def fill(self, n_id: np.ndarray, x: np.ndarray | None, need: np.ndarray | None, window: list[np.ndarray],
              where="batch") -> np.ndarray:
         """``x`` for ``n_id`` with the rows at positions ``need`` filled
-        (``x`` None: every row), ``window`` = the next batches' ``n_id`` in
+        (``x`` None: every row; ``x`` packed — only the rows of the positions
+        not in ``need``, as ``Sampler(features="free")`` hands them — is
+        expanded first), ``window`` = the next batches' ``n_id`` in
         order. Every row of the result then enters the cache's choice, the
         ones that came free included."""
         c = self.belady
+        if x is not None and need is not None and len(x) != len(n_id):
+            if len(x) + len(need) != len(n_id):
+                raise ValueError(f"fill: packed x has {len(x)} rows, {len(need)} missing, for {len(n_id)} nodes")
+            full = np.empty((len(n_id), x.shape[1]), x.dtype)  # every row is written below
+            have = np.ones(len(n_id), bool)
+            have[need] = False
+            full[have] = x
+            x = full
         if x is None:
             if c is None:
                 return self._read(n_id, where)

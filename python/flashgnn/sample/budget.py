@@ -37,6 +37,9 @@ from flashgnn.sample.sampler import DEFAULT_HOT_FRACTION
 ENGINE_FIXED_PER_PRODUCER = _core.ENGINE_BYTES_PER_PRODUCER  # buffer pool + per-batch page cache
 HEADROOM = 1.25
 LOOKAHEAD_SHARE = 0.5
+# With lookahead, the structure stage keeps this many batches queued besides
+# the known window (flashgnn.loader.neighbor: prefetch=min(prefetch, 2)).
+STRUCTURE_QUEUE = 2
 # `--memory-budget auto` leaves room for what the budget does not cover:
 # torch itself (about 0.6 GiB of RSS on import; reserved only when it is not
 # imported yet — once imported it is already in the usage the headroom is
@@ -57,30 +60,48 @@ AUTO_LOOKAHEAD = 8
 _DATA_FILES = ("graph.fg", "overflow.fg", "features.fg")
 
 
-def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "uring") -> int:
+def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "uring", features=True) -> int:
     """Measured bytes of one mini-batch as handed to the consumer (ids, edges,
-    features, labels), the larger of two, with headroom."""
+    features, labels), the larger of two, with headroom. ``features="free"``:
+    a structure-stage batch of lookahead (only the rows that came with the
+    structure's reads, packed; the rest of ``x`` is filled later)."""
     from flashgnn.store.dataset import Dataset
     from flashgnn.sample.sampler import Sampler
 
     ds = Dataset(path)
-    s = Sampler(path, fanouts, engine=engine, labels=True)
+    s = Sampler(path, fanouts, engine=engine, labels=True, features=features)
     rng = np.random.default_rng(seed)
     pool = ds.split("train") if "train" in ds.split_names else np.arange(ds.num_nodes)
     worst = 0
     for _ in range(2):
         b = s.sample(rng.choice(pool, min(batch_size, len(pool)), replace=False), seed=int(rng.integers(1 << 31)))
-        worst = max(worst, sum(a.nbytes for a in (b.n_id, b.row, b.col, b.x, b.y)))
+        extra = b.missing.nbytes if b.missing is not None else 0
+        worst = max(worst, sum(a.nbytes for a in (b.n_id, b.row, b.col, b.x, b.y)) + extra)
     return int(worst * HEADROOM)
 
 
+def window_bytes(prefetch: int, lookahead: int, per_batch: int, per_lookahead: int) -> int:
+    """The prefetch window: ``prefetch`` full batches, and with lookahead the
+    structure-stage batches held ahead — ``lookahead`` known batches plus the
+    structure stage's own queue (STRUCTURE_QUEUE) — each holding only the rows
+    that came free (``per_lookahead``, measured)."""
+    return prefetch * per_batch + ((lookahead + STRUCTURE_QUEUE) * per_lookahead if lookahead else 0)
+
+
 def split(budget: int, path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
-          hot_fraction: float = DEFAULT_HOT_FRACTION, per_batch: int | None = None, lookahead: int = 0) -> dict:
-    """The budget split; raises ValueError when it cannot hold engine + window."""
+          hot_fraction: float = DEFAULT_HOT_FRACTION, per_batch: int | None = None, lookahead: int = 0,
+          per_lookahead: int | None = None) -> dict:
+    """The budget split; raises ValueError when it cannot hold engine + window.
+    ``per_batch`` / ``per_lookahead``: the measured bytes of a full and of a
+    structure-stage batch (:func:`batch_bytes`), measured here when None."""
     per_batch = batch_bytes(path, fanouts, batch_size) if per_batch is None else int(per_batch)
     workers, prefetch, lookahead = max(1, int(workers)), max(1, int(prefetch)), max(0, int(lookahead))
+    if not lookahead:
+        per_lookahead = 0
+    elif per_lookahead is None:
+        per_lookahead = batch_bytes(path, fanouts, batch_size, features="free")
     engine = workers * (ENGINE_FIXED_PER_PRODUCER + per_batch)
-    window = (prefetch + lookahead) * per_batch
+    window = window_bytes(prefetch, lookahead, per_batch, int(per_lookahead))
     rest = int(budget) - engine - window
     if rest < 0:
         raise ValueError(f"--memory-budget {budget:,} bytes is below the {engine + window:,} bytes the engine "
@@ -91,7 +112,8 @@ def split(budget: int, path, fanouts, batch_size: int, workers: int = 1, prefetc
     lookahead_cache = int(rest * LOOKAHEAD_SHARE) if lookahead else 0
     cache = rest - lookahead_cache
     static = int(cache * hot_fraction)
-    return {"budget": int(budget), "engine": engine, "window": window, "per_batch": per_batch, "workers": workers,
+    return {"budget": int(budget), "engine": engine, "window": window, "per_batch": per_batch,
+            "per_lookahead": int(per_lookahead), "workers": workers,
             "prefetch": prefetch, "lookahead": lookahead, "lookahead_cache": lookahead_cache, "cache": cache,
             "cache_static": static, "cache_dynamic": cache - static}
 
@@ -119,7 +141,7 @@ def auto_reserve(per_batch: int, torch_loaded: bool) -> int:
 def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
          hot_fraction: float = DEFAULT_HOT_FRACTION, lookahead: int | None = None, training: bool = True,
          processes: int = 1, available: int | None = None, per_batch: int | None = None,
-         reserve: int | None = None) -> dict:
+         reserve: int | None = None, per_lookahead: int | None = None) -> dict:
     """``--memory-budget auto``: the budget sized from what this process may
     really use and split as :func:`split` splits it.
 
@@ -151,13 +173,21 @@ def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
         return {"budget": 0, "lookahead": 0 if lookahead is None else int(lookahead), "per_batch": per_batch,
                 "auto": why + f" leaves {h(max(room, 0))}, less than the {h(base)} the engine and prefetch window "
                                "need: running without a cache"}
+    def ahead(la: int) -> int:  # what `la` lookahead batches add to the window (structure batches, measured once)
+        nonlocal per_lookahead
+        if not la:
+            return 0
+        if per_lookahead is None:
+            per_lookahead = batch_bytes(path, fanouts, batch_size, features="free")
+        return window_bytes(prefetch, la, per_batch, per_lookahead) - prefetch * per_batch
+
     if lookahead is None:  # lookahead for training whenever its window leaves room for the caches
-        spare = room - base - AUTO_LOOKAHEAD * per_batch
-        lookahead = AUTO_LOOKAHEAD if training and spare > 0 else 0
-    need = base + lookahead * per_batch + (int(data / (1 - LOOKAHEAD_SHARE)) if lookahead else data)
+        lookahead = AUTO_LOOKAHEAD if training and room - base - ahead(AUTO_LOOKAHEAD) > 0 else 0
+    lookahead = int(lookahead)
+    need = base + ahead(lookahead) + (int(data / (1 - LOOKAHEAD_SHARE)) if lookahead else data)
     budget = min(room, need)
     s = split(budget, path, fanouts, batch_size, workers=workers, prefetch=prefetch, hot_fraction=hot_fraction,
-              per_batch=per_batch, lookahead=lookahead)
+              per_batch=per_batch, lookahead=lookahead, per_lookahead=per_lookahead)
     s["auto"] = why + (f"; the dataset's {h(data)} fit" if budget == need else f"; dataset {h(data)}") + \
         (f"; lookahead {lookahead}" if lookahead else "")
     return s
@@ -170,8 +200,8 @@ def describe(s: dict) -> str:
     if s.get("budget", 0) == 0:
         return f"memory budget 0 ({s['auto']})" if s.get("auto") else "memory budget 0 (no cache)"
     return ((f"{s['auto']} -> " if s.get("auto") else "") + f"memory budget {h(s['budget'])} = engine {h(s['engine'])} ({s['workers']} producer(s) x (32.0 MiB buffers "
-            f"+ {h(s['per_batch'])} batch)) + prefetch window {h(s['window'])} ({s['prefetch']}"
-            + (f" + {la} lookahead" if la else "") + f" x {h(s['per_batch'])})"
+            f"+ {h(s['per_batch'])} batch)) + prefetch window {h(s['window'])} ({s['prefetch']} x {h(s['per_batch'])}"
+            + (f" + {la} lookahead + {STRUCTURE_QUEUE} queued x {h(s['per_lookahead'])} structure" if la else "") + ")"
             + (f" + lookahead cache {h(s['lookahead_cache'])}" if la else "")
             + f" + cache {h(s['cache'])} (static {h(s['cache_static'])} + dynamic {h(s['cache_dynamic'])})")
 
