@@ -138,6 +138,7 @@ def test_each_command_help_says_what_it_does():
     (["train", "{tmp}/nope", "--checkpoint", "{tmp}/afile/ck"], "--checkpoint {tmp}/afile/ck: {tmp}/afile is not a "
                                                                 "directory"),
     (["train", "{tmp}/nope"], "{tmp}/nope: no such dataset directory"),
+    (["scrub", "{tmp}/nope", "--state", "{tmp}/afile"], "--state {tmp}/afile: is not a directory"),
 ])
 def test_bad_values_are_refused_by_name_before_any_work(tmp_path, capsys, argv, words):
     (tmp_path / "afile").write_text("x")

@@ -95,6 +95,8 @@ def _build_options(b: argparse.ArgumentParser) -> None:
             b.add_argument(o["flag"], action="store_true", help=o["help"])
             continue
         kw = dict(_BUILD_KINDS[o["kind"]])
+        if o["name"] == "num_classes":
+            kw["type"] = int  # cmd_build names its whole range, [1, 2^31 - 1], for 0 and negatives alike
         if o["choices"]:
             kw["choices"] = list(o["choices"])
         b.add_argument(o["flag"], dest=o["name"], default=o["default"], help=o["help"], **kw)

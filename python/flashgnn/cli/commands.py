@@ -240,6 +240,10 @@ SCRUB_DAMAGE_EXIT = 3
 
 
 def cmd_scrub(a) -> int:
+    import os
+
+    if a.state is not None and os.path.lexists(a.state) and not os.path.isdir(a.state):
+        raise flashgnn.InputError(f"--state {a.state}: is not a directory (progress.json is kept in a directory)")
     rep = flashgnn.scrub(a.dataset, rate=a.rate, resume=a.resume, state=a.state, progress=not (a.json or a.quiet))
     bad = rep["damaged_count"]
     if a.json:
@@ -318,8 +322,9 @@ def cmd_embed(a) -> int:
         raise flashgnn.InputError(f"--device {a.device!r}: expected cpu, cuda or cuda:N")
     flashgnn.open(a.dataset)  # a missing dataset, or a raw input (advice: `flashgnn build`)
     if not os.path.exists(a.checkpoint):
-        raise flashgnn.InputError(f"--checkpoint {a.checkpoint}: does not exist (a directory written by `flashgnn "
-                                  "train --checkpoint DIR`, or with --model-class a torch.save(state_dict) file)")
+        raise flashgnn.InputError(f"--checkpoint {a.checkpoint}: does not exist, so there is no checkpoint to load (a "
+                                  "directory written by `flashgnn train --checkpoint DIR`, or with --model-class a "
+                                  "torch.save(state_dict) file)")
     if os.path.isdir(a.checkpoint) and a.model_class is None and not os.path.exists(
             os.path.join(a.checkpoint, "checkpoint.pt")):
         raise flashgnn.InputError(f"--checkpoint {a.checkpoint}: holds no checkpoint.pt (train with "
