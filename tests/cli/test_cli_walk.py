@@ -239,3 +239,18 @@ def test_no_torch_future_warning_on_screen(ds):
     p = run_cli("train", ds, "--epochs", "1", "--max-batches", "1", "--batch-size", "32", timeout=300)
     assert p.returncode == 0, p.stderr
     assert "Warning" not in p.stderr, p.stderr
+
+
+def test_unwritable_checkpoint_and_metrics_directories_are_refused(tmp_path, monkeypatch):
+    """As root every directory passes os.access, so the check is driven through it: a directory the
+    process may not write is refused by name before anything runs."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if os.fspath(p) == str(ro) else real(p, mode, **kw))
+    for kw, words in ((dict(checkpoint=str(ro / "ck")), f"--checkpoint {ro / 'ck'}: {ro} is not writable"),
+                      (dict(checkpoint=str(ro)), f"--checkpoint {ro}: {ro} is not writable"),
+                      (dict(metrics_json=str(ro / "m.json")), f"--metrics-json {ro / 'm.json'}: {ro} is not writable")):
+        with pytest.raises(TrainError) as e:
+            TrainConfig(str(tmp_path / "nope"), **kw).validate()
+        assert words in str(e.value)
