@@ -307,17 +307,23 @@ def cmd_train(a) -> int:
     return 0
 
 
+def _check_engine(engine: str) -> None:
+    """``--engine`` of embed and presample: auto or an engine name, checked before torch loads."""
+    from flashgnn.sample.sampler import ENGINES
+
+    if engine not in ("auto", *ENGINES):
+        raise flashgnn.InputError(f"--engine {engine!r}: expected one of auto, {', '.join(ENGINES)}")
+
+
 def cmd_embed(a) -> int:
     import os
 
     import re
 
     from flashgnn._durable import check_output
-    from flashgnn.sample.sampler import ENGINES
 
     # Flags, then the dataset and the checkpoint, then the output: before torch loads or anything is written.
-    if a.engine not in ("auto", *ENGINES):
-        raise flashgnn.InputError(f"--engine {a.engine!r}: expected one of auto, {', '.join(ENGINES)}")
+    _check_engine(a.engine)
     if not re.fullmatch(r"cpu|cuda(:\d+)?", a.device):
         raise flashgnn.InputError(f"--device {a.device!r}: expected cpu, cuda or cuda:N")
     flashgnn.open(a.dataset)  # a missing dataset, or a raw input (advice: `flashgnn build`)
@@ -383,13 +389,11 @@ def cmd_query(a) -> int:
 
 def cmd_presample(a) -> int:
     from flashgnn._durable import check_output
-    from flashgnn.sample.sampler import ENGINES
     from flashgnn.train.config import parse_fanout
 
     # Flags, then the dataset, then the output; all before torch loads or anything is written.
     fanouts = parse_fanout(a.fanout)
-    if a.engine not in ("auto", *ENGINES):
-        raise flashgnn.InputError(f"--engine {a.engine!r}: expected one of auto, {', '.join(ENGINES)}")
+    _check_engine(a.engine)
     ds = flashgnn.open(a.dataset)
     if a.split not in ds.split_names:
         raise flashgnn.InputError(f"--split {a.split!r}: {ds.path} has no such split (it has: "
