@@ -34,7 +34,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         text = action.help or ""
         if not action.option_strings or not _shows_default(action) or "%(default)" in text or "(default" in text:
             return text
-        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+        return f"{text} (default: %(default)s)"  # an empty help got "(default: ...)" in _format_action
 
     def _expand_help(self, action):
         shown = _default_text(action)

@@ -335,9 +335,7 @@ def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
         if isinstance(f.default, bool):
             groups[m["group"]].add_argument(*names, action="store_true", help=m["help"])
             continue
-        # %(default)s, not the formatter's automatic suffix: that one hides falsy defaults such as 0.
-        text = m["help"] if f.default is None else f"{m['help']} (default: %(default)s)"
-        kw = dict(default=f.default, help=text)
+        kw = dict(default=f.default, help=m["help"])  # the formatter shows the default (0 too; None never)
         if m.get("type") is not None:
             kw["type"] = m["type"]
         if m.get("choices"):
