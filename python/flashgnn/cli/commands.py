@@ -315,6 +315,18 @@ def _check_engine(engine: str) -> None:
         raise flashgnn.InputError(f"--engine {engine!r}: expected one of auto, {', '.join(ENGINES)}")
 
 
+def _torch_device(text: str) -> bool:
+    """Whether torch reads ``text`` as a device (xpu, mps, ...: what `flashgnn train --device` and embed took
+    before the cpu/cuda fast path above refused the rest). Imports torch: only for a name that path refused."""
+    import torch
+
+    try:
+        torch.device(text)
+    except (RuntimeError, ValueError):
+        return False
+    return True
+
+
 def cmd_embed(a) -> int:
     import os
 
@@ -324,7 +336,7 @@ def cmd_embed(a) -> int:
 
     # Flags, then the dataset and the checkpoint, then the output: before torch loads or anything is written.
     _check_engine(a.engine)
-    if not re.fullmatch(r"cpu|cuda(:\d+)?", a.device):
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", a.device) and not _torch_device(a.device):
         raise flashgnn.InputError(f"--device {a.device!r}: expected cpu, cuda or cuda:N")
     flashgnn.open(a.dataset)  # a missing dataset, or a raw input (advice: `flashgnn build`)
     if not os.path.exists(a.checkpoint):
