@@ -71,7 +71,12 @@ def _child(a) -> dict:
                             lookahead_budget=la_budget, memory_budget=0)  # the variant's own cache, or none
     model = build_model(a.model, ds.feature_dim, a.hidden, ds.num_classes, len(fan), 0.2)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    n = min(a.batches, len(loader)) + 1  # one more: timing starts at the first arrival
+    # One batch more than are timed: timing starts at the first arrival. A small split (a demo at scale 14)
+    # may hold fewer than that; then every batch it has is used, and fewer are timed (reported in `batches`).
+    n = min(a.batches + 1, len(loader))
+    if n < 2:
+        raise SystemExit(f"bench-train: {a.dataset}: the train split ({len(loader.input_nodes):,} nodes) makes "
+                         f"{len(loader)} batch(es) of {a.batch_size}; timing needs at least 2 (lower --batch-size)")
 
     def step(d):
         opt.zero_grad(set_to_none=True)
@@ -196,6 +201,9 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    from flashgnn.cli import quiet_warnings
+
+    quiet_warnings()  # the child imports torch_geometric: no torch FutureWarning on the demo's screen
     if a.child:
         a.engine = a.engines
         print(json.dumps(_child(a)), flush=True)
