@@ -269,3 +269,40 @@ def test_producers_default_to_the_cores_within_the_budget(ds_path, monkeypatch):
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["results"][0]["workers"] == budget.cpu_cores()
     assert f"bench: {budget.cpu_cores()} producer(s) per engine" in p.stderr
+
+
+def test_available_keeps_the_processes_own_code_pages(monkeypatch):
+    """Page cache counts as available, but the process's own mapped code is
+    kept in part (CODE_PAGES_KEPT): evicting it makes the step refault."""
+    monkeypatch.setattr(budget, "_cgroup_headroom", lambda: None)
+    monkeypatch.setattr(budget, "_mem_available", lambda: 1000 << 20)
+    monkeypatch.setattr(budget, "_own_file_rss", lambda: 300 << 20)
+    assert budget.available_memory() == (1000 << 20) - int(budget.CODE_PAGES_KEPT * (300 << 20))
+    monkeypatch.setattr(budget, "_cgroup_headroom", lambda: 800 << 20)  # the tighter source counts
+    assert budget.available_memory() == (800 << 20) - int(budget.CODE_PAGES_KEPT * (300 << 20))
+    monkeypatch.setattr(budget, "_own_file_rss", lambda: 4 << 30)
+    assert budget.available_memory() == 0  # never negative
+    monkeypatch.undo()
+    assert 0 < budget._own_file_rss() and budget.available_memory() > 0
+
+
+def test_auto_lookahead_only_when_its_cache_pays_its_node_arrays(ds_path):
+    """auto turns lookahead on only when its half of the rest pays the Belady
+    cache's per-node arrays twice over; else every byte goes to the cache."""
+    n = flashgnn.open(ds_path).num_nodes
+    per, pla = 64 << 10, 16 << 10
+    base = budget.ENGINE_FIXED_PER_PRODUCER + per + 4 * per
+    ahead = (budget.AUTO_LOOKAHEAD + budget.STRUCTURE_QUEUE) * pla
+    R = budget.auto_reserve(per, True, budget.node_reserve(ds_path)["bytes"])
+    import sys
+
+    if "torch" not in sys.modules:
+        R += budget.AUTO_RESERVE_TORCH
+    just = 2 * budget.BELADY_NODE_BYTES * n / budget.LOOKAHEAD_SHARE  # the rest at which the arrays are paid twice
+    short = budget.auto(ds_path, [5, 3], 256, available=R + base + ahead + int(just) - 1, per_batch=per,
+                        per_lookahead=pla)
+    assert short["lookahead"] == 0 and short["lookahead_cache"] == 0 and short["cache"] > 0
+    enough = budget.auto(ds_path, [5, 3], 256, available=R + base + ahead + int(just) + 4096, per_batch=per,
+                         per_lookahead=pla)
+    assert enough["lookahead"] == budget.AUTO_LOOKAHEAD
+    assert enough["lookahead_cache"] > budget.BELADY_NODE_BYTES * n

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from flashgnn.sample.budget import BELADY_NODE_BYTES
+
 
 class PresampleError(ValueError):
     """A stored pre-sample that does not match, or is corrupt. Defined here,
@@ -131,7 +133,7 @@ class WindowGather:
         # the budget: 512 MiB at 67 M nodes, which OOM-killed training under
         # a 2 GiB cap (issue 19). Then there is no cache: the same rows, read.
         self.belady = (BeladyRowCache(budget, gather.feature_dim, gather.out_dtype or gather.dtype, num_nodes)
-                       if budget and int(budget) > 8 * int(num_nodes) else None)
+                       if budget and int(budget) > BELADY_NODE_BYTES * int(num_nodes) else None)
         self.rows_gathered = 0
 
     def _read(self, ids: np.ndarray, where) -> np.ndarray:

@@ -37,6 +37,10 @@ from flashgnn.sample.sampler import DEFAULT_HOT_FRACTION
 ENGINE_FIXED_PER_PRODUCER = _core.ENGINE_BYTES_PER_PRODUCER  # buffer pool + per-batch page cache
 HEADROOM = 1.25
 LOOKAHEAD_SHARE = 0.5
+# The lookahead's Belady row cache keeps two 4-byte arrays per node of the
+# dataset (flashgnn.loader.window.BeladyRowCache): a lookahead cache share
+# below this x N holds no row.
+BELADY_NODE_BYTES = 8
 # With lookahead, the structure stage keeps this many batches queued besides
 # the known window (flashgnn.loader.neighbor: prefetch=min(prefetch, 2)).
 STRUCTURE_QUEUE = 2
@@ -64,6 +68,10 @@ NODE_BYTES_MAPS = 8
 NODE_BYTES_CRCS = 4
 SPLIT_ID_BYTES = 8
 EPOCH_ORDER_BYTES = 24
+# The share of the process's own resident file pages (its mapped code) that
+# `auto` treats as in use although the kernel lists them as reclaimable page
+# cache (see available_memory).
+CODE_PAGES_KEPT = 0.5
 # The lookahead window `auto` picks for training: the measured sweet spot
 # (docs/benchmarks.md, online lookahead: 1.46x the default online cache at the
 # same memory). It pays even when the cache holds the whole dataset: the
@@ -239,8 +247,14 @@ def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
             per_lookahead = batch_bytes(path, fanouts, batch_size, features="free")
         return window_bytes(prefetch, la, per_batch, per_lookahead) - prefetch * per_batch
 
-    if lookahead is None:  # lookahead for training whenever its window leaves room for the caches
-        lookahead = AUTO_LOOKAHEAD if training and room - base - ahead(AUTO_LOOKAHEAD) > 0 else 0
+    if lookahead is None:
+        # Lookahead for training whenever its window leaves room for the caches and its half of the rest
+        # pays the Belady cache's node-sized arrays at least twice over (else it would hold no rows, or few).
+        from flashgnn.store.dataset import Dataset
+
+        n = int(Dataset(os.fspath(path)).num_nodes)
+        pays = lambda: (room - base - ahead(AUTO_LOOKAHEAD)) * LOOKAHEAD_SHARE > 2 * BELADY_NODE_BYTES * n  # noqa: E731
+        lookahead = AUTO_LOOKAHEAD if training and pays() else 0
     lookahead = int(lookahead)
     need = base + ahead(lookahead) + (int(data / (1 - LOOKAHEAD_SHARE)) if lookahead else data)
     budget = min(room, need)
@@ -342,14 +356,39 @@ def _mem_available() -> int | None:
     return None
 
 
+def _own_file_rss() -> int:
+    """This process's resident file-backed pages (``RssFile``: the mapped code
+    of the interpreter, torch and the extension), bytes; 0 when unreadable."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("RssFile:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def available_memory() -> int:
     """Bytes this process may still allocate: the smaller of its memory
     cgroup's headroom (limit − usage; v2 ``memory.max`` or v1
     ``memory.limit_in_bytes``, the tightest up the hierarchy) and the
-    kernel's ``MemAvailable``; 1 GiB when neither can be read (a stated
-    floor, not a measurement)."""
+    kernel's ``MemAvailable``, less CODE_PAGES_KEPT of the process's own
+    mapped file pages; 1 GiB when neither can be read (a stated floor, not a
+    measurement).
+
+    Both sources count clean page cache as available, and that includes the
+    process's own mapped code (torch's libraries: ~300 MiB resident after
+    ``import torch``, nearly all on the inactive list). The kernel can take
+    those pages, but the process faults them straight back: under a cap,
+    the training step runs up to 1.8x slower with no data wait once the
+    budget eats into them (make bench-defaults, 2026-11-25: data/demo under
+    1.5 GiB, a 672 MiB budget 15.9 s against 640 MiB 8.7 s; data/ooc 584 MiB
+    82.6 s against 512 MiB 50.9 s). The hot part of that code is kept."""
     found = [v for v in (_cgroup_headroom(), _mem_available()) if v is not None]
-    return min(found) if found else 1 << 30
+    if not found:
+        return 1 << 30
+    return max(0, min(found) - int(CODE_PAGES_KEPT * _own_file_rss()))
 
 
 # One cache per dataset per process. Loaders built without an explicit
