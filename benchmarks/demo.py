@@ -26,6 +26,11 @@ def run(argv: list[str]) -> None:
         sys.exit(rc)
 
 
+def compare_batch_size(train_nodes: int, batches: int, batch_size: int = 1024) -> int:
+    """``batch_size``, or less where the train split would not give ``batches + 1`` full batches."""
+    return max(1, min(batch_size, train_nodes // (batches + 1)))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description=__doc__)
     p.add_argument("--data", default="data", help="working directory (default ./data)")
@@ -70,14 +75,17 @@ def main(argv: list[str] | None = None) -> int:
     except (RuntimeError, OSError):
         cap = None
     where = f"under a {human_bytes(cap)} memory cap" if cap else "without a memory cap (no writable cgroup)"
+    # The comparison times --compare-batches batches (one more is fetched first); a small train split (--scale
+    # 14 has ~1,600 training nodes) gets smaller batches so that it still has that many.
+    bs = compare_batch_size(len(ds.split("train")), a.compare_batches)
     print(f"\n$ python -m benchmarks.train {ds_path} --engines uring,mmap --batches {a.compare_batches}"
-          f"{f' --memory-limit {cap}' if cap else ''}", flush=True)
-    rep = measure(ds_path, ["uring", "mmap"], cap, a.compare_batches)
+          f"{f' --batch-size {bs}' if bs != 1024 else ''}{f' --memory-limit {cap}' if cap else ''}", flush=True)
+    rep = measure(ds_path, ["uring", "mmap"], cap, a.compare_batches, batch_size=bs)
     by = {r["engine"]: r for r in rep["results"]}
     cmp = "mmap comparison unavailable"
     if "uring" in by and "mmap" in by:
         u, m = by["uring"], by["mmap"]
-        cmp = (f"{a.compare_batches} training batches {where}: uring {u['epoch_seconds']:.1f} s vs tuned mmap "
+        cmp = (f"{u['batches']} training batches of {bs} {where}: uring {u['epoch_seconds']:.1f} s vs tuned mmap "
                f"{m['epoch_seconds']:.1f} s = {m['epoch_seconds'] / u['epoch_seconds']:.2f}x faster "
                f"(data wait {100 * u['data_wait']:.0f}% vs {100 * m['data_wait']:.0f}%)")
     print(

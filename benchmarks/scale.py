@@ -199,10 +199,19 @@ def train_capped(dataset: Path, batches: int, cap: int, batch_size: int, fanout:
                "--no-progress", "--metrics-json", str(metrics)]
         drop_caches()
         cg, procs = make_cgroup(cap)
+        peak = None
         try:
             p = subprocess.run(cmd, capture_output=True, text=True,
                                preexec_fn=lambda: (cg / procs).write_text(str(os.getpid())))
         finally:
+            # The cgroup's high-water mark (v1 max_usage_in_bytes, v2 memory.peak): what the
+            # run came closest to the cap, page cache included.
+            for f in ("memory.max_usage_in_bytes", "memory.peak"):
+                try:
+                    peak = int((cg / f).read_text().split()[0])
+                    break
+                except (OSError, ValueError, IndexError):
+                    pass
             try:
                 cg.rmdir()
             except OSError:
@@ -215,7 +224,8 @@ def train_capped(dataset: Path, batches: int, cap: int, batch_size: int, fanout:
     ep = m["epochs"][0]
     return {"batches": ep["batches"], "train_seconds": ep["train_seconds"],
             "batches_per_s": ep["batches"] / max(ep["train_seconds"], 1e-9),
-            "data_wait": ep.get("data_wait"), "budget_line": budget}
+            "data_wait": ep.get("data_wait"), "budget_line": budget, "cgroup_peak_bytes": peak,
+            "peak_rss_bytes": m.get("summary", {}).get("peak_rss_bytes")}
 
 
 def extrapolate(name: str, n: int, e: int, dim: int, per_node_base: float, per_edge: float, build_in_MBps: float,
@@ -372,7 +382,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{in_MBps:.0f} MB/s = {res['build_vs_disk_read']:.2f}x disk sequential read, {res['build_vs_disk_write']:.2f}x "
         f"write; peak RSS {human_bytes(peak)} under --memory-budget {human_bytes(a.build_budget)}; verify {verify_s:.1f} s")
     log(f"bench-scale: training {tr['batches']} batches in {tr['train_seconds']:.1f} s = {tr['batches_per_s']:.2f} "
-        f"batches/s under {human_bytes(a.memory_limit)} ({tr['budget_line']}; data wait {tr['data_wait']})")
+        f"batches/s under {human_bytes(a.memory_limit)} ({tr['budget_line']}; data wait {tr['data_wait']}; "
+        f"peak RSS {human_bytes(tr['peak_rss_bytes'] or 0)}, cgroup peak "
+        f"{human_bytes(tr['cgroup_peak_bytes']) if tr.get('cgroup_peak_bytes') else 'unknown'})")
     if base:
         log(f"bench-scale: baseline {base['dataset']}: {base['batches_per_s']:.2f} batches/s under "
             f"{human_bytes(base['memory_limit'])} (dataset/cap {base['dataset_over_cap']:.1f}); this run / baseline = "

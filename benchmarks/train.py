@@ -62,7 +62,8 @@ def _child(a) -> dict:
             # (measured), the rest split as --memory-budget splits it.
             from flashgnn.sample import budget
 
-            total = max(0, total - la * budget.batch_bytes(ds.path, fan, a.batch_size))
+            held = budget.window_bytes(0, la, 0, budget.batch_bytes(ds.path, fan, a.batch_size, features="free"))
+            total = max(0, total - held)
             la_budget = int(total * budget.LOOKAHEAD_SHARE)
         cache = flashgnn.Cache(ds.path, fan, total - la_budget, engine=base)
     loader = NeighborLoader(ds, fan, batch_size=a.batch_size, split="train", shuffle=True, seed=a.seed,
@@ -70,7 +71,12 @@ def _child(a) -> dict:
                             lookahead_budget=la_budget, memory_budget=0)  # the variant's own cache, or none
     model = build_model(a.model, ds.feature_dim, a.hidden, ds.num_classes, len(fan), 0.2)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    n = min(a.batches, len(loader)) + 1  # one more: timing starts at the first arrival
+    # One batch more than are timed: timing starts at the first arrival. A small split (a demo at scale 14)
+    # may hold fewer than that; then every batch it has is used, and fewer are timed (reported in `batches`).
+    n = min(a.batches + 1, len(loader))
+    if n < 2:
+        raise SystemExit(f"bench-train: {a.dataset}: the train split ({len(loader.input_nodes):,} nodes) makes "
+                         f"{len(loader)} batch(es) of {a.batch_size}; timing needs at least 2 (lower --batch-size)")
 
     def step(d):
         opt.zero_grad(set_to_none=True)
@@ -195,6 +201,9 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    from flashgnn.cli import quiet_warnings
+
+    quiet_warnings()  # the child imports torch_geometric: no torch FutureWarning on the demo's screen
     if a.child:
         a.engine = a.engines
         print(json.dumps(_child(a)), flush=True)

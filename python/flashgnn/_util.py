@@ -6,6 +6,7 @@ library never imports the command line (the CLI imports the library)."""
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import re
 
@@ -17,14 +18,58 @@ _NEGATIVE_VALUE = re.compile(r"^-(\d+|\d*\.\d+)(,\s*-?(\d+|\d*\.\d+))*$")
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """``--help`` shows every option's default (none for flags and options
-    without one)."""
+    """``--help`` shows every option's default — options without a help text
+    and falsy defaults such as 0 too; none for flags, for options whose
+    default is None (their help says in words what happens) and for help
+    texts that already say ``(default ...)``. Sizes print in binary units
+    (``2GiB``, not 2147483648) and tuples as the comma list the option takes."""
+
+    def _format_action(self, action):
+        if action.option_strings and not (action.help or "").strip() and _shows_default(action):
+            action = copy.copy(action)
+            action.help = "(default: %(default)s)"
+        return super()._format_action(action)
 
     def _get_help_string(self, action):
         text = action.help or ""
-        if action.default in (None, False, argparse.SUPPRESS) or not action.option_strings or "%(default)" in text:
+        if not action.option_strings or not _shows_default(action) or "%(default)" in text or "(default" in text:
             return text
-        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+        return f"{text} (default: %(default)s)"  # an empty help got "(default: ...)" in _format_action
+
+    def _expand_help(self, action):
+        shown = _default_text(action)
+        if shown is not None:
+            action = copy.copy(action)
+            action.default = shown
+        return super()._expand_help(action)
+
+
+# The argparse types whose values are byte counts (shown as 2GiB in --help).
+_SIZE_TYPES = ("parse_size", "parse_budget", "_size")
+
+
+def _shows_default(action) -> bool:
+    d = action.default
+    return not (d is None or d is False or d is argparse.SUPPRESS or isinstance(action, argparse._StoreTrueAction))
+
+
+def _default_text(action) -> str | None:
+    """How ``--help`` writes ``action``'s default, where ``str()`` would not do."""
+    d = action.default
+    if getattr(action.type, "__name__", "") in _SIZE_TYPES and isinstance(d, int) and not isinstance(d, bool):
+        return format_size(d)
+    if isinstance(d, (tuple, list)):
+        return ",".join(str(v) for v in d)
+    return None
+
+
+def format_size(n: int) -> str:
+    """Bytes as the size parser reads them back: ``2147483648`` -> ``2GiB``, ``1536`` -> ``1536``
+    (exact: the largest binary unit that divides ``n``)."""
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -38,7 +38,10 @@ def test_free_rows_and_missing_positions(ds_path):
     assert np.array_equal(a.n_id, b.n_id) and np.array_equal(a.row, b.row) and a.missing is None
     have = np.ones(len(b.n_id), bool)
     have[b.missing] = False
-    assert np.array_equal(a.x[have], b.x[have]) and not b.x[~have].any()
+    # x is packed: the free rows only, in order; expanded_x() puts zero rows at the missing positions.
+    assert b.x.shape == (int(have.sum()), a.x.shape[1]) and np.array_equal(a.x[have], b.x)
+    ex = b.expanded_x()
+    assert ex.shape == a.x.shape and np.array_equal(ex[have], a.x[have]) and not ex[~have].any()
     assert len(b.missing) > 0
     if flashgnn.open(ds_path).manifest["features"]["placement"] == "separate":
         assert len(b.missing) == len(b.n_id)  # no row comes with a structure read
@@ -86,3 +89,20 @@ def test_train_with_lookahead_gives_the_same_weights(ds_path, tmp_path):
                                         "--metrics-json", str(tmp_path / "b.json")]))
     assert a["rank_weight_digests"] == b["rank_weight_digests"]
     assert b["history"][0]["lookahead"]["hits"] > 0
+
+
+def test_window_cache_too_small_for_its_node_arrays_is_none(ds_path):
+    """The Belady cache pays 8 B per node (slot_of, next-use marks) from its
+    budget; a budget that cannot pay them would hold no row yet allocate
+    them past the budget (512 MiB at 67 M nodes: the OOM kill of issue 19),
+    so it is not built, and rows are read instead."""
+    from flashgnn.loader.window import WindowGather
+
+    n = flashgnn.open(ds_path).num_nodes
+    gather = Sampler(ds_path, [0], labels=False)
+    row = gather.feature_dim * np.dtype(gather.dtype).itemsize
+    assert WindowGather(gather, 8 * n, n).belady is None
+    assert WindowGather(gather, 8 * n + 10 * (row + 8), n).belady.capacity == 10
+    w = WindowGather(gather, 4 * n, n)
+    ids = np.arange(min(n, 50))
+    assert np.array_equal(w.fill(ids, None, None, []), gather.sample(ids).x)

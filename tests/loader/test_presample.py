@@ -69,7 +69,7 @@ def test_train_from_presample_gives_identical_weights(ds_path, tmp_path):
     assert [h["train_loss"] for h in a["history"]] == [h["train_loss"] for h in b["history"]]
     with pytest.raises(TrainError, match="holds 2 epoch"):
         run(_args(ds_path, "--epochs", "3", "--presampled", str(tmp_path / "ps")))
-    with pytest.raises(TrainError, match="stored with batch_size 128, this run asks for 64"):
+    with pytest.raises(TrainError, match="stored with --batch-size 128, this run has --batch-size 64"):
         run(parser().parse_args([str(ds_path), "--fanout", "5,3", "--batch-size", "64", "--no-progress",
                                  "--epochs", "1", "--presampled", str(tmp_path / "ps")]))
 

@@ -316,12 +316,86 @@ def test_old_names_warn_and_still_work(ds_path):
         flashgnn.pyg.NeighborLoader(ds_path, fanouts=[2])
 
 
-def test_old_and_new_name_together_is_an_error(ds_path):
-    with pytest.raises(TypeError, match="give num_neighbors= or its deprecated name fanouts=, not both"):
-        flashgnn.NeighborLoader(ds_path, [3], fanouts=[3])
-    with pytest.raises(TypeError, match="give num_workers= or its deprecated name workers=, not both"):
-        flashgnn.NeighborLoader(ds_path, [3], num_workers=1, workers=1)
-    with pytest.raises(TypeError, match="give num_neighbors= or its deprecated name fanouts=, not both"):
-        flashgnn.pyg.remote_backend(ds_path, [3], fanouts=[3])
-    with pytest.raises(TypeError, match="input_nodes=7 is a single integer"):
+# Every (deprecated, PyG) name pair, by the callable that accepts it: (who, old, new, call with both).
+def _both(ds_path):
+    nl, pyg = flashgnn.NeighborLoader, flashgnn.pyg
+    return {
+        ("flashgnn.NeighborLoader", "fanouts", "num_neighbors"): lambda: nl(ds_path, [3], fanouts=[2]),
+        ("flashgnn.NeighborLoader", "dataset", "data"): lambda: nl(ds_path, [3], dataset=ds_path),
+        ("flashgnn.NeighborLoader", "workers", "num_workers"): lambda: nl(ds_path, [3], num_workers=1, workers=2),
+        ("flashgnn.pyg.Sampler", "fanouts", "num_neighbors"): lambda: pyg.Sampler(ds_path, [3], fanouts=[2]),
+        ("flashgnn.pyg.remote_backend", "fanouts", "num_neighbors"):
+            lambda: pyg.remote_backend(ds_path, num_neighbors=[3], fanouts=[2]),
+        ("flashgnn.pyg.NeighborLoader", "fanouts", "num_neighbors"):
+            lambda: pyg.NeighborLoader(ds_path, [3], fanouts=[2]),
+    }
+
+
+PAIRS = [("flashgnn.NeighborLoader", "fanouts", "num_neighbors"), ("flashgnn.NeighborLoader", "dataset", "data"),
+         ("flashgnn.NeighborLoader", "workers", "num_workers"), ("flashgnn.pyg.Sampler", "fanouts", "num_neighbors"),
+         ("flashgnn.pyg.remote_backend", "fanouts", "num_neighbors"),
+         ("flashgnn.pyg.NeighborLoader", "fanouts", "num_neighbors")]
+
+
+@pytest.mark.parametrize("who,old,new", PAIRS)
+def test_old_and_new_name_together_is_an_error_naming_both(ds_path, who, old, new):
+    """Both names given: refused before any work, naming the callable, both
+    names and both values (never one silently winning)."""
+    with pytest.raises(TypeError) as e:
+        _both(ds_path)[(who, old, new)]()
+    msg = str(e.value)
+    assert msg.startswith(f"{who}: give {new}= or its deprecated name {old}=, not both"), msg
+    assert f" {new}=" in msg.split("(got")[1] and f" {old}=" in msg.split("(got")[1], msg
+
+
+def test_every_renamed_argument_is_tested_together_with_its_new_name():
+    """The pairs above are every call of loader._args.renamed in the package
+    (found in the source), so an alias added later without a test fails here."""
+    import ast
+    from pathlib import Path
+
+    found = set()
+    for f in Path(flashgnn.__file__).parent.rglob("*.py"):
+        tree = ast.parse(f.read_text())
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "renamed"
+                    and len(node.args) >= 3):
+                found.add((f.name, node.args[1].value, node.args[2].value))
+    tested = {("neighbor.py" if who == "flashgnn.NeighborLoader" else "backend.py", old, new) for who, old, new in PAIRS}
+    assert found == tested
+    assert set(_both("unused")) == set(PAIRS)
+
+
+def test_positional_batch_size_and_batch_size_keyword_is_an_error_naming_both(ds_path):
+    """The old signature's third positional argument was batch_size (PyG's is
+    input_nodes): an integer there together with batch_size= is refused."""
+    with pytest.raises(TypeError, match=r"input_nodes=7 is a single integer: as the deprecated positional "
+                                        r"batch_size it conflicts with batch_size=4"):
         flashgnn.NeighborLoader(ds_path, [3], 7, batch_size=4)
+
+
+# ---------------------------------------------------------------------------------------------
+# What a PyG user porting an example passes by mistake: refused by name, never reinterpreted
+
+
+@pytest.mark.parametrize("bs", [2.5, "4", True, 0, -3])
+def test_batch_size_must_be_a_positive_integer_as_in_torch(ds_path, bs):
+    """torch's DataLoader refuses these; flashgnn used to truncate 2.5 to 2 and take True as 1."""
+    with pytest.raises(ValueError, match=r"batch_size must be > 0 and an integer .*got batch_size="):
+        flashgnn.NeighborLoader(ds_path, [3], batch_size=bs)
+
+
+@pytest.mark.parametrize("nodes", [torch.arange(6).reshape(2, 3), torch.tensor(5), np.ones((2, 256), dtype=bool)])
+def test_input_nodes_must_be_one_dimensional(ds_path, nodes):
+    """A 2-D index or a 0-d tensor is refused (it used to be flattened silently)."""
+    with pytest.raises(ValueError, match=r"input_nodes has shape \(.*\): expected a 1-D tensor"):
+        flashgnn.NeighborLoader(ds_path, [3], input_nodes=nodes, batch_size=4)
+
+
+def test_an_in_memory_graph_as_data_points_at_from_pyg(ds_path, graph):
+    """The first thing a port does: pass the PyG Data itself. Refused naming data, the type and the fix."""
+    with pytest.raises(TypeError, match=r"data must be a flashgnn dataset directory .*torch_geometric.data.data.Data "
+                                        r"held in memory: write it to disk once with flashgnn.from_pyg"):
+        flashgnn.NeighborLoader(graph, num_neighbors=[3])
+    with pytest.raises(TypeError, match=r"data must be a flashgnn dataset directory .*got builtins.NoneType$"):
+        flashgnn.NeighborLoader(None, num_neighbors=[3])

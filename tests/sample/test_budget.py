@@ -33,7 +33,9 @@ def test_split_adds_up_and_measures_batches(ds_path):
     bigger = budget.split(160 << 20, ds_path, [5, 3], 128, workers=1, prefetch=3, per_batch=per)
     assert bigger["cache"] > sp["cache"]  # one producer fewer leaves more to the cache
     la = budget.split(160 << 20, ds_path, [5, 3], 128, workers=2, prefetch=3, per_batch=per, lookahead=8)
-    assert la["window"] == (3 + 8) * per and la["lookahead_cache"] > 0  # the structure batches held ahead count
+    # The structure batches held ahead count, at their own measured size (packed: only the rows that came free).
+    assert 0 < la["per_lookahead"] < per
+    assert la["window"] == 3 * per + (8 + budget.STRUCTURE_QUEUE) * la["per_lookahead"] and la["lookahead_cache"] > 0
     assert la["engine"] + la["window"] + la["lookahead_cache"] + la["cache"] == 160 << 20
     assert sp["lookahead_cache"] == 0 and "lookahead cache" in budget.describe(la)
     with pytest.raises(ValueError, match=r"below the [\d,]+ bytes the engine"):
@@ -61,31 +63,85 @@ def test_auto_sizes_from_available_memory(ds_path):
     per = data // 64  # a batch small against the dataset, as on a graph larger than memory
     import sys
 
-    R = budget.auto_reserve(per, torch_loaded="torch" in sys.modules)
+    node = budget.node_reserve(ds_path)["bytes"]
+    assert node > 0
+    R = budget.auto_reserve(per, torch_loaded="torch" in sys.modules, node_bytes=node)
     assert budget.auto_reserve(per, True) == budget.AUTO_RESERVE_MODEL + budget.ACTIVATION_BATCHES * per
     assert budget.auto_reserve(per, False) == budget.auto_reserve(per, True) + budget.AUTO_RESERVE_TORCH
+    assert budget.auto_reserve(per, True, node_bytes=node) == budget.auto_reserve(per, True) + node
     base = budget.ENGINE_FIXED_PER_PRODUCER + per + 4 * per
-    plenty = budget.auto(ds_path, [5, 3], 256, available=64 << 30, per_batch=per)
+    pla = per // 4  # a structure-stage batch of lookahead
+    ahead = (budget.AUTO_LOOKAHEAD + budget.STRUCTURE_QUEUE) * pla
+    plenty = budget.auto(ds_path, [5, 3], 256, available=64 << 30, per_batch=per, per_lookahead=pla)
     assert plenty["lookahead"] == budget.AUTO_LOOKAHEAD and plenty["cache"] >= data and "fit" in plenty["auto"]
-    assert plenty["budget"] == base + budget.AUTO_LOOKAHEAD * per + 2 * data  # cache and Belady halves hold it all
+    assert plenty["budget"] == base + ahead + 2 * data  # cache and Belady halves hold it all
     serving = budget.auto(ds_path, [5, 3], 256, available=64 << 30, per_batch=per, training=False)
     assert serving["lookahead"] == 0 and serving["cache"] == data and serving["budget"] == base + data
-    small = budget.auto(ds_path, [5, 3], 256, available=R + base + per, per_batch=per)
-    assert small["lookahead"] == 0 and small["budget"] == base + per  # no room for a lookahead window
-    room = base + budget.AUTO_LOOKAHEAD * per + data // 2  # the cache cannot hold the data: lookahead pays
-    tight = budget.auto(ds_path, [5, 3], 256, available=R + room, per_batch=per)
+    small = budget.auto(ds_path, [5, 3], 256, available=R + base + ahead, per_batch=per, per_lookahead=pla)
+    assert small["lookahead"] == 0 and small["budget"] == base + ahead  # no room for a lookahead window
+    room = base + ahead + data // 2  # the cache cannot hold the data: lookahead pays
+    tight = budget.auto(ds_path, [5, 3], 256, available=R + room, per_batch=per, per_lookahead=pla)
     assert tight["lookahead"] == budget.AUTO_LOOKAHEAD and tight["budget"] == room
     assert tight["lookahead_cache"] > 0 and tight["cache"] + tight["lookahead_cache"] + tight["engine"] + \
         tight["window"] == room
     none = budget.auto(ds_path, [5, 3], 256, available=R + base - 1, per_batch=per)
     assert none["budget"] == 0 and "without a cache" in none["auto"] and "without a cache" in budget.describe(none)
-    two = budget.auto(ds_path, [5, 3], 256, available=2 * (R + room), processes=2, per_batch=per)
+    two = budget.auto(ds_path, [5, 3], 256, available=2 * (R + room), processes=2, per_batch=per, per_lookahead=pla)
     assert two["budget"] == room  # each local rank gets its share
     forced = budget.auto(ds_path, [5, 3], 256, available=R + room, lookahead=0, per_batch=per)
     assert forced["lookahead"] == 0 and forced["lookahead_cache"] == 0
     assert budget.parse_budget("auto") == "auto" and budget.parse_budget("AUTO") == "auto"
     assert budget.parse_budget("1GiB") == 1 << 30 and budget.parse_budget("0") == 0
     assert 0 < budget.available_memory()
+
+
+def test_auto_reserves_per_node_memory(ds_path, tmp_path):
+    """auto's reserve has a per-node term (issue 19: a 67 M-node graph was
+    OOM-killed under a 2 GiB cap because auto handed the cache the memory the
+    trainer's per-node arrays took): N x the bytes per node of what the
+    manifest says is kept (labels int32, split ids), less what the process
+    already holds. It grows with N, the budget shrinks by exactly as much,
+    and the one-line reason states it. The side arrays are one copy per
+    process, however many samplers are open."""
+    import gc
+
+    big = generated_dataset(tmp_path, scale=14, edge_factor=2, dim=16, classes=4, seed=6, split=(0.3, 0.1, 0.6))
+    gc.collect()
+    small_r, big_r = budget.node_reserve(ds_path), budget.node_reserve(big)
+    n_small, n_big = flashgnn.open(ds_path).num_nodes, flashgnn.open(big).num_nodes
+    assert (small_r["nodes"], big_r["nodes"]) == (n_small, n_big) and n_big == 4 * n_small
+    assert small_r["held"] == big_r["held"] == 0
+    for r, p in ((small_r, ds_path), (big_r, big)):
+        sp = flashgnn.open(p).manifest["splits"]
+        # labels (int32) + train/val/test ids (int64) + the train epoch's order (3 x int64 per train id)
+        want = budget.NODE_BYTES_LABELS * r["nodes"] + budget.SPLIT_ID_BYTES * (sp["train"] + sp["val"] + sp["test"]) \
+            + budget.EPOCH_ORDER_BYTES * sp["train"]
+        assert r["bytes"] == want and set(r["parts"]) == {"labels", "splits"}  # not relabelled, features inline
+    assert big_r["bytes"] > 3 * small_r["bytes"]  # grows with N
+    per = 4096
+    import sys
+
+    fixed = budget.auto_reserve(per, torch_loaded="torch" in sys.modules)
+    base = budget.ENGINE_FIXED_PER_PRODUCER + per + 4 * per  # engine + prefetch window
+    # Room above the engine and window, below caching either dataset whole: the budget is the room.
+    avail = fixed + base + big_r["bytes"] + budget.dataset_bytes(ds_path) // 4
+    assert big_r["bytes"] - small_r["bytes"] < budget.dataset_bytes(ds_path) // 2
+    a_small = budget.auto(ds_path, [5, 3], 256, available=avail, per_batch=per, lookahead=0)
+    a_big = budget.auto(big, [5, 3], 256, available=avail, per_batch=per, lookahead=0)
+    assert a_small["budget"] == avail - fixed - small_r["bytes"]
+    assert a_big["budget"] == avail - fixed - big_r["bytes"]
+    assert a_small["budget"] - a_big["budget"] == big_r["bytes"] - small_r["bytes"] > 0
+    assert f"{n_big:,} nodes" in a_big["auto"] and "B/node of labels, splits" in a_big["auto"]
+    assert "B/node" in budget.describe(a_big)
+    # What the process already holds is in the measured usage: not reserved twice.
+    samplers = [flashgnn.Sampler(big, [5, 3], labels=True) for _ in range(3)]
+    held = flashgnn.open(big)._core.side_bytes_held()
+    assert held == 4 * n_big  # one int32 copy of the labels for three samplers
+    assert budget.node_reserve(big)["bytes"] == big_r["bytes"] - held
+    assert "already held" in budget.auto(big, [5, 3], 256, available=avail, per_batch=per, lookahead=0)["auto"]
+    del samplers
+    gc.collect()
+    assert flashgnn.open(big)._core.side_bytes_held() == 0  # freed with the last sampler
 
 
 def test_loaders_default_to_auto_and_share_one_cache(ds_path, capsys):
@@ -213,3 +269,40 @@ def test_producers_default_to_the_cores_within_the_budget(ds_path, monkeypatch):
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["results"][0]["workers"] == budget.cpu_cores()
     assert f"bench: {budget.cpu_cores()} producer(s) per engine" in p.stderr
+
+
+def test_available_keeps_the_processes_own_code_pages(monkeypatch):
+    """Page cache counts as available, but the process's own mapped code is
+    kept in part (CODE_PAGES_KEPT): evicting it makes the step refault."""
+    monkeypatch.setattr(budget, "_cgroup_headroom", lambda: None)
+    monkeypatch.setattr(budget, "_mem_available", lambda: 1000 << 20)
+    monkeypatch.setattr(budget, "_own_file_rss", lambda: 300 << 20)
+    assert budget.available_memory() == (1000 << 20) - int(budget.CODE_PAGES_KEPT * (300 << 20))
+    monkeypatch.setattr(budget, "_cgroup_headroom", lambda: 800 << 20)  # the tighter source counts
+    assert budget.available_memory() == (800 << 20) - int(budget.CODE_PAGES_KEPT * (300 << 20))
+    monkeypatch.setattr(budget, "_own_file_rss", lambda: 4 << 30)
+    assert budget.available_memory() == 0  # never negative
+    monkeypatch.undo()
+    assert 0 < budget._own_file_rss() and budget.available_memory() > 0
+
+
+def test_auto_lookahead_only_when_its_cache_pays_its_node_arrays(ds_path):
+    """auto turns lookahead on only when its half of the rest pays the Belady
+    cache's per-node arrays twice over; else every byte goes to the cache."""
+    n = flashgnn.open(ds_path).num_nodes
+    per, pla = 64 << 10, 16 << 10
+    base = budget.ENGINE_FIXED_PER_PRODUCER + per + 4 * per
+    ahead = (budget.AUTO_LOOKAHEAD + budget.STRUCTURE_QUEUE) * pla
+    R = budget.auto_reserve(per, True, budget.node_reserve(ds_path)["bytes"])
+    import sys
+
+    if "torch" not in sys.modules:
+        R += budget.AUTO_RESERVE_TORCH
+    just = 2 * budget.BELADY_NODE_BYTES * n / budget.LOOKAHEAD_SHARE  # the rest at which the arrays are paid twice
+    short = budget.auto(ds_path, [5, 3], 256, available=R + base + ahead + int(just) - 1, per_batch=per,
+                        per_lookahead=pla)
+    assert short["lookahead"] == 0 and short["lookahead_cache"] == 0 and short["cache"] > 0
+    enough = budget.auto(ds_path, [5, 3], 256, available=R + base + ahead + int(just) + 4096, per_batch=per,
+                         per_lookahead=pla)
+    assert enough["lookahead"] == budget.AUTO_LOOKAHEAD
+    assert enough["lookahead_cache"] > budget.BELADY_NODE_BYTES * n

@@ -2,6 +2,7 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -32,6 +33,18 @@ impl FileReader {
         let file = crate::regular::open_regular(&path)?;
         let len = file.metadata().map_err(|e| IoError::new("stat", &path, None, e))?.len();
         Ok(FileReader { path, file, len })
+    }
+
+    /// Tell the kernel this file's cached pages will not be needed again
+    /// (`POSIX_FADV_DONTNEED`). A side array loaded whole into memory would
+    /// otherwise stay in the page cache twice over (read for its CRC, then
+    /// for its values: active pages), which a memory cgroup counts as used,
+    /// and `--memory-budget auto` measures what is left against that usage
+    /// (at 67 M nodes, 0.5 GiB of labels.npy). A hint: failure is ignored.
+    pub fn drop_cached(&self) {
+        // SAFETY: posix_fadvise reads only its integer arguments; the
+        // descriptor is owned by `self.file` and open for this call.
+        unsafe { libc::posix_fadvise(self.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     }
 }
 

@@ -132,6 +132,13 @@ impl Dataset {
         self.inner.has_labels()
     }
 
+    /// Bytes of the per-node side arrays (labels, relabelling maps, feature
+    /// CRCs) this process holds now for this dataset, shared by all its
+    /// samplers (one copy per process).
+    fn side_bytes_held(&self) -> u64 {
+        self.inner.side_bytes_held()
+    }
+
     fn split<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let inner = self.inner.clone();
         let name = name.to_string();

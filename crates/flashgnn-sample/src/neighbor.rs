@@ -150,6 +150,8 @@ pub struct Batch {
     pub num_sampled_nodes: Vec<i64>,
     pub num_sampled_edges: Vec<i64>,
     /// Feature rows `[n_id.len(), dim]` in the stored dtype, contiguous.
+    /// With [`SamplerConfig::free_features_only`], packed: only the rows of
+    /// the positions not in `missing`, in order (`[n_id.len() - missing.len(), dim]`).
     pub x: Vec<u8>,
     /// Labels of `n_id` (-1 unlabeled); empty when labels are off.
     pub y: Vec<i64>,
@@ -234,10 +236,12 @@ pub struct NeighborSampler {
     io: Box<dyn ReadEngine>,
     pool: BufPool,
     files: [String; 3],
-    node_index: Option<Vec<u32>>,
-    node_order: Option<Vec<u32>>,
-    feature_crcs: Option<Vec<u32>>,
-    labels: Option<Vec<i32>>,
+    // Per-node arrays (4 B/node each), one copy per process shared by every
+    // sampler of the same dataset files (flashgnn_store's shared module).
+    node_index: Option<Arc<[u32]>>,
+    node_order: Option<Arc<[u32]>>,
+    feature_crcs: Option<Arc<[u32]>>,
+    labels: Option<Arc<[i32]>>,
     /// Cumulative over every batch since open (or the last reset).
     pub telemetry: Telemetry,
     /// The most recent batch alone.
@@ -375,9 +379,10 @@ impl NeighborSampler {
         Self::open_dataset(&Dataset::open(path)?, fanouts, cfg)
     }
 
-    /// [`Self::open`] on a dataset already open (e.g. a snapshot's base):
-    /// its relabelling maps and feature CRCs are loaded once per `Dataset`
-    /// and copied from there, not read again.
+    /// [`Self::open`] on a dataset already open (e.g. a snapshot's base).
+    /// The per-node arrays (relabelling maps, feature CRCs, labels) are
+    /// shared, not copied: every sampler and `Dataset` of the same files in
+    /// this process holds the same `Arc`s, loaded once.
     pub fn open_dataset(ds: &Dataset, fanouts: &[i32], cfg: &SamplerConfig) -> Result<NeighborSampler> {
         if fanouts.len() > MAX_HOPS {
             return Err(SampleError::BadRequest(format!(
@@ -407,7 +412,7 @@ impl NeighborSampler {
         let mem = [F_GRAPH, F_OVERFLOW, F_FEATURES].map(|f| io.resident(f));
         // Separate feature rows are checked against feature_crc.npy (4 B/node).
         let feature_crcs = if layout.placement == FeaturePlacement::Separate && layout.row_bytes() > 0 {
-            Some(ds.feature_crcs()?.to_vec())
+            Some(ds.feature_crcs()?.clone())
         } else {
             None
         };
@@ -416,14 +421,8 @@ impl NeighborSampler {
             Some((index, order)) => (Some(index.clone()), Some(order.clone())),
             None => (None, None),
         };
-        let labels = if cfg.labels && ds.has_labels() {
-            ds.check_side_file(flashgnn_format::manifest::LABELS_FILE)?;
-            let name = flashgnn_format::manifest::LABELS_FILE;
-            let a = ds.node_sized(name, ds.side_array(name)?)?;
-            Some(a.read_all_i64()?.into_iter().map(|l| l.clamp(-1, i32::MAX as i64) as i32).collect())
-        } else {
-            None
-        };
+        // Checked whole (CRC32C, every value in range) when first loaded.
+        let labels = if cfg.labels && ds.has_labels() { Some(ds.labels_shared()?) } else { None };
         Ok(NeighborSampler {
             placement: layout.placement,
             layout,
@@ -1393,7 +1392,14 @@ impl NeighborSampler {
             frontier = start..order.len();
         }
         b.n_id = order.iter().map(|&i| self.nodes[i as usize].original as i64).collect();
-        b.x.reserve(order.len() * rb);
+        // Exactly the rows `x` will hold (packed when free: see `Batch::x`), so a
+        // batch waiting in the lookahead window keeps no unused capacity.
+        let rows = if self.free_features_only {
+            order.iter().filter(|&&i| self.nodes[i as usize].feature.is_some()).count()
+        } else {
+            order.len()
+        };
+        b.x.reserve_exact(rows * rb);
         let mem_rows = |f: u16| self.mem[f as usize].as_deref().map_or(&[][..], |m| m.as_slice());
         let (in_graph, in_features) = (mem_rows(F_GRAPH), mem_rows(F_FEATURES));
         if rb > 0 {
@@ -1416,10 +1422,10 @@ impl NeighborSampler {
                     // Not gathered here: a zero row, named in `resident` (the
                     // device has it) or in `missing` (lookahead fills it).
                     (None, Some(_)) => b.x.resize(b.x.len() + rb, 0),
-                    (None, None) if self.free_features_only => {
-                        b.x.resize(b.x.len() + rb, 0);
-                        b.missing.push(pos as i64);
-                    }
+                    // Packed: no zero row is written for it, so a batch
+                    // waiting in the lookahead window holds only the rows it
+                    // has (the last hop's rows, most of `x`, come at fill).
+                    (None, None) if self.free_features_only => b.missing.push(pos as i64),
                     (None, None) => {
                         return Err(SampleError::BadRequest(format!("internal: no features for node {}", node.v)))
                     }

@@ -32,21 +32,24 @@ fn free_rows_match_the_full_batch_and_the_rest_are_listed() {
                 "{name} batch {b}: same structure"
             );
             assert!(want.missing.is_empty(), "a full sample misses nothing");
-            assert_eq!(got.x.len(), want.x.len());
+            // Packed: x holds only the rows of the positions not missing, in order.
+            assert_eq!(got.x.len(), (want.n_id.len() - got.missing.len()) * rb, "{name}: x is packed");
             let mut missing = got.missing.iter().map(|&p| p as usize).peekable();
             let last_hop = (want.n_id.len() as i64 - want.num_sampled_nodes.last().unwrap()) as usize;
+            let mut packed = 0;
             for pos in 0..want.n_id.len() {
-                let row = |x: &Vec<u8>| x[pos * rb..(pos + 1) * rb].to_vec();
                 if missing.peek() == Some(&pos) {
                     missing.next();
-                    assert!(row(&got.x).iter().all(|&c| c == 0), "{name}: a missing row is zeros");
                     if layout == FeatureLayout::Inline {
                         assert!(pos >= last_hop, "{name}: expanded node {pos} came with its slot");
                     }
                 } else {
-                    assert_eq!(row(&got.x), row(&want.x), "{name} batch {b}: row {pos}");
+                    let got_row = &got.x[packed * rb..(packed + 1) * rb];
+                    assert_eq!(got_row, &want.x[pos * rb..(pos + 1) * rb], "{name} batch {b}: row {pos}");
+                    packed += 1;
                 }
             }
+            assert_eq!(packed * rb, got.x.len());
             assert!(missing.next().is_none(), "{name}: missing positions ascend and are in range");
             match layout {
                 FeatureLayout::Separate => assert_eq!(got.missing.len(), got.n_id.len(), "no row is free"),

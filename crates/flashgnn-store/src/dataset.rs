@@ -1,7 +1,7 @@
 //! [`Dataset`]: an opened, validated dataset directory.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use flashgnn_format::layout::{check_overflow_page, header_mismatch, FeaturePlacement};
 use flashgnn_format::manifest::*;
@@ -9,6 +9,13 @@ use flashgnn_format::npy::{parse_header, NpyHeader};
 use flashgnn_format::slot::{decode_slot, read_id};
 use flashgnn_format::{Dtype, FeatureHeader, FormatError, GraphHeader, Layout, Manifest, OverflowHeader};
 use flashgnn_io::{FileReader, IoError, ReadAt};
+
+use crate::shared::{self, SideKey};
+
+/// Elements per read when a side array is loaded or checked whole: 1 Mi
+/// elements = 8 MiB of int64 (the only transient besides the result; a
+/// whole-array read would add 8 B/node: 537 MB at 67 M nodes).
+const SIDE_CHUNK_ELEMS: u64 = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -69,6 +76,69 @@ impl NpyArray {
     pub fn read_all_i64(&self) -> Result<Vec<i64>> {
         self.read_i64(0, self.len())
     }
+
+    /// Call `f(first, values)` on consecutive chunks of at most
+    /// [`SIDE_CHUNK_ELEMS`] elements (as i64), `first` being the index of
+    /// `values[0]`; stops at the first error.
+    pub fn for_each_chunk(&self, mut f: impl FnMut(u64, &[i64]) -> Result<()>) -> Result<()> {
+        let n = self.len();
+        let mut first = 0;
+        while first < n {
+            let k = SIDE_CHUNK_ELEMS.min(n - first);
+            f(first, &self.read_i64(first, k)?)?;
+            first += k;
+        }
+        Ok(())
+    }
+
+    /// Every element, converted (and checked) by `f(index, value)`, in one
+    /// exactly-sized shared slice. Read chunk by chunk, and collected from an
+    /// exact-length iterator (`Range::map` is `TrustedLen`), which std
+    /// documents as one allocation for `Arc<[T]>`: the result is the only
+    /// per-element memory, with no `Vec<i64>` of the whole file nor a `Vec`
+    /// copied into the `Arc`.
+    pub fn collect_shared<T: Default>(&self, mut f: impl FnMut(u64, i64) -> Result<T>) -> Result<Arc<[T]>> {
+        let n = usize::try_from(self.len()).map_err(|_| {
+            FormatError::invalid(&self.name, format!("{} elements do not fit this machine's memory", self.len()))
+        })?;
+        let (mut chunk, mut first, mut err): (Vec<i64>, u64, Option<StoreError>) = (Vec::new(), 0, None);
+        let out: Arc<[T]> = (0..n)
+            .map(|i| {
+                let i = i as u64;
+                if err.is_some() {
+                    return T::default();
+                }
+                if i >= first + chunk.len() as u64 {
+                    first = i;
+                    match self.read_i64(i, SIDE_CHUNK_ELEMS.min(n as u64 - i)) {
+                        Ok(v) => chunk = v,
+                        Err(e) => {
+                            err = Some(e);
+                            return T::default();
+                        }
+                    }
+                }
+                f(i, chunk[(i - first) as usize]).unwrap_or_else(|e| {
+                    err = Some(e);
+                    T::default()
+                })
+            })
+            .collect();
+        match err {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+}
+
+/// Drops a side array's pages from the page cache when it goes out of scope
+/// (after a whole load, or its failure): see [`FileReader::drop_cached`].
+struct DropCached<'a>(&'a NpyArray);
+
+impl Drop for DropCached<'_> {
+    fn drop(&mut self) {
+        self.0.reader.drop_cached();
+    }
 }
 
 /// What a side array must be: see [`Dataset::side_spec`].
@@ -92,9 +162,13 @@ pub struct Dataset {
     graph: Box<dyn ReadAt>,
     overflow: Box<dyn ReadAt>,
     features: Option<Box<dyn ReadAt>>,
+    /// What this dataset's side arrays are shared under ([`crate::shared`]).
+    key: SideKey,
     /// original -> internal and internal -> original (relabelled datasets only).
-    maps: OnceLock<Result<(Vec<u32>, Vec<u32>), String>>,
-    crcs: OnceLock<Result<Vec<u32>, String>>,
+    maps: OnceLock<Result<(Arc<[u32]>, Arc<[u32]>), String>>,
+    crcs: OnceLock<Result<Arc<[u32]>, String>>,
+    /// Labels as i32 (4 B/node), loaded on first [`Dataset::labels_shared`].
+    labels: OnceLock<Arc<[i32]>>,
     /// Side arrays whose whole-file CRC32C has been checked in this process.
     side_checked: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
@@ -163,6 +237,7 @@ impl Dataset {
         } else {
             None
         };
+        let key = SideKey::new(&root, &text, &[LABELS_FILE, NODE_INDEX_FILE, NODE_ORDER_FILE, FEATURE_CRC_FILE]);
         let ds = Dataset {
             root,
             manifest,
@@ -170,8 +245,10 @@ impl Dataset {
             graph,
             overflow,
             features,
+            key,
             maps: OnceLock::new(),
             crcs: OnceLock::new(),
+            labels: OnceLock::new(),
             side_checked: Default::default(),
         };
         // Every side file's dtype and shape against the manifest (one header
@@ -290,37 +367,38 @@ impl Dataset {
 
     /// The relabelling maps `(node_index, node_order)` (original -> internal,
     /// internal -> original), loaded and checked to be inverse permutations
-    /// on first use; None when the dataset was not relabelled.
-    pub fn maps(&self) -> Result<Option<&(Vec<u32>, Vec<u32>)>> {
+    /// on first use; None when the dataset was not relabelled. Shared with
+    /// every other open of the same files in this process ([`crate::shared`]).
+    pub fn maps(&self) -> Result<Option<&(Arc<[u32]>, Arc<[u32]>)>> {
         if self.manifest.reorder == "none" {
             return Ok(None);
         }
         let r = self.maps.get_or_init(|| {
-            let load = |name: &str| -> Result<Vec<u32>> {
+            let load = |name: &str| -> Result<Arc<[u32]>> {
                 let a = self.side_array(name)?;
-                let v = a.read_all_i64()?;
-                v.iter()
-                    .enumerate()
-                    .map(|(i, &x)| {
-                        if x < 0 || x as u64 >= self.num_nodes() {
-                            Err(FormatError::oob(
-                                self.file(name),
-                                a.header.data_offset + i as u64 * 8,
-                                "node id",
-                                x as u64,
-                                format!("< {}", self.num_nodes()),
-                            )
-                            .into())
-                        } else {
-                            Ok(x as u32)
-                        }
-                    })
-                    .collect()
+                let n = self.num_nodes();
+                let _drop = DropCached(&a);
+                a.collect_shared(|i, x| {
+                    if x < 0 || x as u64 >= n {
+                        return Err(FormatError::oob(
+                            self.file(name),
+                            a.header.data_offset + i * 8,
+                            "node id",
+                            x as u64,
+                            format!("< {n}"),
+                        )
+                        .into());
+                    }
+                    Ok(x as u32)
+                })
             };
-            (|| -> Result<(Vec<u32>, Vec<u32>)> {
+            shared::with_slots(&self.key, |slots| -> Result<(Arc<[u32]>, Arc<[u32]>)> {
+                if let (Some(i), Some(o)) = (shared::upgrade(&slots.node_index), shared::upgrade(&slots.node_order)) {
+                    return Ok((i, o)); // checked by the open that loaded them
+                }
                 let (index, order) = (load(NODE_INDEX_FILE)?, load(NODE_ORDER_FILE)?);
                 // The two maps must be inverse permutations, or ids would be
-                // silently swapped: O(N) once per open.
+                // silently swapped: O(N) once per load.
                 if let Some(i) = (0..order.len()).find(|&i| index[order[i] as usize] as usize != i) {
                     let a = NpyArray::open(&self.root.join(NODE_ORDER_FILE), &self.file(NODE_ORDER_FILE))?;
                     return Err(FormatError::oob(
@@ -332,8 +410,10 @@ impl Dataset {
                     )
                     .into());
                 }
+                slots.node_index = Some(Arc::downgrade(&index));
+                slots.node_order = Some(Arc::downgrade(&order));
                 Ok((index, order))
-            })()
+            })
             .map_err(|e| e.to_string())
         });
         match r {
@@ -342,16 +422,77 @@ impl Dataset {
         }
     }
 
-    /// Per-row CRC32Cs of `features.fg` (4 B/node, loaded on first use).
-    pub fn feature_crcs(&self) -> Result<&[u32]> {
+    /// Per-row CRC32Cs of `features.fg` (4 B/node, loaded on first use,
+    /// shared like [`Dataset::maps`]).
+    pub fn feature_crcs(&self) -> Result<&Arc<[u32]>> {
         let r = self.crcs.get_or_init(|| {
-            (|| -> Result<Vec<u32>> {
+            shared::with_slots(&self.key, |slots| -> Result<Arc<[u32]>> {
+                if let Some(c) = shared::upgrade(&slots.feature_crcs) {
+                    return Ok(c);
+                }
                 let a = self.node_sized(FEATURE_CRC_FILE, self.side_array(FEATURE_CRC_FILE)?)?;
-                Ok(a.read_all_i64()?.into_iter().map(|c| c as u32).collect())
-            })()
+                let _drop = DropCached(&a);
+                let c = a.collect_shared(|_, c| Ok(c as u32))?;
+                slots.feature_crcs = Some(Arc::downgrade(&c));
+                Ok(c)
+            })
             .map_err(|e| e.to_string())
         });
-        r.as_deref().map_err(|e| StoreError::Format(FormatError::invalid(self.root.display().to_string(), e.clone())))
+        r.as_ref().map_err(|e| StoreError::Format(FormatError::invalid(self.root.display().to_string(), e.clone())))
+    }
+
+    /// Every label as i32 (4 B/node; -1 = unlabeled), the whole file checked
+    /// first as [`Dataset::check_side_file`] does (CRC32C against the
+    /// manifest, every value in range), read chunk by chunk straight into
+    /// i32: no 8 B/node transient. Loaded once per process for all opens of
+    /// the same files ([`crate::shared`]); a sampler keeps the `Arc`.
+    pub fn labels_shared(&self) -> Result<Arc<[i32]>> {
+        if let Some(l) = self.labels.get() {
+            return Ok(l.clone());
+        }
+        // Errors are not kept (a later call retries), and keep their type
+        // (a checksum mismatch stays one).
+        let l = shared::with_slots(&self.key, |slots| -> Result<Arc<[i32]>> {
+            if let Some(l) = shared::upgrade(&slots.labels) {
+                return Ok(l);
+            }
+            let l = self.load_labels()?;
+            slots.labels = Some(Arc::downgrade(&l));
+            Ok(l)
+        })?;
+        self.side_checked.lock().unwrap().insert(LABELS_FILE.to_string());
+        Ok(self.labels.get_or_init(|| l).clone())
+    }
+
+    /// Bytes of this dataset's per-node arrays (labels, maps, feature CRCs)
+    /// held in this process now, by any open of the same files: what a
+    /// memory budget measured now already sees as used.
+    pub fn side_bytes_held(&self) -> u64 {
+        shared::held_bytes(&self.key)
+    }
+
+    /// Labels loaded by some open of the same files that is still alive, if
+    /// any (no I/O).
+    pub fn labels_if_loaded(&self) -> Option<Arc<[i32]>> {
+        if let Some(l) = self.labels.get() {
+            return Some(l.clone());
+        }
+        shared::with_slots(&self.key, |slots| shared::upgrade(&slots.labels))
+    }
+
+    fn load_labels(&self) -> Result<Arc<[i32]>> {
+        self.check_whole_file(LABELS_FILE, &mut |_| {})?;
+        let a = self.node_sized(LABELS_FILE, self.side_array(LABELS_FILE)?)?;
+        let _drop = DropCached(&a);
+        let spec = self.side_spec(LABELS_FILE).expect("labels.npy has a spec");
+        let (lo, hi) = spec.range.expect("labels have a range");
+        a.collect_shared(|i, l| {
+            if (l as i128) < lo || (l as i128) >= hi {
+                // The error names file, byte offset, value and bound.
+                self.check_side_chunk(LABELS_FILE, a.header.data_offset, i, &[l])?;
+            }
+            Ok(l as i32) // in [-1, num_classes), num_classes a u32 in the manifest: no wrap
+        })
     }
 
     fn check_id(&self, id: i64) -> Result<u64> {
@@ -521,7 +662,7 @@ impl Dataset {
                     .as_ref()
                     .expect("separate placement has a feature file")
                     .read_exact_at(&mut out[at..], start)?;
-                self.check_feature_row(v, &out[at..], self.feature_crcs()?, start, 0)?;
+                self.check_feature_row(v, &out[at..], &self.feature_crcs()?[..], start, 0)?;
             }
         }
         Ok(())
@@ -536,7 +677,9 @@ impl Dataset {
             return Ok(());
         }
         self.check_whole_file(name, &mut |_| {})?;
-        self.check_side_values(name)?;
+        // Chunk by chunk: no whole-file Vec<i64> (8 B/node for labels).
+        let a = self.side_array(name)?;
+        a.for_each_chunk(|first, v| self.check_side_chunk(name, a.header.data_offset, first, v))?;
         self.side_checked.lock().unwrap().insert(name.to_string());
         Ok(())
     }
@@ -566,8 +709,20 @@ impl Dataset {
         Ok(r.len())
     }
 
-    /// Labels of original ids (-1 = unlabeled).
+    /// Labels of original ids (-1 = unlabeled). From the labels in memory
+    /// when this process has them loaded ([`Dataset::labels_if_loaded`]) or
+    /// when `ids` asks for at least 1/64 of the nodes (one sequential load
+    /// then beats that many random reads; the array is kept, shared); else
+    /// one read per id, holding nothing per node.
     pub fn labels(&self, ids: &[i64]) -> Result<Vec<i64>> {
+        let held = match self.labels_if_loaded() {
+            Some(l) => Some(l),
+            None if self.has_labels() && ids.len() as u64 * 64 >= self.num_nodes() => Some(self.labels_shared()?),
+            None => None,
+        };
+        if let Some(lab) = held {
+            return ids.iter().map(|&id| Ok(lab[self.check_id(id)? as usize] as i64)).collect();
+        }
         self.check_side_file(LABELS_FILE)?;
         let a = self.side_array(LABELS_FILE)?;
         ids.iter()
@@ -593,6 +748,7 @@ impl Dataset {
         }
         self.check_side_file(&split_file(name))?;
         let a = self.side_array(&split_file(name))?;
+        let _drop = DropCached(&a);
         let v = a.read_all_i64()?;
         for (i, &x) in v.iter().enumerate() {
             if x < 0 || x as u64 >= self.num_nodes() {

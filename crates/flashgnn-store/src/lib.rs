@@ -19,6 +19,7 @@ pub mod dataset;
 pub mod overlay;
 pub mod scan;
 pub mod scrub;
+mod shared;
 pub mod verify;
 
 pub use dataset::{Dataset, StoreError};

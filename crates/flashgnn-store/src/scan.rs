@@ -104,10 +104,10 @@ pub fn scan<E: From<StoreError>>(
     let k = l.slots_per_page as u64;
     let s = l.slot_bytes as usize;
     let rb = l.row_bytes() as usize;
-    let order = ds.maps()?.map(|(_, order)| order.as_slice());
+    let order = ds.maps()?.map(|(_, order)| &order[..]);
     let orig = |i: u64| order.map_or(i, |o| o[i as usize] as u64);
     let separate = l.placement == FeaturePlacement::Separate && rb > 0;
-    let crcs = if separate { Some(ds.feature_crcs()?) } else { None };
+    let crcs = if separate { Some(&ds.feature_crcs()?[..]) } else { None };
     let stride = l.feature_stride() as usize;
     let mut ov = OverflowCursor { ds, chunk_pages, buf: Vec::new(), first_page: 1, pages: 0, next: 0 };
     let (mut pages, mut feats, mut nbrs) = (Vec::new(), Vec::new(), Vec::new());

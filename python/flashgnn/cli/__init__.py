@@ -11,7 +11,7 @@ import argparse
 import sys
 
 import flashgnn
-from flashgnn._util import ArgumentParser, human_bytes, parse_rate, parse_size  # noqa: F401 - re-exported
+from flashgnn._util import ArgumentParser, HelpFormatter, human_bytes, parse_rate, parse_size  # noqa: F401
 from flashgnn._util import print_json as _print_json  # noqa: F401 - re-exported
 
 
@@ -31,10 +31,50 @@ def _fractions(text: str) -> tuple[float, float, float]:
         raise argparse.ArgumentTypeError(f"expected three fractions train,val,test (e.g. 0.6,0.2,0.2), got {text!r}") from None
 
 
+def count(lo: int):
+    """An argparse type: an integer >= ``lo`` (a negative count never reaches the engine's unsigned types)."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {text!r}") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"{v} is out of range: must be >= {lo}")
+        return v
+
+    parse.__name__ = f"integer >= {lo}"
+    return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not (v > 0 and v != float("inf")):
+        raise argparse.ArgumentTypeError(f"{text} is out of range: must be a finite number of seconds > 0")
+    return v
+
+
+def _unit(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is out of range: must be in [0, 1]")
+    return v
+
+
+def add_quiet(p: argparse.ArgumentParser) -> None:
+    """``-q/--quiet``, as ``flashgnn train`` has it: no progress, no notes; errors and the final summary line."""
+    p.add_argument("--quiet", "-q", action="store_true", help="print only errors and the final summary line")
+
+
 # How the CLI reads each kind of build option (`_core.BUILD_OPTIONS`, owned by
 # crates/flashgnn-python/src/job.rs, which also parses the values).
 _BUILD_KINDS = {
-    "int": {"type": int},
+    "int": {"type": count(0)},
     "id": {"type": lambda s: int(s, 0), "metavar": "ID"},
     "size": {"type": parse_size},
     "str": {},
@@ -55,6 +95,8 @@ def _build_options(b: argparse.ArgumentParser) -> None:
             b.add_argument(o["flag"], action="store_true", help=o["help"])
             continue
         kw = dict(_BUILD_KINDS[o["kind"]])
+        if o["name"] == "num_classes":
+            kw["type"] = int  # cmd_build names its whole range, [1, 2^31 - 1], for 0 and negatives alike
         if o["choices"]:
             kw["choices"] = list(o["choices"])
         b.add_argument(o["flag"], dest=o["name"], default=o["default"], help=o["help"], **kw)
@@ -70,25 +112,27 @@ def _parser() -> argparse.ArgumentParser:
     gsub = g.add_subparsers(dest="model", required=True)
     r = gsub.add_parser("rmat", help="R-MAT/Kronecker power-law graph with homophilous labels")
     r.add_argument("out")
-    r.add_argument("--scale", type=int, default=16, help="2^scale nodes (default 16)")
-    r.add_argument("--edge-factor", type=int, default=16, help="directed edges per node (default 16)")
-    r.add_argument("--dim", type=int, default=128, help="feature width (default 128)")
-    r.add_argument("--dtype", default="float32", choices=["float32", "float16"])
+    r.add_argument("--scale", type=count(1), default=16, help="2^scale nodes, at most 31")
+    r.add_argument("--edge-factor", type=count(0), default=16, help="directed edges per node")
+    r.add_argument("--dim", type=count(0), default=128, help="feature width")
+    r.add_argument("--dtype", default="float32", choices=["float32", "float16"], help="feature dtype")
     r.add_argument("--edge-dtype", default="int64", choices=["int64", "int32", "uint32"],
-                   help="dtype of edge_index.npy: int32/uint32 take 8 B per edge instead of 16 (default int64)")
-    r.add_argument("--classes", type=int, default=16)
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--homophily", type=float, default=0.6, help="share of edges rewired inside the source's community")
+                   help="dtype of edge_index.npy: int32/uint32 take 8 B per edge instead of 16")
+    r.add_argument("--classes", type=count(1), default=16, help="label classes (communities)")
+    r.add_argument("--seed", type=count(0), default=0, help="seed of every random choice")
+    r.add_argument("--homophily", type=_unit, default=0.6, help="share of edges rewired inside the source's community")
     r.add_argument("--feature-signal", type=float, default=1.0, help="centroid separation: ~2x this many noise std-devs")
     r.add_argument("--split", type=_fractions, default=(0.1, 0.05, 0.05), help="train,val,test fractions")
     r.add_argument("--force", action="store_true", help="replace an existing output directory")
     r.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_quiet(r)
 
     b = sub.add_parser("build", help="import a raw graph into a flashgnn dataset")
     b.add_argument("input", help="npy directory, IGB root, OGB root, or a SNAP text edge list (.gz ok)")
     b.add_argument("out")
     _build_options(b)
-    b.add_argument("--json", action="store_true")
+    b.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_quiet(b)
 
     i = sub.add_parser("info", help="counts, degree statistics, sizes and overhead of a dataset")
     i.add_argument("dataset")
@@ -97,14 +141,14 @@ def _parser() -> argparse.ArgumentParser:
     be = sub.add_parser("bench", help="benchmark the sampling engines against the device and each other")
     be.add_argument("dataset")
     be.add_argument("--engine", default="all", help="|".join((*flashgnn.sample.sampler.ENGINES, "all")) + " (comma list ok)")
-    be.add_argument("--batch-size", type=int, default=1024)
-    be.add_argument("--fanout", default="25,10")
-    be.add_argument("--batches", type=int, default=20)
-    be.add_argument("--depth", type=int, default=256, help="reads in flight for uring and the probe")
+    be.add_argument("--batch-size", type=count(1), default=1024, help="seed nodes per batch")
+    be.add_argument("--fanout", default="25,10", help="neighbors per hop, comma separated (-1 = all)")
+    be.add_argument("--batches", type=count(1), default=20, help="batches timed per engine")
+    be.add_argument("--depth", type=count(1), default=256, help="reads in flight for uring and the probe")
     be.add_argument("--workers", type=int, default=None,
                     help="producer threads per engine, each with its own ring (default: the cores this process may "
                          "use — CPU affinity and cgroup quota — as many as fit --memory-budget / --memory-limit)")
-    be.add_argument("--max-seconds", type=float, default=120.0, help="stop a slow engine after this long (figures cover what it did)")
+    be.add_argument("--max-seconds", type=_seconds, default=120.0, help="stop a slow engine after this long (figures cover what it did)")
     be.add_argument("--memory-limit", type=parse_size, help="cgroup memory cap per engine run (page cache dropped first)")
     be.add_argument("--cache-budget", type=parse_size,
                     help="DRAM cache bytes for the uring+cache row (overrides --memory-budget)")
@@ -116,15 +160,15 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--cache-policy", default="s3fifo", choices=["s3fifo", "clock"])
     be.add_argument("--cache-hot", default="degree", choices=["degree", "presample", "none"],
                     help="how the static hot set is chosen")
-    be.add_argument("--hot-fraction", type=float, default=flashgnn.sample.sampler.DEFAULT_HOT_FRACTION,
+    be.add_argument("--hot-fraction", type=_unit, default=flashgnn.sample.sampler.DEFAULT_HOT_FRACTION,
                     help="share of the cache budget for the static hot set (see docs/benchmarks.md)")
     be.add_argument("--reuse", action="store_true",
                     help="print the RDMA study's model of feature reuse between consecutive batches next to the "
                          "measured reuse (with --engine none: only that)")
-    be.add_argument("--probe-seconds", type=float, default=2.0)
+    be.add_argument("--probe-seconds", type=_seconds, default=2.0, help="length of the device probe (QD1, deep queue)")
     be.add_argument("--trace", metavar="OUT", help="also record a trace of the same batches (uring engine, a separate "
                                                   "pass) for `flashgnn simulate`; the probe figures go into its header; replaces only an existing trace file")
-    be.add_argument("--seed", type=int, default=0)
+    be.add_argument("--seed", type=count(0), default=0, help="seed order and neighbor draws")
     be.add_argument("--plots", metavar="DIR", help="PNG figures of each engine's reads in flight over time and at "
                                                   "submission (and, with --trace, of the trace's measured queue "
                                                   "depth) into DIR; needs the plots extra (matplotlib)")
@@ -133,16 +177,17 @@ def _parser() -> argparse.ArgumentParser:
     tr = sub.add_parser("trace", help="record every read the sampling engine issues (docs/trace.md)")
     tr.add_argument("dataset")
     tr.add_argument("out", help="trace file to write")
-    tr.add_argument("--fanout", default="25,10")
+    tr.add_argument("--fanout", default="25,10", help="neighbors per hop, comma separated (-1 = all)")
     tr.add_argument("--batch-size", default="1024",
                     help="seeds per batch; a comma list (256,512,1024) writes one trace per size, OUT with .bsN "
                          "before its suffix (t.fgt -> t.bs256.fgt), for `simulate t.fgt --sweep batch_size=...`")
-    tr.add_argument("--batches", type=int, default=10)
+    tr.add_argument("--batches", type=count(1), default=10, help="batches traced")
     tr.add_argument("--engine", default="uring", help="|".join(flashgnn.sample.sampler.ENGINES) + " (timings are the engine's)")
-    tr.add_argument("--depth", type=int, default=256)
-    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--depth", type=count(1), default=256, help="reads in flight")
+    tr.add_argument("--seed", type=count(0), default=0, help="seed order and neighbor draws")
     tr.add_argument("--force", action="store_true", help="replace an existing trace file")
-    tr.add_argument("--json", action="store_true")
+    tr.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_quiet(tr)
 
     sm = sub.add_parser("simulate", help="replay a trace through the SSD design simulator (docs/simulator.md)")
     sm.add_argument("trace")
@@ -169,7 +214,7 @@ def _parser() -> argparse.ArgumentParser:
     fs.add_argument("--depth", default="256",
                     help="deep-queue probe depth (the model saturates at the IOPS measured there); a comma list "
                          "(64,128,256) writes one config per depth, OUT with .qdN before its suffix")
-    fs.add_argument("--seconds", type=float, default=2.0)
+    fs.add_argument("--seconds", type=_seconds, default=2.0, help="length of each probe")
     fs.add_argument("--dataset", help="dataset to calibrate host CPU per sampled node on (default: FILE's directory "
                                       "when it is a dataset; none: keep the base's host CPU)")
     fs.add_argument("--force", action="store_true")
@@ -177,7 +222,8 @@ def _parser() -> argparse.ArgumentParser:
     st = sub.add_parser("stripe", help="spread a dataset's data files over several directories/devices")
     st.add_argument("dataset")
     st.add_argument("dirs", nargs="+", help="one directory per device")
-    st.add_argument("--chunk", type=parse_size, default=64 << 10, help="stripe unit (default 64KiB, multiple of 4KiB)")
+    st.add_argument("--chunk", type=parse_size, default=64 << 10, help="stripe unit, a multiple of 4KiB")
+    add_quiet(st)
 
     from flashgnn.train.config import default as train_default  # presample shares train's defaults (same batches)
     from flashgnn.train.config import parser as train_parser
@@ -198,34 +244,40 @@ def _parser() -> argparse.ArgumentParser:
                     help="constructor arguments of --model-class as a JSON object (default: model_kwargs.json "
                          "beside the weights, else none)")
     em.add_argument("--output", default="logits", choices=["logits", "hidden"], help="last layer, or the one before it")
-    em.add_argument("--batch-size", type=int, default=16384, help="target nodes per engine call")
-    em.add_argument("--engine", default="auto")
+    em.add_argument("--batch-size", type=count(1), default=16384, help="target nodes per engine call")
+    em.add_argument("--engine", default="auto", help="|".join(("auto", *flashgnn.sample.sampler.ENGINES)))
     em.add_argument("--memory-budget", type=parse_budget, default="auto",
                     help="DRAM cache for the layer passes (layers after the first re-read the structure through "
                          "it): auto (default: sized from available memory, the split printed), a size, or 0")
-    em.add_argument("--device", default="cpu")
+    em.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
     em.add_argument("--force", action="store_true", help="replace an existing output directory")
-    em.add_argument("--json", action="store_true")
+    em.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_quiet(em)
 
     ps = sub.add_parser("presample", help="sample E training epochs once and store the subgraphs "
                         "(then `flashgnn train --presampled DIR`)")
     ps.add_argument("dataset")
     ps.add_argument("out", help="output directory (presample.json, epoch-EEEE.fgps)")
-    ps.add_argument("--epochs", type=int, default=1)
+    ps.add_argument("--epochs", type=count(1), default=train_default("epochs"),
+                    help="epochs stored; as `flashgnn train --epochs` (it may read fewer)")
     ps.add_argument("--fanout", default=train_default("fanout"), help="as `flashgnn train --fanout`")
-    ps.add_argument("--batch-size", type=int, default=train_default("batch_size"),
+    ps.add_argument("--batch-size", type=count(1), default=train_default("batch_size"),
                     help="as `flashgnn train --batch-size`")
     ps.add_argument("--seed", type=int, default=train_default("seed"),
                     help="as `flashgnn train --seed` (same batches)")
-    ps.add_argument("--split", default="train")
-    ps.add_argument("--engine", default="auto")
-    ps.add_argument("--workers", type=int, default=1)
+    ps.add_argument("--split", default="train", help="the stored split to sample (training reads 'train')")
+    ps.add_argument("--engine", default=train_default("engine"), help="as `flashgnn train --engine`")
+    ps.add_argument("--workers", type=count(1), default=None,
+                    help="sampling producer threads (the batches do not depend on it; default: the cores this "
+                         "process may use)")
     ps.add_argument("--force", action="store_true", help="replace an existing output directory")
-    ps.add_argument("--json", action="store_true")
+    ps.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_quiet(ps)
 
     v = sub.add_parser("verify", help="check every checksum, address and bound (and a mutable store's log, read-only)")
     v.add_argument("dataset")
-    v.add_argument("--json", action="store_true")
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_quiet(v)
 
     sc = sub.add_parser(
         "scrub",
@@ -238,16 +290,60 @@ def _parser() -> argparse.ArgumentParser:
     sc.add_argument("--resume", action="store_true",
                     help="continue the unfinished pass in the progress file (finished bytes are not read again)")
     sc.add_argument("--state", default=None, help="directory for progress.json (default DATASET/.scrub)")
-    sc.add_argument("--json", action="store_true")
+    sc.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_quiet(sc)
 
     c = sub.add_parser("compact", help="fold a mutable store's log into a new generation (docs/format.md § Mutable store)")
     c.add_argument("dataset")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_quiet(c)
 
     from flashgnn.serve.cli import add_parsers as serve_parsers
 
     serve_parsers(sub, parse_size)  # `serve` and `query` (docs/serving.md)
+    _group_commands(p, sub)
     return p
+
+
+# `flashgnn --help` lists the commands by what a person comes to do, in this order.
+COMMAND_GROUPS = (
+    ("datasets", ("generate", "build", "info", "verify", "scrub", "compact", "stripe")),
+    ("training and inference", ("train", "presample", "embed")),
+    ("serving", ("serve", "query")),
+    ("storage benchmarks and the SSD simulator", ("bench", "trace", "simulate", "plot-trace", "fit-ssd")),
+)
+
+
+class _TopFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):
+    """The top-level help: the grouped command list (the epilog) keeps its layout."""
+
+
+def _group_commands(p: argparse.ArgumentParser, sub) -> None:
+    """Replace argparse's flat list of commands with :data:`COMMAND_GROUPS`, each command with its one-line
+    help (also each command's own ``--help`` description). A command in no group fails here, at once."""
+    import textwrap
+
+    helps = {a.dest: a.help for a in sub._choices_actions}
+    grouped = [c for _, cmds in COMMAND_GROUPS for c in cmds]
+    if sorted(grouped) != sorted(sub.choices):
+        raise AssertionError(f"COMMAND_GROUPS {sorted(grouped)} != the commands {sorted(sub.choices)}")
+    for name, sp in sub.choices.items():
+        if sp.description is None:
+            sp.description = helps.get(name)
+    sub._choices_actions.clear()  # the flat list; the epilog below replaces it
+    sub.metavar = "COMMAND"
+    sub.help = "`flashgnn COMMAND --help` shows a command's options, each with its default"
+    width = 24
+    lines = []
+    for title, cmds in COMMAND_GROUPS:
+        lines.append(f"{title}:")
+        for c in cmds:
+            text = textwrap.wrap(helps.get(c) or "", 78 - width)
+            lines.append(f"  {c:<{width - 2}}{text[0] if text else ''}")
+            lines.extend(" " * width + t for t in text[1:])
+        lines.append("")
+    p.epilog = "\n".join(lines).rstrip()
+    p.formatter_class = _TopFormatter
 
 
 # Third-party deprecation notices the user can do nothing about: torch_geometric
@@ -257,11 +353,16 @@ def _parser() -> argparse.ArgumentParser:
 _QUIET = [(r".*torch\.jit\.script.* is deprecated", FutureWarning)]
 
 
-def main(argv: list[str] | None = None) -> int:
+def quiet_warnings() -> None:
+    """Silence :data:`_QUIET` (command-line programs only: benchmarks' children too)."""
     import warnings
 
     for message, category in _QUIET:
         warnings.filterwarnings("ignore", message=message, category=category)
+
+
+def main(argv: list[str] | None = None) -> int:
+    quiet_warnings()
     args = _parser().parse_args(argv)
     from flashgnn.cli import commands
 

@@ -16,7 +16,7 @@ def cmd_generate(a) -> int:
         seed=a.seed,
         homophily=a.homophily, feature_signal=a.feature_signal, split=a.split, force=a.force,
     )
-    rep = flashgnn.generate(a.out, progress=not a.json, **opts)
+    rep = flashgnn.generate(a.out, progress=not (a.json or a.quiet), **opts)
     if a.json:
         _print_json(rep)
     else:
@@ -36,18 +36,26 @@ def isolated_words(deg: dict) -> str:
 
 
 def cmd_build(a) -> int:
+    import os
+
+    if os.path.isfile(os.path.join(a.input, "manifest.json")):
+        raise flashgnn.InputError(f"{a.input}: is already a flashgnn dataset (it holds manifest.json), not a raw "
+                                  f"input; use it as it is (`flashgnn info {a.input}`, `flashgnn train {a.input}`)")
     opts = {o["name"]: getattr(a, o["name"]) for o in _core.BUILD_OPTIONS}
     if opts["num_classes"] is None:
         del opts["num_classes"]
     elif opts["num_classes"] < 1:
         raise flashgnn.InputError(f"--num-classes {opts['num_classes']} must be in [1, 2147483647] (class ids are "
                                   "32-bit labels in [0, num_classes))")
-    rep = flashgnn.build(a.input, a.out, progress=not a.json, **opts)
+    rep = flashgnn.build(a.input, a.out, progress=not (a.json or a.quiet), **opts)
     if a.json:
         _print_json(rep)
         return 0
     m = rep["manifest"]
     b = m["build"]
+    if a.quiet:
+        _built_line(a, m, b)
+        return 0
     if rep["skipped_lines"]:
         print(f"skipped {rep['skipped_lines']:,} malformed lines; first examples:", file=sys.stderr)
         for ex in rep["skipped_examples"]:
@@ -80,12 +88,16 @@ def cmd_build(a) -> int:
         f"(overlapped; max {overlap:.2f} s), layout {b['layout_seconds']:.2f} s, total {b['total_seconds']:.2f} s; "
         f"peak RSS {human_bytes(b['peak_rss_bytes'])} of budget {human_bytes(b['memory_budget_bytes'])}"
     )
+    _built_line(a, m, b)
+    return 0
+
+
+def _built_line(a, m: dict, b: dict) -> None:
     total = sum(f["bytes"] for f in m["files"].values())
     print(
         f"built {a.out}: {m['num_nodes']:,} nodes, {m['num_edges']:,} edges, {m['features']['dim']} x {m['features']['dtype']} "
         f"features ({m['features']['placement']}), {human_bytes(total)} in {b['total_seconds']:.1f} s"
     )
-    return 0
 
 
 def symmetrize_note(b: dict) -> str:
@@ -201,7 +213,7 @@ def cmd_info(a) -> int:
 
 
 def cmd_verify(a) -> int:
-    rep = flashgnn.verify(a.dataset, progress=not a.json)
+    rep = flashgnn.verify(a.dataset, progress=not (a.json or a.quiet))
     if a.json:
         _print_json(rep)
         return 0
@@ -228,7 +240,11 @@ SCRUB_DAMAGE_EXIT = 3
 
 
 def cmd_scrub(a) -> int:
-    rep = flashgnn.scrub(a.dataset, rate=a.rate, resume=a.resume, state=a.state, progress=not a.json)
+    import os
+
+    if a.state is not None and os.path.lexists(a.state) and not os.path.isdir(a.state):
+        raise flashgnn.InputError(f"--state {a.state}: is not a directory (progress.json is kept in a directory)")
+    rep = flashgnn.scrub(a.dataset, rate=a.rate, resume=a.resume, state=a.state, progress=not (a.json or a.quiet))
     bad = rep["damaged_count"]
     if a.json:
         _print_json(rep)
@@ -253,10 +269,19 @@ def cmd_scrub(a) -> int:
 
 
 def cmd_compact(a) -> int:
+    import os
+
+    if not os.path.lexists(os.path.join(a.dataset, "mut")):
+        # Opening it would make a mutable store (and compacting it, a full copy of the dataset) with nothing
+        # to fold: refused before anything is written.
+        flashgnn.open(a.dataset)  # a missing or raw directory gets the store's own error and advice
+        raise flashgnn.InputError(f"{a.dataset}: no mutable store ({os.path.join(a.dataset, 'mut')} does not exist): "
+                                  "nothing to compact; a dataset gets one when it is first changed "
+                                  "(flashgnn.MutableGraph, or `flashgnn serve` with UpdateGraph)")
     g = flashgnn.MutableGraph(a.dataset)
     try:
         before = g.generation
-        rep = g.compact(progress=not a.json)
+        rep = g.compact(progress=not (a.json or a.quiet))
     finally:
         g.close()
     if a.json:
@@ -282,10 +307,47 @@ def cmd_train(a) -> int:
     return 0
 
 
+def _check_engine(engine: str) -> None:
+    """``--engine`` of embed and presample: auto or an engine name, checked before torch loads."""
+    from flashgnn.sample.sampler import ENGINES
+
+    if engine not in ("auto", *ENGINES):
+        raise flashgnn.InputError(f"--engine {engine!r}: expected one of auto, {', '.join(ENGINES)}")
+
+
+def _torch_device(text: str) -> bool:
+    """Whether torch reads ``text`` as a device (xpu, mps, ...: what `flashgnn train --device` and embed took
+    before the cpu/cuda fast path above refused the rest). Imports torch: only for a name that path refused."""
+    import torch
+
+    try:
+        torch.device(text)
+    except (RuntimeError, ValueError):
+        return False
+    return True
+
+
 def cmd_embed(a) -> int:
+    import os
+
+    import re
+
     from flashgnn._durable import check_output
 
-    check_output(a.out, a.force, (a.dataset, a.checkpoint))  # refuse before importing torch or opening anything
+    # Flags, then the dataset and the checkpoint, then the output: before torch loads or anything is written.
+    _check_engine(a.engine)
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", a.device) and not _torch_device(a.device):
+        raise flashgnn.InputError(f"--device {a.device!r}: expected cpu, cuda or cuda:N")
+    flashgnn.open(a.dataset)  # a missing dataset, or a raw input (advice: `flashgnn build`)
+    if not os.path.exists(a.checkpoint):
+        raise flashgnn.InputError(f"--checkpoint {a.checkpoint}: does not exist, so there is no checkpoint to load (a "
+                                  "directory written by `flashgnn train --checkpoint DIR`, or with --model-class a "
+                                  "torch.save(state_dict) file)")
+    if os.path.isdir(a.checkpoint) and a.model_class is None and not os.path.exists(
+            os.path.join(a.checkpoint, "checkpoint.pt")):
+        raise flashgnn.InputError(f"--checkpoint {a.checkpoint}: holds no checkpoint.pt (train with "
+                                  f"`flashgnn train {a.dataset} --checkpoint {a.checkpoint}` first)")
+    check_output(a.out, a.force, (a.dataset, a.checkpoint))  # refuse before importing torch
     from flashgnn.nn.usermodel import parse_kwargs
 
     if a.model_kwargs is not None and a.model_class is None:
@@ -294,8 +356,8 @@ def cmd_embed(a) -> int:
     from flashgnn.embed import embed
 
     m = embed(a.dataset, a.checkpoint, a.out, batch_size=a.batch_size, output=a.output, engine=a.engine,
-              device=a.device, force=a.force, progress=not a.json, model_class=a.model_class, model_kwargs=kwargs,
-              memory_budget=a.memory_budget)
+              device=a.device, force=a.force, progress=not (a.json or a.quiet), model_class=a.model_class,
+              model_kwargs=kwargs, memory_budget=a.memory_budget, quiet=a.quiet or a.json)
     if a.json:
         _print_json(m)
     else:
@@ -306,6 +368,9 @@ def cmd_embed(a) -> int:
 
 def cmd_bench(a) -> int:
     from flashgnn.ssd.bench import main_bench
+    from flashgnn.train.config import parse_fanout
+
+    parse_fanout(a.fanout)  # before any timed run: hops >= 1 or -1, as `flashgnn train --fanout`
 
     return main_bench(a)  # an InputError (e.g. uring+cache without a budget) exits 2 through main
 
@@ -314,7 +379,7 @@ def cmd_stripe(a) -> int:
     from flashgnn.store.stripe import stripe
 
     try:
-        r = stripe(a.dataset, a.dirs, a.chunk)
+        r = stripe(a.dataset, a.dirs, a.chunk, progress=not a.quiet)
     except (ValueError, FileNotFoundError) as e:
         raise flashgnn.InputError(str(e)) from None
     print(f"striped {a.dataset}: {', '.join(r['files'])} ({human_bytes(r['bytes'])}) over {r['parts']} directories in "
@@ -336,14 +401,23 @@ def cmd_query(a) -> int:
 
 def cmd_presample(a) -> int:
     from flashgnn._durable import check_output
-
-    check_output(a.out, a.force, (a.dataset,))  # refuse before importing torch or opening anything
-    from flashgnn._util import human_bytes
-    from flashgnn.loader.presample import presample
     from flashgnn.train.config import parse_fanout
 
-    r = presample(a.dataset, a.out, parse_fanout(a.fanout), batch_size=a.batch_size, epochs=a.epochs, seed=a.seed,
-                  split=a.split, engine=a.engine, workers=a.workers, force=a.force, progress=not a.json)
+    # Flags, then the dataset, then the output; all before torch loads or anything is written.
+    fanouts = parse_fanout(a.fanout)
+    _check_engine(a.engine)
+    ds = flashgnn.open(a.dataset)
+    if a.split not in ds.split_names:
+        raise flashgnn.InputError(f"--split {a.split!r}: {ds.path} has no such split (it has: "
+                                  f"{', '.join(ds.split_names) or 'none'})")
+    check_output(a.out, a.force, (a.dataset,))
+    from flashgnn._util import human_bytes
+    from flashgnn.loader.presample import presample
+    from flashgnn.sample.budget import cpu_cores
+
+    workers = a.workers or cpu_cores()
+    r = presample(a.dataset, a.out, fanouts, batch_size=a.batch_size, epochs=a.epochs, seed=a.seed, split=a.split,
+                  engine=a.engine, workers=workers, force=a.force, progress=not (a.json or a.quiet))
     if a.json:
         _print_json(r)
     else:
@@ -360,18 +434,17 @@ def cmd_trace(a) -> int:
         sizes = parse_batch_sizes(a.batch_size)
     except ValueError as e:
         raise flashgnn.InputError(str(e)) from None
+    from flashgnn.train.config import parse_fanout
+
+    fanouts = parse_fanout(a.fanout)  # as `flashgnn train --fanout`: hops >= 1 or -1
     # One size: OUT itself; several: one trace per size beside it (OUT.bsN), all checked before any work.
     outs = [a.out] if len(sizes) == 1 else [str(batch_size_path(a.out, b)) for b in sizes]
     for o in outs:
         check_trace_output(o, a.force)
-    try:
-        fanouts = [int(x) for x in a.fanout.split(",")]
-    except ValueError:
-        raise flashgnn.InputError(f"--fanout {a.fanout!r}: expected comma-separated integers (e.g. 25,10)") from None
     rs = []
     for bs, o in zip(sizes, outs):
         r = record_trace(a.dataset, o, fanouts, bs, a.batches, engine=a.engine, depth=a.depth, seed=a.seed,
-                         progress=not a.json, force=a.force)
+                         progress=not (a.json or a.quiet), force=a.force)
         r["batch_size"] = bs
         rs.append(r)
         if not a.json:

@@ -63,10 +63,17 @@ def renamed(who: str, old: str, new: str, old_value, new_value, unset):
     if old_value is unset:
         return new_value
     if new_value is not unset:
-        raise TypeError(f"{who}: give {new}= or its deprecated name {old}=, not both")
+        raise TypeError(f"{who}: give {new}= or its deprecated name {old}=, not both (got {new}={_short(new_value)} "
+                        f"and {old}={_short(old_value)})")
     warnings.warn(f"{who}: {old}= is deprecated and will be removed in the next release; use {new}= (PyG's name)",
                   DeprecationWarning, stacklevel=3)
     return old_value
+
+
+def _short(value, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for error messages."""
+    r = repr(value)
+    return r if len(r) <= limit else r[: limit - 3] + "..."
 
 
 def num_neighbors(who: str, value) -> list[int]:

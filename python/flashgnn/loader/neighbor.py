@@ -75,13 +75,18 @@ def _input_nodes(ds: Dataset, input_nodes, split: str | None) -> tuple[np.ndarra
         if isinstance(input_nodes, torch.Tensor):
             input_nodes = input_nodes.cpu().numpy()
         a = np.asarray(input_nodes)
+        if a.ndim != 1:
+            raise ValueError(f"input_nodes has shape {tuple(a.shape)}: expected a 1-D tensor of node ids or a "
+                             "boolean mask (as in PyG)")
+        if a.size == 0 and a.dtype.kind == "f":  # [] (numpy reads it as float64): no seeds
+            return np.empty(0, dtype=np.int64), False
         if a.dtype == np.bool_:
             if len(a) != ds.num_nodes:
                 raise ValueError(f"input_nodes mask has {len(a):,} entries; the dataset has {ds.num_nodes:,} nodes")
             return np.flatnonzero(a).astype(np.int64), True
         if a.dtype.kind not in "iu":
             raise TypeError(f"input_nodes must be node ids or a boolean mask, got dtype {a.dtype}")
-        a = np.ascontiguousarray(a, dtype=np.int64).reshape(-1)
+        a = np.ascontiguousarray(a, dtype=np.int64)
         if len(a) and (a.min() < 0 or a.max() >= ds.num_nodes):
             bad = a[(a < 0) | (a >= ds.num_nodes)][0]
             raise IndexError(f"input_nodes: node id {bad} out of range [0, {ds.num_nodes})")
@@ -140,8 +145,10 @@ class _Base:
 
     def __init__(self, dataset, batch_size, input_nodes, split, shuffle, drop_last, seed, rank, world_size,
                  equal_shards=True):
-        if batch_size <= 0:
-            raise ValueError(f"batch_size must be > 0, got {batch_size}")
+        # torch's DataLoader (BatchSampler) check: 2.5 or "4" is refused, never truncated or compared.
+        if isinstance(batch_size, (bool, np.bool_)) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
+            raise ValueError(f"batch_size must be > 0 and an integer (as torch's DataLoader asks), got "
+                             f"batch_size={batch_size!r}")
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} out of range for world_size {world_size}")
         self.dataset = as_dataset(dataset)
@@ -365,8 +372,10 @@ class NeighborLoader(_Base, _PygNeighborLoader):
         if isinstance(input_nodes, (int, np.integer)) and not isinstance(input_nodes, (bool, np.bool_)):
             # The old signature was (dataset, fanouts, batch_size, ...); PyG's third argument is input_nodes.
             if batch_size is not _UNSET:
-                raise TypeError(f"{who}: input_nodes={input_nodes!r} is a single integer; pass node ids as a "
-                                "tensor/array, a boolean mask or None")
+                raise TypeError(f"{who}: input_nodes={input_nodes!r} is a single integer: as the deprecated "
+                                f"positional batch_size it conflicts with batch_size={batch_size!r} (give batch_size "
+                                "once, by keyword); as input_nodes, pass node ids as a tensor/array, a boolean mask "
+                                "or None")
             warnings.warn(f"{who}: batch_size as the third positional argument is deprecated (in PyG's order the "
                           "third argument is input_nodes); pass batch_size= by keyword", DeprecationWarning,
                           stacklevel=2)
@@ -393,6 +402,12 @@ class NeighborLoader(_Base, _PygNeighborLoader):
             raise ValueError(f"{who}: num_workers={num_workers!r}: expected an integer >= 0")
         if persistent_workers and num_workers == 0:
             raise ValueError(f"{who}: persistent_workers=True needs num_workers > 0 (as in PyG)")
+        if not isinstance(data, (str, os.PathLike, Dataset)):
+            hint = (" held in memory: write it to disk once with flashgnn.from_pyg(data, OUT) and pass OUT, or keep "
+                    "torch_geometric.loader.NeighborLoader for graphs that fit in memory"
+                    if hasattr(data, "edge_index") or type(data).__name__ in ("Data", "HeteroData") else "")
+            raise TypeError(f"{who}: data must be a flashgnn dataset directory (or a flashgnn.Dataset); got "
+                            f"{type(data).__module__}.{type(data).__name__}{hint}")
         super().__init__(data, batch_size, input_nodes, split, shuffle, drop_last, seed, rank, world_size,
                          equal_shards)
         self.transform = transform

@@ -72,8 +72,7 @@ def presample(dataset, out, fanouts, batch_size: int = 1024, epochs: int = 1, se
               progress: bool = True) -> dict:
     """Sample ``epochs`` epochs of ``split`` as NeighborLoader(shuffle=True, seed=seed)
     would and store them under ``out``. Returns the summary (bytes, seconds)."""
-    from tqdm.auto import tqdm
-
+    from flashgnn import _progress
     from flashgnn.loader.neighbor import _Base, _epoch_seed, resolve_engine
     from flashgnn.sample.sampler import Sampler
 
@@ -91,7 +90,7 @@ def presample(dataset, out, fanouts, batch_size: int = 1024, epochs: int = 1, se
     t0 = time.perf_counter()
     per_epoch = []
     total_batches = epochs * len(loader)
-    bar = tqdm(total=total_batches, desc="presample", unit="batch", disable=not progress, dynamic_ncols=True)
+    bar = _progress.bar(total=total_batches, desc="presample", unit="batch", disable=not progress)
     try:
         for e in range(epochs):
             pos = loader._positions(e)

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from flashgnn.sample.budget import BELADY_NODE_BYTES
+
 
 class PresampleError(ValueError):
     """A stored pre-sample that does not match, or is corrupt. Defined here,
@@ -126,8 +128,12 @@ class WindowGather:
 
     def __init__(self, gather, budget: int, num_nodes: int):
         self.gather = gather
+        # A budget that cannot pay the cache's two node-sized arrays (8 B per
+        # node) would leave it no row (capacity 0) yet allocate them beyond
+        # the budget: 512 MiB at 67 M nodes, which OOM-killed training under
+        # a 2 GiB cap (issue 19). Then there is no cache: the same rows, read.
         self.belady = (BeladyRowCache(budget, gather.feature_dim, gather.out_dtype or gather.dtype, num_nodes)
-                       if budget else None)
+                       if budget and int(budget) > BELADY_NODE_BYTES * int(num_nodes) else None)
         self.rows_gathered = 0
 
     def _read(self, ids: np.ndarray, where) -> np.ndarray:
@@ -140,10 +146,20 @@ class WindowGather:
     def fill(self, n_id: np.ndarray, x: np.ndarray | None, need: np.ndarray | None, window: list[np.ndarray],
              where="batch") -> np.ndarray:
         """``x`` for ``n_id`` with the rows at positions ``need`` filled
-        (``x`` None: every row), ``window`` = the next batches' ``n_id`` in
+        (``x`` None: every row; ``x`` packed — only the rows of the positions
+        not in ``need``, as ``Sampler(features="free")`` hands them — is
+        expanded first), ``window`` = the next batches' ``n_id`` in
         order. Every row of the result then enters the cache's choice, the
         ones that came free included."""
         c = self.belady
+        if x is not None and need is not None and len(x) != len(n_id):
+            if len(x) + len(need) != len(n_id):
+                raise ValueError(f"fill: packed x has {len(x)} rows, {len(need)} missing, for {len(n_id)} nodes")
+            full = np.empty((len(n_id), x.shape[1]), x.dtype)  # every row is written below
+            have = np.ones(len(n_id), bool)
+            have[need] = False
+            full[have] = x
+            x = full
         if x is None:
             if c is None:
                 return self._read(n_id, where)

@@ -17,19 +17,75 @@ CHECKPOINT_FORMAT = "flashgnn-checkpoint"
 CHECKPOINT_VERSION = 2  # 2: `model` holds the best-validation weights, `last` the latest (for --resume)
 CHECKPOINT_VERSIONS = (1, 2)
 
+
 def save_checkpoint(directory: str | os.PathLike, state: dict) -> Path:
-    """Write ``checkpoint.pt`` atomically: temp file, fsync, rename, fsync dir."""
+    """Write ``checkpoint.pt`` atomically: temp file, fsync, rename, fsync dir.
+
+    On every failure (an unpicklable value, ENOSPC or EIO from ``torch.save``
+    or ``fsync``, KeyboardInterrupt) the temporary file is removed, the
+    previous ``checkpoint.pt`` is left as it was, and directories this call
+    created are removed again if still empty. The temporary is created with
+    O_EXCL under a fresh name (never follows a planted link); temporaries
+    whose writer process is gone (a SIGKILLed run) are removed first."""
+    import secrets
+
     import torch
 
     d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    final, tmp = d / CHECKPOINT_FILE, d / f".{CHECKPOINT_FILE}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    replace_durably(tmp, final)
+    made = [p for p in (d, *d.parents) if not p.exists()][::-1]  # outermost first
+    final = d / CHECKPOINT_FILE
+    tmp = None
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        _remove_stale_tmps(d)
+        name = d / f"{_TMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+        # 0o666 less the umask, as open() would give (mkstemp's 0o600 would hide the checkpoint from the group).
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        tmp = name
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        replace_durably(tmp, final)
+    except BaseException:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+        for p in reversed(made):  # innermost first; a directory someone else filled meanwhile stays
+            try:
+                p.rmdir()
+            except OSError:
+                break
+        raise
     return final
+
+
+_TMP_PREFIX = f".{CHECKPOINT_FILE}.tmp"  # + "<writer pid>-<random>"
+
+
+def _remove_stale_tmps(d: Path) -> None:
+    """Remove ``.checkpoint.pt.tmp<pid>-*`` files in ``d`` whose writer ``pid`` no longer runs."""
+    try:
+        names = [e.name for e in os.scandir(d) if e.name.startswith(_TMP_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(_TMP_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
+            continue
+        try:
+            (d / name).unlink()
+        except OSError:
+            pass
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
 
 
 _NP_CORE = getattr(np, "_core", None) or np.core  # numpy 2 renamed numpy.core

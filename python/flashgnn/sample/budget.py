@@ -37,6 +37,13 @@ from flashgnn.sample.sampler import DEFAULT_HOT_FRACTION
 ENGINE_FIXED_PER_PRODUCER = _core.ENGINE_BYTES_PER_PRODUCER  # buffer pool + per-batch page cache
 HEADROOM = 1.25
 LOOKAHEAD_SHARE = 0.5
+# The lookahead's Belady row cache keeps two 4-byte arrays per node of the
+# dataset (flashgnn.loader.window.BeladyRowCache): a lookahead cache share
+# below this x N holds no row.
+BELADY_NODE_BYTES = 8
+# With lookahead, the structure stage keeps this many batches queued besides
+# the known window (flashgnn.loader.neighbor: prefetch=min(prefetch, 2)).
+STRUCTURE_QUEUE = 2
 # `--memory-budget auto` leaves room for what the budget does not cover:
 # torch itself (about 0.6 GiB of RSS on import; reserved only when it is not
 # imported yet — once imported it is already in the usage the headroom is
@@ -46,6 +53,25 @@ LOOKAHEAD_SHARE = 0.5
 AUTO_RESERVE_TORCH = 768 << 20
 AUTO_RESERVE_MODEL = 320 << 20
 ACTIVATION_BATCHES = 6
+# ... and for what grows with the node count N (issue 19: at 67 M nodes this
+# was 1.4 GiB that auto handed the cache and the process did not have; see
+# docs/training.md, "Per-node memory"). Bytes per node, one copy per process:
+# the store's side arrays, shared by every sampler and producer
+# (flashgnn_store's shared module) — labels as int32, the relabelling maps
+# (node_index + node_order, uint32 each) when the dataset was relabelled, the
+# feature CRCs (uint32) when features are in a separate file; and per id of
+# a split, what the loaders hold: the train/val/test ids (int64), plus, per
+# training epoch, the train split's shuffled positions, its seed ids in that
+# order and the pipeline's copy of them (3 x int64).
+NODE_BYTES_LABELS = 4
+NODE_BYTES_MAPS = 8
+NODE_BYTES_CRCS = 4
+SPLIT_ID_BYTES = 8
+EPOCH_ORDER_BYTES = 24
+# The share of the process's own resident file pages (its mapped code) that
+# `auto` treats as in use although the kernel lists them as reclaimable page
+# cache (see available_memory).
+CODE_PAGES_KEPT = 0.5
 # The lookahead window `auto` picks for training: the measured sweet spot
 # (docs/benchmarks.md, online lookahead: 1.46x the default online cache at the
 # same memory). It pays even when the cache holds the whole dataset: the
@@ -57,30 +83,48 @@ AUTO_LOOKAHEAD = 8
 _DATA_FILES = ("graph.fg", "overflow.fg", "features.fg")
 
 
-def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "uring") -> int:
+def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "uring", features=True) -> int:
     """Measured bytes of one mini-batch as handed to the consumer (ids, edges,
-    features, labels), the larger of two, with headroom."""
+    features, labels), the larger of two, with headroom. ``features="free"``:
+    a structure-stage batch of lookahead (only the rows that came with the
+    structure's reads, packed; the rest of ``x`` is filled later)."""
     from flashgnn.store.dataset import Dataset
     from flashgnn.sample.sampler import Sampler
 
     ds = Dataset(path)
-    s = Sampler(path, fanouts, engine=engine, labels=True)
+    s = Sampler(path, fanouts, engine=engine, labels=True, features=features)
     rng = np.random.default_rng(seed)
     pool = ds.split("train") if "train" in ds.split_names else np.arange(ds.num_nodes)
     worst = 0
     for _ in range(2):
         b = s.sample(rng.choice(pool, min(batch_size, len(pool)), replace=False), seed=int(rng.integers(1 << 31)))
-        worst = max(worst, sum(a.nbytes for a in (b.n_id, b.row, b.col, b.x, b.y)))
+        extra = b.missing.nbytes if b.missing is not None else 0
+        worst = max(worst, sum(a.nbytes for a in (b.n_id, b.row, b.col, b.x, b.y)) + extra)
     return int(worst * HEADROOM)
 
 
+def window_bytes(prefetch: int, lookahead: int, per_batch: int, per_lookahead: int) -> int:
+    """The prefetch window: ``prefetch`` full batches, and with lookahead the
+    structure-stage batches held ahead — ``lookahead`` known batches plus the
+    structure stage's own queue (STRUCTURE_QUEUE) — each holding only the rows
+    that came free (``per_lookahead``, measured)."""
+    return prefetch * per_batch + ((lookahead + STRUCTURE_QUEUE) * per_lookahead if lookahead else 0)
+
+
 def split(budget: int, path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
-          hot_fraction: float = DEFAULT_HOT_FRACTION, per_batch: int | None = None, lookahead: int = 0) -> dict:
-    """The budget split; raises ValueError when it cannot hold engine + window."""
+          hot_fraction: float = DEFAULT_HOT_FRACTION, per_batch: int | None = None, lookahead: int = 0,
+          per_lookahead: int | None = None) -> dict:
+    """The budget split; raises ValueError when it cannot hold engine + window.
+    ``per_batch`` / ``per_lookahead``: the measured bytes of a full and of a
+    structure-stage batch (:func:`batch_bytes`), measured here when None."""
     per_batch = batch_bytes(path, fanouts, batch_size) if per_batch is None else int(per_batch)
     workers, prefetch, lookahead = max(1, int(workers)), max(1, int(prefetch)), max(0, int(lookahead))
+    if not lookahead:
+        per_lookahead = 0
+    elif per_lookahead is None:
+        per_lookahead = batch_bytes(path, fanouts, batch_size, features="free")
     engine = workers * (ENGINE_FIXED_PER_PRODUCER + per_batch)
-    window = (prefetch + lookahead) * per_batch
+    window = window_bytes(prefetch, lookahead, per_batch, int(per_lookahead))
     rest = int(budget) - engine - window
     if rest < 0:
         raise ValueError(f"--memory-budget {budget:,} bytes is below the {engine + window:,} bytes the engine "
@@ -91,7 +135,8 @@ def split(budget: int, path, fanouts, batch_size: int, workers: int = 1, prefetc
     lookahead_cache = int(rest * LOOKAHEAD_SHARE) if lookahead else 0
     cache = rest - lookahead_cache
     static = int(cache * hot_fraction)
-    return {"budget": int(budget), "engine": engine, "window": window, "per_batch": per_batch, "workers": workers,
+    return {"budget": int(budget), "engine": engine, "window": window, "per_batch": per_batch,
+            "per_lookahead": int(per_lookahead), "workers": workers,
             "prefetch": prefetch, "lookahead": lookahead, "lookahead_cache": lookahead_cache, "cache": cache,
             "cache_static": static, "cache_dynamic": cache - static}
 
@@ -110,16 +155,55 @@ def dataset_bytes(path) -> int:
     return sum(os.path.getsize(os.path.join(path, f)) for f in _DATA_FILES if os.path.exists(os.path.join(path, f)))
 
 
-def auto_reserve(per_batch: int, torch_loaded: bool) -> int:
+def auto_reserve(per_batch: int, torch_loaded: bool, node_bytes: int = 0) -> int:
     """Bytes `auto` leaves outside the budget: torch unless already imported,
-    the model's fixed part, and activations of ACTIVATION_BATCHES batches."""
-    return (0 if torch_loaded else AUTO_RESERVE_TORCH) + AUTO_RESERVE_MODEL + ACTIVATION_BATCHES * int(per_batch)
+    the model's fixed part, activations of ACTIVATION_BATCHES batches, and
+    ``node_bytes`` of per-node state (:func:`node_reserve`)."""
+    return (0 if torch_loaded else AUTO_RESERVE_TORCH) + AUTO_RESERVE_MODEL + ACTIVATION_BATCHES * int(per_batch) + \
+        int(node_bytes)
+
+
+def node_reserve(path, training: bool = True) -> dict:
+    """What a process training on (``training``) or serving dataset ``path``
+    keeps per node besides the cache, from its manifest: ``parts`` (bytes by
+    what: labels, maps, feature CRCs, splits), ``per_node`` (their sum / N),
+    ``held`` (the side arrays this process already holds for it now — counted
+    in the usage the available memory was measured against, so not reserved
+    twice) and ``bytes`` (the sum less ``held``: what auto reserves)."""
+    from flashgnn.store.dataset import Dataset
+
+    ds = path if isinstance(path, Dataset) else Dataset(os.fspath(path))
+    m, n = ds.manifest, int(ds.num_nodes)
+    files = m.get("files", {})
+    parts = {}
+    if "labels.npy" in files:
+        parts["labels"] = NODE_BYTES_LABELS * n
+    if m.get("reorder", "none") != "none":
+        parts["maps"] = NODE_BYTES_MAPS * n
+    if m.get("features", {}).get("placement") == "separate" and ds.feature_dim:
+        parts["feature CRCs"] = NODE_BYTES_CRCS * n
+    sp = m.get("splits", {})
+    if training and sp:
+        parts["splits"] = SPLIT_ID_BYTES * sum(int(sp.get(k, 0)) for k in ("train", "val", "test")) + \
+            EPOCH_ORDER_BYTES * int(sp.get("train", 0))
+    total = sum(parts.values())
+    held = int(ds._core.side_bytes_held())
+    return {"nodes": n, "parts": parts, "per_node": total / max(n, 1), "held": held, "bytes": max(0, total - held)}
+
+
+def _node_text(node: dict) -> str:
+    """The per-node term in words, for auto's one-line reason (it is part of the reserve)."""
+    from flashgnn._util import human_bytes as h
+
+    what = ", ".join(node["parts"]) or "nothing"
+    held = f"; {h(node['held'])} of it already held" if node["held"] else ""
+    return f" and {node['nodes']:,} nodes ({h(node['bytes'])} of it: {node['per_node']:.1f} B/node of {what}{held})"
 
 
 def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
          hot_fraction: float = DEFAULT_HOT_FRACTION, lookahead: int | None = None, training: bool = True,
          processes: int = 1, available: int | None = None, per_batch: int | None = None,
-         reserve: int | None = None) -> dict:
+         reserve: int | None = None, per_lookahead: int | None = None) -> dict:
     """``--memory-budget auto``: the budget sized from what this process may
     really use and split as :func:`split` splits it.
 
@@ -130,8 +214,9 @@ def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
     None lets auto choose: ``AUTO_LOOKAHEAD`` for training when the cache
     cannot hold the data, else 0. When room cannot even hold the engine and
     the window, the budget is 0 (no cache) and the reason says so.
-    ``reserve`` replaces :func:`auto_reserve` for a process without torch or a
-    model (``flashgnn bench``'s engine child)."""
+    ``reserve`` replaces :func:`auto_reserve` (and its per-node term) for a
+    process without torch or a model (``flashgnn bench``'s engine child, which
+    measures its own)."""
     import sys
 
     from flashgnn._util import human_bytes as h
@@ -142,22 +227,39 @@ def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
     data = dataset_bytes(path)
     base = workers * (ENGINE_FIXED_PER_PRODUCER + per_batch) + prefetch * per_batch
     given = reserve is not None
-    reserve = int(reserve) if given else auto_reserve(per_batch, torch_loaded="torch" in sys.modules)
+    node = None if given else node_reserve(path, training)
+    reserve = int(reserve) if given else auto_reserve(per_batch, torch_loaded="torch" in sys.modules,
+                                                      node_bytes=node["bytes"])
     room = avail - reserve
     why = f"auto: {h(avail)} available" + (f" per process ({processes})" if processes > 1 else "") + \
           f" - {h(reserve)} reserve for " + ("the interpreter" if given else
-                                              ("" if "torch" in sys.modules else "torch and ") + "the model")
+                                              ("" if "torch" in sys.modules else "torch and ") + "the model" +
+                                              _node_text(node))
     if room < base:
         return {"budget": 0, "lookahead": 0 if lookahead is None else int(lookahead), "per_batch": per_batch,
                 "auto": why + f" leaves {h(max(room, 0))}, less than the {h(base)} the engine and prefetch window "
                                "need: running without a cache"}
-    if lookahead is None:  # lookahead for training whenever its window leaves room for the caches
-        spare = room - base - AUTO_LOOKAHEAD * per_batch
-        lookahead = AUTO_LOOKAHEAD if training and spare > 0 else 0
-    need = base + lookahead * per_batch + (int(data / (1 - LOOKAHEAD_SHARE)) if lookahead else data)
+    def ahead(la: int) -> int:  # what `la` lookahead batches add to the window (structure batches, measured once)
+        nonlocal per_lookahead
+        if not la:
+            return 0
+        if per_lookahead is None:
+            per_lookahead = batch_bytes(path, fanouts, batch_size, features="free")
+        return window_bytes(prefetch, la, per_batch, per_lookahead) - prefetch * per_batch
+
+    if lookahead is None:
+        # Lookahead for training whenever its window leaves room for the caches and its half of the rest
+        # pays the Belady cache's node-sized arrays at least twice over (else it would hold no rows, or few).
+        from flashgnn.store.dataset import Dataset
+
+        n = int(Dataset(os.fspath(path)).num_nodes)
+        pays = lambda: (room - base - ahead(AUTO_LOOKAHEAD)) * LOOKAHEAD_SHARE > 2 * BELADY_NODE_BYTES * n  # noqa: E731
+        lookahead = AUTO_LOOKAHEAD if training and pays() else 0
+    lookahead = int(lookahead)
+    need = base + ahead(lookahead) + (int(data / (1 - LOOKAHEAD_SHARE)) if lookahead else data)
     budget = min(room, need)
     s = split(budget, path, fanouts, batch_size, workers=workers, prefetch=prefetch, hot_fraction=hot_fraction,
-              per_batch=per_batch, lookahead=lookahead)
+              per_batch=per_batch, lookahead=lookahead, per_lookahead=per_lookahead)
     s["auto"] = why + (f"; the dataset's {h(data)} fit" if budget == need else f"; dataset {h(data)}") + \
         (f"; lookahead {lookahead}" if lookahead else "")
     return s
@@ -170,8 +272,8 @@ def describe(s: dict) -> str:
     if s.get("budget", 0) == 0:
         return f"memory budget 0 ({s['auto']})" if s.get("auto") else "memory budget 0 (no cache)"
     return ((f"{s['auto']} -> " if s.get("auto") else "") + f"memory budget {h(s['budget'])} = engine {h(s['engine'])} ({s['workers']} producer(s) x (32.0 MiB buffers "
-            f"+ {h(s['per_batch'])} batch)) + prefetch window {h(s['window'])} ({s['prefetch']}"
-            + (f" + {la} lookahead" if la else "") + f" x {h(s['per_batch'])})"
+            f"+ {h(s['per_batch'])} batch)) + prefetch window {h(s['window'])} ({s['prefetch']} x {h(s['per_batch'])}"
+            + (f" + {la} lookahead + {STRUCTURE_QUEUE} queued x {h(s['per_lookahead'])} structure" if la else "") + ")"
             + (f" + lookahead cache {h(s['lookahead_cache'])}" if la else "")
             + f" + cache {h(s['cache'])} (static {h(s['cache_static'])} + dynamic {h(s['cache_dynamic'])})")
 
@@ -254,14 +356,39 @@ def _mem_available() -> int | None:
     return None
 
 
+def _own_file_rss() -> int:
+    """This process's resident file-backed pages (``RssFile``: the mapped code
+    of the interpreter, torch and the extension), bytes; 0 when unreadable."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("RssFile:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def available_memory() -> int:
     """Bytes this process may still allocate: the smaller of its memory
     cgroup's headroom (limit − usage; v2 ``memory.max`` or v1
     ``memory.limit_in_bytes``, the tightest up the hierarchy) and the
-    kernel's ``MemAvailable``; 1 GiB when neither can be read (a stated
-    floor, not a measurement)."""
+    kernel's ``MemAvailable``, less CODE_PAGES_KEPT of the process's own
+    mapped file pages; 1 GiB when neither can be read (a stated floor, not a
+    measurement).
+
+    Both sources count clean page cache as available, and that includes the
+    process's own mapped code (torch's libraries: ~300 MiB resident after
+    ``import torch``, nearly all on the inactive list). The kernel can take
+    those pages, but the process faults them straight back: under a cap,
+    the training step runs up to 1.8x slower with no data wait once the
+    budget eats into them (make bench-defaults, 2026-11-25: data/demo under
+    1.5 GiB, a 672 MiB budget 15.9 s against 640 MiB 8.7 s; data/ooc 584 MiB
+    82.6 s against 512 MiB 50.9 s). The hot part of that code is kept."""
     found = [v for v in (_cgroup_headroom(), _mem_available()) if v is not None]
-    return min(found) if found else 1 << 30
+    if not found:
+        return 1 << 30
+    return max(0, min(found) - int(CODE_PAGES_KEPT * _own_file_rss()))
 
 
 # One cache per dataset per process. Loaders built without an explicit

@@ -50,8 +50,9 @@ class SampledBatch:
     # With a DeviceCache: per node, its row of the device table (x's row is
     # then zeros; DeviceCache.gather fills it on the device), or -1.
     resident: np.ndarray | None = None
-    # With features="free": positions in n_id whose row was not gathered
-    # (zeros in x) — the lookahead stage fills them (flashgnn.loader.window).
+    # With features="free": positions in n_id whose row was not gathered;
+    # x is packed then (the other rows, in order) — the lookahead stage
+    # fills them (flashgnn.loader.window) into expanded_x().
     missing: np.ndarray | None = None
     # With degrees=True: per node, its degree in the whole graph (the stored
     # neighbor count of its slot), int64.
@@ -60,6 +61,17 @@ class SampledBatch:
     @property
     def edge_index(self) -> np.ndarray:
         return np.stack([self.row, self.col])
+
+    def expanded_x(self) -> np.ndarray:
+        """``x`` with one row per ``n_id``: a packed ``x`` (``features="free"``)
+        gets zero rows at the ``missing`` positions; otherwise ``x`` itself."""
+        if self.missing is None or len(self.x) == len(self.n_id):
+            return self.x
+        full = np.zeros((len(self.n_id), self.x.shape[1]), self.x.dtype)
+        have = np.ones(len(self.n_id), bool)
+        have[self.missing] = False
+        full[have] = self.x
+        return full
 
 
 class Cache:
@@ -99,8 +111,11 @@ class Sampler:
         (shape ``(0, feature_dim)``) and no read is spent on feature rows.
         ``features="free"``: only the rows that come with the structure's own
         reads (an expanded node's inline slot); no read is spent on a row
-        alone, whose positions are listed in ``SampledBatch.missing`` (zeros
-        in ``x``) — the structure stage of lookahead (:mod:`flashgnn.loader.window`).
+        alone, whose positions are listed in ``SampledBatch.missing``; ``x``
+        is then packed (only the rows of the other positions, in order: a
+        batch waiting in the lookahead window holds no zero rows) and
+        :meth:`SampledBatch.expanded_x` gives the full table — the structure
+        stage of lookahead (:mod:`flashgnn.loader.window`).
         A mutated dataset (``DATASET/mut/``) is read as its current
         generation plus its replayed log; ``graph=`` (a live
         :class:`flashgnn.MutableGraph`) takes a fresh snapshot per batch.

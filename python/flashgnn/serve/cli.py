@@ -18,7 +18,7 @@ def add_parsers(sub, parse_size) -> None:
     d = Limits()
     s = sub.add_parser("serve", help="serve a dataset over gRPC (GraphStore/GraphRunner RPCs, see docs/serving.md)")
     s.add_argument("dataset")
-    s.add_argument("--listen", default="127.0.0.1:50051", help="host:port (port 0 picks a free one; default 127.0.0.1:50051)")
+    s.add_argument("--listen", default="127.0.0.1:50051", help="host:port (port 0 picks a free one)")
     s.add_argument("--token-file", required=True, help="bearer token, one line; must not be readable by others")
     s.add_argument("--allow-plugins", action="store_true", help="accept Plugin RPCs (they run arbitrary Python code)")
     s.add_argument("--max-inflight", type=int, default=d.max_inflight, help=f"admitted requests; more get RESOURCE_EXHAUSTED (default {d.max_inflight})")

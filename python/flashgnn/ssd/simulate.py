@@ -53,8 +53,7 @@ def record_trace(dataset: str, out: str, fanouts: list[int], batch_size: int, ba
                  force: bool = False) -> dict:
     """Sample ``batches`` batches of ``batch_size`` seeds (a seeded permutation of the
     train split, else of all nodes) and write their reads to ``out``. Returns a summary."""
-    from tqdm.auto import tqdm
-
+    from flashgnn import _progress
     from flashgnn.store.dataset import Dataset
 
     if batch_size < 1 or batches < 1:
@@ -77,7 +76,7 @@ def record_trace(dataset: str, out: str, fanouts: list[int], batch_size: int, ba
     rec = _core.TraceRecorder(dataset, out, list(fanouts), json.dumps(params, sort_keys=True), engine=engine, depth=depth)
     reads = nbytes = nodes = 0
     t0 = time.perf_counter()
-    bar = tqdm(total=batches, desc="trace", unit="batch", disable=not progress, dynamic_ncols=True)
+    bar = _progress.bar(total=batches, desc="trace", unit="batch", disable=not progress)
     try:
         for b in range(batches):
             seeds = np.ascontiguousarray(order[b * batch_size:(b + 1) * batch_size], dtype=np.int64)

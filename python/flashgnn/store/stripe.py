@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from tqdm.auto import tqdm
+from flashgnn import _progress
 
 from flashgnn._durable import fsync_path, open_regular, replace_durably
 
@@ -40,7 +40,7 @@ def stripe(dataset, dirs, chunk_bytes: int = 64 << 10, progress: bool = True) ->
     files = {}
     names = [f for f in DATA_FILES if (root / f).exists()]
     total = sum((root / f).stat().st_size for f in names)
-    bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="stripe", disable=not progress)
+    bar = _progress.bar(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="stripe", disable=not progress)
     for name in names:
         src = root / name
         length = src.stat().st_size

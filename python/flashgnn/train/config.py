@@ -208,7 +208,9 @@ class TrainConfig:
                 bad(name, repr(v), "must be a size in bytes >= 0 (e.g. 256MiB)")
         parse_fanout(self.fanout)
         if self.eval_fanout:
-            parse_fanout(self.eval_fanout)
+            parse_fanout(self.eval_fanout, "eval_fanout")
+        if self.presampled:
+            self._check_presampled()
         if self.lookahead and self.device_cache and not self.presampled:
             raise TrainError("--lookahead and --device-cache cannot be combined (rows are filled on the host by the "
                              "one, gathered on the device by the other)")
@@ -218,15 +220,68 @@ class TrainConfig:
             ck = Path(self.checkpoint)
             if ck.exists() and not ck.is_dir():
                 bad("checkpoint", ck, "exists and is not a directory")
-            parent = ck if ck.exists() else next((q for q in ck.absolute().parents if q.exists()), Path("/"))
-            if not os.access(parent, os.W_OK | os.X_OK):
-                bad("checkpoint", ck, f"{parent} is not writable")
+            _writable_dir("checkpoint", ck if ck.exists() else _existing_ancestor(ck), ck)
         if self.metrics_json:
             mj = Path(self.metrics_json)
             if mj.is_dir():
                 bad("metrics_json", mj, "is a directory; give a file name")
-            if not os.access(mj.absolute().parent, os.W_OK) if mj.absolute().parent.exists() else True:
-                bad("metrics_json", mj, f"{mj.absolute().parent} is not a writable directory")
+            parent = mj.absolute().parent
+            if not parent.exists():
+                bad("metrics_json", mj, f"{parent} does not exist")
+            _writable_dir("metrics_json", parent, mj)
+        if not os.path.isfile(os.path.join(self.dataset, "manifest.json")):
+            # Last (every flag is checked first), yet before torch loads: the store's own error, with its
+            # advice (a raw input directory or edge list is told to run `flashgnn build`).
+            from flashgnn.store.dataset import Dataset
+
+            Dataset(self.dataset)
+
+    def _check_presampled(self) -> None:
+        """``--presampled DIR`` holds a pre-sample this run can use (its ``presample.json`` only: no dataset
+        is opened): refused with the flags to give `presample` (or `train`) where they differ."""
+        import json
+
+        from flashgnn._durable import read_regular
+
+        pj = Path(self.presampled) / "presample.json"
+        redo = f"`flashgnn presample {self.dataset} {self.presampled} --force` with this run's flags"
+        if not pj.is_file():
+            raise TrainError(f"--presampled {self.presampled}: has no {pj.name}, so it is not a pre-sample "
+                             f"directory; write one with `flashgnn presample {self.dataset} {self.presampled}`")
+        try:
+            meta = json.loads(read_regular(pj))
+            stored = dict(fanout=",".join(str(int(v)) for v in meta["fanouts"]), batch_size=int(meta["batch_size"]),
+                          seed=int(meta["seed"]), epochs=len(meta["epochs"]))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise TrainError(f"{pj}: not a readable pre-sample description ({type(e).__name__}: {e})") from None
+        if self.model == "mlp":
+            raise TrainError(f"--presampled {self.presampled} with --model mlp: an MLP samples no neighbors, so "
+                             "there is nothing to pre-sample; leave out --presampled")
+        if meta.get("split") != "train":
+            raise TrainError(f"--presampled {self.presampled}: holds the {meta.get('split')!r} split; training "
+                             f"reads 'train' (run {redo})")
+        fanout = ",".join(map(str, parse_fanout(self.fanout)))
+        for name, want in (("fanout", fanout), ("batch_size", self.batch_size), ("seed", self.seed)):
+            if stored[name] != want:
+                raise TrainError(f"--presampled {self.presampled}: stored with {flag(name)} {stored[name]}, this run "
+                                 f"has {flag(name)} {want}; give the same, or run {redo}")
+        if stored["epochs"] < self.epochs:
+            raise TrainError(f"--presampled {self.presampled}: holds {stored['epochs']} epoch(s), --epochs is "
+                             f"{self.epochs}; train with --epochs {stored['epochs']}, or run {redo}")
+
+
+def _existing_ancestor(p: Path) -> Path:
+    """The nearest existing directory entry on ``p``'s path (what creating ``p`` starts from)."""
+    return next((q for q in p.absolute().parents if os.path.lexists(q)), Path("/"))
+
+
+def _writable_dir(name: str, d: Path, given: Path) -> None:
+    """Refuse ``--NAME GIVEN`` unless ``d`` (the directory it is written in, or created under) is a directory
+    this process may create files in. A file in the way is named as such: root passes os.access on any file."""
+    if not d.is_dir():
+        raise TrainError(f"{flag(name)} {given}: {d} is not a directory")
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise TrainError(f"{flag(name)} {given}: {d} is not writable")
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
@@ -243,14 +298,24 @@ def default(name: str):
     return FIELDS[name].default
 
 
-def parse_fanout(text: str) -> list[int]:
-    """``"25,10"`` -> ``[25, 10]``; -1 = every neighbor. Raises :class:`TrainError`."""
+def parse_fanout(text: str, name: str = "fanout") -> list[int]:
+    """``"25,10"`` -> ``[25, 10]``; -1 = every neighbor. A hop of 0 is refused: it samples no neighbor, so
+    the model would see the seeds' features alone (that is ``--model mlp``). Raises :class:`TrainError`
+    naming ``--NAME``."""
+    from flashgnn.loader._args import HOPS_MAX
+
     try:
         f = [int(x) for x in str(text).split(",") if x.strip()]
     except ValueError:
-        raise TrainError(f"--fanout {text!r}: expected integers like 25,10") from None
-    if not f or any(v < -1 for v in f):
-        raise TrainError(f"--fanout {text!r}: each hop must be -1 (all) or >= 0")
+        raise TrainError(f"{flag(name)} {text!r}: expected integers like 25,10") from None
+    if not f:
+        raise TrainError(f"{flag(name)} {text!r}: expected one integer per hop, like 25,10")
+    for hop, v in enumerate(f):
+        if v < -1 or v == 0:
+            raise TrainError(f"{flag(name)} {text!r}: hop {hop + 1} is {v}; each hop must be >= 1, or -1 for every "
+                             "neighbor (0 would sample none: for a features-only model use --model mlp)")
+    if len(f) > HOPS_MAX:
+        raise TrainError(f"{flag(name)} {text!r}: {len(f)} hops; at most {HOPS_MAX}")
     return f
 
 
@@ -270,9 +335,7 @@ def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:
         if isinstance(f.default, bool):
             groups[m["group"]].add_argument(*names, action="store_true", help=m["help"])
             continue
-        # %(default)s, not the formatter's automatic suffix: that one hides falsy defaults such as 0.
-        text = m["help"] if f.default is None else f"{m['help']} (default: %(default)s)"
-        kw = dict(default=f.default, help=text)
+        kw = dict(default=f.default, help=m["help"])  # the formatter shows the default (0 too; None never)
         if m.get("type") is not None:
             kw["type"] = m["type"]
         if m.get("choices"):

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from flashgnn._util import human_bytes
 from flashgnn.nn.checkpoint import (CHECKPOINT_FILE, CHECKPOINT_FORMAT, CHECKPOINT_VERSION, load_checkpoint,
                                     save_checkpoint)
 from flashgnn.nn.zoo import DEGREE_MODELS, build_model, forward, normalize_features
@@ -434,7 +435,7 @@ class Trainer:
         self._setup()
         c, ds, dist_ctx, chatty = self.config, self.dataset, self.dist, self.chatty
         raw_model, history = self.model, self.history
-        n_train = len(ds.split("train"))
+        n_train = int(ds.manifest["splits"]["train"])  # the count, without reading 8 B per id (issue 19)
         t_run = time.perf_counter()
         for epoch in range(self.start_epoch, c.epochs):
             t0 = time.perf_counter()
@@ -509,6 +510,7 @@ class Trainer:
             data_wait=sum(e["data_wait"] * e["train_seconds"] for e in ran) / ran_seconds if ran else None,
             seeds_per_s=sum(e["seeds"] for e in ran) / ran_seconds if ran else None,
             train_nodes=n_train, rank_weight_digests=digests, ranks_agree=len(set(digests)) == 1,
+            peak_rss_bytes=_peak_rss(),
         )
         if dist_ctx.main:
             if c.metrics_json:
@@ -522,7 +524,8 @@ class Trainer:
                       f"{'es' if dist_ctx.world > 1 else ''}): {len(history)} epochs, test acc "
                       f"{summary['test_acc']:.4f} at the best val acc {summary['val_acc']:.4f} (epoch "
                       f"{summary['best_epoch']}; final epoch: test {summary['final_test_acc']:.4f}, val "
-                      f"{summary['final_val_acc']:.4f}), data wait {dw}, {sps} seeds/s, {total:.1f} s", flush=True)
+                      f"{summary['final_val_acc']:.4f}), data wait {dw}, {sps} seeds/s, peak RSS "
+                      f"{human_bytes(summary['peak_rss_bytes'])}, {total:.1f} s", flush=True)
         dist_ctx.close()
         summary["model_obj"] = raw_model
         summary["history"] = history
@@ -539,3 +542,11 @@ def run(args) -> dict:
     """``flashgnn train`` from a parsed command line (:func:`parser`): ``Trainer(TrainConfig.from_namespace(args))
     .fit()``. Kept for callers written against the namespace API."""
     return Trainer(TrainConfig.from_namespace(args)).fit()
+
+
+def _peak_rss() -> int:
+    """This process's peak resident memory (VmHWM), bytes: what a memory cap
+    must hold, printed beside the budget so a user can see the headroom."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
