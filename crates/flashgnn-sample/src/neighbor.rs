@@ -225,7 +225,7 @@ enum Ready {
     /// (no read, no buffer, no copy; checked on decode like every slot).
     MemSlot(u32),
     /// Overflow page `page` for node `i`, borrowed from the `memory`
-    /// engine's copy of overflow.fg (checked when handled, every time).
+    /// engine's copy of overflow.fg (checked when first handled in a batch).
     MemOverflow(u64, u32),
 }
 
@@ -302,6 +302,9 @@ pub struct NeighborSampler {
     /// Extents served from `mem`, counted as the engine counts its reads so
     /// telemetry (reads, bytes, CPU per read) covers them.
     direct: IoCounters,
+    /// Overflow pages of `mem` checked in this batch: each is checked once
+    /// per batch, as a read page is (a 4 KiB CRC costs 10x a lookup).
+    checked_overflow: HashMap<u64, ()>,
 }
 
 /// Reads captured for the current batch (see [`NeighborSampler::set_trace`]).
@@ -469,6 +472,7 @@ impl NeighborSampler {
             trace: None,
             mem,
             direct: IoCounters::default(),
+            checked_overflow: HashMap::default(),
         })
     }
 
@@ -603,6 +607,7 @@ impl NeighborSampler {
         self.queue.clear();
         self.features.clear();
         self.bytes_used = 0;
+        self.checked_overflow.clear();
         self.timeline.clear();
         self.clear_page_cache();
         self.page_hits = 0;
@@ -993,7 +998,13 @@ impl NeighborSampler {
                             );
                         };
                         let data = &o[at as usize..(at + p) as usize];
-                        check_overflow_page(&self.layout, &self.files[F_OVERFLOW as usize], page, data)?;
+                        if self.checked_overflow.insert(page, ()).is_none() {
+                            let r = check_overflow_page(&self.layout, &self.files[F_OVERFLOW as usize], page, data);
+                            if r.is_err() {
+                                self.checked_overflow.remove(&page); // refused again if asked again
+                            }
+                            r?;
+                        }
                         self.on_overflow(i, page, data, seed)?
                     }
                     Ready::StaticSlot(i, r) => {
