@@ -70,8 +70,11 @@ SPLIT_ID_BYTES = 8
 EPOCH_ORDER_BYTES = 24
 # The share of the process's own resident file pages (its mapped code) that
 # `auto` treats as in use although the kernel lists them as reclaimable page
-# cache (see available_memory).
-CODE_PAGES_KEPT = 0.5
+# cache (see available_memory). Measured on a quiet machine (make
+# bench-defaults, 2026-11-25 03:23, data/ooc under 1.5 GiB): 384/431/512/640
+# MiB budgets took 44.8/40.2/33.6/31.3 s, the 640 MiB run peaking at 1524 MiB
+# RSS; half (0.5) gave 431 MiB there, a fifth gives ~510 MiB.
+CODE_PAGES_KEPT = 0.2
 # The lookahead window `auto` picks for training: the measured sweet spot
 # (docs/benchmarks.md, online lookahead: 1.46x the default online cache at the
 # same memory). It pays even when the cache holds the whole dataset: the
@@ -384,7 +387,8 @@ def available_memory() -> int:
     the training step runs up to 1.8x slower with no data wait once the
     budget eats into them (make bench-defaults, 2026-11-25: data/demo under
     1.5 GiB, a 672 MiB budget 15.9 s against 640 MiB 8.7 s; data/ooc 584 MiB
-    82.6 s against 512 MiB 50.9 s). The hot part of that code is kept."""
+    82.6 s against 512 MiB 50.9 s, with another job on the cores). The hot
+    part of that code is kept (CODE_PAGES_KEPT)."""
     found = [v for v in (_cgroup_headroom(), _mem_available()) if v is not None]
     if not found:
         return 1 << 30
