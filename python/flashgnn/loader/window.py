@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from flashgnn.sample.budget import BELADY_NODE_BYTES
+from flashgnn.sample.sampler import expand_packed
 
 
 class PresampleError(ValueError):
@@ -153,13 +154,7 @@ class WindowGather:
         ones that came free included."""
         c = self.belady
         if x is not None and need is not None and len(x) != len(n_id):
-            if len(x) + len(need) != len(n_id):
-                raise ValueError(f"fill: packed x has {len(x)} rows, {len(need)} missing, for {len(n_id)} nodes")
-            full = np.empty((len(n_id), x.shape[1]), x.dtype)  # every row is written below
-            have = np.ones(len(n_id), bool)
-            have[need] = False
-            full[have] = x
-            x = full
+            x = expand_packed(x, len(n_id), need)  # the `need` rows are all written below
         if x is None:
             if c is None:
                 return self._read(n_id, where)

@@ -253,10 +253,15 @@ def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
     if lookahead is None:
         # Lookahead for training whenever its window leaves room for the caches and its half of the rest
         # pays the Belady cache's node-sized arrays at least twice over (else it would hold no rows, or few).
-        from flashgnn.store.dataset import Dataset
+        def pays() -> bool:
+            if node is not None:
+                n = node["nodes"]
+            else:
+                from flashgnn.store.dataset import Dataset
 
-        n = int(Dataset(os.fspath(path)).num_nodes)
-        pays = lambda: (room - base - ahead(AUTO_LOOKAHEAD)) * LOOKAHEAD_SHARE > 2 * BELADY_NODE_BYTES * n  # noqa: E731
+                n = int(Dataset(os.fspath(path)).num_nodes)
+            return (room - base - ahead(AUTO_LOOKAHEAD)) * LOOKAHEAD_SHARE > 2 * BELADY_NODE_BYTES * n
+
         lookahead = AUTO_LOOKAHEAD if training and pays() else 0
     lookahead = int(lookahead)
     need = base + ahead(lookahead) + (int(data / (1 - LOOKAHEAD_SHARE)) if lookahead else data)

@@ -67,11 +67,20 @@ class SampledBatch:
         gets zero rows at the ``missing`` positions; otherwise ``x`` itself."""
         if self.missing is None or len(self.x) == len(self.n_id):
             return self.x
-        full = np.zeros((len(self.n_id), self.x.shape[1]), self.x.dtype)
-        have = np.ones(len(self.n_id), bool)
-        have[self.missing] = False
-        full[have] = self.x
-        return full
+        return expand_packed(self.x, len(self.n_id), self.missing, np.zeros)
+
+
+def expand_packed(x: np.ndarray, n: int, missing: np.ndarray, alloc=np.empty) -> np.ndarray:
+    """A packed ``x`` (the rows of the positions not in ``missing``, in order)
+    spread over ``n`` rows; the ``missing`` rows are as ``alloc`` leaves them
+    (``np.empty``: for a caller that writes every one of them)."""
+    if len(x) + len(missing) != n:
+        raise ValueError(f"packed x has {len(x)} rows, {len(missing)} missing, for {n} nodes")
+    full = alloc((n, x.shape[1]), x.dtype)
+    have = np.ones(n, bool)
+    have[missing] = False
+    full[have] = x
+    return full
 
 
 class Cache:
