@@ -33,7 +33,7 @@ import sys
 import time
 
 from flashgnn.ssd.bench import drop_caches, run_child
-from flashgnn._util import ArgumentParser  # negative-leading list values (--fanout -1,-1)
+from flashgnn._util import ArgumentParser, proc_status_bytes  # negative-leading list values (--fanout -1,-1)
 
 ENGINES = ["uring", "uring+cache", "uring+lookahead", "mmap", "memory"]
 
@@ -129,8 +129,7 @@ def _child(a) -> dict:
         wait += time.perf_counter() - tw
     epoch = time.perf_counter() - t0
     it.close()
-    with open("/proc/self/status") as f:
-        rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
+    rss = proc_status_bytes("VmHWM")
     return dict(engine=a.engine, batches=n - 1, prep_seconds=prep, train_seconds=train, epoch_seconds=epoch,
                 wait_seconds=wait, data_wait=wait / epoch, overlap=epoch / max(prep, train),
                 bottleneck="preparation" if prep > train else "training", peak_rss_bytes=rss)

@@ -116,3 +116,16 @@ def human_bytes(n: float) -> str:
 def print_json(obj) -> None:
     """Print ``obj`` as the indented, key-sorted JSON every ``--json`` report uses."""
     print(json.dumps(obj, indent=2, sort_keys=True))
+
+
+def proc_status_bytes(key: str) -> int:
+    """A size field of ``/proc/self/status`` (``VmHWM``: peak resident memory;
+    ``RssFile``: resident mapped file pages), bytes; 0 when unreadable."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0

@@ -367,14 +367,9 @@ def _mem_available() -> int | None:
 def _own_file_rss() -> int:
     """This process's resident file-backed pages (``RssFile``: the mapped code
     of the interpreter, torch and the extension), bytes; 0 when unreadable."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("RssFile:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return 0
+    from flashgnn._util import proc_status_bytes
+
+    return proc_status_bytes("RssFile")
 
 
 def available_memory() -> int:

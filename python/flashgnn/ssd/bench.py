@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 import flashgnn
+from flashgnn._util import proc_status_bytes
 from flashgnn.sample.sampler import ENGINES
 
 ALL = [e for e in ENGINES if e != "pread-pool"]  # pread-pool, the fallback, runs with --engine pread-pool
@@ -204,8 +205,7 @@ def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=
     frac = batches / done_batches
     tel = {k: (v * frac if isinstance(v, (int, float)) and k not in ("read_amplification", "cpu_us_per_read") else v)
            for k, v in tel.items()}
-    with open("/proc/self/status") as f:
-        rss = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmHWM"))
+    rss = proc_status_bytes("VmHWM")
     cstats = c.stats() if c is not None else None
     return {
         "engine": engine,

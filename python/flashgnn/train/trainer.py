@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flashgnn._util import human_bytes
+from flashgnn._util import human_bytes, proc_status_bytes
 from flashgnn.nn.checkpoint import (CHECKPOINT_FILE, CHECKPOINT_FORMAT, CHECKPOINT_VERSION, load_checkpoint,
                                     save_checkpoint)
 from flashgnn.nn.zoo import DEGREE_MODELS, build_model, forward, normalize_features
@@ -547,6 +547,4 @@ def run(args) -> dict:
 def _peak_rss() -> int:
     """This process's peak resident memory (VmHWM), bytes: what a memory cap
     must hold, printed beside the budget so a user can see the headroom."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return proc_status_bytes("VmHWM")
