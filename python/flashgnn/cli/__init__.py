@@ -46,24 +46,25 @@ def count(lo: int):
     return parse
 
 
-def _seconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not (v > 0 and v != float("inf")):
-        raise argparse.ArgumentTypeError(f"{text} is out of range: must be a finite number of seconds > 0")
-    return v
+def _float_in(name: str, expected: str, ok, bound: str):
+    """An argparse type for a float that ``ok`` accepts, refused as "expected
+    {expected}, got X" or "X is out of range: must be {bound}"."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"{text} is out of range: must be {bound}")
+        return v
+
+    parse.__name__ = name
+    return parse
 
 
-def _unit(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
-    if not 0.0 <= v <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text} is out of range: must be in [0, 1]")
-    return v
+_seconds = _float_in("_seconds", "seconds", lambda v: v > 0 and v != float("inf"), "a finite number of seconds > 0")
+_unit = _float_in("_unit", "a number in [0, 1]", lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
 
 
 def add_quiet(p: argparse.ArgumentParser) -> None:
