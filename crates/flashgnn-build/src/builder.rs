@@ -932,25 +932,32 @@ fn preprocess_edges(
         }
         _ => (ExternalSorter::new(tmp, "edges", half), ExternalSorter::new(tmp, "reverse", half)),
     };
-    sorter = sorter.with_dedup(opts.dedup);
-    reverse = reverse.with_dedup(opts.dedup);
     let mut task = progress.task("edges", "B", edges.bytes_total());
     let mut batch = Vec::with_capacity(EDGE_BATCH);
     // Without --dedup every pushed key is stored: count degrees now and let
     // the layout pass consume the merge (one write + read of every key less).
-    // The sorters show each key to `observe` once, batched by key range in
-    // bucketed mode (degree counters of one range stay in cache).
+    // The sorters show each key to their observer once, batched by key
+    // range in bucketed mode (degree counters of one range stay in cache),
+    // on a spill thread beside this one that also appends the bucket files.
+    // Both sorters count into the same arrays: one lock per batch.
     let direct = !opts.dedup;
-    let (mut degrees, mut has_out) = match (direct, declared) {
+    let counts = std::sync::Arc::new(std::sync::Mutex::new(match (direct, declared) {
         (true, Some(n)) => (huge_zeroed::<u32>(n as usize), huge_zeroed::<u64>((n as usize).div_ceil(64))),
         _ => (Vec::new(), Vec::new()),
+    }));
+    let observer = || -> crate::sort::Observer {
+        let counts = counts.clone();
+        Box::new(move |keys: &[u64]| -> Result<()> {
+            if direct {
+                let mut g = counts.lock().unwrap_or_else(|e| e.into_inner());
+                let (degrees, has_out) = &mut *g;
+                count_entries(degrees, has_out, keys)?;
+            }
+            Ok(())
+        })
     };
-    let mut observe = |keys: &[u64]| -> Result<()> {
-        if direct {
-            count_entries(&mut degrees, &mut has_out, keys)?;
-        }
-        Ok(())
-    };
+    sorter = sorter.with_dedup(opts.dedup).with_spill_thread(observer())?;
+    reverse = reverse.with_dedup(opts.dedup).with_spill_thread(observer())?;
     let (mut input_edges, mut loops_dropped, mut max_id) = (0u64, 0u64, None::<u64>);
     let mut last_bytes = 0;
     loop {
@@ -966,9 +973,9 @@ fn preprocess_edges(
                 loops_dropped += 1;
                 continue;
             }
-            sorter.push_with(d << 32 | s, &mut observe)?;
+            sorter.push(d << 32 | s)?;
             if opts.symmetrize && s != d {
-                reverse.push_with(s << 32 | d, &mut observe)?;
+                reverse.push(s << 32 | d)?;
             }
         }
         let b = edges.bytes_done();
@@ -980,7 +987,7 @@ fn preprocess_edges(
     let mut loops_added = 0;
     if opts.self_loops == SelfLoops::Add {
         for v in 0..num_nodes {
-            sorter.push_with(v << 32 | v, &mut observe)?;
+            sorter.push(v << 32 | v)?;
         }
         loops_added = num_nodes;
     }
@@ -990,9 +997,13 @@ fn preprocess_edges(
     // Degree array (4 B/node): after the chunk is released when the sort
     // spilled; otherwise beside the in-memory chunk, which the budget covers
     // when the node count was known up front.
-    let mut merged = sorter.finish_with(&mut observe)?;
-    let mut merged_rev = reverse.finish_with(&mut observe)?;
-    drop(observe);
+    let mut merged = sorter.finish()?;
+    let mut merged_rev = reverse.finish()?;
+    // Both sorters are finished: their observers (and spill threads) are gone.
+    let (mut degrees, mut has_out) = std::sync::Arc::try_unwrap(counts)
+        .map_err(|_| BuildError::config("internal: degree counters still shared after the sort"))?
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner());
     let sorted_path = tmp.join("edges.sorted");
     if direct {
         degrees.resize(num_nodes as usize, 0);
@@ -1502,7 +1513,48 @@ impl OverflowWriter {
 
 #[cfg(test)]
 mod tests {
-    use super::class_split_sizes;
+    use super::{class_split_sizes, count_entries, count_entry, huge_zeroed};
+
+    #[test]
+    fn batched_degree_counting_equals_per_key_counting() {
+        // The batch path (no resize check, prefetch, wrap detection) gives
+        // the per-key counts and out-edge bits, whether the arrays cover the
+        // batch (declared node count) or must grow (undeclared), with hubs.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut keys = Vec::new();
+        for i in 0..200_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let (d, s) = if i % 5 == 0 { (3, x % 70_000) } else { (x % 70_000, (x >> 20) % 70_000) };
+            keys.push(d << 32 | s);
+        }
+        let (mut want_d, mut want_h) = (Vec::new(), Vec::new());
+        for &k in &keys {
+            count_entry(&mut want_d, &mut want_h, k >> 32, k & 0xffff_ffff).unwrap();
+        }
+        want_d.resize(70_000, 0);
+        want_h.resize(70_000usize.div_ceil(64), 0);
+        for declared in [true, false] {
+            let (mut d, mut h) = if declared {
+                (huge_zeroed::<u32>(70_000), huge_zeroed::<u64>(70_000usize.div_ceil(64)))
+            } else {
+                (Vec::new(), Vec::new())
+            };
+            for batch in keys.chunks(4096) {
+                count_entries(&mut d, &mut h, batch).unwrap();
+            }
+            d.resize(70_000, 0);
+            h.resize(70_000usize.div_ceil(64), 0);
+            assert_eq!(d, want_d, "declared {declared}");
+            assert_eq!(h, want_h, "declared {declared}");
+        }
+        // A counter that would wrap is refused, naming the node.
+        let (mut d, mut h) = (vec![0u32; 10], vec![0u64; 1]);
+        d[7] = u32::MAX - 1;
+        let e = count_entries(&mut d, &mut h, &[7 << 32 | 1, 7 << 32 | 2]).unwrap_err().to_string();
+        assert!(e.contains("node 7 has more than"), "{e}");
+    }
 
     #[test]
     fn class_split_sizes_keep_every_class_in_train() {

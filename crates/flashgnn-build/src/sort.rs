@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::slice::ParallelSliceMut;
 
+use flashgnn_io::aligned::{AlignedBuf, BUF_ALIGN};
 use flashgnn_io::{IoError, OutFile};
 
 use crate::Result;
@@ -69,6 +70,8 @@ pub struct ExternalSorter {
     pushed: u64,
     dedup: bool,
     buckets: Option<Buckets>,
+    /// Run mode's [`with_spill_thread`](Self::with_spill_thread) observer.
+    observer: Option<Observer>,
 }
 
 /// Bucketed mode's state while keys are pushed.
@@ -77,12 +80,70 @@ struct Buckets {
     shift: u32,
     stage: Vec<Vec<u64>>,
     stage_keys: usize,
-    files: Vec<Option<(PathBuf, File)>>,
+    /// Keys handed to the bucket files so far, per bucket.
     counts: Vec<u64>,
     /// Keys one resident bucket may hold (half a chunk).
     resident_keys: usize,
-    /// Scratch for a staging buffer's bytes, reused by every flush.
-    bytes: Vec<u8>,
+    sink: Sink,
+}
+
+/// What a bucketed sorter's observer sees: every key once, in batches of
+/// one bucket's key range. It runs on the spill thread, hence `Send`.
+pub type Observer = Box<dyn FnMut(&[u64]) -> Result<()> + Send>;
+
+/// The bucket files being appended to.
+struct BucketFiles {
+    dir: PathBuf,
+    name: String,
+    /// Path, file, and whether it is (still) open with O_DIRECT.
+    files: Vec<Option<(PathBuf, File, bool)>>,
+    /// Keys written per bucket (the next write's offset / 8).
+    written: Vec<u64>,
+    /// Aligned copy of a staging buffer for O_DIRECT writes (reused).
+    buf: Option<AlignedBuf>,
+}
+
+/// Where full staging buffers go: appended by the pushing thread itself, or
+/// handed to a spill thread ([`ExternalSorter::with_spill_thread`]) that shows
+/// them to its observer, appends them and hands the emptied buffers back.
+enum Sink {
+    Inline(BucketFiles),
+    Thread(SpillThread),
+}
+
+struct SpillThread {
+    /// Full buffers to append (bounded: [`SPILL_QUEUE`] in flight).
+    tx: Option<std::sync::mpsc::SyncSender<(usize, Vec<u64>)>>,
+    /// Emptied buffers coming back, reused as staging buffers.
+    free: std::sync::mpsc::Receiver<Vec<u64>>,
+    handle: Option<std::thread::JoinHandle<Result<BucketFiles>>>,
+}
+
+/// Full staging buffers queued for the spill thread at most: with the one it
+/// is appending and the recycled ones, the spill thread adds at most
+/// `SPILL_QUEUE + 2` staging buffers (<= 3 MiB) to the 8 MiB of staging.
+const SPILL_QUEUE: usize = 4;
+
+impl SpillThread {
+    /// Stop the thread (after it appended everything queued) and take its files.
+    fn join(&mut self) -> Result<BucketFiles> {
+        self.tx = None;
+        match self.handle.take().map(|h| h.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(crate::BuildError::config("internal: bucket spill thread panicked")),
+            None => Err(crate::BuildError::config("internal: bucket spill thread joined twice")),
+        }
+    }
+}
+
+impl Drop for SpillThread {
+    fn drop(&mut self) {
+        // An abandoned sort (a build error): let the thread finish its last
+        // append before the caller removes the directory under it.
+        if self.handle.is_some() {
+            let _ = self.join();
+        }
+    }
 }
 
 impl ExternalSorter {
@@ -97,6 +158,7 @@ impl ExternalSorter {
             pushed: 0,
             dedup: false,
             buckets: None,
+            observer: None,
         }
     }
 
@@ -123,12 +185,49 @@ impl ExternalSorter {
             shift,
             stage: (0..b).map(|_| Vec::new()).collect(),
             stage_keys,
-            files: (0..b).map(|_| None).collect(),
             counts: vec![0; b],
             resident_keys,
-            bytes: Vec::new(),
+            sink: Sink::Inline(BucketFiles {
+                dir: dir.to_path_buf(),
+                name: name.into(),
+                files: (0..b).map(|_| None).collect(),
+                written: vec![0; b],
+                buf: None,
+            }),
         });
         s
+    }
+
+    /// Bucketed mode: append full staging buffers on a spill thread, which
+    /// shows each one to `observer` first (instead of the pushing thread's
+    /// `observe`: a caller passes the same work here). The pushing thread
+    /// then only parses and scatters keys; counting and the write system
+    /// calls run beside it. Run mode (or a sorter that fits one chunk):
+    /// `observer` is called on the pushing thread, for the whole chunk.
+    pub fn with_spill_thread(mut self, mut observer: Observer) -> Result<Self> {
+        let Some(b) = self.buckets.as_mut() else {
+            self.observer = Some(observer);
+            return Ok(self);
+        };
+        let Sink::Inline(mut files) = std::mem::replace(&mut b.sink, Sink::Inline(BucketFiles::empty())) else {
+            return Err(crate::BuildError::config("internal: spill thread started twice"));
+        };
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Vec<u64>)>(SPILL_QUEUE);
+        let (free_tx, free) = std::sync::mpsc::channel::<Vec<u64>>();
+        let handle = std::thread::Builder::new()
+            .name(format!("{}-spill", self.name))
+            .spawn(move || -> Result<BucketFiles> {
+                for (i, mut keys) in rx {
+                    observer(&keys)?;
+                    files.append(i, &keys)?;
+                    keys.clear();
+                    let _ = free_tx.send(keys); // the pusher may be gone: then it is freed here
+                }
+                Ok(files)
+            })
+            .map_err(|e| crate::BuildError::config(format!("cannot start the bucket spill thread: {e}")))?;
+        b.sink = Sink::Thread(SpillThread { tx: Some(tx), free, handle: Some(handle) });
+        Ok(self)
     }
 
     /// Buckets of a bucketed sorter (0 in run mode).
@@ -139,7 +238,9 @@ impl ExternalSorter {
     /// Push one key; `observe` sees every key exactly once, in batches (a
     /// full chunk, or a bucket's staging buffer: keys of one key range,
     /// which keeps per-key side tables such as degree counters cache-local),
-    /// at the latest when [`finish_with`](Self::finish_with) returns.
+    /// at the latest when [`finish_with`](Self::finish_with) returns — unless
+    /// the sorter has its own observer ([`with_spill_thread`](Self::with_spill_thread)),
+    /// which then sees them instead.
     #[inline]
     pub fn push_with(&mut self, key: u64, observe: &mut impl FnMut(&[u64]) -> Result<()>) -> Result<()> {
         self.pushed += 1;
@@ -157,13 +258,12 @@ impl ExternalSorter {
             }
             st.push(key);
             if st.len() == b.stage_keys {
-                observe(st)?;
-                flush_bucket(&self.dir, &self.name, b, i)?;
+                b.flush(i, observe)?;
             }
             return Ok(());
         }
         if self.chunk.len() == self.chunk_cap {
-            observe(&self.chunk)?;
+            self.observe_chunk(observe)?;
             self.spill()?;
         }
         if self.chunk.capacity() == 0 {
@@ -193,6 +293,13 @@ impl ExternalSorter {
     pub fn is_empty(&self) -> bool {
         self.pushed == 0
     }
+    fn observe_chunk(&mut self, observe: &mut impl FnMut(&[u64]) -> Result<()>) -> Result<()> {
+        match self.observer.as_mut() {
+            Some(o) => o(&self.chunk),
+            None => observe(&self.chunk),
+        }
+    }
+
     /// Sorted runs written so far (buckets written, in bucketed mode).
     pub fn runs(&self) -> usize {
         match &self.buckets {
@@ -223,14 +330,17 @@ impl ExternalSorter {
         if let Some(mut b) = self.buckets.take() {
             for i in 0..b.stage.len() {
                 if !b.stage[i].is_empty() {
-                    observe(&b.stage[i])?;
-                    flush_bucket(&self.dir, &self.name, &mut b, i)?;
+                    b.flush(i, observe)?;
                 }
                 b.stage[i] = Vec::new();
             }
-            return Ok(Merged::Buckets(BucketStream::start(&self.dir, &self.name, b)?));
+            let files = match &mut b.sink {
+                Sink::Inline(f) => std::mem::replace(f, BucketFiles::empty()),
+                Sink::Thread(t) => t.join()?,
+            };
+            return Ok(Merged::Buckets(BucketStream::start(&self.dir, &self.name, files, &b)?));
         }
-        observe(&self.chunk)?;
+        self.observe_chunk(observe)?;
         if self.runs.is_empty() {
             self.chunk.par_sort_unstable();
             if self.dedup {
@@ -286,30 +396,108 @@ fn bucket_path(dir: &Path, name: &str, i: usize) -> PathBuf {
     dir.join(format!("{name}.bucket{i}"))
 }
 
-/// Append bucket `i`'s staging buffer to its file (created on first use).
-/// Temporary files: no checksum and no fsync (they never outlive the build),
-/// but every write is charged to the fault plan like any other.
-fn flush_bucket(dir: &Path, name: &str, b: &mut Buckets, i: usize) -> Result<()> {
-    use std::io::Write;
-    if b.files[i].is_none() {
-        let path = bucket_path(dir, name, i);
-        let f = File::create(&path).map_err(|e| IoError::new("creating", &path, None, e))?;
-        b.files[i] = Some((path, f));
+impl Buckets {
+    /// Hand bucket `i`'s (non-empty) staging buffer to the sink: shown to
+    /// `observe` and appended here, or queued for the spill thread (which
+    /// shows it to its own observer) and replaced by a recycled buffer.
+    fn flush(&mut self, i: usize, observe: &mut impl FnMut(&[u64]) -> Result<()>) -> Result<()> {
+        self.counts[i] += self.stage[i].len() as u64;
+        match &mut self.sink {
+            Sink::Inline(files) => {
+                observe(&self.stage[i])?;
+                files.append(i, &self.stage[i])?;
+                self.stage[i].clear();
+            }
+            Sink::Thread(t) => {
+                let next = t.free.try_recv().unwrap_or_else(|_| Vec::with_capacity(self.stage_keys));
+                let full = std::mem::replace(&mut self.stage[i], next);
+                let sent = t.tx.as_ref().is_some_and(|tx| tx.send((i, full)).is_ok());
+                if !sent {
+                    // The thread stopped on an error: report it.
+                    t.join()?;
+                    return Err(crate::BuildError::config("internal: bucket spill thread stopped early"));
+                }
+            }
+        }
+        Ok(())
     }
-    let (path, f) = b.files[i].as_mut().expect("bucket file created above");
-    let keys = &b.stage[i];
-    let bytes = &mut b.bytes;
-    bytes.clear();
-    for k in keys {
-        bytes.extend_from_slice(&k.to_le_bytes());
+}
+
+impl BucketFiles {
+    fn empty() -> BucketFiles {
+        BucketFiles { dir: PathBuf::new(), name: String::new(), files: Vec::new(), written: Vec::new(), buf: None }
     }
-    let at = b.counts[i] * 8;
-    flashgnn_io::fault::charge(bytes.len() as u64)
-        .and_then(|_| f.write_all(bytes))
-        .map_err(|e| IoError::new("writing", path, Some(at), e))?;
-    b.counts[i] += keys.len() as u64;
-    b.stage[i].clear();
-    Ok(())
+
+    /// Append keys to bucket `i`'s file (created on first use).
+    /// Temporary files: no checksum and no fsync (they never outlive the
+    /// build), but every write is charged to the fault plan like any other.
+    /// Written with O_DIRECT where the file system allows it, from one
+    /// reused aligned buffer: the keys are read back once, so a page-cache
+    /// copy would only cost a kernel copy per byte and push other pages
+    /// out. A write of an unaligned length (a bucket's last one) turns
+    /// O_DIRECT off for the rest of that file.
+    fn append(&mut self, i: usize, keys: &[u64]) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        use std::os::unix::io::AsRawFd;
+        if self.files[i].is_none() {
+            let path = bucket_path(&self.dir, &self.name, i);
+            let mut o = std::fs::OpenOptions::new();
+            o.write(true).create(true).truncate(true);
+            let (f, direct) = match flashgnn_io::open_regular_with(&path, &o, libc::O_DIRECT) {
+                Ok(f) => (f, true),
+                Err(e) if e.source.raw_os_error() == Some(libc::EINVAL) => {
+                    (File::create(&path).map_err(|e| IoError::new("creating", &path, None, e))?, false)
+                }
+                Err(e) => return Err(e.into()),
+            };
+            self.files[i] = Some((path, f, direct));
+        }
+        let (path, f, direct) = self.files[i].as_mut().expect("bucket file created above");
+        let bytes = keys_as_le_bytes(keys);
+        let at = self.written[i] * 8;
+        if *direct && (bytes.len() % BUF_ALIGN != 0 || at % BUF_ALIGN as u64 != 0) {
+            // SAFETY: fcntl on a descriptor this File owns; no memory is passed.
+            let ok = unsafe {
+                let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+                fl >= 0 && libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_DIRECT) == 0
+            };
+            if !ok {
+                return Err(IoError::new("writing", path, Some(at), std::io::Error::last_os_error()).into());
+            }
+            *direct = false;
+        }
+        let data: &[u8] = if *direct {
+            let buf = self.buf.get_or_insert_with(|| AlignedBuf::new(bytes.len()));
+            if buf.capacity() < bytes.len() {
+                *buf = AlignedBuf::new(bytes.len());
+            }
+            buf.spare()[..bytes.len()].copy_from_slice(&bytes);
+            buf.set_len(bytes.len());
+            buf.as_slice()
+        } else {
+            &bytes
+        };
+        flashgnn_io::fault::charge(data.len() as u64)
+            .and_then(|_| f.write_all_at(data, at))
+            .map_err(|e| IoError::new("writing", path, Some(at), e))?;
+        self.written[i] += keys.len() as u64;
+        Ok(())
+    }
+}
+
+/// The little-endian bytes of `keys`: the keys' own memory on a
+/// little-endian machine (no copy), a converted copy elsewhere.
+fn keys_as_le_bytes(keys: &[u64]) -> std::borrow::Cow<'_, [u8]> {
+    #[cfg(target_endian = "little")]
+    {
+        // SAFETY: u64 has no padding and every byte pattern is a valid u8;
+        // the slice covers exactly the keys' memory and borrows it.
+        std::borrow::Cow::Borrowed(unsafe { std::slice::from_raw_parts(keys.as_ptr() as *const u8, keys.len() * 8) })
+    }
+    #[cfg(not(target_endian = "little"))]
+    {
+        std::borrow::Cow::Owned(keys.iter().flat_map(|k| k.to_le_bytes()).collect())
+    }
 }
 
 /// One sorted bucket handed from the sorting thread to the consumer.
@@ -333,12 +521,12 @@ pub struct BucketStream {
 }
 
 impl BucketStream {
-    fn start(dir: &Path, name: &str, b: Buckets) -> Result<BucketStream> {
+    fn start(dir: &Path, name: &str, files: BucketFiles, b: &Buckets) -> Result<BucketStream> {
         let total = b.counts.iter().sum();
         let mut jobs = Vec::new();
         let mut paths = Vec::new();
-        for (i, f) in b.files.into_iter().enumerate() {
-            if let Some((path, file)) = f {
+        for (i, f) in files.files.into_iter().enumerate() {
+            if let Some((path, file, _)) = f {
                 drop(file);
                 paths.push(path.clone());
                 jobs.push((i, path, b.counts[i]));
@@ -396,6 +584,15 @@ impl BucketStream {
 /// Read bucket `i` (`n` keys) and sort it: in memory when it fits the
 /// resident cap, else through a nested run-and-merge sorter. Removes the file.
 fn load_bucket(dir: &Path, name: &str, i: usize, path: &Path, n: u64, cap: usize, shift: u32) -> Result<Piece> {
+    if n as usize <= cap && cfg!(target_endian = "little") {
+        let buf = read_keys_direct(path, n)?;
+        let _ = std::fs::remove_file(path);
+        // SAFETY: the buffer is 4096-aligned and holds n * 8 initialised
+        // bytes (checked by read_keys_direct); every bit pattern is a u64,
+        // and little-endian file bytes are the keys' own (cfg above).
+        let keys = unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const u64, n as usize) };
+        return Ok(Piece::Keys(sort_bucket(keys, shift)));
+    }
     let mut r = KeyFileReader::open(path)?;
     if n as usize <= cap {
         let mut keys = Vec::with_capacity(n as usize);
@@ -403,7 +600,7 @@ fn load_bucket(dir: &Path, name: &str, i: usize, path: &Path, n: u64, cap: usize
             keys.extend_from_slice(&r.block);
         }
         let _ = std::fs::remove_file(path);
-        return Ok(Piece::Keys(sort_bucket(keys, shift)));
+        return Ok(Piece::Keys(sort_bucket(&keys, shift)));
     }
     let mut s = ExternalSorter::new(dir, &format!("{name}.b{i}"), cap as u64 * 8);
     while r.refill()? {
@@ -413,6 +610,42 @@ fn load_bucket(dir: &Path, name: &str, i: usize, path: &Path, n: u64, cap: usize
     }
     let _ = std::fs::remove_file(path);
     Ok(Piece::Stream(Box::new(s.finish()?)))
+}
+
+/// Bytes per read of a bucket file.
+const BUCKET_READ_BYTES: usize = 8 << 20;
+
+/// The `n` keys of a bucket file, read with O_DIRECT (buffered where the
+/// file system refuses it) into one aligned buffer: no page-cache copy, and
+/// the file's pages are not kept in the cache after the sort.
+fn read_keys_direct(path: &Path, n: u64) -> Result<AlignedBuf> {
+    use std::os::unix::fs::FileExt;
+    let len = n as usize * 8;
+    let (file, _direct) = flashgnn_io::engine::open_direct(path)?;
+    let mut buf = AlignedBuf::new(len);
+    let dst = buf.spare();
+    let mut got = 0;
+    while got < len {
+        let want = (dst.len() - got).min(BUCKET_READ_BYTES);
+        let r = file
+            .read_at(&mut dst[got..got + want], got as u64)
+            .map_err(|e| IoError::new("reading", path, Some(got as u64), e))?;
+        if r == 0 {
+            break;
+        }
+        got += r;
+    }
+    if got != len {
+        return Err(IoError::eof(
+            "reading",
+            path,
+            Some(got as u64),
+            format!("bucket file holds {got} bytes, {len} ({n} keys) were written"),
+        )
+        .into());
+    }
+    buf.set_len(len);
+    Ok(buf)
 }
 
 /// Digit bits of [`sort_bucket`]'s counting pass: 2^18 counters = 1 MiB.
@@ -428,9 +661,10 @@ const BUCKET_COUNTING_MIN_KEYS: usize = 1 << 16;
 /// comparisons for one count and one scatter pass plus sorts of short
 /// segments; it needs one output buffer beside the input (counted in the
 /// resident bound: three buckets).
-pub fn sort_bucket(mut keys: Vec<u64>, shift: u32) -> Vec<u64> {
+pub fn sort_bucket(keys: &[u64], shift: u32) -> Vec<u64> {
     let n = keys.len();
     if n < BUCKET_COUNTING_MIN_KEYS || shift == 0 {
+        let mut keys = keys.to_vec();
         keys.par_sort_unstable();
         return keys;
     }
@@ -439,7 +673,7 @@ pub fn sort_bucket(mut keys: Vec<u64>, shift: u32) -> Vec<u64> {
     let mask = (1u64 << bits) - 1;
     let digit = |k: u64| ((k >> low) & mask) as usize;
     let mut at = vec![0usize; (1usize << bits) + 1];
-    for &k in &keys {
+    for &k in keys {
         at[digit(k) + 1] += 1;
     }
     for d in 1..at.len() {
@@ -447,12 +681,11 @@ pub fn sort_bucket(mut keys: Vec<u64>, shift: u32) -> Vec<u64> {
     }
     let starts = at.clone();
     let mut out = vec![0u64; n];
-    for &k in &keys {
+    for &k in keys {
         let d = digit(k);
         out[at[d]] = k;
         at[d] += 1;
     }
-    drop(keys);
     if low > 0 {
         // Segments: [starts[d], starts[d + 1]); only those of 2+ keys need work.
         let mut segs: Vec<&mut [u64]> = Vec::new();
@@ -777,6 +1010,68 @@ mod tests {
     }
 
     #[test]
+    fn spill_thread_matches_sort_and_its_observer_sees_every_key_once() {
+        // The spill thread (observer + O_DIRECT appends of recycled buffers,
+        // a buffered last append of odd length) yields exactly sort(keys),
+        // its observer sees each key once in one-bucket batches, and the
+        // run mode calls the observer on the pushing thread instead.
+        let d = tempfile::tempdir().unwrap();
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(11);
+        let bound = 1u64 << 40;
+        let keys: Vec<u64> = (0..300_001).map(|_| rng.random_range(0..bound)).collect();
+        let mut want = keys.clone();
+        want.sort();
+        for (chunk, bucketed) in [(8192 * 8, true), (1 << 24, false)] {
+            let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let s2 = seen.clone();
+            let mut s = ExternalSorter::bucketed(d.path(), "t", chunk, bound, keys.len() as u64);
+            assert_eq!(s.buckets() > 0, bucketed);
+            let shift = s.buckets.as_ref().map_or(64, |b| b.shift);
+            s = s
+                .with_spill_thread(Box::new(move |b: &[u64]| {
+                    assert!(shift == 64 || b.iter().all(|&k| k >> shift == b[0] >> shift), "a batch spans two buckets");
+                    s2.lock().unwrap().extend_from_slice(b);
+                    Ok(())
+                }))
+                .unwrap();
+            for &k in &keys {
+                s.push_with(k, &mut |_| panic!("the spill thread's observer sees the keys")).unwrap();
+            }
+            let m = s.finish().unwrap();
+            let mut got_seen = std::mem::take(&mut *seen.lock().unwrap());
+            got_seen.sort();
+            assert_eq!(got_seen, want, "observer, bucketed {bucketed}");
+            assert_eq!(drain(m), want, "stream, bucketed {bucketed}");
+            assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "bucket files removed");
+        }
+    }
+
+    #[test]
+    fn spill_thread_error_reaches_the_pusher_and_leaves_no_thread() {
+        // An observer error (a degree overflow) stops the spill thread; the
+        // next push or the finish returns that error, not a hang or a panic.
+        let d = tempfile::tempdir().unwrap();
+        let bound = 1u64 << 32;
+        let mut s = ExternalSorter::bucketed(d.path(), "t", 2048 * 8, bound, 100_000)
+            .with_spill_thread(Box::new(|_: &[u64]| {
+                Err(crate::BuildError::config("node 9 has more than 4294967295 neighbors"))
+            }))
+            .unwrap();
+        let mut err = None;
+        for k in 0..100_000u64 {
+            if let Err(e) = s.push(k * 40_000) {
+                err = Some(e.to_string());
+                break;
+            }
+        }
+        let e = match err {
+            Some(e) => e,
+            None => s.finish().err().expect("finish reports the observer's error").to_string(),
+        };
+        assert!(e.contains("node 9 has more than"), "{e}");
+    }
+
+    #[test]
     fn bucketed_sort_survives_skew_and_a_wrong_hint() {
         // One bucket gets far more keys than half a chunk (all keys in a
         // narrow range, hint 10x too low): it takes the nested run-and-merge
@@ -825,7 +1120,7 @@ mod tests {
             keys.extend(std::iter::repeat_n(hi | 77, 20_000)); // a hub / duplicates
             let mut want = keys.clone();
             want.sort();
-            assert_eq!(sort_bucket(keys, shift), want, "shift {shift}");
+            assert_eq!(sort_bucket(&keys, shift), want, "shift {shift}");
         }
     }
 
