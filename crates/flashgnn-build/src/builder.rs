@@ -42,6 +42,8 @@ pub const FIXED_OVERHEAD_BYTES: u64 = 64 << 20;
 pub const SORT_CHUNK_MIN_BYTES: u64 = 1 << 20;
 /// Edges read per batch from a source.
 const EDGE_BATCH: usize = 1 << 16;
+/// Parsed edge batches the reader thread may hold ready (1 MiB each).
+const READ_AHEAD_BATCHES: usize = 2;
 /// Rows per feature staging chunk: bounded by bytes, see `stage_chunk_rows`.
 const STAGE_CHUNK_BYTES: usize = 8 << 20;
 /// A row is stored inline when it takes at most this fraction of a page, so
@@ -933,7 +935,6 @@ fn preprocess_edges(
         _ => (ExternalSorter::new(tmp, "edges", half), ExternalSorter::new(tmp, "reverse", half)),
     };
     let mut task = progress.task("edges", "B", edges.bytes_total());
-    let mut batch = Vec::with_capacity(EDGE_BATCH);
     // Without --dedup every pushed key is stored: count degrees now and let
     // the layout pass consume the merge (one write + read of every key less).
     // The sorters show each key to their observer once, batched by key
@@ -960,28 +961,57 @@ fn preprocess_edges(
     reverse = reverse.with_dedup(opts.dedup).with_spill_thread(observer())?;
     let (mut input_edges, mut loops_dropped, mut max_id) = (0u64, 0u64, None::<u64>);
     let mut last_bytes = 0;
-    loop {
-        progress.check()?;
-        batch.clear();
-        if !edges.next_batch(&mut batch, EDGE_BATCH)? {
-            break;
-        }
-        for &(s, d) in &batch {
-            input_edges += 1;
-            max_id = Some(max_id.map_or(s.max(d), |m| m.max(s).max(d)));
-            if s == d && opts.self_loops != SelfLoops::Keep {
-                loops_dropped += 1;
-                continue;
+    // A reader thread reads and parses the next batches while this one
+    // pushes the current one; batches go back to it for reuse (a fresh
+    // allocation per batch costs page faults: measured worse).
+    std::thread::scope(|scope| -> Result<()> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(Vec<(u64, u64)>, u64)>>(READ_AHEAD_BATCHES);
+        let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<(u64, u64)>>();
+        let reader = std::thread::Builder::new()
+            .name("edges-read".into())
+            .spawn_scoped(scope, move || {
+                loop {
+                    let mut batch = free_rx.try_recv().unwrap_or_else(|_| Vec::with_capacity(EDGE_BATCH));
+                    batch.clear();
+                    let r = edges.next_batch(&mut batch, EDGE_BATCH).map(|more| (more, edges.bytes_done()));
+                    let msg = match r {
+                        Ok((false, _)) => return,
+                        Ok((true, done)) => Ok((batch, done)),
+                        Err(e) => Err(e),
+                    };
+                    let failed = msg.is_err();
+                    if tx.send(msg).is_err() || failed {
+                        return; // the pusher stopped (its error wins), or ours is delivered
+                    }
+                }
+            })
+            .map_err(|e| BuildError::config(format!("cannot start the edge reader thread: {e}")))?;
+        let r = (|| -> Result<()> {
+            for msg in &rx {
+                progress.check()?;
+                let (batch, done) = msg?;
+                for &(s, d) in &batch {
+                    input_edges += 1;
+                    max_id = Some(max_id.map_or(s.max(d), |m| m.max(s).max(d)));
+                    if s == d && opts.self_loops != SelfLoops::Keep {
+                        loops_dropped += 1;
+                        continue;
+                    }
+                    sorter.push(d << 32 | s)?;
+                    if opts.symmetrize && s != d {
+                        reverse.push(s << 32 | d)?;
+                    }
+                }
+                let _ = free_tx.send(batch);
+                task.add(done - last_bytes);
+                last_bytes = done;
             }
-            sorter.push(d << 32 | s)?;
-            if opts.symmetrize && s != d {
-                reverse.push(s << 32 | d)?;
-            }
-        }
-        let b = edges.bytes_done();
-        task.add(b - last_bytes);
-        last_bytes = b;
-    }
+            Ok(())
+        })();
+        drop(rx); // a reader blocked in send() sees the channel closed
+        let _ = reader.join();
+        r
+    })?;
     task.finish();
     let num_nodes = declared.unwrap_or(max_id.map_or(0, |m| m + 1));
     let mut loops_added = 0;
