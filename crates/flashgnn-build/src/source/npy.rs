@@ -6,6 +6,7 @@ use std::path::Path;
 use flashgnn_format::dtype::{read_f64, read_int};
 use flashgnn_format::npy::{parse_header, NpyHeader};
 use flashgnn_format::Dtype;
+use flashgnn_io::aligned::{AlignedBuf, BUF_ALIGN};
 use flashgnn_io::{FileReader, ReadAt};
 
 use super::{check_id, EdgeSource, RowSource, ValueSource};
@@ -75,6 +76,10 @@ pub struct NpyEdges {
     num_nodes: Option<u64>,
     buf: Vec<u8>,
     buf2: Vec<u8>,
+    /// `[E, 2]` arrays: the file opened with O_DIRECT (buffered where the
+    /// file system refuses it) and one reused aligned buffer. The edges are
+    /// read once, so the page cache would only add a kernel copy per byte.
+    direct: Option<(std::fs::File, AlignedBuf)>,
 }
 
 impl NpyEdges {
@@ -112,7 +117,24 @@ impl NpyEdges {
                 ))
             }
         };
-        Ok(NpyEdges { file, r, h, transposed, num_edges, next: 0, num_nodes: None, buf: Vec::new(), buf2: Vec::new() })
+        let direct = if transposed {
+            None
+        } else {
+            let (f, _) = flashgnn_io::engine::open_direct(path)?;
+            Some((f, AlignedBuf::new(BUF_ALIGN)))
+        };
+        Ok(NpyEdges {
+            file,
+            r,
+            h,
+            transposed,
+            num_edges,
+            next: 0,
+            num_nodes: None,
+            buf: Vec::new(),
+            buf2: Vec::new(),
+            direct,
+        })
     }
 }
 
@@ -136,15 +158,24 @@ impl EdgeSource for NpyEdges {
         let s = self.h.dtype.size();
         let n = (self.num_edges - self.next).min(max as u64).min((CHUNK_BYTES / (2 * s)) as u64) as usize;
         let base = self.h.data_offset;
+        let mut direct = self.direct.take();
+        // Bytes of this batch inside the aligned read buffer (direct path).
+        let mut at = 0;
         if self.transposed {
             self.buf.resize(n * s, 0);
             self.buf2.resize(n * s, 0);
             self.r.read_exact_at(&mut self.buf, base + self.next * s as u64)?;
             self.r.read_exact_at(&mut self.buf2, base + (self.num_edges + self.next) * s as u64)?;
+        } else if let Some((f, abuf)) = direct.as_mut() {
+            at = read_aligned(f, abuf, &self.file, base + self.next * 2 * s as u64, n * 2 * s)?;
         } else {
             self.buf.resize(n * 2 * s, 0);
             self.r.read_exact_at(&mut self.buf, base + self.next * 2 * s as u64)?;
         }
+        let rows: &[u8] = match direct.as_ref() {
+            Some((_, abuf)) if !self.transposed => &abuf.as_slice()[at..at + n * 2 * s],
+            _ => &self.buf,
+        };
         // Decode both columns into i128 (so negative and overflowing ids are
         // reported, not wrapped), with a fast path for the common dtypes.
         let dt = self.h.dtype;
@@ -161,7 +192,7 @@ impl EdgeSource for NpyEdges {
             let (a, b) = if self.transposed {
                 (col(&self.buf, i), col(&self.buf2, i))
             } else {
-                (col(&self.buf, 2 * i), col(&self.buf, 2 * i + 1))
+                (col(rows, 2 * i), col(rows, 2 * i + 1))
             };
             // Fast accept: both ids in range (the overwhelmingly common case).
             let bound = self.num_nodes.map_or(super::NODES_MAX as i128, |n| n as i128);
@@ -181,9 +212,42 @@ impl EdgeSource for NpyEdges {
             let dst = check_id(b, self.num_nodes, file, pos(1))?;
             out.push((src, dst));
         }
+        self.direct = direct;
         self.next += n as u64;
         Ok(true)
     }
+}
+
+/// Read `[offset, offset + len)` of `f` as its 4 KiB-aligned superset into
+/// `buf` (grown as needed) and return where the asked-for bytes start in it.
+/// The last block may end past the file's end: the read then stops there.
+fn read_aligned(f: &std::fs::File, buf: &mut AlignedBuf, file: &str, offset: u64, len: usize) -> Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let a = BUF_ALIGN as u64;
+    let start = offset / a * a;
+    let skip = (offset - start) as usize;
+    let need = skip + len;
+    let span = need.div_ceil(BUF_ALIGN) * BUF_ALIGN;
+    if buf.capacity() < span {
+        *buf = AlignedBuf::new(span);
+    }
+    let dst = &mut buf.spare()[..span];
+    let mut got = 0;
+    while got < need {
+        let r = f.read_at(&mut dst[got..], start + got as u64).map_err(|e| {
+            BuildError::input(file, format!("byte offset {}", start + got as u64), format!("read failed: {e}"))
+        })?;
+        if r == 0 {
+            return Err(BuildError::input(
+                file,
+                format!("byte offset {}", start + got as u64),
+                format!("file ends before the {len} bytes at offset {offset} (truncated?)"),
+            ));
+        }
+        got += r;
+    }
+    buf.set_len(need);
+    Ok(skip)
 }
 
 /// Feature rows from a 2-D array (npy or headerless).
