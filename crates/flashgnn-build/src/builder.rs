@@ -1245,14 +1245,14 @@ fn finish_build(
     let mut feat_out = if placement == FeaturePlacement::Separate && !side.staged && opts.synthetic_features.is_none() {
         None // final file already written by the side thread, or no features
     } else if placement == FeaturePlacement::Separate {
-        let mut f = OutFile::create(tmp.join(FEATURES_FILE))?;
+        let mut f = OutFile::create_direct(tmp.join(FEATURES_FILE))?;
         f.write(&FeatureHeader::from_layout(&layout).encode())?;
         Some((f, Vec::<u32>::with_capacity(n as usize)))
     } else {
         None
     };
 
-    let mut graph = OutFile::create(tmp.join(GRAPH_FILE))?;
+    let mut graph = OutFile::create_direct(tmp.join(GRAPH_FILE))?;
     graph.write(&GraphHeader::from_layout(&layout).encode())?;
     let mut ovf = OverflowWriter::new(&tmp.join(OVERFLOW_FILE), &layout)?;
     let p = opts.page_size as usize;
