@@ -273,7 +273,8 @@ class Trainer:
             # other; with --presampled, --lookahead is the pre-sample's superbatch).
             la = c.lookahead if c.lookahead is not None or not (c.device_cache or c.presampled) else 0
             split = budget.auto(ds.path, fanouts, c.batch_size, workers=workers, prefetch=c.prefetch,
-                                hot_fraction=c.hot_fraction, lookahead=la, processes=dist_ctx.local_world)
+                                hot_fraction=c.hot_fraction, lookahead=la, processes=dist_ctx.local_world,
+                                engine=c.engine)
         elif mb and mb != "auto":
             split = budget.split(mb, ds.path, fanouts, c.batch_size, workers=workers, prefetch=c.prefetch,
                                  hot_fraction=c.hot_fraction, lookahead=c.lookahead or 0)
