@@ -455,7 +455,7 @@ impl BucketFiles {
         let (path, f, direct) = self.files[i].as_mut().expect("bucket file created above");
         let bytes = keys_as_le_bytes(keys);
         let at = self.written[i] * 8;
-        if *direct && (bytes.len() % BUF_ALIGN != 0 || at % BUF_ALIGN as u64 != 0) {
+        if *direct && (!bytes.len().is_multiple_of(BUF_ALIGN) || !at.is_multiple_of(BUF_ALIGN as u64)) {
             // SAFETY: fcntl on a descriptor this File owns; no memory is passed.
             let ok = unsafe {
                 let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
