@@ -560,6 +560,16 @@ impl PageCache {
         self.statics.extent(k, SLOT_FILE)
     }
 
+    /// Hint the CPU to fetch the static table's entry for node `v`'s slot
+    /// (see [`crate::neighbor::prefetch`]): issued for every sample of an
+    /// expansion before any is looked up.
+    #[inline]
+    pub fn prefetch_slot_index(&self, v: u64) {
+        if let Some(e) = self.statics.slot_dense.get(v as usize) {
+            crate::neighbor::prefetch(e as *const u64 as *const u8, 8);
+        }
+    }
+
     /// The static arena's bytes at `r` (from [`PageCache::get_static_extent`]).
     #[inline]
     pub fn static_at(&self, r: std::ops::Range<usize>) -> &[u8] {
