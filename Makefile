@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bench-peers bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
+.PHONY: bench-peers bench-sample-cpu bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
 
 # requirements-dev.txt includes the optional extras the tests exercise (train, plots: matplotlib).
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
@@ -89,7 +89,13 @@ $(PEERS_VENV)/.stamp: | setup
 
 bench-peers: develop $(PEERS_VENV)/.stamp $(DATA)/ooc/manifest.json
 	$(PEERS_VENV)/bin/python -m benchmarks.peers --dataset $(DATA)/ooc --memory-limit $${LIMIT:-768MiB} \
-	  --batches $${BATCHES:-20} --train-batches $${TRAIN_BATCHES:-30} $${JSON:+--json}
+	  --batches $${BATCHES:-20} $${TRAIN_BATCHES:+--train-batches $$TRAIN_BATCHES} $${JSON:+--json}
+
+# CPU per batch of the sampler alone, flashgnn against torch_sparse's kernel + gather (issue 20):
+# the memory engine, then uring with a cache of a third of the data.
+bench-sample-cpu: develop $(PEERS_VENV)/.stamp $(DATA)/ooc/manifest.json
+	$(PEERS_VENV)/bin/python -m benchmarks.sample_cpu --dataset $(DATA)/ooc $${JSON:+--json}
+	$(PEERS_VENV)/bin/python -m benchmarks.sample_cpu --dataset $(DATA)/ooc --cached --warmup 10 $${JSON:+--json}
 
 bench-train: develop $(DATA)/ooc/manifest.json
 	$(PY) -m benchmarks.train $(DATA)/ooc --memory-limit $${LIMIT:-1536MiB} --batches $${BATCHES:-10} $${JSON:+--json}

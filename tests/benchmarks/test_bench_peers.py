@@ -46,3 +46,23 @@ def test_refuses_a_small_dataset_and_skips_pyg_without_torch_sparse(tmp_path):
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)
     assert "torch_sparse" in r["results"]["pyg-memory"]["skipped"] and r["ratios"]["uring+cache_vs_pyg_memory"] is None
+
+
+def test_training_variant_runs_flashgnn_train_and_reports_its_epoch(tmp_path):
+    """The uncapped training variant runs `flashgnn train` with the defaults for the asked steps (a
+    whole epoch of the train split when --train-batches is left out) and reports its seconds, data wait
+    and resolved budget; without PyG's side there is no ratio."""
+    ds_path = generated_dataset(tmp_path / "g", scale=9, edge_factor=6, dim=8, classes=3, seed=2)
+    cmd = [sys.executable, "-m", "benchmarks.peers", "--dataset", str(ds_path), "--work", str(tmp_path / "w"),
+           "--memory-limit", "1KiB", "--only", "train-flashgnn-nocap", "--batch-size", "16", "--json"]
+    p = subprocess.run(cmd + ["--train-batches", "2"], capture_output=True, text=True, env=cli_env(), timeout=300)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    t = r["results"]["train-flashgnn-nocap"]
+    assert t["batches"] == 2 and t["train_seconds"] > 0 and 0 <= t["data_wait"] <= 1 and not t["capped"], t
+    assert r["train_batches"] == 2 and r["ratios"]["train_flashgnn_nocap_vs_pyg"] is None
+    p = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(), timeout=300)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    n_train = json.loads((ds_path / "manifest.json").read_text())["splits"]["train"]
+    assert r["train_batches"] == -(-n_train // 16) == r["results"]["train-flashgnn-nocap"]["batches"] > 2

@@ -41,6 +41,7 @@ def test_help_groups_and_defaults():
     (["--lr", "nan"], "--lr nan: must be a finite number > 0"),
     (["--weight-decay", "-1"], "--weight-decay -1.0: must be a finite number >= 0"),
     (["--max-batches", "0"], "--max-batches 0: must be >= 1"),
+    (["--eval-batches", "-1"], "--eval-batches -1: must be >= 1"),
     (["--hot-fraction", "2"], "--hot-fraction 2.0: must be in [0, 1]"),
     (["--fanout", "a,b"], "--fanout 'a,b'"),
     (["--resume"], "--resume needs --checkpoint DIR"),
@@ -148,6 +149,14 @@ def test_plain_progress_lines_off_a_terminal_and_max_batches_bounds_eval(ds):
     assert re.search(r"^epoch 1/1: 2/2 batch \(100%\)", p.stderr, re.M), p.stderr
     m = re.search(r"^eval 1/1: (\d+)/(\d+) batch", p.stderr, re.M)
     assert m and int(m.group(1)) == int(m.group(2)) <= 4, p.stderr  # 2 val + 2 test batches at most
+    assert int(m.group(2)) == 4, p.stderr  # the demo-sized fixture has more than 2 batches per split
+    # --eval-batches bounds evaluation alone (a timed run that needs only a sample of val/test).
+    p = run_cli("train", ds, "--epochs", "1", "--batch-size", "16", "--max-batches", "2", "--eval-batches", "1",
+                timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"^epoch 1/1: 2/2 batch \(100%\)", p.stderr, re.M), p.stderr
+    m = re.search(r"^eval 1/1: (\d+)/(\d+) batch", p.stderr, re.M)
+    assert m and int(m.group(1)) == int(m.group(2)) == 2, p.stderr  # 1 val + 1 test batch
 
 
 def test_fit_returns_the_summary_the_command_line_prints(ds, tmp_path):

@@ -306,3 +306,19 @@ def test_auto_lookahead_only_when_its_cache_pays_its_node_arrays(ds_path):
                          per_lookahead=pla)
     assert enough["lookahead"] == budget.AUTO_LOOKAHEAD
     assert enough["lookahead_cache"] > budget.BELADY_NODE_BYTES * n
+
+
+def test_auto_gives_the_memory_engine_no_cache_or_lookahead(ds_path, capsys):
+    """The memory engine already holds every page file in RAM: auto adds no cache and no lookahead row
+    cache on top (it used to size both from the free memory: three copies of the dataset)."""
+    import gc
+
+    s = budget.auto(ds_path, [5, 3], 64, lookahead=None, engine="memory", available=8 << 30)
+    assert s["budget"] == 0 and s["lookahead"] == 0 and "memory engine" in s["auto"]
+    assert budget.auto(ds_path, [5, 3], 64, lookahead=None, engine="uring", available=8 << 30)["cache"] > 0
+    gc.collect()
+    capsys.readouterr()
+    ld = flashgnn.NeighborLoader(ds_path, [5, 3], batch_size=64, split="train", engine="memory")
+    assert ld.cache is None and ld.sampler.cache is None
+    assert "memory engine holds the whole dataset" in capsys.readouterr().err
+    assert next(iter(ld)).x.shape[0] > 0

@@ -475,3 +475,18 @@ def test_utilization_names_the_saturated_resource(tmp_path):
                     "ssd_dram": q(0.5), "channels": q(8), "dies": q(16)}}
     u = utilization(d, s)
     assert next(iter(u)) == "pcie" and abs(u["pcie"] - 0.95) < 1e-12 and list(u.values()) == sorted(u.values(), reverse=True)
+
+
+def test_simulate_missing_trace_or_config_is_bad_input_exit_2(tmp_path):
+    """A trace or config path that does not exist, or names a directory, is the caller's mistake:
+    exit 2 with the path named (it exited 1, as an I/O failure)."""
+    ds = generated_dataset(tmp_path, scale=8, edge_factor=4, dim=8, classes=4, seed=3)
+    trace = tmp_path / "t.fgt"
+    assert run_cli("trace", ds, trace, "--fanout", "5,3", "--batch-size", "16", "--batches", "1").returncode == 0
+    missing = tmp_path / "nope.fgt"
+    for args, named in ((("simulate", missing, "--config", TABLE2), missing),
+                        (("simulate", trace, "--config", tmp_path / "nope.toml"), tmp_path / "nope.toml"),
+                        (("simulate", tmp_path, "--config", TABLE2), tmp_path),
+                        (("plot-trace", missing, "--plots", tmp_path / "plots"), missing)):
+        r = run_cli(*args, timeout=60)
+        assert r.returncode == 2 and str(named) in r.stderr, (args, r.returncode, r.stderr[-800:])

@@ -115,4 +115,12 @@ def test_rejects_bad_options(tmp_path):
         flashgnn.generate(tmp_path / "x", progress=False, scale=0)
     with pytest.raises(flashgnn.InputError, match="--split"):
         flashgnn.generate(tmp_path / "x", progress=False, scale=4, split=(0.9, 0.9, 0.1))
+    # A negative or huge integer names the option, the value and the bound (it used to surface
+    # pyo3's "OverflowError: out of range integral type conversion attempted").
+    for kw, value in ((dict(scale=-3), "-3"), (dict(scale=4, edge_factor=-1), "-1"),
+                      (dict(scale=4, dim=2**40), str(2**40))):
+        key = list(kw)[-1]
+        with pytest.raises(flashgnn.InputError, match=rf"option {key}: {value} is out of range: expected an "
+                                                      rf"integer in 0\.\.=4294967295"):
+            flashgnn.generate(tmp_path / "x", progress=False, **kw)
     assert not (tmp_path / "x").exists()

@@ -23,7 +23,7 @@
 //! | `MutError::Unavailable` (closed, read-only, log failed) | `RuntimeError` |
 //! | `MutError::Io` / `Store` / `Build` | as `IoError` / `StoreError` / `BuildError` |
 //! | `SimError::Format` (a trace failed a check) | `flashgnn.CorruptDatasetError` |
-//! | `SimError::Config` / `BadRequest` | `flashgnn.InputError` |
+//! | `SimError::Config` / `BadRequest` / `Input` (a named trace or config that is missing or not a regular file) | `flashgnn.InputError` |
 //! | `SimError::Io` | `OSError` |
 //! | `CoreError::Io` (the publishing helpers) | `OSError` with the errno; `FileExistsError` for a refused output |
 //! | `CoreError::Input` (a binding argument or option that does not convert) | `flashgnn.InputError` |
@@ -129,7 +129,7 @@ fn sample_err(e: SampleError) -> PyErr {
 fn sim_err(e: SimError) -> PyErr {
     match e {
         SimError::Format(f) => CorruptDatasetError::new_err(f.to_string()),
-        SimError::Config(m) | SimError::BadRequest(m) => InputError::new_err(m),
+        SimError::Config(m) | SimError::BadRequest(m) | SimError::Input(m) => InputError::new_err(m),
         SimError::Io(m) => PyOSError::new_err(m),
     }
 }

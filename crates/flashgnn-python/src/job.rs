@@ -92,6 +92,20 @@ struct Opts<'a, 'py> {
     seen: Vec<&'static str>,
 }
 
+/// The bounds of the integer type an option converts to, by its name.
+fn int_bounds(ty: &str) -> Option<(i128, i128)> {
+    Some(match ty {
+        "u8" => (0, u8::MAX as i128),
+        "u16" => (0, u16::MAX as i128),
+        "u32" => (0, u32::MAX as i128),
+        "u64" => (0, u64::MAX as i128),
+        "usize" => (0, usize::MAX as i128),
+        "i32" => (i32::MIN as i128, i32::MAX as i128),
+        "i64" => (i64::MIN as i128, i64::MAX as i128),
+        _ => return None,
+    })
+}
+
 impl<'a, 'py> Opts<'a, 'py> {
     fn new(dict: &'a Bound<'py, PyDict>, what: &'static str) -> Self {
         Opts { dict, what, seen: Vec::new() }
@@ -102,6 +116,16 @@ impl<'a, 'py> Opts<'a, 'py> {
         match self.dict.get_item(key)? {
             Some(v) if !v.is_none() => Ok(Some(v.extract::<T>().map_err(|e| {
                 let e: PyErr = e.into();
+                // An integer of the wrong range (`scale=-3`) names the value
+                // and the bound, not pyo3's "out of range integral type
+                // conversion attempted".
+                if let Ok(i) = v.extract::<i128>() {
+                    if let Some((lo, hi)) = int_bounds(std::any::type_name::<T>()) {
+                        return py_err(CoreError::Input(format!(
+                            "option {key}: {i} is out of range: expected an integer in {lo}..={hi}"
+                        )));
+                    }
+                }
                 py_err(CoreError::Input(format!("option {key}: {e}")))
             })?)),
             _ => Ok(None),

@@ -223,9 +223,9 @@ impl Config {
 
     pub fn load(path: &std::path::Path, overrides: &[(String, String)]) -> Result<Config> {
         let file = path.display().to_string();
-        let bytes = flashgnn_io::read_regular(path).map_err(|e| SimError::Io(format!("{file}: cannot read: {e}")))?;
+        let bytes = flashgnn_io::read_regular(path).map_err(|e| SimError::opening(&file, "cannot read", &e))?;
         let text = String::from_utf8(bytes).map_err(|e| {
-            SimError::Io(format!("{file}: byte offset {}: not UTF-8 text", e.utf8_error().valid_up_to()))
+            SimError::Config(format!("{file}: byte offset {}: not UTF-8 text", e.utf8_error().valid_up_to()))
         })?;
         Config::parse(&text, &file, overrides)
     }

@@ -26,6 +26,11 @@ pub enum SimError {
     Format(#[from] flashgnn_format::FormatError),
     #[error("{0}")]
     Io(String),
+    /// A named input (trace, config) that cannot be opened as a regular
+    /// file: missing, a directory, a FIFO. The caller named the wrong path,
+    /// so it is bad input (`InputError`, exit 2), not an I/O failure.
+    #[error("{0}")]
+    Input(String),
     #[error("{0}")]
     Config(String),
     #[error("{0}")]
@@ -33,6 +38,20 @@ pub enum SimError {
 }
 
 pub type Result<T, E = SimError> = std::result::Result<T, E>;
+
+impl SimError {
+    /// `what` failed on the input `name`: [`SimError::Input`] when the path
+    /// does not name a readable regular file (missing, refused by
+    /// `open_regular`), [`SimError::Io`] for a failing device or permission.
+    pub fn opening(name: &str, what: &str, e: &flashgnn_io::IoError) -> SimError {
+        use std::io::ErrorKind::{InvalidInput, NotFound};
+        let msg = format!("{name}: {what}: {e}");
+        match e.source.kind() {
+            NotFound | InvalidInput => SimError::Input(msg),
+            _ => SimError::Io(msg),
+        }
+    }
+}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Run {

@@ -131,7 +131,7 @@ impl TraceReader {
     pub fn open(path: &Path) -> Result<TraceReader> {
         let name = path.display().to_string();
         // Regular files only: a FIFO or device is refused by name, never read for ever.
-        let f = flashgnn_io::open_regular(path).map_err(|e| SimError::Io(format!("{name}: cannot open: {e}")))?;
+        let f = flashgnn_io::open_regular(path).map_err(|e| SimError::opening(&name, "cannot open", &e))?;
         let mut inp = BufReader::with_capacity(1 << 20, f);
         let mut fixed = [0u8; HEADER_FIXED];
         read_exact_at(&mut inp, &mut fixed, &name, 0)?;

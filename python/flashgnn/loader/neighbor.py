@@ -428,7 +428,7 @@ class NeighborLoader(_Base, _PygNeighborLoader):
 
         cache = loader_cache(cache, self.dataset, self.num_neighbors, self.batch_size, memory_budget,
                              device_cache=device_cache, given_name="cache= (or device_cache=)", workers=self.workers,
-                             prefetch=self.prefetch, quiet=quiet, who=who)
+                             prefetch=self.prefetch, quiet=quiet, who=who, engine=self.engine)
         self.cache = cache  # flashgnn.Cache shared with other loaders, or None
         # Pinning needs a CUDA driver; without one it would fail on every batch.
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()

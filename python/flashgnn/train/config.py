@@ -121,6 +121,9 @@ class TrainConfig:
     metrics_json: str | None = _opt(None, 3, "write per-epoch metrics and the summary to this file (default: none)")
     max_batches: int | None = _opt(None, 3, "stop each epoch's training and each evaluation after this many batches "
                                             "(smoke runs; default: every batch)", type=int)
+    eval_batches: int | None = _opt(None, 3, "stop each evaluation after this many batches (a timed training run "
+                                             "that needs only a sample of val/test; default: --max-batches)",
+                                    type=int)
     no_progress: bool = _opt(False, 3, "no progress bars (epoch lines still print)")
     quiet: bool = _opt(False, 3, "print only errors and the final summary line", short="-q")
 
@@ -188,7 +191,7 @@ class TrainConfig:
                 bad(name, getattr(self, name), f"must be >= {lo}")
         if self.lookahead is not None and self.lookahead < 0:
             bad("lookahead", self.lookahead, "must be >= 0")
-        for name in ("threads", "max_batches"):
+        for name in ("threads", "max_batches", "eval_batches"):
             v = getattr(self, name)
             if v is not None and v < 1:
                 bad(name, v, "must be >= 1 (leave it out for the default)")

@@ -273,7 +273,8 @@ class Trainer:
             # other; with --presampled, --lookahead is the pre-sample's superbatch).
             la = c.lookahead if c.lookahead is not None or not (c.device_cache or c.presampled) else 0
             split = budget.auto(ds.path, fanouts, c.batch_size, workers=workers, prefetch=c.prefetch,
-                                hot_fraction=c.hot_fraction, lookahead=la, processes=dist_ctx.local_world)
+                                hot_fraction=c.hot_fraction, lookahead=la, processes=dist_ctx.local_world,
+                                engine=c.engine)
         elif mb and mb != "auto":
             split = budget.split(mb, ds.path, fanouts, c.batch_size, workers=workers, prefetch=c.prefetch,
                                  hot_fraction=c.hot_fraction, lookahead=c.lookahead or 0)
@@ -356,18 +357,20 @@ class Trainer:
                 **dict(self._common, shuffle=False, seed=self.config.seed + 1, equal_shards=False))
         return self._eval_loaders[split]
 
-    def _steps(self, loader) -> int:
-        mb = self.config.max_batches
+    def _steps(self, loader, evaluation: bool = False) -> int:
+        c = self.config
+        mb = c.eval_batches if evaluation and c.eval_batches is not None else c.max_batches
         return len(loader) if mb is None else min(len(loader), mb)
 
     # -- evaluation -------------------------------------------------------------------------------------
 
     def _count(self, split: str, bar=None) -> tuple[int, int]:
-        """(correct, total) of the current model over ``split`` on this rank (its first --max-batches)."""
+        """(correct, total) of the current model over ``split`` on this rank (its first --eval-batches, else
+        --max-batches)."""
         loader = self._eval_loader(split)
         loader.set_epoch(0)  # the same evaluation sample every epoch (and after a resume)
         return evaluate(self.ddp_model, loader, self.device, self.config.normalize_features,
-                        self.config.max_batches, bar)
+                        self._steps(loader, evaluation=True), bar)
 
     def evaluate(self, split: str = "test") -> dict:
         """Accuracy of the current model (after :meth:`fit`: the best-validation one) on ``split``'s labelled
@@ -442,7 +445,7 @@ class Trainer:
             loss_sum, correct, seeds, batches, wait, train_seconds = self._train_epoch(epoch)
             loss_sum, correct, seeds = dist_ctx.sum([loss_sum, correct, seeds])
             wait_max = dist_ctx.max(wait / max(train_seconds, 1e-9))
-            eval_steps = [self._steps(self._eval_loader(s)) for s in ("val", "test")]
+            eval_steps = [self._steps(self._eval_loader(s), evaluation=True) for s in ("val", "test")]
             ebar = _progress.bar(total=sum(eval_steps), desc=f"eval {epoch + 1}/{c.epochs}", unit="batch",
                                  disable=not self.progress, leave=False)
             vc, vt = self._count("val", ebar)
