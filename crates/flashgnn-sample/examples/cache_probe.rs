@@ -35,7 +35,14 @@ fn main() {
         Some(e) if e != "uring" => {
             SamplerConfig { engine: flashgnn_sample::follow::engine_kind(e).unwrap(), ..Default::default() }
         }
-        _ => SamplerConfig { cache: Some(cache.clone()), ..Default::default() },
+        _ => SamplerConfig {
+            cache: Some(cache.clone()),
+            batch_page_cache_bytes: std::env::var("PAGE_CACHE")
+                .ok()
+                .map(|x| x.parse().unwrap())
+                .unwrap_or(flashgnn_sample::BATCH_PAGE_CACHE_BYTES),
+            ..Default::default()
+        },
     };
     let mut s = flashgnn_sample::NeighborSampler::open(&path, &fan, &cfg).unwrap();
     let mut x = 0x1234_5678u64;
