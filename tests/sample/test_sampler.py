@@ -253,7 +253,8 @@ def _cached_child(sampler, seeds, q):
     q.put((b.n_id.tolist(), sampler.telemetry()["cache_static_hits"] + sampler.telemetry()["cache_dynamic_hits"]))
 
 
-@pytest.mark.parametrize("hot,policy", [("degree", "s3fifo"), ("presample", "clock"), ("none", "s3fifo")])
+@pytest.mark.parametrize("hot,policy", [("degree", "s3fifo"), ("touches", "s3fifo"), ("presample", "clock"),
+                                        ("none", "s3fifo")])
 def test_cache_changes_speed_not_batches(ds_path, hot, policy):
     """flashgnn.Cache shared by two samplers and a producer: every batch equals
     the uncached one; hits are counted per tier and reads drop; held bytes
@@ -264,8 +265,9 @@ def test_cache_changes_speed_not_batches(ds_path, hot, policy):
     want = [plain.sample(order[i * 256:(i + 1) * 256], seed=i) for i in range(6)] * 2
     base_reads = plain.telemetry()["reads"] * 2
     for budget in (0, 2 << 20):
+        # A tenth of the budget stays dynamic (the default is all static) so both tiers are exercised.
         cache = flashgnn.Cache(ds_path, [8, 4], budget, policy=policy, hot=hot, presample_seeds=order[::-1][:512],
-                               batch_size=256)
+                               batch_size=256, hot_fraction=0.9)
         a = flashgnn.Sampler(ds_path, [8, 4], engine="uring", cache=cache)
         b = flashgnn.Sampler(ds_path, [8, 4], engine="pread", cache=cache)
         for j, w in enumerate(want):

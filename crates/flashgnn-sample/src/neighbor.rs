@@ -56,6 +56,29 @@ const FEAT_IN_FEATURES: usize = 1 << 62;
 const FEAT_IN_ARENA: usize = FEAT_IN_GRAPH | FEAT_IN_FEATURES;
 const FEAT_OFFSET: usize = FEAT_IN_FEATURES - 1;
 
+/// Hint the CPU to fetch `len` bytes at `p` into its caches (x86-64; a
+/// no-op elsewhere). Hits on the `memory` engine's copy and on the cache's
+/// static arena are DRAM misses at random places (hundreds of MB): issued a
+/// little ahead of the use, several overlap instead of stalling one by one.
+/// Never faults, whatever the address.
+#[inline(always)]
+pub(crate) fn prefetch(p: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut o = 0;
+        while o < len {
+            // SAFETY: a prefetch is a hint; it never faults and reads nothing.
+            unsafe { std::arch::x86_64::_mm_prefetch(p.wrapping_add(o) as *const i8, std::arch::x86_64::_MM_HINT_T0) };
+            o += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, len);
+}
+
+/// Rows prefetched ahead of the one `canonical` copies into `x`.
+const GATHER_AHEAD: usize = 8;
+
 /// In-flight samples kept per batch for the depth timeline (one per
 /// completion round): 4096 rounds cover a 1024-seed, 25x10 batch at depth 256.
 const TIMELINE_PER_BATCH_MAX: usize = 4096;
@@ -302,8 +325,9 @@ pub struct NeighborSampler {
     /// Extents served from `mem`, counted as the engine counts its reads so
     /// telemetry (reads, bytes, CPU per read) covers them.
     direct: IoCounters,
-    /// Overflow pages of `mem` checked in this batch: each is checked once
-    /// per batch, as a read page is (a 4 KiB CRC costs 10x a lookup).
+    /// Overflow pages of `mem` or of the cache's static set checked in this
+    /// batch: each is checked once per batch, as a read page is (a 4 KiB CRC
+    /// costs 10x a lookup).
     checked_overflow: HashMap<u64, ()>,
 }
 
@@ -804,12 +828,26 @@ impl NeighborSampler {
             return Ok(());
         }
         if let Some(c) = self.cache.as_deref() {
-            // Re-checked here (0.3 us) so a cached page is trusted no more
+            // Re-checked once per batch (0.3 us; a hub's page is asked for
+            // by many nodes of a batch) so a cached page is trusted no more
             // than a read one. This batch's own pages were checked when read
             // (`on_done`).
             if let Some(data) = c.get_static(key) {
                 self.cache_hits[0] += 1;
-                check_overflow_page(&self.layout, &self.files[F_OVERFLOW as usize], page, data)?;
+                if self.checked_overflow.insert(page, ()).is_none() {
+                    let r = check_overflow_page(&self.layout, &self.files[F_OVERFLOW as usize], page, data);
+                    if r.is_err() {
+                        self.checked_overflow.remove(&page); // refused again if asked again
+                    }
+                    r?;
+                }
+                // The entries `on_overflow` reads, fetched while it waits.
+                let (per, w) = (self.layout.overflow_ids_per_page(), self.layout.id_bytes as usize);
+                for &(_, e) in &self.nodes[i as usize].wanted {
+                    if 1 + e / per == page {
+                        prefetch(data.as_ptr().wrapping_add((e % per) as usize * w), w);
+                    }
+                }
                 self.ready.push_back(Ready::StaticPage(page, Waiter::Overflow(i), key));
                 return Ok(());
             }
@@ -837,7 +875,11 @@ impl NeighborSampler {
         let page = self.layout.slot_offset(v as u64) / self.layout.page_size as u64;
         let key = cache::key(F_SLOT, v as u64);
         self.count_access(key, self.layout.slot_bytes);
-        if self.mem[F_GRAPH as usize].is_some() && self.trace.is_none() {
+        if let Some(g) = self.mem[F_GRAPH as usize].as_deref().filter(|_| self.trace.is_none()) {
+            prefetch(
+                g.as_ptr().wrapping_add(self.layout.slot_offset(v as u64) as usize),
+                self.layout.slot_bytes as usize,
+            );
             self.direct.record(self.layout.slot_bytes, 1);
             self.ready.push_back(Ready::MemSlot(i));
             return Ok(());
@@ -848,6 +890,9 @@ impl NeighborSampler {
         if let Some(c) = self.cache.as_deref() {
             if let Some(r) = c.get_static_extent(key) {
                 self.cache_hits[0] += 1;
+                // Decoded when the ready queue reaches it: fetch it meanwhile.
+                let a = c.static_at(r.clone());
+                prefetch(a.as_ptr(), a.len());
                 self.ready.push_back(Ready::StaticSlot(i, r));
                 return Ok(());
             }
@@ -1286,6 +1331,13 @@ impl NeighborSampler {
         node.expanding = false;
         let hop = node.hop + 1;
         let mut samples = std::mem::take(&mut node.samples);
+        if let Some(c) = self.cache.as_deref() {
+            // Every sample's static-table entry at once: their DRAM misses
+            // overlap instead of stalling `request_slot` one by one.
+            for &u in &samples {
+                c.prefetch_slot_index(u as u64);
+            }
+        }
         for u in samples.iter_mut() {
             *u = self.discover(*u, hop, seed)?;
         }
@@ -1417,19 +1469,26 @@ impl NeighborSampler {
             if self.resident.is_some() {
                 b.resident.reserve(order.len());
             }
+            // Where node `i`'s row is (None: not gathered here).
+            let row_src = |i: u32| -> Option<&[u8]> {
+                let off = self.nodes[i as usize].feature?;
+                let at = off & FEAT_OFFSET;
+                Some(match off & !FEAT_OFFSET {
+                    0 => &self.features[at..at + rb],
+                    FEAT_IN_GRAPH => &in_graph[at..at + rb],
+                    FEAT_IN_FEATURES => &in_features[at..at + rb],
+                    _ => self.cache.as_deref().expect("a static hit has a cache").static_at(at..at + rb),
+                })
+            };
             for (pos, &i) in order.iter().enumerate() {
+                // Rows a few places ahead: random places in the arena or a
+                // file's copy, long evicted since their slot was decoded.
+                if let Some(a) = order.get(pos + GATHER_AHEAD).and_then(|&j| row_src(j)) {
+                    prefetch(a.as_ptr(), a.len());
+                }
                 let node = &self.nodes[i as usize];
                 match (node.feature, node.resident) {
-                    (Some(off), _) => {
-                        let at = off & FEAT_OFFSET;
-                        let src = match off & !FEAT_OFFSET {
-                            0 => &self.features[at..at + rb],
-                            FEAT_IN_GRAPH => &in_graph[at..at + rb],
-                            FEAT_IN_FEATURES => &in_features[at..at + rb],
-                            _ => self.cache.as_deref().expect("a static hit has a cache").static_at(at..at + rb),
-                        };
-                        b.x.extend_from_slice(src)
-                    }
+                    (Some(_), _) => b.x.extend_from_slice(row_src(i).expect("has a row")),
                     // Not gathered here: a zero row, named in `resident` (the
                     // device has it) or in `missing` (lookahead fills it).
                     (None, Some(_)) => b.x.resize(b.x.len() + rb, 0),

@@ -16,10 +16,14 @@ use crate::{Resident, Result, SampleError};
 /// one, so a degree-ranked static set holds ~7x more hot nodes than pages
 /// did and beats the dynamic part (which also costs a copy and a locked
 /// insert per read): on data/ooc at 448 MiB, 0.5 -> 4.5 batches/s (72 %
-/// hits), 0.9 -> 6.8-7.7 (85 %), 1.0 -> 6.5-7.7 (87 %). 0.9 keeps a dynamic
-/// part for what degree does not predict (mutations, skewed seeds); see
-/// docs/benchmarks.md. Exported to Python as `_core.DEFAULT_HOT_FRACTION`.
-pub const DEFAULT_HOT_FRACTION: f64 = 0.9;
+/// hits), 0.9 -> 6.8-7.7 (85 %), 1.0 -> 6.5-7.7 (87 %). At 457 MiB with
+/// the train split's seeds (issue 20), 1.0 against 0.9: 3,698 against 4,134
+/// reads per batch (the dynamic part's 46 MiB served ~520 hits a batch for
+/// ~4,100 copied, locked inserts and their evictions), and less CPU per
+/// batch; see docs/benchmarks.md. `hot_fraction` < 1 still keeps a dynamic
+/// part for what the static choice does not predict (mutations, skewed
+/// seeds). Exported to Python as `_core.DEFAULT_HOT_FRACTION`.
+pub const DEFAULT_HOT_FRACTION: f64 = 1.0;
 
 /// Batch seed of presampling batch i is `PRESAMPLE_SEED_BASE + i`: fixed, so
 /// the chosen set does not depend on the training seed.
@@ -30,6 +34,9 @@ pub const PRESAMPLE_SEED_BASE: u64 = 0x5EED_0000;
 pub enum HotChoice {
     /// Highest-degree slots first (one sequential scan).
     Degree,
+    /// Most expected touches under the fanouts first (`hops + 2` scans),
+    /// seeds drawn from `seeds` (empty: from every node).
+    Touches { seeds: Vec<i64> },
     /// The slots `seeds`, in batches of `batch_size`, touch most.
     Presample { seeds: Vec<i64>, batch_size: usize },
     /// No static set: the whole cache is dynamic.
@@ -38,13 +45,14 @@ pub enum HotChoice {
 
 impl HotChoice {
     /// The names [`HotChoice::parse`] accepts.
-    pub const NAMES: [&'static str; 3] = ["degree", "presample", "none"];
+    pub const NAMES: [&'static str; 4] = ["degree", "touches", "presample", "none"];
 
     /// `name` is one of [`HotChoice::NAMES`]; `presample` needs seeds and a
     /// batch size > 0 (both ignored otherwise).
     pub fn parse(name: &str, seeds: Vec<i64>, batch_size: usize) -> Result<HotChoice> {
         match name {
             "degree" => Ok(HotChoice::Degree),
+            "touches" => Ok(HotChoice::Touches { seeds }),
             "none" => Ok(HotChoice::None),
             "presample" if seeds.is_empty() || batch_size == 0 => {
                 Err(SampleError::Config("hot=\"presample\" needs presample_seeds and batch_size > 0".into()))
@@ -84,6 +92,7 @@ pub fn build_cache(
                     .collect();
                 s.hot_set_by_access(&batches, static_budget)?
             }
+            HotChoice::Touches { seeds } => s.hot_set_by_touches(static_budget, seeds)?,
             _ => s.hot_set_by_degree(static_budget)?,
         };
         (id, statics)

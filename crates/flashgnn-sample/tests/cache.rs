@@ -1,6 +1,7 @@
 //! Proves the cross-batch cache is an optimisation only: for both layouts,
-//! both policies, a static hot set chosen by degree or by pre-sampling, and
-//! budgets from zero to larger than the dataset, every batch equals the
+//! both policies, a static hot set chosen by degree, by expected touches or
+//! by pre-sampling, and budgets from zero to larger than the dataset, every
+//! batch equals the
 //! uncached one; hits happen and reads drop once the cache holds anything;
 //! memory stays within the budget; several samplers share one cache.
 
@@ -38,11 +39,12 @@ fn any_cache_gives_identical_batches_within_budget() {
         let total = std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum::<u64>();
         for budget in [0usize, 3 * 4096, 256 << 10, 2 * total as usize] {
             for policy in [Policy::S3Fifo, Policy::Clock] {
-                for hot in ["none", "degree", "presample"] {
+                for hot in ["none", "degree", "touches", "presample"] {
                     let statics = {
                         let mut s = open(&path, None);
                         match hot {
                             "degree" => s.hot_set_by_degree(budget / 2).unwrap(),
+                            "touches" => s.hot_set_by_touches(budget / 2, &plan[0].0).unwrap(),
                             "presample" => s.hot_set_by_access(&plan[..2], budget / 2).unwrap(),
                             _ => Default::default(),
                         }

@@ -88,10 +88,16 @@ class Cache:
 
     ``hot_fraction`` of the budget holds a static hot set chosen by ``hot``:
     ``"degree"`` (one sequential scan; nodes ranked by degree),
-    ``"presample"`` (access counts over batches of ``presample_seeds``) or
-    ``"none"``; the rest is a dynamic part under ``policy`` (``"s3fifo"``,
-    the default, or ``"clock"``). Any budget, including 0, gives identical
-    batches. Process-local: a forked DataLoader worker runs uncached."""
+    ``"touches"`` (expected touches per batch under ``fanouts``, propagated
+    over the stored lists in ``len(fanouts) + 2`` scans; seeds drawn from
+    ``presample_seeds`` when given, e.g. the train split, else from every
+    node), ``"presample"`` (access counts over batches of
+    ``presample_seeds``) or ``"none"``; the rest is a dynamic part under
+    ``policy`` (``"s3fifo"``, the default, or ``"clock"``). The default
+    ``hot_fraction`` is 1.0: on data/ooc the whole budget as a static set
+    reads less than a dynamic share does (docs/benchmarks.md). Any budget,
+    including 0, gives identical batches. Process-local: a forked DataLoader
+    worker runs uncached."""
 
     def __init__(self, path, fanouts, budget: int, policy: str = "s3fifo", hot: str = "degree",
                  hot_fraction: float = DEFAULT_HOT_FRACTION, presample_seeds=None, batch_size: int = 1024,
