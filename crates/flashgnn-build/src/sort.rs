@@ -437,33 +437,17 @@ impl BucketFiles {
     /// out. A write of an unaligned length (a bucket's last one) turns
     /// O_DIRECT off for the rest of that file.
     fn append(&mut self, i: usize, keys: &[u64]) -> Result<()> {
-        use std::os::unix::fs::FileExt;
-        use std::os::unix::io::AsRawFd;
         if self.files[i].is_none() {
             let path = bucket_path(&self.dir, &self.name, i);
-            let mut o = std::fs::OpenOptions::new();
-            o.write(true).create(true).truncate(true);
-            let (f, direct) = match flashgnn_io::open_regular_with(&path, &o, libc::O_DIRECT) {
-                Ok(f) => (f, true),
-                Err(e) if e.source.raw_os_error() == Some(libc::EINVAL) => {
-                    (File::create(&path).map_err(|e| IoError::new("creating", &path, None, e))?, false)
-                }
-                Err(e) => return Err(e.into()),
-            };
+            let (f, direct) = flashgnn_io::engine::create_direct(&path)?;
             self.files[i] = Some((path, f, direct));
         }
         let (path, f, direct) = self.files[i].as_mut().expect("bucket file created above");
+        let path: &Path = path;
         let bytes = keys_as_le_bytes(keys);
         let at = self.written[i] * 8;
         if *direct && (!bytes.len().is_multiple_of(BUF_ALIGN) || !at.is_multiple_of(BUF_ALIGN as u64)) {
-            // SAFETY: fcntl on a descriptor this File owns; no memory is passed.
-            let ok = unsafe {
-                let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
-                fl >= 0 && libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_DIRECT) == 0
-            };
-            if !ok {
-                return Err(IoError::new("writing", path, Some(at), std::io::Error::last_os_error()).into());
-            }
+            flashgnn_io::engine::clear_direct(f).map_err(|e| IoError::new("writing", path, Some(at), e))?;
             *direct = false;
         }
         let data: &[u8] = if *direct {
@@ -477,9 +461,7 @@ impl BucketFiles {
         } else {
             &bytes
         };
-        flashgnn_io::fault::charge(data.len() as u64)
-            .and_then(|_| f.write_all_at(data, at))
-            .map_err(|e| IoError::new("writing", path, Some(at), e))?;
+        flashgnn_io::pwrite_all(f, data, at).map_err(|e| IoError::new("writing", path, Some(at), e))?;
         self.written[i] += keys.len() as u64;
         Ok(())
     }
@@ -585,12 +567,15 @@ impl BucketStream {
 /// resident cap, else through a nested run-and-merge sorter. Removes the file.
 fn load_bucket(dir: &Path, name: &str, i: usize, path: &Path, n: u64, cap: usize, shift: u32) -> Result<Piece> {
     if n as usize <= cap && cfg!(target_endian = "little") {
-        let buf = read_keys_direct(path, n)?;
-        let _ = std::fs::remove_file(path);
-        // SAFETY: the buffer is 4096-aligned and holds n * 8 initialised
-        // bytes (checked by read_keys_direct); every bit pattern is a u64,
-        // and little-endian file bytes are the keys' own (cfg above).
-        let keys = unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const u64, n as usize) };
+        // O_DIRECT (buffered where the file system refuses it) into one
+        // aligned buffer: no page-cache copy, no cached pages left behind.
+        let mut f = flashgnn_io::direct::DirectFile::open_path(path)?;
+        let bytes = f.read_view(0, n as usize * 8)?;
+        // SAFETY: the view starts at offset 0 of a 4096-aligned buffer and
+        // holds n * 8 initialised bytes; every bit pattern is a u64, and
+        // little-endian file bytes are the keys' own (cfg above).
+        let keys = unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const u64, n as usize) };
+        let _ = std::fs::remove_file(path); // read already: the open file outlives its name
         return Ok(Piece::Keys(sort_bucket(keys, shift)));
     }
     let mut r = KeyFileReader::open(path)?;
@@ -610,42 +595,6 @@ fn load_bucket(dir: &Path, name: &str, i: usize, path: &Path, n: u64, cap: usize
     }
     let _ = std::fs::remove_file(path);
     Ok(Piece::Stream(Box::new(s.finish()?)))
-}
-
-/// Bytes per read of a bucket file.
-const BUCKET_READ_BYTES: usize = 8 << 20;
-
-/// The `n` keys of a bucket file, read with O_DIRECT (buffered where the
-/// file system refuses it) into one aligned buffer: no page-cache copy, and
-/// the file's pages are not kept in the cache after the sort.
-fn read_keys_direct(path: &Path, n: u64) -> Result<AlignedBuf> {
-    use std::os::unix::fs::FileExt;
-    let len = n as usize * 8;
-    let (file, _direct) = flashgnn_io::engine::open_direct(path)?;
-    let mut buf = AlignedBuf::new(len);
-    let dst = buf.spare();
-    let mut got = 0;
-    while got < len {
-        let want = (dst.len() - got).min(BUCKET_READ_BYTES);
-        let r = file
-            .read_at(&mut dst[got..got + want], got as u64)
-            .map_err(|e| IoError::new("reading", path, Some(got as u64), e))?;
-        if r == 0 {
-            break;
-        }
-        got += r;
-    }
-    if got != len {
-        return Err(IoError::eof(
-            "reading",
-            path,
-            Some(got as u64),
-            format!("bucket file holds {got} bytes, {len} ({n} keys) were written"),
-        )
-        .into());
-    }
-    buf.set_len(len);
-    Ok(buf)
 }
 
 /// Digit bits of [`sort_bucket`]'s counting pass: 2^18 counters = 1 MiB.

@@ -100,39 +100,65 @@ impl DirectFile {
         let mut device = 0u64;
         let mut at = 0usize;
         for (k, poff, plen) in segs {
-            let a = BUF_ALIGN as u64;
-            let lo = poff / a * a;
-            let need = (poff + plen - lo) as usize;
-            let span = need.div_ceil(BUF_ALIGN) * BUF_ALIGN;
-            if self.buf.capacity() < span {
-                self.buf = AlignedBuf::new(span);
-            }
-            let part = &self.parts[k];
-            let spare = &mut self.buf.spare()[..span];
-            let mut got = 0usize;
-            while got < need {
-                // Offsets, lengths and the buffer stay 4 KiB aligned (got is
-                // a multiple of 4096 unless the file ended), as O_DIRECT needs.
-                match part.file.read_at(&mut spare[got..], lo + got as u64) {
-                    Ok(0) => {
-                        return Err(IoError::eof(
-                            "reading",
-                            &part.path,
-                            Some(lo + got as u64),
-                            format!("file ends before byte {} (truncated?)", poff + plen),
-                        ))
-                    }
-                    Ok(n) => got += n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(IoError::new("reading", &part.path, Some(lo + got as u64), e)),
-                }
-            }
+            let (s, got) = self.read_span(k, poff, plen as usize)?;
             device += got as u64;
-            let s = (poff - lo) as usize;
-            out[at..at + plen as usize].copy_from_slice(&spare[s..s + plen as usize]);
+            out[at..at + plen as usize].copy_from_slice(&self.buf.spare()[s..s + plen as usize]);
             at += plen as usize;
         }
         Ok(device)
+    }
+
+    /// Logical bytes `[offset, offset + len)` of a plain file (not striped),
+    /// borrowed from the aligned read buffer: no copy, for a caller that
+    /// decodes them in place (the build's edge reader, its bucket loads).
+    /// The buffer starts 4 KiB-aligned, so `offset % 4096 == 0` gives an
+    /// aligned slice.
+    pub fn read_view(&mut self, offset: u64, len: usize) -> Result<&[u8], IoError> {
+        crate::read::check_range(&self.path, self.len, offset, len)?;
+        if self.map.is_some() {
+            return Err(IoError::new(
+                "reading",
+                &self.path,
+                Some(offset),
+                std::io::Error::new(std::io::ErrorKind::Unsupported, "read_view of a striped file"),
+            ));
+        }
+        let (s, _) = self.read_span(0, offset, len)?;
+        Ok(&self.buf.spare()[s..s + len])
+    }
+
+    /// Read the 4 KiB-aligned superset of part `k`'s bytes `[poff, poff +
+    /// plen)` into the buffer; returns where those bytes start in it and the
+    /// bytes read from the device.
+    fn read_span(&mut self, k: usize, poff: u64, plen: usize) -> Result<(usize, usize), IoError> {
+        let a = BUF_ALIGN as u64;
+        let lo = poff / a * a;
+        let need = (poff - lo) as usize + plen;
+        let span = need.div_ceil(BUF_ALIGN) * BUF_ALIGN;
+        if self.buf.capacity() < span {
+            self.buf = AlignedBuf::new(span);
+        }
+        let part = &self.parts[k];
+        let spare = &mut self.buf.spare()[..span];
+        let mut got = 0usize;
+        while got < need {
+            // Offsets, lengths and the buffer stay 4 KiB aligned (got is
+            // a multiple of 4096 unless the file ended), as O_DIRECT needs.
+            match part.file.read_at(&mut spare[got..], lo + got as u64) {
+                Ok(0) => {
+                    return Err(IoError::eof(
+                        "reading",
+                        &part.path,
+                        Some(lo + got as u64),
+                        format!("file ends before byte {} (truncated?)", poff + plen as u64),
+                    ))
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(IoError::new("reading", &part.path, Some(lo + got as u64), e)),
+            }
+        }
+        Ok(((poff - lo) as usize, got))
     }
 }
 
@@ -157,5 +183,9 @@ mod tests {
         let mut out = vec![0u8; 2];
         let e = f.read_into(19_999, &mut out).unwrap_err().to_string();
         assert!(e.contains("19999") && e.contains("truncated"), "{e}");
+        for (off, len) in [(0usize, 20_000usize), (4096, 100), (5, 9000)] {
+            assert_eq!(f.read_view(off as u64, len).unwrap(), &data[off..off + len], "view {off}+{len}");
+        }
+        assert!(f.read_view(19_999, 2).unwrap_err().to_string().contains("truncated"));
     }
 }

@@ -212,6 +212,37 @@ pub fn open_direct(path: &Path) -> Result<(std::fs::File, bool), IoError> {
     }
 }
 
+/// Create (truncate) a file for O_DIRECT writes, falling back to buffered
+/// writes where the file system refuses O_DIRECT; the bool says which.
+pub fn create_direct(path: &Path) -> Result<(std::fs::File, bool), IoError> {
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create(true).truncate(true);
+    match crate::regular::open_regular_with(path, &o, libc::O_DIRECT) {
+        Ok(f) => Ok((f, true)),
+        Err(e) if e.source.raw_os_error() == Some(libc::EINVAL) => {
+            Ok((std::fs::File::create(path).map_err(|e| IoError::new("creating", path, None, e))?, false))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Turn O_DIRECT off on an open file (before an unaligned write: a file's
+/// last, partial block).
+pub fn clear_direct(file: &std::fs::File) -> std::io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor `file` owns; no memory is passed.
+    let ok = unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        fl >= 0 && libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_DIRECT) == 0
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 pub fn eof_error(path: &Path, offset: u64, len: u32, got: usize) -> IoError {
     IoError::eof("reading", path, Some(offset), format!("{len} bytes requested, file ends after {got} (truncated?)"))
 }

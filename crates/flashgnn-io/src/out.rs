@@ -38,18 +38,21 @@ impl OutFile {
     /// where the file system refuses O_DIRECT (tmpfs).
     pub fn create_direct(path: impl AsRef<Path>) -> Result<OutFile, IoError> {
         let path = path.as_ref().to_path_buf();
-        let mut o = std::fs::OpenOptions::new();
-        o.write(true).create(true).truncate(true);
-        match crate::regular::open_regular_with(&path, &o, libc::O_DIRECT) {
-            Ok(file) => Ok(OutFile {
+        match crate::engine::create_direct(&path)? {
+            (file, true) => Ok(OutFile {
                 path,
                 file,
                 buf: Vec::new(),
                 crc: FileCrc::default(),
                 direct: Some((AlignedBuf::new(WRITE_BUFFER_BYTES), 0)),
             }),
-            Err(e) if e.source.raw_os_error() == Some(libc::EINVAL) => OutFile::create(path),
-            Err(e) => Err(e),
+            (file, false) => Ok(OutFile {
+                path,
+                file,
+                buf: Vec::with_capacity(WRITE_BUFFER_BYTES),
+                crc: FileCrc::default(),
+                direct: None,
+            }),
         }
     }
 
@@ -76,9 +79,8 @@ impl OutFile {
                 buf.set_len(used + k);
                 rest = &rest[k..];
                 if buf.len() == buf.capacity() {
-                    let r =
-                        fault::charge(buf.len() as u64).and_then(|_| pwrite_all_raw(&self.file, buf.as_slice(), *at));
-                    r.map_err(|e| IoError::new("writing", &self.path, Some(*at), e))?;
+                    pwrite_all(&self.file, buf.as_slice(), *at)
+                        .map_err(|e| IoError::new("writing", &self.path, Some(*at), e))?;
                     *at += buf.len() as u64;
                     buf.set_len(0);
                 }
@@ -132,18 +134,8 @@ impl OutFile {
         if let Some((buf, at)) = self.direct.take() {
             if !buf.is_empty() {
                 // The tail is not a whole block: write it buffered.
-                use std::os::unix::io::AsRawFd;
-                let fd = self.file.as_raw_fd();
-                // SAFETY: fcntl on a descriptor this File owns; no memory is passed.
-                let ok = unsafe {
-                    let fl = libc::fcntl(fd, libc::F_GETFL);
-                    fl >= 0 && libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_DIRECT) == 0
-                };
-                if !ok {
-                    return Err(IoError::new("writing", &self.path, Some(at), std::io::Error::last_os_error()));
-                }
-                fault::charge(buf.len() as u64)
-                    .and_then(|_| pwrite_all_raw(&self.file, buf.as_slice(), at))
+                crate::engine::clear_direct(&self.file)
+                    .and_then(|_| pwrite_all(&self.file, buf.as_slice(), at))
                     .map_err(|e| IoError::new("writing", &self.path, Some(at), e))?;
             }
         }
@@ -158,11 +150,6 @@ impl OutFile {
         self.file.sync_all().map_err(|e| IoError::new("fsync", &self.path, None, e))?;
         Ok((self.crc.bytes(), self.crc.value()))
     }
-}
-
-fn pwrite_all_raw(file: &File, buf: &[u8], at: u64) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    file.write_all_at(buf, at)
 }
 
 /// Write all of `buf` at byte offset `at` of `file` (`pwrite`), charged to the

@@ -6,7 +6,7 @@ use std::path::Path;
 use flashgnn_format::dtype::{read_f64, read_int};
 use flashgnn_format::npy::{parse_header, NpyHeader};
 use flashgnn_format::Dtype;
-use flashgnn_io::aligned::{AlignedBuf, BUF_ALIGN};
+use flashgnn_io::direct::DirectFile;
 use flashgnn_io::{FileReader, ReadAt};
 
 use super::{check_id, EdgeSource, RowSource, ValueSource};
@@ -79,7 +79,7 @@ pub struct NpyEdges {
     /// `[E, 2]` arrays: the file opened with O_DIRECT (buffered where the
     /// file system refuses it) and one reused aligned buffer. The edges are
     /// read once, so the page cache would only add a kernel copy per byte.
-    direct: Option<(std::fs::File, AlignedBuf)>,
+    direct: Option<DirectFile>,
 }
 
 impl NpyEdges {
@@ -117,12 +117,7 @@ impl NpyEdges {
                 ))
             }
         };
-        let direct = if transposed {
-            None
-        } else {
-            let (f, _) = flashgnn_io::engine::open_direct(path)?;
-            Some((f, AlignedBuf::new(BUF_ALIGN)))
-        };
+        let direct = if transposed { None } else { Some(DirectFile::open_path(path)?) };
         Ok(NpyEdges {
             file,
             r,
@@ -159,23 +154,23 @@ impl EdgeSource for NpyEdges {
         let n = (self.num_edges - self.next).min(max as u64).min((CHUNK_BYTES / (2 * s)) as u64) as usize;
         let base = self.h.data_offset;
         let mut direct = self.direct.take();
-        // Bytes of this batch inside the aligned read buffer (direct path).
-        let mut at = 0;
+        let mut view: Option<&[u8]> = None;
         if self.transposed {
             self.buf.resize(n * s, 0);
             self.buf2.resize(n * s, 0);
             self.r.read_exact_at(&mut self.buf, base + self.next * s as u64)?;
             self.r.read_exact_at(&mut self.buf2, base + (self.num_edges + self.next) * s as u64)?;
-        } else if let Some((f, abuf)) = direct.as_mut() {
-            at = read_aligned(f, abuf, &self.file, base + self.next * 2 * s as u64, n * 2 * s)?;
+        } else if let Some(d) = direct.as_mut() {
+            // The rows straight from the aligned O_DIRECT buffer, decoded in place.
+            let off = base + self.next * 2 * s as u64;
+            view = Some(d.read_view(off, n * 2 * s).map_err(|e| {
+                BuildError::input(&self.file, format!("byte offset {off}"), format!("read failed: {e}"))
+            })?);
         } else {
             self.buf.resize(n * 2 * s, 0);
             self.r.read_exact_at(&mut self.buf, base + self.next * 2 * s as u64)?;
         }
-        let rows: &[u8] = match direct.as_ref() {
-            Some((_, abuf)) if !self.transposed => &abuf.as_slice()[at..at + n * 2 * s],
-            _ => &self.buf,
-        };
+        let rows: &[u8] = view.unwrap_or(&self.buf);
         // Decode both columns into i128 (so negative and overflowing ids are
         // reported, not wrapped), with a fast path for the common dtypes.
         let dt = self.h.dtype;
@@ -216,38 +211,6 @@ impl EdgeSource for NpyEdges {
         self.next += n as u64;
         Ok(true)
     }
-}
-
-/// Read `[offset, offset + len)` of `f` as its 4 KiB-aligned superset into
-/// `buf` (grown as needed) and return where the asked-for bytes start in it.
-/// The last block may end past the file's end: the read then stops there.
-fn read_aligned(f: &std::fs::File, buf: &mut AlignedBuf, file: &str, offset: u64, len: usize) -> Result<usize> {
-    use std::os::unix::fs::FileExt;
-    let a = BUF_ALIGN as u64;
-    let start = offset / a * a;
-    let skip = (offset - start) as usize;
-    let need = skip + len;
-    let span = need.div_ceil(BUF_ALIGN) * BUF_ALIGN;
-    if buf.capacity() < span {
-        *buf = AlignedBuf::new(span);
-    }
-    let dst = &mut buf.spare()[..span];
-    let mut got = 0;
-    while got < need {
-        let r = f.read_at(&mut dst[got..], start + got as u64).map_err(|e| {
-            BuildError::input(file, format!("byte offset {}", start + got as u64), format!("read failed: {e}"))
-        })?;
-        if r == 0 {
-            return Err(BuildError::input(
-                file,
-                format!("byte offset {}", start + got as u64),
-                format!("file ends before the {len} bytes at offset {offset} (truncated?)"),
-            ));
-        }
-        got += r;
-    }
-    buf.set_len(need);
-    Ok(skip)
 }
 
 /// Feature rows from a 2-D array (npy or headerless).
