@@ -321,13 +321,7 @@ class Trainer:
                                             memory_budget=0,
                                             belady_budget=self.lookahead_budget if self.lookahead else 0,
                                             superbatch=max(1, self.lookahead), degrees=c.model in DEGREE_MODELS)
-            want = dict(fanouts=fanouts, batch_size=c.batch_size, seed=c.seed, split="train")
-            for k, v in want.items():
-                if train_loader.meta[k] != v:
-                    raise TrainError(f"{c.presampled}: stored with {k} {train_loader.meta[k]!r}, "
-                                     f"this run asks for {v!r}")
-            if c.epochs > train_loader.epochs:
-                raise TrainError(f"{c.presampled}: holds {train_loader.epochs} epoch(s), --epochs is {c.epochs}")
+            # Fanouts, batch size, seed and epochs were matched against presample.json by config.validate().
             if dist_ctx.enabled:
                 raise TrainError("--presampled runs in one process (no torchrun)")
         else:
@@ -438,7 +432,7 @@ class Trainer:
         self._setup()
         c, ds, dist_ctx, chatty = self.config, self.dataset, self.dist, self.chatty
         raw_model, history = self.model, self.history
-        n_train = int(ds.manifest["splits"]["train"])  # the count, without reading 8 B per id (issue 19)
+        n_train = ds.split_size("train")
         t_run = time.perf_counter()
         for epoch in range(self.start_epoch, c.epochs):
             t0 = time.perf_counter()
