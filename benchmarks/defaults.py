@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from flashgnn._util import ArgumentParser, human_bytes, parse_size
-from flashgnn.ssd.bench import drop_caches, make_cgroup
+from flashgnn.ssd.bench import cgroup_peak, drop_caches, make_cgroup
 
 # The best combination in docs/benchmarks.md (lookahead 8 with a fixed budget)
 # at the budgets a user could try under a 1.5 GiB cap beside torch: 1 GiB (the
@@ -52,10 +52,7 @@ def run_variant(dataset: str, flags: list[str], memory_limit: int | None, epochs
                            preexec_fn=(lambda: (cg / procs).write_text(str(os.getpid()))) if cg else None)
         cg_peak = None
         if cg is not None:
-            for f in ("memory.max_usage_in_bytes", "memory.peak"):  # v1, v2: RSS + page cache, the cap's view
-                if (cg / f).exists():
-                    cg_peak = int((cg / f).read_text())
-                    break
+            cg_peak = cgroup_peak(cg)
             try:
                 cg.rmdir()
             except OSError:

@@ -190,7 +190,7 @@ def run(cmd: list[str], what: str) -> float:
 
 
 def train_capped(dataset: Path, batches: int, cap: int, batch_size: int, fanout: str) -> dict:
-    from flashgnn.ssd.bench import drop_caches, make_cgroup
+    from flashgnn.ssd.bench import cgroup_peak, drop_caches, make_cgroup
 
     with tempfile.TemporaryDirectory() as tmp:
         metrics = Path(tmp) / "m.json"
@@ -204,14 +204,7 @@ def train_capped(dataset: Path, batches: int, cap: int, batch_size: int, fanout:
             p = subprocess.run(cmd, capture_output=True, text=True,
                                preexec_fn=lambda: (cg / procs).write_text(str(os.getpid())))
         finally:
-            # The cgroup's high-water mark (v1 max_usage_in_bytes, v2 memory.peak): what the
-            # run came closest to the cap, page cache included.
-            for f in ("memory.max_usage_in_bytes", "memory.peak"):
-                try:
-                    peak = int((cg / f).read_text().split()[0])
-                    break
-                except (OSError, ValueError, IndexError):
-                    pass
+            peak = cgroup_peak(cg)  # what the run came closest to the cap, page cache included
             try:
                 cg.rmdir()
             except OSError:

@@ -97,6 +97,18 @@ def make_cgroup(limit: int) -> tuple[Path, str]:
     )
 
 
+def cgroup_peak(cg: Path) -> int | None:
+    """A cgroup's memory high-water mark (v1 ``memory.max_usage_in_bytes``,
+    v2 ``memory.peak``): RSS plus page cache, the cap's view; None when the
+    kernel shows neither."""
+    for f in ("memory.max_usage_in_bytes", "memory.peak"):
+        try:
+            return int((cg / f).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return None
+
+
 def run_child(cmd: list[str], memory_limit: int | None) -> tuple[int, str]:
     """Run ``cmd`` in a child process — inside a fresh cgroup capped at
     ``memory_limit`` when one is given — and return (exit code, stdout)."""
