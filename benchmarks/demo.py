@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     where = f"under a {human_bytes(cap)} memory cap" if cap else "without a memory cap (no writable cgroup)"
     # The comparison times --compare-batches batches (one more is fetched first); a small train split (--scale
     # 14 has ~1,600 training nodes) gets smaller batches so that it still has that many.
-    bs = compare_batch_size(len(ds.split("train")), a.compare_batches)
+    bs = compare_batch_size(ds.split_size("train"), a.compare_batches)
     print(f"\n$ python -m benchmarks.train {ds_path} --engines uring,mmap --batches {a.compare_batches}"
           f"{f' --batch-size {bs}' if bs != 1024 else ''}{f' --memory-limit {cap}' if cap else ''}", flush=True)
     rep = measure(ds_path, ["uring", "mmap"], cap, a.compare_batches, batch_size=bs)

@@ -260,11 +260,11 @@ def main(argv=None) -> int:
     pyg_ok = have_torch_sparse()
     work = Path(a.work or "/tmp/flashgnn-peers")
     train_steps = a.train_batches
-    if train_steps is None:  # a whole epoch of the train split, as both loaders cut it
+    if train_steps is None and any(v in TRAINING for v in variants):  # a whole epoch of the train split
         from flashgnn.store.dataset import Dataset
 
         ds = Dataset(path)
-        n_train = int(ds.manifest["splits"]["train"]) if "train" in ds.split_names else ds.num_nodes
+        n_train = ds.split_size("train") if "train" in ds.split_names else ds.num_nodes
         train_steps = -(-n_train // a.batch_size)
     print(f"bench-peers: {path} ({h(data)}), cap {h(a.memory_limit)} ({data / a.memory_limit:.2f}x), uring+cache "
           f"cache {h(cache_budget)} ({cache_budget / data:.0%} of the data), fanout {a.fanout}, batch "
@@ -280,8 +280,6 @@ def main(argv=None) -> int:
             print(f"bench-peers: {v:<15} skipped: torch_sparse is not importable", file=sys.stderr)
             continue
         cap = a.memory_limit if v in CAPPED else a.train_memory_limit if v == "train-flashgnn" else None
-        if v.startswith("train-"):
-            metrics = work / f"{v}.json"
         if v in ("pyg-memory", "pyg-mmap"):
             cmd = [sys.executable, "-m", "benchmarks.peers", "--child", "sample", str(work),
                    "1" if v == "pyg-mmap" else "0", a.fanout, str(a.batch_size), str(a.batches), str(a.seed),
@@ -290,6 +288,7 @@ def main(argv=None) -> int:
             cmd = [sys.executable, "-m", "benchmarks.peers", "--child", "train", str(work), "0", a.fanout,
                    str(a.batch_size), str(train_steps), str(a.seed), str(a.threads), "0"]
         elif v.startswith("train-flashgnn"):
+            metrics = work / f"{v}.json"
             work.mkdir(parents=True, exist_ok=True)
             cmd = [sys.executable, "-m", "flashgnn", "train", path, "--epochs", "1", "--max-batches",
                    str(train_steps), "--eval-batches", "1", "--fanout", a.fanout, "--batch-size", str(a.batch_size),
