@@ -236,7 +236,7 @@ class PresampledLoader:
         from flashgnn.sample.budget import loader_cache
 
         cache = loader_cache(cache, self.dataset, self.fanouts, self.batch_size, memory_budget, prefetch=self.prefetch,
-                             quiet=quiet, who="flashgnn.PresampledLoader")
+                             quiet=quiet, who="flashgnn.PresampledLoader", engine=self.engine)
         self.cache = cache
         self.gather = Sampler(self.dataset.path, [0], engine=self.engine, depth=depth, dtype=dtype, labels=False,
                               cache=cache)

@@ -51,7 +51,7 @@ class BeladyRowCache:
     def __init__(self, budget: int, feature_dim: int, dtype, num_nodes: int):
         self.dtype = np.dtype(dtype)
         row = max(1, feature_dim) * self.dtype.itemsize
-        self.capacity = max(0, (int(budget) - 8 * int(num_nodes)) // (row + 8))
+        self.capacity = max(0, (int(budget) - BELADY_NODE_BYTES * int(num_nodes)) // (row + 8))  # + id_of, int64
         self.rows = np.empty((self.capacity, feature_dim), self.dtype)
         self.slot_of = np.full(int(num_nodes), -1, np.int32)
         self.id_of = np.full(self.capacity, -1, np.int64)
