@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import warnings
@@ -115,10 +116,10 @@ def main(argv=None) -> int:
         res["flashgnn"]["cache"] = {k: v for k, v in cache.stats().items() if not isinstance(v, (list, dict))}
     ratio = res["pyg"]["cpu_us_median"] / res["flashgnn"]["cpu_us_median"]
     side = "uring+cache" if a.cached else "memory"
-    import os
 
+    load = os.getloadavg()
     report = {"dataset": a.dataset, "flashgnn_engine": side, "hot": a.hot if a.cached else None, "fanout": a.fanout, "batch_size": a.batch_size,
-              "batches": a.batches, "results": res, "pyg_cpu_vs_flashgnn_cpu": ratio, "loadavg": os.getloadavg()}
+              "batches": a.batches, "results": res, "pyg_cpu_vs_flashgnn_cpu": ratio, "loadavg": load}
     if a.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -130,7 +131,7 @@ def main(argv=None) -> int:
           f"(hit rate {100 * f['cache_hit_rate']:.1f} %), {f['cpu_us_per_extent']:.2f} us CPU per extent served")
     print(f"summary: flashgnn {side} {res['flashgnn']['cpu_us_median']:,.0f} us vs torch_sparse "
           f"{res['pyg']['cpu_us_median']:,.0f} us CPU per batch (median of {a.batches}); "
-          f"torch_sparse / flashgnn = {ratio:.2f}; load average {os.getloadavg()[0]:.2f}")
+          f"torch_sparse / flashgnn = {ratio:.2f}; load average {load[0]:.2f}")
     return 0
 
 

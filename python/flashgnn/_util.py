@@ -50,7 +50,7 @@ _SIZE_TYPES = ("parse_size", "parse_budget", "_size")
 
 def _shows_default(action) -> bool:
     d = action.default
-    return not (d is None or d is False or d is argparse.SUPPRESS or isinstance(action, argparse._StoreTrueAction))
+    return not (d is None or d is False or d is argparse.SUPPRESS)
 
 
 def _default_text(action) -> str | None:

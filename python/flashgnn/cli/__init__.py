@@ -42,11 +42,10 @@ def count(lo: int):
             raise argparse.ArgumentTypeError(f"{v} is out of range: must be >= {lo}")
         return v
 
-    parse.__name__ = f"integer >= {lo}"
     return parse
 
 
-def _float_in(name: str, expected: str, ok, bound: str):
+def _float_in(expected: str, ok, bound: str):
     """An argparse type for a float that ``ok`` accepts, refused as "expected
     {expected}, got X" or "X is out of range: must be {bound}"."""
 
@@ -59,12 +58,11 @@ def _float_in(name: str, expected: str, ok, bound: str):
             raise argparse.ArgumentTypeError(f"{text} is out of range: must be {bound}")
         return v
 
-    parse.__name__ = name
     return parse
 
 
-_seconds = _float_in("_seconds", "seconds", lambda v: v > 0 and v != float("inf"), "a finite number of seconds > 0")
-_unit = _float_in("_unit", "a number in [0, 1]", lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
+_seconds = _float_in("seconds", lambda v: v > 0 and v != float("inf"), "a finite number of seconds > 0")
+_unit = _float_in("a number in [0, 1]", lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
 
 
 def add_quiet(p: argparse.ArgumentParser) -> None:
