@@ -11,19 +11,15 @@ fn main() {
     let path = std::path::PathBuf::from(&a[1]);
     let budget: usize = a[2].parse().unwrap();
     let hot = a.get(3).map(|s| s.as_str()).unwrap_or("degree");
-    let frac: f64 = a.get(4).map(|s| s.parse().unwrap()).unwrap_or(0.9);
+    let frac: f64 = a.get(4).map(|s| s.parse().unwrap()).unwrap_or(flashgnn_sample::tiers::DEFAULT_HOT_FRACTION);
     let batches: usize = a.get(5).map(|s| s.parse().unwrap()).unwrap_or(20);
     let fan = [25, 10];
-    let n = flashgnn_store::Dataset::open(&path).unwrap().num_nodes();
+    let ds = flashgnn_store::Dataset::open(&path).unwrap();
+    let n = ds.num_nodes();
     let follow = Follow::new(&path, &fan, SamplerConfig::default(), View::Dataset);
     let t = std::time::Instant::now();
-    // Seeds from split_train.npy (int64, little-endian) when present.
-    let train: Vec<i64> = std::fs::read(path.join("split_train.npy"))
-        .map(|b| {
-            let hl = u16::from_le_bytes([b[8], b[9]]) as usize + 10;
-            b[hl..].chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect()
-        })
-        .unwrap_or_default();
+    // Seeds from the train split when there is one (checked as every split read is).
+    let train: Vec<i64> = ds.split("train").unwrap_or_default();
     let hc = match hot {
         "touches-uniform" => HotChoice::parse("touches", vec![], 1024).unwrap(),
         "presample" => HotChoice::parse(hot, train.iter().take(8192).copied().collect(), 1024).unwrap(),
