@@ -79,6 +79,9 @@ $(PEERS_VENV)/.stamp: | setup
 	$(PY) -m venv $(PEERS_VENV)
 	echo "import site; site.addsitedir('$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')')" \
 	  > "$$($(PEERS_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/flashgnn-venv.pth"
+	# --no-build-isolation builds against .venv's torch, so the build tools must be here already
+	# (a fresh venv has no `wheel`: "invalid command 'bdist_wheel'").
+	$(PEERS_VENV)/bin/pip install --quiet wheel setuptools
 	if [ -n "$$PEERS_WHEELS" ]; then \
 	  $(PEERS_VENV)/bin/pip install --quiet --no-build-isolation --find-links "$$PEERS_WHEELS" torch-scatter torch-sparse; \
 	else \

@@ -110,6 +110,19 @@ pub fn encode_slot(
 
 /// Decode and validate node `node`'s slot from `bytes` (exactly `slot_bytes`).
 pub fn decode_slot<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str) -> Result<SlotView<'a>> {
+    decode(layout, node, bytes, file, true)
+}
+
+/// [`decode_slot`] for bytes that already passed it and have not left this
+/// process's memory since: the cache's static hot set, checked when it was
+/// read off the disk. The slot's CRC32C (a sixth of a cached batch's CPU on
+/// data/ooc) is not computed again; every field is still bound-checked, so
+/// an address taken from these bytes is never trusted.
+pub fn decode_checked_slot<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str) -> Result<SlotView<'a>> {
+    decode(layout, node, bytes, file, false)
+}
+
+fn decode<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str, check_crc: bool) -> Result<SlotView<'a>> {
     let base = if node < layout.num_nodes {
         layout.slot_offset(node)
     } else {
@@ -124,7 +137,7 @@ pub fn decode_slot<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str) 
         });
     }
     let stored = u32::from_le_bytes(bytes[0..4].try_into().unwrap());
-    let computed = layout.crc(node, &bytes[4..]);
+    let computed = if check_crc { layout.crc(node, &bytes[4..]) } else { stored };
     if stored != computed {
         return Err(FormatError::Checksum {
             file: file.into(),
@@ -220,6 +233,29 @@ mod tests {
         assert_eq!(v.inline_ids(&l, "g").unwrap(), vec![1, 2, 99]);
         assert_eq!(v.overflow_len(), 2);
         check_slot_padding(&l, &v, &buf, "g").unwrap();
+    }
+
+    #[test]
+    fn checked_slot_skips_only_the_crc() {
+        // The decoder for bytes checked before (the cache's static set):
+        // a stale CRC no longer refuses the slot, but every field that
+        // addresses something is still bound-checked.
+        let l = layout();
+        let mut buf = vec![0u8; l.slot_bytes as usize];
+        encode_slot(&l, 7, 5, 42, 10, &[0u8; 16], &[1, 2, 99], &mut buf);
+        buf[0] ^= 1;
+        assert!(matches!(decode_slot(&l, 7, &buf, "g"), Err(FormatError::Checksum { .. })));
+        let v = decode_checked_slot(&l, 7, &buf, "g").unwrap();
+        assert_eq!((v.degree, v.original_id, v.overflow_first), (5, 42, 10));
+        for (at, value) in [(4usize, u64::from(u32::MAX)), (8, 100), (16, 49)] {
+            let mut bad = buf.clone();
+            let w = if at == 4 { 4 } else { 8 };
+            bad[at..at + w].copy_from_slice(&value.to_le_bytes()[..w]);
+            let e = decode_checked_slot(&l, 7, &bad, "g").unwrap_err().to_string();
+            assert!(e.contains("g") && e.contains(&value.to_string()), "{e}");
+        }
+        assert!(decode_checked_slot(&l, 7, &buf[1..], "g").is_err(), "a short slot is refused");
+        assert!(decode_checked_slot(&l, 100, &buf, "g").is_err(), "a node beyond the graph is refused");
     }
 
     #[test]

@@ -243,6 +243,17 @@ pub fn clear_direct(file: &std::fs::File) -> std::io::Result<()> {
     }
 }
 
+/// Bytes `[offset, offset + len)` of a file resident in RAM (`src`, the
+/// `memory` engine's copy or a mapping), or the error a read past its end
+/// gets from every engine: the bounds of a resident file are checked here,
+/// once, for the engine's reads and the sampler's in-place ones.
+pub fn resident_at<'a>(src: &'a [u8], path: &Path, offset: u64, len: u32) -> Result<&'a [u8], IoError> {
+    match offset.checked_add(len as u64).filter(|&e| e <= src.len() as u64) {
+        Some(end) => Ok(&src[offset as usize..end as usize]),
+        None => Err(eof_error(path, offset, len, src.len().saturating_sub(offset as usize))),
+    }
+}
+
 pub fn eof_error(path: &Path, offset: u64, len: u32, got: usize) -> IoError {
     IoError::eof("reading", path, Some(offset), format!("{len} bytes requested, file ends after {got} (truncated?)"))
 }

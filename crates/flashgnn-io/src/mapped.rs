@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::aligned::AlignedBuf;
-use crate::engine::{eof_error, Done, IoCounters, ReadEngine, ReadReq};
+use crate::engine::{resident_at, Done, IoCounters, ReadEngine, ReadReq};
 use crate::IoError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,12 +160,9 @@ impl ReadEngine for MappedEngine {
     fn submit(&mut self, req: ReadReq, mut buf: AlignedBuf) -> Result<(), IoError> {
         self.counters.record(req.len, self.ready.len() + 1);
         let src = self.sources[req.file as usize].bytes();
-        let (o, l) = (req.offset as usize, req.len as usize);
-        if o.checked_add(l).is_none_or(|e| e > src.len()) {
-            return Err(eof_error(&self.paths[req.file as usize], req.offset, req.len, src.len().saturating_sub(o)));
-        }
-        buf.set_len(l);
-        buf.spare()[..l].copy_from_slice(&src[o..o + l]);
+        let data = resident_at(src, &self.paths[req.file as usize], req.offset, req.len)?;
+        buf.set_len(data.len());
+        buf.spare()[..data.len()].copy_from_slice(data);
         self.ready.push(Done { req, buf });
         Ok(())
     }

@@ -36,7 +36,12 @@
 //! adds. Revisit with more producers than the two measured here.
 //!
 //! Entries hold bytes that already passed the format's checks when they were
-//! first read; a hit is decoded by the same checked decoders as a read.
+//! first read; a hit is decoded by the same checked decoders as a read,
+//! except one: a slot or overflow page of a static set the sampler loaded
+//! itself skips its CRC32C, computed when that set was read and never
+//! written since ([`StaticSet::checked`]); every id and address in it is
+//! still bound-checked. Those CRCs were a fifth of a cached batch's CPU on
+//! data/ooc (docs/benchmarks.md).
 //!
 //! Keys are (file, offset) within one dataset, so a cache belongs to the
 //! dataset it was built for: its [`DatasetId`] (canonical directory, the
@@ -306,6 +311,13 @@ pub struct StaticSet {
     arena: Vec<u8>,
     /// (key, byte offset in `arena`, length), hottest first.
     entries: Vec<(u64, usize, u32)>,
+    /// Every slot and overflow page entry passed its checked decoder
+    /// (CRC32C included) after the last [`StaticSet::put_at`]: set only by
+    /// the sampler's own loader (`hot.rs`). A hit on such a set skips that
+    /// CRC (`decode_checked_slot`; no per-batch overflow page check); a set
+    /// assembled any other way (`From<Vec<..>>`, a caller's `put_at`) is
+    /// checked as a read is.
+    checked: bool,
 }
 
 impl StaticSet {
@@ -316,13 +328,23 @@ impl StaticSet {
         // applies before the first write. Served at random (`Statics::get`).
         let mut arena = vec![0; capacity];
         flashgnn_io::mapped::advise_huge(&mut arena);
-        StaticSet { arena, entries: Vec::new() }
+        StaticSet { arena, entries: Vec::new(), checked: false }
     }
     /// Record extent `key` at `off..off + data.len()` of the arena (each
     /// caller-chosen range used once; entries are kept in the order put).
     pub fn put_at(&mut self, key: u64, off: usize, data: &[u8]) {
         self.arena[off..off + data.len()].copy_from_slice(data);
         self.entries.push((key, off, data.len() as u32));
+        self.checked = false;
+    }
+    /// Every slot and overflow page entry was just checked (see `checked`);
+    /// a later `put_at` clears this again.
+    pub(crate) fn mark_checked(&mut self) {
+        self.checked = true;
+    }
+    /// Whether hits on this set's slots and overflow pages may skip their CRC.
+    pub fn checked(&self) -> bool {
+        self.checked
     }
     /// Order entries by arena offset: when filled in any order at offsets
     /// laid out hottest first, this restores hottest first.
@@ -361,6 +383,8 @@ impl From<Vec<(u64, Arc<[u8]>)>> for StaticSet {
 /// The static part as served: the arena plus its two indexes.
 struct Statics {
     arena: Vec<u8>,
+    /// [`StaticSet::checked`] of the set this was built from.
+    checked: bool,
     /// Slots (`file == neighbor::F_SLOT`, offset = node id) → packed extent,
     /// indexed by node id; used when it costs at most twice a hash map of
     /// the same slots (see `Statics::build`). Charged to the budget exactly.
@@ -397,6 +421,7 @@ impl Statics {
                     );
                 }
                 statics.arena = arena;
+                statics.checked = set.checked;
                 return (statics, if keep == 0 { 0 } else { bytes });
             }
             keep -= (keep / 64).max(1);
@@ -430,7 +455,7 @@ impl Statics {
             }
         }
         let index = slot_dense.len() * DENSE_BYTES_PER_NODE + hash_bytes(other.len());
-        (Statics { arena: Vec::new(), slot_dense, other, entries: keep }, data + index)
+        (Statics { arena: Vec::new(), checked: false, slot_dense, other, entries: keep }, data + index)
     }
 
     #[inline]
@@ -544,6 +569,11 @@ impl PageCache {
     }
     pub fn static_entries(&self) -> usize {
         self.statics.entries
+    }
+    /// Whether the static set's slots and overflow pages were checked when
+    /// they were loaded (see [`StaticSet::checked`]).
+    pub fn static_checked(&self) -> bool {
+        self.statics.checked
     }
     /// Whether slots of the static set are found through the dense table.
     pub fn static_dense(&self) -> bool {

@@ -11,11 +11,11 @@ use std::time::Instant;
 
 use flashgnn_format::layout::{check_overflow_page, FeaturePlacement};
 use flashgnn_format::manifest::{FEATURES_FILE, GRAPH_FILE, OVERFLOW_FILE};
-use flashgnn_format::slot::{decode_slot, read_id};
+use flashgnn_format::slot::{decode_checked_slot, decode_slot, read_id};
 use flashgnn_format::trace::{TraceRead, KIND_FEATURE_ROW, KIND_OVERFLOW_PAGE, KIND_SLOT_PAGE, NO_DEP};
 use flashgnn_format::{FormatError, Layout};
 use flashgnn_io::aligned::BufPool;
-use flashgnn_io::engine::{eof_error, open_engine, Done, EngineConfig, EngineKind, IoCounters, ReadEngine, ReadReq};
+use flashgnn_io::engine::{open_engine, resident_at, Done, EngineConfig, EngineKind, IoCounters, ReadEngine, ReadReq};
 use flashgnn_store::{Dataset, NodeRec, Snapshot};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -75,6 +75,11 @@ pub(crate) fn prefetch(p: *const u8, len: usize) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (p, len);
 }
+
+/// Requests served from memory between two visits to the ring while reads
+/// wait to be submitted (`run`): ~30 us of hits at ~0.5 us each, against
+/// one `io_uring_enter` (~1-2 us) per visit.
+const READY_ROUND: usize = 64;
 
 /// Rows prefetched ahead of the one `canonical` copies into `x`.
 const GATHER_AHEAD: usize = 8;
@@ -290,6 +295,26 @@ pub struct NeighborSampler {
     /// Requests served from memory (this batch's pages or the cross-batch
     /// cache), waiting to be handled.
     ready: VecDeque<Ready>,
+    /// Slot pages of the *next* batch's seeds ([`Self::sample_ahead`]):
+    /// page -> its bytes once read (None while in flight or queued). Read
+    /// with whatever depth this batch leaves free, then handed to the next
+    /// batch's pages when it starts, so its seeds' misses (80 % of seeds are
+    /// misses on data/ooc: the train split is mostly low-degree nodes) are
+    /// not waited on at its head. Only pages, so batches are unchanged.
+    ahead: HashMap<u64, Option<Arc<[u8]>>>,
+    /// Reads for `ahead` not yet submitted: behind this batch's own queue.
+    ahead_queue: VecDeque<ReadReq>,
+    /// Pages of `ahead` whose read is in flight. Such a read may outlive the
+    /// batch that issued it (`run` returns once every read left is one of
+    /// these with no waiter), so it overlaps building the batch's output and
+    /// the consumer's step; the next batch waits on it like on its own.
+    ahead_reading: HashMap<u64, ()>,
+    /// How many of `ahead_reading` this batch waits on (a node of its own on
+    /// the page).
+    ahead_waited: usize,
+    /// This batch's blocked time in `complete` and its count (telemetry).
+    io_wait: f64,
+    io_waits: u64,
     page_hits: u64,
     /// Cross-batch cache hits (static, dynamic) and misses in this batch,
     /// added to the cache's shared counters once at its end.
@@ -302,6 +327,9 @@ pub struct NeighborSampler {
     free_features_only: bool,
     want_degrees: bool,
     cache: Option<Arc<PageCache>>,
+    /// The cache's static slots and overflow pages were checked when loaded
+    /// ([`PageCache::static_checked`]): a static hit skips their CRC.
+    static_checked: bool,
     resident: Option<Arc<crate::Resident>>,
     /// Request counts per extent key (length, count) while a pre-sampling
     /// pass records them (see `hot_set_by_access`).
@@ -382,6 +410,9 @@ impl NeighborSampler {
     /// submit/complete times since this call); [`Self::take_trace`] hands
     /// over the last batch's reads.
     pub fn set_trace(&mut self, on: bool) {
+        // A read ahead issued before capture started is not one of the
+        // captured batch's reads.
+        self.settle_ahead();
         self.trace = on.then(|| {
             Box::new(TraceCap {
                 t0: Instant::now(),
@@ -480,6 +511,12 @@ impl NeighborSampler {
                 cfg.batch_page_cache_bytes
             },
             ready: VecDeque::new(),
+            ahead: HashMap::default(),
+            ahead_queue: VecDeque::new(),
+            ahead_reading: HashMap::default(),
+            ahead_waited: 0,
+            io_wait: 0.0,
+            io_waits: 0,
             page_hits: 0,
             cache_hits: [0; 2],
             cache_misses: 0,
@@ -487,6 +524,7 @@ impl NeighborSampler {
             gather_features: cfg.features,
             free_features_only: cfg.features && cfg.free_features_only,
             want_degrees: cfg.degrees,
+            static_checked: shared.as_ref().is_some_and(|c| c.static_checked()),
             cache: shared,
             resident: cfg.resident.clone().filter(|r| *r.dataset() == id),
             accesses: None,
@@ -565,7 +603,11 @@ impl NeighborSampler {
         self.io.counters()
     }
 
+    /// The engine, for I/O outside `sample` (hot-set scans, walks): reads
+    /// ahead still in flight are completed first, so every completion those
+    /// loops see is their own.
     pub(crate) fn io_mut(&mut self) -> &mut dyn ReadEngine {
+        self.settle_ahead();
         self.io.as_mut()
     }
     pub(crate) fn io_depth(&self) -> usize {
@@ -621,19 +663,34 @@ impl NeighborSampler {
 
     /// Sample one mini-batch around `seeds` (original ids) with `seed`.
     pub fn sample(&mut self, seeds: &[i64], seed: u64) -> Result<Batch> {
+        self.sample_ahead(seeds, seed, &[])
+    }
+
+    /// [`Self::sample`], also reading the slot pages of `next` — the seeds
+    /// of the batch this sampler will be asked for next — with the queue
+    /// depth this batch leaves free. The next call then finds them among its
+    /// pages. The batch returned is the same whatever `next` is (a wrong
+    /// guess costs reads, never a different batch); ids out of range in
+    /// `next` are skipped (the call that samples them refuses them).
+    pub fn sample_ahead(&mut self, seeds: &[i64], seed: u64, next: &[i64]) -> Result<Batch> {
         let t0 = Instant::now();
         let cpu0 = thread_cpu_seconds();
         let io0 = self.io.counters().clone();
         let direct0 = self.direct.clone();
         self.nodes.clear();
         self.index.clear();
-        self.pages.clear();
+        // Pages read ahead and still in flight stay waited on (no waiter yet).
+        let reading = &self.ahead_reading;
+        self.pages.retain(|&(f, p), _| f == F_GRAPH && reading.contains_key(&p));
+        self.ahead_waited = 0;
         self.queue.clear();
         self.features.clear();
         self.bytes_used = 0;
         self.checked_overflow.clear();
         self.timeline.clear();
         self.clear_page_cache();
+        self.adopt_ahead();
+        (self.io_wait, self.io_waits) = (0.0, 0);
         self.page_hits = 0;
         self.cache_hits = [0; 2];
         self.cache_misses = 0;
@@ -655,6 +712,7 @@ impl NeighborSampler {
             // next batch clears the queue.
             seed_idx.push(self.discover(v, 0, seed)?);
         }
+        self.plan_ahead(next);
         self.redrawn = false;
         let mut r = self.run(seed);
         if r.is_ok() && self.redrawn {
@@ -684,6 +742,7 @@ impl NeighborSampler {
         t.cache_dynamic_hits = self.cache_hits[1];
         t.seconds = t0.elapsed().as_secs_f64();
         t.cpu_seconds = thread_cpu_seconds() - cpu0;
+        (t.io_wait_seconds, t.io_waits) = (self.io_wait, self.io_waits);
         t.timeline = std::mem::take(&mut self.timeline);
         self.telemetry.add(&t);
         self.last_batch = t;
@@ -705,6 +764,99 @@ impl NeighborSampler {
             }
         }
         self.queue.clear();
+        self.pages.clear();
+        self.ahead.clear();
+        self.ahead_queue.clear();
+        self.ahead_reading.clear();
+        self.ahead_waited = 0;
+    }
+
+    /// Complete the reads ahead still in flight between batches; their pages
+    /// stay in `ahead` for the next batch. A failed one is dropped with the
+    /// rest (the next batch reads its pages itself and meets the error then).
+    fn settle_ahead(&mut self) {
+        if self.ahead_reading.is_empty() {
+            // Nothing of ours in flight: whatever is belongs to the caller
+            // of `io_mut` (a scan's own reads).
+            return;
+        }
+        let mut done = Vec::new();
+        while self.io.in_flight() > 0 {
+            done.clear();
+            let mut r = self.io.complete(1, &mut done).map_err(SampleError::from);
+            for d in done.drain(..) {
+                if r.is_ok() {
+                    r = self.on_done(&d, 0);
+                }
+                self.pool.put(d.buf);
+            }
+            if r.is_err() {
+                self.drain();
+                return;
+            }
+        }
+        self.pages.clear();
+        self.page_cache.clear();
+        self.page_cache_held = 0;
+    }
+
+    /// The pages read ahead for this batch become this batch's pages (those
+    /// still in flight are already among the pages it waits on).
+    fn adopt_ahead(&mut self) {
+        self.ahead_queue.clear();
+        for (page, data) in self.ahead.drain() {
+            if let Some(d) = data {
+                self.page_cache_held += d.len();
+                self.page_cache.insert((F_GRAPH, page), d);
+            }
+        }
+    }
+
+    /// Queue reads of the slot pages `next`'s seeds will need that no cache
+    /// holds (see [`Self::sample_ahead`]), at most half the batch page cache.
+    /// Not with the `memory` engine (nothing to read), while a trace is
+    /// captured (a trace records one batch's own reads), or on a snapshot's
+    /// overlay nodes (no slot).
+    fn plan_ahead(&mut self, next: &[i64]) {
+        let rb = self.row_bytes();
+        let wants_slot = self.hops() > 0
+            || self.want_degrees
+            || (self.placement == FeaturePlacement::Inline && rb > 0 && !self.free_features_only);
+        if next.is_empty() || !wants_slot || self.mem[F_GRAPH as usize].is_some() || self.trace.is_some() {
+            return;
+        }
+        let (p, n) = (self.layout.page_size as u64, self.layout.num_nodes);
+        let mut room = self.page_cache_max.saturating_sub(self.page_cache_held) / 2 / p as usize;
+        for &s in next {
+            if room == 0 {
+                break;
+            }
+            if s < 0 || s as u64 >= n || self.snapshot.as_deref().is_some_and(|x| x.record(s as u64).is_some()) {
+                continue;
+            }
+            let v = self.internal_of(s as u64);
+            if self.cache.as_deref().is_some_and(|c| c.get_static_extent(cache::key(F_SLOT, v as u64)).is_some()) {
+                continue;
+            }
+            let page = self.layout.slot_offset(v as u64) / p;
+            if self.ahead.contains_key(&page) {
+                continue;
+            }
+            room -= 1;
+            // Already here (kept, or read for this batch): handed over as is
+            // or when that read completes (`keep`).
+            let here = self.page_cache.get(&(F_GRAPH, page)).cloned();
+            let reading = self.pages.contains_key(&(F_GRAPH, page));
+            if here.is_none() && !reading {
+                self.ahead_queue.push_back(ReadReq {
+                    file: F_GRAPH,
+                    offset: page * p,
+                    len: p as u32,
+                    tag: TAG_PAGE | (F_GRAPH as u64) << 48 | page,
+                });
+            }
+            self.ahead.insert(page, here);
+        }
     }
 
     /// Reach internal node `v` at `hop`; returns its batch index.
@@ -788,6 +940,9 @@ impl NeighborSampler {
             return true;
         }
         if let Some(ws) = self.pages.get_mut(&key) {
+            if ws.is_empty() && key.0 == F_GRAPH && self.ahead_reading.contains_key(&key.1) {
+                self.ahead_waited += 1;
+            }
             ws.push(w);
             return true;
         }
@@ -828,18 +983,16 @@ impl NeighborSampler {
             return Ok(());
         }
         if let Some(c) = self.cache.as_deref() {
-            // Re-checked once per batch (0.3 us; a hub's page is asked for
-            // by many nodes of a batch) so a cached page is trusted no more
-            // than a read one. This batch's own pages were checked when read
-            // (`on_done`).
+            // A static page of a set the sampler loaded was checked then and
+            // has stayed in the arena since; one of any other set is checked
+            // once per batch (0.3 us; a hub's page is asked for by many nodes
+            // of a batch), as a read one is. This batch's own pages were
+            // checked when read (`on_done`).
             if let Some(data) = c.get_static(key) {
                 self.cache_hits[0] += 1;
-                if self.checked_overflow.insert(page, ()).is_none() {
-                    let r = check_overflow_page(&self.layout, &self.files[F_OVERFLOW as usize], page, data);
-                    if r.is_err() {
-                        self.checked_overflow.remove(&page); // refused again if asked again
-                    }
-                    r?;
+                if !self.static_checked {
+                    let fname = &self.files[F_OVERFLOW as usize];
+                    check_overflow_once(&mut self.checked_overflow, &self.layout, fname, page, data)?;
                 }
                 // The entries `on_overflow` reads, fetched while it waits.
                 let (per, w) = (self.layout.overflow_ids_per_page(), self.layout.id_bytes as usize);
@@ -918,13 +1071,10 @@ impl NeighborSampler {
         self.count_access(key, len);
         if let Some(f) = self.mem[F_FEATURES as usize].as_deref().filter(|_| self.trace.is_none()) {
             // Checked here, copied once into `x` by `canonical`.
-            let end = lo.checked_add(len as u64).filter(|&e| e <= f.len() as u64);
-            let Some(end) = end else {
-                return Err(eof_error(self.io.path(F_FEATURES), lo, len, f.len().saturating_sub(lo as usize)).into());
-            };
+            let row = resident_at(f, self.io.path(F_FEATURES), lo, len)?;
             let v = self.nodes[i as usize].v as u64;
             let fname = &self.files[F_FEATURES as usize];
-            check_row(&self.layout, self.feature_crcs.as_deref(), fname, v, &f[lo as usize..end as usize], lo, at)?;
+            check_row(&self.layout, self.feature_crcs.as_deref(), fname, v, row, lo, at)?;
             self.direct.record(len, 1);
             self.nodes[i as usize].feature = Some(FEAT_IN_FEATURES | (lo as usize + at));
             self.bytes_used += self.layout.row_bytes() as u64;
@@ -961,7 +1111,12 @@ impl NeighborSampler {
         let mut done: Vec<Done> = Vec::new();
         loop {
             while self.io.in_flight() < self.io.depth() {
-                let Some(req) = self.queue.pop_front() else { break };
+                // Reads ahead take at most half the depth, so this batch's
+                // later misses never wait behind a full ring of them.
+                let spare = self.io.in_flight() < self.io.depth().div_ceil(2);
+                let Some(req) = self.queue.pop_front().or_else(|| if spare { self.next_ahead() } else { None }) else {
+                    break;
+                };
                 let buf = self.pool.get(req.len as usize);
                 if let Some(t) = self.trace.as_mut() {
                     if let Some(r) = t.rec_of_tag(req.tag) {
@@ -969,6 +1124,26 @@ impl NeighborSampler {
                     }
                 }
                 self.io.submit(req, buf)?;
+            }
+            // Reads ahead nobody in this batch waits on do not hold it up.
+            let own = self.io.in_flight() - (self.ahead_reading.len() - self.ahead_waited);
+            if own == 0 && self.queue.is_empty() && self.ready.is_empty() && self.io.in_flight() > 0 {
+                // This batch is done: the ring is the next batch's now. Once
+                // every read ahead is submitted, the last ring's worth stays in
+                // flight while this batch is built and consumed (measured:
+                // also stopping early, leaving the rest to the next batch,
+                // lost the gain — its head then waits on those seeds again).
+                if self.ahead_queue.is_empty() {
+                    return Ok(());
+                }
+                while self.io.in_flight() < self.io.depth() {
+                    let Some(req) = self.next_ahead() else { break };
+                    let buf = self.pool.get(req.len as usize);
+                    self.io.submit(req, buf)?;
+                }
+                if self.ahead_queue.is_empty() {
+                    return Ok(());
+                }
             }
             if self.io.in_flight() == 0 && self.queue.is_empty() {
                 // Synchronous engines complete inside submit; collect those too.
@@ -982,7 +1157,14 @@ impl NeighborSampler {
                 // for a read: block for a completion only when none is ready
                 // (their expansions queue more reads, which then overlap).
                 done.clear();
-                self.io.complete(if self.ready.is_empty() { 1 } else { 0 }, &mut done)?;
+                if self.ready.is_empty() {
+                    let w = Instant::now();
+                    self.io.complete(1, &mut done)?;
+                    self.io_wait += w.elapsed().as_secs_f64();
+                    self.io_waits += 1;
+                } else {
+                    self.io.complete(0, &mut done)?;
+                }
             }
             if self.timeline.len() < TIMELINE_PER_BATCH_MAX {
                 self.timeline.push((self.opened.elapsed().as_secs_f64(), self.io.in_flight() as u32));
@@ -1000,13 +1182,26 @@ impl NeighborSampler {
             }
             // Pages from memory: overflow pages were checked when read or
             // taken from the cross-batch cache (`request_overflow`); slots are
-            // checked on every decode.
+            // checked on every decode (static ones once, when loaded: `on_slot`).
             // The cache stays alive while its arena is borrowed (one `Arc`
             // clone per round with static hits, not one per hit).
             let mut statics: Option<Arc<PageCache>> = None;
             let mut graph: Option<Arc<Vec<u8>>> = None;
             let mut overflow: Option<Arc<Vec<u8>>> = None;
+            let mut handled = 0usize;
             while let Some(r) = self.ready.pop_front() {
+                // Misses found while serving hits go to the device every
+                // READY_ROUND requests served, not once the whole ready queue
+                // is empty: a hit expands into dozens more, so that queue can
+                // hold milliseconds of work while the ring sits empty.
+                handled += 1;
+                if handled.is_multiple_of(READY_ROUND)
+                    && !self.queue.is_empty()
+                    && self.io.in_flight() < self.io.depth()
+                {
+                    self.ready.push_front(r);
+                    break;
+                }
                 if let Some(t) = self.trace.as_mut() {
                     // Served from this batch's pages: caused by that page's read.
                     t.cause = match &r {
@@ -1023,33 +1218,16 @@ impl NeighborSampler {
                     Ready::Slot(i, data) => self.on_slot(i, &data, false, None, seed)?,
                     Ready::MemSlot(i) => {
                         let g = graph.get_or_insert_with(|| self.mem[F_GRAPH as usize].clone().expect("memory engine"));
-                        let (at, len) =
-                            (self.layout.slot_offset(self.nodes[i as usize].v as u64), self.layout.slot_bytes);
-                        let end = at.checked_add(len as u64).filter(|&e| e <= g.len() as u64);
-                        let Some(end) = end else {
-                            let got = g.len().saturating_sub(at as usize);
-                            return Err(eof_error(self.io.path(F_GRAPH), at, len, got).into());
-                        };
-                        self.on_slot(i, &g[at as usize..end as usize], false, Some(FEAT_IN_GRAPH | at as usize), seed)?
+                        let at = self.layout.slot_offset(self.nodes[i as usize].v as u64);
+                        let slot = resident_at(g, self.io.path(F_GRAPH), at, self.layout.slot_bytes)?;
+                        self.on_slot(i, slot, false, Some(FEAT_IN_GRAPH | at as usize), seed)?
                     }
                     Ready::MemOverflow(page, i) => {
                         let o = overflow.get_or_insert_with(|| self.mem[F_OVERFLOW as usize].clone().expect("memory"));
-                        let p = self.layout.page_size as u64;
-                        let at = page.checked_mul(p).filter(|a| a.checked_add(p).is_some_and(|e| e <= o.len() as u64));
-                        let Some(at) = at else {
-                            let got = o.len().saturating_sub((page.saturating_mul(p)) as usize);
-                            return Err(
-                                eof_error(self.io.path(F_OVERFLOW), page.saturating_mul(p), p as u32, got).into()
-                            );
-                        };
-                        let data = &o[at as usize..(at + p) as usize];
-                        if self.checked_overflow.insert(page, ()).is_none() {
-                            let r = check_overflow_page(&self.layout, &self.files[F_OVERFLOW as usize], page, data);
-                            if r.is_err() {
-                                self.checked_overflow.remove(&page); // refused again if asked again
-                            }
-                            r?;
-                        }
+                        let p = self.layout.page_size;
+                        let data = resident_at(o, self.io.path(F_OVERFLOW), page.saturating_mul(p as u64), p)?;
+                        let fname = &self.files[F_OVERFLOW as usize];
+                        check_overflow_once(&mut self.checked_overflow, &self.layout, fname, page, data)?;
                         self.on_overflow(i, page, data, seed)?
                     }
                     Ready::StaticSlot(i, r) => {
@@ -1074,18 +1252,46 @@ impl NeighborSampler {
         }
     }
 
+    /// The next read ahead for the next batch, once this batch has none
+    /// waiting. A page this batch has started reading meanwhile is not read
+    /// twice: its read fills `ahead` when it completes (`keep`).
+    fn next_ahead(&mut self) -> Option<ReadReq> {
+        while let Some(req) = self.ahead_queue.pop_front() {
+            let page = req.offset / self.layout.page_size as u64;
+            if let Some(d) = self.page_cache.get(&(F_GRAPH, page)) {
+                self.ahead.insert(page, Some(d.clone()));
+            } else if let std::collections::hash_map::Entry::Vacant(e) = self.pages.entry((F_GRAPH, page)) {
+                // Waited on like any page of this batch: a node of this batch
+                // on it becomes a waiter instead of issuing a second read.
+                e.insert(Vec::new());
+                self.ahead_reading.insert(page, ());
+                return Some(req);
+            }
+        }
+        None
+    }
+
     /// A read passed its checks: keep a copy of a page for the rest of the
     /// batch (bounded) and offer the extent at logical (`file`, `offset`) to
     /// the cross-batch cache.
     /// Slot pages go to the batch's pages only: their slots are offered one
     /// by one (`on_slot`).
+    /// A slot page the next batch asked for (`ahead`) is handed to it too.
     fn keep(&mut self, file: u16, offset: u64, bytes: &[u8], is_page: bool) {
         let fits = is_page && self.page_cache_held + bytes.len() <= self.page_cache_max;
         let shared = if file == F_GRAPH { None } else { self.cache.as_ref().filter(|c| c.accepts(bytes.len())) };
-        if !fits && shared.is_none() {
+        let ahead = if file == F_GRAPH && is_page {
+            self.ahead.get_mut(&(offset / self.layout.page_size as u64))
+        } else {
+            None
+        };
+        if !fits && shared.is_none() && ahead.is_none() {
             return;
         }
         let data: Arc<[u8]> = Arc::from(bytes);
+        if let Some(a) = ahead {
+            *a = Some(data.clone());
+        }
         if let Some(c) = shared {
             c.insert(cache::key(file, offset), data.clone());
         }
@@ -1121,6 +1327,9 @@ impl NeighborSampler {
         let file = ((tag >> 48) & 0xff) as u16;
         let page = tag & ((1 << 48) - 1);
         let waiters = self.pages.remove(&(file, page)).unwrap_or_default();
+        if file == F_GRAPH && self.ahead_reading.remove(&page).is_some() && !waiters.is_empty() {
+            self.ahead_waited -= 1;
+        }
         if file == F_OVERFLOW {
             check_overflow_page(&self.layout, &self.files[F_OVERFLOW as usize], page, buf)?;
         }
@@ -1170,7 +1379,15 @@ impl NeighborSampler {
         let l = &self.layout;
         let v = self.nodes[i as usize].v as u64;
         let gname = &self.files[F_GRAPH as usize];
-        let slot = decode_slot(l, v, bytes, gname)?;
+        // A slot of the static set was checked whole when the set was loaded
+        // and has stayed in the arena since: its CRC is not recomputed (its
+        // fields still are bound-checked).
+        let in_arena = kept_at.is_some_and(|a| a & FEAT_IN_ARENA == FEAT_IN_ARENA);
+        let slot = if in_arena && self.static_checked {
+            decode_checked_slot(l, v, bytes, gname)?
+        } else {
+            decode_slot(l, v, bytes, gname)?
+        };
         let node = &mut self.nodes[i as usize];
         if node.node_mismatch(&slot) {
             return Err(FormatError::oob(
@@ -1522,6 +1739,16 @@ impl NeighborSampler {
     }
 }
 
+impl Drop for NeighborSampler {
+    /// Reads ahead may still be in flight between batches: the kernel writes
+    /// into their buffers until they complete, so wait for them first.
+    fn drop(&mut self) {
+        if self.io.in_flight() > 0 {
+            self.drain();
+        }
+    }
+}
+
 impl Node {
     /// A base node just reached at `hop`: nothing read yet.
     fn new(v: u32, hop: u8, original: u64) -> Node {
@@ -1596,4 +1823,22 @@ fn check_row<'a>(
         }
     }
     Ok(bytes)
+}
+
+/// Check overflow page `page` (from the cross-batch cache or the `memory`
+/// engine's RAM) once per batch: `checked` is cleared when a batch starts.
+/// A page that fails is not marked, so it is refused again if asked again.
+/// This batch's read pages are checked when they arrive (`on_done`).
+fn check_overflow_once(
+    checked: &mut HashMap<u64, ()>,
+    layout: &Layout,
+    file: &str,
+    page: u64,
+    data: &[u8],
+) -> Result<()> {
+    if !checked.contains_key(&page) {
+        check_overflow_page(layout, file, page, data)?;
+        checked.insert(page, ());
+    }
+    Ok(())
 }

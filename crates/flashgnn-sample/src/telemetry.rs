@@ -25,6 +25,10 @@ pub struct Telemetry {
     pub cache_dynamic_hits: u64,
     pub seconds: f64,
     pub cpu_seconds: f64,
+    /// Wall seconds the producer blocked waiting for a read with nothing
+    /// else to do (no request served from memory pending), and how often.
+    pub io_wait_seconds: f64,
+    pub io_waits: u64,
     pub depth_hist: [u64; 16],
     pub size_hist: [u64; 15],
     /// (seconds since engine open, reads in flight) samples.
@@ -55,6 +59,8 @@ impl Telemetry {
         self.cache_dynamic_hits += o.cache_dynamic_hits;
         self.seconds += o.seconds;
         self.cpu_seconds += o.cpu_seconds;
+        self.io_wait_seconds += o.io_wait_seconds;
+        self.io_waits += o.io_waits;
         for i in 0..16 {
             self.depth_hist[i] += o.depth_hist[i];
         }

@@ -146,6 +146,9 @@ fn slots_are_cached_one_by_one() {
     assert_eq!(statics.get(0).1.len(), l.slot_bytes as usize, "a slot, not a page");
     let id = DatasetId::of_path(&path).unwrap();
     let cache = Arc::new(PageCache::new(id.clone(), one, Policy::S3Fifo, statics.clone()));
+    // Loaded by the sampler, every slot passed the checked decoder: hits skip
+    // the CRC. A set assembled elsewhere is checked on every hit (below).
+    assert!(statics.checked() && cache.static_checked());
     let mut s = NeighborSampler::open(&path, &fan, &cfg(Some(cache))).unwrap();
     let mut plain = NeighborSampler::open(&path, &fan, &cfg(None)).unwrap();
     for (v, reads, hits) in [(hub, 0, 1), (cold, 1, 0)] {
@@ -158,6 +161,10 @@ fn slots_are_cached_one_by_one() {
     let last = forged.len() - 1;
     forged[last / 2] ^= 0x5a;
     let bad = Arc::new(PageCache::new(id, one, Policy::S3Fifo, vec![(statics.get(0).0, Arc::from(forged))]));
+    assert!(!bad.static_checked(), "a caller's set is not trusted");
+    let mut refilled = statics.clone();
+    refilled.put_at(statics.get(0).0, 0, statics.get(0).1);
+    assert!(!refilled.checked(), "a put after loading clears the mark");
     let mut s = NeighborSampler::open(&path, &fan, &cfg(Some(bad))).unwrap();
     let e = s.sample(&[hub as i64], 1).unwrap_err().to_string();
     assert!(e.contains("graph.fg"), "{e}");
