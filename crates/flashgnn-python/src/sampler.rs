@@ -82,6 +82,7 @@ pub fn telemetry_json(t: &Telemetry) -> String {
         "cache_static_hits": t.cache_static_hits, "cache_dynamic_hits": t.cache_dynamic_hits,
         "cache_hit_rate": t.cache_hit_rate(),
         "seconds": t.seconds, "cpu_seconds": t.cpu_seconds,
+        "io_wait_seconds": t.io_wait_seconds, "io_waits": t.io_waits,
         "read_amplification": t.read_amplification(),
         "iops": t.iops(),
         "read_mb_per_s": if t.seconds > 0.0 { t.bytes_read as f64 / t.seconds / 1e6 } else { 0.0 },

@@ -1,7 +1,7 @@
 //! A/B probe (dev tool, not a test): one sampler with a static cache of BUDGET bytes,
 //! train-split seeds in order, batches sampled with and without reading the next
 //! batch's seed pages ahead; prints wall and CPU per batch.
-//! `cargo run --release -p flashgnn-sample --example ahead_probe -- DATASET BUDGET_BYTES [BATCHES]`
+//! `[DEPTH=256] cargo run --release -p flashgnn-sample --example ahead_probe -- DATASET BUDGET_BYTES [BATCHES]`
 use flashgnn_sample::tiers::{build_cache, HotChoice};
 use flashgnn_sample::{Follow, Policy, SamplerConfig, View};
 use std::sync::Arc;
@@ -17,7 +17,10 @@ fn main() {
     let train: Vec<i64> = ds.split("train").unwrap_or_default();
     let hc = HotChoice::parse("degree", train.clone(), 1024).unwrap();
     let cache = Arc::new(build_cache(&follow, budget, Policy::S3Fifo, &hc, 1.0).unwrap());
-    let cfg = SamplerConfig { cache: Some(cache.clone()), ..Default::default() };
+    let mut cfg = SamplerConfig { cache: Some(cache.clone()), ..Default::default() };
+    if let Some(d) = std::env::var("DEPTH").ok().and_then(|d| d.parse().ok()) {
+        cfg.io.depth = d;
+    }
     let mut s = flashgnn_sample::NeighborSampler::open(&path, &fan, &cfg).unwrap();
     let chunk = |i: usize| &train[(i * 1024) % (train.len() - 1024)..][..1024];
     for round in 0..4 {

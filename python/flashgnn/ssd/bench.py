@@ -239,6 +239,9 @@ def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=
         "read_amplification": tel["read_amplification"],
         "reads_per_node": tel["reads"] / max(tel["nodes"], 1),
         "cpu_us_per_read": tel["cpu_us_per_read"],
+        # Producer time blocked on a read with nothing served from memory to do.
+        "io_wait_ms_per_batch": tel.get("io_wait_seconds", 0.0) * 1e3 / max(tel["batches"], 1),
+        "cpu_ms_per_batch": tel["cpu_seconds"] * 1e3 / max(tel["batches"], 1),
         **cpu_per_extent(tel),
         "depth_hist": tel["depth_hist"],
         "depth_timeline": tel.get("timeline", [])[:4096],
@@ -419,7 +422,8 @@ def main_bench(a) -> int:
         sh = " ".join(f"{512 << i}B:{c}" for i, c in enumerate(r["size_hist"]) if c)
         print(f"  {r['engine']:<13} depth {dh}\n  {'':<13} sizes {sh}; CPU {r['cpu_us_per_read']:.1f} us/read, "
               f"{r['cpu_us_per_extent']:.2f} us per served extent ({r['extents_hit']:,.0f} cache hits, "
-              f"{r['extents_read']:,.0f} from reads)")
+              f"{r['extents_read']:,.0f} from reads); per batch and producer {r['cpu_ms_per_batch']:.1f} ms CPU, "
+              f"{r['io_wait_ms_per_batch']:.1f} ms blocked on reads")
     if split_cpu:
         sc = split_cpu
         print(f"summary: uring+cache CPU {sc['cpu_us_per_hit']:.2f} us per cache hit, {sc['cpu_us_per_miss']:.2f} us per miss "
