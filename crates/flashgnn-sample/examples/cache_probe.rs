@@ -1,6 +1,7 @@
 //! Deterministic cache metrics on a dataset (dev tool, not a test):
 //! `cargo run --release -p flashgnn-sample --example cache_probe -- DATASET BUDGET_BYTES [HOT] [FRACTION] [BATCHES]`
-//! prints per batch: reads by kind and hop, cache hits, thread CPU.
+//! prints per batch: reads by kind and hop, cache hits, thread CPU, wall time and the
+//! time blocked on reads (`NO_TRACE=1` for timings without the trace's bookkeeping).
 use flashgnn_format::trace::{KIND_FEATURE_ROW, KIND_OVERFLOW_PAGE, KIND_SLOT_PAGE};
 use flashgnn_sample::tiers::{build_cache, HotChoice};
 use flashgnn_sample::{Follow, Policy, SamplerConfig, View};
@@ -44,7 +45,7 @@ fn main() {
     let mut x = 0x1234_5678u64;
     let warm = 10;
     let mut by = std::collections::BTreeMap::new();
-    let (mut hits, mut reads, mut cpu) = (0u64, 0u64, Vec::new());
+    let (mut hits, mut reads, mut cpu, mut wall, mut wait) = (0u64, 0u64, Vec::new(), 0.0, 0.0);
     for b in 0..warm + batches {
         let seeds: Vec<i64> = (0..1024)
             .map(|_| {
@@ -64,6 +65,8 @@ fn main() {
             hits += t.cache_static_hits + t.cache_dynamic_hits;
             reads += t.reads;
             cpu.push(t.cpu_seconds);
+            wall += t.seconds;
+            wait += t.io_wait_seconds;
             for r in tr {
                 let k = match r.kind {
                     KIND_SLOT_PAGE => "slot",
@@ -81,10 +84,13 @@ fn main() {
         println!("  reads {k:<8} hop {h}: {:.0}/batch", *c as f64 / nb);
     }
     println!(
-        "summary: {:.0} reads/batch, {:.0} hits/batch, hit rate {:.2} %, CPU median {:.0} us/batch",
+        "summary: {:.0} reads/batch, {:.0} hits/batch, hit rate {:.2} %, CPU median {:.0} us/batch, \
+         wall {:.1} ms/batch of which {:.1} ms blocked on reads",
         reads as f64 / nb,
         hits as f64 / nb,
         100.0 * hits as f64 / (hits + reads) as f64,
-        cpu[cpu.len() / 2] * 1e6
+        cpu[cpu.len() / 2] * 1e6,
+        wall * 1e3 / nb,
+        wait * 1e3 / nb
     );
 }

@@ -118,20 +118,8 @@ impl Follow {
 
     /// [`Self::prepare`], then one mini-batch of `seeds` under batch seed `seed`.
     pub fn sample(&self, s: &mut NeighborSampler, seeds: &[i64], seed: u64) -> Result<crate::Batch> {
-        self.sample_ahead(s, seeds, seed, &[])
-    }
-
-    /// [`Self::sample`], reading `next`'s seed pages with the depth left
-    /// free ([`NeighborSampler::sample_ahead`]).
-    pub fn sample_ahead(
-        &self,
-        s: &mut NeighborSampler,
-        seeds: &[i64],
-        seed: u64,
-        next: &[i64],
-    ) -> Result<crate::Batch> {
         self.prepare(s)?;
-        s.sample_ahead(seeds, seed, next)
+        s.sample(seeds, seed)
     }
 
     /// [`Self::prepare`], then one random-walk batch.

@@ -295,23 +295,6 @@ pub struct NeighborSampler {
     /// Requests served from memory (this batch's pages or the cross-batch
     /// cache), waiting to be handled.
     ready: VecDeque<Ready>,
-    /// Slot pages of the *next* batch's seeds ([`Self::sample_ahead`]):
-    /// page -> its bytes once read (None while in flight or queued). Read
-    /// with whatever depth this batch leaves free, then handed to the next
-    /// batch's pages when it starts, so its seeds' misses (80 % of seeds are
-    /// misses on data/ooc: the train split is mostly low-degree nodes) are
-    /// not waited on at its head. Only pages, so batches are unchanged.
-    ahead: HashMap<u64, Option<Arc<[u8]>>>,
-    /// Reads for `ahead` not yet submitted: behind this batch's own queue.
-    ahead_queue: VecDeque<ReadReq>,
-    /// Pages of `ahead` whose read is in flight. Such a read may outlive the
-    /// batch that issued it (`run` returns once every read left is one of
-    /// these with no waiter), so it overlaps building the batch's output and
-    /// the consumer's step; the next batch waits on it like on its own.
-    ahead_reading: HashMap<u64, ()>,
-    /// How many of `ahead_reading` this batch waits on (a node of its own on
-    /// the page).
-    ahead_waited: usize,
     /// This batch's blocked time in `complete` and its count (telemetry).
     io_wait: f64,
     io_waits: u64,
@@ -410,9 +393,6 @@ impl NeighborSampler {
     /// submit/complete times since this call); [`Self::take_trace`] hands
     /// over the last batch's reads.
     pub fn set_trace(&mut self, on: bool) {
-        // A read ahead issued before capture started is not one of the
-        // captured batch's reads.
-        self.settle_ahead();
         self.trace = on.then(|| {
             Box::new(TraceCap {
                 t0: Instant::now(),
@@ -511,10 +491,6 @@ impl NeighborSampler {
                 cfg.batch_page_cache_bytes
             },
             ready: VecDeque::new(),
-            ahead: HashMap::default(),
-            ahead_queue: VecDeque::new(),
-            ahead_reading: HashMap::default(),
-            ahead_waited: 0,
             io_wait: 0.0,
             io_waits: 0,
             page_hits: 0,
@@ -603,11 +579,7 @@ impl NeighborSampler {
         self.io.counters()
     }
 
-    /// The engine, for I/O outside `sample` (hot-set scans, walks): reads
-    /// ahead still in flight are completed first, so every completion those
-    /// loops see is their own.
     pub(crate) fn io_mut(&mut self) -> &mut dyn ReadEngine {
-        self.settle_ahead();
         self.io.as_mut()
     }
     pub(crate) fn io_depth(&self) -> usize {
@@ -663,33 +635,19 @@ impl NeighborSampler {
 
     /// Sample one mini-batch around `seeds` (original ids) with `seed`.
     pub fn sample(&mut self, seeds: &[i64], seed: u64) -> Result<Batch> {
-        self.sample_ahead(seeds, seed, &[])
-    }
-
-    /// [`Self::sample`], also reading the slot pages of `next` — the seeds
-    /// of the batch this sampler will be asked for next — with the queue
-    /// depth this batch leaves free. The next call then finds them among its
-    /// pages. The batch returned is the same whatever `next` is (a wrong
-    /// guess costs reads, never a different batch); ids out of range in
-    /// `next` are skipped (the call that samples them refuses them).
-    pub fn sample_ahead(&mut self, seeds: &[i64], seed: u64, next: &[i64]) -> Result<Batch> {
         let t0 = Instant::now();
         let cpu0 = thread_cpu_seconds();
         let io0 = self.io.counters().clone();
         let direct0 = self.direct.clone();
         self.nodes.clear();
         self.index.clear();
-        // Pages read ahead and still in flight stay waited on (no waiter yet).
-        let reading = &self.ahead_reading;
-        self.pages.retain(|&(f, p), _| f == F_GRAPH && reading.contains_key(&p));
-        self.ahead_waited = 0;
+        self.pages.clear();
         self.queue.clear();
         self.features.clear();
         self.bytes_used = 0;
         self.checked_overflow.clear();
         self.timeline.clear();
         self.clear_page_cache();
-        self.adopt_ahead();
         (self.io_wait, self.io_waits) = (0.0, 0);
         self.page_hits = 0;
         self.cache_hits = [0; 2];
@@ -712,7 +670,6 @@ impl NeighborSampler {
             // next batch clears the queue.
             seed_idx.push(self.discover(v, 0, seed)?);
         }
-        self.plan_ahead(next);
         self.redrawn = false;
         let mut r = self.run(seed);
         if r.is_ok() && self.redrawn {
@@ -764,99 +721,6 @@ impl NeighborSampler {
             }
         }
         self.queue.clear();
-        self.pages.clear();
-        self.ahead.clear();
-        self.ahead_queue.clear();
-        self.ahead_reading.clear();
-        self.ahead_waited = 0;
-    }
-
-    /// Complete the reads ahead still in flight between batches; their pages
-    /// stay in `ahead` for the next batch. A failed one is dropped with the
-    /// rest (the next batch reads its pages itself and meets the error then).
-    fn settle_ahead(&mut self) {
-        if self.ahead_reading.is_empty() {
-            // Nothing of ours in flight: whatever is belongs to the caller
-            // of `io_mut` (a scan's own reads).
-            return;
-        }
-        let mut done = Vec::new();
-        while self.io.in_flight() > 0 {
-            done.clear();
-            let mut r = self.io.complete(1, &mut done).map_err(SampleError::from);
-            for d in done.drain(..) {
-                if r.is_ok() {
-                    r = self.on_done(&d, 0);
-                }
-                self.pool.put(d.buf);
-            }
-            if r.is_err() {
-                self.drain();
-                return;
-            }
-        }
-        self.pages.clear();
-        self.page_cache.clear();
-        self.page_cache_held = 0;
-    }
-
-    /// The pages read ahead for this batch become this batch's pages (those
-    /// still in flight are already among the pages it waits on).
-    fn adopt_ahead(&mut self) {
-        self.ahead_queue.clear();
-        for (page, data) in self.ahead.drain() {
-            if let Some(d) = data {
-                self.page_cache_held += d.len();
-                self.page_cache.insert((F_GRAPH, page), d);
-            }
-        }
-    }
-
-    /// Queue reads of the slot pages `next`'s seeds will need that no cache
-    /// holds (see [`Self::sample_ahead`]), at most half the batch page cache.
-    /// Not with the `memory` engine (nothing to read), while a trace is
-    /// captured (a trace records one batch's own reads), or on a snapshot's
-    /// overlay nodes (no slot).
-    fn plan_ahead(&mut self, next: &[i64]) {
-        let rb = self.row_bytes();
-        let wants_slot = self.hops() > 0
-            || self.want_degrees
-            || (self.placement == FeaturePlacement::Inline && rb > 0 && !self.free_features_only);
-        if next.is_empty() || !wants_slot || self.mem[F_GRAPH as usize].is_some() || self.trace.is_some() {
-            return;
-        }
-        let (p, n) = (self.layout.page_size as u64, self.layout.num_nodes);
-        let mut room = self.page_cache_max.saturating_sub(self.page_cache_held) / 2 / p as usize;
-        for &s in next {
-            if room == 0 {
-                break;
-            }
-            if s < 0 || s as u64 >= n || self.snapshot.as_deref().is_some_and(|x| x.record(s as u64).is_some()) {
-                continue;
-            }
-            let v = self.internal_of(s as u64);
-            if self.cache.as_deref().is_some_and(|c| c.get_static_extent(cache::key(F_SLOT, v as u64)).is_some()) {
-                continue;
-            }
-            let page = self.layout.slot_offset(v as u64) / p;
-            if self.ahead.contains_key(&page) {
-                continue;
-            }
-            room -= 1;
-            // Already here (kept, or read for this batch): handed over as is
-            // or when that read completes (`keep`).
-            let here = self.page_cache.get(&(F_GRAPH, page)).cloned();
-            let reading = self.pages.contains_key(&(F_GRAPH, page));
-            if here.is_none() && !reading {
-                self.ahead_queue.push_back(ReadReq {
-                    file: F_GRAPH,
-                    offset: page * p,
-                    len: p as u32,
-                    tag: TAG_PAGE | (F_GRAPH as u64) << 48 | page,
-                });
-            }
-            self.ahead.insert(page, here);
-        }
     }
 
     /// Reach internal node `v` at `hop`; returns its batch index.
@@ -940,9 +804,6 @@ impl NeighborSampler {
             return true;
         }
         if let Some(ws) = self.pages.get_mut(&key) {
-            if ws.is_empty() && key.0 == F_GRAPH && self.ahead_reading.contains_key(&key.1) {
-                self.ahead_waited += 1;
-            }
             ws.push(w);
             return true;
         }
@@ -1111,12 +972,7 @@ impl NeighborSampler {
         let mut done: Vec<Done> = Vec::new();
         loop {
             while self.io.in_flight() < self.io.depth() {
-                // Reads ahead take at most half the depth, so this batch's
-                // later misses never wait behind a full ring of them.
-                let spare = self.io.in_flight() < self.io.depth().div_ceil(2);
-                let Some(req) = self.queue.pop_front().or_else(|| if spare { self.next_ahead() } else { None }) else {
-                    break;
-                };
+                let Some(req) = self.queue.pop_front() else { break };
                 let buf = self.pool.get(req.len as usize);
                 if let Some(t) = self.trace.as_mut() {
                     if let Some(r) = t.rec_of_tag(req.tag) {
@@ -1124,26 +980,6 @@ impl NeighborSampler {
                     }
                 }
                 self.io.submit(req, buf)?;
-            }
-            // Reads ahead nobody in this batch waits on do not hold it up.
-            let own = self.io.in_flight() - (self.ahead_reading.len() - self.ahead_waited);
-            if own == 0 && self.queue.is_empty() && self.ready.is_empty() && self.io.in_flight() > 0 {
-                // This batch is done: the ring is the next batch's now. Once
-                // every read ahead is submitted, the last ring's worth stays in
-                // flight while this batch is built and consumed (measured:
-                // also stopping early, leaving the rest to the next batch,
-                // lost the gain — its head then waits on those seeds again).
-                if self.ahead_queue.is_empty() {
-                    return Ok(());
-                }
-                while self.io.in_flight() < self.io.depth() {
-                    let Some(req) = self.next_ahead() else { break };
-                    let buf = self.pool.get(req.len as usize);
-                    self.io.submit(req, buf)?;
-                }
-                if self.ahead_queue.is_empty() {
-                    return Ok(());
-                }
             }
             if self.io.in_flight() == 0 && self.queue.is_empty() {
                 // Synchronous engines complete inside submit; collect those too.
@@ -1193,12 +1029,10 @@ impl NeighborSampler {
                 // Misses found while serving hits go to the device every
                 // READY_ROUND requests served, not once the whole ready queue
                 // is empty: a hit expands into dozens more, so that queue can
-                // hold milliseconds of work while the ring sits empty.
+                // hold milliseconds of work while the ring sits empty (or full
+                // of reads long completed but not reaped).
                 handled += 1;
-                if handled.is_multiple_of(READY_ROUND)
-                    && !self.queue.is_empty()
-                    && self.io.in_flight() < self.io.depth()
-                {
+                if handled.is_multiple_of(READY_ROUND) && !self.queue.is_empty() {
                     self.ready.push_front(r);
                     break;
                 }
@@ -1252,46 +1086,18 @@ impl NeighborSampler {
         }
     }
 
-    /// The next read ahead for the next batch, once this batch has none
-    /// waiting. A page this batch has started reading meanwhile is not read
-    /// twice: its read fills `ahead` when it completes (`keep`).
-    fn next_ahead(&mut self) -> Option<ReadReq> {
-        while let Some(req) = self.ahead_queue.pop_front() {
-            let page = req.offset / self.layout.page_size as u64;
-            if let Some(d) = self.page_cache.get(&(F_GRAPH, page)) {
-                self.ahead.insert(page, Some(d.clone()));
-            } else if let std::collections::hash_map::Entry::Vacant(e) = self.pages.entry((F_GRAPH, page)) {
-                // Waited on like any page of this batch: a node of this batch
-                // on it becomes a waiter instead of issuing a second read.
-                e.insert(Vec::new());
-                self.ahead_reading.insert(page, ());
-                return Some(req);
-            }
-        }
-        None
-    }
-
     /// A read passed its checks: keep a copy of a page for the rest of the
     /// batch (bounded) and offer the extent at logical (`file`, `offset`) to
     /// the cross-batch cache.
     /// Slot pages go to the batch's pages only: their slots are offered one
     /// by one (`on_slot`).
-    /// A slot page the next batch asked for (`ahead`) is handed to it too.
     fn keep(&mut self, file: u16, offset: u64, bytes: &[u8], is_page: bool) {
         let fits = is_page && self.page_cache_held + bytes.len() <= self.page_cache_max;
         let shared = if file == F_GRAPH { None } else { self.cache.as_ref().filter(|c| c.accepts(bytes.len())) };
-        let ahead = if file == F_GRAPH && is_page {
-            self.ahead.get_mut(&(offset / self.layout.page_size as u64))
-        } else {
-            None
-        };
-        if !fits && shared.is_none() && ahead.is_none() {
+        if !fits && shared.is_none() {
             return;
         }
         let data: Arc<[u8]> = Arc::from(bytes);
-        if let Some(a) = ahead {
-            *a = Some(data.clone());
-        }
         if let Some(c) = shared {
             c.insert(cache::key(file, offset), data.clone());
         }
@@ -1327,9 +1133,6 @@ impl NeighborSampler {
         let file = ((tag >> 48) & 0xff) as u16;
         let page = tag & ((1 << 48) - 1);
         let waiters = self.pages.remove(&(file, page)).unwrap_or_default();
-        if file == F_GRAPH && self.ahead_reading.remove(&page).is_some() && !waiters.is_empty() {
-            self.ahead_waited -= 1;
-        }
         if file == F_OVERFLOW {
             check_overflow_page(&self.layout, &self.files[F_OVERFLOW as usize], page, buf)?;
         }
@@ -1740,8 +1543,9 @@ impl NeighborSampler {
 }
 
 impl Drop for NeighborSampler {
-    /// Reads ahead may still be in flight between batches: the kernel writes
-    /// into their buffers until they complete, so wait for them first.
+    /// A batch never returns with reads in flight, but a panic unwinding out
+    /// of one can: the kernel writes into their buffers until they complete,
+    /// so wait for them before the buffers are freed.
     fn drop(&mut self) {
         if self.io.in_flight() > 0 {
             self.drain();

@@ -10,9 +10,6 @@
 //! - Each producer owns its own sampler (its own ring and buffers), opened
 //!   through the [`Follow`] (so it follows a live graph's generations) and
 //!   takes every W-th batch: one batch's tail overlaps the next one's head.
-//! - While it samples batch i, a producer reads the slot pages of its next
-//!   batch's seeds (i + W) with the queue depth batch i leaves free
-//!   ([`crate::NeighborSampler::sample_ahead`]).
 //! - Batch i is the seeds `order[i*B .. (i+1)*B]` under batch seed
 //!   `seed + i`, so the batches — and their order — do not depend on the
 //!   number of producers.
@@ -95,12 +92,9 @@ impl Pipeline {
                         return Telemetry::default();
                     }
                 };
-                let chunk = |i: usize| &order[(i * bs).min(order.len())..((i + 1) * bs).min(order.len())];
                 for i in (w..total).step_by(workers) {
-                    // This producer's next batch is i + W: its seed pages are
-                    // read with the depth batch i leaves free.
-                    let next = if i + workers < total { chunk(i + workers) } else { &[] };
-                    let r = follow.sample_ahead(&mut s, chunk(i), seed.wrapping_add(i as u64), next);
+                    let chunk = &order[i * bs..((i + 1) * bs).min(order.len())];
+                    let r = follow.sample(&mut s, chunk, seed.wrapping_add(i as u64));
                     let stop = r.is_err();
                     if tx.send(r).is_err() || stop {
                         break;
