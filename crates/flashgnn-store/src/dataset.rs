@@ -689,13 +689,27 @@ impl Dataset {
     /// whole-file check, for side files on first use and for `verify`. A file
     /// the manifest does not list is refused before anything is opened.
     pub(crate) fn check_whole_file(&self, name: &str, progress: &mut dyn FnMut(u64)) -> Result<u64> {
+        self.check_whole_file_pages(name, 1, progress, &mut |_, _| ())
+    }
+
+    /// [`Self::check_whole_file`], also handing every `page`-byte page read
+    /// to `each(page_number, bytes)` on the way (the last one may be short),
+    /// so one pass over a file serves its checksum and its structure checks
+    /// (`verify`). `page` is a power of two (a layout's page size).
+    pub(crate) fn check_whole_file_pages(
+        &self,
+        name: &str,
+        page: usize,
+        progress: &mut dyn FnMut(u64),
+        each: &mut dyn FnMut(u64, &[u8]),
+    ) -> Result<u64> {
         let entry = self
             .manifest
             .files
             .get(name)
             .ok_or_else(|| StoreError::BadRequest(format!("{} has no {name}", self.root.display())))?;
         let r = flashgnn_io::stripe::open_reader(&self.root, name)?;
-        let computed = whole_file_crc(r.as_ref(), progress)?;
+        let computed = whole_file_crc_pages(r.as_ref(), page, progress, each)?;
         if computed != entry.crc32c {
             return Err(FormatError::Checksum {
                 file: self.file(name),
@@ -849,13 +863,30 @@ pub fn check_header_page(root: &Path, layout: &Layout, name: &str, page: &[u8]) 
 
 /// CRC32C of a whole file read in 4 MiB chunks; `progress(bytes)` after each.
 pub fn whole_file_crc(r: &dyn ReadAt, progress: &mut dyn FnMut(u64)) -> Result<u32> {
+    whole_file_crc_pages(r, 1, progress, &mut |_, _| ())
+}
+
+/// [`whole_file_crc`], handing each `page`-byte page to `each(number, bytes)`
+/// as it goes (reads of 4 MiB, a multiple of any power-of-two page up to it).
+fn whole_file_crc_pages(
+    r: &dyn ReadAt,
+    page: usize,
+    progress: &mut dyn FnMut(u64),
+    each: &mut dyn FnMut(u64, &[u8]),
+) -> Result<u32> {
     let mut crc = flashgnn_format::checksum::FileCrc::default();
-    let mut buf = vec![0u8; 4 << 20];
+    let chunk = (4usize << 20).max(page);
+    let mut buf = vec![0u8; chunk];
     let mut off = 0;
     while off < r.len() {
         let k = ((r.len() - off) as usize).min(buf.len());
         r.read_exact_at(&mut buf[..k], off)?;
         crc.update(&buf[..k]);
+        if page > 1 {
+            for (j, bytes) in buf[..k].chunks(page).enumerate() {
+                each(off / page as u64 + j as u64, bytes);
+            }
+        }
         off += k as u64;
         progress(k as u64);
     }

@@ -1,7 +1,9 @@
 //! `flashgnn verify`: check every byte of a dataset.
 //!
 //! Order (after `Dataset::open` has checked file sizes and header pages
-//! against the manifest): whole-file CRC32Cs; then structure — every slot (checksum, bounds, zero padding, zero page
+//! against the manifest): whole-file CRC32Cs (graph.fg and overflow.fg are
+//! walked page by page in that same pass: each file is read once, a
+//! structure error is held until every CRC has matched); then structure — every slot (checksum, bounds, zero padding, zero page
 //! slack), overflow contiguity (node v's overflow range starts where the
 //! previous spilling node's ended, so ranges tile `[0, overflow_entries)`),
 //! every overflow page (checksum, page number, ids < N), the degree sum
@@ -33,31 +35,62 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
     let m = ds.manifest();
     let l = ds.layout();
     let mut rep = VerifyReport::default();
-    let total: u64 = m.files.values().map(|f| f.bytes).sum::<u64>() * 2;
+    let separate = l.placement == FeaturePlacement::Separate;
+    let feature_bytes = m.files.get(FEATURES_FILE).map_or(0, |f| f.bytes);
+    let total: u64 = m.files.values().map(|f| f.bytes).sum::<u64>() + if separate { feature_bytes } else { 0 };
     let mut done = 0u64;
 
-    // 1. Whole files.
+    // 1. Whole files. graph.fg and overflow.fg are checked page by page in
+    // the same pass (one read of each, where the CRC pass and the structure
+    // pass used to read them twice); a structure error found there is held
+    // until every whole-file CRC has matched, so errors keep the order above.
+    let gname = ds.file(GRAPH_FILE);
+    let p = l.page_size as usize;
+    let (slot_pages, overflow_pages) = (l.slot_pages(), l.overflow_pages());
+    let mut walk = SlotWalk::start();
+    let (mut slot_err, mut overflow_err) = (None, None);
+    let (mut slots, mut slot_pages_seen, mut overflow_checked) = (0u64, 0u64, 0u64);
     for name in m.files.keys() {
-        rep.bytes += ds.check_whole_file(name, &mut |k| {
-            done += k;
-            progress(done, total);
-        })?;
+        let mut each = |pg: u64, page: &[u8]| match name.as_str() {
+            // Page 0 is the header (checked by `Dataset::open`).
+            GRAPH_FILE if (1..=slot_pages).contains(&pg) && slot_err.is_none() && page.len() == p => {
+                slot_pages_seen += 1;
+                match check_slot_page(ds, pg - 1, page, true, &mut walk) {
+                    Ok(n) => slots += n,
+                    Err(e) => slot_err = Some(e),
+                }
+            }
+            OVERFLOW_FILE if (1..=overflow_pages).contains(&pg) && overflow_err.is_none() && page.len() == p => {
+                match check_overflow_data_page(ds, pg, page) {
+                    Ok(()) => overflow_checked += 1,
+                    Err(e) => overflow_err = Some(e),
+                }
+            }
+            _ => {}
+        };
+        let walked = name == GRAPH_FILE || name == OVERFLOW_FILE;
+        rep.bytes += ds.check_whole_file_pages(
+            name,
+            if walked { p } else { 1 },
+            &mut |k| {
+                done += k;
+                progress(done, total);
+            },
+            &mut each,
+        )?;
         rep.files += 1;
     }
 
-    // 2. Slots, page by page.
-    let gname = ds.file(GRAPH_FILE);
-    let p = l.page_size as usize;
-    let mut page = vec![0u8; p];
-    let mut walk = SlotWalk::start();
-    for pg in 0..l.slot_pages() {
-        ds.graph_reader().read_exact_at(&mut page, (pg + 1) * p as u64)?;
-        rep.slots += check_slot_page(ds, pg, &page, true, &mut walk)?;
-        done += p as u64;
-        if pg % 256 == 0 {
-            progress(done.min(total), total);
-        }
+    // 2. Slots (checked above, in page order).
+    if let Some(e) = slot_err {
+        return Err(e);
     }
+    // Every page the layout promises was there (`Dataset::open` checked the
+    // sizes; this holds against a file changed since).
+    if slot_pages_seen != slot_pages {
+        return Err(FormatError::oob(&gname, 0, "slot pages read", slot_pages_seen, format!("== {slot_pages}")).into());
+    }
+    rep.slots = slots;
     let (degree_sum, next_overflow) = (walk.degree_sum, walk.next_overflow.unwrap_or(0));
     if degree_sum != l.num_edges {
         return Err(
@@ -75,19 +108,25 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
         .into());
     }
 
-    // 3. Overflow pages.
-    for pg in 1..=l.overflow_pages() {
-        ds.overflow_reader().read_exact_at(&mut page, pg * p as u64)?;
-        check_overflow_data_page(ds, pg, &page)?;
-        rep.overflow_pages += 1;
-        done += p as u64;
-        if pg % 256 == 0 {
-            progress(done.min(total), total);
-        }
+    // 3. Overflow pages (checked above).
+    if let Some(e) = overflow_err {
+        return Err(e);
     }
+    if overflow_checked != overflow_pages {
+        let oname = ds.file(OVERFLOW_FILE);
+        return Err(FormatError::oob(
+            oname,
+            0,
+            "overflow pages read",
+            overflow_checked,
+            format!("== {overflow_pages}"),
+        )
+        .into());
+    }
+    rep.overflow_pages = overflow_checked;
 
     // 4. Separate feature rows.
-    if l.placement == FeaturePlacement::Separate {
+    if separate {
         let crcs = ds.side_array(FEATURE_CRC_FILE)?;
         if crcs.len() != l.num_nodes {
             return Err(FormatError::oob(
