@@ -695,7 +695,8 @@ impl Dataset {
     /// [`Self::check_whole_file`], also handing every `page`-byte page read
     /// to `each(page_number, bytes)` on the way (the last one may be short),
     /// so one pass over a file serves its checksum and its structure checks
-    /// (`verify`). `page` is a power of two (a layout's page size).
+    /// (`verify`). `page` is a power of two (a layout's page size); with
+    /// `page > 1` the file is read with O_DIRECT.
     pub(crate) fn check_whole_file_pages(
         &self,
         name: &str,
@@ -708,8 +709,17 @@ impl Dataset {
             .files
             .get(name)
             .ok_or_else(|| StoreError::BadRequest(format!("{} has no {name}", self.root.display())))?;
-        let r = flashgnn_io::stripe::open_reader(&self.root, name)?;
-        let computed = whole_file_crc_pages(r.as_ref(), page, progress, each)?;
+        let (computed, len) = if page > 1 {
+            // A structure walk (`verify`): read once, straight from the
+            // device (O_DIRECT where the file system allows it), into one
+            // aligned buffer checked in place; nothing reads these pages
+            // again soon, so they are not copied into the page cache.
+            let mut f = flashgnn_io::direct::DirectFile::open(&self.root, name)?;
+            (direct_crc_pages(&mut f, page, progress, each)?, f.len())
+        } else {
+            let r = flashgnn_io::stripe::open_reader(&self.root, name)?;
+            (whole_file_crc(r.as_ref(), progress)?, r.len())
+        };
         if computed != entry.crc32c {
             return Err(FormatError::Checksum {
                 file: self.file(name),
@@ -720,7 +730,7 @@ impl Dataset {
             }
             .into());
         }
-        Ok(r.len())
+        Ok(len)
     }
 
     /// Labels of original ids (-1 = unlabeled). From the labels in memory
@@ -863,29 +873,45 @@ pub fn check_header_page(root: &Path, layout: &Layout, name: &str, page: &[u8]) 
 
 /// CRC32C of a whole file read in 4 MiB chunks; `progress(bytes)` after each.
 pub fn whole_file_crc(r: &dyn ReadAt, progress: &mut dyn FnMut(u64)) -> Result<u32> {
-    whole_file_crc_pages(r, 1, progress, &mut |_, _| ())
+    let mut crc = flashgnn_format::checksum::FileCrc::default();
+    let mut buf = vec![0u8; 4 << 20];
+    let mut off = 0;
+    while off < r.len() {
+        let k = ((r.len() - off) as usize).min(buf.len());
+        r.read_exact_at(&mut buf[..k], off)?;
+        crc.update(&buf[..k]);
+        off += k as u64;
+        progress(k as u64);
+    }
+    Ok(crc.value())
 }
 
-/// [`whole_file_crc`], handing each `page`-byte page to `each(number, bytes)`
-/// as it goes (reads of 4 MiB, a multiple of any power-of-two page up to it).
-fn whole_file_crc_pages(
-    r: &dyn ReadAt,
+/// The whole-file CRC32C through a [`flashgnn_io::direct::DirectFile`],
+/// handing each `page`-byte page to `each(number, bytes)` (the last may be
+/// short; reads of 4 MiB, a multiple of any power-of-two page up to it):
+/// plain files are checked where the aligned read buffer holds them (no
+/// copy); striped ones are assembled into one chunk first.
+fn direct_crc_pages(
+    f: &mut flashgnn_io::direct::DirectFile,
     page: usize,
     progress: &mut dyn FnMut(u64),
     each: &mut dyn FnMut(u64, &[u8]),
 ) -> Result<u32> {
     let mut crc = flashgnn_format::checksum::FileCrc::default();
     let chunk = (4usize << 20).max(page);
-    let mut buf = vec![0u8; chunk];
+    let mut striped = if f.is_striped() { vec![0u8; chunk] } else { Vec::new() };
     let mut off = 0;
-    while off < r.len() {
-        let k = ((r.len() - off) as usize).min(buf.len());
-        r.read_exact_at(&mut buf[..k], off)?;
-        crc.update(&buf[..k]);
-        if page > 1 {
-            for (j, bytes) in buf[..k].chunks(page).enumerate() {
-                each(off / page as u64 + j as u64, bytes);
-            }
+    while off < f.len() {
+        let k = ((f.len() - off) as usize).min(chunk);
+        let bytes: &[u8] = if f.is_striped() {
+            f.read_into(off, &mut striped[..k])?;
+            &striped[..k]
+        } else {
+            f.read_view(off, k)?
+        };
+        crc.update(bytes);
+        for (j, p) in bytes.chunks(page).enumerate() {
+            each(off / page as u64 + j as u64, p);
         }
         off += k as u64;
         progress(k as u64);
