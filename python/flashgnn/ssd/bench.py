@@ -37,8 +37,12 @@ def engine_base_bytes(workers: int) -> int:
     table, gathered rows, per-batch page copies, buffer pool; and batches
     queued for the consumer). Re-measured 2026-11-21: 209 MiB with one
     producer; a cache's static part is now filled up front (slot-sized
-    entries), so the allowance keeps ~30 MiB of headroom over that."""
-    return (96 << 20) + (144 << 20) * max(int(workers), 1)
+    entries), so the allowance keeps ~30 MiB of headroom over that.
+    Re-measured 2026-11-27 (`uring`, 20 batches): 178 MiB with one producer,
+    261 MiB with two — ~84 MiB per producer; 112 MiB each keeps ~30 MiB of
+    headroom per producer (144 MiB each had left two producers under a
+    768 MiB cap a 384 MiB cache where 448 MiB fit)."""
+    return (96 << 20) + (112 << 20) * max(int(workers), 1)
 
 
 def default_workers(path, fanouts, batch_size: int, memory_budget, memory_limit: int | None) -> int:
