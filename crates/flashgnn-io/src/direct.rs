@@ -84,10 +84,6 @@ impl DirectFile {
     pub fn path(&self) -> &Path {
         &self.path
     }
-    /// Whether the file is striped over parts ([`Self::read_view`] refuses it).
-    pub fn is_striped(&self) -> bool {
-        self.map.is_some()
-    }
     /// Whether every part was opened with O_DIRECT.
     pub fn is_direct(&self) -> bool {
         self.direct

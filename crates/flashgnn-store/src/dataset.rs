@@ -889,32 +889,48 @@ pub fn whole_file_crc(r: &dyn ReadAt, progress: &mut dyn FnMut(u64)) -> Result<u
 /// The whole-file CRC32C through a [`flashgnn_io::direct::DirectFile`],
 /// handing each `page`-byte page to `each(number, bytes)` (the last may be
 /// short; reads of 4 MiB, a multiple of any power-of-two page up to it):
-/// plain files are checked where the aligned read buffer holds them (no
-/// copy); striped ones are assembled into one chunk first.
+/// read on a second thread, checked on this one.
 fn direct_crc_pages(
     f: &mut flashgnn_io::direct::DirectFile,
     page: usize,
     progress: &mut dyn FnMut(u64),
     each: &mut dyn FnMut(u64, &[u8]),
 ) -> Result<u32> {
-    let mut crc = flashgnn_format::checksum::FileCrc::default();
     let chunk = (4usize << 20).max(page);
-    let mut striped = if f.is_striped() { vec![0u8; chunk] } else { Vec::new() };
-    let mut off = 0;
-    while off < f.len() {
-        let k = ((f.len() - off) as usize).min(chunk);
-        let bytes: &[u8] = if f.is_striped() {
-            f.read_into(off, &mut striped[..k])?;
-            &striped[..k]
-        } else {
-            f.read_view(off, k)?
-        };
-        crc.update(bytes);
-        for (j, p) in bytes.chunks(page).enumerate() {
-            each(off / page as u64 + j as u64, p);
+    let len = f.len();
+    // A reader thread keeps the next chunks coming while this one is checked
+    // (the checks are CPU-bound, ~0.8 GB/s here, the reads not), two ahead,
+    // its buffers handed back for reuse. Dropping `chunks` (an error below)
+    // stops it at its next send.
+    let (tx, chunks) = std::sync::mpsc::sync_channel::<Result<Vec<u8>>>(2);
+    let (back, spare) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            let mut off = 0;
+            while off < len {
+                let k = ((len - off) as usize).min(chunk);
+                let mut buf = spare.try_recv().unwrap_or_default();
+                buf.resize(k, 0);
+                let r = f.read_into(off, &mut buf).map(|_| buf).map_err(StoreError::from);
+                let failed = r.is_err();
+                if tx.send(r).is_err() || failed {
+                    return;
+                }
+                off += k as u64;
+            }
+        });
+        let mut crc = flashgnn_format::checksum::FileCrc::default();
+        let mut off = 0u64;
+        for bytes in chunks {
+            let bytes = bytes?;
+            crc.update(&bytes);
+            for (j, p) in bytes.chunks(page).enumerate() {
+                each(off / page as u64 + j as u64, p);
+            }
+            off += bytes.len() as u64;
+            progress(bytes.len() as u64);
+            let _ = back.send(bytes);
         }
-        off += k as u64;
-        progress(k as u64);
-    }
-    Ok(crc.value())
+        Ok(crc.value())
+    })
 }
