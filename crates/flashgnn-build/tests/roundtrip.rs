@@ -202,16 +202,16 @@ fn hub_with_a_million_neighbors() {
     // one pass (it used to read them twice, the second time 4 KiB at a time):
     // the process's read bytes (its reader thread's included; the other test
     // of this file waits on `SERIAL`) stay near the dataset's size.
-    let thread_read = || {
+    let process_read = || {
         let io = std::fs::read_to_string("/proc/self/io").unwrap();
         io.lines().find_map(|l| l.strip_prefix("rchar: ")).unwrap().trim().parse::<u64>().unwrap()
     };
     let bytes: u64 = ds.manifest().files.values().map(|f| f.bytes).sum();
     let structure: u64 = ["graph.fg", "overflow.fg"].iter().map(|f| ds.manifest().files[*f].bytes).sum();
     assert!(structure * 2 > bytes, "graph.fg and overflow.fg are most of the dataset");
-    let before = thread_read();
+    let before = process_read();
     let rep = flashgnn_store::verify(&ds, &mut |_, _| ()).unwrap();
-    let read = thread_read() - before;
+    let read = process_read() - before;
     assert_eq!(rep.overflow_pages, ds.layout().overflow_pages());
     assert_eq!(rep.slots, n);
     assert!(read >= bytes && read < bytes + structure / 2, "verify read {read} B of a {bytes} B dataset");

@@ -242,9 +242,10 @@ impl NeighborSampler {
             })?;
         }
         out.sort_by_offset(); // offsets were laid out hottest first
-                              // Every overflow page above went through `check_overflow_page` and
-                              // every slot through `decode_slot` (CRC32C and bounds) right before
-                              // `put_at`; the arena is never written again.
+
+        // Every overflow page above went through `check_overflow_page` and
+        // every slot through `decode_slot` (CRC32C and bounds) right before
+        // `put_at`; the arena is never written again.
         out.mark_checked();
         Ok(out)
     }

@@ -689,14 +689,19 @@ impl Dataset {
     /// whole-file check, for side files on first use and for `verify`. A file
     /// the manifest does not list is refused before anything is opened.
     pub(crate) fn check_whole_file(&self, name: &str, progress: &mut dyn FnMut(u64)) -> Result<u64> {
-        self.check_whole_file_pages(name, 1, progress, &mut |_, _| ())
+        let stored = self.manifest_crc(name)?;
+        let r = flashgnn_io::stripe::open_reader(&self.root, name)?;
+        self.crc_matches(name, stored, whole_file_crc(r.as_ref(), progress)?)?;
+        Ok(r.len())
     }
 
-    /// [`Self::check_whole_file`], also handing every `page`-byte page read
-    /// to `each(page_number, bytes)` on the way (the last one may be short),
-    /// so one pass over a file serves its checksum and its structure checks
-    /// (`verify`). `page` is a power of two (a layout's page size); with
-    /// `page > 1` the file is read with O_DIRECT.
+    /// [`Self::check_whole_file`] for a file `verify` also walks page by
+    /// page: every `page`-byte page (a layout's page size; the last may be
+    /// short) goes to `each(page_number, bytes)` on the way, so one read
+    /// serves the checksum and the structure checks. Read straight from the
+    /// device (O_DIRECT where the file system allows it) on a reader thread:
+    /// nothing reads these pages again soon, so they are not copied into the
+    /// page cache.
     pub(crate) fn check_whole_file_pages(
         &self,
         name: &str,
@@ -704,33 +709,33 @@ impl Dataset {
         progress: &mut dyn FnMut(u64),
         each: &mut dyn FnMut(u64, &[u8]),
     ) -> Result<u64> {
-        let entry = self
-            .manifest
-            .files
-            .get(name)
-            .ok_or_else(|| StoreError::BadRequest(format!("{} has no {name}", self.root.display())))?;
-        let (computed, len) = if page > 1 {
-            // A structure walk (`verify`): read once, straight from the
-            // device (O_DIRECT where the file system allows it), into one
-            // aligned buffer checked in place; nothing reads these pages
-            // again soon, so they are not copied into the page cache.
-            let mut f = flashgnn_io::direct::DirectFile::open(&self.root, name)?;
-            (direct_crc_pages(&mut f, page, progress, each)?, f.len())
-        } else {
-            let r = flashgnn_io::stripe::open_reader(&self.root, name)?;
-            (whole_file_crc(r.as_ref(), progress)?, r.len())
-        };
-        if computed != entry.crc32c {
+        let stored = self.manifest_crc(name)?;
+        let mut f = flashgnn_io::direct::DirectFile::open(&self.root, name)?;
+        let len = f.len();
+        self.crc_matches(name, stored, direct_crc_pages(&mut f, page, progress, each)?)?;
+        Ok(len)
+    }
+
+    /// The manifest's CRC32C of `name`; a file it does not list is refused.
+    fn manifest_crc(&self, name: &str) -> Result<u32> {
+        match self.manifest.files.get(name) {
+            Some(entry) => Ok(entry.crc32c),
+            None => Err(StoreError::BadRequest(format!("{} has no {name}", self.root.display()))),
+        }
+    }
+
+    fn crc_matches(&self, name: &str, stored: u32, computed: u32) -> Result<()> {
+        if computed != stored {
             return Err(FormatError::Checksum {
                 file: self.file(name),
                 offset: 0,
                 what: "whole file".into(),
-                stored: entry.crc32c,
+                stored,
                 computed,
             }
             .into());
         }
-        Ok(len)
+        Ok(())
     }
 
     /// Labels of original ids (-1 = unlabeled). From the labels in memory
@@ -887,9 +892,9 @@ pub fn whole_file_crc(r: &dyn ReadAt, progress: &mut dyn FnMut(u64)) -> Result<u
 }
 
 /// The whole-file CRC32C through a [`flashgnn_io::direct::DirectFile`],
-/// handing each `page`-byte page to `each(number, bytes)` (the last may be
-/// short; reads of 4 MiB, a multiple of any power-of-two page up to it):
-/// read on a second thread, checked on this one.
+/// handing each `page`-byte page to `each(number, bytes)` (reads of 4 MiB, a
+/// multiple of any power-of-two page up to it): read on a second thread,
+/// checked on this one.
 fn direct_crc_pages(
     f: &mut flashgnn_io::direct::DirectFile,
     page: usize,

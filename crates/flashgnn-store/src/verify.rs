@@ -51,33 +51,31 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
     let (mut slot_err, mut overflow_err) = (None, None);
     let (mut slots, mut slot_pages_seen, mut overflow_checked) = (0u64, 0u64, 0u64);
     for name in m.files.keys() {
-        let mut each = |pg: u64, page: &[u8]| match name.as_str() {
-            // Page 0 is the header (checked by `Dataset::open`).
-            GRAPH_FILE if (1..=slot_pages).contains(&pg) && slot_err.is_none() && page.len() == p => {
-                slot_pages_seen += 1;
-                match check_slot_page(ds, pg - 1, page, true, &mut walk) {
-                    Ok(n) => slots += n,
-                    Err(e) => slot_err = Some(e),
-                }
-            }
-            OVERFLOW_FILE if (1..=overflow_pages).contains(&pg) && overflow_err.is_none() && page.len() == p => {
-                match check_overflow_data_page(ds, pg, page) {
-                    Ok(()) => overflow_checked += 1,
-                    Err(e) => overflow_err = Some(e),
-                }
-            }
-            _ => {}
+        let mut count = |k| {
+            done += k;
+            progress(done, total);
         };
-        let walked = name == GRAPH_FILE || name == OVERFLOW_FILE;
-        rep.bytes += ds.check_whole_file_pages(
-            name,
-            if walked { p } else { 1 },
-            &mut |k| {
-                done += k;
-                progress(done, total);
-            },
-            &mut each,
-        )?;
+        // Page 0 is the header (checked by `Dataset::open`).
+        rep.bytes += match name.as_str() {
+            GRAPH_FILE => ds.check_whole_file_pages(name, p, &mut count, &mut |pg, page| {
+                if (1..=slot_pages).contains(&pg) && slot_err.is_none() && page.len() == p {
+                    slot_pages_seen += 1;
+                    match check_slot_page(ds, pg - 1, page, true, &mut walk) {
+                        Ok(n) => slots += n,
+                        Err(e) => slot_err = Some(e),
+                    }
+                }
+            })?,
+            OVERFLOW_FILE => ds.check_whole_file_pages(name, p, &mut count, &mut |pg, page| {
+                if (1..=overflow_pages).contains(&pg) && overflow_err.is_none() && page.len() == p {
+                    match check_overflow_data_page(ds, pg, page) {
+                        Ok(()) => overflow_checked += 1,
+                        Err(e) => overflow_err = Some(e),
+                    }
+                }
+            })?,
+            _ => ds.check_whole_file(name, &mut count)?,
+        };
         rep.files += 1;
     }
 
