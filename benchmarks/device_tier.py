@@ -34,6 +34,9 @@ def _run(path, fanouts, batch_size, batches, device, cache_budget, device_cache=
     rng = np.random.default_rng(0)
     pool = ds.split("train") if "train" in ds.split_names else np.arange(ds.num_nodes)
     order = rng.permutation(pool)[: (batches + 1) * batch_size]
+    if len(order) < 2 * batch_size:  # one warm-up batch, then at least one timed
+        raise SystemExit(f"device_tier: {path}: {len(pool):,} seed nodes make fewer than 2 batches of {batch_size:,}; "
+                         f"pass a smaller --batch-size")
     cache = Cache(path, fanouts, cache_budget) if cache_budget else None
     s = Sampler(path, fanouts, dtype=np.float32, cache=cache, device_cache=device_cache)
     h2d = 0

@@ -46,12 +46,17 @@ def test_device_tier_gives_the_plain_batches_with_fewer_reads(ds_path, device):
     assert s["hits"] > 0 and 0 < s["hit_rate"] < 1 and s["bytes"] == 400 * row
 
 
-def test_loader_with_device_tier_yields_x_on_the_device(ds_path):
-    dc = DeviceCache(ds_path, 1 << 16, device="cpu")
-    a = flashgnn.NeighborLoader(ds_path, [5, 5], batch_size=64, split="train", shuffle=False, device_cache=dc)
+@pytest.mark.parametrize("device", DEVICES)
+def test_loader_with_device_tier_yields_x_on_the_device(ds_path, device):
+    dc = DeviceCache(ds_path, 1 << 16, device=device)
+    # pin_memory pins the host tensors only (x is built on the device); a no-op without CUDA, as in PyG.
+    a = flashgnn.NeighborLoader(ds_path, [5, 5], batch_size=64, split="train", shuffle=False, device_cache=dc,
+                                pin_memory=True)
     b = flashgnn.NeighborLoader(ds_path, [5, 5], batch_size=64, split="train", shuffle=False)
     for da, db in zip(a, b):
-        assert torch.equal(da.x, db.x) and torch.equal(da.edge_index, db.edge_index)
+        assert da.x.device.type == device and da.edge_index.device.type == "cpu"
+        assert da.edge_index.is_pinned() == torch.cuda.is_available()
+        assert torch.equal(da.x.cpu(), db.x) and torch.equal(da.edge_index, db.edge_index)
     assert dc.stats()["hits"] > 0
 
 

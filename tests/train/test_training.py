@@ -438,9 +438,13 @@ def test_train_cli_progress_and_summary(ds_path, tmp_path):
 
 
 @pytest.mark.gpu
-def test_cuda_device(ds_path):
-    s = run(_args(ds_path, "--epochs", "1", "--device", "cuda"))
+@pytest.mark.parametrize("device_cache", ["0", "64KiB"])
+def test_cuda_device(ds_path, device_cache):
+    # With --device-cache, x arrives on the device already: the feeder pins and copies only host tensors
+    # (it once pinned every tensor, and CUDA's x made the first batch fail).
+    s = run(_args(ds_path, "--epochs", "1", "--device", "cuda", "--device-cache", device_cache))
     assert s["model_obj"].convs[0].lin_l.weight.is_cuda
+    assert s["epochs"] == 1 and s["history"][0]["train_acc"] > 0
 
 
 def test_cuda_requested_without_a_device(ds_path):

@@ -8,6 +8,10 @@ pass through untouched, so the trainer wraps every loader in it.
 from __future__ import annotations
 
 
+def _pinned(t):
+    return t.pin_memory() if t.device.type == "cpu" else t
+
+
 class DeviceFeeder:
     """Moves batches to a CUDA device ahead of use: a background thread
     (:func:`flashgnn.loader.neighbor.run_ahead`) pins each batch and issues its
@@ -30,7 +34,8 @@ class DeviceFeeder:
         def staged():
             for data in self.it:
                 with torch.cuda.stream(stream):
-                    data = data.pin_memory().to(self.device, non_blocking=True)
+                    # Only host tensors are pinned: with a DeviceCache, x is already on the device.
+                    data = data.apply(_pinned).to(self.device, non_blocking=True)
                     ev = torch.cuda.Event()
                     ev.record(stream)
                 yield data, ev
