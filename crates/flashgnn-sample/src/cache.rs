@@ -318,6 +318,9 @@ pub struct StaticSet {
     /// assembled any other way (`From<Vec<..>>`, a caller's `put_at`) is
     /// checked as a read is.
     checked: bool,
+    /// Every overflow page entry is bit-packed (`crate::packed`), not the
+    /// raw page: set only by the sampler's own loader, cleared by `put_at`.
+    packed_overflow: bool,
 }
 
 impl StaticSet {
@@ -328,7 +331,7 @@ impl StaticSet {
         // applies before the first write. Served at random (`Statics::get`).
         let mut arena = vec![0; capacity];
         flashgnn_io::mapped::advise_huge(&mut arena);
-        StaticSet { arena, entries: Vec::new(), checked: false }
+        StaticSet { arena, entries: Vec::new(), checked: false, packed_overflow: false }
     }
     /// Record extent `key` at `off..off + data.len()` of the arena (each
     /// caller-chosen range used once; entries are kept in the order put).
@@ -336,6 +339,7 @@ impl StaticSet {
         self.arena[off..off + data.len()].copy_from_slice(data);
         self.entries.push((key, off, data.len() as u32));
         self.checked = false;
+        self.packed_overflow = false;
     }
     /// Every slot and overflow page entry was just checked (see `checked`);
     /// a later `put_at` clears this again.
@@ -345,6 +349,21 @@ impl StaticSet {
     /// Whether hits on this set's slots and overflow pages may skip their CRC.
     pub fn checked(&self) -> bool {
         self.checked
+    }
+    /// Give back the arena past `len` (a loader that sized it by its budget
+    /// and wrote less); entries must all lie below `len`.
+    pub(crate) fn trim_arena(&mut self, len: usize) {
+        debug_assert!(self.entries.iter().all(|&(_, off, l)| off + l as usize <= len));
+        self.arena.truncate(len);
+        self.arena.shrink_to_fit();
+    }
+    /// Every overflow page entry was packed by the loader (see `packed_overflow`).
+    pub(crate) fn mark_overflow_packed(&mut self) {
+        self.packed_overflow = true;
+    }
+    /// Whether this set's overflow page entries are bit-packed, not raw pages.
+    pub fn overflow_packed(&self) -> bool {
+        self.packed_overflow
     }
     /// Order entries by arena offset: when filled in any order at offsets
     /// laid out hottest first, this restores hottest first.
@@ -385,6 +404,8 @@ struct Statics {
     arena: Vec<u8>,
     /// [`StaticSet::checked`] of the set this was built from.
     checked: bool,
+    /// [`StaticSet::overflow_packed`] of the set this was built from.
+    packed_overflow: bool,
     /// Slots (`file == neighbor::F_SLOT`, offset = node id) → packed extent,
     /// indexed by node id; used when it costs at most twice a hash map of
     /// the same slots (see `Statics::build`). Charged to the budget exactly.
@@ -422,6 +443,7 @@ impl Statics {
                 }
                 statics.arena = arena;
                 statics.checked = set.checked;
+                statics.packed_overflow = set.packed_overflow;
                 return (statics, if keep == 0 { 0 } else { bytes });
             }
             keep -= (keep / 64).max(1);
@@ -455,7 +477,7 @@ impl Statics {
             }
         }
         let index = slot_dense.len() * DENSE_BYTES_PER_NODE + hash_bytes(other.len());
-        (Statics { arena: Vec::new(), checked: false, slot_dense, other, entries: keep }, data + index)
+        (Statics { arena: Vec::new(), checked: false, packed_overflow: false, slot_dense, other, entries: keep }, data + index)
     }
 
     #[inline]
@@ -574,6 +596,11 @@ impl PageCache {
     /// they were loaded (see [`StaticSet::checked`]).
     pub fn static_checked(&self) -> bool {
         self.statics.checked
+    }
+    /// Whether the static set's overflow pages are bit-packed
+    /// (`crate::packed`): the sampler decodes their entries, never reads them raw.
+    pub fn static_overflow_packed(&self) -> bool {
+        self.statics.packed_overflow
     }
     /// Whether slots of the static set are found through the dense table.
     pub fn static_dense(&self) -> bool {

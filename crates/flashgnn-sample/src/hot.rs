@@ -39,14 +39,32 @@ use rustc_hash::FxHashMap as HashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use flashgnn_format::layout::{check_overflow_page, FeaturePlacement};
+use flashgnn_format::layout::{check_overflow_page, FeaturePlacement, Layout};
 use flashgnn_format::slot::decode_slot;
 use flashgnn_io::aligned::AlignedBuf;
 use flashgnn_io::engine::{Done, ReadReq};
 
 use crate::cache::{self, StaticSet, STATIC_ENTRY_OVERHEAD};
+use crate::packed;
 use crate::neighbor::{NeighborSampler, F_FEATURES, F_GRAPH, F_OVERFLOW, F_SLOT};
 use crate::Result;
+
+/// Whether the loader packs overflow pages (`crate::packed`): 4-byte ids.
+fn packs(l: &Layout) -> bool {
+    l.id_bytes == 4
+}
+
+/// Candidates to rank for a `budget`: when pages are ranked at an estimate
+/// of their packed size, 1/16 more, so that pages packing smaller than
+/// estimated leave room the next slots fill (`load_extents` charges real
+/// sizes and stops at `budget`).
+fn candidate_bytes(budget: usize, held: u32, page: u64) -> usize {
+    if (held as u64) < page {
+        budget + budget / 16
+    } else {
+        budget
+    }
+}
 
 /// Slot pages per sequential scan read (1 MiB at 4 KiB pages).
 const SCAN_PAGES: u64 = 256;
@@ -64,6 +82,9 @@ struct Cand {
     file: u16,
     offset: u64,
     len: u32,
+    /// Bytes it is ranked at: `len`, or for an overflow page the size it is
+    /// expected to pack to (`packed`); what it holds is charged at load.
+    cost: u32,
 }
 
 /// Extents ranked by score per byte; keeps the best `budget` bytes.
@@ -78,10 +99,14 @@ impl TopExtents {
         TopExtents { heap: BinaryHeap::new(), bytes: 0, budget }
     }
     fn offer(&mut self, score: f64, file: u16, offset: u64, len: u32) {
+        self.offer_sized(score, file, offset, len, len)
+    }
+    /// An extent of `len` bytes on disk ranked as `held` bytes in the cache.
+    fn offer_sized(&mut self, score: f64, file: u16, offset: u64, len: u32, held: u32) {
         if score <= 0.0 {
             return;
         }
-        let cost = len as usize + STATIC_ENTRY_OVERHEAD;
+        let cost = held as usize + STATIC_ENTRY_OVERHEAD;
         if cost > self.budget {
             return;
         }
@@ -93,11 +118,11 @@ impl TopExtents {
                 _ => {}
             }
         }
-        self.heap.push(Reverse(Cand { density, file, offset, len }));
+        self.heap.push(Reverse(Cand { density, file, offset, len, cost: held }));
         self.bytes += cost;
         while self.bytes > self.budget {
             let Reverse(c) = self.heap.pop().expect("non-empty");
-            self.bytes -= c.len as usize + STATIC_ENTRY_OVERHEAD;
+            self.bytes -= c.cost as usize + STATIC_ENTRY_OVERHEAD;
         }
     }
     /// Hottest first.
@@ -202,18 +227,62 @@ impl NeighborSampler {
     /// not kept while scoring: candidates come and go all through that scan,
     /// and their scattered survivors would pin freed heap pages (~90 MB more
     /// RSS for a 400 MiB set on data/ooc).
-    fn load_extents(&mut self, chosen: Vec<Cand>) -> Result<StaticSet> {
+    fn load_extents(&mut self, chosen: Vec<Cand>, budget: usize) -> Result<StaticSet> {
         let l = self.layout().clone();
         let page = l.page_size as u64;
+        let per = l.overflow_ids_per_page() as usize;
+        let pack = packs(&l);
+        let files = self.file_names();
+        // The arena is zeroed and untouched (no memory) past what is
+        // written, and nothing is written past `budget`.
+        let most: usize = chosen.iter().map(|c| c.len as usize + 256).sum(); // a packed page may exceed its raw size
+        let mut out = StaticSet::with_capacity(budget.min(most));
+        // Where each chosen extent lands (rank order = hottest first); None
+        // when it no longer fits once pages are charged their real size.
+        let mut at: Vec<Option<usize>> = vec![None; chosen.len()];
+        let (mut cursor, mut charged) = (0usize, 0usize);
+        // 1. Overflow pages first (the densest extents): read, checked and
+        // packed straight into the arena as they complete, each charged the
+        // bytes it packed to.
+        let mut pages: Vec<ReadReq> = chosen
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.file == F_OVERFLOW)
+            .map(|(rank, c)| ReadReq { file: c.file, offset: c.offset, len: c.len, tag: rank as u64 })
+            .collect();
+        pages.sort_unstable_by_key(|r| r.offset); // device-friendly order
+        let mut packed = Vec::with_capacity(page as usize + 256);
+        self.read_extents(&pages, usize::MAX, |req, buf| {
+            check_overflow_page(&l, &files[F_OVERFLOW as usize], req.offset / page, buf)?;
+            let bytes: &[u8] = if pack {
+                packed.clear();
+                packed::pack_into(buf, per, &mut packed);
+                &packed
+            } else {
+                &buf[..req.len as usize]
+            };
+            let cost = bytes.len() + STATIC_ENTRY_OVERHEAD;
+            if charged + cost <= budget {
+                out.put_at(cache::key(F_OVERFLOW, req.offset), cursor, bytes);
+                cursor += bytes.len();
+                charged += cost;
+            }
+            Ok(())
+        })?;
+        // 2. Slots and separate rows in rank order, while they fit.
         let mut reqs: Vec<ReadReq> = Vec::new();
         let mut slot_rank: HashMap<u64, usize> = HashMap::default();
-        // Each extent's place in the arena, in rank order (hottest first):
-        // bytes are written straight there as reads complete, in any order.
-        let mut at = Vec::with_capacity(chosen.len());
-        let mut total = 0usize;
         for (rank, c) in chosen.iter().enumerate() {
-            at.push(total);
-            total += c.len as usize;
+            if c.file == F_OVERFLOW {
+                continue;
+            }
+            let cost = c.len as usize + STATIC_ENTRY_OVERHEAD;
+            if charged + cost > budget {
+                continue; // a smaller one further down may still fit
+            }
+            charged += cost;
+            at[rank] = Some(cursor);
+            cursor += c.len as usize;
             if c.file == F_SLOT {
                 slot_rank.insert(c.offset, rank);
             } else {
@@ -221,33 +290,61 @@ impl NeighborSampler {
             }
         }
         reqs.sort_unstable_by_key(|r| (r.file, r.offset)); // device-friendly order
-        let mut out = StaticSet::with_capacity(total);
-        let files = self.file_names();
         self.read_extents(&reqs, usize::MAX, |req, buf| {
-            if req.file == F_OVERFLOW {
-                check_overflow_page(&l, &files[F_OVERFLOW as usize], req.offset / page, buf)?;
-            }
             let r = req.tag as usize;
-            let c = &chosen[r];
-            out.put_at(cache::key(c.file, c.offset), at[r], &buf[..req.len as usize]);
+            let off = at[r].expect("only extents given a place are read");
+            out.put_at(cache::key(chosen[r].file, chosen[r].offset), off, &buf[..req.len as usize]);
             Ok(())
         })?;
         if !slot_rank.is_empty() {
             self.scan_slots(|v, bytes| {
                 if let Some(&r) = slot_rank.get(&v) {
                     decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?;
-                    out.put_at(cache::key(F_SLOT, v), at[r], bytes);
+                    let off = at[r].expect("only extents given a place are read");
+                    out.put_at(cache::key(F_SLOT, v), off, bytes);
                 }
                 Ok(())
             })?;
         }
-        out.sort_by_offset(); // offsets were laid out hottest first
+        out.sort_by_offset(); // overflow pages, then the rest hottest first
+        out.trim_arena(cursor);
 
         // Every overflow page above went through `check_overflow_page` and
         // every slot through `decode_slot` (CRC32C and bounds) right before
         // `put_at`; the arena is never written again.
         out.mark_checked();
+        if pack {
+            out.mark_overflow_packed();
+        }
         Ok(out)
+    }
+
+    /// The bytes an overflow page is expected to take in the static set:
+    /// packed (`crate::packed`), the mean of up to 64 pages spread over
+    /// `overflow.fg`, read and packed here (a few ms), plus 1/32 for the
+    /// spread; the page size when pages are not packed or there are none.
+    fn packed_page_estimate(&mut self) -> Result<u32> {
+        let l = self.layout().clone();
+        let p = l.page_size as u64;
+        let per = l.overflow_ids_per_page();
+        let pages = l.overflow_entries.div_ceil(per);
+        if !packs(&l) || pages == 0 {
+            return Ok(p as u32);
+        }
+        let n = pages.min(64);
+        let reqs: Vec<ReadReq> = (0..n)
+            .map(|i| ReadReq { file: F_OVERFLOW, offset: (1 + i * pages / n) * p, len: p as u32, tag: 0 })
+            .collect();
+        let files = self.file_names();
+        let (mut total, mut buf) = (0usize, Vec::new());
+        self.read_extents(&reqs, usize::MAX, |req, page| {
+            check_overflow_page(&l, &files[F_OVERFLOW as usize], req.offset / p, page)?;
+            buf.clear();
+            total += packed::pack_into(page, per as usize, &mut buf);
+            Ok(())
+        })?;
+        let mean = total / n as usize;
+        Ok(((mean + mean / 32) as u32).min(p as u32))
     }
 
     /// The static hot set by degree (see the module docs): at most `budget`
@@ -258,7 +355,8 @@ impl NeighborSampler {
         let files = self.file_names();
         let fanout = self.fanouts().first().copied().unwrap_or(-1);
         let per = l.overflow_ids_per_page();
-        let mut top = TopExtents::new(budget);
+        let held = self.packed_page_estimate()?;
+        let mut top = TopExtents::new(candidate_bytes(budget, held, p));
         // Expected sampled entries per overflow page (index = page - 1),
         // offered once the scan is over: scan reads complete in any order,
         // so a page's owners may be seen out of order. 4 B per page.
@@ -290,9 +388,9 @@ impl NeighborSampler {
             Ok(())
         })?;
         for (q, &s) in overflow.iter().enumerate() {
-            top.offer(s as f64, F_OVERFLOW, (q as u64 + 1) * p, p as u32);
+            top.offer_sized(s as f64, F_OVERFLOW, (q as u64 + 1) * p, p as u32, held);
         }
-        self.load_extents(top.into_sorted())
+        self.load_extents(top.into_sorted(), budget)
     }
 
     /// The static hot set by expected touches under fanout sampling (see the
@@ -340,7 +438,8 @@ impl NeighborSampler {
             r0
         };
         let mut r: Vec<Vec<f32>> = vec![r0];
-        let mut top = TopExtents::new(budget);
+        let held = self.packed_page_estimate()?;
+        let mut top = TopExtents::new(candidate_bytes(budget, held, p));
         let per = l.overflow_ids_per_page();
         let separate = l.placement == FeaturePlacement::Separate && l.row_bytes() > 0;
         let mut overflow: Vec<f32> = Vec::new();
@@ -404,10 +503,10 @@ impl NeighborSampler {
         }
         drop((r, deg));
         for (q, &s) in overflow.iter().enumerate() {
-            top.offer(s as f64, F_OVERFLOW, (q as u64 + 1) * p, p as u32);
+            top.offer_sized(s as f64, F_OVERFLOW, (q as u64 + 1) * p, p as u32, held);
         }
         drop(overflow);
-        self.load_extents(top.into_sorted())
+        self.load_extents(top.into_sorted(), budget)
     }
 
     /// The static hot set by access counts: sample `batches` (seed lists
@@ -424,11 +523,17 @@ impl NeighborSampler {
         }
         let counts = self.record_accesses(false);
         r?;
-        let mut top = TopExtents::new(budget);
+        let held = self.packed_page_estimate()?;
+        let p = self.layout().page_size as u64;
+        let mut top = TopExtents::new(candidate_bytes(budget, held, p));
         for (key, (len, n)) in counts {
             let (file, offset) = cache::unkey(key);
-            top.offer(n as f64, file, offset, len);
+            if file == F_OVERFLOW {
+                top.offer_sized(n as f64, file, offset, len, held);
+            } else {
+                top.offer(n as f64, file, offset, len);
+            }
         }
-        self.load_extents(top.into_sorted())
+        self.load_extents(top.into_sorted(), budget)
     }
 }

@@ -24,6 +24,7 @@ pub mod cache;
 pub mod follow;
 pub mod hot;
 pub mod neighbor;
+mod packed;
 pub mod pipeline;
 pub mod probe;
 pub mod resident;
