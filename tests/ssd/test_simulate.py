@@ -4,11 +4,12 @@ under the shipped configs (docs/trace.md, docs/simulator.md)."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import generated_dataset, run_cli
+from conftest import cli_cmd, cli_env, generated_dataset, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 TABLE2 = REPO / "configs" / "ssd" / "beacongnn-table2.toml"
@@ -490,3 +491,27 @@ def test_simulate_missing_trace_or_config_is_bad_input_exit_2(tmp_path):
                         (("plot-trace", missing, "--plots", tmp_path / "plots"), missing)):
         r = run_cli(*args, timeout=60)
         assert r.returncode == 2 and str(named) in r.stderr, (args, r.returncode, r.stderr[-800:])
+
+
+def test_built_in_configs_need_no_repository(tmp_path):
+    """The shipped SSD configs are compiled into the extension: fit-ssd's default base and `simulate --config
+    NAME` work from an installed wheel, which has no configs/ssd/ beside it (fit-ssd once looked for the
+    repository's file and failed with "No such file" when installed). A bare name that is neither a file nor
+    built in is bad input naming the choices."""
+    from flashgnn import _core
+    from flashgnn.ssd.simulate import config_text
+
+    assert set(_core.SSD_BUILTIN_CONFIGS) == {"beacongnn-table2", "tlc-conventional"}
+    assert config_text("beacongnn-table2") == TABLE2.read_text()
+    assert config_text("tlc-conventional.toml") == (REPO / "configs" / "ssd" / "tlc-conventional.toml").read_text()
+    ds = generated_dataset(tmp_path, scale=8, edge_factor=4, dim=8, classes=4, seed=3)
+    trace = tmp_path / "t.fgt"
+    assert run_cli("trace", ds, trace, "--fanout", "5,3", "--batch-size", "16", "--batches", "1").returncode == 0
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    env = cli_env()
+    for cfg, code in (("tlc-conventional", 0), ("beacongnn-table3", 2)):
+        r = subprocess.run(cli_cmd("simulate", trace, "--config", cfg, "--design", "host", "--json", "--no-timing"),
+                           cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == code, r.stderr[-800:]
+    assert "built-in configs: beacongnn-table2, tlc-conventional" in r.stderr

@@ -192,6 +192,22 @@ pub const SWEEP_ALIASES: &[(&str, &str)] = &[
     ("stripe_bytes", "array.stripe_bytes"),
 ];
 
+/// The SSD configs shipped with flashgnn, by name: compiled in from
+/// `configs/ssd/`, so an installed wheel (which has no repository beside
+/// it) still has them. `--config NAME` and `fit-ssd --base NAME` take a name
+/// where no file of that name exists. (`this-machine.toml` is fitted per
+/// machine, not shipped.)
+pub const BUILTIN: [(&str, &str); 2] = [
+    ("beacongnn-table2", include_str!("../../../configs/ssd/beacongnn-table2.toml")),
+    ("tlc-conventional", include_str!("../../../configs/ssd/tlc-conventional.toml")),
+];
+
+/// A built-in config's text by name (with or without `.toml`).
+pub fn builtin(name: &str) -> Option<&'static str> {
+    let name = name.strip_suffix(".toml").unwrap_or(name);
+    BUILTIN.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
 pub fn resolve_alias(p: &str) -> String {
     SWEEP_ALIASES.iter().find(|(a, _)| *a == p).map(|(_, f)| f.to_string()).unwrap_or_else(|| p.to_string())
 }
@@ -221,9 +237,22 @@ impl Config {
         Ok(c)
     }
 
+    /// The config at `path`; a bare name with no such file is looked up
+    /// among the built-in configs ([`BUILTIN`]).
     pub fn load(path: &std::path::Path, overrides: &[(String, String)]) -> Result<Config> {
         let file = path.display().to_string();
-        let bytes = flashgnn_io::read_regular(path).map_err(|e| SimError::opening(&file, "cannot read", &e))?;
+        if !path.exists() && path.parent().is_none_or(|d| d.as_os_str().is_empty()) {
+            if let Some(text) = path.to_str().and_then(builtin) {
+                return Config::parse(text, &format!("built-in config {file}"), overrides);
+            }
+        }
+        let bytes = flashgnn_io::read_regular(path).map_err(|e| match SimError::opening(&file, "cannot read", &e) {
+            SimError::Input(m) if e.source.kind() == std::io::ErrorKind::NotFound => {
+                let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+                SimError::Input(format!("{m} (built-in configs: {})", names.join(", ")))
+            }
+            other => other,
+        })?;
         let text = String::from_utf8(bytes).map_err(|e| {
             SimError::Config(format!("{file}: byte offset {}: not UTF-8 text", e.utf8_error().valid_up_to()))
         })?;

@@ -632,3 +632,21 @@ fn bad_array_config_names_the_field() {
     let c = Config::parse(&format!("{text}\n[array]\ndevices = 4\n"), "x.toml", &[]).unwrap();
     assert_eq!((c.array.devices, c.array.stripe_bytes), (4, 65536));
 }
+
+#[test]
+fn built_in_configs_by_name_equal_the_repository_files() {
+    // An installed wheel has no configs/ssd/ beside it: the shipped configs are compiled in and
+    // found by name where no file of that name exists (with or without `.toml`).
+    for (name, file) in [("beacongnn-table2", CONFIG), ("tlc-conventional.toml", TLC)] {
+        let by_name = Config::load(Path::new(name), &[]).unwrap();
+        let by_file = Config::load(Path::new(file), &[]).unwrap();
+        assert_eq!(format!("{by_name:?}"), format!("{by_file:?}"), "{name}");
+    }
+    // A name that is neither a file nor built in: bad input naming the path and the choices.
+    let err = Config::load(Path::new("beacongnn-table3"), &[]).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, flashgnn_sim::SimError::Input(_)), "{msg}");
+    assert!(msg.contains("beacongnn-table3") && msg.contains("built-in configs: beacongnn-table2, tlc-conventional"), "{msg}");
+    // A path with a directory is a file, never a built-in name.
+    assert!(Config::load(Path::new("./beacongnn-table2"), &[]).is_err());
+}

@@ -190,7 +190,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sm = sub.add_parser("simulate", help="replay a trace through the SSD design simulator (docs/simulator.md)")
     sm.add_argument("trace")
-    sm.add_argument("--config", required=True, help="TOML SSD config (configs/ssd/*.toml)")
+    sm.add_argument("--config", required=True, help="TOML SSD config file, or a built-in one by name: beacongnn-table2, tlc-conventional")
     sm.add_argument("--design", default="all", help="cc|host|host-barrier|smartsage|bg-1|bg-dg|bg-sp|bg-dgsp|bg-2|all "
                                                    "(comma list ok)")
     sm.add_argument("--sweep", help="PARAM=V1,V2,... (channels, dies, packages, page_size, bus_mts, cores, tr, "
@@ -209,7 +209,7 @@ def _parser() -> argparse.ArgumentParser:
     fs = sub.add_parser("fit-ssd", help="fit a `this-machine` simulator config from the device probe alone")
     fs.add_argument("file", help="a large file on the device (e.g. a dataset's graph.fg); read with O_DIRECT")
     fs.add_argument("out", help="TOML config to write")
-    fs.add_argument("--base", default=None, help="config supplying the unfitted parameters (default: beacongnn-table2)")
+    fs.add_argument("--base", default=None, help="config file or built-in name supplying the unfitted parameters (default: beacongnn-table2, built in)")
     fs.add_argument("--depth", default="256",
                     help="deep-queue probe depth (the model saturates at the IOPS measured there); a comma list "
                          "(64,128,256) writes one config per depth, OUT with .qdN before its suffix")

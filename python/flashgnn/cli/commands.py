@@ -525,7 +525,7 @@ def cmd_fit_ssd(a) -> int:
                 raise FileExistsError(f"{out}: is {kind_of(st.st_mode)}; fit-ssd replaces only a config file (refused)")
             if not a.force:
                 raise FileExistsError(f"{out}: already exists; pass --force to replace it")
-    base = a.base or str(Path(__file__).resolve().parents[3] / "configs" / "ssd" / "beacongnn-table2.toml")
+    base = a.base or "beacongnn-table2"  # built in (flashgnn_sim::config::BUILTIN): no repository needed
     dataset = a.dataset
     if dataset is None and (Path(a.file).resolve().parent / "manifest.json").is_file():
         dataset = str(Path(a.file).resolve().parent)

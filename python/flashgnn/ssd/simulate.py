@@ -311,6 +311,19 @@ def calibrate_host_cpu(dataset: str, *, engine: str = "memory", batches: int = C
             "producers": 1}
 
 
+def config_text(base: str) -> str:
+    """A config's text: the file at ``base`` (a FIFO or device is refused by name), or where no such file exists
+    and ``base`` is a bare name, the built-in config of that name (``_core.SSD_BUILTIN_CONFIGS``, compiled in from
+    the repository's configs/ssd/: an installed wheel has no repository beside it). The simulator resolves
+    ``--config NAME`` the same way."""
+    from flashgnn._durable import read_regular
+
+    name = base.removesuffix(".toml")
+    if not os.path.lexists(base) and os.sep not in base and name in _core.SSD_BUILTIN_CONFIGS:
+        return _core.SSD_BUILTIN_CONFIGS[name]
+    return read_regular(base).decode("utf-8")
+
+
 def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str, host_cpu: dict | None = None) -> str:
     """A `this-machine` config from the device probe alone (docs/simulator.md, "Against this
     machine"): the model reproduces both probe points — its QD1 cycle is the probe's QD1 latency
@@ -321,9 +334,7 @@ def fit_probe(iops_qd1: float, iops_deep: float, depth: int, base: str, host_cpu
     import re
     import tomllib
 
-    from flashgnn._durable import read_regular
-
-    text = read_regular(base).decode("utf-8")  # a FIFO or device is refused by name
+    text = config_text(base)
     b = tomllib.loads(text)
     h, c, fl = b["host"], b["controller"], b["flash"]
     lat_ns = 1e9 / iops_qd1
