@@ -318,9 +318,10 @@ pub struct StaticSet {
     /// assembled any other way (`From<Vec<..>>`, a caller's `put_at`) is
     /// checked as a read is.
     checked: bool,
-    /// Every overflow page entry is bit-packed (`crate::packed`), not the
-    /// raw page: set only by the sampler's own loader, cleared by `put_at`.
-    packed_overflow: bool,
+    /// Every overflow page entry is bit-packed at this many bits per id
+    /// (`crate::packed`), not the raw page; 0: raw. Set only by the
+    /// sampler's own loader, cleared by `put_at`.
+    packed_overflow: u32,
 }
 
 impl StaticSet {
@@ -331,7 +332,7 @@ impl StaticSet {
         // applies before the first write. Served at random (`Statics::get`).
         let mut arena = vec![0; capacity];
         flashgnn_io::mapped::advise_huge(&mut arena);
-        StaticSet { arena, entries: Vec::new(), checked: false, packed_overflow: false }
+        StaticSet { arena, entries: Vec::new(), checked: false, packed_overflow: 0 }
     }
     /// Record extent `key` at `off..off + data.len()` of the arena (each
     /// caller-chosen range used once; entries are kept in the order put).
@@ -339,7 +340,7 @@ impl StaticSet {
         self.arena[off..off + data.len()].copy_from_slice(data);
         self.entries.push((key, off, data.len() as u32));
         self.checked = false;
-        self.packed_overflow = false;
+        self.packed_overflow = 0;
     }
     /// Every slot and overflow page entry was just checked (see `checked`);
     /// a later `put_at` clears this again.
@@ -357,13 +358,14 @@ impl StaticSet {
         self.arena.truncate(len);
         self.arena.shrink_to_fit();
     }
-    /// Every overflow page entry was packed by the loader (see `packed_overflow`).
-    pub(crate) fn mark_overflow_packed(&mut self) {
-        self.packed_overflow = true;
+    /// Every overflow page entry was packed by the loader at `bits` per id
+    /// (see `packed_overflow`).
+    pub(crate) fn mark_overflow_packed(&mut self, bits: u32) {
+        self.packed_overflow = bits;
     }
-    /// Whether this set's overflow page entries are bit-packed, not raw pages.
-    pub fn overflow_packed(&self) -> bool {
-        self.packed_overflow
+    /// The bits per id this set's overflow page entries are packed at; None: raw pages.
+    pub fn overflow_packed(&self) -> Option<u32> {
+        (self.packed_overflow > 0).then_some(self.packed_overflow)
     }
     /// Order entries by arena offset: when filled in any order at offsets
     /// laid out hottest first, this restores hottest first.
@@ -405,7 +407,7 @@ struct Statics {
     /// [`StaticSet::checked`] of the set this was built from.
     checked: bool,
     /// [`StaticSet::overflow_packed`] of the set this was built from.
-    packed_overflow: bool,
+    packed_overflow: Option<u32>,
     /// Slots (`file == neighbor::F_SLOT`, offset = node id) → packed extent,
     /// indexed by node id; used when it costs at most twice a hash map of
     /// the same slots (see `Statics::build`). Charged to the budget exactly.
@@ -443,7 +445,7 @@ impl Statics {
                 }
                 statics.arena = arena;
                 statics.checked = set.checked;
-                statics.packed_overflow = set.packed_overflow;
+                statics.packed_overflow = (set.packed_overflow > 0).then_some(set.packed_overflow);
                 return (statics, if keep == 0 { 0 } else { bytes });
             }
             keep -= (keep / 64).max(1);
@@ -477,7 +479,7 @@ impl Statics {
             }
         }
         let index = slot_dense.len() * DENSE_BYTES_PER_NODE + hash_bytes(other.len());
-        (Statics { arena: Vec::new(), checked: false, packed_overflow: false, slot_dense, other, entries: keep }, data + index)
+        (Statics { arena: Vec::new(), checked: false, packed_overflow: None, slot_dense, other, entries: keep }, data + index)
     }
 
     #[inline]
@@ -597,9 +599,9 @@ impl PageCache {
     pub fn static_checked(&self) -> bool {
         self.statics.checked
     }
-    /// Whether the static set's overflow pages are bit-packed
-    /// (`crate::packed`): the sampler decodes their entries, never reads them raw.
-    pub fn static_overflow_packed(&self) -> bool {
+    /// The bits per id the static set's overflow pages are packed at
+    /// (`crate::packed`; the sampler decodes their entries); None: raw pages.
+    pub fn static_overflow_packed(&self) -> Option<u32> {
         self.statics.packed_overflow
     }
     /// Whether slots of the static set are found through the dense table.

@@ -49,21 +49,10 @@ use crate::packed;
 use crate::neighbor::{NeighborSampler, F_FEATURES, F_GRAPH, F_OVERFLOW, F_SLOT};
 use crate::Result;
 
-/// Whether the loader packs overflow pages (`crate::packed`): 4-byte ids.
-fn packs(l: &Layout) -> bool {
-    l.id_bytes == 4
-}
-
-/// Candidates to rank for a `budget`: when pages are ranked at an estimate
-/// of their packed size, 1/16 more, so that pages packing smaller than
-/// estimated leave room the next slots fill (`load_extents` charges real
-/// sizes and stops at `budget`).
-fn candidate_bytes(budget: usize, held: u32, page: u64) -> usize {
-    if (held as u64) < page {
-        budget + budget / 16
-    } else {
-        budget
-    }
+/// The bits per id the loader packs overflow pages at (`crate::packed`),
+/// when it packs them: 4-byte ids.
+fn packs(l: &Layout) -> Option<u32> {
+    (l.id_bytes == 4).then(|| packed::width(l.num_nodes))
 }
 
 /// Slot pages per sequential scan read (1 MiB at 4 KiB pages).
@@ -82,8 +71,8 @@ struct Cand {
     file: u16,
     offset: u64,
     len: u32,
-    /// Bytes it is ranked at: `len`, or for an overflow page the size it is
-    /// expected to pack to (`packed`); what it holds is charged at load.
+    /// Bytes it is held in: `len`, or for an overflow page the size it
+    /// packs to (`crate::packed`).
     cost: u32,
 }
 
@@ -231,7 +220,7 @@ impl NeighborSampler {
         let l = self.layout().clone();
         let page = l.page_size as u64;
         let per = l.overflow_ids_per_page() as usize;
-        let pack = packs(&l);
+        let bits = packs(&l);
         let files = self.file_names();
         // The arena is zeroed and untouched (no memory) past what is
         // written, and nothing is written past `budget`.
@@ -254,12 +243,16 @@ impl NeighborSampler {
         let mut packed = Vec::with_capacity(page as usize + 256);
         self.read_extents(&pages, usize::MAX, |req, buf| {
             check_overflow_page(&l, &files[F_OVERFLOW as usize], req.offset / page, buf)?;
-            let bytes: &[u8] = if pack {
-                packed.clear();
-                packed::pack_into(buf, per, &mut packed);
-                &packed
-            } else {
-                &buf[..req.len as usize]
+            let bytes: &[u8] = match bits {
+                Some(b) => {
+                    packed.clear();
+                    // The page was just checked (ids < num_nodes): every id fits the width.
+                    packed::pack_into(buf, per, b, &mut packed).ok_or_else(|| {
+                        crate::SampleError::Config(format!("overflow page at {}: an id wider than {b} bits", req.offset))
+                    })?;
+                    &packed
+                }
+                None => &buf[..req.len as usize],
             };
             let cost = bytes.len() + STATIC_ENTRY_OVERHEAD;
             if charged + cost <= budget {
@@ -313,38 +306,20 @@ impl NeighborSampler {
         // every slot through `decode_slot` (CRC32C and bounds) right before
         // `put_at`; the arena is never written again.
         out.mark_checked();
-        if pack {
-            out.mark_overflow_packed();
+        if let Some(b) = bits {
+            out.mark_overflow_packed(b);
         }
         Ok(out)
     }
 
-    /// The bytes an overflow page is expected to take in the static set:
-    /// packed (`crate::packed`), the mean of up to 64 pages spread over
-    /// `overflow.fg`, read and packed here (a few ms), plus 1/32 for the
-    /// spread; the page size when pages are not packed or there are none.
-    fn packed_page_estimate(&mut self) -> Result<u32> {
-        let l = self.layout().clone();
-        let p = l.page_size as u64;
-        let per = l.overflow_ids_per_page();
-        let pages = l.overflow_entries.div_ceil(per);
-        if !packs(&l) || pages == 0 {
-            return Ok(p as u32);
+    /// The bytes an overflow page takes in the static set: packed
+    /// (`crate::packed`) when the loader packs them, else the page size.
+    fn overflow_page_held(&self) -> u32 {
+        let l = self.layout();
+        match packs(l) {
+            Some(bits) => packed::packed_len(l.overflow_ids_per_page() as usize, bits) as u32,
+            None => l.page_size,
         }
-        let n = pages.min(64);
-        let reqs: Vec<ReadReq> = (0..n)
-            .map(|i| ReadReq { file: F_OVERFLOW, offset: (1 + i * pages / n) * p, len: p as u32, tag: 0 })
-            .collect();
-        let files = self.file_names();
-        let (mut total, mut buf) = (0usize, Vec::new());
-        self.read_extents(&reqs, usize::MAX, |req, page| {
-            check_overflow_page(&l, &files[F_OVERFLOW as usize], req.offset / p, page)?;
-            buf.clear();
-            total += packed::pack_into(page, per as usize, &mut buf);
-            Ok(())
-        })?;
-        let mean = total / n as usize;
-        Ok(((mean + mean / 32) as u32).min(p as u32))
     }
 
     /// The static hot set by degree (see the module docs): at most `budget`
@@ -355,8 +330,8 @@ impl NeighborSampler {
         let files = self.file_names();
         let fanout = self.fanouts().first().copied().unwrap_or(-1);
         let per = l.overflow_ids_per_page();
-        let held = self.packed_page_estimate()?;
-        let mut top = TopExtents::new(candidate_bytes(budget, held, p));
+        let held = self.overflow_page_held();
+        let mut top = TopExtents::new(budget);
         // Expected sampled entries per overflow page (index = page - 1),
         // offered once the scan is over: scan reads complete in any order,
         // so a page's owners may be seen out of order. 4 B per page.
@@ -438,8 +413,8 @@ impl NeighborSampler {
             r0
         };
         let mut r: Vec<Vec<f32>> = vec![r0];
-        let held = self.packed_page_estimate()?;
-        let mut top = TopExtents::new(candidate_bytes(budget, held, p));
+        let held = self.overflow_page_held();
+        let mut top = TopExtents::new(budget);
         let per = l.overflow_ids_per_page();
         let separate = l.placement == FeaturePlacement::Separate && l.row_bytes() > 0;
         let mut overflow: Vec<f32> = Vec::new();
@@ -523,9 +498,8 @@ impl NeighborSampler {
         }
         let counts = self.record_accesses(false);
         r?;
-        let held = self.packed_page_estimate()?;
-        let p = self.layout().page_size as u64;
-        let mut top = TopExtents::new(candidate_bytes(budget, held, p));
+        let held = self.overflow_page_held();
+        let mut top = TopExtents::new(budget);
         for (key, (len, n)) in counts {
             let (file, offset) = cache::unkey(key);
             if file == F_OVERFLOW {

@@ -316,7 +316,7 @@ pub struct NeighborSampler {
     static_checked: bool,
     /// The static set's overflow pages are bit-packed
     /// ([`PageCache::static_overflow_packed`]): hits decode their entries.
-    static_packed: bool,
+    static_packed: Option<u32>,
     resident: Option<Arc<crate::Resident>>,
     /// Request counts per extent key (length, count) while a pre-sampling
     /// pass records them (see `hot_set_by_access`).
@@ -505,7 +505,7 @@ impl NeighborSampler {
             free_features_only: cfg.features && cfg.free_features_only,
             want_degrees: cfg.degrees,
             static_checked: shared.as_ref().is_some_and(|c| c.static_checked()),
-            static_packed: shared.as_ref().is_some_and(|c| c.static_overflow_packed()),
+            static_packed: shared.as_ref().and_then(|c| c.static_overflow_packed()),
             cache: shared,
             resident: cfg.resident.clone().filter(|r| *r.dataset() == id),
             accesses: None,
@@ -865,7 +865,7 @@ impl NeighborSampler {
                 for &(_, e) in &self.nodes[i as usize].wanted {
                     if 1 + e / per == page {
                         let k = (e % per) as usize;
-                        let at = if self.static_packed { packed::entry_offset(data, k) } else { k * w };
+                        let at = self.static_packed.map_or(k * w, |bits| packed::entry_offset(k, bits));
                         prefetch(data.as_ptr().wrapping_add(at), w);
                     }
                 }
@@ -1055,7 +1055,7 @@ impl NeighborSampler {
                 }
                 match r {
                     Ready::Page(page, Waiter::Slot(i), data) => self.on_slot_page(i, page, &data, seed)?,
-                    Ready::Page(page, Waiter::Overflow(i), data) => self.on_overflow(i, page, &data, false, seed)?,
+                    Ready::Page(page, Waiter::Overflow(i), data) => self.on_overflow(i, page, &data, None, seed)?,
                     Ready::Slot(i, data) => self.on_slot(i, &data, false, None, seed)?,
                     Ready::MemSlot(i) => {
                         let g = graph.get_or_insert_with(|| self.mem[F_GRAPH as usize].clone().expect("memory engine"));
@@ -1069,7 +1069,7 @@ impl NeighborSampler {
                         let data = resident_at(o, self.io.path(F_OVERFLOW), page.saturating_mul(p as u64), p)?;
                         let fname = &self.files[F_OVERFLOW as usize];
                         check_overflow_once(&mut self.checked_overflow, &self.layout, fname, page, data)?;
-                        self.on_overflow(i, page, data, false, seed)?
+                        self.on_overflow(i, page, data, None, seed)?
                     }
                     Ready::StaticSlot(i, r) => {
                         let c = statics.get_or_insert_with(|| self.cache.clone().expect("a static hit has a cache"));
@@ -1150,7 +1150,7 @@ impl NeighborSampler {
         for w in waiters {
             match w {
                 Waiter::Slot(i) => self.on_slot_page(i, page, buf, seed)?,
-                Waiter::Overflow(i) => self.on_overflow(i, page, buf, false, seed)?,
+                Waiter::Overflow(i) => self.on_overflow(i, page, buf, None, seed)?,
             }
         }
         Ok(())
@@ -1278,8 +1278,8 @@ impl NeighborSampler {
     }
 
     /// Node `i`'s wanted entries on overflow page `page`: `buf` is the raw
-    /// page, or with `packed` a static set's packed copy (`crate::packed`).
-    fn on_overflow(&mut self, i: u32, page: u64, buf: &[u8], packed: bool, seed: u64) -> Result<()> {
+    /// page, or with `packed` (bits per id) a static set's packed copy (`crate::packed`).
+    fn on_overflow(&mut self, i: u32, page: u64, buf: &[u8], packed: Option<u32>, seed: u64) -> Result<()> {
         let l = &self.layout;
         let per = l.overflow_ids_per_page();
         let w = l.id_bytes as usize;
@@ -1287,7 +1287,10 @@ impl NeighborSampler {
         for &(j, e) in &node.wanted {
             if 1 + e / per == page {
                 let at = (e % per) as usize * w;
-                let id = if packed { packed::entry(buf, (e % per) as usize) } else { read_id(&buf[at..at + w]) };
+                let id = match packed {
+                    Some(bits) => packed::entry(buf, (e % per) as usize, bits),
+                    None => read_id(&buf[at..at + w]),
+                };
                 if id >= l.num_nodes {
                     return Err(FormatError::oob(
                         self.files[F_OVERFLOW as usize].clone(),
