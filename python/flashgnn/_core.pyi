@@ -25,6 +25,7 @@ MAX_PRODUCERS: int
 DEFAULT_HOT_FRACTION: float
 # One dict per `flashgnn build` option: name, flag, kind, default, choices, help.
 BUILD_OPTIONS: tuple[dict[str, Any], ...]
+SSD_BUILTIN_CONFIGS: dict[str, str]  # name -> TOML text of the SSD configs compiled in (configs/ssd/)
 
 class FlashgnnError(Exception): ...
 class InputError(FlashgnnError): ...
