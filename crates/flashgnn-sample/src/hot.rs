@@ -215,7 +215,10 @@ impl NeighborSampler {
     /// slot pages (~1 s per GB), decoded with the checked decoder; they are
     /// not kept while scoring: candidates come and go all through that scan,
     /// and their scattered survivors would pin freed heap pages (~90 MB more
-    /// RSS for a 400 MiB set on data/ooc).
+    /// RSS for a 400 MiB set on data/ooc). Overflow pages are bit-packed as
+    /// they are read (`crate::packed`, 4-byte ids) and placed first; every
+    /// extent is charged the bytes it holds, and what does not fit `budget`
+    /// is left out.
     fn load_extents(&mut self, chosen: Vec<Cand>, budget: usize) -> Result<StaticSet> {
         let l = self.layout().clone();
         let page = l.page_size as u64;
