@@ -29,7 +29,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_PRODUCERS", flashgnn_sample::MAX_PRODUCERS)?;
     m.add("DEFAULT_HOT_FRACTION", flashgnn_sample::DEFAULT_HOT_FRACTION)?;
     m.add("BUILD_OPTIONS", job::build_options_py(m.py())?)?;
-    m.add("SSD_BUILTIN_CONFIGS", flashgnn_sim::config::BUILTIN.iter().copied().collect::<std::collections::HashMap<_, _>>())?;
+    m.add(
+        "SSD_BUILTIN_CONFIGS",
+        flashgnn_sim::config::BUILTIN.iter().copied().collect::<std::collections::HashMap<_, _>>(),
+    )?;
     error::register(m)?;
     publish::register(m)?;
     m.add_class::<dataset::Dataset>()?;

@@ -479,7 +479,10 @@ impl Statics {
             }
         }
         let index = slot_dense.len() * DENSE_BYTES_PER_NODE + hash_bytes(other.len());
-        (Statics { arena: Vec::new(), checked: false, packed_overflow: None, slot_dense, other, entries: keep }, data + index)
+        (
+            Statics { arena: Vec::new(), checked: false, packed_overflow: None, slot_dense, other, entries: keep },
+            data + index,
+        )
     }
 
     #[inline]

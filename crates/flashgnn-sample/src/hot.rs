@@ -45,8 +45,8 @@ use flashgnn_io::aligned::AlignedBuf;
 use flashgnn_io::engine::{Done, ReadReq};
 
 use crate::cache::{self, StaticSet, STATIC_ENTRY_OVERHEAD};
-use crate::packed;
 use crate::neighbor::{NeighborSampler, F_FEATURES, F_GRAPH, F_OVERFLOW, F_SLOT};
+use crate::packed;
 use crate::Result;
 
 /// The bits per id the loader packs overflow pages at (`crate::packed`),
@@ -251,7 +251,10 @@ impl NeighborSampler {
                     packed.clear();
                     // The page was just checked (ids < num_nodes): every id fits the width.
                     packed::pack_into(buf, per, b, &mut packed).ok_or_else(|| {
-                        crate::SampleError::Config(format!("overflow page at {}: an id wider than {b} bits", req.offset))
+                        crate::SampleError::Config(format!(
+                            "overflow page at {}: an id wider than {b} bits",
+                            req.offset
+                        ))
                     })?;
                     &packed
                 }

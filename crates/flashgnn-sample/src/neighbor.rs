@@ -1042,7 +1042,9 @@ impl NeighborSampler {
                 // decode reads (header, inline neighbors at the end). The
                 // whole-slot prefetch when it was queued is often evicted by
                 // the time a long queue reaches it.
-                if let (Some(Ready::StaticSlot(_, a)), Some(c)) = (self.ready.get(PREFETCH_AHEAD), self.cache.as_deref()) {
+                if let (Some(Ready::StaticSlot(_, a)), Some(c)) =
+                    (self.ready.get(PREFETCH_AHEAD), self.cache.as_deref())
+                {
                     let b = c.static_at(a.clone());
                     prefetch(b.as_ptr(), 64);
                     prefetch(b.as_ptr().wrapping_add(b.len().saturating_sub(64)), 64);

@@ -118,7 +118,8 @@ mod tests {
         for n in [1u64, 2, 1000, 2_097_152, 3_000_017, 1 << 32] {
             let bits = width(n);
             for per in [1022usize, 7, 1] {
-                let ids: Vec<u32> = (0..per).map(|i| if i == 0 { (n - 1) as u32 } else { (rng.next() as u64 % n) as u32 }).collect();
+                let ids: Vec<u32> =
+                    (0..per).map(|i| if i == 0 { (n - 1) as u32 } else { (rng.next() as u64 % n) as u32 }).collect();
                 let mut out = vec![0xAB; 3]; // appends after what is there
                 let len = pack_into(&raw(&ids), per, bits, &mut out).expect("every id fits");
                 assert_eq!((out.len(), len), (3 + packed_len(per, bits), packed_len(per, bits)));

@@ -52,9 +52,13 @@ fn any_cache_gives_identical_batches_within_budget() {
                     let static_bytes: usize = statics.iter().map(|(_, d)| d.len()).sum();
                     // The loader bit-packs the overflow pages it keeps (4-byte ids): each takes
                     // less than the page it came from, and the batches below still match.
-                    let pages: Vec<usize> = statics.iter().filter(|(k, _)| k >> 56 == 1).map(|(_, d)| d.len()).collect();
+                    let pages: Vec<usize> =
+                        statics.iter().filter(|(k, _)| k >> 56 == 1).map(|(_, d)| d.len()).collect();
                     if hot != "none" && budget >= 256 << 10 {
-                        assert!(!pages.is_empty() && statics.overflow_packed().is_some(), "{name} {hot}: packed overflow pages");
+                        assert!(
+                            !pages.is_empty() && statics.overflow_packed().is_some(),
+                            "{name} {hot}: packed overflow pages"
+                        );
                         assert!(pages.iter().all(|&l| l < 4096), "{name} {hot}: {pages:?}");
                     }
                     assert!(static_bytes <= budget / 2, "{name} {hot}: static set {static_bytes} > {}", budget / 2);

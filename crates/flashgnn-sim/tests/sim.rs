@@ -646,7 +646,10 @@ fn built_in_configs_by_name_equal_the_repository_files() {
     let err = Config::load(Path::new("beacongnn-table3"), &[]).unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, flashgnn_sim::SimError::Input(_)), "{msg}");
-    assert!(msg.contains("beacongnn-table3") && msg.contains("built-in configs: beacongnn-table2, tlc-conventional"), "{msg}");
+    assert!(
+        msg.contains("beacongnn-table3") && msg.contains("built-in configs: beacongnn-table2, tlc-conventional"),
+        "{msg}"
+    );
     // A path with a directory is a file, never a built-in name.
     assert!(Config::load(Path::new("./beacongnn-table2"), &[]).is_err());
 }
