@@ -319,9 +319,9 @@ pub struct StaticSet {
     /// checked as a read is.
     checked: bool,
     /// Every overflow page entry is bit-packed at this many bits per id
-    /// (`crate::packed`), not the raw page; 0: raw. Set only by the
+    /// (`crate::packed`), not the raw page; None: raw. Set only by the
     /// sampler's own loader, cleared by `put_at`.
-    packed_overflow: u32,
+    packed_overflow: Option<u32>,
 }
 
 impl StaticSet {
@@ -332,7 +332,7 @@ impl StaticSet {
         // applies before the first write. Served at random (`Statics::get`).
         let mut arena = vec![0; capacity];
         flashgnn_io::mapped::advise_huge(&mut arena);
-        StaticSet { arena, entries: Vec::new(), checked: false, packed_overflow: 0 }
+        StaticSet { arena, entries: Vec::new(), checked: false, packed_overflow: None }
     }
     /// Record extent `key` at `off..off + data.len()` of the arena (each
     /// caller-chosen range used once; entries are kept in the order put).
@@ -340,7 +340,7 @@ impl StaticSet {
         self.arena[off..off + data.len()].copy_from_slice(data);
         self.entries.push((key, off, data.len() as u32));
         self.checked = false;
-        self.packed_overflow = 0;
+        self.packed_overflow = None;
     }
     /// Every slot and overflow page entry was just checked (see `checked`);
     /// a later `put_at` clears this again.
@@ -351,21 +351,14 @@ impl StaticSet {
     pub fn checked(&self) -> bool {
         self.checked
     }
-    /// Give back the arena past `len` (a loader that sized it by its budget
-    /// and wrote less); entries must all lie below `len`.
-    pub(crate) fn trim_arena(&mut self, len: usize) {
-        debug_assert!(self.entries.iter().all(|&(_, off, l)| off + l as usize <= len));
-        self.arena.truncate(len);
-        self.arena.shrink_to_fit();
-    }
     /// Every overflow page entry was packed by the loader at `bits` per id
     /// (see `packed_overflow`).
     pub(crate) fn mark_overflow_packed(&mut self, bits: u32) {
-        self.packed_overflow = bits;
+        self.packed_overflow = Some(bits);
     }
     /// The bits per id this set's overflow page entries are packed at; None: raw pages.
     pub fn overflow_packed(&self) -> Option<u32> {
-        (self.packed_overflow > 0).then_some(self.packed_overflow)
+        self.packed_overflow
     }
     /// Order entries by arena offset: when filled in any order at offsets
     /// laid out hottest first, this restores hottest first.
@@ -445,7 +438,7 @@ impl Statics {
                 }
                 statics.arena = arena;
                 statics.checked = set.checked;
-                statics.packed_overflow = (set.packed_overflow > 0).then_some(set.packed_overflow);
+                statics.packed_overflow = set.packed_overflow;
                 return (statics, if keep == 0 { 0 } else { bytes });
             }
             keep -= (keep / 64).max(1);

@@ -55,6 +55,15 @@ fn packs(l: &Layout) -> Option<u32> {
     (l.id_bytes == 4).then(|| packed::width(l.num_nodes))
 }
 
+/// The bytes an overflow page is held in by the static set: its packed size
+/// when the loader packs (exact: one width per set), else the page.
+fn overflow_page_held(l: &Layout) -> u32 {
+    match packs(l) {
+        Some(bits) => packed::packed_len(l.overflow_ids_per_page() as usize, bits) as u32,
+        None => l.page_size,
+    }
+}
+
 /// Slot pages per sequential scan read (1 MiB at 4 KiB pages).
 const SCAN_PAGES: u64 = 256;
 /// Scan reads in flight: 8 MiB of buffers keeps a sequential scan at the
@@ -81,17 +90,17 @@ struct TopExtents {
     heap: BinaryHeap<Reverse<Cand>>,
     bytes: usize,
     budget: usize,
+    /// Bytes an overflow page is held in ([`overflow_page_held`]).
+    overflow_held: u32,
 }
 
 impl TopExtents {
-    fn new(budget: usize) -> Self {
-        TopExtents { heap: BinaryHeap::new(), bytes: 0, budget }
+    fn new(budget: usize, l: &Layout) -> Self {
+        TopExtents { heap: BinaryHeap::new(), bytes: 0, budget, overflow_held: overflow_page_held(l) }
     }
+    /// An extent of `len` bytes on disk, ranked by the bytes it is held in.
     fn offer(&mut self, score: f64, file: u16, offset: u64, len: u32) {
-        self.offer_sized(score, file, offset, len, len)
-    }
-    /// An extent of `len` bytes on disk ranked as `held` bytes in the cache.
-    fn offer_sized(&mut self, score: f64, file: u16, offset: u64, len: u32, held: u32) {
+        let held = if file == F_OVERFLOW { self.overflow_held } else { len };
         if score <= 0.0 {
             return;
         }
@@ -216,38 +225,39 @@ impl NeighborSampler {
     /// not kept while scoring: candidates come and go all through that scan,
     /// and their scattered survivors would pin freed heap pages (~90 MB more
     /// RSS for a 400 MiB set on data/ooc). Overflow pages are bit-packed as
-    /// they are read (`crate::packed`, 4-byte ids) and placed first; every
-    /// extent is charged the bytes it holds, and what does not fit `budget`
-    /// is left out.
-    fn load_extents(&mut self, chosen: Vec<Cand>, budget: usize) -> Result<StaticSet> {
+    /// they are read (`crate::packed`, 4-byte ids), into the place their
+    /// packed size (`Cand::cost`, exact) was given.
+    fn load_extents(&mut self, chosen: Vec<Cand>) -> Result<StaticSet> {
         let l = self.layout().clone();
         let page = l.page_size as u64;
         let per = l.overflow_ids_per_page() as usize;
         let bits = packs(&l);
+        let mut reqs: Vec<ReadReq> = Vec::new();
+        let mut slot_rank: HashMap<u64, usize> = HashMap::default();
+        // Each extent's place in the arena, in rank order (hottest first):
+        // bytes are written straight there as reads complete, in any order.
+        let mut at = Vec::with_capacity(chosen.len());
+        let mut total = 0usize;
+        for (rank, c) in chosen.iter().enumerate() {
+            at.push(total);
+            total += c.cost as usize;
+            if c.file == F_SLOT {
+                slot_rank.insert(c.offset, rank);
+            } else {
+                reqs.push(ReadReq { file: c.file, offset: c.offset, len: c.len, tag: rank as u64 });
+            }
+        }
+        reqs.sort_unstable_by_key(|r| (r.file, r.offset)); // device-friendly order
+        let mut out = StaticSet::with_capacity(total);
         let files = self.file_names();
-        // The arena is zeroed and untouched (no memory) past what is
-        // written, and nothing is written past `budget`.
-        let most: usize = chosen.iter().map(|c| c.len as usize + 256).sum(); // a packed page may exceed its raw size
-        let mut out = StaticSet::with_capacity(budget.min(most));
-        // Where each chosen extent lands (rank order = hottest first); None
-        // when it no longer fits once pages are charged their real size.
-        let mut at: Vec<Option<usize>> = vec![None; chosen.len()];
-        let (mut cursor, mut charged) = (0usize, 0usize);
-        // 1. Overflow pages first (the densest extents): read, checked and
-        // packed straight into the arena as they complete, each charged the
-        // bytes it packed to.
-        let mut pages: Vec<ReadReq> = chosen
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.file == F_OVERFLOW)
-            .map(|(rank, c)| ReadReq { file: c.file, offset: c.offset, len: c.len, tag: rank as u64 })
-            .collect();
-        pages.sort_unstable_by_key(|r| r.offset); // device-friendly order
-        let mut packed = Vec::with_capacity(page as usize + 256);
-        self.read_extents(&pages, usize::MAX, |req, buf| {
-            check_overflow_page(&l, &files[F_OVERFLOW as usize], req.offset / page, buf)?;
-            let bytes: &[u8] = match bits {
-                Some(b) => {
+        let mut packed = Vec::with_capacity(page as usize);
+        self.read_extents(&reqs, usize::MAX, |req, buf| {
+            let r = req.tag as usize;
+            let c = &chosen[r];
+            let mut bytes = &buf[..req.len as usize];
+            if req.file == F_OVERFLOW {
+                check_overflow_page(&l, &files[F_OVERFLOW as usize], req.offset / page, buf)?;
+                if let Some(b) = bits {
                     packed.clear();
                     // The page was just checked (ids < num_nodes): every id fits the width.
                     packed::pack_into(buf, per, b, &mut packed).ok_or_else(|| {
@@ -256,57 +266,23 @@ impl NeighborSampler {
                             req.offset
                         ))
                     })?;
-                    &packed
+                    bytes = &packed;
                 }
-                None => &buf[..req.len as usize],
-            };
-            let cost = bytes.len() + STATIC_ENTRY_OVERHEAD;
-            if charged + cost <= budget {
-                out.put_at(cache::key(F_OVERFLOW, req.offset), cursor, bytes);
-                cursor += bytes.len();
-                charged += cost;
             }
-            Ok(())
-        })?;
-        // 2. Slots and separate rows in rank order, while they fit.
-        let mut reqs: Vec<ReadReq> = Vec::new();
-        let mut slot_rank: HashMap<u64, usize> = HashMap::default();
-        for (rank, c) in chosen.iter().enumerate() {
-            if c.file == F_OVERFLOW {
-                continue;
-            }
-            let cost = c.len as usize + STATIC_ENTRY_OVERHEAD;
-            if charged + cost > budget {
-                continue; // a smaller one further down may still fit
-            }
-            charged += cost;
-            at[rank] = Some(cursor);
-            cursor += c.len as usize;
-            if c.file == F_SLOT {
-                slot_rank.insert(c.offset, rank);
-            } else {
-                reqs.push(ReadReq { file: c.file, offset: c.offset, len: c.len, tag: rank as u64 });
-            }
-        }
-        reqs.sort_unstable_by_key(|r| (r.file, r.offset)); // device-friendly order
-        self.read_extents(&reqs, usize::MAX, |req, buf| {
-            let r = req.tag as usize;
-            let off = at[r].expect("only extents given a place are read");
-            out.put_at(cache::key(chosen[r].file, chosen[r].offset), off, &buf[..req.len as usize]);
+            debug_assert_eq!(bytes.len(), c.cost as usize);
+            out.put_at(cache::key(c.file, c.offset), at[r], bytes);
             Ok(())
         })?;
         if !slot_rank.is_empty() {
             self.scan_slots(|v, bytes| {
                 if let Some(&r) = slot_rank.get(&v) {
                     decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?;
-                    let off = at[r].expect("only extents given a place are read");
-                    out.put_at(cache::key(F_SLOT, v), off, bytes);
+                    out.put_at(cache::key(F_SLOT, v), at[r], bytes);
                 }
                 Ok(())
             })?;
         }
-        out.sort_by_offset(); // overflow pages, then the rest hottest first
-        out.trim_arena(cursor);
+        out.sort_by_offset(); // offsets were laid out hottest first
 
         // Every overflow page above went through `check_overflow_page` and
         // every slot through `decode_slot` (CRC32C and bounds) right before
@@ -318,16 +294,6 @@ impl NeighborSampler {
         Ok(out)
     }
 
-    /// The bytes an overflow page takes in the static set: packed
-    /// (`crate::packed`) when the loader packs them, else the page size.
-    fn overflow_page_held(&self) -> u32 {
-        let l = self.layout();
-        match packs(l) {
-            Some(bits) => packed::packed_len(l.overflow_ids_per_page() as usize, bits) as u32,
-            None => l.page_size,
-        }
-    }
-
     /// The static hot set by degree (see the module docs): at most `budget`
     /// bytes of pages and feature rows, read and checked, hottest first.
     pub fn hot_set_by_degree(&mut self, budget: usize) -> Result<StaticSet> {
@@ -336,8 +302,7 @@ impl NeighborSampler {
         let files = self.file_names();
         let fanout = self.fanouts().first().copied().unwrap_or(-1);
         let per = l.overflow_ids_per_page();
-        let held = self.overflow_page_held();
-        let mut top = TopExtents::new(budget);
+        let mut top = TopExtents::new(budget, self.layout());
         // Expected sampled entries per overflow page (index = page - 1),
         // offered once the scan is over: scan reads complete in any order,
         // so a page's owners may be seen out of order. 4 B per page.
@@ -369,9 +334,9 @@ impl NeighborSampler {
             Ok(())
         })?;
         for (q, &s) in overflow.iter().enumerate() {
-            top.offer_sized(s as f64, F_OVERFLOW, (q as u64 + 1) * p, p as u32, held);
+            top.offer(s as f64, F_OVERFLOW, (q as u64 + 1) * p, p as u32);
         }
-        self.load_extents(top.into_sorted(), budget)
+        self.load_extents(top.into_sorted())
     }
 
     /// The static hot set by expected touches under fanout sampling (see the
@@ -419,8 +384,7 @@ impl NeighborSampler {
             r0
         };
         let mut r: Vec<Vec<f32>> = vec![r0];
-        let held = self.overflow_page_held();
-        let mut top = TopExtents::new(budget);
+        let mut top = TopExtents::new(budget, self.layout());
         let per = l.overflow_ids_per_page();
         let separate = l.placement == FeaturePlacement::Separate && l.row_bytes() > 0;
         let mut overflow: Vec<f32> = Vec::new();
@@ -484,10 +448,10 @@ impl NeighborSampler {
         }
         drop((r, deg));
         for (q, &s) in overflow.iter().enumerate() {
-            top.offer_sized(s as f64, F_OVERFLOW, (q as u64 + 1) * p, p as u32, held);
+            top.offer(s as f64, F_OVERFLOW, (q as u64 + 1) * p, p as u32);
         }
         drop(overflow);
-        self.load_extents(top.into_sorted(), budget)
+        self.load_extents(top.into_sorted())
     }
 
     /// The static hot set by access counts: sample `batches` (seed lists
@@ -504,16 +468,11 @@ impl NeighborSampler {
         }
         let counts = self.record_accesses(false);
         r?;
-        let held = self.overflow_page_held();
-        let mut top = TopExtents::new(budget);
+        let mut top = TopExtents::new(budget, self.layout());
         for (key, (len, n)) in counts {
             let (file, offset) = cache::unkey(key);
-            if file == F_OVERFLOW {
-                top.offer_sized(n as f64, file, offset, len, held);
-            } else {
-                top.offer(n as f64, file, offset, len);
-            }
+            top.offer(n as f64, file, offset, len);
         }
-        self.load_extents(top.into_sorted(), budget)
+        self.load_extents(top.into_sorted())
     }
 }
