@@ -28,9 +28,9 @@ use flashgnn_format::slot::{encode_slot, write_id};
 use flashgnn_format::{Dtype, FeatureHeader, GraphHeader, OverflowHeader, FORMAT_VERSION};
 use flashgnn_io::{check_not_input, check_output, create_tmp_dir, publish_dir, FileReader, IoError, OutFile, ReadAt};
 
-use crate::options::{BuildOptions, FeatureLayout, Reorder, SelfLoops};
+use crate::options::{BuildOptions, BuildVerify, FeatureLayout, Reorder, SelfLoops};
 use crate::progress::Progress;
-use crate::rows::{convert_rows, splitmix64, synthetic_row, unit};
+use crate::rows::{check_finite_f32, convert_rows, passthrough, splitmix64, synthetic_row, unit};
 use crate::sort::{ExternalSorter, KeyFileReader, Merged};
 use crate::source::detect::open_inputs;
 use crate::source::{EdgeSource, RowSource, ValueSource, NODES_MAX};
@@ -130,12 +130,16 @@ pub fn build(opts: &BuildOptions, progress: &Progress) -> Result<BuildReport> {
     let mut guard = TmpGuard(Some(tmp.clone()));
     let mut report = build_into(&tmp, opts, progress)?;
     progress.check()?;
-    // Publish only what reads back clean: a full verify of the new files
-    // (mostly from the page cache, as they were just written).
+    // Publish only what reads back clean: a verify of the new files, all
+    // of them but (by default) copied feature rows (`BuildVerify`).
     let ds = flashgnn_store::Dataset::open(&tmp)?;
     let mut task = progress.task("verify", "B", 0);
     let mut last = 0;
-    flashgnn_store::verify(&ds, &mut |done, total| {
+    let scope = match opts.verify {
+        BuildVerify::Encoded => flashgnn_store::VerifyScope::Encoded,
+        BuildVerify::All => flashgnn_store::VerifyScope::All,
+    };
+    flashgnn_store::verify_scope(&ds, scope, &mut |done, total| {
         task.set_total(total);
         task.add(done - last);
         last = done;
@@ -352,6 +356,131 @@ struct SideParams<'a> {
     num_classes: Option<u64>,
 }
 
+/// Feature chunks read and converted ahead of the writer (see
+/// [`write_features`]).
+const FEATURE_READ_AHEAD: usize = 2;
+
+/// Stream the feature rows of `f` to `features.fg` (separate placement, no
+/// reordering: final, with per-row CRCs) or to `features.stage` (read back
+/// by the layout pass). A reader thread reads and checks (or converts) the
+/// next chunks while this one checksums and writes the current one, so the
+/// input's reads and the output's writes overlap; chunk buffers go back to
+/// it for reuse. Rows stored unchanged ([`passthrough`]) are checked where
+/// they were read, without a converted copy. `features.fg` goes out with
+/// O_DIRECT: it is written once and read back only by the verify, which
+/// reads with O_DIRECT itself.
+fn write_features(p: &SideParams, num_nodes: u64, f: &mut dyn RowSource, side: &mut Side) -> Result<()> {
+    let dim = f.dim() as usize;
+    let (src, dst) = (f.dtype(), p.feat_dtype);
+    let row_bytes = dim * dst.size();
+    let stride = if p.direct_final { row_bytes.div_ceil(512).max(1) * 512 } else { row_bytes };
+    let path = p.tmp.join(if p.direct_final { FEATURES_FILE } else { "features.stage" });
+    let mut out = if p.direct_final { OutFile::create_direct(&path)? } else { OutFile::create(&path)? };
+    let mut crcs = Vec::new();
+    if p.direct_final {
+        let h = FeatureHeader {
+            page_size: p.page_size,
+            num_nodes,
+            feature_dim: dim as u64,
+            feature_dtype_code: dst.code() as u64,
+            stride: stride as u64,
+            dataset_id: p.opts.dataset_id,
+        };
+        out.write(&h.encode())?;
+        crcs.reserve(num_nodes as usize);
+    }
+    let mut task = p.progress.task("features", "rows", num_nodes);
+    let chunk_rows = (STAGE_CHUNK_BYTES / (dim * src.size().max(dst.size())).max(1)).clamp(1, 1 << 20);
+    let file = f.file();
+    let (nan, progress) = (p.opts.nan, p.progress);
+    let pad = vec![0u8; stride - row_bytes];
+    let mut row = 0u64;
+    let replaced = std::thread::scope(|scope| -> Result<u64> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(Vec<u8>, u64)>>(FEATURE_READ_AHEAD);
+        let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        let (file, f) = (&file, &mut *f);
+        let reader = std::thread::Builder::new()
+            .name("features-read".into())
+            .spawn_scoped(scope, move || -> u64 {
+                let (mut raw, mut first, mut replaced) = (Vec::new(), 0u64, 0u64);
+                loop {
+                    let mut rows = free_rx.try_recv().unwrap_or_default();
+                    rows.clear();
+                    let r = (|| -> Result<u64> {
+                        progress.check()?;
+                        let pass = passthrough(src, dst, nan);
+                        let input = if pass { &mut rows } else { &mut raw };
+                        input.clear();
+                        let k = f.next_rows(chunk_rows, input)? as u64;
+                        if k > 0 && first + k > num_nodes {
+                            return Err(BuildError::input(
+                                file,
+                                f.position(num_nodes),
+                                format!("feature table has more rows than the node count {num_nodes}"),
+                            ));
+                        }
+                        let position = |r| f.position(r);
+                        if pass {
+                            check_finite_f32(file, &position, dim, &rows, first)?;
+                        } else {
+                            convert_rows(file, &position, src, dst, dim, &raw, first, nan, &mut replaced, &mut rows)?;
+                        }
+                        Ok(k)
+                    })();
+                    let (msg, k) = match r {
+                        Ok(0) => return replaced,
+                        Ok(k) => (Ok((rows, k)), k),
+                        Err(e) => (Err(e), 0),
+                    };
+                    let failed = msg.is_err();
+                    if tx.send(msg).is_err() || failed {
+                        return replaced; // the writer stopped (its error wins), or ours is delivered
+                    }
+                    first += k;
+                }
+            })
+            .map_err(|e| BuildError::config(format!("cannot start the feature reader thread: {e}")))?;
+        let r = (|| -> Result<()> {
+            for msg in &rx {
+                let (rows, k) = msg?;
+                if p.direct_final {
+                    for (i, r) in rows.chunks_exact(row_bytes.max(1)).take(k as usize).enumerate() {
+                        crcs.push(crc_bound(p.opts.dataset_id, row + i as u64, r));
+                        out.write(r)?;
+                        out.write(&pad)?;
+                    }
+                } else {
+                    out.write(&rows)?;
+                }
+                row += k;
+                task.add(k);
+                let _ = free_tx.send(rows);
+            }
+            Ok(())
+        })();
+        drop(rx); // a reader blocked in send() sees the channel closed
+        let replaced = reader.join().map_err(|_| BuildError::config("internal: feature reader thread panicked"))?;
+        r.map(|_| replaced)
+    })?;
+    side.nan_replaced += replaced;
+    if row != num_nodes {
+        return Err(BuildError::input(
+            &file,
+            f.position(row),
+            format!("feature table has {row} rows but the node count is {num_nodes}"),
+        ));
+    }
+    let (bytes, crc) = out.finish()?;
+    if p.direct_final {
+        side.files.push((FEATURES_FILE.into(), bytes, crc));
+        let (b, c) = write_npy_u32(&p.tmp.join(FEATURE_CRC_FILE), &crcs)?;
+        side.files.push((FEATURE_CRC_FILE.into(), b, c));
+    } else {
+        side.staged = true;
+    }
+    Ok(())
+}
+
 /// Stream features (converted), labels and splits to their files.
 fn side_work(
     p: &SideParams,
@@ -371,87 +500,7 @@ fn side_work(
         splits_made: String::new(),
     };
     if let Some(mut f) = features {
-        let dim = f.dim() as usize;
-        let src = f.dtype();
-        let dst = p.feat_dtype;
-        let row_bytes = dim * dst.size();
-        let stride = if p.direct_final { row_bytes.div_ceil(512).max(1) * 512 } else { row_bytes };
-        let path = p.tmp.join(if p.direct_final { FEATURES_FILE } else { "features.stage" });
-        let mut out = OutFile::create(&path)?;
-        let mut crcs = Vec::new();
-        if p.direct_final {
-            let h = FeatureHeader {
-                page_size: p.page_size,
-                num_nodes,
-                feature_dim: dim as u64,
-                feature_dtype_code: dst.code() as u64,
-                stride: stride as u64,
-                dataset_id: p.opts.dataset_id,
-            };
-            out.write(&h.encode())?;
-            crcs.reserve(num_nodes as usize);
-        }
-        let mut task = p.progress.task("features", "rows", num_nodes);
-        let chunk_rows = (STAGE_CHUNK_BYTES / (dim * src.size()).max(1)).clamp(1, 1 << 20);
-        let (mut raw, mut conv) = (Vec::new(), Vec::new());
-        let mut row = 0u64;
-        let file = f.file();
-        loop {
-            p.progress.check()?;
-            raw.clear();
-            let k = f.next_rows(chunk_rows, &mut raw)? as u64;
-            if k == 0 {
-                break;
-            }
-            if row + k > num_nodes {
-                return Err(BuildError::input(
-                    &file,
-                    f.position(num_nodes),
-                    format!("feature table has more rows than the node count {num_nodes}"),
-                ));
-            }
-            conv.clear();
-            convert_rows(
-                &file,
-                &|r| f.position(r),
-                src,
-                dst,
-                dim,
-                &raw,
-                row,
-                p.opts.nan,
-                &mut side.nan_replaced,
-                &mut conv,
-            )?;
-            if p.direct_final {
-                let pad = vec![0u8; stride - row_bytes];
-                for i in 0..k as usize {
-                    let r = &conv[i * row_bytes..(i + 1) * row_bytes];
-                    crcs.push(crc_bound(p.opts.dataset_id, row + i as u64, r));
-                    out.write(r)?;
-                    out.write(&pad)?;
-                }
-            } else {
-                out.write(&conv)?;
-            }
-            row += k;
-            task.add(k);
-        }
-        if row != num_nodes {
-            return Err(BuildError::input(
-                &file,
-                f.position(row),
-                format!("feature table has {row} rows but the node count is {num_nodes}"),
-            ));
-        }
-        let (bytes, crc) = out.finish()?;
-        if p.direct_final {
-            side.files.push((FEATURES_FILE.into(), bytes, crc));
-            let (b, c) = write_npy_u32(&p.tmp.join(FEATURE_CRC_FILE), &crcs)?;
-            side.files.push((FEATURE_CRC_FILE.into(), b, c));
-        } else {
-            side.staged = true;
-        }
+        write_features(p, num_nodes, f.as_mut(), &mut side)?;
     }
     side.feature_seconds = t.elapsed().as_secs_f64();
     // Kept (4 B/node) only when --make-splits will stratify by them.

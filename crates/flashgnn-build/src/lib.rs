@@ -30,5 +30,5 @@ pub mod source;
 
 pub use builder::{build, BuildReport};
 pub use error::{BuildError, Result};
-pub use options::{BuildOptions, FeatureLayout, InputFormat, NanPolicy, Reorder, SelfLoops};
+pub use options::{BuildOptions, BuildVerify, FeatureLayout, InputFormat, NanPolicy, Reorder, SelfLoops};
 pub use progress::Progress;

@@ -39,6 +39,28 @@ pub enum NanPolicy {
     Zero,
 }
 
+/// What a build reads back and checks before it publishes (`--verify`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildVerify {
+    /// Every file but a separate `features.fg`, whose rows are copied from
+    /// the input and checksummed from the bytes written
+    /// (`flashgnn_store::VerifyScope::Encoded`).
+    Encoded,
+    /// Every byte, as `flashgnn verify` does.
+    All,
+}
+
+impl BuildVerify {
+    pub const ALL: [BuildVerify; 2] = [BuildVerify::Encoded, BuildVerify::All];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BuildVerify::Encoded => "encoded",
+            BuildVerify::All => "all",
+        }
+    }
+}
+
 /// Every value of each option enum and its name (the `flashgnn build` flag
 /// value): the one list the bindings parse and the CLI offers.
 impl SelfLoops {
@@ -119,6 +141,8 @@ pub struct BuildOptions {
     pub ogb_split: Option<String>,
     pub skip_bad_lines: bool,
     pub nan: NanPolicy,
+    /// What is read back before publishing (default: encoded).
+    pub verify: BuildVerify,
     pub seed: u64,
     /// Replace an existing flashgnn dataset at `output` (never anything
     /// else: see `flashgnn_io::check_output`).
@@ -160,6 +184,7 @@ impl BuildOptions {
             ogb_split: None,
             skip_bad_lines: false,
             nan: NanPolicy::Error,
+            verify: BuildVerify::Encoded,
             seed: 0,
             force: false,
             num_classes: None,

@@ -7,6 +7,58 @@ use flashgnn_format::Dtype;
 use crate::options::NanPolicy;
 use crate::{BuildError, Result};
 
+/// Whether rows of `src` are stored unchanged as `dst`: the same dtype,
+/// float32, non-finite values refused (not replaced). Such rows need only
+/// [`check_finite_f32`], in place, and no converted copy.
+pub fn passthrough(src: Dtype, dst: Dtype, nan: NanPolicy) -> bool {
+    src == dst && src == Dtype::Float32 && nan == NanPolicy::Error
+}
+
+/// Refuse the first NaN/Inf in float32 rows (`input`: whole rows of `dim`
+/// values, the first being row `first_row`): only the exponent bits are
+/// looked at.
+pub fn check_finite_f32(
+    file: &str,
+    position: &dyn Fn(u64) -> String,
+    dim: usize,
+    input: &[u8],
+    first_row: u64,
+) -> Result<()> {
+    // Vectorisable scan (no early exit inside a block), then the culprit.
+    let has_bad = |block: &[u8]| {
+        block
+            .chunks_exact(4)
+            .fold(false, |acc, c| acc | (u32::from_le_bytes(c.try_into().unwrap()) & 0x7f80_0000 == 0x7f80_0000))
+    };
+    if !input.chunks(16 << 10).any(has_bad) {
+        return Ok(());
+    }
+    for (i, c) in input.chunks_exact(4).enumerate() {
+        let v = f32::from_le_bytes(c.try_into().unwrap());
+        if !v.is_finite() {
+            return Err(not_finite(file, position, dim, first_row, i, v as f64));
+        }
+    }
+    Ok(())
+}
+
+/// The error for value `i` (counted from row `first_row`) not being finite.
+fn not_finite(
+    file: &str,
+    position: &dyn Fn(u64) -> String,
+    dim: usize,
+    first_row: u64,
+    i: usize,
+    v: f64,
+) -> BuildError {
+    let row = first_row + (i / dim.max(1)) as u64;
+    BuildError::input(
+        file,
+        format!("{}, column {}", position(row), i % dim.max(1)),
+        format!("feature value {v} is not finite (NaN/Inf); pass --nan zero to replace such values with 0"),
+    )
+}
+
 /// Convert `n` rows of `dim` values from `src` to `dst` dtype, appending to
 /// `out`. `position(r)` names row `r` (relative to `first_row`) in errors.
 #[allow(clippy::too_many_arguments)]
@@ -23,22 +75,9 @@ pub fn convert_rows(
     out: &mut Vec<u8>,
 ) -> Result<()> {
     let n = if dim == 0 { 0 } else { input.len() / (dim * src.size()) };
-    let bad = |i: usize, v: f64| {
-        let row = first_row + (i / dim) as u64;
-        BuildError::input(
-            file,
-            format!("{}, column {}", position(row), i % dim),
-            format!("feature value {v} is not finite (NaN/Inf); pass --nan zero to replace such values with 0"),
-        )
-    };
-    // Fast path: same dtype, f32 — check exponent bits, then copy.
-    if src == dst && src == Dtype::Float32 && nan == NanPolicy::Error {
-        for (i, c) in input.chunks_exact(4).enumerate() {
-            let bits = u32::from_le_bytes(c.try_into().unwrap());
-            if bits & 0x7f80_0000 == 0x7f80_0000 {
-                return Err(bad(i, f32::from_bits(bits) as f64));
-            }
-        }
+    let bad = |i: usize, v: f64| not_finite(file, position, dim, first_row, i, v);
+    if passthrough(src, dst, nan) {
+        check_finite_f32(file, position, dim, input, first_row)?;
         out.extend_from_slice(input);
         return Ok(());
     }

@@ -7,10 +7,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use flashgnn_build::{build, BuildOptions, FeatureLayout, Progress, Reorder, SelfLoops};
+use flashgnn_build::{build, BuildOptions, BuildVerify, FeatureLayout, Progress, Reorder, SelfLoops};
 use flashgnn_format::npy::encode_header;
 use flashgnn_format::Dtype;
-use flashgnn_store::Dataset;
+use flashgnn_store::{Dataset, VerifyScope};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -215,4 +215,79 @@ fn hub_with_a_million_neighbors() {
     assert_eq!(rep.overflow_pages, ds.layout().overflow_pages());
     assert_eq!(rep.slots, n);
     assert!(read >= bytes && read < bytes + structure / 2, "verify read {read} B of a {bytes} B dataset");
+}
+
+/// Bytes this process has read (`rchar`: its threads' reads included).
+fn process_read() -> u64 {
+    let io = std::fs::read_to_string("/proc/self/io").unwrap();
+    io.lines().find_map(|l| l.strip_prefix("rchar: ")).unwrap().trim().parse::<u64>().unwrap()
+}
+
+#[test]
+fn separate_features_are_read_once_and_encoded_scope_skips_them() {
+    // An IGB-shaped dataset: 4 KiB feature rows, nearly all of its bytes.
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let (n, dim) = (3000u64, 1024usize);
+    let g = Graph {
+        n,
+        edges: (0..n * 5).map(|i| (i % n, (i * 7919) % n)).collect(),
+        dim,
+        feats: (0..n * dim as u64).map(|x| (x % 1000) as f32 * 0.5).collect(),
+        labels: vec![2; n as usize],
+        train: vec![1, 2, 3],
+    };
+    let input = tmp.path().join("in");
+    write_graph(&input, &g, false);
+    let mut built = Vec::new();
+    for verify in BuildVerify::ALL {
+        let out = tmp.path().join(format!("out-{}", verify.name()));
+        let mut o = BuildOptions::new(&input, &out);
+        o.memory_budget = 66 << 20;
+        o.dataset_id = Some(11);
+        o.verify = verify;
+        check(&g, &input, &o);
+        built.push(out);
+    }
+    // Both modes publish the same bytes (they differ only in what they read back).
+    for f in ["graph.fg", "overflow.fg", "features.fg", "feature_crc.npy"] {
+        assert_eq!(std::fs::read(built[0].join(f)).unwrap(), std::fs::read(built[1].join(f)).unwrap(), "{f}");
+    }
+    let ds = Dataset::open(&built[0]).unwrap();
+    assert_eq!(ds.layout().placement, flashgnn_format::layout::FeaturePlacement::Separate);
+    let bytes: u64 = ds.manifest().files.values().map(|f| f.bytes).sum();
+    let features = ds.manifest().files["features.fg"].bytes;
+    assert!(features * 10 > bytes * 9, "features are most of the dataset");
+
+    // `verify` reads features.fg once (row checks in the checksum pass; it
+    // used to read it twice); the encoded scope does not read it at all.
+    let before = process_read();
+    let rep = flashgnn_store::verify(&ds, &mut |_, _| ()).unwrap();
+    let read = process_read() - before;
+    assert_eq!(rep.feature_rows, n);
+    assert!(read >= bytes && read < bytes + features / 2, "verify read {read} B of a {bytes} B dataset");
+    let before = process_read();
+    let rep = flashgnn_store::verify_scope(&ds, VerifyScope::Encoded, &mut |_, _| ()).unwrap();
+    let read = process_read() - before;
+    assert_eq!((rep.feature_rows, rep.slots), (0, n));
+    assert!(read < bytes - features / 2, "encoded verify read {read} B, features.fg is {features} B");
+    drop(ds);
+
+    // A flipped byte in row 1234 (past the first read chunk): `verify` names
+    // the row's offset; the encoded scope trusts the rows and passes.
+    let path = built[0].join("features.fg");
+    let mut data = std::fs::read(&path).unwrap();
+    let stride = 4096u64;
+    let at = (4096 + 1234 * stride + 100) as usize;
+    data[at] ^= 0x40;
+    std::fs::write(&path, &data).unwrap();
+    // Keep the whole-file CRC matching so the row check is what fails.
+    let mpath = built[0].join("manifest.json");
+    let mut m = flashgnn_format::manifest::Manifest::from_json("m", &std::fs::read_to_string(&mpath).unwrap()).unwrap();
+    m.files.get_mut("features.fg").unwrap().crc32c = flashgnn_format::checksum::crc(&data);
+    std::fs::write(&mpath, m.to_json()).unwrap();
+    let ds = Dataset::open(&built[0]).unwrap();
+    let err = flashgnn_store::verify(&ds, &mut |_, _| ()).unwrap_err().to_string();
+    assert!(err.contains("features.fg") && err.contains(&(4096 + 1234 * stride).to_string()), "{err}");
+    flashgnn_store::verify_scope(&ds, VerifyScope::Encoded, &mut |_, _| ()).unwrap();
 }

@@ -7,7 +7,9 @@ use std::thread::JoinHandle;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use flashgnn_build::{BuildError, BuildOptions, FeatureLayout, InputFormat, NanPolicy, Progress, Reorder, SelfLoops};
+use flashgnn_build::{
+    BuildError, BuildOptions, BuildVerify, FeatureLayout, InputFormat, NanPolicy, Progress, Reorder, SelfLoops,
+};
 use flashgnn_datagen::RmatOptions;
 use flashgnn_format::Dtype;
 
@@ -243,6 +245,12 @@ pub const BUILD_OPTIONS: &[(&str, Kind, &str)] = &[
     ("ogb_split", Kind::Str, "split directory name under split/ (when several exist)"),
     ("skip_bad_lines", Kind::Flag, "skip unparseable text lines; report count and examples"),
     ("nan", Kind::Choice, "NaN/Inf features: fail (error) or replace with 0 (zero)"),
+    (
+        "verify",
+        Kind::Choice,
+        "what is read back and checked before publishing: every file except separate feature rows, which are copied \
+         and checksummed as written (encoded), or every byte (all)",
+    ),
     ("seed", Kind::Int, "seed of the random choices (splits, synthetic features)"),
     ("force", Kind::Flag, "replace an existing flashgnn dataset atomically (never a file, link or other directory)"),
     (
@@ -267,6 +275,7 @@ pub fn choices(name: &str) -> Vec<&'static str> {
         "feature_layout" => names(&FeatureLayout::ALL, FeatureLayout::name),
         "reorder" => names(&Reorder::ALL, Reorder::name),
         "nan" => names(&NanPolicy::ALL, NanPolicy::name),
+        "verify" => names(&BuildVerify::ALL, BuildVerify::name),
         "feature_dtype" | "feat_dtype" => FLOAT_DTYPES.to_vec(),
         "igb_classes" => IGB_CLASSES.to_vec(),
         _ => Vec::new(),
@@ -309,6 +318,7 @@ pub fn build_options_py<'py>(py: Python<'py>) -> PyResult<Bound<'py, pyo3::types
             "feature_layout" => d.feature_layout.name().into_pyobject(py)?.into_any().unbind(),
             "reorder" => d.reorder.name().into_pyobject(py)?.into_any().unbind(),
             "nan" => d.nan.name().into_pyobject(py)?.into_any().unbind(),
+            "verify" => d.verify.name().into_pyobject(py)?.into_any().unbind(),
             "igb_classes" => d.igb_classes.clone().into_pyobject(py)?.into_any().unbind(),
             "page_size" => d.page_size.into_pyobject(py)?.into_any().unbind(),
             "memory_budget" => d.memory_budget.into_pyobject(py)?.into_any().unbind(),
@@ -380,6 +390,9 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
     }
     if let Some(s) = opts.get::<String>("nan")? {
         o.nan = pick(&NanPolicy::ALL, NanPolicy::name, &[], "nan", &s)?;
+    }
+    if let Some(s) = opts.get::<String>("verify")? {
+        o.verify = pick(&BuildVerify::ALL, BuildVerify::name, &[], "verify", &s)?;
     }
     if let Some(v) = opts.get("seed")? {
         o.seed = v;

@@ -695,24 +695,26 @@ impl Dataset {
         Ok(r.len())
     }
 
-    /// [`Self::check_whole_file`] for a file `verify` also walks page by
-    /// page: every `page`-byte page (a layout's page size; the last may be
-    /// short) goes to `each(page_number, bytes)` on the way, so one read
-    /// serves the checksum and the structure checks. Read straight from the
-    /// device (O_DIRECT where the file system allows it) on a reader thread:
-    /// nothing reads these pages again soon, so they are not copied into the
-    /// page cache.
-    pub(crate) fn check_whole_file_pages(
+    /// [`Self::check_whole_file`] for a file `verify` also walks record by
+    /// record: a `first`-byte header record (number 0), then `record`-byte
+    /// records (1, 2, ...; the last may be short) — a layout's pages, or a
+    /// feature file's header page and rows — each handed to
+    /// `each(number, bytes)` on the way, so one read serves the checksum
+    /// and the structure checks. Read straight from the device (O_DIRECT
+    /// where the file system allows it) on a reader thread: nothing reads
+    /// these bytes again soon, so they are not copied into the page cache.
+    pub(crate) fn check_whole_file_records(
         &self,
         name: &str,
-        page: usize,
+        first: usize,
+        record: usize,
         progress: &mut dyn FnMut(u64),
         each: &mut dyn FnMut(u64, &[u8]),
     ) -> Result<u64> {
         let stored = self.manifest_crc(name)?;
         let mut f = flashgnn_io::direct::DirectFile::open(&self.root, name)?;
         let len = f.len();
-        self.crc_matches(name, stored, direct_crc_pages(&mut f, page, progress, each)?)?;
+        self.crc_matches(name, stored, direct_crc_records(&mut f, first, record, progress, each)?)?;
         Ok(len)
     }
 
@@ -892,28 +894,31 @@ pub fn whole_file_crc(r: &dyn ReadAt, progress: &mut dyn FnMut(u64)) -> Result<u
 }
 
 /// The whole-file CRC32C through a [`flashgnn_io::direct::DirectFile`],
-/// handing each `page`-byte page to `each(number, bytes)` (reads of 4 MiB, a
-/// multiple of any power-of-two page up to it): read on a second thread,
-/// checked on this one.
-fn direct_crc_pages(
+/// handing the `first`-byte header record and then each `record`-byte
+/// record to `each(number, bytes)`: read on a second thread in chunks of
+/// about 4 MiB that end on record boundaries, checked on this one.
+fn direct_crc_records(
     f: &mut flashgnn_io::direct::DirectFile,
-    page: usize,
+    first: usize,
+    record: usize,
     progress: &mut dyn FnMut(u64),
     each: &mut dyn FnMut(u64, &[u8]),
 ) -> Result<u32> {
-    let chunk = (4usize << 20).max(page);
+    let record = record.max(1);
+    let chunk = ((4usize << 20) / record).max(1) * record;
     let len = f.len();
     // A reader thread keeps the next chunks coming while this one is checked
     // (the checks are CPU-bound, ~0.8 GB/s here, the reads not), two ahead,
     // its buffers handed back for reuse. Dropping `chunks` (an error below)
-    // stops it at its next send.
+    // stops it at its next send. The first chunk is the header record.
     let (tx, chunks) = std::sync::mpsc::sync_channel::<Result<Vec<u8>>>(2);
     let (back, spare) = std::sync::mpsc::channel::<Vec<u8>>();
     std::thread::scope(|scope| {
         scope.spawn(move || {
             let mut off = 0;
             while off < len {
-                let k = ((len - off) as usize).min(chunk);
+                let want = if off == 0 { first.max(1) } else { chunk };
+                let k = ((len - off) as usize).min(want);
                 let mut buf = spare.try_recv().unwrap_or_default();
                 buf.resize(k, 0);
                 let r = f.read_into(off, &mut buf).map(|_| buf).map_err(StoreError::from);
@@ -925,14 +930,19 @@ fn direct_crc_pages(
             }
         });
         let mut crc = flashgnn_format::checksum::FileCrc::default();
-        let mut off = 0u64;
+        let mut number = 0u64;
         for bytes in chunks {
             let bytes = bytes?;
             crc.update(&bytes);
-            for (j, p) in bytes.chunks(page).enumerate() {
-                each(off / page as u64 + j as u64, p);
+            if number == 0 {
+                each(0, &bytes);
+                number = 1;
+            } else {
+                for p in bytes.chunks(record) {
+                    each(number, p);
+                    number += 1;
+                }
             }
-            off += bytes.len() as u64;
             progress(bytes.len() as u64);
             let _ = back.send(bytes);
         }

@@ -26,4 +26,4 @@ pub use dataset::{Dataset, StoreError};
 pub use overlay::{Delta, NodeRec, Op, OverlayError, Snapshot, SnapshotSource};
 pub use scan::{scan, ScanNode, SCAN_CHUNK_BYTES};
 pub use scrub::{scrub, Damage, ScrubOptions, ScrubReport};
-pub use verify::{verify, VerifyReport};
+pub use verify::{verify, verify_scope, Scope as VerifyScope, VerifyReport};

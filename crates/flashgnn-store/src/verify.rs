@@ -16,7 +16,7 @@ use flashgnn_format::manifest::*;
 use flashgnn_format::slot::{check_slot_padding, decode_slot, read_id};
 use flashgnn_format::FormatError;
 
-use crate::dataset::{Dataset, Result};
+use crate::dataset::{Dataset, NpyArray, Result};
 
 /// Read size for whole-file checksums: 4 MiB.
 const VERIFY_CHUNK_BYTES: usize = 4 << 20;
@@ -30,14 +30,35 @@ pub struct VerifyReport {
     pub feature_rows: u64,
 }
 
+/// What [`verify_scope`] reads back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every byte of every file (`flashgnn verify`, `build --verify all`).
+    All,
+    /// Every file except a separate `features.fg`, whose size and header
+    /// `Dataset::open` checks. The build's default: it copies those rows
+    /// unchanged from the input and computes each row's CRC32C (and the
+    /// whole file's) from the very bytes it hands to the write, so reading
+    /// them back can only find a device fault — the scrubber's and every
+    /// later read's job — while it costs a second full read of what is
+    /// nearly all of an IGB-shaped dataset (docs/build.md, "Verify").
+    Encoded,
+}
+
+/// Every check of [`verify_scope`], reading every byte back.
 /// `progress(done_bytes, total_bytes)` is called periodically.
 pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<VerifyReport> {
+    verify_scope(ds, Scope::All, progress)
+}
+
+/// [`verify`] of what `scope` names.
+pub fn verify_scope(ds: &Dataset, scope: Scope, progress: &mut dyn FnMut(u64, u64)) -> Result<VerifyReport> {
     let m = ds.manifest();
     let l = ds.layout();
     let mut rep = VerifyReport::default();
     let separate = l.placement == FeaturePlacement::Separate;
-    let feature_bytes = m.files.get(FEATURES_FILE).map_or(0, |f| f.bytes);
-    let total: u64 = m.files.values().map(|f| f.bytes).sum::<u64>() + if separate { feature_bytes } else { 0 };
+    let skip = |name: &str| scope == Scope::Encoded && separate && name == FEATURES_FILE;
+    let total: u64 = m.files.iter().filter(|(n, _)| !skip(n)).map(|(_, f)| f.bytes).sum::<u64>();
     let mut done = 0u64;
 
     // 1. Whole files. graph.fg and overflow.fg are checked page by page in
@@ -48,16 +69,17 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
     let p = l.page_size as usize;
     let (slot_pages, overflow_pages) = (l.slot_pages(), l.overflow_pages());
     let mut walk = SlotWalk::start();
-    let (mut slot_err, mut overflow_err) = (None, None);
+    let (mut slot_err, mut overflow_err, mut feature_err) = (None, None, None);
+    let mut rows = FeatureRows::new(ds, separate);
     let (mut slots, mut slot_pages_seen, mut overflow_checked) = (0u64, 0u64, 0u64);
-    for name in m.files.keys() {
+    for name in m.files.keys().filter(|n| !skip(n)) {
         let mut count = |k| {
             done += k;
             progress(done, total);
         };
         // Page 0 is the header (checked by `Dataset::open`).
         rep.bytes += match name.as_str() {
-            GRAPH_FILE => ds.check_whole_file_pages(name, p, &mut count, &mut |pg, page| {
+            GRAPH_FILE => ds.check_whole_file_records(name, p, p, &mut count, &mut |pg, page| {
                 if (1..=slot_pages).contains(&pg) && slot_err.is_none() && page.len() == p {
                     slot_pages_seen += 1;
                     match check_slot_page(ds, pg - 1, page, true, &mut walk) {
@@ -66,7 +88,7 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
                     }
                 }
             })?,
-            OVERFLOW_FILE => ds.check_whole_file_pages(name, p, &mut count, &mut |pg, page| {
+            OVERFLOW_FILE => ds.check_whole_file_records(name, p, p, &mut count, &mut |pg, page| {
                 if (1..=overflow_pages).contains(&pg) && overflow_err.is_none() && page.len() == p {
                     match check_overflow_data_page(ds, pg, page) {
                         Ok(()) => overflow_checked += 1,
@@ -74,6 +96,15 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
                     }
                 }
             })?,
+            FEATURES_FILE if separate => {
+                ds.check_whole_file_records(name, p, l.feature_stride() as usize, &mut count, &mut |n, row| {
+                    if n >= 1 && feature_err.is_none() {
+                        if let Err(e) = rows.check(ds, n - 1, row) {
+                            feature_err = Some(e);
+                        }
+                    }
+                })?
+            }
             _ => ds.check_whole_file(name, &mut count)?,
         };
         rep.files += 1;
@@ -123,37 +154,21 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
     }
     rep.overflow_pages = overflow_checked;
 
-    // 4. Separate feature rows.
-    if separate {
-        let crcs = ds.side_array(FEATURE_CRC_FILE)?;
-        if crcs.len() != l.num_nodes {
-            return Err(FormatError::oob(
-                ds.file(FEATURE_CRC_FILE),
-                0,
-                "rows",
-                crcs.len(),
-                format!("== num_nodes {}", l.num_nodes),
-            )
-            .into());
-        }
-        let stride = l.feature_stride() as usize;
-        let rows_per_chunk = (VERIFY_CHUNK_BYTES / stride).max(1) as u64;
-        let fr = ds.features_reader().expect("separate placement has a feature file");
-        let mut v = 0u64;
-        while v < l.num_nodes {
-            let n = rows_per_chunk.min(l.num_nodes - v);
-            let mut chunk = vec![0u8; n as usize * stride];
-            fr.read_exact_at(&mut chunk, l.page_size as u64 + v * stride as u64)?;
-            let stored = crcs.read_i64(v, n)?;
-            for i in 0..n as usize {
-                check_feature_row_bytes(ds, v + i as u64, &chunk[i * stride..(i + 1) * stride], stored[i] as u32)?;
-            }
-            rep.feature_rows += n;
-            v += n;
-            done += n * stride as u64;
-            progress(done.min(total), total);
-        }
+    // 4. Separate feature rows (checked above).
+    if let Some(e) = feature_err.or_else(|| rows.open_error()) {
+        return Err(e);
     }
+    if separate && !skip(FEATURES_FILE) && rows.checked != l.num_nodes {
+        return Err(FormatError::oob(
+            ds.file(FEATURES_FILE),
+            0,
+            "feature rows read",
+            rows.checked,
+            format!("== num_nodes {}", l.num_nodes),
+        )
+        .into());
+    }
+    rep.feature_rows = rows.checked;
 
     // 5. Side arrays: dtype and shape against the manifest (`side_array`),
     // every value in its documented range, the labeled count.
@@ -211,6 +226,70 @@ pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<Verify
     }
     progress(total, total);
     Ok(rep)
+}
+
+/// The rows of a separate `features.fg` checked against `feature_crc.npy`
+/// as the whole-file pass reads them, the stored CRCs read a window at a
+/// time (4 B per node is too much to hold for a billion-node graph).
+struct FeatureRows {
+    /// `feature_crc.npy`, or the error opening it (held like any structure
+    /// error, so every whole-file CRC is checked first).
+    crcs: Option<Result<NpyArray>>,
+    window: Vec<i64>,
+    window_first: u64,
+    checked: u64,
+}
+
+impl FeatureRows {
+    fn new(ds: &Dataset, separate: bool) -> FeatureRows {
+        let crcs = separate.then(|| {
+            let a = ds.side_array(FEATURE_CRC_FILE)?;
+            if a.len() != ds.layout().num_nodes {
+                let want = format!("== num_nodes {}", ds.layout().num_nodes);
+                return Err(FormatError::oob(ds.file(FEATURE_CRC_FILE), 0, "rows", a.len(), want).into());
+            }
+            Ok(a)
+        });
+        FeatureRows { crcs, window: Vec::new(), window_first: 0, checked: 0 }
+    }
+
+    /// The error opening `feature_crc.npy`, when no row reported it.
+    fn open_error(&mut self) -> Option<crate::dataset::StoreError> {
+        match self.crcs.take() {
+            Some(Err(e)) => Some(e),
+            other => {
+                self.crcs = other;
+                None
+            }
+        }
+    }
+
+    /// Check row `v` (`bytes`: its stride of `features.fg`).
+    fn check(&mut self, ds: &Dataset, v: u64, bytes: &[u8]) -> Result<()> {
+        let n = ds.layout().num_nodes;
+        if let Some(Err(_)) = &self.crcs {
+            if let Some(Err(e)) = self.crcs.take() {
+                return Err(e);
+            }
+        }
+        let Some(Ok(crcs)) = self.crcs.as_ref() else { return Ok(()) };
+        if v >= n || bytes.len() != ds.layout().feature_stride() as usize {
+            // `Dataset::open` checked the size; this holds against a file
+            // changed since.
+            return Err(
+                FormatError::oob(ds.file(FEATURES_FILE), 0, "feature row", v, format!("< num_nodes {n}")).into()
+            );
+        }
+        let end = self.window_first + self.window.len() as u64;
+        if v < self.window_first || v >= end {
+            let k = ((VERIFY_CHUNK_BYTES / 8) as u64).min(n - v);
+            self.window = crcs.read_i64(v, k)?;
+            self.window_first = v;
+        }
+        check_feature_row_bytes(ds, v, bytes, self.window[(v - self.window_first) as usize] as u32)?;
+        self.checked += 1;
+        Ok(())
+    }
 }
 
 /// Running state of a walk over the slot pages in order: where the next

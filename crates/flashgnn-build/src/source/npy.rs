@@ -216,9 +216,13 @@ impl EdgeSource for NpyEdges {
 /// Feature rows from a 2-D array (npy or headerless).
 pub struct NpyRows {
     file: String,
-    r: FileReader,
     h: NpyHeader,
     next: u64,
+    /// Opened with O_DIRECT (buffered where the file system refuses it):
+    /// the rows are read once, in order, so the page cache would only add
+    /// a kernel copy per byte and push out pages worth keeping — on an
+    /// IGB-shaped input the features are nearly all the bytes.
+    direct: DirectFile,
 }
 
 impl NpyRows {
@@ -246,7 +250,8 @@ impl NpyRows {
                 format!("feature dimension {} exceeds {}", h.shape[1], u32::MAX / 8),
             ));
         }
-        Ok(NpyRows { file, r, h, next: 0 })
+        drop(r);
+        Ok(NpyRows { file, h, next: 0, direct: DirectFile::open_path(path)? })
     }
     pub fn row_offset(&self, r: u64) -> u64 {
         self.h.data_offset + r * self.h.shape[1] * self.h.dtype.size() as u64
@@ -273,9 +278,12 @@ impl RowSource for NpyRows {
             return Ok(0);
         }
         let row_bytes = self.h.shape[1] as usize * self.h.dtype.size();
-        let at = out.len();
-        out.resize(at + k * row_bytes, 0);
-        self.r.read_exact_at(&mut out[at..], self.row_offset(self.next))?;
+        let off = self.row_offset(self.next);
+        let rows = self
+            .direct
+            .read_view(off, k * row_bytes)
+            .map_err(|e| BuildError::input(&self.file, format!("byte offset {off}"), format!("read failed: {e}")))?;
+        out.extend_from_slice(rows);
         self.next += k as u64;
         Ok(k)
     }
