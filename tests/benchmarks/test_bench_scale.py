@@ -39,10 +39,11 @@ def test_dim_exceeds_ram_when_the_disk_allows_else_four_times_the_cap():
 
 def test_extrapolation_arithmetic_and_id_width():
     disk = {"read_MBps": 500.0, "write_MBps": 1000.0}
-    x = extrapolate("g", 1000, 16000, 8, 64.0, 4, 100.0, disk, 2.0, 0.1, 10)
+    x = extrapolate("g", 1000, 16000, 8, 64.0, 4, 70e-9, disk, 2.0, 0.1, 10)
     assert x["disk_bytes"] == 1000 * (64 + 32) + 16000 * 4
-    assert x["build_seconds"] == pytest.approx(x["raw_input_bytes"] / 100e6)
+    # Edges at the measured cost per edge, feature rows read and written once.
+    assert x["build_seconds"] == pytest.approx(16000 * 70e-9 + 1000 * 32 / 500e6 + 1000 * 32 / 1000e6)
     assert x["epoch_seconds"] == pytest.approx(0.1 * 1000 / 10 / 2.0)
-    big = extrapolate("h", 5 << 32, 10**11, 8, 64.0, 4, 100.0, disk, 2.0, 0.1, 10)
+    big = extrapolate("h", 5 << 32, 10**11, 8, 64.0, 4, 70e-9, disk, 2.0, 0.1, 10)
     assert not big["ids_fit_u32"] and "8-byte ids" in big["arithmetic"]
     assert big["disk_bytes"] == (5 << 32) * (64 + 32) + 10**11 * 8

@@ -306,44 +306,71 @@ fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<Bu
     });
     let side_params =
         SideParams { tmp, opts, feat_dtype, direct_final, page_size: opts.page_size, progress, num_classes };
-    let (edge_result, side_result) = std::thread::scope(|scope| {
+    let mut report = std::thread::scope(|scope| -> Result<BuildReport> {
         let handle = declared.map(|n| {
             let (f, l, s) = side_inputs.take().expect("side inputs taken once");
             let p = &side_params;
             scope.spawn(move || side_work(p, n, f, l, s))
         });
-        let edge_result = preprocess_edges(tmp, opts, edges.as_mut(), declared, chunk_bytes, progress);
-        if edge_result.is_err() {
-            progress.cancel(); // stop the side thread promptly; the edge error wins
+        let join = |h: std::thread::ScopedJoinHandle<'_, Result<Side>>| {
+            h.join().unwrap_or_else(|_| Err(BuildError::config("internal: feature thread panicked")))
+        };
+        let mut edge_result = match preprocess_edges(tmp, opts, edges.as_mut(), declared, chunk_bytes, progress) {
+            Ok(r) => r,
+            Err(e) => {
+                progress.cancel(); // stop the side thread promptly; the edge error wins
+                let _ = handle.map(join);
+                return Err(e);
+            }
+        };
+        let side = match handle {
+            // The layout pass does not read a final features.fg: it runs
+            // while the side thread still copies rows (on an IGB-shaped
+            // input that copy is the longest phase) and joins it after.
+            Some(h) if direct_final => SideLater::Running(Box::new(move || join(h))),
+            Some(h) => SideLater::Ready(join(h)?),
+            None => {
+                // The node count came from the edges (SNAP, npy without features).
+                let (f, l, s) = side_inputs.take().expect("side inputs not consumed");
+                SideLater::Ready(side_work(&side_params, edge_result.num_nodes, f, l, s)?)
+            }
+        };
+        let r = finish_build(
+            tmp,
+            opts,
+            progress,
+            t0,
+            &mut edge_result,
+            side,
+            placement,
+            feat_dim,
+            feat_dtype,
+            fmt_name,
+            edges.as_ref(),
+        );
+        if r.is_err() {
+            progress.cancel(); // a side thread still running stops at its next check
         }
-        let side_result =
-            handle.map(|h| h.join().unwrap_or_else(|_| Err(BuildError::config("internal: feature thread panicked"))));
-        (edge_result, side_result)
-    });
-    let mut edge_result = edge_result?;
-    let side = match side_result {
-        Some(r) => r?,
-        None => {
-            // The node count came from the edges (SNAP, npy without features).
-            let (f, l, s) = side_inputs.take().expect("side inputs not consumed");
-            side_work(&side_params, edge_result.num_nodes, f, l, s)?
-        }
-    };
-    let mut report = finish_build(
-        tmp,
-        opts,
-        progress,
-        t0,
-        &mut edge_result,
-        side,
-        placement,
-        feat_dim,
-        feat_dtype,
-        fmt_name,
-        edges.as_ref(),
-    )?;
+        r
+    })?;
     report.notes = notes;
     Ok(report)
+}
+
+/// The side thread's [`Side`]: finished, or still running (joined by
+/// [`finish_build`] only once the layout pass is done).
+enum SideLater<'a> {
+    Ready(Side),
+    Running(Box<dyn FnOnce() -> Result<Side> + 'a>),
+}
+
+impl SideLater<'_> {
+    fn get(self) -> Result<Side> {
+        match self {
+            SideLater::Ready(s) => Ok(s),
+            SideLater::Running(join) => join(),
+        }
+    }
 }
 
 struct SideParams<'a> {
@@ -1231,7 +1258,7 @@ fn finish_build(
     progress: &Progress,
     t0: Instant,
     er: &mut EdgeResult,
-    mut side: Side,
+    side: SideLater,
     placement: FeaturePlacement,
     feat_dim: u32,
     feat_dtype: Dtype,
@@ -1240,7 +1267,13 @@ fn finish_build(
 ) -> Result<BuildReport> {
     let t_layout = Instant::now();
     let n = er.num_nodes;
-    let mut files: Vec<(String, u64, u32)> = std::mem::take(&mut side.files);
+    let mut files: Vec<(String, u64, u32)> = Vec::new();
+    // A running side thread writes no stage (its rows go to the final
+    // features.fg), so nothing before the manifest needs it.
+    let (staged, side) = match side {
+        SideLater::Ready(s) => (s.staged, SideLater::Ready(s)),
+        running => (false, running),
+    };
 
     // Relabelling.
     let source = match er.direct.take() {
@@ -1306,14 +1339,14 @@ fn finish_build(
     let row_bytes = layout.row_bytes() as usize;
     let mut rows = RowFeed::new(
         &stage_path,
-        side.staged,
+        staged,
         opts.synthetic_features.is_some(),
         row_bytes,
         feat_dtype,
         opts.seed,
         old_of_new.is_some(),
     )?;
-    let mut feat_out = if placement == FeaturePlacement::Separate && !side.staged && opts.synthetic_features.is_none() {
+    let mut feat_out = if placement == FeaturePlacement::Separate && !staged && opts.synthetic_features.is_none() {
         None // final file already written by the side thread, or no features
     } else if placement == FeaturePlacement::Separate {
         let mut f = OutFile::create_direct(tmp.join(FEATURES_FILE))?;
@@ -1411,6 +1444,8 @@ fn finish_build(
         });
     }
     let layout_seconds = t_layout.elapsed().as_secs_f64();
+    let mut side = side.get()?;
+    files.append(&mut side.files);
 
     let (skipped, examples) = edges.skipped();
     let manifest = Manifest {

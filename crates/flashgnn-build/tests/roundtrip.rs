@@ -291,3 +291,33 @@ fn separate_features_are_read_once_and_encoded_scope_skips_them() {
     assert!(err.contains("features.fg") && err.contains(&(4096 + 1234 * stride).to_string()), "{err}");
     flashgnn_store::verify_scope(&ds, VerifyScope::Encoded, &mut |_, _| ()).unwrap();
 }
+
+#[test]
+fn a_bad_separate_feature_row_fails_the_build_after_an_overlapped_layout() {
+    // Separate rows are copied on the side thread while the layout pass
+    // runs; a NaN found there still fails the build, names the row and
+    // column, and publishes nothing.
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let (n, dim) = (4000u64, 1024usize);
+    let mut feats: Vec<f32> = (0..n * dim as u64).map(|x| (x % 7) as f32).collect();
+    feats[3001 * dim + 17] = f32::NAN;
+    let g = Graph {
+        n,
+        edges: (0..n * 3).map(|i| (i % n, (i * 31) % n)).collect(),
+        dim,
+        feats,
+        labels: vec![0; n as usize],
+        train: vec![1],
+    };
+    let input = tmp.path().join("in");
+    write_graph(&input, &g, false);
+    let out = tmp.path().join("out");
+    let mut o = BuildOptions::new(&input, &out);
+    o.memory_budget = 66 << 20;
+    let err = build(&o, &Progress::new()).unwrap_err().to_string();
+    assert!(err.contains("node_feat.npy") && err.contains("row 3001") && err.contains("column 17"), "{err}");
+    assert!(!out.exists(), "nothing published");
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), 1, "no temporary left beside the output: {left:?}");
+}
