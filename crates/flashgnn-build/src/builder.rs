@@ -28,7 +28,7 @@ use flashgnn_format::slot::{encode_slot, write_id};
 use flashgnn_format::{Dtype, FeatureHeader, GraphHeader, OverflowHeader, FORMAT_VERSION};
 use flashgnn_io::{check_not_input, check_output, create_tmp_dir, publish_dir, FileReader, IoError, OutFile, ReadAt};
 
-use crate::options::{BuildOptions, BuildVerify, FeatureLayout, Reorder, SelfLoops};
+use crate::options::{BuildOptions, FeatureLayout, Reorder, SelfLoops};
 use crate::progress::Progress;
 use crate::rows::{check_finite_f32, convert_rows, passthrough, splitmix64, synthetic_row, unit};
 use crate::sort::{ExternalSorter, KeyFileReader, Merged};
@@ -135,11 +135,7 @@ pub fn build(opts: &BuildOptions, progress: &Progress) -> Result<BuildReport> {
     let ds = flashgnn_store::Dataset::open(&tmp)?;
     let mut task = progress.task("verify", "B", 0);
     let mut last = 0;
-    let scope = match opts.verify {
-        BuildVerify::Encoded => flashgnn_store::VerifyScope::Encoded,
-        BuildVerify::All => flashgnn_store::VerifyScope::All,
-    };
-    flashgnn_store::verify_scope(&ds, scope, &mut |done, total| {
+    flashgnn_store::verify_scope(&ds, opts.verify, &mut |done, total| {
         task.set_total(total);
         task.add(done - last);
         last = done;
@@ -430,14 +426,14 @@ fn write_features(p: &SideParams, num_nodes: u64, f: &mut dyn RowSource, side: &
             .name("features-read".into())
             .spawn_scoped(scope, move || -> u64 {
                 let (mut raw, mut first, mut replaced) = (Vec::new(), 0u64, 0u64);
+                let pass = passthrough(src, dst, nan);
                 loop {
                     let mut rows = free_rx.try_recv().unwrap_or_default();
                     rows.clear();
+                    raw.clear();
                     let r = (|| -> Result<u64> {
                         progress.check()?;
-                        let pass = passthrough(src, dst, nan);
                         let input = if pass { &mut rows } else { &mut raw };
-                        input.clear();
                         let k = f.next_rows(chunk_rows, input)? as u64;
                         if k > 0 && first + k > num_nodes {
                             return Err(BuildError::input(
@@ -1270,10 +1266,7 @@ fn finish_build(
     let mut files: Vec<(String, u64, u32)> = Vec::new();
     // A running side thread writes no stage (its rows go to the final
     // features.fg), so nothing before the manifest needs it.
-    let (staged, side) = match side {
-        SideLater::Ready(s) => (s.staged, SideLater::Ready(s)),
-        running => (false, running),
-    };
+    let staged = matches!(&side, SideLater::Ready(s) if s.staged);
 
     // Relabelling.
     let source = match er.direct.take() {

@@ -39,27 +39,9 @@ pub enum NanPolicy {
     Zero,
 }
 
-/// What a build reads back and checks before it publishes (`--verify`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BuildVerify {
-    /// Every file but a separate `features.fg`, whose rows are copied from
-    /// the input and checksummed from the bytes written
-    /// (`flashgnn_store::VerifyScope::Encoded`).
-    Encoded,
-    /// Every byte, as `flashgnn verify` does.
-    All,
-}
-
-impl BuildVerify {
-    pub const ALL: [BuildVerify; 2] = [BuildVerify::Encoded, BuildVerify::All];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            BuildVerify::Encoded => "encoded",
-            BuildVerify::All => "all",
-        }
-    }
-}
+/// What a build reads back and checks before it publishes (`--verify`):
+/// the store's verify scopes, by the same names.
+pub type BuildVerify = flashgnn_store::VerifyScope;
 
 /// Every value of each option enum and its name (the `flashgnn build` flag
 /// value): the one list the bindings parse and the CLI offers.

@@ -45,6 +45,19 @@ pub enum Scope {
     Encoded,
 }
 
+impl Scope {
+    /// Every scope, as `flashgnn build --verify` offers them.
+    pub const ALL: [Scope; 2] = [Scope::Encoded, Scope::All];
+
+    /// The `--verify` flag value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Encoded => "encoded",
+            Scope::All => "all",
+        }
+    }
+}
+
 /// Every check of [`verify_scope`], reading every byte back.
 /// `progress(done_bytes, total_bytes)` is called periodically.
 pub fn verify(ds: &Dataset, progress: &mut dyn FnMut(u64, u64)) -> Result<VerifyReport> {
@@ -69,8 +82,10 @@ pub fn verify_scope(ds: &Dataset, scope: Scope, progress: &mut dyn FnMut(u64, u6
     let p = l.page_size as usize;
     let (slot_pages, overflow_pages) = (l.slot_pages(), l.overflow_pages());
     let mut walk = SlotWalk::start();
-    let (mut slot_err, mut overflow_err, mut feature_err) = (None, None, None);
-    let mut rows = FeatureRows::new(ds, separate);
+    let (mut slot_err, mut overflow_err) = (None, None);
+    // An error opening feature_crc.npy is held like a row's, so every
+    // whole-file CRC is checked first; no row is checked after one.
+    let (mut rows, mut feature_err) = FeatureRows::open(ds, separate);
     let (mut slots, mut slot_pages_seen, mut overflow_checked) = (0u64, 0u64, 0u64);
     for name in m.files.keys().filter(|n| !skip(n)) {
         let mut count = |k| {
@@ -155,7 +170,7 @@ pub fn verify_scope(ds: &Dataset, scope: Scope, progress: &mut dyn FnMut(u64, u6
     rep.overflow_pages = overflow_checked;
 
     // 4. Separate feature rows (checked above).
-    if let Some(e) = feature_err.or_else(|| rows.open_error()) {
+    if let Some(e) = feature_err {
         return Err(e);
     }
     if separate && !skip(FEATURES_FILE) && rows.checked != l.num_nodes {
@@ -232,17 +247,19 @@ pub fn verify_scope(ds: &Dataset, scope: Scope, progress: &mut dyn FnMut(u64, u6
 /// as the whole-file pass reads them, the stored CRCs read a window at a
 /// time (4 B per node is too much to hold for a billion-node graph).
 struct FeatureRows {
-    /// `feature_crc.npy`, or the error opening it (held like any structure
-    /// error, so every whole-file CRC is checked first).
-    crcs: Option<Result<NpyArray>>,
+    /// `feature_crc.npy`; None without separate features (or when it could
+    /// not be opened: see [`FeatureRows::open`]).
+    crcs: Option<NpyArray>,
     window: Vec<i64>,
     window_first: u64,
     checked: u64,
 }
 
 impl FeatureRows {
-    fn new(ds: &Dataset, separate: bool) -> FeatureRows {
-        let crcs = separate.then(|| {
+    /// The checker, and the error opening `feature_crc.npy` (its length
+    /// against the node count included) for the caller to hold.
+    fn open(ds: &Dataset, separate: bool) -> (FeatureRows, Option<crate::dataset::StoreError>) {
+        let opened = separate.then(|| -> Result<NpyArray> {
             let a = ds.side_array(FEATURE_CRC_FILE)?;
             if a.len() != ds.layout().num_nodes {
                 let want = format!("== num_nodes {}", ds.layout().num_nodes);
@@ -250,29 +267,18 @@ impl FeatureRows {
             }
             Ok(a)
         });
-        FeatureRows { crcs, window: Vec::new(), window_first: 0, checked: 0 }
-    }
-
-    /// The error opening `feature_crc.npy`, when no row reported it.
-    fn open_error(&mut self) -> Option<crate::dataset::StoreError> {
-        match self.crcs.take() {
-            Some(Err(e)) => Some(e),
-            other => {
-                self.crcs = other;
-                None
-            }
-        }
+        let (crcs, err) = match opened {
+            Some(Ok(a)) => (Some(a), None),
+            Some(Err(e)) => (None, Some(e)),
+            None => (None, None),
+        };
+        (FeatureRows { crcs, window: Vec::new(), window_first: 0, checked: 0 }, err)
     }
 
     /// Check row `v` (`bytes`: its stride of `features.fg`).
     fn check(&mut self, ds: &Dataset, v: u64, bytes: &[u8]) -> Result<()> {
         let n = ds.layout().num_nodes;
-        if let Some(Err(_)) = &self.crcs {
-            if let Some(Err(e)) = self.crcs.take() {
-                return Err(e);
-            }
-        }
-        let Some(Ok(crcs)) = self.crcs.as_ref() else { return Ok(()) };
+        let Some(crcs) = self.crcs.as_ref() else { return Ok(()) };
         if v >= n || bytes.len() != ds.layout().feature_stride() as usize {
             // `Dataset::open` checked the size; this holds against a file
             // changed since.
