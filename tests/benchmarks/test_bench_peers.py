@@ -66,3 +66,27 @@ def test_training_variant_runs_flashgnn_train_and_reports_its_epoch(tmp_path):
     r = json.loads(p.stdout)
     n_train = json.loads((ds_path / "manifest.json").read_text())["splits"]["train"]
     assert r["train_batches"] == -(-n_train // 16) == r["results"]["train-flashgnn-nocap"]["batches"] > 2
+
+
+def test_median_round_takes_the_middle_run_and_keeps_every_rate():
+    runs = [{"batches_per_s": x, "tag": i} for i, x in enumerate((5.0, 2.0, 9.0, 4.0))]
+    m = peers.median_round(runs)
+    assert m["tag"] == 3 and m["batches_per_s"] == 4.0  # sorted 2, 4, 5, 9: the lower middle
+    assert m["rounds_batches_per_s"] == [5.0, 2.0, 9.0, 4.0]
+    assert peers.median_round(runs[:1]) is runs[0]
+
+
+def test_rounds_rerun_the_sampling_variants_and_report_the_median(tmp_path):
+    ds_path = generated_dataset(tmp_path / "g", scale=9, edge_factor=6, dim=8, classes=3, seed=2)
+    cmd = [sys.executable, "-m", "benchmarks.peers", "--dataset", str(ds_path), "--work", str(tmp_path / "w"),
+           "--memory-limit", "1KiB", "--cache-budget", "1KiB", "--only", "memory", "--batch-size", "16",
+           "--batches", "3", "--rounds", "3", "--json"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(), timeout=300)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    m = r["results"]["memory"]
+    rates = m["rounds_batches_per_s"]
+    assert len(rates) == 3 and all(x > 0 for x in rates), m
+    assert m["batches_per_s"] == sorted(rates)[1] and r["rounds"] == 3
+    assert p.stderr.count("(round ") == 3, p.stderr
+    assert r["round_ratios"] == {}  # no uring+cache run, no ratio by round
