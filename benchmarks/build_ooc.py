@@ -9,7 +9,12 @@ Generates R-MAT inputs whose raw size is at least ``--factor`` x
 - build throughput in input MB/s against the disk's sequential write and
   read bandwidth measured in the same run (O_DIRECT 8 MiB writes + fsync,
   then O_DIRECT reads, of a file of ``--probe`` bytes on the same
-  filesystem: :func:`benchmarks.scale.disk_probe`), as ratios.
+  filesystem: :func:`benchmarks.scale.disk_probe`), as ratios;
+- the bytes the build made the device read and write (the child's block-I/O
+  accounting) and the I/O floor they set: those bytes at the probe's
+  bandwidths, one after the other, and the input ratio a build moving them
+  would reach at zero CPU — what the 0.5x target can be held against on
+  this disk for this input (:func:`io_floor`).
 
 Two input shapes (``--shape``, default both):
 
@@ -73,15 +78,42 @@ def plan_input(shape: str, target: int) -> tuple[int, int, int]:
     return scale, degree, dim
 
 
-def build_once(flashgnn_cli: list[str], raw: Path, out: Path, a, verify: str) -> dict | int:
+# Runs `flashgnn.cli` and, at its exit, writes the process's /proc/self/io
+# (every thread's, exited ones included) to the file named by argv[1].
+_IO_WRAPPER = """
+import atexit, runpy, sys
+out = sys.argv.pop(1)
+def dump():
+    try:
+        open(out, "w").write(open("/proc/self/io").read())
+    except OSError:
+        pass
+atexit.register(dump)
+sys.argv[0] = "flashgnn"
+runpy.run_module("flashgnn.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def device_bytes(io_text: str) -> tuple[int, int]:
+    """(read, written) bytes a process made the block device move, from /proc/PID/io: reads that missed
+    the page cache, and writes less those cancelled by truncating or deleting dirty pages before
+    writeback (the build's temporary files)."""
+    f = dict(line.split(": ") for line in io_text.strip().splitlines())
+    return int(f["read_bytes"]), max(int(f["write_bytes"]) - int(f["cancelled_write_bytes"]), 0)
+
+
+def build_once(raw: Path, out: Path, a, verify: str) -> dict | int:
     """Build ``raw`` once in a child process; the figures, or its exit code."""
     raw_bytes = dir_bytes(raw)
     subprocess.run(["sync"], check=False)
     t = time.perf_counter()
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     pin = ["--dataset-id", str(a.dataset_id)] if a.dataset_id else []
-    proc = subprocess.run(flashgnn_cli + ["build", str(raw), str(out), "--symmetrize", "--dedup", "--force", "-q",
-                                          "--verify", verify, "--memory-budget", str(a.budget), *pin])
+    io_file = out.parent / f".{out.name}.io"
+    io_file.unlink(missing_ok=True)
+    proc = subprocess.run([sys.executable, "-c", _IO_WRAPPER, str(io_file),
+                           "build", str(raw), str(out), "--symmetrize", "--dedup", "--force", "-q",
+                           "--verify", verify, "--memory-budget", str(a.budget), *pin])
     seconds = time.perf_counter() - t
     if proc.returncode != 0:
         print(f"bench-build: build failed with exit code {proc.returncode}", file=sys.stderr)
@@ -91,7 +123,7 @@ def build_once(flashgnn_cli: list[str], raw: Path, out: Path, a, verify: str) ->
         peak = before * 1024
     manifest = json.loads((out / "manifest.json").read_text())
     b = manifest["build"]
-    return {
+    res = {
         "verify": verify,
         "raw_input_bytes": raw_bytes,
         "budget_bytes": a.budget,
@@ -109,6 +141,22 @@ def build_once(flashgnn_cli: list[str], raw: Path, out: Path, a, verify: str) ->
         "num_edges": manifest["num_edges"],
         "dataset_bytes": dir_bytes(out),
     }
+    # What the build made the device move (the child's /proc/self/io at exit).
+    rd, wr = device_bytes(io_file.read_text()) if io_file.exists() else (0, 0)
+    io_file.unlink(missing_ok=True)
+    res.update(device_read_bytes=rd, device_write_bytes=wr)
+    return res
+
+
+def io_floor(res: dict) -> dict:
+    """The disk alone: this build's device bytes at the probe's bandwidths, one after the other (this
+    virtual disk's reads and writes share one bandwidth, docs/benchmarks.md), and the input ratio to the
+    read bandwidth a build moving those bytes could reach at zero CPU."""
+    secs = res["device_read_bytes"] / (res["disk_seq_read_MBps"] * 1e6) \
+        + res["device_write_bytes"] / (res["disk_seq_write_MBps"] * 1e6)
+    best = res["raw_input_bytes"] / secs / (res["disk_seq_read_MBps"] * 1e6) if secs > 0 else None
+    return {"io_floor_seconds": secs, "io_floor_ratio_read": best,
+            "of_io_floor": secs / res["build_seconds"] if res["build_seconds"] > 0 else None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         for verify in modes:
             print(f"bench-build [{shape}]: disk probe ({human_bytes(a.probe)} O_DIRECT write + read)", flush=True)
             probe = disk_probe(data / "probe.bin", a.probe)
-            res = build_once(flashgnn_cli, raw, out, a, verify)
+            res = build_once(raw, out, a, verify)
             if isinstance(res, int):
                 return res
             res.update({
@@ -162,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                 "throughput_vs_disk": res["input_MBps"] / probe["write_MBps"],
                 "throughput_vs_disk_read": res["input_MBps"] / probe["read_MBps"],
             })
+            res.update(io_floor(res))
             runs.append(res)
             worst |= 0 if res["within_budget"] else 1
             print(
@@ -171,14 +220,19 @@ def main(argv: list[str] | None = None) -> int:
                 f"({res['disk_seq_read_MBps']:.0f} MB/s), {res['throughput_vs_disk']:.2f}x write "
                 f"({res['disk_seq_write_MBps']:.0f} MB/s); peak RSS {human_bytes(res['peak_rss_bytes'])} vs budget "
                 f"{human_bytes(a.budget)} + constant {human_bytes(RSS_CONSTANT_BYTES)} -> "
-                f"{'WITHIN' if res['within_budget'] else 'OVER'}; {res['sort_runs']} sort runs", flush=True)
+                f"{'WITHIN' if res['within_budget'] else 'OVER'}; {res['sort_runs']} sort runs; device "
+                f"{human_bytes(res['device_read_bytes'])} read + {human_bytes(res['device_write_bytes'])} written = "
+                f"{res['io_floor_seconds']:.1f} s at the probe's bandwidths (at zero CPU: "
+                f"{res['io_floor_ratio_read'] or 0:.2f}x read; this build ran at {res['of_io_floor'] or 0:.2f} of that)",
+                flush=True)
         if not a.keep:
             import shutil
             if not a.raw:
                 shutil.rmtree(raw, ignore_errors=True)
             shutil.rmtree(out, ignore_errors=True)
     print("bench-build: " + "; ".join(
-        f"{r['shape']}/{r['verify']} {r['throughput_vs_disk_read']:.2f}x read" for r in runs)
+        f"{r['shape']}/{r['verify']} {r['throughput_vs_disk_read']:.2f}x read (I/O floor "
+        f"{r['io_floor_ratio_read'] or 0:.2f}x)" for r in runs)
         + f" (target 0.5x); peak RSS {'within' if not worst else 'OVER'} budget + constant")
     if a.json:
         Path(a.json).write_text(json.dumps({"runs": runs}, indent=2))
