@@ -38,7 +38,7 @@ test-python: develop
 test-slow: develop
 	$(PY) -m pytest -q -m slow
 
-bench: develop bench-build bench-train bench-accuracy bench-e2e bench-device
+bench: develop bench-build bench-train bench-accuracy bench-e2e bench-device bench-peers
 
 # Scrubber: achieved/target read rate, and serving p50/p99 with and without --scrub-rate (docs/scrub.md).
 bench-scrub: develop
