@@ -801,7 +801,19 @@ struct EdgeResult {
     /// (degrees were counted while the runs formed, so no `edges.sorted`
     /// is written and read back). `None`: read `sorted_path`.
     direct: Option<EdgeStream>,
+    /// Stored neighbors per node, exact when `exact_degrees`; otherwise
+    /// (`--dedup` streamed into the layout) the copies pushed per node, an
+    /// upper bound the layout pass replaces with the stored count.
     degrees: Vec<u32>,
+    exact_degrees: bool,
+    /// With `--dedup`: the histogram of the copies pushed per node (before
+    /// the dedup), which chooses the inline cap whether the dedup is then
+    /// streamed into the layout or merged through `edges.sorted` — so both
+    /// paths (and every memory budget) give the same layout.
+    raw_hist: Option<DegreeHistogram>,
+    /// Keys pushed from the input and as added reverse copies.
+    pushed_input: u64,
+    pushed_reverse: u64,
     /// Nodes with no edge in either direction (no stored neighbor and never
     /// anyone's neighbor); a node with only out-edges is not isolated.
     isolated: u64,
@@ -848,16 +860,33 @@ struct EdgeStream {
     b: Merged,
     pb: Option<u64>,
     symmetrize: bool,
+    /// `--dedup`: each distinct key once (the rest of its group skipped).
+    dedup: bool,
     /// Current group: key, input copies, added copies.
     group: Option<(u64, u64, u64)>,
     rc: ReverseCounts,
+    /// Distinct keys with an input copy, and those that are only added
+    /// reverse copies (the `--dedup` report's counts).
+    input_keys: u64,
+    reverse_only: u64,
 }
 
 impl EdgeStream {
-    fn new(mut a: Merged, mut b: Merged, symmetrize: bool) -> Result<EdgeStream> {
+    fn new(mut a: Merged, mut b: Merged, symmetrize: bool, dedup: bool) -> Result<EdgeStream> {
         // Without --symmetrize `next_key` reads `a` directly: nothing prefetched.
         let (pa, pb) = if symmetrize { (a.next_key()?, b.next_key()?) } else { (None, None) };
-        Ok(EdgeStream { a, pa, b, pb, symmetrize, group: None, rc: ReverseCounts::default() })
+        Ok(EdgeStream {
+            a,
+            pa,
+            b,
+            pb,
+            symmetrize,
+            dedup,
+            group: None,
+            rc: ReverseCounts::default(),
+            input_keys: 0,
+            reverse_only: 0,
+        })
     }
 
     fn close_group(&mut self) {
@@ -865,31 +894,43 @@ impl EdgeStream {
             if self.symmetrize {
                 self.rc.group(k, a, b);
             }
+            self.input_keys += (a > 0) as u64;
+            self.reverse_only += (a == 0 && b > 0) as u64;
         }
     }
 
     #[inline]
     fn next_key(&mut self) -> Result<Option<u64>> {
-        if !self.symmetrize {
+        if !self.symmetrize && !self.dedup {
             // No reverse copies and no statistics to count: the input's merge.
             return self.a.next_key();
         }
-        let Some((k, from_rev)) = next_of_two(&mut self.a, &mut self.pa, &mut self.b, &mut self.pb)? else {
-            self.close_group();
-            return Ok(None);
-        };
-        if self.group.map(|g| g.0) != Some(k) {
-            self.close_group();
-            self.group = Some((k, 0, 0));
-        }
-        if let Some(g) = self.group.as_mut() {
-            if from_rev {
-                g.2 += 1;
+        loop {
+            let next = if self.symmetrize {
+                next_of_two(&mut self.a, &mut self.pa, &mut self.b, &mut self.pb)?
             } else {
-                g.1 += 1;
+                self.a.next_key()?.map(|k| (k, false))
+            };
+            let Some((k, from_rev)) = next else {
+                self.close_group();
+                return Ok(None);
+            };
+            let new = self.group.map(|g| g.0) != Some(k);
+            if new {
+                self.close_group();
+                self.group = Some((k, 0, 0));
+            }
+            if let Some(g) = self.group.as_mut() {
+                if from_rev {
+                    g.2 += 1;
+                } else {
+                    g.1 += 1;
+                }
+            }
+            if new || !self.dedup {
+                return Ok(Some(k));
             }
         }
-        Ok(Some(k))
     }
 }
 
@@ -1020,6 +1061,7 @@ fn preprocess_edges(
     // When the node count and the edge count are known up front (npy input
     // with features or a declared count), the sorts are bucketed by key
     // range instead of run-and-merge (`sort.rs`).
+    let bucketed = matches!((declared, edges.edges_hint()), (Some(_), Some(_)));
     let (mut sorter, mut reverse) = match (declared, edges.edges_hint()) {
         (Some(n), Some(e)) => {
             let bound = n << 32;
@@ -1033,25 +1075,30 @@ fn preprocess_edges(
     };
     let mut task = progress.task("edges", "B", edges.bytes_total());
     // Without --dedup every pushed key is stored: count degrees now and let
-    // the layout pass consume the merge (one write + read of every key less).
+    // the layout pass consume the merge (one write + read of every key less
+    // than through `edges.sorted`).
     // The sorters show each key to their observer once, batched by key
     // range in bucketed mode (degree counters of one range stay in cache),
     // on a spill thread beside this one that also appends the bucket files.
     // Both sorters count into the same arrays: one lock per batch.
-    let direct = !opts.dedup;
-    let counts = std::sync::Arc::new(std::sync::Mutex::new(match (direct, declared) {
-        (true, Some(n)) => (huge_zeroed::<u32>(n as usize), huge_zeroed::<u64>((n as usize).div_ceil(64))),
-        _ => (Vec::new(), Vec::new()),
+    // With --dedup too, when the sort is bucketed (every copy of a key in
+    // one bucket, sorted when the layout reaches it): the layout then keeps
+    // one copy of each key as it reads the merge, and the counts below are
+    // the copies pushed, an upper bound of the stored degrees (the layout
+    // pass counts the stored ones; docs/build.md). Run-and-merge
+    // sorts and relabelling still go through `edges.sorted`.
+    let direct = !opts.dedup || (bucketed && opts.reorder == Reorder::None);
+    // Counted in every mode: with --dedup they choose the inline cap.
+    let counts = std::sync::Arc::new(std::sync::Mutex::new(match declared {
+        Some(n) => (huge_zeroed::<u32>(n as usize), huge_zeroed::<u64>((n as usize).div_ceil(64))),
+        None => (Vec::new(), Vec::new()),
     }));
     let observer = || -> crate::sort::Observer {
         let counts = counts.clone();
         Box::new(move |keys: &[u64]| -> Result<()> {
-            if direct {
-                let mut g = counts.lock().unwrap_or_else(|e| e.into_inner());
-                let (degrees, has_out) = &mut *g;
-                count_entries(degrees, has_out, keys)?;
-            }
-            Ok(())
+            let mut g = counts.lock().unwrap_or_else(|e| e.into_inner());
+            let (degrees, has_out) = &mut *g;
+            count_entries(degrees, has_out, keys)
         })
     };
     sorter = sorter.with_dedup(opts.dedup).with_spill_thread(observer())?;
@@ -1132,15 +1179,26 @@ fn preprocess_edges(
         .into_inner()
         .unwrap_or_else(|e| e.into_inner());
     let sorted_path = tmp.join("edges.sorted");
+    degrees.resize(num_nodes as usize, 0);
+    has_out.resize((num_nodes as usize).div_ceil(64), 0);
+    let raw_hist = opts.dedup.then(|| {
+        let mut h = DegreeHistogram::new();
+        degrees.iter().for_each(|&d| h.add(d as u64));
+        h
+    });
     if direct {
-        degrees.resize(num_nodes as usize, 0);
-        has_out.resize((num_nodes as usize).div_ceil(64), 0);
+        // A dedup keeps at least one copy of every key: who has a neighbor
+        // or an out-edge is the same before and after it.
         let isolated = isolated_nodes(&degrees, &has_out);
         return Ok(EdgeResult {
             num_nodes,
             sorted_path,
-            direct: Some(EdgeStream::new(merged, merged_rev, opts.symmetrize)?),
+            direct: Some(EdgeStream::new(merged, merged_rev, opts.symmetrize, opts.dedup)?),
             degrees,
+            exact_degrees: !opts.dedup,
+            raw_hist,
+            pushed_input,
+            pushed_reverse,
             isolated,
             num_entries: pushed,
             input_edges,
@@ -1152,6 +1210,7 @@ fn preprocess_edges(
             seconds: t.elapsed().as_secs_f64(),
         });
     }
+    drop((degrees, has_out)); // the raw counts: the merge counts the stored entries
     let (mut pa, mut pb) = (merged.next_key()?, merged_rev.next_key()?);
     let mut degrees = vec![0u32; num_nodes as usize];
     // One bit per node (N/8 B beside the 4 B/node degrees): set when the node
@@ -1214,6 +1273,10 @@ fn preprocess_edges(
         sorted_path,
         direct: None,
         degrees,
+        exact_degrees: true,
+        raw_hist,
+        pushed_input,
+        pushed_reverse,
         isolated,
         num_entries: entries,
         input_edges,
@@ -1242,6 +1305,14 @@ impl KeyStream {
             KeyStream::File(r) => r.next_key(),
             KeyStream::Merged(m) => m.next_key(),
             KeyStream::Direct(e) => e.next_key(),
+        }
+    }
+    /// A direct `--dedup` stream's (distinct keys with an input copy, distinct
+    /// keys that are only added reverse copies), once it is drained.
+    fn dedup_counts(&self) -> Option<(u64, u64)> {
+        match self {
+            KeyStream::Direct(e) if e.dedup => Some((e.input_keys, e.reverse_only)),
+            _ => None,
         }
     }
     /// `--symmetrize` counts of a direct stream, once it is drained.
@@ -1313,13 +1384,16 @@ fn finish_build(
         }
     };
 
-    // Degree statistics and the inline cap.
+    // Degree statistics and the inline cap (with --dedup, from the copies
+    // pushed: see `EdgeResult::raw_hist`).
     let mut hist = DegreeHistogram::new();
     er.degrees.iter().for_each(|&d| hist.add(d as u64));
     let inline_row = if placement == FeaturePlacement::Inline { feat_dim * feat_dtype.size() as u32 } else { 0 };
-    let cap = choose_inline_cap(opts.page_size, 4, inline_row, n, &hist);
+    let cap = choose_inline_cap(opts.page_size, 4, inline_row, n, er.raw_hist.as_ref().unwrap_or(&hist));
+    // Upper bounds while the degrees are (a streamed --dedup); the headers
+    // get the stored counts when the layout pass has them.
     let overflow_entries: u64 = er.degrees.iter().map(|&d| (d as u64).saturating_sub(cap as u64)).sum();
-    let layout = Layout::new(
+    let mut layout = Layout::new(
         "build",
         opts.page_size,
         n,
@@ -1369,27 +1443,36 @@ fn finish_build(
     let pad = vec![0u8; layout.feature_stride() as usize - row_bytes.min(layout.feature_stride() as usize)];
     let mut task = progress.task("layout", "nodes", n);
     let mut spilled_nodes = 0u64;
+    let mut stored = 0u64;
     for v in 0..n {
-        let deg = er.degrees[v as usize] as u64;
         inline.clear();
-        let first_ovf = if deg > cap as u64 {
-            spilled_nodes += 1;
-            ovf.next_entry
-        } else {
-            0
-        };
-        for j in 0..deg {
-            let key =
-                pending.ok_or_else(|| BuildError::config(format!("internal: edge stream ended early at node {v}")))?;
-            debug_assert_eq!(key >> 32, v);
+        let start = ovf.next_entry;
+        // The keys are sorted by destination: node v's run of them.
+        let mut deg = 0u64;
+        while let Some(key) = pending.filter(|&k| k >> 32 == v) {
             let src = key & 0xffff_ffff;
-            if j < cap as u64 {
+            if deg < cap as u64 {
                 inline.push(src);
             } else {
                 ovf.push(src)?;
             }
+            deg += 1;
             pending = keys.next_key()?;
         }
+        if er.exact_degrees && deg != er.degrees[v as usize] as u64 {
+            return Err(BuildError::config(format!(
+                "internal: node {v} has {deg} stored neighbors in the edge stream but {} counted",
+                er.degrees[v as usize]
+            )));
+        }
+        er.degrees[v as usize] = deg as u32; // <= the count pushed, which fit
+        stored += deg;
+        let first_ovf = if deg > cap as u64 {
+            spilled_nodes += 1;
+            start
+        } else {
+            0
+        };
         let original = old_of_new.as_ref().map_or(v, |o| o[v as usize] as u64);
         if row_bytes > 0 {
             rows.row(original, &mut row)?;
@@ -1427,12 +1510,31 @@ fn finish_build(
     if let Some(rc) = keys.reverse_counts() {
         er.reverse = rc;
     }
+    if let Some((input_keys, reverse_only)) = keys.dedup_counts() {
+        // As the merge path derives them: every pushed copy beyond one per
+        // key that has an input copy, every added copy beyond one per key
+        // that has none.
+        er.duplicates_removed = er.pushed_input - input_keys;
+        er.reverse.merged = er.pushed_reverse - reverse_only;
+    }
     drop(keys);
     let _ = std::fs::remove_file(&er.sorted_path);
     let _ = std::fs::remove_file(&stage_path);
-    let (gb, gc) = graph.finish()?;
+    // The stored counts, in the headers written with upper bounds.
+    let provisional = layout.clone();
+    if !er.exact_degrees {
+        er.num_entries = stored;
+        hist = DegreeHistogram::new();
+        er.degrees.iter().for_each(|&d| hist.add(d as u64));
+        layout =
+            Layout::new("build", opts.page_size, n, stored, 4, feat_dim, feat_dtype, placement, cap, ovf.next_entry)?
+                .with_dataset_id(opts.dataset_id);
+    }
+    let head = |l: &Layout| GraphHeader::from_layout(l).encode();
+    let (gb, gc) = graph.finish_patched(&head(&provisional), &head(&layout))?;
     files.push((GRAPH_FILE.into(), gb, gc));
-    let (ob, oc) = ovf.finish()?;
+    let head = |l: &Layout| OverflowHeader::from_layout(l).encode();
+    let (ob, oc) = ovf.finish_patched(&head(&provisional), &head(&layout))?;
     files.push((OVERFLOW_FILE.into(), ob, oc));
     if let Some((f, crcs)) = feat_out {
         let (b, c) = f.finish()?;
@@ -1465,7 +1567,7 @@ fn finish_build(
             inline_cap: cap,
             slot_bytes: layout.slot_bytes,
             slots_per_page: layout.slots_per_page,
-            overflow_entries,
+            overflow_entries: layout.overflow_entries,
         },
         degree: DegreeStats {
             min: er.degrees.iter().copied().min().unwrap_or(0) as u64,
@@ -1640,11 +1742,13 @@ impl OverflowWriter {
         self.page_no += 1;
         Ok(())
     }
-    fn finish(mut self) -> Result<(u64, u32)> {
+    /// Flush the last page and finish the file, its header `old` (as
+    /// written) replaced by `new`.
+    fn finish_patched(mut self, old: &[u8], new: &[u8]) -> Result<(u64, u32)> {
         if self.in_page > 0 {
             self.flush()?;
         }
-        Ok(self.out.finish()?)
+        Ok(self.out.finish_patched(old, new)?)
     }
 }
 

@@ -133,7 +133,19 @@ impl OutFile {
     }
 
     /// Flush, fsync and return (length, crc32c).
-    pub fn finish(mut self) -> Result<(u64, u32), IoError> {
+    pub fn finish(self) -> Result<(u64, u32), IoError> {
+        self.finish_patched(&[], &[])
+    }
+
+    /// [`finish`](OutFile::finish), then overwrite the file's first bytes
+    /// `old` (as written) with `new` (same length) before the fsync: for a
+    /// header whose counts are known only once the body is written (the
+    /// build's `--dedup` layout). The returned CRC is the patched file's,
+    /// derived without reading it back: CRC32C is linear, so swapping the
+    /// first k of n bytes changes the CRC by the CRC of the difference
+    /// shifted past the other n - k bytes (`crc32c_combine` with a zero CRC).
+    pub fn finish_patched(mut self, old: &[u8], new: &[u8]) -> Result<(u64, u32), IoError> {
+        assert_eq!(old.len(), new.len(), "a patch keeps the length");
         if let Some((buf, at)) = self.direct.take() {
             if !buf.is_empty() {
                 // The tail is not a whole block: write it buffered.
@@ -150,8 +162,16 @@ impl OutFile {
                 .and_then(|_| self.file.write_all(&pending))
                 .map_err(|e| IoError::new("writing", &self.path, Some(at), e))?;
         }
+        let mut crc = self.crc.value();
+        if old != new {
+            let rest = (self.crc.bytes() - old.len() as u64) as usize;
+            crc ^= crc32c::crc32c_combine(crc32c::crc32c(old) ^ crc32c::crc32c(new), 0, rest);
+            crate::engine::clear_direct(&self.file)
+                .and_then(|_| pwrite_all(&self.file, new, 0))
+                .map_err(|e| IoError::new("writing", &self.path, Some(0), e))?;
+        }
         self.file.sync_all().map_err(|e| IoError::new("fsync", &self.path, None, e))?;
-        Ok((self.crc.bytes(), self.crc.value()))
+        Ok((self.crc.bytes(), crc))
     }
 }
 
@@ -204,5 +224,22 @@ mod tests {
         assert_eq!(outs[1].1, data);
         assert_eq!(outs[0], outs[1]);
         assert_eq!(outs[1].0, (data.len() as u64, crc32c::crc32c(&data)));
+    }
+
+    #[test]
+    fn a_patched_head_gives_the_patched_file_and_its_crc() {
+        let d = tempfile::tempdir().unwrap();
+        let data: Vec<u8> = (0..2 * DIRECT_BLOCK_BYTES + 4096 + 77).map(|i| (i * 7 % 253) as u8).collect();
+        let new: Vec<u8> = (0..4096).map(|i| (i * 13 % 241) as u8).collect();
+        for direct in [false, true] {
+            let p = d.path().join(format!("p{direct}"));
+            let mut f = if direct { OutFile::create_direct(&p).unwrap() } else { OutFile::create(&p).unwrap() };
+            f.write(&data).unwrap();
+            let (n, c) = f.finish_patched(&data[..4096], &new).unwrap();
+            let back = std::fs::read(&p).unwrap();
+            assert_eq!(&back[..4096], &new[..]);
+            assert_eq!(&back[4096..], &data[4096..]);
+            assert_eq!((n, c), (back.len() as u64, crc32c::crc32c(&back)), "direct {direct}");
+        }
     }
 }
