@@ -801,19 +801,15 @@ struct EdgeResult {
     /// (degrees were counted while the runs formed, so no `edges.sorted`
     /// is written and read back). `None`: read `sorted_path`.
     direct: Option<EdgeStream>,
-    /// Stored neighbors per node, exact when `exact_degrees`; otherwise
-    /// (`--dedup` streamed into the layout) the copies pushed per node, an
-    /// upper bound the layout pass replaces with the stored count.
+    /// Stored neighbors per node; with a `--dedup` stream in `direct`, the
+    /// copies pushed per node instead, an upper bound the layout pass
+    /// replaces with the stored count.
     degrees: Vec<u32>,
-    exact_degrees: bool,
     /// With `--dedup`: the histogram of the copies pushed per node (before
     /// the dedup), which chooses the inline cap whether the dedup is then
     /// streamed into the layout or merged through `edges.sorted` — so both
     /// paths (and every memory budget) give the same layout.
     raw_hist: Option<DegreeHistogram>,
-    /// Keys pushed from the input and as added reverse copies.
-    pushed_input: u64,
-    pushed_reverse: u64,
     /// Nodes with no edge in either direction (no stored neighbor and never
     /// anyone's neighbor); a node with only out-edges is not isolated.
     isolated: u64,
@@ -860,19 +856,23 @@ struct EdgeStream {
     b: Merged,
     pb: Option<u64>,
     symmetrize: bool,
-    /// `--dedup`: each distinct key once (the rest of its group skipped).
-    dedup: bool,
+    /// `--dedup`: each distinct key once (the rest of its group skipped);
+    /// the keys pushed from the input and as added reverse copies, from
+    /// which [`EdgeStream::dedup_removed`] derives the report's counts.
+    dedup: Option<(u64, u64)>,
     /// Current group: key, input copies, added copies.
     group: Option<(u64, u64, u64)>,
     rc: ReverseCounts,
     /// Distinct keys with an input copy, and those that are only added
-    /// reverse copies (the `--dedup` report's counts).
+    /// reverse copies.
     input_keys: u64,
     reverse_only: u64,
+    /// Keys read from the two merges (progress of a `--dedup` merge).
+    read: u64,
 }
 
 impl EdgeStream {
-    fn new(mut a: Merged, mut b: Merged, symmetrize: bool, dedup: bool) -> Result<EdgeStream> {
+    fn new(mut a: Merged, mut b: Merged, symmetrize: bool, dedup: Option<(u64, u64)>) -> Result<EdgeStream> {
         // Without --symmetrize `next_key` reads `a` directly: nothing prefetched.
         let (pa, pb) = if symmetrize { (a.next_key()?, b.next_key()?) } else { (None, None) };
         Ok(EdgeStream {
@@ -886,7 +886,17 @@ impl EdgeStream {
             rc: ReverseCounts::default(),
             input_keys: 0,
             reverse_only: 0,
+            read: 0,
         })
+    }
+
+    /// A drained `--dedup` stream's (duplicates removed, reverse copies
+    /// merged): every pushed input copy beyond one per key that has one, and
+    /// every added reverse copy except the one that stores a key with no
+    /// input copy. (Runs may hold one copy per key already, so these come
+    /// from the pushed totals, not from the merge.)
+    fn dedup_removed(&self) -> Option<(u64, u64)> {
+        self.dedup.map(|(input, reverse)| (input - self.input_keys, reverse - self.reverse_only))
     }
 
     fn close_group(&mut self) {
@@ -901,7 +911,7 @@ impl EdgeStream {
 
     #[inline]
     fn next_key(&mut self) -> Result<Option<u64>> {
-        if !self.symmetrize && !self.dedup {
+        if !self.symmetrize && self.dedup.is_none() {
             // No reverse copies and no statistics to count: the input's merge.
             return self.a.next_key();
         }
@@ -915,6 +925,7 @@ impl EdgeStream {
                 self.close_group();
                 return Ok(None);
             };
+            self.read += 1;
             let new = self.group.map(|g| g.0) != Some(k);
             if new {
                 self.close_group();
@@ -927,7 +938,7 @@ impl EdgeStream {
                     g.1 += 1;
                 }
             }
-            if new || !self.dedup {
+            if new || self.dedup.is_none() {
                 return Ok(Some(k));
             }
         }
@@ -1171,8 +1182,8 @@ fn preprocess_edges(
     // Degree array (4 B/node): after the chunk is released when the sort
     // spilled; otherwise beside the in-memory chunk, which the budget covers
     // when the node count was known up front.
-    let mut merged = sorter.finish()?;
-    let mut merged_rev = reverse.finish()?;
+    let merged = sorter.finish()?;
+    let merged_rev = reverse.finish()?;
     // Both sorters are finished: their observers (and spill threads) are gone.
     let (mut degrees, mut has_out) = std::sync::Arc::try_unwrap(counts)
         .map_err(|_| BuildError::config("internal: degree counters still shared after the sort"))?
@@ -1181,11 +1192,8 @@ fn preprocess_edges(
     let sorted_path = tmp.join("edges.sorted");
     degrees.resize(num_nodes as usize, 0);
     has_out.resize((num_nodes as usize).div_ceil(64), 0);
-    let raw_hist = opts.dedup.then(|| {
-        let mut h = DegreeHistogram::new();
-        degrees.iter().for_each(|&d| h.add(d as u64));
-        h
-    });
+    let raw_hist = opts.dedup.then(|| degree_histogram(&degrees));
+    let dedup = opts.dedup.then_some((pushed_input, pushed_reverse));
     if direct {
         // A dedup keeps at least one copy of every key: who has a neighbor
         // or an out-edge is the same before and after it.
@@ -1193,12 +1201,9 @@ fn preprocess_edges(
         return Ok(EdgeResult {
             num_nodes,
             sorted_path,
-            direct: Some(EdgeStream::new(merged, merged_rev, opts.symmetrize, opts.dedup)?),
+            direct: Some(EdgeStream::new(merged, merged_rev, opts.symmetrize, dedup)?),
             degrees,
-            exact_degrees: !opts.dedup,
             raw_hist,
-            pushed_input,
-            pushed_reverse,
             isolated,
             num_entries: pushed,
             input_edges,
@@ -1211,7 +1216,6 @@ fn preprocess_edges(
         });
     }
     drop((degrees, has_out)); // the raw counts: the merge counts the stored entries
-    let (mut pa, mut pb) = (merged.next_key()?, merged_rev.next_key()?);
     let mut degrees = vec![0u32; num_nodes as usize];
     // One bit per node (N/8 B beside the 4 B/node degrees): set when the node
     // is some stored entry's source, i.e. has an out-edge.
@@ -1221,31 +1225,12 @@ fn preprocess_edges(
     // 2 GiB input: layout 2.5-2.7 s against 1.6-1.9 s from the page cache.)
     let mut out = OutFile::create(&sorted_path)?;
     let mut task = progress.task("merge", "edges", merged.total_keys() + merged_rev.total_keys());
-    // Keys with an input copy, and keys that are only added reverse copies.
-    let (mut entries, mut input_keys, mut reverse_only) = (0u64, 0u64, 0u64);
-    let mut rc = ReverseCounts::default();
+    // The same stream a bucketed --dedup build hands the layout: one copy
+    // per key, the groups counted for the report.
+    let mut stream = EdgeStream::new(merged, merged_rev, opts.symmetrize, dedup)?;
+    let (mut entries, mut shown) = (0u64, 0u64);
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
-    // One group per distinct key: `a` copies from the input, `b` added reverse copies.
-    let mut next = next_of_two(&mut merged, &mut pa, &mut merged_rev, &mut pb)?;
-    while let Some((k, _)) = next {
-        let (mut a, mut b) = (0u64, 0u64);
-        while let Some((k2, from_rev)) = next.filter(|&(k2, _)| k2 == k) {
-            debug_assert_eq!(k2, k);
-            if from_rev {
-                b += 1;
-            } else {
-                a += 1;
-            }
-            next = next_of_two(&mut merged, &mut pa, &mut merged_rev, &mut pb)?;
-        }
-        if opts.symmetrize {
-            rc.group(k, a, b);
-        }
-        input_keys += (a > 0) as u64;
-        reverse_only += (a == 0 && b > 0) as u64;
-        // This path runs with --dedup only (without it the layout consumes
-        // the merge directly: `EdgeStream`): one stored copy per key.
-        debug_assert!(opts.dedup);
+    while let Some(k) = stream.next_key()? {
         count_entry(&mut degrees, &mut has_out, k >> 32, k & 0xffff_ffff)?;
         buf.extend_from_slice(&k.to_le_bytes());
         entries += 1;
@@ -1253,30 +1238,24 @@ fn preprocess_edges(
             out.write(&buf)?;
             buf.clear();
             progress.check()?;
+            task.add(stream.read - shown);
+            shown = stream.read;
         }
-        task.add(a + b);
     }
     task.finish();
     out.write(&buf)?;
     out.finish()?;
-    drop(merged);
-    drop(merged_rev);
-    // Copies removed: every pushed input copy beyond one per key that has
-    // one (`--dedup`'s "duplicates removed"), and every added reverse copy
-    // except the one that stores a key with no input copy. (Runs held one
-    // copy per key already, so these come from the totals, not the merge.)
-    let dups = pushed_input - input_keys;
-    rc.merged = pushed_reverse - reverse_only;
+    let (dups, merged_copies) = stream.dedup_removed().expect("this path runs with --dedup only");
+    let mut rc = stream.rc;
+    rc.merged = merged_copies;
+    drop(stream);
     let isolated = isolated_nodes(&degrees, &has_out);
     Ok(EdgeResult {
         num_nodes,
         sorted_path,
         direct: None,
         degrees,
-        exact_degrees: true,
         raw_hist,
-        pushed_input,
-        pushed_reverse,
         isolated,
         num_entries: entries,
         input_edges,
@@ -1287,6 +1266,12 @@ fn preprocess_edges(
         runs,
         seconds: t.elapsed().as_secs_f64(),
     })
+}
+
+fn degree_histogram(degrees: &[u32]) -> DegreeHistogram {
+    let mut h = DegreeHistogram::new();
+    degrees.iter().for_each(|&d| h.add(d as u64));
+    h
 }
 
 /// Nodes with neither a stored neighbor nor an out-edge.
@@ -1307,11 +1292,10 @@ impl KeyStream {
             KeyStream::Direct(e) => e.next_key(),
         }
     }
-    /// A direct `--dedup` stream's (distinct keys with an input copy, distinct
-    /// keys that are only added reverse copies), once it is drained.
-    fn dedup_counts(&self) -> Option<(u64, u64)> {
+    /// A drained direct `--dedup` stream's [`EdgeStream::dedup_removed`].
+    fn dedup_removed(&self) -> Option<(u64, u64)> {
         match self {
-            KeyStream::Direct(e) if e.dedup => Some((e.input_keys, e.reverse_only)),
+            KeyStream::Direct(e) => e.dedup_removed(),
             _ => None,
         }
     }
@@ -1345,6 +1329,9 @@ fn finish_build(
     // features.fg), so nothing before the manifest needs it.
     let staged = matches!(&side, SideLater::Ready(s) if s.staged);
 
+    // A --dedup stream yields the stored entries; the degrees counted so far
+    // are the copies pushed (`EdgeResult::degrees`).
+    let exact = er.direct.as_ref().is_none_or(|e| e.dedup.is_none());
     // Relabelling.
     let source = match er.direct.take() {
         Some(e) => KeyStream::Direct(Box::new(e)),
@@ -1384,28 +1371,30 @@ fn finish_build(
         }
     };
 
-    // Degree statistics and the inline cap (with --dedup, from the copies
-    // pushed: see `EdgeResult::raw_hist`).
-    let mut hist = DegreeHistogram::new();
-    er.degrees.iter().for_each(|&d| hist.add(d as u64));
+    // The inline cap: with --dedup from the copies pushed (see
+    // `EdgeResult::raw_hist`), else from the degrees.
+    let cap_hist = er.raw_hist.take().unwrap_or_else(|| degree_histogram(&er.degrees));
     let inline_row = if placement == FeaturePlacement::Inline { feat_dim * feat_dtype.size() as u32 } else { 0 };
-    let cap = choose_inline_cap(opts.page_size, 4, inline_row, n, er.raw_hist.as_ref().unwrap_or(&hist));
+    let cap = choose_inline_cap(opts.page_size, 4, inline_row, n, &cap_hist);
+    let layout_of = |entries: u64, overflow_entries: u64| -> Result<Layout> {
+        let l = Layout::new(
+            "build",
+            opts.page_size,
+            n,
+            entries,
+            4,
+            feat_dim,
+            feat_dtype,
+            placement,
+            cap,
+            overflow_entries,
+        )?;
+        Ok(l.with_dataset_id(opts.dataset_id))
+    };
     // Upper bounds while the degrees are (a streamed --dedup); the headers
     // get the stored counts when the layout pass has them.
     let overflow_entries: u64 = er.degrees.iter().map(|&d| (d as u64).saturating_sub(cap as u64)).sum();
-    let mut layout = Layout::new(
-        "build",
-        opts.page_size,
-        n,
-        er.num_entries,
-        4,
-        feat_dim,
-        feat_dtype,
-        placement,
-        cap,
-        overflow_entries,
-    )?
-    .with_dataset_id(opts.dataset_id);
+    let mut layout = layout_of(er.num_entries, overflow_entries)?;
 
     // Feature rows for the layout pass.
     let stage_path = tmp.join("features.stage");
@@ -1459,7 +1448,7 @@ fn finish_build(
             deg += 1;
             pending = keys.next_key()?;
         }
-        if er.exact_degrees && deg != er.degrees[v as usize] as u64 {
+        if exact && deg != er.degrees[v as usize] as u64 {
             return Err(BuildError::config(format!(
                 "internal: node {v} has {deg} stored neighbors in the edge stream but {} counted",
                 er.degrees[v as usize]
@@ -1510,26 +1499,21 @@ fn finish_build(
     if let Some(rc) = keys.reverse_counts() {
         er.reverse = rc;
     }
-    if let Some((input_keys, reverse_only)) = keys.dedup_counts() {
-        // As the merge path derives them: every pushed copy beyond one per
-        // key that has an input copy, every added copy beyond one per key
-        // that has none.
-        er.duplicates_removed = er.pushed_input - input_keys;
-        er.reverse.merged = er.pushed_reverse - reverse_only;
+    if let Some((dups, merged)) = keys.dedup_removed() {
+        er.duplicates_removed = dups;
+        er.reverse.merged = merged;
     }
     drop(keys);
     let _ = std::fs::remove_file(&er.sorted_path);
     let _ = std::fs::remove_file(&stage_path);
     // The stored counts, in the headers written with upper bounds.
     let provisional = layout.clone();
-    if !er.exact_degrees {
+    if !exact {
         er.num_entries = stored;
-        hist = DegreeHistogram::new();
-        er.degrees.iter().for_each(|&d| hist.add(d as u64));
-        layout =
-            Layout::new("build", opts.page_size, n, stored, 4, feat_dim, feat_dtype, placement, cap, ovf.next_entry)?
-                .with_dataset_id(opts.dataset_id);
+        layout = layout_of(stored, ovf.next_entry)?;
     }
+    // The report's degree statistics, of the stored degrees.
+    let hist = if opts.dedup { degree_histogram(&er.degrees) } else { cap_hist };
     let head = |l: &Layout| GraphHeader::from_layout(l).encode();
     let (gb, gc) = graph.finish_patched(&head(&provisional), &head(&layout))?;
     files.push((GRAPH_FILE.into(), gb, gc));
