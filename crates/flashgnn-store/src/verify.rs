@@ -18,7 +18,7 @@ use flashgnn_format::FormatError;
 
 use crate::dataset::{Dataset, NpyArray, Result};
 
-/// Read size for whole-file checksums: 4 MiB.
+/// Stored feature-row CRCs held at once while rows are checked: 4 MiB.
 const VERIFY_CHUNK_BYTES: usize = 4 << 20;
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -70,7 +70,9 @@ pub fn verify_scope(ds: &Dataset, scope: Scope, progress: &mut dyn FnMut(u64, u6
     let l = ds.layout();
     let mut rep = VerifyReport::default();
     let separate = l.placement == FeaturePlacement::Separate;
-    let skip = |name: &str| scope == Scope::Encoded && separate && name == FEATURES_FILE;
+    // Separate feature rows read back and checked (`Scope::Encoded` skips them).
+    let rows_read = separate && scope == Scope::All;
+    let skip = |name: &str| !rows_read && separate && name == FEATURES_FILE;
     let total: u64 = m.files.iter().filter(|(n, _)| !skip(n)).map(|(_, f)| f.bytes).sum::<u64>();
     let mut done = 0u64;
 
@@ -85,7 +87,7 @@ pub fn verify_scope(ds: &Dataset, scope: Scope, progress: &mut dyn FnMut(u64, u6
     let (mut slot_err, mut overflow_err) = (None, None);
     // An error opening feature_crc.npy is held like a row's, so every
     // whole-file CRC is checked first; no row is checked after one.
-    let (mut rows, mut feature_err) = FeatureRows::open(ds, separate);
+    let (mut rows, mut feature_err) = FeatureRows::open(ds, rows_read);
     let (mut slots, mut slot_pages_seen, mut overflow_checked) = (0u64, 0u64, 0u64);
     for name in m.files.keys().filter(|n| !skip(n)) {
         let mut count = |k| {
@@ -173,7 +175,7 @@ pub fn verify_scope(ds: &Dataset, scope: Scope, progress: &mut dyn FnMut(u64, u6
     if let Some(e) = feature_err {
         return Err(e);
     }
-    if separate && !skip(FEATURES_FILE) && rows.checked != l.num_nodes {
+    if rows_read && rows.checked != l.num_nodes {
         return Err(FormatError::oob(
             ds.file(FEATURES_FILE),
             0,
@@ -256,18 +258,11 @@ struct FeatureRows {
 }
 
 impl FeatureRows {
-    /// The checker, and the error opening `feature_crc.npy` (its length
-    /// against the node count included) for the caller to hold.
-    fn open(ds: &Dataset, separate: bool) -> (FeatureRows, Option<crate::dataset::StoreError>) {
-        let opened = separate.then(|| -> Result<NpyArray> {
-            let a = ds.side_array(FEATURE_CRC_FILE)?;
-            if a.len() != ds.layout().num_nodes {
-                let want = format!("== num_nodes {}", ds.layout().num_nodes);
-                return Err(FormatError::oob(ds.file(FEATURE_CRC_FILE), 0, "rows", a.len(), want).into());
-            }
-            Ok(a)
-        });
-        let (crcs, err) = match opened {
+    /// The checker, and the error opening `feature_crc.npy` for the caller
+    /// to hold (`side_array` checks its dtype and its length, `num_nodes`).
+    /// Opened only when the rows are read.
+    fn open(ds: &Dataset, rows_read: bool) -> (FeatureRows, Option<crate::dataset::StoreError>) {
+        let (crcs, err) = match rows_read.then(|| ds.side_array(FEATURE_CRC_FILE)) {
             Some(Ok(a)) => (Some(a), None),
             Some(Err(e)) => (None, Some(e)),
             None => (None, None),
