@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
 import subprocess
 import sys
 import time
@@ -78,52 +78,43 @@ def plan_input(shape: str, target: int) -> tuple[int, int, int]:
     return scale, degree, dim
 
 
-# Runs `flashgnn.cli` and, at its exit, writes the process's /proc/self/io
-# (every thread's, exited ones included) to the file named by argv[1].
-_IO_WRAPPER = """
-import atexit, runpy, sys
-out = sys.argv.pop(1)
-def dump():
-    try:
-        open(out, "w").write(open("/proc/self/io").read())
-    except OSError:
-        pass
-atexit.register(dump)
-sys.argv[0] = "flashgnn"
-runpy.run_module("flashgnn.cli", run_name="__main__", alter_sys=True)
-"""
+def io_counts() -> dict[str, int]:
+    """This process's ``/proc/self/io``. It includes every child the process has waited for: the kernel
+    adds a reaped child's counts to its parent's."""
+    lines = Path("/proc/self/io").read_text().splitlines()
+    return {k: int(v) for k, v in (line.split(": ") for line in lines)}
 
 
-def device_bytes(io_text: str) -> tuple[int, int]:
-    """(read, written) bytes a process made the block device move, from /proc/PID/io: reads that missed
-    the page cache, and writes less those cancelled by truncating or deleting dirty pages before
-    writeback (the build's temporary files)."""
-    f = dict(line.split(": ") for line in io_text.strip().splitlines())
-    return int(f["read_bytes"]), max(int(f["write_bytes"]) - int(f["cancelled_write_bytes"]), 0)
+def device_bytes(before: dict[str, int], after: dict[str, int]) -> tuple[int, int]:
+    """(read, written) bytes the block device moved between two :func:`io_counts`: reads that missed the
+    page cache, and writes less those cancelled by truncating or deleting dirty pages before writeback
+    (the build's temporary files)."""
+    d = {k: after[k] - before[k] for k in ("read_bytes", "write_bytes", "cancelled_write_bytes")}
+    return d["read_bytes"], max(d["write_bytes"] - d["cancelled_write_bytes"], 0)
 
 
-def build_once(raw: Path, out: Path, a, verify: str) -> dict | int:
-    """Build ``raw`` once in a child process; the figures, or its exit code."""
+def build_once(raw: Path, out: Path, a, verify: str) -> dict:
+    """Build ``raw`` once in a child process and return the figures; exit with the child's code if it
+    fails."""
     raw_bytes = dir_bytes(raw)
     subprocess.run(["sync"], check=False)
-    t = time.perf_counter()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     pin = ["--dataset-id", str(a.dataset_id)] if a.dataset_id else []
-    io_file = out.parent / f".{out.name}.io"
-    io_file.unlink(missing_ok=True)
-    proc = subprocess.run([sys.executable, "-c", _IO_WRAPPER, str(io_file),
-                           "build", str(raw), str(out), "--symmetrize", "--dedup", "--force", "-q",
-                           "--verify", verify, "--memory-budget", str(a.budget), *pin])
+    io0 = io_counts()
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "flashgnn.cli", "build", str(raw), str(out), "--symmetrize",
+                             "--dedup", "--force", "-q", "--verify", verify, "--memory-budget", str(a.budget), *pin])
+    # This child's own rusage (RUSAGE_CHILDREN would give the largest peak of every child so far).
+    _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    rd, wr = device_bytes(io0, io_counts())
     if proc.returncode != 0:
         print(f"bench-build: build failed with exit code {proc.returncode}", file=sys.stderr)
-        return proc.returncode
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    if peak < before * 1024:
-        peak = before * 1024
+        raise SystemExit(proc.returncode)
+    peak = usage.ru_maxrss * 1024
     manifest = json.loads((out / "manifest.json").read_text())
     b = manifest["build"]
-    res = {
+    return {
         "verify": verify,
         "raw_input_bytes": raw_bytes,
         "budget_bytes": a.budget,
@@ -140,12 +131,10 @@ def build_once(raw: Path, out: Path, a, verify: str) -> dict | int:
         "num_nodes": manifest["num_nodes"],
         "num_edges": manifest["num_edges"],
         "dataset_bytes": dir_bytes(out),
+        # What the build made the device move.
+        "device_read_bytes": rd,
+        "device_write_bytes": wr,
     }
-    # What the build made the device move (the child's /proc/self/io at exit).
-    rd, wr = device_bytes(io_file.read_text()) if io_file.exists() else (0, 0)
-    io_file.unlink(missing_ok=True)
-    res.update(device_read_bytes=rd, device_write_bytes=wr)
-    return res
 
 
 def io_floor(res: dict) -> dict:
@@ -186,7 +175,6 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     runs = []
-    worst = 0
     for shape in tqdm(shapes, desc="bench-build shapes", unit="shape", disable=len(shapes) < 2):
         raw, out = (Path(a.raw) if a.raw else data / f"{shape}-raw"), data / f"{shape}-out"
         if not a.raw:
@@ -200,8 +188,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench-build [{shape}]: disk probe ({human_bytes(a.probe)} O_DIRECT write + read)", flush=True)
             probe = disk_probe(data / "probe.bin", a.probe)
             res = build_once(raw, out, a, verify)
-            if isinstance(res, int):
-                return res
             res.update({
                 "shape": shape,
                 "disk_seq_write_MBps": probe["write_MBps"],
@@ -212,7 +198,6 @@ def main(argv: list[str] | None = None) -> int:
             })
             res.update(io_floor(res))
             runs.append(res)
-            worst |= 0 if res["within_budget"] else 1
             print(
                 f"bench-build [{shape}, --verify {verify}]: input {human_bytes(res['raw_input_bytes'])} "
                 f"({res['input_over_budget']:.1f}x budget) built in {res['build_seconds']:.1f} s: "
@@ -230,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             if not a.raw:
                 shutil.rmtree(raw, ignore_errors=True)
             shutil.rmtree(out, ignore_errors=True)
+    worst = int(not all(r["within_budget"] for r in runs))
     print("bench-build: " + "; ".join(
         f"{r['shape']}/{r['verify']} {r['throughput_vs_disk_read']:.2f}x read (I/O floor "
         f"{r['io_floor_ratio_read'] or 0:.2f}x)" for r in runs)

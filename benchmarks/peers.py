@@ -293,7 +293,7 @@ def main(argv=None) -> int:
         prepare(path, work, progress=not a.json)
     cache = {"budget": cache_budget, "policy": "s3fifo", "hot": "degree", "hot_fraction": DEFAULT_HOT_FRACTION}
     results = {}
-    rounds = {}  # variant -> its results, one per round
+    rounds = {}  # variant -> its results, one per round (none once it failed)
     plan = [(r, v) for r in range(max(a.rounds, 1)) for v in variants if r == 0 or v in REPEATED]
     for rnd, v in plan:
         if rnd > 0 and ("skipped" in results.get(v, {}) or "failed" in results.get(v, {})):
@@ -325,7 +325,8 @@ def main(argv=None) -> int:
         rc, out = run_child(cmd, cap)
         wall = time.perf_counter() - t
         if rc != 0:
-            results[v] = rounds[v] = {"variant": v, "failed": rc, "capped": bool(cap)}
+            results[v] = {"variant": v, "failed": rc, "capped": bool(cap)}
+            rounds.pop(v, None)
             print(f"bench-peers: {v:<15} failed (exit {rc}{', killed: over the cap?' if rc < 0 else ''})",
                   file=sys.stderr)
             continue
@@ -365,7 +366,7 @@ def main(argv=None) -> int:
     # The same ratio within each round (a round runs its variants back to back).
     per_round = {k: [c["batches_per_s"] / m["batches_per_s"] for c, m in zip(rounds[CACHED], rounds[y])]
                  for k, y in (("uring+cache_vs_memory", "memory"), ("uring+cache_vs_pyg_memory", "pyg-memory"))
-                 if isinstance(rounds.get(CACHED), list) and isinstance(rounds.get(y), list)}
+                 if CACHED in rounds and y in rounds}
     ratios = {
         "uring+cache_vs_pyg_memory": ratio(CACHED, "pyg-memory"),
         "uring+cache_vs_memory": ratio(CACHED, "memory"),

@@ -358,10 +358,11 @@ def main(argv: list[str] | None = None) -> int:
     # 6. Report.
     train_n = manifest.get("splits", {}).get("train")  # {"train": count, ...}
     train_frac = (train_n / n_real) if train_n else 0.1
+    s_per_edge = build_s / e_real  # the build's cost per stored edge, extrapolated below
     ext = [extrapolate("IGB-full", IGB_FULL["nodes"], IGB_FULL["edges"], IGB_FULL["dim"], per_node_base,
-                       ID_BYTES, build_s / e_real, disk, tr["batches_per_s"], train_frac, a.batch_size),
+                       ID_BYTES, s_per_edge, disk, tr["batches_per_s"], train_frac, a.batch_size),
            extrapolate("100B edges", int(1e11 / (e_real / n_real)), int(1e11), dim, per_node_base, ID_BYTES,
-                       build_s / e_real, disk, tr["batches_per_s"], train_frac, a.batch_size)]
+                       s_per_edge, disk, tr["batches_per_s"], train_frac, a.batch_size)]
     res = {
         "nodes": n_real, "edges": e_real, "dim": dim, "dim_reason": why, "ram_bytes": ram,
         "memory_limit": a.memory_limit, "build_budget": a.build_budget,

@@ -1,8 +1,14 @@
 """`make bench-build`'s input planning: both shapes reach the target size."""
 
+import json
+import subprocess
+import sys
+
 import pytest
 
+import flashgnn
 from benchmarks.build_ooc import SHAPES, plan_input
+from conftest import cli_env
 
 
 @pytest.mark.parametrize("target", [1 << 30, 4 << 30, 8 << 30])
@@ -36,21 +42,12 @@ def test_io_floor_is_the_device_bytes_at_the_probed_bandwidths():
 def test_a_build_reports_the_bytes_it_made_the_device_move(tmp_path):
     """End to end on a tiny input: the device wrote at least the dataset (its files go out with O_DIRECT or
     dirty the page cache, which the block-I/O accounting counts either way)."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    import flashgnn
-    from conftest import cli_env
-
     raw = tmp_path / "raw"
     flashgnn.generate(raw, scale=12, edge_factor=8, dim=16, progress=False)
     out = tmp_path / "out.json"
     cmd = [sys.executable, "-m", "benchmarks.build_ooc", "--raw", str(raw), "--data", str(tmp_path / "b"),
            "--budget", "128MiB", "--probe", "8MiB", "--verify", "encoded", "--json", str(out)]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(), timeout=300,
-                       cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    p = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(), timeout=300)
     assert p.returncode == 0, p.stderr + p.stdout
     r = json.loads(out.read_text())["runs"][0]
     if r["device_write_bytes"] == 0:
