@@ -40,10 +40,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from flashgnn._util import human_bytes, parse_size
@@ -99,18 +97,16 @@ def build_once(raw: Path, out: Path, a, verify: str) -> dict:
     raw_bytes = dir_bytes(raw)
     subprocess.run(["sync"], check=False)
     pin = ["--dataset-id", str(a.dataset_id)] if a.dataset_id else []
+    from benchmarks.scale import run_child
+
     io0 = io_counts()
-    t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "flashgnn.cli", "build", str(raw), str(out), "--symmetrize",
-                             "--dedup", "--force", "-q", "--verify", verify, "--memory-budget", str(a.budget), *pin])
-    # This child's own rusage (RUSAGE_CHILDREN would give the largest peak of every child so far).
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - t
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    rc, seconds, usage = run_child([sys.executable, "-m", "flashgnn.cli", "build", str(raw), str(out),
+                                    "--symmetrize", "--dedup", "--force", "-q", "--verify", verify,
+                                    "--memory-budget", str(a.budget), *pin])
     rd, wr = device_bytes(io0, io_counts())
-    if proc.returncode != 0:
-        print(f"bench-build: build failed with exit code {proc.returncode}", file=sys.stderr)
-        raise SystemExit(proc.returncode)
+    if rc != 0:
+        print(f"bench-build: build failed with exit code {rc}", file=sys.stderr)
+        raise SystemExit(rc)
     peak = usage.ru_maxrss * 1024
     manifest = json.loads((out / "manifest.json").read_text())
     b = manifest["build"]

@@ -181,12 +181,22 @@ def dir_bytes(p: Path) -> int:
     return sum(f.stat().st_size for f in p.iterdir() if f.is_file())
 
 
-def run(cmd: list[str], what: str) -> float:
+def run_child(cmd: list[str]) -> tuple[int, float, "resource.struct_rusage"]:
+    """Run ``cmd``; its exit code, wall seconds and its own rusage (``wait4``: ``RUSAGE_CHILDREN`` would
+    give the largest peak RSS of every child waited for so far, not this one's)."""
     t = time.perf_counter()
-    p = subprocess.run(cmd)
-    if p.returncode != 0:
-        raise SystemExit(f"bench-scale: {what} failed (exit {p.returncode}): {' '.join(cmd)}")
-    return time.perf_counter() - t
+    p = subprocess.Popen(cmd)
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return p.returncode, time.perf_counter() - t, usage
+
+
+def run(cmd: list[str], what: str) -> tuple[float, int]:
+    """Run ``cmd`` or exit naming it; its wall seconds and peak RSS in bytes."""
+    rc, seconds, usage = run_child(cmd)
+    if rc != 0:
+        raise SystemExit(f"bench-scale: {what} failed (exit {rc}): {' '.join(cmd)}")
+    return seconds, usage.ru_maxrss * 1024
 
 
 def train_capped(dataset: Path, batches: int, cap: int, batch_size: int, fanout: str) -> dict:
@@ -313,16 +323,15 @@ def main(argv: list[str] | None = None) -> int:
     # 3-4. Generate, build, verify.
     raw, out = data / "raw", data / "dataset"
     edge_dtype = "uint32" if raw_edge_bytes(n) == RAW_EDGE_BYTES_U32 else "int64"
-    gen_s = run(cli + ["generate", "rmat", str(raw), "--scale", str(scale), "--edge-factor", str(ef),
+    gen_s, _ = run(cli + ["generate", "rmat", str(raw), "--scale", str(scale), "--edge-factor", str(ef),
                        "--dim", str(dim), "--edge-dtype", edge_dtype, "--force"], "generate")
     raw_bytes = dir_bytes(raw)
     subprocess.run(["sync"], check=False)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    build_s = run(cli + ["build", str(raw), str(out), "--force", "--memory-budget", str(a.build_budget)], "build")
-    peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) * 1024
+    build_s, peak = run(cli + ["build", str(raw), str(out), "--force", "--memory-budget", str(a.build_budget)],
+                        "build")
     if not a.keep:
         shutil.rmtree(raw, ignore_errors=True)  # room for training; the dataset is what remains
-    verify_s = run(cli + ["verify", str(out)], "verify")
+    verify_s, _ = run(cli + ["verify", str(out)], "verify")
     manifest = json.loads((out / "manifest.json").read_text())
     ds_bytes = dir_bytes(out)
     n_real, e_real = manifest["num_nodes"], manifest["num_edges"]
