@@ -494,6 +494,8 @@ enum Piece {
 /// worker holds at most one finished bucket until the consumer takes it).
 pub struct BucketStream {
     rx: Option<std::sync::mpsc::Receiver<Result<Piece>>>,
+    /// Drained buckets' buffers, back to the worker (see [`Reuse`]).
+    free: std::sync::mpsc::Sender<Vec<u64>>,
     worker: Option<std::thread::JoinHandle<()>>,
     keys: Vec<u64>,
     at: usize,
@@ -515,12 +517,14 @@ impl BucketStream {
             }
         }
         let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Piece>>(0);
-        let (dir, name, cap, shift) = (dir.to_path_buf(), name.to_string(), b.resident_keys, b.shift);
+        let (free, free_rx) = std::sync::mpsc::channel::<Vec<u64>>();
+        let (dir, name, cap) = (dir.to_path_buf(), name.to_string(), b.resident_keys);
         let worker = std::thread::Builder::new()
             .name(format!("{name}-sort"))
             .spawn(move || {
+                let mut reuse = Reuse { free: free_rx };
                 for (i, path, n) in jobs {
-                    let piece = load_bucket(&dir, &name, i, &path, n, cap, shift);
+                    let piece = load_bucket(&dir, &name, i, &path, n, cap, &mut reuse);
                     let failed = piece.is_err();
                     if tx.send(piece).is_err() || failed {
                         return; // consumer gone (it removes the files), or the error is delivered
@@ -528,7 +532,16 @@ impl BucketStream {
                 }
             })
             .map_err(|e| crate::BuildError::config(format!("cannot start the bucket sort thread: {e}")))?;
-        Ok(BucketStream { rx: Some(rx), worker: Some(worker), keys: Vec::new(), at: 0, stream: None, total, paths })
+        Ok(BucketStream {
+            rx: Some(rx),
+            free,
+            worker: Some(worker),
+            keys: Vec::new(),
+            at: 0,
+            stream: None,
+            total,
+            paths,
+        })
     }
 
     #[inline]
@@ -544,7 +557,9 @@ impl BucketStream {
                 }
                 self.stream = None;
             }
-            self.keys = Vec::new(); // release before the next bucket arrives
+            // Hand the drained bucket's buffer back to the worker for reuse
+            // (dropped there when too small) before the next one arrives.
+            let _ = self.free.send(std::mem::take(&mut self.keys));
             self.at = 0;
             let Some(rx) = self.rx.as_ref() else { return Ok(None) };
             match rx.recv() {
@@ -563,20 +578,50 @@ impl BucketStream {
     }
 }
 
+/// A sort worker's output vectors, kept from one bucket to the next:
+/// drained buckets' vectors come back from the consumer. A fresh 200 MB
+/// vector per bucket cost its page faults and zeroing every time (with the
+/// read buffer, ~7 % of an 8 GiB edge build's CPU in `clear_page`). The
+/// read buffer is not kept: held across the hand-over it added a fourth
+/// bucket to the resident set (peak RSS 303 against 250 MiB measured
+/// under a 256 MiB budget).
+struct Reuse {
+    free: std::sync::mpsc::Receiver<Vec<u64>>,
+}
+
+impl Reuse {
+    /// A vector for `n` sorted keys: a returned one when it is large
+    /// enough (the last returned wins), else a new one.
+    fn output(&mut self, n: usize) -> Vec<u64> {
+        let mut out = Vec::new();
+        while let Ok(v) = self.free.try_recv() {
+            out = v;
+        }
+        if out.capacity() < n {
+            return huge_zeroed::<u64>(n);
+        }
+        out.clear();
+        out.resize(n, 0);
+        out
+    }
+}
+
 /// Read bucket `i` (`n` keys) and sort it: in memory when it fits the
 /// resident cap, else through a nested run-and-merge sorter. Removes the file.
-fn load_bucket(dir: &Path, name: &str, i: usize, path: &Path, n: u64, cap: usize, shift: u32) -> Result<Piece> {
+fn load_bucket(dir: &Path, name: &str, i: usize, path: &Path, n: u64, cap: usize, reuse: &mut Reuse) -> Result<Piece> {
     if n as usize <= cap && cfg!(target_endian = "little") {
         // O_DIRECT (buffered where the file system refuses it) into one
         // aligned buffer: no page-cache copy, no cached pages left behind.
         let mut f = flashgnn_io::direct::DirectFile::open_path(path)?;
+        let mut out = reuse.output(n as usize);
         let bytes = f.read_view(0, n as usize * 8)?;
         // SAFETY: the view starts at offset 0 of a 4096-aligned buffer and
         // holds n * 8 initialised bytes; every bit pattern is a u64, and
         // little-endian file bytes are the keys' own (cfg above).
         let keys = unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const u64, n as usize) };
         let _ = std::fs::remove_file(path); // read already: the open file outlives its name
-        return Ok(Piece::Keys(sort_bucket(keys, shift)));
+        sort_bucket_into(keys, &mut out);
+        return Ok(Piece::Keys(out));
     }
     let mut r = KeyFileReader::open(path)?;
     if n as usize <= cap {
@@ -585,7 +630,7 @@ fn load_bucket(dir: &Path, name: &str, i: usize, path: &Path, n: u64, cap: usize
             keys.extend_from_slice(&r.block);
         }
         let _ = std::fs::remove_file(path);
-        return Ok(Piece::Keys(sort_bucket(&keys, shift)));
+        return Ok(Piece::Keys(sort_bucket(&keys)));
     }
     let mut s = ExternalSorter::new(dir, &format!("{name}.b{i}"), cap as u64 * 8);
     while r.refill()? {
@@ -597,64 +642,161 @@ fn load_bucket(dir: &Path, name: &str, i: usize, path: &Path, n: u64, cap: usize
     Ok(Piece::Stream(Box::new(s.finish()?)))
 }
 
-/// Digit bits of [`sort_bucket`]'s counting pass: 2^18 counters = 1 MiB.
-const BUCKET_DIGIT_BITS: u32 = 18;
+/// A zeroed vector whose pages the kernel may back with transparent huge
+/// pages (`MADV_HUGEPAGE`): the degree counters and out-edge bits take one
+/// random increment per pushed key, and with 4 KiB pages most of those also
+/// miss the TLB; [`sort_bucket`]'s scatter writes keys to ~2^17 segments
+/// at once, the same access pattern.
+pub(crate) fn huge_zeroed<T: Copy + Default>(n: usize) -> Vec<T> {
+    let v = vec![T::default(); n];
+    let bytes = std::mem::size_of_val(v.as_slice());
+    if bytes >= 4 << 20 {
+        let start = v.as_ptr() as usize;
+        let (lo, hi) = ((start + 4095) & !4095, (start + bytes) & !4095);
+        // SAFETY: advice on whole pages inside the vector's own allocation;
+        // it changes no contents (the pages are still zero when touched).
+        unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE) };
+    }
+    v
+}
+
+/// Digit bits of each scatter pass of [`sort_bucket`]: 512 write streams,
+/// few enough that each stays in cache while it fills.
+const SCATTER_BITS: u32 = 9;
 /// Below this many keys a bucket is sorted by pdqsort directly.
 const BUCKET_COUNTING_MIN_KEYS: usize = 1 << 16;
+/// Below this many keys a part of a bucket is sorted by pdqsort (in L1).
+const SEGMENT_SCATTER_MIN_KEYS: usize = 2048;
 
-/// Sort one bucket (keys sharing every bit above `shift`): one counting-sort
-/// pass on the next [`BUCKET_DIGIT_BITS`] bits below `shift` — for graph keys
-/// `dst << 32 | src` that is the destination, so each segment is one node's
-/// neighbor list — then pdqsort of each segment, in parallel. Against a
-/// pdqsort of the whole bucket this trades ~log2(bucket) levels of
-/// comparisons for one count and one scatter pass plus sorts of short
-/// segments; it needs one output buffer beside the input (counted in the
+/// Sort one bucket (keys sharing every bit above the bucket's range): an
+/// MSD radix sort on the bits that vary, [`SCATTER_BITS`] at a time. The
+/// first pass scatters the bucket into the output buffer; then each of its
+/// 512 parts (a few hundred KiB: in L2) is sorted on its own, in parallel,
+/// by further passes through a per-thread scratch buffer, down to parts of
+/// under [`SEGMENT_SCATTER_MIN_KEYS`] keys, which pdqsort finishes. For
+/// graph keys `dst << 32 | src` two passes separate the destinations (each
+/// part is then one node's neighbor list); only hubs take passes on the
+/// sources. Needs one output buffer beside the input (counted in the
 /// resident bound: three buckets).
-pub fn sort_bucket(keys: &[u64], shift: u32) -> Vec<u64> {
-    let n = keys.len();
-    if n < BUCKET_COUNTING_MIN_KEYS || shift == 0 {
-        let mut keys = keys.to_vec();
-        keys.par_sort_unstable();
-        return keys;
+///
+/// Measured on an 8 GiB edge input (perf, 2026-11-28): the one-pass
+/// counting sort on the destination used before scattered to 2^17 places
+/// at once (a cache miss per key) on one thread, and the sort workers were
+/// the layout pass's bottleneck; a whole-bucket LSD radix sort (four 11-bit
+/// passes over 200 MB) was no faster, bound by memory traffic.
+pub fn sort_bucket(keys: &[u64]) -> Vec<u64> {
+    let mut out = huge_zeroed::<u64>(keys.len());
+    sort_bucket_into(keys, &mut out);
+    out
+}
+
+/// [`sort_bucket`] into `out` (as long as `keys`).
+fn sort_bucket_into(keys: &[u64], out: &mut [u64]) {
+    assert_eq!(out.len(), keys.len(), "sort_bucket_into: buffers of unequal length");
+    if keys.len() < BUCKET_COUNTING_MIN_KEYS {
+        out.copy_from_slice(keys);
+        out.par_sort_unstable();
+        return;
     }
-    let bits = shift.min(BUCKET_DIGIT_BITS);
-    let low = shift - bits;
+    let Some((low, bits)) = next_digit(keys) else {
+        out.copy_from_slice(keys);
+        return;
+    };
+    let starts = scatter(keys, out, low, bits);
+    if low > 0 {
+        let mut parts: Vec<&mut [u64]> = Vec::new();
+        let mut rest: &mut [u64] = out;
+        for w in starts.windows(2) {
+            let (part, tail) = std::mem::take(&mut rest).split_at_mut(w[1] - w[0]);
+            if part.len() > 1 {
+                parts.push(part);
+            }
+            rest = tail;
+        }
+        use rayon::prelude::*;
+        parts.par_iter_mut().for_each_init(Vec::new, |scratch, p| sort_part(p, scratch));
+    }
+}
+
+/// The next MSD digit of keys that share every bit above their highest
+/// varying one: (its low bit, its width); None when all keys are equal.
+fn next_digit(keys: &[u64]) -> Option<(u32, u32)> {
+    let (or, and) = keys.iter().fold((0u64, !0u64), |(o, x), &k| (o | k, x & k));
+    let vary = or ^ and;
+    if vary == 0 {
+        return None;
+    }
+    let top = 64 - vary.leading_zeros();
+    let low = top.saturating_sub(SCATTER_BITS);
+    Some((low, top - low))
+}
+
+/// Stable counting scatter of `src` into `dst` on bits `[low, low + bits)`;
+/// returns the start of each digit's range (2^bits + 1 offsets).
+fn scatter(src: &[u64], dst: &mut [u64], low: u32, bits: u32) -> Vec<usize> {
     let mask = (1u64 << bits) - 1;
-    let digit = |k: u64| ((k >> low) & mask) as usize;
     let mut at = vec![0usize; (1usize << bits) + 1];
-    for &k in keys {
-        at[digit(k) + 1] += 1;
+    for &k in src {
+        at[((k >> low) & mask) as usize + 1] += 1;
     }
     for d in 1..at.len() {
         at[d] += at[d - 1];
     }
     let starts = at.clone();
-    let mut out = vec![0u64; n];
-    for &k in keys {
-        let d = digit(k);
-        out[at[d]] = k;
+    for &k in src {
+        let d = ((k >> low) & mask) as usize;
+        dst[at[d]] = k;
         at[d] += 1;
     }
-    if low > 0 {
-        // Segments: [starts[d], starts[d + 1]); only those of 2+ keys need work.
-        let mut segs: Vec<&mut [u64]> = Vec::new();
-        let mut rest: &mut [u64] = &mut out;
-        let mut from = 0;
-        for w in starts.windows(2) {
-            let (a, b) = (w[0], w[1]);
-            if b - a < 2 {
+    starts
+}
+
+/// Sort a part of a bucket in place (see [`sort_bucket`]).
+fn sort_part(p: &mut [u64], scratch: &mut Vec<u64>) {
+    if p.len() < SEGMENT_SCATTER_MIN_KEYS {
+        p.sort_unstable();
+        return;
+    }
+    let Some((low, bits)) = next_digit(p) else { return };
+    scratch.clear();
+    scratch.resize(p.len(), 0);
+    let starts = scatter(p, scratch, low, bits);
+    p.copy_from_slice(scratch);
+    if low == 0 {
+        return; // the digit was the last varying bits: each range is one key
+    }
+    for w in starts.windows(2) {
+        if w[1] - w[0] > 1 {
+            sort_part(&mut p[w[0]..w[1]], scratch);
+        }
+    }
+}
+
+impl BucketStream {
+    /// Append up to `max` next keys to `out` (fewer only at the end): whole
+    /// slices of an in-memory bucket, key by key otherwise.
+    pub fn next_block(&mut self, out: &mut Vec<u64>, max: usize) -> Result<()> {
+        let mut want = max;
+        while want > 0 {
+            if self.at < self.keys.len() {
+                let k = want.min(self.keys.len() - self.at);
+                out.extend_from_slice(&self.keys[self.at..self.at + k]);
+                self.at += k;
+                want -= k;
                 continue;
             }
-            let (_, tail) = std::mem::take(&mut rest).split_at_mut(a - from);
-            let (seg, tail) = tail.split_at_mut(b - a);
-            segs.push(seg);
-            rest = tail;
-            from = b;
+            // The next bucket (or an out-of-core one's keys): one key, then
+            // the slices again.
+            match self.next_key()? {
+                Some(k) => {
+                    out.push(k);
+                    want -= 1;
+                }
+                None => break,
+            }
         }
-        use rayon::prelude::*;
-        segs.par_iter_mut().with_min_len(256).for_each(|s| s.sort_unstable());
+        Ok(())
     }
-    out
 }
 
 impl Drop for BucketStream {
@@ -683,6 +825,26 @@ impl Merged {
             Merged::Disk(m) => m.total,
             Merged::Buckets(b) => b.total,
         }
+    }
+
+    /// Append up to `max` next keys to `out`; fewer only at the end.
+    pub fn next_block(&mut self, out: &mut Vec<u64>, max: usize) -> Result<()> {
+        match self {
+            Merged::Memory { keys, at } => {
+                let from = (*at).min(keys.len());
+                let to = from + max.min(keys.len() - from);
+                out.extend_from_slice(&keys[from..to]);
+                *at = to;
+            }
+            Merged::Buckets(b) => b.next_block(out, max)?,
+            Merged::Disk(m) => {
+                for _ in 0..max {
+                    let Some(k) = m.next_key()? else { break };
+                    out.push(k);
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn next_key(&mut self) -> Result<Option<u64>> {
@@ -1059,17 +1221,33 @@ mod tests {
 
     #[test]
     fn sort_bucket_equals_sort_for_every_digit_position() {
-        // The counting pass + segment sorts give sort() whether the digit is
-        // the destination (shift > 32), reaches into the source (shift < 50)
-        // or covers the whole key (shift <= 18), with hubs and duplicates.
+        // The MSD radix passes and pdqsort of short parts give sort()
+        // whatever bits vary: a shared prefix
+        // above `shift` (a bucket), graph keys whose source and destination
+        // halves each leave constant bits between them (digits skip those),
+        // keys varying in bit 63 (the last digit is cut at 64), one
+        // repeated key (a hub / duplicates), and all keys equal.
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(9);
+        let mut cases: Vec<Vec<u64>> = Vec::new();
         for shift in [52u32, 40, 33, 20, 12] {
             let hi = 5u64 << shift; // every key shares the bits above `shift`
             let mut keys: Vec<u64> = (0..150_000).map(|_| hi | rng.random_range(0..(1u64 << shift.min(63)))).collect();
-            keys.extend(std::iter::repeat_n(hi | 77, 20_000)); // a hub / duplicates
+            keys.extend(std::iter::repeat_n(hi | 77, 20_000));
+            cases.push(keys);
+        }
+        cases.push(
+            (0..150_000)
+                .map(|_| (3 << 45 | rng.random_range(0..1u64 << 17)) << 32 | rng.random_range(0..1u64 << 22))
+                .collect(),
+        );
+        cases.push((0..150_000).map(|_| rng.random::<u64>()).collect());
+        // Hubs: neighbor lists long enough for scatter passes of their own.
+        cases.push((0..200_000).map(|i| ((i % 7) << 32) | rng.random_range(0..1u64 << 22)).collect());
+        cases.push(vec![42; 100_000]);
+        for keys in cases {
             let mut want = keys.clone();
             want.sort();
-            assert_eq!(sort_bucket(&keys, shift), want, "shift {shift}");
+            assert_eq!(sort_bucket(&keys), want);
         }
     }
 
