@@ -1181,8 +1181,10 @@ fn preprocess_edges(
             let bound = n << 32;
             let loops = if opts.self_loops == SelfLoops::Add { n } else { 0 };
             (
-                ExternalSorter::bucketed(tmp, "edges", half, bound, e + loops),
-                ExternalSorter::bucketed(tmp, "reverse", half, bound, if opts.symmetrize { e } else { 0 }),
+                // Sources are below n too: bucket files keep only their low bits.
+                ExternalSorter::bucketed(tmp, "edges", half, bound, e + loops).with_low_bound(n),
+                ExternalSorter::bucketed(tmp, "reverse", half, bound, if opts.symmetrize { e } else { 0 })
+                    .with_low_bound(n),
             )
         }
         _ => (ExternalSorter::new(tmp, "edges", half), ExternalSorter::new(tmp, "reverse", half)),
