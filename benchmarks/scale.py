@@ -52,8 +52,10 @@ NODE_OVERHEAD_BYTES = 64
 RAW_EDGE_BYTES = 16
 RAW_EDGE_BYTES_U32 = 8
 RAW_NODE_BYTES = 8 + 8  # labels + split index files (upper bound)
-# External-sort buckets: 8 B per key, on disk from the edge pass until the
-# layout pass has loaded them (each bucket file is removed once loaded).
+# External-sort buckets: at most 8 B per key (the bucket files keep only the
+# bits a bucket's keys differ in: 5-7 B for graph keys, an upper bound here
+# for the disk check), on disk from the edge pass until the layout pass has
+# loaded them (each bucket file is removed once loaded).
 SORT_KEY_BYTES = 8
 # Smallest cap the baseline training runs under: `flashgnn train` (torch,
 # GraphSAGE, sampler) was OOM-killed under 640 MiB on data/ooc and ran under
