@@ -1036,7 +1036,8 @@ impl PipedEdges {
                     let mut b = free_rx.try_recv().unwrap_or_else(|_| Vec::with_capacity(PIPE_BLOCK_KEYS));
                     b.clear();
                     let r = stream.fill(&mut b, PIPE_BLOCK_KEYS);
-                    let last = r.is_err() || b.len() < PIPE_BLOCK_KEYS;
+                    // Only an empty block ends the stream (not a short one).
+                    let last = r.is_err();
                     let msg = r.map(|_| b);
                     if matches!(&msg, Ok(b) if b.is_empty()) {
                         return stream; // drained: closing the channel says so

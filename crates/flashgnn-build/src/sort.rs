@@ -163,7 +163,7 @@ struct BucketFiles {
     /// Keys written per bucket (the next write's offset / `pack.width`).
     written: Vec<u64>,
     pack: Pack,
-    /// Aligned copy of a staging buffer for O_DIRECT writes (reused).
+    /// A staging buffer's packed bytes, aligned for O_DIRECT (reused).
     buf: Option<AlignedBuf>,
 }
 
@@ -244,7 +244,10 @@ impl ExternalSorter {
         b = b.min(1usize << key_bits.min(20));
         let shift = key_bits - b.trailing_zeros();
         let b = ((key_bound - 1) >> shift) as usize + 1;
-        let stage_keys = (BUCKET_STAGE_TOTAL_KEYS / b).clamp(BUCKET_STAGE_KEYS_MIN, BUCKET_STAGE_KEYS_MAX);
+        // A multiple of 4096 keys: every append is then whole 4 KiB blocks
+        // at whatever packed width (O_DIRECT), save a bucket's last one.
+        let stage_keys =
+            (BUCKET_STAGE_TOTAL_KEYS / b).clamp(BUCKET_STAGE_KEYS_MIN, BUCKET_STAGE_KEYS_MAX) / 4096 * 4096;
         let pack = Pack::new(shift, 32);
         s.buckets = Some(Buckets {
             shift,
@@ -270,6 +273,10 @@ impl ExternalSorter {
     /// its low bits (see [`Pack`]). A key beyond it is refused when its
     /// bucket is written. Call before any push.
     pub fn with_low_bound(mut self, bound: u64) -> Self {
+        assert!(
+            self.pushed == 0 && self.buckets.as_ref().is_none_or(|b| matches!(b.sink, Sink::Inline(_))),
+            "with_low_bound before any push and before with_spill_thread: the bucket files' format changes"
+        );
         if let Some(b) = self.buckets.as_mut() {
             if (1..=1u64 << 32).contains(&bound) {
                 let low_bits = 64 - (bound - 1).leading_zeros();
@@ -675,12 +682,14 @@ struct Reuse {
 }
 
 impl Reuse {
-    /// A vector for `n` sorted keys: a returned one when it is large
-    /// enough (the last returned wins), else a new one.
+    /// A vector for `n` sorted keys: the largest returned one when it is
+    /// large enough, else a new one.
     fn output(&mut self, n: usize) -> Vec<u64> {
         let mut out = Vec::new();
         while let Ok(v) = self.free.try_recv() {
-            out = v;
+            if v.capacity() > out.capacity() {
+                out = v; // the largest wins (an out-of-core bucket returns an empty one)
+            }
         }
         if out.capacity() < n {
             return huge_zeroed::<u64>(n);
@@ -740,8 +749,7 @@ fn load_bucket(
 /// A zeroed vector whose pages the kernel may back with transparent huge
 /// pages (`MADV_HUGEPAGE`): the degree counters and out-edge bits take one
 /// random increment per pushed key, and with 4 KiB pages most of those also
-/// miss the TLB; [`sort_bucket`]'s scatter writes keys to ~2^17 segments
-/// at once, the same access pattern.
+/// miss the TLB; [`sort_bucket`]'s output takes scattered writes too.
 pub(crate) fn huge_zeroed<T: Copy + Default>(n: usize) -> Vec<T> {
     let v = vec![T::default(); n];
     let bytes = std::mem::size_of_val(v.as_slice());
@@ -762,6 +770,10 @@ const SCATTER_BITS: u32 = 9;
 const BUCKET_COUNTING_MIN_KEYS: usize = 1 << 16;
 /// Below this many keys a part of a bucket is sorted by pdqsort (in L1).
 const SEGMENT_SCATTER_MIN_KEYS: usize = 2048;
+/// Above this many keys (8 MiB) a part is sorted in place by pdqsort: the
+/// scatter's scratch vector, one per sorting thread, stays within the fixed
+/// allowance even when one hub's neighbors fill most of a bucket.
+const SEGMENT_SCATTER_MAX_KEYS: usize = 1 << 20;
 
 /// Sort one bucket (keys sharing every bit above the bucket's range): an
 /// MSD radix sort on the bits that vary, [`SCATTER_BITS`] at a time. The
@@ -859,7 +871,7 @@ fn scatter(n: usize, key: impl Fn(usize) -> u64, dst: &mut [u64], low: u32, bits
 
 /// Sort a part of a bucket in place (see [`sort_bucket`]).
 fn sort_part(p: &mut [u64], scratch: &mut Vec<u64>) {
-    if p.len() < SEGMENT_SCATTER_MIN_KEYS {
+    if p.len() < SEGMENT_SCATTER_MIN_KEYS || p.len() > SEGMENT_SCATTER_MAX_KEYS {
         p.sort_unstable();
         return;
     }
@@ -1400,6 +1412,8 @@ mod tests {
         cases.push((0..150_000).map(|_| rng.random::<u64>()).collect());
         // Hubs: neighbor lists long enough for scatter passes of their own.
         cases.push((0..200_000).map(|i| ((i % 7) << 32) | rng.random_range(0..1u64 << 22)).collect());
+        // Two hubs of over SEGMENT_SCATTER_MAX_KEYS each: sorted in place.
+        cases.push((0..2_200_000u64).map(|i| ((i % 2) << 40) | rng.random_range(0..1u64 << 22)).collect());
         cases.push(vec![42; 100_000]);
         for keys in cases {
             let mut want = keys.clone();

@@ -18,6 +18,11 @@ pub const WRITE_BUFFER_BYTES: usize = 1 << 20;
 /// single 8 MiB block written on the caller's thread before 2026-11-28).
 pub const DIRECT_BLOCK_BYTES: usize = 4 << 20;
 
+/// The error of a write or `finish` after a block write failed.
+fn earlier_failure(path: &Path) -> IoError {
+    IoError::new("writing", path, None, std::io::Error::other("an earlier block write of this file failed"))
+}
+
 /// The block writer of a direct [`OutFile`]: full blocks go to a thread
 /// that writes them in order; each comes back (or the error) for reuse.
 struct BlockWriter {
@@ -79,6 +84,9 @@ struct Direct {
     buf: AlignedBuf,
     at: u64,
     writer: Option<BlockWriter>,
+    /// A block write failed: every later write and `finish` fails too (the
+    /// file has a hole where that block belongs).
+    failed: bool,
 }
 
 pub struct OutFile {
@@ -99,9 +107,10 @@ impl OutFile {
     }
 
     /// [`create`](OutFile::create) for a large file written once and not
-    /// read again soon by this process: whole [`WRITE_BUFFER_BYTES`] blocks
-    /// go out with O_DIRECT from one aligned buffer (no page-cache copy, no
-    /// cached pages pushed out), the unaligned tail buffered at
+    /// read again soon by this process: whole [`DIRECT_BLOCK_BYTES`] blocks
+    /// go out with O_DIRECT from two alternating aligned buffers, on a
+    /// writer thread (no page-cache copy, no cached pages pushed out, no
+    /// wait for the device on the caller's thread), the unaligned tail buffered at
     /// [`finish`](OutFile::finish), then fsync as usual. Buffered throughout
     /// where the file system refuses O_DIRECT (tmpfs).
     pub fn create_direct(path: impl AsRef<Path>) -> Result<OutFile, IoError> {
@@ -112,7 +121,7 @@ impl OutFile {
                 file,
                 buf: Vec::new(),
                 crc: FileCrc::default(),
-                direct: Some(Direct { buf: AlignedBuf::new(DIRECT_BLOCK_BYTES), at: 0, writer: None }),
+                direct: Some(Direct { buf: AlignedBuf::new(DIRECT_BLOCK_BYTES), at: 0, writer: None, failed: false }),
             }),
             (file, false) => Ok(OutFile {
                 path,
@@ -139,6 +148,9 @@ impl OutFile {
     pub fn write(&mut self, data: &[u8]) -> Result<(), IoError> {
         self.crc.update(data);
         if let Some(d) = self.direct.as_mut() {
+            if d.failed {
+                return Err(earlier_failure(&self.path));
+            }
             let mut rest = data;
             while !rest.is_empty() {
                 let used = d.buf.len();
@@ -151,11 +163,14 @@ impl OutFile {
                         d.writer = Some(BlockWriter::start(&self.file, &self.path)?);
                     }
                     let w = d.writer.as_mut().expect("started above");
-                    let next = w.settle(&self.path)?.unwrap_or_else(|| AlignedBuf::new(DIRECT_BLOCK_BYTES));
+                    let settled = w.settle(&self.path);
+                    d.failed = settled.is_err();
+                    let next = settled?.unwrap_or_else(|| AlignedBuf::new(DIRECT_BLOCK_BYTES));
                     let full = std::mem::replace(&mut d.buf, next);
                     let n = full.len() as u64;
                     let sent = w.tx.as_ref().expect("open until dropped").send((full, d.at));
                     if sent.is_err() {
+                        d.failed = true;
                         return Err(IoError::new(
                             "writing",
                             &self.path,
@@ -226,6 +241,9 @@ impl OutFile {
     pub fn finish_patched(mut self, old: &[u8], new: &[u8]) -> Result<(u64, u32), IoError> {
         assert_eq!(old.len(), new.len(), "a patch keeps the length");
         if let Some(mut d) = self.direct.take() {
+            if d.failed {
+                return Err(earlier_failure(&self.path));
+            }
             if let Some(mut w) = d.writer.take() {
                 w.settle(&self.path)?; // every whole block written (the thread ends at drop)
             }
