@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use rayon::slice::ParallelSliceMut;
 
 use flashgnn_io::aligned::{AlignedBuf, BUF_ALIGN};
-use flashgnn_io::{IoError, OutFile};
+use flashgnn_io::{BlockWriter, IoError, OutFile};
 
 use crate::Result;
 
@@ -166,7 +166,12 @@ struct BucketFiles {
     /// A staging buffer's packed bytes, aligned for O_DIRECT (reused; a
     /// second one is in flight on the writer).
     buf: Option<AlignedBuf>,
-    writer: BucketWriter,
+    /// Whole-block appends go to its thread, one in flight, while the spill
+    /// thread counts and encodes the next staging buffer. The spill thread
+    /// was the edge pass's bottleneck without `--symmetrize` (a 2 GB uint32
+    /// input: 1.2 of ~6 s blocked in `pwrite`, the pushing and reading
+    /// threads waiting on it).
+    writer: BlockWriter,
 }
 
 /// Where full staging buffers go: appended by the pushing thread itself, or
@@ -265,7 +270,7 @@ impl ExternalSorter {
                 written: vec![0; b],
                 pack,
                 buf: None,
-                writer: BucketWriter::default(),
+                writer: BlockWriter::default(),
             }),
         });
         s
@@ -527,7 +532,7 @@ impl BucketFiles {
             written: Vec::new(),
             pack: Pack::new(64, 32),
             buf: None,
-            writer: BucketWriter::default(),
+            writer: BlockWriter::default(),
         }
     }
 
@@ -552,7 +557,7 @@ impl BucketFiles {
         let at = self.written[i] * w as u64;
         let aligned = len.is_multiple_of(BUF_ALIGN) && at.is_multiple_of(BUF_ALIGN as u64);
         if *direct && !aligned {
-            self.writer.settle()?; // nothing of this file in flight while its flags change
+            self.writer.settle(path)?; // nothing of this file in flight while its flags change
             flashgnn_io::engine::clear_direct(f).map_err(|e| IoError::new("writing", path, Some(at), e))?;
             *direct = false;
         }
@@ -580,8 +585,7 @@ impl BucketFiles {
         if *direct {
             // Whole blocks: written on the writer thread while the next
             // staging buffer is counted and encoded here.
-            let file = f.try_clone().map_err(|e| IoError::new("writing", path, Some(at), e))?;
-            self.buf = self.writer.send(file, buf, at, path)?;
+            self.buf = self.writer.send(f, buf, at, path)?;
         } else {
             flashgnn_io::pwrite_all(f, buf.as_slice(), at).map_err(|e| IoError::new("writing", path, Some(at), e))?;
             self.buf = Some(buf);
@@ -591,78 +595,9 @@ impl BucketFiles {
 
     /// Wait until every append is on disk (before the files are read).
     fn settle(&mut self) -> Result<()> {
-        self.writer.settle()?;
-        self.writer = BucketWriter::default(); // the thread ends
+        self.writer.settle(&self.dir)?;
+        self.writer = BlockWriter::default(); // the thread ends
         Ok(())
-    }
-}
-
-/// The bucket files' O_DIRECT writer thread: one block in flight at a time,
-/// written while the spill thread counts and encodes the next staging
-/// buffer. The spill thread was the edge pass's bottleneck without
-/// `--symmetrize` (a 2 GB uint32 input: 1.2 of ~6 s blocked in `pwrite`,
-/// the pushing and reading threads waiting on it).
-#[derive(Default)]
-struct BucketWriter {
-    tx: Option<std::sync::mpsc::SyncSender<(File, AlignedBuf, u64, PathBuf)>>,
-    back: Option<std::sync::mpsc::Receiver<Result<AlignedBuf>>>,
-    handle: Option<std::thread::JoinHandle<()>>,
-    in_flight: bool,
-}
-
-impl BucketWriter {
-    /// Hand a block over (starting the thread on first use); returns the
-    /// buffer of the block written before it, if any, for reuse.
-    fn send(&mut self, file: File, buf: AlignedBuf, at: u64, path: &Path) -> Result<Option<AlignedBuf>> {
-        if self.tx.is_none() {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<(File, AlignedBuf, u64, PathBuf)>(0);
-            let (back_tx, back) = std::sync::mpsc::channel();
-            let handle = std::thread::Builder::new()
-                .name("bucket-write".into())
-                .spawn(move || {
-                    for (file, buf, at, path) in rx {
-                        let r = flashgnn_io::pwrite_all(&file, buf.as_slice(), at)
-                            .map(|_| buf)
-                            .map_err(|e| IoError::new("writing", &path, Some(at), e).into());
-                        if back_tx.send(r).is_err() {
-                            return;
-                        }
-                    }
-                })
-                .map_err(|e| crate::BuildError::config(format!("cannot start the bucket writer thread: {e}")))?;
-            (self.tx, self.back, self.handle) = (Some(tx), Some(back), Some(handle));
-        }
-        let done = self.settle_one()?;
-        let sent = self.tx.as_ref().is_some_and(|tx| tx.send((file, buf, at, path.to_path_buf())).is_ok());
-        if !sent {
-            return Err(crate::BuildError::config("internal: the bucket writer thread stopped"));
-        }
-        self.in_flight = true;
-        Ok(done)
-    }
-
-    /// Wait for the block in flight; its buffer, or its write error.
-    fn settle_one(&mut self) -> Result<Option<AlignedBuf>> {
-        if !std::mem::take(&mut self.in_flight) {
-            return Ok(None);
-        }
-        match self.back.as_ref().map(|b| b.recv()) {
-            Some(Ok(r)) => r.map(Some),
-            _ => Err(crate::BuildError::config("internal: the bucket writer thread stopped")),
-        }
-    }
-
-    fn settle(&mut self) -> Result<()> {
-        self.settle_one().map(|_| ())
-    }
-}
-
-impl Drop for BucketWriter {
-    fn drop(&mut self) {
-        self.tx = None; // the thread ends after the block it holds
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
     }
 }
 

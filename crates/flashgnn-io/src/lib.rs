@@ -38,7 +38,7 @@ pub mod rss;
 pub mod stripe;
 pub mod uring;
 
-pub use out::{pwrite_all, OutFile};
+pub use out::{pwrite_all, BlockWriter, OutFile};
 pub use publish::{
     check_not_input, check_output, create_tmp_dir, fsync_dir, publish_dir, publish_file, remove_stale_tmps,
     try_lock_exclusive,

@@ -23,50 +23,72 @@ fn earlier_failure(path: &Path) -> IoError {
     IoError::new("writing", path, None, std::io::Error::other("an earlier block write of this file failed"))
 }
 
-/// The block writer of a direct [`OutFile`]: full blocks go to a thread
-/// that writes them in order; each comes back (or the error) for reuse.
-struct BlockWriter {
-    tx: Option<std::sync::mpsc::SyncSender<(AlignedBuf, u64)>>,
-    back: std::sync::mpsc::Receiver<Result<AlignedBuf, (u64, std::io::Error)>>,
+/// A writer thread for O_DIRECT blocks, one in flight at a time: the
+/// caller fills the next block while this one is written. Each block
+/// names its file and offset (a direct [`OutFile`]'s blocks, or the
+/// build's bucket files); [`send`](BlockWriter::send) returns the buffer
+/// of the block written before, for reuse, or that block's write error.
+/// The thread starts at the first block and ends when the writer drops
+/// (after the block it holds).
+#[derive(Default)]
+pub struct BlockWriter {
+    tx: Option<std::sync::mpsc::SyncSender<(File, AlignedBuf, u64, PathBuf)>>,
+    back: Option<std::sync::mpsc::Receiver<Result<AlignedBuf, IoError>>>,
     handle: Option<std::thread::JoinHandle<()>>,
-    /// A block handed over whose result has not come back yet.
     in_flight: bool,
 }
 
 impl BlockWriter {
-    fn start(file: &File, path: &Path) -> Result<BlockWriter, IoError> {
-        let file = file.try_clone().map_err(|e| IoError::new("opening", path, None, e))?;
-        let (tx, rx) = std::sync::mpsc::sync_channel::<(AlignedBuf, u64)>(1);
-        let (back_tx, back) = std::sync::mpsc::channel();
-        let handle = std::thread::Builder::new()
-            .name("out-write".into())
-            .spawn(move || {
-                for (buf, at) in rx {
-                    let r = pwrite_all(&file, buf.as_slice(), at).map(|_| buf).map_err(|e| (at, e));
-                    if back_tx.send(r).is_err() {
-                        return;
+    /// Write `buf` at byte `at` of `file` (`path` names it in errors) on
+    /// the thread, after the block in flight; returns that block's buffer.
+    pub fn send(&mut self, file: &File, buf: AlignedBuf, at: u64, path: &Path) -> Result<Option<AlignedBuf>, IoError> {
+        if self.tx.is_none() {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<(File, AlignedBuf, u64, PathBuf)>(0);
+            let (back_tx, back) = std::sync::mpsc::channel();
+            let handle = std::thread::Builder::new()
+                .name("block-write".into())
+                .spawn(move || {
+                    for (file, buf, at, path) in rx {
+                        let r = pwrite_all(&file, buf.as_slice(), at)
+                            .map(|_| buf)
+                            .map_err(|e| IoError::new("writing", &path, Some(at), e));
+                        if back_tx.send(r).is_err() {
+                            return;
+                        }
                     }
-                }
-            })
-            .map_err(|e| IoError::new("starting the writer thread for", path, None, e))?;
-        Ok(BlockWriter { tx: Some(tx), back, handle: Some(handle), in_flight: false })
+                })
+                .map_err(|e| IoError::new("starting the writer thread for", path, None, e))?;
+            (self.tx, self.back, self.handle) = (Some(tx), Some(back), Some(handle));
+        }
+        let done = self.settle(path)?;
+        let file = file.try_clone().map_err(|e| IoError::new("writing", path, Some(at), e))?;
+        let sent = self.tx.as_ref().is_some_and(|tx| tx.send((file, buf, at, path.to_path_buf())).is_ok());
+        if !sent {
+            return Err(stopped(path, Some(at)));
+        }
+        self.in_flight = true;
+        Ok(done)
     }
 
     /// Wait for the block in flight; its buffer back, empty (None when
-    /// none was in flight).
-    fn settle(&mut self, path: &Path) -> Result<Option<AlignedBuf>, IoError> {
+    /// none was in flight), or its write error.
+    pub fn settle(&mut self, path: &Path) -> Result<Option<AlignedBuf>, IoError> {
         if !std::mem::take(&mut self.in_flight) {
             return Ok(None);
         }
-        match self.back.recv() {
-            Ok(Ok(mut b)) => {
+        match self.back.as_ref().map(|b| b.recv()) {
+            Some(Ok(Ok(mut b))) => {
                 b.set_len(0);
                 Ok(Some(b))
             }
-            Ok(Err((at, e))) => Err(IoError::new("writing", path, Some(at), e)),
-            Err(_) => Err(IoError::new("writing", path, None, std::io::Error::other("the writer thread stopped"))),
+            Some(Ok(Err(e))) => Err(e),
+            _ => Err(stopped(path, None)),
         }
     }
+}
+
+fn stopped(path: &Path, at: Option<u64>) -> IoError {
+    IoError::new("writing", path, at, std::io::Error::other("the writer thread stopped"))
 }
 
 impl Drop for BlockWriter {
@@ -79,11 +101,11 @@ impl Drop for BlockWriter {
 }
 
 /// A direct [`OutFile`]'s state: the block being filled, the file offset
-/// it goes to, and the writer (started at the first full block).
+/// it goes to, and the writer (its thread started at the first full block).
 struct Direct {
     buf: AlignedBuf,
     at: u64,
-    writer: Option<BlockWriter>,
+    writer: BlockWriter,
     /// A block write failed: every later write and `finish` fails too (the
     /// file has a hole where that block belongs).
     failed: bool,
@@ -121,7 +143,12 @@ impl OutFile {
                 file,
                 buf: Vec::new(),
                 crc: FileCrc::default(),
-                direct: Some(Direct { buf: AlignedBuf::new(DIRECT_BLOCK_BYTES), at: 0, writer: None, failed: false }),
+                direct: Some(Direct {
+                    buf: AlignedBuf::new(DIRECT_BLOCK_BYTES),
+                    at: 0,
+                    writer: BlockWriter::default(),
+                    failed: false,
+                }),
             }),
             (file, false) => Ok(OutFile {
                 path,
@@ -159,26 +186,11 @@ impl OutFile {
                 d.buf.set_len(used + k);
                 rest = &rest[k..];
                 if d.buf.len() == d.buf.capacity() {
-                    if d.writer.is_none() {
-                        d.writer = Some(BlockWriter::start(&self.file, &self.path)?);
-                    }
-                    let w = d.writer.as_mut().expect("started above");
-                    let settled = w.settle(&self.path);
-                    d.failed = settled.is_err();
-                    let next = settled?.unwrap_or_else(|| AlignedBuf::new(DIRECT_BLOCK_BYTES));
-                    let full = std::mem::replace(&mut d.buf, next);
+                    let full = std::mem::replace(&mut d.buf, AlignedBuf::new(0));
                     let n = full.len() as u64;
-                    let sent = w.tx.as_ref().expect("open until dropped").send((full, d.at));
-                    if sent.is_err() {
-                        d.failed = true;
-                        return Err(IoError::new(
-                            "writing",
-                            &self.path,
-                            Some(d.at),
-                            std::io::Error::other("the writer thread stopped"),
-                        ));
-                    }
-                    w.in_flight = true;
+                    let sent = d.writer.send(&self.file, full, d.at, &self.path);
+                    d.failed = sent.is_err();
+                    d.buf = sent?.unwrap_or_else(|| AlignedBuf::new(DIRECT_BLOCK_BYTES));
                     d.at += n;
                 }
             }
@@ -244,9 +256,8 @@ impl OutFile {
             if d.failed {
                 return Err(earlier_failure(&self.path));
             }
-            if let Some(mut w) = d.writer.take() {
-                w.settle(&self.path)?; // every whole block written (the thread ends at drop)
-            }
+            d.writer.settle(&self.path)?; // every whole block written
+            drop(std::mem::take(&mut d.writer)); // the thread ends
             let (buf, at) = (d.buf, d.at);
             if !buf.is_empty() {
                 // The tail is not a whole block: write it buffered.
