@@ -1176,8 +1176,7 @@ fn preprocess_edges(
     // When the node count and the edge count are known up front (npy input
     // with features or a declared count), the sorts are bucketed by key
     // range instead of run-and-merge (`sort.rs`).
-    let bucketed = matches!((declared, edges.edges_hint()), (Some(_), Some(_)));
-    let (mut sorter, mut reverse) = match (declared, edges.edges_hint()) {
+    let (mut sorter, mut reverse, bucketed) = match (declared, edges.edges_hint()) {
         (Some(n), Some(e)) => {
             let bound = n << 32;
             let loops = if opts.self_loops == SelfLoops::Add { n } else { 0 };
@@ -1186,9 +1185,10 @@ fn preprocess_edges(
                 ExternalSorter::bucketed(tmp, "edges", half, bound, e + loops).with_low_bound(n),
                 ExternalSorter::bucketed(tmp, "reverse", half, bound, if opts.symmetrize { e } else { 0 })
                     .with_low_bound(n),
+                true,
             )
         }
-        _ => (ExternalSorter::new(tmp, "edges", half), ExternalSorter::new(tmp, "reverse", half)),
+        _ => (ExternalSorter::new(tmp, "edges", half), ExternalSorter::new(tmp, "reverse", half), false),
     };
     let mut task = progress.task("edges", "B", edges.bytes_total());
     // Without --dedup every pushed key is stored: count degrees now and let

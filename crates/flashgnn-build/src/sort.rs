@@ -72,6 +72,7 @@ const BUCKET_FILL_PERCENT: u64 = 80;
 /// input — shrink by 3/8.
 #[derive(Clone, Copy, Debug)]
 struct Pack {
+    /// bucket = key >> shift (at most 63: a bucketed sort has 2+ buckets).
     shift: u32,
     /// Bits kept of the low half (32: the low half is not split off).
     low_bits: u32,
@@ -98,7 +99,7 @@ impl Pack {
     /// The key stored as `p` in bucket `i`.
     #[inline(always)]
     fn decode(&self, p: u64, i: usize) -> u64 {
-        let base = if self.shift >= 64 { 0 } else { (i as u64) << self.shift };
+        let base = (i as u64) << self.shift;
         if self.low_bits < 32 {
             base | (p >> self.low_bits) << 32 | (p & ((1u64 << self.low_bits) - 1))
         } else {
@@ -138,8 +139,7 @@ pub struct ExternalSorter {
 
 /// Bucketed mode's state while keys are pushed.
 struct Buckets {
-    /// bucket = key >> shift.
-    shift: u32,
+    /// bucket = key >> pack.shift; how its files store the keys.
     pack: Pack,
     stage: Vec<Vec<u64>>,
     stage_keys: usize,
@@ -257,7 +257,6 @@ impl ExternalSorter {
             (BUCKET_STAGE_TOTAL_KEYS / b).clamp(BUCKET_STAGE_KEYS_MIN, BUCKET_STAGE_KEYS_MAX) / 4096 * 4096;
         let pack = Pack::new(shift, 32);
         s.buckets = Some(Buckets {
-            shift,
             pack,
             stage: (0..b).map(|_| Vec::new()).collect(),
             stage_keys,
@@ -288,7 +287,7 @@ impl ExternalSorter {
         if let Some(b) = self.buckets.as_mut() {
             if (1..=1u64 << 32).contains(&bound) {
                 let low_bits = 64 - (bound - 1).leading_zeros();
-                b.pack = Pack::new(b.shift, low_bits);
+                b.pack = Pack::new(b.pack.shift, low_bits);
                 if let Sink::Inline(f) = &mut b.sink {
                     f.pack = b.pack;
                 }
@@ -344,7 +343,7 @@ impl ExternalSorter {
     pub fn push_with(&mut self, key: u64, observe: &mut impl FnMut(&[u64]) -> Result<()>) -> Result<()> {
         self.pushed += 1;
         if let Some(b) = self.buckets.as_mut() {
-            let i = (key >> b.shift) as usize;
+            let i = (key >> b.pack.shift) as usize;
             if i >= b.stage.len() {
                 return Err(crate::BuildError::config(format!(
                     "internal: sort key {key:#x} beyond the declared key bound of {}",
@@ -530,7 +529,7 @@ impl BucketFiles {
             name: String::new(),
             files: Vec::new(),
             written: Vec::new(),
-            pack: Pack::new(64, 32),
+            pack: Pack::new(0, 32), // a placeholder: no file to encode for
             buf: None,
             writer: BlockWriter::default(),
         }
@@ -721,8 +720,13 @@ impl Reuse {
         if out.capacity() < n {
             return huge_zeroed::<u64>(n);
         }
-        out.clear();
-        out.resize(n, 0);
+        // The sort writes every element: keep the old keys where there are
+        // some instead of zeroing 200 MB first; only a longer tail is filled.
+        if out.len() >= n {
+            out.truncate(n);
+        } else {
+            out.resize(n, 0);
+        }
         out
     }
 }
@@ -828,8 +832,8 @@ pub fn sort_bucket(keys: &[u64]) -> Vec<u64> {
 /// first pass reads them through `key` (a bucket file's packed bytes).
 fn sort_into(n: usize, key: impl Fn(usize) -> u64, out: &mut [u64]) {
     assert_eq!(out.len(), n, "sort_into: output of another length");
-    let vary = if n < BUCKET_COUNTING_MIN_KEYS { None } else { varying_bits(n, &key) };
-    let Some((low, bits)) = vary.and_then(next_digit) else {
+    let digit = if n < BUCKET_COUNTING_MIN_KEYS { None } else { next_digit(varying_bits(n, &key)) };
+    let Some((low, bits)) = digit else {
         for (j, o) in out.iter_mut().enumerate() {
             *o = key(j);
         }
@@ -855,12 +859,12 @@ fn sort_into(n: usize, key: impl Fn(usize) -> u64, out: &mut [u64]) {
 }
 
 /// The bits in which the keys `key(0..n)` differ (0: all equal).
-fn varying_bits(n: usize, key: impl Fn(usize) -> u64) -> Option<u64> {
+fn varying_bits(n: usize, key: impl Fn(usize) -> u64) -> u64 {
     let (or, and) = (0..n).fold((0u64, !0u64), |(o, x), j| {
         let k = key(j);
         (o | k, x & k)
     });
-    Some(or ^ and)
+    or ^ and
 }
 
 /// The next MSD digit of keys that share every bit above their highest
@@ -902,7 +906,7 @@ fn sort_part(p: &mut [u64], scratch: &mut Vec<u64>) {
         p.sort_unstable();
         return;
     }
-    let Some((low, bits)) = varying_bits(p.len(), |j| p[j]).and_then(next_digit) else { return };
+    let Some((low, bits)) = next_digit(varying_bits(p.len(), |j| p[j])) else { return };
     scratch.clear();
     scratch.resize(p.len(), 0);
     let starts = scatter(p.len(), |j| p[j], scratch, low, bits);
@@ -1244,7 +1248,7 @@ mod tests {
         let bound = 1u64 << 40;
         let keys: Vec<u64> = (0..300_000).map(|_| rng.random_range(0..bound)).collect();
         let mut s = ExternalSorter::bucketed(d.path(), "t", 8192 * 8, bound, keys.len() as u64);
-        let shift = s.buckets.as_ref().unwrap().shift;
+        let shift = s.buckets.as_ref().unwrap().pack.shift;
         assert!(s.buckets() > 8, "{} buckets", s.buckets());
         let mut seen = Vec::new();
         let mut observe = |b: &[u64]| -> Result<()> {
@@ -1282,7 +1286,7 @@ mod tests {
             let s2 = seen.clone();
             let mut s = ExternalSorter::bucketed(d.path(), "t", chunk, bound, keys.len() as u64);
             assert_eq!(s.buckets() > 0, bucketed);
-            let shift = s.buckets.as_ref().map_or(64, |b| b.shift);
+            let shift = s.buckets.as_ref().map_or(64, |b| b.pack.shift);
             s = s
                 .with_spill_thread(Box::new(move |b: &[u64]| {
                     assert!(shift == 64 || b.iter().all(|&k| k >> shift == b[0] >> shift), "a batch spans two buckets");
@@ -1421,11 +1425,10 @@ mod tests {
     #[test]
     fn sort_bucket_equals_sort_for_every_digit_position() {
         // The MSD radix passes and pdqsort of short parts give sort()
-        // whatever bits vary: a shared prefix
-        // above `shift` (a bucket), graph keys whose source and destination
-        // halves each leave constant bits between them (digits skip those),
-        // keys varying in bit 63 (the last digit is cut at 64), one
-        // repeated key (a hub / duplicates), and all keys equal.
+        // whatever bits vary: a shared prefix above `shift` (a bucket),
+        // graph keys whose source and destination halves each leave
+        // constant bits between them, keys varying in bit 63 (the top
+        // digit), one repeated key (a hub / duplicates), and all keys equal.
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(9);
         let mut cases: Vec<Vec<u64>> = Vec::new();
         for shift in [52u32, 40, 33, 20, 12] {
