@@ -18,27 +18,33 @@ pub const WRITE_BUFFER_BYTES: usize = 1 << 20;
 /// single 8 MiB block written on the caller's thread before 2026-11-28).
 pub const DIRECT_BLOCK_BYTES: usize = 4 << 20;
 
-/// The error of a write or `finish` after a block write failed.
-fn earlier_failure(path: &Path) -> IoError {
-    IoError::new("writing", path, None, std::io::Error::other("an earlier block write of this file failed"))
-}
-
 /// A writer thread for O_DIRECT blocks, one in flight at a time: the
 /// caller fills the next block while this one is written. Each block
 /// names its file and offset (a direct [`OutFile`]'s blocks, or the
 /// build's bucket files); [`send`](BlockWriter::send) returns the buffer
 /// of the block written before, for reuse, or that block's write error.
 /// The thread starts at the first block and ends when the writer drops
-/// (after the block it holds).
+/// (after the block it holds). After a failed block every later `send` and
+/// `settle` fails too: the file has a hole where that block belongs.
 #[derive(Default)]
 pub struct BlockWriter {
     tx: Option<std::sync::mpsc::SyncSender<(File, AlignedBuf, u64, PathBuf)>>,
     back: Option<std::sync::mpsc::Receiver<Result<AlignedBuf, IoError>>>,
     handle: Option<std::thread::JoinHandle<()>>,
     in_flight: bool,
+    failed: bool,
 }
 
 impl BlockWriter {
+    /// Err once a block has failed (without waiting for the one in flight).
+    pub fn check(&self, path: &Path) -> Result<(), IoError> {
+        if self.failed {
+            let e = std::io::Error::other("an earlier block write of this file failed");
+            return Err(IoError::new("writing", path, None, e));
+        }
+        Ok(())
+    }
+
     /// Write `buf` at byte `at` of `file` (`path` names it in errors) on
     /// the thread, after the block in flight; returns that block's buffer.
     pub fn send(&mut self, file: &File, buf: AlignedBuf, at: u64, path: &Path) -> Result<Option<AlignedBuf>, IoError> {
@@ -64,6 +70,7 @@ impl BlockWriter {
         let file = file.try_clone().map_err(|e| IoError::new("writing", path, Some(at), e))?;
         let sent = self.tx.as_ref().is_some_and(|tx| tx.send((file, buf, at, path.to_path_buf())).is_ok());
         if !sent {
+            self.failed = true;
             return Err(stopped(path, Some(at)));
         }
         self.in_flight = true;
@@ -73,17 +80,20 @@ impl BlockWriter {
     /// Wait for the block in flight; its buffer back, empty (None when
     /// none was in flight), or its write error.
     pub fn settle(&mut self, path: &Path) -> Result<Option<AlignedBuf>, IoError> {
+        self.check(path)?;
         if !std::mem::take(&mut self.in_flight) {
             return Ok(None);
         }
-        match self.back.as_ref().map(|b| b.recv()) {
+        let r = match self.back.as_ref().map(|b| b.recv()) {
             Some(Ok(Ok(mut b))) => {
                 b.set_len(0);
                 Ok(Some(b))
             }
             Some(Ok(Err(e))) => Err(e),
             _ => Err(stopped(path, None)),
-        }
+        };
+        self.failed = r.is_err();
+        r
     }
 }
 
@@ -106,9 +116,6 @@ struct Direct {
     buf: AlignedBuf,
     at: u64,
     writer: BlockWriter,
-    /// A block write failed: every later write and `finish` fails too (the
-    /// file has a hole where that block belongs).
-    failed: bool,
 }
 
 pub struct OutFile {
@@ -147,7 +154,6 @@ impl OutFile {
                     buf: AlignedBuf::new(DIRECT_BLOCK_BYTES),
                     at: 0,
                     writer: BlockWriter::default(),
-                    failed: false,
                 }),
             }),
             (file, false) => Ok(OutFile {
@@ -175,9 +181,7 @@ impl OutFile {
     pub fn write(&mut self, data: &[u8]) -> Result<(), IoError> {
         self.crc.update(data);
         if let Some(d) = self.direct.as_mut() {
-            if d.failed {
-                return Err(earlier_failure(&self.path));
-            }
+            d.writer.check(&self.path)?;
             let mut rest = data;
             while !rest.is_empty() {
                 let used = d.buf.len();
@@ -188,9 +192,8 @@ impl OutFile {
                 if d.buf.len() == d.buf.capacity() {
                     let full = std::mem::replace(&mut d.buf, AlignedBuf::new(0));
                     let n = full.len() as u64;
-                    let sent = d.writer.send(&self.file, full, d.at, &self.path);
-                    d.failed = sent.is_err();
-                    d.buf = sent?.unwrap_or_else(|| AlignedBuf::new(DIRECT_BLOCK_BYTES));
+                    let back = d.writer.send(&self.file, full, d.at, &self.path)?;
+                    d.buf = back.unwrap_or_else(|| AlignedBuf::new(DIRECT_BLOCK_BYTES));
                     d.at += n;
                 }
             }
@@ -253,10 +256,7 @@ impl OutFile {
     pub fn finish_patched(mut self, old: &[u8], new: &[u8]) -> Result<(u64, u32), IoError> {
         assert_eq!(old.len(), new.len(), "a patch keeps the length");
         if let Some(mut d) = self.direct.take() {
-            if d.failed {
-                return Err(earlier_failure(&self.path));
-            }
-            d.writer.settle(&self.path)?; // every whole block written
+            d.writer.settle(&self.path)?; // every whole block written (or the first error, kept)
             drop(std::mem::take(&mut d.writer)); // the thread ends
             let (buf, at) = (d.buf, d.at);
             if !buf.is_empty() {
