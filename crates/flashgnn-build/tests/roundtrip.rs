@@ -33,6 +33,17 @@ fn write_npy(path: &Path, dtype: Dtype, shape: &[u64], data: &[u8]) {
 }
 
 fn write_graph(dir: &Path, g: &Graph, transposed: bool) {
+    write_edges(dir, g, transposed);
+    let f: Vec<u8> = g.feats.iter().flat_map(|v| v.to_le_bytes()).collect();
+    write_npy(&dir.join("node_feat.npy"), Dtype::Float32, &[g.n, g.dim as u64], &f);
+    let l: Vec<u8> = g.labels.iter().flat_map(|v| v.to_le_bytes()).collect();
+    write_npy(&dir.join("node_label.npy"), Dtype::Int64, &[g.n], &l);
+    let t: Vec<u8> = g.train.iter().flat_map(|v| v.to_le_bytes()).collect();
+    write_npy(&dir.join("train_idx.npy"), Dtype::Int64, &[g.train.len() as u64], &t);
+}
+
+/// `edge_index.npy` alone: `[E, 2]` int32, or `[2, E]` int64 when `transposed`.
+fn write_edges(dir: &Path, g: &Graph, transposed: bool) {
     std::fs::create_dir_all(dir).unwrap();
     let e = g.edges.len() as u64;
     let data: Vec<u8> = if transposed {
@@ -45,12 +56,6 @@ fn write_graph(dir: &Path, g: &Graph, transposed: bool) {
     } else {
         write_npy(&dir.join("edge_index.npy"), Dtype::Int32, &[e, 2], &data);
     }
-    let f: Vec<u8> = g.feats.iter().flat_map(|v| v.to_le_bytes()).collect();
-    write_npy(&dir.join("node_feat.npy"), Dtype::Float32, &[g.n, g.dim as u64], &f);
-    let l: Vec<u8> = g.labels.iter().flat_map(|v| v.to_le_bytes()).collect();
-    write_npy(&dir.join("node_label.npy"), Dtype::Int64, &[g.n], &l);
-    let t: Vec<u8> = g.train.iter().flat_map(|v| v.to_le_bytes()).collect();
-    write_npy(&dir.join("train_idx.npy"), Dtype::Int64, &[g.train.len() as u64], &t);
 }
 
 fn random_graph(rng: &mut Xoshiro256PlusPlus, hub_degree: usize) -> Graph {
@@ -186,11 +191,7 @@ fn a_streamed_dedup_builds_what_the_merge_path_builds() {
     for case in 0..6 {
         let g = random_graph(&mut rng, if case % 3 == 2 { 3000 } else { 0 });
         let npy = tmp.path().join(format!("npy{case}"));
-        std::fs::create_dir_all(&npy).unwrap();
-        let e = g.edges.len() as u64;
-        let data: Vec<u8> =
-            g.edges.iter().flat_map(|&(s, d)| [(s as i32).to_le_bytes(), (d as i32).to_le_bytes()].concat()).collect();
-        write_npy(&npy.join("edge_index.npy"), Dtype::Int32, &[e, 2], &data);
+        write_edges(&npy, &g, false);
         let snap = tmp.path().join(format!("snap{case}.txt"));
         let text: String = g.edges.iter().map(|&(s, d)| format!("{s}\t{d}\n")).collect();
         std::fs::write(&snap, format!("# a SNAP edge list\n{text}")).unwrap();
