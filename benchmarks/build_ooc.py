@@ -44,16 +44,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchmarks.scale import dir_bytes, disk_probe, run_child
 from flashgnn._util import human_bytes, parse_size
 
 # Interpreter + numpy + tqdm + the extension's code and static data (~60 MiB
 # measured for `flashgnn build` of a 1-edge graph) plus allocator slack:
 # 96 MiB. Budget accounting in the builder covers everything else.
 RSS_CONSTANT_BYTES = 96 << 20
-
-
-def dir_bytes(p: Path) -> int:
-    return sum(f.stat().st_size for f in p.iterdir() if f.is_file())
+FLASHGNN_CLI = [sys.executable, "-m", "flashgnn.cli"]
 
 
 # (dim, edges per node) of each input shape; see the module docstring.
@@ -97,12 +95,9 @@ def build_once(raw: Path, out: Path, a, verify: str) -> dict:
     raw_bytes = dir_bytes(raw)
     subprocess.run(["sync"], check=False)
     pin = ["--dataset-id", str(a.dataset_id)] if a.dataset_id else []
-    from benchmarks.scale import run_child
-
     io0 = io_counts()
-    rc, seconds, usage = run_child([sys.executable, "-m", "flashgnn.cli", "build", str(raw), str(out),
-                                    "--symmetrize", "--dedup", "--force", "-q", "--verify", verify,
-                                    "--memory-budget", str(a.budget), *pin])
+    rc, seconds, usage = run_child(FLASHGNN_CLI + ["build", str(raw), str(out), "--symmetrize", "--dedup", "--force",
+                                                   "-q", "--verify", verify, "--memory-budget", str(a.budget), *pin])
     rd, wr = device_bytes(io0, io_counts())
     if rc != 0:
         print(f"bench-build: build failed with exit code {rc}", file=sys.stderr)
@@ -159,7 +154,6 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     data = Path(a.data)
     data.mkdir(parents=True, exist_ok=True)
-    flashgnn_cli = [sys.executable, "-m", "flashgnn.cli"]
     shapes = ["raw"] if a.raw else [x for x in a.shape.split(",") if x]
     for x in shapes:
         if x != "raw" and x not in SHAPES:
@@ -167,7 +161,6 @@ def main(argv: list[str] | None = None) -> int:
     modes = [x for x in a.verify.split(",") if x]
     target = int(a.factor * a.budget)
 
-    from benchmarks.scale import disk_probe
     from tqdm import tqdm
 
     runs = []
@@ -178,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench-build [{shape}]: target raw input {human_bytes(target)} = {a.factor} x budget "
                   f"{human_bytes(a.budget)}; scale {scale} ({1 << scale:,} nodes), edge factor {edge_factor}, "
                   f"dim {dim}", flush=True)
-            subprocess.run(flashgnn_cli + ["generate", "rmat", str(raw), "--scale", str(scale), "--edge-factor",
+            subprocess.run(FLASHGNN_CLI + ["generate", "rmat", str(raw), "--scale", str(scale), "--edge-factor",
                                            str(edge_factor), "--dim", str(dim), "--force", "-q"], check=True)
         for verify in modes:
             print(f"bench-build [{shape}]: disk probe ({human_bytes(a.probe)} O_DIRECT write + read)", flush=True)
