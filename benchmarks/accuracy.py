@@ -3,7 +3,7 @@
 - GraphSAGE trained with ``flashgnn train`` on the ``uring`` and ``memory``
   engines (identical batches, so identical accuracy is expected);
 - the same model trained by a stock PyG loop, ``torch_geometric.loader.NodeLoader((fs, gs),
-  node_sampler=flashgnn.pyg.Sampler)`` over the remote backend;
+  node_sampler=flashgnn.pyg.NeighborSampler)`` over the remote backend;
 - an MLP on features alone (the baseline a GNN must beat by >= 10 points).
 
     python -m benchmarks.accuracy DATASET [--epochs 5] [--json]

@@ -35,7 +35,7 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
     (:mod:`flashgnn.nn.usermodel`).
 
     ``memory_budget`` (``"auto"``, a size, or 0 for none) sizes a
-    :class:`flashgnn.Cache` for the dataset (:func:`flashgnn.sample.budget.shared_cache`,
+    :class:`flashgnn.Cache` for the dataset (:func:`flashgnn.sample.shared.shared_cache`,
     one chunk of ``batch_size`` targets as the batch, one producer): layers
     after the first re-read the graph's structure through it. Its split is
     printed to stderr once, unless ``quiet``."""
@@ -70,7 +70,7 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
         model, norm = load_user_model(model_class, checkpoint, model_kwargs)
         name = model_class
     model = model.to(device)
-    from flashgnn.sample.budget import shared_cache
+    from flashgnn.sample.shared import shared_cache
 
     cache = shared_cache(ds, [-1], batch_size, memory_budget, prefetch=1, quiet=quiet, who="flashgnn embed")
     total = max(_layers_of(model)[0], 1)

@@ -1,4 +1,4 @@
-"""PyG's NeighborLoader arguments on flashgnn (issue 18, item 2): every
+"""PyG's NeighborLoader arguments on flashgnn: every
 argument is honoured with PyG's meaning or refused by name, on
 flashgnn.NeighborLoader and on the remote backend (flashgnn.pyg).
 
@@ -187,6 +187,25 @@ def test_loader_is_a_pyg_neighbor_loader_and_runs_pyg_inference(ds_path, graph):
     assert len(list(remote)) == len(remote)  # PyG's own use of loader.data (the two stores) still works
 
 
+def test_one_loader_class_and_one_sampler_name(ds_path):
+    """flashgnn has one NeighborLoader class; flashgnn.pyg.NeighborLoader is an adapter returning PyG's own
+    loader (stock class, flashgnn sampler), and the remote backend's sampler is NeighborSampler — the old
+    name flashgnn.pyg.Sampler warns and is the same class."""
+    import flashgnn.pyg.backend as backend
+
+    remote = flashgnn.pyg.NeighborLoader(ds_path, [2], batch_size=16)
+    assert type(remote) is PygNeighborLoader and isinstance(remote.node_sampler, flashgnn.pyg.NeighborSampler)
+    assert not inspect.isclass(flashgnn.pyg.NeighborLoader)
+    assert next(iter(remote)).batch_size == 16
+    with pytest.warns(DeprecationWarning, match="NeighborSampler"):
+        assert flashgnn.pyg.Sampler is flashgnn.pyg.NeighborSampler
+    import flashgnn.loader.neighbor as native
+
+    loaders = {v for m in (native, backend) for v in vars(m).values()
+               if inspect.isclass(v) and v.__name__ == "NeighborLoader" and v.__module__.startswith("flashgnn")}
+    assert loaders == {flashgnn.NeighborLoader} and flashgnn.NeighborLoader.__module__ == native.__name__
+
+
 # ---------------------------------------------------------------------------------------------
 # Refused, by name
 
@@ -227,7 +246,7 @@ def test_unknown_keyword_is_refused_naming_the_accepted_ones(ds_path):
     with pytest.raises(TypeError, match=r"bogus; accepted: dataset, num_neighbors"):
         flashgnn.pyg.remote_backend(ds_path, bogus=1)
     with pytest.raises(TypeError, match=r"bogus; accepted: .*num_neighbors"):
-        flashgnn.pyg.Sampler(ds_path, [3], bogus=1)
+        flashgnn.pyg.NeighborSampler(ds_path, [3], bogus=1)
     with pytest.raises(TypeError, match=r"bogus; accepted: .*shuffle"):
         flashgnn.pyg.NeighborLoader(ds_path, [3], bogus=1)
 
@@ -311,7 +330,7 @@ def test_old_names_warn_and_still_work(ds_path):
         fs, gs, s = flashgnn.pyg.remote_backend(ds_path, fanouts=[3])
     assert s.num_neighbors == [3]
     with pytest.warns(DeprecationWarning, match="fanouts= is deprecated"):
-        assert flashgnn.pyg.Sampler(ds_path, fanouts=[2]).num_neighbors == [2]
+        assert flashgnn.pyg.NeighborSampler(ds_path, fanouts=[2]).num_neighbors == [2]
     with pytest.warns(DeprecationWarning, match="fanouts= is deprecated"):
         flashgnn.pyg.NeighborLoader(ds_path, fanouts=[2])
 
@@ -323,7 +342,7 @@ def _both(ds_path):
         ("flashgnn.NeighborLoader", "fanouts", "num_neighbors"): lambda: nl(ds_path, [3], fanouts=[2]),
         ("flashgnn.NeighborLoader", "dataset", "data"): lambda: nl(ds_path, [3], dataset=ds_path),
         ("flashgnn.NeighborLoader", "workers", "num_workers"): lambda: nl(ds_path, [3], num_workers=1, workers=2),
-        ("flashgnn.pyg.Sampler", "fanouts", "num_neighbors"): lambda: pyg.Sampler(ds_path, [3], fanouts=[2]),
+        ("flashgnn.pyg.NeighborSampler", "fanouts", "num_neighbors"): lambda: pyg.NeighborSampler(ds_path, [3], fanouts=[2]),
         ("flashgnn.pyg.remote_backend", "fanouts", "num_neighbors"):
             lambda: pyg.remote_backend(ds_path, num_neighbors=[3], fanouts=[2]),
         ("flashgnn.pyg.NeighborLoader", "fanouts", "num_neighbors"):
@@ -332,7 +351,7 @@ def _both(ds_path):
 
 
 PAIRS = [("flashgnn.NeighborLoader", "fanouts", "num_neighbors"), ("flashgnn.NeighborLoader", "dataset", "data"),
-         ("flashgnn.NeighborLoader", "workers", "num_workers"), ("flashgnn.pyg.Sampler", "fanouts", "num_neighbors"),
+         ("flashgnn.NeighborLoader", "workers", "num_workers"), ("flashgnn.pyg.NeighborSampler", "fanouts", "num_neighbors"),
          ("flashgnn.pyg.remote_backend", "fanouts", "num_neighbors"),
          ("flashgnn.pyg.NeighborLoader", "fanouts", "num_neighbors")]
 

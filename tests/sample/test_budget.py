@@ -35,9 +35,15 @@ def test_split_adds_up_and_measures_batches(ds_path):
     la = budget.split(160 << 20, ds_path, [5, 3], 128, workers=2, prefetch=3, per_batch=per, lookahead=8)
     # The structure batches held ahead count, at their own measured size (packed: only the rows that came free).
     assert 0 < la["per_lookahead"] < per
-    assert la["window"] == 3 * per + (8 + budget.STRUCTURE_QUEUE) * la["per_lookahead"] and la["lookahead_cache"] > 0
+    assert la["window"] == 3 * per + (8 + budget.STRUCTURE_QUEUE) * la["per_lookahead"]
     assert la["engine"] + la["window"] + la["lookahead_cache"] + la["cache"] == 160 << 20
-    assert sp["lookahead_cache"] == 0 and "lookahead cache" in budget.describe(la)
+    # Each row is held once: the page cache holds the whole dataset here, so the Belady row cache gets nothing.
+    data = budget.dataset_bytes(ds_path)
+    assert la["cache"] >= data and la["lookahead_cache"] == 0 and sp["lookahead_cache"] == 0
+    tight = budget.split(la["engine"] + la["window"] + data // 2, ds_path, [5, 3], 128, workers=2, prefetch=3,
+                         per_batch=per, per_lookahead=la["per_lookahead"], lookahead=8)
+    assert 0 < tight["lookahead_cache"] and tight["cache"] < data  # only what the page cache cannot hold is shared
+    assert "lookahead cache" in budget.describe(tight)
     with pytest.raises(ValueError, match=r"below the [\d,]+ bytes the engine"):
         budget.split(1 << 20, ds_path, [5, 3], 128, per_batch=per)
 
@@ -74,7 +80,8 @@ def test_auto_sizes_from_available_memory(ds_path):
     ahead = (budget.AUTO_LOOKAHEAD + budget.STRUCTURE_QUEUE) * pla
     plenty = budget.auto(ds_path, [5, 3], 256, available=64 << 30, per_batch=per, per_lookahead=pla)
     assert plenty["lookahead"] == budget.AUTO_LOOKAHEAD and plenty["cache"] >= data and "fit" in plenty["auto"]
-    assert plenty["budget"] == base + ahead + 2 * data  # cache and Belady halves hold it all
+    # The page cache holds it all and each row is held once: no Belady row cache beside it.
+    assert plenty["budget"] == base + ahead + data and plenty["lookahead_cache"] == 0
     serving = budget.auto(ds_path, [5, 3], 256, available=64 << 30, per_batch=per, training=False)
     assert serving["lookahead"] == 0 and serving["cache"] == data and serving["budget"] == base + data
     small = budget.auto(ds_path, [5, 3], 256, available=R + base + ahead, per_batch=per, per_lookahead=pla)
@@ -240,7 +247,7 @@ def test_bench_and_embed_default_to_auto(ds_path):
     assert _parser().parse_args(["bench", "d"]).memory_budget == "auto"
 
 
-def test_producers_default_to_the_cores_within_the_budget(ds_path, monkeypatch):
+def test_producers_default_to_the_cores_within_the_budget(ds_path):
     """Producers scale to the cores this process may use (affinity, capped by
     a cgroup CPU quota), less the trainer's threads for training, within the
     memory budget: each producer's buffers must fit beside the window."""
@@ -251,10 +258,10 @@ def test_producers_default_to_the_cores_within_the_budget(ds_path, monkeypatch):
 
     aff = len(os.sched_getaffinity(0))
     assert 1 <= budget.cpu_cores() <= aff
-    monkeypatch.setattr(budget, "_cgroup_cpu_quota", lambda: 1.5)  # a quota of 1.5 CPUs: one core's worth
-    assert budget.cpu_cores() == 1
-    monkeypatch.setattr(budget, "_cgroup_cpu_quota", lambda: None)
-    assert budget.cpu_cores() == aff
+    from flashgnn import _core
+
+    assert _core.cores_from(aff, 1.5) == 1  # a quota of 1.5 CPUs: one core's worth
+    assert _core.cores_from(aff, None) == aff
     per = 1 << 20
     one = budget.ENGINE_FIXED_PER_PRODUCER + per
     assert budget.producers_that_fit(8, None, per) == 8
@@ -271,19 +278,20 @@ def test_producers_default_to_the_cores_within_the_budget(ds_path, monkeypatch):
     assert f"bench: {budget.cpu_cores()} producer(s) per engine" in p.stderr
 
 
-def test_available_keeps_the_processes_own_code_pages(monkeypatch):
+def test_available_keeps_the_processes_own_code_pages():
     """Page cache counts as available, but the process's own mapped code is
-    kept in part (CODE_PAGES_KEPT): evicting it makes the step refault."""
-    monkeypatch.setattr(budget, "_cgroup_headroom", lambda: None)
-    monkeypatch.setattr(budget, "_mem_available", lambda: 1000 << 20)
-    monkeypatch.setattr(budget, "_own_file_rss", lambda: 300 << 20)
-    assert budget.available_memory() == (1000 << 20) - int(budget.CODE_PAGES_KEPT * (300 << 20))
-    monkeypatch.setattr(budget, "_cgroup_headroom", lambda: 800 << 20)  # the tighter source counts
-    assert budget.available_memory() == (800 << 20) - int(budget.CODE_PAGES_KEPT * (300 << 20))
-    monkeypatch.setattr(budget, "_own_file_rss", lambda: 4 << 30)
-    assert budget.available_memory() == 0  # never negative
-    monkeypatch.undo()
-    assert 0 < budget._own_file_rss() and budget.available_memory() > 0
+    kept in part (CODE_PAGES_KEPT): evicting it makes the step refault. The
+    readings come from one probe (Rust), combined by one rule."""
+    from flashgnn import _core
+
+    kept = int(budget.CODE_PAGES_KEPT * (300 << 20))
+    assert _core.available_from(None, 1000 << 20, 300 << 20) == (1000 << 20) - kept
+    assert _core.available_from(800 << 20, 1000 << 20, 300 << 20) == (800 << 20) - kept  # the tighter source counts
+    assert _core.available_from(800 << 20, 1000 << 20, 4 << 30) == 0  # never negative
+    assert _core.available_from(None, None, 0) == 1 << 30  # the stated floor
+    probe = _core.memory_probe()
+    assert probe["file_rss"] > 0 and budget.available_memory() > 0
+    assert budget.available_memory() <= _core.available_from(probe["cgroup_headroom"], probe["mem_available"], 0)
 
 
 def test_auto_lookahead_only_when_its_cache_pays_its_node_arrays(ds_path):

@@ -4,6 +4,7 @@
 //! Long jobs (build, generate, verify) run on a Rust thread behind a [`Job`]
 //! handle that Python polls to drive tqdm bars and cancels on Ctrl-C.
 
+mod budget;
 mod dataset;
 mod error;
 mod graph;
@@ -34,6 +35,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         flashgnn_sim::config::BUILTIN.iter().copied().collect::<std::collections::HashMap<_, _>>(),
     )?;
     error::register(m)?;
+    budget::register(m)?;
     publish::register(m)?;
     m.add_class::<dataset::Dataset>()?;
     m.add_class::<job::Job>()?;

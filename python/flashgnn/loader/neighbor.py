@@ -316,7 +316,7 @@ class NeighborLoader(_Base, _PygNeighborLoader):
     (cross-batch DRAM cache; may be shared by the train/val/test loaders) —
     speed only, the batches are the same. Without one, ``memory_budget``
     (``"auto"``, the default; a size in bytes; or 0 for no cache) sizes the
-    process's one cache for the dataset (:func:`flashgnn.sample.budget.shared_cache`):
+    process's one cache for the dataset (:func:`flashgnn.sample.shared.shared_cache`):
     the first loader on a dataset makes it and prints its split in one line
     to stderr (``quiet=True`` silences it), every later loader on the same
     dataset shares it. ``dtype`` converts features (default
@@ -422,9 +422,9 @@ class NeighborLoader(_Base, _PygNeighborLoader):
         # changes the batches (tested), so 0 gets one producer.
         self.workers = max(1, self.num_workers)
         self.memory_budget = memory_budget
-        # The process's one cache for this dataset (flashgnn.sample.budget.shared_cache), sized on first use,
+        # The process's one cache for this dataset (flashgnn.sample.shared.shared_cache), sized on first use,
         # unless the caller brought its own tier.
-        from flashgnn.sample.budget import loader_cache
+        from flashgnn.sample.shared import loader_cache
 
         cache = loader_cache(cache, self.dataset, self.num_neighbors, self.batch_size, memory_budget,
                              device_cache=device_cache, given_name="cache= (or device_cache=)", workers=self.workers,

@@ -214,7 +214,7 @@ class PresampledLoader:
     online alternative (S3-FIFO/CLOCK, no knowledge of the future); the two
     are compared in docs/benchmarks.md. Without ``cache``, ``memory_budget``
     (``"auto"``, the default, a size, or 0 for none) sizes the process's one
-    cache for the dataset (:func:`flashgnn.sample.budget.shared_cache`), shared with
+    cache for the dataset (:func:`flashgnn.sample.shared.shared_cache`), shared with
     every other loader on it; its split is printed once unless ``quiet``."""
 
     def __init__(self, path, dataset, engine: str = "auto", prefetch: int = 4, dtype=np.float32, cache=None,
@@ -233,7 +233,7 @@ class PresampledLoader:
         self.epochs = len(self.meta["epochs"])
         self.memory_budget = memory_budget
         # The process's one cache for this dataset, shared with any other loader on it (flashgnn.sample.budget).
-        from flashgnn.sample.budget import loader_cache
+        from flashgnn.sample.shared import loader_cache
 
         cache = loader_cache(cache, self.dataset, self.fanouts, self.batch_size, memory_budget, prefetch=self.prefetch,
                              quiet=quiet, who="flashgnn.PresampledLoader", engine=self.engine)

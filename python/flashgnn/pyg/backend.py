@@ -11,8 +11,8 @@
   size N x N) but never materialises it: ``get_edge_index`` refuses, because
   PyG's own ``NeighborSampler`` would pull every edge into RAM (and needs
   pyg-lib or torch-sparse, which do not exist here). Sampling is
-  :class:`Sampler`'s job.
-- :class:`Sampler` (a ``torch_geometric.sampler.BaseSampler``) samples with the
+  :class:`NeighborSampler`'s job.
+- :class:`NeighborSampler` (a ``torch_geometric.sampler.BaseSampler``) samples with the
   flashgnn engine: one call per mini-batch that reads each needed page once,
   samples the k-hop subgraph out of order and gathers the features and labels
   of every sampled node in the same pass.
@@ -23,8 +23,8 @@
   Any other index is read with one batched engine call (deep-queue direct
   I/O), so each mini-batch costs exactly one batched read either way.
 
-- :class:`NeighborLoader` is PyG's ``NeighborLoader`` over these three, with
-  its sampling arguments handed to :class:`Sampler` (honoured with PyG's
+- :func:`NeighborLoader` returns PyG's own ``NeighborLoader`` over these three (an adapter), with
+  its sampling arguments handed to :class:`NeighborSampler` (honoured with PyG's
   meaning or refused by name, :mod:`flashgnn.loader._args`).
 
 Everything opens lazily per process, so the three objects pickle into
@@ -49,7 +49,7 @@ from torch_geometric.sampler.base import SubgraphType
 
 from flashgnn.loader import _args as _pa
 from flashgnn.loader.neighbor import _INFERENCE_ADVICE, _UNSET, as_dataset, resolve_engine
-from flashgnn.sample.budget import shared_cache
+from flashgnn.sample.shared import shared_cache
 from flashgnn.sample.sampler import Sampler as _EngineSampler
 
 _GATHER_CHUNK = 1 << 16  # ids per engine call when a caller asks for a huge index
@@ -189,7 +189,7 @@ class GraphStore(_PygGraphStore):
         raise RuntimeError(
             f"{self.path}: flashgnn.pyg.GraphStore does not materialise its {self.num_edges:,} edges in RAM "
             "(that is what PyG's default NeighborSampler would do); pass "
-            "neighbor_sampler=/node_sampler=flashgnn.pyg.Sampler(...) — see flashgnn.pyg.remote_backend()"
+            "neighbor_sampler=/node_sampler=flashgnn.pyg.NeighborSampler(...) — see flashgnn.pyg.remote_backend()"
         )
 
     def _put_edge_index(self, edge_index, edge_attr: EdgeAttr) -> bool:
@@ -204,14 +204,15 @@ def _stock_neighbor_loader(loader) -> bool:
     one of flashgnn's, which hand their arguments to the sampler)."""
     from flashgnn.loader.neighbor import NeighborLoader as _Native
 
-    return (isinstance(loader, _PygNeighborLoader) and not isinstance(loader, (NeighborLoader, _Native)))
+    return (isinstance(loader, _PygNeighborLoader) and not isinstance(loader, _Native)
+            and not getattr(loader, "_flashgnn_adapter", False))
 
 
-class Sampler(BaseSampler):
+class NeighborSampler(BaseSampler):
     """k-hop uniform neighbor sampling by the flashgnn engine, for PyG's
     ``NodeLoader`` and for :class:`flashgnn.pyg.NeighborLoader`.
 
-    ``Sampler(dataset, num_neighbors, ...)``: ``num_neighbors`` a list per
+    ``NeighborSampler(dataset, num_neighbors, ...)``: ``num_neighbors`` a list per
     hop, -1 = all neighbours (``fanouts`` is its deprecated name). PyG's
     sampling options are taken with PyG's meaning: the engine samples without
     replacement, one shared subgraph per batch, sampled edges only
@@ -241,7 +242,7 @@ class Sampler(BaseSampler):
                  replace: bool = False, subgraph_type="directional", disjoint: bool = False,
                  temporal_strategy: str = "uniform", time_attr=None, weight_attr=None, directed: bool = True,
                  **kwargs):
-        who = "flashgnn.pyg.Sampler"
+        who = "flashgnn.pyg.NeighborSampler"
         num_neighbors = _pa.renamed(who, "fanouts", "num_neighbors", kwargs.pop("fanouts", _UNSET), num_neighbors,
                                     _UNSET)
         _pa.refuse_unknown(who, kwargs, self.ACCEPTED)
@@ -272,7 +273,7 @@ class Sampler(BaseSampler):
             return
         if _stock_neighbor_loader(caller):
             raise ValueError(
-                "flashgnn.pyg.Sampler under torch_geometric.loader.NeighborLoader(..., neighbor_sampler=...): that "
+                "flashgnn.pyg.NeighborSampler under torch_geometric.loader.NeighborLoader(..., neighbor_sampler=...): that "
                 "loader does not pass num_neighbors, disjoint, replace, subgraph_type, ... to a given sampler, so "
                 f"the batches would follow this sampler's num_neighbors={self.num_neighbors} whatever the loader "
                 "was asked; use flashgnn.pyg.NeighborLoader with the same arguments (it builds the sampler from "
@@ -281,7 +282,7 @@ class Sampler(BaseSampler):
     def sample_from_nodes(self, inputs: NodeSamplerInput, **kwargs) -> SamplerOutput:
         self._check_caller()
         if inputs.time is not None:
-            raise ValueError("flashgnn.pyg.Sampler: input_time is not supported: temporal sampling needs time "
+            raise ValueError("flashgnn.pyg.NeighborSampler: input_time is not supported: temporal sampling needs time "
                              "attributes, which a flashgnn dataset does not store")
         input_id = inputs.input_id if inputs.input_id is not None else torch.arange(inputs.node.numel())
         b = self._engine.sample(inputs.node.numpy(), self._batch_seed(input_id.cpu()))
@@ -300,7 +301,7 @@ class Sampler(BaseSampler):
         )
 
     def sample_from_edges(self, inputs, neg_sampling=None):
-        raise NotImplementedError("flashgnn.pyg.Sampler: link-level (edge) sampling is not implemented; use node seeds")
+        raise NotImplementedError("flashgnn.pyg.NeighborSampler: link-level (edge) sampling is not implemented; use node seeds")
 
 
 _REMOTE_ACCEPTED = ("dataset", "num_neighbors", "engine", "seed", "dtype", "replace", "subgraph_type", "disjoint",
@@ -312,7 +313,7 @@ def remote_backend(dataset, num_neighbors=_UNSET, engine: str = "auto", seed: in
     """``(feature_store, graph_store, sampler)`` over one dataset, linked so
     that features gathered while sampling serve the loader's feature fetch.
     ``num_neighbors`` (default ``[25, 10]``; ``fanouts`` is its deprecated
-    name) and PyG's sampling options go to :class:`Sampler`, which honours or
+    name) and PyG's sampling options go to :class:`NeighborSampler`, which honours or
     refuses them; any other keyword is refused, naming the accepted ones."""
     who = "flashgnn.pyg.remote_backend"
     num_neighbors = _pa.renamed(who, "fanouts", "num_neighbors", kwargs.pop("fanouts", _UNSET), num_neighbors,
@@ -328,7 +329,7 @@ def remote_backend(dataset, num_neighbors=_UNSET, engine: str = "auto", seed: in
                          quiet=mem.get("quiet", False), who="flashgnn.pyg")  # the stores take it (weakly registered)
     fs = FeatureStore(ds, engine=engine, dtype=dtype, **mem)
     gs = GraphStore(ds)
-    sampler = Sampler(ds, num_neighbors, engine=engine, seed=seed, feature_store=fs, dtype=dtype, **opts)
+    sampler = NeighborSampler(ds, num_neighbors, engine=engine, seed=seed, feature_store=fs, dtype=dtype, **opts)
     return fs, gs, sampler
 
 
@@ -354,76 +355,91 @@ _DATALOADER_ARGS = tuple(p for p in inspect.signature(torch.utils.data.DataLoade
                          if p not in ("self", "dataset"))
 
 
-class NeighborLoader(_PygNeighborLoader):
-    """``torch_geometric.loader.NeighborLoader`` over the remote backend, with
-    every sampling argument handed to :class:`Sampler` — honoured with PyG's
-    meaning or refused by name, never dropped (the stock loader drops them
-    when given ``neighbor_sampler=``).
+def NeighborLoader(data, num_neighbors=_UNSET, input_nodes=None, input_time=None, replace: bool = False,  # noqa: N802
+                   subgraph_type="directional", disjoint: bool = False, temporal_strategy: str = "uniform",
+                   time_attr=None, weight_attr=None, transform=None, transform_sampler_output=None,
+                   is_sorted: bool = False, filter_per_worker=None, neighbor_sampler=None, directed: bool = True, *,
+                   engine: str = "auto", seed: int = 0, dtype=torch.float32, memory_budget="auto",
+                   quiet: bool = False, **kwargs) -> _PygNeighborLoader:
+    """PyG's own ``torch_geometric.loader.NeighborLoader`` over the remote
+    backend — an adapter, not a second loader: it returns the stock loader,
+    with every sampling argument handed to :class:`NeighborSampler` (honoured
+    with PyG's meaning or refused by name, never dropped as the stock loader
+    drops them when given ``neighbor_sampler=``).
 
         loader = flashgnn.pyg.NeighborLoader("data/demo", num_neighbors=[25, 10], input_nodes=train_idx,
                                              batch_size=1024, shuffle=True, num_workers=2)
 
-    ``data``: a dataset path, a :class:`flashgnn.Dataset`, or ``(fs, gs)``
-    from :func:`remote_backend`. PyG's pipeline runs unchanged (DataLoader
-    workers, ``transform``, ``transform_sampler_output``,
-    ``filter_per_worker``), with PyG's defaults (``batch_size=1``,
-    ``shuffle=False``); ``input_nodes=None`` means every node, as in PyG.
-    ``neighbor_sampler`` may be a :class:`Sampler` whose ``num_neighbors``
-    equal the loader's; ``engine``, ``seed`` and ``dtype`` configure the
-    sampler built otherwise. ``fanouts`` is the deprecated name of
-    ``num_neighbors``.
+    Use it for PyG's own pipeline (DataLoader worker processes,
+    ``transform_sampler_output``, ``filter_per_worker``);
+    :class:`flashgnn.NeighborLoader` is the loader of this package (producer
+    threads in Rust, one engine call per batch, no per-batch Python
+    sampling). ``data``: a dataset path, a :class:`flashgnn.Dataset`, or
+    ``(fs, gs)`` from :func:`remote_backend`. PyG's defaults
+    (``batch_size=1``, ``shuffle=False``); ``input_nodes=None`` means every
+    node, as in PyG. ``neighbor_sampler`` may be a :class:`NeighborSampler`
+    whose ``num_neighbors`` equal the loader's; ``engine``, ``seed`` and
+    ``dtype`` configure the sampler built otherwise. ``fanouts`` is the
+    deprecated name of ``num_neighbors``.
     """
+    who = "flashgnn.pyg.NeighborLoader"
+    num_neighbors = _pa.renamed(who, "fanouts", "num_neighbors", kwargs.pop("fanouts", _UNSET), num_neighbors,
+                                _UNSET)
+    accepted = ("data", "num_neighbors", "input_nodes", "input_time", "replace", "subgraph_type", "disjoint",
+                "temporal_strategy", "time_attr", "weight_attr", "transform", "transform_sampler_output",
+                "is_sorted", "filter_per_worker", "neighbor_sampler", "directed", "engine", "seed", "dtype",
+                "memory_budget", "quiet", *_DATALOADER_ARGS)
+    unknown = {k: v for k, v in kwargs.items() if k not in _DATALOADER_ARGS}
+    _pa.refuse_unknown(who, unknown, accepted)
+    num_neighbors = _pa.num_neighbors(who, None if num_neighbors is _UNSET else num_neighbors)
+    _pa.check_input_nodes(who, input_nodes)
+    _pa.check_sampling(who, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
+                       temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
+                       input_time=input_time, directed=directed)
+    if isinstance(data, tuple):
+        if len(data) != 2 or not isinstance(data[1], GraphStore):
+            raise TypeError(f"{who}: data must be a dataset path, a flashgnn.Dataset or (fs, gs) from "
+                            "flashgnn.pyg.remote_backend(); got a tuple of "
+                            f"{', '.join(type(d).__name__ for d in data)}")
+        fs, gs = data
+    else:
+        ds = as_dataset(data)
+        # The process's one cache for the dataset, sized first with this loader's fanouts and batch size.
+        cache = shared_cache(ds, num_neighbors, int(kwargs.get("batch_size", 1)), memory_budget,  # noqa: F841
+                             quiet=quiet, who=who)  # held while the stores take it (weakly registered)
+        fs = FeatureStore(ds, engine=engine, dtype=dtype, memory_budget=memory_budget, quiet=quiet)
+        gs = GraphStore(ds)
+    if neighbor_sampler is None:
+        neighbor_sampler = NeighborSampler(gs.path, num_neighbors, engine=engine, seed=seed,
+                                   feature_store=fs if isinstance(fs, FeatureStore) else None, dtype=dtype,
+                                   memory_budget=memory_budget, quiet=quiet)
+    elif not isinstance(neighbor_sampler, NeighborSampler):
+        raise ValueError(f"{who}: neighbor_sampler={type(neighbor_sampler).__name__} is not a "
+                         "flashgnn.pyg.NeighborSampler, so this loader's num_neighbors and sampling options could not "
+                         "reach it; use torch_geometric.loader.NodeLoader(data, node_sampler=...) for a sampler "
+                         "of your own")
+    elif neighbor_sampler.num_neighbors != num_neighbors:
+        raise ValueError(f"{who}: num_neighbors={num_neighbors} but neighbor_sampler samples "
+                         f"num_neighbors={neighbor_sampler.num_neighbors}; give the same, or leave out "
+                         "neighbor_sampler")
+    if input_nodes is None:  # PyG's meaning: every node (its remote-backend path requires them spelled out)
+        input_nodes = torch.arange(gs.num_nodes)
+    elif not isinstance(input_nodes, torch.Tensor):
+        input_nodes = torch.as_tensor(np.asarray(input_nodes))
+    loader = _PygNeighborLoader(_Stores((fs, gs)), num_neighbors=num_neighbors, input_nodes=input_nodes,
+                                transform=transform, transform_sampler_output=transform_sampler_output,
+                                is_sorted=is_sorted, filter_per_worker=filter_per_worker,
+                                neighbor_sampler=neighbor_sampler, **kwargs)
+    # The sampler was built from (or checked against) this loader's arguments, so PyG may call it.
+    loader._flashgnn_adapter = True
+    return loader
 
-    def __init__(self, data, num_neighbors=_UNSET, input_nodes=None, input_time=None, replace: bool = False,
-                 subgraph_type="directional", disjoint: bool = False, temporal_strategy: str = "uniform",
-                 time_attr=None, weight_attr=None, transform=None, transform_sampler_output=None,
-                 is_sorted: bool = False, filter_per_worker=None, neighbor_sampler=None, directed: bool = True, *,
-                 engine: str = "auto", seed: int = 0, dtype=torch.float32, memory_budget="auto", quiet: bool = False,
-                 **kwargs):
-        who = "flashgnn.pyg.NeighborLoader"
-        num_neighbors = _pa.renamed(who, "fanouts", "num_neighbors", kwargs.pop("fanouts", _UNSET), num_neighbors,
-                                    _UNSET)
-        accepted = ("data", "num_neighbors", "input_nodes", "input_time", "replace", "subgraph_type", "disjoint",
-                    "temporal_strategy", "time_attr", "weight_attr", "transform", "transform_sampler_output",
-                    "is_sorted", "filter_per_worker", "neighbor_sampler", "directed", "engine", "seed", "dtype",
-                    "memory_budget", "quiet", *_DATALOADER_ARGS)
-        unknown = {k: v for k, v in kwargs.items() if k not in _DATALOADER_ARGS}
-        _pa.refuse_unknown(who, unknown, accepted)
-        num_neighbors = _pa.num_neighbors(who, None if num_neighbors is _UNSET else num_neighbors)
-        _pa.check_input_nodes(who, input_nodes)
-        _pa.check_sampling(who, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
-                           temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
-                           input_time=input_time, directed=directed)
-        if isinstance(data, tuple):
-            if len(data) != 2 or not isinstance(data[1], GraphStore):
-                raise TypeError(f"{who}: data must be a dataset path, a flashgnn.Dataset or (fs, gs) from "
-                                "flashgnn.pyg.remote_backend(); got a tuple of "
-                                f"{', '.join(type(d).__name__ for d in data)}")
-            fs, gs = data
-        else:
-            ds = as_dataset(data)
-            # The process's one cache for the dataset, sized first with this loader's fanouts and batch size.
-            cache = shared_cache(ds, num_neighbors, int(kwargs.get("batch_size", 1)), memory_budget,  # noqa: F841
-                                 quiet=quiet, who=who)  # held while the stores take it (weakly registered)
-            fs = FeatureStore(ds, engine=engine, dtype=dtype, memory_budget=memory_budget, quiet=quiet)
-            gs = GraphStore(ds)
-        if neighbor_sampler is None:
-            neighbor_sampler = Sampler(gs.path, num_neighbors, engine=engine, seed=seed,
-                                       feature_store=fs if isinstance(fs, FeatureStore) else None, dtype=dtype,
-                                       memory_budget=memory_budget, quiet=quiet)
-        elif not isinstance(neighbor_sampler, Sampler):
-            raise ValueError(f"{who}: neighbor_sampler={type(neighbor_sampler).__name__} is not a "
-                             "flashgnn.pyg.Sampler, so this loader's num_neighbors and sampling options could not "
-                             "reach it; use torch_geometric.loader.NodeLoader(data, node_sampler=...) for a sampler "
-                             "of your own")
-        elif neighbor_sampler.num_neighbors != num_neighbors:
-            raise ValueError(f"{who}: num_neighbors={num_neighbors} but neighbor_sampler samples "
-                             f"num_neighbors={neighbor_sampler.num_neighbors}; give the same, or leave out "
-                             "neighbor_sampler")
-        if input_nodes is None:  # PyG's meaning: every node (its remote-backend path requires them spelled out)
-            input_nodes = torch.arange(gs.num_nodes)
-        elif not isinstance(input_nodes, torch.Tensor):
-            input_nodes = torch.as_tensor(np.asarray(input_nodes))
-        super().__init__(_Stores((fs, gs)), num_neighbors=num_neighbors, input_nodes=input_nodes, transform=transform,
-                         transform_sampler_output=transform_sampler_output, is_sorted=is_sorted,
-                         filter_per_worker=filter_per_worker, neighbor_sampler=neighbor_sampler, **kwargs)
+
+def __getattr__(name):
+    if name == "Sampler":  # the old name, beside flashgnn.Sampler (the numpy-level engine sampler)
+        import warnings
+
+        warnings.warn("flashgnn.pyg.Sampler is now flashgnn.pyg.NeighborSampler (PyG's name for the class it "
+                      "stands in for); the old name goes in the next release", DeprecationWarning, stacklevel=2)
+        return NeighborSampler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
