@@ -172,3 +172,45 @@ pub fn write_float(dtype: Dtype, v: f64, out: &mut [u8]) {
         _ => unreachable!("write_float called with integer dtype {dtype:?}"),
     }
 }
+
+/// Append the float row `src` (stored as `from`) to `out` as `to`, value by
+/// value with numpy's `astype` rounding (round to nearest, ties to even;
+/// widening is exact). Only float dtypes; `src.len()` must be a multiple of
+/// `from.size()` (it is a whole row). Same dtype: a plain copy.
+pub fn convert_floats(src: &[u8], from: Dtype, to: Dtype, out: &mut Vec<u8>) {
+    debug_assert!(from.is_float() && to.is_float() && src.len() % from.size() == 0);
+    if from == to {
+        out.extend_from_slice(src);
+        return;
+    }
+    // f64 holds every f16 and f32 exactly, so each value is rounded once, by `write_float`.
+    let n = src.len() / from.size();
+    let start = out.len();
+    out.resize(start + n * to.size(), 0);
+    for (i, dst) in out[start..].chunks_exact_mut(to.size()).enumerate() {
+        write_float(to, read_f64(from, src, i), dst);
+    }
+}
+
+#[cfg(test)]
+mod convert_tests {
+    use super::*;
+
+    #[test]
+    fn converts_like_numpy_astype() {
+        let vals = [0.0f32, -1.5, 65504.0, 1.0e-8, 3.140625, f32::INFINITY];
+        let src: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let mut half_row = Vec::new();
+        convert_floats(&src, Dtype::Float32, Dtype::Float16, &mut half_row);
+        let mut back = Vec::new();
+        convert_floats(&half_row, Dtype::Float16, Dtype::Float32, &mut back);
+        let got: Vec<f32> = back.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        assert_eq!(got, vec![0.0, -1.5, 65504.0, 0.0, 3.140625, f32::INFINITY]);
+        let mut wide = Vec::new();
+        convert_floats(&src, Dtype::Float32, Dtype::Float64, &mut wide);
+        assert_eq!(f64::from_le_bytes(wide[8..16].try_into().unwrap()), -1.5);
+        let mut same = Vec::new();
+        convert_floats(&src, Dtype::Float32, Dtype::Float32, &mut same);
+        assert_eq!(same, src);
+    }
+}

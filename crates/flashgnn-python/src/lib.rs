@@ -10,6 +10,7 @@ mod error;
 mod graph;
 mod job;
 mod publish;
+mod report;
 mod sampler;
 mod sim;
 

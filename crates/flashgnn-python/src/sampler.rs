@@ -26,6 +26,7 @@ use flashgnn_sample::tiers::{self, HotChoice};
 use flashgnn_sample::{Batch, NeighborSampler, PageCache, Policy, SampleError, SamplerConfig, Telemetry};
 
 use crate::error::{py_err, CoreError};
+use crate::report::to_py;
 
 /// The view of `path` a reader opened without a live graph gets: its
 /// mutated state when `DATASET/mut/CURRENT` exists, else the dataset alone.
@@ -75,7 +76,9 @@ fn batch_dict<'py>(py: Python<'py>, b: Batch) -> PyResult<Bound<'py, PyDict>> {
     Ok(d)
 }
 
-pub fn telemetry_json(t: &Telemetry) -> String {
+/// A sampler's telemetry report (`Sampler.telemetry()`; keys as listed, the
+/// figures derived by `Telemetry`'s own methods).
+pub fn telemetry_report(t: &Telemetry) -> serde_json::Value {
     serde_json::json!({
         "batches": t.batches, "seeds": t.seeds, "nodes": t.nodes, "edges": t.edges,
         "reads": t.reads, "bytes_read": t.bytes_read, "bytes_used": t.bytes_used, "page_hits": t.page_hits,
@@ -85,13 +88,12 @@ pub fn telemetry_json(t: &Telemetry) -> String {
         "io_wait_seconds": t.io_wait_seconds, "io_waits": t.io_waits,
         "read_amplification": t.read_amplification(),
         "iops": t.iops(),
-        "read_mb_per_s": if t.seconds > 0.0 { t.bytes_read as f64 / t.seconds / 1e6 } else { 0.0 },
-        "cpu_us_per_read": if t.reads > 0 { t.cpu_seconds * 1e6 / t.reads as f64 } else { 0.0 },
+        "read_mb_per_s": t.read_mb_per_s(),
+        "cpu_us_per_read": t.cpu_us_per_read(),
         "depth_hist": t.depth_hist.to_vec(),
         "size_hist": t.size_hist.to_vec(),
         "timeline": t.timeline,
     })
-    .to_string()
 }
 
 struct Owned {
@@ -208,9 +210,9 @@ impl Sampler {
 
     /// Cumulative telemetry, or the last batch's alone with `last=True`.
     #[pyo3(signature = (last=false))]
-    fn telemetry(&self, last: bool) -> PyResult<String> {
+    fn telemetry(&self, py: Python<'_>, last: bool) -> PyResult<Py<PyAny>> {
         let s = self.get()?.lock().unwrap();
-        Ok(telemetry_json(if last { &s.last_batch } else { &s.telemetry }))
+        to_py(py, &telemetry_report(if last { &s.last_batch } else { &s.telemetry }))
     }
 
     fn reset_telemetry(&self) -> PyResult<()> {
@@ -300,12 +302,12 @@ impl Cache {
         })
     }
 
-    /// Sizes and cumulative counters, as a JSON string.
-    fn stats(&self) -> String {
+    /// Sizes and cumulative counters.
+    fn stats(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         use std::sync::atomic::Ordering::Relaxed;
         let c = &self.inner;
         let st = &c.stats;
-        serde_json::json!({
+        let report = serde_json::json!({
             "budget": c.budget(), "policy": c.policy().name(), "hot": self.hot,
             "hot_seconds": self.hot_seconds,
             "static_bytes": c.static_bytes(), "static_entries": c.static_entries(), "static_dense": c.static_dense(),
@@ -313,8 +315,8 @@ impl Cache {
             "static_hits": st.static_hits.load(Relaxed), "dynamic_hits": st.dynamic_hits.load(Relaxed),
             "misses": st.misses.load(Relaxed), "inserts": st.inserts.load(Relaxed),
             "evictions": st.evictions.load(Relaxed),
-        })
-        .to_string()
+        });
+        to_py(py, &report)
     }
 }
 
@@ -391,8 +393,8 @@ impl BatchIter {
         }
     }
     /// Telemetry of the producers (available once the iterator is exhausted).
-    fn telemetry(&self) -> Option<String> {
-        self.telemetry.lock().unwrap().as_ref().map(telemetry_json)
+    fn telemetry(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        self.telemetry.lock().unwrap().as_ref().map(|t| to_py(py, &telemetry_report(t))).transpose()
     }
     /// Stop the producers early.
     fn close(&self, py: Python<'_>) {

@@ -96,6 +96,22 @@ impl Telemetry {
             0.0
         }
     }
+    /// Device read bandwidth over the wall time, in MB/s (10^6 bytes).
+    pub fn read_mb_per_s(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.bytes_read as f64 / self.seconds / 1e6
+        } else {
+            0.0
+        }
+    }
+    /// Sampler CPU time per read, in microseconds: what one read costs the host.
+    pub fn cpu_us_per_read(&self) -> f64 {
+        if self.reads > 0 {
+            self.cpu_seconds * 1e6 / self.reads as f64
+        } else {
+            0.0
+        }
+    }
 }
 
 pub use flashgnn_io::rss::thread_cpu_seconds;

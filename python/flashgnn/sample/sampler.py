@@ -19,7 +19,6 @@ process, so a Sampler pickled into or inherited by DataLoader workers works.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 
@@ -109,7 +108,7 @@ class Cache:
 
     def stats(self) -> dict:
         """Budget, static/dynamic bytes, hits per tier, misses, evictions."""
-        return json.loads(self._core.stats())
+        return self._core.stats()
 
     def __getstate__(self):
         raise TypeError("flashgnn.Cache is process-local and cannot be pickled; samplers in other processes run "
@@ -220,13 +219,13 @@ class Sampler:
                 yield self._wrap(d)
         finally:
             it.close()
-            self.last_iter_telemetry = json.loads(it.telemetry() or "{}")
+            self.last_iter_telemetry = it.telemetry() or {}
 
     def telemetry(self, last_batch: bool = False) -> dict:
         """Cumulative figures (or the last batch's alone): reads, bytes
         read/used, read amplification, IOPS, MB/s, CPU us per read, in-flight
         and request-size histograms, and the in-flight timeline."""
-        return json.loads(self.core().telemetry(last_batch))
+        return self.core().telemetry(last_batch)
 
     def reset_telemetry(self) -> None:
         self.core().reset_telemetry()

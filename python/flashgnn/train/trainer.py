@@ -283,7 +283,9 @@ class Trainer:
         if split is not None:
             if split["budget"]:
                 self.cache_budget = split["cache"]
-                self.lookahead_budget = split["lookahead_cache"]
+                # An explicit --lookahead-budget is the user's sizing; auto's share is only what the page
+                # cache cannot hold (each row held once), 0 when it holds the whole dataset.
+                self.lookahead_budget = c.lookahead_budget or split["lookahead_cache"]
             if chatty:
                 print(budget.describe(split), flush=True)
         self.cache = cache = None
