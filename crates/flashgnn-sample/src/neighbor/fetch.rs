@@ -1,0 +1,539 @@
+//! Where each extent a batch needs comes from, and the loop that fetches
+//! them. A slot, overflow page or separate feature row is taken, first found
+//! first: from the `memory` engine's copy of its file (in place: no buffer, no
+//! copy), from this batch's pages (slot and overflow pages read earlier, or
+//! being read: one read serves every node waiting on a page), from the
+//! cross-batch cache, and last by a read queued to the engine. `run` submits
+//! reads up to the engine's depth and hands every completion, and every
+//! request served from memory, to its waiter (`expand`).
+//!
+//! Every byte is checked before it is used, wherever it came from: a slot on
+//! every decode, an overflow page when read or once per batch when taken from
+//! memory or the cache (a static set the sampler loaded was checked then), a
+//! feature row against its stored CRC; a read is offered to the cross-batch
+//! cache only after it passed its checks. Memory per batch is bounded: an I/O
+//! buffer goes back to the pool as soon as its read is handled, so only reads
+//! in flight hold one, and the batch's page copies stop at `page_cache_max`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use flashgnn_format::layout::check_overflow_page;
+use flashgnn_format::{FormatError, Layout};
+use flashgnn_io::engine::{resident_at, Done, ReadReq};
+use rustc_hash::FxHashMap as HashMap;
+
+use super::{
+    prefetch, NeighborSampler, FEAT_IN_ARENA, FEAT_IN_FEATURES, FEAT_IN_GRAPH, F_FEATURES, F_GRAPH, F_OVERFLOW, F_SLOT,
+};
+use crate::cache::{self, PageCache};
+use crate::packed;
+use crate::Result;
+
+/// Tag kinds (top byte of a request tag).
+pub(super) const TAG_PAGE: u64 = 1 << 56;
+pub(super) const TAG_FEATURE: u64 = 2 << 56;
+pub(super) const TAG_KEY: u64 = (1 << 56) - 1;
+
+/// wait to be submitted (`run`): ~30 us of hits at ~0.5 us each, against
+/// one `io_uring_enter` (~1-2 us) per visit.
+const READY_ROUND: usize = 64;
+
+/// How far ahead in the ready queue `run` prefetches a static slot's header
+/// and neighbor lines (cache_probe on data/ooc: 31-32 -> 26-29 ms of CPU a
+/// batch at 8; 16 was no better).
+const PREFETCH_AHEAD: usize = 8;
+
+/// Rows prefetched ahead of the one `canonical` copies into `x`.
+/// In-flight samples kept per batch for the depth timeline (one per
+/// completion round): 4096 rounds cover a 1024-seed, 25x10 batch at depth 256.
+const TIMELINE_PER_BATCH_MAX: usize = 4096;
+
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Waiter {
+    Slot(u32),
+    Overflow(u32),
+}
+
+/// A request served from memory, waiting to be handled.
+pub(super) enum Ready {
+    /// A whole page from this batch's pages (or an overflow page from the
+    /// cross-batch cache): (page, waiter, bytes); the waiter names the file.
+    Page(u64, Waiter, Arc<[u8]>),
+    /// Node `i`'s slot alone, from the cross-batch cache's dynamic part.
+    Slot(u32, Arc<[u8]>),
+    /// Node `i`'s slot from the static hot set, by its place in the cache's
+    /// arena: the bytes are borrowed from there when handled (no `Arc`, no
+    /// copy, no second lookup).
+    StaticSlot(u32, std::ops::Range<usize>),
+    /// An overflow page from the static hot set (page, waiter, cache key),
+    /// already checked when requested.
+    StaticPage(u64, Waiter, u64),
+    /// Node `i`'s slot, borrowed from the `memory` engine's copy of graph.fg
+    /// (no read, no buffer, no copy; checked on decode like every slot).
+    MemSlot(u32),
+    /// Overflow page `page` for node `i`, borrowed from the `memory`
+    /// engine's copy of overflow.fg (checked when first handled in a batch).
+    MemOverflow(u64, u32),
+}
+
+impl NeighborSampler {
+    /// Serve `w` from this batch if page `key` is already here: read earlier
+    /// (kept, served without another read) or being read (one read serves
+    /// every node waiting on the page). Returns whether it was.
+    fn serve_from_batch(&mut self, key: (u16, u64), w: Waiter) -> bool {
+        if let Some(data) = self.page_cache.get(&key) {
+            self.page_hits += 1;
+            self.ready.push_back(Ready::Page(key.1, w, data.clone()));
+            return true;
+        }
+        if let Some(ws) = self.pages.get_mut(&key) {
+            ws.push(w);
+            return true;
+        }
+        false
+    }
+
+    /// Read page `page` of `file` for `w` (the first waiter on it).
+    fn queue_page(&mut self, file: u16, page: u64, w: Waiter) {
+        let p = self.layout.page_size as u64;
+        if let Some(t) = self.trace.as_mut() {
+            let (Waiter::Slot(i) | Waiter::Overflow(i)) = w;
+            let node = &self.nodes[i as usize];
+            t.page_read(file, page, p, node.hop, node.v);
+        }
+        self.pages.insert((file, page), vec![w]);
+        self.queue.push_back(ReadReq {
+            file,
+            offset: page * p,
+            len: p as u32,
+            tag: TAG_PAGE | (file as u64) << 48 | page,
+        });
+    }
+
+    /// Overflow page `page` for node `i`: this batch, then the cross-batch
+    /// cache (whole overflow pages), then a read.
+    pub(super) fn request_overflow(&mut self, i: u32, page: u64) -> Result<()> {
+        let p = self.layout.page_size as u64;
+        let key = cache::key(F_OVERFLOW, page * p);
+        self.count_access(key, p as u32);
+        if self.mem[F_OVERFLOW as usize].is_some() && self.trace.is_none() {
+            self.direct.record(p as u32, 1);
+            self.ready.push_back(Ready::MemOverflow(page, i));
+            return Ok(());
+        }
+        if self.serve_from_batch((F_OVERFLOW, page), Waiter::Overflow(i)) {
+            return Ok(());
+        }
+        if let Some(c) = self.cache.as_deref() {
+            // A static page of a set the sampler loaded was checked then and
+            // has stayed in the arena since; one of any other set is checked
+            // once per batch (0.3 us; a hub's page is asked for by many nodes
+            // of a batch), as a read one is. This batch's own pages were
+            // checked when read (`on_done`).
+            if let Some(data) = c.get_static(key) {
+                self.cache_hits[0] += 1;
+                if !self.static_checked {
+                    let fname = &self.files[F_OVERFLOW as usize];
+                    check_overflow_once(&mut self.checked_overflow, &self.layout, fname, page, data)?;
+                }
+                // The entries `on_overflow` reads, fetched while it waits.
+                let (per, w) = (self.layout.overflow_ids_per_page(), self.layout.id_bytes as usize);
+                for &(_, e) in &self.nodes[i as usize].wanted {
+                    if 1 + e / per == page {
+                        let k = (e % per) as usize;
+                        let at = self.static_packed.map_or(k * w, |bits| packed::entry_offset(k, bits));
+                        prefetch(data.as_ptr().wrapping_add(at), w);
+                    }
+                }
+                self.ready.push_back(Ready::StaticPage(page, Waiter::Overflow(i), key));
+                return Ok(());
+            }
+            if let Some(data) = c.get_dynamic(key) {
+                self.cache_hits[1] += 1;
+                check_overflow_page(&self.layout, &self.files[F_OVERFLOW as usize], page, &data)?;
+                self.ready.push_back(Ready::Page(page, Waiter::Overflow(i), data));
+                return Ok(());
+            }
+            self.cache_misses += 1;
+        }
+        self.queue_page(F_OVERFLOW, page, Waiter::Overflow(i));
+        Ok(())
+    }
+
+    /// Node `i`'s slot: its page from this batch (no lock), then the slot
+    /// alone from the cross-batch cache (which holds single slots, checked on
+    /// every decode), then a read of its page.
+    pub(super) fn request_slot(&mut self, i: u32) -> Result<()> {
+        let node = &mut self.nodes[i as usize];
+        if node.hop < self.fanouts.len() as u8 {
+            node.expanding = true;
+        }
+        let v = node.v;
+        let page = self.layout.slot_offset(v as u64) / self.layout.page_size as u64;
+        let key = cache::key(F_SLOT, v as u64);
+        self.count_access(key, self.layout.slot_bytes);
+        if let Some(g) = self.mem[F_GRAPH as usize].as_deref().filter(|_| self.trace.is_none()) {
+            prefetch(
+                g.as_ptr().wrapping_add(self.layout.slot_offset(v as u64) as usize),
+                self.layout.slot_bytes as usize,
+            );
+            self.direct.record(self.layout.slot_bytes, 1);
+            self.ready.push_back(Ready::MemSlot(i));
+            return Ok(());
+        }
+        if self.serve_from_batch((F_GRAPH, page), Waiter::Slot(i)) {
+            return Ok(());
+        }
+        if let Some(c) = self.cache.as_deref() {
+            if let Some(r) = c.get_static_extent(key) {
+                self.cache_hits[0] += 1;
+                // Decoded when the ready queue reaches it: fetch it meanwhile.
+                let a = c.static_at(r.clone());
+                prefetch(a.as_ptr(), a.len());
+                self.ready.push_back(Ready::StaticSlot(i, r));
+                return Ok(());
+            }
+            if let Some(data) = c.get_dynamic(key) {
+                self.cache_hits[1] += 1;
+                self.ready.push_back(Ready::Slot(i, data));
+                return Ok(());
+            }
+            self.cache_misses += 1;
+        }
+        self.queue_page(F_GRAPH, page, Waiter::Slot(i));
+        Ok(())
+    }
+
+    /// Node `i`'s separate feature row, once per batch: the `memory` engine's
+    /// copy, then the cross-batch cache, then a read of its sector-aligned extent.
+    pub(super) fn request_feature(&mut self, i: u32) -> Result<()> {
+        let node = &mut self.nodes[i as usize];
+        if node.feature_requested {
+            return Ok(());
+        }
+        node.feature_requested = true;
+        let (lo, len, at) = self.layout.feature_extent(node.v as u64);
+        let key = cache::key(F_FEATURES, lo);
+        self.count_access(key, len);
+        if let Some(f) = self.mem[F_FEATURES as usize].as_deref().filter(|_| self.trace.is_none()) {
+            // Checked here, copied once into `x` by `canonical`.
+            let row = resident_at(f, self.io.path(F_FEATURES), lo, len)?;
+            let v = self.nodes[i as usize].v as u64;
+            let fname = &self.files[F_FEATURES as usize];
+            check_row(&self.layout, self.feature_crcs.as_deref(), fname, v, row, lo, at)?;
+            self.direct.record(len, 1);
+            self.nodes[i as usize].feature = Some(FEAT_IN_FEATURES | (lo as usize + at));
+            self.bytes_used += self.layout.row_bytes() as u64;
+            return Ok(());
+        }
+        if let Some(c) = self.cache.as_deref() {
+            if let Some(data) = c.get_static(key) {
+                // Gathered straight from the arena into the batch's rows.
+                self.cache_hits[0] += 1;
+                let v = self.nodes[i as usize].v as u64;
+                let crcs = self.feature_crcs.as_deref();
+                let fname = &self.files[F_FEATURES as usize];
+                let off = gather_row(&self.layout, crcs, fname, &mut self.features, v, data, lo, at)?;
+                self.nodes[i as usize].feature = Some(off);
+                self.bytes_used += self.layout.row_bytes() as u64;
+                return Ok(());
+            }
+            if let Some(data) = c.get_dynamic(key) {
+                self.cache_hits[1] += 1;
+                return self.on_feature(i as usize, &data, lo, at);
+            }
+            self.cache_misses += 1;
+        }
+        if let Some(t) = self.trace.as_mut() {
+            let node = &self.nodes[i as usize];
+            t.feature_read(i, lo, len, node.hop, node.v);
+        }
+        self.queue.push_back(ReadReq { file: F_FEATURES, offset: lo, len, tag: TAG_FEATURE | i as u64 });
+        Ok(())
+    }
+
+    /// Fetch until nothing is queued, in flight or ready: submit queued reads
+    /// up to the engine's depth, hand each completion to its waiters, then
+    /// serve the requests waiting in memory (whose expansions queue more).
+    pub(super) fn run(&mut self, seed: u64) -> Result<()> {
+        let mut done: Vec<Done> = Vec::new();
+        loop {
+            self.submit_queued()?;
+            if self.io.in_flight() == 0 && self.queue.is_empty() {
+                // Synchronous engines complete inside submit; collect those too.
+                done.clear();
+                self.io.complete(0, &mut done)?;
+                if done.is_empty() && self.ready.is_empty() {
+                    return Ok(());
+                }
+            } else {
+                // Requests served from memory are handled without waiting
+                // for a read: block for a completion only when none is ready
+                // (their expansions queue more reads, which then overlap).
+                done.clear();
+                if self.ready.is_empty() {
+                    let w = Instant::now();
+                    self.io.complete(1, &mut done)?;
+                    self.io_wait += w.elapsed().as_secs_f64();
+                    self.io_waits += 1;
+                } else {
+                    self.io.complete(0, &mut done)?;
+                }
+            }
+            if self.timeline.len() < TIMELINE_PER_BATCH_MAX {
+                self.timeline.push((self.opened.elapsed().as_secs_f64(), self.io.in_flight() as u32));
+            }
+            for d in done.drain(..) {
+                if let Some(t) = self.trace.as_mut() {
+                    t.completed(d.req.tag);
+                }
+                let r = self.on_done(&d, seed);
+                self.pool.put(d.buf);
+                r?;
+            }
+            self.serve_ready(seed)?;
+            if let Some(t) = self.trace.as_mut() {
+                // Reads queued outside a completion (a redraw in `fix_levels`) have no cause.
+                t.clear_cause();
+            }
+        }
+    }
+
+    /// Submit queued reads while the engine has room.
+    fn submit_queued(&mut self) -> Result<()> {
+        while self.io.in_flight() < self.io.depth() {
+            let Some(req) = self.queue.pop_front() else { break };
+            let buf = self.pool.get(req.len as usize);
+            if let Some(t) = self.trace.as_mut() {
+                t.submitted(req.tag);
+            }
+            self.io.submit(req, buf)?;
+        }
+        Ok(())
+    }
+
+    /// Handle the requests served from memory (`ready`), up to `READY_ROUND`
+    /// of them while reads wait to be submitted.
+    fn serve_ready(&mut self, seed: u64) -> Result<()> {
+        // Pages from memory: overflow pages were checked when read or
+        // taken from the cross-batch cache (`request_overflow`); slots are
+        // checked on every decode (static ones once, when loaded: `on_slot`).
+        // The cache stays alive while its arena is borrowed (one `Arc`
+        // clone per round with static hits, not one per hit).
+        let mut statics: Option<Arc<PageCache>> = None;
+        let mut graph: Option<Arc<Vec<u8>>> = None;
+        let mut overflow: Option<Arc<Vec<u8>>> = None;
+        let mut handled = 0usize;
+        while let Some(r) = self.ready.pop_front() {
+            // The static slot PREFETCH_AHEAD places on: the lines its
+            // decode reads (header, inline neighbors at the end). The
+            // whole-slot prefetch when it was queued is often evicted by
+            // the time a long queue reaches it.
+            if let (Some(Ready::StaticSlot(_, a)), Some(c)) = (self.ready.get(PREFETCH_AHEAD), self.cache.as_deref()) {
+                let b = c.static_at(a.clone());
+                prefetch(b.as_ptr(), 64);
+                prefetch(b.as_ptr().wrapping_add(b.len().saturating_sub(64)), 64);
+            }
+            // Misses found while serving hits go to the device every
+            // READY_ROUND requests served, not once the whole ready queue
+            // is empty: a hit expands into dozens more, so that queue can
+            // hold milliseconds of work while the ring sits empty (or full
+            // of reads long completed but not reaped).
+            handled += 1;
+            if handled.is_multiple_of(READY_ROUND) && !self.queue.is_empty() {
+                self.ready.push_front(r);
+                break;
+            }
+            if let Some(t) = self.trace.as_mut() {
+                // Served from this batch's pages: caused by that page's read.
+                t.serving(&r);
+            }
+            match r {
+                Ready::Page(page, Waiter::Slot(i), data) => self.on_slot_page(i, page, &data, seed)?,
+                Ready::Page(page, Waiter::Overflow(i), data) => self.on_overflow(i, page, &data, None, seed)?,
+                Ready::Slot(i, data) => self.on_slot(i, &data, false, None, seed)?,
+                Ready::MemSlot(i) => {
+                    let g = graph.get_or_insert_with(|| self.mem[F_GRAPH as usize].clone().expect("memory engine"));
+                    let at = self.layout.slot_offset(self.nodes[i as usize].v as u64);
+                    let slot = resident_at(g, self.io.path(F_GRAPH), at, self.layout.slot_bytes)?;
+                    self.on_slot(i, slot, false, Some(FEAT_IN_GRAPH | at as usize), seed)?
+                }
+                Ready::MemOverflow(page, i) => {
+                    let o = overflow.get_or_insert_with(|| self.mem[F_OVERFLOW as usize].clone().expect("memory"));
+                    let p = self.layout.page_size;
+                    let data = resident_at(o, self.io.path(F_OVERFLOW), page.saturating_mul(p as u64), p)?;
+                    let fname = &self.files[F_OVERFLOW as usize];
+                    check_overflow_once(&mut self.checked_overflow, &self.layout, fname, page, data)?;
+                    self.on_overflow(i, page, data, None, seed)?
+                }
+                Ready::StaticSlot(i, r) => {
+                    let c = statics.get_or_insert_with(|| self.cache.clone().expect("a static hit has a cache"));
+                    let at = FEAT_IN_ARENA | r.start;
+                    self.on_slot(i, c.static_at(r), false, Some(at), seed)?
+                }
+                Ready::StaticPage(page, w, key) => {
+                    let c = statics.get_or_insert_with(|| self.cache.clone().expect("a static hit has a cache"));
+                    let data = c.get_static(key).expect("static entries are never evicted");
+                    match w {
+                        Waiter::Slot(i) => self.on_slot_page(i, page, data, seed)?,
+                        Waiter::Overflow(i) => self.on_overflow(i, page, data, self.static_packed, seed)?,
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A read passed its checks: keep a copy of a page for the rest of the
+    /// batch (bounded) and offer the extent at logical (`file`, `offset`) to
+    /// the cross-batch cache.
+    /// Slot pages go to the batch's pages only: their slots are offered one
+    /// by one (`on_slot`).
+    fn keep(&mut self, file: u16, offset: u64, bytes: &[u8], is_page: bool) {
+        let fits = is_page && self.page_cache_held + bytes.len() <= self.page_cache_max;
+        let shared = if file == F_GRAPH { None } else { self.cache.as_ref().filter(|c| c.accepts(bytes.len())) };
+        if !fits && shared.is_none() {
+            return;
+        }
+        let data: Arc<[u8]> = Arc::from(bytes);
+        if let Some(c) = shared {
+            c.insert(cache::key(file, offset), data.clone());
+        }
+        if fits {
+            self.page_cache_held += data.len();
+            self.page_cache.insert((file, offset / self.layout.page_size as u64), data);
+        }
+    }
+
+    /// Drop this batch's pages (end of a batch).
+    pub(super) fn clear_page_cache(&mut self) {
+        self.page_cache.clear();
+        self.page_cache_held = 0;
+        self.ready.clear();
+    }
+
+    /// A read completed. Offsets come from the tag and the layout, never
+    /// from `d.req`: a striped engine hands back the physical request.
+    fn on_done(&mut self, d: &Done, seed: u64) -> Result<()> {
+        let tag = d.req.tag;
+        let buf = d.buf.as_slice();
+        if tag & !TAG_KEY == TAG_FEATURE {
+            let i = (tag & TAG_KEY) as usize;
+            let (lo, _, at) = self.layout.feature_extent(self.nodes[i].v as u64);
+            if let Some(t) = self.trace.as_mut() {
+                t.feature_used(i as u32, self.layout.row_bytes());
+            }
+            self.on_feature(i, buf, lo, at)?;
+            self.keep(F_FEATURES, lo, buf, false);
+            return Ok(());
+        }
+        let file = ((tag >> 48) & 0xff) as u16;
+        let page = tag & ((1 << 48) - 1);
+        let waiters = self.pages.remove(&(file, page)).unwrap_or_default();
+        if file == F_OVERFLOW {
+            check_overflow_page(&self.layout, &self.files[F_OVERFLOW as usize], page, buf)?;
+        }
+        // Kept *before* the waiters run: they may ask for this page again (a
+        // node on it reached at a new hop), which must then hit instead of
+        // issuing a second read. Slots are checked on every decode.
+        self.keep(file, page * self.layout.page_size as u64, buf, true);
+        for w in waiters {
+            match w {
+                Waiter::Slot(i) => self.on_slot_page(i, page, buf, seed)?,
+                Waiter::Overflow(i) => self.on_overflow(i, page, buf, None, seed)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// A separate feature row arrived: `buf` holds its sector-aligned extent,
+    /// which starts at byte `lo` of the file and has the row at `at`
+    /// (`Layout::feature_extent`).
+    fn on_feature(&mut self, i: usize, buf: &[u8], lo: u64, at: usize) -> Result<()> {
+        let v = self.nodes[i].v as u64;
+        let crcs = self.feature_crcs.as_deref();
+        let fname = &self.files[F_FEATURES as usize];
+        let off = gather_row(&self.layout, crcs, fname, &mut self.features, v, buf, lo, at)?;
+        self.nodes[i].feature = Some(off);
+        self.bytes_used += self.layout.row_bytes() as u64;
+        Ok(())
+    }
+
+    /// Node `i`'s slot page `page` is in `buf` (read, or from this batch's pages).
+    fn on_slot_page(&mut self, i: u32, page: u64, buf: &[u8], seed: u64) -> Result<()> {
+        let l = &self.layout;
+        let start = (l.slot_offset(self.nodes[i as usize].v as u64) - page * l.page_size as u64) as usize;
+        if let Some(t) = self.trace.as_mut() {
+            t.page_used(F_GRAPH, page, l.slot_bytes, 1);
+        }
+        self.on_slot(i, &buf[start..start + l.slot_bytes as usize], true, None, seed)
+    }
+}
+
+/// Check feature row `v` (at `at` in `buf`, an extent that starts at byte
+/// `lo` of `fname`) against its stored CRC, then append it to the batch's
+/// rows; returns its offset there. Shared by reads and cache hits, so a
+/// cached row is checked exactly like a read one and copied once.
+#[allow(clippy::too_many_arguments)]
+fn gather_row(
+    layout: &Layout,
+    crcs: Option<&[u32]>,
+    fname: &str,
+    features: &mut Vec<u8>,
+    v: u64,
+    buf: &[u8],
+    lo: u64,
+    at: usize,
+) -> Result<usize> {
+    let bytes = check_row(layout, crcs, fname, v, buf, lo, at)?;
+    let off = features.len();
+    features.extend_from_slice(bytes);
+    Ok(off)
+}
+
+/// Feature row `v` of extent `buf` (see [`gather_row`]), checked against its
+/// stored CRC.
+fn check_row<'a>(
+    layout: &Layout,
+    crcs: Option<&[u32]>,
+    fname: &str,
+    v: u64,
+    buf: &'a [u8],
+    lo: u64,
+    at: usize,
+) -> Result<&'a [u8]> {
+    let bytes = &buf[at..at + layout.row_bytes() as usize];
+    if let Some(crcs) = crcs {
+        let computed = layout.crc(v, bytes);
+        if crcs[v as usize] != computed {
+            return Err(FormatError::Checksum {
+                file: fname.to_string(),
+                offset: lo + at as u64,
+                what: format!("feature row {v}"),
+                stored: crcs[v as usize],
+                computed,
+            }
+            .into());
+        }
+    }
+    Ok(bytes)
+}
+
+/// Check overflow page `page` (from the cross-batch cache or the `memory`
+/// engine's RAM) once per batch: `checked` is cleared when a batch starts.
+/// A page that fails is not marked, so it is refused again if asked again.
+/// This batch's read pages are checked when they arrive (`on_done`).
+fn check_overflow_once(
+    checked: &mut HashMap<u64, ()>,
+    layout: &Layout,
+    file: &str,
+    page: u64,
+    data: &[u8],
+) -> Result<()> {
+    if !checked.contains_key(&page) {
+        check_overflow_page(layout, file, page, data)?;
+        checked.insert(page, ());
+    }
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! The canonical pass: once nothing is in flight, local ids are assigned in
+//! PyG order (seeds first, then hop by hop, parents in order, draws in order)
+//! and each node's row, label and degree is copied into the [`Batch`]. The
+//! order follows the draws alone, never when reads completed, so a batch is
+//! a pure function of (dataset, fanouts, seeds, seed); a node whose draw is
+//! not its level's is refused. Rows noted by a tagged offset into the
+//! `memory` engine's copy or the cache's arena were checked when found and
+//! are copied once, straight into `x`, which is reserved at exactly the rows
+//! it will hold.
+
+use super::{prefetch, Batch, NeighborSampler, FEAT_IN_FEATURES, FEAT_IN_GRAPH, FEAT_OFFSET, F_FEATURES, F_GRAPH};
+use crate::{Result, SampleError};
+
+/// Rows prefetched ahead of the one `canonical` copies into `x`.
+const GATHER_AHEAD: usize = 8;
+
+impl NeighborSampler {
+    /// Assign local ids in PyG order and gather the outputs.
+    pub(super) fn canonical(&mut self, seed_idx: &[u32]) -> Result<Batch> {
+        let mut b = Batch { batch_size: seed_idx.len(), ..Default::default() };
+        let order = self.place(seed_idx, &mut b)?;
+        b.n_id = order.iter().map(|&i| self.nodes[i as usize].original as i64).collect();
+        self.copy_rows(&order, &mut b)?;
+        b.y = self.labels_of(&b.n_id);
+        if self.want_degrees {
+            self.copy_degrees(&order, &mut b)?;
+        }
+        Ok(b)
+    }
+
+    /// Local ids in PyG order: the batch indices in local-id order, with the
+    /// edges and the per-hop counts written into `b`.
+    fn place(&self, seed_idx: &[u32], b: &mut Batch) -> Result<Vec<u32>> {
+        let k = self.hops();
+        // Local id per batch index (-1: not placed yet).
+        let mut local = vec![-1i64; self.nodes.len()];
+        let mut order: Vec<u32> = Vec::with_capacity(self.nodes.len());
+        for &i in seed_idx {
+            if local[i as usize] < 0 {
+                local[i as usize] = order.len() as i64;
+            }
+            order.push(i);
+        }
+        b.num_sampled_nodes.push(seed_idx.len() as i64);
+        let mut frontier = 0..order.len();
+        for hop in 0..k {
+            let start = order.len();
+            let edges0 = b.row.len();
+            for f in frontier.clone() {
+                let i = order[f];
+                let node = &self.nodes[i as usize];
+                if !node.expanded || node.drawn_hop as usize != hop {
+                    return Err(SampleError::BadRequest(format!(
+                        "internal: node {} at hop {hop} was not expanded at that hop",
+                        node.v
+                    )));
+                }
+                let col = local[i as usize];
+                for &j in &node.samples {
+                    let mut l = local[j as usize];
+                    if l < 0 {
+                        l = order.len() as i64;
+                        local[j as usize] = l;
+                        order.push(j);
+                    }
+                    b.row.push(l);
+                    b.col.push(col);
+                }
+            }
+            b.num_sampled_edges.push((b.row.len() - edges0) as i64);
+            b.num_sampled_nodes.push((order.len() - start) as i64);
+            frontier = start..order.len();
+        }
+        Ok(order)
+    }
+
+    /// Copy the rows of the nodes in `order` into `b.x`, noting the resident
+    /// and missing ones.
+    fn copy_rows(&self, order: &[u32], b: &mut Batch) -> Result<()> {
+        let rb = self.row_bytes();
+        // Exactly the rows `x` will hold (packed when free: see `Batch::x`), so a
+        // batch waiting in the lookahead window keeps no unused capacity.
+        let rows = if self.free_features_only {
+            order.iter().filter(|&&i| self.nodes[i as usize].feature.is_some()).count()
+        } else {
+            order.len()
+        };
+        b.x.reserve_exact(rows * rb);
+        let mem_rows = |f: u16| self.mem[f as usize].as_deref().map_or(&[][..], |m| m.as_slice());
+        let (in_graph, in_features) = (mem_rows(F_GRAPH), mem_rows(F_FEATURES));
+        if rb > 0 {
+            if self.resident.is_some() {
+                b.resident.reserve(order.len());
+            }
+            // Where node `i`'s row is (None: not gathered here).
+            let row_src = |i: u32| -> Option<&[u8]> {
+                let off = self.nodes[i as usize].feature?;
+                let at = off & FEAT_OFFSET;
+                Some(match off & !FEAT_OFFSET {
+                    0 => &self.features[at..at + rb],
+                    FEAT_IN_GRAPH => &in_graph[at..at + rb],
+                    FEAT_IN_FEATURES => &in_features[at..at + rb],
+                    _ => self.cache.as_deref().expect("a static hit has a cache").static_at(at..at + rb),
+                })
+            };
+            for (pos, &i) in order.iter().enumerate() {
+                // Rows a few places ahead: random places in the arena or a
+                // file's copy, long evicted since their slot was decoded.
+                if let Some(a) = order.get(pos + GATHER_AHEAD).and_then(|&j| row_src(j)) {
+                    prefetch(a.as_ptr(), a.len());
+                }
+                let node = &self.nodes[i as usize];
+                match (node.feature, node.resident) {
+                    (Some(_), _) => b.x.extend_from_slice(row_src(i).expect("has a row")),
+                    // Not gathered here: a zero row, named in `resident` (the
+                    // device has it) or in `missing` (lookahead fills it).
+                    (None, Some(_)) => b.x.resize(b.x.len() + rb, 0),
+                    // Packed: no zero row is written for it, so a batch
+                    // waiting in the lookahead window holds only the rows it
+                    // has (the last hop's rows, most of `x`, come at fill).
+                    (None, None) if self.free_features_only => b.missing.push(pos as i64),
+                    (None, None) => {
+                        return Err(SampleError::BadRequest(format!("internal: no features for node {}", node.v)))
+                    }
+                }
+                if self.resident.is_some() {
+                    b.resident.push(node.resident.filter(|_| node.feature.is_none()).map_or(-1, |r| r as i64));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Copy the degrees of the nodes in `order` into `b.deg`.
+    fn copy_degrees(&self, order: &[u32], b: &mut Batch) -> Result<()> {
+        b.deg.reserve(order.len());
+        for &i in order {
+            let node = &self.nodes[i as usize];
+            if !node.slot_seen {
+                return Err(SampleError::BadRequest(format!("internal: no degree for node {}", node.v)));
+            }
+            b.deg.push(node.degree as i64);
+        }
+        Ok(())
+    }
+
+    /// Labels of original ids `n_id` (`Batch::y`; empty when labels are off).
+    pub(crate) fn labels_of(&self, n_id: &[i64]) -> Vec<i64> {
+        match &self.labels {
+            Some(lab) => n_id.iter().map(|&o| self.label_of(lab, o)).collect(),
+            None => Vec::new(),
+        }
+    }
+}
