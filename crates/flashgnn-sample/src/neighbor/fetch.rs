@@ -1,19 +1,21 @@
 //! Where each extent a batch needs comes from, and the loop that fetches
-//! them. A slot, overflow page or separate feature row is taken, first found
-//! first: from the `memory` engine's copy of its file (in place: no buffer, no
-//! copy), from this batch's pages (slot and overflow pages read earlier, or
-//! being read: one read serves every node waiting on a page), from the
-//! cross-batch cache, and last by a read queued to the engine. `run` submits
-//! reads up to the engine's depth and hands every completion, and every
-//! request served from memory, to its waiter (`expand`).
+//! them. A slot, overflow page or separate feature row is taken from the
+//! first of: the `memory` engine's copy of its file (in place: no buffer, no
+//! copy); this batch's pages (slots and overflow pages: read earlier, or
+//! being read, so one read serves every node waiting on a page); the
+//! cross-batch cache; a read queued to the engine. `run` submits reads up to
+//! the engine's depth and hands every completion, and every request served
+//! from memory, to its waiter (`expand`).
 //!
 //! Every byte is checked before it is used, wherever it came from: a slot on
-//! every decode, an overflow page when read or once per batch when taken from
-//! memory or the cache (a static set the sampler loaded was checked then), a
-//! feature row against its stored CRC; a read is offered to the cross-batch
-//! cache only after it passed its checks. Memory per batch is bounded: an I/O
-//! buffer goes back to the pool as soon as its read is handled, so only reads
-//! in flight hold one, and the batch's page copies stop at `page_cache_max`.
+//! every decode; an overflow page when read, on every hit in the cache's
+//! dynamic part, and once per batch when taken from the `memory` engine's
+//! copy or the static set (not again when the sampler checked that set as
+//! it loaded it); a feature row against its stored CRC. A read is offered to
+//! the cross-batch cache only after it passed its checks. Memory per batch is
+//! bounded: an I/O buffer goes back to the pool as soon as its read is
+//! handled, so only reads in flight hold one, and the batch's page copies
+//! stop at `page_cache_max`.
 
 use std::sync::Arc;
 use std::time::Instant;
