@@ -1,7 +1,7 @@
 //! The importer: raw graphs (npy directories, IGB, OGB, SNAP text) become a
 //! verified flashgnn dataset (see `docs/format.md`), out of core.
 //!
-//! Pipeline (HolisticGNN-style overlap; `builder.rs` drives it):
+//! Pipeline (HolisticGNN-style overlap; `builder/` drives it):
 //!
 //! ```text
 //!  edge thread:    parse+check ─► external sort runs ─► merge+dedup+degrees ─► (relabel+resort) ─┐

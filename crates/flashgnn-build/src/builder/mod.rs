@@ -1,0 +1,253 @@
+//! The build pipeline (see the crate docs for the picture): [`build`]
+//! checks the request and owns the temporary directory; `build_into` runs
+//! the phases, each in its module:
+//!
+//! - `plan`: node count, feature placement, sort chunk from the budget;
+//! - `edges` (with `stream`): parse, check, sort, count degrees;
+//! - `side` (with `features`, `labels`): feature rows, labels, splits, on
+//!   a second thread overlapping the edges when the node count is known;
+//! - `layout`: relabelling, the inline cap, slots and overflow pages;
+//! - `publish`: manifest, verify, the rename that makes it visible.
+//!
+//! Memory sketch (TigerBeetle-style, numbers for the 2 GiB default budget):
+//! - per node: 4 B degree (16 B with `--reorder`: degree, both relabelling
+//!   maps and the permuted degrees), charged against the budget before the
+//!   sort chunk is sized when the node count is known up front (for SNAP
+//!   input it is not: the degree array then comes on top, 4 B/node + 1 bit);
+//! - [`FIXED_OVERHEAD_BYTES`] = 64 MiB for I/O buffers (merge readers up to
+//!   32 MiB: 64 runs x 256 KiB bytes + 256 KiB decoded; write buffers 1 MiB
+//!   each; feature staging chunks 2 x 8 MiB; degree histogram 512 KiB);
+//! - the rest is the external-sort chunk (8 B per directed edge entry).
+//!
+//! So an input with 10^8 nodes and 10^9 edges under 2 GiB sorts in
+//! (2 GiB − 64 MiB − 400 MB) / 8 B ≈ 210 M-entry chunks: 5 runs (10 with
+//! `--symmetrize`, which doubles the entries).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use flashgnn_format::manifest::Manifest;
+use flashgnn_io::{check_not_input, check_output, create_tmp_dir};
+
+use crate::options::BuildOptions;
+use crate::progress::Progress;
+use crate::source::detect::open_inputs;
+use crate::source::EdgeSource;
+use crate::{BuildError, Result};
+
+mod edges;
+mod features;
+mod labels;
+mod layout;
+mod plan;
+mod publish;
+mod side;
+mod stream;
+
+use edges::{preprocess_edges, EdgeResult};
+use plan::FeaturePlan;
+use publish::TmpGuard;
+use side::{side_work, SideLater, SideParams};
+
+pub use labels::class_split_sizes;
+pub use publish::report_stale_tmps;
+
+/// Memory reserved for I/O buffers outside the sort chunk (see module docs).
+pub const FIXED_OVERHEAD_BYTES: u64 = 64 << 20;
+/// Smallest sort chunk worth running with: 1 MiB = 128 Ki entries.
+pub const SORT_CHUNK_MIN_BYTES: u64 = 1 << 20;
+
+/// What a successful build reports beyond the manifest.
+#[derive(Debug, Clone)]
+pub struct BuildReport {
+    pub output: PathBuf,
+    pub manifest: Manifest,
+    pub skipped_lines: u64,
+    pub skipped_examples: Vec<String>,
+    pub nan_replaced: u64,
+    /// Temporaries of killed runs removed before this build.
+    pub removed_stale: Vec<String>,
+    /// What the input held that was not imported, and why (e.g. an OGB
+    /// link-prediction split), for the user to read: never silent.
+    pub notes: Vec<String>,
+}
+
+/// Allocations of at least this many bytes get their own mapping (see
+/// [`pin_malloc_mmap_threshold`]).
+const MALLOC_MMAP_THRESHOLD: i32 = 1 << 20;
+
+/// Fix glibc's mmap threshold (process-wide, once). Left dynamic, glibc
+/// raises it after each large free (up to 32 MiB); the build's bucket-sized
+/// buffers — read on the sort worker, freed on the consumer, staging
+/// buffers recycled between threads — then stay in per-thread malloc arenas
+/// and peak RSS grew by 186 MiB on a 512 MiB `--symmetrize --dedup` build
+/// (docs/benchmarks.md). With a fixed threshold they are unmapped when freed.
+fn pin_malloc_mmap_threshold() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        // SAFETY: mallopt only changes the allocator's tuning parameter.
+        ONCE.call_once(|| unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD);
+        });
+    }
+}
+
+/// Build `opts.input` into a dataset at `opts.output`, atomically.
+pub fn build(opts: &BuildOptions, progress: &Progress) -> Result<BuildReport> {
+    pin_malloc_mmap_threshold();
+    let out = &opts.output;
+    let stale = check_request(opts)?;
+    // One id for the whole build: the feature thread and the layout pass
+    // both seal with it.
+    let resolved;
+    let opts = if opts.dataset_id.is_some() {
+        opts
+    } else {
+        resolved = BuildOptions { dataset_id: Some(flashgnn_format::checksum::new_dataset_id()), ..opts.clone() };
+        &resolved
+    };
+    let tmp = create_tmp_dir(out)?;
+    let mut guard = TmpGuard(Some(tmp.clone()));
+    let mut report = build_into(&tmp, opts, progress)?;
+    progress.check()?;
+    publish::verify_and_publish(&tmp, out, opts, progress)?;
+    guard.0 = None;
+    report.output = out.clone();
+    report.removed_stale = stale;
+    Ok(report)
+}
+
+/// Refuse a request that cannot succeed before any work: the output's
+/// parent, the --force rule, class count and dataset id. Removes the
+/// temporaries of killed runs on the way; returns their paths.
+fn check_request(opts: &BuildOptions) -> Result<Vec<String>> {
+    let out = &opts.output;
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+    if !parent.is_dir() {
+        return Err(BuildError::config(format!("{}: output directory's parent does not exist", parent.display())));
+    }
+    // The --force rule (flashgnn_io::check_output) before any work.
+    check_output(out, opts.force)?;
+    check_not_input(out, &[opts.input.as_path()])?;
+    let stale = report_stale_tmps(out);
+    if let Some(c) = opts.num_classes.filter(|c| !(1..=flashgnn_format::manifest::MAX_NUM_CLASSES).contains(c)) {
+        return Err(BuildError::config(format!(
+            "--num-classes {c} must be in [1, {}] (class ids are 32-bit labels in [0, num_classes))",
+            flashgnn_format::manifest::MAX_NUM_CLASSES
+        )));
+    }
+    if opts.dataset_id == Some(0) {
+        return Err(BuildError::config("dataset id 0 is reserved (never written); pass a non-zero id"));
+    }
+    Ok(stale)
+}
+
+/// The phases, into `tmp`: plan, then the edges with the side work beside
+/// them (or after them when the node count comes from the edges), then the
+/// layout pass and the manifest.
+fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<BuildReport> {
+    let t0 = Instant::now();
+    plan::check_page_size(opts)?;
+    let mut inputs = open_inputs(opts)?;
+    let notes = std::mem::take(&mut inputs.notes);
+    let declared = plan::declared_nodes(opts, &inputs)?;
+    if inputs.format == "ogb" && declared.is_none() {
+        return Err(BuildError::config(format!(
+            "{}: OGB input without raw/num-node-list.csv.gz: pass --num-nodes N",
+            opts.input.display()
+        )));
+    }
+    inputs.edges.set_num_nodes(declared);
+    let features = plan::plan_features(opts, inputs.features.as_deref())?;
+    let chunk_bytes = plan::sort_chunk_bytes(opts, declared)?;
+
+    let mut side_inputs = Some((inputs.features.take(), inputs.labels.take(), std::mem::take(&mut inputs.splits)));
+    let mut edges = inputs.edges;
+    let fmt_name = inputs.format.clone();
+
+    // Side work (features, labels, splits) overlaps edge preprocessing when
+    // the node count is known up front; otherwise it runs after the edges.
+    let side_params = SideParams {
+        tmp,
+        opts,
+        feat_dtype: features.dtype,
+        direct_final: features.direct_final,
+        page_size: opts.page_size,
+        progress,
+        num_classes: plan::num_classes(opts, &fmt_name),
+    };
+    let mut report = std::thread::scope(|scope| -> Result<BuildReport> {
+        let handle = declared.map(|n| {
+            let (f, l, s) = side_inputs.take().expect("side inputs taken once");
+            let p = &side_params;
+            scope.spawn(move || side_work(p, n, f, l, s))
+        });
+        let join = |h: std::thread::ScopedJoinHandle<'_, Result<side::Side>>| {
+            h.join().unwrap_or_else(|_| Err(BuildError::config("internal: feature thread panicked")))
+        };
+        let mut edge_result = match preprocess_edges(tmp, opts, edges.as_mut(), declared, chunk_bytes, progress) {
+            Ok(r) => r,
+            Err(e) => {
+                progress.cancel(); // stop the side thread promptly; the edge error wins
+                let _ = handle.map(join);
+                return Err(e);
+            }
+        };
+        let side = match handle {
+            // The layout pass does not read a final features.fg: it runs
+            // while the side thread still copies rows (on an IGB-shaped
+            // input that copy is the longest phase) and joins it after.
+            Some(h) if features.direct_final => SideLater::Running(Box::new(move || join(h))),
+            Some(h) => SideLater::Ready(join(h)?),
+            None => {
+                // The node count came from the edges (SNAP, npy without features).
+                let (f, l, s) = side_inputs.take().expect("side inputs not consumed");
+                SideLater::Ready(side_work(&side_params, edge_result.num_nodes, f, l, s)?)
+            }
+        };
+        let r = finish_build(tmp, opts, progress, t0, &mut edge_result, side, &features, fmt_name, edges.as_ref());
+        if r.is_err() {
+            progress.cancel(); // a side thread still running stops at its next check
+        }
+        r
+    })?;
+    report.notes = notes;
+    Ok(report)
+}
+
+/// After the edges: the layout pass, then the side thread's results (joined
+/// only now when it still copies rows), then the manifest.
+#[allow(clippy::too_many_arguments)]
+fn finish_build(
+    tmp: &Path,
+    opts: &BuildOptions,
+    progress: &Progress,
+    t0: Instant,
+    er: &mut EdgeResult,
+    side: SideLater,
+    features: &FeaturePlan,
+    fmt_name: String,
+    edges: &dyn EdgeSource,
+) -> Result<BuildReport> {
+    let t_layout = Instant::now();
+    // A running side thread writes no stage (its rows go to the final
+    // features.fg), so nothing before the manifest needs it.
+    let staged = matches!(&side, SideLater::Ready(s) if s.staged);
+    let mut laid = layout::write_layout(tmp, opts, progress, er, features, staged)?;
+    let layout_seconds = t_layout.elapsed().as_secs_f64();
+    let mut side = side.get()?;
+    laid.files.append(&mut side.files);
+    let (skipped, examples) = edges.skipped();
+    let manifest = publish::manifest_of(opts, t0, er, &side, features, laid, layout_seconds, fmt_name);
+    publish::write_manifest(tmp, &manifest)?;
+    Ok(BuildReport {
+        output: tmp.to_path_buf(),
+        manifest,
+        skipped_lines: skipped,
+        skipped_examples: examples,
+        nan_replaced: side.nan_replaced,
+        removed_stale: Vec::new(),
+        notes: Vec::new(),
+    })
+}
