@@ -26,7 +26,7 @@ pub enum Reorder {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FeatureLayout {
-    /// Inline when a row takes at most a quarter page (see `builder.rs`).
+    /// Inline when a row takes at most a quarter page (see `builder/plan.rs`).
     Auto,
     Inline,
     Separate,
