@@ -165,159 +165,167 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
             splits: Vec::new(),
             notes: Vec::new(),
         }),
-        InputFormat::Npy => {
-            let notes = npy_layout_names(p)?;
-            let edges = NpyEdges::open(
-                &required(p.join("edge_index.npy"), "edge array [E, 2] or [2, E] of int32/int64")?,
-                false,
-            )?;
-            let feat_path = p.join("node_feat.npy");
-            let features: Option<Box<dyn RowSource>> = if present(&feat_path)? {
-                let raw = if is_npy(&feat_path)? {
-                    None
-                } else {
-                    match (opts.feat_shape, opts.feat_dtype) {
-                        (Some((n, d)), t) => Some((n, d, t.unwrap_or(Dtype::Float32))),
-                        (None, _) => None, // open_array explains what is expected
-                    }
-                };
-                Some(Box::new(NpyRows::open(&feat_path, raw)?))
-            } else {
-                None
-            };
-            let labels = optional_values(&p.join("node_label.npy"), "node label array [N]")?;
-            let mut splits = Vec::new();
-            for name in ["train", "val", "test"] {
-                if let Some(v) = optional_values(&p.join(format!("{name}_idx.npy")), "split index array [K]")? {
-                    splits.push((name.to_string(), v));
-                }
-            }
-            Ok(Inputs {
-                format: "npy".into(),
-                edges: Box::new(edges),
-                num_nodes: opts.num_nodes,
-                features,
-                labels,
-                splits,
-                notes,
-            })
-        }
-        InputFormat::Igb => {
-            let paper = p.join("processed").join("paper");
-            let edge_path =
-                required(p.join("processed").join("paper__cites__paper").join("edge_index.npy"), "IGB edge array")?;
-            let headerless_edges = !is_npy(&edge_path)?;
-            let edges = NpyEdges::open(&edge_path, headerless_edges)?;
-            let feat_path = required(paper.join("node_feat.npy"), "IGB feature table")?;
-            let n_declared = opts.num_nodes.or(opts.feat_shape.map(|s| s.0));
-            let raw_feat = (!is_npy(&feat_path)?).then(|| {
-                let (n, d) = opts.feat_shape.unwrap_or((n_declared.unwrap_or(0), IGB_FEATURE_DIM));
-                (n, d, opts.feat_dtype.unwrap_or(Dtype::Float32))
-            });
-            if raw_feat.is_some() && n_declared.is_none() {
-                return Err(BuildError::config(format!(
-                    "{}: headerless IGB feature file (IGB large/full): give the node count with --num-nodes N (e.g. 100000000 for large, 269346174 for full) or --feat-shape N,1024",
-                    feat_path.display()
-                )));
-            }
-            let features = NpyRows::open(&feat_path, raw_feat)?;
-            let label_path = paper.join(format!("node_label_{}.npy", opts.igb_classes));
-            let labels: Option<Box<dyn ValueSource>> = if present(&label_path)? {
-                let raw = (!is_npy(&label_path)?).then(|| (n_declared.unwrap_or(0), Dtype::Float32));
-                Some(Box::new(NpyValues::open(&label_path, raw, "IGB label array")?))
-            } else {
-                None
-            };
-            Ok(Inputs {
-                format: "igb".into(),
-                edges: Box::new(edges),
-                num_nodes: n_declared,
-                features: Some(Box::new(features)),
-                labels,
-                splits: Vec::new(),
-                notes: Vec::new(),
-            })
-        }
-        InputFormat::Ogb => {
-            let raw = p.join("raw");
-            let edge_path = gz_or_plain(raw.join("edge.csv.gz"))?.ok_or_else(|| {
-                BuildError::config(format!(
-                    "{}: missing file (expected the OGB edge list)",
-                    raw.join("edge.csv.gz").display()
-                ))
-            })?;
-            let edges = TextEdges::open(&edge_path, opts.skip_bad_lines)?;
-            let mut num_nodes = opts.num_nodes;
-            if num_nodes.is_none() {
-                if let Some(nn) = gz_or_plain(raw.join("num-node-list.csv.gz"))? {
-                    let mut v = Vec::new();
-                    let mut t = TextValues::open(&nn)?;
-                    t.next_values(1, &mut v)?;
-                    let n = v.first().copied().unwrap_or(-1.0);
-                    if n < 0.0 || n.fract() != 0.0 || n >= super::NODES_MAX as f64 {
-                        return Err(BuildError::input(
-                            nn.display(),
-                            "line 1",
-                            format!("node count {n} is not an integer in [0, {})", super::NODES_MAX),
-                        ));
-                    }
-                    num_nodes = Some(n as u64);
-                }
-            }
-            let features: Option<Box<dyn RowSource>> = match gz_or_plain(raw.join("node-feat.csv.gz"))? {
-                Some(f) => Some(Box::new(CsvRows::open(&f)?)),
-                None => None,
-            };
-            let labels: Option<Box<dyn ValueSource>> = match gz_or_plain(raw.join("node-label.csv.gz"))? {
-                Some(f) => Some(Box::new(TextValues::open(&f)?)),
-                None => None,
-            };
-            let mut splits: Vec<(String, Box<dyn ValueSource>)> = Vec::new();
-            let mut notes = Vec::new();
-            let split_root = p.join("split");
-            if split_root.is_dir() {
-                let name = match &opts.ogb_split {
-                    Some(n) => n.clone(),
-                    None => {
-                        let mut names: Vec<String> = Vec::new();
-                        for e in std::fs::read_dir(&split_root)
-                            .map_err(|e| BuildError::config(format!("{}: {e}", split_root.display())))?
-                            .filter_map(|e| e.ok())
-                        {
-                            // A split name that is a broken link is an error, not "no split".
-                            if present(&e.path())? && e.path().is_dir() {
-                                names.push(e.file_name().to_string_lossy().into_owned());
-                            }
-                        }
-                        names.sort();
-                        match names.len() {
-                            0 => String::new(),
-                            1 => names.remove(0),
-                            _ => {
-                                return Err(BuildError::config(format!(
-                                    "{}: several splits {names:?}; choose one with --ogb-split",
-                                    split_root.display()
-                                )))
-                            }
-                        }
-                    }
-                };
-                if !name.is_empty() {
-                    for (file, ours) in [("train", "train"), ("valid", "val"), ("test", "test")] {
-                        let path = split_root.join(&name).join(format!("{file}.csv.gz"));
-                        if let Some(f) = gz_or_plain(path)? {
-                            splits.push((ours.to_string(), Box::new(TextValues::open(&f)?) as Box<dyn ValueSource>));
-                        }
-                    }
-                    if splits.is_empty() {
-                        notes.push(unimported_split_note(&split_root.join(&name)));
-                    }
-                }
-            }
-            Ok(Inputs { format: "ogb".into(), edges: Box::new(edges), num_nodes, features, labels, splits, notes })
-        }
+        InputFormat::Npy => open_npy(opts, p),
+        InputFormat::Igb => open_igb(opts, p),
+        InputFormat::Ogb => open_ogb(opts, p),
         InputFormat::Auto => unreachable!("detect_format resolves Auto"),
     }
+}
+
+/// The npy directory layout: `edge_index.npy`, optional `node_feat.npy`
+/// (npy or headerless with `--feat-shape`), `node_label.npy` and
+/// `{train,val,test}_idx.npy`.
+fn open_npy(opts: &BuildOptions, p: &Path) -> Result<Inputs> {
+    let notes = npy_layout_names(p)?;
+    let edges =
+        NpyEdges::open(&required(p.join("edge_index.npy"), "edge array [E, 2] or [2, E] of int32/int64")?, false)?;
+    let feat_path = p.join("node_feat.npy");
+    let features: Option<Box<dyn RowSource>> = if present(&feat_path)? {
+        let raw = if is_npy(&feat_path)? {
+            None
+        } else {
+            match (opts.feat_shape, opts.feat_dtype) {
+                (Some((n, d)), t) => Some((n, d, t.unwrap_or(Dtype::Float32))),
+                (None, _) => None, // open_array explains what is expected
+            }
+        };
+        Some(Box::new(NpyRows::open(&feat_path, raw)?))
+    } else {
+        None
+    };
+    let labels = optional_values(&p.join("node_label.npy"), "node label array [N]")?;
+    let mut splits = Vec::new();
+    for name in ["train", "val", "test"] {
+        if let Some(v) = optional_values(&p.join(format!("{name}_idx.npy")), "split index array [K]")? {
+            splits.push((name.to_string(), v));
+        }
+    }
+    Ok(Inputs {
+        format: "npy".into(),
+        edges: Box::new(edges),
+        num_nodes: opts.num_nodes,
+        features,
+        labels,
+        splits,
+        notes,
+    })
+}
+
+/// The IGB layout: `processed/paper__cites__paper/edge_index.npy` and
+/// `processed/paper/` (features, labels of `--igb-classes`), headerless
+/// for IGB large/full.
+fn open_igb(opts: &BuildOptions, p: &Path) -> Result<Inputs> {
+    let paper = p.join("processed").join("paper");
+    let edge_path = required(p.join("processed").join("paper__cites__paper").join("edge_index.npy"), "IGB edge array")?;
+    let headerless_edges = !is_npy(&edge_path)?;
+    let edges = NpyEdges::open(&edge_path, headerless_edges)?;
+    let feat_path = required(paper.join("node_feat.npy"), "IGB feature table")?;
+    let n_declared = opts.num_nodes.or(opts.feat_shape.map(|s| s.0));
+    let raw_feat = (!is_npy(&feat_path)?).then(|| {
+        let (n, d) = opts.feat_shape.unwrap_or((n_declared.unwrap_or(0), IGB_FEATURE_DIM));
+        (n, d, opts.feat_dtype.unwrap_or(Dtype::Float32))
+    });
+    if raw_feat.is_some() && n_declared.is_none() {
+        return Err(BuildError::config(format!(
+            "{}: headerless IGB feature file (IGB large/full): give the node count with --num-nodes N (e.g. 100000000 for large, 269346174 for full) or --feat-shape N,1024",
+            feat_path.display()
+        )));
+    }
+    let features = NpyRows::open(&feat_path, raw_feat)?;
+    let label_path = paper.join(format!("node_label_{}.npy", opts.igb_classes));
+    let labels: Option<Box<dyn ValueSource>> = if present(&label_path)? {
+        let raw = (!is_npy(&label_path)?).then(|| (n_declared.unwrap_or(0), Dtype::Float32));
+        Some(Box::new(NpyValues::open(&label_path, raw, "IGB label array")?))
+    } else {
+        None
+    };
+    Ok(Inputs {
+        format: "igb".into(),
+        edges: Box::new(edges),
+        num_nodes: n_declared,
+        features: Some(Box::new(features)),
+        labels,
+        splits: Vec::new(),
+        notes: Vec::new(),
+    })
+}
+
+/// The OGB layout: `raw/*.csv[.gz]` (edges, node count, features,
+/// labels) and a node split under `split/`.
+fn open_ogb(opts: &BuildOptions, p: &Path) -> Result<Inputs> {
+    let raw = p.join("raw");
+    let edge_path = gz_or_plain(raw.join("edge.csv.gz"))?.ok_or_else(|| {
+        BuildError::config(format!("{}: missing file (expected the OGB edge list)", raw.join("edge.csv.gz").display()))
+    })?;
+    let edges = TextEdges::open(&edge_path, opts.skip_bad_lines)?;
+    let mut num_nodes = opts.num_nodes;
+    if num_nodes.is_none() {
+        if let Some(nn) = gz_or_plain(raw.join("num-node-list.csv.gz"))? {
+            let mut v = Vec::new();
+            let mut t = TextValues::open(&nn)?;
+            t.next_values(1, &mut v)?;
+            let n = v.first().copied().unwrap_or(-1.0);
+            if n < 0.0 || n.fract() != 0.0 || n >= super::NODES_MAX as f64 {
+                return Err(BuildError::input(
+                    nn.display(),
+                    "line 1",
+                    format!("node count {n} is not an integer in [0, {})", super::NODES_MAX),
+                ));
+            }
+            num_nodes = Some(n as u64);
+        }
+    }
+    let features: Option<Box<dyn RowSource>> = match gz_or_plain(raw.join("node-feat.csv.gz"))? {
+        Some(f) => Some(Box::new(CsvRows::open(&f)?)),
+        None => None,
+    };
+    let labels: Option<Box<dyn ValueSource>> = match gz_or_plain(raw.join("node-label.csv.gz"))? {
+        Some(f) => Some(Box::new(TextValues::open(&f)?)),
+        None => None,
+    };
+    let mut splits: Vec<(String, Box<dyn ValueSource>)> = Vec::new();
+    let mut notes = Vec::new();
+    let split_root = p.join("split");
+    if split_root.is_dir() {
+        let name = match &opts.ogb_split {
+            Some(n) => n.clone(),
+            None => {
+                let mut names: Vec<String> = Vec::new();
+                for e in std::fs::read_dir(&split_root)
+                    .map_err(|e| BuildError::config(format!("{}: {e}", split_root.display())))?
+                    .filter_map(|e| e.ok())
+                {
+                    // A split name that is a broken link is an error, not "no split".
+                    if present(&e.path())? && e.path().is_dir() {
+                        names.push(e.file_name().to_string_lossy().into_owned());
+                    }
+                }
+                names.sort();
+                match names.len() {
+                    0 => String::new(),
+                    1 => names.remove(0),
+                    _ => {
+                        return Err(BuildError::config(format!(
+                            "{}: several splits {names:?}; choose one with --ogb-split",
+                            split_root.display()
+                        )))
+                    }
+                }
+            }
+        };
+        if !name.is_empty() {
+            for (file, ours) in [("train", "train"), ("valid", "val"), ("test", "test")] {
+                let path = split_root.join(&name).join(format!("{file}.csv.gz"));
+                if let Some(f) = gz_or_plain(path)? {
+                    splits.push((ours.to_string(), Box::new(TextValues::open(&f)?) as Box<dyn ValueSource>));
+                }
+            }
+            if splits.is_empty() {
+                notes.push(unimported_split_note(&split_root.join(&name)));
+            }
+        }
+    }
+    Ok(Inputs { format: "ogb".into(), edges: Box::new(edges), num_nodes, features, labels, splits, notes })
 }
 
 /// Why an OGB split directory without `{train,valid,test}.csv[.gz]` node
