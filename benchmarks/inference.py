@@ -54,9 +54,9 @@ def _child(method: str, dataset: str, hidden: int, layers: int, batch_size: int,
         with torch.no_grad():
             y = model(data.x.float(), data.edge_index).numpy()
     elif method == "inference":
-        y = flashgnn.inference(model, dataset, batch_size=batch_size, progress=False).numpy()
+        y = flashgnn.inference(model, dataset, batch_size=batch_size, progress_bar=False).numpy()
     elif method == "inference-out":
-        flashgnn.inference(model, dataset, os.path.join(out, "emb"), batch_size=batch_size, progress=False)
+        flashgnn.inference(model, dataset, os.path.join(out, "emb"), batch_size=batch_size, progress_bar=False)
         y = np.load(os.path.join(out, "emb", "embeddings.npy"), mmap_mode="r")
     else:
         # No cache: the figures compare the loader's own memory with PyG's (as recorded in docs/benchmarks.md).

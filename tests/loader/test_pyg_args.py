@@ -347,13 +347,22 @@ def _both(ds_path):
             lambda: pyg.remote_backend(ds_path, num_neighbors=[3], fanouts=[2]),
         ("flashgnn.pyg.NeighborLoader", "fanouts", "num_neighbors"):
             lambda: pyg.NeighborLoader(ds_path, [3], fanouts=[2]),
+        ("flashgnn.inference", "progress", "progress_bar"):
+            lambda: flashgnn.inference(_Identity(), ds_path, progress=False, progress_bar=False),
     }
+
+
+class _Identity(torch.nn.Module):
+    """A model flashgnn.inference accepts (never run here: the arguments are refused first)."""
+
+    def forward(self, x, edge_index):
+        return x
 
 
 PAIRS = [("flashgnn.NeighborLoader", "fanouts", "num_neighbors"), ("flashgnn.NeighborLoader", "dataset", "data"),
          ("flashgnn.NeighborLoader", "workers", "num_workers"), ("flashgnn.pyg.NeighborSampler", "fanouts", "num_neighbors"),
          ("flashgnn.pyg.remote_backend", "fanouts", "num_neighbors"),
-         ("flashgnn.pyg.NeighborLoader", "fanouts", "num_neighbors")]
+         ("flashgnn.pyg.NeighborLoader", "fanouts", "num_neighbors"), ("flashgnn.inference", "progress", "progress_bar")]
 
 
 @pytest.mark.parametrize("who,old,new", PAIRS)
@@ -380,7 +389,8 @@ def test_every_renamed_argument_is_tested_together_with_its_new_name():
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "renamed"
                     and len(node.args) >= 3):
                 found.add((f.name, node.args[1].value, node.args[2].value))
-    tested = {("neighbor.py" if who == "flashgnn.NeighborLoader" else "backend.py", old, new) for who, old, new in PAIRS}
+    module = {"flashgnn.NeighborLoader": "neighbor.py", "flashgnn.inference": "layerwise.py"}
+    tested = {(module.get(who, "backend.py"), old, new) for who, old, new in PAIRS}
     assert found == tested
     assert set(_both("unused")) == set(PAIRS)
 

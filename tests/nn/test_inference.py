@@ -85,7 +85,7 @@ def test_inference_equals_full_graph_forward(ds_path, whole, name):
     x, ei = whole
     with torch.no_grad():
         want = model(x, ei)
-    got = flashgnn.inference(model, ds_path, batch_size=100, progress=False)
+    got = flashgnn.inference(model, ds_path, batch_size=100, progress_bar=False)
     assert got.shape == want.shape and got.dtype == torch.float32
     assert torch.allclose(got, want, atol=1e-5, rtol=1e-4), (got - want).abs().max()
 
@@ -93,7 +93,7 @@ def test_inference_equals_full_graph_forward(ds_path, whole, name):
 def test_chunks_bounded_and_written_through_embed(ds_path, whole, tmp_path):
     model = _models()["protocol"].eval()
     n = flashgnn.open(ds_path).num_nodes
-    meta = flashgnn.inference(model, ds_path, tmp_path / "emb", batch_size=128, progress=False, predictions=True)
+    meta = flashgnn.inference(model, ds_path, tmp_path / "emb", batch_size=128, progress_bar=False, predictions=True)
     per_layer = [[t for i, t in model.calls if i == k] for k in (0, 1)]
     assert [len(c) for c in per_layer] == [-(-n // 128)] * 2 and len(per_layer[0]) > 1
     assert max(max(c) for c in per_layer) <= 128  # targets of one call never exceed batch_size
@@ -113,22 +113,22 @@ def test_hidden_layers_and_refusals(ds_path, whole):
     x, ei = whole
     with torch.no_grad():
         want = model.act(model.convs[0](x, ei))
-    got = flashgnn.inference(model, ds_path, batch_size=200, progress=False, layers=1)
+    got = flashgnn.inference(model, ds_path, batch_size=200, progress_bar=False, layers=1)
     assert torch.allclose(got, want, atol=1e-5, rtol=1e-4)
     with pytest.raises(ValueError, match=r"layers=3: GraphSAGE has 2 layer\(s\)"):
-        flashgnn.inference(model, ds_path, layers=3, progress=False)
+        flashgnn.inference(model, ds_path, layers=3, progress_bar=False)
     n = x.shape[0]
     with pytest.raises(MemoryError, match=rf"{n:,} nodes x 3 float32 = {n * 12:,} bytes.*more than the 1,000 bytes"):
-        flashgnn.inference(model, ds_path, progress=False, max_bytes=1000)
+        flashgnn.inference(model, ds_path, progress_bar=False, max_bytes=1000)
     with pytest.raises(TypeError, match="torch.nn.modules.linear.Linear is not a torch_geometric BasicGNN"):
-        flashgnn.inference(torch.nn.Linear(DIM, 3), ds_path, progress=False)
+        flashgnn.inference(torch.nn.Linear(DIM, 3), ds_path, progress_bar=False)
     with pytest.raises(ValueError, match="jk='cat'"):
-        flashgnn.inference(GraphSAGE(DIM, 8, 2, 3, jk="cat"), ds_path, progress=False)
+        flashgnn.inference(GraphSAGE(DIM, 8, 2, 3, jk="cat"), ds_path, progress_bar=False)
     with pytest.raises(ValueError, match="batch_size must be an integer > 0, got 0"):
-        flashgnn.inference(model, ds_path, batch_size=0, progress=False)
+        flashgnn.inference(model, ds_path, batch_size=0, progress_bar=False)
     assert not model.training
     model.train()
-    flashgnn.inference(model, ds_path, progress=False)
+    flashgnn.inference(model, ds_path, progress_bar=False)
     assert model.training  # mode restored
 
 

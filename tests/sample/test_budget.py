@@ -24,7 +24,7 @@ def test_split_adds_up_and_measures_batches(ds_path):
     per = budget.batch_bytes(ds_path, [5, 3], 128)
     s = flashgnn.Sampler(ds_path, [5, 3])
     b = s.sample(np.arange(128), seed=1)
-    one = sum(a.nbytes for a in (b.n_id, b.row, b.col, b.x, b.y))
+    one = sum(a.nbytes for a in (b.n_id, b.edge_index, b.x, b.y))
     assert one // 2 < per < one * 3  # measured on real batches of this size, with headroom
     sp = budget.split(160 << 20, ds_path, [5, 3], 128, workers=2, prefetch=3, hot_fraction=0.25, per_batch=per)
     assert sp["engine"] + sp["window"] + sp["cache"] == 160 << 20

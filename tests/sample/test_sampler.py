@@ -22,7 +22,7 @@ def ds_path(tmp_path_factory):
 
 
 def _eq(a, b):
-    for f in ["n_id", "row", "col", "num_sampled_nodes", "num_sampled_edges", "x", "y"]:
+    for f in ["n_id", "edge_index", "num_sampled_nodes", "num_sampled_edges", "x", "y"]:
         np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
     assert a.batch_size == b.batch_size
 
@@ -225,15 +225,78 @@ def test_uring_blocked_falls_back_with_notice(ds_path):
     assert r.stdout.split() == ["pread-pool", str(int(ref.row.sum())), str(len(ref.n_id))]
 
 
-def test_feature_dtype_conversion(tmp_path):
+def test_feature_dtype_conversion(tmp_path, ds_path):
     """Features stored as float16 come back as float16 by default and as
-    float32 on request, with the same values."""
+    float32 or float64 on request, converted by the engine with numpy's
+    astype values (also for random walks, and float32 rows narrowed to
+    float16); a non-float dtype is refused by name."""
     flashgnn.generate(tmp_path / "raw", progress=False, scale=9, edge_factor=4, dim=8, seed=2)
     flashgnn.build(tmp_path / "raw", tmp_path / "ds", progress=False, feature_dtype="float16")
     a = flashgnn.Sampler(tmp_path / "ds", [3]).sample(np.arange(20), seed=0)
-    b = flashgnn.Sampler(tmp_path / "ds", [3], dtype=np.float32).sample(np.arange(20), seed=0)
-    assert a.x.dtype == np.float16 and b.x.dtype == np.float32
-    np.testing.assert_array_equal(a.x.astype(np.float32), b.x)
+    assert a.x.dtype == np.float16
+    for want in (np.float32, np.float64):
+        b = flashgnn.Sampler(tmp_path / "ds", [3], dtype=want).sample(np.arange(20), seed=0)
+        assert b.x.dtype == want
+        np.testing.assert_array_equal(a.x.astype(want), b.x)
+    wa = flashgnn.Sampler(tmp_path / "ds", [1]).random_walk(np.arange(5), 2, seed=1)
+    wb = flashgnn.Sampler(tmp_path / "ds", [1], dtype=np.float32).random_walk(np.arange(5), 2, seed=1)
+    np.testing.assert_array_equal(wa.x.astype(np.float32), wb.x)
+    full = flashgnn.Sampler(ds_path, [3]).sample(np.arange(20), seed=0)
+    narrow = flashgnn.Sampler(ds_path, [3], dtype=np.float16).sample(np.arange(20), seed=0)
+    assert full.x.dtype == np.float32 and narrow.x.dtype == np.float16
+    np.testing.assert_array_equal(full.x.astype(np.float16), narrow.x)
+    with pytest.raises(flashgnn.InputError, match="x_dtype \"int32\": expected float16, float32 or float64"):
+        flashgnn.Sampler(ds_path, [3], dtype=np.int32)
+
+
+def test_batches_cross_into_torch_without_a_copy(ds_path):
+    """The engine writes each array in its final shape and dtype and numpy
+    takes ownership of it: edge_index is one [2, E] int64 array, x (in the
+    stored dtype or a requested one) a view of the engine's buffer, and the
+    loader's Data tensors share that memory (zero bytes copied on the
+    consumer thread; pin_memory aside, which needs CUDA)."""
+    torch = pytest.importorskip("torch")
+    s = flashgnn.Sampler(ds_path, [5, 3])
+    b = s.sample(np.arange(64), seed=1)
+    assert b.edge_index.dtype == np.int64 and b.edge_index.shape == (2, int(b.num_sampled_edges.sum()))
+    assert b.edge_index.flags.c_contiguous and np.shares_memory(b.row, b.edge_index)
+    assert type(b.edge_index.base).__name__ == "PySliceContainer"  # owned by the engine's vector, not a copy
+    assert b.x.base is not None and type(b.x.base.base).__name__ == "PySliceContainer"  # a view of the engine's bytes
+    from flashgnn.loader.neighbor import _to_data
+
+    data = _to_data(b, np.arange(b.batch_size), pin=False)  # what the loader yields for each batch
+    for name in ("edge_index", "x", "n_id", "y"):
+        assert getattr(data, name).data_ptr() == getattr(b, name).ctypes.data, name  # the same memory
+    assert data.edge_index.dtype == torch.int64 and data.x.dtype == torch.float32
+
+
+def test_one_engine_sampler_per_loader(ds_path):
+    """A loader opens one engine sampler for everything it does before an
+    epoch: the batch measurement that sizes the shared cache, the cache's
+    hot set, its own sampling and the lookahead's fill reads. Producers
+    open one each while an epoch runs."""
+    from flashgnn import _core
+    from flashgnn.sample.shared import _SHARED
+
+    _SHARED.clear()
+    before = _core.samplers_opened()
+    loader = flashgnn.NeighborLoader(ds_path, [5, 3], batch_size=64, split=None, lookahead=2,
+                                     lookahead_budget=1 << 20, memory_budget=64 << 20, quiet=True)
+    assert _core.samplers_opened() - before == 1
+    assert loader.cache is not None and loader.window.gather is loader.sampler
+    assert loader.cache.stats()["static_bytes"] > 0  # the hot set was chosen, through the loader's sampler
+    plain = flashgnn.NeighborLoader(ds_path, [5, 3], batch_size=64, memory_budget=0)
+    mid = _core.samplers_opened()
+    first = list(loader)
+    assert _core.samplers_opened() - mid == loader.workers  # the epoch's producers
+    want = list(plain)
+    assert [torch_equal(a, b) for a, b in zip(first, want)] == [True] * len(want)
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return all(torch.equal(a[k], b[k]) for k in ("x", "y", "edge_index", "n_id"))
 
 
 def test_features_off_gives_same_structure_with_fewer_reads(ds_path):

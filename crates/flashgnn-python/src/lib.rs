@@ -46,6 +46,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sampler::BatchIter>()?;
     m.add_class::<graph::MutableGraph>()?;
     m.add_function(wrap_pyfunction!(sampler::probe_random_reads, m)?)?;
+    m.add_function(wrap_pyfunction!(sampler::samplers_opened, m)?)?;
     m.add_function(wrap_pyfunction!(job::start_build, m)?)?;
     m.add_function(wrap_pyfunction!(job::start_generate, m)?)?;
     m.add_function(wrap_pyfunction!(job::start_verify, m)?)?;

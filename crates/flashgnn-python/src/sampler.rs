@@ -15,6 +15,7 @@
 use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
 
+use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -60,12 +61,18 @@ fn owned_here<T>(pid: u32, x: &T) -> PyResult<&T> {
     Ok(x)
 }
 
+/// A batch as numpy arrays that own the Rust vectors (no copy): `edge_index`
+/// `[2, E]` int64, `x` as its bytes with `x_dtype` naming their dtype (the
+/// Python layer views them as `[N, dim]`, still without a copy).
 fn batch_dict<'py>(py: Python<'py>, b: Batch) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
+    let e = b.num_edges();
+    let edge_index = Array2::from_shape_vec((2, e), b.edge_index)
+        .map_err(|err| py_err(CoreError::Unavailable(format!("internal: edge_index of {e} edges: {err}"))))?;
     d.set_item("batch_size", b.batch_size)?;
     d.set_item("n_id", b.n_id.into_pyarray(py))?;
-    d.set_item("row", b.row.into_pyarray(py))?;
-    d.set_item("col", b.col.into_pyarray(py))?;
+    d.set_item("edge_index", edge_index.into_pyarray(py))?;
+    d.set_item("x_dtype", b.x_dtype.name())?;
     d.set_item("num_sampled_nodes", b.num_sampled_nodes.into_pyarray(py))?;
     d.set_item("num_sampled_edges", b.num_sampled_edges.into_pyarray(py))?;
     d.set_item("x", b.x.into_pyarray(py))?;
@@ -126,7 +133,7 @@ impl Sampler {
 #[pymethods]
 impl Sampler {
     #[new]
-    #[pyo3(signature = (path, fanouts, engine="uring", depth=256, pool_threads=64, labels=true, features=true, cache=None, graph=None, resident=None, free_features_only=false, degrees=false))]
+    #[pyo3(signature = (path, fanouts, engine="uring", depth=256, pool_threads=64, labels=true, features=true, cache=None, graph=None, resident=None, free_features_only=false, degrees=false, x_dtype=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -142,8 +149,16 @@ impl Sampler {
         resident: Option<PyRef<'_, Resident>>,
         free_features_only: bool,
         degrees: bool,
+        x_dtype: Option<&str>,
     ) -> PyResult<Self> {
         let mut cfg = config(engine, depth, pool_threads, labels, features)?;
+        cfg.x_dtype = x_dtype
+            .map(|n| {
+                flashgnn_format::Dtype::parse(n).filter(|d| d.is_float()).ok_or_else(|| {
+                    py_err(SampleError::Config(format!("x_dtype {n:?}: expected float16, float32 or float64")))
+                })
+            })
+            .transpose()?;
         cfg.free_features_only = free_features_only;
         cfg.degrees = degrees;
         cfg.cache = cache.and_then(|c| c.usable());
@@ -190,6 +205,32 @@ impl Sampler {
         let m = self.get()?;
         let b = py.detach(|| self.follow.sample(&mut m.lock().unwrap(), &seeds, seed)).map_err(py_err)?;
         batch_dict(py, b)
+    }
+
+    /// The feature rows of `ids` (no repeats), in order, through this
+    /// sampler's engine and cache, as a batch with no edges (the
+    /// lookahead's fill reads: no second sampler).
+    fn gather<'py>(&self, py: Python<'py>, ids: PyReadonlyArray1<'py, i64>) -> PyResult<Bound<'py, PyDict>> {
+        let ids: Vec<i64> = ids.as_array().iter().copied().collect();
+        let m = self.get()?;
+        let b = py
+            .detach(|| -> Result<Batch, SampleError> {
+                let mut s = m.lock().unwrap();
+                self.follow.prepare(&mut s)?;
+                s.gather_rows(&ids)
+            })
+            .map_err(py_err)?;
+        batch_dict(py, b)
+    }
+
+    /// Attach the cross-batch cache (None: detach) to this sampler and to
+    /// the producers its next `iter_batches` starts.
+    #[pyo3(signature = (cache))]
+    fn set_cache(&mut self, cache: Option<PyRef<'_, Cache>>) -> PyResult<()> {
+        let c = cache.and_then(|c| c.usable());
+        self.get()?.lock().unwrap().set_cache(c.clone());
+        self.follow.cfg.cache = c;
+        Ok(())
     }
 
     /// GraphSAINT random-walk batch: the subgraph induced by `walk_length`-
@@ -292,6 +333,44 @@ impl Cache {
             .detach(move || -> Result<_, CoreError> {
                 let follow = Follow::new(&path, &fanouts, cfg, view_of(&path)?);
                 Ok(tiers::build_cache(&follow, budget, pol, &choice, hot_fraction)?)
+            })
+            .map_err(py_err)?;
+        Ok(Cache {
+            inner: Arc::new(cache),
+            pid: std::process::id(),
+            hot: hot.to_string(),
+            hot_seconds: t.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// A cache whose hot set is chosen through `sampler` (its dataset,
+    /// view, fanouts and engine): no sampler of its own is opened. Attach it
+    /// with `sampler.set_cache`.
+    #[staticmethod]
+    #[pyo3(signature = (sampler, budget, policy="s3fifo", hot="degree", hot_fraction=flashgnn_sample::DEFAULT_HOT_FRACTION, presample_seeds=None, batch_size=1024))]
+    #[allow(clippy::too_many_arguments)]
+    fn for_sampler(
+        py: Python<'_>,
+        sampler: PyRef<'_, Sampler>,
+        budget: usize,
+        policy: &str,
+        hot: &str,
+        hot_fraction: f64,
+        presample_seeds: Option<PyReadonlyArray1<'_, i64>>,
+        batch_size: usize,
+    ) -> PyResult<Self> {
+        let pol = Policy::parse(policy)
+            .ok_or_else(|| py_err(SampleError::Config(format!("cache policy {policy:?}: expected s3fifo or clock"))))?;
+        let seeds: Vec<i64> = presample_seeds.map(|a| a.as_array().iter().copied().collect()).unwrap_or_default();
+        let choice = HotChoice::parse(hot, seeds, batch_size).map_err(py_err)?;
+        let this: &Sampler = &sampler;
+        let m = this.get()?;
+        let t = std::time::Instant::now();
+        let cache = py
+            .detach(|| -> Result<PageCache, SampleError> {
+                let mut s = m.lock().unwrap();
+                this.follow.prepare(&mut s)?;
+                tiers::build_cache_on(&mut s, budget, pol, &choice, hot_fraction)
             })
             .map_err(py_err)?;
         Ok(Cache {
@@ -438,4 +517,11 @@ pub fn probe_random_reads(
 ) -> PyResult<f64> {
     let kind = engine_kind(engine).map_err(py_err)?;
     py.detach(move || flashgnn_sample::probe::random_reads(&path, kind, len, depth, seconds)).map_err(py_err)
+}
+
+/// How many engine samplers (`flashgnn_sample::NeighborSampler`) this
+/// process has opened: each holds its own buffers and engine.
+#[pyfunction]
+pub fn samplers_opened() -> u64 {
+    flashgnn_sample::samplers_opened()
 }

@@ -37,7 +37,8 @@ pub mod walk;
 pub use cache::{DatasetId, PageCache, Policy, StaticSet};
 pub use follow::{Follow, View};
 pub use neighbor::{
-    Batch, NeighborSampler, SamplerConfig, BATCH_PAGE_CACHE_BYTES, BUF_POOL_BYTES, ENGINE_BYTES_PER_PRODUCER, MAX_HOPS,
+    samplers_opened, Batch, NeighborSampler, SamplerConfig, BATCH_PAGE_CACHE_BYTES, BUF_POOL_BYTES,
+    ENGINE_BYTES_PER_PRODUCER, MAX_HOPS,
 };
 pub use pipeline::{Pipeline, PipelineOptions, MAX_PRODUCERS};
 pub use resident::Resident;

@@ -10,7 +10,7 @@
 
 use crate::cache::{DatasetId, PageCache, Policy, StaticSet};
 use crate::follow::Follow;
-use crate::{Resident, Result, SampleError};
+use crate::{NeighborSampler, Resident, Result, SampleError};
 
 /// Share of a cache budget for the static hot set. Slots are cached one by
 /// one, so a degree-ranked static set holds ~7x more hot nodes than pages
@@ -74,32 +74,48 @@ pub fn build_cache(
     hot: &HotChoice,
     hot_fraction: f64,
 ) -> Result<PageCache> {
-    if !(0.0..=1.0).contains(&hot_fraction) {
-        return Err(SampleError::Config(format!("hot_fraction {hot_fraction}: expected a value in [0, 1]")));
+    if matches!(hot, HotChoice::None) || (budget as f64 * hot_fraction) as usize == 0 {
+        check_fraction(hot_fraction)?;
+        return Ok(PageCache::new(follow.dataset_id()?, budget, policy, StaticSet::default()));
     }
+    build_cache_on(&mut follow.open()?, budget, policy, hot, hot_fraction)
+}
+
+/// [`build_cache`] with the hot set chosen through `s`, a sampler already
+/// open (a loader's own, which then takes the cache: no second sampler).
+pub fn build_cache_on(
+    s: &mut NeighborSampler,
+    budget: usize,
+    policy: Policy,
+    hot: &HotChoice,
+    hot_fraction: f64,
+) -> Result<PageCache> {
+    check_fraction(hot_fraction)?;
     let static_budget = (budget as f64 * hot_fraction) as usize;
-    let (id, statics) = if matches!(hot, HotChoice::None) || static_budget == 0 {
-        (follow.dataset_id()?, StaticSet::default())
-    } else {
-        let mut s = follow.open()?;
-        let id = s.dataset_id().clone();
-        let statics = match hot {
-            HotChoice::Presample { seeds, batch_size } => {
-                let batches: Vec<(Vec<i64>, u64)> = seeds
-                    .chunks(*batch_size)
-                    .enumerate()
-                    .map(|(i, c)| (c.to_vec(), PRESAMPLE_SEED_BASE + i as u64))
-                    .collect();
-                s.hot_set_by_access(&batches, static_budget)?
-            }
-            HotChoice::Touches { seeds } => s.hot_set_by_touches(static_budget, seeds)?,
-            _ => s.hot_set_by_degree(static_budget)?,
-        };
-        (id, statics)
+    let id = s.dataset_id().clone();
+    let statics = match hot {
+        _ if matches!(hot, HotChoice::None) || static_budget == 0 => StaticSet::default(),
+        HotChoice::Presample { seeds, batch_size } => {
+            let batches: Vec<(Vec<i64>, u64)> = seeds
+                .chunks(*batch_size)
+                .enumerate()
+                .map(|(i, c)| (c.to_vec(), PRESAMPLE_SEED_BASE + i as u64))
+                .collect();
+            s.hot_set_by_access(&batches, static_budget)?
+        }
+        HotChoice::Touches { seeds } => s.hot_set_by_touches(static_budget, seeds)?,
+        _ => s.hot_set_by_degree(static_budget)?,
     };
     // SAFETY: malloc_trim only releases free heap pages.
     unsafe { libc::malloc_trim(0) };
     Ok(PageCache::new(id, budget, policy, statics))
+}
+
+fn check_fraction(hot_fraction: f64) -> Result<()> {
+    if !(0.0..=1.0).contains(&hot_fraction) {
+        return Err(SampleError::Config(format!("hot_fraction {hot_fraction}: expected a value in [0, 1]")));
+    }
+    Ok(())
 }
 
 /// The device tier's resident set: the `count` highest-degree nodes.

@@ -221,21 +221,23 @@ impl NeighborSampler {
         let need: Vec<u32> = order.iter().copied().filter(|v| !cache.contains_key(v)).collect();
         let got = self.fetch_lists(&need)?;
         cache.extend(need.into_iter().zip(got));
-        let mut b = Batch { batch_size, ..Default::default() };
+        let mut b = Batch { batch_size, x_dtype: self.x_dtype(), ..Default::default() };
+        let (mut row, mut col) = (Vec::new(), Vec::new());
         for (ci, &v) in order.iter().enumerate() {
             let d = &cache[&v];
             for &u in &d.neighbors {
                 if let Some(&ri) = local.get(&u) {
-                    b.row.push(ri as i64);
-                    b.col.push(ci as i64);
+                    row.push(ri as i64);
+                    col.push(ci as i64);
                 }
             }
         }
         b.num_sampled_nodes = vec![order.len() as i64];
-        b.num_sampled_edges = vec![b.row.len() as i64];
+        b.num_sampled_edges = vec![row.len() as i64];
+        b.set_edges(row, col);
         b.n_id = order.iter().map(|v| cache[v].original as i64).collect();
         for v in &order {
-            b.x.extend_from_slice(&cache[v].features);
+            self.push_row(&cache[v].features, &mut b.x);
         }
         b.y = self.labels_of(&b.n_id);
         Ok(b)

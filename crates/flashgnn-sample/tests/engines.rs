@@ -24,33 +24,35 @@ fn reference(ds: &Dataset, seeds: &[i64], fanouts: &[i32], seed: u64) -> Batch {
         local.entry(v).or_insert(order.len() as i64);
         order.push(v);
     }
-    let mut b = Batch { batch_size: seeds.len(), ..Default::default() };
+    let mut b = Batch { batch_size: seeds.len(), x_dtype: ds.layout().feature_dtype, ..Default::default() };
+    let (mut row, mut col) = (Vec::new(), Vec::new());
     b.num_sampled_nodes.push(seeds.len() as i64);
     let mut frontier = 0..order.len();
     let mut idx = Vec::new();
     for (hop, &f) in fanouts.iter().enumerate() {
         let _ = hop;
         let start = order.len();
-        let e0 = b.row.len();
+        let e0 = row.len();
         for p in frontier.clone() {
             let v = order[p];
             let nbrs = ds.neighbors_internal(v).unwrap();
             sample_indices(seed, v, nbrs.len() as u32, f, &mut idx);
-            let col = local[&v];
+            let target = local[&v];
             for &x in &idx {
                 let u = nbrs[x as usize];
                 let l = *local.entry(u).or_insert_with(|| {
                     order.push(u);
                     (order.len() - 1) as i64
                 });
-                b.row.push(l);
-                b.col.push(col);
+                row.push(l);
+                col.push(target);
             }
         }
-        b.num_sampled_edges.push((b.row.len() - e0) as i64);
+        b.num_sampled_edges.push((row.len() - e0) as i64);
         b.num_sampled_nodes.push((order.len() - start) as i64);
         frontier = start..order.len();
     }
+    b.set_edges(row, col);
     b.n_id = order.iter().map(|&v| ds.original_id(v).unwrap() as i64).collect();
     for &o in &b.n_id {
         ds.feature_row(o, &mut b.x).unwrap();
@@ -130,7 +132,7 @@ fn pyg_invariants_hold() {
     let b = s.sample(&seeds, 1).unwrap();
     assert_eq!(&b.n_id[..64], &seeds[..]);
     assert_eq!(b.num_sampled_nodes.iter().sum::<i64>() as usize, b.n_id.len());
-    assert_eq!(b.num_sampled_edges.iter().sum::<i64>() as usize, b.row.len());
+    assert_eq!(b.num_sampled_edges.iter().sum::<i64>() as usize, b.num_edges());
     let bounds: Vec<i64> = b
         .num_sampled_nodes
         .iter()
@@ -142,7 +144,7 @@ fn pyg_invariants_hold() {
     let mut e = 0;
     for (hop, &ne) in b.num_sampled_edges.iter().enumerate() {
         for _ in 0..ne {
-            let (r, c) = (b.row[e], b.col[e]);
+            let (r, c) = (b.row()[e], b.col()[e]);
             let lo = if hop == 0 { 0 } else { bounds[hop - 1] };
             assert!(c >= lo && c < bounds[hop], "target of hop {hop} edge in the frontier");
             assert!(r < bounds[hop + 1], "source discovered by hop {}", hop + 1);
@@ -242,7 +244,7 @@ fn random_walks_induce_the_right_subgraph() {
             let mut s = sampler(&path, &[1], kind, io(64, 8), true);
             let b = s.random_walk(&roots, len, seed).unwrap();
             assert_eq!(b.n_id, want_n_id, "{name} {kind:?}");
-            let got: Vec<(i64, i64)> = b.row.iter().copied().zip(b.col.iter().copied()).collect();
+            let got: Vec<(i64, i64)> = b.row().iter().copied().zip(b.col().iter().copied()).collect();
             assert_eq!(got, want_edges, "{name} {kind:?}");
             let mut x = Vec::new();
             for &o in &b.n_id {

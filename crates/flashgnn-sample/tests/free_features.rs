@@ -27,8 +27,8 @@ fn free_rows_match_the_full_batch_and_the_rest_are_listed() {
             let want = full.sample(&seeds, b).unwrap();
             let got = free.sample(&seeds, b).unwrap();
             assert_eq!(
-                (&got.n_id, &got.row, &got.col, &got.y, &got.num_sampled_nodes),
-                (&want.n_id, &want.row, &want.col, &want.y, &want.num_sampled_nodes),
+                (&got.n_id, &got.edge_index, &got.y, &got.num_sampled_nodes),
+                (&want.n_id, &want.edge_index, &want.y, &want.num_sampled_nodes),
                 "{name} batch {b}: same structure"
             );
             assert!(want.missing.is_empty(), "a full sample misses nothing");

@@ -22,7 +22,7 @@ use flashgnn_sample::{Batch, NeighborSampler, SamplerConfig};
 
 /// Edges of a batch as (neighbor, target) original-id pairs.
 fn edges(b: &Batch) -> BTreeSet<(i64, i64)> {
-    b.row.iter().zip(&b.col).map(|(&r, &c)| (b.n_id[r as usize], b.n_id[c as usize])).collect()
+    b.row().iter().zip(b.col()).map(|(&r, &c)| (b.n_id[r as usize], b.n_id[c as usize])).collect()
 }
 
 /// Feature row of each node of a batch, keyed by original id.

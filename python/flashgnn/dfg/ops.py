@@ -200,7 +200,7 @@ def batch_pre(ctx, batch, seed_in=None, **attrs):
         raise ValueError("BatchPre needs a sampling context: Runner(context=SamplerContext(dataset_path))")
     ids, fl = seeds.detach().to("cpu", torch.int64).numpy(), [int(f) for f in fanouts]
     b = ctx.context.sample(ids, fl, seed, degrees=True) if degrees else ctx.context.sample(ids, fl, seed)
-    ei = torch.from_numpy(np.stack([np.asarray(b.row, np.int64), np.asarray(b.col, np.int64)]))
+    ei = torch.from_numpy(np.asarray(b.edge_index, np.int64))
     x = torch.from_numpy(np.ascontiguousarray(b.x)).to(dtype)
     deg = None
     if degrees:

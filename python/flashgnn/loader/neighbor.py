@@ -206,7 +206,7 @@ class _Base:
 
 
 def _to_data(b, input_id: np.ndarray, pin: bool, device_cache=None) -> Data:
-    edge_index = torch.from_numpy(np.stack([b.row, b.col]))
+    edge_index = torch.from_numpy(b.edge_index)
     y = torch.from_numpy(b.y)
     if device_cache is not None:
         # GPU tier: x is built on the device (resident rows from its table).
@@ -422,14 +422,6 @@ class NeighborLoader(_Base, _PygNeighborLoader):
         # changes the batches (tested), so 0 gets one producer.
         self.workers = max(1, self.num_workers)
         self.memory_budget = memory_budget
-        # The process's one cache for this dataset (flashgnn.sample.shared.shared_cache), sized on first use,
-        # unless the caller brought its own tier.
-        from flashgnn.sample.shared import loader_cache
-
-        cache = loader_cache(cache, self.dataset, self.num_neighbors, self.batch_size, memory_budget,
-                             device_cache=device_cache, given_name="cache= (or device_cache=)", workers=self.workers,
-                             prefetch=self.prefetch, quiet=quiet, who=who, engine=self.engine)
-        self.cache = cache  # flashgnn.Cache shared with other loaders, or None
         # Pinning needs a CUDA driver; without one it would fail on every batch.
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
         self.device_cache = device_cache
@@ -439,15 +431,26 @@ class NeighborLoader(_Base, _PygNeighborLoader):
                              "lookahead fills rows on the host)")
         if lookahead_budget and not self.lookahead:
             raise ValueError(f"lookahead_budget {lookahead_budget} needs lookahead >= 1 (the window it plans over)")
+        # The loader's one engine sampler: it measures the batches that size a new shared cache, chooses that
+        # cache's hot set, samples, and gathers the lookahead's rows. Producers open their own per epoch.
         self.sampler = Sampler(self.path, self.fanouts, engine=self.engine, depth=depth, dtype=dtype, cache=cache,
                                device_cache=device_cache, features="free" if self.lookahead else True,
                                degrees=self.degrees)
+        # The process's one cache for this dataset (flashgnn.sample.shared.shared_cache), sized on first use,
+        # unless the caller brought its own tier.
+        from flashgnn.sample.shared import loader_cache
+
+        shared = loader_cache(cache, self.dataset, self.num_neighbors, self.batch_size, memory_budget,
+                              device_cache=device_cache, given_name="cache= (or device_cache=)", workers=self.workers,
+                              prefetch=self.prefetch, quiet=quiet, who=who, engine=self.engine, sampler=self.sampler)
+        if shared is not cache:
+            self.sampler.attach_cache(shared)
+        self.cache = shared  # flashgnn.Cache shared with other loaders, or None
         self.window = None
         if self.lookahead:
             from flashgnn.loader.window import WindowGather
 
-            gather = Sampler(self.path, [0], engine=self.engine, depth=depth, dtype=dtype, labels=False, cache=cache)
-            self.window = WindowGather(gather, int(lookahead_budget), self.dataset.num_nodes)
+            self.window = WindowGather(self.sampler, int(lookahead_budget), self.dataset.num_nodes)
         self.telemetry: dict = {}
         self._pyg_data = None
 
@@ -593,7 +596,7 @@ class RandomWalkLoader(_Base):
         n_id = torch.from_numpy(b.n_id)
         mask = torch.from_numpy(self._member[b.n_id])
         return Data(x=torch.from_numpy(b.x), y=torch.from_numpy(b.y),
-                    edge_index=torch.from_numpy(np.stack([b.row, b.col])), n_id=n_id,
+                    edge_index=torch.from_numpy(b.edge_index), n_id=n_id,
                     batch_size=int(b.batch_size), train_mask=mask, input_mask=mask)
 
     def __iter__(self):

@@ -124,8 +124,9 @@ class BeladyRowCache:
 class WindowGather:
     """Fills batches' feature rows: from a :class:`BeladyRowCache` of
     ``budget`` bytes (0: none) when it holds them, else one engine call over
-    the rest through ``gather`` (a fanout-``[0]`` :class:`flashgnn.Sampler`,
-    which returns exactly the rows asked for, in order)."""
+    the rest through ``gather`` (a :class:`flashgnn.Sampler`, the loader's
+    own: :meth:`flashgnn.Sampler.gather` returns exactly the rows asked for,
+    in order)."""
 
     def __init__(self, gather, budget: int, num_nodes: int):
         self.gather = gather
@@ -138,11 +139,12 @@ class WindowGather:
         self.rows_gathered = 0
 
     def _read(self, ids: np.ndarray, where) -> np.ndarray:
-        g = self.gather.sample(ids, 0)
-        if len(g.n_id) != len(ids) or not np.array_equal(g.n_id, ids):
-            raise PresampleError(f"{where}: a batch's n_id has repeated ids (not a sampled batch)")
+        try:
+            x = self.gather.gather(ids)
+        except ValueError:
+            raise PresampleError(f"{where}: a batch's n_id has repeated ids (not a sampled batch)") from None
         self.rows_gathered += len(ids)
-        return g.x
+        return x
 
     def fill(self, n_id: np.ndarray, x: np.ndarray | None, need: np.ndarray | None, window: list[np.ndarray],
              where="batch") -> np.ndarray:

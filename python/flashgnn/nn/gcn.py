@@ -89,4 +89,4 @@ class GCN(_PygGCN):
         from flashgnn.nn.layerwise import inference
 
         return inference(self, loader.dataset, batch_size=loader.batch_size, device=device, engine=loader.engine,
-                         progress=progress_bar).to(embedding_device)
+                         progress_bar=progress_bar).to(embedding_device)

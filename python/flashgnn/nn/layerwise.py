@@ -153,11 +153,16 @@ def _dev(model, device):
     return p.device if p is not None else torch.device("cpu")
 
 
+_UNSET = object()
+
+
 def inference(model, dataset, out=None, *, batch_size: int = 16384, device=None, engine: str = "auto",
-              progress: bool = True, layers: int | None = None, force: bool = False, predictions: bool = False,
-              max_bytes: int | None = None, tmp_dir=None, x_transform=None):
+              progress_bar=_UNSET, layers: int | None = None, force: bool = False, predictions: bool = False,
+              max_bytes: int | None = None, tmp_dir=None, x_transform=None, **kwargs):
     """Run ``model`` over every node of ``dataset`` layer by layer (module docs).
 
+    ``progress_bar`` (default True; PyG's name, as in ``BasicGNN.inference``;
+    ``progress`` is its deprecated spelling): draw a bar per layer.
     ``out=None``: returns the outputs as a float32 ``Tensor [num_nodes,
     dim]`` (row = node id), refused with the figures (``MemoryError``) when
     that table needs more than ``max_bytes`` (default: the memory this
@@ -172,6 +177,13 @@ def inference(model, dataset, out=None, *, batch_size: int = 16384, device=None,
     maps the input rows of each chunk (row-wise, e.g. feature normalisation).
     The model runs in eval mode under ``torch.no_grad()`` and its mode is
     restored afterwards."""
+    from flashgnn.loader import _args as _pa
+
+    who = "flashgnn.inference"
+    progress_bar = _pa.renamed(who, "progress", "progress_bar", kwargs.pop("progress", _UNSET), progress_bar, _UNSET)
+    _pa.refuse_unknown(who, kwargs, ("model", "dataset", "out", "batch_size", "device", "engine", "progress_bar",
+                                     "layers", "force", "predictions", "max_bytes", "tmp_dir", "x_transform"))
+    progress = True if progress_bar is _UNSET else bool(progress_bar)
     return run(model, dataset, out, batch_size=batch_size, device=device, engine=engine, progress=progress,
                layers=layers, force=force, predictions=predictions, max_bytes=max_bytes, tmp_dir=tmp_dir,
                x_transform=x_transform)
@@ -234,7 +246,7 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
                     x = torch.from_numpy(np.ascontiguousarray(h_in, dtype=np.float32)).to(dev)
                     if first and x_transform is not None:
                         x = x_transform(x)
-                    ei = torch.from_numpy(np.stack([b.row, b.col])).to(dev)
+                    ei = torch.from_numpy(b.edge_index).to(dev)
                     deg = torch.from_numpy(b.deg).to(dev) if needs_deg else None
                     h = step(li, x, ei, deg, hi - lo)
                 if h.dim() != 2 or h.shape[0] < hi - lo:

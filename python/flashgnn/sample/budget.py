@@ -54,23 +54,33 @@ EPOCH_ORDER_BYTES = 24
 _DATA_FILES = ("graph.fg", "overflow.fg", "features.fg")
 
 
-def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "uring", features=True) -> int:
+def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "uring", features=True,
+                sampler=None) -> int:
     """Measured bytes of one mini-batch as handed to the consumer (ids, edges,
     features, labels), the larger of two, with headroom. ``features="free"``:
     a structure-stage batch of lookahead (only the rows that came with the
-    structure's reads, packed; the rest of ``x`` is filled later)."""
+    structure's reads, packed; the rest of ``x`` is filled later).
+    ``sampler``: measure with this :class:`flashgnn.Sampler` (a loader's
+    own; ``features=True`` then counts a full row for every node even where
+    it hands rows out packed) instead of opening one."""
     from flashgnn.store.dataset import Dataset
     from flashgnn.sample.sampler import Sampler
 
     ds = Dataset(path)
-    s = Sampler(path, fanouts, engine=engine, labels=True, features=features)
+    if sampler is None:
+        sampler = Sampler(path, fanouts, engine=engine, labels=True, features=features)
+    elif features == "free" and sampler.features != "free":
+        raise ValueError("batch_bytes(features='free') needs a sampler with features='free'")
     rng = np.random.default_rng(seed)
     pool = ds.split("train") if "train" in ds.split_names else np.arange(ds.num_nodes)
     worst = 0
     for _ in range(2):
-        b = s.sample(rng.choice(pool, min(batch_size, len(pool)), replace=False), seed=int(rng.integers(1 << 31)))
-        extra = b.missing.nbytes if b.missing is not None else 0
-        worst = max(worst, sum(a.nbytes for a in (b.n_id, b.row, b.col, b.x, b.y)) + extra)
+        b = sampler.sample(rng.choice(pool, min(batch_size, len(pool)), replace=False),
+                           seed=int(rng.integers(1 << 31)))
+        full = features is True and sampler.features is not False
+        x = len(b.n_id) * b.x.shape[1] * b.x.itemsize if full else b.x.nbytes
+        extra = b.missing.nbytes if b.missing is not None and not full else 0
+        worst = max(worst, sum(a.nbytes for a in (b.n_id, b.edge_index, b.y)) + x + extra)
     return int(worst * HEADROOM)
 
 

@@ -36,11 +36,12 @@ DEFAULT_HOT_FRACTION = _core.DEFAULT_HOT_FRACTION
 @dataclass
 class SampledBatch:
     """A mini-batch in PyG order: ``n_id[:batch_size]`` are the seeds;
-    ``edge_index = [row, col]`` is local with row = neighbor, col = target."""
+    ``edge_index`` (``[2, E]`` int64) is local with row = neighbor, col =
+    target. Every array is the one the engine wrote, in its final shape and
+    dtype: nothing is copied between the engine and ``torch.from_numpy``."""
 
     n_id: np.ndarray
-    row: np.ndarray
-    col: np.ndarray
+    edge_index: np.ndarray
     num_sampled_nodes: np.ndarray
     num_sampled_edges: np.ndarray
     x: np.ndarray
@@ -58,8 +59,14 @@ class SampledBatch:
     deg: np.ndarray | None = None
 
     @property
-    def edge_index(self) -> np.ndarray:
-        return np.stack([self.row, self.col])
+    def row(self) -> np.ndarray:
+        """The neighbor end of every edge (a view of ``edge_index[0]``)."""
+        return self.edge_index[0]
+
+    @property
+    def col(self) -> np.ndarray:
+        """The target end of every edge (a view of ``edge_index[1]``)."""
+        return self.edge_index[1]
 
     def expanded_x(self) -> np.ndarray:
         """``x`` with one row per ``n_id``: a packed ``x`` (``features="free"``)
@@ -106,6 +113,20 @@ class Cache:
         self._core = _core.Cache(os.fspath(path), [int(f) for f in fanouts], self.budget, policy, hot,
                                  float(hot_fraction), seeds, int(batch_size), engine, int(depth))
 
+    @classmethod
+    def for_sampler(cls, sampler: "Sampler", budget: int, policy: str = "s3fifo", hot: str = "degree",
+                    hot_fraction: float = DEFAULT_HOT_FRACTION, presample_seeds=None, batch_size: int = 1024) -> "Cache":
+        """A cache whose hot set is chosen through ``sampler`` (its dataset,
+        fanouts and engine) instead of a sampler of its own; attach it with
+        :meth:`Sampler.attach_cache`. What a loader does: one engine sampler
+        measures its batches, picks the hot set and then samples."""
+        seeds = None if presample_seeds is None else np.ascontiguousarray(presample_seeds, dtype=np.int64)
+        self = cls.__new__(cls)
+        self.budget = int(budget)
+        self._core = _core.Cache.for_sampler(sampler.core(), self.budget, policy, hot, float(hot_fraction), seeds,
+                                             int(batch_size))
+        return self
+
     def stats(self) -> dict:
         """Budget, static/dynamic bytes, hits per tier, misses, evictions."""
         return self._core.stats()
@@ -120,7 +141,8 @@ class Sampler:
                  labels: bool = True, dtype=None, features: bool | str = True, cache: Cache | None = None, graph=None,
                  device_cache=None, degrees: bool = False):
         """``dtype``: None keeps the stored feature dtype; e.g. ``np.float32``
-        converts float16-stored features per batch (on the gathered rows only).
+        converts float16-stored features per batch, in the engine as rows are
+        gathered (on the producer threads, never the consumer's).
         ``features=False``: structure and labels only; ``x`` is empty
         (shape ``(0, feature_dim)``) and no read is spent on feature rows.
         ``features="free"``: only the rows that come with the structure's own
@@ -169,9 +191,10 @@ class Sampler:
             cache = self.cache._core if self.cache is not None else None
             graph = self.graph._core if self.graph is not None else None
             resident = self.device_cache._core if self.device_cache is not None else None
+            x_dtype = self.out_dtype.name if self.out_dtype is not None else None
             self._core = _core.Sampler(self.path, self.fanouts, self.engine, self.depth, self.pool_threads, self.labels,
                                        bool(self.features), cache, graph, resident, self.features == "free",
-                                       self.degrees)
+                                       self.degrees, x_dtype)
             self._pid = os.getpid()
         return self._core
 
@@ -185,14 +208,13 @@ class Sampler:
         return state
 
     def _wrap(self, d: dict) -> SampledBatch:
+        """The engine's arrays as they are: ``x``'s bytes viewed as ``[N, dim]`` of their dtype (no copy)."""
         if self.feature_dim:
-            x = d["x"].view(self.dtype).reshape(-1, self.feature_dim)
+            x = d["x"].view(d["x_dtype"]).reshape(-1, self.feature_dim)
         else:
-            x = np.zeros((len(d["n_id"]), 0), self.dtype)
-        if self.out_dtype is not None and x.dtype != self.out_dtype:
-            x = x.astype(self.out_dtype)
+            x = np.zeros((len(d["n_id"]), 0), d["x_dtype"])
         res = d.get("resident")
-        return SampledBatch(d["n_id"], d["row"], d["col"], d["num_sampled_nodes"], d["num_sampled_edges"], x, d["y"],
+        return SampledBatch(d["n_id"], d["edge_index"], d["num_sampled_nodes"], d["num_sampled_edges"], x, d["y"],
                             d["batch_size"], res if res is not None and len(res) else None,
                             d["missing"] if self.features == "free" else None,
                             d["deg"] if self.degrees and len(d["deg"]) == len(d["n_id"]) else None)
@@ -200,6 +222,23 @@ class Sampler:
     def sample(self, seeds, seed: int = 0) -> SampledBatch:
         seeds = np.ascontiguousarray(seeds, dtype=np.int64)
         return self._wrap(self.core().sample(seeds, int(seed) & (2**64 - 1)))
+
+    def gather(self, ids) -> np.ndarray:
+        """The feature rows of ``ids`` (node ids, no repeats), in order, in
+        this sampler's dtype, through its engine and cache: no sampler of its
+        own (the lookahead's fill reads)."""
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        b = self._wrap(self.core().gather(ids))
+        if len(b.n_id) != len(ids) or not np.array_equal(b.n_id, ids):
+            raise ValueError(f"{self.path}: gather: ids repeat (asked {len(ids)}, {len(b.n_id)} distinct)")
+        return b.x
+
+    def attach_cache(self, cache: Cache | None) -> None:
+        """Read through ``cache`` from now on (this sampler and the producers
+        of its next :meth:`iter_batches`); batches are the same with or
+        without it."""
+        self.cache = cache
+        self.core().set_cache(cache._core if cache is not None else None)
 
     def random_walk(self, roots, walk_length: int, seed: int = 0) -> SampledBatch:
         """GraphSAINT random-walk batch: each root walks ``walk_length`` steps;

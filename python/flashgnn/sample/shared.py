@@ -50,7 +50,7 @@ def loader_cache(cache, path, fanouts, batch_size: int, memory_budget="auto", *,
 
 
 def shared_cache(path, fanouts, batch_size: int, memory_budget="auto", *, workers: int = 1, prefetch: int = 4,
-                 quiet: bool = False, who: str = "flashgnn", engine: str | None = None):
+                 quiet: bool = False, who: str = "flashgnn", engine: str | None = None, sampler=None):
     """The :class:`flashgnn.Cache` every loader on dataset ``path`` in this
     process shares, made on first use; None for ``memory_budget`` 0/None.
 
@@ -60,7 +60,10 @@ def shared_cache(path, fanouts, batch_size: int, memory_budget="auto", *, worker
     first loader on a dataset sizes the cache with its fanouts, batch size and
     producers; later ones reuse it as it is (a different explicit size is
     reported, not applied). One line describing the split is printed to
-    stderr when the cache is made, unless ``quiet``."""
+    stderr when the cache is made, unless ``quiet``. ``sampler``: the
+    caller's own :class:`flashgnn.Sampler`, which then measures the batches
+    and chooses the hot set (no sampler is opened for either); the caller
+    attaches the cache to it."""
     import sys
 
     if memory_budget in (0, None):
@@ -82,17 +85,22 @@ def shared_cache(path, fanouts, batch_size: int, memory_budget="auto", *, worker
         from flashgnn.sample.sampler import Cache
 
         ds_path = key[1]
+        per = None if sampler is None else _budget.batch_bytes(ds_path, fanouts, batch_size, sampler=sampler)
         if memory_budget == "auto":
-            s = _budget.auto(ds_path, fanouts, batch_size, workers=workers, prefetch=prefetch, lookahead=0, training=False,
-                     engine=engine)
+            s = _budget.auto(ds_path, fanouts, batch_size, workers=workers, prefetch=prefetch, lookahead=0,
+                             training=False, engine=engine, per_batch=per)
         else:
-            s = _budget.split(memory_budget, ds_path, fanouts, batch_size, workers=workers, prefetch=prefetch)
+            s = _budget.split(memory_budget, ds_path, fanouts, batch_size, workers=workers, prefetch=prefetch,
+                              per_batch=per)
         if not quiet:
             print(f"{who}: {ds_path}: {_budget.describe(s)}; one cache per dataset per process, shared by its loaders",
                   file=sys.stderr, flush=True)
         if not s.get("cache"):
             return None
-        cache = Cache(ds_path, fanouts, s["cache"], hot_fraction=DEFAULT_HOT_FRACTION, batch_size=batch_size)
+        if sampler is not None:
+            cache = Cache.for_sampler(sampler, s["cache"], hot_fraction=DEFAULT_HOT_FRACTION, batch_size=batch_size)
+        else:
+            cache = Cache(ds_path, fanouts, s["cache"], hot_fraction=DEFAULT_HOT_FRACTION, batch_size=batch_size)
         cache.requested, cache.split = memory_budget, s
         _SHARED[key] = weakref.ref(cache)
         return cache

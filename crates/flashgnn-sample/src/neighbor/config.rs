@@ -13,12 +13,13 @@ use std::time::Instant;
 
 use flashgnn_format::layout::FeaturePlacement;
 use flashgnn_format::manifest::{FEATURES_FILE, GRAPH_FILE, OVERFLOW_FILE};
+use flashgnn_format::Dtype;
 use flashgnn_io::aligned::BufPool;
 use flashgnn_io::engine::{open_engine, EngineConfig, EngineKind, IoCounters, ReadEngine};
 use flashgnn_store::Dataset;
 use rustc_hash::FxHashMap as HashMap;
 
-use super::{NeighborSampler, F_FEATURES, F_GRAPH, F_OVERFLOW};
+use super::{Batch, NeighborSampler, F_FEATURES, F_GRAPH, F_OVERFLOW};
 use crate::cache::{self, PageCache};
 use crate::telemetry::Telemetry;
 use crate::{Result, SampleError};
@@ -43,6 +44,16 @@ pub const MAX_HOPS: usize = 16;
 /// while both hold it), so the batch-local copy only bridges the gap until
 /// the shared one evicts them.
 const BATCH_CACHE_WITH_SHARED: usize = 16 << 20;
+
+/// `NeighborSampler`s opened in this process so far (each holds a buffer
+/// pool, a per-batch page cache and an engine): what a loader's "one
+/// sampler" is checked against.
+static OPENED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many `NeighborSampler`s this process has opened.
+pub fn samplers_opened() -> u64 {
+    OPENED.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 #[derive(Debug, Clone)]
 pub struct SamplerConfig {
@@ -84,6 +95,10 @@ pub struct SamplerConfig {
     /// neither read nor copied; `Batch::resident` names their table rows.
     /// Used only on the dataset the set was built for.
     pub resident: Option<Arc<crate::Resident>>,
+    /// The float dtype `Batch::x` is handed out in (None: as stored). Rows
+    /// are converted as they are copied into the batch, on the producer
+    /// thread, never by the consumer.
+    pub x_dtype: Option<Dtype>,
 }
 
 impl Default for SamplerConfig {
@@ -98,6 +113,7 @@ impl Default for SamplerConfig {
             degrees: false,
             cache: None,
             resident: None,
+            x_dtype: None,
         }
     }
 }
@@ -121,6 +137,13 @@ impl NeighborSampler {
             )));
         }
         let layout = ds.layout().clone();
+        let x_dtype = match cfg.x_dtype {
+            Some(d) if !d.is_float() => {
+                return Err(SampleError::Config(format!("x dtype {}: expected a float dtype", d.name())))
+            }
+            Some(d) => d,
+            None => layout.feature_dtype,
+        };
         let id = cache::DatasetId::of(ds)?;
         // A cache built on another dataset (or generation) holds other bytes
         // under the same keys: run without it.
@@ -153,7 +176,10 @@ impl NeighborSampler {
         };
         // Checked whole (CRC32C, every value in range) when first loaded.
         let labels = if cfg.labels && ds.has_labels() { Some(ds.labels_shared()?) } else { None };
+        OPENED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(NeighborSampler {
+            x_dtype,
+            batch_page_cache_bytes: cfg.batch_page_cache_bytes,
             placement: layout.placement,
             layout,
             fanouts: fanouts.to_vec(),
@@ -177,11 +203,7 @@ impl NeighborSampler {
             timeline: Vec::new(),
             page_cache: HashMap::default(),
             page_cache_held: 0,
-            page_cache_max: if shared.is_some() {
-                cfg.batch_page_cache_bytes.min(BATCH_CACHE_WITH_SHARED)
-            } else {
-                cfg.batch_page_cache_bytes
-            },
+            page_cache_max: page_cache_max(cfg.batch_page_cache_bytes, shared.is_some()),
             ready: VecDeque::new(),
             io_wait: 0.0,
             io_waits: 0,
@@ -205,5 +227,45 @@ impl NeighborSampler {
             direct: IoCounters::default(),
             checked_overflow: HashMap::default(),
         })
+    }
+}
+
+/// The per-batch page cache's cap: smaller beside a shared cache, which
+/// keeps the pages that are read again.
+fn page_cache_max(configured: usize, shared: bool) -> usize {
+    if shared {
+        configured.min(BATCH_CACHE_WITH_SHARED)
+    } else {
+        configured
+    }
+}
+
+impl NeighborSampler {
+    /// Attach the cross-batch cache after opening (None: detach): a loader
+    /// measures its batches and chooses the cache's hot set with this same
+    /// sampler before the cache exists. As at open, a cache of another
+    /// dataset is not used.
+    pub fn set_cache(&mut self, cache: Option<Arc<PageCache>>) {
+        let shared = cache.filter(|c| c.dataset() == self.dataset_id());
+        self.page_cache_max = page_cache_max(self.batch_page_cache_bytes, shared.is_some());
+        self.static_checked = shared.as_ref().is_some_and(|c| c.static_checked());
+        self.static_packed = shared.as_ref().and_then(|c| c.static_overflow_packed());
+        self.cache = shared;
+    }
+
+    /// The feature rows of `ids` (original ids, no repeats), in order, as a
+    /// batch with no edges: what a fanout-`[0]` sampler without labels
+    /// returns, through this sampler's engine and cache (the lookahead's
+    /// fill reads), whatever this sampler's own fanouts and options.
+    pub fn gather_rows(&mut self, ids: &[i64]) -> Result<Batch> {
+        let saved = (
+            std::mem::replace(&mut self.fanouts, vec![0]),
+            self.labels.take(),
+            std::mem::replace(&mut self.free_features_only, false),
+            std::mem::replace(&mut self.want_degrees, false),
+        );
+        let r = self.sample(ids, 0);
+        (self.fanouts, self.labels, self.free_features_only, self.want_degrees) = saved;
+        r
     }
 }

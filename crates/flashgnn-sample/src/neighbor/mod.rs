@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use flashgnn_format::dtype::Dtype;
 use flashgnn_format::layout::FeaturePlacement;
 use flashgnn_format::Layout;
 use flashgnn_io::aligned::BufPool;
@@ -47,7 +48,9 @@ mod output;
 mod overlay;
 mod trace;
 
-pub use config::{SamplerConfig, BATCH_PAGE_CACHE_BYTES, BUF_POOL_BYTES, ENGINE_BYTES_PER_PRODUCER, MAX_HOPS};
+pub use config::{
+    samplers_opened, SamplerConfig, BATCH_PAGE_CACHE_BYTES, BUF_POOL_BYTES, ENGINE_BYTES_PER_PRODUCER, MAX_HOPS,
+};
 use fetch::{Ready, Waiter};
 use trace::TraceCap;
 
@@ -97,20 +100,26 @@ pub(crate) fn prefetch(p: *const u8, len: usize) {
 }
 
 /// Requests served from memory between two visits to the ring while reads
-/// One mini-batch in PyG order.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// One mini-batch in PyG order, each array in the shape and dtype PyTorch
+/// takes as is: the bindings hand these vectors to numpy without a copy.
+/// Node and edge *types* extend it per type (one `Batch` part per node type
+/// and per edge type), not with another layer of conversion.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Batch {
     /// Unique original node ids; the first `batch_size` are the seeds.
     pub n_id: Vec<i64>,
-    /// Local edge endpoints: `row` = neighbor, `col` = target (toward seeds).
-    pub row: Vec<i64>,
-    pub col: Vec<i64>,
+    /// PyG's `edge_index`, `[2, E]` row-major: `edge_index[..E]` is `row`
+    /// (the neighbor, local id), `edge_index[E..]` is `col` (the target,
+    /// toward the seeds). See [`Batch::row`], [`Batch::col`].
+    pub edge_index: Vec<i64>,
     pub num_sampled_nodes: Vec<i64>,
     pub num_sampled_edges: Vec<i64>,
-    /// Feature rows `[n_id.len(), dim]` in the stored dtype, contiguous.
+    /// Feature rows `[n_id.len(), dim]` in `x_dtype`, contiguous.
     /// With [`SamplerConfig::free_features_only`], packed: only the rows of
     /// the positions not in `missing`, in order (`[n_id.len() - missing.len(), dim]`).
     pub x: Vec<u8>,
+    /// The dtype of `x`: [`SamplerConfig::x_dtype`], else the stored one.
+    pub x_dtype: Dtype,
     /// Labels of `n_id` (-1 unlabeled); empty when labels are off.
     pub y: Vec<i64>,
     pub batch_size: usize,
@@ -125,6 +134,45 @@ pub struct Batch {
     /// graph (the stored neighbor count, or the overlay's for a mutated
     /// node). Empty otherwise.
     pub deg: Vec<i64>,
+}
+
+impl Default for Batch {
+    fn default() -> Self {
+        Batch {
+            n_id: Vec::new(),
+            edge_index: Vec::new(),
+            num_sampled_nodes: Vec::new(),
+            num_sampled_edges: Vec::new(),
+            x: Vec::new(),
+            x_dtype: Dtype::Float32,
+            y: Vec::new(),
+            batch_size: 0,
+            resident: Vec::new(),
+            missing: Vec::new(),
+            deg: Vec::new(),
+        }
+    }
+}
+
+impl Batch {
+    pub fn num_edges(&self) -> usize {
+        self.edge_index.len() / 2
+    }
+    /// The neighbor end of every edge (local ids).
+    pub fn row(&self) -> &[i64] {
+        &self.edge_index[..self.num_edges()]
+    }
+    /// The target end of every edge (local ids).
+    pub fn col(&self) -> &[i64] {
+        &self.edge_index[self.num_edges()..]
+    }
+    /// `edge_index` from its two halves: `col` is appended to `row`'s
+    /// vector (reserve `row` for both to keep it a single allocation).
+    pub fn set_edges(&mut self, mut row: Vec<i64>, col: Vec<i64>) {
+        debug_assert_eq!(row.len(), col.len());
+        row.extend_from_slice(&col);
+        self.edge_index = row;
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -169,6 +217,10 @@ struct BatchStart {
 
 pub struct NeighborSampler {
     layout: Layout,
+    /// The dtype rows are handed out in (`Batch::x_dtype`).
+    x_dtype: Dtype,
+    /// `SamplerConfig::batch_page_cache_bytes`, kept for [`Self::set_cache`].
+    batch_page_cache_bytes: usize,
     placement: FeaturePlacement,
     fanouts: Vec<i32>,
     io: Box<dyn ReadEngine>,
@@ -333,7 +385,12 @@ impl NeighborSampler {
         self.fanouts.len()
     }
 
-    /// Feature bytes gathered per node (0 when features are off).
+    /// The dtype of the rows in `Batch::x`.
+    pub fn x_dtype(&self) -> Dtype {
+        self.x_dtype
+    }
+
+    /// Feature bytes gathered per node (0 when features are off), as stored.
     fn row_bytes(&self) -> usize {
         if self.gather_features {
             self.layout.row_bytes() as usize
@@ -411,7 +468,7 @@ impl NeighborSampler {
             batches: 1,
             seeds: seeds as u64,
             nodes: batch.n_id.len() as u64,
-            edges: batch.row.len() as u64,
+            edges: batch.num_edges() as u64,
             ..Default::default()
         };
         t.absorb_io(&io0, self.io.counters());

@@ -6,10 +6,13 @@
 //! not its level's is refused. Rows noted by a tagged offset into the
 //! `memory` engine's copy or the cache's arena were checked when found and
 //! are copied once, straight into `x`, which is reserved at exactly the rows
-//! it will hold.
+//! it will hold, converted to the requested dtype on the way. Every array is
+//! written in the shape and dtype PyTorch takes (`edge_index` as one `[2, E]`
+//! array), so the consumer converts nothing.
 
 use super::{prefetch, Batch, NeighborSampler, FEAT_IN_FEATURES, FEAT_IN_GRAPH, FEAT_OFFSET, F_FEATURES, F_GRAPH};
 use crate::{Result, SampleError};
+use flashgnn_format::dtype::convert_floats;
 
 /// Rows prefetched ahead of the one `canonical` copies into `x`.
 const GATHER_AHEAD: usize = 8;
@@ -17,7 +20,7 @@ const GATHER_AHEAD: usize = 8;
 impl NeighborSampler {
     /// Assign local ids in PyG order and gather the outputs.
     pub(super) fn canonical(&mut self, seed_idx: &[u32]) -> Result<Batch> {
-        let mut b = Batch { batch_size: seed_idx.len(), ..Default::default() };
+        let mut b = Batch { batch_size: seed_idx.len(), x_dtype: self.x_dtype, ..Default::default() };
         let order = self.place(seed_idx, &mut b)?;
         b.n_id = order.iter().map(|&i| self.nodes[i as usize].original as i64).collect();
         self.copy_rows(&order, &mut b)?;
@@ -32,6 +35,12 @@ impl NeighborSampler {
     /// edges and the per-hop counts written into `b`.
     fn place(&self, seed_idx: &[u32], b: &mut Batch) -> Result<Vec<u32>> {
         let k = self.hops();
+        // Rows are written into what becomes `edge_index` (reserved for both
+        // halves), cols beside it and appended once at the end. The draws of
+        // the expanded nodes size it; a seed given twice adds its edges twice.
+        let drawn: usize = self.nodes.iter().filter(|n| n.expanded).map(|n| n.samples.len()).sum();
+        let mut row: Vec<i64> = Vec::with_capacity(2 * drawn);
+        let mut col: Vec<i64> = Vec::with_capacity(drawn);
         // Local id per batch index (-1: not placed yet).
         let mut local = vec![-1i64; self.nodes.len()];
         let mut order: Vec<u32> = Vec::with_capacity(self.nodes.len());
@@ -45,7 +54,7 @@ impl NeighborSampler {
         let mut frontier = 0..order.len();
         for hop in 0..k {
             let start = order.len();
-            let edges0 = b.row.len();
+            let edges0 = row.len();
             for f in frontier.clone() {
                 let i = order[f];
                 let node = &self.nodes[i as usize];
@@ -55,7 +64,7 @@ impl NeighborSampler {
                         node.v
                     )));
                 }
-                let col = local[i as usize];
+                let target = local[i as usize];
                 for &j in &node.samples {
                     let mut l = local[j as usize];
                     if l < 0 {
@@ -63,14 +72,15 @@ impl NeighborSampler {
                         local[j as usize] = l;
                         order.push(j);
                     }
-                    b.row.push(l);
-                    b.col.push(col);
+                    row.push(l);
+                    col.push(target);
                 }
             }
-            b.num_sampled_edges.push((b.row.len() - edges0) as i64);
+            b.num_sampled_edges.push((row.len() - edges0) as i64);
             b.num_sampled_nodes.push((order.len() - start) as i64);
             frontier = start..order.len();
         }
+        b.set_edges(row, col);
         Ok(order)
     }
 
@@ -78,6 +88,9 @@ impl NeighborSampler {
     /// and missing ones.
     fn copy_rows(&self, order: &[u32], b: &mut Batch) -> Result<()> {
         let rb = self.row_bytes();
+        let (stored, out) = (self.layout.feature_dtype, self.x_dtype);
+        // Bytes of one row as handed out (`x_dtype`).
+        let ob = rb / stored.size() * out.size();
         // Exactly the rows `x` will hold (packed when free: see `Batch::x`), so a
         // batch waiting in the lookahead window keeps no unused capacity.
         let rows = if self.free_features_only {
@@ -85,7 +98,7 @@ impl NeighborSampler {
         } else {
             order.len()
         };
-        b.x.reserve_exact(rows * rb);
+        b.x.reserve_exact(rows * ob);
         let mem_rows = |f: u16| self.mem[f as usize].as_deref().map_or(&[][..], |m| m.as_slice());
         let (in_graph, in_features) = (mem_rows(F_GRAPH), mem_rows(F_FEATURES));
         if rb > 0 {
@@ -111,10 +124,11 @@ impl NeighborSampler {
                 }
                 let node = &self.nodes[i as usize];
                 match (node.feature, node.resident) {
-                    (Some(_), _) => b.x.extend_from_slice(row_src(i).expect("has a row")),
+                    (Some(_), _) if stored == out => b.x.extend_from_slice(row_src(i).expect("has a row")),
+                    (Some(_), _) => convert_floats(row_src(i).expect("has a row"), stored, out, &mut b.x),
                     // Not gathered here: a zero row, named in `resident` (the
                     // device has it) or in `missing` (lookahead fills it).
-                    (None, Some(_)) => b.x.resize(b.x.len() + rb, 0),
+                    (None, Some(_)) => b.x.resize(b.x.len() + ob, 0),
                     // Packed: no zero row is written for it, so a batch
                     // waiting in the lookahead window holds only the rows it
                     // has (the last hop's rows, most of `x`, come at fill).
@@ -142,6 +156,11 @@ impl NeighborSampler {
             b.deg.push(node.degree as i64);
         }
         Ok(())
+    }
+
+    /// Append a row as stored to `x` in `x_dtype` (random walks' rows).
+    pub(crate) fn push_row(&self, row: &[u8], x: &mut Vec<u8>) {
+        convert_floats(row, self.layout.feature_dtype, self.x_dtype, x);
     }
 
     /// Labels of original ids `n_id` (`Batch::y`; empty when labels are off).
