@@ -626,3 +626,71 @@ def test_striped_dataset_trains_identical_weights(ds_path, tmp_path):
     assert [h["train_loss"] for h in a["history"]] == [h["train_loss"] for h in b["history"]]
     sa, sb = a["model_obj"].state_dict(), b["model_obj"].state_dict()
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def _with_splits(ds_path, tmp_path, keep: tuple[str, ...]):
+    """The module's dataset rebuilt from its raw input with only the ``keep`` splits."""
+    import shutil
+
+    raw = tmp_path / "raw"
+    shutil.copytree(ds_path.parent / "raw", raw)
+    for s in ("train", "val", "test"):
+        if s not in keep:
+            (raw / f"{s}_idx.npy").unlink()
+    flashgnn.build(raw, tmp_path / "ds", progress=False, symmetrize=True, dedup=True)
+    assert sorted(flashgnn.open(tmp_path / "ds").split_names) == sorted(keep)
+    return tmp_path / "ds"
+
+
+def test_train_split_only_trains_and_selects_by_train_accuracy(ds_path, tmp_path, capsys):
+    """Without val and test a run trains (as a PyG loop would), evaluates nothing, says so in one line, selects
+    the best epoch (and counts --patience) by train accuracy, and reports None for the absent splits."""
+    ds = _with_splits(ds_path, tmp_path, ("train",))
+    s = run(_args(ds, "--epochs", "2", "--patience", "1", "--metrics-json", str(tmp_path / "m.json"),
+                  "--checkpoint", str(tmp_path / "ck")))
+    out = capsys.readouterr().out
+    assert "no 'val' or 'test' split: training on 'train' without evaluation; best-epoch selection and --patience " \
+           "use train accuracy" in out
+    assert s["eval_splits"] == [] and s["selected_by"] == "train_acc"
+    assert s["val_acc"] is None and s["test_acc"] is None
+    assert s["final_val_acc"] is None and s["final_test_acc"] is None
+    h = s["history"]
+    assert all(e["val_acc"] is None and e["test_acc"] is None for e in h)
+    train_accs = [e["train_acc"] for e in h]
+    assert s["best_epoch"] == train_accs.index(max(train_accs)) + 1
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("trained sage on") and "best train acc" in last and "test acc" not in last
+    m = json.loads((tmp_path / "m.json").read_text())
+    assert m["summary"]["test_acc"] is None and m["epochs"][0]["val_acc"] is None
+    assert load_checkpoint(tmp_path / "ck")["best"]["epoch"] == s["best_epoch"]
+    # The best epoch's weights are the run's model (as with a val split).
+    ours = s["model_obj"].state_dict()
+    assert all(torch.equal(ours[k], load_checkpoint(tmp_path / "ck")["model"][k]) for k in ours)
+    with pytest.raises(TrainError, match="no 'val' split"):
+        from flashgnn.train import Trainer, TrainConfig
+
+        t = Trainer(TrainConfig(str(ds), epochs=1, max_batches=1, fanout="5,3", batch_size=512, no_progress=True,
+                                quiet=True))
+        t.evaluate("val")
+
+
+def test_train_and_test_splits_evaluate_on_test_and_select_by_train_accuracy(ds_path, tmp_path, capsys):
+    """train + test: test accuracy is measured every epoch and reported at the best epoch, which train accuracy
+    (never test accuracy) selects; the weights are those of the same run on the full dataset (splits do not
+    change training)."""
+    ds = _with_splits(ds_path, tmp_path, ("train", "test"))
+    s = run(_args(ds, "--epochs", "2"))
+    out = capsys.readouterr().out
+    assert "no 'val' split: evaluating on 'test'; best-epoch selection and --patience use train accuracy" in out
+    assert s["eval_splits"] == ["test"] and s["selected_by"] == "train_acc" and s["val_acc"] is None
+    h = s["history"]
+    assert all(e["val_acc"] is None and 0.0 <= e["test_acc"] <= 1.0 for e in h)
+    train_accs = [e["train_acc"] for e in h]
+    best = train_accs.index(max(train_accs)) + 1
+    assert s["best_epoch"] == best and s["test_acc"] == h[best - 1]["test_acc"]
+    assert "val acc" not in out and f"test acc {h[0]['test_acc']:.4f}" in out
+    full = run(_args(ds_path, "--epochs", "2"))
+    assert [e["train_loss"] for e in full["history"]] == [e["train_loss"] for e in h]
+    # A dataset without `train` is still refused, naming the split.
+    with pytest.raises(TrainError, match="no 'train' split"):
+        run(_args(_with_splits(ds_path, tmp_path / "t", ("val", "test")), "--epochs", "1"))

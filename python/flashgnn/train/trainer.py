@@ -48,6 +48,39 @@ from flashgnn.train.feeder import DeviceFeeder
 __all__ = ["Trainer", "TrainConfig", "TrainError", "evaluate", "check_labels", "default_threads", "parser", "run"]
 
 
+# The splits a run evaluates on, where the dataset has them ("train" is required: it is what is trained on).
+EVAL_SPLITS = ("val", "test")
+# What picks the best epoch (and drives --patience), in the words the run prints.
+SELECT_WORDS = {"val_acc": "validation accuracy", "train_acc": "train accuracy"}
+# Seconds between refreshes of the epoch bar's figures (loss, seeds/s, data wait, cache hit rates): reading
+# them costs a host sync and a read of every tier's counters, not worth paying on every step.
+POSTFIX_INTERVAL_S = 0.5
+
+
+def splits_note(eval_splits) -> str:
+    """The one line a run prints at start when the dataset lacks ``val`` or ``test``: what it evaluates on
+    and what then selects the best epoch."""
+    if not eval_splits:
+        return ("no 'val' or 'test' split: training on 'train' without evaluation; best-epoch selection and "
+                "--patience use train accuracy")
+    if "val" not in eval_splits:
+        return ("no 'val' split: evaluating on 'test'; best-epoch selection and --patience use train accuracy "
+                "(never test accuracy)")
+    return "no 'test' split: evaluating on 'val' (best-epoch selection and --patience as usual); no test accuracy"
+
+
+def _accuracy_words(best: dict | None, last: dict, key: str, eval_splits) -> str:
+    """The accuracies of the final ``trained ...`` line: the best epoch's test accuracy (where there is a
+    test split) at its selecting accuracy, and the final epoch's."""
+    if best is None:
+        return "no epoch trained"
+    sel = key[: -len("_acc")]
+    head = f"test acc {best['test_acc']:.4f} at the " if "test" in eval_splits else ""
+    final = [f"test {last['test_acc']:.4f}"] if "test" in eval_splits else []
+    final.append(f"{sel} {last[key]:.4f}")
+    return f"{head}best {sel} acc {best[key]:.4f} (epoch {best['epoch']}; final epoch: {', '.join(final)})"
+
+
 def _hit_rate(cache) -> float:
     """Cumulative share of extent requests the cache served (both tiers)."""
     st = cache.stats()
@@ -164,12 +197,25 @@ class Trainer:
     """One training run of ``config`` (validated here, before anything is opened).
 
     :meth:`fit` trains and returns the summary dict (the figures of the
-    final ``trained ...`` line, plus ``model_obj``: the best-validation model,
+    final ``trained ...`` line, plus ``model_obj``: the best epoch's model,
     and ``history``: one dict per epoch); :meth:`evaluate` measures the
-    current model on a split. Derived values are set as the run opens the
-    dataset: ``fanouts``, ``eval_fanouts``, ``budget_split`` (the
-    ``--memory-budget`` split, None without one), ``cache_budget``,
-    ``lookahead``, ``lookahead_budget``, ``device``, ``model``, ``dataset``.
+    current model on a split. :meth:`setup` (called by both) opens the
+    dataset, model and loaders; derived values are set then: ``fanouts``,
+    ``eval_fanouts``, ``budget_split`` (the ``--memory-budget`` split, None
+    without one), ``cache_budget``, ``lookahead``, ``lookahead_budget``,
+    ``device``, ``model``, ``dataset``, ``train_loader`` and
+    ``train_loader_options`` (the arguments it was built with: a bare loop
+    passes them to :class:`flashgnn.NeighborLoader` for the same batches),
+    ``eval_splits`` and ``select_by``.
+
+    Splits: ``train`` is required. Evaluation runs on whichever of ``val``
+    and ``test`` the dataset has (``eval_splits``; a one-line note at start
+    says when one is missing). The best epoch — the model :meth:`fit`
+    returns and the checkpoint's ``model`` — is the one with the best
+    validation accuracy; without a ``val`` split, the best training accuracy
+    (``select_by`` = ``"train_acc"``; test accuracy never selects), and
+    ``patience`` counts epochs without a better one of the same. Accuracies
+    of absent splits are None in the history and the summary.
     """
 
     def __init__(self, config: TrainConfig):
@@ -184,12 +230,13 @@ class Trainer:
         self.lookahead = config.lookahead or 0
         self.lookahead_budget = config.lookahead_budget
         self.history: list[dict] = []
+        self.train_loader_options: dict | None = None  # the NeighborLoader's arguments (None: --presampled)
         self.summary: dict | None = None
         self._ready = False
 
     # -- set-up -----------------------------------------------------------------------------------------
 
-    def _setup(self) -> None:
+    def setup(self) -> None:
         """Open everything the run needs, in the order that fails cheapest first: device, dataset checks,
         model (and the checkpoint to resume), caches, loaders."""
         if self._ready:
@@ -218,12 +265,17 @@ class Trainer:
                 "Rebuild with --features FILE (.npy [N, D] or text rows), or with --synthetic-features D (random "
                 "features: the graph structure then carries all the signal). One-hot identity features are not "
                 "offered: they take N x N values (N = number of nodes)")
-        for split in ("train", "val", "test"):
-            if split not in ds.split_names:
-                raise TrainError(f"{ds.path}: no {split!r} split (build with --make-splits "
-                                 "TRAIN,VAL,TEST, e.g. 0.6,0.2,0.2: stratified by class)")
+        if "train" not in ds.split_names:
+            raise TrainError(f"{ds.path}: no 'train' split (build with --make-splits "
+                             "TRAIN,VAL,TEST, e.g. 0.6,0.2,0.2: stratified by class)")
+        # Evaluation covers the splits the dataset has; without `val` the best epoch (and --patience) is judged
+        # by training accuracy, never by test accuracy (that would select on the data the result is reported on).
+        self.eval_splits = tuple(s for s in EVAL_SPLITS if s in ds.split_names)
+        self.select_by = "val_acc" if "val" in self.eval_splits else "train_acc"
+        if chatty and len(self.eval_splits) < len(EVAL_SPLITS):
+            print(splits_note(self.eval_splits), flush=True)
         try:
-            check_labels(ds)
+            check_labels(ds, ("train", *self.eval_splits))
         except ValueError as e:
             raise TrainError(str(e)) from None
         if c.model == "mlp":  # features of the seeds only: no neighbor is sampled or read
@@ -241,7 +293,8 @@ class Trainer:
                                          c.dropout).to(device)
         self.optimizer = opt = torch.optim.Adam(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
         self.start_epoch = 0
-        self.best = None  # the best-validation epoch so far: {"epoch", "val_acc", "test_acc", "model": weights}
+        # The best epoch so far by `select_by`: {"epoch", "val_acc", "test_acc", "train_acc", "model": weights}.
+        self.best = None
         if c.resume:
             ckpt_path = Path(c.checkpoint) / CHECKPOINT_FILE
             if ckpt_path.exists():
@@ -272,9 +325,15 @@ class Trainer:
             # Lookahead is auto's to choose only for online sampling without a device tier (the two exclude each
             # other; with --presampled, --lookahead is the pre-sample's superbatch).
             la = c.lookahead if c.lookahead is not None or not (c.device_cache or c.presampled) else 0
-            split = budget.auto(ds.path, fanouts, c.batch_size, workers=workers, prefetch=c.prefetch,
-                                hot_fraction=c.hot_fraction, lookahead=la, processes=dist_ctx.local_world,
-                                engine=c.engine)
+            kw = dict(workers=workers, prefetch=c.prefetch, hot_fraction=c.hot_fraction,
+                      processes=dist_ctx.local_world, engine=c.engine)
+            split = budget.auto(ds.path, fanouts, c.batch_size, lookahead=la or 0, **kw)
+            # Lookahead only where the cache cannot hold the data: a cache that holds every page already
+            # serves every row, and the window's fill thread would only take CPU (and the GIL) from the step
+            # and double the budget (measured: benchmarks/trainer_overhead.py --default-loader).
+            if la is None and split["budget"] and split["cache"] < budget.dataset_bytes(ds.path):
+                split = budget.auto(ds.path, fanouts, c.batch_size, lookahead=None, per_batch=split["per_batch"],
+                                    **kw)
         elif mb and mb != "auto":
             split = budget.split(mb, ds.path, fanouts, c.batch_size, workers=workers, prefetch=c.prefetch,
                                  hot_fraction=c.hot_fraction, lookahead=c.lookahead or 0)
@@ -327,12 +386,16 @@ class Trainer:
             if dist_ctx.enabled:
                 raise TrainError("--presampled runs in one process (no torchrun)")
         else:
-            train_loader = NeighborLoader(ds, fanouts, batch_size=c.batch_size, split="train", shuffle=True,
-                                          seed=c.seed, lookahead=self.lookahead,
-                                          lookahead_budget=self.lookahead_budget if self.lookahead else 0, **common)
+            # Kept as given, so a loop outside the trainer (benchmarks/trainer_overhead.py) can build the very
+            # same loader: flashgnn.NeighborLoader(**trainer.train_loader_options).
+            self.train_loader_options = dict(data=ds, num_neighbors=fanouts, batch_size=c.batch_size, split="train",
+                                             shuffle=True, seed=c.seed, lookahead=self.lookahead,
+                                             lookahead_budget=self.lookahead_budget if self.lookahead else 0,
+                                             **common)
+            train_loader = NeighborLoader(**self.train_loader_options)
         self.train_loader = train_loader
         self._eval_loaders: dict = {}
-        for s in ("val", "test"):
+        for s in self.eval_splits:
             self._eval_loader(s)
         self.window = window = getattr(train_loader, "window", None)
         if window is not None and window.belady is not None and chatty:
@@ -369,29 +432,51 @@ class Trainer:
                         self._steps(loader, evaluation=True), bar)
 
     def evaluate(self, split: str = "test") -> dict:
-        """Accuracy of the current model (after :meth:`fit`: the best-validation one) on ``split``'s labelled
+        """Accuracy of the current model (after :meth:`fit`: the best epoch's) on ``split``'s labelled
         seeds, summed over ranks while the process group is open: ``{"split", "correct", "total", "acc"}``."""
-        self._setup()
+        self.setup()
         correct, total = self.dist.sum(list(self._count(split)))
         return dict(split=split, correct=int(correct), total=int(total), acc=correct / max(total, 1))
 
     # -- training ---------------------------------------------------------------------------------------
 
     def _train_epoch(self, epoch: int) -> tuple[float, int, int, int, float, float]:
-        """One epoch over this rank's shard: (loss sum, correct, seeds, batches, wait seconds, seconds)."""
+        """One epoch over this rank's shard: (loss sum, correct, seeds, batches, wait seconds, seconds).
+
+        The step does what a bare PyG loop does and nothing per step besides: the loss and correct counts are
+        summed as tensors (on the device: no host sync per step) and read once at the end of the epoch; the
+        bar's figures, which read every tier's counters, are refreshed at most every ``POSTFIX_INTERVAL_S``."""
+        import torch
         import torch.nn.functional as F
         from flashgnn import _progress
 
         c, loader, cache = self.config, self.train_loader, self.cache
         device_cache, window, model, opt = self.device_cache, self.window, self.ddp_model, self.optimizer
+        normalize = c.normalize_features if c.normalize_features != "none" else None
         loader.set_epoch(epoch)
         model.train()
         steps = self._steps(loader)
         bar = _progress.bar(total=steps, desc=f"epoch {epoch + 1}/{c.epochs}", unit="batch",
                             disable=not self.progress, leave=True)
+        # float64 for the loss: loss * batch size summed in double, as a Python float sum would (the same
+        # figures bit for bit); int64 for the counts.
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        correct = torch.zeros((), dtype=torch.int64, device=self.device)
+        loss = None
+        seeds = batches = 0
+        wait = 0.0
         t0 = time.perf_counter()
-        wait = loss_sum = 0.0
-        seeds = correct = batches = 0
+        next_postfix = t0  # the first step shows its figures at once
+
+        def postfix() -> None:
+            el = max(time.perf_counter() - t0, 1e-9)
+            bar.set_postfix_str(f"loss {float(loss):.3f} | {seeds * self.dist.world / el:,.0f} seeds/s | "
+                                f"data-wait {100 * wait / el:.0f}%"
+                                + (f" | cache {_hit_rate(cache):.0%}" if cache else "")
+                                + (f" | device {device_cache.stats()['hit_rate']:.0%}" if device_cache else "")
+                                + (f" | window {window.stats()['hit_rate']:.0%}" if window else ""),
+                                refresh=False)
+
         it = iter(DeviceFeeder(loader, self.device))
         while batches < steps:
             tw = time.perf_counter()
@@ -399,41 +484,42 @@ class Trainer:
             wait += time.perf_counter() - tw
             if data is None:
                 break
-            data.x = normalize_features(data.x, c.normalize_features)
+            if normalize is not None:
+                data.x = normalize_features(data.x, normalize)
             opt.zero_grad(set_to_none=True)
             out = forward(model, data)
-            y = data.y[: data.batch_size]
+            bs = data.batch_size
+            y = data.y[:bs]
             loss = F.cross_entropy(out, y, ignore_index=-1)
             loss.backward()
             opt.step()
-            bs = data.batch_size
-            loss_f = float(loss.detach())
-            loss_sum += loss_f * bs
-            correct += int((out.argmax(-1) == y).sum())
+            loss = loss.detach()
+            loss_sum += loss.double() * bs
+            correct += (out.detach().argmax(-1) == y).sum()
             seeds += bs
             batches += 1
             bar.update(1)
-            if self.progress:  # the postfix reads every tier's counters: only for a bar that shows it
-                el = time.perf_counter() - t0
-                bar.set_postfix_str(f"loss {loss_f:.3f} | {seeds * self.dist.world / el:,.0f} seeds/s | "
-                                    f"data-wait {100 * wait / el:.0f}%"
-                                    + (f" | cache {_hit_rate(cache):.0%}" if cache else "")
-                                    + (f" | device {device_cache.stats()['hit_rate']:.0%}" if device_cache else "")
-                                    + (f" | window {window.stats()['hit_rate']:.0%}" if window else ""))
+            if self.progress and tw >= next_postfix:  # only for a bar that shows it, a few times a second
+                next_postfix = tw + POSTFIX_INTERVAL_S
+                postfix()
         it.close()
+        if self.progress and loss is not None:
+            postfix()  # the bar's last line carries the epoch's final figures
         bar.close()
-        return loss_sum, correct, seeds, batches, wait, time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
+        return float(loss_sum), int(correct), seeds, batches, wait, seconds
 
     def fit(self) -> dict:
         """Train ``config.epochs`` epochs (fewer with ``patience``), checkpointing after each; return the
-        summary. The model left in :attr:`model` is the best-validation epoch's (what the checkpoint holds)."""
+        summary. The model left in :attr:`model` is the best epoch's (what the checkpoint holds): best by
+        validation accuracy, or by training accuracy where the dataset has no ``val`` split."""
         from flashgnn import _progress
 
         if self.summary is not None:
             raise TrainError("this Trainer has already run fit(); make a new Trainer for another run")
-        self._setup()
+        self.setup()
         c, ds, dist_ctx, chatty = self.config, self.dataset, self.dist, self.chatty
-        raw_model, history = self.model, self.history
+        raw_model, history, key = self.model, self.history, self.select_by
         n_train = ds.split_size("train")
         t_run = time.perf_counter()
         for epoch in range(self.start_epoch, c.epochs):
@@ -441,17 +527,19 @@ class Trainer:
             loss_sum, correct, seeds, batches, wait, train_seconds = self._train_epoch(epoch)
             loss_sum, correct, seeds = dist_ctx.sum([loss_sum, correct, seeds])
             wait_max = dist_ctx.max(wait / max(train_seconds, 1e-9))
-            eval_steps = [self._steps(self._eval_loader(s), evaluation=True) for s in ("val", "test")]
-            ebar = _progress.bar(total=sum(eval_steps), desc=f"eval {epoch + 1}/{c.epochs}", unit="batch",
-                                 disable=not self.progress, leave=False)
-            vc, vt = self._count("val", ebar)
-            tc, tt = self._count("test", ebar)
-            ebar.close()
-            vc, vt, tc, tt = dist_ctx.sum([vc, vt, tc, tt])
+            acc = {}
+            if self.eval_splits:
+                eval_steps = [self._steps(self._eval_loader(s), evaluation=True) for s in self.eval_splits]
+                ebar = _progress.bar(total=sum(eval_steps), desc=f"eval {epoch + 1}/{c.epochs}", unit="batch",
+                                     disable=not self.progress, leave=False)
+                counts = [n for s in self.eval_splits for n in self._count(s, ebar)]
+                ebar.close()
+                counts = dist_ctx.sum(counts)
+                acc = {s: counts[2 * i] / max(counts[2 * i + 1], 1) for i, s in enumerate(self.eval_splits)}
             tel = self.train_loader.telemetry
             rec = dict(
                 epoch=epoch + 1, train_loss=loss_sum / max(seeds, 1), train_acc=correct / max(seeds, 1),
-                val_acc=vc / max(vt, 1), test_acc=tc / max(tt, 1), train_seconds=train_seconds,
+                val_acc=acc.get("val"), test_acc=acc.get("test"), train_seconds=train_seconds,
                 seconds=time.perf_counter() - t0, seeds=int(seeds), seeds_per_s=seeds / max(train_seconds, 1e-9),
                 data_wait=wait / max(train_seconds, 1e-9), data_wait_max_rank=wait_max, batches=batches,
                 telemetry={k: tel.get(k)
@@ -462,16 +550,18 @@ class Trainer:
             )
             history.append(rec)
             best = self.best
-            if best is None or rec["val_acc"] > best["val_acc"]:  # val/test accuracies are summed over ranks: all agree
+            # Accuracies are summed over ranks (train accuracy too): every rank takes the same decision.
+            if best is None or best.get(key) is None or rec[key] > best[key]:
                 self.best = best = dict(epoch=rec["epoch"], val_acc=rec["val_acc"], test_acc=rec["test_acc"],
+                                        train_acc=rec["train_acc"],
                                         model={k: v.detach().clone() for k, v in raw_model.state_dict().items()})
             stale = rec["epoch"] - best["epoch"]
             if chatty:
-                print(f"epoch {rec['epoch']}: loss {rec['train_loss']:.4f}, train acc {rec['train_acc']:.4f}, "
-                      f"val acc {rec['val_acc']:.4f}, test acc {rec['test_acc']:.4f}, {rec['seeds_per_s']:,.0f} "
-                      f"seeds/s, data wait {100 * rec['data_wait']:.1f}% (max over ranks {100 * wait_max:.1f}%), "
-                      f"{rec['train_seconds']:.1f} s train + {rec['seconds'] - rec['train_seconds']:.1f} s eval",
-                      flush=True)
+                accs = "".join(f", {s} acc {rec[s + '_acc']:.4f}" for s in self.eval_splits)
+                print(f"epoch {rec['epoch']}: loss {rec['train_loss']:.4f}, train acc {rec['train_acc']:.4f}{accs}, "
+                      f"{rec['seeds_per_s']:,.0f} seeds/s, data wait {100 * rec['data_wait']:.1f}% (max over ranks "
+                      f"{100 * wait_max:.1f}%), {rec['train_seconds']:.1f} s train + "
+                      f"{rec['seconds'] - rec['train_seconds']:.1f} s eval", flush=True)
             if dist_ctx.main and c.checkpoint:
                 save_checkpoint(c.checkpoint, dict(
                     format=CHECKPOINT_FORMAT, version=CHECKPOINT_VERSION, model_config=self.model_config,
@@ -482,13 +572,12 @@ class Trainer:
             dist_ctx.barrier()
             if c.patience and stale >= c.patience and epoch + 1 < c.epochs:
                 if chatty:
-                    print(f"early stop after epoch {rec['epoch']}: no better validation accuracy for {stale} epochs "
-                          f"(--patience {c.patience}; best {best['val_acc']:.4f} at epoch {best['epoch']})",
-                          flush=True)
+                    print(f"early stop after epoch {rec['epoch']}: no better {SELECT_WORDS[key]} for {stale} epochs "
+                          f"(--patience {c.patience}; best {best[key]:.4f} at epoch {best['epoch']})", flush=True)
                 break
         total = time.perf_counter() - t_run
         best = self.best
-        if best is not None:  # the run's model is the best-validation one (what the checkpoint holds)
+        if best is not None:  # the run's model is the best epoch's (what the checkpoint holds)
             raw_model.load_state_dict(best["model"])
         # DDP keeps replicas identical; record each rank's weight digest to show it.
         import hashlib
@@ -502,8 +591,8 @@ class Trainer:
         ran_seconds = max(sum(e["train_seconds"] for e in ran), 1e-9)
         summary = dict(
             model=c.model, dataset=ds.path, engine=self.train_loader.engine, world_size=dist_ctx.world,
-            epochs=len(history), seconds=total,
-            test_acc=best["test_acc"] if best else None, val_acc=best["val_acc"] if best else None,
+            epochs=len(history), seconds=total, eval_splits=list(self.eval_splits), selected_by=key,
+            test_acc=best.get("test_acc") if best else None, val_acc=best.get("val_acc") if best else None,
             best_epoch=best["epoch"] if best else None,
             final_test_acc=last.get("test_acc"), final_val_acc=last.get("val_acc"), train_loss=last.get("train_loss"),
             data_wait=sum(e["data_wait"] * e["train_seconds"] for e in ran) / ran_seconds if ran else None,
@@ -520,11 +609,9 @@ class Trainer:
                 dw = f"{100 * summary['data_wait']:.1f}%" if summary["data_wait"] is not None else "n/a"
                 sps = f"{summary['seeds_per_s']:,.0f}" if summary["seeds_per_s"] is not None else "n/a"
                 print(f"trained {c.model} on {ds.path} ({self.train_loader.engine}, {dist_ctx.world} process"
-                      f"{'es' if dist_ctx.world > 1 else ''}): {len(history)} epochs, test acc "
-                      f"{summary['test_acc']:.4f} at the best val acc {summary['val_acc']:.4f} (epoch "
-                      f"{summary['best_epoch']}; final epoch: test {summary['final_test_acc']:.4f}, val "
-                      f"{summary['final_val_acc']:.4f}), data wait {dw}, {sps} seeds/s, peak RSS "
-                      f"{human_bytes(summary['peak_rss_bytes'])}, {total:.1f} s", flush=True)
+                      f"{'es' if dist_ctx.world > 1 else ''}): {len(history)} epochs, "
+                      f"{_accuracy_words(best, last, key, self.eval_splits)}, data wait {dw}, {sps} seeds/s, peak "
+                      f"RSS {human_bytes(summary['peak_rss_bytes'])}, {total:.1f} s", flush=True)
         dist_ctx.close()
         summary["model_obj"] = raw_model
         summary["history"] = history
