@@ -325,15 +325,9 @@ class Trainer:
             # Lookahead is auto's to choose only for online sampling without a device tier (the two exclude each
             # other; with --presampled, --lookahead is the pre-sample's superbatch).
             la = c.lookahead if c.lookahead is not None or not (c.device_cache or c.presampled) else 0
-            kw = dict(workers=workers, prefetch=c.prefetch, hot_fraction=c.hot_fraction,
-                      processes=dist_ctx.local_world, engine=c.engine)
-            split = budget.auto(ds.path, fanouts, c.batch_size, lookahead=la or 0, **kw)
-            # Lookahead only where the cache cannot hold the data: a cache that holds every page already
-            # serves every row, and the window's fill thread would only take CPU (and the GIL) from the step
-            # and double the budget (measured: benchmarks/trainer_overhead.py --default-loader).
-            if la is None and split["budget"] and split["cache"] < budget.dataset_bytes(ds.path):
-                split = budget.auto(ds.path, fanouts, c.batch_size, lookahead=None, per_batch=split["per_batch"],
-                                    **kw)
+            split = budget.auto(ds.path, fanouts, c.batch_size, workers=workers, prefetch=c.prefetch,
+                                hot_fraction=c.hot_fraction, lookahead=la, processes=dist_ctx.local_world,
+                                engine=c.engine)
         elif mb and mb != "auto":
             split = budget.split(mb, ds.path, fanouts, c.batch_size, workers=workers, prefetch=c.prefetch,
                                  hot_fraction=c.hot_fraction, lookahead=c.lookahead or 0)
