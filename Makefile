@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bench-peers bench-sample-cpu bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
+.PHONY: bench-peers bench-sample-cpu bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
 
 # requirements-dev.txt includes the optional extras the tests exercise (train, plots: matplotlib).
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
@@ -38,7 +38,7 @@ test-python: develop
 test-slow: develop
 	$(PY) -m pytest -q -m slow
 
-bench: develop bench-build bench-train bench-accuracy bench-e2e bench-device bench-peers
+bench: develop bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-peers
 
 # Scrubber: achieved/target read rate, and serving p50/p99 with and without --scrub-rate (docs/scrub.md).
 bench-scrub: develop
@@ -102,6 +102,11 @@ bench-sample-cpu: develop $(PEERS_VENV)/.stamp $(DATA)/ooc/manifest.json
 
 bench-train: develop $(DATA)/ooc/manifest.json
 	$(PY) -m benchmarks.train $(DATA)/ooc --memory-limit $${LIMIT:-1536MiB} --batches $${BATCHES:-10} $${JSON:+--json}
+
+# The trainer's own cost: `flashgnn train` against a bare PyG loop over the same loader, model and data, rounds
+# alternated; ratio per round and median (target <= 1.05; docs/benchmarks.md). Builds $(DATA)/trainer if missing.
+bench-trainer: develop
+	$(PY) -m benchmarks.trainer_overhead --dataset $(DATA)/trainer --scale $${SCALE:-19} --rounds $${ROUNDS:-3} --batches $${BATCHES:-30} $${JSON:+--json}
 
 # End-to-end inference latency (HolisticGNN's metric): raw input on disk -> first GCN result, PyG's in-memory
 # path vs the store, each stage a fresh process under the cap (see docs/benchmarks.md).

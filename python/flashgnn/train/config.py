@@ -76,9 +76,9 @@ class TrainConfig:
         "none", 0, "row: divide each feature row by its sum (clamped at 1), as PyG's NormalizeFeatures does for "
         "non-negative features; applied as batches load, recorded in the checkpoint so `embed` applies it too",
         choices=NORMALIZE_FEATURES)
-    patience: int = _opt(0, 0, "stop after this many epochs without a better validation accuracy (0 = run every "
-                               "epoch); either way the checkpoint and the reported test accuracy are the "
-                               "best-validation epoch's", type=int)
+    patience: int = _opt(0, 0, "stop after this many epochs without a better validation accuracy (training "
+                               "accuracy on a dataset without a val split; 0 = run every epoch); either way the "
+                               "checkpoint and the reported test accuracy are the best epoch's", type=int)
     seed: int = _opt(0, 0, "weights, batch order and sampling", type=int)
     device: str = _opt("cpu", 0, "cpu | cuda | cuda:N")
     threads: int | None = _opt(None, 0, "torch intra-op threads (default: cores / local ranks - 1)", type=int)
