@@ -7,6 +7,9 @@
   is exactly what `start_build` accepts, every listed choice parses, and the
   `flashgnn build` parser and `cmd_build` offer and pass exactly those
   options with the same defaults and choices.
+- SSD designs: `_core.SSD_DESIGNS` is the simulator's own list
+  (crates/flashgnn-sim/src/design.rs); `flashgnn simulate --design` offers
+  exactly it and no Python module re-types it.
 """
 from __future__ import annotations
 
@@ -133,3 +136,29 @@ def test_cmd_build_passes_exactly_the_core_options(monkeypatch, tmp_path):
     assert set(seen) == set(_names())
     assert seen["symmetrize"] is True and seen["num_classes"] == 3
     assert seen["page_size"] == _core.DEFAULT_PAGE_SIZE
+
+
+def _sub_parser(*path: str) -> argparse.ArgumentParser:
+    from flashgnn import cli
+
+    p = cli._parser()
+    for name in path:
+        p = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+    return p
+
+
+def test_ssd_designs_are_the_simulators():
+    designs = _core.SSD_DESIGNS
+    assert designs and len(set(designs)) == len(designs) and "all" not in designs
+    # The simulator's refusal of an unknown design (before the trace is opened) lists its own designs.
+    with pytest.raises(flashgnn.FlashgnnError, match="is not a design") as e:
+        _core.simulate("/nonexistent.fgt", "beacongnn-table2", ["no-such-design"])
+    assert re.search(r"one of: (.*), all\)", str(e.value)).group(1).split(", ") == designs
+    sm = _sub_parser("simulate")
+    acts = {a.dest: a for a in sm._actions}
+    assert acts["design"].help == "|".join([*designs, "all"]) + " (comma list ok)"
+    assert acts["config"].help.endswith(", ".join(sorted(_core.SSD_BUILTIN_CONFIGS)))
+    import flashgnn.ssd.simulate as sim
+
+    src = inspect.getsource(sim)
+    assert not any(f'"{d}", "' in src for d in designs if d != "host"), "ssd/simulate.py re-types the design list"

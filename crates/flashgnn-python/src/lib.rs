@@ -35,6 +35,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "SSD_BUILTIN_CONFIGS",
         flashgnn_sim::config::BUILTIN.iter().copied().collect::<std::collections::HashMap<_, _>>(),
     )?;
+    m.add("SSD_DESIGNS", flashgnn_sim::DESIGNS.iter().map(|d| d.name).collect::<Vec<_>>())?;
     error::register(m)?;
     budget::register(m)?;
     publish::register(m)?;

@@ -11,6 +11,7 @@ import argparse
 import sys
 
 import flashgnn
+from flashgnn import _core
 from flashgnn._util import ArgumentParser, HelpFormatter, human_bytes, parse_rate, parse_size  # noqa: F401
 from flashgnn._util import print_json as _print_json  # noqa: F401 - re-exported
 
@@ -87,8 +88,6 @@ _BUILD_KINDS = {
 def _build_options(b: argparse.ArgumentParser) -> None:
     """``flashgnn build``'s options: exactly the binding's ``BUILD_OPTIONS``,
     with its defaults, accepted values and help."""
-    from flashgnn import _core
-
     for o in _core.BUILD_OPTIONS:
         if o["kind"] == "flag":
             b.add_argument(o["flag"], action="store_true", help=o["help"])
@@ -190,9 +189,9 @@ def _parser() -> argparse.ArgumentParser:
 
     sm = sub.add_parser("simulate", help="replay a trace through the SSD design simulator (docs/simulator.md)")
     sm.add_argument("trace")
-    sm.add_argument("--config", required=True, help="TOML SSD config file, or a built-in one by name: beacongnn-table2, tlc-conventional")
-    sm.add_argument("--design", default="all", help="cc|host|host-barrier|smartsage|bg-1|bg-dg|bg-sp|bg-dgsp|bg-2|all "
-                                                   "(comma list ok)")
+    sm.add_argument("--config", required=True, help="TOML SSD config file, or a built-in one by name: "
+                                                    + ", ".join(sorted(_core.SSD_BUILTIN_CONFIGS)))
+    sm.add_argument("--design", default="all", help="|".join([*_core.SSD_DESIGNS, "all"]) + " (comma list ok)")
     sm.add_argument("--sweep", help="PARAM=V1,V2,... (channels, dies, packages, page_size, bus_mts, cores, tr, "
                                     "queue_depth, or a dotted config field; batch_size replays the traces "
                                     "`flashgnn trace --batch-size V1,V2,...` wrote)")

@@ -45,9 +45,6 @@ def check_trace_output(out: str | os.PathLike, force: bool) -> None:
                               "--force replaces only a trace file (refused)")
 
 
-DESIGNS = ["host", "host-barrier", "smartsage", "bg-1", "bg-dg", "bg-sp", "bg-dgsp", "bg-2"]
-
-
 def record_trace(dataset: str, out: str, fanouts: list[int], batch_size: int, batches: int, *, engine: str = "uring",
                  depth: int = 256, seed: int = 0, progress: bool = True, extra: dict | None = None,
                  force: bool = False) -> dict:
