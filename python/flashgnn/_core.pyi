@@ -16,6 +16,7 @@ __version__: str
 FORMAT_VERSION: int
 ENGINES: list[str]
 MAX_BATCH_OPS: int
+MUTATION_OPS: dict[str, tuple[str, ...]]  # unit operation -> the fields after its name (flashgnn_mutate::OPS)
 DEFAULT_PAGE_SIZE: int
 BUF_POOL_BYTES: int
 BATCH_PAGE_CACHE_BYTES: int

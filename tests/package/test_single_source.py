@@ -10,6 +10,9 @@
 - SSD designs: `_core.SSD_DESIGNS` is the simulator's own list
   (crates/flashgnn-sim/src/design.rs); `flashgnn simulate --design` offers
   exactly it and no Python module re-types it.
+- Mutation operations: `_core.MUTATION_OPS` (crates/flashgnn-mutate OPS) is
+  what `MutableGraph.apply` and the serve client accept, with those arities,
+  and what the protocol's `Op` carries.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import ast
 import inspect
 import re
 
+import numpy as np
 import pytest
 
 import flashgnn
@@ -162,3 +166,45 @@ def test_ssd_designs_are_the_simulators():
 
     src = inspect.getsource(sim)
     assert not any(f'"{d}", "' in src for d in designs if d != "host"), "ssd/simulate.py re-types the design list"
+
+
+def test_mutation_ops_are_the_stores():
+    from flashgnn.serve import client
+    from flashgnn.serve import flashgnn_pb2 as pb
+    from flashgnn.store import graph
+
+    ops = _core.MUTATION_OPS
+    assert list(ops) == ["add_vertex", "delete_vertex", "add_edge", "delete_edge", "update_embed"]
+    assert graph._OPS == tuple(ops) and _reads_core(_assigned_value(graph, "_OPS"))
+    # The protocol's Op carries the same operations with the same fields.
+    oneof = pb.Op.DESCRIPTOR.oneofs_by_name["op"]
+    assert [f.name for f in oneof.fields] == list(ops)
+    for f in oneof.fields:
+        assert tuple(x.name for x in f.message_type.fields) == ops[f.name], f.name
+    # The client encodes exactly these arities and refuses others, naming the store's list.
+    val = {"embed": np.zeros(2), "vid": 1, "dst": 2, "src": 3}
+    for name, fields in ops.items():
+        req = client.ops_request([(name, *(val[f] for f in fields))])
+        assert req.ops[0].WhichOneof("op") == name
+        with pytest.raises(ValueError, match=f"{name} takes {len(fields)} argument"):
+            client.ops_request([(name, *(val[f] for f in fields), 0)])
+    with pytest.raises(ValueError, match=re.escape(f"({', '.join(ops)})")):
+        client.ops_request([("add_vertx", 1)])
+    assert "add_vertex\": 1" not in inspect.getsource(client)
+
+
+def test_mutable_graph_apply_checks_the_store_arities(tmp_path):
+    """The binding's refusal of a wrong arity or an unknown name comes from the same table."""
+    from conftest import generated_dataset
+    from flashgnn.store.graph import MutableGraph
+
+    ds = generated_dataset(tmp_path, scale=4, edge_factor=2, dim=2, classes=2)
+    g = MutableGraph(ds)
+    try:
+        for name, fields in _core.MUTATION_OPS.items():
+            with pytest.raises(ValueError, match=f"{name} takes {len(fields)} arguments, got {len(fields) + 1}"):
+                g._core.apply([(name, *([0] * (len(fields) + 1)))])
+        with pytest.raises(ValueError, match=re.escape(f"(expected {', '.join(_core.MUTATION_OPS)})")):
+            g._core.apply([("add_vertx", np.zeros(2))])
+    finally:
+        g.close()

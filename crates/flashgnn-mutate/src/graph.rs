@@ -50,6 +50,28 @@ pub fn check_batch_len(n: usize) -> Result<()> {
     Ok(())
 }
 
+/// The unit operations a batch (`apply`) takes by name, each with the
+/// fields that follow the name, in order: `("add_edge", dst, src)`. The
+/// bindings check a batch's tuples against it and export it as
+/// `_core.MUTATION_OPS`, so the Python API and the serve client accept
+/// exactly these, with these arities.
+pub const OPS: &[(&str, &[&str])] = &[
+    ("add_vertex", &["embed"]),
+    ("delete_vertex", &["vid"]),
+    ("add_edge", &["dst", "src"]),
+    ("delete_edge", &["dst", "src"]),
+    ("update_embed", &["vid", "embed"]),
+];
+
+/// The fields of the operation `name` ([`OPS`]), or an error naming it and
+/// every operation.
+pub fn op_fields(name: &str) -> Result<&'static [&'static str]> {
+    OPS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f).ok_or_else(|| {
+        let all: Vec<&str> = OPS.iter().map(|(n, _)| *n).collect();
+        MutError::Invalid(format!("unknown operation {name:?} (expected {})", all.join(", ")))
+    })
+}
+
 #[derive(Debug, Clone)]
 pub struct GraphOptions {
     /// Open for writing (replays, truncates a torn tail, cleans leftovers).

@@ -37,7 +37,9 @@ pub mod verify;
 pub mod wal;
 
 pub use compact::{CompactReport, UpdateGraphInput};
-pub use graph::{check_batch_len, published_snapshot, GraphOptions, GraphStats, MutableGraph, MAX_BATCH_OPS};
+pub use graph::{
+    check_batch_len, op_fields, published_snapshot, GraphOptions, GraphStats, MutableGraph, MAX_BATCH_OPS, OPS,
+};
 pub use verify::{verify_log, LogVerifyReport};
 pub use wal::ReplayReport;
 

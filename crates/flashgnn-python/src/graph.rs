@@ -107,19 +107,7 @@ impl MutableGraph {
                 return Err(bad(i, "empty tuple".into()));
             }
             let name = op_name(t).map_err(|_| bad(i, "the first element must be the operation name".into()))?;
-            let want = match name.as_str() {
-                "add_vertex" | "delete_vertex" => 2,
-                "add_edge" | "delete_edge" | "update_embed" => 3,
-                _ => {
-                    return Err(bad(
-                        i,
-                        format!(
-                            "unknown operation {name:?} (expected add_vertex, delete_vertex, add_edge, delete_edge, \
-                             update_embed)"
-                        ),
-                    ))
-                }
-            };
+            let want = flashgnn_mutate::op_fields(&name).map_err(|e| bad(i, e.to_string()))?.len() + 1;
             if t.len() != want {
                 return Err(bad(i, format!("{name} takes {} arguments, got {}", want - 1, t.len() - 1)));
             }

@@ -21,6 +21,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("FORMAT_VERSION", flashgnn_format::FORMAT_VERSION)?;
     m.add("MAX_BATCH_OPS", flashgnn_mutate::MAX_BATCH_OPS)?;
+    m.add("MUTATION_OPS", mutation_ops(m.py())?)?;
     m.add("ENGINES", flashgnn_io::engine::EngineKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>())?;
     // Constants the Rust side owns; Python derives from these, never re-types them.
     m.add("DEFAULT_PAGE_SIZE", flashgnn_format::DEFAULT_PAGE_SIZE)?;
@@ -59,6 +60,16 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(sim::trace_in_flight, m)?)?;
     Ok(())
+}
+
+/// `_core.MUTATION_OPS`: operation name -> its field names, in
+/// `flashgnn_mutate::OPS` order.
+fn mutation_ops(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    let d = pyo3::types::PyDict::new(py);
+    for &(name, fields) in flashgnn_mutate::OPS {
+        d.set_item(name, pyo3::types::PyTuple::new(py, fields)?)?;
+    }
+    Ok(d)
 }
 
 /// Recompute the `checksum` of edited manifest text (for tools and tests that

@@ -28,6 +28,8 @@ from typing import Iterable
 import grpc
 import numpy as np
 
+from flashgnn import _core
+
 from . import flashgnn_pb2 as pb
 from . import flashgnn_pb2_grpc as pb_grpc
 from .codec import from_tensor, to_tensor
@@ -239,9 +241,10 @@ def ops_request(ops: Iterable[tuple]) -> pb.ApplyBatchRequest:
         if not op:
             raise ValueError(f"ops[{i}]: empty operation")
         kind, args = op[0], op[1:]
-        want = {"add_vertex": 1, "delete_vertex": 1, "add_edge": 2, "delete_edge": 2, "update_embed": 2}.get(kind)
-        if want is None:
-            raise ValueError(f"ops[{i}]: unknown operation {kind!r} (add_vertex, delete_vertex, add_edge, delete_edge, update_embed)")
+        fields = _core.MUTATION_OPS.get(kind)
+        if fields is None:
+            raise ValueError(f"ops[{i}]: unknown operation {kind!r} ({', '.join(_core.MUTATION_OPS)})")
+        want = len(fields)
         if len(args) != want:
             raise ValueError(f"ops[{i}]: {kind} takes {want} argument(s), got {len(args)}")
         o = req.ops.add()

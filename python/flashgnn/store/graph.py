@@ -30,7 +30,7 @@ import numpy as np
 from flashgnn import _core
 
 from flashgnn.store.dataset import _NP_DTYPES as _NP
-_OPS = ("add_vertex", "delete_vertex", "add_edge", "delete_edge", "update_embed")
+_OPS = tuple(_core.MUTATION_OPS)  # the store's own operations (flashgnn_mutate::OPS)
 
 
 def _embed(embed, what: str = "embed") -> np.ndarray:
@@ -88,15 +88,11 @@ class MutableGraph:
                 raise ValueError(f"ops[{i}]: expected a tuple (name, args...) with name in {', '.join(_OPS)}, "
                                  f"got {op!r}")
             name = op[0]
+            fields = _core.MUTATION_OPS[name]
             try:
-                if name == "add_vertex" and len(op) == 2:
-                    op = (name, _embed(op[1]))
-                elif name == "update_embed" and len(op) == 3:
-                    op = (name, _id(op[1], "vid"), _embed(op[2]))
-                elif name in ("add_edge", "delete_edge") and len(op) == 3:
-                    op = (name, _id(op[1], "dst"), _id(op[2], "src"))
-                elif name == "delete_vertex" and len(op) == 2:
-                    op = (name, _id(op[1], "vid"))
+                # A wrong arity is left to the binding, which names the operation and both counts.
+                if len(op) == 1 + len(fields):
+                    op = (name, *(_embed(v) if f == "embed" else _id(v, f) for f, v in zip(fields, op[1:])))
             except ValueError as e:
                 raise ValueError(f"ops[{i}]: {e}") from None
             conv.append(op)
