@@ -36,6 +36,8 @@ ACTIVATION_BATCHES: int
 CODE_PAGES_KEPT: float
 # One dict per `flashgnn build` option: name, flag, kind, default, choices, help.
 BUILD_OPTIONS: tuple[dict[str, Any], ...]
+# `flashgnn generate rmat`'s option name -> the value `start_generate` uses when it is absent.
+GENERATE_DEFAULTS: dict[str, Any]
 SSD_BUILTIN_CONFIGS: dict[str, str]  # name -> TOML text of the SSD configs compiled in (configs/ssd/)
 SSD_DESIGNS: list[str]  # the simulator's designs, in report order (`--design` also takes "all")
 

@@ -13,6 +13,10 @@
 - Mutation operations: `_core.MUTATION_OPS` (crates/flashgnn-mutate OPS) is
   what `MutableGraph.apply` and the serve client accept, with those arities,
   and what the protocol's `Op` carries.
+- Generate defaults: `_core.GENERATE_DEFAULTS` (`RmatOptions::default`,
+  crates/flashgnn-datagen) names exactly what `start_generate` reads, and
+  `flashgnn generate rmat` offers and passes those options with those
+  defaults.
 """
 from __future__ import annotations
 
@@ -208,3 +212,33 @@ def test_mutable_graph_apply_checks_the_store_arities(tmp_path):
             g._core.apply([("add_vertx", np.zeros(2))])
     finally:
         g.close()
+
+
+def test_generate_defaults_are_rmat_options_default(monkeypatch, tmp_path):
+    from flashgnn import cli
+
+    gd = _core.GENERATE_DEFAULTS
+    with pytest.raises(flashgnn.InputError) as e:
+        _core.start_generate(tmp_path / "out", {"scael": 3})
+    assert re.search(r"accepted: (.*)$", str(e.value)).group(1).split(", ") == sorted(gd)
+    r = _sub_parser("generate", "rmat")
+    acts = {a.dest: a for a in r._actions if a.option_strings and a.dest not in ("help", "json", "quiet")}
+    assert set(acts) == set(gd)
+    for name, default in gd.items():
+        assert acts[name].default == default, name
+        assert acts[name].option_strings == ["--" + name.replace("_", "-")]
+    assert gd["split"] == (0.1, 0.05, 0.05) and gd["force"] is False
+    assert gd["dtype"] in acts["dtype"].choices and gd["edge_dtype"] in acts["edge_dtype"].choices
+    # Every default is read from _core, not typed beside it.
+    src = inspect.getsource(cli._parser)
+    assert not re.search(r'"--(scale|edge-factor|dim|classes|homophily|split)".*default=[0-9(]', src)
+    seen = {}
+
+    def fake_generate(out, progress=True, **opts):
+        seen.update(opts)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(flashgnn, "generate", fake_generate)
+    with pytest.raises(SystemExit):
+        cli.main(["generate", "rmat", str(tmp_path / "g")])
+    assert seen == gd

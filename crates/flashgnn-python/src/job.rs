@@ -417,6 +417,26 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
     }))
 }
 
+/// `_core.GENERATE_DEFAULTS`: what `start_generate` uses for each option it
+/// reads when the key is absent (`RmatOptions::default`), by option name;
+/// dtypes by name, `split` as a (train, val, test) tuple.
+pub fn generate_defaults_py(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = RmatOptions::default();
+    let o = PyDict::new(py);
+    o.set_item("scale", d.scale)?;
+    o.set_item("edge_factor", d.edge_factor)?;
+    o.set_item("dim", d.dim)?;
+    o.set_item("dtype", d.dtype.name())?;
+    o.set_item("edge_dtype", d.edge_dtype.name())?;
+    o.set_item("classes", d.classes)?;
+    o.set_item("seed", d.seed)?;
+    o.set_item("homophily", d.homophily)?;
+    o.set_item("feature_signal", d.feature_signal)?;
+    o.set_item("split", d.split)?;
+    o.set_item("force", d.force)?;
+    Ok(o)
+}
+
 #[pyfunction]
 pub fn start_generate(output: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> PyResult<Job> {
     let mut opts = Opts::new(opts, "generate");

@@ -32,6 +32,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_PRODUCERS", flashgnn_sample::MAX_PRODUCERS)?;
     m.add("DEFAULT_HOT_FRACTION", flashgnn_sample::DEFAULT_HOT_FRACTION)?;
     m.add("BUILD_OPTIONS", job::build_options_py(m.py())?)?;
+    m.add("GENERATE_DEFAULTS", job::generate_defaults_py(m.py())?)?;
     m.add(
         "SSD_BUILTIN_CONFIGS",
         flashgnn_sim::config::BUILTIN.iter().copied().collect::<std::collections::HashMap<_, _>>(),

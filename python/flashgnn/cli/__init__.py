@@ -110,18 +110,21 @@ def _parser() -> argparse.ArgumentParser:
     gsub = g.add_subparsers(dest="model", required=True)
     r = gsub.add_parser("rmat", help="R-MAT/Kronecker power-law graph with homophilous labels")
     r.add_argument("out")
-    r.add_argument("--scale", type=count(1), default=16, help="2^scale nodes, at most 31")
-    r.add_argument("--edge-factor", type=count(0), default=16, help="directed edges per node")
-    r.add_argument("--dim", type=count(0), default=128, help="feature width")
-    r.add_argument("--dtype", default="float32", choices=["float32", "float16"], help="feature dtype")
-    r.add_argument("--edge-dtype", default="int64", choices=["int64", "int32", "uint32"],
+    gd = _core.GENERATE_DEFAULTS  # RmatOptions::default, so `flashgnn generate` and flashgnn.generate() agree
+    r.add_argument("--scale", type=count(1), default=gd["scale"], help="2^scale nodes, at most 31")
+    r.add_argument("--edge-factor", type=count(0), default=gd["edge_factor"], help="directed edges per node")
+    r.add_argument("--dim", type=count(0), default=gd["dim"], help="feature width")
+    r.add_argument("--dtype", default=gd["dtype"], choices=["float32", "float16"], help="feature dtype")
+    r.add_argument("--edge-dtype", default=gd["edge_dtype"], choices=["int64", "int32", "uint32"],
                    help="dtype of edge_index.npy: int32/uint32 take 8 B per edge instead of 16")
-    r.add_argument("--classes", type=count(1), default=16, help="label classes (communities)")
-    r.add_argument("--seed", type=count(0), default=0, help="seed of every random choice")
-    r.add_argument("--homophily", type=_unit, default=0.6, help="share of edges rewired inside the source's community")
-    r.add_argument("--feature-signal", type=float, default=1.0, help="centroid separation: ~2x this many noise std-devs")
-    r.add_argument("--split", type=_fractions, default=(0.1, 0.05, 0.05), help="train,val,test fractions")
-    r.add_argument("--force", action="store_true", help="replace an existing output directory")
+    r.add_argument("--classes", type=count(1), default=gd["classes"], help="label classes (communities)")
+    r.add_argument("--seed", type=count(0), default=gd["seed"], help="seed of every random choice")
+    r.add_argument("--homophily", type=_unit, default=gd["homophily"],
+                   help="share of edges rewired inside the source's community")
+    r.add_argument("--feature-signal", type=float, default=gd["feature_signal"],
+                   help="centroid separation: ~2x this many noise std-devs")
+    r.add_argument("--split", type=_fractions, default=gd["split"], help="train,val,test fractions")
+    r.add_argument("--force", action="store_true", default=gd["force"], help="replace an existing output directory")
     r.add_argument("--json", action="store_true", help="print the report as JSON")
     add_quiet(r)
 
