@@ -34,6 +34,14 @@ AUTO_RESERVE_TORCH: int
 AUTO_RESERVE_MODEL: int
 ACTIVATION_BATCHES: int
 CODE_PAGES_KEPT: float
+# On-disk names (docs/format.md): a dataset's page files; the mutable store's directory, its pointer
+# file and its generation directories (MUT_DIR/GEN_PREFIX + N).
+GRAPH_FILE: str
+OVERFLOW_FILE: str
+FEATURES_FILE: str
+MUT_DIR: str
+CURRENT_FILE: str
+GEN_PREFIX: str
 # One dict per `flashgnn build` option: name, flag, kind, default, choices, help.
 BUILD_OPTIONS: tuple[dict[str, Any], ...]
 # `flashgnn generate rmat`'s option name -> the value `start_generate` uses when it is absent.

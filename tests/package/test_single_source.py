@@ -17,6 +17,9 @@
   crates/flashgnn-datagen) names exactly what `start_generate` reads, and
   `flashgnn generate rmat` offers and passes those options with those
   defaults.
+- On-disk names: the page files' names (flashgnn-format) and the mutable
+  store's `mut/`, `CURRENT` and `gen-N` (flashgnn-mutate) are `_core`
+  constants that Python reads and never types again.
 """
 from __future__ import annotations
 
@@ -242,3 +245,43 @@ def test_generate_defaults_are_rmat_options_default(monkeypatch, tmp_path):
     with pytest.raises(SystemExit):
         cli.main(["generate", "rmat", str(tmp_path / "g")])
     assert seen == gd
+
+
+# Modules left out of the on-disk-name check: they are being rewritten elsewhere.
+_NAME_SCAN_SKIP = ("sample/", "loader/neighbor.py", "pyg/")
+
+
+def test_on_disk_names_come_from_the_crates_that_own_them():
+    """`graph.fg`, `overflow.fg`, `features.fg` (flashgnn-format), `mut`, `CURRENT` and `gen-N`
+    (flashgnn-mutate) are read from `_core`; no Python module types them as a string of its own."""
+    from pathlib import Path
+
+    assert (_core.GRAPH_FILE, _core.OVERFLOW_FILE, _core.FEATURES_FILE) == ("graph.fg", "overflow.fg", "features.fg")
+    assert (_core.MUT_DIR, _core.CURRENT_FILE, _core.GEN_PREFIX) == ("mut", "CURRENT", "gen-")
+    from flashgnn.store import jobs, stripe
+
+    assert stripe.DATA_FILES == (_core.GRAPH_FILE, _core.OVERFLOW_FILE, _core.FEATURES_FILE)
+    assert jobs._current_generation_dir("/nonexistent") == "/nonexistent"
+    names = {_core.GRAPH_FILE, _core.OVERFLOW_FILE, _core.FEATURES_FILE, _core.MUT_DIR, _core.CURRENT_FILE,
+             _core.MUT_DIR + "/"}
+    root = Path(flashgnn.__file__).resolve().parent
+    bad = []
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root).as_posix()
+        if rel.startswith(_NAME_SCAN_SKIP) or rel.endswith("_pb2.py"):
+            continue
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                    node.value in names or node.value.startswith(_core.GEN_PREFIX)):
+                bad.append(f"{rel}:{node.lineno}: {node.value!r}")
+    assert not bad, "on-disk names typed in Python instead of read from _core:\n" + "\n".join(bad)
+
+
+def test_current_generation_dir_is_the_stores(tmp_path):
+    import json
+
+    from flashgnn.store.jobs import _current_generation_dir
+
+    (tmp_path / _core.MUT_DIR).mkdir()
+    (tmp_path / _core.MUT_DIR / _core.CURRENT_FILE).write_text(json.dumps({"generation": 3}))
+    assert _current_generation_dir(str(tmp_path)) == str(tmp_path / _core.MUT_DIR / f"{_core.GEN_PREFIX}3")

@@ -38,6 +38,8 @@ use crate::{MutError, Result};
 pub const MUT_DIR: &str = "mut";
 pub const CURRENT_FILE: &str = "CURRENT";
 pub const LOCK_FILE: &str = "LOCK";
+/// Generation `N` (N > 0) lives in `mut/gen-N`.
+pub const GEN_PREFIX: &str = "gen-";
 pub const CURRENT_MAGIC: &str = "flashgnn-mutable";
 /// The version written: bound to the dataset ids of generation 0 and of the
 /// current generation's base.
@@ -81,8 +83,13 @@ pub fn gen_dir(root: &Path, generation: u64) -> PathBuf {
     if generation == 0 {
         root.to_path_buf()
     } else {
-        mut_dir(root).join(format!("gen-{generation}"))
+        mut_dir(root).join(gen_name(generation))
     }
+}
+
+/// The directory name of generation `generation` under `mut/`.
+pub fn gen_name(generation: u64) -> String {
+    format!("{GEN_PREFIX}{generation}")
 }
 
 pub fn free_path(root: &Path, generation: u64) -> PathBuf {
@@ -353,7 +360,7 @@ pub fn leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
         CURRENT_FILE.to_string(),
         LOCK_FILE.to_string(),
         crate::wal::wal_name(c.generation),
-        format!("gen-{}", c.generation),
+        gen_name(c.generation),
         format!("free-{}.bin", c.generation),
     ];
     let entries = std::fs::read_dir(&dir).map_err(|e| IoError::new("listing", &dir, None, e))?;
@@ -363,7 +370,7 @@ pub fn leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
     // by name when it would publish there.
     let ours = |n: &str| {
         let p = dir.join(n);
-        !n.starts_with("gen-")
+        !n.starts_with(GEN_PREFIX)
             || std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir())
                 && (std::fs::read_dir(&p).is_ok_and(|mut e| e.next().is_none())
                     || flashgnn_io::publish::is_flashgnn_output(&p))
@@ -435,7 +442,7 @@ pub fn clean_leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
     let removed = leftovers(root, c)?;
     for name in &removed {
         let p = dir.join(name);
-        if name.starts_with("gen-") && p.is_dir() {
+        if name.starts_with(GEN_PREFIX) && p.is_dir() {
             remove_gen_dir(&p)?;
         } else {
             remove_path(&p).map_err(|e| IoError::new("removing leftover", &p, None, e))?;

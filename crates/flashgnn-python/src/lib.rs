@@ -31,6 +31,13 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_HOPS", flashgnn_sample::MAX_HOPS)?;
     m.add("MAX_PRODUCERS", flashgnn_sample::MAX_PRODUCERS)?;
     m.add("DEFAULT_HOT_FRACTION", flashgnn_sample::DEFAULT_HOT_FRACTION)?;
+    // On-disk names: the dataset's page files, and the mutable store's directory, pointer and generations.
+    m.add("GRAPH_FILE", flashgnn_format::manifest::GRAPH_FILE)?;
+    m.add("OVERFLOW_FILE", flashgnn_format::manifest::OVERFLOW_FILE)?;
+    m.add("FEATURES_FILE", flashgnn_format::manifest::FEATURES_FILE)?;
+    m.add("MUT_DIR", flashgnn_mutate::current::MUT_DIR)?;
+    m.add("CURRENT_FILE", flashgnn_mutate::current::CURRENT_FILE)?;
+    m.add("GEN_PREFIX", flashgnn_mutate::current::GEN_PREFIX)?;
     m.add("BUILD_OPTIONS", job::build_options_py(m.py())?)?;
     m.add("GENERATE_DEFAULTS", job::generate_defaults_py(m.py())?)?;
     m.add(

@@ -209,7 +209,8 @@ def _parser() -> argparse.ArgumentParser:
     pt.add_argument("--json", action="store_true")
 
     fs = sub.add_parser("fit-ssd", help="fit a `this-machine` simulator config from the device probe alone")
-    fs.add_argument("file", help="a large file on the device (e.g. a dataset's graph.fg); read with O_DIRECT")
+    fs.add_argument("file", help=f"a large file on the device (e.g. a dataset's {_core.GRAPH_FILE}); read with "
+                                 "O_DIRECT")
     fs.add_argument("out", help="TOML config to write")
     fs.add_argument("--base", default=None, help="config file or built-in name supplying the unfitted parameters (default: beacongnn-table2, built in)")
     fs.add_argument("--depth", default="256",

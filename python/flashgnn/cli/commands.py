@@ -158,9 +158,7 @@ def _mutable_info(path) -> dict | None:
     import json
     import os
 
-    from flashgnn import _core
-
-    if not os.path.lexists(os.path.join(path, "mut")):
+    if not os.path.lexists(os.path.join(path, _core.MUT_DIR)):
         return None  # (a `mut` that is not a directory is reported: verify_mutable refuses it)
     try:
         return json.loads(_core.verify_mutable(os.fspath(path)))
@@ -271,11 +269,11 @@ def cmd_scrub(a) -> int:
 def cmd_compact(a) -> int:
     import os
 
-    if not os.path.lexists(os.path.join(a.dataset, "mut")):
+    if not os.path.lexists(os.path.join(a.dataset, _core.MUT_DIR)):
         # Opening it would make a mutable store (and compacting it, a full copy of the dataset) with nothing
         # to fold: refused before anything is written.
         flashgnn.open(a.dataset)  # a missing or raw directory gets the store's own error and advice
-        raise flashgnn.InputError(f"{a.dataset}: no mutable store ({os.path.join(a.dataset, 'mut')} does not exist): "
+        raise flashgnn.InputError(f"{a.dataset}: no mutable store ({os.path.join(a.dataset, _core.MUT_DIR)} does not exist): "
                                   "nothing to compact; a dataset gets one when it is first changed "
                                   "(flashgnn.MutableGraph, or `flashgnn serve` with UpdateGraph)")
     g = flashgnn.MutableGraph(a.dataset)

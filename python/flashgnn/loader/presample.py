@@ -53,7 +53,7 @@ MAX_HOPS = _core.MAX_HOPS  # the sampler's own limit (flashgnn_sample::MAX_HOPS)
 def _dataset_identity(ds: Dataset) -> dict:
     m = ds.manifest
     return {"path": os.path.abspath(ds.path), "num_nodes": int(m["num_nodes"]), "num_edges": int(m["num_edges"]),
-            "graph_crc": m.get("files", {}).get("graph.fg", {}).get("crc32c")}
+            "graph_crc": m.get("files", {}).get(_core.GRAPH_FILE, {}).get("crc32c")}
 
 
 def _record(b, input_id: np.ndarray) -> bytes:

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 import flashgnn
+from flashgnn import _core
 from flashgnn._util import proc_status_bytes
 from flashgnn.sample.sampler import ENGINES
 
@@ -317,10 +318,10 @@ def main_bench(a) -> int:
                 f"{human_bytes(cache_budget - hot)}", file=sys.stderr)
     fanouts = [int(x) for x in a.fanout.split(",")]
     files = sum(f["bytes"] for f in ds.manifest["files"].values())
-    graph = Path(path) / "graph.fg"
+    graph = Path(path) / _core.GRAPH_FILE
     stripes = Path(path) / "stripes.json"
     if stripes.exists():  # probe the first device of a striped dataset
-        graph = Path(json.loads(stripes.read_text())["files"]["graph.fg"]["parts"][0])
+        graph = Path(json.loads(stripes.read_text())["files"][_core.GRAPH_FILE]["parts"][0])
     print(f"bench: {path}: {ds.num_nodes:,} nodes, {ds.num_edges:,} edges, {human_bytes(files)} on disk; "
           f"fanout {fanouts}, batch {a.batch_size}, {a.batches} batches, depth {a.depth}", file=sys.stderr)
     reuse = None
@@ -337,8 +338,8 @@ def main_bench(a) -> int:
     drop_caches()  # also syncs: pending writeback would steal the probe's IOPS
     dev_qd = probe_random_reads(graph, 4096, a.depth, a.probe_seconds)
     dev_qd1 = probe_random_reads(graph, 4096, 1, a.probe_seconds)
-    print(f"bench: device probe (4 KiB O_DIRECT random reads on graph.fg): {dev_qd:,.0f} IOPS at QD {a.depth}, "
-          f"{dev_qd1:,.0f} at QD 1 (ratio {dev_qd / dev_qd1:.2f})", file=sys.stderr)
+    print(f"bench: device probe (4 KiB O_DIRECT random reads on {_core.GRAPH_FILE}): {dev_qd:,.0f} IOPS at QD "
+          f"{a.depth}, {dev_qd1:,.0f} at QD 1 (ratio {dev_qd / dev_qd1:.2f})", file=sys.stderr)
     results = []
     for e in engines:
         dropped = drop_caches()

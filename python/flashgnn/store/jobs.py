@@ -83,7 +83,7 @@ def verify(path, *, progress: bool = True) -> dict:
     t = time.perf_counter()
     path = os.fspath(path)
     target = path
-    if os.path.isdir(os.path.join(path, "mut")):
+    if os.path.isdir(os.path.join(path, _core.MUT_DIR)):
         # Which generation to verify: read CURRENT (checked) before the
         # dataset pass; the log is replayed against it afterwards.
         target = _current_generation_dir(path)
@@ -114,12 +114,12 @@ def scrub(path, *, rate: int = 0, resume: bool = False, state=None, progress: bo
     t = time.perf_counter()
     path = os.fspath(path)
     target, extra = path, []
-    mut = os.path.join(path, "mut")
+    mut = os.path.join(path, _core.MUT_DIR)
     if os.path.isdir(mut):
         target = _current_generation_dir(path)
         with os.scandir(mut) as it:
             extra = sorted(
-                (f"mut/{e.name}", e.path) for e in it if e.is_file(follow_symlinks=False) and not e.name.startswith(".")
+                (f"{_core.MUT_DIR}/{e.name}", e.path) for e in it if e.is_file(follow_symlinks=False) and not e.name.startswith(".")
             )
     opts = {
         "rate": int(rate),
@@ -149,7 +149,7 @@ def scrub(path, *, rate: int = 0, resume: bool = False, state=None, progress: bo
 
 
 def _current_generation_dir(path: str) -> str:
-    cur = os.path.join(path, "mut", "CURRENT")
+    cur = os.path.join(path, _core.MUT_DIR, _core.CURRENT_FILE)
     if not os.path.isfile(cur):
         # Missing, or not a regular file (never opened: a FIFO would block):
         # verify_mutable refuses the latter, naming it.
@@ -163,4 +163,4 @@ def _current_generation_dir(path: str) -> str:
     # A damaged CURRENT is reported (with its position) by verify_mutable.
     if not isinstance(gen, int) or gen <= 0:
         return path
-    return os.path.join(path, "mut", f"gen-{gen}")
+    return os.path.join(path, _core.MUT_DIR, f"{_core.GEN_PREFIX}{gen}")

@@ -14,11 +14,11 @@ import json
 import os
 from pathlib import Path
 
-from flashgnn import _progress
+from flashgnn import _core, _progress
 
 from flashgnn._durable import fsync_path, open_regular, replace_durably
 
-DATA_FILES = ("graph.fg", "overflow.fg", "features.fg")
+DATA_FILES = (_core.GRAPH_FILE, _core.OVERFLOW_FILE, _core.FEATURES_FILE)  # the page files (flashgnn_format::manifest)
 COPY_BYTES = 8 << 20
 
 
