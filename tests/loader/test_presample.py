@@ -6,6 +6,7 @@ with a clear error."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,6 +113,61 @@ def test_corrupt_presample_is_a_clean_error(ds_path, tmp_path):
     (tmp_path / "ps" / "presample.json").write_text(json.dumps(meta))
     with pytest.raises(PresampleError, match="different dataset"):
         PresampledLoader(tmp_path / "ps", ds_path)
+
+
+FIXTURE_V1 = Path(__file__).resolve().parents[1] / "fixtures" / "presample-v1"
+FIELDS = ("n_id", "row", "col", "num_sampled_nodes", "num_sampled_edges", "input_id", "y")
+
+
+def test_version_1_presample_is_still_read(tmp_path):
+    """A pre-sample written by the version-1 Python writer (FGPSBAT1 records, zlib CRC-32; fixture made by
+    tests/fixtures/presample-v1/make.py) reads back record for record as the version-1 reader returned it."""
+    from flashgnn.loader.presample import open_presample, read_records
+
+    exp = np.load(FIXTURE_V1 / "expected.npz")
+    meta = json.loads((FIXTURE_V1 / "ps" / "presample.json").read_text())
+    assert meta["version"] == 1 < flashgnn._core.PRESAMPLE_VERSION
+    num_nodes = int(exp["num_nodes"])
+    for e in (0, 1):
+        f = FIXTURE_V1 / "ps" / f"epoch-{e:04d}.fgps"
+        recs = list(read_records(f, num_nodes, meta["version"]))
+        assert [r[0] for r in recs] == exp[f"e{e}_batch_size"].tolist()
+        for k, name in enumerate(FIELDS, start=1):
+            got = np.concatenate([r[k] for r in recs])
+            assert got.dtype == exp[f"e{e}_{name}"].dtype, name
+            np.testing.assert_array_equal(got, exp[f"e{e}_{name}"], err_msg=name)
+            np.testing.assert_array_equal(np.cumsum([len(r[k]) for r in recs]), exp[f"e{e}_{name}_ends"])
+        # Read as the current version, a version-1 record is refused by its magic, naming both.
+        with pytest.raises(PresampleError, match=r"record at byte 0: magic \"FGPSBAT1\" != \"FGPSBAT2\""):
+            list(read_records(f, num_nodes))
+    # presample.json of version 1 is accepted (the dataset check comes next), one of a future version is not.
+    class Ds:
+        path = str(tmp_path)
+        manifest = {"num_nodes": meta["dataset"]["num_nodes"], "num_edges": meta["dataset"]["num_edges"],
+                    "files": {flashgnn._core.GRAPH_FILE: {"crc32c": meta["dataset"]["graph_crc"]}}}
+
+    assert open_presample(FIXTURE_V1 / "ps", Ds())["version"] == 1
+    (tmp_path / "ps").mkdir()
+    meta["version"] = flashgnn._core.PRESAMPLE_VERSION + 1
+    (tmp_path / "ps" / "presample.json").write_text(json.dumps(meta))
+    with pytest.raises(PresampleError, match="versions 1 to 2"):
+        open_presample(tmp_path / "ps", Ds())
+
+
+def test_records_are_version_2_and_bound_to_their_offset(ds_path, tmp_path):
+    """Written records carry the current version's magic and a CRC32C bound to their byte offset: two
+    records swapped in their file are refused although each is intact."""
+    presample(ds_path, tmp_path / "ps", [5, 3], batch_size=128, epochs=1, progress=False)
+    meta = json.loads((tmp_path / "ps" / "presample.json").read_text())
+    assert (meta["format"], meta["version"]) == (flashgnn._core.PRESAMPLE_FORMAT, flashgnn._core.PRESAMPLE_VERSION)
+    f = tmp_path / "ps" / "epoch-0000.fgps"
+    good = f.read_bytes()
+    assert good[:8] == b"FGPSBAT2"
+    first = flashgnn._core.presample_record_size(str(f), good[:32], 0, len(good), 2)
+    second = flashgnn._core.presample_record_size(str(f), good[first:first + 32], first, len(good), 2)
+    f.write_bytes(good[first:first + second] + good[:first] + good[first + second:])
+    with pytest.raises(PresampleError, match=r"epoch-0000.fgps: record at byte 0: crc32c"):
+        list(PresampledLoader(tmp_path / "ps", ds_path))
 
 
 def _lru_hits(stream, capacity):

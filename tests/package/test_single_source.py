@@ -20,6 +20,9 @@
 - On-disk names: the page files' names (flashgnn-format) and the mutable
   store's `mut/`, `CURRENT` and `gen-N` (flashgnn-mutate) are `_core`
   constants that Python reads and never types again.
+- Pre-sample records (`.fgps`): encoded and decoded by flashgnn-format
+  (`presample_encode` / `presample_decode`); the Python loader holds no
+  struct layout, magic or checksum of its own.
 """
 from __future__ import annotations
 
@@ -38,7 +41,9 @@ from flashgnn import _core
 MIRRORS = [
     ("flashgnn.sample.budget", "ENGINE_FIXED_PER_PRODUCER", "ENGINE_BYTES_PER_PRODUCER"),
     ("flashgnn.sample.sampler", "DEFAULT_HOT_FRACTION", "DEFAULT_HOT_FRACTION"),
-    ("flashgnn.loader.presample", "MAX_HOPS", "MAX_HOPS"),
+    ("flashgnn.loader.presample", "FORMAT", "PRESAMPLE_FORMAT"),
+    ("flashgnn.loader.presample", "VERSION", "PRESAMPLE_VERSION"),
+    ("flashgnn.loader.presample", "VERSION_MIN", "PRESAMPLE_VERSION_MIN"),
     ("flashgnn.store.graph", "MAX_BATCH_OPS", "MAX_BATCH_OPS"),
 ]
 
@@ -285,3 +290,20 @@ def test_current_generation_dir_is_the_stores(tmp_path):
     (tmp_path / _core.MUT_DIR).mkdir()
     (tmp_path / _core.MUT_DIR / _core.CURRENT_FILE).write_text(json.dumps({"generation": 3}))
     assert _current_generation_dir(str(tmp_path)) == str(tmp_path / _core.MUT_DIR / f"{_core.GEN_PREFIX}3")
+
+
+def test_presample_records_are_the_format_crates():
+    import flashgnn.loader.presample as ps
+
+    src = inspect.getsource(ps)
+    for token in ("import struct", "import zlib", "crc32(", "MAGIC", "frombuffer"):
+        assert token not in src, f"loader/presample.py still encodes records itself ({token})"
+    n_id, row = np.array([4, 1, 2], np.int64), np.array([1, 2], np.int32)
+    rec = _core.presample_encode(1, n_id, row, np.array([0, 0], np.int32), np.array([1, 2], np.int32),
+                                 np.array([2], np.int32), np.array([0], np.int64), np.array([1, 0, 1], np.int64), 64)
+    assert len(rec) == _core.presample_record_size("f", rec[:_core.PRESAMPLE_HEADER_BYTES], 64, 64 + len(rec),
+                                                   _core.PRESAMPLE_VERSION)
+    got = _core.presample_decode("f", rec, 64, _core.PRESAMPLE_VERSION, 5)
+    assert got[0] == 1 and got[1].tolist() == [4, 1, 2] and got[2].tolist() == [1, 2] and got[5].tolist() == [2] and got[6].tolist() == [0]
+    with pytest.raises(flashgnn.CorruptDatasetError, match="n_id 4 outside"):
+        _core.presample_decode("f", rec, 64, _core.PRESAMPLE_VERSION, 4)

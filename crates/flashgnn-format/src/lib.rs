@@ -15,6 +15,9 @@
 //! - `labels.npy`, `split_<name>.npy`, and when relabelled `node_order.npy` /
 //!   `node_index.npy` ([`npy`]).
 //!
+//! Beside datasets, the pre-sampled batches of `flashgnn presample`
+//! ([`presample`]) and I/O traces ([`trace`]) are encoded here too.
+//!
 //! Architecture invariant: this crate performs no I/O. Every function that
 //! decodes bytes takes a slice, checks every length, offset, id and count
 //! against its bound with checked arithmetic, and returns a [`FormatError`]
@@ -27,6 +30,7 @@ pub mod hash;
 pub mod layout;
 pub mod manifest;
 pub mod npy;
+pub mod presample;
 pub mod slot;
 pub mod trace;
 

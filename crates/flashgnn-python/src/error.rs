@@ -23,6 +23,7 @@
 //! | `MutError::Unavailable` (closed, read-only, log failed) | `RuntimeError` |
 //! | `MutError::Io` / `Store` / `Build` | as `IoError` / `StoreError` / `BuildError` |
 //! | `SimError::Format` (a trace failed a check) | `flashgnn.CorruptDatasetError` |
+//! | `FormatError` of a pre-sample record (`presample_*`) | `flashgnn.CorruptDatasetError` |
 //! | `SimError::Config` / `BadRequest` / `Input` (a named trace or config that is missing or not a regular file) | `flashgnn.InputError` |
 //! | `SimError::Io` | `OSError` |
 //! | `CoreError::Io` (the publishing helpers) | `OSError` with the errno; `FileExistsError` for a refused output |

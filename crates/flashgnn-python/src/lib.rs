@@ -9,6 +9,7 @@ mod dataset;
 mod error;
 mod graph;
 mod job;
+mod presample;
 mod publish;
 mod report;
 mod sampler;
@@ -38,6 +39,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MUT_DIR", flashgnn_mutate::current::MUT_DIR)?;
     m.add("CURRENT_FILE", flashgnn_mutate::current::CURRENT_FILE)?;
     m.add("GEN_PREFIX", flashgnn_mutate::current::GEN_PREFIX)?;
+    m.add("PRESAMPLE_FORMAT", flashgnn_format::presample::PRESAMPLE_FORMAT)?;
+    m.add("PRESAMPLE_VERSION", flashgnn_format::presample::PRESAMPLE_VERSION)?;
+    m.add("PRESAMPLE_VERSION_MIN", flashgnn_format::presample::PRESAMPLE_VERSION_MIN)?;
+    m.add("PRESAMPLE_HEADER_BYTES", flashgnn_format::presample::RECORD_HEADER_BYTES)?;
     m.add("BUILD_OPTIONS", job::build_options_py(m.py())?)?;
     m.add("GENERATE_DEFAULTS", job::generate_defaults_py(m.py())?)?;
     m.add(
@@ -64,6 +69,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(graph::verify_mutable, m)?)?;
     m.add_function(wrap_pyfunction!(graph::_fault_bytes_written, m)?)?;
     m.add_function(wrap_pyfunction!(seal_manifest, m)?)?;
+    m.add_function(wrap_pyfunction!(presample::presample_encode, m)?)?;
+    m.add_function(wrap_pyfunction!(presample::presample_record_size, m)?)?;
+    m.add_function(wrap_pyfunction!(presample::presample_decode, m)?)?;
     m.add_class::<sim::TraceRecorder>()?;
     m.add_function(wrap_pyfunction!(sim::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(sim::trace_in_flight, m)?)?;

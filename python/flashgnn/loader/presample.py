@@ -16,14 +16,16 @@ On-disk form (``docs/format.md``, "Pre-sampled batches"): a directory
 published atomically (written as ``.OUT.tmp-PID-N``, files fsynced, swapped
 in with ``renameat2(RENAME_EXCHANGE)`` or renamed, parent fsynced; ``--force``
 replaces only flashgnn output, see ``flashgnn._durable``) holding ``presample.json`` and one ``epoch-EEEE.fgps`` file per
-epoch — a sequence of records, each a 32-byte header (magic ``FGPSBAT1``,
-batch_size, num_nodes, num_edges, hops, payload bytes, CRC32 of the payload)
-followed by the payload: ``n_id`` (int64), ``row``, ``col`` (int32),
-``num_sampled_nodes``, ``num_sampled_edges`` (int32, ``hops + 1`` and ``hops``
-entries), ``input_id`` (int64, batch_size) and ``y`` (int64, num_nodes).
-Every field is checked against the header, the file size and the dataset's
-node count before use; a corrupt record is a clean error naming the file,
-byte offset, field, value and bound.
+epoch — a sequence of records, each a 32-byte header (magic ``FGPSBAT2``,
+batch_size, num_nodes, num_edges, hops, payload bytes, CRC32C) followed by the
+payload: ``n_id`` (int64), ``row``, ``col`` (int32), ``num_sampled_nodes``,
+``num_sampled_edges`` (int32, ``hops + 1`` and ``hops`` entries), ``input_id``
+(int64, batch_size) and ``y`` (int64, num_nodes). The records are encoded and
+decoded by the Rust format crate (``flashgnn_format::presample``, through
+``_core``); this module does the file I/O. Every field is checked against the
+header, the file size and the dataset's node count before use; a corrupt
+record is a clean error naming the file, byte offset, field, value and bound.
+Version-1 pre-samples (``FGPSBAT1`` records, zlib CRC-32) are still read.
 """
 
 from __future__ import annotations
@@ -31,9 +33,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import struct
 import time
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -43,11 +43,10 @@ from flashgnn._durable import check_output, create_tmp_dir, open_regular, publis
 from flashgnn.store.dataset import Dataset
 from flashgnn.loader.window import BeladyRowCache, PresampleError, WindowGather  # noqa: F401 - BeladyRowCache re-exported
 
-MAGIC = b"FGPSBAT1"
-FORMAT = "flashgnn-presample"
-VERSION = 1
-_HDR = struct.Struct("<8sIIIIII")  # magic, batch_size, num_nodes, num_edges, hops, payload bytes, crc32(payload)
-MAX_HOPS = _core.MAX_HOPS  # the sampler's own limit (flashgnn_sample::MAX_HOPS)
+# The pre-sample's own format name and versions (flashgnn_format::presample): written, and the range read.
+FORMAT = _core.PRESAMPLE_FORMAT
+VERSION = _core.PRESAMPLE_VERSION
+VERSION_MIN = _core.PRESAMPLE_VERSION_MIN
 
 
 def _dataset_identity(ds: Dataset) -> dict:
@@ -56,15 +55,13 @@ def _dataset_identity(ds: Dataset) -> dict:
             "graph_crc": m.get("files", {}).get(_core.GRAPH_FILE, {}).get("crc32c")}
 
 
-def _record(b, input_id: np.ndarray) -> bytes:
-    hops = len(b.num_sampled_edges)
-    parts = [np.ascontiguousarray(b.n_id, np.int64), np.ascontiguousarray(b.row, np.int32),
-             np.ascontiguousarray(b.col, np.int32), np.asarray(b.num_sampled_nodes, np.int32),
-             np.asarray(b.num_sampled_edges, np.int32), np.ascontiguousarray(input_id, np.int64),
-             np.ascontiguousarray(b.y, np.int64)]
-    payload = b"".join(p.tobytes() for p in parts)
-    return _HDR.pack(MAGIC, int(b.batch_size), len(b.n_id), len(b.row), hops, len(payload),
-                     zlib.crc32(payload)) + payload
+def _record(b, input_id: np.ndarray, offset: int) -> bytes:
+    """The record of batch ``b``, to be written at byte ``offset`` of its file (its checksum is bound to it)."""
+    return _core.presample_encode(
+        int(b.batch_size), np.ascontiguousarray(b.n_id, np.int64), np.ascontiguousarray(b.row, np.int32),
+        np.ascontiguousarray(b.col, np.int32), np.ascontiguousarray(b.num_sampled_nodes, np.int32),
+        np.ascontiguousarray(b.num_sampled_edges, np.int32), np.ascontiguousarray(input_id, np.int64),
+        np.ascontiguousarray(b.y, np.int64), offset)
 
 
 def presample(dataset, out, fanouts, batch_size: int = 1024, epochs: int = 1, seed: int = 0, split: str = "train",
@@ -97,12 +94,14 @@ def presample(dataset, out, fanouts, batch_size: int = 1024, epochs: int = 1, se
             order = loader.input_nodes[pos]
             te = time.perf_counter()
             path = tmp / f"epoch-{e:04d}.fgps"
-            n = 0
+            n = off = 0
             with open(path, "wb") as f:
                 it = sampler.iter_batches(order, batch_size, seed=_epoch_seed(seed, e), prefetch=4,
                                           drop_last=drop_last, workers=workers)
                 for i, b in enumerate(it):
-                    f.write(_record(b, pos[i * batch_size: i * batch_size + b.batch_size]))
+                    rec = _record(b, pos[i * batch_size: i * batch_size + b.batch_size], off)
+                    f.write(rec)
+                    off += len(rec)
                     n += 1
                     bar.update(1)
                 f.flush()
@@ -137,9 +136,10 @@ def open_presample(path, dataset) -> dict:
         meta = json.loads(read_regular(mf))
     except ValueError as e:
         raise PresampleError(f"{mf}: not valid JSON ({e})") from None
-    if meta.get("format") != FORMAT or meta.get("version") != VERSION:
-        raise PresampleError(f"{mf}: format {meta.get('format')!r} version {meta.get('version')!r}; "
-                             f"this flashgnn reads {FORMAT!r} version {VERSION}")
+    version = meta.get("version")
+    if meta.get("format") != FORMAT or not isinstance(version, int) or not VERSION_MIN <= version <= VERSION:
+        raise PresampleError(f"{mf}: format {meta.get('format')!r} version {version!r}; "
+                             f"this flashgnn reads {FORMAT!r} versions {VERSION_MIN} to {VERSION}")
     want, have = _dataset_identity(dataset), meta.get("dataset", {})
     for k in ("num_nodes", "num_edges", "graph_crc"):
         if have.get(k) != want[k]:
@@ -148,55 +148,22 @@ def open_presample(path, dataset) -> dict:
     return meta
 
 
-def read_records(file: Path, num_nodes: int):
-    """Yield (batch_size, n_id, row, col, nsn, nse, input_id, y) per record,
-    every length and id checked before use."""
+def read_records(file: Path, num_nodes: int, version: int = VERSION):
+    """Yield (batch_size, n_id, row, col, nsn, nse, input_id, y) per record of pre-sample ``version``
+    (``presample.json``'s), every length and id checked before use (``flashgnn_format::presample``)."""
     with open_regular(file) as f:
         size = os.fstat(f.fileno()).st_size
         off = 0
         while off < size:
-            hdr = f.read(_HDR.size)
-
-            def bad(field, value, bound):
-                return PresampleError(f"{file}: record at byte {off}: {field} {value} {bound}")
-
-            if len(hdr) < _HDR.size:
-                raise bad("header", f"{len(hdr)} bytes", f"< {_HDR.size} (truncated)")
-            magic, bs, nn, ne, hops, plen, crc = _HDR.unpack(hdr)
-            if magic != MAGIC:
-                raise bad("magic", repr(magic), f"!= {MAGIC!r}")
-            if hops > MAX_HOPS:
-                raise bad("hops", hops, f"> {MAX_HOPS}")
-            want = nn * 8 + 2 * ne * 4 + (hops + 1) * 4 + hops * 4 + bs * 8 + nn * 8
-            if plen != want:
-                raise bad("payload bytes", plen, f"!= {want} implied by the header")
-            if off + _HDR.size + plen > size:
-                raise bad("payload end", off + _HDR.size + plen, f"> file size {size} (truncated)")
-            if bs > nn:
-                raise bad("batch_size", bs, f"> num_nodes {nn}")
-            payload = f.read(plen)
-            if zlib.crc32(payload) != crc:
-                raise bad("crc32", f"{zlib.crc32(payload):#010x}", f"!= stored {crc:#010x}")
-            a = np.frombuffer(payload, np.uint8)
-            o = 0
-
-            def take(dtype, count):
-                nonlocal o
-                w = np.dtype(dtype).itemsize * count
-                r = a[o:o + w].view(dtype)
-                o += w
-                return r
-
-            n_id, row, col = take(np.int64, nn), take(np.int32, ne), take(np.int32, ne)
-            nsn, nse, input_id, y = take(np.int32, hops + 1), take(np.int32, hops), take(np.int64, bs), take(np.int64, nn)
-            if nn and (n_id.min() < 0 or n_id.max() >= num_nodes):
-                raise bad("n_id", int(n_id.max() if n_id.max() >= num_nodes else n_id.min()), f"outside [0, {num_nodes})")
-            if ne and (min(row.min(), col.min()) < 0 or max(row.max(), col.max()) >= nn):
-                raise bad("row/col", int(max(row.max(), col.max())), f"outside [0, {nn}) local ids")
-            if int(nsn.sum()) != nn or int(nse.sum()) != ne or (hops + 1 and nsn[0] != bs):
-                raise bad("per-hop counts", f"{nsn.tolist()}/{nse.tolist()}", f"do not add up to {nn} nodes / {ne} edges")
-            yield bs, n_id, row, col, nsn, nse, input_id, y
-            off += _HDR.size + plen
+            hdr = f.read(_core.PRESAMPLE_HEADER_BYTES)
+            try:
+                n = _core.presample_record_size(str(file), hdr, off, size, version)
+                rec = hdr + f.read(n - len(hdr))
+                r = _core.presample_decode(str(file), rec, off, version, num_nodes)
+            except _core.CorruptDatasetError as e:
+                raise PresampleError(str(e)) from None
+            yield r
+            off += n
 
 
 class PresampledLoader:
@@ -271,7 +238,7 @@ class PresampledLoader:
         from collections import deque
 
         file = self.path / f"epoch-{epoch:04d}.fgps"
-        records = read_records(file, self.dataset.num_nodes)
+        records = read_records(file, self.dataset.num_nodes, self.meta["version"])
         ahead: deque = deque()
         done = False
         while True:
