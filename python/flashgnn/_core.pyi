@@ -15,6 +15,8 @@ _Ids = npt.NDArray[np.int64]
 __version__: str
 FORMAT_VERSION: int
 ENGINES: list[str]
+DEFAULT_DEPTH: int
+DEFAULT_POOL_THREADS: int
 MAX_BATCH_OPS: int
 MUTATION_OPS: dict[str, tuple[str, ...]]  # unit operation -> the fields after its name (flashgnn_mutate::OPS)
 DEFAULT_PAGE_SIZE: int

@@ -41,6 +41,10 @@ from flashgnn import _core
 MIRRORS = [
     ("flashgnn.sample.budget", "ENGINE_FIXED_PER_PRODUCER", "ENGINE_BYTES_PER_PRODUCER"),
     ("flashgnn.sample.sampler", "DEFAULT_HOT_FRACTION", "DEFAULT_HOT_FRACTION"),
+    ("flashgnn.sample.sampler", "DEFAULT_DEPTH", "DEFAULT_DEPTH"),
+    ("flashgnn.sample.sampler", "DEFAULT_POOL_THREADS", "DEFAULT_POOL_THREADS"),
+    ("flashgnn.sample.budget", "LOOKAHEAD_SHARE", "LOOKAHEAD_SHARE"),
+    ("flashgnn.sample.budget", "AUTO_LOOKAHEAD", "AUTO_LOOKAHEAD"),
     ("flashgnn.loader.presample", "FORMAT", "PRESAMPLE_FORMAT"),
     ("flashgnn.loader.presample", "VERSION", "PRESAMPLE_VERSION"),
     ("flashgnn.loader.presample", "VERSION_MIN", "PRESAMPLE_VERSION_MIN"),
@@ -74,6 +78,26 @@ def test_python_derives_rust_constants(modname, name, const):
     if got is None:  # a class attribute (graph.MutableGraph.MAX_BATCH_OPS)
         got = next(getattr(c, name) for c in vars(mod).values() if isinstance(c, type) and hasattr(c, name))
     assert got == getattr(_core, const)
+
+
+def test_engine_defaults_and_choices_are_not_retyped():
+    """The engine's default depth and pool size and the `engine=` choices are
+    defined once (flashgnn_io, then flashgnn.sample.sampler): no signature of
+    the package types 256 or 64 for them, and no module rebuilds
+    ("auto", *ENGINES)."""
+    from pathlib import Path
+
+    bad = []
+    for f in Path(flashgnn.__file__).parent.rglob("*.py"):
+        text = f.read_text()
+        for pat in (r"depth: int = 256", r"depth=256", r"pool_threads: int = 64", r"\(\"auto\", \*[A-Za-z_.]*ENGINES\)"):
+            for m in re.finditer(pat, text):
+                if not (f.name == "sampler.py" and "ENGINE_CHOICES =" in text[max(0, m.start() - 20):m.start()]):
+                    bad.append(f"{f.name}: {m.group(0)}")
+    assert not bad, bad
+    from flashgnn.sample import sampler
+
+    assert sampler.ENGINE_CHOICES == ("auto", *_core.ENGINES) and sampler.DEFAULT_DEPTH == 256
 
 
 def test_engine_constant_is_its_parts_and_serve_limit_derives():

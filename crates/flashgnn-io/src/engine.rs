@@ -129,13 +129,19 @@ impl EngineKind {
     }
 }
 
+/// Reads in flight for `uring` by default: the virtio disk of the
+/// development machines saturates near 128, datacenter NVMe wants 1000s.
+pub const DEFAULT_DEPTH: usize = 256;
+/// Worker threads of `pread-pool` by default: each blocks in `pread`, so 64
+/// keep 64 reads in flight.
+pub const DEFAULT_POOL_THREADS: usize = 64;
+
 /// Engine settings (named limits, TigerBeetle style).
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
-    /// Reads in flight for `uring` (default 256; the device here saturates
-    /// near 128, datacenter NVMe wants 1000s).
+    /// Reads in flight for `uring` ([`DEFAULT_DEPTH`]).
     pub depth: usize,
-    /// Worker threads of `pread-pool` (default 64: each blocks in `pread`).
+    /// Worker threads of `pread-pool` ([`DEFAULT_POOL_THREADS`]).
     pub pool_threads: usize,
     /// Test knob: cap every system-call read at this many bytes, forcing the
     /// short-read continuation paths of `uring` and `pread` to run for real.
@@ -157,7 +163,7 @@ pub struct FaultPlan {
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { depth: 256, pool_threads: 64, max_read_bytes: None, fault: None }
+        EngineConfig { depth: DEFAULT_DEPTH, pool_threads: DEFAULT_POOL_THREADS, max_read_bytes: None, fault: None }
     }
 }
 

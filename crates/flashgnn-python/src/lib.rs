@@ -24,6 +24,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_BATCH_OPS", flashgnn_mutate::MAX_BATCH_OPS)?;
     m.add("MUTATION_OPS", mutation_ops(m.py())?)?;
     m.add("ENGINES", flashgnn_io::engine::EngineKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>())?;
+    m.add("DEFAULT_DEPTH", flashgnn_io::engine::DEFAULT_DEPTH)?;
+    m.add("DEFAULT_POOL_THREADS", flashgnn_io::engine::DEFAULT_POOL_THREADS)?;
     // Constants the Rust side owns; Python derives from these, never re-types them.
     m.add("DEFAULT_PAGE_SIZE", flashgnn_format::DEFAULT_PAGE_SIZE)?;
     m.add("BUF_POOL_BYTES", flashgnn_sample::BUF_POOL_BYTES)?;

@@ -133,7 +133,7 @@ impl Sampler {
 #[pymethods]
 impl Sampler {
     #[new]
-    #[pyo3(signature = (path, fanouts, engine="uring", depth=256, pool_threads=64, labels=true, features=true, cache=None, graph=None, resident=None, free_features_only=false, degrees=false, x_dtype=None))]
+    #[pyo3(signature = (path, fanouts, engine="uring", depth=flashgnn_io::engine::DEFAULT_DEPTH, pool_threads=flashgnn_io::engine::DEFAULT_POOL_THREADS, labels=true, features=true, cache=None, graph=None, resident=None, free_features_only=false, degrees=false, x_dtype=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -308,7 +308,7 @@ impl Cache {
     /// batches of `batch_size`, or "none"); the rest is dynamic under
     /// `policy` ("s3fifo" or "clock").
     #[new]
-    #[pyo3(signature = (path, fanouts, budget, policy="s3fifo", hot="degree", hot_fraction=flashgnn_sample::DEFAULT_HOT_FRACTION, presample_seeds=None, batch_size=1024, engine="uring", depth=256))]
+    #[pyo3(signature = (path, fanouts, budget, policy="s3fifo", hot="degree", hot_fraction=flashgnn_sample::DEFAULT_HOT_FRACTION, presample_seeds=None, batch_size=1024, engine="uring", depth=flashgnn_io::engine::DEFAULT_DEPTH))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -327,7 +327,7 @@ impl Cache {
             .ok_or_else(|| py_err(SampleError::Config(format!("cache policy {policy:?}: expected s3fifo or clock"))))?;
         let seeds: Vec<i64> = presample_seeds.map(|a| a.as_array().iter().copied().collect()).unwrap_or_default();
         let choice = HotChoice::parse(hot, seeds, batch_size).map_err(py_err)?;
-        let cfg = config(engine, depth, 64, false, true)?;
+        let cfg = config(engine, depth, flashgnn_io::engine::DEFAULT_POOL_THREADS, false, true)?;
         let t = std::time::Instant::now();
         let cache = py
             .detach(move || -> Result<_, CoreError> {
@@ -413,9 +413,9 @@ pub struct Resident {
 #[pymethods]
 impl Resident {
     #[new]
-    #[pyo3(signature = (path, count, engine="uring", depth=256))]
+    #[pyo3(signature = (path, count, engine="uring", depth=flashgnn_io::engine::DEFAULT_DEPTH))]
     fn new(py: Python<'_>, path: std::path::PathBuf, count: usize, engine: &str, depth: usize) -> PyResult<Self> {
-        let cfg = config(engine, depth, 64, false, false)?;
+        let cfg = config(engine, depth, flashgnn_io::engine::DEFAULT_POOL_THREADS, false, false)?;
         let set = py
             .detach(move || -> Result<_, CoreError> {
                 let follow = Follow::new(&path, &[], cfg, view_of(&path)?);

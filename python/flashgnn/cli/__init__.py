@@ -247,7 +247,7 @@ def _parser() -> argparse.ArgumentParser:
                          "beside the weights, else none)")
     em.add_argument("--output", default="logits", choices=["logits", "hidden"], help="last layer, or the one before it")
     em.add_argument("--batch-size", type=count(1), default=16384, help="target nodes per engine call")
-    em.add_argument("--engine", default="auto", help="|".join(("auto", *flashgnn.sample.sampler.ENGINES)))
+    em.add_argument("--engine", default="auto", help="|".join(flashgnn.sample.sampler.ENGINE_CHOICES))
     em.add_argument("--memory-budget", type=parse_budget, default="auto",
                     help="DRAM cache for the layer passes (layers after the first re-read the structure through "
                          "it): auto (default: sized from available memory, the split printed), a size, or 0")

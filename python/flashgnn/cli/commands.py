@@ -307,10 +307,10 @@ def cmd_train(a) -> int:
 
 def _check_engine(engine: str) -> None:
     """``--engine`` of embed and presample: auto or an engine name, checked before torch loads."""
-    from flashgnn.sample.sampler import ENGINES
+    from flashgnn.sample.sampler import ENGINE_CHOICES
 
-    if engine not in ("auto", *ENGINES):
-        raise flashgnn.InputError(f"--engine {engine!r}: expected one of auto, {', '.join(ENGINES)}")
+    if engine not in ENGINE_CHOICES:
+        raise flashgnn.InputError(f"--engine {engine!r}: expected one of {', '.join(ENGINE_CHOICES)}")
 
 
 def _torch_device(text: str) -> bool:

@@ -35,10 +35,9 @@ from torch_geometric.loader import NeighborLoader as _PygNeighborLoader
 
 from flashgnn.loader import _args as _pa
 from flashgnn.store.dataset import Dataset
-from flashgnn.sample.sampler import ENGINES, Sampler
+from flashgnn.sample.sampler import DEFAULT_DEPTH, ENGINE_CHOICES, Sampler
 
 _UNSET = object()  # "not given", for arguments whose deprecated name may carry the value
-ENGINE_CHOICES = ("auto", *ENGINES)
 
 
 # What a user of PyG's BasicGNN.inference(loader) is told where it cannot run.
@@ -355,7 +354,7 @@ class NeighborLoader(_Base, _PygNeighborLoader):
                  is_sorted: bool = False, filter_per_worker=None, neighbor_sampler=None, directed: bool = True, *,
                  batch_size=_UNSET, shuffle: bool = False, drop_last: bool = False, num_workers=_UNSET,
                  persistent_workers: bool = False, pin_memory: bool = False, split: str | None = None,
-                 engine: str = "auto", prefetch: int = 4, seed: int = 0, dtype=np.float32, depth: int = 256,
+                 engine: str = "auto", prefetch: int = 4, seed: int = 0, dtype=np.float32, depth: int = DEFAULT_DEPTH,
                  rank: int = 0, world_size: int = 1, equal_shards: bool = True, cache=None, device_cache=None,
                  lookahead: int = 0, lookahead_budget: int = 0, degrees: bool = False, memory_budget="auto",
                  quiet: bool = False, **kwargs):
@@ -578,7 +577,7 @@ class RandomWalkLoader(_Base):
 
     def __init__(self, dataset, batch_size: int = 1024, walk_length: int = 2, input_nodes=None,
                  split: str | None = None, shuffle: bool = True, engine: str = "auto", prefetch: int = 2,
-                 drop_last: bool = False, seed: int = 0, dtype=np.float32, depth: int = 256, rank: int = 0,
+                 drop_last: bool = False, seed: int = 0, dtype=np.float32, depth: int = DEFAULT_DEPTH, rank: int = 0,
                  world_size: int = 1, equal_shards: bool = True):
         super().__init__(dataset, batch_size, input_nodes, split, shuffle, drop_last, seed, rank, world_size,
                          equal_shards)

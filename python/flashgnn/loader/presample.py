@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from flashgnn import _core
+from flashgnn.sample.sampler import DEFAULT_DEPTH
 from flashgnn._durable import check_output, create_tmp_dir, open_regular, publish_dir, read_regular, remove_stale_tmps
 from flashgnn.store.dataset import Dataset
 from flashgnn.loader.window import BeladyRowCache, PresampleError, WindowGather  # noqa: F401 - BeladyRowCache re-exported
@@ -185,7 +186,7 @@ class PresampledLoader:
     every other loader on it; its split is printed once unless ``quiet``."""
 
     def __init__(self, path, dataset, engine: str = "auto", prefetch: int = 4, dtype=np.float32, cache=None,
-                 depth: int = 256, belady_budget: int = 0, superbatch: int = 8, degrees: bool = False,
+                 depth: int = DEFAULT_DEPTH, belady_budget: int = 0, superbatch: int = 8, degrees: bool = False,
                  memory_budget="auto", quiet: bool = False):
         from flashgnn.loader.neighbor import as_dataset, resolve_engine
         from flashgnn.sample.sampler import Sampler

@@ -50,6 +50,7 @@ from torch_geometric.sampler.base import SubgraphType
 from flashgnn.loader import _args as _pa
 from flashgnn.loader.neighbor import _INFERENCE_ADVICE, _UNSET, as_dataset, resolve_engine
 from flashgnn.sample.shared import shared_cache
+from flashgnn.sample.sampler import DEFAULT_DEPTH
 from flashgnn.sample.sampler import Sampler as _EngineSampler
 
 _GATHER_CHUNK = 1 << 16  # ids per engine call when a caller asks for a huge index
@@ -69,7 +70,7 @@ class FeatureStore(_PygFeatureStore):
     flashgnn dataset, read with the engine. Read-only: unit updates of
     embeddings belong to the mutable graph store of the serving layer."""
 
-    def __init__(self, dataset, engine: str = "auto", dtype=torch.float32, depth: int = 256,
+    def __init__(self, dataset, engine: str = "auto", dtype=torch.float32, depth: int = DEFAULT_DEPTH,
                  memory_budget="auto", quiet: bool = False):
         super().__init__()
         ds = as_dataset(dataset)
@@ -237,7 +238,7 @@ class NeighborSampler(BaseSampler):
                 "memory_budget", "quiet")
 
     def __init__(self, dataset, num_neighbors=_UNSET, engine: str = "auto", seed: int = 0,
-                 feature_store: FeatureStore | None = None, dtype=torch.float32, depth: int = 256, *,
+                 feature_store: FeatureStore | None = None, dtype=torch.float32, depth: int = DEFAULT_DEPTH, *,
                  memory_budget="auto", quiet: bool = False,
                  replace: bool = False, subgraph_type="directional", disjoint: bool = False,
                  temporal_strategy: str = "uniform", time_attr=None, weight_attr=None, directed: bool = True,

@@ -28,6 +28,11 @@ from flashgnn import _core
 
 _NP = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
 ENGINES = tuple(_core.ENGINES)  # owned by flashgnn_io::engine::EngineKind::ALL
+# What the user-facing `engine=` arguments accept: `auto` (the engine's own choice, see
+# flashgnn.loader.neighbor.resolve_engine) or one of ENGINES.
+ENGINE_CHOICES = ("auto", *ENGINES)
+DEFAULT_DEPTH = _core.DEFAULT_DEPTH  # reads in flight (flashgnn_io::engine::DEFAULT_DEPTH, its derivation there)
+DEFAULT_POOL_THREADS = _core.DEFAULT_POOL_THREADS  # pread-pool threads (flashgnn_io::engine)
 # Share of a cache budget for the static hot set: owned by flashgnn_sample::tiers
 # (the measurements behind 0.9 are documented there).
 DEFAULT_HOT_FRACTION = _core.DEFAULT_HOT_FRACTION
@@ -107,7 +112,7 @@ class Cache:
 
     def __init__(self, path, fanouts, budget: int, policy: str = "s3fifo", hot: str = "degree",
                  hot_fraction: float = DEFAULT_HOT_FRACTION, presample_seeds=None, batch_size: int = 1024,
-                 engine: str = "uring", depth: int = 256):
+                 engine: str = "uring", depth: int = DEFAULT_DEPTH):
         seeds = None if presample_seeds is None else np.ascontiguousarray(presample_seeds, dtype=np.int64)
         self.budget = int(budget)
         self._core = _core.Cache(os.fspath(path), [int(f) for f in fanouts], self.budget, policy, hot,
@@ -137,7 +142,7 @@ class Cache:
 
 
 class Sampler:
-    def __init__(self, path, fanouts, engine: str = "uring", depth: int = 256, pool_threads: int = 64,
+    def __init__(self, path, fanouts, engine: str = "uring", depth: int = DEFAULT_DEPTH, pool_threads: int = DEFAULT_POOL_THREADS,
                  labels: bool = True, dtype=None, features: bool | str = True, cache: Cache | None = None, graph=None,
                  device_cache=None, degrees: bool = False):
         """``dtype``: None keeps the stored feature dtype; e.g. ``np.float32``

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from flashgnn import _core
+from flashgnn.sample.sampler import DEFAULT_DEPTH
 
 # The first bytes of every trace file (docs/trace.md; crates/flashgnn-format/src/trace.rs TRACE_MAGIC).
 TRACE_MAGIC = b"FGNNTRC\0"
@@ -46,7 +47,7 @@ def check_trace_output(out: str | os.PathLike, force: bool) -> None:
 
 
 def record_trace(dataset: str, out: str, fanouts: list[int], batch_size: int, batches: int, *, engine: str = "uring",
-                 depth: int = 256, seed: int = 0, progress: bool = True, extra: dict | None = None,
+                 depth: int = DEFAULT_DEPTH, seed: int = 0, progress: bool = True, extra: dict | None = None,
                  force: bool = False) -> dict:
     """Sample ``batches`` batches of ``batch_size`` seeds (a seeded permutation of the
     train split, else of all nodes) and write their reads to ``out``. Returns a summary."""

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from flashgnn.nn.zoo import MODELS, NORMALIZE_FEATURES
 from flashgnn.sample.budget import parse_budget
-from flashgnn.sample.sampler import DEFAULT_HOT_FRACTION, ENGINES
+from flashgnn.sample.sampler import DEFAULT_HOT_FRACTION, ENGINE_CHOICES
 
 
 class TrainError(ValueError):
@@ -86,7 +86,7 @@ class TrainConfig:
     fanout: str = _opt("25,10", 1, "neighbors per hop, comma separated (-1 = all)")
     eval_fanout: str | None = _opt(None, 1, "fanouts for validation/test (default: --fanout)")
     batch_size: int = _opt(1024, 1, "seed nodes per batch", type=int)
-    engine: str = _opt("auto", 1, "|".join(("auto", *ENGINES)))
+    engine: str = _opt("auto", 1, "|".join(ENGINE_CHOICES))
     prefetch: int = _opt(4, 1, "batches prepared ahead of the trainer", type=int)
     workers: int | None = _opt(None, 1, "sampling producer threads (default: the cores this process may use, per "
                                "local rank, less the trainer's --threads; at least 1)", type=int)
