@@ -199,6 +199,16 @@ def test_one_loader_class_and_one_sampler_name(ds_path):
     assert next(iter(remote)).batch_size == 16
     with pytest.warns(DeprecationWarning, match="NeighborSampler"):
         assert flashgnn.pyg.Sampler is flashgnn.pyg.NeighborSampler
+    from flashgnn import _core
+    from flashgnn.sample.shared import _SHARED
+
+    _SHARED.clear()  # the adapter then makes the shared cache itself
+    before = _core.samplers_opened()
+    one = flashgnn.pyg.NeighborLoader(ds_path, [2], batch_size=16, quiet=True)
+    assert _core.samplers_opened() - before == 1  # the cache's sizing, its hot set, sampling and the store's reads
+    fs = one.data[0]
+    x, y = fs._read(np.array([3, 1, 3]))
+    assert torch.equal(x[0], x[2]) and torch.equal(y[0], y[2]) and _core.samplers_opened() - before == 1
     import flashgnn.loader.neighbor as native
 
     loaders = {v for m in (native, backend) for v in vars(m).values()

@@ -208,16 +208,23 @@ impl Sampler {
     }
 
     /// The feature rows of `ids` (no repeats), in order, through this
-    /// sampler's engine and cache, as a batch with no edges (the
-    /// lookahead's fill reads: no second sampler).
-    fn gather<'py>(&self, py: Python<'py>, ids: PyReadonlyArray1<'py, i64>) -> PyResult<Bound<'py, PyDict>> {
+    /// sampler's engine and cache, as a batch with no edges (`y` with
+    /// `labels`): the lookahead's fill reads and a feature store's, with no
+    /// second sampler.
+    #[pyo3(signature = (ids, labels=false))]
+    fn gather<'py>(
+        &self,
+        py: Python<'py>,
+        ids: PyReadonlyArray1<'py, i64>,
+        labels: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let ids: Vec<i64> = ids.as_array().iter().copied().collect();
         let m = self.get()?;
         let b = py
             .detach(|| -> Result<Batch, SampleError> {
                 let mut s = m.lock().unwrap();
                 self.follow.prepare(&mut s)?;
-                s.gather_rows(&ids)
+                s.gather_rows(&ids, labels)
             })
             .map_err(py_err)?;
         batch_dict(py, b)

@@ -81,6 +81,8 @@ class FeatureStore(_PygFeatureStore):
         # The process's one cache for this dataset (shared with the sampler and any loader on it); a
         # process this store is pickled into reads uncached (the cache is process-local).
         self._cache = shared_cache(ds, [0], 1024, memory_budget, quiet=quiet, who="flashgnn.pyg")
+        # The engine sampler reads go through: the linked NeighborSampler's own (remote_backend, NeighborLoader:
+        # one engine sampler for both), else one opened on first use.
         self._gather: _EngineSampler | None = None
         self._handoff = _Handoff()
         self.gather_calls = 0  # batched engine reads issued by this store (not the sampler's)
@@ -115,10 +117,14 @@ class FeatureStore(_PygFeatureStore):
         xs, ys = [], []
         g = self._gatherer()
         for lo in range(0, max(len(ids), 1), _GATHER_CHUNK):
-            b = g.sample(ids[lo : lo + _GATHER_CHUNK], 0)
+            chunk = ids[lo : lo + _GATHER_CHUNK]
+            uniq, inverse = np.unique(chunk, return_inverse=True)
+            x, y = g.gather(chunk if len(uniq) == len(chunk) else uniq, labels=True)
+            if len(uniq) != len(chunk):  # an index that repeats ids gets each row as often as it is asked for
+                x, y = x[inverse], (y[inverse] if len(y) else y)
             self.gather_calls += 1
-            xs.append(torch.from_numpy(b.x))
-            ys.append(torch.from_numpy(b.y))
+            xs.append(torch.from_numpy(x))
+            ys.append(torch.from_numpy(y))
         return torch.cat(xs), torch.cat(ys)
 
     def _take_handoff(self, index):
@@ -246,6 +252,8 @@ class NeighborSampler(BaseSampler):
         who = "flashgnn.pyg.NeighborSampler"
         num_neighbors = _pa.renamed(who, "fanouts", "num_neighbors", kwargs.pop("fanouts", _UNSET), num_neighbors,
                                     _UNSET)
+        # Batch size the shared cache is sized for when this sampler makes it (the adapter passes the loader's).
+        cache_batch = int(kwargs.pop("_cache_batch_size", 1024))
         _pa.refuse_unknown(who, kwargs, self.ACCEPTED)
         self.num_neighbors = _pa.num_neighbors(who, None if num_neighbors is _UNSET else num_neighbors)
         _pa.check_sampling(who, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
@@ -257,11 +265,25 @@ class NeighborSampler(BaseSampler):
         self.fanouts = self.num_neighbors  # the engine's name, kept for callers of the old attribute
         self.engine = resolve_engine(engine)
         self.seed = int(seed)
-        self.feature_store = feature_store
+        self.dtype = dtype
         np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
-        cache = shared_cache(self.path, self.fanouts, 1024, memory_budget, quiet=quiet, who="flashgnn.pyg")
-        self._engine = _EngineSampler(self.path, self.fanouts, engine=self.engine, depth=depth, dtype=np_dtype,
-                                      cache=cache)
+        # One engine sampler: it measures the batches and picks the hot set of the process's shared cache
+        # when this is the first user of the dataset, samples, and serves the linked feature store's reads.
+        self._engine = _EngineSampler(self.path, self.fanouts, engine=self.engine, depth=depth, dtype=np_dtype)
+        cache = shared_cache(self.path, self.fanouts, cache_batch, memory_budget, quiet=quiet, who="flashgnn.pyg",
+                             sampler=self._engine)
+        if cache is not None:
+            self._engine.attach_cache(cache)
+        self.feature_store = None
+        if feature_store is not None:
+            self.link(feature_store)
+
+    def link(self, feature_store: FeatureStore) -> None:
+        """Hand ``feature_store`` the rows of each batch this sampler gathers, and let its other reads go
+        through this sampler's engine (no second engine sampler) when their dtypes agree."""
+        self.feature_store = feature_store
+        if feature_store._gather is None and feature_store.dtype == self.dtype:
+            feature_store._gather = self._engine
 
     def _batch_seed(self, input_id: torch.Tensor) -> int:
         return (self.seed * 0x9E3779B97F4A7C15 ^ zlib.crc32(input_id.numpy().tobytes())) & (2**63 - 1)
@@ -325,13 +347,12 @@ def remote_backend(dataset, num_neighbors=_UNSET, engine: str = "auto", seed: in
     _pa.num_neighbors(who, num_neighbors)  # refused here, under this function's name
     ds = as_dataset(dataset)  # opened once for all three
     mem = {k: opts[k] for k in ("memory_budget", "quiet") if k in opts}
-    # The process's one cache for the dataset, sized first with the sampler's fanouts; both stores share it.
-    cache = shared_cache(ds, num_neighbors, 1024, mem.get("memory_budget", "auto"),  # noqa: F841 - held while
-                         quiet=mem.get("quiet", False), who="flashgnn.pyg")  # the stores take it (weakly registered)
+    # The sampler first: its engine sampler sizes the process's one cache for the dataset (with its fanouts) and
+    # then serves the feature store too; the store shares the cache.
+    sampler = NeighborSampler(ds, num_neighbors, engine=engine, seed=seed, dtype=dtype, **opts)
     fs = FeatureStore(ds, engine=engine, dtype=dtype, **mem)
-    gs = GraphStore(ds)
-    sampler = NeighborSampler(ds, num_neighbors, engine=engine, seed=seed, feature_store=fs, dtype=dtype, **opts)
-    return fs, gs, sampler
+    sampler.link(fs)
+    return fs, GraphStore(ds), sampler
 
 
 class _Stores(tuple):
@@ -405,15 +426,20 @@ def NeighborLoader(data, num_neighbors=_UNSET, input_nodes=None, input_time=None
         fs, gs = data
     else:
         ds = as_dataset(data)
-        # The process's one cache for the dataset, sized first with this loader's fanouts and batch size.
-        cache = shared_cache(ds, num_neighbors, int(kwargs.get("batch_size", 1)), memory_budget,  # noqa: F841
-                             quiet=quiet, who=who)  # held while the stores take it (weakly registered)
+        if neighbor_sampler is None:
+            # The sampler first: its engine sampler sizes the process's one cache for the dataset with this
+            # loader's fanouts and batch size, then serves the feature store's reads too.
+            neighbor_sampler = NeighborSampler(ds, num_neighbors, engine=engine, seed=seed, dtype=dtype,
+                                               memory_budget=memory_budget, quiet=quiet,
+                                               _cache_batch_size=int(kwargs.get("batch_size", 1)))
         fs = FeatureStore(ds, engine=engine, dtype=dtype, memory_budget=memory_budget, quiet=quiet)
         gs = GraphStore(ds)
+        if isinstance(neighbor_sampler, NeighborSampler) and neighbor_sampler.feature_store is None:
+            neighbor_sampler.link(fs)
     if neighbor_sampler is None:
         neighbor_sampler = NeighborSampler(gs.path, num_neighbors, engine=engine, seed=seed,
-                                   feature_store=fs if isinstance(fs, FeatureStore) else None, dtype=dtype,
-                                   memory_budget=memory_budget, quiet=quiet)
+                                           feature_store=fs if isinstance(fs, FeatureStore) else None, dtype=dtype,
+                                           memory_budget=memory_budget, quiet=quiet)
     elif not isinstance(neighbor_sampler, NeighborSampler):
         raise ValueError(f"{who}: neighbor_sampler={type(neighbor_sampler).__name__} is not a "
                          "flashgnn.pyg.NeighborSampler, so this loader's num_neighbors and sampling options could not "

@@ -228,15 +228,16 @@ class Sampler:
         seeds = np.ascontiguousarray(seeds, dtype=np.int64)
         return self._wrap(self.core().sample(seeds, int(seed) & (2**64 - 1)))
 
-    def gather(self, ids) -> np.ndarray:
+    def gather(self, ids, labels: bool = False):
         """The feature rows of ``ids`` (node ids, no repeats), in order, in
         this sampler's dtype, through its engine and cache: no sampler of its
-        own (the lookahead's fill reads)."""
+        own (the lookahead's fill reads, the PyG feature store's). With
+        ``labels``: ``(x, y)``, ``y`` empty when the sampler loads none."""
         ids = np.ascontiguousarray(ids, dtype=np.int64)
-        b = self._wrap(self.core().gather(ids))
+        b = self._wrap(self.core().gather(ids, bool(labels)))
         if len(b.n_id) != len(ids) or not np.array_equal(b.n_id, ids):
             raise ValueError(f"{self.path}: gather: ids repeat (asked {len(ids)}, {len(b.n_id)} distinct)")
-        return b.x
+        return (b.x, b.y) if labels else b.x
 
     def attach_cache(self, cache: Cache | None) -> None:
         """Read through ``cache`` from now on (this sampler and the producers

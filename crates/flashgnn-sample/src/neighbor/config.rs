@@ -254,13 +254,14 @@ impl NeighborSampler {
     }
 
     /// The feature rows of `ids` (original ids, no repeats), in order, as a
-    /// batch with no edges: what a fanout-`[0]` sampler without labels
-    /// returns, through this sampler's engine and cache (the lookahead's
-    /// fill reads), whatever this sampler's own fanouts and options.
-    pub fn gather_rows(&mut self, ids: &[i64]) -> Result<Batch> {
+    /// batch with no edges (and their labels when `labels` and the sampler
+    /// loads them): what a fanout-`[0]` sampler returns, through this
+    /// sampler's engine and cache (the lookahead's fill reads, a feature
+    /// store's reads), whatever this sampler's own fanouts and options.
+    pub fn gather_rows(&mut self, ids: &[i64], labels: bool) -> Result<Batch> {
         let saved = (
             std::mem::replace(&mut self.fanouts, vec![0]),
-            self.labels.take(),
+            if labels { self.labels.clone() } else { self.labels.take() },
             std::mem::replace(&mut self.free_features_only, false),
             std::mem::replace(&mut self.want_degrees, false),
         );
