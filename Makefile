@@ -69,7 +69,7 @@ $(DATA)/demo/manifest.json: | setup
 bench-defaults: develop $(DATA)/demo/manifest.json $(DATA)/ooc/manifest.json
 	$(PY) -m benchmarks.defaults $(DATA)/demo $(DATA)/ooc --memory-limit $${LIMIT:-1536MiB} $${JSON:+--json}
 
-# flashgnn beside PyG's own NeighborLoader (issue 20; benchmarks/peers.py, run from the repo root). PyG samples with
+# flashgnn beside PyG's own NeighborLoader (benchmarks/peers.py, run from the repo root). PyG samples with
 # torch-sparse, built for the installed torch, so it gets its own virtualenv outside the default test path:
 # .venv-peers sees .venv's packages (torch, PyG, flashgnn) through a .pth file that adds .venv's
 # site-packages as a site dir, and holds only torch-scatter/torch-sparse (and scipy). PEERS_WHEELS=DIR
@@ -94,7 +94,7 @@ bench-peers: develop $(PEERS_VENV)/.stamp $(DATA)/ooc/manifest.json
 	$(PEERS_VENV)/bin/python -m benchmarks.peers --dataset $(DATA)/ooc --memory-limit $${LIMIT:-768MiB} \
 	  --batches $${BATCHES:-20} --rounds $${ROUNDS:-3} $${TRAIN_BATCHES:+--train-batches $$TRAIN_BATCHES} $${JSON:+--json}
 
-# CPU per batch of the sampler alone, flashgnn against torch_sparse's kernel + gather (issue 20):
+# CPU per batch of the sampler alone, flashgnn against torch_sparse's kernel + gather:
 # the memory engine, then uring with a cache of a third of the data.
 bench-sample-cpu: develop $(PEERS_VENV)/.stamp $(DATA)/ooc/manifest.json
 	$(PEERS_VENV)/bin/python -m benchmarks.sample_cpu --dataset $(DATA)/ooc $${JSON:+--json}

@@ -1,4 +1,4 @@
-"""Accuracy check of the training layer (issue 4), in one run:
+"""Accuracy check of the training layer, in one run:
 
 - GraphSAGE trained with ``flashgnn train`` on the ``uring`` and ``memory``
   engines (identical batches, so identical accuracy is expected);

@@ -1,6 +1,6 @@
 """`make bench-peers`: flashgnn against PyG's own loader, side by side in one run.
 
-Issue 20's targets, measured on one dataset with one thread count, each
+The comparisons against PyG, measured on one dataset with one thread count, each
 variant in a fresh child process with the page cache dropped first:
 
 - ``pyg-memory``: PyG's ``NeighborLoader`` with the graph (a torch_sparse

@@ -11,8 +11,8 @@ after ``--warmup`` batches, and the verdict is the ratio of the medians
 (``pyg_us / flashgnn_us``: above 1, flashgnn spends less CPU). Wall time is
 reported beside it (``uring`` waits on the device). PyG's arrays come from
 ``benchmarks.peers.prepare`` (written once into ``--work``). This isolates
-the sampling kernels that ``make bench-peers`` compares through the loaders
-(issue 20); needs torch_sparse (``make bench-peers`` builds ``.venv-peers``).
+the sampling kernels that ``make bench-peers`` compares through the loaders;
+needs torch_sparse (``make bench-peers`` builds ``.venv-peers``).
 The flashgnn side also reports its reads and cache hits per timed batch and
 its CPU per extent served: deterministic for a seed (reads, hits), or
 thread CPU — figures that hold with other jobs on the machine.

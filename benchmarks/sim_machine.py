@@ -26,7 +26,7 @@ SETTINGS = [
     ("uring 15,10,5 b128 qd128", "uring", [15, 10, 5], 128, 10, 128),
     ("pread 10,5 b64 qd1", "pread", [10, 5], 64, 5, 1),
 ]
-BAND = 0.2  # the target: within ±20 %
+BAND = 0.2  # the target: simulated within ±20 % of traced
 
 
 def run(dataset: str, work: str, rounds: int = 1, seconds: float = 2.0, progress: bool = True) -> dict:

@@ -1,4 +1,4 @@
-"""Striping over 1, 2 and 4 devices (issue 19 item 4; docs/benchmarks.md "Striping", docs/simulator.md
+"""Striping over 1, 2 and 4 devices (docs/benchmarks.md "Striping", docs/simulator.md
 "Several SSDs"): correctness and measured batches/s of `flashgnn stripe` here, and the scaling the SSD
 simulator predicts for real separate SSDs.
 

@@ -17,7 +17,7 @@ that cache and online lookahead's Belady row cache over ``--lookahead``
 batches as ``--memory-budget`` does (:mod:`flashgnn.loader.window`). Both count
 inside the same ``--memory-limit`` as the other engines.
 
-Targets (issue 4): overlap — epoch <= 1.15 x max(preparation, training) for
+Targets: overlap — epoch <= 1.15 x max(preparation, training) for
 every engine; and, when preparation is the bottleneck, ``uring`` epochs beat
 tuned ``mmap`` epochs by at least the preparation ratio.
 

@@ -1,4 +1,4 @@
-"""The whole command line as a newcomer walks it (issue 18 part 5), beyond
+"""The whole command line as a newcomer walks it, beyond
 `flashgnn train`: `flashgnn --help` lists the commands in groups; every
 option of every command shows its default once (0 and sizes included);
 bad values are refused by name before any work (argparse types, or the

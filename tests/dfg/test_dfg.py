@@ -130,7 +130,7 @@ def test_builtin_dfg_matches_pytorch_model(ds_path, ctx, name):
 @pytest.mark.parametrize("name", ["sage", "gcn", "gin", "ngcf"])
 def test_builtin_dfg_full_neighbourhood_equals_full_graph_forward(ds_path, ctx, name):
     """Fanout -1 on every hop: the DFG's seed outputs are the model's forward
-    over the whole graph at those nodes (issue 21: GCN normalised by the
+    over the whole graph at those nodes (GCN normalised by the
     trimmed batch's degrees was up to 0.73 off)."""
     model = random_model(name)
     seeds = seeds_of(60, 17)

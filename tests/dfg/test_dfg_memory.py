@@ -2,7 +2,7 @@
 
 What is proved, and how:
 
-- the attack of issue 15 (a ~50 KB DFG: one GEMM of two small params to
+- a memory attack (a ~50 KB DFG: one GEMM of two small params to
   [4096, 8192], then Concats doubling it) is refused before any kernel runs:
   in a fresh subprocess, ``ru_maxrss`` grows by less than the configured
   bound plus a small slack, and a kernel-call counter wrapped around every
@@ -85,7 +85,7 @@ def counting_registry(base=None):
 
 
 def attack_graph(concats: int) -> "dfg.Graph":
-    """Issue 15's request: GEMM of [4096, 1] @ [1, 8192] params (48 KiB), then Concats doubling the width."""
+    """The attack: GEMM of [4096, 1] @ [1, 8192] params (48 KiB), then Concats doubling the width."""
     g = dfg.Graph()
     g.create_in("Batch")
     x = g.create_op("GEMM", [g.create_param("A", torch.ones(4096, 1)), g.create_param("B", torch.ones(1, 8192))])

@@ -94,7 +94,7 @@ def test_train_with_lookahead_gives_the_same_weights(ds_path, tmp_path):
 def test_window_cache_too_small_for_its_node_arrays_is_none(ds_path):
     """The Belady cache pays 8 B per node (slot_of, next-use marks) from its
     budget; a budget that cannot pay them would hold no row yet allocate
-    them past the budget (512 MiB at 67 M nodes: the OOM kill of issue 19),
+    them past the budget (512 MiB at 67 M nodes: an OOM kill under a 2 GiB cap),
     so it is not built, and rows are read instead."""
     from flashgnn.loader.window import WindowGather
 

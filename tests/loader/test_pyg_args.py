@@ -274,7 +274,7 @@ def test_remote_backend_refuses_by_name(ds_path, kw, name):
 
 
 def test_remote_backend_samples_the_hops_it_is_asked_for(ds_path, graph):
-    """Issue 18: under PyG's NeighborLoader a sampler built for 2 hops kept
+    """Under PyG's NeighborLoader a sampler built for 2 hops kept
     2 hops when the loader asked for 1. Now: the sampler samples its own
     num_neighbors, flashgnn.pyg.NeighborLoader builds it from the loader's,
     and PyG's loader with a given sampler is refused (it drops them)."""

@@ -1,5 +1,5 @@
 """save_checkpoint publishes checkpoint.pt atomically and leaves nothing
-behind when it fails (issue 18 leftovers).
+behind when it fails (no partial checkpoint.pt, no temporary left over).
 
 How: torch.save is made to fail the ways a run meets — an unpicklable value
 in the state, ENOSPC (a monkeypatched torch.save writing a few bytes then

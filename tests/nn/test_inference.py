@@ -1,4 +1,4 @@
-"""Layer-wise inference for any model (issue 18, item 3): flashgnn.inference,
+"""Layer-wise inference for any model: flashgnn.inference,
 PyG's own model.inference(loader) on flashgnn.NeighborLoader, and
 `flashgnn embed --model-class` on a user's checkpoint.
 

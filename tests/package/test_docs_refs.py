@@ -37,7 +37,7 @@ def test_every_named_markdown_file_exists():
     assert not dead, "references to files the repository lacks:\n" + "\n".join(dead)
 
 
-# ARCHITECTURE.md is a map, not a manual: details go to docs/ (issue 17 found it at 66 KB, stale in places).
+# ARCHITECTURE.md is a map, not a manual: details go to docs/ (at 66 KB it had gone stale in places).
 ARCHITECTURE_BYTES_MAX = 25_000
 # A path into the tree, as the map names them: `python/flashgnn/loader/neighbor.py:run_ahead`,
 # `crates/flashgnn-io/src/`, `benchmarks/`, `docs/format.md` (a `:item` suffix is not part of the path).

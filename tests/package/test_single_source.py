@@ -1,4 +1,4 @@
-"""One source of truth for what the Rust side owns (issue 17, item 3).
+"""One source of truth for what the Rust side owns.
 
 - Constants: every Python name that mirrors a Rust constant is assigned from
   `_core` (checked on the source, so re-typing the same value fails too) and

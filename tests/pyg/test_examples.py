@@ -1,6 +1,6 @@
 """examples/pyg_graphsage.py — PyG's canonical GraphSAGE example — runs on
 stock PyG (in memory) and on flashgnn (on disk), the backends differing only
-in the loader import and the dataset path (issue 18's target).
+in the loader import and the dataset path.
 
 How: one small generated graph is built as a flashgnn dataset and also saved
 as an in-memory PyG ``Data`` (``data.to_dict()`` in a .pt file). Stock PyG's

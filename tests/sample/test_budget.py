@@ -103,7 +103,7 @@ def test_auto_sizes_from_available_memory(ds_path):
 
 
 def test_auto_reserves_per_node_memory(ds_path, tmp_path):
-    """auto's reserve has a per-node term (issue 19: a 67 M-node graph was
+    """auto's reserve has a per-node term (a 67 M-node graph was
     OOM-killed under a 2 GiB cap because auto handed the cache the memory the
     trainer's per-node arrays took): N x the bytes per node of what the
     manifest says is kept (labels int32, split ids), less what the process

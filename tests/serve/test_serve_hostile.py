@@ -1,4 +1,4 @@
-"""`flashgnn serve` against hostile and broken clients (issue 15: items 1, 2, 11 and the --token-file FIFO).
+"""`flashgnn serve` against hostile and broken clients, and bad --token-file values.
 
 A real server runs in a subprocess over a small generated dataset, as in test_serve.py; the hostile
 clients use raw gRPC calls (the stub, or ``channel.stream_unary`` with a request iterator that never
@@ -118,7 +118,7 @@ def never_sends(block: threading.Event):
 
 
 # ---------------------------------------------------------------------------
-# item 1: a broken UpdateGraph stream is never applied
+# a broken UpdateGraph stream is never applied
 
 
 def test_update_graph_client_iterator_raising_applies_nothing(server):
@@ -296,7 +296,7 @@ def test_update_graph_bad_labels_named_by_field(server, labels, want):
 
 
 # ---------------------------------------------------------------------------
-# item 2: calls that never send their message
+# calls that never send their message
 
 
 def _raw(channel, rpc: str, request_cls, reply_cls):
@@ -374,7 +374,7 @@ def test_authenticated_idle_calls_end_at_request_body_timeout(server):
 
 
 # ---------------------------------------------------------------------------
-# item 11 and the --token-file part of item 7
+# token files, a second SIGTERM during the drain, deadlines
 
 
 def test_token_file_rules(tmp_path):

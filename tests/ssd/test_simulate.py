@@ -267,7 +267,7 @@ def test_simulate_refuses_fifo_trace_and_config(tmp_path):
 
 @pytest.mark.slow
 def test_paper_shaped_workload_matches_beacongnn(tmp_path):
-    """The issue's "against the paper" target on the `make bench-sim` workload (R-MAT scale 16,
+    """The "against the paper" target on the `make bench-sim` workload (R-MAT scale 16,
     edge factor 100, 128 x fp16, 3 hops of fanout 3, batch 1024, Table II): BeaconGNN's
     platforms come out in its order, each published throughput ratio is matched within 2x, and
     the CPU-centric design spends more than half its energy moving data out of storage."""

@@ -841,7 +841,7 @@ def test_failed_force_build_keeps_old_dataset(tmp_path, tiny, npy_input):
 
 
 # ---------------------------------------------------------------------------
-# Round two (issue 15): non-regular files, broken links, CR-only text,
+# Round two: non-regular files, broken links, CR-only text,
 # duplicate npy header keys, float32 overflow, multi-column label files,
 # --force over what is not flashgnn output, stale temporaries, labels beyond
 # the class count. Every command that could block runs in a subprocess with a

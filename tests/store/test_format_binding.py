@@ -1,4 +1,4 @@
-"""Format version 2 (issue 15, items 5 and 6).
+"""Format version 2: checksums bound to the dataset id, version 1 still read, side files checked.
 
 - Every per-page/per-slot checksum is bound to a random dataset id, so a page
   or file copied from another build of the same input is refused where it is
@@ -68,7 +68,7 @@ def test_version_1_fixture_reads_verifies_and_samples(name):
     assert run_cli("verify", path).returncode == 0
 
 
-# -- item 5: a page of another build is refused where it is read ---------------------------------------
+# -- a page of another build is refused where it is read -----------------------------------------------
 
 
 def test_two_builds_differ_and_a_fixed_id_rebuilds_identically(tmp_path):
@@ -130,7 +130,7 @@ def test_foreign_whole_file_refused_at_open(tmp_path):
         flashgnn.open(a)
 
 
-# -- item 6: side files' dtype, shape and value range ---------------------------------------------------
+# -- side files' dtype, shape and value range ----------------------------------------------------------
 
 
 @pytest.mark.parametrize(

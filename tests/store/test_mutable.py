@@ -360,7 +360,7 @@ def test_replay_reports_a_torn_tail_in_stats(ds):
     assert wal.read_bytes() == good  # truncated back to the last acknowledged frame
 
 
-# -- damage under mut/ (issue 15, item 8): the corruption error with file and offset, never IndexError -------
+# -- damage under mut/: the corruption error with file and offset, never IndexError -------
 
 
 def _mutated(ds) -> Path:

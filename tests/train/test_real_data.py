@@ -1,4 +1,4 @@
-"""Real data in without glue (issue 21): a SNAP edge list with a separate
+"""Real data in without glue: a SNAP edge list with a separate
 labels file (and a features file) goes from text to a trained model with
 `flashgnn build` + `flashgnn train`; bad labels files are refused naming
 file, line, value and bound; a dataset without features is refused by

@@ -96,7 +96,7 @@ def test_neighbor_loader_batches_obey_pyg_invariants(ds_path):
 
 @pytest.mark.parametrize("model", ["sage", "gcn", "gin", "gat", "mlp"])
 def test_full_neighbourhood_batch_equals_full_graph_forward(ds_path, model):
-    """Issue 21: with fanout -1,-1 a batch's seed outputs are the full-graph
+    """With fanout -1,-1 a batch's seed outputs are the full-graph
     forward's, for every model `flashgnn train` offers, through the trainer's
     own forward() (trimmed per layer) and untrimmed. GCN normalises by the
     whole graph's degrees (data.deg); with the batch's own degrees — what
@@ -546,7 +546,7 @@ def test_training_on_a_mutated_graph(ds_path, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# GCN against PyG full-batch training (issue 21)
+# GCN against PyG full-batch training
 
 
 def _planetoid_like(tmp, classes=5, per_class=20, val=500, test=1000):

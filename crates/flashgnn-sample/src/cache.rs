@@ -20,8 +20,8 @@
 //! The cache is an optimisation only: a budget of 0 stores nothing and every
 //! request goes to the device, with identical batches. It never blocks on
 //! I/O (entries are inserted after a read completes, dynamic lookups are a
-//! hash probe under a short lock), so an undersized cache cannot deadlock — the failure
-//! mode GraphBolt users hit (#7641).
+//! hash probe under a short lock), so an undersized cache cannot deadlock —
+//! the failure mode GraphBolt users have reported.
 //!
 //! Why the dynamic part keeps its mutex on hits: a lock-free read path (a
 //! fixed array of copy-on-write buckets loaded with `arc-swap`, frequency
@@ -505,7 +505,7 @@ impl Statics {
 /// of the whole budget leaves). A part that small costs every miss a copy, a
 /// locked insert and an eviction for next to no hits: on data/ooc, 2.6 MiB
 /// beside a 455 MiB static set took 78 k inserts and 74 k evictions for 405
-/// hits in 21 batches (issue 20).
+/// hits in 21 batches.
 pub fn dynamic_part(budget: usize, static_bytes: usize) -> usize {
     let rest = budget - static_bytes;
     if rest < budget / 32 {

@@ -19,7 +19,7 @@
 //!   hops (separate rows, which score all hops), an overflow page the chance
 //!   that an expansion of each owner draws an entry on it. `hops + 2`
 //!   sequential scans, 4 B per node per hop while choosing. On data/ooc
-//!   (issue 20, 457 MiB, train-split seeds) 2 % fewer reads than degree
+//!   (457 MiB, train-split seeds) 2 % fewer reads than degree
 //!   (3,625 against 3,698 per batch) for 1-4 s more at open: the marginal
 //!   nodes there are low-degree ones whose neighbors look alike, so degree
 //!   is kept as the default.

@@ -1,4 +1,4 @@
-//! Overflow pages bit-packed for the static hot set (issue 20).
+//! Overflow pages bit-packed for the static hot set.
 //!
 //! On a power-law graph the hubs' overflow pages are the densest extents a
 //! static set can hold (every expansion of a hub draws from them), so the

@@ -17,7 +17,7 @@ use crate::{NeighborSampler, Resident, Result, SampleError};
 /// did and beats the dynamic part (which also costs a copy and a locked
 /// insert per read): on data/ooc at 448 MiB, 0.5 -> 4.5 batches/s (72 %
 /// hits), 0.9 -> 6.8-7.7 (85 %), 1.0 -> 6.5-7.7 (87 %). At 457 MiB with
-/// the train split's seeds (issue 20), 1.0 against 0.9: 3,698 against 4,134
+/// the train split's seeds, 1.0 against 0.9: 3,698 against 4,134
 /// reads per batch (the dynamic part's 46 MiB served ~520 hits a batch for
 /// ~4,100 copied, locked inserts and their evictions), and less CPU per
 /// batch; see docs/benchmarks.md. `hot_fraction` < 1 still keeps a dynamic

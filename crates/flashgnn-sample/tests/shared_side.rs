@@ -1,4 +1,4 @@
-//! Per-node side arrays are one copy per process (issue 19): every `Dataset`
+//! Per-node side arrays are one copy per process: every `Dataset`
 //! and sampler opened on the same files gets the same `Arc` (pointer
 //! equality, and the bytes held stay 4 B/node per array however many
 //! samplers are open); the copy goes with its last holder; and a side file

@@ -5,7 +5,7 @@
 //! and the evaluation loaders each open their own. Each used to load its own
 //! labels (4 B/node), relabelling maps (2 x 4 B/node) and feature CRCs
 //! (4 B/node): at 67 M nodes and a handful of samplers that is gigabytes, a
-//! cost that grows with N and that no memory budget counted (issue 19).
+//! cost that grows with N and that no memory budget counted.
 //!
 //! This registry hands every `Dataset` of the same files the same
 //! `Arc<[T]>`. It holds only [`Weak`] references: an array lives while some

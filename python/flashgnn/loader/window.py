@@ -133,7 +133,7 @@ class WindowGather:
         # A budget that cannot pay the cache's two node-sized arrays (8 B per
         # node) would leave it no row (capacity 0) yet allocate them beyond
         # the budget: 512 MiB at 67 M nodes, which OOM-killed training under
-        # a 2 GiB cap (issue 19). Then there is no cache: the same rows, read.
+        # a 2 GiB cap. Then there is no cache: the same rows, read.
         self.belady = (BeladyRowCache(budget, gather.feature_dim, gather.out_dtype or gather.dtype, num_nodes)
                        if budget and int(budget) > BELADY_NODE_BYTES * int(num_nodes) else None)
         self.rows_gathered = 0

@@ -6,7 +6,7 @@ edges: a last-hop node has no in-edge there (degree 1, its self-loop), and
 with per-layer trimming (``num_sampled_nodes_per_hop``) the nodes of every
 hop the layer drops look the same. So a batch's seed outputs are not the
 whole graph's GCN, whatever the fanout, trimmed or not (up to 0.73 apart
-with fanout -1,-1 on a real graph; issue 21).
+with fanout -1,-1 on a real graph).
 
 Not trimming does not fix it (the last hop's degrees are still wrong). The
 fix is to take the degrees from where they are true: every node's slot holds
