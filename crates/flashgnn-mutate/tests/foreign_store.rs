@@ -14,39 +14,15 @@
 //! - a format-v1 root (no dataset id) records null and keeps working, and a
 //!   v2 dataset's store copied into it is refused.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use flashgnn_build::{build, BuildOptions, Progress};
-use flashgnn_datagen::{generate_rmat, RmatOptions};
+use flashgnn_build::Progress;
 use flashgnn_mutate::current::{self, Current};
-use flashgnn_mutate::{verify_log, GraphOptions, MutError, MutableGraph};
+use flashgnn_mutate::{verify_log, MutError, MutableGraph};
 use flashgnn_store::Dataset;
-
-fn raw(dir: &Path) -> PathBuf {
-    let raw = dir.join("raw");
-    let o = RmatOptions { scale: 7, edge_factor: 4, dim: 4, classes: 3, seed: 5, ..Default::default() };
-    generate_rmat(&raw, &o, &Progress::new()).unwrap();
-    raw
-}
-
-/// A symmetric build of `raw` at `dir/name` (each build: a fresh dataset id).
-fn dataset(raw: &Path, dir: &Path, name: &str) -> PathBuf {
-    let out = dir.join(name);
-    let mut b = BuildOptions::new(raw, &out);
-    b.symmetrize = true;
-    b.dedup = true;
-    b.memory_budget = 80 << 20;
-    build(&b, &Progress::new()).unwrap();
-    out
-}
-
-fn ro() -> GraphOptions {
-    GraphOptions { writable: false, ..Default::default() }
-}
-
-fn rw() -> GraphOptions {
-    GraphOptions::default()
-}
+use flashgnn_testing::{
+    build_symmetric, copy_dir, open_mutable, read_only, repo_path, rmat_input, tempdir, tiny_rmat, tree_bytes, writable,
+};
 
 fn id(p: &Path) -> Option<u64> {
     Dataset::open(p).unwrap().manifest().dataset_id
@@ -54,35 +30,11 @@ fn id(p: &Path) -> Option<u64> {
 
 /// Edge 1-77 added, compacted into gen-1, then edge 2-78 logged in wal-1.
 fn mutate_and_compact(p: &Path) {
-    let g = MutableGraph::open(p, &rw()).unwrap();
+    let g = open_mutable(p);
     g.add_edge(1, 77).unwrap();
     g.compact(&Progress::new()).unwrap();
     g.add_edge(2, 78).unwrap();
     g.close().unwrap();
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let t = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &t);
-        } else {
-            std::fs::copy(e.path(), &t).unwrap();
-        }
-    }
-}
-
-fn listing(d: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<_> = std::fs::read_dir(d)
-        .unwrap()
-        .map(|e| e.unwrap())
-        .filter(|e| e.file_type().unwrap().is_file())
-        .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
-        .collect();
-    v.sort();
-    v
 }
 
 /// Every reader refuses `p` as corruption of `p/mut/CURRENT` at the byte
@@ -92,8 +44,8 @@ fn refused(p: &Path, key: &str, stored: Option<u64>, actual: Option<u64>) {
     let at = text.find(&format!("\"{key}\"")).unwrap();
     let show = |i: Option<u64>| i.map_or("none (format v1)".to_string(), |i| i.to_string());
     let errs = [
-        MutableGraph::open(p, &ro()).err().expect("read-only open refuses"),
-        MutableGraph::open(p, &rw()).err().expect("writable open refuses"),
+        MutableGraph::open(p, &read_only()).err().expect("read-only open refuses"),
+        MutableGraph::open(p, &writable()).err().expect("writable open refuses"),
         verify_log(p).expect_err("verify refuses"),
     ];
     for e in errs {
@@ -106,20 +58,20 @@ fn refused(p: &Path, key: &str, stored: Option<u64>, actual: Option<u64>) {
 
 #[test]
 fn a_mut_dir_copied_from_another_dataset_after_compaction_is_refused() {
-    let t = tempfile::tempdir().unwrap();
-    let raw = raw(t.path());
-    let (a, b) = (dataset(&raw, t.path(), "a"), dataset(&raw, t.path(), "b"));
+    let t = tempdir();
+    let raw = rmat_input(t.path(), "raw", &tiny_rmat());
+    let (a, b) = (build_symmetric(&raw, &t.path().join("a")), build_symmetric(&raw, &t.path().join("b")));
     let (ia, ib) = (id(&a), id(&b));
     assert!(ia.is_some() && ib.is_some() && ia != ib, "two builds, two ids");
     mutate_and_compact(&a);
     copy_dir(&a.join("mut"), &b.join("mut"));
-    let before = listing(&b.join("mut"));
+    let before = tree_bytes(&b.join("mut"));
     refused(&b, "root_dataset_id", ia, ib);
     // The writable open refused before touching anything: no leftover removed, no log rewritten.
-    assert_eq!(listing(&b.join("mut")), before);
+    assert_eq!(tree_bytes(&b.join("mut")), before);
     assert!(b.join("mut/gen-1").is_dir());
     // The store still serves its own dataset, with both edges.
-    let g = MutableGraph::open(&a, &ro()).unwrap();
+    let g = MutableGraph::open(&a, &read_only()).unwrap();
     assert!(g.get_neighbors(1).unwrap().contains(&77) && g.get_neighbors(2).unwrap().contains(&78));
     assert_eq!(verify_log(&a).unwrap().unwrap().generation, 1);
     // Compaction carried the binding forward: CURRENT names A and gen-1's id.
@@ -128,14 +80,14 @@ fn a_mut_dir_copied_from_another_dataset_after_compaction_is_refused() {
     assert_eq!((ids.root, ids.generation), (ia, id(&a.join("mut/gen-1"))));
     // Removing the foreign store gives B back, unmutated.
     std::fs::remove_dir_all(b.join("mut")).unwrap();
-    assert!(!MutableGraph::open(&b, &ro()).unwrap().get_neighbors(1).unwrap().contains(&77));
+    assert!(!MutableGraph::open(&b, &read_only()).unwrap().get_neighbors(1).unwrap().contains(&77));
 }
 
 #[test]
 fn a_generation_and_log_copied_from_another_dataset_are_refused() {
-    let t = tempfile::tempdir().unwrap();
-    let raw = raw(t.path());
-    let (a, b) = (dataset(&raw, t.path(), "a"), dataset(&raw, t.path(), "b"));
+    let t = tempdir();
+    let raw = rmat_input(t.path(), "raw", &tiny_rmat());
+    let (a, b) = (build_symmetric(&raw, &t.path().join("a")), build_symmetric(&raw, &t.path().join("b")));
     mutate_and_compact(&a);
     mutate_and_compact(&b);
     // B keeps its own CURRENT; A's gen-1, free list and log (consistent with each other) replace B's.
@@ -152,20 +104,20 @@ fn a_generation_and_log_copied_from_another_dataset_are_refused() {
 
 #[test]
 fn a_version_1_current_is_read_and_rewritten_bound_by_a_writable_open() {
-    let t = tempfile::tempdir().unwrap();
-    let raw = raw(t.path());
-    let a = dataset(&raw, t.path(), "a");
+    let t = tempdir();
+    let raw = rmat_input(t.path(), "raw", &tiny_rmat());
+    let a = build_symmetric(&raw, &t.path().join("a"));
     mutate_and_compact(&a);
     let c = current::read_current(&a).unwrap().unwrap();
     current::write_current(&a, &Current { ids: None, ..c }).unwrap();
     let v1 = std::fs::read(a.join("mut/CURRENT")).unwrap();
     assert!(String::from_utf8_lossy(&v1).contains("\"version\": 1"));
     // Read-only readers accept it (nothing to check) and change nothing.
-    assert!(MutableGraph::open(&a, &ro()).unwrap().get_neighbors(2).unwrap().contains(&78));
+    assert!(MutableGraph::open(&a, &read_only()).unwrap().get_neighbors(2).unwrap().contains(&78));
     assert_eq!(verify_log(&a).unwrap().unwrap().generation, 1);
     assert_eq!(std::fs::read(a.join("mut/CURRENT")).unwrap(), v1);
     // A writable open binds it.
-    MutableGraph::open(&a, &rw()).unwrap().close().unwrap();
+    MutableGraph::open(&a, &writable()).unwrap().close().unwrap();
     let c2 = current::read_current(&a).unwrap().unwrap();
     assert_eq!((c2.generation, c2.base_seq), (c.generation, c.base_seq));
     assert_eq!(c2.ids, c.ids);
@@ -174,12 +126,12 @@ fn a_version_1_current_is_read_and_rewritten_bound_by_a_writable_open() {
 
 #[test]
 fn a_format_v1_root_records_no_id_and_refuses_a_bound_store() {
-    let t = tempfile::tempdir().unwrap();
-    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/format-v1/inline");
+    let t = tempdir();
+    let fixture = repo_path("tests/fixtures/format-v1/inline");
     let v1 = t.path().join("v1");
     copy_dir(&fixture, &v1);
     assert_eq!(id(&v1), None);
-    let g = MutableGraph::open(&v1, &rw()).unwrap();
+    let g = MutableGraph::open(&v1, &writable()).unwrap();
     let n = g.add_vertex(&vec![0.5; g.feature_dim() as usize]).unwrap() + 1;
     g.add_edge(0, n - 1).unwrap();
     g.compact(&Progress::new()).unwrap();
@@ -189,13 +141,13 @@ fn a_format_v1_root_records_no_id_and_refuses_a_bound_store() {
     assert_eq!(ids.root, None);
     assert_eq!(ids.generation, id(&v1.join("mut/gen-1")));
     assert!(std::fs::read_to_string(v1.join("mut/CURRENT")).unwrap().contains("\"root_dataset_id\": null"));
-    let g = MutableGraph::open(&v1, &ro()).unwrap();
+    let g = MutableGraph::open(&v1, &read_only()).unwrap();
     assert!(g.get_neighbors(1).unwrap().contains(&(n - 1)));
     drop(g);
     assert_eq!(verify_log(&v1).unwrap().unwrap().generation, 1);
     // A version-2 dataset's store copied into the v1 root: refused.
-    let raw = raw(t.path());
-    let a = dataset(&raw, t.path(), "a");
+    let raw = rmat_input(t.path(), "raw", &tiny_rmat());
+    let a = build_symmetric(&raw, &t.path().join("a"));
     mutate_and_compact(&a);
     std::fs::remove_dir_all(v1.join("mut")).unwrap();
     copy_dir(&a.join("mut"), &v1.join("mut"));

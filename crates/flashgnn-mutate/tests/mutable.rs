@@ -17,37 +17,22 @@
 //!   refused with the rebuild command.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use flashgnn_build::{build, BuildOptions, Progress};
-use flashgnn_datagen::{generate_rmat, RmatOptions};
+use flashgnn_build::Progress;
 use flashgnn_format::dtype::read_f64;
 use flashgnn_mutate::wal::{self, FRAME_HEADER_BYTES, WAL_HEADER_BYTES};
-use flashgnn_mutate::{GraphOptions, MutError, MutableGraph};
+use flashgnn_mutate::{MutError, MutableGraph};
 use flashgnn_store::{Dataset, Op};
+use flashgnn_testing::{
+    build_with, open_mutable, read_only, rmat_input, tempdir, tiny_dataset, tiny_rmat, writable, TINY_DIM,
+};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-const DIM: u32 = 4;
-
-/// A small symmetric dataset (R-MAT scale 7: 128 nodes) with 4 float32 features.
-fn dataset(dir: &Path, symmetrize: bool) -> PathBuf {
-    let raw = dir.join("raw");
-    let o = RmatOptions { scale: 7, edge_factor: 4, dim: DIM, classes: 3, seed: 5, ..Default::default() };
-    generate_rmat(&raw, &o, &Progress::new()).unwrap();
-    let out = dir.join("ds");
-    let mut b = BuildOptions::new(&raw, &out);
-    b.symmetrize = symmetrize;
-    b.dedup = true;
-    b.memory_budget = 80 << 20;
-    build(&b, &Progress::new()).unwrap();
-    out
-}
-
-fn open(p: &Path) -> MutableGraph {
-    MutableGraph::open(p, &GraphOptions::default()).unwrap()
-}
+/// The feature width of the tests' dataset ([`tiny_dataset`]: R-MAT scale 7,
+/// 128 nodes, built symmetric).
+const DIM: u32 = TINY_DIM;
 
 fn row_f64(g: &MutableGraph, bytes: &[u8]) -> Vec<f64> {
     let dt = g.feature_dtype();
@@ -103,7 +88,7 @@ fn wal_round_trip() {
 #[test]
 fn torn_tail_truncated_at_every_offset_of_the_last_frame() {
     let (b, ends, ops) = sample_log(2, 3);
-    let d = tempfile::tempdir().unwrap();
+    let d = tempdir();
     for cut in ends[1]..ends[2] {
         let (r, got) = replay_ops(&b[..cut]).unwrap();
         assert_eq!(got, ops[..2], "cut at {cut}");
@@ -182,22 +167,22 @@ fn random_damage_never_panics() {
 
 #[test]
 fn refuses_a_base_built_without_symmetrize() {
-    let d = tempfile::tempdir().unwrap();
-    let p = dataset(d.path(), false);
-    let e = MutableGraph::open(&p, &GraphOptions::default()).err().unwrap().to_string();
+    let d = tempdir();
+    let p = build_with(&rmat_input(d.path(), "raw", &tiny_rmat()), &d.path().join("ds"), |b| b.dedup = true);
+    let e = MutableGraph::open(&p, &writable()).err().unwrap().to_string();
     assert!(e.contains("without --symmetrize") && e.contains("--symmetrize --dedup"), "{e}");
     assert!(!p.join("mut").exists(), "nothing written for a refused dataset");
 }
 
 #[test]
 fn one_writer_at_a_time() {
-    let d = tempfile::tempdir().unwrap();
-    let p = dataset(d.path(), true);
-    let g = open(&p);
+    let d = tempdir();
+    let p = tiny_dataset(d.path());
+    let g = open_mutable(&p);
     g.add_edge(1, 2).unwrap();
     // A second writable open (same process, other file description) is refused
     // before it touches anything under mut/.
-    match MutableGraph::open(&p, &GraphOptions::default()) {
+    match MutableGraph::open(&p, &writable()) {
         Err(MutError::Unavailable(m)) => {
             assert!(m.contains("mut/LOCK") && m.contains("open for writing by another process"), "{m}");
         }
@@ -205,25 +190,25 @@ fn one_writer_at_a_time() {
         Ok(_) => panic!("a second writer opened the store"),
     }
     // Readers take no lock.
-    let ro = MutableGraph::open(&p, &GraphOptions { writable: false, ..Default::default() }).unwrap();
+    let ro = MutableGraph::open(&p, &read_only()).unwrap();
     assert!(ro.get_neighbors(1).unwrap().contains(&2));
     g.add_edge(3, 4).unwrap();
     g.close().unwrap();
     // Closed: the next writer gets in and sees every acknowledged write.
-    let g2 = open(&p);
+    let g2 = open_mutable(&p);
     assert!(g2.get_neighbors(1).unwrap().contains(&2) && g2.get_neighbors(3).unwrap().contains(&4));
-    assert!(MutableGraph::open(&p, &GraphOptions::default()).is_err());
+    assert!(MutableGraph::open(&p, &writable()).is_err());
     drop(g2); // drop releases it too
-    let g3 = open(&p);
+    let g3 = open_mutable(&p);
     assert!(g3.open_report.removed.is_empty(), "LOCK is not a leftover: {:?}", g3.open_report.removed);
     assert!(p.join("mut").join("LOCK").exists());
 }
 
 #[test]
 fn batch_size_is_bounded() {
-    let d = tempfile::tempdir().unwrap();
-    let p = dataset(d.path(), true);
-    let g = open(&p);
+    let d = tempdir();
+    let p = tiny_dataset(d.path());
+    let g = open_mutable(&p);
     let wal0 = g.wal_bytes();
     let max = flashgnn_mutate::MAX_BATCH_OPS;
     let ops = vec![Op::AddEdge { dst: 1, src: 2 }; max + 1];
@@ -241,8 +226,8 @@ fn batch_size_is_bounded() {
 #[test]
 fn batch_apply_equals_op_by_op_apply() {
     use flashgnn_store::{Delta, Snapshot};
-    let d = tempfile::tempdir().unwrap();
-    let p = dataset(d.path(), true);
+    let d = tempdir();
+    let p = tiny_dataset(d.path());
     let base = Arc::new(Dataset::open(&p).unwrap());
     let row =
         flashgnn_store::overlay::encode_row(base.feature_dtype(), base.feature_dim(), &[1.0; DIM as usize]).unwrap();
@@ -303,9 +288,9 @@ fn batch_apply_equals_op_by_op_apply() {
 /// quadratic under the writer lock) and leaves the right list.
 #[test]
 fn a_large_batch_on_one_hub() {
-    let d = tempfile::tempdir().unwrap();
-    let p = dataset(d.path(), true);
-    let g = open(&p);
+    let d = tempdir();
+    let p = tiny_dataset(d.path());
+    let g = open_mutable(&p);
     let n = g.num_nodes();
     let k = 60_000u64;
     let row = g.encode_embed(&[0.5; DIM as usize]).unwrap();
@@ -333,15 +318,15 @@ fn a_large_batch_on_one_hub() {
     assert!(g.get_neighbors((n + 39_998) as i64).unwrap().is_empty());
     assert_eq!(g.get_neighbors((n + 40_002) as i64).unwrap(), vec![hub]);
     drop(g);
-    let g = open(&p); // replay applies the same batches
+    let g = open_mutable(&p); // replay applies the same batches
     assert_eq!(g.get_neighbors(hub as i64).unwrap(), want);
 }
 
 #[test]
 fn bad_arguments_are_refused_before_logging() {
-    let d = tempfile::tempdir().unwrap();
-    let p = dataset(d.path(), true);
-    let g = open(&p);
+    let d = tempdir();
+    let p = tiny_dataset(d.path());
+    let g = open_mutable(&p);
     let n = g.num_nodes();
     let wal0 = g.wal_bytes();
     let msg = |r: Result<(), MutError>| match r {
@@ -368,15 +353,15 @@ fn bad_arguments_are_refused_before_logging() {
     assert!(g.wal_bytes() > wal0);
     let after_one = g.wal_bytes();
     drop(g);
-    let g = open(&p);
+    let g = open_mutable(&p);
     assert_eq!((g.seq(), g.wal_bytes()), (1, after_one));
 }
 
 #[test]
 fn deleted_ids_are_reused_lowest_first() {
-    let d = tempfile::tempdir().unwrap();
-    let p = dataset(d.path(), true);
-    let g = open(&p);
+    let d = tempdir();
+    let p = tiny_dataset(d.path());
+    let g = open_mutable(&p);
     let n = g.num_nodes();
     assert_eq!(g.add_vertex(&[0.5; 4]).unwrap(), n);
     g.delete_vertex(9).unwrap();
@@ -390,7 +375,7 @@ fn deleted_ids_are_reused_lowest_first() {
     g.delete_vertex(2).unwrap();
     g.compact(&Progress::new()).unwrap();
     drop(g);
-    let g = open(&p);
+    let g = open_mutable(&p);
     assert_eq!(g.generation(), 1);
     assert!(g.get_neighbors(2).is_err());
     assert_eq!(g.add_vertex(&[4.0; 4]).unwrap(), 2);
@@ -398,9 +383,9 @@ fn deleted_ids_are_reused_lowest_first() {
 
 #[test]
 fn group_commit_shares_fsyncs_and_loses_no_acknowledged_op() {
-    let d = tempfile::tempdir().unwrap();
-    let p = dataset(d.path(), true);
-    let g = Arc::new(open(&p));
+    let d = tempdir();
+    let p = tiny_dataset(d.path());
+    let g = Arc::new(open_mutable(&p));
     let n = g.num_nodes();
     let acked: Vec<Vec<(u64, u64)>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..8u64)
@@ -426,7 +411,7 @@ fn group_commit_shares_fsyncs_and_loses_no_acknowledged_op() {
     assert!(fsyncs < ops, "group commit: {ops} ops took {fsyncs} fsyncs");
     eprintln!("group commit, 8 threads: {ops} ops, {fsyncs} fsyncs, {:.2} ops/fsync", ops as f64 / fsyncs as f64);
     drop(g);
-    let g = open(&p);
+    let g = open_mutable(&p);
     assert_eq!(g.seq(), 320);
     for (a, b) in acked.into_iter().flatten() {
         assert!(g.get_neighbors(a as i64).unwrap().contains(&b), "edge ({a}, {b}) lost");
@@ -480,11 +465,11 @@ fn check(g: &MutableGraph, m: &Model, when: &str) {
 
 #[test]
 fn model_based_random_operations_with_replay_and_compaction() {
-    let d = tempfile::tempdir().unwrap();
-    let p = dataset(d.path(), true);
+    let d = tempdir();
+    let p = tiny_dataset(d.path());
     let mut m = Model::from(&Dataset::open(&p).unwrap());
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(2024);
-    let mut g = open(&p);
+    let mut g = open_mutable(&p);
     for round in 0..3 {
         for _ in 0..120 {
             let k = rng.random_range(0..100);
@@ -535,14 +520,14 @@ fn model_based_random_operations_with_replay_and_compaction() {
         }
         check(&g, &m, &format!("round {round}, live"));
         drop(g);
-        g = open(&p);
+        g = open_mutable(&p);
         check(&g, &m, &format!("round {round}, after replay"));
         if round < 2 {
             let r = g.compact(&Progress::new()).unwrap();
             assert_eq!(r.generation, round as u64 + 1);
             check(&g, &m, &format!("round {round}, after compaction"));
             drop(g);
-            g = open(&p);
+            g = open_mutable(&p);
             check(&g, &m, &format!("round {round}, compacted and reopened"));
             // Only the current generation is left (gen 0 is the dataset itself).
             let mut names: Vec<String> = std::fs::read_dir(p.join("mut"))
@@ -567,9 +552,9 @@ fn model_based_random_operations_with_replay_and_compaction() {
 
 #[test]
 fn writes_during_compaction_are_carried_to_the_new_generation() {
-    let d = tempfile::tempdir().unwrap();
-    let p = dataset(d.path(), true);
-    let g = Arc::new(open(&p));
+    let d = tempdir();
+    let p = tiny_dataset(d.path());
+    let g = Arc::new(open_mutable(&p));
     g.add_edge(1, 2).unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {
@@ -598,14 +583,14 @@ fn writes_during_compaction_are_carried_to_the_new_generation() {
     };
     check(&g);
     drop(g);
-    check(&open(&p));
+    check(&open_mutable(&p));
 }
 
 #[test]
 fn crash_leftovers_are_cleaned_and_the_old_generation_kept() {
-    let d = tempfile::tempdir().unwrap();
-    let p = dataset(d.path(), true);
-    let g = open(&p);
+    let d = tempdir();
+    let p = tiny_dataset(d.path());
+    let g = open_mutable(&p);
     g.add_edge(5, 6).unwrap();
     drop(g);
     // A compaction that died before switching CURRENT: a half-built input,
@@ -615,11 +600,11 @@ fn crash_leftovers_are_cleaned_and_the_old_generation_kept() {
     std::fs::create_dir(m.join(".gen-1.tmp-1-2")).unwrap();
     std::fs::create_dir(m.join("gen-1")).unwrap();
     std::fs::write(m.join("wal-1.log"), wal::encode_header(1, 1, None)).unwrap();
-    let ro = MutableGraph::open(&p, &GraphOptions { writable: false, ..Default::default() }).unwrap();
+    let ro = MutableGraph::open(&p, &read_only()).unwrap();
     assert!(ro.get_neighbors(5).unwrap().contains(&6));
     assert!(m.join("gen-1").exists(), "a read-only open changes nothing");
     drop(ro);
-    let g = open(&p);
+    let g = open_mutable(&p);
     assert_eq!(g.generation(), 0);
     assert!(g.get_neighbors(5).unwrap().contains(&6));
     assert!(!m.join("gen-1").exists() && !m.join("wal-1.log").exists() && !m.join(".compact-1.input").exists());
@@ -627,9 +612,9 @@ fn crash_leftovers_are_cleaned_and_the_old_generation_kept() {
 
 #[test]
 fn update_graph_replaces_everything() {
-    let d = tempfile::tempdir().unwrap();
-    let p = dataset(d.path(), true);
-    let g = open(&p);
+    let d = tempdir();
+    let p = tiny_dataset(d.path());
+    let g = open_mutable(&p);
     g.add_edge(1, 2).unwrap();
     let n = 50u64;
     let src: Vec<i64> = (0..49).collect();
@@ -659,7 +644,7 @@ fn update_graph_replaces_everything() {
     check(&g);
     g.add_edge(0, 49).unwrap();
     drop(g);
-    let g = open(&p);
+    let g = open_mutable(&p);
     check(&g);
     assert!(g.get_neighbors(49).unwrap().contains(&0));
     let e = g
@@ -682,9 +667,9 @@ fn damaged_logs_open_cleanly_or_fail_cleanly() {
     // A real log (20 batches), then random flips and truncations of the file:
     // every open returns a graph or a `Corrupt` error naming the log, never a
     // panic; a graph that opens holds a prefix of the acknowledged batches.
-    let d = tempfile::tempdir().unwrap();
-    let p = dataset(d.path(), true);
-    let g = open(&p);
+    let d = tempdir();
+    let p = tiny_dataset(d.path());
+    let g = open_mutable(&p);
     for i in 0..20u64 {
         g.add_edge(i, i + 40).unwrap();
     }
@@ -702,7 +687,7 @@ fn damaged_logs_open_cleanly_or_fail_cleanly() {
             x[i] ^= 1 << rng.random_range(0..8);
         }
         std::fs::write(&wal, &x).unwrap();
-        match MutableGraph::open(&p, &GraphOptions { writable: false, ..Default::default() }) {
+        match MutableGraph::open(&p, &read_only()) {
             Ok(g) => {
                 let s = g.seq();
                 for i in 0..s {
@@ -718,7 +703,7 @@ fn damaged_logs_open_cleanly_or_fail_cleanly() {
         }
     }
     std::fs::write(&wal, &good).unwrap();
-    assert_eq!(open(&p).seq(), 20);
+    assert_eq!(open_mutable(&p).seq(), 20);
     assert!(opened > 0 && refused > 0, "opened {opened}, refused {refused}");
 }
 
@@ -727,9 +712,9 @@ fn close_during_a_compaction_never_panics() {
     // `close` may land before, during or after the compaction's switch: the compaction either
     // finishes (and the graph then closes) or is refused as closed; the acknowledged write survives.
     for delay_ms in 0..12u64 {
-        let d = tempfile::tempdir().unwrap();
-        let p = dataset(d.path(), true);
-        let g = Arc::new(open(&p));
+        let d = tempdir();
+        let p = tiny_dataset(d.path());
+        let g = Arc::new(open_mutable(&p));
         g.add_edge(1, 100).unwrap();
         let g2 = g.clone();
         let job = std::thread::spawn(move || g2.compact(&Progress::new()));
@@ -740,7 +725,7 @@ fn close_during_a_compaction_never_panics() {
             Err(e) => panic!("compaction racing close: unexpected error {e}"),
         }
         drop(g);
-        let g = open(&p);
+        let g = open_mutable(&p);
         assert!(g.generation() <= 1);
         assert!(g.get_neighbors(1).unwrap().contains(&100));
     }

@@ -14,11 +14,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use flashgnn_build::{build, BuildOptions, FeatureLayout, Progress, Reorder};
-use flashgnn_datagen::{generate_rmat, RmatOptions};
+use flashgnn_build::{FeatureLayout, Progress, Reorder};
+use flashgnn_datagen::RmatOptions;
 use flashgnn_mutate::wal::{self, WAL_HEADER_BYTES};
-use flashgnn_mutate::{verify_log, GraphOptions, MutError, MutableGraph};
+use flashgnn_mutate::{verify_log, MutError, MutableGraph};
 use flashgnn_store::{scan, Dataset, Op, StoreError};
+use flashgnn_testing::{assert_mentions, build_with, open_mutable, rmat_input, tempdir, tree_bytes};
 
 /// R-MAT scale 8 (256 nodes), 32 edges per node, 8 float32 features; 512 B
 /// pages so hubs spill into overflow pages.
@@ -26,27 +27,20 @@ fn dataset(dir: &Path, reorder: Reorder, layout: FeatureLayout) -> PathBuf {
     let raw = dir.join("raw");
     if !raw.exists() {
         let o = RmatOptions { scale: 8, edge_factor: 32, dim: 8, classes: 3, seed: 9, ..Default::default() };
-        generate_rmat(&raw, &o, &Progress::new()).unwrap();
+        rmat_input(dir, "raw", &o);
     }
-    let out = dir.join(format!("ds-{reorder:?}-{layout:?}"));
-    let mut b = BuildOptions::new(&raw, &out);
-    b.symmetrize = true;
-    b.dedup = true;
-    b.reorder = reorder;
-    b.feature_layout = layout;
-    b.page_size = 512;
-    b.memory_budget = 80 << 20;
-    build(&b, &Progress::new()).unwrap();
-    out
-}
-
-fn open(p: &Path) -> MutableGraph {
-    MutableGraph::open(p, &GraphOptions::default()).unwrap()
+    build_with(&raw, &dir.join(format!("ds-{reorder:?}-{layout:?}")), |b| {
+        b.symmetrize = true;
+        b.dedup = true;
+        b.reorder = reorder;
+        b.feature_layout = layout;
+        b.page_size = 512;
+    })
 }
 
 #[test]
 fn scan_equals_point_reads_for_every_layout() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempdir();
     for reorder in [Reorder::None, Reorder::Degree] {
         for layout in [FeatureLayout::Inline, FeatureLayout::Separate] {
             let ds = Dataset::open(dataset(d.path(), reorder, layout)).unwrap();
@@ -72,7 +66,7 @@ fn scan_equals_point_reads_for_every_layout() {
 
 #[test]
 fn scan_refuses_a_damaged_slot_and_overflow_page() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempdir();
     let p = dataset(d.path(), Reorder::None, FeatureLayout::Inline);
     let ds = Dataset::open(&p).unwrap();
     let (ps, of) = (ds.layout().page_size as u64, ds.layout().overflow_entries);
@@ -119,10 +113,10 @@ fn mutate(g: &MutableGraph, seed: u64) {
 
 #[test]
 fn compaction_of_a_relabelled_separate_base_keeps_every_node() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempdir();
     for (reorder, layout) in [(Reorder::Degree, FeatureLayout::Separate), (Reorder::Degree, FeatureLayout::Inline)] {
         let p = dataset(d.path(), reorder, layout);
-        let g = open(&p);
+        let g = open_mutable(&p);
         mutate(&g, 1);
         let before = state(&g);
         let r = g.compact(&Progress::new()).unwrap();
@@ -133,34 +127,16 @@ fn compaction_of_a_relabelled_separate_base_keeps_every_node() {
         let before = state(&g);
         g.compact(&Progress::new()).unwrap();
         drop(g);
-        assert_eq!(state(&open(&p)), before, "{reorder:?} {layout:?}: second compaction, reopened");
+        assert_eq!(state(&open_mutable(&p)), before, "{reorder:?} {layout:?}: second compaction, reopened");
     }
-}
-
-/// Every file under `mut/` with its bytes.
-fn snapshot_dir(p: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![p.join("mut")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let e = e.unwrap().path();
-            if e.is_dir() {
-                stack.push(e.clone());
-                out.insert(e, Vec::new());
-            } else {
-                out.insert(e.clone(), std::fs::read(&e).unwrap());
-            }
-        }
-    }
-    out
 }
 
 #[test]
 fn verify_log_reports_and_refuses_without_changing_anything() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempdir();
     let p = dataset(d.path(), Reorder::None, FeatureLayout::Inline);
     assert!(verify_log(&p).unwrap().is_none(), "no mut/: nothing to check");
-    let g = open(&p);
+    let g = open_mutable(&p);
     g.add_edge(1, 2).unwrap();
     g.apply(vec![Op::AddEdge { dst: 3, src: 4 }, Op::DeleteVertex { vid: 5 }]).unwrap();
     g.compact(&Progress::new()).unwrap();
@@ -180,11 +156,11 @@ fn verify_log_reports_and_refuses_without_changing_anything() {
     torn.extend_from_slice(&[7u8; 11]);
     std::fs::write(&wpath, &torn).unwrap();
     std::fs::create_dir(p.join("mut/.compact-2.input")).unwrap();
-    let before = snapshot_dir(&p);
+    let before = tree_bytes(&p.join("mut"));
     let r = verify_log(&p).unwrap().unwrap();
     assert_eq!((r.frames, r.torn_bytes), (2, 11));
     assert_eq!(r.leftovers, vec![".compact-2.input".to_string()]);
-    assert_eq!(snapshot_dir(&p), before, "verify_log must not change any file");
+    assert_eq!(tree_bytes(&p.join("mut")), before, "verify_log must not change any file");
     std::fs::remove_dir(p.join("mut/.compact-2.input")).unwrap();
 
     // A damaged first frame followed by a valid one: corruption in the middle.
@@ -194,17 +170,14 @@ fn verify_log_reports_and_refuses_without_changing_anything() {
     let e = verify_log(&p).unwrap_err();
     let m = e.to_string();
     assert!(matches!(e, MutError::Corrupt(_)), "{m}");
-    assert!(
-        m.contains("wal-1.log") && m.contains(&format!("byte offset {WAL_HEADER_BYTES}")) && m.contains("seq 3"),
-        "{m}"
-    );
+    assert_mentions(&m, &["wal-1.log", &format!("byte offset {WAL_HEADER_BYTES}"), "seq 3"]);
 
     // A frame with a good CRC whose op does not apply (edge to a node beyond the graph).
     let mut bad = good[..WAL_HEADER_BYTES as usize].to_vec(); // generation 1, base_seq 2, bound to gen-1
     wal::encode_frame(3, &[Op::AddEdge { dst: 1, src: 1 << 30 }], &mut bad).unwrap();
     std::fs::write(&wpath, &bad).unwrap();
     let m = verify_log(&p).unwrap_err().to_string();
-    assert!(m.contains("wal-1.log") && m.contains("seq 3") && m.contains("does not apply"), "{m}");
+    assert_mentions(&m, &["wal-1.log", "seq 3", "does not apply"]);
     std::fs::write(&wpath, &good).unwrap();
 
     // A damaged free list.
@@ -213,5 +186,5 @@ fn verify_log_reports_and_refuses_without_changing_anything() {
     f[16] ^= 1;
     std::fs::write(&fpath, &f).unwrap();
     let m = verify_log(&p).unwrap_err().to_string();
-    assert!(m.contains("free-1.bin") && m.contains("crc32c"), "{m}");
+    assert_mentions(&m, &["free-1.bin", "crc32c"]);
 }

@@ -24,29 +24,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use flashgnn_build::{build, BuildOptions, Progress};
-use flashgnn_datagen::{generate_rmat, RmatOptions};
+use flashgnn_build::Progress;
 use flashgnn_mutate::wal::{self, FRAME_HEADER_BYTES, WAL_HEADER_BYTES};
 use flashgnn_mutate::{verify_log, GraphOptions, MutError, MutableGraph};
 use flashgnn_store::Op;
+use flashgnn_testing::{assert_mentions, open_mutable, read_only, tempdir, tiny_dataset, writable};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 const LEN_MASK: u32 = (1 << wal::FRAME_LEN_BITS) - 1;
-
-/// A small symmetric dataset (R-MAT scale 7: 128 nodes, 4 float32 features).
-fn dataset(dir: &Path) -> PathBuf {
-    let raw = dir.join("raw");
-    let o = RmatOptions { scale: 7, edge_factor: 4, dim: 4, classes: 3, seed: 5, ..Default::default() };
-    generate_rmat(&raw, &o, &Progress::new()).unwrap();
-    let out = dir.join("ds");
-    let mut b = BuildOptions::new(&raw, &out);
-    b.symmetrize = true;
-    b.dedup = true;
-    b.memory_budget = 80 << 20;
-    build(&b, &Progress::new()).unwrap();
-    out
-}
 
 /// The embedding row frame `seq` writes (to vertex `seq`): four times `seq`.
 fn row(seq: u64) -> Vec<u8> {
@@ -147,7 +133,7 @@ fn damage_before_a_later_group_is_corruption_in_the_middle() {
         tear(&mut x, offs[k]);
         let e = replay(&x).unwrap_err().to_string();
         assert!(e.contains(&format!("byte offset {}", offs[k])), "{e}");
-        assert!(e.contains(&format!("frame seq {}", k + 1)) && e.contains("corruption in the middle"), "{e}");
+        assert_mentions(&e, &[&format!("frame seq {}", k + 1), "corruption in the middle"]);
         assert!(e.contains("of a later commit group"), "{e}");
     }
     // Damage in group 2 with group 3 torn too (only its last frame intact).
@@ -156,7 +142,7 @@ fn damage_before_a_later_group_is_corruption_in_the_middle() {
         tear(&mut x, offs[k]);
     }
     let e = replay(&x).unwrap_err().to_string();
-    assert!(e.contains(&format!("byte offset {}", offs[4])) && e.contains("corruption in the middle"), "{e}");
+    assert_mentions(&e, &[&format!("byte offset {}", offs[4]), "corruption in the middle"]);
 }
 
 #[test]
@@ -211,7 +197,7 @@ fn version_1_logs_replay_with_the_old_rule() {
     let mut x = b3.clone();
     tear(&mut x, offs[1]);
     let e = replay(&x).unwrap_err().to_string();
-    assert!(e.contains(&format!("byte offset {}", offs[1])) && e.contains("corruption in the middle"), "{e}");
+    assert_mentions(&e, &[&format!("byte offset {}", offs[1]), "corruption in the middle"]);
     // ...and a damaged last frame is a torn tail.
     let mut x = b3.clone();
     tear(&mut x, offs[2]);
@@ -225,14 +211,10 @@ fn version_1_logs_replay_with_the_old_rule() {
 
 // ---------------------------------------------------------------- graph
 
-fn ro() -> GraphOptions {
-    GraphOptions { writable: false, ..Default::default() }
-}
-
 /// A dataset whose `mut/wal-0.log` is `log` (CURRENT: generation 0, base_seq 0).
 fn store_with_log(dir: &Path, log: &[u8]) -> (PathBuf, PathBuf) {
-    let p = dataset(dir);
-    drop(MutableGraph::open(&p, &GraphOptions::default()).unwrap());
+    let p = tiny_dataset(dir);
+    drop(open_mutable(&p));
     let w = p.join("mut").join("wal-0.log");
     std::fs::write(&w, log).unwrap();
     (p, w)
@@ -244,13 +226,13 @@ fn embed0(g: &MutableGraph, v: u64) -> f32 {
 
 #[test]
 fn power_loss_in_the_last_group_drops_that_group_and_keeps_the_rest() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempdir();
     let (b, offs) = grouped_log(wal::WAL_VERSION_2, 0, &[3, 3, 3]);
     let mut x = b.clone();
     tear(&mut x, offs[6]); // first frame of group 3; frames 8 and 9 intact
     let (p, w) = store_with_log(d.path(), &x);
     let base7 = {
-        let g = MutableGraph::open(&p, &ro()).unwrap();
+        let g = MutableGraph::open(&p, &read_only()).unwrap();
         assert_eq!(g.seq(), 6);
         assert_eq!(g.open_report.replay.torn_bytes, (b.len() - offs[6]) as u64);
         (1..=6).for_each(|v| assert_eq!(embed0(&g, v), v as f32));
@@ -262,24 +244,24 @@ fn power_loss_in_the_last_group_drops_that_group_and_keeps_the_rest() {
     assert_eq!((r.frames, r.last_seq, r.torn_bytes), (6, 6, (b.len() - offs[6]) as u64));
     assert_eq!(std::fs::read(&w).unwrap(), x);
     // A writable open truncates at the group's start and appends after it.
-    let g = MutableGraph::open(&p, &GraphOptions::default()).unwrap();
+    let g = open_mutable(&p);
     assert_eq!((g.seq(), g.wal_bytes()), (6, offs[6] as u64));
     assert_eq!(std::fs::metadata(&w).unwrap().len(), offs[6] as u64);
     g.update_embed(7, &[70.0; 4]).unwrap();
     drop(g);
-    let g = MutableGraph::open(&p, &GraphOptions::default()).unwrap();
+    let g = open_mutable(&p);
     assert_eq!((g.seq(), embed0(&g, 7), embed0(&g, 6)), (7, 70.0, 6.0));
     assert_ne!(base7, 70.0);
 
     // Damage in group 2 with group 3 intact: refused, file untouched.
-    let d = tempfile::tempdir().unwrap();
+    let d = tempdir();
     let mut x = b.clone();
     tear(&mut x, offs[5]);
     let (p, w) = store_with_log(d.path(), &x);
-    for opts in [ro(), GraphOptions::default()] {
+    for opts in [read_only(), writable()] {
         let e = MutableGraph::open(&p, &opts).err().unwrap().to_string();
         assert!(e.contains(&format!("wal-0.log: byte offset {}", offs[5])), "{e}");
-        assert!(e.contains("frame seq 6") && e.contains("corruption in the middle"), "{e}");
+        assert_mentions(&e, &["frame seq 6", "corruption in the middle"]);
     }
     assert!(verify_log(&p).unwrap_err().to_string().contains("corruption in the middle"));
     assert_eq!(std::fs::read(&w).unwrap(), x);
@@ -287,16 +269,16 @@ fn power_loss_in_the_last_group_drops_that_group_and_keeps_the_rest() {
 
 #[test]
 fn a_version_1_log_is_rewritten_as_the_current_version_by_a_writable_open() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempdir();
     let (b, offs) = grouped_log(1, 0, &[1, 1, 1]);
     let mut x = b.clone();
     x.extend_from_slice(&[9u8; 7]); // a torn tail
     let (p, w) = store_with_log(d.path(), &x);
-    let g = MutableGraph::open(&p, &ro()).unwrap();
+    let g = MutableGraph::open(&p, &read_only()).unwrap();
     assert_eq!((g.seq(), g.open_report.replay.version, g.open_report.replay.torn_bytes), (3, 1, 7));
     drop(g);
     assert_eq!(std::fs::read(&w).unwrap(), x, "read-only open changes nothing");
-    let g = Arc::new(MutableGraph::open(&p, &GraphOptions::default()).unwrap());
+    let g = Arc::new(open_mutable(&p));
     let now = std::fs::read(&w).unwrap();
     assert_eq!(u32::from_le_bytes(now[8..12].try_into().unwrap()), wal::WAL_VERSION);
     assert_eq!(now[WAL_HEADER_BYTES as usize..], b[WAL_HEADER_BYTES as usize..offs[3]]);
@@ -308,7 +290,7 @@ fn a_version_1_log_is_rewritten_as_the_current_version_by_a_writable_open() {
         }
     });
     drop(g);
-    let g = MutableGraph::open(&p, &GraphOptions::default()).unwrap();
+    let g = open_mutable(&p);
     assert_eq!((g.seq(), g.open_report.replay.version), (9, wal::WAL_VERSION));
     assert_eq!((1..=3).map(|v| embed0(&g, v)).collect::<Vec<_>>(), [1.0, 2.0, 3.0]);
 }
@@ -327,8 +309,8 @@ fn frames_of(b: &[u8]) -> Vec<(usize, u64, u32)> {
 
 #[test]
 fn real_group_commits_hold_at_most_32_frames_and_survive_power_loss_in_the_last() {
-    let d = tempfile::tempdir().unwrap();
-    let p = dataset(d.path());
+    let d = tempdir();
+    let p = tiny_dataset(d.path());
     // The leader waits 100 ms: 100 writers queue meanwhile, more than a group holds.
     let g = Arc::new(MutableGraph::open(&p, &GraphOptions { writable: true, group_commit_wait_us: 100_000 }).unwrap());
     std::thread::scope(|s| {
@@ -368,7 +350,7 @@ fn real_group_commits_hold_at_most_32_frames_and_survive_power_loss_in_the_last(
     let mut x = b[..end].to_vec();
     tear(&mut x, start);
     std::fs::write(&w, &x).unwrap();
-    let g = MutableGraph::open(&p, &GraphOptions::default()).unwrap();
+    let g = open_mutable(&p);
     assert_eq!((g.seq(), g.wal_bytes()), (first_seq - 1, start as u64));
     assert_eq!(g.open_report.replay.torn_group_frames, 0);
     assert_eq!(g.open_report.replay.torn_bytes, (end - start) as u64);
@@ -377,23 +359,23 @@ fn real_group_commits_hold_at_most_32_frames_and_survive_power_loss_in_the_last(
     let mut x = b[..end].to_vec();
     tear(&mut x, groups[k][1].0);
     std::fs::write(&w, &x).unwrap();
-    let g = MutableGraph::open(&p, &ro()).unwrap();
+    let g = MutableGraph::open(&p, &read_only()).unwrap();
     assert_eq!((g.seq(), g.open_report.replay.torn_group_frames), (first_seq - 1, 1));
     // The same damage with the next group present is refused.
     if k + 1 < groups.len() {
         let mut x = b.clone();
         tear(&mut x, groups[k][1].0);
         std::fs::write(&w, &x).unwrap();
-        let e = MutableGraph::open(&p, &ro()).err().unwrap().to_string();
+        let e = MutableGraph::open(&p, &read_only()).err().unwrap().to_string();
         assert!(e.contains("corruption in the middle"), "{e}");
     }
 }
 
 #[test]
 fn compaction_writes_a_version_2_log_with_groups_of_one() {
-    let d = tempfile::tempdir().unwrap();
-    let p = dataset(d.path());
-    let g = Arc::new(MutableGraph::open(&p, &GraphOptions::default()).unwrap());
+    let d = tempdir();
+    let p = tiny_dataset(d.path());
+    let g = Arc::new(open_mutable(&p));
     g.update_embed(1, &[1.0; 4]).unwrap();
     g.compact(&Progress::new()).unwrap();
     std::thread::scope(|s| {
@@ -458,11 +440,11 @@ fn a_log_of_another_dataset_is_refused() {
     // log copied over A's is refused where it is replayed (open, read-only
     // open, verify), naming the file and the header's byte offset; A's own
     // log still opens after it is put back.
-    let d = tempfile::tempdir().unwrap();
-    let a = dataset(&d.path().join("a"));
-    let b = dataset(&d.path().join("b"));
+    let d = tempdir();
+    let a = tiny_dataset(&d.path().join("a"));
+    let b = tiny_dataset(&d.path().join("b"));
     for (p, v) in [(&a, 1.0f64), (&b, 2.0)] {
-        let g = MutableGraph::open(p, &GraphOptions::default()).unwrap();
+        let g = open_mutable(p);
         g.update_embed(3, &[v; 4]).unwrap();
     }
     let wa = a.join("mut").join("wal-0.log");
@@ -470,14 +452,14 @@ fn a_log_of_another_dataset_is_refused() {
     let foreign = std::fs::read(b.join("mut").join("wal-0.log")).unwrap();
     assert_eq!(u32::from_le_bytes(own[8..12].try_into().unwrap()), wal::WAL_VERSION);
     std::fs::write(&wa, &foreign).unwrap();
-    for opts in [ro(), GraphOptions::default()] {
+    for opts in [read_only(), writable()] {
         let e = MutableGraph::open(&a, &opts).err().expect("a foreign log was replayed");
         let m = e.to_string();
         assert!(matches!(e, flashgnn_mutate::MutError::Corrupt(_)), "{m}");
-        assert!(m.contains("wal-0.log") && m.contains("byte offset 36") && m.contains("another dataset"), "{m}");
+        assert_mentions(&m, &["wal-0.log", "byte offset 36", "another dataset"]);
     }
     assert!(flashgnn_mutate::verify_log(&a).is_err());
     std::fs::write(&wa, &own).unwrap();
-    let g = MutableGraph::open(&a, &ro()).unwrap();
+    let g = MutableGraph::open(&a, &read_only()).unwrap();
     assert_eq!(embed0(&g, 3), 1.0);
 }

@@ -10,9 +10,7 @@ use std::sync::Arc;
 use flashgnn_build::{FeatureLayout, Reorder};
 use flashgnn_io::engine::EngineKind;
 use flashgnn_sample::{DatasetId, NeighborSampler, PageCache, Policy, SamplerConfig};
-
-mod common;
-use common::dataset;
+use flashgnn_testing::{rmat_dataset, tempdir};
 
 fn batches(n: i64) -> Vec<(Vec<i64>, u64)> {
     (0..6).map(|b| ((0..200).map(|i| (i * 7 + b * 331) % n).collect(), b as u64)).collect()
@@ -25,9 +23,9 @@ fn open(path: &std::path::Path, cache: Option<Arc<PageCache>>) -> NeighborSample
 
 #[test]
 fn any_cache_gives_identical_batches_within_budget() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = tempdir();
     for (name, layout) in [("inline", FeatureLayout::Inline), ("separate", FeatureLayout::Separate)] {
-        let path = dataset(tmp.path(), name, layout, Reorder::None, 64);
+        let path = rmat_dataset(tmp.path(), name, layout, Reorder::None, 64);
         let n = flashgnn_store::Dataset::open(&path).unwrap().num_nodes() as i64;
         let plan = batches(n);
         let mut plain = open(&path, None);
@@ -110,8 +108,8 @@ fn any_cache_gives_identical_batches_within_budget() {
 fn a_corrupt_cached_overflow_page_is_still_refused() {
     // The cache holds bytes as read; a page that changes after it was chosen
     // (here: a forged static entry) fails the same check a read would.
-    let tmp = tempfile::tempdir().unwrap();
-    let path = dataset(tmp.path(), "c", FeatureLayout::Inline, Reorder::None, 8);
+    let tmp = tempdir();
+    let path = rmat_dataset(tmp.path(), "c", FeatureLayout::Inline, Reorder::None, 8);
     let mut s = open(&path, None);
     let statics = s.hot_set_by_degree(8 << 20).unwrap();
     let forged: Vec<(u64, Arc<[u8]>)> = statics
@@ -140,8 +138,8 @@ fn slots_are_cached_one_by_one() {
     // budget of exactly one slot entry serves the hub with no read, while a
     // cold node on the same page is still read. A forged cached slot fails
     // the slot's own checks, as a read one would.
-    let tmp = tempfile::tempdir().unwrap();
-    let path = dataset(tmp.path(), "slots", FeatureLayout::Inline, Reorder::None, 16);
+    let tmp = tempdir();
+    let path = rmat_dataset(tmp.path(), "slots", FeatureLayout::Inline, Reorder::None, 16);
     let ds = flashgnn_store::Dataset::open(&path).unwrap();
     let l = ds.layout().clone();
     assert!(l.slots_per_page > 1, "the test needs several slots per page");
@@ -190,9 +188,9 @@ fn resident_rows_are_neither_read_nor_copied() {
     // node's page is saved only when no other node needs it, which on this
     // small graph it always does).
     use flashgnn_sample::Resident;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = tempdir();
     for (name, layout) in [("inline", FeatureLayout::Inline), ("separate", FeatureLayout::Separate)] {
-        let path = dataset(tmp.path(), name, layout, Reorder::None, 16);
+        let path = rmat_dataset(tmp.path(), name, layout, Reorder::None, 16);
         let ds = flashgnn_store::Dataset::open(&path).unwrap();
         let rb = ds.layout().row_bytes() as usize;
         let mut plain = open(&path, None);
@@ -237,8 +235,8 @@ fn degree_hot_set_offers_each_extent_once() {
     // With a budget above the dataset, the degree hot set holds every slot
     // and every overflow page exactly once: an overflow page is scored over
     // all its owners, whatever order the scan's reads complete in.
-    let tmp = tempfile::tempdir().unwrap();
-    let path = dataset(tmp.path(), "once", FeatureLayout::Inline, Reorder::None, 8);
+    let tmp = tempdir();
+    let path = rmat_dataset(tmp.path(), "once", FeatureLayout::Inline, Reorder::None, 8);
     let ds = flashgnn_store::Dataset::open(&path).unwrap();
     let page = ds.layout().page_size as u64;
     let data_pages = std::fs::metadata(path.join("overflow.fg")).unwrap().len() / page - 1;

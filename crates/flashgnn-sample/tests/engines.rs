@@ -11,9 +11,7 @@ use flashgnn_io::engine::EngineKind;
 use flashgnn_sample::rng::sample_indices;
 use flashgnn_sample::{Batch, NeighborSampler, SamplerConfig};
 use flashgnn_store::Dataset;
-
-mod common;
-use common::{dataset, io, sampler, ENGINES};
+use flashgnn_testing::{io, rmat_dataset, sampler, tempdir, ENGINES};
 
 /// Sequential BFS reference built only on the checked store API.
 fn reference(ds: &Dataset, seeds: &[i64], fanouts: &[i32], seed: u64) -> Batch {
@@ -63,14 +61,14 @@ fn reference(ds: &Dataset, seeds: &[i64], fanouts: &[i32], seed: u64) -> Batch {
 
 #[test]
 fn all_engines_match_the_reference() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = tempdir();
     let cases = [
         ("inline", FeatureLayout::Inline, Reorder::None, 32),
         ("separate", FeatureLayout::Separate, Reorder::None, 100),
         ("degree", FeatureLayout::Auto, Reorder::Degree, 16),
     ];
     for (name, layout, reorder, dim) in cases {
-        let path = dataset(tmp.path(), name, layout, reorder, dim);
+        let path = rmat_dataset(tmp.path(), name, layout, reorder, dim);
         let ds = Dataset::open(&path).unwrap();
         let n = ds.num_nodes() as i64;
         for (fanouts, seeds) in [
@@ -106,8 +104,8 @@ fn completion_order_does_not_change_batches() {
     // sometimes expanded at one hop and then reached at a smaller one after
     // its children were found (found once in about 800 such batches while
     // this test was written). The batch must still equal the reference.
-    let tmp = tempfile::tempdir().unwrap();
-    let path = dataset(tmp.path(), "order", FeatureLayout::Inline, Reorder::None, 8);
+    let tmp = tempdir();
+    let path = rmat_dataset(tmp.path(), "order", FeatureLayout::Inline, Reorder::None, 8);
     let ds = Dataset::open(&path).unwrap();
     let n = ds.num_nodes() as i64;
     for fanouts in [vec![6, 2, 5, 1, 3], vec![4, 2, 4, 2, 4]] {
@@ -124,8 +122,8 @@ fn completion_order_does_not_change_batches() {
 fn pyg_invariants_hold() {
     // Seeds first and in order; edges point toward the seeds (col is always a
     // node of an earlier hop than or equal to row's hop); counts add up.
-    let tmp = tempfile::tempdir().unwrap();
-    let path = dataset(tmp.path(), "inv", FeatureLayout::Auto, Reorder::None, 8);
+    let tmp = tempdir();
+    let path = rmat_dataset(tmp.path(), "inv", FeatureLayout::Auto, Reorder::None, 8);
     let cfg = SamplerConfig { engine: EngineKind::Memory, ..Default::default() };
     let mut s = NeighborSampler::open(&path, &[6, 4], &cfg).unwrap();
     let seeds: Vec<i64> = (100..164).collect();
@@ -162,8 +160,8 @@ fn truncated_file_and_bad_seed_are_clean_errors() {
     // A file truncated under the engine and an out-of-range seed end in an
     // error naming the file (or the bound) — no panic, no hang — and the
     // sampler stays usable for the next batch.
-    let tmp = tempfile::tempdir().unwrap();
-    let path = dataset(tmp.path(), "trunc", FeatureLayout::Inline, Reorder::None, 8);
+    let tmp = tempdir();
+    let path = rmat_dataset(tmp.path(), "trunc", FeatureLayout::Inline, Reorder::None, 8);
     for kind in ENGINES {
         let mut s = sampler(&path, &[4, 4], kind, io(32, 4), false);
         let e = s.sample(&[1 << 40], 1).unwrap_err().to_string();
@@ -201,11 +199,11 @@ fn random_walks_induce_the_right_subgraph() {
     // the node set equals a reference walk computed with the store API and
     // the same per-(walk, step) draws; the edges are exactly the stored edges
     // between visited nodes (the induced subgraph).
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = tempdir();
     for (name, layout, reorder) in
         [("w1", FeatureLayout::Inline, Reorder::None), ("w2", FeatureLayout::Separate, Reorder::Degree)]
     {
-        let path = dataset(tmp.path(), name, layout, reorder, 12);
+        let path = rmat_dataset(tmp.path(), name, layout, reorder, 12);
         let ds = Dataset::open(&path).unwrap();
         let roots: Vec<i64> = (0..40).map(|i| (i * 53) % ds.num_nodes() as i64).collect();
         let (len, seed) = (4usize, 77u64);
@@ -264,8 +262,8 @@ fn batch_page_cache_saves_reads_and_changes_nothing() {
     // Proves the per-batch page cache is an optimisation only: with it on
     // (default) or off, every engine returns the reference batch; with it on,
     // page hits happen on a relabelled (hubs-first) dataset and reads drop.
-    let tmp = tempfile::tempdir().unwrap();
-    let path = dataset(tmp.path(), "pc", FeatureLayout::Auto, Reorder::Degree, 16);
+    let tmp = tempdir();
+    let path = rmat_dataset(tmp.path(), "pc", FeatureLayout::Auto, Reorder::Degree, 16);
     let ds = Dataset::open(&path).unwrap();
     let seeds: Vec<i64> = (0..300).map(|i| (i * 13) % ds.num_nodes() as i64).collect();
     let want = reference(&ds, &seeds, &[10, 5], 3);

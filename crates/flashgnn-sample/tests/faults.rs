@@ -4,9 +4,7 @@
 use flashgnn_build::{FeatureLayout, Reorder};
 use flashgnn_io::engine::{EngineConfig, EngineKind};
 use flashgnn_sample::{NeighborSampler, SamplerConfig};
-
-mod common;
-use common::{dataset, sampler, ENGINES};
+use flashgnn_testing::{rmat_dataset, sampler, tempdir, ENGINES};
 
 #[test]
 fn short_reads_eio_and_delays() {
@@ -17,8 +15,8 @@ fn short_reads_eio_and_delays() {
     // and the sampler works again afterwards. Delays change nothing.
     use flashgnn_io::aligned::live_buffers;
     use flashgnn_io::engine::FaultPlan;
-    let tmp = tempfile::tempdir().unwrap();
-    let path = dataset(tmp.path(), "faults", FeatureLayout::Separate, Reorder::None, 200);
+    let tmp = tempdir();
+    let path = rmat_dataset(tmp.path(), "faults", FeatureLayout::Separate, Reorder::None, 200);
     let seeds: Vec<i64> = (0..100).map(|i| i * 11).collect();
     let base = SamplerConfig { engine: EngineKind::Memory, ..Default::default() };
     let want = NeighborSampler::open(&path, &[8, 4], &base).unwrap().sample(&seeds, 5).unwrap();

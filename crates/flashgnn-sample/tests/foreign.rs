@@ -6,28 +6,22 @@
 use std::path::{Path, PathBuf};
 
 use flashgnn_build::{build, BuildOptions, FeatureLayout, Progress};
-use flashgnn_datagen::{generate_rmat, RmatOptions};
+use flashgnn_datagen::RmatOptions;
 use flashgnn_io::engine::EngineKind;
 use flashgnn_sample::{NeighborSampler, SamplerConfig};
 use flashgnn_store::Dataset;
-
-mod common;
-use common::ENGINES;
+use flashgnn_testing::{assert_mentions, build_with, rmat_input, tempdir, ENGINES};
 
 /// Two builds (A, B) of one generated input with the same options.
 fn two_builds(dir: &Path, layout: FeatureLayout, dim: u32) -> (PathBuf, PathBuf) {
-    let raw = dir.join("raw");
     let o = RmatOptions { scale: 10, edge_factor: 8, dim, classes: 4, seed: 3, ..Default::default() };
-    generate_rmat(&raw, &o, &Progress::new()).unwrap();
+    let raw = rmat_input(dir, "raw", &o);
     let mk = |name: &str| {
-        let out = dir.join(name);
-        let mut b = BuildOptions::new(&raw, &out);
-        b.symmetrize = true;
-        b.feature_layout = layout;
-        b.page_size = 4096;
-        b.memory_budget = 80 << 20;
-        build(&b, &Progress::new()).unwrap();
-        out
+        build_with(&raw, &dir.join(name), |b| {
+            b.symmetrize = true;
+            b.feature_layout = layout;
+            b.page_size = 4096;
+        })
     };
     (mk("a"), mk("b"))
 }
@@ -57,7 +51,7 @@ fn every_engine_refuses(path: &Path, seeds: &[i64], file: &str, offset: u64) {
 
 #[test]
 fn two_builds_get_different_ids_and_a_fixed_id_rebuilds_identically() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = tempdir();
     let (a, b) = two_builds(tmp.path(), FeatureLayout::Inline, 16);
     let (da, db) = (Dataset::open(&a).unwrap(), Dataset::open(&b).unwrap());
     assert_eq!(da.manifest().format_version, flashgnn_format::FORMAT_VERSION);
@@ -89,7 +83,7 @@ fn two_builds_get_different_ids_and_a_fixed_id_rebuilds_identically() {
 
 #[test]
 fn foreign_slot_page_refused_by_point_reads_and_every_engine() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = tempdir();
     let (a, b) = two_builds(tmp.path(), FeatureLayout::Inline, 16);
     let ds = Dataset::open(&a).unwrap();
     let l = ds.layout().clone();
@@ -99,8 +93,7 @@ fn foreign_slot_page_refused_by_point_reads_and_every_engine() {
     let ds = Dataset::open(&a).unwrap(); // the header is A's own: open succeeds
     let v = l.slots_per_page as i64; // first node of slot page 2
     let e = ds.neighbors(v).unwrap_err().to_string();
-    assert!(e.contains("graph.fg") && e.contains(&format!("byte offset {}", l.slot_offset(v as u64))), "{e}");
-    assert!(e.contains("checksum mismatch"), "{e}");
+    assert_mentions(&e, &["graph.fg", &format!("byte offset {}", l.slot_offset(v as u64)), "checksum mismatch"]);
     assert!(ds.neighbors(0).is_ok(), "A's own pages still read");
     every_engine_refuses(&a, &[v], "graph.fg", l.slot_offset(v as u64));
     assert!(flashgnn_store::verify(&ds, &mut |_, _| {}).is_err());
@@ -108,7 +101,7 @@ fn foreign_slot_page_refused_by_point_reads_and_every_engine() {
 
 #[test]
 fn foreign_overflow_page_refused_by_point_reads_and_every_engine() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = tempdir();
     let (a, b) = two_builds(tmp.path(), FeatureLayout::Inline, 16);
     let l = Dataset::open(&a).unwrap().layout().clone();
     assert!(l.overflow_pages() >= 1, "the input must spill");
@@ -125,7 +118,7 @@ fn foreign_overflow_page_refused_by_point_reads_and_every_engine() {
 
 #[test]
 fn foreign_whole_files_refused_at_open() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = tempdir();
     let (a, b) = two_builds(tmp.path(), FeatureLayout::Separate, 200);
     let id_b = Dataset::open(&b).unwrap().manifest().dataset_id.unwrap();
     for (file, at) in [("graph.fg", 96), ("overflow.fg", 32), ("features.fg", 48)] {
@@ -149,7 +142,7 @@ fn foreign_whole_files_refused_at_open() {
 #[test]
 fn foreign_feature_checksums_refused_by_point_reads_and_every_engine() {
     // feature_crc.npy of B (its rows are byte-identical to A's, but bound to B's id).
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = tempdir();
     let (a, b) = two_builds(tmp.path(), FeatureLayout::Separate, 200);
     std::fs::copy(b.join("feature_crc.npy"), a.join("feature_crc.npy")).unwrap();
     let ds = Dataset::open(&a).unwrap();
@@ -157,6 +150,6 @@ fn foreign_feature_checksums_refused_by_point_reads_and_every_engine() {
     let (_, start, _) = l.feature_range(0);
     let mut out = Vec::new();
     let e = ds.feature_row(0, &mut out).unwrap_err().to_string();
-    assert!(e.contains("features.fg") && e.contains(&format!("byte offset {start}")), "{e}");
+    assert_mentions(&e, &["features.fg", &format!("byte offset {start}")]);
     every_engine_refuses(&a, &[0], "features.fg", start);
 }

@@ -6,12 +6,10 @@ use std::path::PathBuf;
 
 use flashgnn_sample::{NeighborSampler, SamplerConfig};
 use flashgnn_store::Dataset;
-
-mod common;
-use common::ENGINES;
+use flashgnn_testing::{repo_path, tempdir, ENGINES};
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/format-v1").join(name)
+    repo_path("tests/fixtures/format-v1").join(name)
 }
 
 #[test]
@@ -52,7 +50,7 @@ fn version_1_fixtures_open_read_verify_and_sample() {
 #[test]
 fn version_1_slot_damage_still_detected() {
     // The v1 seed is still checked: a flipped bit in a v1 slot is refused.
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = tempdir();
     let d = tmp.path().join("inline");
     std::fs::create_dir(&d).unwrap();
     for f in std::fs::read_dir(fixture("inline")).unwrap() {

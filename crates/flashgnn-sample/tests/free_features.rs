@@ -6,15 +6,13 @@
 use flashgnn_build::{FeatureLayout, Reorder};
 use flashgnn_io::engine::EngineKind;
 use flashgnn_sample::{NeighborSampler, SamplerConfig};
-
-mod common;
-use common::dataset;
+use flashgnn_testing::{rmat_dataset, tempdir};
 
 #[test]
 fn free_rows_match_the_full_batch_and_the_rest_are_listed() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = tempdir();
     for (name, layout) in [("inline", FeatureLayout::Inline), ("separate", FeatureLayout::Separate)] {
-        let path = dataset(tmp.path(), name, layout, Reorder::None, 16);
+        let path = rmat_dataset(tmp.path(), name, layout, Reorder::None, 16);
         let n = flashgnn_store::Dataset::open(&path).unwrap().num_nodes() as i64;
         let fan = [10, 5];
         let full_cfg = SamplerConfig { engine: EngineKind::Uring, ..Default::default() };

@@ -10,15 +10,14 @@
 //!   edge exists in the snapshot and every feature row equals `get_embed`;
 //!   new vertices carry label -1; random walks stay on snapshot edges.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use flashgnn_build::{FeatureLayout, Progress, Reorder};
 use flashgnn_io::engine::{EngineConfig, EngineKind};
-use flashgnn_mutate::{GraphOptions, MutableGraph};
+use flashgnn_mutate::MutableGraph;
 use flashgnn_sample::{Batch, NeighborSampler, SamplerConfig};
+use flashgnn_testing::{open_mutable, rmat_dataset, sampler, tempdir};
 
 /// Edges of a batch as (neighbor, target) original-id pairs.
 fn edges(b: &Batch) -> BTreeSet<(i64, i64)> {
@@ -57,11 +56,11 @@ fn mutate(g: &MutableGraph) -> Vec<u64> {
 
 #[test]
 fn empty_delta_gives_identical_batches() {
-    let d = tempfile::tempdir().unwrap();
-    let p = common::dataset(d.path(), "ds", FeatureLayout::Auto, Reorder::Degree, 4);
-    let g = MutableGraph::open(&p, &GraphOptions::default()).unwrap();
-    let mut a = common::sampler(&p, &[5, 3], EngineKind::Pread, EngineConfig::default(), true);
-    let mut b = common::sampler(&p, &[5, 3], EngineKind::Pread, EngineConfig::default(), true);
+    let d = tempdir();
+    let p = rmat_dataset(d.path(), "ds", FeatureLayout::Auto, Reorder::Degree, 4);
+    let g = open_mutable(&p);
+    let mut a = sampler(&p, &[5, 3], EngineKind::Pread, EngineConfig::default(), true);
+    let mut b = sampler(&p, &[5, 3], EngineKind::Pread, EngineConfig::default(), true);
     b.set_snapshot(Some(g.snapshot())).unwrap();
     for s in 0..5u64 {
         let seeds: Vec<i64> = (0..16).map(|i| (i * 37 + s as i64 * 5) % 2048).collect();
@@ -75,12 +74,12 @@ fn snapshot_batches_equal_the_compacted_generation() {
         ("inline", FeatureLayout::Inline, Reorder::None),
         ("separate-reordered", FeatureLayout::Separate, Reorder::Degree),
     ] {
-        let d = tempfile::tempdir().unwrap();
-        let p = common::dataset(d.path(), name, layout, reorder, 4);
-        let g = MutableGraph::open(&p, &GraphOptions::default()).unwrap();
+        let d = tempdir();
+        let p = rmat_dataset(d.path(), name, layout, reorder, 4);
+        let g = open_mutable(&p);
         let new = mutate(&g);
         let snap = g.snapshot();
-        let mut live = common::sampler(&p, &[-1, -1], EngineKind::Pread, EngineConfig::default(), true);
+        let mut live = sampler(&p, &[-1, -1], EngineKind::Pread, EngineConfig::default(), true);
         live.set_snapshot(Some(snap.clone())).unwrap();
         let seeds: Vec<i64> = vec![new[0] as i64, new[3] as i64, 0, 5, 12, 1000, 2047];
         let a = live.sample(&seeds, 7).unwrap();
@@ -101,7 +100,7 @@ fn snapshot_batches_equal_the_compacted_generation() {
         // The same state built from scratch by compaction.
         g.compact(&Progress::new()).unwrap();
         let gen = g.snapshot();
-        let mut rebuilt = common::sampler(gen.base.root(), &[-1, -1], EngineKind::Pread, EngineConfig::default(), true);
+        let mut rebuilt = sampler(gen.base.root(), &[-1, -1], EngineKind::Pread, EngineConfig::default(), true);
         let b = rebuilt.sample(&seeds, 7).unwrap();
         let set = |b: &Batch| b.n_id.iter().copied().collect::<BTreeSet<i64>>();
         assert_eq!(set(&a), set(&b), "{name}: node sets");
@@ -118,11 +117,11 @@ fn snapshot_batches_equal_the_compacted_generation() {
 
 #[test]
 fn partial_fanouts_and_walks_stay_on_snapshot_edges() {
-    let d = tempfile::tempdir().unwrap();
-    let p = common::dataset(d.path(), "ds", FeatureLayout::Auto, Reorder::None, 4);
-    let g = MutableGraph::open(&p, &GraphOptions::default()).unwrap();
+    let d = tempdir();
+    let p = rmat_dataset(d.path(), "ds", FeatureLayout::Auto, Reorder::None, 4);
+    let g = open_mutable(&p);
     let new = mutate(&g);
-    let mut s = common::sampler(&p, &[3, 2], EngineKind::Pread, EngineConfig::default(), true);
+    let mut s = sampler(&p, &[3, 2], EngineKind::Pread, EngineConfig::default(), true);
     s.set_snapshot(Some(g.snapshot())).unwrap();
     for seed in 0..10u64 {
         let seeds: Vec<i64> = vec![new[(seed % 6) as usize] as i64, (seed * 101 % 2048) as i64, 3];
@@ -142,9 +141,9 @@ fn partial_fanouts_and_walks_stay_on_snapshot_edges() {
     let e = s.sample(&[n], 0).unwrap_err().to_string();
     assert!(e.contains(&format!("seed node id {n} out of range [0, {n})")), "{e}");
     // A snapshot of another base is refused.
-    let d2 = tempfile::tempdir().unwrap();
-    let p2 = common::dataset(d2.path(), "other", FeatureLayout::Auto, Reorder::None, 4);
-    let e = common::sampler(&p2, &[2], EngineKind::Pread, EngineConfig::default(), true)
+    let d2 = tempdir();
+    let p2 = rmat_dataset(d2.path(), "other", FeatureLayout::Auto, Reorder::None, 4);
+    let e = sampler(&p2, &[2], EngineKind::Pread, EngineConfig::default(), true)
         .set_snapshot(Some(g.snapshot()))
         .err()
         .unwrap()
@@ -156,14 +155,13 @@ fn partial_fanouts_and_walks_stay_on_snapshot_edges() {
 fn a_cache_is_used_only_on_the_generation_it_was_built_for() {
     use flashgnn_sample::{DatasetId, PageCache, Policy};
     use std::sync::Arc;
-    let d = tempfile::tempdir().unwrap();
-    let p = common::dataset(d.path(), "ds", FeatureLayout::Inline, Reorder::None, 4);
-    let g = MutableGraph::open(&p, &GraphOptions::default()).unwrap();
+    let d = tempdir();
+    let p = rmat_dataset(d.path(), "ds", FeatureLayout::Inline, Reorder::None, 4);
+    let g = open_mutable(&p);
     // A cache holding every page of generation 0.
     let cache_of = |root: &Path| {
-        let statics = common::sampler(root, &[-1], EngineKind::Pread, EngineConfig::default(), true)
-            .hot_set_by_degree(64 << 20)
-            .unwrap();
+        let statics =
+            sampler(root, &[-1], EngineKind::Pread, EngineConfig::default(), true).hot_set_by_degree(64 << 20).unwrap();
         Arc::new(PageCache::new(DatasetId::of_path(root).unwrap(), 64 << 20, Policy::S3Fifo, statics))
     };
     let gen0 = cache_of(&p);

@@ -12,23 +12,21 @@
 //! - the cache's hot set and the resident set are chosen on what the reader
 //!   reads; bad options are `SampleError::Config`.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
 use flashgnn_build::{FeatureLayout, Progress, Reorder};
 use flashgnn_io::engine::EngineKind;
-use flashgnn_mutate::{GraphOptions, MutableGraph};
 use flashgnn_sample::follow::{Follow, View};
 use flashgnn_sample::pipeline::{Pipeline, PipelineOptions};
 use flashgnn_sample::tiers::{self, HotChoice};
 use flashgnn_sample::{Batch, Policy, SampleError, SamplerConfig};
 use flashgnn_store::SnapshotSource;
+use flashgnn_testing::{io, open_mutable, rmat_dataset, tempdir};
 
 fn cfg() -> SamplerConfig {
-    SamplerConfig { engine: EngineKind::Pread, io: common::io(32, 4), ..Default::default() }
+    SamplerConfig { engine: EngineKind::Pread, io: io(32, 4), ..Default::default() }
 }
 
 fn follow(p: &Path, fanouts: &[i32]) -> Follow {
@@ -47,8 +45,8 @@ fn run(f: &Follow, order: Arc<Vec<i64>>, producers: usize, prefetch: usize) -> V
 
 #[test]
 fn batches_in_order_and_equal_for_any_producer_count() {
-    let d = tempfile::tempdir().unwrap();
-    let p = common::dataset(d.path(), "ds", FeatureLayout::Auto, Reorder::None, 4);
+    let d = tempdir();
+    let p = rmat_dataset(d.path(), "ds", FeatureLayout::Auto, Reorder::None, 4);
     let f = follow(&p, &[5, 3]);
     let ord = order(1000);
     let one = run(&f, ord.clone(), 1, 4);
@@ -72,8 +70,8 @@ fn batches_in_order_and_equal_for_any_producer_count() {
 
 #[test]
 fn a_producer_error_reaches_the_consumer_and_ends_the_epoch() {
-    let d = tempfile::tempdir().unwrap();
-    let p = common::dataset(d.path(), "ds", FeatureLayout::Auto, Reorder::None, 4);
+    let d = tempdir();
+    let p = rmat_dataset(d.path(), "ds", FeatureLayout::Auto, Reorder::None, 4);
     let f = follow(&p, &[4]);
     for producers in [1, 3] {
         // Batch 5 (of 10) holds a seed out of range.
@@ -103,8 +101,8 @@ fn a_producer_error_reaches_the_consumer_and_ends_the_epoch() {
 
 #[test]
 fn dropping_mid_epoch_joins_the_producers() {
-    let d = tempfile::tempdir().unwrap();
-    let p = common::dataset(d.path(), "ds", FeatureLayout::Auto, Reorder::None, 4);
+    let d = tempdir();
+    let p = rmat_dataset(d.path(), "ds", FeatureLayout::Auto, Reorder::None, 4);
     let f = follow(&p, &[5, 3]);
     let ord = order(2048);
     let o = PipelineOptions { batch_size: 16, seed: 3, prefetch: 2, drop_last: false, producers: 4 };
@@ -124,9 +122,9 @@ fn dropping_mid_epoch_joins_the_producers() {
 
 #[test]
 fn following_a_live_graph_sees_mutations_and_compactions() {
-    let d = tempfile::tempdir().unwrap();
-    let p = common::dataset(d.path(), "ds", FeatureLayout::Auto, Reorder::Degree, 4);
-    let g = Arc::new(MutableGraph::open(&p, &GraphOptions::default()).unwrap());
+    let d = tempdir();
+    let p = rmat_dataset(d.path(), "ds", FeatureLayout::Auto, Reorder::Degree, 4);
+    let g = Arc::new(open_mutable(&p));
     let f = Follow::new(&p, &[-1], cfg(), View::Live(g.clone() as Arc<dyn SnapshotSource>));
     let mut s = f.open().unwrap();
     let v = 5u64;
@@ -157,14 +155,14 @@ fn following_a_live_graph_sees_mutations_and_compactions() {
     let now: BTreeSet<i64> = fixed.sample(&mut s, &[v as i64], 0).unwrap().n_id.into_iter().collect();
     assert!(!now.contains(&(u as i64)), "the fixed view replays the log up to the deletion");
     // A dataset without mut/ is read alone.
-    let plain = common::dataset(d.path(), "plain", FeatureLayout::Auto, Reorder::None, 4);
+    let plain = rmat_dataset(d.path(), "plain", FeatureLayout::Auto, Reorder::None, 4);
     assert!(matches!(View::of_path(&plain, flashgnn_mutate::published_snapshot).unwrap(), View::Dataset));
 }
 
 #[test]
 fn tiers_are_chosen_on_what_the_reader_reads() {
-    let d = tempfile::tempdir().unwrap();
-    let p = common::dataset(d.path(), "ds", FeatureLayout::Auto, Reorder::None, 4);
+    let d = tempdir();
+    let p = rmat_dataset(d.path(), "ds", FeatureLayout::Auto, Reorder::None, 4);
     let f = follow(&p, &[5, 3]);
     let budget = 1 << 20;
     let none = tiers::build_cache(&f, budget, Policy::S3Fifo, &HotChoice::None, 0.9).unwrap();

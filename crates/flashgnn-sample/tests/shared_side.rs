@@ -5,18 +5,17 @@
 //! rewritten in place while a copy is held is loaded and checked afresh,
 //! so corruption is still refused with the file named.
 
-mod common;
-
 use std::sync::Arc;
 
 use flashgnn_build::{FeatureLayout, Reorder};
 use flashgnn_sample::{NeighborSampler, SamplerConfig};
 use flashgnn_store::Dataset;
+use flashgnn_testing::{rmat_dataset, tempdir};
 
 #[test]
 fn side_arrays_are_shared_once_per_process() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = common::dataset(dir.path(), "ds", FeatureLayout::Separate, Reorder::Degree, 8);
+    let dir = tempdir();
+    let path = rmat_dataset(dir.path(), "ds", FeatureLayout::Separate, Reorder::Degree, 8);
     let (a, b) = (Dataset::open(&path).unwrap(), Dataset::open(&path).unwrap());
     let n = a.num_nodes();
     assert_eq!(a.side_bytes_held(), 0, "nothing is loaded by open");
@@ -46,8 +45,8 @@ fn side_arrays_are_shared_once_per_process() {
 
 #[test]
 fn a_side_file_rewritten_while_held_is_checked_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = common::dataset(dir.path(), "ds", FeatureLayout::Inline, Reorder::None, 8);
+    let dir = tempdir();
+    let path = rmat_dataset(dir.path(), "ds", FeatureLayout::Inline, Reorder::None, 8);
     let cfg = SamplerConfig { labels: true, ..Default::default() };
     let held = NeighborSampler::open(&path, &[5], &cfg).unwrap();
     // Flip a byte of the labels in place; the write's timestamp could fall in

@@ -7,15 +7,13 @@ use flashgnn_build::{FeatureLayout, Reorder};
 use flashgnn_format::trace::*;
 use flashgnn_io::engine::EngineKind;
 use flashgnn_sample::{NeighborSampler, SamplerConfig};
-
-mod common;
-use common::dataset;
+use flashgnn_testing::{rmat_dataset, tempdir};
 
 #[test]
 fn every_read_is_recorded_with_a_valid_dependency() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = tempdir();
     for (name, layout) in [("inline", FeatureLayout::Inline), ("separate", FeatureLayout::Separate)] {
-        let path = dataset(tmp.path(), name, layout, Reorder::None, 16);
+        let path = rmat_dataset(tmp.path(), name, layout, Reorder::None, 16);
         let n = flashgnn_store::Dataset::open(&path).unwrap().num_nodes() as i64;
         let cfg = SamplerConfig { engine: EngineKind::Uring, ..Default::default() };
         let mut on = NeighborSampler::open(&path, &[10, 5], &cfg).unwrap();
