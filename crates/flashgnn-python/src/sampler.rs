@@ -128,6 +128,19 @@ impl Sampler {
     fn get(&self) -> PyResult<&Mutex<NeighborSampler>> {
         owned_here(self.owned.pid, &*self.owned.inner)
     }
+
+    /// One batch call over node ids `ids`, with the GIL released.
+    fn batch<'py>(
+        &self,
+        py: Python<'py>,
+        ids: PyReadonlyArray1<'py, i64>,
+        call: impl FnOnce(&Follow, &mut NeighborSampler, &[i64]) -> Result<Batch, SampleError> + Send,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let ids: Vec<i64> = ids.as_array().iter().copied().collect();
+        let m = self.get()?;
+        let b = py.detach(|| call(&self.follow, &mut m.lock().unwrap(), &ids)).map_err(py_err)?;
+        batch_dict(py, b)
+    }
 }
 
 #[pymethods]
@@ -201,10 +214,7 @@ impl Sampler {
         seeds: PyReadonlyArray1<'py, i64>,
         seed: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let seeds: Vec<i64> = seeds.as_array().iter().copied().collect();
-        let m = self.get()?;
-        let b = py.detach(|| self.follow.sample(&mut m.lock().unwrap(), &seeds, seed)).map_err(py_err)?;
-        batch_dict(py, b)
+        self.batch(py, seeds, |f, s, ids| f.sample(s, ids, seed))
     }
 
     /// The feature rows of `ids` (no repeats), in order, through this
@@ -218,16 +228,7 @@ impl Sampler {
         ids: PyReadonlyArray1<'py, i64>,
         labels: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let ids: Vec<i64> = ids.as_array().iter().copied().collect();
-        let m = self.get()?;
-        let b = py
-            .detach(|| -> Result<Batch, SampleError> {
-                let mut s = m.lock().unwrap();
-                self.follow.prepare(&mut s)?;
-                s.gather_rows(&ids, labels)
-            })
-            .map_err(py_err)?;
-        batch_dict(py, b)
+        self.batch(py, ids, |f, s, ids| f.gather(s, ids, labels))
     }
 
     /// Attach the cross-batch cache (None: detach) to this sampler and to
@@ -249,11 +250,7 @@ impl Sampler {
         walk_length: usize,
         seed: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let roots: Vec<i64> = roots.as_array().iter().copied().collect();
-        let m = self.get()?;
-        let b =
-            py.detach(|| self.follow.random_walk(&mut m.lock().unwrap(), &roots, walk_length, seed)).map_err(py_err)?;
-        batch_dict(py, b)
+        self.batch(py, roots, |f, s, ids| f.random_walk(s, ids, walk_length, seed))
     }
 
     /// Cumulative telemetry, or the last batch's alone with `last=True`.

@@ -116,6 +116,12 @@ impl Follow {
         s.set_snapshot(Some(snap))
     }
 
+    /// [`Self::prepare`], then the rows of `ids` ([`NeighborSampler::gather_rows`]).
+    pub fn gather(&self, s: &mut NeighborSampler, ids: &[i64], labels: bool) -> Result<crate::Batch> {
+        self.prepare(s)?;
+        s.gather_rows(ids, labels)
+    }
+
     /// [`Self::prepare`], then one mini-batch of `seeds` under batch seed `seed`.
     pub fn sample(&self, s: &mut NeighborSampler, seeds: &[i64], seed: u64) -> Result<crate::Batch> {
         self.prepare(s)?;
