@@ -4,6 +4,7 @@
 //! Long jobs (build, generate, verify) run on a Rust thread behind a [`Job`]
 //! handle that Python polls to drive tqdm bars and cancels on Ctrl-C.
 
+mod belady;
 mod budget;
 mod dataset;
 mod error;
@@ -58,6 +59,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::Dataset>()?;
     m.add_class::<job::Job>()?;
     m.add_class::<sampler::Sampler>()?;
+    m.add_class::<belady::BeladyRows>()?;
     m.add_class::<sampler::Cache>()?;
     m.add_class::<sampler::Resident>()?;
     m.add_class::<sampler::BatchIter>()?;

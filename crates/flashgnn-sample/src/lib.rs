@@ -20,6 +20,7 @@
 //! of `flashgnn-format`; the in-memory state per batch is bounded by
 //! `depth` page buffers plus the sampled subgraph itself.
 
+pub mod belady;
 pub mod budget;
 pub mod cache;
 pub mod follow;

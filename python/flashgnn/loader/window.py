@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from flashgnn import _core
+
 from flashgnn.sample.budget import BELADY_NODE_BYTES
 from flashgnn.sample.sampler import expand_packed
 
@@ -35,56 +37,59 @@ class PresampleError(ValueError):
 
 class BeladyRowCache:
     """Feature rows kept under Belady's optimal replacement within a
-    superbatch (Ginex): the pre-sample says exactly which rows the next
-    ``superbatch`` batches need, so after each batch the cache keeps the
-    ``capacity`` rows whose next use is soonest and drops the rest — rows the
-    window needs are protected by construction (GIDS' window buffering), rows
-    it never needs go first. Batch-granular: within one batch every row is
-    used once, so ordering inside a batch cannot change what is optimal.
+    superbatch (Ginex): the next ``superbatch`` batches' ids are known, so
+    after each batch the cache keeps the ``capacity`` rows whose next use is
+    soonest — rows the window needs are protected by construction (GIDS'
+    window buffering), rows it never needs go first.
 
-    Everything is dense numpy, no per-id Python work: rows live in one
-    preallocated array (``capacity`` x row width), ``slot_of`` maps node id ->
-    slot (int32, -1 = absent) and ``id_of`` slot -> node id; next uses come
-    from a per-node mark array. The two node-sized arrays (8 B per node) are
-    paid from the budget: ``capacity = (budget - 8 N) // (row bytes + 8)``."""
+    The tier itself is Rust's (``flashgnn_sample::belady``, beside the
+    budget that sizes it): its ``budget`` is the split's ``lookahead_cache``,
+    only what the page cache cannot hold, so no row is held twice. Rows cross
+    as bytes of the caller's ``x`` (no copy). The two node-sized arrays (8 B
+    per node) are paid from the budget:
+    ``capacity = (budget - 8 N) // (row bytes + 8)``."""
 
     def __init__(self, budget: int, feature_dim: int, dtype, num_nodes: int):
         self.dtype = np.dtype(dtype)
-        row = max(1, feature_dim) * self.dtype.itemsize
-        self.capacity = max(0, (int(budget) - BELADY_NODE_BYTES * int(num_nodes)) // (row + 8))  # + id_of, int64
-        self.rows = np.empty((self.capacity, feature_dim), self.dtype)
-        self.slot_of = np.full(int(num_nodes), -1, np.int32)
-        self.id_of = np.full(self.capacity, -1, np.int64)
-        self._mark = np.full(int(num_nodes), np.iinfo(np.int32).max, np.int32)  # next use within the window
-        self.hits = self.misses = 0
+        self.feature_dim = int(feature_dim)
+        self.row_bytes = self.feature_dim * self.dtype.itemsize
+        # Rows of zero width hold nothing worth caching: no tier then (every row is "read", at no cost).
+        self._core = _core.BeladyRows(int(budget) if self.row_bytes else 0, max(self.row_bytes, 1), int(num_nodes))
+        self.capacity = self._core.capacity
+
+    @property
+    def hits(self) -> int:
+        return self._core.hits
+
+    @property
+    def misses(self) -> int:
+        return self._core.misses
+
+    @property
+    def slot_of(self) -> np.ndarray:
+        """node id -> slot (-1: not held), a copy (for inspection and tests)."""
+        return self._core.slot_of()
 
     @property
     def slot(self) -> dict:
         """node id -> slot of every cached row (for inspection and tests)."""
-        s = np.flatnonzero(self.id_of >= 0)
-        return dict(zip(self.id_of[s].tolist(), s.tolist()))
+        s = self.slot_of
+        held = np.flatnonzero(s >= 0)
+        return dict(zip(held.tolist(), s[held].tolist()))
 
-    def _cover(self, *arrays: np.ndarray) -> None:
-        """Grow the node-sized arrays to cover every id given: a mutated
-        dataset (``mut/``) holds vertices added after its base was built, so
-        ids may reach past the base's node count. Growth is by doubling; the
-        8 B per added node are beyond the budget's count, as are the new
-        vertices themselves."""
-        top = max((int(a.max()) for a in arrays if len(a)), default=-1)
-        if top < len(self.slot_of):
-            return
-        n = max(top + 1, 2 * len(self.slot_of))
-        self.slot_of = np.concatenate([self.slot_of, np.full(n - len(self.slot_of), -1, np.int32)])
-        self._mark = np.concatenate([self._mark, np.full(n - len(self._mark), np.iinfo(np.int32).max, np.int32)])
+    @staticmethod
+    def _bytes(x: np.ndarray) -> np.ndarray:
+        if not x.flags.c_contiguous:  # reshape would copy, and rows filled into the copy would be lost
+            raise ValueError(f"lookahead rows: x of shape {x.shape} is not C-contiguous")
+        return x.reshape(-1).view(np.uint8)
 
-    def lookup(self, ids: np.ndarray) -> np.ndarray:
-        """Slots of ``ids`` (-1 where not cached); counts hits and misses."""
-        self._cover(ids)
-        slots = self.slot_of[ids].astype(np.int64)
-        h = int((slots >= 0).sum())
-        self.hits += h
-        self.misses += len(ids) - h
-        return slots
+    def fill(self, ids: np.ndarray, need: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Copy the held rows of ``ids[need]`` into ``x`` (``[len(ids), dim]``,
+        C-contiguous); the positions still needed. Counts hits and misses."""
+        if self.capacity == 0:
+            return np.asarray(need, np.int64)
+        return self._core.fill(np.ascontiguousarray(ids, np.int64), np.ascontiguousarray(need, np.int64),
+                               self._bytes(x))
 
     def update(self, ids: np.ndarray, x: np.ndarray, window: list[np.ndarray]) -> None:
         """After serving a batch (``ids``, rows ``x``): keep the rows whose
@@ -92,33 +97,8 @@ class BeladyRowCache:
         soonest."""
         if self.capacity == 0:
             return
-        self._cover(ids, *window)
-        occupied = np.flatnonzero(self.id_of >= 0)
-        cached = self.id_of[occupied]
-        new_pos = np.flatnonzero(self.slot_of[ids] < 0)
-        new = ids[new_pos]
-        cand = np.concatenate([cached, new])
-        far = len(window)  # "not needed inside the window"
-        for j in range(len(window) - 1, -1, -1):  # earlier batches overwrite later ones: the first use wins
-            self._mark[window[j]] = j
-        nxt = np.minimum(self._mark[cand], far)
-        for w in window:
-            self._mark[w] = np.iinfo(np.int32).max
-        if len(cand) > self.capacity:
-            keep = np.zeros(len(cand), bool)
-            keep[np.argpartition(nxt, self.capacity - 1)[: self.capacity]] = True
-        else:
-            keep = np.ones(len(cand), bool)
-        gone = occupied[~keep[: len(cached)]]
-        self.slot_of[self.id_of[gone]] = -1
-        self.id_of[gone] = -1
-        take = keep[len(cached):]
-        add, src = new[take], new_pos[take]
-        if len(add):
-            free = np.flatnonzero(self.id_of < 0)[: len(add)]
-            self.rows[free] = x[src]
-            self.id_of[free] = add
-            self.slot_of[add] = free
+        self._core.update(np.ascontiguousarray(ids, np.int64), self._bytes(np.ascontiguousarray(x)),
+                          [np.ascontiguousarray(w, np.int64) for w in window])
 
 
 class WindowGather:
@@ -160,13 +140,10 @@ class WindowGather:
         if x is None:
             if c is None:
                 return self._read(n_id, where)
-            x = np.empty((len(n_id), c.rows.shape[1]), c.rows.dtype)
+            x = np.empty((len(n_id), c.feature_dim), c.dtype)
             need = np.arange(len(n_id))
         if c is not None:
-            slots = c.lookup(n_id[need])
-            hit = slots >= 0
-            x[need[hit]] = c.rows[slots[hit]]
-            need = need[~hit]
+            need = c.fill(n_id, need, x)
         if len(need):
             x[need] = self._read(n_id[need], where)
         if c is not None:
