@@ -134,7 +134,7 @@ def test_fit_probe_gives_a_valid_config(tmp_path):
     ds = generated_dataset(tmp_path, scale=9, edge_factor=4, dim=8)
     out = tmp_path / "t.fgt"
     assert run_cli("trace", ds, out, "--fanout", "3,3", "--batch-size", "16", "--batches", "2").returncode == 0
-    r = json.loads(_core.simulate(str(out), str(cfg), ["host"], None, [], False))
+    r = _core.simulate(str(out), str(cfg), ["host"], None, [], False)
     assert r["config"] == "this-machine" and r["runs"][0]["results"][0]["reads_served"] > 0
 
 
@@ -163,7 +163,7 @@ def test_fit_ssd_calibrates_host_cpu(tmp_path):
         assert re.search(r"^cpu_cores = 1\b", host, re.M)
         assert re.search(rf"^queue_depth = {d}\b", host, re.M)
         assert "memory engine" in text and "seed 7919" in text and f"QD{d} " in text
-        r = json.loads(_core.simulate(str(trace), str(f), ["host"], None, [], False))
+        r = _core.simulate(str(trace), str(f), ["host"], None, [], False)
         assert r["runs"][0]["results"][0]["reads_served"] > 0
     # Existing outputs are refused without --force (before probing); a directory even with it.
     p = run_cli("fit-ssd", ds / "graph.fg", out, "--depth", "8,32", "--seconds", "0.2")

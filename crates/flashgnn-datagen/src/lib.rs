@@ -94,6 +94,19 @@ pub struct GenerateReport {
     pub seconds: f64,
 }
 
+impl GenerateReport {
+    /// The report `flashgnn generate` prints.
+    pub fn report(&self) -> serde_json::Value {
+        serde_json::json!({
+            "output": self.output.display().to_string(),
+            "num_nodes": self.num_nodes,
+            "num_edges": self.num_edges,
+            "bytes": self.bytes,
+            "seconds": self.seconds,
+        })
+    }
+}
+
 /// Keyed Feistel permutation of `[0, 2^bits)`, cycle-walking over an even
 /// number of bits when `bits` is odd.
 #[derive(Debug, Clone, Copy)]

@@ -145,7 +145,7 @@ pub struct Manifest {
 }
 
 /// Set the `checksum` of an arbitrary manifest-shaped JSON value and print it.
-fn seal_value(mut v: serde_json::Value) -> String {
+fn sealed(mut v: serde_json::Value) -> serde_json::Value {
     if let Some(o) = v.as_object_mut() {
         o.remove(MANIFEST_CHECKSUM_KEY);
     }
@@ -153,7 +153,11 @@ fn seal_value(mut v: serde_json::Value) -> String {
     if let Some(o) = v.as_object_mut() {
         o.insert(MANIFEST_CHECKSUM_KEY.into(), c.into());
     }
-    serde_json::to_string_pretty(&v).expect("value serialises")
+    v
+}
+
+fn seal_value(v: serde_json::Value) -> String {
+    serde_json::to_string_pretty(&sealed(v)).expect("value serialises")
 }
 
 /// Re-seal edited manifest text (tools and tests that edit manifests on
@@ -240,7 +244,13 @@ impl Manifest {
 
     /// Pretty JSON with the `checksum` field (see [`Manifest::from_json`]).
     pub fn to_json(&self) -> String {
-        seal_value(serde_json::to_value(self).expect("manifest serialises"))
+        serde_json::to_string_pretty(&self.to_value()).expect("value serialises")
+    }
+
+    /// The manifest as [`Manifest::to_json`] writes it, `checksum` included,
+    /// as a value (reports and the Python `Dataset.manifest` carry it).
+    pub fn to_value(&self) -> serde_json::Value {
+        sealed(serde_json::to_value(self).expect("manifest serialises"))
     }
 
     pub fn placement(&self) -> FeaturePlacement {

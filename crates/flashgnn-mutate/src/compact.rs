@@ -81,6 +81,22 @@ pub struct CompactReport {
     pub splits_dropped: Vec<String>,
 }
 
+impl CompactReport {
+    /// The report `compact` and `update_graph` return to their callers;
+    /// `seconds` is the whole run (export, build and switch).
+    pub fn report(&self) -> serde_json::Value {
+        serde_json::json!({
+            "generation": self.generation, "base_seq": self.base_seq, "num_nodes": self.num_nodes,
+            "num_edges": self.num_edges, "tail_frames": self.tail_frames, "free_ids": self.free_ids,
+            "folded_frames": self.folded_frames, "folded_ops": self.folded_ops,
+            "folded_wal_bytes": self.folded_wal_bytes, "delta_nodes": self.delta_nodes, "bytes": self.bytes,
+            "seconds": self.export_seconds + self.build_seconds + self.switch_seconds,
+            "export_seconds": self.export_seconds, "build_seconds": self.build_seconds,
+            "switch_seconds": self.switch_seconds, "splits_dropped": self.splits_dropped,
+        })
+    }
+}
+
 /// Raw input of `update_graph`: directed edges `(src[i], dst[i])` over
 /// `num_nodes` nodes (symmetrized and deduplicated by the importer), a
 /// feature table (`num_nodes` rows of `dim` values of `dtype`, little-endian)
@@ -274,7 +290,6 @@ fn export_snapshot(snap: &Snapshot, dir: &Path, progress: &Progress) -> Result<(
             None => emit(v, &[], &zeros),
         }?;
     }
-    drop(emit);
     task.finish();
     if written != e {
         return Err(MutError::Invalid(format!("internal: export wrote {written} edges, the delta implies {e}")));

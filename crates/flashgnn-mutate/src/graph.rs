@@ -574,6 +574,29 @@ impl MutableGraph {
         self.published.read().unwrap().wal_end
     }
 
+    /// Counters and sizes (`MutableGraph.stats()`, the server's graph
+    /// stats): operations, frames and fsyncs since open, the log, the delta
+    /// and the current snapshot, and what the open replayed and removed.
+    pub fn stats_report(&self) -> serde_json::Value {
+        let st = &self.stats;
+        let snap = self.snapshot();
+        let (ops, fsyncs) = (st.ops.load(Relaxed), st.fsyncs.load(Relaxed));
+        let rep = &self.open_report.replay;
+        serde_json::json!({
+            "ops": ops, "frames": st.frames.load(Relaxed), "fsyncs": fsyncs,
+            "ops_per_fsync": if fsyncs > 0 { ops as f64 / fsyncs as f64 } else { 0.0 },
+            "wal_bytes_written": st.wal_bytes_written.load(Relaxed),
+            "wal_bytes": self.wal_bytes(),
+            "delta_nodes": snap.delta.len(), "delta_bytes": snap.delta.heap_bytes(),
+            "free_ids": snap.delta.free_len(),
+            "num_nodes": snap.num_nodes(), "num_edges": snap.delta.num_edges(&snap.base),
+            "generation": snap.generation, "seq": snap.seq,
+            "replayed_frames": rep.frames, "replayed_ops": rep.ops, "torn_tail_bytes": rep.torn_bytes,
+            "torn_group_frames": rep.torn_group_frames, "wal_version_found": rep.version,
+            "leftovers_removed": self.open_report.removed,
+        })
+    }
+
     /// Stop accepting operations once everything queued is durable.
     pub fn close(&self) -> Result<()> {
         if self.closed.swap(true, Relaxed) {

@@ -56,6 +56,21 @@ pub struct LogVerifyReport {
     pub no_current: bool,
 }
 
+impl LogVerifyReport {
+    /// The `mutable` part of `flashgnn verify`'s and `flashgnn info`'s
+    /// reports.
+    pub fn report(&self) -> serde_json::Value {
+        serde_json::json!({
+            "generation": self.generation, "base_seq": self.base_seq, "dataset": self.dataset.display().to_string(),
+            "wal": self.wal.display().to_string(), "wal_bytes": self.wal_bytes, "frames": self.frames,
+            "ops": self.ops, "last_seq": self.last_seq, "torn_tail_bytes": self.torn_bytes,
+            "free_ids": self.free_ids, "free_ids_now": self.free_ids_now, "num_nodes": self.num_nodes,
+            "delta_nodes": self.delta_nodes, "delta_bytes": self.delta_bytes, "leftovers": self.leftovers,
+            "no_current": self.no_current,
+        })
+    }
+}
+
 /// Check the mutable store of the dataset at `root`; None when it has no
 /// `mut/` directory.
 pub fn verify_log(root: &Path) -> Result<Option<LogVerifyReport>> {

@@ -9,11 +9,15 @@ use pyo3::prelude::*;
 use flashgnn_store::Dataset as Store;
 
 use crate::error::py_err;
+use crate::report::to_py;
 
 #[pyclass(frozen, module = "flashgnn._core")]
 pub struct Dataset {
     inner: Arc<Store>,
 }
+
+/// A CSR pair: (indptr, indices).
+type Csr<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>);
 
 fn ids_vec(ids: &PyReadonlyArray1<'_, i64>) -> Vec<i64> {
     ids.as_array().iter().copied().collect()
@@ -47,40 +51,18 @@ impl Dataset {
     fn feature_dtype(&self) -> &'static str {
         self.inner.feature_dtype().name()
     }
-    /// The manifest as a JSON string.
+    /// The manifest as written (`checksum` included), as a dict.
     #[getter]
-    fn manifest_json(&self) -> String {
-        self.inner.manifest().to_json()
+    fn manifest(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_py(py, &self.inner.manifest().to_value())
     }
     /// Layout figures: bytes per file, CSR baseline, in-memory index bytes.
-    fn layout_json(&self) -> String {
-        let l = self.inner.layout();
-        serde_json::json!({
-            "page_size": l.page_size,
-            "slot_bytes": l.slot_bytes,
-            "slots_per_page": l.slots_per_page,
-            "inline_cap": l.inline_cap,
-            "slot_pages": l.slot_pages(),
-            "overflow_pages": l.overflow_pages(),
-            "graph_file_bytes": l.graph_file_bytes(),
-            "overflow_file_bytes": l.overflow_file_bytes(),
-            "features_file_bytes": l.features_file_bytes(),
-            "stored_bytes": l.stored_bytes(),
-            "csr_bytes": l.csr_bytes(),
-            "csr_structure_bytes": (l.num_nodes + 1) * 8 + l.num_edges * l.id_bytes as u64,
-            "row_bytes": l.row_bytes(),
-            "feature_stride": if l.placement == flashgnn_format::layout::FeaturePlacement::Separate { l.feature_stride() } else { 0 },
-            "index_bytes_per_node": if self.inner.manifest().reorder == "none" { 0 } else { 8 },
-        })
-        .to_string()
+    fn layout(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_py(py, &self.inner.layout_report())
     }
 
     /// Neighbors of each id as CSR: (indptr[int64, len(ids)+1], indices[int64]).
-    fn neighbors<'py>(
-        &self,
-        py: Python<'py>,
-        ids: PyReadonlyArray1<'py, i64>,
-    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
+    fn neighbors<'py>(&self, py: Python<'py>, ids: PyReadonlyArray1<'py, i64>) -> PyResult<Csr<'py>> {
         let ids = ids_vec(&ids);
         let inner = self.inner.clone();
         let (ptr, idx) = py

@@ -21,6 +21,7 @@ use flashgnn_store::Op;
 use crate::job::Job;
 
 use crate::error::py_err;
+use crate::report::to_py;
 use flashgnn_mutate::MutError;
 
 #[pyclass(module = "flashgnn._core", name = "MutableGraph")]
@@ -136,24 +137,24 @@ impl MutableGraph {
         py.detach(|| g.apply(out)).map_err(py_err)
     }
 
-    /// Fold the log into a new generation; returns the report as JSON.
-    fn compact(&self, py: Python<'_>) -> PyResult<String> {
+    /// Fold the log into a new generation; returns its report.
+    fn compact(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let g = &self.inner;
         let r = py.detach(|| g.compact(&Progress::new())).map_err(py_err)?;
-        Ok(report_json(&r))
+        to_py(py, &r.report())
     }
 
     /// `compact` on a background thread: a `Job` with progress and
     /// cancellation (`flashgnn.jobs.run_job` draws its bars).
     fn start_compact(&self) -> Job {
         let g = self.inner.clone();
-        Job::spawn(move |p| Ok(report_json(&g.compact(p)?)))
+        Job::spawn(move |p| Ok(g.compact(p)?.report()))
     }
 
     /// Replace the graph: edges (src[i], dst[i]) over `num_nodes` nodes,
     /// `embeddings` as raw little-endian bytes of `dtype` (`num_nodes` x
     /// `dim`), optional labels. Runs on a background thread: returns a `Job`
-    /// whose result is the report as JSON.
+    /// whose result is the report.
     #[pyo3(signature = (src, dst, num_nodes, embeddings=None, dtype="float32", dim=0, labels=None))]
     #[allow(clippy::too_many_arguments)]
     fn start_update_graph(
@@ -182,7 +183,7 @@ impl MutableGraph {
                 features: f.as_deref().map(|b| (b, dt, dim)),
                 labels: l.as_deref(),
             };
-            Ok(report_json(&g.update_graph(&inp, p)?))
+            Ok(g.update_graph(&inp, p)?.report())
         }))
     }
 
@@ -211,30 +212,11 @@ impl MutableGraph {
         self.inner.root().display().to_string()
     }
 
-    /// Counters and sizes as JSON.
-    fn stats(&self, py: Python<'_>) -> String {
-        use std::sync::atomic::Ordering::Relaxed;
+    /// Counters and sizes.
+    fn stats(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let g = &self.inner;
-        py.detach(|| {
-            let st = &g.stats;
-            let snap = g.snapshot();
-            let (ops, fsyncs) = (st.ops.load(Relaxed), st.fsyncs.load(Relaxed));
-            let rep = &g.open_report.replay;
-            serde_json::json!({
-                "ops": ops, "frames": st.frames.load(Relaxed), "fsyncs": fsyncs,
-                "ops_per_fsync": if fsyncs > 0 { ops as f64 / fsyncs as f64 } else { 0.0 },
-                "wal_bytes_written": st.wal_bytes_written.load(Relaxed),
-                "wal_bytes": g.wal_bytes(),
-                "delta_nodes": snap.delta.len(), "delta_bytes": snap.delta.heap_bytes(),
-                "free_ids": snap.delta.free_len(),
-                "num_nodes": snap.num_nodes(), "num_edges": snap.delta.num_edges(&snap.base),
-                "generation": snap.generation, "seq": snap.seq,
-                "replayed_frames": rep.frames, "replayed_ops": rep.ops, "torn_tail_bytes": rep.torn_bytes,
-                "torn_group_frames": rep.torn_group_frames, "wal_version_found": rep.version,
-                "leftovers_removed": g.open_report.removed,
-            })
-            .to_string()
-        })
+        let r = py.detach(|| g.stats_report());
+        to_py(py, &r)
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {
@@ -243,35 +225,14 @@ impl MutableGraph {
     }
 }
 
-fn report_json(r: &flashgnn_mutate::CompactReport) -> String {
-    serde_json::json!({
-        "generation": r.generation, "base_seq": r.base_seq, "num_nodes": r.num_nodes, "num_edges": r.num_edges,
-        "tail_frames": r.tail_frames, "free_ids": r.free_ids, "folded_frames": r.folded_frames,
-        "folded_ops": r.folded_ops, "folded_wal_bytes": r.folded_wal_bytes, "delta_nodes": r.delta_nodes,
-        "bytes": r.bytes, "seconds": r.export_seconds + r.build_seconds + r.switch_seconds, "export_seconds": r.export_seconds,
-        "build_seconds": r.build_seconds, "switch_seconds": r.switch_seconds,
-        "splits_dropped": r.splits_dropped,
-    })
-    .to_string()
-}
-
 /// Read-only check of a dataset's mutable store (`mut/`: CURRENT, free list,
-/// log replayed against the current generation). Returns JSON, or None when
+/// log replayed against the current generation). Returns its report, or None when
 /// the dataset has no `mut/`. Raises `CorruptDatasetError` naming file,
 /// byte offset and sequence number.
 #[pyfunction]
-pub fn verify_mutable(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Option<String>> {
+pub fn verify_mutable(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Option<Py<PyAny>>> {
     let r = py.detach(|| flashgnn_mutate::verify_log(&path)).map_err(py_err)?;
-    Ok(r.map(|r| {
-        serde_json::json!({
-            "generation": r.generation, "base_seq": r.base_seq, "dataset": r.dataset.display().to_string(),
-            "wal": r.wal.display().to_string(), "wal_bytes": r.wal_bytes, "frames": r.frames, "ops": r.ops,
-            "last_seq": r.last_seq, "torn_tail_bytes": r.torn_bytes, "free_ids": r.free_ids,
-            "free_ids_now": r.free_ids_now, "num_nodes": r.num_nodes, "delta_nodes": r.delta_nodes, "delta_bytes": r.delta_bytes,
-            "leftovers": r.leftovers, "no_current": r.no_current,
-        })
-        .to_string()
-    }))
+    r.map(|r| to_py(py, &r.report())).transpose()
 }
 
 /// Test hook: bytes written so far under a `FLASHGNN_FAULT` plan (crash

@@ -14,10 +14,11 @@ use flashgnn_datagen::RmatOptions;
 use flashgnn_format::Dtype;
 
 use crate::error::{py_err, CoreError};
+use crate::report::to_py;
 
-/// A job's outcome: its JSON report, or an error of whichever crate failed,
+/// A job's outcome: its report, or an error of whichever crate failed,
 /// mapped to Python the way its own calls map it.
-type Outcome = Result<String, CoreError>;
+type Outcome = Result<serde_json::Value, CoreError>;
 
 #[pyclass(module = "flashgnn._core")]
 pub struct Job {
@@ -66,9 +67,9 @@ impl Job {
         });
         self.is_done()
     }
-    /// The job's JSON report, or its error raised as an exception. A shared
+    /// The job's report, or its error raised as an exception. A shared
     /// borrow too, so a `poll` from another thread never meets a borrow error.
-    fn result(&self, py: Python<'_>) -> PyResult<String> {
+    fn result(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let handle = self.handle.lock().unwrap().take();
         if let Some(h) = handle {
             py.detach(move || {
@@ -76,7 +77,7 @@ impl Job {
             });
         }
         match self.result.lock().unwrap().take() {
-            Some(Ok(s)) => Ok(s),
+            Some(Ok(r)) => to_py(py, &r),
             Some(Err(e)) => Err(py_err(e)),
             None => Err(py_err(CoreError::Input("job result already taken".into()))),
         }
@@ -402,19 +403,7 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
     }
     o.dataset_id = opts.get("dataset_id")?;
     opts.finish()?;
-    Ok(Job::spawn(move |p| {
-        let r = flashgnn_build::build(&o, p)?;
-        Ok(serde_json::json!({
-            "output": r.output.display().to_string(),
-            "manifest": serde_json::from_str::<serde_json::Value>(&r.manifest.to_json()).unwrap_or_default(),
-            "skipped_lines": r.skipped_lines,
-            "skipped_examples": r.skipped_examples,
-            "nan_replaced": r.nan_replaced,
-            "removed_stale": r.removed_stale,
-            "notes": r.notes,
-        })
-        .to_string())
-    }))
+    Ok(Job::spawn(move |p| Ok(flashgnn_build::build(&o, p)?.report())))
 }
 
 /// `_core.GENERATE_DEFAULTS`: what `start_generate` uses for each option it
@@ -473,17 +462,7 @@ pub fn start_generate(output: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> P
     }
     o.force = opts.get("force")?.unwrap_or(false);
     opts.finish()?;
-    Ok(Job::spawn(move |p| {
-        let r = flashgnn_datagen::generate_rmat(&output, &o, p)?;
-        Ok(serde_json::json!({
-            "output": r.output.display().to_string(),
-            "num_nodes": r.num_nodes,
-            "num_edges": r.num_edges,
-            "bytes": r.bytes,
-            "seconds": r.seconds,
-        })
-        .to_string())
-    }))
+    Ok(Job::spawn(move |p| Ok(flashgnn_datagen::generate_rmat(&output, &o, p)?.report())))
 }
 
 #[pyfunction]
@@ -498,14 +477,7 @@ pub fn start_verify(path: std::path::PathBuf) -> PyResult<Job> {
             last = done;
         })?;
         task.finish();
-        Ok(serde_json::json!({
-            "files": rep.files,
-            "bytes": rep.bytes,
-            "slots": rep.slots,
-            "overflow_pages": rep.overflow_pages,
-            "feature_rows": rep.feature_rows,
-        })
-        .to_string())
+        Ok(rep.report())
     }))
 }
 
@@ -543,6 +515,6 @@ pub fn start_scrub(path: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> PyResu
             !p.is_cancelled()
         })?;
         task.finish();
-        Ok(rep.to_json().to_string())
+        Ok(rep.to_json())
     }))
 }

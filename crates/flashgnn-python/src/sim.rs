@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use flashgnn_sample::NeighborSampler;
 
 use crate::error::{py_err, CoreError};
+use crate::report::to_py_ordered;
 
 #[pyclass(module = "flashgnn._core")]
 pub struct TraceRecorder {
@@ -75,7 +76,7 @@ impl TraceRecorder {
     }
 }
 
-/// Replay a trace under a config; returns the report as JSON text.
+/// Replay a trace under a config; returns the report.
 #[pyfunction]
 #[pyo3(signature = (trace, config, designs, sweep=None, set=Vec::new(), timing=true))]
 pub fn simulate(
@@ -86,20 +87,18 @@ pub fn simulate(
     sweep: Option<(String, Vec<String>)>,
     set: Vec<(String, String)>,
     timing: bool,
-) -> PyResult<String> {
-    py.detach(|| {
+) -> PyResult<Py<PyAny>> {
+    let r = py.detach(|| {
         let req = flashgnn_sim::Request { trace: &trace, config: &config, designs, sweep, set, timing };
-        let r = flashgnn_sim::simulate(&req).map_err(py_err)?;
-        serde_json::to_string(&r).map_err(|e| py_err(CoreError::Internal(e.to_string())))
-    })
+        flashgnn_sim::simulate(&req).map_err(py_err)
+    })?;
+    to_py_ordered(py, &r)
 }
 
 /// Reads in flight as the traced engine measured them (timeline and
-/// histogram over batch I/O time); returns JSON text.
+/// histogram over batch I/O time).
 #[pyfunction]
-pub fn trace_in_flight(py: Python<'_>, trace: PathBuf) -> PyResult<String> {
-    py.detach(|| {
-        let m = flashgnn_sim::measured::measure(&trace).map_err(py_err)?;
-        serde_json::to_string(&m).map_err(|e| py_err(CoreError::Internal(e.to_string())))
-    })
+pub fn trace_in_flight(py: Python<'_>, trace: PathBuf) -> PyResult<Py<PyAny>> {
+    let m = py.detach(|| flashgnn_sim::measured::measure(&trace).map_err(py_err))?;
+    to_py_ordered(py, &m)
 }

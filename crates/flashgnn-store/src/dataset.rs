@@ -12,6 +12,9 @@ use flashgnn_io::{FileReader, IoError, ReadAt};
 
 use crate::shared::{self, SideKey};
 
+/// A relabelled dataset's maps: original -> internal, internal -> original.
+pub type Maps = (Arc<[u32]>, Arc<[u32]>);
+
 /// Elements per read when a side array is loaded or checked whole: 1 Mi
 /// elements = 8 MiB of int64 (the only transient besides the result; a
 /// whole-array read would add 8 B/node: 537 MB at 67 M nodes).
@@ -165,7 +168,7 @@ pub struct Dataset {
     /// What this dataset's side arrays are shared under ([`crate::shared`]).
     key: SideKey,
     /// original -> internal and internal -> original (relabelled datasets only).
-    maps: OnceLock<Result<(Arc<[u32]>, Arc<[u32]>), String>>,
+    maps: OnceLock<Result<Maps, String>>,
     crcs: OnceLock<Result<Arc<[u32]>, String>>,
     /// Labels as i32 (4 B/node), loaded on first [`Dataset::labels_shared`].
     labels: OnceLock<Arc<[i32]>>,
@@ -340,6 +343,31 @@ impl Dataset {
     pub fn layout(&self) -> &Layout {
         &self.layout
     }
+
+    /// Layout figures (`flashgnn info`, `Dataset.layout`): the layout's
+    /// sizes, bytes per file, the CSR baseline it is compared with, and the
+    /// in-memory index bytes per node (the relabelling map of a reordered
+    /// dataset).
+    pub fn layout_report(&self) -> serde_json::Value {
+        let l = &self.layout;
+        serde_json::json!({
+            "page_size": l.page_size,
+            "slot_bytes": l.slot_bytes,
+            "slots_per_page": l.slots_per_page,
+            "inline_cap": l.inline_cap,
+            "slot_pages": l.slot_pages(),
+            "overflow_pages": l.overflow_pages(),
+            "graph_file_bytes": l.graph_file_bytes(),
+            "overflow_file_bytes": l.overflow_file_bytes(),
+            "features_file_bytes": l.features_file_bytes(),
+            "stored_bytes": l.stored_bytes(),
+            "csr_bytes": l.csr_bytes(),
+            "csr_structure_bytes": (l.num_nodes + 1) * 8 + l.num_edges * l.id_bytes as u64,
+            "row_bytes": l.row_bytes(),
+            "feature_stride": if l.placement == FeaturePlacement::Separate { l.feature_stride() } else { 0 },
+            "index_bytes_per_node": if self.manifest.reorder == "none" { 0 } else { 8 },
+        })
+    }
     pub fn num_nodes(&self) -> u64 {
         self.layout.num_nodes
     }
@@ -369,7 +397,7 @@ impl Dataset {
     /// internal -> original), loaded and checked to be inverse permutations
     /// on first use; None when the dataset was not relabelled. Shared with
     /// every other open of the same files in this process ([`crate::shared`]).
-    pub fn maps(&self) -> Result<Option<&(Arc<[u32]>, Arc<[u32]>)>> {
+    pub fn maps(&self) -> Result<Option<&Maps>> {
         if self.manifest.reorder == "none" {
             return Ok(None);
         }
@@ -392,7 +420,7 @@ impl Dataset {
                     Ok(x as u32)
                 })
             };
-            shared::with_slots(&self.key, |slots| -> Result<(Arc<[u32]>, Arc<[u32]>)> {
+            shared::with_slots(&self.key, |slots| -> Result<Maps> {
                 if let (Some(i), Some(o)) = (shared::upgrade(&slots.node_index), shared::upgrade(&slots.node_order)) {
                     return Ok((i, o)); // checked by the open that loaded them
                 }

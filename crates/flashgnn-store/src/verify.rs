@@ -30,6 +30,19 @@ pub struct VerifyReport {
     pub feature_rows: u64,
 }
 
+impl VerifyReport {
+    /// The report `flashgnn verify` prints (before the mutable store's part).
+    pub fn report(&self) -> serde_json::Value {
+        serde_json::json!({
+            "files": self.files,
+            "bytes": self.bytes,
+            "slots": self.slots,
+            "overflow_pages": self.overflow_pages,
+            "feature_rows": self.feature_rows,
+        })
+    }
+}
+
 /// What [`verify_scope`] reads back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {

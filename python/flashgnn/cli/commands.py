@@ -155,13 +155,12 @@ def info_dict(ds: flashgnn.Dataset) -> dict:
 def _mutable_info(path) -> dict | None:
     """The mutable store's state (generation, log, delta) when ``path/mut``
     exists; read-only (the log is replayed in memory, nothing is changed)."""
-    import json
     import os
 
     if not os.path.lexists(os.path.join(path, _core.MUT_DIR)):
         return None  # (a `mut` that is not a directory is reported: verify_mutable refuses it)
     try:
-        return json.loads(_core.verify_mutable(os.fspath(path)))
+        return _core.verify_mutable(os.fspath(path))
     except flashgnn.CorruptDatasetError as e:
         return {"error": str(e)}
 

@@ -141,7 +141,7 @@ def simulate(trace: str, config: str, designs: list[str] | str = "all", sweep: s
         designs = designs.split(",")
     sw = parse_sweep(sweep)
     if sw is None or sw[0] != "batch_size":
-        return json.loads(_core.simulate(trace, config, list(designs), sw, [], timing))
+        return _core.simulate(trace, config, list(designs), sw, [], timing)
     sizes = parse_batch_sizes(",".join(sw[1]))
     report: dict | None = None
     for bs in sizes:
@@ -150,7 +150,7 @@ def simulate(trace: str, config: str, designs: list[str] | str = "all", sweep: s
             raise FileNotFoundError(f"--sweep batch_size: {p} (the trace of batch size {bs}) does not exist; record "
                                     f"one trace per size with `flashgnn trace DATASET {trace} --batch-size "
                                     f"{','.join(map(str, sizes))}`")
-        r = json.loads(_core.simulate(str(p), config, list(designs), None, [], timing))
+        r = _core.simulate(str(p), config, list(designs), None, [], timing)
         got = r.get("trace_params", {}).get("batch_size")
         if got != bs:
             raise ValueError(f"{p}: recorded with batch size {got}, but its name says {bs} (refused)")
@@ -174,7 +174,7 @@ def measured_in_flight(trace: str) -> dict:
     """Reads in flight as the traced engine measured them (its submit/complete timestamps): a timeline
     over batch I/O time and the share of time per log2 bucket. ``batches`` is 0 for a trace without
     timestamps. Channels and dies are not observable on a real device."""
-    return json.loads(_core.trace_in_flight(str(trace)))
+    return _core.trace_in_flight(str(trace))
 
 
 _CATS = ["host", "pcie", "controller", "wait_before_flash", "flash", "wait_after_flash", "barrier"]

@@ -7,7 +7,6 @@ Every id is an *original* (user-facing) id, whatever ``--reorder`` did.
 
 from __future__ import annotations
 
-import json
 import os
 from functools import cached_property
 
@@ -64,11 +63,11 @@ class Dataset:
 
     @cached_property
     def manifest(self) -> dict:
-        return json.loads(self._core.manifest_json)
+        return self._core.manifest
 
     @cached_property
     def layout(self) -> dict:
-        return json.loads(self._core.layout_json())
+        return self._core.layout()
 
     @property
     def num_classes(self) -> int:

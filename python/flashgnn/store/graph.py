@@ -22,7 +22,6 @@ log. On-disk layout: ``docs/format.md`` § *Mutable store*.
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -170,7 +169,7 @@ class MutableGraph:
     def stats(self) -> dict:
         """ops, frames, fsyncs, ops_per_fsync, delta_nodes, delta_bytes,
         wal_bytes, generation, seq, replay figures of the open."""
-        return json.loads(self._core.stats())
+        return self._core.stats()
 
     def close(self) -> None:
         self._core.close()

@@ -34,7 +34,7 @@ def run_job(job, progress: bool = True, desc: str = "") -> dict:
                 _draw(job, bars, desc)
         if progress:
             _draw(job, bars, desc)
-        return json.loads(job.result())
+        return job.result()
     except KeyboardInterrupt:
         job.cancel()
         job.wait(600)
@@ -92,7 +92,7 @@ def verify(path, *, progress: bool = True) -> dict:
         rep["dataset"] = target
     mut = _core.verify_mutable(path)
     if mut is not None:
-        rep["mutable"] = json.loads(mut)
+        rep["mutable"] = mut
     rep["seconds"] = time.perf_counter() - t
     return rep
 

@@ -72,6 +72,22 @@ pub struct BuildReport {
     pub notes: Vec<String>,
 }
 
+impl BuildReport {
+    /// The report `flashgnn build` prints: the manifest as written
+    /// (checksum included) and what the import skipped, replaced or removed.
+    pub fn report(&self) -> serde_json::Value {
+        serde_json::json!({
+            "output": self.output.display().to_string(),
+            "manifest": self.manifest.to_value(),
+            "skipped_lines": self.skipped_lines,
+            "skipped_examples": self.skipped_examples,
+            "nan_replaced": self.nan_replaced,
+            "removed_stale": self.removed_stale,
+            "notes": self.notes,
+        })
+    }
+}
+
 /// Allocations of at least this many bytes get their own mapping (see
 /// [`pin_malloc_mmap_threshold`]).
 const MALLOC_MMAP_THRESHOLD: i32 = 1 << 20;
