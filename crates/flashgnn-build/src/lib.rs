@@ -25,6 +25,7 @@ pub mod error;
 pub mod options;
 pub mod progress;
 pub mod rows;
+pub mod schema;
 pub mod sort;
 pub mod source;
 
@@ -32,3 +33,4 @@ pub use builder::{build, BuildReport};
 pub use error::{BuildError, Result};
 pub use options::{BuildOptions, BuildVerify, FeatureLayout, InputFormat, NanPolicy, Reorder, SelfLoops};
 pub use progress::Progress;
+pub use schema::{parse_dtype, BuildOption, OptionDefault, OptionKind, BUILD_OPTIONS};

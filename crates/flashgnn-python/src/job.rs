@@ -6,10 +6,9 @@ use std::thread::JoinHandle;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use pyo3::IntoPyObjectExt;
 
-use flashgnn_build::{
-    BuildError, BuildOptions, BuildVerify, FeatureLayout, InputFormat, NanPolicy, Progress, Reorder, SelfLoops,
-};
+use flashgnn_build::{BuildError, BuildOptions, OptionDefault, Progress};
 use flashgnn_datagen::RmatOptions;
 use flashgnn_format::Dtype;
 
@@ -163,190 +162,41 @@ impl<'a, 'py> Opts<'a, 'py> {
 }
 
 fn dtype(name: &str, what: &str) -> PyResult<Dtype> {
-    Dtype::parse(name).ok_or_else(|| py_err(CoreError::Input(format!("{what}: unknown dtype {name:?}"))))
+    flashgnn_build::parse_dtype(name, what).map_err(py_err)
 }
 
-/// How a build option's value is written (the CLI picks its argparse type
-/// from it; the binding takes the Python value of the same meaning).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// A boolean switch (`--symmetrize`).
-    Flag,
-    /// An integer.
-    Int,
-    /// An integer written in any base (`0x...`).
-    Id,
-    /// A byte count (`2GiB`).
-    Size,
-    /// Free text.
-    Str,
-    /// A file path.
-    Path,
-    /// `N,D`.
-    Pair,
-    /// Three fractions `train,val,test`.
-    Fractions,
-    /// One of [`choices`]'s values.
-    Choice,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Flag => "flag",
-            Kind::Int => "int",
-            Kind::Id => "id",
-            Kind::Size => "size",
-            Kind::Str => "str",
-            Kind::Path => "path",
-            Kind::Pair => "pair",
-            Kind::Fractions => "fractions",
-            Kind::Choice => "choice",
-        }
-    }
-}
-
-/// Every keyword option `start_build` reads, in `flashgnn build --help`
-/// order: (name, kind, one-line help). Exported as `_core.BUILD_OPTIONS`
-/// with each default (from `BuildOptions::new`) and accepted values; the CLI
-/// builds its `build` parser from it, and `start_build` refuses any other key.
-pub const BUILD_OPTIONS: &[(&str, Kind, &str)] = &[
-    ("format", Kind::Choice, "input format (auto: detected from the input)"),
-    ("symmetrize", Kind::Flag, "add the reverse of every edge (never guessed)"),
-    ("dedup", Kind::Flag, "remove duplicate edges"),
-    ("self_loops", Kind::Choice, "keep, drop or add self-loops"),
-    ("feature_dtype", Kind::Choice, "convert features to this dtype"),
-    ("feature_layout", Kind::Choice, "features inline in the slot page or in a separate file (auto: by size)"),
-    ("reorder", Kind::Choice, "locality relabelling (ids stay original)"),
-    ("page_size", Kind::Int, "page size in bytes"),
-    ("memory_budget", Kind::Size, "hard cap on builder memory"),
-    ("num_nodes", Kind::Int, "declared node count (headerless inputs, SNAP)"),
-    ("feat_shape", Kind::Pair, "N,D of a headerless raw feature file"),
-    ("feat_dtype", Kind::Choice, "dtype of a headerless raw feature file"),
-    (
-        "labels",
-        Kind::Path,
-        "edge-list inputs: node labels, `node label` per line (SNAP's labelled sets; nodes not listed are \
-         unlabeled) or a .npy array [N]",
-    ),
-    (
-        "features",
-        Kind::Path,
-        "edge-list inputs: node features, a .npy array [N, D] or text with one row of D numbers per line (row = \
-         node id)",
-    ),
-    (
-        "synthetic_features",
-        Kind::Int,
-        "generate D-wide random features when the input has none (the graph structure then carries all the signal)",
-    ),
-    ("make_splits", Kind::Fractions, "random train,val,test fractions when the input has no splits"),
-    ("igb_classes", Kind::Choice, "IGB label set"),
-    ("num_classes", Kind::Int, "declared class count: labels >= it are refused (IGB: from --igb-classes)"),
-    ("ogb_split", Kind::Str, "split directory name under split/ (when several exist)"),
-    ("skip_bad_lines", Kind::Flag, "skip unparseable text lines; report count and examples"),
-    ("nan", Kind::Choice, "NaN/Inf features: fail (error) or replace with 0 (zero)"),
-    (
-        "verify",
-        Kind::Choice,
-        "what is read back and checked before publishing: every file except separate feature rows, which are copied \
-         and checksummed as written (encoded), or every byte (all)",
-    ),
-    ("seed", Kind::Int, "seed of the random choices (splits, synthetic features)"),
-    ("force", Kind::Flag, "replace an existing flashgnn dataset atomically (never a file, link or other directory)"),
-    (
-        "dataset_id",
-        Kind::Id,
-        "fix the 64-bit dataset id the checksums are bound to (default: random per build; only for byte-identical \
-         rebuilds)",
-    ),
-];
-
-/// Accepted for `format` besides `InputFormat::ALL`'s names: another name of `snap`.
-const FORMAT_ALIASES: &[(&str, InputFormat)] = &[("text", InputFormat::Snap)];
-const FLOAT_DTYPES: &[&str] = &["float16", "float32", "float64"];
-const IGB_CLASSES: &[&str] = &["19", "2K"];
-
-/// The accepted values of a [`Kind::Choice`] option: the build crate's own
-/// lists (`ALL` and `name` of each option enum).
-pub fn choices(name: &str) -> Vec<&'static str> {
-    match name {
-        "format" => names(&InputFormat::ALL, InputFormat::name),
-        "self_loops" => names(&SelfLoops::ALL, SelfLoops::name),
-        "feature_layout" => names(&FeatureLayout::ALL, FeatureLayout::name),
-        "reorder" => names(&Reorder::ALL, Reorder::name),
-        "nan" => names(&NanPolicy::ALL, NanPolicy::name),
-        "verify" => names(&BuildVerify::ALL, BuildVerify::name),
-        "feature_dtype" | "feat_dtype" => FLOAT_DTYPES.to_vec(),
-        "igb_classes" => IGB_CLASSES.to_vec(),
-        _ => Vec::new(),
-    }
-}
-
-/// The names of `all`, in order.
-fn names<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> Vec<&'static str> {
-    all.iter().map(|&x| name(x)).collect()
-}
-
-/// The value of `all` named `value` (then `aliases`), or an error naming
-/// the option `--{flag}`, the value and the accepted ones.
-fn pick<T: Copy>(
-    all: &[T],
-    name: fn(T) -> &'static str,
-    aliases: &[(&str, T)],
-    flag: &str,
-    value: &str,
-) -> PyResult<T> {
-    all.iter()
-        .copied()
-        .find(|&x| name(x) == value)
-        .or_else(|| aliases.iter().find(|a| a.0 == value).map(|a| a.1))
-        .ok_or_else(|| {
-            py_err(CoreError::Input(format!("--{flag} {value:?}: expected {}", names(all, name).join(", "))))
-        })
-}
-
-/// `_core.BUILD_OPTIONS`: one dict per [`BUILD_OPTIONS`] entry with `name`,
-/// `flag` (`--name-with-dashes`), `kind`, `default` (what a build uses when
-/// the key is absent, from `BuildOptions::new`), `choices` and `help`.
+/// `_core.BUILD_OPTIONS`: one dict per [`flashgnn_build::BUILD_OPTIONS`]
+/// entry with `name`, `flag`, `kind`, `default`, `choices` and `help`.
 pub fn build_options_py<'py>(py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
-    let d = BuildOptions::new("", "");
     let mut out = Vec::new();
-    for &(name, kind, help) in BUILD_OPTIONS {
-        let default: Py<PyAny> = match name {
-            "format" => d.format.name().into_pyobject(py)?.into_any().unbind(),
-            "self_loops" => d.self_loops.name().into_pyobject(py)?.into_any().unbind(),
-            "feature_layout" => d.feature_layout.name().into_pyobject(py)?.into_any().unbind(),
-            "reorder" => d.reorder.name().into_pyobject(py)?.into_any().unbind(),
-            "nan" => d.nan.name().into_pyobject(py)?.into_any().unbind(),
-            "verify" => d.verify.name().into_pyobject(py)?.into_any().unbind(),
-            "igb_classes" => d.igb_classes.clone().into_pyobject(py)?.into_any().unbind(),
-            "page_size" => d.page_size.into_pyobject(py)?.into_any().unbind(),
-            "memory_budget" => d.memory_budget.into_pyobject(py)?.into_any().unbind(),
-            "seed" => d.seed.into_pyobject(py)?.into_any().unbind(),
-            _ if kind == Kind::Flag => false.into_pyobject(py)?.to_owned().into_any().unbind(),
-            _ => py.None(),
+    for o in flashgnn_build::BUILD_OPTIONS {
+        let default: Py<PyAny> = match o.default_value() {
+            OptionDefault::None => py.None(),
+            OptionDefault::Bool(b) => b.into_py_any(py)?,
+            OptionDefault::Int(i) => i.into_py_any(py)?,
+            OptionDefault::Str(s) => s.into_py_any(py)?,
         };
         let e = PyDict::new(py);
-        e.set_item("name", name)?;
-        e.set_item("flag", format!("--{}", name.replace('_', "-")))?;
-        e.set_item("kind", kind.name())?;
+        e.set_item("name", o.name)?;
+        e.set_item("flag", o.flag())?;
+        e.set_item("kind", o.kind.name())?;
         e.set_item("default", default)?;
-        e.set_item("choices", pyo3::types::PyTuple::new(py, choices(name))?)?;
-        e.set_item("help", help)?;
+        e.set_item("choices", pyo3::types::PyTuple::new(py, o.choices())?)?;
+        e.set_item("help", o.help)?;
         out.push(e);
     }
     pyo3::types::PyTuple::new(py, out)
 }
 
-/// Start a build. `opts` keys are [`BUILD_OPTIONS`]' names (the `flashgnn
-/// build` flags); any other key is refused, naming it and the accepted ones.
+/// Start a build. `opts` keys are [`flashgnn_build::BUILD_OPTIONS`]' names
+/// (the `flashgnn build` flags); any other key is refused, naming it and the
+/// accepted ones.
 #[pyfunction]
 pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> PyResult<Job> {
     let mut opts = Opts::new(opts, "build");
     let mut o = BuildOptions::new(input, output);
-    if let Some(f) = opts.get::<String>("format")? {
-        o.format = pick(&InputFormat::ALL, InputFormat::name, FORMAT_ALIASES, "format", &f)?;
+    if let Some(s) = opts.get::<String>("format")? {
+        o.set_choice("format", &s).map_err(py_err)?;
     }
     if let Some(v) = opts.get("symmetrize")? {
         o.symmetrize = v;
@@ -355,16 +205,16 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
         o.dedup = v;
     }
     if let Some(s) = opts.get::<String>("self_loops")? {
-        o.self_loops = pick(&SelfLoops::ALL, SelfLoops::name, &[], "self-loops", &s)?;
+        o.set_choice("self_loops", &s).map_err(py_err)?;
     }
     if let Some(s) = opts.get::<String>("feature_dtype")? {
-        o.feature_dtype = Some(dtype(&s, "--feature-dtype")?);
+        o.set_choice("feature_dtype", &s).map_err(py_err)?;
     }
     if let Some(s) = opts.get::<String>("feature_layout")? {
-        o.feature_layout = pick(&FeatureLayout::ALL, FeatureLayout::name, &[], "feature-layout", &s)?;
+        o.set_choice("feature_layout", &s).map_err(py_err)?;
     }
     if let Some(s) = opts.get::<String>("reorder")? {
-        o.reorder = pick(&Reorder::ALL, Reorder::name, &[], "reorder", &s)?;
+        o.set_choice("reorder", &s).map_err(py_err)?;
     }
     if let Some(p) = opts.get("page_size")? {
         o.page_size = p;
@@ -376,24 +226,24 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
     o.num_classes = opts.get("num_classes")?;
     o.feat_shape = opts.get("feat_shape")?;
     if let Some(s) = opts.get::<String>("feat_dtype")? {
-        o.feat_dtype = Some(dtype(&s, "--feat-dtype")?);
+        o.set_choice("feat_dtype", &s).map_err(py_err)?;
     }
     o.synthetic_features = opts.get("synthetic_features")?;
     o.labels = opts.get::<std::path::PathBuf>("labels")?;
     o.features = opts.get::<std::path::PathBuf>("features")?;
     o.make_splits = opts.get("make_splits")?;
     if let Some(s) = opts.get::<String>("igb_classes")? {
-        o.igb_classes = pick(IGB_CLASSES, |c| c, &[], "igb-classes", &s)?.to_string();
+        o.set_choice("igb_classes", &s).map_err(py_err)?;
     }
     o.ogb_split = opts.get("ogb_split")?;
     if let Some(v) = opts.get("skip_bad_lines")? {
         o.skip_bad_lines = v;
     }
     if let Some(s) = opts.get::<String>("nan")? {
-        o.nan = pick(&NanPolicy::ALL, NanPolicy::name, &[], "nan", &s)?;
+        o.set_choice("nan", &s).map_err(py_err)?;
     }
     if let Some(s) = opts.get::<String>("verify")? {
-        o.verify = pick(&BuildVerify::ALL, BuildVerify::name, &[], "verify", &s)?;
+        o.set_choice("verify", &s).map_err(py_err)?;
     }
     if let Some(v) = opts.get("seed")? {
         o.seed = v;
