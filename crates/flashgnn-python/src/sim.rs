@@ -36,14 +36,8 @@ impl TraceRecorder {
         py.detach(|| {
             let mut s = NeighborSampler::open(&path, &fanouts, &cfg).map_err(py_err)?;
             s.set_trace(true);
-            let id = s.dataset_id().dataset_id.unwrap_or(0);
-            let h = flashgnn_format::trace::TraceHeader {
-                version: flashgnn_format::trace::TRACE_VERSION,
-                dataset_id: id,
-                page_size: s.layout().page_size,
-                params,
-            };
-            let w = flashgnn_sim::trace::TraceWriter::create(&out, &h).map_err(py_err)?;
+            let (id, page_size) = (s.dataset_id().dataset_id, s.layout().page_size);
+            let w = flashgnn_sim::trace::TraceWriter::start(&out, id, page_size, params).map_err(py_err)?;
             Ok(TraceRecorder { inner: std::sync::Mutex::new(Some((s, w))) })
         })
     }

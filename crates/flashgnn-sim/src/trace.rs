@@ -22,6 +22,16 @@ pub struct TraceWriter {
 }
 
 impl TraceWriter {
+    /// Start the trace of a capture over the dataset `dataset_id` (`None`
+    /// for a format version 1 dataset, which has no id: written as 0) stored
+    /// in `page_size`-byte pages, at this crate's trace version; `params`
+    /// (JSON text: fanouts, batch size, engine ...) rides in the header for
+    /// the reports.
+    pub fn start(path: &Path, dataset_id: Option<u64>, page_size: u32, params: String) -> Result<TraceWriter> {
+        let h = TraceHeader { version: TRACE_VERSION, dataset_id: dataset_id.unwrap_or(0), page_size, params };
+        TraceWriter::create(path, &h)
+    }
+
     pub fn create(path: &Path, header: &TraceHeader) -> Result<TraceWriter> {
         let name = path.display().to_string();
         let f = File::create(path).map_err(|e| SimError::Io(format!("{name}: cannot create: {e}")))?;
@@ -227,8 +237,7 @@ impl TraceReader {
         if let Some(r) = self.pending.take() {
             out.push(r);
         }
-        loop {
-            let Some((r, rec_off)) = self.next_record()? else { break };
+        while let Some((r, rec_off)) = self.next_record()? {
             if let Some(first) = out.first() {
                 if r.batch != first.batch {
                     if r.batch != first.batch + 1 || r.index != 0 {
