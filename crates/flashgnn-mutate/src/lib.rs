@@ -13,6 +13,7 @@
 //! - [`current`]: `mut/CURRENT`, generation directories, free-id lists,
 //!   leftover cleanup;
 //! - [`graph`]: open (replay), the unit operations, group commit, snapshots;
+//! - [`batch`]: a batch as the caller wrote it, checked into operations;
 //! - [`compact`]: compaction and the bulk `update_graph`, both building a new
 //!   generation with the importer and switching to it atomically;
 //! - [`verify`]: the read-only check of `CURRENT`, the free list and the log
@@ -30,6 +31,7 @@
 //!   log are complete; anything else under `mut/` is a leftover, removed on the
 //!   next writable open.
 
+pub mod batch;
 pub mod compact;
 pub mod current;
 pub mod graph;

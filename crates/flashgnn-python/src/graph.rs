@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyList, PyString, PyTuple};
 
 use flashgnn_build::Progress;
 use flashgnn_format::Dtype;
+use flashgnn_mutate::batch::{Arg, Entry};
 use flashgnn_mutate::GraphOptions;
-use flashgnn_store::Op;
 
 use crate::job::Job;
 
@@ -39,8 +39,24 @@ impl MutableGraph {
     }
 }
 
-fn op_name(t: &Bound<'_, PyTuple>) -> PyResult<String> {
-    t.get_item(0)?.extract::<String>()
+/// A batch entry's values as [`Arg`]s (`None`: not a tuple); what they
+/// mean, and every refusal, is `flashgnn_mutate::batch`'s.
+fn entry(item: &Bound<'_, PyAny>) -> Entry {
+    let t = item.cast::<PyTuple>().ok()?;
+    Some(t.iter().map(|v| arg(&v)).collect())
+}
+
+fn arg(v: &Bound<'_, PyAny>) -> Arg {
+    if let Ok(s) = v.cast::<PyString>() {
+        // A str that is not valid UTF-8 (lone surrogates) names no operation.
+        s.to_str().map_or(Arg::Other, |s| Arg::Str(s.into()))
+    } else if let Ok(i) = v.extract::<i64>() {
+        Arg::Int(i)
+    } else if let Ok(a) = v.extract::<PyReadonlyArray1<'_, f64>>() {
+        Arg::Floats(a.as_array().iter().copied().collect())
+    } else {
+        Arg::Other
+    }
 }
 
 #[pymethods]
@@ -96,45 +112,9 @@ impl MutableGraph {
     fn apply<'py>(&self, py: Python<'py>, ops: &Bound<'py, PyList>) -> PyResult<Vec<Option<u64>>> {
         // Refused before converting anything.
         flashgnn_mutate::check_batch_len(ops.len()).map_err(py_err)?;
-        let mut out = Vec::with_capacity(ops.len());
-        let bad = |i: usize, m: String| py_err(MutError::Invalid(format!("ops[{i}]: {m}")));
-        // Rows are encoded for the feature width and dtype of one snapshot,
-        // taken once rather than per op.
-        let snap = self.inner.snapshot();
-        for (i, item) in ops.iter().enumerate() {
-            let t =
-                item.cast::<PyTuple>().map_err(|_| bad(i, "expected a tuple like (\"add_edge\", dst, src)".into()))?;
-            if t.is_empty() {
-                return Err(bad(i, "empty tuple".into()));
-            }
-            let name = op_name(t).map_err(|_| bad(i, "the first element must be the operation name".into()))?;
-            let want = flashgnn_mutate::op_fields(&name).map_err(|e| bad(i, e.to_string()))?.len() + 1;
-            if t.len() != want {
-                return Err(bad(i, format!("{name} takes {} arguments, got {}", want - 1, t.len() - 1)));
-            }
-            let int = |k: usize, what: &str| -> PyResult<u64> {
-                let v: i64 = t.get_item(k)?.extract().map_err(|_| bad(i, format!("{what} must be an integer")))?;
-                if v < 0 {
-                    return Err(bad(i, format!("{what} {v} out of range [0, {})", self.inner.num_nodes())));
-                }
-                Ok(v as u64)
-            };
-            let embed = |k: usize| -> PyResult<Vec<u8>> {
-                let a: PyReadonlyArray1<'_, f64> =
-                    t.get_item(k)?.extract().map_err(|_| bad(i, "embed must be a 1-D float64 array".into()))?;
-                let e: Vec<f64> = a.as_array().iter().copied().collect();
-                snap.delta.encode_row(&e).map_err(|e| bad(i, e.to_string()))
-            };
-            out.push(match name.as_str() {
-                "add_vertex" => Op::AddVertex { id: None, row: embed(1)? },
-                "delete_vertex" => Op::DeleteVertex { vid: int(1, "vid")? },
-                "add_edge" => Op::AddEdge { dst: int(1, "dst")?, src: int(2, "src")? },
-                "delete_edge" => Op::DeleteEdge { dst: int(1, "dst")?, src: int(2, "src")? },
-                _ => Op::UpdateEmbed { vid: int(1, "vid")?, row: embed(2)? },
-            });
-        }
+        let entries: Vec<Entry> = ops.iter().map(|item| entry(&item)).collect();
         let g = &self.inner;
-        py.detach(|| g.apply(out)).map_err(py_err)
+        py.detach(|| g.apply(g.parse_batch(&entries)?)).map_err(py_err)
     }
 
     /// Fold the log into a new generation; returns its report.
