@@ -243,6 +243,54 @@ impl Model {
 /// Generate an R-MAT dataset in the npy-directory layout at `out`.
 pub fn generate_rmat(out: &Path, o: &RmatOptions, progress: &Progress) -> Result<GenerateReport, BuildError> {
     let t = std::time::Instant::now();
+    check_rmat_options(o)?;
+    // The --force rule shared by every publishing command, before any work.
+    flashgnn_io::check_output(out, o.force)?;
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|e| IoError::new("creating", parent, None, e))?;
+    flashgnn_build::builder::report_stale_tmps(out);
+    let tmp = flashgnn_io::create_tmp_dir(out)?;
+    struct Guard(PathBuf, bool);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            if !self.1 {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+    let mut guard = Guard(tmp.clone(), false);
+
+    let m = Model::new(o);
+    let n = 1u64 << o.scale;
+    let e = n * o.edge_factor as u64;
+    let mut bytes = 0u64;
+
+    // Edges and features are independent streams: generate them on two
+    // threads (each using rayon for its blocks).
+    let (edge_res, feat_res) = rayon::join(
+        || write_edges(&tmp, o, &m, e, progress),
+        || -> Result<u64, BuildError> {
+            let total = write_features(&tmp, o, &m, n, progress)?;
+            Ok(total + write_labels_and_splits(&tmp, &m, n)?)
+        },
+    );
+    bytes += edge_res?;
+    bytes += feat_res?;
+    progress.check()?;
+    bytes += write_marker(&tmp, o)?;
+    publish_dir(&tmp, out)?;
+    guard.1 = true;
+    Ok(GenerateReport {
+        output: out.to_path_buf(),
+        num_nodes: n,
+        num_edges: e,
+        bytes,
+        seconds: t.elapsed().as_secs_f64(),
+    })
+}
+
+/// Refuse options the generator cannot honour, before anything is written.
+fn check_rmat_options(o: &RmatOptions) -> Result<(), BuildError> {
     if !(1..=31).contains(&o.scale) {
         return Err(BuildError::config(format!("--scale {} must be in [1, 31] (2^scale nodes)", o.scale)));
     }
@@ -272,153 +320,142 @@ pub fn generate_rmat(out: &Path, o: &RmatOptions, progress: &Progress) -> Result
     if a < 0.0 || b < 0.0 || c < 0.0 || a + b + c > 1.0 + 1e-9 {
         return Err(BuildError::config(format!("--split {a},{b},{c}: fractions must be >= 0 and sum to <= 1")));
     }
-    // The --force rule shared by every publishing command, before any work.
-    flashgnn_io::check_output(out, o.force)?;
-    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(|e| IoError::new("creating", parent, None, e))?;
-    flashgnn_build::builder::report_stale_tmps(out);
-    let tmp = flashgnn_io::create_tmp_dir(out)?;
-    struct Guard(PathBuf, bool);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            if !self.1 {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
-    }
-    let mut guard = Guard(tmp.clone(), false);
+    Ok(())
+}
 
-    let m = Model::new(o);
-    let n = 1u64 << o.scale;
-    let e = n * o.edge_factor as u64;
-    let mut bytes = 0u64;
-
-    // Edges and features are independent streams: generate them on two
-    // threads (each using rayon for its blocks).
-    let (edge_res, feat_res) = rayon::join(
-        || -> Result<u64, BuildError> {
-            let mut f = OutFile::create(tmp.join("edge_index.npy"))?;
-            f.write(&encode_header(o.edge_dtype, &[e, 2]))?;
-            let pair_bytes = 2 * o.edge_dtype.size() as u64;
-            let wide = o.edge_dtype == Dtype::Int64;
-            let mut task = progress.task("edges", "edges", e);
-            let blocks = e.div_ceil(EDGE_BLOCK);
-            let group = rayon::current_num_threads().max(1) as u64;
-            let mut blk = 0;
-            while blk < blocks {
-                progress.check()?;
-                let hi = (blk + group).min(blocks);
-                let bufs: Vec<Vec<u8>> = (blk..hi)
-                    .into_par_iter()
-                    .map(|bi| {
-                        let lo = bi * EDGE_BLOCK;
-                        let up = (lo + EDGE_BLOCK).min(e);
-                        let mut buf = Vec::with_capacity(((up - lo) * pair_bytes) as usize);
-                        for i in lo..up {
-                            let (s, d) = m.edge(i);
-                            if wide {
-                                buf.extend_from_slice(&(s as i64).to_le_bytes());
-                                buf.extend_from_slice(&(d as i64).to_le_bytes());
-                            } else {
-                                // Checked above: every id fits 31 or 32 bits;
-                                // int32 and uint32 share the bytes of such ids.
-                                buf.extend_from_slice(&(s as u32).to_le_bytes());
-                                buf.extend_from_slice(&(d as u32).to_le_bytes());
-                            }
-                        }
-                        buf
-                    })
-                    .collect();
-                for b in bufs {
-                    task.add(b.len() as u64 / pair_bytes);
-                    f.write(&b)?;
-                }
-                blk = hi;
-            }
-            Ok(f.finish()?.0)
-        },
-        || -> Result<u64, BuildError> {
-            let mut total = 0;
-            let mut f = OutFile::create(tmp.join("node_feat.npy"))?;
-            f.write(&encode_header(o.dtype, &[n, o.dim as u64]))?;
-            let signal = o.feature_signal / ((o.dim.max(2) as f64) / 2.0).sqrt();
-            let s = o.dtype.size();
-            let mut task = progress.task("features", "rows", n);
-            // Centroid coordinates, computed once (classes x dim values, not
-            // one Box-Muller per feature value): the same numbers as
-            // `m.centroid(class, j)`, so the output is unchanged.
-            let table: Vec<f64> = (0..o.classes.max(1) as u64)
-                .flat_map(|c| (0..o.dim as u64).map(move |j| (c, j)))
-                .map(|(c, j)| m.centroid(c, j) * signal)
-                .collect();
-            let mut lo = 0;
-            let group = ROW_BLOCK * rayon::current_num_threads().max(1) as u64;
-            while lo < n {
-                progress.check()?;
-                let hi = (lo + group).min(n);
-                let bufs: Vec<Vec<u8>> = (lo..hi)
-                    .step_by(ROW_BLOCK as usize)
-                    .collect::<Vec<_>>()
-                    .into_par_iter()
-                    .map(|r0| {
-                        let r1 = (r0 + ROW_BLOCK).min(hi);
-                        let mut buf = vec![0u8; ((r1 - r0) * o.dim as u64) as usize * s];
-                        for r in r0..r1 {
-                            let class = m.label(r);
-                            let base = splitmix64(o.seed ^ 0xFEA7 ^ splitmix64(r));
-                            let cen = &table[(class * o.dim as u64) as usize..][..o.dim as usize];
-                            for j in 0..o.dim as u64 {
-                                let v = cen[j as usize] + Model::gaussian(base.wrapping_add(j));
-                                let at = (((r - r0) * o.dim as u64 + j) as usize) * s;
-                                write_float(o.dtype, v, &mut buf[at..at + s]);
-                            }
-                        }
-                        buf
-                    })
-                    .collect();
-                for b in bufs {
-                    f.write(&b)?;
-                }
-                task.add(hi - lo);
-                lo = hi;
-            }
-            total += f.finish()?.0;
-            // Labels.
-            let mut f = OutFile::create(tmp.join("node_label.npy"))?;
-            f.write(&encode_header(Dtype::Int64, &[n]))?;
-            let mut buf = Vec::with_capacity(1 << 20);
-            for v in 0..n {
-                buf.extend_from_slice(&(m.label(v) as i64).to_le_bytes());
-                if buf.len() >= 1 << 20 {
-                    f.write(&buf)?;
-                    buf.clear();
-                }
-            }
-            f.write(&buf)?;
-            total += f.finish()?.0;
-            // Splits: count, then write.
-            let mut counts = [0u64; 4];
-            (0..n).for_each(|v| counts[m.split_of(v)] += 1);
-            for (k, name) in ["train", "val", "test"].iter().enumerate() {
-                let mut f = OutFile::create(tmp.join(format!("{name}_idx.npy")))?;
-                f.write(&encode_header(Dtype::Int64, &[counts[k]]))?;
-                buf.clear();
-                for v in (0..n).filter(|&v| m.split_of(v) == k) {
-                    buf.extend_from_slice(&(v as i64).to_le_bytes());
-                    if buf.len() >= 1 << 20 {
-                        f.write(&buf)?;
-                        buf.clear();
+/// `edge_index.npy`: the R-MAT edges in id order, blocks generated in
+/// parallel and written in order. Returns the bytes written.
+fn write_edges(tmp: &Path, o: &RmatOptions, m: &Model, e: u64, progress: &Progress) -> Result<u64, BuildError> {
+    let mut f = OutFile::create(tmp.join("edge_index.npy"))?;
+    f.write(&encode_header(o.edge_dtype, &[e, 2]))?;
+    let pair_bytes = 2 * o.edge_dtype.size() as u64;
+    let wide = o.edge_dtype == Dtype::Int64;
+    let mut task = progress.task("edges", "edges", e);
+    let blocks = e.div_ceil(EDGE_BLOCK);
+    let group = rayon::current_num_threads().max(1) as u64;
+    let mut blk = 0;
+    while blk < blocks {
+        progress.check()?;
+        let hi = (blk + group).min(blocks);
+        let bufs: Vec<Vec<u8>> = (blk..hi)
+            .into_par_iter()
+            .map(|bi| {
+                let lo = bi * EDGE_BLOCK;
+                let up = (lo + EDGE_BLOCK).min(e);
+                let mut buf = Vec::with_capacity(((up - lo) * pair_bytes) as usize);
+                for i in lo..up {
+                    let (s, d) = m.edge(i);
+                    if wide {
+                        buf.extend_from_slice(&(s as i64).to_le_bytes());
+                        buf.extend_from_slice(&(d as i64).to_le_bytes());
+                    } else {
+                        // `check_rmat_options` made sure every id fits 31 or 32 bits;
+                        // int32 and uint32 share the bytes of such ids.
+                        buf.extend_from_slice(&(s as u32).to_le_bytes());
+                        buf.extend_from_slice(&(d as u32).to_le_bytes());
                     }
                 }
+                buf
+            })
+            .collect();
+        for b in bufs {
+            task.add(b.len() as u64 / pair_bytes);
+            f.write(&b)?;
+        }
+        blk = hi;
+    }
+    Ok(f.finish()?.0)
+}
+
+/// `node_feat.npy`: each row its class centroid plus unit noise, blocks of
+/// rows generated in parallel and written in order. Returns the bytes
+/// written.
+fn write_features(tmp: &Path, o: &RmatOptions, m: &Model, n: u64, progress: &Progress) -> Result<u64, BuildError> {
+    let mut f = OutFile::create(tmp.join("node_feat.npy"))?;
+    f.write(&encode_header(o.dtype, &[n, o.dim as u64]))?;
+    let signal = o.feature_signal / ((o.dim.max(2) as f64) / 2.0).sqrt();
+    let s = o.dtype.size();
+    let mut task = progress.task("features", "rows", n);
+    // Centroid coordinates, computed once (classes x dim values, not
+    // one Box-Muller per feature value): the same numbers as
+    // `m.centroid(class, j)`, so the output is unchanged.
+    let table: Vec<f64> = (0..o.classes.max(1) as u64)
+        .flat_map(|c| (0..o.dim as u64).map(move |j| (c, j)))
+        .map(|(c, j)| m.centroid(c, j) * signal)
+        .collect();
+    let mut lo = 0;
+    let group = ROW_BLOCK * rayon::current_num_threads().max(1) as u64;
+    while lo < n {
+        progress.check()?;
+        let hi = (lo + group).min(n);
+        let bufs: Vec<Vec<u8>> = (lo..hi)
+            .step_by(ROW_BLOCK as usize)
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|r0| {
+                let r1 = (r0 + ROW_BLOCK).min(hi);
+                let mut buf = vec![0u8; ((r1 - r0) * o.dim as u64) as usize * s];
+                for r in r0..r1 {
+                    let class = m.label(r);
+                    let base = splitmix64(o.seed ^ 0xFEA7 ^ splitmix64(r));
+                    let cen = &table[(class * o.dim as u64) as usize..][..o.dim as usize];
+                    for j in 0..o.dim as u64 {
+                        let v = cen[j as usize] + Model::gaussian(base.wrapping_add(j));
+                        let at = (((r - r0) * o.dim as u64 + j) as usize) * s;
+                        write_float(o.dtype, v, &mut buf[at..at + s]);
+                    }
+                }
+                buf
+            })
+            .collect();
+        for b in bufs {
+            f.write(&b)?;
+        }
+        task.add(hi - lo);
+        lo = hi;
+    }
+    Ok(f.finish()?.0)
+}
+
+/// `node_label.npy` and `{train,val,test}_idx.npy`. Returns the bytes
+/// written.
+fn write_labels_and_splits(tmp: &Path, m: &Model, n: u64) -> Result<u64, BuildError> {
+    let mut total = 0;
+    // Labels.
+    let mut f = OutFile::create(tmp.join("node_label.npy"))?;
+    f.write(&encode_header(Dtype::Int64, &[n]))?;
+    let mut buf = Vec::with_capacity(1 << 20);
+    for v in 0..n {
+        buf.extend_from_slice(&(m.label(v) as i64).to_le_bytes());
+        if buf.len() >= 1 << 20 {
+            f.write(&buf)?;
+            buf.clear();
+        }
+    }
+    f.write(&buf)?;
+    total += f.finish()?.0;
+    // Splits: count, then write.
+    let mut counts = [0u64; 4];
+    (0..n).for_each(|v| counts[m.split_of(v)] += 1);
+    for (k, name) in ["train", "val", "test"].iter().enumerate() {
+        let mut f = OutFile::create(tmp.join(format!("{name}_idx.npy")))?;
+        f.write(&encode_header(Dtype::Int64, &[counts[k]]))?;
+        buf.clear();
+        for v in (0..n).filter(|&v| m.split_of(v) == k) {
+            buf.extend_from_slice(&(v as i64).to_le_bytes());
+            if buf.len() >= 1 << 20 {
                 f.write(&buf)?;
-                total += f.finish()?.0;
+                buf.clear();
             }
-            Ok(total)
-        },
-    );
-    bytes += edge_res?;
-    bytes += feat_res?;
-    progress.check()?;
+        }
+        f.write(&buf)?;
+        total += f.finish()?.0;
+    }
+    Ok(total)
+}
+
+/// `generate.json`. Returns the bytes written.
+fn write_marker(tmp: &Path, o: &RmatOptions) -> Result<u64, BuildError> {
     // The marker that makes the directory recognisable as flashgnn output
     // (so that `generate --force` may replace it and nothing else).
     let marker = serde_json::json!({
@@ -427,16 +464,7 @@ pub fn generate_rmat(out: &Path, o: &RmatOptions, progress: &Progress) -> Result
     });
     let mut f = OutFile::create(tmp.join("generate.json"))?;
     f.write(serde_json::to_string_pretty(&marker).unwrap_or_default().as_bytes())?;
-    bytes += f.finish()?.0;
-    publish_dir(&tmp, out)?;
-    guard.1 = true;
-    Ok(GenerateReport {
-        output: out.to_path_buf(),
-        num_nodes: n,
-        num_edges: e,
-        bytes,
-        seconds: t.elapsed().as_secs_f64(),
-    })
+    Ok(f.finish()?.0)
 }
 
 #[cfg(test)]
