@@ -16,7 +16,7 @@ use flashgnn_format::manifest::*;
 use flashgnn_format::slot::{check_slot_padding, decode_slot, read_id};
 use flashgnn_format::FormatError;
 
-use crate::dataset::{Dataset, NpyArray, Result};
+use crate::dataset::{Dataset, NpyArray, Result, StoreError};
 
 /// Stored feature-row CRCs held at once while rows are checked: 4 MiB.
 const VERIFY_CHUNK_BYTES: usize = 4 << 20;
@@ -87,121 +87,199 @@ pub fn verify_scope(ds: &Dataset, scope: Scope, progress: &mut dyn FnMut(u64, u6
     let rows_read = separate && scope == Scope::All;
     let skip = |name: &str| !rows_read && separate && name == FEATURES_FILE;
     let total: u64 = m.files.iter().filter(|(n, _)| !skip(n)).map(|(_, f)| f.bytes).sum::<u64>();
-    let mut done = 0u64;
 
     // 1. Whole files. graph.fg and overflow.fg are checked page by page in
     // the same pass (one read of each, where the CRC pass and the structure
     // pass used to read them twice); a structure error found there is held
     // until every whole-file CRC has matched, so errors keep the order above.
-    let gname = ds.file(GRAPH_FILE);
-    let p = l.page_size as usize;
-    let (slot_pages, overflow_pages) = (l.slot_pages(), l.overflow_pages());
-    let mut walk = SlotWalk::start();
-    let (mut slot_err, mut overflow_err) = (None, None);
-    // An error opening feature_crc.npy is held like a row's, so every
-    // whole-file CRC is checked first; no row is checked after one.
-    let (mut rows, mut feature_err) = FeatureRows::open(ds, rows_read);
-    let (mut slots, mut slot_pages_seen, mut overflow_checked) = (0u64, 0u64, 0u64);
-    for name in m.files.keys().filter(|n| !skip(n)) {
-        let mut count = |k| {
-            done += k;
-            progress(done, total);
-        };
-        // Page 0 is the header (checked by `Dataset::open`).
-        rep.bytes += match name.as_str() {
-            GRAPH_FILE => ds.check_whole_file_records(name, p, p, &mut count, &mut |pg, page| {
-                if (1..=slot_pages).contains(&pg) && slot_err.is_none() && page.len() == p {
-                    slot_pages_seen += 1;
-                    match check_slot_page(ds, pg - 1, page, true, &mut walk) {
-                        Ok(n) => slots += n,
-                        Err(e) => slot_err = Some(e),
-                    }
-                }
-            })?,
-            OVERFLOW_FILE => ds.check_whole_file_records(name, p, p, &mut count, &mut |pg, page| {
-                if (1..=overflow_pages).contains(&pg) && overflow_err.is_none() && page.len() == p {
-                    match check_overflow_data_page(ds, pg, page) {
-                        Ok(()) => overflow_checked += 1,
-                        Err(e) => overflow_err = Some(e),
-                    }
-                }
-            })?,
-            FEATURES_FILE if separate => {
-                ds.check_whole_file_records(name, p, l.feature_stride() as usize, &mut count, &mut |n, row| {
-                    if n >= 1 && feature_err.is_none() {
-                        if let Err(e) = rows.check(ds, n - 1, row) {
-                            feature_err = Some(e);
-                        }
-                    }
-                })?
-            }
-            _ => ds.check_whole_file(name, &mut count)?,
-        };
-        rep.files += 1;
-    }
+    let mut pass = WholeFilePass::run(ds, rows_read, &skip, total, progress, &mut rep)?;
 
     // 2. Slots (checked above, in page order).
-    if let Some(e) = slot_err {
-        return Err(e);
-    }
-    // Every page the layout promises was there (`Dataset::open` checked the
-    // sizes; this holds against a file changed since).
-    if slot_pages_seen != slot_pages {
-        return Err(FormatError::oob(&gname, 0, "slot pages read", slot_pages_seen, format!("== {slot_pages}")).into());
-    }
-    rep.slots = slots;
-    let (degree_sum, next_overflow) = (walk.degree_sum, walk.next_overflow.unwrap_or(0));
-    if degree_sum != l.num_edges {
-        return Err(
-            FormatError::oob(&gname, 0, "sum of degrees", degree_sum, format!("== num_edges {}", l.num_edges)).into()
-        );
-    }
-    if next_overflow != l.overflow_entries {
-        return Err(FormatError::oob(
-            &gname,
-            0,
-            "overflow entries referenced",
-            next_overflow,
-            format!("== overflow_entries {}", l.overflow_entries),
-        )
-        .into());
-    }
+    rep.slots = pass.slots(ds)?;
 
     // 3. Overflow pages (checked above).
-    if let Some(e) = overflow_err {
-        return Err(e);
-    }
-    if overflow_checked != overflow_pages {
-        let oname = ds.file(OVERFLOW_FILE);
-        return Err(FormatError::oob(
-            oname,
-            0,
-            "overflow pages read",
-            overflow_checked,
-            format!("== {overflow_pages}"),
-        )
-        .into());
-    }
-    rep.overflow_pages = overflow_checked;
+    rep.overflow_pages = pass.overflow_pages(ds)?;
 
     // 4. Separate feature rows (checked above).
-    if let Some(e) = feature_err {
-        return Err(e);
-    }
-    if rows_read && rows.checked != l.num_nodes {
-        return Err(FormatError::oob(
-            ds.file(FEATURES_FILE),
-            0,
-            "feature rows read",
-            rows.checked,
-            format!("== num_nodes {}", l.num_nodes),
-        )
-        .into());
-    }
-    rep.feature_rows = rows.checked;
+    rep.feature_rows = pass.feature_rows(ds, rows_read)?;
 
     // 5. Side arrays: dtype and shape against the manifest (`side_array`),
     // every value in its documented range, the labeled count.
+    check_side_arrays(ds)?;
+    if m.reorder != "none" {
+        check_node_maps(ds)?;
+    }
+    progress(total, total);
+    Ok(rep)
+}
+
+/// What the whole-file pass found besides the CRCs: the structure of the
+/// slot, overflow and feature pages it read on the way, errors held until
+/// every whole-file CRC has matched.
+struct WholeFilePass {
+    walk: SlotWalk,
+    slot_err: Option<StoreError>,
+    overflow_err: Option<StoreError>,
+    rows: FeatureRows,
+    feature_err: Option<StoreError>,
+    slots: u64,
+    slot_pages_seen: u64,
+    overflow_checked: u64,
+}
+
+impl WholeFilePass {
+    /// Check every file's CRC32C (but those `skip` names), counting its
+    /// bytes and files into `rep`, and check the structure of what it reads.
+    fn run(
+        ds: &Dataset,
+        rows_read: bool,
+        skip: &dyn Fn(&str) -> bool,
+        total: u64,
+        progress: &mut dyn FnMut(u64, u64),
+        rep: &mut VerifyReport,
+    ) -> Result<WholeFilePass> {
+        let m = ds.manifest();
+        let l = ds.layout();
+        let separate = l.placement == FeaturePlacement::Separate;
+        let mut done = 0u64;
+        let p = l.page_size as usize;
+        let (slot_pages, overflow_pages) = (l.slot_pages(), l.overflow_pages());
+        let mut walk = SlotWalk::start();
+        let (mut slot_err, mut overflow_err) = (None, None);
+        // An error opening feature_crc.npy is held like a row's, so every
+        // whole-file CRC is checked first; no row is checked after one.
+        let (mut rows, mut feature_err) = FeatureRows::open(ds, rows_read);
+        let (mut slots, mut slot_pages_seen, mut overflow_checked) = (0u64, 0u64, 0u64);
+        for name in m.files.keys().filter(|n| !skip(n)) {
+            let mut count = |k| {
+                done += k;
+                progress(done, total);
+            };
+            // Page 0 is the header (checked by `Dataset::open`).
+            rep.bytes += match name.as_str() {
+                GRAPH_FILE => ds.check_whole_file_records(name, p, p, &mut count, &mut |pg, page| {
+                    if (1..=slot_pages).contains(&pg) && slot_err.is_none() && page.len() == p {
+                        slot_pages_seen += 1;
+                        match check_slot_page(ds, pg - 1, page, true, &mut walk) {
+                            Ok(n) => slots += n,
+                            Err(e) => slot_err = Some(e),
+                        }
+                    }
+                })?,
+                OVERFLOW_FILE => ds.check_whole_file_records(name, p, p, &mut count, &mut |pg, page| {
+                    if (1..=overflow_pages).contains(&pg) && overflow_err.is_none() && page.len() == p {
+                        match check_overflow_data_page(ds, pg, page) {
+                            Ok(()) => overflow_checked += 1,
+                            Err(e) => overflow_err = Some(e),
+                        }
+                    }
+                })?,
+                FEATURES_FILE if separate => {
+                    ds.check_whole_file_records(name, p, l.feature_stride() as usize, &mut count, &mut |n, row| {
+                        if n >= 1 && feature_err.is_none() {
+                            if let Err(e) = rows.check(ds, n - 1, row) {
+                                feature_err = Some(e);
+                            }
+                        }
+                    })?
+                }
+                _ => ds.check_whole_file(name, &mut count)?,
+            };
+            rep.files += 1;
+        }
+        Ok(WholeFilePass { walk, slot_err, overflow_err, rows, feature_err, slots, slot_pages_seen, overflow_checked })
+    }
+
+    /// The slots the pass checked: its first slot error, then every slot
+    /// page read, the degree sum and the overflow entries referenced.
+    /// Returns the slots checked.
+    fn slots(&mut self, ds: &Dataset) -> Result<u64> {
+        let l = ds.layout();
+        let gname = ds.file(GRAPH_FILE);
+        let slot_pages = l.slot_pages();
+        let (slot_pages_seen, walk) = (self.slot_pages_seen, &self.walk);
+        if let Some(e) = self.slot_err.take() {
+            return Err(e);
+        }
+        // Every page the layout promises was there (`Dataset::open` checked the
+        // sizes; this holds against a file changed since).
+        if slot_pages_seen != slot_pages {
+            return Err(
+                FormatError::oob(&gname, 0, "slot pages read", slot_pages_seen, format!("== {slot_pages}")).into()
+            );
+        }
+        let (degree_sum, next_overflow) = (walk.degree_sum, walk.next_overflow.unwrap_or(0));
+        if degree_sum != l.num_edges {
+            return Err(FormatError::oob(
+                &gname,
+                0,
+                "sum of degrees",
+                degree_sum,
+                format!("== num_edges {}", l.num_edges),
+            )
+            .into());
+        }
+        if next_overflow != l.overflow_entries {
+            return Err(FormatError::oob(
+                &gname,
+                0,
+                "overflow entries referenced",
+                next_overflow,
+                format!("== overflow_entries {}", l.overflow_entries),
+            )
+            .into());
+        }
+        Ok(self.slots)
+    }
+
+    /// The overflow pages the pass checked: its first error, then every
+    /// page read. Returns the pages checked.
+    fn overflow_pages(&mut self, ds: &Dataset) -> Result<u64> {
+        let overflow_pages = ds.layout().overflow_pages();
+        let overflow_checked = self.overflow_checked;
+        if let Some(e) = self.overflow_err.take() {
+            return Err(e);
+        }
+        if overflow_checked != overflow_pages {
+            let oname = ds.file(OVERFLOW_FILE);
+            return Err(FormatError::oob(
+                oname,
+                0,
+                "overflow pages read",
+                overflow_checked,
+                format!("== {overflow_pages}"),
+            )
+            .into());
+        }
+        Ok(overflow_checked)
+    }
+
+    /// The separate feature rows the pass checked: its first error, then
+    /// every row read (when `rows_read`). Returns the rows checked.
+    fn feature_rows(&mut self, ds: &Dataset, rows_read: bool) -> Result<u64> {
+        let l = ds.layout();
+        let rows = &self.rows;
+        if let Some(e) = self.feature_err.take() {
+            return Err(e);
+        }
+        if rows_read && rows.checked != l.num_nodes {
+            return Err(FormatError::oob(
+                ds.file(FEATURES_FILE),
+                0,
+                "feature rows read",
+                rows.checked,
+                format!("== num_nodes {}", l.num_nodes),
+            )
+            .into());
+        }
+        Ok(rows.checked)
+    }
+}
+
+/// Every side array: dtype and shape against the manifest, every value in
+/// its documented range, the labeled count.
+fn check_side_arrays(ds: &Dataset) -> Result<()> {
+    let m = ds.manifest();
     for name in m.files.keys() {
         if ds.side_spec(name).is_some() {
             let v = ds.check_side_values(name)?;
@@ -221,41 +299,46 @@ pub fn verify_scope(ds: &Dataset, scope: Scope, progress: &mut dyn FnMut(u64, u6
             }
         }
     }
-    if m.reorder != "none" {
-        let order_arr = ds.side_array(NODE_ORDER_FILE)?;
-        let order = order_arr.read_all_i64()?;
-        let index = ds.side_array(NODE_INDEX_FILE)?.read_all_i64()?;
-        for (i, &o) in order.iter().enumerate() {
-            let ok = o >= 0 && (o as u64) < l.num_nodes && index.get(o as usize) == Some(&(i as i64));
-            if !ok {
-                return Err(FormatError::oob(
-                    ds.file(NODE_ORDER_FILE),
-                    order_arr.header.data_offset + 8 * i as u64,
-                    "node_order entry",
-                    o as u64,
-                    "a permutation inverse to node_index.npy",
-                )
-                .into());
-            }
-        }
-        // Slot headers must carry the original ids of the map.
-        for (i, &o) in order.iter().enumerate().step_by(((l.num_nodes / 1024).max(1)) as usize) {
-            let buf = ds.read_slot(i as u64)?;
-            let slot = decode_slot(l, i as u64, &buf, &gname)?;
-            if slot.original_id != o as u64 {
-                return Err(FormatError::oob(
-                    &gname,
-                    l.slot_offset(i as u64) + 8,
-                    "original id",
-                    slot.original_id,
-                    format!("== {o} from node_order.npy"),
-                )
-                .into());
-            }
+    Ok(())
+}
+
+/// The relabelling maps: node_order.npy and node_index.npy inverse
+/// permutations, and the original ids in a sample of slot headers.
+fn check_node_maps(ds: &Dataset) -> Result<()> {
+    let l = ds.layout();
+    let gname = ds.file(GRAPH_FILE);
+    let order_arr = ds.side_array(NODE_ORDER_FILE)?;
+    let order = order_arr.read_all_i64()?;
+    let index = ds.side_array(NODE_INDEX_FILE)?.read_all_i64()?;
+    for (i, &o) in order.iter().enumerate() {
+        let ok = o >= 0 && (o as u64) < l.num_nodes && index.get(o as usize) == Some(&(i as i64));
+        if !ok {
+            return Err(FormatError::oob(
+                ds.file(NODE_ORDER_FILE),
+                order_arr.header.data_offset + 8 * i as u64,
+                "node_order entry",
+                o as u64,
+                "a permutation inverse to node_index.npy",
+            )
+            .into());
         }
     }
-    progress(total, total);
-    Ok(rep)
+    // Slot headers must carry the original ids of the map.
+    for (i, &o) in order.iter().enumerate().step_by(((l.num_nodes / 1024).max(1)) as usize) {
+        let buf = ds.read_slot(i as u64)?;
+        let slot = decode_slot(l, i as u64, &buf, &gname)?;
+        if slot.original_id != o as u64 {
+            return Err(FormatError::oob(
+                &gname,
+                l.slot_offset(i as u64) + 8,
+                "original id",
+                slot.original_id,
+                format!("== {o} from node_order.npy"),
+            )
+            .into());
+        }
+    }
+    Ok(())
 }
 
 /// The rows of a separate `features.fg` checked against `feature_crc.npy`
