@@ -475,6 +475,52 @@ impl Run<'_> {
         }
     }
 
+    /// Load the relabelling maps (inverse permutations) and the feature
+    /// CRCs up front; when they are damaged that is one finding, and the
+    /// checks that need them are skipped instead of failing every page.
+    fn load_references(&mut self) {
+        let ds = self.ds;
+        if let Err(e) = ds.maps() {
+            self.check_original = false;
+            self.record(error_damage(e, &ds.file(NODE_ORDER_FILE), "side file", None, 0), false);
+        }
+        if ds.layout().placement == FeaturePlacement::Separate {
+            match ds.feature_crcs() {
+                Ok(c) => self.feature_crcs = Some(c.to_vec()),
+                Err(e) => self.record(error_damage(e, &ds.file(FEATURE_CRC_FILE), "side file", None, 0), false),
+            }
+        }
+    }
+
+    /// Read the chunk at `off` of file `name` into `buf`, fold it into the
+    /// file's CRC32C and check it. Returns the bytes the device read (0
+    /// when the read failed: a media error is recorded, and the walk goes
+    /// on past the chunk).
+    fn scan_chunk(
+        &mut self,
+        f: &mut DirectFile,
+        buf: &mut [u8],
+        name: &str,
+        kind: Kind,
+        report_name: &str,
+        off: u64,
+    ) -> u64 {
+        match f.read_into(off, buf) {
+            Ok(dev) => {
+                let mut crc = FileCrc::resume(self.pos.state.crc, self.pos.state.crc_bytes);
+                crc.update(buf);
+                (self.pos.state.crc, self.pos.state.crc_bytes) = (crc.value(), crc.bytes());
+                self.check_chunk(name, kind, off, buf);
+                dev
+            }
+            // A media error: report the chunk and go on past it.
+            Err(e) => {
+                self.record_err(e.into(), report_name, "read", None, off);
+                0
+            }
+        }
+    }
+
     /// File-level checks once `name` has been read to its end.
     fn finish_file(&mut self, name: &str, kind: Kind) {
         let ds = self.ds;
@@ -607,14 +653,7 @@ pub fn scrub(root: &Path, opts: &ScrubOptions, progress: &mut dyn FnMut(u64, u64
         Err(e) => {
             // Damage that stops the dataset from opening (manifest, header
             // pages, file sizes): one finding, nothing else can be trusted.
-            let (file, offset) = error_place(&e);
-            rep.damaged.push(Damage {
-                file: file.unwrap_or_else(|| root.display().to_string()),
-                offset,
-                kind: "open".into(),
-                index: None,
-                check: e.to_string(),
-            });
+            rep.damaged.push(open_damage(root, &e));
             rep.damaged_count = 1;
             rep.complete = true;
             rep.seconds = t0.elapsed().as_secs_f64();
@@ -626,67 +665,21 @@ pub fn scrub(root: &Path, opts: &ScrubOptions, progress: &mut dyn FnMut(u64, u64
         Binding { dataset_id: ds.manifest().dataset_id, manifest_crc: flashgnn_format::checksum::crc(&mbytes) };
     rep.dataset_id = binding.dataset_id;
     let files = plan(&ds, opts)?;
-    let mut lens = Vec::with_capacity(files.len());
-    for (name, path, _) in &files {
-        let f = match path {
-            Some(p) => DirectFile::open_path(p)?,
-            None => DirectFile::open(root, name)?,
-        };
-        lens.push(f.len());
-    }
+    let lens = file_lengths(root, &files)?;
     rep.bytes_total = lens.iter().sum();
     rep.files = files.len() as u64;
 
     std::fs::create_dir_all(&opts.state_dir)
         .map_err(|e| flashgnn_io::IoError::new("creating the scrub state directory", &opts.state_dir, None, e))?;
     let state_path = opts.state_dir.join(PROGRESS_FILE);
-    let mut pos = Position { file: files[0].0.clone(), state: FileState::start(), ..Default::default() };
-    if opts.resume {
-        if let Some(saved) = load_progress(&state_path, &binding)? {
-            let ok = saved.file_index < files.len()
-                && files[saved.file_index].0 == saved.file
-                && saved.offset <= lens[saved.file_index];
-            if !ok {
-                return Err(FormatError::invalid(
-                    state_path.display().to_string(),
-                    format!(
-                        "corrupt scrub progress file (position {} byte {} is not in this dataset's walk); delete it",
-                        saved.file, saved.offset
-                    ),
-                )
-                .into());
-            }
-            if !saved.complete {
-                rep.resumed = true;
-                rep.bytes_skipped = saved.bytes_done;
-                pos = saved;
-            }
-        }
-    }
+    let pos = start_position(opts, &state_path, &binding, &files, &lens, &mut rep)?;
 
     let mut run = Run { ds: &ds, pos, check_original: true, feature_crcs: None };
-    // The relabelling maps (inverse permutations) and the feature CRCs are
-    // loaded up front; when they are damaged that is one finding, and the
-    // checks that need them are skipped instead of failing every page.
-    if let Err(e) = ds.maps() {
-        run.check_original = false;
-        run.record(error_damage(e, &ds.file(NODE_ORDER_FILE), "side file", None, 0), false);
-    }
-    if ds.layout().placement == FeaturePlacement::Separate {
-        match ds.feature_crcs() {
-            Ok(c) => run.feature_crcs = Some(c.to_vec()),
-            Err(e) => run.record(error_damage(e, &ds.file(FEATURE_CRC_FILE), "side file", None, 0), false),
-        }
-    }
+    run.load_references();
 
     let l = ds.layout();
     let (page, stride) = (l.page_size as u64, l.feature_stride());
-    // Chunk: a quarter second of the rate (so a stop is honoured promptly
-    // and checkpoints are frequent), at most CHUNK_BYTES_MAX, at least a page.
-    let chunk =
-        if opts.rate_bytes_per_s == 0 { CHUNK_BYTES_MAX } else { (opts.rate_bytes_per_s / 4).min(CHUNK_BYTES_MAX) }
-            .max(page)
-            .max(stride);
+    let chunk = chunk_size(opts, page, stride);
     let mut bucket = TokenBucket::new(opts.rate_bytes_per_s, chunk, Instant::now());
     let mut buf = vec![0u8; 0];
     let (mut since_ckpt_bytes, mut last_ckpt) = (0u64, Instant::now());
@@ -717,17 +710,7 @@ pub fn scrub(root: &Path, opts: &ScrubOptions, progress: &mut dyn FnMut(u64, u64
             let end = chunk_end(*kind, off, len, page, stride, chunk);
             buf.resize((end - off) as usize, 0);
             bucket.take(end - off);
-            match f.read_into(off, &mut buf) {
-                Ok(dev) => {
-                    rep.bytes_read += dev;
-                    let mut crc = FileCrc::resume(run.pos.state.crc, run.pos.state.crc_bytes);
-                    crc.update(&buf);
-                    (run.pos.state.crc, run.pos.state.crc_bytes) = (crc.value(), crc.bytes());
-                    run.check_chunk(name, *kind, off, &buf);
-                }
-                // A media error: report the chunk and go on past it.
-                Err(e) => run.record_err(e.into(), &report_name, "read", None, off),
-            }
+            rep.bytes_read += run.scan_chunk(&mut f, &mut buf, name, *kind, &report_name, off);
             run.pos.offset = end;
             run.pos.bytes_done += end - off;
             since_ckpt_bytes += end - off;
@@ -752,7 +735,83 @@ pub fn scrub(root: &Path, opts: &ScrubOptions, progress: &mut dyn FnMut(u64, u64
         run.pos.complete = true;
         save_progress(&state_path, &binding, &run.pos)?;
     }
-    let pos = run.pos;
+    finish_report(&mut rep, run.pos, t0);
+    Ok(rep)
+}
+
+/// The one finding of a dataset that does not open, placed at the file and
+/// offset the error names (the dataset's directory when it names none).
+fn open_damage(root: &Path, e: &StoreError) -> Damage {
+    let (file, offset) = error_place(e);
+    Damage {
+        file: file.unwrap_or_else(|| root.display().to_string()),
+        offset,
+        kind: "open".into(),
+        index: None,
+        check: e.to_string(),
+    }
+}
+
+/// Each file's length, opened as the walk will open it.
+fn file_lengths(root: &Path, files: &[(String, Option<PathBuf>, Kind)]) -> Result<Vec<u64>> {
+    let mut lens = Vec::with_capacity(files.len());
+    for (name, path, _) in files {
+        let f = match path {
+            Some(p) => DirectFile::open_path(p)?,
+            None => DirectFile::open(root, name)?,
+        };
+        lens.push(f.len());
+    }
+    Ok(lens)
+}
+
+/// Where the pass starts: the walk's first byte, or with `resume` the
+/// position a progress file of this dataset saved (unless that pass was
+/// complete); a position outside this walk is a corrupt progress file.
+fn start_position(
+    opts: &ScrubOptions,
+    state_path: &Path,
+    binding: &Binding,
+    files: &[(String, Option<PathBuf>, Kind)],
+    lens: &[u64],
+    rep: &mut ScrubReport,
+) -> Result<Position> {
+    let mut pos = Position { file: files[0].0.clone(), state: FileState::start(), ..Default::default() };
+    if opts.resume {
+        if let Some(saved) = load_progress(state_path, binding)? {
+            let ok = saved.file_index < files.len()
+                && files[saved.file_index].0 == saved.file
+                && saved.offset <= lens[saved.file_index];
+            if !ok {
+                return Err(FormatError::invalid(
+                    state_path.display().to_string(),
+                    format!(
+                        "corrupt scrub progress file (position {} byte {} is not in this dataset's walk); delete it",
+                        saved.file, saved.offset
+                    ),
+                )
+                .into());
+            }
+            if !saved.complete {
+                rep.resumed = true;
+                rep.bytes_skipped = saved.bytes_done;
+                pos = saved;
+            }
+        }
+    }
+    Ok(pos)
+}
+
+/// Chunk: a quarter second of the rate (so a stop is honoured promptly and
+/// checkpoints are frequent), at most CHUNK_BYTES_MAX, at least a page.
+fn chunk_size(opts: &ScrubOptions, page: u64, stride: u64) -> u64 {
+    if opts.rate_bytes_per_s == 0 { CHUNK_BYTES_MAX } else { (opts.rate_bytes_per_s / 4).min(CHUNK_BYTES_MAX) }
+        .max(page)
+        .max(stride)
+}
+
+/// The report's totals from the pass's last position.
+fn finish_report(rep: &mut ScrubReport, pos: Position, t0: Instant) {
     rep.complete = pos.complete;
     rep.pages = pos.pages;
     rep.feature_rows = pos.feature_rows;
@@ -761,7 +820,6 @@ pub fn scrub(root: &Path, opts: &ScrubOptions, progress: &mut dyn FnMut(u64, u64
     rep.damaged_count = pos.damaged_count;
     rep.seconds = t0.elapsed().as_secs_f64();
     rep.rate_achieved_bytes_per_s = rep.bytes_read as f64 / rep.seconds.max(1e-9);
-    Ok(rep)
 }
 
 #[cfg(test)]
