@@ -256,11 +256,44 @@ def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=
 
 
 def main_bench(a) -> int:
-    from flashgnn._util import human_bytes
     from flashgnn.store.dataset import Dataset
     from flashgnn.sample.sampler import probe_random_reads
 
     path = a.dataset
+    _check_outputs(a)
+    ds = Dataset(path)
+    fanouts = [int(x) for x in a.fanout.split(",")]
+    split, cache_budget = _memory_split(a, path, fanouts)
+    engines, cache = _engines_and_cache(a, cache_budget)
+    graph = _announce(a, path, ds, fanouts)
+    reuse = _reuse(a, path, fanouts)
+    if not engines:
+        if a.json:
+            print(json.dumps({"dataset": path, "fanout": fanouts, "batch_size": a.batch_size, "reuse": reuse}, indent=2))
+        return 0
+    drop_caches()  # also syncs: pending writeback would steal the probe's IOPS
+    dev_qd = probe_random_reads(graph, 4096, a.depth, a.probe_seconds)
+    dev_qd1 = probe_random_reads(graph, 4096, 1, a.probe_seconds)
+    print(f"bench: device probe (4 KiB O_DIRECT random reads on {_core.GRAPH_FILE}): {dev_qd:,.0f} IOPS at QD "
+          f"{a.depth}, {dev_qd1:,.0f} at QD 1 (ratio {dev_qd / dev_qd1:.2f})", file=sys.stderr)
+    results, by = _run_engines(a, path, engines, cache, dev_qd, dev_qd1)
+    trace = _capture_trace(a, path, fanouts, dev_qd, dev_qd1)
+    figures = _plots(a, results, trace)
+    split_cpu = cpu_split(by)
+    report = {"dataset": path, "fanout": fanouts, "batch_size": a.batch_size, "batches": a.batches,
+              "cache_cpu": split_cpu,
+              "device_iops": dev_qd, "device_iops_qd1": dev_qd1, "device_depth_ratio": dev_qd / dev_qd1,
+              "memory_limit": a.memory_limit, "memory_budget_split": split, "cache": cache, "reuse": reuse, "results": results,
+              "trace": trace, "plots": figures}
+    if a.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    _print_results(a, results, by, split_cpu, dev_qd, dev_qd1)
+    return 0
+
+
+def _check_outputs(a) -> None:
+    """Refuse unusable --plots and --trace outputs before any timed run."""
     if getattr(a, "plots", None):
         from flashgnn.ssd import plots
 
@@ -273,9 +306,12 @@ def main_bench(a) -> int:
 
         # Before any timed run: --trace replaces only an existing trace file, never a user's file.
         check_trace_output(a.trace, force=True)
-    ds = Dataset(path)
+
+
+def _memory_split(a, path, fanouts):
+    """Default the producers and split --memory-budget between them and the
+    cache. Returns (the budget split or None, the cache budget or None)."""
     cache_budget = a.cache_budget
-    fanouts = [int(x) for x in a.fanout.split(",")]
     split = None
     mb = getattr(a, "memory_budget", "auto")
     if getattr(a, "workers", None) is None:
@@ -299,6 +335,13 @@ def main_bench(a) -> int:
                                  hot_fraction=a.hot_fraction)
         cache_budget = split["cache"] if split["budget"] else None
         print(f"bench: {budget.describe(split)}", file=sys.stderr)
+    return split, cache_budget
+
+
+def _engines_and_cache(a, cache_budget):
+    """The engines to run and the uring+cache engine's cache settings."""
+    from flashgnn._util import human_bytes
+
     engines = ALL if a.engine == "all" else [e for e in a.engine.split(",") if e != "none"]
     if a.engine == "all" and cache_budget is not None:
         engines = ["uring", CACHED] + ALL[1:]
@@ -316,7 +359,13 @@ def main_bench(a) -> int:
                  if a.memory_limit else "")
               + f": static hot set ({a.cache_hot}) {human_bytes(hot)}, dynamic ({a.cache_policy}) "
                 f"{human_bytes(cache_budget - hot)}", file=sys.stderr)
-    fanouts = [int(x) for x in a.fanout.split(",")]
+    return engines, cache
+
+
+def _announce(a, path, ds, fanouts) -> Path:
+    """Say what is benchmarked; returns the file the device probe reads."""
+    from flashgnn._util import human_bytes
+
     files = sum(f["bytes"] for f in ds.manifest["files"].values())
     graph = Path(path) / _core.GRAPH_FILE
     stripes = Path(path) / "stripes.json"
@@ -324,6 +373,13 @@ def main_bench(a) -> int:
         graph = Path(json.loads(stripes.read_text())["files"][_core.GRAPH_FILE]["parts"][0])
     print(f"bench: {path}: {ds.num_nodes:,} nodes, {ds.num_edges:,} edges, {human_bytes(files)} on disk; "
           f"fanout {fanouts}, batch {a.batch_size}, {a.batches} batches, depth {a.depth}", file=sys.stderr)
+    return graph
+
+
+def _reuse(a, path, fanouts):
+    """The --reuse report (printed unless --json), or None."""
+    from flashgnn._util import human_bytes
+
     reuse = None
     if getattr(a, "reuse", False):
         from flashgnn.ssd.reuse import print_report, report
@@ -331,15 +387,14 @@ def main_bench(a) -> int:
         reuse = report(path, fanouts, a.batch_size, a.batches, a.seed)
         if not a.json:
             print_report(reuse, human_bytes)
-    if not engines:
-        if a.json:
-            print(json.dumps({"dataset": path, "fanout": fanouts, "batch_size": a.batch_size, "reuse": reuse}, indent=2))
-        return 0
-    drop_caches()  # also syncs: pending writeback would steal the probe's IOPS
-    dev_qd = probe_random_reads(graph, 4096, a.depth, a.probe_seconds)
-    dev_qd1 = probe_random_reads(graph, 4096, 1, a.probe_seconds)
-    print(f"bench: device probe (4 KiB O_DIRECT random reads on {_core.GRAPH_FILE}): {dev_qd:,.0f} IOPS at QD "
-          f"{a.depth}, {dev_qd1:,.0f} at QD 1 (ratio {dev_qd / dev_qd1:.2f})", file=sys.stderr)
+    return reuse
+
+
+def _run_engines(a, path, engines, cache, dev_qd, dev_qd1):
+    """Each engine in its own child process, in order; returns the results
+    and the same keyed by engine, with speedups against mmap and memory."""
+    from flashgnn._util import human_bytes
+
     results = []
     for e in engines:
         dropped = drop_caches()
@@ -373,6 +428,13 @@ def main_bench(a) -> int:
     for r in results:
         r["speedup_vs_mmap"] = r["batches_per_s"] / by["mmap"]["batches_per_s"] if "mmap" in by else None
         r["speedup_vs_memory"] = r["batches_per_s"] / by["memory"]["batches_per_s"] if "memory" in by else None
+    return results, by
+
+
+def _capture_trace(a, path, fanouts, dev_qd, dev_qd1):
+    """The --trace capture pass, or None."""
+    from flashgnn._util import human_bytes
+
     trace = None
     if getattr(a, "trace", None):
         # A separate capture pass with the bench's settings on the uring
@@ -384,6 +446,11 @@ def main_bench(a) -> int:
                              extra={"device_iops": dev_qd, "device_iops_qd1": dev_qd1, "probe_depth": a.depth})
         print(f"bench: trace {a.trace}: {trace['records']} reads over {trace['batches']} batches "
               f"({human_bytes(trace['trace_bytes'])})", file=sys.stderr)
+    return trace
+
+
+def _plots(a, results, trace):
+    """The --plots figures, or None."""
     figures = None
     if getattr(a, "plots", None):
         from flashgnn.ssd import plots
@@ -393,15 +460,13 @@ def main_bench(a) -> int:
         if trace is not None:  # the capture pass's own submit/complete times, exact
             figures += plots.trace_plots(measured_in_flight(a.trace), a.plots)
         print(f"bench: plots in {a.plots}: {', '.join(Path(f).name for f in figures)}", file=sys.stderr)
-    split_cpu = cpu_split(by)
-    report = {"dataset": path, "fanout": fanouts, "batch_size": a.batch_size, "batches": a.batches,
-              "cache_cpu": split_cpu,
-              "device_iops": dev_qd, "device_iops_qd1": dev_qd1, "device_depth_ratio": dev_qd / dev_qd1,
-              "memory_limit": a.memory_limit, "memory_budget_split": split, "cache": cache, "reuse": reuse, "results": results,
-              "trace": trace, "plots": figures}
-    if a.json:
-        print(json.dumps(report, indent=2))
-        return 0
+    return figures
+
+
+def _print_results(a, results, by, split_cpu, dev_qd, dev_qd1) -> None:
+    """The text report: the table, cache and I/O shape lines, summaries."""
+    from flashgnn._util import human_bytes
+
     hdr = f"{'engine':<13}{'batch/s':>9}{'seeds/s':>10}{'nodes/s':>11}{'IOPS':>9}{'MB/s':>8}{'amp':>6}{'io_eff':>8}{'vs mmap':>9}{'vs mem':>8}"
     print(hdr)
     for r in results:
@@ -446,7 +511,6 @@ def main_bench(a) -> int:
               f"= {u['speedup_vs_mmap'] / (dev_qd / dev_qd1):.2f} of the device ratio"
               + (f", {u['speedup_vs_memory']:.2f}x memory" if u["speedup_vs_memory"] else "")
               + f", cache hit rate {u['cache_hit_rate']:.1%}")
-    return 0
 
 
 def _child(argv) -> int:
