@@ -241,19 +241,32 @@ class Trainer:
         model (and the checkpoint to resume), caches, loaders."""
         if self._ready:
             return
-        import torch
-        import flashgnn
-        from flashgnn.sample import budget
-        from flashgnn.loader.neighbor import NeighborLoader
-
         c = self.config
+        self._open_runtime(c)
+        self._open_dataset(c)
+        self._build_model(c)
+        self._size_memory(c)
+        self._open_caches(c)
+        self._open_loaders(c)
+        self._ready = True
+
+    def _open_runtime(self, c) -> None:
+        """The process group and device, what this process prints, its threads and producers."""
+        import torch
+
         self.dist = dist_ctx = Dist(c.device)
-        self.device = device = dist_ctx.device
+        self.device = dist_ctx.device
         self.progress = dist_ctx.main and not c.no_progress and not c.quiet
-        self.chatty = chatty = dist_ctx.main and not c.quiet  # per-epoch lines and set-up notes
+        self.chatty = dist_ctx.main and not c.quiet  # per-epoch lines and set-up notes
         threads = c.threads or default_threads(dist_ctx.local_world)
         torch.set_num_threads(threads)
-        self.workers = workers = c.workers or default_workers(threads, dist_ctx.local_world)
+        self.workers = c.workers or default_workers(threads, dist_ctx.local_world)
+
+    def _open_dataset(self, c) -> None:
+        """Open the dataset and refuse one training cannot use; choose the splits evaluated."""
+        import flashgnn
+
+        chatty = self.chatty
         self.dataset = ds = flashgnn.open(c.dataset)
         if not ds.num_classes:
             raise TrainError(f"{ds.path}: dataset has no labels (for an edge list: flashgnn build "
@@ -278,6 +291,13 @@ class Trainer:
             check_labels(ds, ("train", *self.eval_splits))
         except ValueError as e:
             raise TrainError(str(e)) from None
+
+    def _build_model(self, c) -> None:
+        """Seed every generator, build the model and optimizer (from the checkpoint with --resume), wrap it
+        for DDP."""
+        import torch
+
+        device, ds, dist_ctx = self.device, self.dataset, self.dist
         if c.model == "mlp":  # features of the seeds only: no neighbor is sampled or read
             self.fanouts = self.eval_fanouts = [0]
         fanouts = self.fanouts
@@ -291,34 +311,46 @@ class Trainer:
             config["normalize_features"] = c.normalize_features
         self.model = model = build_model(c.model, ds.feature_dim, c.hidden, ds.num_classes, len(fanouts),
                                          c.dropout).to(device)
-        self.optimizer = opt = torch.optim.Adam(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
         self.start_epoch = 0
         # The best epoch so far by `select_by`: {"epoch", "val_acc", "test_acc", "train_acc", "model": weights}.
         self.best = None
         if c.resume:
-            ckpt_path = Path(c.checkpoint) / CHECKPOINT_FILE
-            if ckpt_path.exists():
-                state = load_checkpoint(c.checkpoint, map_location=device)
-                for k, v in config.items():
-                    if state["model_config"].get(k) != v:
-                        raise TrainError(f"{ckpt_path}: model_config.{k} is "
-                                         f"{state['model_config'].get(k)!r}, this run asks for {v!r}")
-                model.load_state_dict(state.get("last", state)["model"])
-                opt.load_state_dict(state["optimizer"])
-                _set_rng_state(state["rng"])
-                self.start_epoch, self.history = int(state["epoch"]), list(state["history"])
-                if state.get("best"):
-                    self.best = dict(state["best"], model=state["model"])
-                if chatty:
-                    print(f"resumed from {ckpt_path} after epoch {self.start_epoch}", flush=True)
-            elif chatty:
-                print(f"no checkpoint at {ckpt_path}; starting fresh", flush=True)
+            self._resume(c)
         self.ddp_model = model
         if dist_ctx.enabled:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
             self.ddp_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
 
+    def _resume(self, c) -> None:
+        """Load the checkpoint at --checkpoint, when there is one, into the model, optimizer, RNGs and history;
+        refuse one of another model configuration."""
+        device, chatty = self.device, self.chatty
+        config, model, opt = self.model_config, self.model, self.optimizer
+        ckpt_path = Path(c.checkpoint) / CHECKPOINT_FILE
+        if ckpt_path.exists():
+            state = load_checkpoint(c.checkpoint, map_location=device)
+            for k, v in config.items():
+                if state["model_config"].get(k) != v:
+                    raise TrainError(f"{ckpt_path}: model_config.{k} is "
+                                     f"{state['model_config'].get(k)!r}, this run asks for {v!r}")
+            model.load_state_dict(state.get("last", state)["model"])
+            opt.load_state_dict(state["optimizer"])
+            _set_rng_state(state["rng"])
+            self.start_epoch, self.history = int(state["epoch"]), list(state["history"])
+            if state.get("best"):
+                self.best = dict(state["best"], model=state["model"])
+            if chatty:
+                print(f"resumed from {ckpt_path} after epoch {self.start_epoch}", flush=True)
+        elif chatty:
+            print(f"no checkpoint at {ckpt_path}; starting fresh", flush=True)
+
+    def _size_memory(self, c) -> None:
+        """Split --memory-budget between the caches, the lookahead window and the producers."""
+        from flashgnn.sample import budget
+
+        ds, fanouts, workers, dist_ctx, chatty = self.dataset, self.fanouts, self.workers, self.dist, self.chatty
         split = None
         mb = c.memory_budget
         if mb == "auto" and not c.cache_budget:  # an explicit --cache-budget is the user's sizing: auto steps aside
@@ -341,6 +373,12 @@ class Trainer:
                 self.lookahead_budget = c.lookahead_budget or split["lookahead_cache"]
             if chatty:
                 print(budget.describe(split), flush=True)
+
+    def _open_caches(self, c) -> None:
+        """The cross-batch DRAM cache and the device feature cache, when asked for."""
+        import flashgnn
+
+        ds, fanouts, device, chatty = self.dataset, self.fanouts, self.device, self.chatty
         self.cache = cache = None
         if self.cache_budget:
             t_cache = time.perf_counter()
@@ -364,6 +402,13 @@ class Trainer:
                 st = device_cache.stats()
                 print(f"device cache: {st['rows']:,} rows ({st['bytes'] / 2**20:.0f} MiB) on {st['device']}, "
                       f"loaded in {st['load_seconds']:.1f} s", flush=True)
+
+    def _open_loaders(self, c) -> None:
+        """The training loader (online sampling or a pre-sample) and one loader per evaluated split."""
+        from flashgnn.loader.neighbor import NeighborLoader
+
+        ds, fanouts, workers, dist_ctx, chatty = self.dataset, self.fanouts, self.workers, self.dist, self.chatty
+        cache, device_cache = self.cache, self.device_cache
         # memory_budget=0: the cache above is this run's (sized from --memory-budget), or none was asked for.
         self._common = common = dict(memory_budget=0, engine=c.engine, prefetch=c.prefetch, num_workers=workers,
                                      rank=dist_ctx.rank, world_size=dist_ctx.world, pin_memory=False, cache=cache,
@@ -395,7 +440,6 @@ class Trainer:
         if window is not None and window.belady is not None and chatty:
             print(f"lookahead: {self.lookahead} batches, Belady row cache {self.lookahead_budget / 2**20:.0f} MiB "
                   f"({window.belady.capacity:,} rows)", flush=True)
-        self._ready = True
 
     def _eval_loader(self, split: str):
         """The loader evaluation reads ``split`` through: in seed order, the same sample every epoch."""
