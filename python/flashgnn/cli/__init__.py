@@ -101,11 +101,23 @@ def _build_options(b: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from flashgnn.sample.budget import parse_budget
     p = ArgumentParser(prog="flashgnn", description="GNNs over SSD-resident graphs.")
     p.add_argument("--version", action="version", version=f"flashgnn {flashgnn.__version__} (format v{flashgnn.FORMAT_VERSION})")
     sub = p.add_subparsers(dest="command", required=True)
+    _dataset_parsers(sub)
+    _storage_parsers(sub)
+    _training_parsers(sub)
+    _upkeep_parsers(sub)
 
+    from flashgnn.serve.cli import add_parsers as serve_parsers
+
+    serve_parsers(sub, parse_size)  # `serve` and `query` (docs/serving.md)
+    _group_commands(p, sub)
+    return p
+
+
+def _dataset_parsers(sub) -> None:
+    """`generate`, `build` and `info`."""
     g = sub.add_parser("generate", help="generate a synthetic graph in the npy-directory layout")
     gsub = g.add_subparsers(dest="model", required=True)
     r = gsub.add_parser("rmat", help="R-MAT/Kronecker power-law graph with homophilous labels")
@@ -138,6 +150,12 @@ def _parser() -> argparse.ArgumentParser:
     i = sub.add_parser("info", help="counts, degree statistics, sizes and overhead of a dataset")
     i.add_argument("dataset")
     i.add_argument("--json", action="store_true")
+
+
+def _storage_parsers(sub) -> None:
+    """The storage benchmarks and the SSD simulator (`bench`, `trace`, `simulate`, `plot-trace`, `fit-ssd`),
+    and `stripe`, which spreads a dataset over devices."""
+    from flashgnn.sample.budget import parse_budget
 
     be = sub.add_parser("bench", help="benchmark the sampling engines against the device and each other")
     be.add_argument("dataset")
@@ -227,6 +245,11 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--chunk", type=parse_size, default=64 << 10, help="stripe unit, a multiple of 4KiB")
     add_quiet(st)
 
+
+def _training_parsers(sub) -> None:
+    """`train`, `embed` and `presample`."""
+    from flashgnn.sample.budget import parse_budget
+
     from flashgnn.train.config import default as train_default  # presample shares train's defaults (same batches)
     from flashgnn.train.config import parser as train_parser
 
@@ -276,6 +299,9 @@ def _parser() -> argparse.ArgumentParser:
     ps.add_argument("--json", action="store_true", help="print the report as JSON")
     add_quiet(ps)
 
+
+def _upkeep_parsers(sub) -> None:
+    """A dataset's upkeep: `verify`, `scrub` and `compact`."""
     v = sub.add_parser("verify", help="check every checksum, address and bound (and a mutable store's log, read-only)")
     v.add_argument("dataset")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -299,12 +325,6 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("dataset")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
     add_quiet(c)
-
-    from flashgnn.serve.cli import add_parsers as serve_parsers
-
-    serve_parsers(sub, parse_size)  # `serve` and `query` (docs/serving.md)
-    _group_commands(p, sub)
-    return p
 
 
 # `flashgnn --help` lists the commands by what a person comes to do, in this order.
