@@ -403,17 +403,11 @@ pub mod probe {
         n.max(1)
     }
 
-    /// Cores this process may run on: its CPU affinity, capped by its cgroup's quota.
+    /// Cores this process may run on: its CPU affinity (the standard
+    /// library reads `sched_getaffinity`), capped by its cgroup's quota as
+    /// read here (the tightest up the hierarchy, v1 or v2).
     pub fn cpu_cores() -> u64 {
-        // SAFETY: `set` is a plain bit set written by the kernel; its size is passed.
-        let affinity = unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
-                libc::CPU_COUNT(&set) as u64
-            } else {
-                std::thread::available_parallelism().map(|n| n.get() as u64).unwrap_or(1)
-            }
-        };
+        let affinity = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
         cores_from(affinity, cgroup_cpu_quota(Path::new("/proc/self/cgroup"), Path::new("/sys/fs/cgroup")))
     }
 }
