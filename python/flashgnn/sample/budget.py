@@ -51,7 +51,7 @@ NODE_BYTES_CRCS = 4
 SPLIT_ID_BYTES = 8
 EPOCH_ORDER_BYTES = 24
 # The data files a cache can hold (side arrays are read once, not cached).
-_DATA_FILES = ("graph.fg", "overflow.fg", "features.fg")
+_DATA_FILES = (_core.GRAPH_FILE, _core.OVERFLOW_FILE, _core.FEATURES_FILE)
 
 
 def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "uring", features=True,
