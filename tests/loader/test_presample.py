@@ -77,10 +77,17 @@ def test_train_from_presample_gives_identical_weights(ds_path, tmp_path):
 
 def test_gcn_from_presample_gets_whole_graph_degrees(ds_path, tmp_path):
     """GCN normalises by whole-graph degrees (flashgnn.nn), which a pre-sample
-    does not store: the loader reads them per batch, and the weights equal
-    online GCN training's."""
+    does not store: the loader reads them per batch, through its one engine
+    sampler (the one that gathers its rows and sized its cache), and the
+    weights equal online GCN training's."""
+    from flashgnn import _core
+    from flashgnn.sample.shared import _SHARED
+
     presample(ds_path, tmp_path / "ps", [5, 3], batch_size=128, epochs=1, seed=0, progress=False)
-    stored = PresampledLoader(tmp_path / "ps", ds_path, degrees=True)
+    _SHARED.clear()
+    before = _core.samplers_opened()
+    stored = PresampledLoader(tmp_path / "ps", ds_path, degrees=True, quiet=True)
+    assert _core.samplers_opened() - before == 1 and stored.cache is not None
     ds = flashgnn.open(ds_path)
     deg = np.diff(ds.neighbors_csr(np.arange(ds.num_nodes))[0])
     d = next(iter(stored))

@@ -24,7 +24,7 @@ use flashgnn_io::engine::EngineConfig;
 use flashgnn_sample::follow::{engine_kind, Follow, View};
 use flashgnn_sample::pipeline::{Pipeline, PipelineOptions};
 use flashgnn_sample::tiers::{self, HotChoice};
-use flashgnn_sample::{Batch, NeighborSampler, PageCache, Policy, SampleError, SamplerConfig, Telemetry};
+use flashgnn_sample::{Batch, Gather, NeighborSampler, PageCache, Policy, SampleError, SamplerConfig, Telemetry};
 
 use crate::error::{py_err, CoreError};
 use crate::report::to_py;
@@ -217,18 +217,20 @@ impl Sampler {
         self.batch(py, seeds, |f, s, ids| f.sample(s, ids, seed))
     }
 
-    /// The feature rows of `ids` (no repeats), in order, through this
-    /// sampler's engine and cache, as a batch with no edges (`y` with
-    /// `labels`): the lookahead's fill reads and a feature store's, with no
-    /// second sampler.
-    #[pyo3(signature = (ids, labels=false))]
+    /// The rows of `ids` (no repeats), in order, through this sampler's
+    /// engine and cache, as a batch with no edges (`x` with `features`, `y`
+    /// with `labels`, `deg` with `degrees`): the lookahead's fill reads, a
+    /// feature store's and a pre-sample's degrees, with no second sampler.
+    #[pyo3(signature = (ids, features=true, labels=false, degrees=false))]
     fn gather<'py>(
         &self,
         py: Python<'py>,
         ids: PyReadonlyArray1<'py, i64>,
+        features: bool,
         labels: bool,
+        degrees: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
-        self.batch(py, ids, |f, s, ids| f.gather(s, ids, labels))
+        self.batch(py, ids, |f, s, ids| f.gather(s, ids, Gather { features, labels, degrees }))
     }
 
     /// Attach the cross-batch cache (None: detach) to this sampler and to

@@ -117,9 +117,9 @@ impl Follow {
     }
 
     /// [`Self::prepare`], then the rows of `ids` ([`NeighborSampler::gather_rows`]).
-    pub fn gather(&self, s: &mut NeighborSampler, ids: &[i64], labels: bool) -> Result<crate::Batch> {
+    pub fn gather(&self, s: &mut NeighborSampler, ids: &[i64], what: crate::Gather) -> Result<crate::Batch> {
         self.prepare(s)?;
-        s.gather_rows(ids, labels)
+        s.gather_rows(ids, what)
     }
 
     /// [`Self::prepare`], then one mini-batch of `seeds` under batch seed `seed`.

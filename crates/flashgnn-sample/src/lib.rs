@@ -38,7 +38,7 @@ pub mod walk;
 pub use cache::{DatasetId, PageCache, Policy, StaticSet};
 pub use follow::{Follow, View};
 pub use neighbor::{
-    samplers_opened, Batch, NeighborSampler, SamplerConfig, BATCH_PAGE_CACHE_BYTES, BUF_POOL_BYTES,
+    samplers_opened, Batch, Gather, NeighborSampler, SamplerConfig, BATCH_PAGE_CACHE_BYTES, BUF_POOL_BYTES,
     ENGINE_BYTES_PER_PRODUCER, MAX_HOPS,
 };
 pub use pipeline::{Pipeline, PipelineOptions, MAX_PRODUCERS};

@@ -200,18 +200,21 @@ class PresampledLoader:
         self.fanouts = self.meta["fanouts"]
         self.epochs = len(self.meta["epochs"])
         self.memory_budget = memory_budget
-        # The process's one cache for this dataset, shared with any other loader on it (flashgnn.sample.budget).
+        # The process's one cache for this dataset, shared with any other loader on it (flashgnn.sample.shared).
         from flashgnn.sample.shared import loader_cache
 
-        cache = loader_cache(cache, self.dataset, self.fanouts, self.batch_size, memory_budget, prefetch=self.prefetch,
-                             quiet=quiet, who="flashgnn.PresampledLoader", engine=self.engine)
-        self.cache = cache
-        self.gather = Sampler(self.dataset.path, [0], engine=self.engine, depth=depth, dtype=dtype, labels=False,
-                              cache=cache)
-        # Whole-graph degrees (GCN, flashgnn.nn): one slot read per node of
-        # the batch, since a pre-sample stores structure only.
-        self.degree_sampler = Sampler(self.dataset.path, [0], engine=self.engine, depth=depth, labels=False,
-                                      features=False, degrees=True) if degrees else None
+        # The loader's one engine sampler: it sizes a new shared cache with the pre-sample's fanouts, picks its
+        # hot set, and gathers each batch's rows (and, for GCN, whole-graph degrees: one slot read per node,
+        # since a pre-sample stores structure only).
+        self.gather = Sampler(self.dataset.path, self.fanouts, engine=self.engine, depth=depth, dtype=dtype,
+                              labels=False, cache=cache)
+        shared = loader_cache(cache, self.dataset, self.fanouts, self.batch_size, memory_budget,
+                              prefetch=self.prefetch, quiet=quiet, who="flashgnn.PresampledLoader", engine=self.engine,
+                              sampler=self.gather)
+        if shared is not cache:
+            self.gather.attach_cache(shared)
+        self.cache = shared
+        self.degrees = bool(degrees)
         self.epoch = 0
         self.telemetry: dict = {}
         self.bytes_read = 0
@@ -260,8 +263,8 @@ class PresampledLoader:
                        n_id=torch.from_numpy(n_id.copy()), input_id=torch.from_numpy(input_id.copy()),
                        batch_size=int(bs), num_sampled_nodes=[int(v) for v in nsn],
                        num_sampled_edges=[int(v) for v in nse],
-                       **({"deg": torch.from_numpy(self.degree_sampler.sample(n_id, 0).deg)}
-                          if self.degree_sampler is not None else {}))
+                       **({"deg": torch.from_numpy(self.gather.gather(n_id, features=False, degrees=True).deg)}
+                          if self.degrees else {}))
 
     def __iter__(self):
         from flashgnn.loader.neighbor import run_ahead

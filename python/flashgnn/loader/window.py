@@ -120,7 +120,7 @@ class WindowGather:
 
     def _read(self, ids: np.ndarray, where) -> np.ndarray:
         try:
-            x = self.gather.gather(ids)
+            x = self.gather.gather(ids).x
         except ValueError:
             raise PresampleError(f"{where}: a batch's n_id has repeated ids (not a sampled batch)") from None
         self.rows_gathered += len(ids)

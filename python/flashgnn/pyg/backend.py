@@ -119,7 +119,8 @@ class FeatureStore(_PygFeatureStore):
         for lo in range(0, max(len(ids), 1), _GATHER_CHUNK):
             chunk = ids[lo : lo + _GATHER_CHUNK]
             uniq, inverse = np.unique(chunk, return_inverse=True)
-            x, y = g.gather(chunk if len(uniq) == len(chunk) else uniq, labels=True)
+            b = g.gather(chunk if len(uniq) == len(chunk) else uniq, labels=True)
+            x, y = b.x, b.y
             if len(uniq) != len(chunk):  # an index that repeats ids gets each row as often as it is asked for
                 x, y = x[inverse], (y[inverse] if len(y) else y)
             self.gather_calls += 1

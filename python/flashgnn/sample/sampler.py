@@ -228,16 +228,22 @@ class Sampler:
         seeds = np.ascontiguousarray(seeds, dtype=np.int64)
         return self._wrap(self.core().sample(seeds, int(seed) & (2**64 - 1)))
 
-    def gather(self, ids, labels: bool = False):
-        """The feature rows of ``ids`` (node ids, no repeats), in order, in
-        this sampler's dtype, through its engine and cache: no sampler of its
-        own (the lookahead's fill reads, the PyG feature store's). With
-        ``labels``: ``(x, y)``, ``y`` empty when the sampler loads none."""
+    def gather(self, ids, features: bool = True, labels: bool = False, degrees: bool = False) -> SampledBatch:
+        """The rows of ``ids`` (node ids, no repeats), in order, through this
+        sampler's engine and cache, as a batch without edges: ``x`` in this
+        sampler's dtype (with ``features``), ``y`` (with ``labels``, empty
+        when the sampler loads none), ``deg`` (with ``degrees``). What a
+        fanout-0 sampler would return, with no sampler of its own: the
+        lookahead's fill reads, the PyG feature store's, a pre-sample's
+        degrees."""
         ids = np.ascontiguousarray(ids, dtype=np.int64)
-        b = self._wrap(self.core().gather(ids, bool(labels)))
+        d = self.core().gather(ids, bool(features), bool(labels), bool(degrees))
+        b = self._wrap(d)
         if len(b.n_id) != len(ids) or not np.array_equal(b.n_id, ids):
             raise ValueError(f"{self.path}: gather: ids repeat (asked {len(ids)}, {len(b.n_id)} distinct)")
-        return (b.x, b.y) if labels else b.x
+        if degrees:
+            b.deg = d["deg"]
+        return b
 
     def attach_cache(self, cache: Cache | None) -> None:
         """Read through ``cache`` from now on (this sampler and the producers

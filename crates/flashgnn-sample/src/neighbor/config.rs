@@ -240,6 +240,17 @@ fn page_cache_max(configured: usize, shared: bool) -> usize {
     }
 }
 
+/// What [`NeighborSampler::gather_rows`] carries besides the ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gather {
+    /// Feature rows (`Batch::x`), when the sampler gathers features at all.
+    pub features: bool,
+    /// Labels (`Batch::y`), when the sampler loads them.
+    pub labels: bool,
+    /// Whole-graph degrees (`Batch::deg`).
+    pub degrees: bool,
+}
+
 impl NeighborSampler {
     /// Attach the cross-batch cache after opening (None: detach): a loader
     /// measures its batches and chooses the cache's hot set with this same
@@ -253,20 +264,22 @@ impl NeighborSampler {
         self.cache = shared;
     }
 
-    /// The feature rows of `ids` (original ids, no repeats), in order, as a
-    /// batch with no edges (and their labels when `labels` and the sampler
-    /// loads them): what a fanout-`[0]` sampler returns, through this
-    /// sampler's engine and cache (the lookahead's fill reads, a feature
-    /// store's reads), whatever this sampler's own fanouts and options.
-    pub fn gather_rows(&mut self, ids: &[i64], labels: bool) -> Result<Batch> {
+    /// The rows of `ids` (original ids, no repeats), in order, as a batch
+    /// with no edges: what a fanout-`[0]` sampler returns, through this
+    /// sampler's engine and cache, whatever its own fanouts and options —
+    /// the lookahead's fill reads, a feature store's reads, a pre-sample's
+    /// degrees. `what` says which of features, labels and degrees it carries.
+    pub fn gather_rows(&mut self, ids: &[i64], what: Gather) -> Result<Batch> {
+        let features = what.features && self.gather_features;
         let saved = (
             std::mem::replace(&mut self.fanouts, vec![0]),
-            if labels { self.labels.clone() } else { self.labels.take() },
+            if what.labels { self.labels.clone() } else { self.labels.take() },
             std::mem::replace(&mut self.free_features_only, false),
-            std::mem::replace(&mut self.want_degrees, false),
+            std::mem::replace(&mut self.want_degrees, what.degrees),
+            std::mem::replace(&mut self.gather_features, features),
         );
         let r = self.sample(ids, 0);
-        (self.fanouts, self.labels, self.free_features_only, self.want_degrees) = saved;
+        (self.fanouts, self.labels, self.free_features_only, self.want_degrees, self.gather_features) = saved;
         r
     }
 }

@@ -49,7 +49,7 @@ mod overlay;
 mod trace;
 
 pub use config::{
-    samplers_opened, SamplerConfig, BATCH_PAGE_CACHE_BYTES, BUF_POOL_BYTES, ENGINE_BYTES_PER_PRODUCER, MAX_HOPS,
+    samplers_opened, Gather, SamplerConfig, BATCH_PAGE_CACHE_BYTES, BUF_POOL_BYTES, ENGINE_BYTES_PER_PRODUCER, MAX_HOPS,
 };
 use fetch::{Ready, Waiter};
 use trace::TraceCap;
