@@ -38,6 +38,8 @@ ACTIVATION_BATCHES: int
 CODE_PAGES_KEPT: float
 # On-disk names (docs/format.md): a dataset's page files; the mutable store's directory, its pointer
 # file and its generation directories (MUT_DIR/GEN_PREFIX + N).
+MANIFEST_FILE: str
+STRIPES_FILE: str
 GRAPH_FILE: str
 OVERFLOW_FILE: str
 FEATURES_FILE: str
@@ -55,6 +57,7 @@ BUILD_OPTIONS: tuple[dict[str, Any], ...]
 # `flashgnn generate rmat`'s option name -> the value `start_generate` uses when it is absent.
 GENERATE_DEFAULTS: dict[str, Any]
 SSD_BUILTIN_CONFIGS: dict[str, str]  # name -> TOML text of the SSD configs compiled in (configs/ssd/)
+SSD_SWEEP_ALIASES: dict[str, str]  # `--sweep` short name -> config field (flashgnn_sim::config::SWEEP_ALIASES)
 SSD_DESIGNS: list[str]  # the simulator's designs, in report order (`--design` also takes "all")
 
 class FlashgnnError(Exception): ...

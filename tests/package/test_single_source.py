@@ -277,8 +277,9 @@ def test_generate_defaults_are_rmat_options_default(monkeypatch, tmp_path):
 
 
 def test_on_disk_names_come_from_the_crates_that_own_them():
-    """`graph.fg`, `overflow.fg`, `features.fg` (flashgnn-format), `mut`, `CURRENT` and `gen-N`
-    (flashgnn-mutate) are read from `_core`; no Python module types them as a string of its own."""
+    """`manifest.json`, `graph.fg`, `overflow.fg`, `features.fg` (flashgnn-format), `stripes.json`
+    (flashgnn-io), `mut`, `CURRENT` and `gen-N` (flashgnn-mutate) are read from `_core`; no Python module
+    types them as a string of its own."""
     from pathlib import Path
 
     assert (_core.GRAPH_FILE, _core.OVERFLOW_FILE, _core.FEATURES_FILE) == ("graph.fg", "overflow.fg", "features.fg")
@@ -287,8 +288,9 @@ def test_on_disk_names_come_from_the_crates_that_own_them():
 
     assert stripe.DATA_FILES == (_core.GRAPH_FILE, _core.OVERFLOW_FILE, _core.FEATURES_FILE)
     assert jobs._current_generation_dir("/nonexistent") == "/nonexistent"
+    assert (_core.MANIFEST_FILE, _core.STRIPES_FILE) == ("manifest.json", "stripes.json")
     names = {_core.GRAPH_FILE, _core.OVERFLOW_FILE, _core.FEATURES_FILE, _core.MUT_DIR, _core.CURRENT_FILE,
-             _core.MUT_DIR + "/"}
+             _core.MUT_DIR + "/", _core.MANIFEST_FILE, _core.STRIPES_FILE}
     root = Path(flashgnn.__file__).resolve().parent
     bad = []
     for f in sorted(root.rglob("*.py")):
@@ -327,3 +329,12 @@ def test_presample_records_are_the_format_crates():
     assert got[0] == 1 and got[1].tolist() == [4, 1, 2] and got[2].tolist() == [1, 2] and got[5].tolist() == [2] and got[6].tolist() == [0]
     with pytest.raises(flashgnn.CorruptDatasetError, match="n_id 4 outside"):
         _core.presample_decode("f", rec, 64, _core.PRESAMPLE_VERSION, 4)
+
+
+def test_sweep_aliases_are_the_simulators():
+    """`flashgnn simulate`'s short sweep names resolve through the simulator's own table
+    (`flashgnn_sim::config::SWEEP_ALIASES`), the same in the Python utilisation figures."""
+    from flashgnn.ssd import simulate
+
+    assert simulate._ALIASES is _core.SSD_SWEEP_ALIASES or simulate._ALIASES == _core.SSD_SWEEP_ALIASES
+    assert _core.SSD_SWEEP_ALIASES["planes"] == "flash.planes" and _core.SSD_SWEEP_ALIASES["tr"] == "flash.read_ns"

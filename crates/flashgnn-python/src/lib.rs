@@ -36,6 +36,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_PRODUCERS", flashgnn_sample::MAX_PRODUCERS)?;
     m.add("DEFAULT_HOT_FRACTION", flashgnn_sample::DEFAULT_HOT_FRACTION)?;
     // On-disk names: the dataset's page files, and the mutable store's directory, pointer and generations.
+    m.add("MANIFEST_FILE", flashgnn_format::manifest::MANIFEST_FILE)?;
+    m.add("STRIPES_FILE", flashgnn_io::stripe::STRIPES_FILE)?;
     m.add("GRAPH_FILE", flashgnn_format::manifest::GRAPH_FILE)?;
     m.add("OVERFLOW_FILE", flashgnn_format::manifest::OVERFLOW_FILE)?;
     m.add("FEATURES_FILE", flashgnn_format::manifest::FEATURES_FILE)?;
@@ -53,6 +55,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         flashgnn_sim::config::BUILTIN.iter().copied().collect::<std::collections::HashMap<_, _>>(),
     )?;
     m.add("SSD_DESIGNS", flashgnn_sim::DESIGNS.iter().map(|d| d.name).collect::<Vec<_>>())?;
+    m.add(
+        "SSD_SWEEP_ALIASES",
+        flashgnn_sim::config::SWEEP_ALIASES.iter().copied().collect::<std::collections::HashMap<_, _>>(),
+    )?;
     error::register(m)?;
     budget::register(m)?;
     publish::register(m)?;

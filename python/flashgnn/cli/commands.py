@@ -38,7 +38,7 @@ def isolated_words(deg: dict) -> str:
 def cmd_build(a) -> int:
     import os
 
-    if os.path.isfile(os.path.join(a.input, "manifest.json")):
+    if os.path.isfile(os.path.join(a.input, _core.MANIFEST_FILE)):
         raise flashgnn.InputError(f"{a.input}: is already a flashgnn dataset (it holds manifest.json), not a raw "
                                   f"input; use it as it is (`flashgnn info {a.input}`, `flashgnn train {a.input}`)")
     opts = {o["name"]: getattr(a, o["name"]) for o in _core.BUILD_OPTIONS}
@@ -524,7 +524,7 @@ def cmd_fit_ssd(a) -> int:
                 raise FileExistsError(f"{out}: already exists; pass --force to replace it")
     base = a.base or "beacongnn-table2"  # built in (flashgnn_sim::config::BUILTIN): no repository needed
     dataset = a.dataset
-    if dataset is None and (Path(a.file).resolve().parent / "manifest.json").is_file():
+    if dataset is None and (Path(a.file).resolve().parent / _core.MANIFEST_FILE).is_file():
         dataset = str(Path(a.file).resolve().parent)
     texts, probe = fit_this_machine(a.file, base, depths, a.seconds, dataset=dataset)
     for out, text in zip(outs, texts):

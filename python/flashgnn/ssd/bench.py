@@ -368,7 +368,7 @@ def _announce(a, path, ds, fanouts) -> Path:
 
     files = sum(f["bytes"] for f in ds.manifest["files"].values())
     graph = Path(path) / _core.GRAPH_FILE
-    stripes = Path(path) / "stripes.json"
+    stripes = Path(path) / _core.STRIPES_FILE
     if stripes.exists():  # probe the first device of a striped dataset
         graph = Path(json.loads(stripes.read_text())["files"][_core.GRAPH_FILE]["parts"][0])
     print(f"bench: {path}: {ds.num_nodes:,} nodes, {ds.num_edges:,} edges, {human_bytes(files)} on disk; "

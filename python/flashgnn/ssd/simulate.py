@@ -261,9 +261,7 @@ def servers(config: str, overrides: dict | None = None, design: str = "host") ->
     }
 
 
-_ALIASES = {"channels": "flash.channels", "packages": "flash.packages", "dies": "flash.dies",
-            "cores": "controller.cores", "queue_depth": "host.queue_depth", "pcie_lanes": "host.pcie_lanes",
-            "tr": "flash.read_ns", "devices": "array.devices", "stripe_bytes": "array.stripe_bytes"}
+_ALIASES = _core.SSD_SWEEP_ALIASES  # the simulator's own short names for swept fields
 
 
 def utilization(design: dict, srv: dict) -> dict:

@@ -25,9 +25,9 @@ COPY_BYTES = 8 << 20
 
 def stripe(dataset, dirs, chunk_bytes: int = 64 << 10, progress: bool = True) -> dict:
     root = Path(dataset)
-    if (root / "stripes.json").exists():
+    if (root / _core.STRIPES_FILE).exists():
         raise ValueError(f"{root}: already striped (stripes.json exists)")
-    if not (root / "manifest.json").exists():
+    if not (root / _core.MANIFEST_FILE).exists():
         raise FileNotFoundError(f"{root}: not a flashgnn dataset (no manifest.json)")
     if chunk_bytes <= 0 or chunk_bytes % 4096:
         raise ValueError(f"--chunk {chunk_bytes}: must be a positive multiple of 4096")
@@ -71,7 +71,7 @@ def stripe(dataset, dirs, chunk_bytes: int = 64 << 10, progress: bool = True) ->
         json.dump({"chunk_bytes": chunk_bytes, "files": files}, f, indent=2)
         f.flush()
         os.fsync(f.fileno())
-    replace_durably(tmp, root / "stripes.json")
+    replace_durably(tmp, root / _core.STRIPES_FILE)
     for name in names:
         (root / name).unlink()
     fsync_path(root)

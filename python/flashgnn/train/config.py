@@ -27,6 +27,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from flashgnn import _core
 from flashgnn.nn.zoo import MODELS, NORMALIZE_FEATURES
 from flashgnn.sample.budget import parse_budget
 from flashgnn.sample.sampler import DEFAULT_HOT_FRACTION, ENGINE_CHOICES
@@ -232,7 +233,7 @@ class TrainConfig:
             if not parent.exists():
                 bad("metrics_json", mj, f"{parent} does not exist")
             _writable_dir("metrics_json", parent, mj)
-        if not os.path.isfile(os.path.join(self.dataset, "manifest.json")):
+        if not os.path.isfile(os.path.join(self.dataset, _core.MANIFEST_FILE)):
             # Last (every flag is checked first), yet before torch loads: the store's own error, with its
             # advice (a raw input directory or edge list is told to run `flashgnn build`).
             from flashgnn.store.dataset import Dataset

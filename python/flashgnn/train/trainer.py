@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from flashgnn import _core
 from flashgnn._util import human_bytes, proc_status_bytes
 from flashgnn.nn.checkpoint import (CHECKPOINT_FILE, CHECKPOINT_FORMAT, CHECKPOINT_VERSION, load_checkpoint,
                                     save_checkpoint)
@@ -166,7 +167,7 @@ def check_labels(ds, splits=("train", "val", "test")) -> None:
             node, v = int(ids[i]), int(y[i])
             raise ValueError(
                 f"{labels_file}: row {node} (node {node}, position {i} of the {s!r} split): label {v} is outside "
-                f"[0, {bound}) (num_classes {bound} in {os.path.join(ds.path, 'manifest.json')}); {bad.size} such "
+                f"[0, {bound}) (num_classes {bound} in {os.path.join(ds.path, _core.MANIFEST_FILE)}); {bad.size} such "
                 f"label(s) in the {s!r} split")
 
 
@@ -274,7 +275,7 @@ class Trainer:
         if ds.feature_dim == 0:
             raise TrainError(
                 f"{ds.path}: dataset has no node features (feature dim 0 in "
-                f"{os.path.join(ds.path, 'manifest.json')}); a model on zero-width input learns only the class prior. "
+                f"{os.path.join(ds.path, _core.MANIFEST_FILE)}); a model on zero-width input learns only the class prior. "
                 "Rebuild with --features FILE (.npy [N, D] or text rows), or with --synthetic-features D (random "
                 "features: the graph structure then carries all the signal). One-hot identity features are not "
                 "offered: they take N x N values (N = number of nodes)")
