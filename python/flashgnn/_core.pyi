@@ -56,6 +56,8 @@ PRESAMPLE_HEADER_BYTES: int
 BUILD_OPTIONS: tuple[dict[str, Any], ...]
 # `flashgnn generate rmat`'s option name -> the value `start_generate` uses when it is absent.
 GENERATE_DEFAULTS: dict[str, Any]
+# `flashgnn generate rmat`'s accepted dtypes by option name ("dtype", "edge_dtype"), from flashgnn-datagen.
+GENERATE_CHOICES: dict[str, list[str]]
 SSD_BUILTIN_CONFIGS: dict[str, str]  # name -> TOML text of the SSD configs compiled in (configs/ssd/)
 SSD_SWEEP_ALIASES: dict[str, str]  # `--sweep` short name -> config field (flashgnn_sim::config::SWEEP_ALIASES)
 SSD_DESIGNS: list[str]  # the simulator's designs, in report order (`--design` also takes "all")

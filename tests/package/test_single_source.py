@@ -260,6 +260,9 @@ def test_generate_defaults_are_rmat_options_default(monkeypatch, tmp_path):
         assert acts[name].default == default, name
         assert acts[name].option_strings == ["--" + name.replace("_", "-")]
     assert gd["split"] == (0.1, 0.05, 0.05) and gd["force"] is False
+    # The dtypes the CLI offers are the ones the generator writes.
+    assert acts["dtype"].choices == _core.GENERATE_CHOICES["dtype"] == ["float16", "float32", "float64"]
+    assert acts["edge_dtype"].choices == _core.GENERATE_CHOICES["edge_dtype"] == ["int64", "int32", "uint32"]
     assert gd["dtype"] in acts["dtype"].choices and gd["edge_dtype"] in acts["edge_dtype"].choices
     # Every default is read from _core, not typed beside it.
     src = inspect.getsource(cli._parser)

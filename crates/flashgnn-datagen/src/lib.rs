@@ -49,6 +49,11 @@ const RMAT_A: f64 = 0.57;
 const RMAT_B: f64 = 0.19;
 const RMAT_C: f64 = 0.19;
 
+/// Feature dtypes `generate` writes.
+pub const FEATURE_DTYPES: [Dtype; 3] = [Dtype::Float16, Dtype::Float32, Dtype::Float64];
+/// Edge-id dtypes `generate` writes; the largest id each holds bounds `--scale`.
+pub const EDGE_DTYPES: [Dtype; 3] = [Dtype::Int64, Dtype::Int32, Dtype::Uint32];
+
 #[derive(Debug, Clone)]
 pub struct RmatOptions {
     pub scale: u32,
@@ -297,7 +302,7 @@ fn check_rmat_options(o: &RmatOptions) -> Result<(), BuildError> {
     if o.classes == 0 || o.classes as u64 > (1u64 << o.scale) {
         return Err(BuildError::config(format!("--classes {} must be in [1, 2^scale]", o.classes)));
     }
-    if !o.dtype.is_float() {
+    if !FEATURE_DTYPES.contains(&o.dtype) {
         return Err(BuildError::config(format!("--dtype {} must be float16, float32 or float64", o.dtype.name())));
     }
     let id_max = match o.edge_dtype {

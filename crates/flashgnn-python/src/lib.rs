@@ -50,6 +50,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PRESAMPLE_HEADER_BYTES", flashgnn_format::presample::RECORD_HEADER_BYTES)?;
     m.add("BUILD_OPTIONS", job::build_options_py(m.py())?)?;
     m.add("GENERATE_DEFAULTS", job::generate_defaults_py(m.py())?)?;
+    let names = |ds: &[flashgnn_format::Dtype]| ds.iter().map(|d| d.name()).collect::<Vec<_>>();
+    let choices = pyo3::types::PyDict::new(m.py());
+    choices.set_item("dtype", names(&flashgnn_datagen::FEATURE_DTYPES))?;
+    choices.set_item("edge_dtype", names(&flashgnn_datagen::EDGE_DTYPES))?;
+    m.add("GENERATE_CHOICES", choices)?;
     m.add(
         "SSD_BUILTIN_CONFIGS",
         flashgnn_sim::config::BUILTIN.iter().copied().collect::<std::collections::HashMap<_, _>>(),

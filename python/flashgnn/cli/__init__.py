@@ -126,8 +126,8 @@ def _dataset_parsers(sub) -> None:
     r.add_argument("--scale", type=count(1), default=gd["scale"], help="2^scale nodes, at most 31")
     r.add_argument("--edge-factor", type=count(0), default=gd["edge_factor"], help="directed edges per node")
     r.add_argument("--dim", type=count(0), default=gd["dim"], help="feature width")
-    r.add_argument("--dtype", default=gd["dtype"], choices=["float32", "float16"], help="feature dtype")
-    r.add_argument("--edge-dtype", default=gd["edge_dtype"], choices=["int64", "int32", "uint32"],
+    r.add_argument("--dtype", default=gd["dtype"], choices=_core.GENERATE_CHOICES["dtype"], help="feature dtype")
+    r.add_argument("--edge-dtype", default=gd["edge_dtype"], choices=_core.GENERATE_CHOICES["edge_dtype"],
                    help="dtype of edge_index.npy: int32/uint32 take 8 B per edge instead of 16")
     r.add_argument("--classes", type=count(1), default=gd["classes"], help="label classes (communities)")
     r.add_argument("--seed", type=count(0), default=gd["seed"], help="seed of every random choice")
