@@ -87,6 +87,12 @@ pub fn budget_auto<'py>(
     }
 }
 
+/// The prefetch window's bytes (`flashgnn_sample::budget::Shape::window_bytes`).
+#[pyfunction]
+pub fn budget_window_bytes(prefetch: u64, lookahead: u64, per_batch: u64, per_lookahead: u64) -> u64 {
+    Shape { per_batch, per_lookahead, workers: 1, prefetch, lookahead }.window_bytes()
+}
+
 /// Bytes `auto` leaves outside the budget (`flashgnn_sample::budget::reserve`).
 #[pyfunction]
 #[pyo3(signature = (per_batch, torch_loaded, node_bytes=0))]
@@ -148,6 +154,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(budget_split, m)?)?;
     m.add_function(wrap_pyfunction!(budget_auto, m)?)?;
     m.add_function(wrap_pyfunction!(budget_reserve, m)?)?;
+    m.add_function(wrap_pyfunction!(budget_window_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(producers_that_fit, m)?)?;
     m.add_function(wrap_pyfunction!(memory_probe, m)?)?;
     m.add_function(wrap_pyfunction!(available_from, m)?)?;

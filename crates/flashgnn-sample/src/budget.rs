@@ -76,10 +76,11 @@ impl Shape {
         self.workers.max(1) * (ENGINE_BYTES_PER_PRODUCER as u64 + self.per_batch)
     }
 
-    /// The prefetch window, with the lookahead's structure batches.
+    /// The prefetch window, with the lookahead's structure batches
+    /// ([`split`] counts at least one prefetched batch).
     pub fn window_bytes(&self) -> u64 {
         let ahead = if self.lookahead > 0 { (self.lookahead + STRUCTURE_QUEUE) * self.per_lookahead } else { 0 };
-        self.prefetch.max(1) * self.per_batch + ahead
+        self.prefetch * self.per_batch + ahead
     }
 
     /// What a budget must hold before any tier gets a byte.

@@ -258,9 +258,9 @@ class PresampledLoader:
             bs, n_id, row, col, nsn, nse, input_id, y = ahead.popleft()
             x = self.window.fill(n_id, None, None, [r[1] for r in ahead], where=file)
             self.bytes_read += n_id.nbytes + row.nbytes * 2 + y.nbytes
-            yield Data(x=torch.from_numpy(x), y=torch.from_numpy(y.copy()),
+            yield Data(x=torch.from_numpy(x), y=torch.from_numpy(y),
                        edge_index=torch.from_numpy(np.stack([row, col]).astype(np.int64)),
-                       n_id=torch.from_numpy(n_id.copy()), input_id=torch.from_numpy(input_id.copy()),
+                       n_id=torch.from_numpy(n_id), input_id=torch.from_numpy(input_id),
                        batch_size=int(bs), num_sampled_nodes=[int(v) for v in nsn],
                        num_sampled_edges=[int(v) for v in nse],
                        **({"deg": torch.from_numpy(self.gather.gather(n_id, features=False, degrees=True).deg)}

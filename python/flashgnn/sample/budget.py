@@ -87,7 +87,7 @@ def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "ur
 def window_bytes(prefetch: int, lookahead: int, per_batch: int, per_lookahead: int) -> int:
     """The prefetch window: ``prefetch`` full batches, and with lookahead the
     structure-stage batches held ahead (``lookahead`` + STRUCTURE_QUEUE)."""
-    return prefetch * per_batch + ((lookahead + STRUCTURE_QUEUE) * per_lookahead if lookahead else 0)
+    return _core.budget_window_bytes(int(prefetch), int(lookahead), int(per_batch), int(per_lookahead))
 
 
 def split(budget: int, path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,

@@ -212,7 +212,7 @@ class Sampler:
         state["device_cache"] = None  # device memory: the receiving process reads every row
         return state
 
-    def _wrap(self, d: dict) -> SampledBatch:
+    def _wrap(self, d: dict, degrees: bool | None = None) -> SampledBatch:
         """The engine's arrays as they are: ``x``'s bytes viewed as ``[N, dim]`` of their dtype (no copy)."""
         if self.feature_dim:
             x = d["x"].view(d["x_dtype"]).reshape(-1, self.feature_dim)
@@ -222,7 +222,8 @@ class Sampler:
         return SampledBatch(d["n_id"], d["edge_index"], d["num_sampled_nodes"], d["num_sampled_edges"], x, d["y"],
                             d["batch_size"], res if res is not None and len(res) else None,
                             d["missing"] if self.features == "free" else None,
-                            d["deg"] if self.degrees and len(d["deg"]) == len(d["n_id"]) else None)
+                            d["deg"] if (self.degrees if degrees is None else degrees) and len(d["deg"]) == len(d["n_id"])
+                            else None)
 
     def sample(self, seeds, seed: int = 0) -> SampledBatch:
         seeds = np.ascontiguousarray(seeds, dtype=np.int64)
@@ -237,12 +238,9 @@ class Sampler:
         lookahead's fill reads, the PyG feature store's, a pre-sample's
         degrees."""
         ids = np.ascontiguousarray(ids, dtype=np.int64)
-        d = self.core().gather(ids, bool(features), bool(labels), bool(degrees))
-        b = self._wrap(d)
+        b = self._wrap(self.core().gather(ids, bool(features), bool(labels), bool(degrees)), degrees=bool(degrees))
         if len(b.n_id) != len(ids) or not np.array_equal(b.n_id, ids):
             raise ValueError(f"{self.path}: gather: ids repeat (asked {len(ids)}, {len(b.n_id)} distinct)")
-        if degrees:
-            b.deg = d["deg"]
         return b
 
     def attach_cache(self, cache: Cache | None) -> None:
