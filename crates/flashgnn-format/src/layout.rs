@@ -64,6 +64,12 @@ pub struct Layout {
     /// with the position only). Set by `Manifest::layout` and the builder;
     /// [`Layout::new`] leaves it `None`.
     pub dataset_id: Option<u64>,
+    /// Typed graphs (format version 3): per-relation neighbor counts `R`
+    /// stored in every slot after its header (one `u32` per incoming edge
+    /// type of the node's type, unused ones zero). 0 for a homogeneous
+    /// graph, whose one relation's count is the degree: the one-type case
+    /// of the same slot. Set with [`Layout::with_rel_counts`].
+    pub rel_counts: u32,
 }
 
 fn round_up(x: u64, to: u64) -> Option<u64> {
@@ -155,6 +161,7 @@ impl Layout {
             slots_per_page: (page_size as u64 / slot) as u32,
             overflow_entries,
             dataset_id: None,
+            rel_counts: 0,
         };
         // Every file size must be representable: compute them once, checked.
         layout
@@ -171,14 +178,45 @@ impl Layout {
         self
     }
 
-    /// Format version of the files this layout describes: 2 when they carry a
-    /// dataset id, 1 otherwise.
-    pub fn format_version(&self) -> u32 {
-        if self.dataset_id.is_some() {
-            2
-        } else {
-            1
+    /// The same layout with `r` per-relation counts in every slot (a typed
+    /// graph, format version 3): the slot grows by `4·r` bytes, checked
+    /// against the page size again.
+    pub fn with_rel_counts(self, file: &str, r: u32) -> Result<Layout> {
+        let inline_row = if self.placement == FeaturePlacement::Inline { self.row_bytes() as u64 } else { 0 };
+        let slot = round_up(
+            SLOT_HEADER_BYTES as u64 + 4 * r as u64 + inline_row + self.inline_cap as u64 * self.id_bytes as u64,
+            8,
+        )
+        .unwrap_or(u64::MAX);
+        if slot > self.page_size as u64 {
+            return Err(FormatError::oob(
+                file,
+                0,
+                "slot_bytes",
+                slot,
+                format!("<= page_size {} (inline_cap {}, {r} relation counts)", self.page_size, self.inline_cap),
+            ));
         }
+        let l = Layout { rel_counts: r, slot_bytes: slot as u32, slots_per_page: (self.page_size as u64 / slot) as u32, ..self };
+        l.graph_file_bytes_checked()
+            .ok_or_else(|| FormatError::invalid(file, "layout parameters overflow 64-bit file sizes"))?;
+        Ok(l)
+    }
+
+    /// Format version of the files this layout describes: 3 for a typed
+    /// graph (relation counts in its slots), 2 when they carry a dataset id,
+    /// 1 otherwise.
+    pub fn format_version(&self) -> u32 {
+        match (self.dataset_id, self.rel_counts) {
+            (None, _) => 1,
+            (Some(_), 0) => 2,
+            _ => 3,
+        }
+    }
+
+    /// Bytes before a slot's feature row: the header and the relation counts.
+    pub fn slot_fixed_bytes(&self) -> u32 {
+        SLOT_HEADER_BYTES + 4 * self.rel_counts
     }
 
     /// Checksum of a slot (position = internal node id), overflow page
@@ -220,12 +258,12 @@ impl Layout {
 
     /// Offset of the feature row inside a slot (inline placement).
     pub fn inline_feature_offset(&self) -> u32 {
-        SLOT_HEADER_BYTES
+        self.slot_fixed_bytes()
     }
 
     /// Offset of the first inline neighbor id inside a slot.
     pub fn inline_ids_offset(&self) -> u32 {
-        SLOT_HEADER_BYTES + if self.placement == FeaturePlacement::Inline { self.row_bytes() } else { 0 }
+        self.slot_fixed_bytes() + if self.placement == FeaturePlacement::Inline { self.row_bytes() } else { 0 }
     }
 
     /// Absolute byte range of node `v`'s feature row, and whether it lies in
@@ -233,7 +271,7 @@ impl Layout {
     pub fn feature_range(&self, v: u64) -> (bool, u64, u64) {
         match self.placement {
             FeaturePlacement::Inline => {
-                let start = self.slot_offset(v) + SLOT_HEADER_BYTES as u64;
+                let start = self.slot_offset(v) + self.slot_fixed_bytes() as u64;
                 (true, start, start + self.row_bytes() as u64)
             }
             FeaturePlacement::Separate => {
@@ -409,8 +447,13 @@ pub const FEATURE_MAGIC: [u8; 8] = *b"FGNNFEAT";
 /// dataset id is written as version 2 and its checksum is bound to the id; a
 /// header without one is version 1 (position-only seed), as version 1 wrote it.
 fn encode_header(magic: [u8; 8], page_size: u32, dataset_id: Option<u64>, fields: &[u64]) -> Vec<u8> {
+    let version: u32 = if dataset_id.is_some() { 2 } else { 1 };
+    encode_header_v(magic, page_size, version, dataset_id, fields)
+}
+
+/// [`encode_header`] at an explicit version (a typed `graph.fg`: 3).
+fn encode_header_v(magic: [u8; 8], page_size: u32, version: u32, dataset_id: Option<u64>, fields: &[u64]) -> Vec<u8> {
     let mut page = vec![0u8; page_size as usize];
-    let version: u32 = if dataset_id.is_some() { FORMAT_VERSION } else { 1 };
     page[0..8].copy_from_slice(&magic);
     page[8..12].copy_from_slice(&version.to_le_bytes());
     page[12..16].copy_from_slice(&page_size.to_le_bytes());
@@ -429,6 +472,11 @@ fn encode_header(magic: [u8; 8], page_size: u32, dataset_id: Option<u64>, fields
 type HeaderFields = (u32, Vec<u64>, Option<u64>);
 
 fn decode_header(file: &str, magic: [u8; 8], bytes: &[u8], nfields: usize) -> Result<HeaderFields> {
+    decode_header_v(file, magic, bytes, |_| nfields)
+}
+
+/// [`decode_header`] with the field count chosen by the header's version.
+fn decode_header_v(file: &str, magic: [u8; 8], bytes: &[u8], nfields: impl Fn(u32) -> usize) -> Result<HeaderFields> {
     if bytes.len() < 16 {
         return Err(FormatError::Truncated { file: file.into(), offset: 0, needed: 16, available: bytes.len() as u64 });
     }
@@ -458,6 +506,7 @@ fn decode_header(file: &str, magic: [u8; 8], bytes: &[u8], nfields: usize) -> Re
         ));
     }
     let p = page_size as usize;
+    let nfields = nfields(version);
     if bytes.len() < p {
         return Err(FormatError::Truncated {
             file: file.into(),
@@ -502,7 +551,11 @@ pub struct GraphHeader {
     pub slot_bytes: u64,
     pub slots_per_page: u64,
     pub overflow_entries: u64,
-    /// Version 2: the dataset id at byte offset 96; `None` in a version-1 header.
+    /// Version 3 (a typed graph): relation counts per slot, at byte offset
+    /// 96 (the dataset id then follows at 104); 0 and absent before.
+    pub rel_counts: u64,
+    /// Version 2: the dataset id at byte offset 96 (104 in version 3);
+    /// `None` in a version-1 header.
     pub dataset_id: Option<u64>,
 }
 
@@ -520,15 +573,12 @@ impl GraphHeader {
             slot_bytes: l.slot_bytes as u64,
             slots_per_page: l.slots_per_page as u64,
             overflow_entries: l.overflow_entries,
+            rel_counts: l.rel_counts as u64,
             dataset_id: l.dataset_id,
         }
     }
     pub fn encode(&self) -> Vec<u8> {
-        encode_header(
-            GRAPH_MAGIC,
-            self.page_size,
-            self.dataset_id,
-            &[
+        let mut fields = vec![
                 self.num_nodes,
                 self.num_edges,
                 self.id_bytes,
@@ -539,11 +589,16 @@ impl GraphHeader {
                 self.slot_bytes,
                 self.slots_per_page,
                 self.overflow_entries,
-            ],
-        )
+            ];
+        if self.rel_counts == 0 {
+            return encode_header(GRAPH_MAGIC, self.page_size, self.dataset_id, &fields);
+        }
+        fields.push(self.rel_counts);
+        encode_header_v(GRAPH_MAGIC, self.page_size, 3, self.dataset_id, &fields)
     }
     pub fn decode(file: &str, bytes: &[u8]) -> Result<Self> {
-        let (page_size, f, dataset_id) = decode_header(file, GRAPH_MAGIC, bytes, 10)?;
+        let (page_size, f, dataset_id) =
+            decode_header_v(file, GRAPH_MAGIC, bytes, |v| if v >= 3 { 11 } else { 10 })?;
         Ok(GraphHeader {
             page_size,
             num_nodes: f[0],
@@ -556,6 +611,7 @@ impl GraphHeader {
             slot_bytes: f[7],
             slots_per_page: f[8],
             overflow_entries: f[9],
+            rel_counts: f.get(10).copied().unwrap_or(0),
             dataset_id,
         })
     }
@@ -643,7 +699,7 @@ pub fn header_mismatch(
     fields: &[(&'static str, u64, u64)],
     dataset_id: (Option<u64>, Option<u64>),
 ) -> Option<FormatError> {
-    let version = |id: Option<u64>| if id.is_some() { FORMAT_VERSION as u64 } else { 1 };
+    let version = |id: Option<u64>| if id.is_some() { 2 } else { 1 };
     if dataset_id.0.is_some() != dataset_id.1.is_some() {
         return Some(FormatError::oob(
             file,
@@ -687,8 +743,10 @@ pub fn header_mismatch(
 
 impl GraphHeader {
     /// (name, this, other) for every u64 field, in on-disk order.
+    /// (`rel_counts` only when either header is typed: it is absent from a
+    /// version-2 header, whose dataset id sits where it would be.)
     pub fn compare(&self, o: &GraphHeader) -> Vec<(&'static str, u64, u64)> {
-        vec![
+        let mut v = vec![
             ("num_nodes", self.num_nodes, o.num_nodes),
             ("num_edges", self.num_edges, o.num_edges),
             ("id_bytes", self.id_bytes, o.id_bytes),
@@ -699,7 +757,11 @@ impl GraphHeader {
             ("slot_bytes", self.slot_bytes, o.slot_bytes),
             ("slots_per_page", self.slots_per_page, o.slots_per_page),
             ("overflow_entries", self.overflow_entries, o.overflow_entries),
-        ]
+        ];
+        if self.rel_counts != 0 || o.rel_counts != 0 {
+            v.push(("rel_counts", self.rel_counts, o.rel_counts));
+        }
+        v
     }
 }
 
@@ -854,7 +916,7 @@ mod tests {
         let l = layout(1234, 16, FeaturePlacement::Inline, 4).with_dataset_id(Some(0xfeed_beef));
         let h = GraphHeader::from_layout(&l);
         let page = h.encode();
-        assert_eq!(u32::from_le_bytes(page[8..12].try_into().unwrap()), FORMAT_VERSION);
+        assert_eq!(u32::from_le_bytes(page[8..12].try_into().unwrap()), crate::FORMAT_VERSION_HOMOGENEOUS);
         assert_eq!(u64::from_le_bytes(page[96..104].try_into().unwrap()), 0xfeed_beef);
         assert_eq!(GraphHeader::decode("g", &page).unwrap(), h);
         // Rewriting the id without re-sealing breaks the checksum.

@@ -33,16 +33,22 @@ pub mod npy;
 pub mod presample;
 pub mod slot;
 pub mod trace;
+pub mod types;
 
 pub use dtype::Dtype;
 pub use error::{FormatError, Result};
 pub use layout::{FeatureHeader, GraphHeader, Layout, OverflowHeader};
 pub use manifest::Manifest;
 
-/// Format version written by this build (docs/format.md keeps the version
+/// Newest format version this build writes (docs/format.md keeps the version
 /// log). Version 2 binds every per-structure checksum to a random 64-bit
-/// dataset id ([`checksum::crc_bound`]).
-pub const FORMAT_VERSION: u32 = 2;
+/// dataset id ([`checksum::crc_bound`]); version 3 adds typed graphs (node
+/// and edge types, [`types`]). A homogeneous dataset is still written as
+/// version 2, byte for byte: it is the one-type case, and a version-2
+/// reader keeps reading it.
+pub const FORMAT_VERSION: u32 = 3;
+/// The version a homogeneous dataset is written as.
+pub const FORMAT_VERSION_HOMOGENEOUS: u32 = 2;
 
 /// Oldest format version this build still reads. Readers refuse a version
 /// outside `[FORMAT_VERSION_MIN, FORMAT_VERSION]` with a message naming both.

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::dtype::Dtype;
 use crate::error::{FormatError, Result};
 use crate::layout::{FeaturePlacement, Layout};
+use crate::types::TypeTable;
 use crate::{FORMAT_VERSION, FORMAT_VERSION_MIN};
 
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -55,6 +56,14 @@ pub struct GraphInfo {
     pub slot_bytes: u32,
     pub slots_per_page: u32,
     pub overflow_entries: u64,
+    /// Typed graphs (version 3): per-relation counts in every slot
+    /// ([`Layout::rel_counts`]); absent (0) otherwise.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rel_counts: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -142,6 +151,10 @@ pub struct Manifest {
     /// version 1 (required in version 2, refused in version 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset_id: Option<u64>,
+    /// Format version 3: node and edge types ([`crate::types`]). Absent for
+    /// a homogeneous dataset (versions 1 and 2), which is the one-type case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub types: Option<TypeTable>,
 }
 
 /// Set the `checksum` of an arbitrary manifest-shaped JSON value and print it.
@@ -238,6 +251,12 @@ impl Manifest {
             }
             _ => {}
         }
+        if (version >= 3) != m.types.is_some() {
+            return Err(FormatError::invalid(
+                path,
+                format!("format version {version} with{} a `types` section: version 3 exactly has one", if m.types.is_some() { "" } else { "out" }),
+            ));
+        }
         m.layout(path)?;
         Ok(m)
     }
@@ -261,6 +280,38 @@ impl Manifest {
         }
     }
 
+    /// The node and edge types: the `types` section, or the one-type view
+    /// of a homogeneous dataset.
+    pub fn type_table(&self) -> TypeTable {
+        match &self.types {
+            Some(t) => t.clone(),
+            None => {
+                let f = (self.features.dim > 0).then(|| crate::types::TypeFeatures {
+                    dim: self.features.dim,
+                    dtype: self.features.dtype,
+                    synthetic: self.features.synthetic,
+                });
+                let mut t = TypeTable::homogeneous(self.num_nodes, self.num_edges, f);
+                t.node_types[0].labels = self.labels.clone();
+                t.node_types[0].splits = self.splits.clone();
+                t
+            }
+        }
+    }
+
+    /// A typed manifest's own rules: rows, labels and splits live per type,
+    /// so the top-level ones are empty; typed graphs are never relabelled.
+    fn check_typed(&self, path: &str, t: &TypeTable, l: &Layout) -> Result<()> {
+        if self.features.dim != 0 || self.labels.is_some() || !self.splits.is_empty() || self.reorder != "none" {
+            return Err(FormatError::invalid(
+                path,
+                "a typed dataset keeps features, labels and splits per node type: top-level `features.dim` must be 0, \
+                 `labels` null, `splits` empty and `reorder` \"none\"",
+            ));
+        }
+        t.check(path, self.num_nodes, self.num_edges, l.rel_counts, self.page_size, self.dataset_id, &self.files)
+    }
+
     /// Derive and check the layout; every stored derived value must agree.
     pub fn layout(&self, path: &str) -> Result<Layout> {
         if self.features.placement != "inline" && self.features.placement != "separate" {
@@ -282,6 +333,16 @@ impl Manifest {
             self.graph.overflow_entries,
         )?
         .with_dataset_id(self.dataset_id);
+        let l = match (&self.types, self.graph.rel_counts) {
+            (None, 0) => l,
+            (None, r) => {
+                return Err(FormatError::oob(path, 0, "graph.rel_counts", r as u64, "0 without a `types` section"))
+            }
+            (Some(_), r) => l.with_rel_counts(path, r)?,
+        };
+        if let Some(t) = &self.types {
+            self.check_typed(path, t, &l)?;
+        }
         if l.slot_bytes != self.graph.slot_bytes {
             return Err(FormatError::oob(
                 path,

@@ -29,6 +29,9 @@ pub struct SlotView<'a> {
     pub features: &'a [u8],
     inline: &'a [u8],
     id_bytes: u32,
+    /// Typed graphs: the per-relation counts (`u32` each, the node type's
+    /// incoming edge types in order); empty for a homogeneous graph.
+    rel: &'a [u8],
 }
 
 impl<'a> SlotView<'a> {
@@ -39,6 +42,16 @@ impl<'a> SlotView<'a> {
     /// Neighbors stored in overflow.
     pub fn overflow_len(&self) -> u64 {
         self.degree as u64 - self.inline_len() as u64
+    }
+
+    /// Neighbors along the node type's `j`-th incoming edge type (typed
+    /// graphs; a homogeneous graph has one relation: the degree). The
+    /// neighbor list holds the relations one after another, in order.
+    pub fn rel_count(&self, j: usize) -> u32 {
+        if self.rel.is_empty() {
+            return if j == 0 { self.degree } else { 0 };
+        }
+        self.rel.get(4 * j..4 * j + 4).map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap()))
     }
 
     /// Decode inline neighbor `i`, checking it against `num_nodes`.
@@ -87,14 +100,37 @@ pub fn encode_slot(
     inline_ids: &[u64],
     out: &mut [u8],
 ) {
+    encode_typed_slot(layout, node, degree, original_id, overflow_first, &[], features, inline_ids, out)
+}
+
+/// [`encode_slot`] with a typed graph's per-relation counts (at most
+/// `layout.rel_counts` of them, summing to `degree`; the rest are zero).
+#[allow(clippy::too_many_arguments)]
+pub fn encode_typed_slot(
+    layout: &Layout,
+    node: u64,
+    degree: u32,
+    original_id: u64,
+    overflow_first: u64,
+    rel_counts: &[u32],
+    features: &[u8],
+    inline_ids: &[u64],
+    out: &mut [u8],
+) {
     assert_eq!(out.len(), layout.slot_bytes as usize);
+    assert!(rel_counts.len() <= layout.rel_counts as usize);
+    debug_assert!(layout.rel_counts == 0 || rel_counts.iter().map(|&c| c as u64).sum::<u64>() == degree as u64);
     assert!(inline_ids.len() <= layout.inline_cap as usize);
     assert!(inline_ids.len() <= degree as usize);
     out.fill(0);
     out[4..8].copy_from_slice(&degree.to_le_bytes());
     out[8..16].copy_from_slice(&original_id.to_le_bytes());
     out[16..24].copy_from_slice(&overflow_first.to_le_bytes());
-    let fo = SLOT_HEADER_BYTES as usize;
+    for (j, c) in rel_counts.iter().enumerate() {
+        let at = SLOT_HEADER_BYTES as usize + 4 * j;
+        out[at..at + 4].copy_from_slice(&c.to_le_bytes());
+    }
+    let fo = layout.inline_feature_offset() as usize;
     if layout.placement == crate::layout::FeaturePlacement::Inline {
         assert_eq!(features.len(), layout.row_bytes() as usize);
         out[fo..fo + features.len()].copy_from_slice(features);
@@ -190,7 +226,21 @@ fn decode<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str, check_crc
             "0 for a node without overflow",
         ));
     }
-    let fo = SLOT_HEADER_BYTES as usize;
+    let h = SLOT_HEADER_BYTES as usize;
+    let rel = &bytes[h..h + 4 * layout.rel_counts as usize];
+    if !rel.is_empty() {
+        let sum: u64 = rel.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().unwrap()) as u64).sum();
+        if sum != degree as u64 {
+            return Err(FormatError::oob(
+                file,
+                base + h as u64,
+                "sum of relation counts",
+                sum,
+                format!("== degree {degree}"),
+            ));
+        }
+    }
+    let fo = layout.inline_feature_offset() as usize;
     let features: &[u8] = if layout.placement == crate::layout::FeaturePlacement::Inline {
         &bytes[fo..fo + layout.row_bytes() as usize]
     } else {
@@ -198,7 +248,7 @@ fn decode<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str, check_crc
     };
     let io = layout.inline_ids_offset() as usize;
     let inline = &bytes[io..io + (inline_len as usize) * layout.id_bytes as usize];
-    Ok(SlotView { node, degree, original_id, overflow_first, features, inline, id_bytes: layout.id_bytes })
+    Ok(SlotView { node, degree, original_id, overflow_first, features, inline, id_bytes: layout.id_bytes, rel })
 }
 
 /// Strict check used by `verify`: bytes after the inline ids must be zero.
@@ -233,6 +283,32 @@ mod tests {
         assert_eq!(v.inline_ids(&l, "g").unwrap(), vec![1, 2, 99]);
         assert_eq!(v.overflow_len(), 2);
         check_slot_padding(&l, &v, &buf, "g").unwrap();
+    }
+
+    #[test]
+    fn typed_slot_roundtrip_and_counts_checked() {
+        let l = layout().with_rel_counts("g", 3).unwrap();
+        assert_eq!((layout().slot_bytes, l.slot_bytes), (56, 64), "24 + 12 counts + 16 row + 12 ids, to 8");
+        let mut buf = vec![0u8; l.slot_bytes as usize];
+        let feats: Vec<u8> = (0..16).collect();
+        encode_typed_slot(&l, 7, 5, 7, 10, &[2, 0, 3], &feats, &[1, 2, 99], &mut buf);
+        let v = decode_slot(&l, 7, &buf, "g").unwrap();
+        assert_eq!((0..4).map(|j| v.rel_count(j)).collect::<Vec<_>>(), vec![2, 0, 3, 0]);
+        assert_eq!(v.features, &feats[..]);
+        assert_eq!(v.inline_ids(&l, "g").unwrap(), vec![1, 2, 99]);
+        check_slot_padding(&l, &v, &buf, "g").unwrap();
+        // Counts that do not add up to the degree are refused, CRC or not.
+        let mut bad = buf.clone();
+        bad[24..28].copy_from_slice(&9u32.to_le_bytes());
+        let e = decode_checked_slot(&l, 7, &bad, "g").unwrap_err().to_string();
+        assert!(e.contains("sum of relation counts = 12") && e.contains("== degree 5"), "{e}");
+        // A homogeneous slot's one relation is its degree.
+        let h = layout();
+        encode_slot(&h, 7, 5, 42, 10, &feats, &[1, 2, 99], &mut vec![0u8; h.slot_bytes as usize]);
+        let mut hb = vec![0u8; h.slot_bytes as usize];
+        encode_slot(&h, 7, 5, 42, 10, &feats, &[1, 2, 99], &mut hb);
+        let hv = decode_slot(&h, 7, &hb, "g").unwrap();
+        assert_eq!((hv.rel_count(0), hv.rel_count(1)), (5, 0));
     }
 
     #[test]

@@ -54,7 +54,7 @@ fn two_builds_get_different_ids_and_a_fixed_id_rebuilds_identically() {
     let tmp = tempdir();
     let (a, b) = two_builds(tmp.path(), FeatureLayout::Inline, 16);
     let (da, db) = (Dataset::open(&a).unwrap(), Dataset::open(&b).unwrap());
-    assert_eq!(da.manifest().format_version, flashgnn_format::FORMAT_VERSION);
+    assert_eq!(da.manifest().format_version, flashgnn_format::FORMAT_VERSION_HOMOGENEOUS);
     let (ia, ib) = (da.manifest().dataset_id.unwrap(), db.manifest().dataset_id.unwrap());
     assert_ne!(ia, ib);
     assert_eq!(da.layout().dataset_id, Some(ia));

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use flashgnn_format::layout::{DegreeHistogram, FeaturePlacement};
 use flashgnn_format::manifest::*;
-use flashgnn_format::FORMAT_VERSION;
+use flashgnn_format::FORMAT_VERSION_HOMOGENEOUS;
 use flashgnn_io::{publish_dir, OutFile};
 
 use super::edges::EdgeResult;
@@ -85,7 +85,7 @@ pub(super) fn manifest_of(
     let (n, feat_dim, feat_dtype, placement) = (er.num_nodes, features.dim, features.dtype, features.placement);
     Manifest {
         magic: MANIFEST_MAGIC.into(),
-        format_version: FORMAT_VERSION,
+        format_version: FORMAT_VERSION_HOMOGENEOUS,
         created_by: format!("flashgnn {}", env!("CARGO_PKG_VERSION")),
         page_size: opts.page_size,
         num_nodes: n,
@@ -102,6 +102,7 @@ pub(super) fn manifest_of(
             slot_bytes: layout.slot_bytes,
             slots_per_page: layout.slots_per_page,
             overflow_entries: layout.overflow_entries,
+            rel_counts: layout.rel_counts,
         },
         degree: DegreeStats {
             min: er.degrees.iter().copied().min().unwrap_or(0) as u64,
@@ -144,6 +145,7 @@ pub(super) fn manifest_of(
         },
         files: files.into_iter().map(|(name, bytes, crc32c)| (name, FileEntry { bytes, crc32c })).collect(),
         dataset_id: opts.dataset_id,
+        types: None,
     }
 }
 
