@@ -14,6 +14,15 @@ MODEL_CLASSES = {
     "mlp": ("torch_geometric.nn", "MLP", {}),  # the seeds' features alone: the baseline
 }
 MODELS = tuple(MODEL_CLASSES)
+# The models built for a typed (heterogeneous) dataset, by the same --model names: name -> (module, callable,
+# extra keyword arguments), built by flashgnn.nn.hetero.build_hetero_model. Kept apart from MODEL_CLASSES so
+# that the homogeneous choices and build_model stay as they are.
+HETERO_MODEL_CLASSES = {
+    "rgat": ("flashgnn.nn.hetero", "RGAT", {}),  # MLPerf Training's R-GAT (IGBH)
+    "rgcn": ("flashgnn.nn.hetero", "RGCN", {}),
+    "sage": ("flashgnn.nn.hetero", "hetero_sage", {}),  # to_hetero(GraphSAGE(...), metadata, aggr="sum")
+}
+HETERO_MODELS = tuple(HETERO_MODEL_CLASSES)
 # Models whose layers normalise by node degrees: their batches carry every
 # node's whole-graph degree (`data.deg`), see flashgnn.nn.
 DEGREE_MODELS = ("gcn",)
