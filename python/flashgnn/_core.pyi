@@ -58,6 +58,11 @@ BUILD_OPTIONS: tuple[dict[str, Any], ...]
 GENERATE_DEFAULTS: dict[str, Any]
 # `flashgnn generate rmat`'s accepted dtypes by option name ("dtype", "edge_dtype"), from flashgnn-datagen.
 GENERATE_CHOICES: dict[str, list[str]]
+# `flashgnn generate igbh`'s option name -> the value `start_generate(..., {"model": "igbh", ...})` uses when it
+# is absent (`IgbhOptions::default`; "scale" is the number of papers). GENERATE_CHOICES also holds its "venues".
+GENERATE_IGBH_DEFAULTS: dict[str, Any]
+# IGBH's size names ("tiny" ... "full") -> their paper counts, which `generate igbh --scale` accepts by name.
+IGBH_SIZES: dict[str, int]
 SSD_BUILTIN_CONFIGS: dict[str, str]  # name -> TOML text of the SSD configs compiled in (configs/ssd/)
 SSD_SWEEP_ALIASES: dict[str, str]  # `--sweep` short name -> config field (flashgnn_sim::config::SWEEP_ALIASES)
 SSD_DESIGNS: list[str]  # the simulator's designs, in report order (`--design` also takes "all")

@@ -29,6 +29,9 @@
 //!
 //! Memory: one batch of [`EDGE_BLOCK`] edges per worker thread (16 MiB each)
 //! plus one block of feature rows; nothing grows with the graph.
+//!
+//! [`igbh`] generates IGBH-shaped *heterogeneous* graphs (typed npy
+//! directory) with the same machinery (`flashgnn generate igbh`).
 
 use std::path::{Path, PathBuf};
 
@@ -39,6 +42,9 @@ use flashgnn_format::npy::encode_header;
 use flashgnn_format::Dtype;
 use flashgnn_io::{publish_dir, IoError, OutFile};
 use rayon::prelude::*;
+
+pub mod igbh;
+pub use igbh::{generate_igbh, IgbhOptions, IgbhReport, IgbhShape, Venues, IGBH_SIZES};
 
 /// Edges generated per parallel work item: 1 Mi edges = 16 MiB as int64 pairs.
 pub const EDGE_BLOCK: u64 = 1 << 20;

@@ -9,7 +9,7 @@ use pyo3::types::PyDict;
 use pyo3::IntoPyObjectExt;
 
 use flashgnn_build::{BuildError, BuildOptions, OptionDefault, Progress};
-use flashgnn_datagen::RmatOptions;
+use flashgnn_datagen::{IgbhOptions, RmatOptions, Venues};
 use flashgnn_format::Dtype;
 
 use crate::error::{py_err, CoreError};
@@ -276,9 +276,100 @@ pub fn generate_defaults_py(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(o)
 }
 
+/// `_core.GENERATE_IGBH_DEFAULTS`: what `start_generate` uses with
+/// `model="igbh"` for each option it reads when the key is absent
+/// (`IgbhOptions::default`); `scale` is the number of papers.
+pub fn generate_igbh_defaults_py(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = IgbhOptions::default();
+    let o = PyDict::new(py);
+    o.set_item("scale", d.papers)?;
+    o.set_item("feature_dim", d.dim)?;
+    o.set_item("dtype", d.dtype.name())?;
+    o.set_item("edge_dtype", d.edge_dtype.name())?;
+    o.set_item("classes", d.classes)?;
+    o.set_item("seed", d.seed)?;
+    o.set_item("homophily", d.homophily)?;
+    o.set_item("feature_signal", d.feature_signal)?;
+    o.set_item("labeled", d.labeled)?;
+    o.set_item("split", d.split)?;
+    o.set_item("venues", d.venues.name())?;
+    o.set_item("force", d.force)?;
+    Ok(o)
+}
+
+/// `_core.IGBH_SIZES`: IGBH's size names -> their paper counts (the values
+/// `flashgnn generate igbh --scale` accepts by name).
+pub fn igbh_sizes_py(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let o = PyDict::new(py);
+    for s in flashgnn_datagen::IGBH_SIZES {
+        o.set_item(s.name, s.nodes[0])?;
+    }
+    Ok(o)
+}
+
+/// Start a generator. `opts["model"]` picks it: `"rmat"` (the default; the
+/// keys of `GENERATE_DEFAULTS`) or `"igbh"` (the keys of
+/// `GENERATE_IGBH_DEFAULTS`); any other key is refused, naming the accepted.
 #[pyfunction]
 pub fn start_generate(output: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> PyResult<Job> {
+    let model = match opts.get_item("model")? {
+        Some(v) if !v.is_none() => v
+            .extract::<String>()
+            .map_err(|_| py_err(CoreError::Input("generate: option model must be a string".into())))?,
+        _ => "rmat".to_string(),
+    };
+    match model.as_str() {
+        "rmat" => start_generate_rmat(output, opts),
+        "igbh" => start_generate_igbh(output, opts),
+        other => Err(py_err(CoreError::Input(format!("generate: model {other:?} must be \"rmat\" or \"igbh\"")))),
+    }
+}
+
+fn start_generate_igbh(output: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> PyResult<Job> {
+    let mut opts = Opts::new(opts, "generate igbh");
+    let _: Option<String> = opts.get("model")?;
+    let mut o = IgbhOptions::default();
+    if let Some(v) = opts.get("scale")? {
+        o.papers = v;
+    }
+    if let Some(v) = opts.get("feature_dim")? {
+        o.dim = v;
+    }
+    if let Some(s) = opts.get::<String>("dtype")? {
+        o.dtype = dtype(&s, "--dtype")?;
+    }
+    if let Some(s) = opts.get::<String>("edge_dtype")? {
+        o.edge_dtype = dtype(&s, "--edge-dtype")?;
+    }
+    if let Some(v) = opts.get("classes")? {
+        o.classes = v;
+    }
+    if let Some(v) = opts.get("seed")? {
+        o.seed = v;
+    }
+    if let Some(v) = opts.get("homophily")? {
+        o.homophily = v;
+    }
+    if let Some(v) = opts.get("feature_signal")? {
+        o.feature_signal = v;
+    }
+    if let Some(v) = opts.get("labeled")? {
+        o.labeled = v;
+    }
+    if let Some(v) = opts.get("split")? {
+        o.split = v;
+    }
+    if let Some(s) = opts.get::<String>("venues")? {
+        o.venues = Venues::parse(&s).map_err(py_err)?;
+    }
+    o.force = opts.get("force")?.unwrap_or(false);
+    opts.finish()?;
+    Ok(Job::spawn(move |p| Ok(flashgnn_datagen::generate_igbh(&output, &o, p)?.report())))
+}
+
+fn start_generate_rmat(output: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> PyResult<Job> {
     let mut opts = Opts::new(opts, "generate");
+    let _: Option<String> = opts.get("model")?;
     let mut o = RmatOptions::default();
     if let Some(v) = opts.get("scale")? {
         o.scale = v;

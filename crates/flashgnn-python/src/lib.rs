@@ -54,7 +54,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let choices = pyo3::types::PyDict::new(m.py());
     choices.set_item("dtype", names(&flashgnn_datagen::FEATURE_DTYPES))?;
     choices.set_item("edge_dtype", names(&flashgnn_datagen::EDGE_DTYPES))?;
+    choices.set_item("venues", flashgnn_datagen::Venues::ALL.iter().map(|v| v.name()).collect::<Vec<_>>())?;
     m.add("GENERATE_CHOICES", choices)?;
+    m.add("GENERATE_IGBH_DEFAULTS", job::generate_igbh_defaults_py(m.py())?)?;
+    m.add("IGBH_SIZES", job::igbh_sizes_py(m.py())?)?;
     m.add(
         "SSD_BUILTIN_CONFIGS",
         flashgnn_sim::config::BUILTIN.iter().copied().collect::<std::collections::HashMap<_, _>>(),

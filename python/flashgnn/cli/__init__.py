@@ -139,6 +139,7 @@ def _dataset_parsers(sub) -> None:
     r.add_argument("--force", action="store_true", default=gd["force"], help="replace an existing output directory")
     r.add_argument("--json", action="store_true", help="print the report as JSON")
     add_quiet(r)
+    _igbh_parser(gsub)
 
     b = sub.add_parser("build", help="import a raw graph into a flashgnn dataset")
     b.add_argument("input", help="npy directory, IGB root, OGB root, or a SNAP text edge list (.gz ok)")
@@ -150,6 +151,57 @@ def _dataset_parsers(sub) -> None:
     i = sub.add_parser("info", help="counts, degree statistics, sizes and overhead of a dataset")
     i.add_argument("dataset")
     i.add_argument("--json", action="store_true")
+
+
+def _papers(text: str) -> int:
+    """``generate igbh --scale``: a paper count (``250000``, ``2.5e5``) or an IGBH size name (``tiny`` ... ``full``)."""
+    sizes = _core.IGBH_SIZES
+    if text in sizes:
+        return sizes[text]
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of papers or one of {', '.join(sizes)}, got {text!r}") from None
+    if not v >= 1 or v != int(v):
+        raise argparse.ArgumentTypeError(f"{text} is out of range: must be a whole number of papers >= 1")
+    return int(v)
+
+
+def _igbh_parser(gsub) -> None:
+    """`generate igbh`: an IGBH-shaped heterogeneous graph (flashgnn-datagen's igbh module), written as a
+    typed npy directory. `generate rmat` is unchanged beside it."""
+    gd = _core.GENERATE_IGBH_DEFAULTS  # IgbhOptions::default
+    sizes = ", ".join(f"{k}={v:,}" for k, v in _core.IGBH_SIZES.items())
+    h = gsub.add_parser(
+        "igbh", help="IGB-heterogeneous-shaped typed graph (paper/author/institute/fos[/journal/conference])",
+        description="Synthetic IGBH-shaped heterogeneous graph in the typed npy-directory layout: "
+                    "DIR/<ntype>/node_feat.npy, DIR/paper/node_label.npy and {train,val,test}_idx.npy, "
+                    "DIR/<src>__<rel>__<dst>/edge_index.npy, DIR/num_nodes.json. --scale is the number of papers; "
+                    "the other node and edge counts follow IGBH's published sizes (exact at "
+                    f"{sizes} papers, interpolated between them).")
+    h.add_argument("out", nargs="?", help="output directory (or --out)")
+    h.add_argument("--out", dest="out_flag", metavar="DIR", help="output directory (instead of the positional)")
+    h.add_argument("--scale", type=_papers, default=gd["scale"],
+                   help="number of papers, or an IGBH size name (tiny, small, medium, large, full)")
+    h.add_argument("--feature-dim", type=count(0), default=gd["feature_dim"],
+                   help="feature width of every node type (IGBH: 1024); 0 writes no features")
+    h.add_argument("--dtype", default=gd["dtype"], choices=_core.GENERATE_CHOICES["dtype"], help="feature dtype")
+    h.add_argument("--edge-dtype", default=gd["edge_dtype"], choices=_core.GENERATE_CHOICES["edge_dtype"],
+                   help="dtype of every edge_index.npy: int32/uint32 take 8 B per edge instead of 16")
+    h.add_argument("--classes", type=count(1), default=gd["classes"], help="paper label classes (IGBH: 19)")
+    h.add_argument("--seed", type=count(0), default=gd["seed"], help="seed of every random choice")
+    h.add_argument("--homophily", type=_unit, default=gd["homophily"],
+                   help="share of edges whose destination is moved into the source's class")
+    h.add_argument("--feature-signal", type=float, default=gd["feature_signal"],
+                   help="centroid separation: ~2x this many noise std-devs")
+    h.add_argument("--labeled", type=_unit, default=gd["labeled"], help="share of papers with a label (others -1)")
+    h.add_argument("--split", type=_fractions, default=gd["split"], help="train,val,test fractions of labeled papers")
+    h.add_argument("--venues", default=gd["venues"], choices=_core.GENERATE_CHOICES["venues"],
+                   help="journal/conference types and relations: auto = from IGBH-large's 100M papers up")
+    h.add_argument("--force", action="store_true", default=gd["force"], help="replace an existing output directory")
+    h.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_quiet(h)
 
 
 def _storage_parsers(sub) -> None:
