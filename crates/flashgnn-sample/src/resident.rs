@@ -62,6 +62,7 @@ impl NeighborSampler {
     /// first (ties by id): one sequential scan of `graph.fg`, memory in
     /// proportion to `count`.
     pub fn top_nodes_by_degree(&mut self, count: usize) -> Result<Vec<(u32, u32)>> {
+        self.refuse_typed("a resident (device) feature tier")?;
         let l = self.layout().clone();
         let gname = self.file_names()[F_GRAPH as usize].clone();
         let mut heap: BinaryHeap<Reverse<(u32, Reverse<u32>)>> = BinaryHeap::with_capacity(count + 1);

@@ -178,6 +178,7 @@ impl NeighborSampler {
     /// GraphSAINT random-walk batch: `roots` (original ids) each start a walk
     /// of `walk_length` steps; returns the induced subgraph.
     pub fn random_walk(&mut self, roots: &[i64], walk_length: usize, seed: u64) -> Result<Batch> {
+        self.refuse_typed("random walks")?;
         let n = self.num_nodes();
         let mut order: Vec<u32> = Vec::new();
         let mut local: HashMap<u32, usize> = HashMap::default();

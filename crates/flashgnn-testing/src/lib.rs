@@ -22,6 +22,7 @@ pub mod data;
 pub mod dirs;
 pub mod mutable;
 pub mod sampling;
+pub mod typed;
 
 pub use asserts::assert_mentions;
 pub use data::{
@@ -30,3 +31,4 @@ pub use data::{
 pub use dirs::{copy_dir, repo_path, tempdir, tree_bytes};
 pub use mutable::{open_mutable, read_only, writable};
 pub use sampling::{io, sampler, ENGINES};
+pub use typed::{typed_feature, typed_label, write_typed_dataset, TypedEdges, TypedNodes};

@@ -19,7 +19,7 @@ use flashgnn_io::engine::{open_engine, EngineConfig, EngineKind, IoCounters, Rea
 use flashgnn_store::Dataset;
 use rustc_hash::FxHashMap as HashMap;
 
-use super::{Batch, NeighborSampler, F_FEATURES, F_GRAPH, F_OVERFLOW};
+use super::{Batch, NeighborSampler, Typed, F_FEATURES, F_GRAPH, F_OVERFLOW};
 use crate::cache::{self, PageCache};
 use crate::telemetry::Telemetry;
 use crate::{Result, SampleError};
@@ -99,6 +99,11 @@ pub struct SamplerConfig {
     /// are converted as they are copied into the batch, on the producer
     /// thread, never by the consumer.
     pub x_dtype: Option<Dtype>,
+    /// Typed datasets: fanouts per hop and edge type (`[hop][edge type]`,
+    /// edge types in the dataset's order, -1 = all), as many hops as the
+    /// fanouts given to `open`. None: `fanouts[h]` for every edge type. A
+    /// homogeneous dataset takes one edge type per hop.
+    pub rel_fanouts: Option<Vec<Vec<i32>>>,
 }
 
 impl Default for SamplerConfig {
@@ -114,6 +119,7 @@ impl Default for SamplerConfig {
             cache: None,
             resident: None,
             x_dtype: None,
+            rel_fanouts: None,
         }
     }
 }
@@ -148,13 +154,53 @@ impl NeighborSampler {
         // A cache built on another dataset (or generation) holds other bytes
         // under the same keys: run without it.
         let shared = cfg.cache.clone().filter(|c| *c.dataset() == id);
-        let mut names = vec![GRAPH_FILE, OVERFLOW_FILE];
-        if layout.placement == FeaturePlacement::Separate {
-            names.push(FEATURES_FILE);
-        }
+        let mut names: Vec<String> = vec![GRAPH_FILE.into(), OVERFLOW_FILE.into()];
+        let types = ds.manifest().types.as_ref();
+        let mut fanouts = fanouts.to_vec();
+        let typed = match types {
+            Some(table) => {
+                // Paths a typed batch does not take yet: refused by name.
+                let refuse = |what: &str| {
+                    Err(SampleError::Config(format!(
+                        "{what} is not supported on a typed (heterogeneous) dataset yet ({})",
+                        ds.root().display()
+                    )))
+                };
+                if cfg.resident.is_some() {
+                    return refuse("a resident (device) feature tier");
+                }
+                if cfg.features && cfg.free_features_only {
+                    return refuse("free_features_only (the lookahead's structure stage)");
+                }
+                if cfg.degrees {
+                    return refuse("degrees");
+                }
+                let (t, files) =
+                    Typed::open(ds, table, &fanouts, cfg.rel_fanouts.as_deref(), cfg.labels, names.len() as u16)?;
+                names.extend(files);
+                Some(Arc::new(t))
+            }
+            None => {
+                if let Some(r) = &cfg.rel_fanouts {
+                    // The one-type case: one edge type per hop.
+                    if r.len() != fanouts.len() || r.iter().any(|f| f.len() != 1) {
+                        return Err(SampleError::Config(format!(
+                            "rel_fanouts {r:?}: a homogeneous dataset has one edge type; expected {} hops of one fanout",
+                            fanouts.len()
+                        )));
+                    }
+                    fanouts = r.iter().map(|f| f[0]).collect();
+                }
+                if layout.placement == FeaturePlacement::Separate {
+                    names.push(FEATURES_FILE.into());
+                }
+                None
+            }
+        };
         // Striped datasets (stripes.json) read their parts through a
         // translating engine; plain ones go straight to the device engine.
-        let (physical, maps) = flashgnn_io::stripe::physical_files(ds.root(), &names)?;
+        let (physical, maps) =
+            flashgnn_io::stripe::physical_files(ds.root(), &names.iter().map(String::as_str).collect::<Vec<_>>())?;
         let io = open_engine(cfg.engine, &physical, &cfg.io)?;
         let io: Box<dyn ReadEngine> = if maps.iter().any(|m| m.is_some()) {
             let logical = names.iter().map(|n| ds.root().join(n)).collect();
@@ -162,13 +208,18 @@ impl NeighborSampler {
         } else {
             io
         };
-        let mem = [F_GRAPH, F_OVERFLOW, F_FEATURES].map(|f| io.resident(f));
+        let mut mem = [F_GRAPH, F_OVERFLOW, F_FEATURES].map(|f| io.resident(f));
+        if typed.is_some() {
+            // File 2 is a type's row table, not features.fg.
+            mem[F_FEATURES as usize] = None;
+        }
         // Separate feature rows are checked against feature_crc.npy (4 B/node).
-        let feature_crcs = if layout.placement == FeaturePlacement::Separate && layout.row_bytes() > 0 {
-            Some(ds.feature_crcs()?.clone())
-        } else {
-            None
-        };
+        let feature_crcs =
+            if typed.is_none() && layout.placement == FeaturePlacement::Separate && layout.row_bytes() > 0 {
+                Some(ds.feature_crcs()?.clone())
+            } else {
+                None
+            };
         // The store loads and cross-checks the relabelling maps (4 B/node each).
         let (node_index, node_order) = match ds.maps()? {
             Some((index, order)) => (Some(index.clone()), Some(order.clone())),
@@ -179,10 +230,11 @@ impl NeighborSampler {
         OPENED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(NeighborSampler {
             x_dtype,
+            x_dtype_set: cfg.x_dtype.is_some(),
             batch_page_cache_bytes: cfg.batch_page_cache_bytes,
             placement: layout.placement,
             layout,
-            fanouts: fanouts.to_vec(),
+            fanouts,
             io,
             pool: BufPool::new(BUF_POOL_BYTES),
             files: [ds.file(GRAPH_FILE), ds.file(OVERFLOW_FILE), ds.file(FEATURES_FILE)],
@@ -226,6 +278,7 @@ impl NeighborSampler {
             mem,
             direct: IoCounters::default(),
             checked_overflow: HashMap::default(),
+            typed,
         })
     }
 }
@@ -270,6 +323,7 @@ impl NeighborSampler {
     /// the lookahead's fill reads, a feature store's reads, a pre-sample's
     /// degrees. `what` says which of features, labels and degrees it carries.
     pub fn gather_rows(&mut self, ids: &[i64], what: Gather) -> Result<Batch> {
+        self.refuse_typed("gathering rows by id (lookahead, feature store, pre-sample degrees)")?;
         let features = what.features && self.gather_features;
         let saved = (
             std::mem::replace(&mut self.fanouts, vec![0]),

@@ -63,7 +63,15 @@ impl NeighborSampler {
         }
         // A resident row is gathered on the device: no read, no copy.
         let resident = self.resident.as_ref().filter(|_| rb > 0).and_then(|r| r.row(v));
-        self.nodes.push(Node { resident, ..Node::new(v, hop, original) });
+        // Typed graphs: the node's type, and whether its type has rows.
+        let (ntype, type_row) = match self.typed.as_deref() {
+            Some(t) => {
+                let ty = t.type_of(v as u64);
+                (ty as u16, self.gather_features && t.rows[ty].is_some())
+            }
+            None => (0, false),
+        };
+        self.nodes.push(Node { resident, ntype, ..Node::new(v, hop, original) });
         self.index.insert(v, i);
         let wants_row = rb > 0 && resident.is_none() && !self.free_features_only;
         let needs_slot = hop < k || self.want_degrees || (self.placement == FeaturePlacement::Inline && wants_row);
@@ -72,6 +80,9 @@ impl NeighborSampler {
         }
         if self.placement == FeaturePlacement::Separate && wants_row {
             self.request_feature(i)?;
+        }
+        if type_row {
+            self.request_type_row(i)?;
         }
         Ok(i)
     }
@@ -164,6 +175,9 @@ impl NeighborSampler {
     /// holding the others.
     #[inline]
     fn draw_from_slot(&mut self, i: u32, slot: &SlotView, hop: usize, seed: u64) -> Result<()> {
+        if self.typed.is_some() {
+            return self.draw_typed(i, slot, hop, seed);
+        }
         let l = &self.layout;
         let v = self.nodes[i as usize].v as u64;
         let gname = &self.files[F_GRAPH as usize];
@@ -186,6 +200,73 @@ impl NeighborSampler {
         let node = &mut self.nodes[i as usize];
         node.samples = samples;
         node.drawn_hop = hop as u8;
+        self.request_wanted(i, wanted, seed)
+    }
+
+    /// Typed graphs: [`Self::draw_from_slot`] relation by relation. For
+    /// each incoming edge type `e` of the node's type (the slot's `j`-th
+    /// relation), draw `fanouts[hop][e]` of its `rel_count(j)` positions,
+    /// keyed by (seed, e, node); each drawn id keeps `e`, and is checked to
+    /// lie in `e`'s source type.
+    fn draw_typed(&mut self, i: u32, slot: &SlotView, hop: usize, seed: u64) -> Result<()> {
+        let t = self.typed.clone().expect("typed");
+        let l = &self.layout;
+        let v = self.nodes[i as usize].v as u64;
+        let ty = self.nodes[i as usize].ntype as usize;
+        let gname = &self.files[F_GRAPH as usize];
+        let rels = &t.in_rels[ty];
+        let listed: u64 = (0..rels.len()).map(|j| slot.rel_count(j) as u64).sum();
+        if listed != slot.degree as u64 {
+            // Counts beyond the type's incoming edge types must be 0.
+            return Err(FormatError::oob(
+                gname.clone(),
+                l.slot_offset(v) + flashgnn_format::layout::SLOT_HEADER_BYTES as u64,
+                "neighbors along the node type's incoming edge types",
+                listed,
+                format!("== degree {} (node type {:?})", slot.degree, t.table.node_types[ty].name),
+            )
+            .into());
+        }
+        let mut idx = std::mem::take(&mut self.scratch);
+        let cap = l.inline_cap;
+        let w = l.id_bytes as u64;
+        let mut samples = Vec::new();
+        let mut kinds = Vec::new();
+        let mut wanted = Vec::new();
+        let mut base = 0u32;
+        for (j, &e) in rels.iter().enumerate() {
+            let count = slot.rel_count(j);
+            sample_indices(super::typed::rel_seed(seed, e), v, count, t.fanouts[hop][e], &mut idx);
+            for &x in idx.iter() {
+                let p = base + x;
+                if p < cap {
+                    let id = slot.inline_id(p as usize, l, gname)?;
+                    let at = l.slot_offset(v) + l.inline_ids_offset() as u64 + p as u64 * w;
+                    t.check_src(e, id, gname, at)?;
+                    samples.push(id as u32);
+                } else {
+                    wanted.push((samples.len() as u32, slot.overflow_first + (p - cap) as u64));
+                    samples.push(u32::MAX);
+                }
+                kinds.push(e as u8);
+            }
+            base += count;
+        }
+        self.scratch = idx;
+        self.bytes_used += samples.len() as u64 * w;
+        let node = &mut self.nodes[i as usize];
+        node.samples = samples;
+        node.rels = kinds;
+        node.drawn_hop = hop as u8;
+        self.request_wanted(i, wanted, seed)
+    }
+
+    /// Node `i`'s draw is in `samples`, `wanted` the (index, overflow
+    /// entry) of its entries in overflow: finish it now, or ask for the
+    /// overflow pages holding them.
+    fn request_wanted(&mut self, i: u32, wanted: Vec<(u32, u64)>, seed: u64) -> Result<()> {
+        let l = &self.layout;
+        let node = &mut self.nodes[i as usize];
         if wanted.is_empty() {
             return self.finish_expansion(i, seed);
         }
@@ -224,6 +305,10 @@ impl NeighborSampler {
                         format!("< num_nodes {}", l.num_nodes),
                     )
                     .into());
+                }
+                if let Some(t) = self.typed.as_deref() {
+                    let fname = &self.files[F_OVERFLOW as usize];
+                    t.check_src(node.rels[j as usize] as usize, id, fname, page * l.page_size as u64 + at as u64)?;
                 }
                 node.samples[j as usize] = id as u32;
             }
@@ -274,6 +359,7 @@ impl NeighborSampler {
         node.expanded = false;
         node.expanding = false;
         node.samples.clear();
+        node.rels.clear();
         node.wanted.clear();
         node.pending_pages = 0;
         if node.overlay {

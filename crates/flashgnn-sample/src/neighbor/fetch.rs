@@ -255,6 +255,62 @@ impl NeighborSampler {
         Ok(())
     }
 
+    /// Typed graphs: node `i`'s row from its type's `t<i>.features.fg`
+    /// (local row `v - offset(t)`), once per batch, by a read of its
+    /// sector-aligned extent (the cross-batch cache holds no typed rows).
+    pub(super) fn request_type_row(&mut self, i: u32) -> Result<()> {
+        let node = &mut self.nodes[i as usize];
+        if node.feature_requested {
+            return Ok(());
+        }
+        node.feature_requested = true;
+        let t = self.typed.as_deref().expect("typed");
+        let ty = node.ntype as usize;
+        let rows = t.rows[ty].as_ref().expect("a type with rows");
+        let (lo, len, _) = rows.layout.feature_extent(node.v as u64 - t.offsets[ty]);
+        if let Some(tr) = self.trace.as_mut() {
+            tr.feature_read(i, lo, len, node.hop, node.v);
+        }
+        self.queue.push_back(ReadReq { file: rows.file, offset: lo, len, tag: TAG_FEATURE | i as u64 });
+        Ok(())
+    }
+
+    /// A typed row's extent arrived: check it against its type's CRC (bound
+    /// to the global id) and append it to the batch's rows.
+    fn on_type_row(&mut self, i: usize, buf: &[u8]) -> Result<()> {
+        let t = self.typed.as_deref().expect("typed");
+        let (v, ty) = (self.nodes[i].v as u64, self.nodes[i].ntype as usize);
+        let rows = t.rows[ty].as_ref().expect("a type with rows");
+        let local = v - t.offsets[ty];
+        let (lo, _, at) = rows.layout.feature_extent(local);
+        let rb = rows.layout.row_bytes() as usize;
+        let bytes = buf.get(at..at + rb).ok_or_else(|| FormatError::Truncated {
+            file: rows.name.clone(),
+            offset: lo,
+            needed: (at + rb) as u64,
+            available: buf.len() as u64,
+        })?;
+        let computed = rows.layout.crc(v, bytes);
+        let stored = rows.crcs[local as usize];
+        if stored != computed {
+            return Err(FormatError::Checksum {
+                file: rows.name.clone(),
+                offset: lo + at as u64,
+                what: format!("feature row {local} (node {v} of type {:?})", t.table.node_types[ty].name),
+                stored,
+                computed,
+            }
+            .into());
+        }
+        if let Some(tr) = self.trace.as_mut() {
+            tr.feature_used(i as u32, rb as u32);
+        }
+        self.nodes[i].feature = Some(self.features.len());
+        self.features.extend_from_slice(bytes);
+        self.bytes_used += rb as u64;
+        Ok(())
+    }
+
     /// Fetch until nothing is queued, in flight or ready: submit queued reads
     /// up to the engine's depth, hand each completion to its waiters, then
     /// serve the requests waiting in memory (whose expansions queue more).
@@ -422,6 +478,9 @@ impl NeighborSampler {
         let buf = d.buf.as_slice();
         if tag & !TAG_KEY == TAG_FEATURE {
             let i = (tag & TAG_KEY) as usize;
+            if self.typed.is_some() {
+                return self.on_type_row(i, buf);
+            }
             let (lo, _, at) = self.layout.feature_extent(self.nodes[i].v as u64);
             if let Some(t) = self.trace.as_mut() {
                 t.feature_used(i as u32, self.layout.row_bytes());
@@ -533,9 +592,9 @@ fn check_overflow_once(
     page: u64,
     data: &[u8],
 ) -> Result<()> {
-    if !checked.contains_key(&page) {
+    if let std::collections::hash_map::Entry::Vacant(e) = checked.entry(page) {
         check_overflow_page(layout, file, page, data)?;
-        checked.insert(page, ());
+        e.insert(());
     }
     Ok(())
 }

@@ -47,12 +47,15 @@ mod fetch;
 mod output;
 mod overlay;
 mod trace;
+mod typed;
 
 pub use config::{
     samplers_opened, Gather, SamplerConfig, BATCH_PAGE_CACHE_BYTES, BUF_POOL_BYTES, ENGINE_BYTES_PER_PRODUCER, MAX_HOPS,
 };
 use fetch::{Ready, Waiter};
 use trace::TraceCap;
+use typed::Typed;
+pub use typed::{EdgeTypeBatch, NodeTypeBatch, TypedBatch};
 
 /// File indices in the engine's file table.
 pub(crate) const F_GRAPH: u16 = 0;
@@ -134,6 +137,10 @@ pub struct Batch {
     /// graph (the stored neighbor count, or the overlay's for a mutated
     /// node). Empty otherwise.
     pub deg: Vec<i64>,
+    /// A typed dataset's batch: its per-node-type and per-edge-type parts
+    /// (the homogeneous fields above are then empty but `batch_size`).
+    /// None for a homogeneous dataset, whose batch is the fields above.
+    pub typed: Option<Box<TypedBatch>>,
 }
 
 impl Default for Batch {
@@ -150,6 +157,7 @@ impl Default for Batch {
             resident: Vec::new(),
             missing: Vec::new(),
             deg: Vec::new(),
+            typed: None,
         }
     }
 }
@@ -157,6 +165,14 @@ impl Default for Batch {
 impl Batch {
     pub fn num_edges(&self) -> usize {
         self.edge_index.len() / 2
+    }
+    /// Sampled nodes, of every type.
+    pub fn total_nodes(&self) -> usize {
+        self.typed.as_ref().map_or(self.n_id.len(), |t| t.num_nodes())
+    }
+    /// Sampled edges, of every type.
+    pub fn total_edges(&self) -> usize {
+        self.typed.as_ref().map_or(self.num_edges(), |t| t.num_edges())
     }
     /// The neighbor end of every edge (local ids).
     pub fn row(&self) -> &[i64] {
@@ -198,6 +214,11 @@ struct Node {
     /// batch indices once `expanded` (so levels and local ids need no
     /// lookup by id).
     samples: Vec<u32>,
+    /// Typed graphs: the edge type of every entry of `samples` (empty
+    /// for a homogeneous graph).
+    rels: Vec<u8>,
+    /// Typed graphs: the node type (0 for a homogeneous graph).
+    ntype: u16,
     /// Sampled indices that live in overflow: (index into samples, entry).
     wanted: Vec<(u32, u64)>,
     pending_pages: u32,
@@ -219,6 +240,8 @@ pub struct NeighborSampler {
     layout: Layout,
     /// The dtype rows are handed out in (`Batch::x_dtype`).
     x_dtype: Dtype,
+    /// `x_dtype` was asked for (else: as stored; per type on a typed dataset).
+    x_dtype_set: bool,
     /// `SamplerConfig::batch_page_cache_bytes`, kept for [`Self::set_cache`].
     batch_page_cache_bytes: usize,
     placement: FeaturePlacement,
@@ -305,6 +328,9 @@ pub struct NeighborSampler {
     /// batch: each is checked once per batch, as a read page is (a 4 KiB CRC
     /// costs 10x a lookup).
     checked_overflow: HashMap<u64, ()>,
+    /// A typed dataset's node and edge types, per-type fanouts, row tables
+    /// and labels (None: homogeneous).
+    typed: Option<Arc<Typed>>,
 }
 
 impl NeighborSampler {
@@ -410,6 +436,9 @@ impl NeighborSampler {
                 return Err(SampleError::BadRequest(format!("seed node id {s} out of range [0, {n})")));
             }
             let v = self.internal_of(s as u64);
+            if let Some(t) = &self.typed {
+                self.check_seed_type(t, seeds[0], s)?;
+            }
             // No I/O is in flight yet (`discover` only queues requests; `run`
             // submits them), so an error here leaves nothing to drain: the
             // next batch clears the queue.
@@ -428,9 +457,45 @@ impl NeighborSampler {
             return Err(e);
         }
         self.clear_page_cache();
-        let batch = self.canonical(&seed_idx)?;
+        let batch = if self.typed.is_some() { self.canonical_typed(&seed_idx)? } else { self.canonical(&seed_idx)? };
         self.record_batch(&batch, seeds.len(), start);
         Ok(batch)
+    }
+
+    /// Typed graphs: every seed of a batch is of one node type (the first
+    /// seed's), the batch's input type.
+    fn check_seed_type(&self, t: &Typed, first: i64, s: i64) -> Result<()> {
+        let (a, b) = (t.type_of(first as u64), t.type_of(s as u64));
+        if a != b {
+            let names = &t.table.node_types;
+            return Err(SampleError::BadRequest(format!(
+                "seed node {s} is of node type {:?}, the batch's first seed {first} of {:?}: a batch's seeds are of one node type",
+                names[b].name, names[a].name
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether this sampler reads a typed dataset.
+    pub fn is_typed(&self) -> bool {
+        self.typed.is_some()
+    }
+
+    /// The node and edge types of the dataset (a homogeneous dataset's
+    /// one-type view when it has none).
+    pub fn type_table(&self) -> Option<&flashgnn_format::types::TypeTable> {
+        self.typed.as_ref().map(|t| &t.table)
+    }
+
+    /// Refuse `what` on a typed dataset, by name.
+    pub(crate) fn refuse_typed(&self, what: &str) -> Result<()> {
+        if self.typed.is_some() {
+            return Err(SampleError::Config(format!(
+                "{what} is not supported on a typed (heterogeneous) dataset yet ({})",
+                self.root.display()
+            )));
+        }
+        Ok(())
     }
 
     /// Clear the per-batch state (its allocations are kept for the next
@@ -467,8 +532,8 @@ impl NeighborSampler {
         let mut t = Telemetry {
             batches: 1,
             seeds: seeds as u64,
-            nodes: batch.n_id.len() as u64,
-            edges: batch.num_edges() as u64,
+            nodes: batch.total_nodes() as u64,
+            edges: batch.total_edges() as u64,
             ..Default::default()
         };
         t.absorb_io(&io0, self.io.counters());
@@ -528,6 +593,8 @@ impl Node {
             expanding: false,
             drawn_hop: hop,
             samples: Vec::new(),
+            rels: Vec::new(),
+            ntype: 0,
             wanted: Vec::new(),
             pending_pages: 0,
             feature: None,

@@ -171,3 +171,119 @@ impl NeighborSampler {
         }
     }
 }
+
+impl NeighborSampler {
+    /// The canonical pass of a typed batch (see [`super::TypedBatch`]):
+    /// local ids per node type in PyG's order — the seeds first within the
+    /// input type, then hop by hop, within a hop edge type by edge type (in
+    /// the dataset's order), destination nodes in local order, each one's
+    /// draws along that edge type in draw order — and per edge type its
+    /// edges (row: local id in the source type, col: in the destination
+    /// type). Then every type's rows, in `x_dtype` (else as stored), and
+    /// labels.
+    pub(super) fn canonical_typed(&mut self, seed_idx: &[u32]) -> Result<Batch> {
+        let t = self.typed.clone().expect("typed");
+        let (nt, ne, k) = (t.table.node_types.len(), t.table.edge_types.len(), self.hops());
+        let input = seed_idx.first().map_or(0, |&i| self.nodes[i as usize].ntype as usize);
+        let mut local = vec![-1i64; self.nodes.len()];
+        let mut order: Vec<Vec<u32>> = vec![Vec::new(); nt];
+        let mut nsn = vec![vec![0i64; k + 1]; nt];
+        let mut edges: Vec<(Vec<i64>, Vec<i64>)> = vec![(Vec::new(), Vec::new()); ne];
+        let mut nse = vec![vec![0i64; k]; ne];
+        for &i in seed_idx {
+            if local[i as usize] < 0 {
+                local[i as usize] = order[input].len() as i64;
+            }
+            order[input].push(i);
+        }
+        nsn[input][0] = seed_idx.len() as i64;
+        let mut frontier: Vec<std::ops::Range<usize>> = order.iter().map(|o| 0..o.len()).collect();
+        for hop in 0..k {
+            for (ty, f) in frontier.iter().enumerate() {
+                for &i in &order[ty][f.clone()] {
+                    let node = &self.nodes[i as usize];
+                    if !node.expanded || node.drawn_hop as usize != hop {
+                        return Err(SampleError::BadRequest(format!(
+                            "internal: node {} at hop {hop} was not expanded at that hop",
+                            node.v
+                        )));
+                    }
+                }
+            }
+            let starts: Vec<usize> = order.iter().map(|o| o.len()).collect();
+            for e in 0..ne {
+                let (s, d) = (t.src_of[e], t.dst_of[e]);
+                let (mut row, mut col) = std::mem::take(&mut edges[e]);
+                let e0 = row.len();
+                for f in frontier[d].clone() {
+                    let i = order[d][f];
+                    let node = &self.nodes[i as usize];
+                    let target = local[i as usize];
+                    for (q, &j) in node.samples.iter().enumerate() {
+                        if node.rels[q] as usize != e {
+                            continue;
+                        }
+                        let mut l = local[j as usize];
+                        if l < 0 {
+                            l = order[s].len() as i64;
+                            local[j as usize] = l;
+                            order[s].push(j);
+                        }
+                        row.push(l);
+                        col.push(target);
+                    }
+                }
+                nse[e][hop] = (row.len() - e0) as i64;
+                edges[e] = (row, col);
+            }
+            for ty in 0..nt {
+                nsn[ty][hop + 1] = (order[ty].len() - starts[ty]) as i64;
+                frontier[ty] = starts[ty]..order[ty].len();
+            }
+        }
+        let mut node_types = Vec::with_capacity(nt);
+        for (ty, (ord, num_sampled_nodes)) in order.iter().zip(nsn).enumerate() {
+            let off = t.offsets[ty] as i64;
+            let n_id: Vec<i64> = ord.iter().map(|&i| self.nodes[i as usize].original as i64 - off).collect();
+            let (mut x, mut x_dtype, mut dim) = (Vec::new(), self.x_dtype, 0);
+            if let (Some(rows), true) = (t.rows[ty].as_ref(), self.gather_features) {
+                let (stored, rb) = (rows.layout.feature_dtype, rows.layout.row_bytes() as usize);
+                x_dtype = if self.x_dtype_set { self.x_dtype } else { stored };
+                dim = rows.layout.feature_dim;
+                x.reserve_exact(ord.len() * dim as usize * x_dtype.size());
+                for &i in ord {
+                    let node = &self.nodes[i as usize];
+                    let at = node
+                        .feature
+                        .ok_or_else(|| SampleError::BadRequest(format!("internal: no features for node {}", node.v)))?;
+                    let row = &self.features[at..at + rb];
+                    if stored == x_dtype {
+                        x.extend_from_slice(row);
+                    } else {
+                        convert_floats(row, stored, x_dtype, &mut x);
+                    }
+                }
+            }
+            let y = match &t.labels[ty] {
+                Some(lab) => n_id.iter().map(|&l| lab[l as usize] as i64).collect(),
+                None => Vec::new(),
+            };
+            node_types.push(super::NodeTypeBatch { n_id, x, x_dtype, dim, y, num_sampled_nodes });
+        }
+        let edge_types = edges
+            .into_iter()
+            .zip(nse)
+            .map(|((mut row, col), num_sampled_edges)| {
+                row.extend_from_slice(&col);
+                super::EdgeTypeBatch { edge_index: row, num_sampled_edges }
+            })
+            .collect();
+        let typed = super::TypedBatch { input_type: input, node_types, edge_types };
+        Ok(Batch {
+            batch_size: seed_idx.len(),
+            x_dtype: self.x_dtype,
+            typed: Some(Box::new(typed)),
+            ..Default::default()
+        })
+    }
+}

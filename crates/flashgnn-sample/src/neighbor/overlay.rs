@@ -19,6 +19,9 @@ impl NeighborSampler {
     /// Read base + delta of a mutable-graph snapshot from now on (None: the
     /// base alone). The snapshot must be over this sampler's dataset.
     pub fn set_snapshot(&mut self, snap: Option<Arc<Snapshot>>) -> Result<()> {
+        if snap.is_some() {
+            self.refuse_typed("a mutable-graph snapshot")?;
+        }
         if let Some(s) = &snap {
             if s.base.root() != self.root || s.base.num_nodes() != self.layout.num_nodes {
                 return Err(SampleError::BadRequest(format!(
