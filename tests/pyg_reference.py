@@ -50,3 +50,71 @@ class ReferenceSampler(BaseSampler):
 
     def sample_from_edges(self, inputs, neg_sampling=None):
         raise NotImplementedError
+
+
+class HeteroReferenceSampler(BaseSampler):
+    """pyg-lib's heterogeneous node sampling (directional, not disjoint):
+    per hop, edge type by edge type (in ``data.edge_types`` order), each
+    destination node first reached in the previous hop takes its
+    neighbours along that edge type (all for -1, else ``k`` drawn uniformly
+    without replacement, in edge order); a node already in the batch keeps
+    its local id within its type. Neighbours are in ``edge_index`` order.
+    No edge ids (``edge={}``: PyG's loader then gives each edge type an
+    empty ``e_id``; pyg-lib's are real)."""
+
+    def __init__(self, data, num_neighbors: dict, seed: int = 0):
+        self.node_types, self.edge_types = list(data.node_types), list(data.edge_types)
+        self.num_neighbors = num_neighbors
+        self.gen = torch.Generator().manual_seed(seed)
+        self.nbrs = {}
+        for et in self.edge_types:
+            row, col = data[et].edge_index
+            lists: dict = {}
+            for a, b in zip(row.tolist(), col.tolist()):
+                lists.setdefault(b, []).append(a)
+            self.nbrs[et] = lists
+
+    def sample_from_nodes(self, inputs, **kwargs):
+        from torch_geometric.sampler import HeteroSamplerOutput
+
+        seeds = inputs.node.tolist()
+        hops = len(next(iter(self.num_neighbors.values())))
+        n_id = {t: [] for t in self.node_types}
+        local = {t: {} for t in self.node_types}
+        n_id[inputs.input_type] = list(seeds)
+        local[inputs.input_type] = {v: i for i, v in reversed(list(enumerate(seeds)))}
+        nsn = {t: [0] * (hops + 1) for t in self.node_types}
+        nsn[inputs.input_type][0] = len(seeds)
+        row = {et: [] for et in self.edge_types}
+        col = {et: [] for et in self.edge_types}
+        nse = {et: [] for et in self.edge_types}
+        frontier = {t: range(len(n_id[t])) for t in self.node_types}
+        for h in range(hops):
+            start = {t: len(n_id[t]) for t in self.node_types}
+            for et in self.edge_types:
+                s, _, d = et
+                k, e0 = self.num_neighbors[et][h], len(row[et])
+                for f in frontier[d]:
+                    nbrs = self.nbrs[et].get(n_id[d][f], [])
+                    if 0 <= k < len(nbrs):
+                        pick = sorted(torch.randperm(len(nbrs), generator=self.gen)[:k].tolist())
+                        nbrs = [nbrs[j] for j in pick]
+                    for u in nbrs:
+                        if u not in local[s]:
+                            local[s][u] = len(n_id[s])
+                            n_id[s].append(u)
+                        row[et].append(local[s][u])
+                        col[et].append(f)
+                nse[et].append(len(row[et]) - e0)
+            for t in self.node_types:
+                nsn[t][h + 1] = len(n_id[t]) - start[t]
+                frontier[t] = range(start[t], len(n_id[t]))
+        long = lambda v: torch.tensor(v, dtype=torch.long)  # noqa: E731
+        return HeteroSamplerOutput(node={t: long(v) for t, v in n_id.items()},
+                                   row={et: long(v) for et, v in row.items()},
+                                   col={et: long(v) for et, v in col.items()}, edge={}, batch=None,
+                                   num_sampled_nodes=nsn, num_sampled_edges=nse,
+                                   metadata=(inputs.input_id, None))
+
+    def sample_from_edges(self, inputs, neg_sampling=None):
+        raise NotImplementedError

@@ -15,6 +15,7 @@ mod publish;
 mod report;
 mod sampler;
 mod sim;
+mod typed_testdata;
 
 use pyo3::prelude::*;
 
@@ -86,6 +87,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(job::start_scrub, m)?)?;
     m.add_function(wrap_pyfunction!(graph::verify_mutable, m)?)?;
     m.add_function(wrap_pyfunction!(graph::_fault_bytes_written, m)?)?;
+    m.add_function(wrap_pyfunction!(typed_testdata::_write_typed_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(seal_manifest, m)?)?;
     m.add_function(wrap_pyfunction!(presample::presample_encode, m)?)?;
     m.add_function(wrap_pyfunction!(presample::presample_record_size, m)?)?;

@@ -64,8 +64,11 @@ fn owned_here<T>(pid: u32, x: &T) -> PyResult<&T> {
 /// A batch as numpy arrays that own the Rust vectors (no copy): `edge_index`
 /// `[2, E]` int64, `x` as its bytes with `x_dtype` naming their dtype (the
 /// Python layer views them as `[N, dim]`, still without a copy).
-fn batch_dict<'py>(py: Python<'py>, b: Batch) -> PyResult<Bound<'py, PyDict>> {
+fn batch_dict<'py>(py: Python<'py>, mut b: Batch) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
+    if let Some(t) = b.typed.take() {
+        d.set_item("typed", typed_dict(py, *t)?)?;
+    }
     let e = b.num_edges();
     let edge_index = Array2::from_shape_vec((2, e), b.edge_index)
         .map_err(|err| py_err(CoreError::Unavailable(format!("internal: edge_index of {e} edges: {err}"))))?;
@@ -80,6 +83,40 @@ fn batch_dict<'py>(py: Python<'py>, b: Batch) -> PyResult<Bound<'py, PyDict>> {
     d.set_item("resident", b.resident.into_pyarray(py))?;
     d.set_item("missing", b.missing.into_pyarray(py))?;
     d.set_item("deg", b.deg.into_pyarray(py))?;
+    Ok(d)
+}
+
+/// A typed batch's parts (`flashgnn_sample::TypedBatch`), every array
+/// owning its Rust vector (no copy): `input_type` (index), `node_types` (per
+/// node type in the dataset's order: `n_id` local ids, `x` bytes with
+/// `x_dtype` and `dim`, `y`, `num_sampled_nodes`), `edge_types` (per edge
+/// type: `edge_index` `[2, E]` int64, `num_sampled_edges`).
+fn typed_dict<'py>(py: Python<'py>, t: flashgnn_sample::TypedBatch) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("input_type", t.input_type)?;
+    let nodes = pyo3::types::PyList::empty(py);
+    for n in t.node_types {
+        let nd = PyDict::new(py);
+        nd.set_item("n_id", n.n_id.into_pyarray(py))?;
+        nd.set_item("x", n.x.into_pyarray(py))?;
+        nd.set_item("x_dtype", n.x_dtype.name())?;
+        nd.set_item("dim", n.dim)?;
+        nd.set_item("y", n.y.into_pyarray(py))?;
+        nd.set_item("num_sampled_nodes", n.num_sampled_nodes.into_pyarray(py))?;
+        nodes.append(nd)?;
+    }
+    d.set_item("node_types", nodes)?;
+    let edges = pyo3::types::PyList::empty(py);
+    for e in t.edge_types {
+        let ed = PyDict::new(py);
+        let m = e.num_edges();
+        let edge_index = Array2::from_shape_vec((2, m), e.edge_index)
+            .map_err(|err| py_err(CoreError::Unavailable(format!("internal: edge_index of {m} edges: {err}"))))?;
+        ed.set_item("edge_index", edge_index.into_pyarray(py))?;
+        ed.set_item("num_sampled_edges", e.num_sampled_edges.into_pyarray(py))?;
+        edges.append(ed)?;
+    }
+    d.set_item("edge_types", edges)?;
     Ok(d)
 }
 
@@ -146,7 +183,7 @@ impl Sampler {
 #[pymethods]
 impl Sampler {
     #[new]
-    #[pyo3(signature = (path, fanouts, engine="uring", depth=flashgnn_io::engine::DEFAULT_DEPTH, pool_threads=flashgnn_io::engine::DEFAULT_POOL_THREADS, labels=true, features=true, cache=None, graph=None, resident=None, free_features_only=false, degrees=false, x_dtype=None))]
+    #[pyo3(signature = (path, fanouts, engine="uring", depth=flashgnn_io::engine::DEFAULT_DEPTH, pool_threads=flashgnn_io::engine::DEFAULT_POOL_THREADS, labels=true, features=true, cache=None, graph=None, resident=None, free_features_only=false, degrees=false, x_dtype=None, rel_fanouts=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -163,8 +200,10 @@ impl Sampler {
         free_features_only: bool,
         degrees: bool,
         x_dtype: Option<&str>,
+        rel_fanouts: Option<Vec<Vec<i32>>>,
     ) -> PyResult<Self> {
         let mut cfg = config(engine, depth, pool_threads, labels, features)?;
+        cfg.rel_fanouts = rel_fanouts;
         cfg.x_dtype = x_dtype
             .map(|n| {
                 flashgnn_format::Dtype::parse(n).filter(|d| d.is_float()).ok_or_else(|| {
@@ -205,6 +244,14 @@ impl Sampler {
     #[getter]
     fn feature_dtype(&self) -> PyResult<&'static str> {
         Ok(self.get()?.lock().unwrap().layout().feature_dtype.name())
+    }
+
+    /// A typed dataset's node and edge types (the manifest's `types`: names,
+    /// counts, features, labels, edge triples), None for a homogeneous one.
+    #[getter]
+    fn types(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let s = self.get()?.lock().unwrap();
+        s.type_table().map(|t| to_py(py, &serde_json::to_value(t).expect("a type table serialises"))).transpose()
     }
 
     /// Sample one mini-batch; returns a dict of numpy arrays (x as raw bytes).

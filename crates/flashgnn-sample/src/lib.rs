@@ -38,8 +38,8 @@ pub mod walk;
 pub use cache::{DatasetId, PageCache, Policy, StaticSet};
 pub use follow::{Follow, View};
 pub use neighbor::{
-    samplers_opened, Batch, Gather, NeighborSampler, SamplerConfig, BATCH_PAGE_CACHE_BYTES, BUF_POOL_BYTES,
-    ENGINE_BYTES_PER_PRODUCER, MAX_HOPS,
+    samplers_opened, Batch, EdgeTypeBatch, Gather, NeighborSampler, NodeTypeBatch, SamplerConfig, TypedBatch,
+    BATCH_PAGE_CACHE_BYTES, BUF_POOL_BYTES, ENGINE_BYTES_PER_PRODUCER, MAX_HOPS,
 };
 pub use pipeline::{Pipeline, PipelineOptions, MAX_PRODUCERS};
 pub use resident::Resident;

@@ -34,6 +34,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader as _PygNeighborLoader
 
 from flashgnn.loader import _args as _pa
+from flashgnn.loader import hetero as _hetero
 from flashgnn.store.dataset import Dataset
 from flashgnn.sample.sampler import DEFAULT_DEPTH, ENGINE_CHOICES, Sampler
 
@@ -348,6 +349,13 @@ class NeighborLoader(_Base, _PygNeighborLoader):
                 "seed", "dtype", "depth", "rank", "world_size", "equal_shards", "cache", "device_cache",
                 "lookahead", "lookahead_budget", "degrees", "memory_budget", "quiet")
 
+    def __new__(cls, *args, **kwargs):
+        # A typed dataset's batches are HeteroData: its loader is HeteroNeighborLoader (same arguments).
+        data = args[0] if args else kwargs.get("data", kwargs.get("dataset"))
+        if cls is NeighborLoader and _hetero.typed_manifest(data) is not None:
+            return object.__new__(HeteroNeighborLoader)
+        return object.__new__(cls)
+
     def __init__(self, data=_UNSET, num_neighbors=_UNSET, input_nodes=None, input_time=None, replace: bool = False,
                  subgraph_type="directional", disjoint: bool = False, temporal_strategy: str = "uniform",
                  time_attr=None, weight_attr=None, transform=None, transform_sampler_output=None,
@@ -561,6 +569,125 @@ class NeighborLoader(_Base, _PygNeighborLoader):
         if self.window is not None:
             b.x = self.window.fill(b.n_id, b.x, b.missing, [])
         return self._emit(_to_data(b, np.arange(b.batch_size, dtype=np.int64), self.pin_memory, self.device_cache))
+
+
+class HeteroNeighborLoader(NeighborLoader):
+    """:class:`NeighborLoader` over a typed (heterogeneous) dataset, which
+    ``flashgnn.NeighborLoader(path, ...)`` returns for one: yields
+    ``torch_geometric.data.HeteroData`` as PyG's hetero ``NeighborLoader``
+    does (:mod:`flashgnn.loader.hetero`). ``num_neighbors``: a list per hop
+    (every edge type), a dict ``{(src, rel, dst): list}`` or a PyG
+    ``NumNeighbors`` (with its ``default``); ``input_nodes``: a node type
+    (all its nodes) or ``(node_type, ids | bool mask | None)``, ids within
+    the type. The sampling, seed-order, sharding and determinism arguments
+    are :class:`NeighborLoader`'s; those refused for typed datasets are
+    listed in :data:`flashgnn.loader.hetero.HETERO_REFUSED`."""
+
+    def __init__(self, data=_UNSET, num_neighbors=_UNSET, input_nodes=None, input_time=None, replace: bool = False,
+                 subgraph_type="directional", disjoint: bool = False, temporal_strategy: str = "uniform",
+                 time_attr=None, weight_attr=None, transform=None, transform_sampler_output=None,
+                 is_sorted: bool = False, filter_per_worker=None, neighbor_sampler=None, directed: bool = True, *,
+                 batch_size=_UNSET, shuffle: bool = False, drop_last: bool = False, num_workers=_UNSET,
+                 persistent_workers: bool = False, pin_memory: bool = False, split: str | None = None,
+                 engine: str = "auto", prefetch: int = 4, seed: int = 0, dtype=np.float32, depth: int = DEFAULT_DEPTH,
+                 rank: int = 0, world_size: int = 1, equal_shards: bool = True, cache=None, device_cache=None,
+                 lookahead: int = 0, lookahead_budget: int = 0, degrees: bool = False, memory_budget="auto",
+                 quiet: bool = False, **kwargs):
+        who = "flashgnn.NeighborLoader"
+        data = _pa.renamed(who, "dataset", "data", kwargs.pop("dataset", _UNSET), data, _UNSET)
+        num_neighbors = _pa.renamed(who, "fanouts", "num_neighbors", kwargs.pop("fanouts", _UNSET), num_neighbors,
+                                    _UNSET)
+        num_workers = _pa.renamed(who, "workers", "num_workers", kwargs.pop("workers", _UNSET), num_workers, _UNSET)
+        _pa.refuse_unknown(who, kwargs, self.ACCEPTED)
+        given = {"cache": cache, "device_cache": device_cache, "lookahead": lookahead or lookahead_budget or None,
+                 "degrees": degrees or None, "split": split}
+        for name, value in given.items():
+            if value is not None:
+                raise ValueError(f"{who}: {name}={_pa._short(value)} on a typed dataset: "
+                                 f"{_hetero.HETERO_REFUSED[name]}")
+        if memory_budget not in ("auto", 0, None):
+            raise ValueError(f"{who}: memory_budget={memory_budget!r} on a typed dataset: "
+                             f"{_hetero.HETERO_REFUSED['memory_budget']}")
+        _pa.check_sampling(who, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
+                           temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
+                           input_time=input_time, directed=directed)
+        if neighbor_sampler is not None or transform_sampler_output is not None:
+            raise ValueError(f"{who}: neighbor_sampler and transform_sampler_output are not supported (batches come "
+                             "from the flashgnn engine)")
+        if transform is not None and not callable(transform):
+            raise TypeError(f"{who}: transform={transform!r} is not callable")
+        batch_size = 1 if batch_size is _UNSET else batch_size
+        if isinstance(batch_size, (bool, np.bool_)) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
+            raise ValueError(f"batch_size must be > 0 and an integer (as torch's DataLoader asks), got "
+                             f"batch_size={batch_size!r}")
+        num_workers = 0 if num_workers is _UNSET else num_workers
+        if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)) or num_workers < 0:
+            raise ValueError(f"{who}: num_workers={num_workers!r}: expected an integer >= 0")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} out of range for world_size {world_size}")
+        self.path = os.fspath(getattr(data, "path", data))
+        self.types = _hetero.typed_manifest(data)
+        self.node_types = [t["name"] for t in self.types["node_types"]]
+        self.edge_types = [(e["src"], e["rel"], e["dst"]) for e in self.types["edge_types"]]
+        if num_neighbors is _UNSET or num_neighbors is None:
+            raise TypeError(f"{who}: num_neighbors is required (a list per hop, or a dict per edge type)")
+        self.rel_fanouts = _hetero.hetero_num_neighbors(who, num_neighbors, self.edge_types)
+        self.num_neighbors = num_neighbors
+        # The engine's per-hop fanouts: the largest per hop (what sizes its buffers); draws use rel_fanouts.
+        self.fanouts = [max(h) if h else 0 for h in self.rel_fanouts]
+        self.fanouts = [-1 if any(f < 0 for f in h) else m for h, m in zip(self.rel_fanouts, self.fanouts)]
+        self.input_type, self.input_nodes, self._input_id_is_node = _hetero.hetero_input_nodes(
+            who, input_nodes, self.types)
+        self._offset = sum(t["count"] for t in self.types["node_types"][: self.node_types.index(self.input_type)])
+        self.batch_size = int(batch_size)
+        self.shuffle, self.drop_last, self.seed = shuffle, drop_last, int(seed)
+        self.rank, self.world_size, self.equal_shards = int(rank), int(world_size), equal_shards
+        self.epoch, self.wait_seconds = 0, 0.0
+        self.transform = transform
+        self.filter_per_worker, self.is_sorted = filter_per_worker, bool(is_sorted)
+        self.num_workers, self.persistent_workers = int(num_workers), bool(persistent_workers)
+        self.degrees, self.device_cache, self.cache, self.window, self.lookahead = False, None, None, None, 0
+        self.engine = resolve_engine(engine)
+        self.prefetch = max(1, int(prefetch))
+        self.workers = max(1, self.num_workers)
+        self.memory_budget = memory_budget
+        self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
+        self.sampler = Sampler(self.path, self.fanouts, engine=self.engine, depth=depth, dtype=dtype,
+                               rel_fanouts=self.rel_fanouts)
+        self.telemetry: dict = {}
+        self._pyg_data = None
+
+    @property
+    def dataset(self):
+        return as_dataset(self.path)
+
+    @property
+    def data(self):
+        raise NotImplementedError("loader.data (the in-memory graph view) is not available for typed datasets yet")
+
+    @property
+    def node_sampler(self):
+        raise NotImplementedError("PyG's layer-wise model.inference(loader) is not available for typed datasets")
+
+    def __iter__(self):
+        epoch = self._next_epoch()
+        pos = self._positions(epoch)
+        order = self.input_nodes[pos] + self._offset
+        it = self.sampler.iter_batches(order, self.batch_size, seed=_epoch_seed(self.seed, epoch),
+                                       prefetch=self.prefetch, drop_last=self.drop_last, workers=self.workers)
+        try:
+            for i, b in enumerate(self._timed(it)):
+                p = pos[i * self.batch_size : i * self.batch_size + b.batch_size]
+                yield self._emit(_hetero.to_hetero_data(b, self._input_id(p), self.pin_memory))
+        finally:
+            it.close()
+            self.telemetry = getattr(self.sampler, "last_iter_telemetry", {})
+
+    def sample(self, seeds, seed: int = 0):
+        """One batch for explicit ``seeds`` (ids within the input type); ``input_id`` = 0..len-1."""
+        seeds = np.ascontiguousarray(seeds, dtype=np.int64) + self._offset
+        b = self.sampler.sample(seeds, seed)
+        return self._emit(_hetero.to_hetero_data(b, np.arange(b.batch_size, dtype=np.int64), self.pin_memory))
 
 
 class RandomWalkLoader(_Base):

@@ -81,6 +81,41 @@ class SampledBatch:
         return expand_packed(self.x, len(self.n_id), self.missing, np.zeros)
 
 
+@dataclass
+class NodeTypePart:
+    """One node type's part of a :class:`TypedBatch`: ``n_id`` local ids
+    (within the type; seeds first for the input type), ``x`` ``[N, dim]``
+    (None for a type without features), ``y`` (None without labels),
+    ``num_sampled_nodes`` per hop (``hops + 1``)."""
+
+    n_id: np.ndarray
+    x: np.ndarray | None
+    y: np.ndarray | None
+    num_sampled_nodes: np.ndarray
+
+
+@dataclass
+class EdgeTypePart:
+    """One edge type's part of a :class:`TypedBatch`: ``edge_index``
+    ``[2, E]`` int64, row = index into the source type's ``n_id``, col =
+    into the destination type's; ``num_sampled_edges`` per hop."""
+
+    edge_index: np.ndarray
+    num_sampled_edges: np.ndarray
+
+
+@dataclass
+class TypedBatch:
+    """A typed dataset's mini-batch: per node type (by name) and per edge
+    type (``(src, rel, dst)``) parts, every array the engine's own (no
+    copy). ``input_type`` is the seeds' node type."""
+
+    input_type: str
+    batch_size: int
+    node: dict
+    edge: dict
+
+
 def expand_packed(x: np.ndarray, n: int, missing: np.ndarray, alloc=np.empty) -> np.ndarray:
     """A packed ``x`` (the rows of the positions not in ``missing``, in order)
     spread over ``n`` rows; the ``missing`` rows are as ``alloc`` leaves them
@@ -144,7 +179,7 @@ class Cache:
 class Sampler:
     def __init__(self, path, fanouts, engine: str = "uring", depth: int = DEFAULT_DEPTH, pool_threads: int = DEFAULT_POOL_THREADS,
                  labels: bool = True, dtype=None, features: bool | str = True, cache: Cache | None = None, graph=None,
-                 device_cache=None, degrees: bool = False):
+                 device_cache=None, degrees: bool = False, rel_fanouts=None):
         """``dtype``: None keeps the stored feature dtype; e.g. ``np.float32``
         converts float16-stored features per batch, in the engine as rows are
         gathered (on the producer threads, never the consumer's).
@@ -166,7 +201,11 @@ class Sampler:
         ``degrees=True``: batches carry ``deg``, every node's degree in the
         whole graph (read from its slot: last-hop nodes, never expanded,
         then cost a slot read each unless their features are inline) — what
-        :class:`flashgnn.nn.GCN` normalises by."""
+        :class:`flashgnn.nn.GCN` normalises by.
+        ``rel_fanouts`` (typed datasets): fanouts per hop and edge type
+        (``[hop][edge type]``, edge types in :attr:`types` order, as many
+        hops as ``fanouts``); without it every edge type draws
+        ``fanouts[h]``. A typed dataset's batches are :class:`TypedBatch`."""
         if engine not in ENGINES:
             raise ValueError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
         self.path = os.fspath(path)
@@ -182,6 +221,7 @@ class Sampler:
         self.graph = graph
         self.device_cache = device_cache
         self.degrees = bool(degrees)
+        self.rel_fanouts = None if rel_fanouts is None else [[int(f) for f in h] for h in rel_fanouts]
         if device_cache is not None and dtype is not None and np.dtype(dtype) != device_cache.np_dtype:
             raise ValueError(f"dtype {np.dtype(dtype)} differs from the device cache's {device_cache.np_dtype}")
         self._core = None
@@ -190,6 +230,8 @@ class Sampler:
         core = self.core()  # open now so errors surface at construction
         self.feature_dim = core.feature_dim
         self.dtype = _NP[core.feature_dtype]
+        # A typed dataset's types (the manifest's), None for a homogeneous one.
+        self.types = core.types
 
     def core(self):
         if self._core is None or self._pid != os.getpid():
@@ -199,7 +241,7 @@ class Sampler:
             x_dtype = self.out_dtype.name if self.out_dtype is not None else None
             self._core = _core.Sampler(self.path, self.fanouts, self.engine, self.depth, self.pool_threads, self.labels,
                                        bool(self.features), cache, graph, resident, self.features == "free",
-                                       self.degrees, x_dtype)
+                                       self.degrees, x_dtype, self.rel_fanouts)
             self._pid = os.getpid()
         return self._core
 
@@ -214,6 +256,8 @@ class Sampler:
 
     def _wrap(self, d: dict, degrees: bool | None = None) -> SampledBatch:
         """The engine's arrays as they are: ``x``'s bytes viewed as ``[N, dim]`` of their dtype (no copy)."""
+        if "typed" in d:
+            return self._wrap_typed(d["typed"], d["batch_size"])
         if self.feature_dim:
             x = d["x"].view(d["x_dtype"]).reshape(-1, self.feature_dim)
         else:
@@ -224,6 +268,17 @@ class Sampler:
                             d["missing"] if self.features == "free" else None,
                             d["deg"] if (self.degrees if degrees is None else degrees) and len(d["deg"]) == len(d["n_id"])
                             else None)
+
+    def _wrap_typed(self, t: dict, batch_size: int) -> TypedBatch:
+        nts, ets = self.types["node_types"], self.types["edge_types"]
+        node = {}
+        for nt, p in zip(nts, t["node_types"]):
+            x = p["x"].view(p["x_dtype"]).reshape(-1, p["dim"]) if p["dim"] else None
+            y = p["y"] if nt.get("labels") is not None and len(p["y"]) == len(p["n_id"]) else None
+            node[nt["name"]] = NodeTypePart(p["n_id"], x, y, p["num_sampled_nodes"])
+        edge = {(et["src"], et["rel"], et["dst"]): EdgeTypePart(p["edge_index"], p["num_sampled_edges"])
+                for et, p in zip(ets, t["edge_types"])}
+        return TypedBatch(nts[t["input_type"]]["name"], int(batch_size), node, edge)
 
     def sample(self, seeds, seed: int = 0) -> SampledBatch:
         seeds = np.ascontiguousarray(seeds, dtype=np.int64)

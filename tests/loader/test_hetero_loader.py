@@ -1,0 +1,212 @@
+"""flashgnn.NeighborLoader on a typed dataset yields PyG's HeteroData, equal
+to stock PyG's hetero loader (NodeLoader over the same graph held in memory
+as HeteroData, sampled by tests/pyg_reference.HeteroReferenceSampler, which
+does what pyg-lib does: pyg-lib is not installed here): with -1 fanouts the
+same node sets per type and edge sets per edge type (as original ids), and
+in fact the same batches; finite fanouts draw min(fanout, count) per
+relation, each neighbour equally often; num_neighbors and input_nodes are
+parsed as PyG's and refused by name where wrong.
+
+The dataset is written by the format crate's encoders through the test-only
+``_core._write_typed_dataset`` (the typed builder is not used)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_geometric")
+
+from torch_geometric.data import HeteroData  # noqa: E402
+from torch_geometric.loader import NodeLoader  # noqa: E402
+from torch_geometric.sampler import NumNeighbors  # noqa: E402
+
+import flashgnn  # noqa: E402
+from flashgnn import _core  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from pyg_reference import HeteroReferenceSampler  # noqa: E402
+
+COUNTS = {"paper": 40, "author": 25, "fos": 8}
+DIMS = {"paper": 6, "author": 3, "fos": None}
+CLASSES = {"paper": 3, "author": None, "fos": None}
+EDGE_TYPES = [("paper", "cites", "paper"), ("author", "writes", "paper"), ("paper", "rev_writes", "author"),
+              ("fos", "topic", "paper")]
+
+
+def _edges():
+    rng = np.random.default_rng(7)
+    out = {}
+    for e, (s, _, d) in enumerate(EDGE_TYPES):
+        pairs = {(int(a), int(b)) for a, b in zip(rng.integers(0, COUNTS[s], 2 * COUNTS[d]),
+                                                  rng.integers(0, COUNTS[d], 2 * COUNTS[d]))}
+        pairs |= {(a, e % 2) for a in range(min(COUNTS[s], 9 + e))}  # hubs: lists overflow
+        out[(s, _, d)] = np.array(sorted(pairs, key=lambda p: (p[1], p[0])), dtype=np.int64).reshape(-1, 2)
+    return out
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory):
+    """(dataset path, the same graph as an in-memory HeteroData)."""
+    path = tmp_path_factory.mktemp("hetero") / "typed"
+    edges = _edges()
+    _core._write_typed_dataset(str(path), [(t, COUNTS[t], DIMS[t], CLASSES[t]) for t in COUNTS],
+                               [(s, r, d, edges[(s, r, d)][:, 0].copy(), edges[(s, r, d)][:, 1].copy())
+                                for s, r, d in EDGE_TYPES])
+    data = HeteroData()
+    offset = 0
+    for t, n in COUNTS.items():
+        if DIMS[t]:
+            v = np.arange(offset, offset + n, dtype=np.float32)[:, None]
+            data[t].x = torch.from_numpy(v + np.arange(DIMS[t], dtype=np.float32)[None, :] / 1000)
+        else:
+            data[t].num_nodes = n
+        if CLASSES[t]:
+            i = np.arange(n)
+            data[t].y = torch.from_numpy(np.where(i % 5 == 4, -1, i % CLASSES[t]).astype(np.int64))
+        offset += n
+    for et in EDGE_TYPES:
+        data[et].edge_index = torch.from_numpy(edges[et].T.copy())
+    return path, data
+
+
+def _pyg_loader(data, num_neighbors, seeds, batch_size):
+    sampler = HeteroReferenceSampler(data, {et: num_neighbors for et in data.edge_types})
+    return NodeLoader(data, node_sampler=sampler, input_nodes=("paper", torch.as_tensor(seeds)),
+                      batch_size=batch_size)
+
+
+def _node_set(b, t):
+    return set(b[t].n_id.tolist())
+
+
+def _edge_set(b, et):
+    s, _, d = et
+    row, col = b[et].edge_index
+    return sorted(zip(b[s].n_id[row].tolist(), b[d].n_id[col].tolist()))
+
+
+@pytest.mark.parametrize("hops", [1, 2, 3])
+def test_all_neighbours_equal_pyg_hetero_loader(graph, hops):
+    path, data = graph
+    seeds = np.array([0, 1, 7, 13, 39, 22, 5], dtype=np.int64)
+    ours = list(flashgnn.NeighborLoader(path, num_neighbors=[-1] * hops, input_nodes=("paper", seeds),
+                                        batch_size=3))
+    theirs = list(_pyg_loader(data, [-1] * hops, seeds, 3))
+    assert len(ours) == len(theirs) == 3
+    for a, b in zip(ours, theirs):
+        assert isinstance(a, HeteroData)
+        assert sorted(a.node_types) == sorted(b.node_types) and sorted(a.edge_types) == sorted(b.edge_types)
+        for t in COUNTS:
+            assert set(a[t].keys()) == set(b[t].keys()), t
+            assert _node_set(a, t) == _node_set(b, t), t
+            # pyg-lib's order too: seeds first, then hop by hop, edge type by edge type.
+            assert torch.equal(a[t].n_id, b[t].n_id), t
+            assert list(a[t].num_sampled_nodes) == list(b[t].num_sampled_nodes), t
+            if DIMS[t]:
+                assert torch.equal(a[t].x, b[t].x), t
+            if CLASSES[t]:
+                assert torch.equal(a[t].y, b[t].y), t
+        for et in EDGE_TYPES:
+            # No e_id: the store keeps no global edge numbering (as for homogeneous batches).
+            assert set(a[et].keys()) == set(b[et].keys()) - {"e_id"}, et
+            assert _edge_set(a, et) == _edge_set(b, et), et
+            assert torch.equal(a[et].edge_index, b[et].edge_index), et
+            assert list(a[et].num_sampled_edges) == list(b[et].num_sampled_edges), et
+        assert a["paper"].batch_size == b["paper"].batch_size
+        assert torch.equal(a["paper"].input_id, b["paper"].input_id)
+
+
+def test_every_type_appears_even_unreached(graph):
+    path, _ = graph
+    # fos has no incoming edge types, author is reached only at hop 2 from papers.
+    b = flashgnn.NeighborLoader(path, num_neighbors={et: [0] for et in EDGE_TYPES}, input_nodes="paper",
+                                batch_size=4).sample([0, 1, 2, 3])
+    assert b["author"].n_id.numel() == 0 and b["author"].x.shape == (0, 3)
+    assert b["fos"].n_id.numel() == 0 and b["fos"].num_nodes == 0
+    for et in EDGE_TYPES:
+        assert b[et].edge_index.shape == (2, 0), et
+        assert list(b[et].num_sampled_edges) == [0]
+
+
+def test_finite_fanouts_draw_min_count_uniformly(graph):
+    path, _ = graph
+    edges = _edges()
+    fan = {("paper", "cites", "paper"): [3, 2], ("author", "writes", "paper"): [2, 1],
+           ("paper", "rev_writes", "author"): [1, 4], ("fos", "topic", "paper"): [-1, 0]}
+    loader = flashgnn.NeighborLoader(path, num_neighbors=fan, input_nodes=("paper", None), batch_size=8)
+    hub_counts: dict = {}
+    trials = 400
+    for s in range(trials):
+        b = loader.sample([0, 1], seed=s)
+        for et in EDGE_TYPES:
+            src, _, dst = et
+            row, col = b[et].edge_index
+            nsn = b[dst].num_sampled_nodes
+            for pos in range(b[dst].n_id.numel()):
+                hop = 0 if pos < nsn[0] else (1 if pos < nsn[0] + nsn[1] else 2)
+                got = b[src].n_id[row[col == pos]].tolist()
+                if hop >= 2:
+                    assert got == []
+                    continue
+                v = int(b[dst].n_id[pos])
+                nbrs = edges[et][edges[et][:, 1] == v, 0]
+                k = fan[et][hop]
+                assert len(got) == (len(nbrs) if k < 0 else min(k, len(nbrs))), (et, v, hop)
+                assert set(got) <= set(nbrs.tolist()) and len(set(got)) == len(got)
+                if pos < 2:  # the seeds
+                    for u in got:
+                        hub_counts.setdefault((et, v), {}).setdefault(u, 0)
+                        hub_counts[(et, v)][u] += 1
+    # The seed's own draws: every neighbour included fanout/count of the time (chi-square, 0.999 quantile).
+    chi_999 = {2: 13.8, 3: 16.3, 4: 18.5, 5: 20.5, 6: 22.5, 7: 24.3, 8: 26.1, 9: 27.9, 10: 29.6, 11: 31.3, 12: 32.9,
+               13: 34.5, 14: 36.1, 15: 37.7, 16: 39.3, 17: 40.8, 18: 42.3}
+    for et, hub in ((("paper", "cites", "paper"), 0), (("author", "writes", "paper"), 1)):
+        nbrs = edges[et][edges[et][:, 1] == hub, 0].tolist()
+        k = fan[et][0]
+        assert len(nbrs) > k + 2, f"paper {hub} is a hub of {et}"
+        expect = trials * k / len(nbrs)
+        counts = [hub_counts[(et, hub)].get(u, 0) for u in nbrs]
+        chi = sum((c - expect) ** 2 / expect for c in counts)
+        assert chi < chi_999[len(nbrs) - 1], (et, counts, expect)
+
+
+def test_num_neighbors_and_input_nodes_as_pyg_parses_them(graph):
+    path, _ = graph
+    some = {("paper", "cites", "paper"): [2], ("author", "writes", "paper"): [1]}
+    with pytest.raises(ValueError, match=r"no entry for edge type \('paper', 'rev_writes', 'author'\)"):
+        flashgnn.NeighborLoader(path, num_neighbors=some, input_nodes="paper")
+    # PyG's NumNeighbors(values, default=...) covers the rest; its keys may be 'src__rel__dst' strings.
+    ok = flashgnn.NeighborLoader(path, num_neighbors=NumNeighbors(some, default=[0]), input_nodes="paper")
+    assert ok.rel_fanouts == [[2, 1, 0, 0]]
+    with pytest.raises(ValueError, match=r"key \('paper', 'cites', 'author'\) is not an edge type"):
+        flashgnn.NeighborLoader(path, num_neighbors={("paper", "cites", "author"): [1]}, input_nodes="paper")
+    with pytest.raises(ValueError, match="differ in length"):
+        flashgnn.NeighborLoader(path, num_neighbors={et: [1] * (1 + (et[1] == "topic")) for et in EDGE_TYPES},
+                                input_nodes="paper")
+    with pytest.raises(ValueError, match="node type 'venue'"):
+        flashgnn.NeighborLoader(path, num_neighbors=[1], input_nodes=("venue", None))
+    with pytest.raises(IndexError, match=r"out of range \[0, 25\) of node type 'author'"):
+        flashgnn.NeighborLoader(path, num_neighbors=[1], input_nodes=("author", [3, 25]))
+    with pytest.raises(ValueError, match="lookahead=2 on a typed dataset"):
+        flashgnn.NeighborLoader(path, num_neighbors=[1], input_nodes="paper", lookahead=2)
+    mask = torch.zeros(25, dtype=torch.bool)
+    mask[[2, 4]] = True
+    b = next(iter(flashgnn.NeighborLoader(path, num_neighbors=[1], input_nodes=("author", mask), batch_size=2)))
+    assert b["author"].n_id[:2].tolist() == [2, 4] and b["author"].input_id.tolist() == [2, 4]
+    assert b["author"].batch_size == 2 and "batch_size" not in b["paper"]
+    assert isinstance(ok, flashgnn.NeighborLoader)
+
+
+def test_shuffled_epochs_cover_every_seed_once(graph):
+    path, _ = graph
+    loader = flashgnn.NeighborLoader(path, num_neighbors=[2, 2], input_nodes="paper", batch_size=7, shuffle=True,
+                                     num_workers=2)
+    seen = torch.cat([b["paper"].n_id[: b["paper"].batch_size] for b in loader])
+    assert sorted(seen.tolist()) == list(range(40))
+    again = torch.cat([b["paper"].n_id[: b["paper"].batch_size] for b in loader])
+    assert not torch.equal(seen, again), "another epoch, another order"
