@@ -334,3 +334,29 @@ fn a_neighbor_outside_its_relations_source_type_is_refused_naming_where() {
     let off = (at + l.inline_ids_offset() as usize).to_string();
     assert_mentions(&e, &["graph.fg", &off, "neighbor id", "45", "[0, 40)", "(paper, cites, paper)"]);
 }
+
+#[test]
+fn a_damaged_or_foreign_typed_row_is_refused_naming_file_and_offset() {
+    let tmp = tempdir();
+    let path = write(tmp.path());
+    // Author 3's row (t1.features.fg): one flipped byte.
+    let f = path.join("t1.features.fg");
+    let mut bytes = std::fs::read(&f).unwrap();
+    let ds = flashgnn_store::Dataset::open(&path).unwrap();
+    let table = ds.manifest().types.clone().unwrap();
+    let fl = table.feature_layout(1, 512, ds.layout().dataset_id).unwrap().unwrap();
+    let (_, start, _) = fl.feature_range(3);
+    bytes[start as usize + 1] ^= 0x40;
+    std::fs::write(&f, &bytes).unwrap();
+    for kind in [EngineKind::Pread, EngineKind::Memory] {
+        let mut s = open(&path, &[-1], None, kind);
+        let e = s.sample(&[40 + 3], 1).unwrap_err().to_string();
+        assert_mentions(&e, &["t1.features.fg", &start.to_string(), "feature row 3", "\"author\""]);
+    }
+    // A header page of another layout is refused when the sampler opens.
+    bytes[16] ^= 1;
+    std::fs::write(&f, &bytes).unwrap();
+    let cfg = SamplerConfig { engine: EngineKind::Pread, ..Default::default() };
+    let e = NeighborSampler::open(&path, &[1], &cfg).err().expect("a bad header").to_string();
+    assert_mentions(&e, &["t1.features.fg"]);
+}

@@ -27,6 +27,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::{
     prefetch, NeighborSampler, FEAT_IN_ARENA, FEAT_IN_FEATURES, FEAT_IN_GRAPH, F_FEATURES, F_GRAPH, F_OVERFLOW, F_SLOT,
+    F_TYPE_ROW,
 };
 use crate::cache::{self, PageCache};
 use crate::packed;
@@ -256,22 +257,33 @@ impl NeighborSampler {
     }
 
     /// Typed graphs: node `i`'s row from its type's `t<i>.features.fg`
-    /// (local row `v - offset(t)`), once per batch, by a read of its
-    /// sector-aligned extent (the cross-batch cache holds no typed rows).
+    /// (local row `v - offset(t)`), once per batch: the cross-batch cache's
+    /// dynamic part (rows are offered to it as they are read, under
+    /// [`F_TYPE_ROW`]), then a read of its sector-aligned extent. A cached
+    /// row is checked against its CRC like a read one.
     pub(super) fn request_type_row(&mut self, i: u32) -> Result<()> {
         let node = &mut self.nodes[i as usize];
         if node.feature_requested {
             return Ok(());
         }
         node.feature_requested = true;
+        let (v, hop) = (node.v, node.hop);
         let t = self.typed.as_deref().expect("typed");
         let ty = node.ntype as usize;
         let rows = t.rows[ty].as_ref().expect("a type with rows");
-        let (lo, len, _) = rows.layout.feature_extent(node.v as u64 - t.offsets[ty]);
-        if let Some(tr) = self.trace.as_mut() {
-            tr.feature_read(i, lo, len, node.hop, node.v);
+        let (lo, len, _) = rows.layout.feature_extent(v as u64 - t.offsets[ty]);
+        let file = rows.file;
+        if let Some(c) = self.cache.as_deref() {
+            if let Some(data) = c.get_dynamic(cache::key(F_TYPE_ROW, v as u64)) {
+                self.cache_hits[1] += 1;
+                return self.on_type_row(i as usize, &data);
+            }
+            self.cache_misses += 1;
         }
-        self.queue.push_back(ReadReq { file: rows.file, offset: lo, len, tag: TAG_FEATURE | i as u64 });
+        if let Some(tr) = self.trace.as_mut() {
+            tr.feature_read(i, lo, len, hop, v);
+        }
+        self.queue.push_back(ReadReq { file, offset: lo, len, tag: TAG_FEATURE | i as u64 });
         Ok(())
     }
 
@@ -479,7 +491,10 @@ impl NeighborSampler {
         if tag & !TAG_KEY == TAG_FEATURE {
             let i = (tag & TAG_KEY) as usize;
             if self.typed.is_some() {
-                return self.on_type_row(i, buf);
+                self.on_type_row(i, buf)?;
+                // Offered to the cross-batch cache only once checked.
+                self.keep(F_TYPE_ROW, self.nodes[i].v as u64, buf, false);
+                return Ok(());
             }
             let (lo, _, at) = self.layout.feature_extent(self.nodes[i].v as u64);
             if let Some(t) = self.trace.as_mut() {

@@ -68,6 +68,11 @@ pub(crate) const F_FEATURES: u16 = 2;
 /// cold ones (7 per page on data/ooc), so whole pages would spend most of
 /// the budget on nodes nobody asks for again (docs/benchmarks.md).
 pub(crate) const F_SLOT: u16 = 3;
+/// Cross-batch cache keys of a typed dataset's feature rows: a pseudo file
+/// index with the row's global node id in place of the offset (the global
+/// id names the type and the row). Dynamic part only: hot sets hold slots,
+/// overflow pages and `features.fg` rows.
+pub(crate) const F_TYPE_ROW: u16 = 4;
 
 /// `Node::feature` offsets with one of these tags in their top two bits are
 /// not in the batch's `features` but in the `memory` engine's copy of

@@ -21,8 +21,9 @@
 use std::sync::Arc;
 
 use flashgnn_format::hash::splitmix64;
+use flashgnn_format::layout::header_mismatch;
 use flashgnn_format::types::{feature_crc_file, features_file, labels_file, TypeTable};
-use flashgnn_format::{Dtype, FormatError, Layout};
+use flashgnn_format::{Dtype, FeatureHeader, FormatError, Layout};
 use flashgnn_store::Dataset;
 
 use crate::{Result, SampleError};
@@ -155,6 +156,7 @@ impl Typed {
         for (t, n) in table.node_types.iter().enumerate() {
             rows.push(match table.feature_layout(t, l.page_size, l.dataset_id)? {
                 Some(fl) => {
+                    check_header(ds, &features_file(t), &fl)?;
                     let crc_name = feature_crc_file(t);
                     ds.check_side_file(&crc_name)?;
                     let a = ds.side_array(&crc_name)?;
@@ -232,6 +234,20 @@ impl Typed {
             .into());
         }
         Ok(())
+    }
+}
+
+/// The header page of a type's `t<i>.features.fg` against the layout the
+/// manifest implies (magic, version, every field, the dataset id).
+fn check_header(ds: &Dataset, name: &str, fl: &Layout) -> Result<()> {
+    let r = flashgnn_io::stripe::open_reader(ds.root(), name)?;
+    let mut page = vec![0u8; fl.page_size as usize];
+    r.read_exact_at(&mut page, 0)?;
+    let file = ds.file(name);
+    let (h, want) = (FeatureHeader::decode(&file, &page)?, FeatureHeader::from_layout(fl));
+    match header_mismatch(&file, (h.page_size, want.page_size), &h.compare(&want), (h.dataset_id, want.dataset_id)) {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
     }
 }
 
