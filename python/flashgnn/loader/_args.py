@@ -42,7 +42,7 @@ _DATALOADER_REFUSED = {
     "pin_memory_device": "pin_memory=True pins for the current CUDA device",
     "in_order": "batches always arrive in seed order",
     "input_id": "input_id is computed from input_nodes, as in PyG's NeighborLoader",
-    "custom_cls": "heterogeneous graphs are not supported",
+    "custom_cls": "a typed dataset's batches are torch_geometric.data.HeteroData (flashgnn.loader.hetero)",
 }
 
 
@@ -83,8 +83,8 @@ def num_neighbors(who: str, value) -> list[int]:
         values = value.values
     if isinstance(values, dict):
         raise ValueError(f"{who}: num_neighbors as a dict (per edge type, for heterogeneous graphs) is not "
-                         f"supported: a flashgnn dataset has one node and one edge type; pass a list per hop, "
-                         f"e.g. num_neighbors=[25, 10]")
+                         f"supported on this dataset: it is homogeneous (one node and one edge type); pass a list "
+                         f"per hop, e.g. num_neighbors=[25, 10]")
     if values is None:
         raise TypeError(f"{who}: num_neighbors is required (a list per hop, -1 = all neighbours; e.g. [25, 10])")
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
@@ -106,11 +106,11 @@ def check_input_nodes(who: str, input_nodes) -> None:
     a ``(node_type, nodes)`` tuple); the homogeneous forms are parsed by the
     caller."""
     if isinstance(input_nodes, str):
-        raise ValueError(f"{who}: input_nodes={input_nodes!r} names a node type (heterogeneous graphs); a "
-                         "flashgnn dataset has one node type: pass a node-id tensor, a boolean mask or None")
+        raise ValueError(f"{who}: input_nodes={input_nodes!r} names a node type (heterogeneous graphs); "
+                         "this dataset is homogeneous (one node type): pass a node-id tensor, a boolean mask or None")
     if (isinstance(input_nodes, tuple) and len(input_nodes) == 2 and isinstance(input_nodes[0], str)):
         raise ValueError(f"{who}: input_nodes=({input_nodes[0]!r}, ...) is a (node_type, nodes) tuple for "
-                         "heterogeneous graphs; a flashgnn dataset has one node type: pass the nodes alone")
+                         "heterogeneous graphs; this dataset is homogeneous (one node type): pass the nodes alone")
 
 
 def check_sampling(who: str, *, replace=False, subgraph_type="directional", disjoint=False,
