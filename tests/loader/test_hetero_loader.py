@@ -202,11 +202,49 @@ def test_num_neighbors_and_input_nodes_as_pyg_parses_them(graph):
     assert isinstance(ok, flashgnn.NeighborLoader)
 
 
-def test_shuffled_epochs_cover_every_seed_once(graph):
+def _same(a, b):
+    for t in COUNTS:
+        for k in a[t].keys():
+            va, vb = a[t][k], b[t][k]
+            assert (torch.equal(va, vb) if isinstance(va, torch.Tensor) else va == vb), (t, k)
+    for et in EDGE_TYPES:
+        assert torch.equal(a[et].edge_index, b[et].edge_index), et
+
+
+def test_epochs_workers_and_cache(graph):
     path, _ = graph
-    loader = flashgnn.NeighborLoader(path, num_neighbors=[2, 2], input_nodes="paper", batch_size=7, shuffle=True,
-                                     num_workers=2)
-    seen = torch.cat([b["paper"].n_id[: b["paper"].batch_size] for b in loader])
+    kw = dict(num_neighbors=[2, 2], input_nodes="paper", batch_size=7, shuffle=True)
+    loader = flashgnn.NeighborLoader(path, num_workers=2, **kw)
+    first = list(loader)
+    seen = torch.cat([b["paper"].n_id[: b["paper"].batch_size] for b in first])
     assert sorted(seen.tolist()) == list(range(40))
     again = torch.cat([b["paper"].n_id[: b["paper"].batch_size] for b in loader])
     assert not torch.equal(seen, again), "another epoch, another order"
+    # The batches depend on neither the producer count nor a cache.
+    cache = flashgnn.Cache(path, [2, 2], budget=1 << 20, hot="degree")
+    for other in (flashgnn.NeighborLoader(path, num_workers=1, **kw),
+                  flashgnn.NeighborLoader(path, cache=cache, **kw)):
+        got = list(other)
+        assert len(got) == len(first) == 6
+        for a, b in zip(first, got):
+            _same(a, b)
+    hot = list(flashgnn.NeighborLoader(path, cache=cache, **kw))
+    assert len(hot) == len(first)
+    for a, b in zip(first, hot):  # a second pass: dynamic hits on slots, pages and typed rows
+        _same(a, b)
+    assert cache.stats()["static_hits"] + cache.stats()["dynamic_hits"] > 0
+
+
+def test_typed_arrays_are_the_engines_own(graph):
+    path, _ = graph
+    s = flashgnn.Sampler(path, [2], rel_fanouts=[[2, 2, 2, 2]])
+    assert [t["name"] for t in s.types["node_types"]] == list(COUNTS)
+    b = s.sample(np.arange(5), seed=1)
+    assert b.input_type == "paper" and b.batch_size == 5
+    p, e = b.node["paper"], b.edge[("paper", "cites", "paper")]
+    assert type(p.n_id.base).__name__ == "PySliceContainer"  # owned by the engine's vector, not a copy
+    assert type(e.edge_index.base).__name__ == "PySliceContainer"
+    assert p.x.base is not None and type(p.x.base.base).__name__ == "PySliceContainer"  # a view of its bytes
+    data = flashgnn.loader.hetero.to_hetero_data(b, np.arange(5))
+    assert data["paper"].x.data_ptr() == p.x.ctypes.data and data["paper"].n_id.data_ptr() == p.n_id.ctypes.data
+    assert b.node["fos"].x is None and b.node["author"].y is None

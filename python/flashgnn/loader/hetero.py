@@ -20,9 +20,11 @@ the input type has ``batch_size`` and ``input_id``. Every node and edge type
 of the dataset appears in every batch, empty when not reached (as PyG's
 ``filter_hetero_data``).
 
-Not yet for typed datasets (refused by name): ``cache=``/``memory_budget``
-(the engine's cross-batch cache works for typed graphs, the loader's sizing
-of it does not yet), ``device_cache``, ``lookahead``, ``degrees``, ``split``.
+``cache=`` takes a :class:`flashgnn.Cache` built on the dataset (slots,
+overflow pages and typed rows are cached). Not yet for typed datasets
+(refused by name): ``memory_budget`` other than ``"auto"``/0 (no shared
+cache is sized for a typed dataset: without ``cache=`` the loader runs
+uncached), ``device_cache``, ``lookahead``, ``degrees``, ``split``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from flashgnn import _core
 from flashgnn.loader import _args as _pa
 
 HETERO_REFUSED = {
-    "cache": "the loader's cross-batch cache is not sized for typed datasets yet",
     "device_cache": "the device tier does not hold typed rows yet",
     "lookahead": "lookahead does not gather typed rows yet",
     "degrees": "whole-graph degrees are not carried for typed datasets yet",

@@ -581,7 +581,10 @@ class HeteroNeighborLoader(NeighborLoader):
     (all its nodes) or ``(node_type, ids | bool mask | None)``, ids within
     the type. The sampling, seed-order, sharding and determinism arguments
     are :class:`NeighborLoader`'s; those refused for typed datasets are
-    listed in :data:`flashgnn.loader.hetero.HETERO_REFUSED`."""
+    listed in :data:`flashgnn.loader.hetero.HETERO_REFUSED`. ``cache``: a
+    :class:`flashgnn.Cache` built on the dataset (slots, overflow pages and
+    typed rows are cached; batches are the same); without one the loader
+    runs uncached (no shared cache is sized for a typed dataset yet)."""
 
     def __init__(self, data=_UNSET, num_neighbors=_UNSET, input_nodes=None, input_time=None, replace: bool = False,
                  subgraph_type="directional", disjoint: bool = False, temporal_strategy: str = "uniform",
@@ -599,7 +602,7 @@ class HeteroNeighborLoader(NeighborLoader):
                                     _UNSET)
         num_workers = _pa.renamed(who, "workers", "num_workers", kwargs.pop("workers", _UNSET), num_workers, _UNSET)
         _pa.refuse_unknown(who, kwargs, self.ACCEPTED)
-        given = {"cache": cache, "device_cache": device_cache, "lookahead": lookahead or lookahead_budget or None,
+        given = {"device_cache": device_cache, "lookahead": lookahead or lookahead_budget or None,
                  "degrees": degrees or None, "split": split}
         for name, value in given.items():
             if value is not None:
@@ -646,13 +649,13 @@ class HeteroNeighborLoader(NeighborLoader):
         self.transform = transform
         self.filter_per_worker, self.is_sorted = filter_per_worker, bool(is_sorted)
         self.num_workers, self.persistent_workers = int(num_workers), bool(persistent_workers)
-        self.degrees, self.device_cache, self.cache, self.window, self.lookahead = False, None, None, None, 0
+        self.degrees, self.device_cache, self.cache, self.window, self.lookahead = False, None, cache, None, 0
         self.engine = resolve_engine(engine)
         self.prefetch = max(1, int(prefetch))
         self.workers = max(1, self.num_workers)
         self.memory_budget = memory_budget
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
-        self.sampler = Sampler(self.path, self.fanouts, engine=self.engine, depth=depth, dtype=dtype,
+        self.sampler = Sampler(self.path, self.fanouts, engine=self.engine, depth=depth, dtype=dtype, cache=cache,
                                rel_fanouts=self.rel_fanouts)
         self.telemetry: dict = {}
         self._pyg_data = None
