@@ -252,7 +252,8 @@ def test_generate_defaults_are_rmat_options_default(monkeypatch, tmp_path):
     gd = _core.GENERATE_DEFAULTS
     with pytest.raises(flashgnn.InputError) as e:
         _core.start_generate(tmp_path / "out", {"scael": 3})
-    assert re.search(r"accepted: (.*)$", str(e.value)).group(1).split(", ") == sorted(gd)
+    # `model` picks the generator (rmat, the default, or igbh); the rest are R-MAT's options.
+    assert re.search(r"accepted: (.*)$", str(e.value)).group(1).split(", ") == sorted([*gd, "model"])
     r = _sub_parser("generate", "rmat")
     acts = {a.dest: a for a in r._actions if a.option_strings and a.dest not in ("help", "json", "quiet")}
     assert set(acts) == set(gd)
