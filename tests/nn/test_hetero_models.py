@@ -26,7 +26,8 @@ from torch_geometric.utils import trim_to_layer  # noqa: E402
 
 from flashgnn.nn import zoo  # noqa: E402
 from flashgnn.nn.hetero import (  # noqa: E402
-    MLPERF_RGAT, RGAT, RGCN, build_hetero_model, hetero_sage, seed_logits)
+    MLPERF_RGAT, RGAT, RGCN, hetero_sage, seed_logits)
+from flashgnn.nn.zoo import build_hetero_model  # noqa: E402
 
 SEED = 0
 NP, NA, NF = 600, 300, 12  # papers, authors, fields

@@ -23,7 +23,7 @@ Node types without features: ``embed={ntype: num_nodes}`` gives that type a lear
 neither features (``in_dims``) nor an embedding takes no part: its edge types are left out, which is what
 the MLPerf reference does with an edge type whose end has no representation.
 
-:func:`build_hetero_model` builds one by the ``--model`` name (``flashgnn.nn.zoo.HETERO_MODEL_CLASSES``).
+:func:`flashgnn.nn.zoo.build_hetero_model` builds one by the ``--model`` name (``HETERO_MODEL_CLASSES``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ __all__ = [
     "NodeInputs",
     "RGAT",
     "RGCN",
-    "build_hetero_model",
     "hetero_sage",
     "seed_logits",
 ]
@@ -413,24 +412,6 @@ def hetero_sage(metadata: Metadata, in_dims: Union[int, Mapping[NodeType, int]],
         one = torch.zeros(2, 1, dtype=torch.long)
         gnn({t: torch.zeros(1, d) for t, d in dims.items()}, {et: one for et in meta[1]})
     return HeteroSAGE(gnn, inputs, target)
-
-
-def build_hetero_model(name: str, metadata: Metadata, in_dims: Union[int, Mapping[NodeType, int]], hidden: int,
-                       out: int, layers: int, heads: int, dropout: float,
-                       embed: Optional[Mapping[NodeType, int]] = None, *, target: Optional[NodeType] = None,
-                       max_embedding_bytes: Optional[int] = DEFAULT_MAX_EMBEDDING_BYTES) -> nn.Module:
-    """The typed-graph model ``flashgnn train --model NAME`` builds (names: ``zoo.HETERO_MODELS``:
-    ``rgat``, ``rgcn``, ``sage``). ``heads`` is read by ``rgat`` only; ``layers`` = number of hops."""
-    from flashgnn.nn.zoo import HETERO_MODEL_CLASSES, HETERO_MODELS
-
-    if name not in HETERO_MODEL_CLASSES:
-        raise ValueError(f"model {name!r} on a typed graph: expected one of {', '.join(HETERO_MODELS)}")
-    module, attr, kw = HETERO_MODEL_CLASSES[name]
-    build = getattr(importlib.import_module(module), attr)
-    if name == "rgat":
-        kw = dict(kw, heads=heads)
-    return build(metadata, in_dims, out, hidden=hidden, layers=layers, dropout=dropout, target=target, embed=embed,
-                 max_embedding_bytes=max_embedding_bytes, **kw)
 
 
 def seed_logits(model: nn.Module, batch, input_type: Optional[NodeType] = None, trim: bool = True) -> Tensor:

@@ -15,7 +15,7 @@ MODEL_CLASSES = {
 }
 MODELS = tuple(MODEL_CLASSES)
 # The models built for a typed (heterogeneous) dataset, by the same --model names: name -> (module, callable,
-# extra keyword arguments), built by flashgnn.nn.hetero.build_hetero_model. Kept apart from MODEL_CLASSES so
+# extra keyword arguments), built by build_hetero_model. Kept apart from MODEL_CLASSES so
 # that the homogeneous choices and build_model stay as they are.
 HETERO_MODEL_CLASSES = {
     "rgat": ("flashgnn.nn.hetero", "RGAT", {}),  # MLPerf Training's R-GAT (IGBH)
@@ -23,6 +23,8 @@ HETERO_MODEL_CLASSES = {
     "sage": ("flashgnn.nn.hetero", "hetero_sage", {}),  # to_hetero(GraphSAGE(...), metadata, aggr="sum")
 }
 HETERO_MODELS = tuple(HETERO_MODEL_CLASSES)
+# Every --model name, homogeneous ones first.
+ALL_MODELS = MODELS + tuple(m for m in HETERO_MODELS if m not in MODELS)
 # Models whose layers normalise by node degrees: their batches carry every
 # node's whole-graph degree (`data.deg`), see flashgnn.nn.
 DEGREE_MODELS = ("gcn",)
@@ -44,14 +46,76 @@ def build_model(name: str, in_dim: int, hidden: int, out_dim: int, num_layers: i
     return cls(in_dim, hidden, num_layers, out_dim, dropout=dropout, **kw)
 
 
+def is_hetero(data) -> bool:
+    """Whether a batch is a ``HeteroData`` (a typed dataset's)."""
+    return type(data).__name__ == "HeteroData"
+
+
+def input_type(data) -> str:
+    """The node type a ``HeteroData`` batch's seeds are of: the one store that has ``batch_size``."""
+    for nt in data.node_types:
+        if "batch_size" in data[nt]:
+            return nt
+    raise ValueError("HeteroData batch without batch_size on any node type (not a NeighborLoader batch)")
+
+
+def seed_labels(data):
+    """Labels of the batch's seeds (``y[:batch_size]``, of the input type for a ``HeteroData``)."""
+    if is_hetero(data):
+        st = data[input_type(data)]
+        return st.y[: st.batch_size]
+    return data.y[: data.batch_size]
+
+
+def seed_count(data) -> int:
+    """Seeds in a batch (``batch_size``, of the input type for a ``HeteroData``)."""
+    return int(data[input_type(data)].batch_size if is_hetero(data) else data.batch_size)
+
+
+def normalize_batch(data, how: str):
+    """:func:`normalize_features` on a batch's rows (every node type's, for a ``HeteroData``)."""
+    if how == "none":
+        return data
+    if is_hetero(data):
+        for nt in data.node_types:
+            if "x" in data[nt]:
+                data[nt].x = normalize_features(data[nt].x, how)
+    else:
+        data.x = normalize_features(data.x, how)
+    return data
+
+
+def build_hetero_model(name: str, metadata, in_dims, hidden: int,
+                       out: int, layers: int, heads: int, dropout: float,
+                       embed=None, *, target=None,
+                       max_embedding_bytes: int | None = 1 << 30):
+    """The typed-graph model ``flashgnn train --model NAME`` builds (names: ``HETERO_MODELS``:
+    ``rgat``, ``rgcn``, ``sage``). ``heads`` is read by ``rgat`` only; ``layers`` = number of hops."""
+    import importlib
+
+    if name not in HETERO_MODEL_CLASSES:
+        raise ValueError(f"model {name!r} on a typed graph: expected one of {', '.join(HETERO_MODELS)}")
+    module, attr, kw = HETERO_MODEL_CLASSES[name]
+    build = getattr(importlib.import_module(module), attr)
+    if name == "rgat":
+        kw = dict(kw, heads=heads)
+    return build(metadata, in_dims, out, hidden=hidden, layers=layers, dropout=dropout, target=target, embed=embed,
+                 max_embedding_bytes=max_embedding_bytes, **kw)
+
+
 def forward(model, data):
     """Logits of the batch's seeds; GNNs trim the sampled subgraph per layer
     (GCN normalised by the whole graph's degrees, ``data.deg``: trimmed or
-    not, a full-neighbourhood batch gives the full-graph outputs)."""
+    not, a full-neighbourhood batch gives the full-graph outputs). A
+    ``HeteroData`` batch goes through :func:`flashgnn.nn.hetero.seed_logits`."""
     from torch_geometric.nn import MLP
 
     from flashgnn.nn.gcn import GCN
 
+    if is_hetero(data):
+        from flashgnn.nn.hetero import seed_logits
+
+        return seed_logits(model, data, input_type(data))
     inner = getattr(model, "module", model)
     bs = data.batch_size
     if isinstance(inner, MLP):

@@ -51,7 +51,9 @@ def _split_ids(value, name: str, num_nodes: int) -> np.ndarray:
 
 
 def from_pyg(data, output, *, ignore=(), force: bool = False, progress: bool = True, **build_options) -> dict:
-    """Build the dataset ``output`` from a homogeneous PyG ``Data``.
+    """Build the dataset ``output`` from a PyG ``Data`` (or ``HeteroData``:
+    one typed dataset, per node type ``x``/``y``/masks and per edge type
+    ``edge_index``, in the same rules).
 
     Reads ``edge_index`` ([2, E], source row first: PyG's own convention and
     flashgnn's, so messages flow the same way), ``x`` ([N, D] float16/32/64),
@@ -66,8 +68,7 @@ def from_pyg(data, output, *, ignore=(), force: bool = False, progress: bool = T
     from flashgnn.store.jobs import build
 
     if type(data).__name__ == "HeteroData":
-        raise InputError("from_pyg: a HeteroData (node/edge types) is not supported; flashgnn stores one node type "
-                         "and one edge type (convert with data.to_homogeneous() first)")
+        return _from_hetero(data, output, ignore=ignore, force=force, progress=progress, **build_options)
     keys = set(data.keys()) if callable(getattr(data, "keys", None)) else set(vars(data))
     extra = sorted(keys - set(_READ) - set(ignore))
     if extra:
@@ -111,6 +112,89 @@ def from_pyg(data, output, *, ignore=(), force: bool = False, progress: bool = T
         for name, a in arrays.items():
             np.save(staging / name, a)
         return build(staging, output, progress=progress, num_nodes=num_nodes, force=force, **build_options)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+# Per node type / edge type attributes a typed dataset stores.
+_READ_NODE = ("x", "y", "train_mask", "val_mask", "test_mask", "num_nodes")
+_READ_EDGE = ("edge_index",)
+
+
+def _store_keys(store) -> set:
+    return set(store.keys()) if callable(getattr(store, "keys", None)) else set(vars(store))
+
+
+def _from_hetero(data, output, *, ignore, force, progress, **build_options) -> dict:
+    """:func:`from_pyg` for a ``HeteroData``: the typed npy layout (one folder
+    per node type, one ``<src>__<rel>__<dst>`` folder per edge type, and
+    ``num_nodes.json``; docs/input.md), then the ordinary typed build."""
+    import json
+
+    from flashgnn._durable import check_output
+    from flashgnn.store.jobs import build
+
+    output = Path(output)
+    check_output(output, force, ())
+    files: dict[str, np.ndarray] = {}
+    counts: dict[str, int] = {}
+    for nt in data.node_types:
+        st = data[nt]
+        extra = sorted(_store_keys(st) - set(_READ_NODE) - {f"{nt}.{k}" for k in ignore} - set(ignore))
+        if extra:
+            raise InputError(f"from_pyg: HeteroData[{nt!r}] has attribute{'s' if len(extra) > 1 else ''} "
+                             f"{', '.join(extra)} that flashgnn does not store; pass ignore={tuple(extra)!r} to build "
+                             "without them (stored per node type: x, y, train/val/test masks)")
+        n = int(st.num_nodes)
+        counts[nt] = n
+        x = getattr(st, "x", None)
+        if x is not None:
+            x = _numpy(x, f"[{nt!r}].x")
+            if x.ndim != 2 or x.shape[0] != n or x.dtype.type not in _FEATURE_DTYPES:
+                raise InputError(f"from_pyg: HeteroData[{nt!r}].x has dtype {x.dtype}, shape {list(x.shape)}; "
+                                 f"expected float16/32/64 [{n}, D]")
+            files[f"{nt}/node_feat.npy"] = np.ascontiguousarray(x)
+        y = getattr(st, "y", None)
+        if y is not None:
+            y = _numpy(y, f"[{nt!r}].y")
+            if y.ndim == 2 and y.shape[1] == 1:
+                y = y[:, 0]
+            if y.ndim != 1 or y.shape[0] != n or y.dtype.kind not in "iu":
+                raise InputError(f"from_pyg: HeteroData[{nt!r}].y has dtype {y.dtype}, shape {list(y.shape)}; "
+                                 f"expected integer class ids [{n}]")
+            files[f"{nt}/node_label.npy"] = y.astype(np.int64, copy=False)
+        for sp in _SPLITS:
+            m = getattr(st, f"{sp}_mask", None)
+            if m is not None:
+                files[f"{nt}/{sp}_idx.npy"] = _split_ids(m, f"[{nt!r}].{sp}_mask", n)
+    for et in data.edge_types:
+        st = data[et]
+        key = "__".join(et)
+        extra = sorted(_store_keys(st) - set(_READ_EDGE) - set(ignore))
+        if extra:
+            raise InputError(f"from_pyg: HeteroData[{et!r}] has attribute{'s' if len(extra) > 1 else ''} "
+                             f"{', '.join(extra)} that flashgnn does not store; pass ignore={tuple(extra)!r} to build "
+                             "without them (stored per edge type: edge_index)")
+        if any("__" in part or not part for part in et):
+            raise InputError(f"from_pyg: edge type {et!r}: names must be non-empty and free of '__' (the typed "
+                             "layout's separator)")
+        e = _numpy(st.edge_index, f"[{et!r}].edge_index")
+        if e.ndim != 2 or e.shape[0] != 2 or e.dtype.kind not in "iu":
+            raise InputError(f"from_pyg: HeteroData[{et!r}].edge_index has dtype {e.dtype}, shape "
+                             f"{list(e.shape)}; expected an integer tensor [2, E]")
+        # [E, 2], source first: the typed npy layout (IGBH's own shape).
+        files[f"{key}/edge_index.npy"] = np.ascontiguousarray(e.T.astype(np.int64, copy=False))
+    staging = output.parent / f".{output.name}.from-pyg-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        for name, a in files.items():
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
+            np.save(staging / name, a)
+        for nt in counts:
+            (staging / nt).mkdir(exist_ok=True)
+        (staging / "num_nodes.json").write_text(json.dumps(counts))
+        return build(staging, output, progress=progress, force=force, **build_options)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

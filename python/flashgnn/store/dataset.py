@@ -69,23 +69,88 @@ class Dataset:
     def layout(self) -> dict:
         return self._core.layout()
 
+    # -- node and edge types (docs/format.md, "Typed graphs") ------------------------------------------
+    # A homogeneous dataset is the one-type case: node type "node", edge type ("node", "to", "node").
+    # Splits, labels and the class count of a typed dataset are those of its *target* type: the node type
+    # with labels and a train split (the one being classified), unless ``target_type`` is set.
+
+    @property
+    def is_typed(self) -> bool:
+        return self.manifest.get("types") is not None
+
+    @cached_property
+    def types(self) -> dict:
+        """The manifest's ``types`` section (``node_types``, ``edge_types``), or the one-type view."""
+        if self.is_typed:
+            return self.manifest["types"]
+        m = self.manifest
+        feats = {"dim": m["features"]["dim"], "dtype": m["features"]["dtype"]} if m["features"]["dim"] else None
+        return {"node_types": [{"name": "node", "count": m["num_nodes"], "features": feats, "labels": m.get("labels"),
+                                "splits": m.get("splits", {})}],
+                "edge_types": [{"src": "node", "rel": "to", "dst": "node", "num_edges": m["num_edges"]}]}
+
+    @property
+    def node_types(self) -> list[str]:
+        return [t["name"] for t in self.types["node_types"]]
+
+    @property
+    def edge_types(self) -> list[tuple[str, str, str]]:
+        return [(e["src"], e["rel"], e["dst"]) for e in self.types["edge_types"]]
+
+    def metadata(self) -> tuple[list[str], list[tuple[str, str, str]]]:
+        """PyG's ``(node_types, edge_types)``, as ``HeteroData.metadata()``."""
+        return self.node_types, self.edge_types
+
+    def node_type(self, name: str) -> dict:
+        """The manifest entry of node type ``name`` (count, features, labels, splits)."""
+        for t in self.types["node_types"]:
+            if t["name"] == name:
+                return t
+        raise KeyError(f"{self.path}: no node type {name!r} (node types: {', '.join(self.node_types)})")
+
+    target_type_override: str | None = None
+
+    @property
+    def target_type(self) -> str:
+        """The node type whose labels and splits :meth:`split`, :meth:`labels` and :attr:`num_classes` give:
+        ``target_type_override`` when set, else the only type with labels and a train split (else the first
+        with labels)."""
+        if self.target_type_override is not None:
+            self.node_type(self.target_type_override)
+            return self.target_type_override
+        nts = self.types["node_types"]
+        trained = [t["name"] for t in nts if t.get("labels") and "train" in (t.get("splits") or {})]
+        labeled = [t["name"] for t in nts if t.get("labels")]
+        return (trained or labeled or [nts[0]["name"]])[0]
+
+    def _target(self) -> tuple[int, dict]:
+        name = self.target_type
+        return self.node_types.index(name), self.node_type(name)
+
     @property
     def num_classes(self) -> int:
-        labels = self.manifest.get("labels")
+        labels = self._target()[1].get("labels") if self.is_typed else self.manifest.get("labels")
         return int(labels["num_classes"]) if labels else 0
 
     @property
     def split_names(self) -> list[str]:
+        if self.is_typed:
+            return sorted((self._target()[1].get("splits") or {}).keys())
         return self._core.split_names()
 
     def split(self, name: str) -> np.ndarray:
-        """Seed node ids of split ``name`` ("train", "val", "test"), int64."""
+        """Seed node ids of split ``name`` ("train", "val", "test"), int64 (a typed dataset: ids within its
+        target type)."""
+        if self.is_typed:
+            t, _ = self._target()
+            return self._core.type_split(t, name)
         return self._core.split(name)
 
     def split_size(self, name: str) -> int:
         """How many ids split ``name`` holds, from the manifest: no read of
         its 8 B per id (which at 10^8 training nodes is most of a GiB)."""
-        return int(self.manifest["splits"][name])
+        splits = self._target()[1].get("splits") if self.is_typed else self.manifest["splits"]
+        return int(splits[name])
 
     def neighbors(self, ids) -> list[np.ndarray] | np.ndarray:
         """Neighbor ids of each node (sources of edges into it), int64.
@@ -108,8 +173,16 @@ class Dataset:
         return raw.view(dt).reshape(raw.shape[0], self.feature_dim)
 
     def labels(self, ids) -> np.ndarray:
-        """Class ids (int64, -1 = unlabeled)."""
+        """Class ids (int64, -1 = unlabeled); a typed dataset: of its target type, by id within the type."""
+        if self.is_typed:
+            return self._core.type_labels(self._target()[0], _ids(ids))
         return self._core.labels(_ids(ids))
+
+    @property
+    def labels_file(self) -> str:
+        """The file :meth:`labels` reads."""
+        name = f"t{self._target()[0]}.labels.npy" if self.is_typed else "labels.npy"
+        return os.path.join(self.path, name)
 
     def __len__(self) -> int:
         return self.num_nodes

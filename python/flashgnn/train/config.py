@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flashgnn import _core
-from flashgnn.nn.zoo import MODELS, NORMALIZE_FEATURES
+from flashgnn.nn.zoo import ALL_MODELS, NORMALIZE_FEATURES
 from flashgnn.sample.budget import parse_budget
 from flashgnn.sample.sampler import DEFAULT_HOT_FRACTION, ENGINE_CHOICES
 
@@ -66,7 +66,8 @@ class TrainConfig:
 
     dataset: str = field(metadata=dict(help="a dataset directory written by `flashgnn build`"))
     # model and optimisation
-    model: str = _opt("sage", 0, "mlp = features-only baseline", choices=MODELS)
+    model: str = _opt("sage", 0, "mlp = features-only baseline; a typed dataset takes rgat (MLPerf's R-GAT), rgcn "
+                              "or sage (to_hetero(GraphSAGE))", choices=ALL_MODELS)
     hidden: int = _opt(128, 0, "hidden channels", type=int)
     dropout: float = _opt(0.2, 0, "dropout probability, in [0, 1)", type=float)
     epochs: int = _opt(3, 0, "epochs to train (>= 1)", type=int)
@@ -84,7 +85,12 @@ class TrainConfig:
     device: str = _opt("cpu", 0, "cpu | cuda | cuda:N")
     threads: int | None = _opt(None, 0, "torch intra-op threads (default: cores / local ranks - 1)", type=int)
     # sampling and reading
-    fanout: str = _opt("25,10", 1, "neighbors per hop, comma separated (-1 = all)")
+    fanout: str = _opt("25,10", 1, "neighbors per hop, comma separated (-1 = all); on a typed dataset, per hop for "
+                                   "every edge type not in --type-fanouts")
+    type_fanouts: str | None = _opt(None, 1, "typed datasets: per edge type fanouts, 'SRC__REL__DST=15,10' entries "
+                                             "separated by spaces (as many hops as --fanout; others take --fanout)")
+    target_type: str | None = _opt(None, 1, "typed datasets: the node type to classify (default: the one with labels "
+                                            "and a train split)")
     eval_fanout: str | None = _opt(None, 1, "fanouts for validation/test (default: --fanout)")
     batch_size: int = _opt(1024, 1, "seed nodes per batch", type=int)
     engine: str = _opt("auto", 1, "|".join(ENGINE_CHOICES))
@@ -211,6 +217,8 @@ class TrainConfig:
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 bad(name, repr(v), "must be a size in bytes >= 0 (e.g. 256MiB)")
         parse_fanout(self.fanout)
+        if self.type_fanouts:
+            parse_type_fanouts(self.type_fanouts, len(parse_fanout(self.fanout)))
         if self.eval_fanout:
             parse_fanout(self.eval_fanout, "eval_fanout")
         if self.presampled:
@@ -321,6 +329,22 @@ def parse_fanout(text: str, name: str = "fanout") -> list[int]:
     if len(f) > HOPS_MAX:
         raise TrainError(f"{flag(name)} {text!r}: {len(f)} hops; at most {HOPS_MAX}")
     return f
+
+
+def parse_type_fanouts(text: str, hops: int) -> dict[tuple[str, str, str], list[int]]:
+    """``--type-fanouts``: ``SRC__REL__DST=15,10`` entries separated by spaces, each with ``hops`` fanouts."""
+    out = {}
+    for item in text.split():
+        key, eq, value = item.partition("=")
+        parts = tuple(key.split("__"))
+        if not eq or len(parts) != 3 or not all(parts):
+            raise TrainError(f"--type-fanouts: {item!r} is not SRC__REL__DST=F1,F2,...")
+        fan = parse_fanout(value, f"type-fanouts {key}")
+        if len(fan) != hops:
+            raise TrainError(f"--type-fanouts: {key} has {len(fan)} hops, --fanout has {hops} (every edge type "
+                             "takes the same number of hops)")
+        out[parts] = fan
+    return out
 
 
 def parser(prog: str = "flashgnn train") -> argparse.ArgumentParser:

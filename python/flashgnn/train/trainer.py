@@ -41,8 +41,9 @@ from flashgnn import _core
 from flashgnn._util import human_bytes, proc_status_bytes
 from flashgnn.nn.checkpoint import (CHECKPOINT_FILE, CHECKPOINT_FORMAT, CHECKPOINT_VERSION, load_checkpoint,
                                     save_checkpoint)
-from flashgnn.nn.zoo import DEGREE_MODELS, build_model, forward, normalize_features
-from flashgnn.train.config import TrainConfig, TrainError, parse_fanout, parser
+from flashgnn.nn.zoo import (DEGREE_MODELS, HETERO_MODELS, MODELS, build_hetero_model, build_model, forward,
+                             normalize_batch, seed_count, seed_labels)
+from flashgnn.train.config import TrainConfig, TrainError, parse_fanout, parse_type_fanouts, parser
 from flashgnn.train.dist import Dist
 from flashgnn.train.feeder import DeviceFeeder
 
@@ -150,7 +151,7 @@ def check_labels(ds, splits=("train", "val", "test")) -> None:
     import flashgnn
 
     bound = ds.num_classes
-    labels_file = os.path.join(ds.path, "labels.npy")
+    labels_file = ds.labels_file
     for s in splits:
         ids = np.asarray(ds.split(s), dtype=np.int64)
         if ids.size == 0:
@@ -185,8 +186,8 @@ def evaluate(model, loader, device, normalize: str = "none", max_batches: int | 
                 break
             if progress is not None:
                 progress.update(1)
-            data.x = normalize_features(data.x, normalize)
-            y = data.y[: data.batch_size]
+            normalize_batch(data, normalize)
+            y = seed_labels(data)
             keep = y >= 0
             pred = forward(model, data).argmax(-1)
             correct += int((pred[keep] == y[keep]).sum())
@@ -269,10 +270,18 @@ class Trainer:
 
         chatty = self.chatty
         self.dataset = ds = flashgnn.open(c.dataset)
+        self.typed = ds.is_typed
+        if self.typed:
+            self._open_typed(c, ds)
+        elif c.model not in MODELS:
+            raise TrainError(f"--model {c.model} takes a typed dataset (node and edge types); {ds.path} is "
+                             f"homogeneous: choose one of {', '.join(MODELS)}")
+        elif c.type_fanouts or c.target_type:
+            raise TrainError(f"--type-fanouts and --target-type take a typed dataset; {ds.path} is homogeneous")
         if not ds.num_classes:
             raise TrainError(f"{ds.path}: dataset has no labels (for an edge list: flashgnn build "
                              "EDGES OUT --labels FILE, with `node label` lines or a .npy array [N])")
-        if ds.feature_dim == 0:
+        if ds.feature_dim == 0 and not self.typed:
             raise TrainError(
                 f"{ds.path}: dataset has no node features (feature dim 0 in "
                 f"{os.path.join(ds.path, _core.MANIFEST_FILE)}); a model on zero-width input learns only the class prior. "
@@ -293,6 +302,46 @@ class Trainer:
         except ValueError as e:
             raise TrainError(str(e)) from None
 
+    def _open_typed(self, c, ds) -> None:
+        """A typed dataset: the node type classified, the model and fanouts it takes, and which node types get
+        learnable embeddings (those without features)."""
+        if c.model not in HETERO_MODELS:
+            raise TrainError(f"--model {c.model} on a typed dataset ({ds.path}): choose one of "
+                             f"{', '.join(HETERO_MODELS)}")
+        ds.target_type_override = c.target_type
+        try:
+            target = ds.target_type
+        except KeyError as e:
+            raise TrainError(f"--target-type {c.target_type}: {e.args[0]}") from None
+        if not ds.node_type(target).get("labels"):
+            raise TrainError(f"{ds.path}: node type {target!r} has no labels (node types with labels: "
+                             f"{', '.join(t for t in ds.node_types if ds.node_type(t).get('labels')) or 'none'})")
+        self.target = target
+        # --fanout for every edge type, --type-fanouts per edge type (PyG's NumNeighbors with a default).
+        per_type = parse_type_fanouts(c.type_fanouts, len(self.fanouts)) if c.type_fanouts else {}
+        unknown = sorted(set(per_type) - set(ds.edge_types))
+        if unknown:
+            raise TrainError(f"--type-fanouts: {'__'.join(unknown[0])} is not an edge type of {ds.path} (edge "
+                             f"types: {', '.join('__'.join(e) for e in ds.edge_types)})")
+        self.num_neighbors = {et: per_type.get(et, self.fanouts) for et in ds.edge_types}
+        self.eval_num_neighbors = ({et: self.eval_fanouts for et in ds.edge_types} if c.eval_fanout
+                                   else self.num_neighbors)
+        self.in_dims = {nt: ds.node_type(nt)["features"]["dim"] for nt in ds.node_types
+                        if ds.node_type(nt).get("features")}
+        self.embed = {nt: int(ds.node_type(nt)["count"]) for nt in ds.node_types if nt not in self.in_dims}
+        if self.chatty:
+            print(f"typed dataset: {len(ds.node_types)} node types, {len(ds.edge_types)} edge types; classifying "
+                  f"{target!r}" + (f"; learnable embeddings for {', '.join(self.embed)} (no features)"
+                                   if self.embed else ""), flush=True)
+
+    def _embedding_limit(self, c) -> int:
+        """Bytes a node type's learnable table may take: a third of the memory budget (Adam keeps two more
+        tables of its size), else of what this process may use."""
+        from flashgnn.sample.budget import available_memory
+
+        mb = c.memory_budget
+        return (int(mb) if mb and mb != "auto" else available_memory()) // 3
+
     def _build_model(self, c) -> None:
         """Seed every generator, build the model and optimizer (from the checkpoint with --resume), wrap it
         for DDP."""
@@ -310,8 +359,21 @@ class Trainer:
                                           fanouts=fanouts)
         if c.normalize_features != "none":  # absent = none, so older checkpoints still match
             config["normalize_features"] = c.normalize_features
-        self.model = model = build_model(c.model, ds.feature_dim, c.hidden, ds.num_classes, len(fanouts),
-                                         c.dropout).to(device)
+        if self.typed:
+            from flashgnn.nn.hetero import MLPERF_RGAT
+
+            config.update(in_dim=self.in_dims, target=self.target, metadata=[list(m) for m in ds.metadata()],
+                          embed=self.embed, heads=MLPERF_RGAT["heads"])
+            try:
+                model = build_hetero_model(c.model, ds.metadata(), self.in_dims, c.hidden, ds.num_classes,
+                                           len(fanouts), MLPERF_RGAT["heads"], c.dropout, embed=self.embed or None,
+                                           target=self.target, max_embedding_bytes=self._embedding_limit(c))
+            except ValueError as e:
+                raise TrainError(f"{ds.path}: {e}") from None
+            self.model = model = model.to(device)
+        else:
+            self.model = model = build_model(c.model, ds.feature_dim, c.hidden, ds.num_classes, len(fanouts),
+                                             c.dropout).to(device)
         self.optimizer = torch.optim.Adam(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
         self.start_epoch = 0
         # The best epoch so far by `select_by`: {"epoch", "val_acc", "test_acc", "train_acc", "model": weights}.
@@ -354,6 +416,14 @@ class Trainer:
         ds, fanouts, workers, dist_ctx, chatty = self.dataset, self.fanouts, self.workers, self.dist, self.chatty
         split = None
         mb = c.memory_budget
+        if self.typed:
+            # The typed loader has no cross-batch cache sizing or lookahead yet: the engine reads every batch
+            # (docs/training.md, "Typed datasets").
+            self.budget_split, self.lookahead, self.cache_budget = None, 0, 0
+            if chatty and (c.cache_budget or c.lookahead):
+                print("typed dataset: no cross-batch cache or lookahead yet; --cache-budget and --lookahead are "
+                      "not used", flush=True)
+            return
         if mb == "auto" and not c.cache_budget:  # an explicit --cache-budget is the user's sizing: auto steps aside
             # Lookahead is auto's to choose only for online sampling without a device tier (the two exclude each
             # other; with --presampled, --lookahead is the pre-sample's superbatch).
@@ -414,6 +484,12 @@ class Trainer:
         self._common = common = dict(memory_budget=0, engine=c.engine, prefetch=c.prefetch, num_workers=workers,
                                      rank=dist_ctx.rank, world_size=dist_ctx.world, pin_memory=False, cache=cache,
                                      device_cache=device_cache, degrees=c.model in DEGREE_MODELS)
+        if self.typed:
+            # The typed loader takes its seeds as (node type, ids) and refuses the tiers it does not have yet.
+            for k in ("cache", "device_cache", "degrees"):
+                common.pop(k)
+            if c.presampled:
+                raise TrainError("--presampled takes a homogeneous dataset (typed pre-samples are not written yet)")
         if c.presampled:
             from flashgnn.loader.presample import PresampledLoader
 
@@ -428,10 +504,15 @@ class Trainer:
         else:
             # Kept as given, so a loop outside the trainer (benchmarks/trainer_overhead.py) can build the very
             # same loader: flashgnn.NeighborLoader(**trainer.train_loader_options).
-            self.train_loader_options = dict(data=ds, num_neighbors=fanouts, batch_size=c.batch_size, split="train",
-                                             shuffle=True, seed=c.seed, lookahead=self.lookahead,
-                                             lookahead_budget=self.lookahead_budget if self.lookahead else 0,
-                                             **common)
+            if self.typed:
+                self.train_loader_options = dict(data=ds.path, num_neighbors=self.num_neighbors,
+                                                 input_nodes=(self.target, ds.split("train")),
+                                                 batch_size=c.batch_size, shuffle=True, seed=c.seed, **common)
+            else:
+                self.train_loader_options = dict(data=ds, num_neighbors=fanouts, batch_size=c.batch_size,
+                                                 split="train", shuffle=True, seed=c.seed, lookahead=self.lookahead,
+                                                 lookahead_budget=self.lookahead_budget if self.lookahead else 0,
+                                                 **common)
             train_loader = NeighborLoader(**self.train_loader_options)
         self.train_loader = train_loader
         self._eval_loaders: dict = {}
@@ -450,9 +531,14 @@ class Trainer:
             if split not in self.dataset.split_names:
                 raise TrainError(f"{self.dataset.path}: no {split!r} split (splits: "
                                  f"{', '.join(self.dataset.split_names)})")
-            self._eval_loaders[split] = NeighborLoader(
-                self.dataset, self.eval_fanouts, batch_size=self.config.batch_size, split=split,
-                **dict(self._common, shuffle=False, seed=self.config.seed + 1, equal_shards=False))
+            opts = dict(self._common, shuffle=False, seed=self.config.seed + 1, equal_shards=False)
+            if self.typed:
+                self._eval_loaders[split] = NeighborLoader(
+                    self.dataset.path, self.eval_num_neighbors, input_nodes=(self.target, self.dataset.split(split)),
+                    batch_size=self.config.batch_size, **opts)
+            else:
+                self._eval_loaders[split] = NeighborLoader(
+                    self.dataset, self.eval_fanouts, batch_size=self.config.batch_size, split=split, **opts)
         return self._eval_loaders[split]
 
     def _steps(self, loader, evaluation: bool = False) -> int:
@@ -524,11 +610,11 @@ class Trainer:
             if data is None:
                 break
             if normalize is not None:
-                data.x = normalize_features(data.x, normalize)
+                normalize_batch(data, normalize)
             opt.zero_grad(set_to_none=True)
             out = forward(model, data)
-            bs = data.batch_size
-            y = data.y[:bs]
+            bs = seed_count(data)
+            y = seed_labels(data)
             loss = F.cross_entropy(out, y, ignore_index=-1)
             loss.backward()
             opt.step()

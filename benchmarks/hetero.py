@@ -1,0 +1,227 @@
+"""`make bench-hetero`: typed (heterogeneous) sampling, flashgnn against PyG's hetero loader, in one run.
+
+An IGBH-shaped graph (``flashgnn generate igbh``; six node types' ratios, power-law degrees) is built once
+with ``--add-reverse`` (PyG's ``ToUndirected``). Each variant runs in a fresh child process with the page
+cache dropped first, and yields ``--batches`` batches of ``--batch-size`` paper seeds with ``--fanout`` for
+every edge type (sampling + every type's feature rows, as a training loop receives them):
+
+- ``pyg-memory``: PyG's hetero ``NeighborLoader`` on a ``HeteroData`` with every array in memory
+  (``T.ToUndirected()`` of the same input; torch-sparse's ``hetero_neighbor_sample`` kernel). Not capped.
+- ``pyg-mmap``: the same with the feature tables ``np.load(mmap_mode="r")`` under the cap (PyG's sampler
+  builds its CSC in memory: the structure cannot stay on disk). Cut off at ``--max-seconds``.
+- ``memory``: flashgnn's ``memory`` engine (everything in DRAM). Not capped.
+- ``uring``: flashgnn's ``uring`` engine under the cap, every batch read from the SSD.
+
+The cap is a cgroup memory limit (``--memory-limit``); the dataset must be at least 1.5x it. Ratios, never
+bare times, are the verdict; with ``--rounds R`` the repeated variants alternate R times and each reports its
+median round. torch-sparse is needed for the PyG variants (``make bench-peers`` installs it into
+``.venv-peers``); without it they are reported as skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+VARIANTS = ("pyg-memory", "pyg-mmap", "memory", "uring")
+CAPPED = ("pyg-mmap", "uring")
+REPEATED = ("pyg-memory", "memory", "uring")
+TARGET = "paper"
+
+
+def prepare(work: Path, scale: str, feature_dim: int, seed: int, progress: bool) -> tuple[Path, Path]:
+    """The generated input (``work/raw``) and its typed dataset (``work/ds``), made once per settings."""
+    import flashgnn
+
+    raw, ds = work / "raw", work / "ds"
+    stamp = work / "settings.json"
+    want = {"scale": scale, "feature_dim": feature_dim, "seed": seed}
+    if stamp.exists() and json.loads(stamp.read_text()) == want and (ds / "manifest.json").exists():
+        return raw, ds
+    stamp.unlink(missing_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    flashgnn.generate(raw, model="igbh", scale=scale, feature_dim=feature_dim, seed=seed, force=True,
+                      progress=progress)
+    flashgnn.build(raw, ds, add_reverse=True, force=True, progress=progress)
+    stamp.write_text(json.dumps(want))
+    return raw, ds
+
+
+def _measure(loader, batches: int, max_seconds: float, count) -> dict:
+    """Batches/s between the first and the last of ``batches + 1`` arrivals (cut off at ``max_seconds``)."""
+    stamps, nodes = [], [0]
+    stop = threading.Event()
+
+    def drain():
+        for b in loader:
+            stamps.append(time.perf_counter())
+            nodes[0] += count(b)
+            if len(stamps) > batches or stop.is_set():
+                return
+
+    t0 = time.perf_counter()
+    th = threading.Thread(target=drain, daemon=True)
+    th.start()
+    th.join(max_seconds)
+    stop.set()
+    done = max(len(stamps) - 1, 0)
+    el = stamps[-1] - stamps[0] if done > 0 else time.perf_counter() - t0
+    rate = done / el if done > 0 else max(len(stamps), 1) / el
+    return {"batches": done, "seconds": el, "batches_per_s": rate, "incomplete": done < batches,
+            "upper_bound": done == 0, "nodes_per_batch": nodes[0] / max(len(stamps), 1)}
+
+
+def _hetero_nodes(b) -> int:
+    return sum(int(b[t].num_nodes) for t in b.node_types)
+
+
+def child_pyg(raw: Path, ds: Path, mmap: bool, fanouts, batch_size, batches, seed, threads, max_seconds) -> dict:
+    """PyG's hetero NeighborLoader over the same input (``ToUndirected``, as ``build --add-reverse``)."""
+    import torch
+    import torch_geometric.transforms as T
+    from torch_geometric.data import HeteroData
+    from torch_geometric.loader import NeighborLoader
+
+    torch.set_num_threads(threads)
+    t_open = time.perf_counter()
+    counts = json.loads((raw / "num_nodes.json").read_text())
+    data = HeteroData()
+    mode = "r" if mmap else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.from_numpy of a read-only memmap warns once
+        for nt, n in counts.items():
+            f = raw / nt / "node_feat.npy"
+            if f.exists():
+                data[nt].x = torch.from_numpy(np.load(f, mmap_mode=mode))
+            else:
+                data[nt].num_nodes = int(n)
+        for d in sorted(p for p in raw.iterdir() if p.is_dir() and p.name.count("__") == 2):
+            e = np.load(d / "edge_index.npy")
+            data[tuple(d.name.split("__"))].edge_index = torch.from_numpy(np.ascontiguousarray(e.T, dtype=np.int64))
+    data[TARGET].y = torch.from_numpy(np.load(raw / TARGET / "node_label.npy"))
+    data = T.ToUndirected()(data)
+    train = torch.from_numpy(np.load(raw / TARGET / "train_idx.npy"))
+    loader = NeighborLoader(data, num_neighbors=list(fanouts), input_nodes=(TARGET, train), batch_size=batch_size,
+                            shuffle=True, generator=torch.Generator().manual_seed(seed))
+    open_s = time.perf_counter() - t_open
+    r = _measure(loader, batches, max_seconds, _hetero_nodes)
+    r["open_seconds"] = open_s
+    return r
+
+
+def child_flashgnn(ds: Path, engine: str, fanouts, batch_size, batches, seed, threads, max_seconds) -> dict:
+    import torch
+
+    import flashgnn
+
+    torch.set_num_threads(1)
+    d = flashgnn.open(ds)
+    t_open = time.perf_counter()
+    loader = flashgnn.NeighborLoader(str(ds), num_neighbors=list(fanouts), input_nodes=(TARGET, d.split("train")),
+                                     batch_size=batch_size, shuffle=True, seed=seed, engine=engine,
+                                     num_workers=threads, memory_budget=0)
+    open_s = time.perf_counter() - t_open
+    r = _measure(loader, batches, max_seconds, _hetero_nodes)
+    r["open_seconds"] = open_s
+    return r
+
+
+def _child(argv) -> int:
+    kind, raw, ds, fanout, bs, n, seed, threads, max_s = argv
+    fan = [int(f) for f in fanout.split(",")]
+    common = (fan, int(bs), int(n), int(seed), int(threads), float(max_s))
+    if kind.startswith("pyg"):
+        r = child_pyg(Path(raw), Path(ds), kind == "pyg-mmap", *common)
+    else:
+        r = child_flashgnn(Path(ds), kind, *common)
+    print(json.dumps(r), flush=True)
+    os._exit(0)  # do not wait for a loader cut off mid-batch
+
+
+def main(argv=None) -> int:
+    from benchmarks.peers import have_torch_sparse, median_round
+    from flashgnn._util import human_bytes as h
+    from flashgnn._util import parse_size
+    from flashgnn.sample import budget
+    from flashgnn.ssd.bench import drop_caches, run_child
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.hetero", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", default="/tmp/flashgnn-hetero", help="where the input and the dataset are kept")
+    ap.add_argument("--scale", default="300000", help="papers (flashgnn generate igbh --scale)")
+    ap.add_argument("--feature-dim", type=int, default=256)
+    ap.add_argument("--memory-limit", type=parse_size, default=parse_size("768MiB"))
+    ap.add_argument("--fanout", default="10,5")
+    ap.add_argument("--batch-size", type=int, default=1024)
+    ap.add_argument("--batches", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--max-seconds", type=float, default=120.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", help="comma list of variants (default: all)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    raw, ds = prepare(Path(a.work), a.scale, a.feature_dim, a.seed, progress=not a.json)
+    data = budget.dataset_bytes(str(ds))
+    if data < 1.5 * a.memory_limit:
+        print(f"bench-hetero: note: {ds} holds {h(data)}, less than 1.5x the {h(a.memory_limit)} cap", file=sys.stderr)
+    variants = [v for v in VARIANTS if not a.only or v in a.only.split(",")]
+    pyg_ok = have_torch_sparse()
+    print(f"bench-hetero: {ds} ({h(data)}), cap {h(a.memory_limit)} ({data / a.memory_limit:.2f}x), fanout "
+          f"{a.fanout} per edge type, batch {a.batch_size}, {a.batches} batches, {a.threads} thread(s) each",
+          file=sys.stderr)
+    results, rounds = {}, {}
+    plan = [(r, v) for r in range(max(a.rounds, 1)) for v in variants if r == 0 or v in REPEATED]
+    for rnd, v in plan:
+        if rnd > 0 and v not in rounds:
+            continue  # skipped or failed in round 1
+        if v.startswith("pyg") and not pyg_ok:
+            results[v] = {"variant": v, "skipped": "torch_sparse is not importable (make bench-peers installs it)"}
+            print(f"bench-hetero: {v:<11} skipped: torch_sparse is not importable", file=sys.stderr)
+            continue
+        cmd = [sys.executable, "-m", "benchmarks.hetero", "--child", v, str(raw), str(ds), a.fanout,
+               str(a.batch_size), str(a.batches), str(a.seed), str(a.threads), str(a.max_seconds)]
+        dropped = drop_caches()
+        rc, out = run_child(cmd, a.memory_limit if v in CAPPED else None)
+        if rc != 0:
+            results[v] = {"variant": v, "failed": rc}
+            rounds.pop(v, None)
+            print(f"bench-hetero: {v:<11} failed (exit {rc})", file=sys.stderr)
+            continue
+        r = json.loads(out.strip().splitlines()[-1])
+        r.update(variant=v, capped=v in CAPPED, cache_dropped=dropped)
+        rounds.setdefault(v, []).append(r)
+        results[v] = median_round(rounds[v])
+        print(f"bench-hetero: {v:<11} {'< ' if r['upper_bound'] else ''}{r['batches_per_s']:.3g} batches/s, "
+              f"{r['nodes_per_batch']:,.0f} nodes/batch (round {rnd + 1})", file=sys.stderr)
+    rate = {v: r["batches_per_s"] for v, r in results.items() if r.get("batches_per_s")}
+
+    def ratio(x, y):
+        return rate[x] / rate[y] if x in rate and y in rate else None
+
+    ratios = {"uring_vs_pyg_memory": ratio("uring", "pyg-memory"), "memory_vs_pyg_memory": ratio("memory", "pyg-memory"),
+              "uring_vs_pyg_mmap": ratio("uring", "pyg-mmap"), "uring_vs_memory": ratio("uring", "memory")}
+    report = {"dataset": str(ds), "dataset_bytes": data, "memory_limit": a.memory_limit, "fanout": a.fanout,
+              "batch_size": a.batch_size, "batches": a.batches, "threads": a.threads, "rounds": a.rounds,
+              "results": results, "ratios": ratios, "loadavg": os.getloadavg()}
+    if a.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    for k, v in ratios.items():
+        print(f"  {k:<22} {'-' if v is None else format(v, '.2f'):>6}")
+    shown = ", ".join(f"{k} {v:.2f}" for k, v in ratios.items() if v is not None)
+    print(f"summary: {shown or 'no ratio (variants failed or skipped)'}; load average {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        sys.exit(_child(sys.argv[2:]))
+    sys.exit(main())
