@@ -97,6 +97,12 @@ pub struct BuildOptions {
     pub output: PathBuf,
     pub format: InputFormat,
     pub symmetrize: bool,
+    /// Typed inputs: PyG's `T.ToUndirected()` (docs/build.md): a relation
+    /// whose source and destination types are one is made undirected in
+    /// place (reverse copies added, duplicates coalesced); any other gets a
+    /// new edge type `(dst, "rev_" + rel, src)` of its flipped edges,
+    /// unless that type is already there.
+    pub add_reverse: bool,
     pub dedup: bool,
     pub self_loops: SelfLoops,
     pub feature_dtype: Option<Dtype>,
@@ -148,6 +154,7 @@ impl BuildOptions {
             output: output.into(),
             format: InputFormat::Auto,
             symmetrize: false,
+            add_reverse: false,
             dedup: false,
             self_loops: SelfLoops::Keep,
             feature_dtype: None,

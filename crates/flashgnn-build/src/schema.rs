@@ -74,6 +74,11 @@ pub struct BuildOption {
 pub const BUILD_OPTIONS: &[BuildOption] = &[
     opt("format", OptionKind::Choice, "input format (auto: detected from the input)"),
     opt("symmetrize", OptionKind::Flag, "add the reverse of every edge (never guessed)"),
+    opt(
+        "add_reverse",
+        OptionKind::Flag,
+        "typed inputs: PyG's ToUndirected (same-type relations made undirected, a rev_<rel> type for the others)",
+    ),
     opt("dedup", OptionKind::Flag, "remove duplicate edges"),
     opt("self_loops", OptionKind::Choice, "keep, drop or add self-loops"),
     opt("feature_dtype", OptionKind::Choice, "convert features to this dtype"),
@@ -173,6 +178,7 @@ impl BuildOption {
             "memory_budget" => OptionDefault::Int(d.memory_budget),
             "seed" => OptionDefault::Int(d.seed),
             "symmetrize" => OptionDefault::Bool(d.symmetrize),
+            "add_reverse" => OptionDefault::Bool(d.add_reverse),
             "dedup" => OptionDefault::Bool(d.dedup),
             "skip_bad_lines" => OptionDefault::Bool(d.skip_bad_lines),
             "force" => OptionDefault::Bool(d.force),

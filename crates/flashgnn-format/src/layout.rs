@@ -197,7 +197,12 @@ impl Layout {
                 format!("<= page_size {} (inline_cap {}, {r} relation counts)", self.page_size, self.inline_cap),
             ));
         }
-        let l = Layout { rel_counts: r, slot_bytes: slot as u32, slots_per_page: (self.page_size as u64 / slot) as u32, ..self };
+        let l = Layout {
+            rel_counts: r,
+            slot_bytes: slot as u32,
+            slots_per_page: (self.page_size as u64 / slot) as u32,
+            ..self
+        };
         l.graph_file_bytes_checked()
             .ok_or_else(|| FormatError::invalid(file, "layout parameters overflow 64-bit file sizes"))?;
         Ok(l)
@@ -579,17 +584,17 @@ impl GraphHeader {
     }
     pub fn encode(&self) -> Vec<u8> {
         let mut fields = vec![
-                self.num_nodes,
-                self.num_edges,
-                self.id_bytes,
-                self.feature_dim,
-                self.feature_dtype_code,
-                self.inline_features,
-                self.inline_cap,
-                self.slot_bytes,
-                self.slots_per_page,
-                self.overflow_entries,
-            ];
+            self.num_nodes,
+            self.num_edges,
+            self.id_bytes,
+            self.feature_dim,
+            self.feature_dtype_code,
+            self.inline_features,
+            self.inline_cap,
+            self.slot_bytes,
+            self.slots_per_page,
+            self.overflow_entries,
+        ];
         if self.rel_counts == 0 {
             return encode_header(GRAPH_MAGIC, self.page_size, self.dataset_id, &fields);
         }
@@ -597,8 +602,7 @@ impl GraphHeader {
         encode_header_v(GRAPH_MAGIC, self.page_size, 3, self.dataset_id, &fields)
     }
     pub fn decode(file: &str, bytes: &[u8]) -> Result<Self> {
-        let (page_size, f, dataset_id) =
-            decode_header_v(file, GRAPH_MAGIC, bytes, |v| if v >= 3 { 11 } else { 10 })?;
+        let (page_size, f, dataset_id) = decode_header_v(file, GRAPH_MAGIC, bytes, |v| if v >= 3 { 11 } else { 10 })?;
         Ok(GraphHeader {
             page_size,
             num_nodes: f[0],

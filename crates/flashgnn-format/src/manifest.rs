@@ -124,6 +124,30 @@ pub struct BuildInfo {
     pub peak_rss_bytes: u64,
     pub memory_budget_bytes: u64,
     pub sort_runs: u64,
+    /// Typed builds: `--add-reverse` (PyG's `T.ToUndirected()`) was applied.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub add_reverse: bool,
+    /// Typed builds: what the build did per stored edge type, in
+    /// `types.edge_types` order (empty for a homogeneous build).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relations: Vec<RelationBuild>,
+}
+
+/// What a typed build did to one edge type (`BuildInfo::relations`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RelationBuild {
+    /// `src__rel__dst`.
+    pub edge_type: String,
+    /// Edges read from its input file (0 for a type `--add-reverse` made).
+    pub input_edges: u64,
+    /// Entries `--add-reverse` added (reverse copies, or a new `rev_` type's edges).
+    pub added_by_reverse: u64,
+    pub self_loops_dropped: u64,
+    pub self_loops_added: u64,
+    /// Entries a dedup (`--dedup`, or `--add-reverse`'s coalescing) removed.
+    pub duplicates_removed: u64,
+    /// Entries stored (`types.edge_types[i].num_edges`).
+    pub stored: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -254,7 +278,10 @@ impl Manifest {
         if (version >= 3) != m.types.is_some() {
             return Err(FormatError::invalid(
                 path,
-                format!("format version {version} with{} a `types` section: version 3 exactly has one", if m.types.is_some() { "" } else { "out" }),
+                format!(
+                    "format version {version} with{} a `types` section: version 3 exactly has one",
+                    if m.types.is_some() { "" } else { "out" }
+                ),
             ));
         }
         m.layout(path)?;

@@ -276,7 +276,13 @@ impl TypeTable {
             }
         }
         if total != num_nodes {
-            return Err(FormatError::oob(path, 0, "sum of node type counts", total, format!("== num_nodes {num_nodes}")));
+            return Err(FormatError::oob(
+                path,
+                0,
+                "sum of node type counts",
+                total,
+                format!("== num_nodes {num_nodes}"),
+            ));
         }
         let mut edges = 0u64;
         for (i, e) in self.edge_types.iter().enumerate() {
@@ -297,7 +303,13 @@ impl TypeTable {
             edges = edges.checked_add(e.num_edges).unwrap_or(u64::MAX);
         }
         if edges != num_edges {
-            return Err(FormatError::oob(path, 0, "sum of edge type counts", edges, format!("== num_edges {num_edges}")));
+            return Err(FormatError::oob(
+                path,
+                0,
+                "sum of edge type counts",
+                edges,
+                format!("== num_edges {num_edges}"),
+            ));
         }
         if rel_counts != self.rel_counts() {
             return Err(FormatError::oob(

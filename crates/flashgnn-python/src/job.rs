@@ -198,6 +198,9 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
     if let Some(s) = opts.get::<String>("format")? {
         o.set_choice("format", &s).map_err(py_err)?;
     }
+    if let Some(v) = opts.get("add_reverse")? {
+        o.add_reverse = v;
+    }
     if let Some(v) = opts.get("symmetrize")? {
         o.symmetrize = v;
     }

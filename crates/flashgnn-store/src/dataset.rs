@@ -165,6 +165,10 @@ pub struct Dataset {
     graph: Box<dyn ReadAt>,
     overflow: Box<dyn ReadAt>,
     features: Option<Box<dyn ReadAt>>,
+    /// Typed datasets (format version 3): the node and edge types, and per
+    /// node type its feature file (`t<i>.features.fg`) and layout.
+    types: Option<flashgnn_format::types::TypeTable>,
+    type_features: Vec<Option<(Layout, Box<dyn ReadAt>)>>,
     /// What this dataset's side arrays are shared under ([`crate::shared`]).
     key: SideKey,
     /// original -> internal and internal -> original (relabelled datasets only).
@@ -240,6 +244,25 @@ impl Dataset {
         } else {
             None
         };
+        // Typed: every node type's feature file, its header against the
+        // type's layout (`TypeTable::feature_layout`).
+        let mut type_features = Vec::new();
+        if let Some(t) = &manifest.types {
+            for i in 0..t.node_types.len() {
+                let fl = t.feature_layout(i, layout.page_size, layout.dataset_id)?;
+                type_features.push(match fl {
+                    Some(fl) => {
+                        let name = flashgnn_format::types::features_file(i);
+                        let f = flashgnn_io::stripe::open_reader(&root, &name)?;
+                        f.read_exact_at(&mut page, 0)?;
+                        check_type_feature_header(&root, &fl, &name, &page)?;
+                        Some((fl, f))
+                    }
+                    None => None,
+                });
+            }
+        }
+        let types = manifest.types.clone();
         let key = SideKey::new(&root, &text, &[LABELS_FILE, NODE_INDEX_FILE, NODE_ORDER_FILE, FEATURE_CRC_FILE]);
         let ds = Dataset {
             root,
@@ -248,6 +271,8 @@ impl Dataset {
             graph,
             overflow,
             features,
+            types,
+            type_features,
             key,
             maps: OnceLock::new(),
             crcs: OnceLock::new(),
@@ -288,6 +313,9 @@ impl Dataset {
         }
         if name == NODE_ORDER_FILE || name == NODE_INDEX_FILE {
             return Some(node_ids(n, "node id"));
+        }
+        if let Some(spec) = self.typed_side_spec(name) {
+            return Some(spec);
         }
         if name == FEATURE_CRC_FILE {
             return Some(SideSpec { dtype: Dtype::Uint32, len: n, range: None, what: "", bound: String::new() });
@@ -330,6 +358,95 @@ impl Dataset {
                     .into());
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Side files of a typed dataset: `t<i>.labels.npy`, `t<i>.split_<s>.npy`
+    /// (local ids of the type), `t<i>.feature_crc.npy`.
+    fn typed_side_spec(&self, name: &str) -> Option<SideSpec> {
+        let t = self.types.as_ref()?;
+        let rest = name.strip_prefix('t')?;
+        let (i, file) = rest.split_once('.')?;
+        let i: usize = i.parse().ok()?;
+        let nt = t.node_types.get(i)?;
+        let c = nt.count;
+        if file == "labels.npy" {
+            let k = nt.labels.as_ref().map_or(0, |l| l.num_classes);
+            return Some(SideSpec {
+                dtype: Dtype::Int64,
+                len: c,
+                range: Some((-1, k as i128)),
+                what: "label",
+                bound: format!("in [0, num_classes {k}) of node type {:?}, or -1 (unlabeled)", nt.name),
+            });
+        }
+        if file == "feature_crc.npy" {
+            return Some(SideSpec { dtype: Dtype::Uint32, len: c, range: None, what: "", bound: String::new() });
+        }
+        let split = file.strip_prefix("split_").and_then(|s| s.strip_suffix(".npy"))?;
+        let len = *nt.splits.get(split)?;
+        Some(SideSpec {
+            dtype: Dtype::Int64,
+            len,
+            range: Some((0, c as i128)),
+            what: "split id",
+            bound: format!("in [0, count {c} of node type {:?}) (local ids)", nt.name),
+        })
+    }
+
+    /// The node and edge types (a homogeneous dataset's one-type view).
+    pub fn type_table(&self) -> flashgnn_format::types::TypeTable {
+        self.manifest.type_table()
+    }
+
+    /// Whether the dataset is typed (format version 3, `types` section).
+    pub fn is_typed(&self) -> bool {
+        self.types.is_some()
+    }
+
+    /// Node type `t`'s feature layout (typed datasets; None without features).
+    pub fn type_feature_layout(&self, t: usize) -> Option<&Layout> {
+        self.type_features.get(t)?.as_ref().map(|(l, _)| l)
+    }
+
+    /// Feature row bytes of node `local` of type `t` (typed datasets),
+    /// appended to `out` and checked against `t<i>.feature_crc.npy`'s CRC,
+    /// which is bound to the global id.
+    pub fn type_feature_row(&self, t: usize, local: u64, out: &mut Vec<u8>) -> Result<()> {
+        let types = self.types.as_ref().ok_or_else(|| StoreError::BadRequest("not a typed dataset".into()))?;
+        let nt = types
+            .node_types
+            .get(t)
+            .ok_or_else(|| StoreError::BadRequest(format!("no node type {t} in {}", self.root.display())))?;
+        let Some((fl, f)) = self.type_features.get(t).and_then(|x| x.as_ref()) else {
+            return Err(StoreError::BadRequest(format!("node type {:?} has no features", nt.name)));
+        };
+        if local >= nt.count {
+            return Err(StoreError::BadRequest(format!(
+                "node {local} of type {:?} is out of range (count {})",
+                nt.name, nt.count
+            )));
+        }
+        let rb = fl.row_bytes() as usize;
+        let at = out.len();
+        out.resize(at + rb, 0);
+        let (_, start, _) = fl.feature_range(local);
+        f.read_exact_at(&mut out[at..], start)?;
+        let crc_name = flashgnn_format::types::feature_crc_file(t);
+        let a = self.side_array(&crc_name)?;
+        let stored = a.read_i64(local, 1)?[0] as u32;
+        let global = types.offset(t) + local;
+        let computed = fl.crc(global, &out[at..]);
+        if stored != computed {
+            return Err(FormatError::Checksum {
+                file: self.file(&flashgnn_format::types::features_file(t)),
+                offset: start,
+                what: format!("feature row of node {global} (type {:?}, local id {local})", nt.name),
+                stored,
+                computed,
+            }
+            .into());
         }
         Ok(())
     }
@@ -853,7 +970,7 @@ impl Dataset {
                         "byte offset 10: shape = {:?} is out of bounds (must be [{}]: {})",
                         a.header.shape,
                         spec.len,
-                        if name.starts_with("split_") { "the split's count in manifest.json" } else { "num_nodes" }
+                        if name.contains("split_") { "the split's count in manifest.json" } else { "num_nodes" }
                     ),
                 )
                 .into());
@@ -876,6 +993,17 @@ impl Dataset {
             .into());
         }
         Ok(a)
+    }
+}
+
+/// Check the header page of a typed dataset's `t<i>.features.fg` against
+/// its node type's layout (`TypeTable::feature_layout`).
+pub fn check_type_feature_header(root: &Path, fl: &Layout, name: &str, page: &[u8]) -> Result<()> {
+    let file = file_name(root, name);
+    let (h, want) = (FeatureHeader::decode(&file, page)?, FeatureHeader::from_layout(fl));
+    match header_mismatch(&file, (h.page_size, want.page_size), &h.compare(&want), (h.dataset_id, want.dataset_id)) {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
     }
 }
 

@@ -85,7 +85,10 @@ pub fn verify_scope(ds: &Dataset, scope: Scope, progress: &mut dyn FnMut(u64, u6
     let separate = l.placement == FeaturePlacement::Separate;
     // Separate feature rows read back and checked (`Scope::Encoded` skips them).
     let rows_read = separate && scope == Scope::All;
-    let skip = |name: &str| !rows_read && separate && name == FEATURES_FILE;
+    // A typed dataset's per-type feature files are skipped alike.
+    let skip = |name: &str| {
+        !rows_read && separate && name == FEATURES_FILE || scope != Scope::All && typed_feature_type(ds, name).is_some()
+    };
     let total: u64 = m.files.iter().filter(|(n, _)| !skip(n)).map(|(_, f)| f.bytes).sum::<u64>();
 
     // 1. Whole files. graph.fg and overflow.fg are checked page by page in
@@ -96,6 +99,9 @@ pub fn verify_scope(ds: &Dataset, scope: Scope, progress: &mut dyn FnMut(u64, u6
 
     // 2. Slots (checked above, in page order).
     rep.slots = pass.slots(ds)?;
+    if ds.is_typed() {
+        check_typed_relations(ds)?;
+    }
 
     // 3. Overflow pages (checked above).
     rep.overflow_pages = pass.overflow_pages(ds)?;
@@ -182,6 +188,56 @@ impl WholeFilePass {
                             }
                         }
                     })?
+                }
+                _ if typed_feature_type(ds, name).is_some() => {
+                    let t = typed_feature_type(ds, name).expect("checked");
+                    let fl = ds.type_feature_layout(t).expect("a type with features").clone();
+                    let types = ds.manifest().types.as_ref().expect("typed");
+                    let (first, count_t) = (types.offset(t), types.node_types[t].count);
+                    // The stored CRCs of this type (4 B per node of it).
+                    let crcs = match ds
+                        .side_array(&flashgnn_format::types::feature_crc_file(t))
+                        .and_then(|a| a.read_all_i64())
+                    {
+                        Ok(c) => Some(c),
+                        Err(e) => {
+                            feature_err.get_or_insert(e);
+                            None
+                        }
+                    };
+                    let mut checked = 0u64;
+                    let b = ds.check_whole_file_records(
+                        name,
+                        p,
+                        fl.feature_stride() as usize,
+                        &mut count,
+                        &mut |n, row| {
+                            if n >= 1 && feature_err.is_none() {
+                                if let Some(c) = &crcs {
+                                    let local = n - 1;
+                                    let stored = c.get(local as usize).copied().unwrap_or(0) as u32;
+                                    match check_typed_feature_row(ds, t, &fl, first + local, local, row, stored) {
+                                        Ok(()) => checked += 1,
+                                        Err(e) => feature_err = Some(e),
+                                    }
+                                }
+                            }
+                        },
+                    )?;
+                    if feature_err.is_none() && crcs.is_some() && checked != count_t {
+                        feature_err = Some(
+                            FormatError::oob(
+                                ds.file(name),
+                                0,
+                                "feature rows read",
+                                checked,
+                                format!("== count {count_t}"),
+                            )
+                            .into(),
+                        );
+                    }
+                    rows.checked += checked;
+                    b
                 }
                 _ => ds.check_whole_file(name, &mut count)?,
             };
@@ -501,6 +557,159 @@ pub fn check_feature_row_bytes(ds: &Dataset, v: u64, bytes: &[u8], stored: u32) 
             "0",
         )
         .into());
+    }
+    Ok(())
+}
+
+/// The node type whose `t<i>.features.fg` file `name` is (typed datasets).
+pub fn typed_feature_type(ds: &Dataset, name: &str) -> Option<usize> {
+    let t = ds.manifest().types.as_ref()?;
+    (0..t.node_types.len())
+        .find(|&i| ds.type_feature_layout(i).is_some() && flashgnn_format::types::features_file(i) == name)
+}
+
+/// Check row `local` of node type `t` (`bytes`: its stride of
+/// `t<i>.features.fg`) against its stored CRC32C, bound to the global id,
+/// and its padding for zeros.
+pub fn check_typed_feature_row(
+    ds: &Dataset,
+    t: usize,
+    fl: &flashgnn_format::Layout,
+    global: u64,
+    local: u64,
+    bytes: &[u8],
+    stored: u32,
+) -> Result<()> {
+    let name = flashgnn_format::types::features_file(t);
+    let file = ds.file(&name);
+    let rb = fl.row_bytes() as usize;
+    let offset = fl.page_size as u64 + local * fl.feature_stride();
+    if bytes.len() != fl.feature_stride() as usize {
+        return Err(FormatError::oob(
+            file,
+            offset,
+            "feature row bytes",
+            bytes.len() as u64,
+            format!("== stride {}", fl.feature_stride()),
+        )
+        .into());
+    }
+    let computed = fl.crc(global, &bytes[..rb]);
+    if computed != stored {
+        let tname = ds.manifest().types.as_ref().map_or(String::new(), |x| x.node_types[t].name.clone());
+        return Err(FormatError::Checksum {
+            file,
+            offset,
+            what: format!("feature row of node {global} (type {tname:?}, local id {local})"),
+            stored,
+            computed,
+        }
+        .into());
+    }
+    if let Some(j) = bytes[rb..].iter().position(|b| *b != 0) {
+        return Err(
+            FormatError::oob(file, offset + (rb + j) as u64, "row padding byte", bytes[rb + j] as u64, "0").into()
+        );
+    }
+    Ok(())
+}
+
+/// Typed datasets: every slot's relation counts (zero beyond its type's
+/// incoming edge types; their sum, the degree, is checked on decode), every
+/// neighbor inside its relation's source-type range and ascending within
+/// its relation, and each edge type's stored count against the manifest.
+/// Errors name the file (graph.fg or overflow.fg), the byte offset of the
+/// count or id, the value and the bound.
+pub fn check_typed_relations(ds: &Dataset) -> Result<()> {
+    let Some(types) = ds.manifest().types.as_ref() else { return Ok(()) };
+    let l = ds.layout();
+    let gname = ds.file(GRAPH_FILE);
+    let oname = ds.file(OVERFLOW_FILE);
+    let offsets = types.offsets();
+    let in_rels: Vec<Vec<usize>> = (0..types.node_types.len()).map(|t| types.in_relations(t)).collect();
+    let mut stored = vec![0u64; types.edge_types.len()];
+    let per = l.overflow_ids_per_page();
+    let (p, w) = (l.page_size as u64, l.id_bytes as u64);
+    for (t, rels) in in_rels.iter().enumerate() {
+        for v in offsets[t]..offsets[t + 1] {
+            let buf = ds.read_slot(v)?;
+            let slot = decode_slot(l, v, &buf, &gname)?;
+            let count_at = |j: usize| l.slot_offset(v) + 24 + 4 * j as u64;
+            for j in rels.len()..l.rel_counts as usize {
+                if slot.rel_count(j) != 0 {
+                    return Err(FormatError::oob(
+                        &gname,
+                        count_at(j),
+                        "relation count",
+                        slot.rel_count(j) as u64,
+                        format!(
+                            "0 (node {v} of type {:?} has {} incoming edge types)",
+                            types.node_types[t].name,
+                            rels.len()
+                        ),
+                    )
+                    .into());
+                }
+            }
+            let ids = ds.neighbors_internal(v)?;
+            let inline = slot.inline_len() as u64;
+            let place = |i: u64| -> (String, u64) {
+                if i < inline {
+                    (gname.clone(), l.slot_offset(v) + l.inline_ids_offset() as u64 + i * w)
+                } else {
+                    let e = slot.overflow_first + (i - inline);
+                    (oname.clone(), (1 + e / per) * p + (e % per) * w)
+                }
+            };
+            let mut at = 0u64;
+            for (j, &r) in rels.iter().enumerate() {
+                let c = slot.rel_count(j) as u64;
+                let e = &types.edge_types[r];
+                let s = types.node_type_index(&e.src).expect("checked on open");
+                let (lo, hi) = (offsets[s], offsets[s + 1]);
+                let mut prev = None;
+                for i in at..at + c {
+                    let id = ids[i as usize];
+                    if id < lo || id >= hi {
+                        let (f, off) = place(i);
+                        return Err(FormatError::oob(
+                            f,
+                            off,
+                            "neighbor id",
+                            id,
+                            format!("in [{lo}, {hi}) (node type {:?}; node {v}'s relation {})", e.src, e.key()),
+                        )
+                        .into());
+                    }
+                    if prev.is_some_and(|q| id < q) {
+                        let (f, off) = place(i);
+                        return Err(FormatError::oob(
+                            f,
+                            off,
+                            "neighbor id",
+                            id,
+                            format!(">= {} (ascending within node {v}'s relation {})", prev.unwrap(), e.key()),
+                        )
+                        .into());
+                    }
+                    prev = Some(id);
+                }
+                stored[r] += c;
+                at += c;
+            }
+        }
+    }
+    for (r, e) in types.edge_types.iter().enumerate() {
+        if stored[r] != e.num_edges {
+            return Err(FormatError::oob(
+                &gname,
+                0,
+                "stored neighbors of an edge type",
+                stored[r],
+                format!("== num_edges {} of {} in manifest.json", e.num_edges, e.key()),
+            )
+            .into());
+        }
     }
     Ok(())
 }

@@ -12,7 +12,6 @@ use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender};
 
 use flashgnn_format::checksum::crc_bound;
-use flashgnn_format::manifest::{FEATURES_FILE, FEATURE_CRC_FILE};
 use flashgnn_format::npy::encode_header;
 use flashgnn_format::{Dtype, FeatureHeader};
 use flashgnn_io::{FileReader, OutFile, ReadAt};
@@ -48,7 +47,10 @@ pub(super) fn write_features(p: &SideParams, num_nodes: u64, f: &mut dyn RowSour
     let (src, dst) = (f.dtype(), p.feat_dtype);
     let row_bytes = dim * dst.size();
     let stride = if p.direct_final { row_bytes.div_ceil(512).max(1) * 512 } else { row_bytes };
-    let path = p.tmp.join(if p.direct_final { FEATURES_FILE } else { STAGE_FILE });
+    let (features_file, crc_file) = p.features_files();
+    // Typed builds bind each row's CRC to its global id (docs/format.md).
+    let first_id = p.typed.map_or(0, |(_, off)| off);
+    let path = p.tmp.join(if p.direct_final { features_file.as_str() } else { STAGE_FILE });
     // The stage stays buffered: the layout pass reads it back soon, from the
     // page cache where memory allows (O_DIRECT both ways measured slower:
     // the read-back then goes to the device).
@@ -94,7 +96,7 @@ pub(super) fn write_features(p: &SideParams, num_nodes: u64, f: &mut dyn RowSour
                 let (rows, k) = msg?;
                 if p.direct_final {
                     for (i, r) in rows.chunks_exact(row_bytes.max(1)).take(k as usize).enumerate() {
-                        crcs.push(crc_bound(p.opts.dataset_id, row + i as u64, r));
+                        crcs.push(crc_bound(p.opts.dataset_id, first_id + row + i as u64, r));
                         out.write(r)?;
                         out.write(&pad)?;
                     }
@@ -121,9 +123,9 @@ pub(super) fn write_features(p: &SideParams, num_nodes: u64, f: &mut dyn RowSour
     }
     let (bytes, crc) = out.finish()?;
     if p.direct_final {
-        side.files.push((FEATURES_FILE.into(), bytes, crc));
-        let (b, c) = write_npy_u32(&p.tmp.join(FEATURE_CRC_FILE), &crcs)?;
-        side.files.push((FEATURE_CRC_FILE.into(), b, c));
+        side.files.push((features_file, bytes, crc));
+        let (b, c) = write_npy_u32(&p.tmp.join(&crc_file), &crcs)?;
+        side.files.push((crc_file, b, c));
     } else {
         side.staged = true;
     }

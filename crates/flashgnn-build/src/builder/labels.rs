@@ -11,7 +11,7 @@
 
 use std::io::Read as _;
 
-use flashgnn_format::manifest::{split_file, LabelInfo, LABELS_FILE};
+use flashgnn_format::manifest::LabelInfo;
 use flashgnn_format::npy::encode_header;
 use flashgnn_format::Dtype;
 use flashgnn_io::{IoError, OutFile};
@@ -31,7 +31,7 @@ pub(super) fn write_labels(
 ) -> Result<(LabelInfo, u64, u32, Vec<i32>)> {
     let file = src.file();
     src.set_num_nodes(n)?;
-    let mut out = OutFile::create(p.tmp.join(LABELS_FILE))?;
+    let mut out = OutFile::create(p.tmp.join(p.labels_file()))?;
     out.write(&encode_header(Dtype::Int64, &[n]))?;
     let mut vals = Vec::new();
     let mut buf = Vec::new();
@@ -106,12 +106,13 @@ pub(super) fn write_split(
     mut src: Box<dyn ValueSource>,
 ) -> Result<(u64, u64, u32)> {
     let file = src.file();
-    let path = p.tmp.join(split_file(name));
+    let path = p.tmp.join(p.split_file(name));
     // Header sized for the largest possible count; patched at the end.
     let mut ids: Vec<u8> = Vec::new();
     let mut count = 0u64;
     let mut vals = Vec::new();
-    let mut body = OutFile::create(p.tmp.join(format!("{name}.body")))?;
+    let body_path = p.tmp.join(format!("{}.body", p.split_file(name)));
+    let mut body = OutFile::create(&body_path)?;
     loop {
         vals.clear();
         let k = src.next_values(1 << 16, &mut vals)?;
@@ -136,7 +137,6 @@ pub(super) fn write_split(
     // Assemble header + body (the body is small next to the graph).
     let mut out = OutFile::create(&path)?;
     out.write(&encode_header(Dtype::Int64, &[count]))?;
-    let body_path = p.tmp.join(format!("{name}.body"));
     let mut f = flashgnn_io::open_regular(&body_path)?;
     let mut buf = vec![0u8; 1 << 20];
     loop {
@@ -230,7 +230,7 @@ pub(super) fn make_splits(
     (0..n).for_each(|v| counts[bucket(v)] += 1);
     let mut res = Vec::new();
     for (b, name) in ["train", "val", "test"].iter().enumerate() {
-        let mut out = OutFile::create(p.tmp.join(split_file(name)))?;
+        let mut out = OutFile::create(p.tmp.join(p.split_file(name)))?;
         out.write(&encode_header(Dtype::Int64, &[counts[b]]))?;
         let mut buf = Vec::with_capacity(1 << 20);
         for v in 0..n {

@@ -363,7 +363,7 @@ fn write_npy_i64(path: &Path, values: impl Iterator<Item = i64>, n: u64) -> Resu
 }
 
 /// Appends neighbor ids into checksummed overflow pages.
-struct OverflowWriter {
+pub(super) struct OverflowWriter {
     layout: Layout,
     out: OutFile,
     page: Vec<u8>,
@@ -371,11 +371,11 @@ struct OverflowWriter {
     id_bytes: usize,
     in_page: usize,
     page_no: u64,
-    next_entry: u64,
+    pub(super) next_entry: u64,
 }
 
 impl OverflowWriter {
-    fn new(path: &Path, layout: &Layout) -> Result<OverflowWriter> {
+    pub(super) fn new(path: &Path, layout: &Layout) -> Result<OverflowWriter> {
         // Written once, read back only by the verify (O_DIRECT itself): no
         // page-cache copy (~1 s of CPU of a 2 GiB edge input's layout pass).
         let mut out = OutFile::create_direct(path)?;
@@ -391,7 +391,7 @@ impl OverflowWriter {
             next_entry: 0,
         })
     }
-    fn push(&mut self, id: u64) -> Result<()> {
+    pub(super) fn push(&mut self, id: u64) -> Result<()> {
         let w = self.id_bytes;
         write_id(id, &mut self.page[self.in_page * w..(self.in_page + 1) * w]);
         self.in_page += 1;
@@ -411,7 +411,7 @@ impl OverflowWriter {
     }
     /// Flush the last page and finish the file, its header `old` (as
     /// written) replaced by `new`.
-    fn finish_patched(mut self, old: &[u8], new: &[u8]) -> Result<(u64, u32)> {
+    pub(super) fn finish_patched(mut self, old: &[u8], new: &[u8]) -> Result<(u64, u32)> {
         if self.in_page > 0 {
             self.flush()?;
         }

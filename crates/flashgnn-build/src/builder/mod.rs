@@ -43,6 +43,7 @@ mod plan;
 mod publish;
 mod side;
 mod stream;
+mod typed;
 
 use edges::{preprocess_edges, EdgeResult};
 use plan::FeaturePlan;
@@ -165,6 +166,9 @@ fn check_request(opts: &BuildOptions) -> Result<Vec<String>> {
 fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<BuildReport> {
     let t0 = Instant::now();
     plan::check_page_size(opts)?;
+    if crate::source::detect::detect_format(opts)? == crate::options::InputFormat::TypedNpy {
+        return typed::build_typed(tmp, opts, progress, t0);
+    }
     let mut inputs = open_inputs(opts)?;
     let notes = std::mem::take(&mut inputs.notes);
     let declared = plan::declared_nodes(opts, &inputs)?;
@@ -192,6 +196,7 @@ fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<Bu
         page_size: opts.page_size,
         progress,
         num_classes: plan::num_classes(opts, &fmt_name),
+        typed: None,
     };
     let mut report = std::thread::scope(|scope| -> Result<BuildReport> {
         let handle = declared.map(|n| {

@@ -142,6 +142,8 @@ pub(super) fn manifest_of(
             peak_rss_bytes: flashgnn_io::rss::peak_rss_bytes(),
             memory_budget_bytes: opts.memory_budget,
             sort_runs: er.runs,
+            add_reverse: false,
+            relations: Vec::new(),
         },
         files: files.into_iter().map(|(name, bytes, crc32c)| (name, FileEntry { bytes, crc32c })).collect(),
         dataset_id: opts.dataset_id,

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use flashgnn_format::manifest::{split_file, LabelInfo, LABELS_FILE};
+use flashgnn_format::manifest::{split_file, LabelInfo, FEATURES_FILE, FEATURE_CRC_FILE, LABELS_FILE};
 use flashgnn_format::Dtype;
 
 use super::features::write_features;
@@ -58,6 +58,30 @@ pub(super) struct SideParams<'a> {
     pub(super) page_size: u32,
     pub(super) progress: &'a Progress,
     pub(super) num_classes: Option<u64>,
+    /// Typed builds: the node type's index and first global id; its files
+    /// are `t<i>.*` and its feature rows' CRCs bound to global ids.
+    pub(super) typed: Option<(usize, u64)>,
+}
+
+impl SideParams<'_> {
+    pub(super) fn labels_file(&self) -> String {
+        match self.typed {
+            Some((t, _)) => flashgnn_format::types::labels_file(t),
+            None => LABELS_FILE.into(),
+        }
+    }
+    pub(super) fn split_file(&self, name: &str) -> String {
+        match self.typed {
+            Some((t, _)) => flashgnn_format::types::split_file(t, name),
+            None => split_file(name),
+        }
+    }
+    pub(super) fn features_files(&self) -> (String, String) {
+        match self.typed {
+            Some((t, _)) => (flashgnn_format::types::features_file(t), flashgnn_format::types::feature_crc_file(t)),
+            None => (FEATURES_FILE.into(), FEATURE_CRC_FILE.into()),
+        }
+    }
 }
 
 /// Stream features (converted), labels and splits to their files.
@@ -85,19 +109,21 @@ pub(super) fn side_work(
     // Kept (4 B/node) only when --make-splits will stratify by them.
     let fractions =
         p.opts.make_splits.or(if p.opts.input.join("processed").is_dir() { Some((0.6, 0.2, 0.2)) } else { None });
+    // A typed build draws splits for the labeled node types only.
+    let fractions = fractions.filter(|_| p.typed.is_none() || labels.is_some());
     let stratify = splits.is_empty() && fractions.is_some();
     let mut label_values: Option<Vec<i32>> = None;
     if let Some(l) = labels {
         let (info, bytes, crc, values) = write_labels(p, num_nodes, l, stratify)?;
         side.labels = Some(info);
-        side.files.push((LABELS_FILE.into(), bytes, crc));
+        side.files.push((p.labels_file(), bytes, crc));
         label_values = stratify.then_some(values);
     }
     let mut have_splits = false;
     for (name, s) in splits {
         let (count, bytes, crc) = write_split(p, num_nodes, &name, s)?;
         side.splits.push((name.clone(), count));
-        side.files.push((split_file(&name), bytes, crc));
+        side.files.push((p.split_file(&name), bytes, crc));
         have_splits = true;
     }
     if !have_splits {
@@ -105,7 +131,7 @@ pub(super) fn side_work(
             side.splits_made = if label_values.is_some() { "stratified" } else { "random" }.into();
             for (name, count, bytes, crc) in make_splits(p, num_nodes, fr, label_values.as_deref())? {
                 side.splits.push((name.clone(), count));
-                side.files.push((split_file(&name), bytes, crc));
+                side.files.push((p.split_file(&name), bytes, crc));
             }
         }
     }

@@ -32,11 +32,19 @@ pub enum InputFormat {
     Igb,
     Ogb,
     Snap,
+    /// Typed (heterogeneous) npy folders: `source/typed.rs`.
+    TypedNpy,
 }
 
 impl InputFormat {
-    pub const ALL: [InputFormat; 5] =
-        [InputFormat::Auto, InputFormat::Npy, InputFormat::Igb, InputFormat::Ogb, InputFormat::Snap];
+    pub const ALL: [InputFormat; 6] = [
+        InputFormat::Auto,
+        InputFormat::Npy,
+        InputFormat::Igb,
+        InputFormat::Ogb,
+        InputFormat::Snap,
+        InputFormat::TypedNpy,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -45,6 +53,7 @@ impl InputFormat {
             InputFormat::Igb => "igb",
             InputFormat::Ogb => "ogb",
             InputFormat::Snap => "snap",
+            InputFormat::TypedNpy => "typed-npy",
         }
     }
 }
@@ -88,6 +97,11 @@ pub fn detect_format(opts: &BuildOptions) -> Result<InputFormat> {
     if present(&p.join("edge_index.npy"))? {
         return Ok(InputFormat::Npy);
     }
+    // Edge folders `<src>__<rel>__<dst>/` (here or in processed/): typed,
+    // but for IGB's homogeneous processed/ (paper/ and paper__cites__paper/ only).
+    if super::typed::is_typed(p) {
+        return Ok(InputFormat::TypedNpy);
+    }
     if p.join("processed").join("paper").is_dir() {
         return Ok(InputFormat::Igb);
     }
@@ -96,7 +110,7 @@ pub fn detect_format(opts: &BuildOptions) -> Result<InputFormat> {
     }
     Err(BuildError::config(format!(
         "{}: unrecognised input layout: expected a text edge list file, a directory with edge_index.npy (npy), \
-         processed/paper/ (IGB) or raw/edge.csv.gz (OGB)",
+         processed/paper/ (IGB), <src>__<rel>__<dst>/ edge folders (typed-npy) or raw/edge.csv.gz (OGB)",
         p.display()
     )))
 }
@@ -168,6 +182,10 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
         InputFormat::Npy => open_npy(opts, p),
         InputFormat::Igb => open_igb(opts, p),
         InputFormat::Ogb => open_ogb(opts, p),
+        InputFormat::TypedNpy => Err(BuildError::config(format!(
+            "{}: a typed npy input is read by the typed build (flashgnn_build::build), not as homogeneous inputs",
+            p.display()
+        ))),
         InputFormat::Auto => unreachable!("detect_format resolves Auto"),
     }
 }

@@ -9,6 +9,7 @@
 pub mod detect;
 pub mod npy;
 pub mod text;
+pub mod typed;
 
 use flashgnn_format::Dtype;
 

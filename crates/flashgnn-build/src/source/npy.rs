@@ -80,6 +80,9 @@ pub struct NpyEdges {
     /// file system refuses it) and one reused aligned buffer. The edges are
     /// read once, so the page cache would only add a kernel copy per byte.
     direct: Option<DirectFile>,
+    /// Typed input: each column's own bound and node type name (column 0
+    /// holds source ids of one type, column 1 destination ids of another).
+    column_bounds: Option<[(u64, String); 2]>,
 }
 
 impl NpyEdges {
@@ -129,7 +132,20 @@ impl NpyEdges {
             buf: Vec::new(),
             buf2: Vec::new(),
             direct,
+            column_bounds: None,
         })
+    }
+
+    /// Check column 0 against `src` (count, node type name) and column 1
+    /// against `dst` instead of one node count (the typed npy layout).
+    pub fn with_column_bounds(mut self, src: (u64, String), dst: (u64, String)) -> NpyEdges {
+        self.column_bounds = Some([src, dst]);
+        self
+    }
+
+    /// Rows `[E]` of the array.
+    pub fn num_edges(&self) -> u64 {
+        self.num_edges
     }
 }
 
@@ -191,7 +207,11 @@ impl EdgeSource for NpyEdges {
             };
             // Fast accept: both ids in range (the overwhelmingly common case).
             let bound = self.num_nodes.map_or(super::NODES_MAX as i128, |n| n as i128);
-            if a >= 0 && b >= 0 && a < bound && b < bound {
+            let (ba, bb) = match &self.column_bounds {
+                Some([s, d]) => (s.0 as i128, d.0 as i128),
+                None => (bound, bound),
+            };
+            if a >= 0 && b >= 0 && a < ba && b < bb {
                 out.push((a as u64, b as u64));
                 continue;
             }
@@ -203,6 +223,26 @@ impl EdgeSource for NpyEdges {
                     format!("edge {row}, column {col} (byte offset {off})")
                 }
             };
+            if let Some(cb) = &self.column_bounds {
+                for (col, v) in [(0usize, a), (1, b)] {
+                    let (n, t) = &cb[col];
+                    if v < 0 {
+                        return Err(BuildError::input(
+                            file,
+                            pos(col as u64)(),
+                            format!("negative node id {v} (ids must be >= 0)"),
+                        ));
+                    }
+                    if v >= *n as i128 {
+                        let end = if col == 0 { "source" } else { "destination" };
+                        return Err(BuildError::input(
+                            file,
+                            pos(col as u64)(),
+                            format!("node id {v} >= {n}, the node count of {end} type {t:?}"),
+                        ));
+                    }
+                }
+            }
             let src = check_id(a, self.num_nodes, file, pos(0))?;
             let dst = check_id(b, self.num_nodes, file, pos(1))?;
             out.push((src, dst));

@@ -1,0 +1,345 @@
+//! The typed build (format version 3): a typed npy directory written here
+//! (3 node types, 4 edge types of which one within a type, a type without
+//! features, lists that spill on 512-byte pages, labels and splits on one
+//! type) builds into a dataset whose every node's neighbors, relation by
+//! relation, equal an in-memory model of the input; `--add-reverse`
+//! against a hand-computed expectation; input errors name file, position,
+//! value and bound and publish nothing; verify finds flipped bits.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use flashgnn_build::{build, BuildOptions, BuildVerify, Progress, SelfLoops};
+use flashgnn_format::npy::encode_header;
+use flashgnn_format::slot::decode_slot;
+use flashgnn_format::Dtype;
+use flashgnn_store::Dataset;
+
+fn write_npy(path: &Path, dtype: Dtype, shape: &[u64], data: &[u8]) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut b = encode_header(dtype, shape);
+    b.extend_from_slice(data);
+    std::fs::write(path, b).unwrap();
+}
+
+fn write_edges(dir: &Path, folder: &str, edges: &[(u64, u64)]) {
+    let data: Vec<u8> =
+        edges.iter().flat_map(|&(s, d)| [(s as i64).to_le_bytes(), (d as i64).to_le_bytes()].concat()).collect();
+    write_npy(&dir.join(folder).join("edge_index.npy"), Dtype::Int64, &[edges.len() as u64, 2], &data);
+}
+
+fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+fn i64s(v: &[i64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Node types (sorted): author 7 (dim 3), paper 150 (dim 5, labels,
+/// splits), venue 4 (no features: count from num_nodes.json).
+const P: u64 = 150;
+const COUNTS: [(&str, u64); 3] = [("author", 7), ("paper", P), ("venue", 4)];
+
+struct Input {
+    /// Folder name -> edges (local ids).
+    edges: BTreeMap<String, Vec<(u64, u64)>>,
+}
+
+fn lcg(x: &mut u64) -> u64 {
+    *x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    *x >> 33
+}
+
+fn write_input(dir: &Path) -> Input {
+    let mut x = 7u64;
+    let mut edges = BTreeMap::new();
+    let mut writes: Vec<(u64, u64)> = (0..40).map(|_| (lcg(&mut x) % 7, lcg(&mut x) % P)).collect();
+    writes.push(writes[0]); // a duplicate
+                            // paper 3 is cited by every paper, several times: its list spills.
+    let mut cites: Vec<(u64, u64)> = (0..300).map(|i| (i % P, 3)).collect();
+    cites.extend((0..60).map(|_| (lcg(&mut x) % P, lcg(&mut x) % P)));
+    cites.extend([(5, 5), (5, 5), (0, 0)]); // self-loops
+    let in_venue: Vec<(u64, u64)> = (0..P).map(|p| (p, p % 4)).collect();
+    let hosts: Vec<(u64, u64)> = (0..30).map(|_| (lcg(&mut x) % 4, lcg(&mut x) % P)).collect();
+    edges.insert("author__writes__paper".to_string(), writes);
+    edges.insert("paper__cites__paper".to_string(), cites);
+    edges.insert("paper__in__venue".to_string(), in_venue);
+    edges.insert("venue__hosts__paper".to_string(), hosts);
+    for (f, e) in &edges {
+        write_edges(dir, f, e);
+    }
+    let feats = |n: u64, d: u64, k: f32| -> Vec<f32> { (0..n * d).map(|i| i as f32 * 0.5 + k).collect() };
+    write_npy(&dir.join("author/node_feat.npy"), Dtype::Float32, &[7, 3], &f32s(&feats(7, 3, 100.0)));
+    write_npy(&dir.join("paper/node_feat.npy"), Dtype::Float32, &[P, 5], &f32s(&feats(P, 5, 200.0)));
+    let labels: Vec<i64> = (0..P as i64).map(|i| if i % 5 == 4 { -1 } else { i % 3 }).collect();
+    write_npy(&dir.join("paper/node_label.npy"), Dtype::Int64, &[P], &i64s(&labels));
+    write_npy(&dir.join("paper/train_idx.npy"), Dtype::Int64, &[3], &i64s(&[0, 1, 2]));
+    write_npy(&dir.join("paper/val_idx.npy"), Dtype::Int64, &[2], &i64s(&[5, 6]));
+    std::fs::write(dir.join("num_nodes.json"), r#"{"venue": 4}"#).unwrap();
+    Input { edges }
+}
+
+fn opts(input: &Path, out: &Path) -> BuildOptions {
+    let mut o = BuildOptions::new(input, out);
+    o.page_size = 512;
+    o.memory_budget = 80 << 20;
+    o.dataset_id = Some(0x5eed);
+    o.verify = BuildVerify::All;
+    o
+}
+
+fn offset_of(t: &str) -> u64 {
+    let mut acc = 0;
+    for (n, c) in COUNTS {
+        if n == t {
+            return acc;
+        }
+        acc += c;
+    }
+    panic!("{t}")
+}
+
+/// Per global node: per incoming relation (edge types in folder order),
+/// the global sources, sorted (one copy each with `dedup`).
+fn model(inp: &Input, dedup: bool, loops: SelfLoops) -> Vec<Vec<Vec<u64>>> {
+    let n: u64 = COUNTS.iter().map(|c| c.1).sum();
+    let mut out = vec![Vec::new(); n as usize];
+    for (t, (tname, count)) in COUNTS.iter().enumerate() {
+        let _ = t;
+        for v in 0..*count {
+            let g = offset_of(tname) + v;
+            for (f, edges) in &inp.edges {
+                let parts: Vec<&str> = f.split("__").collect();
+                if parts[2] != *tname {
+                    continue;
+                }
+                let same = parts[0] == parts[2];
+                let mut l: Vec<u64> = edges
+                    .iter()
+                    .filter(|&&(s, d)| d == v && !(same && s == d && loops != SelfLoops::Keep))
+                    .map(|&(s, _)| offset_of(parts[0]) + s)
+                    .collect();
+                if same && loops == SelfLoops::Add {
+                    l.push(g);
+                }
+                l.sort();
+                if dedup {
+                    l.dedup();
+                }
+                out[g as usize].push(l);
+            }
+        }
+    }
+    out
+}
+
+/// The built dataset's lists, per node, per relation (by its slot's counts).
+fn stored(ds: &Dataset) -> Vec<Vec<Vec<u64>>> {
+    let l = ds.layout();
+    let t = ds.type_table();
+    (0..ds.num_nodes())
+        .map(|v| {
+            let (ty, _) = t.type_of(v).unwrap();
+            let buf = ds.read_slot(v).unwrap();
+            let slot = decode_slot(l, v, &buf, "g").unwrap();
+            let ids = ds.neighbors_internal(v).unwrap();
+            let mut at = 0usize;
+            t.in_relations(ty)
+                .iter()
+                .enumerate()
+                .map(|(j, _)| {
+                    let c = slot.rel_count(j) as usize;
+                    at += c;
+                    ids[at - c..at].to_vec()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn typed_build_round_trips_every_relation() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    let inp = write_input(&input);
+    for (i, (dedup, loops)) in
+        [(false, SelfLoops::Keep), (true, SelfLoops::Drop), (true, SelfLoops::Add)].into_iter().enumerate()
+    {
+        let out = dir.path().join(format!("out{i}"));
+        let mut o = opts(&input, &out);
+        o.dedup = dedup;
+        o.self_loops = loops;
+        let rep = build(&o, &Progress::new()).unwrap_or_else(|e| panic!("{e}"));
+        let m = &rep.manifest;
+        assert_eq!(m.format_version, 3);
+        assert_eq!(m.build.source_format, "typed-npy");
+        let ds = Dataset::open(&out).unwrap();
+        assert!(ds.is_typed());
+        let want = model(&inp, dedup, loops);
+        assert_eq!(stored(&ds), want, "dedup {dedup} loops {loops:?}");
+        assert!(m.degree.spilled_nodes > 0, "paper 3 list spills on 512-byte pages: {:?} {:?}", m.graph, m.degree);
+        let t = m.types.as_ref().unwrap();
+        let names: Vec<_> = t.node_types.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["author", "paper", "venue"]);
+        assert_eq!(t.edge_types.len(), 4);
+        for (r, e) in t.edge_types.iter().enumerate() {
+            let d = t.node_type_index(&e.dst).unwrap();
+            let j = t.in_relations(d).iter().position(|&x| x == r).unwrap();
+            let sum: usize =
+                want.iter().skip(t.offset(d) as usize).take(t.node_types[d].count as usize).map(|l| l[j].len()).sum();
+            assert_eq!(e.num_edges, sum as u64, "{}", e.key());
+            assert_eq!(m.build.relations[r].stored, e.num_edges);
+        }
+        assert_eq!(t.node_types[2].features, None);
+        assert_eq!(t.node_types[1].labels.as_ref().unwrap().labeled, 120);
+        assert_eq!(t.node_types[1].splits.get("train"), Some(&3));
+        // Feature rows per type, by local id.
+        let mut row = Vec::new();
+        ds.type_feature_row(1, 2, &mut row).unwrap();
+        let vals: Vec<f32> = row.chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        assert_eq!(vals, (10..15).map(|i| i as f32 * 0.5 + 200.0).collect::<Vec<_>>());
+        assert!(ds.type_feature_row(2, 0, &mut row).is_err(), "venue has no features");
+        let lab = ds.side_array("t1.labels.npy").unwrap().read_all_i64().unwrap();
+        assert_eq!(lab[4], -1);
+        assert_eq!(lab[5], 2);
+        let val = ds.side_array("t1.split_val.npy").unwrap().read_all_i64().unwrap();
+        assert_eq!(val, vec![5, 6]);
+        flashgnn_store::verify(&ds, &mut |_, _| {}).unwrap();
+    }
+}
+
+#[test]
+fn add_reverse_is_pygs_to_undirected() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    write_edges(&input, "a__r__b", &[(0, 1), (1, 2), (0, 1)]);
+    write_edges(&input, "b__s__b", &[(0, 1), (2, 2)]);
+    std::fs::write(input.join("num_nodes.json"), r#"{"a": 2, "b": 3}"#).unwrap();
+    let out = dir.path().join("out");
+    let mut o = opts(&input, &out);
+    o.add_reverse = true;
+    let rep = build(&o, &Progress::new()).unwrap_or_else(|e| panic!("{e}"));
+    let t = rep.manifest.types.as_ref().unwrap();
+    let keys: Vec<(String, u64)> = t.edge_types.iter().map(|e| (e.key(), e.num_edges)).collect();
+    assert_eq!(
+        keys,
+        [("a__r__b".to_string(), 3), ("b__s__b".to_string(), 3), ("b__rev_r__a".to_string(), 3)],
+        "same-type relation undirected in place (the loop coalesced), a rev_ type appended"
+    );
+    let ds = Dataset::open(&out).unwrap();
+    // a0, a1 | b0, b1, b2 = global 0, 1 | 2, 3, 4.
+    let want: Vec<Vec<Vec<u64>>> = vec![
+        vec![vec![3, 3]],          // a0 <- b1 twice (rev_r keeps r's duplicates)
+        vec![vec![4]],             // a1 <- b2
+        vec![vec![], vec![3]],     // b0: r none; s: b1 (reverse of 0->1)
+        vec![vec![0, 0], vec![2]], // b1: r a0 twice; s: b0
+        vec![vec![1], vec![4]],    // b2: r a1; s: its loop once
+    ];
+    assert_eq!(stored(&ds), want);
+    assert!(rep.manifest.build.add_reverse);
+    assert_eq!(rep.manifest.build.relations[2].added_by_reverse, 3);
+}
+
+fn build_err(input: &Path, out: &Path) -> String {
+    let e = build(&opts(input, out), &Progress::new()).unwrap_err().to_string();
+    assert!(!out.exists(), "nothing is published on error: {e}");
+    let parent = out.parent().unwrap();
+    let left: Vec<_> = std::fs::read_dir(parent)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("tmp"))
+        .collect();
+    assert!(left.is_empty(), "temporaries left: {left:?}");
+    e
+}
+
+#[test]
+fn typed_input_errors_name_file_position_value_and_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    // An id beyond its type's count.
+    let input = dir.path().join("oob");
+    write_input(&input);
+    write_edges(&input, "author__writes__paper", &[(0, 0), (1, 1), (2, 2), (7, 3)]);
+    let e = build_err(&input, &out);
+    assert!(
+        e.contains("author__writes__paper/edge_index.npy")
+            && e.contains("edge 3, column 0")
+            && e.contains("node id 7 >= 7")
+            && e.contains("\"author\""),
+        "{e}"
+    );
+    // A type named by an edge folder that has no folder or count.
+    let input = dir.path().join("missing");
+    write_input(&input);
+    write_edges(&input, "journal__lists__paper", &[(0, 0)]);
+    let e = build_err(&input, &out);
+    assert!(e.contains("journal__lists__paper") && e.contains("\"journal\""), "{e}");
+    // Feature rows against another count.
+    let input = dir.path().join("rows");
+    write_input(&input);
+    std::fs::write(input.join("num_nodes.json"), r#"{"venue": 4, "author": 8}"#).unwrap();
+    let e = build_err(&input, &out);
+    assert!(e.contains("author/node_feat.npy") && e.contains("gives 8") && e.contains("gives 7"), "{e}");
+    // A name the format refuses.
+    let input = dir.path().join("name");
+    write_input(&input);
+    write_edges(&input, "paper__cit!es__paper", &[(0, 0)]);
+    let e = build_err(&input, &out);
+    assert!(e.contains("\"cit!es\""), "{e}");
+    // Options a typed build refuses by name.
+    let input = dir.path().join("ok");
+    write_input(&input);
+    let mut o = opts(&input, &out);
+    o.symmetrize = true;
+    let e = build(&o, &Progress::new()).unwrap_err().to_string();
+    assert!(e.contains("--symmetrize") && e.contains("--add-reverse"), "{e}");
+}
+
+fn flip(path: &Path, at: u64) {
+    let mut b = std::fs::read(path).unwrap();
+    b[at as usize] ^= 0x10;
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+fn verify_reports_flipped_bits_in_typed_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    write_input(&input);
+    let out = dir.path().join("out");
+    build(&opts(&input, &out), &Progress::new()).unwrap();
+    let (fl, slot_at) = {
+        let ds = Dataset::open(&out).unwrap();
+        flashgnn_store::verify(&ds, &mut |_, _| {}).unwrap();
+        (ds.type_feature_layout(1).unwrap().clone(), ds.layout().slot_offset(8) + 24)
+    };
+    // A feature row of paper (t1), local 2.
+    let bad = dir.path().join("bad_feat");
+    copy_dir(&out, &bad);
+    let row_at = fl.page_size as u64 + 2 * fl.feature_stride() + 1;
+    flip(&bad.join("t1.features.fg"), row_at);
+    let ds = Dataset::open(&bad).unwrap();
+    let e = flashgnn_store::verify(&ds, &mut |_, _| {}).unwrap_err().to_string();
+    assert!(e.contains("t1.features.fg"), "{e}");
+    let e = ds.type_feature_row(1, 2, &mut Vec::new()).unwrap_err().to_string();
+    assert!(e.contains("t1.features.fg") && e.contains(&format!("{}", row_at - 1)), "{e}");
+    // A slot's relation count (node 8 = paper 1).
+    let bad = dir.path().join("bad_slot");
+    copy_dir(&out, &bad);
+    flip(&bad.join("graph.fg"), slot_at);
+    let ds = Dataset::open(&bad).unwrap();
+    let e = flashgnn_store::verify(&ds, &mut |_, _| {}).unwrap_err().to_string();
+    assert!(e.contains("graph.fg"), "{e}");
+    let e = ds.read_slot(8).unwrap_err().to_string();
+    assert!(e.contains("graph.fg") && e.contains(&format!("{}", slot_at - 24)), "{e}");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
