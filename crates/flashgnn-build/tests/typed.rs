@@ -325,6 +325,11 @@ fn verify_reports_flipped_bits_in_typed_files() {
     assert!(e.contains("t1.features.fg"), "{e}");
     let e = ds.type_feature_row(1, 2, &mut Vec::new()).unwrap_err().to_string();
     assert!(e.contains("t1.features.fg") && e.contains(&format!("{}", row_at - 1)), "{e}");
+    let d = scrub_damage(&bad);
+    assert!(
+        d.iter().any(|x| x.file.ends_with("t1.features.fg") && x.kind == "feature row" && x.offset == Some(row_at - 1)),
+        "{d:?}"
+    );
     // A slot's relation count (node 8 = paper 1).
     let bad = dir.path().join("bad_slot");
     copy_dir(&out, &bad);
@@ -334,6 +339,13 @@ fn verify_reports_flipped_bits_in_typed_files() {
     assert!(e.contains("graph.fg"), "{e}");
     let e = ds.read_slot(8).unwrap_err().to_string();
     assert!(e.contains("graph.fg") && e.contains(&format!("{}", slot_at - 24)), "{e}");
+    let d = scrub_damage(&bad);
+    assert!(d.iter().any(|x| x.file.ends_with("graph.fg") && x.kind == "slot page"), "{d:?}");
+}
+
+fn scrub_damage(root: &Path) -> Vec<flashgnn_store::Damage> {
+    let o = flashgnn_store::ScrubOptions::new(root);
+    flashgnn_store::scrub(root, &o, &mut |_, _| true).unwrap().damaged
 }
 
 fn copy_dir(from: &Path, to: &Path) {

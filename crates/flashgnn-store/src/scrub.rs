@@ -212,6 +212,11 @@ enum Kind {
     Graph,
     Overflow,
     Features,
+    /// A typed dataset's `t<i>.features.fg` of node type `t`, rows of `stride` bytes.
+    TypedFeatures {
+        t: usize,
+        stride: u64,
+    },
     /// A side array with a spec (range-checked values), data starting here.
     Side {
         data_offset: u64,
@@ -458,6 +463,37 @@ impl Run<'_> {
                     }
                 }
             }
+            Kind::TypedFeatures { t, .. } if off == 0 => {
+                self.pos.pages += 1;
+                let fl = ds.type_feature_layout(t).expect("a type with features");
+                if let Err(e) = crate::dataset::check_type_feature_header(ds.root(), fl, name, buf) {
+                    self.record_err(e, &path, "header page", Some(0), 0);
+                }
+            }
+            Kind::TypedFeatures { t, stride } => {
+                let fl = ds.type_feature_layout(t).expect("a type with features").clone();
+                let types = ds.manifest().types.as_ref().expect("typed");
+                let first = (off - p) / stride;
+                let k = (buf.len() as u64 / stride).min(types.node_types[t].count.saturating_sub(first));
+                let crc_file = flashgnn_format::types::feature_crc_file(t);
+                let crcs = match ds.side_array(&crc_file).and_then(|a| a.read_i64(first, k)) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        self.record_err(e, &ds.file(&crc_file), "side file", None, 0);
+                        return;
+                    }
+                };
+                for (i, row) in buf.chunks_exact(stride as usize).take(k as usize).enumerate() {
+                    let local = first + i as u64;
+                    self.pos.feature_rows += 1;
+                    let global = types.offset(t) + local;
+                    if let Err(e) =
+                        crate::verify::check_typed_feature_row(ds, t, &fl, global, local, row, crcs[i] as u32)
+                    {
+                        self.record_err(e, &path, "feature row", Some(local), p + local * stride);
+                    }
+                }
+            }
             Kind::Side { data_offset, elem } if off >= data_offset => {
                 let first = (off - data_offset) / elem;
                 let spec = ds.side_spec(name).expect("Side kind has a spec");
@@ -593,6 +629,11 @@ fn plan(ds: &Dataset, opts: &ScrubOptions) -> Result<Vec<(String, Option<PathBuf
             GRAPH_FILE => Kind::Graph,
             OVERFLOW_FILE => Kind::Overflow,
             FEATURES_FILE if ds.layout().placement == FeaturePlacement::Separate => Kind::Features,
+            _ if crate::verify::typed_feature_type(ds, name).is_some() => {
+                let t = crate::verify::typed_feature_type(ds, name).expect("checked");
+                let stride = ds.type_feature_layout(t).expect("a type with features").feature_stride();
+                Kind::TypedFeatures { t, stride }
+            }
             _ => match ds.side_spec(name) {
                 Some(spec) if spec.range.is_some() => {
                     let a = ds.side_array(name)?;
@@ -623,6 +664,8 @@ fn chunk_end(kind: Kind, off: u64, len: u64, page: u64, stride: u64, chunk: u64)
         Kind::Graph | Kind::Overflow | Kind::Features if off == 0 => page,
         Kind::Graph | Kind::Overflow => units(page),
         Kind::Features => units(stride),
+        Kind::TypedFeatures { .. } if off == 0 => page,
+        Kind::TypedFeatures { stride, .. } => units(stride),
         Kind::Side { data_offset, .. } if off < data_offset => data_offset,
         Kind::Side { elem, .. } => units(elem),
         Kind::Listed | Kind::Unlisted => units(flashgnn_io::aligned::BUF_ALIGN as u64),

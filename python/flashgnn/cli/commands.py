@@ -175,6 +175,8 @@ def info_dict(ds: flashgnn.Dataset) -> dict:
         "overhead_vs_csr": lay["stored_bytes"] / lay["csr_bytes"] - 1 if lay["csr_bytes"] else 0.0,
         "structure_overhead_vs_csr": (graph_bytes - inline_feat) / csr_struct - 1 if csr_struct else 0.0,
         "build": m["build"],
+        # Typed datasets (format version 3): node and edge types.
+        "types": m.get("types"),
     }
 
 
@@ -189,6 +191,19 @@ def _mutable_info(path) -> dict | None:
         return _core.verify_mutable(os.fspath(path))
     except flashgnn.CorruptDatasetError as e:
         return {"error": str(e)}
+
+
+def _print_types(t: dict) -> None:
+    """Per node type: count, features, labels, splits; per edge type: edges."""
+    for nt in t["node_types"]:
+        f = nt.get("features")
+        feat = f"features {f['dim']} x {f['dtype']}" if f else "no features"
+        lab = nt.get("labels")
+        labs = f"labels {lab['num_classes']} classes, {lab['labeled']:,} labeled" if lab else "no labels"
+        splits = ", ".join(f"{k} {v:,}" for k, v in nt.get("splits", {}).items()) or "none"
+        print(f"node type    {nt['name']}: {nt['count']:,} nodes; {feat}; {labs}; splits {splits}")
+    for et in t["edge_types"]:
+        print(f"edge type    ({et['src']}, {et['rel']}, {et['dst']}): {et['num_edges']:,} edges")
 
 
 def cmd_info(a) -> int:
@@ -209,6 +224,8 @@ def cmd_info(a) -> int:
     if d["labels"]:
         print(f"labels       {d['labels']['num_classes']} classes, {d['labels']['labeled']:,} labeled")
     print("splits       " + (", ".join(f"{k} {v:,}" for k, v in d["splits"].items()) or "none"))
+    if d.get("types"):
+        _print_types(d["types"])
     print(
         f"degree       min {deg['min']} / median {deg['median']} / mean {deg['mean']:.2f} / p99 {deg['p99']} / max {deg['max']:,}; "
         f"{isolated_words(deg)}; spilled to overflow {deg['spilled_nodes']:,}"
