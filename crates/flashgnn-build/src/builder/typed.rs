@@ -244,47 +244,20 @@ pub(super) fn build_typed(tmp: &Path, opts: &BuildOptions, progress: &Progress, 
         let inp_ref = &inp;
         let offs = &offsets;
         let side = scope.spawn(move || -> Result<Vec<Side>> {
-            let mut out = Vec::new();
-            for t in 0..inp_ref.nodes.len() {
-                progress.check()?;
-                let features = inp_ref.open_features(t)?;
-                let feat_dtype = match &features {
-                    Some(f) => opts.feature_dtype.unwrap_or(f.dtype()),
-                    None => Dtype::Float32,
-                };
-                if !feat_dtype.is_float() {
-                    return Err(BuildError::config(format!(
-                        "--feature-dtype {} must be float16, float32 or float64",
-                        feat_dtype.name()
-                    )));
-                }
-                let p = SideParams {
-                    tmp,
-                    opts,
-                    feat_dtype,
-                    direct_final: true,
-                    page_size: opts.page_size,
-                    progress,
-                    num_classes: opts.num_classes.or(inp_ref.nodes[t].label_classes),
-                    typed: Some((t, offs[t])),
-                };
-                let labels = inp_ref.open_labels(t)?;
-                let splits = inp_ref.open_splits(t)?;
-                let mut s = side_work(&p, inp_ref.nodes[t].count, features, labels, splits)?;
-                s.feature_seconds = s.feature_seconds.max(0.0);
-                if s.staged {
-                    return Err(BuildError::config("internal: a typed feature table was staged"));
-                }
-                out.push(s);
-            }
-            Ok(out)
+            // A failure stops the edge pass promptly; this error is reported.
+            side_types(tmp, opts, progress, inp_ref, offs).inspect_err(|_| progress.cancel())
         });
         let e = sort_edges(tmp, opts, progress, &inp, &rels, &km, n, chunk);
         if e.is_err() {
             progress.cancel();
         }
         let s = side.join().unwrap_or_else(|_| Err(BuildError::config("internal: feature thread panicked")));
-        Ok((e?, s?))
+        // The first real error wins: an edge pass stopped by the side
+        // thread's failure reports that failure, not the cancellation.
+        match (e, s) {
+            (Err(BuildError::Cancelled), Err(s)) => Err(s),
+            (e, s) => Ok((e?, s?)),
+        }
     })?;
     let (keys, degrees, mut rc, runs) = edge_out;
     let preprocess_seconds = t_edges.elapsed().as_secs_f64();
@@ -433,6 +406,50 @@ pub(super) fn build_typed(tmp: &Path, opts: &BuildOptions, progress: &Progress, 
         removed_stale: Vec::new(),
         notes: Vec::new(),
     })
+}
+
+/// Features, labels and splits of every node type, into `t<i>.*` files.
+fn side_types(
+    tmp: &Path,
+    opts: &BuildOptions,
+    progress: &Progress,
+    inp_ref: &TypedInputs,
+    offs: &[u64],
+) -> Result<Vec<Side>> {
+    let mut out = Vec::new();
+    for t in 0..inp_ref.nodes.len() {
+        progress.check()?;
+        let features = inp_ref.open_features(t)?;
+        let feat_dtype = match &features {
+            Some(f) => opts.feature_dtype.unwrap_or(f.dtype()),
+            None => Dtype::Float32,
+        };
+        if !feat_dtype.is_float() {
+            return Err(BuildError::config(format!(
+                "--feature-dtype {} must be float16, float32 or float64",
+                feat_dtype.name()
+            )));
+        }
+        let p = SideParams {
+            tmp,
+            opts,
+            feat_dtype,
+            direct_final: true,
+            page_size: opts.page_size,
+            progress,
+            num_classes: opts.num_classes.or(inp_ref.nodes[t].label_classes),
+            typed: Some((t, offs[t])),
+        };
+        let labels = inp_ref.open_labels(t)?;
+        let splits = inp_ref.open_splits(t)?;
+        let mut s = side_work(&p, inp_ref.nodes[t].count, features, labels, splits)?;
+        s.feature_seconds = s.feature_seconds.max(0.0);
+        if s.staged {
+            return Err(BuildError::config("internal: a typed feature table was staged"));
+        }
+        out.push(s);
+    }
+    Ok(out)
 }
 
 type SortedEdges = (KeyStream, Vec<u32>, Vec<RelCounts>, u64);

@@ -5,6 +5,7 @@
 //! | npy | `edge_index.npy` | `node_feat.npy`, `node_label.npy`, `{train,val,test}_idx.npy` |
 //! | IGB | `processed/paper/` | `node_feat.npy`, `node_label_{19,2K}.npy`, `processed/paper__cites__paper/edge_index.npy` (large/full headerless) |
 //! | OGB | `raw/edge.csv.gz` | `raw/node-feat.csv.gz`, `raw/node-label.csv.gz`, `raw/num-node-list.csv.gz`, `split/<name>/{train,valid,test}.csv.gz` |
+//! | typed npy | `<src>__<rel>__<dst>/` folders (here or in `processed/`, but not IGB's homogeneous pair) | `source/typed.rs`; built by `builder/typed.rs` |
 //! | SNAP | a regular file | text edge list, plain or `.gz` |
 //!
 //! This file is the importers' registry: a layout is its [`InputFormat`]
