@@ -178,7 +178,7 @@ pub fn write_float(dtype: Dtype, v: f64, out: &mut [u8]) {
 /// widening is exact). Only float dtypes; `src.len()` must be a multiple of
 /// `from.size()` (it is a whole row). Same dtype: a plain copy.
 pub fn convert_floats(src: &[u8], from: Dtype, to: Dtype, out: &mut Vec<u8>) {
-    debug_assert!(from.is_float() && to.is_float() && src.len() % from.size() == 0);
+    debug_assert!(from.is_float() && to.is_float() && src.len().is_multiple_of(from.size()));
     if from == to {
         out.extend_from_slice(src);
         return;

@@ -313,7 +313,7 @@ impl Manifest {
         match &self.types {
             Some(t) => t.clone(),
             None => {
-                let f = (self.features.dim > 0).then(|| crate::types::TypeFeatures {
+                let f = (self.features.dim > 0).then_some(crate::types::TypeFeatures {
                     dim: self.features.dim,
                     dtype: self.features.dtype,
                     synthetic: self.features.synthetic,

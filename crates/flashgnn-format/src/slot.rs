@@ -90,6 +90,7 @@ pub fn write_id(v: u64, out: &mut [u8]) {
 
 /// Write node `node`'s slot into `out` (exactly `slot_bytes` long, zeroed by
 /// the caller or not — every byte is written).
+#[allow(clippy::too_many_arguments)]
 pub fn encode_slot(
     layout: &Layout,
     node: u64,

@@ -229,6 +229,7 @@ impl TypeTable {
 
     /// Structural checks against the manifest's totals and files (see the
     /// module docs). `path` names the manifest.
+    #[allow(clippy::too_many_arguments)]
     pub fn check(
         &self,
         path: &str,
@@ -300,7 +301,7 @@ impl TypeTable {
             if self.edge_types[..i].iter().any(|o| o.src == e.src && o.rel == e.rel && o.dst == e.dst) {
                 return Err(FormatError::invalid(path, format!("edge type {} is declared twice", e.key())));
             }
-            edges = edges.checked_add(e.num_edges).unwrap_or(u64::MAX);
+            edges = edges.saturating_add(e.num_edges);
         }
         if edges != num_edges {
             return Err(FormatError::oob(

@@ -878,13 +878,13 @@ mod tests {
         for chunk in [4096u64, 10_000, 1 << 20] {
             assert_eq!(chunk_end(Kind::Graph, 0, 1 << 30, p, stride, chunk), p, "header page alone");
             let e = chunk_end(Kind::Graph, p, 1 << 30, p, stride, chunk);
-            assert!(e > p && (e - p) % p == 0 && e - p <= chunk.max(p));
+            assert!(e > p && (e - p).is_multiple_of(p) && e - p <= chunk.max(p));
             let e = chunk_end(Kind::Features, p, 1 << 30, p, stride, chunk);
-            assert!(e > p && (e - p) % stride == 0);
+            assert!(e > p && (e - p).is_multiple_of(stride));
             let side = Kind::Side { data_offset: 128, elem: 8 };
             assert_eq!(chunk_end(side, 0, 1 << 30, p, stride, chunk), 128, "npy header alone");
             let e = chunk_end(side, 128, 1 << 30, p, stride, chunk);
-            assert!(e > 128 && (e - 128) % 8 == 0);
+            assert!(e > 128 && (e - 128).is_multiple_of(8));
         }
         // The last chunk ends at the file's end.
         assert_eq!(chunk_end(Kind::Overflow, 8192, 9000, p, stride, 1 << 20), 9000);

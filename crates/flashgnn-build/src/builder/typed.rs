@@ -417,7 +417,7 @@ fn side_types(
     offs: &[u64],
 ) -> Result<Vec<Side>> {
     let mut out = Vec::new();
-    for t in 0..inp_ref.nodes.len() {
+    for (t, &first_id) in offs.iter().enumerate().take(inp_ref.nodes.len()) {
         progress.check()?;
         let features = inp_ref.open_features(t)?;
         let feat_dtype = match &features {
@@ -438,7 +438,7 @@ fn side_types(
             page_size: opts.page_size,
             progress,
             num_classes: opts.num_classes.or(inp_ref.nodes[t].label_classes),
-            typed: Some((t, offs[t])),
+            typed: Some((t, first_id)),
         };
         let labels = inp_ref.open_labels(t)?;
         let splits = inp_ref.open_splits(t)?;

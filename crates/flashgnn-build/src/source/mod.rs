@@ -54,6 +54,8 @@ pub trait RowSource: Send {
 }
 
 /// A stream of scalar values (labels, split ids) as f64 with positions.
+// `len` is the count when known before reading, not a container's size.
+#[allow(clippy::len_without_is_empty)]
 pub trait ValueSource: Send {
     fn file(&self) -> String;
     fn len(&self) -> Option<u64>;

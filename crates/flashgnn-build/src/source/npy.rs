@@ -89,7 +89,7 @@ impl NpyEdges {
     pub fn open(path: &Path, raw_int64_pairs: bool) -> Result<NpyEdges> {
         let raw = if raw_int64_pairs {
             let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-            if len % 16 != 0 {
+            if !len.is_multiple_of(16) {
                 return Err(BuildError::input(
                     path.display(),
                     format!("byte offset {len}"),
