@@ -343,6 +343,44 @@ fn verify_reports_flipped_bits_in_typed_files() {
     assert!(d.iter().any(|x| x.file.ends_with("graph.fg") && x.kind == "slot page"), "{d:?}");
 }
 
+#[test]
+fn verify_checks_every_neighbor_against_its_relations_source_type() {
+    // A venue's neighbor replaced by an author id, the slot, file CRC and
+    // manifest re-sealed: only the typed relation check stands.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    write_input(&input);
+    let out = dir.path().join("out");
+    build(&opts(&input, &out), &Progress::new()).unwrap();
+    let ds = Dataset::open(&out).unwrap();
+    let l = ds.layout().clone();
+    let v = offset_of("venue");
+    let at = (l.slot_offset(v) + l.inline_ids_offset() as u64) as usize;
+    drop(ds);
+    let g = out.join("graph.fg");
+    let mut b = std::fs::read(&g).unwrap();
+    b[at..at + 4].copy_from_slice(&0u32.to_le_bytes());
+    let s0 = l.slot_offset(v) as usize;
+    let c = l.crc(v, &b[s0 + 4..s0 + l.slot_bytes as usize]);
+    b[s0..s0 + 4].copy_from_slice(&c.to_le_bytes());
+    std::fs::write(&g, &b).unwrap();
+    let mpath = out.join("manifest.json");
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&mpath).unwrap()).unwrap();
+    m["files"]["graph.fg"]["crc32c"] = crc32c::crc32c(&b).into();
+    let text = flashgnn_format::manifest::seal_json("m", &m.to_string()).unwrap();
+    std::fs::write(&mpath, text).unwrap();
+    let ds = Dataset::open(&out).unwrap();
+    let e = flashgnn_store::verify(&ds, &mut |_, _| {}).unwrap_err().to_string();
+    assert!(
+        e.contains("graph.fg")
+            && e.contains(&format!("{at}"))
+            && e.contains("neighbor id")
+            && e.contains("node type \"paper\"")
+            && e.contains("paper__in__venue"),
+        "{e}"
+    );
+}
+
 fn scrub_damage(root: &Path) -> Vec<flashgnn_store::Damage> {
     let o = flashgnn_store::ScrubOptions::new(root);
     flashgnn_store::scrub(root, &o, &mut |_, _| true).unwrap().damaged

@@ -194,11 +194,9 @@ impl WholeFilePass {
                     let fl = ds.type_feature_layout(t).expect("a type with features").clone();
                     let types = ds.manifest().types.as_ref().expect("typed");
                     let (first, count_t) = (types.offset(t), types.node_types[t].count);
-                    // The stored CRCs of this type (4 B per node of it).
-                    let crcs = match ds
-                        .side_array(&flashgnn_format::types::feature_crc_file(t))
-                        .and_then(|a| a.read_all_i64())
-                    {
+                    // The stored CRCs of this type, a window at a time.
+                    let (mut win, mut win_first) = (Vec::<i64>::new(), 0u64);
+                    let crcs = match ds.side_array(&flashgnn_format::types::feature_crc_file(t)) {
                         Ok(c) => Some(c),
                         Err(e) => {
                             feature_err.get_or_insert(e);
@@ -215,7 +213,30 @@ impl WholeFilePass {
                             if n >= 1 && feature_err.is_none() {
                                 if let Some(c) = &crcs {
                                     let local = n - 1;
-                                    let stored = c.get(local as usize).copied().unwrap_or(0) as u32;
+                                    if local >= count_t {
+                                        feature_err = Some(
+                                            FormatError::oob(
+                                                ds.file(name),
+                                                fl.page_size as u64 + local * fl.feature_stride(),
+                                                "feature row",
+                                                local,
+                                                format!("< count {count_t}"),
+                                            )
+                                            .into(),
+                                        );
+                                        return;
+                                    }
+                                    if local < win_first || local >= win_first + win.len() as u64 {
+                                        let k = ((VERIFY_CHUNK_BYTES / 8) as u64).min(count_t - local);
+                                        match c.read_i64(local, k) {
+                                            Ok(w) => (win, win_first) = (w, local),
+                                            Err(e) => {
+                                                feature_err = Some(e);
+                                                return;
+                                            }
+                                        }
+                                    }
+                                    let stored = win[(local - win_first) as usize] as u32;
                                     match check_typed_feature_row(ds, t, &fl, first + local, local, row, stored) {
                                         Ok(()) => checked += 1,
                                         Err(e) => feature_err = Some(e),
@@ -630,10 +651,24 @@ pub fn check_typed_relations(ds: &Dataset) -> Result<()> {
     let mut stored = vec![0u64; types.edge_types.len()];
     let per = l.overflow_ids_per_page();
     let (p, w) = (l.page_size as u64, l.id_bytes as u64);
+    // The slot pages in order, a window at a time (sequential reads; the
+    // overflow ranges of spilling nodes tile overflow.fg in the same order).
+    let k = l.slots_per_page as u64;
+    let window_pages = (VERIFY_CHUNK_BYTES as u64 / p).max(1);
+    let mut window: Vec<u8> = Vec::new();
+    let mut window_first_page = u64::MAX;
     for (t, rels) in in_rels.iter().enumerate() {
         for v in offsets[t]..offsets[t + 1] {
-            let buf = ds.read_slot(v)?;
-            let slot = decode_slot(l, v, &buf, &gname)?;
+            let pg = v / k;
+            if pg < window_first_page || pg >= window_first_page + window_pages {
+                let pages = window_pages.min(l.slot_pages() - pg);
+                window.resize((pages * p) as usize, 0);
+                ds.graph_reader().read_exact_at(&mut window, (1 + pg) * p)?;
+                window_first_page = pg;
+            }
+            let at = ((pg - window_first_page) * p + (v % k) * l.slot_bytes as u64) as usize;
+            let buf = &window[at..at + l.slot_bytes as usize];
+            let slot = decode_slot(l, v, buf, &gname)?;
             let count_at = |j: usize| l.slot_offset(v) + 24 + 4 * j as u64;
             for j in rels.len()..l.rel_counts as usize {
                 if slot.rel_count(j) != 0 {
@@ -651,7 +686,10 @@ pub fn check_typed_relations(ds: &Dataset) -> Result<()> {
                     .into());
                 }
             }
-            let ids = ds.neighbors_internal(v)?;
+            let mut ids = slot.inline_ids(l, &gname)?;
+            if slot.overflow_len() > 0 {
+                ids.extend(ds.overflow_range(slot.overflow_first, slot.overflow_len())?);
+            }
             let inline = slot.inline_len() as u64;
             let place = |i: u64| -> (String, u64) {
                 if i < inline {
