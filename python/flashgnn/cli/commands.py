@@ -120,9 +120,15 @@ def cmd_build(a) -> int:
 
 def _built_line(a, m: dict, b: dict) -> None:
     total = sum(f["bytes"] for f in m["files"].values())
+    t = m.get("types")
+    what = (
+        f"{len(t['node_types'])} node types, {len(t['edge_types'])} edge types (flashgnn info lists them)"
+        if t
+        else f"{m['features']['dim']} x {m['features']['dtype']} features ({m['features']['placement']})"
+    )
     print(
-        f"built {a.out}: {m['num_nodes']:,} nodes, {m['num_edges']:,} edges, {m['features']['dim']} x {m['features']['dtype']} "
-        f"features ({m['features']['placement']}), {human_bytes(total)} in {b['total_seconds']:.1f} s"
+        f"built {a.out}: {m['num_nodes']:,} nodes, {m['num_edges']:,} edges, {what}, "
+        f"{human_bytes(total)} in {b['total_seconds']:.1f} s"
     )
 
 
@@ -220,11 +226,13 @@ def cmd_info(a) -> int:
     f = d["features"]
     print(f"dataset      {d['path']}")
     print(f"nodes        {d['num_nodes']:,}    edges (stored, directed) {d['num_edges']:,}    reorder {d['reorder']}")
-    print(f"features     {f['dim']} x {f['dtype']} ({f['placement']}{', synthetic' if f.get('synthetic') else ''}), row {lay['row_bytes']} B")
+    if not d.get("types"):
+        print(f"features     {f['dim']} x {f['dtype']} ({f['placement']}{', synthetic' if f.get('synthetic') else ''}), row {lay['row_bytes']} B")
     if d["labels"]:
         print(f"labels       {d['labels']['num_classes']} classes, {d['labels']['labeled']:,} labeled")
-    print("splits       " + (", ".join(f"{k} {v:,}" for k, v in d["splits"].items()) or "none"))
-    if d.get("types"):
+    if not d.get("types"):
+        print("splits       " + (", ".join(f"{k} {v:,}" for k, v in d["splits"].items()) or "none"))
+    else:
         _print_types(d["types"])
     print(
         f"degree       min {deg['min']} / median {deg['median']} / mean {deg['mean']:.2f} / p99 {deg['p99']} / max {deg['max']:,}; "

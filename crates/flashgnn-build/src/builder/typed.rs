@@ -284,7 +284,7 @@ pub(super) fn build_typed(tmp: &Path, opts: &BuildOptions, progress: &Progress, 
     .with_dataset_id(opts.dataset_id)
     .with_rel_counts("build", r_max)?;
     let mut files: Vec<(String, u64, u32)> = Vec::new();
-    let spilled = write_typed_layout(tmp, progress, &layout, keys, &km, &degrees, &mut rc, &mut files)?;
+    let (spilled, isolated) = write_typed_layout(tmp, progress, &layout, keys, &km, &degrees, &mut rc, &mut files)?;
     let _ = std::fs::remove_file(tmp.join("edges.sorted"));
     let layout_seconds = t_layout.elapsed().as_secs_f64();
 
@@ -323,7 +323,6 @@ pub(super) fn build_typed(tmp: &Path, opts: &BuildOptions, progress: &Progress, 
         .collect();
     let types = TypeTable { node_types, edge_types };
     let hist = degree_histogram(&degrees);
-    let isolated = hist.counts[0];
     let manifest = Manifest {
         magic: MANIFEST_MAGIC.into(),
         format_version: FORMAT_VERSION,
@@ -346,8 +345,6 @@ pub(super) fn build_typed(tmp: &Path, opts: &BuildOptions, progress: &Progress, 
             mean: if n > 0 { layout.num_edges as f64 / n as f64 } else { 0.0 },
             median: hist.quantile(0.5).unwrap_or(DegreeHistogram::BUCKETS as u64),
             p99: hist.quantile(0.99).unwrap_or(DegreeHistogram::BUCKETS as u64),
-            // Nodes without an incoming neighbor (out-edges are not tracked
-            // per type here).
             isolated,
             no_neighbors: Some(hist.counts[0]),
             spilled_nodes: spilled,
@@ -566,7 +563,7 @@ fn sort_edges(
 
 /// The layout pass: every node in id order, its neighbors relation by
 /// relation (global ids), counted per relation into its slot; overflow
-/// beyond the cap. Returns the nodes that spilled.
+/// beyond the cap. Returns the nodes that spilled and the isolated nodes.
 #[allow(clippy::too_many_arguments)]
 fn write_typed_layout(
     tmp: &Path,
@@ -577,7 +574,7 @@ fn write_typed_layout(
     degrees: &[u32],
     rc: &mut [RelCounts],
     files: &mut Vec<(String, u64, u32)>,
-) -> Result<u64> {
+) -> Result<(u64, u64)> {
     let n = layout.num_nodes;
     let (p, s, k) = (layout.page_size as usize, layout.slot_bytes as usize, layout.slots_per_page as u64);
     let cap = layout.inline_cap as u64;
@@ -590,6 +587,9 @@ fn write_typed_layout(
     let mut counts = vec![0u32; layout.rel_counts as usize];
     let mut pending = keys.next_key()?;
     let mut spilled = 0u64;
+    // Who is some stored entry's source (1 bit per node): a node with
+    // neither a neighbor nor an out-edge is isolated.
+    let mut has_out = vec![0u64; (n as usize).div_ceil(64)];
     let mut task = progress.task("layout", "nodes", n);
     for v in 0..n {
         inline.clear();
@@ -600,6 +600,7 @@ fn write_typed_layout(
             let (_, j, r, src) = km.locate(key);
             counts[j] += 1;
             rc[r].stored += 1;
+            has_out[(src / 64) as usize] |= 1 << (src % 64);
             if deg < cap {
                 inline.push(src);
             } else {
@@ -643,5 +644,6 @@ fn write_typed_layout(
     let oh = OverflowHeader::from_layout(layout).encode();
     let (ob, oc) = ovf.finish_patched(&oh, &oh)?;
     files.push((OVERFLOW_FILE.into(), ob, oc));
-    Ok(spilled)
+    let isolated = (0..n as usize).filter(|&v| degrees[v] == 0 && has_out[v / 64] & (1 << (v % 64)) == 0).count();
+    Ok((spilled, isolated as u64))
 }
