@@ -66,6 +66,8 @@ def test_typed_build_info_verify(tmp_path):
     assert "edge type    (paper, rev_writes, author): 50 edges" in info.stdout, info.stdout
     v = run("verify", out)
     assert v.returncode == 0, v.stderr
+    s = run("scrub", out, "--state", tmp_path / "scrub")
+    assert s.returncode == 0, s.stderr + s.stdout
 
 
 def test_typed_build_refuses_an_id_beyond_its_type(tmp_path):

@@ -205,6 +205,7 @@ fn typed_build_round_trips_every_relation() {
         let val = ds.side_array("t1.split_val.npy").unwrap().read_all_i64().unwrap();
         assert_eq!(val, vec![5, 6]);
         flashgnn_store::verify(&ds, &mut |_, _| {}).unwrap();
+        assert_eq!(scrub_damage(&out), Vec::new());
     }
 }
 
