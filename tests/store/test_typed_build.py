@@ -82,3 +82,19 @@ def test_typed_build_refuses_an_id_beyond_its_type(tmp_path):
     assert "author__writes__paper/edge_index.npy" in msg and "edge 1, column 0" in msg, msg
     assert "node id 10 >= 10" in msg and '"author"' in msg, msg
     assert not out.exists()
+
+
+def test_generated_igbh_builds_and_verifies(tmp_path):
+    """`flashgnn generate igbh`'s typed npy directory (num_nodes.json, typed folders) builds as typed-npy."""
+    g = run("generate", "igbh", tmp_path / "igbh", "--scale", "300", "--feature-dim", "8", "-q")
+    assert g.returncode == 0, g.stderr
+    out = tmp_path / "out"
+    r = run("build", tmp_path / "igbh", out, "--add-reverse", "--dedup", "-q")
+    assert r.returncode == 0, r.stderr
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["build"]["source_format"] == "typed-npy" and m["build"]["add_reverse"]
+    names = {n["name"]: n for n in m["types"]["node_types"]}
+    assert names["paper"]["labels"]["num_classes"] <= 19 and names["paper"]["splits"]
+    assert any(e["rel"].startswith("rev_") for e in m["types"]["edge_types"])
+    v = run("verify", out)
+    assert v.returncode == 0, v.stderr

@@ -9,6 +9,12 @@
 //! every overflow page (checksum, page number, ids < N), the degree sum
 //! against `num_edges`, feature row checksums, and the side arrays (label
 //! count, split ids, the relabelling maps being inverse permutations).
+//! Typed datasets (format version 3) add: every `t<i>.features.fg` row
+//! against its CRC in `t<i>.feature_crc.npy` (bound to the global id), every
+//! slot's relation counts (zero beyond its type's incoming edge types), every
+//! neighbor inside its relation's source-type range and ascending within its
+//! relation, each edge type's stored count, and per-type labels and splits
+//! (dtype, shape, range, labeled count).
 //! The first failure is returned with file, byte offset, value and bound.
 
 use flashgnn_format::layout::{check_overflow_page, FeaturePlacement};
@@ -372,6 +378,26 @@ fn check_side_arrays(ds: &Dataset) -> Result<()> {
                         format!("== labels.labeled {want} in manifest.json"),
                     )
                     .into());
+                }
+            }
+            // A typed dataset's per-type labels: the labeled count of that type.
+            if let Some(types) = &m.types {
+                for (t, nt) in types.node_types.iter().enumerate() {
+                    if *name != flashgnn_format::types::labels_file(t) {
+                        continue;
+                    }
+                    let labeled = v.iter().filter(|&&x| x >= 0).count() as u64;
+                    let want = nt.labels.as_ref().map_or(0, |l| l.labeled);
+                    if labeled != want {
+                        return Err(FormatError::oob(
+                            ds.file(name),
+                            0,
+                            "labeled count",
+                            labeled,
+                            format!("== types.node_types[{t}].labels.labeled {want} ({:?}) in manifest.json", nt.name),
+                        )
+                        .into());
+                    }
                 }
             }
         }
