@@ -382,6 +382,43 @@ fn verify_checks_every_neighbor_against_its_relations_source_type() {
     );
 }
 
+#[test]
+fn a_typed_build_sorts_out_of_core_under_a_small_budget() {
+    // 400 K edges over two relations under a budget that leaves a ~1 MiB
+    // sort chunk: several runs, merged; the lists equal the model's.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    let mut x = 11u64;
+    let uu: Vec<(u64, u64)> = (0..300_000).map(|_| (lcg(&mut x) % 2000, lcg(&mut x) % 2000)).collect();
+    let iu: Vec<(u64, u64)> = (0..100_000).map(|_| (lcg(&mut x) % 50, lcg(&mut x) % 2000)).collect();
+    write_edges(&input, "u__f__u", &uu);
+    write_edges(&input, "i__in__u", &iu);
+    std::fs::write(input.join("num_nodes.json"), r#"{"i": 50, "u": 2000}"#).unwrap();
+    let out = dir.path().join("out");
+    let mut o = opts(&input, &out);
+    o.memory_budget = (64 << 20) + (1 << 20) + 2050 * 4 + (512 << 10);
+    o.dedup = true;
+    let rep = build(&o, &Progress::new()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(rep.manifest.build.sort_runs > 1, "{}", rep.manifest.build.sort_runs);
+    let ds = Dataset::open(&out).unwrap();
+    let got = stored(&ds);
+    // i = globals 0..50 (no incoming), u = 50..2050: relations i__in__u, u__f__u.
+    let mut want: Vec<Vec<Vec<u64>>> = vec![vec![]; 50];
+    want.extend((0..2000).map(|_| vec![Vec::new(), Vec::new()]));
+    for &(s, d) in &iu {
+        want[50 + d as usize][0].push(s);
+    }
+    for &(s, d) in &uu {
+        want[50 + d as usize][1].push(50 + s);
+    }
+    for l in want.iter_mut().flatten() {
+        l.sort();
+        l.dedup();
+    }
+    assert_eq!(got, want);
+    flashgnn_store::verify(&ds, &mut |_, _| {}).unwrap();
+}
+
 fn scrub_damage(root: &Path) -> Vec<flashgnn_store::Damage> {
     let o = flashgnn_store::ScrubOptions::new(root);
     flashgnn_store::scrub(root, &o, &mut |_, _| true).unwrap().damaged
