@@ -95,7 +95,10 @@ pub(super) fn write_labels(
     let (bytes, crc) = out.finish()?;
     // An explicit --num-classes is recorded (a class may have no node);
     // otherwise the count is what the labels show.
-    let num_classes = p.opts.num_classes.unwrap_or((max + 1) as u64);
+    // A typed build also records the count its label file's name declares
+    // (IGBH's node_label_19 / node_label_2K).
+    let declared = if p.typed.is_some() { p.num_classes } else { p.opts.num_classes };
+    let num_classes = declared.unwrap_or((max + 1) as u64);
     Ok((LabelInfo { num_classes, labeled }, bytes, crc, all))
 }
 
