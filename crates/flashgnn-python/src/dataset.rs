@@ -128,6 +128,27 @@ impl Dataset {
         Ok(v.into_pyarray(py))
     }
 
+    /// Split `name` of node type index `t` (typed datasets), ids within the type.
+    fn type_split<'py>(&self, py: Python<'py>, t: usize, name: &str) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let inner = self.inner.clone();
+        let name = name.to_string();
+        let v = py.detach(move || inner.type_split(t, &name)).map_err(py_err)?;
+        Ok(v.into_pyarray(py))
+    }
+
+    /// Labels of ids within node type index `t` (typed datasets).
+    fn type_labels<'py>(
+        &self,
+        py: Python<'py>,
+        t: usize,
+        ids: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let ids = ids_vec(&ids);
+        let inner = self.inner.clone();
+        let v = py.detach(move || inner.type_labels(t, &ids)).map_err(py_err)?;
+        Ok(v.into_pyarray(py))
+    }
+
     fn split_names(&self) -> Vec<String> {
         self.inner.manifest().splits.keys().cloned().collect()
     }

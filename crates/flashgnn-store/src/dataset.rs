@@ -914,6 +914,51 @@ impl Dataset {
     }
 
     /// Seed ids of a split (original ids).
+    /// Split `name` of node type `t` of a typed dataset: ids within the type,
+    /// the file checked whole (CRC) and every id against the type's count.
+    pub fn type_split(&self, t: usize, name: &str) -> Result<Vec<i64>> {
+        let table = self.type_table();
+        let nt = table.node_types.get(t).ok_or_else(|| {
+            StoreError::BadRequest(format!("node type index {t}: the dataset has {}", table.node_types.len()))
+        })?;
+        if !nt.splits.contains_key(name) {
+            let have: Vec<&String> = nt.splits.keys().collect();
+            return Err(StoreError::BadRequest(format!(
+                "no split {name:?} of node type {:?} in {} (available: {have:?})",
+                nt.name,
+                self.root.display()
+            )));
+        }
+        let file = flashgnn_format::types::split_file(t, name);
+        self.check_side_file(&file)?;
+        self.check_side_values(&file)
+    }
+
+    /// Labels of ids `ids` (within node type `t`) of a typed dataset, -1 for
+    /// unlabeled; an id beyond the type's count is refused by name.
+    pub fn type_labels(&self, t: usize, ids: &[i64]) -> Result<Vec<i64>> {
+        let table = self.type_table();
+        let nt = table.node_types.get(t).ok_or_else(|| {
+            StoreError::BadRequest(format!("node type index {t}: the dataset has {}", table.node_types.len()))
+        })?;
+        if nt.labels.is_none() {
+            return Err(StoreError::BadRequest(format!("node type {:?} has no labels", nt.name)));
+        }
+        let file = flashgnn_format::types::labels_file(t);
+        self.check_side_file(&file)?;
+        let all = self.check_side_values(&file)?;
+        ids.iter()
+            .map(|&i| {
+                all.get(usize::try_from(i).unwrap_or(usize::MAX)).copied().ok_or_else(|| {
+                    StoreError::BadRequest(format!(
+                        "node id {i} out of range [0, {}) of node type {:?}",
+                        nt.count, nt.name
+                    ))
+                })
+            })
+            .collect()
+    }
+
     pub fn split(&self, name: &str) -> Result<Vec<i64>> {
         if !self.manifest.splits.contains_key(name) {
             let have: Vec<&String> = self.manifest.splits.keys().collect();
