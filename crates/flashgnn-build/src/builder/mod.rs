@@ -160,14 +160,35 @@ fn check_request(opts: &BuildOptions) -> Result<Vec<String>> {
     Ok(stale)
 }
 
+/// OGB's heterogeneous raw layout: staged into the typed npy layout in a
+/// directory beside `tmp` (removed whatever happens: never published), then
+/// the typed build over it; the manifest names the raw input.
+fn build_ogb_typed(tmp: &Path, opts: &BuildOptions, progress: &Progress, t0: Instant) -> Result<BuildReport> {
+    let name = tmp.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let stage = tmp.with_file_name(format!("{name}.ogb-stage"));
+    let _guard = TmpGuard(Some(stage.clone()));
+    let notes = crate::source::ogb_typed::stage_ogb_typed(opts, &opts.input, &stage)?;
+    let mut staged = opts.clone();
+    staged.input = stage.clone();
+    staged.format = crate::options::InputFormat::TypedNpy;
+    let mut report = typed::build_typed(tmp, &staged, progress, t0)?;
+    report.manifest.build.source = opts.input.display().to_string();
+    report.manifest.build.source_format = "ogb-typed".into();
+    report.notes.extend(notes);
+    publish::write_manifest(tmp, &report.manifest)?;
+    Ok(report)
+}
+
 /// The phases, into `tmp`: plan, then the edges with the side work beside
 /// them (or after them when the node count comes from the edges), then the
 /// layout pass and the manifest.
 fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<BuildReport> {
     let t0 = Instant::now();
     plan::check_page_size(opts)?;
-    if crate::source::detect::detect_format(opts)? == crate::options::InputFormat::TypedNpy {
-        return typed::build_typed(tmp, opts, progress, t0);
+    match crate::source::detect::detect_format(opts)? {
+        crate::options::InputFormat::TypedNpy => return typed::build_typed(tmp, opts, progress, t0),
+        crate::options::InputFormat::OgbTyped => return build_ogb_typed(tmp, opts, progress, t0),
+        _ => {}
     }
     let mut inputs = open_inputs(opts)?;
     let notes = std::mem::take(&mut inputs.notes);

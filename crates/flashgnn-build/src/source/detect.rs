@@ -6,6 +6,7 @@
 //! | IGB | `processed/paper/` | `node_feat.npy`, `node_label_{19,2K}.npy`, `processed/paper__cites__paper/edge_index.npy` (large/full headerless) |
 //! | OGB | `raw/edge.csv.gz` | `raw/node-feat.csv.gz`, `raw/node-label.csv.gz`, `raw/num-node-list.csv.gz`, `split/<name>/{train,valid,test}.csv.gz` |
 //! | typed npy | `<src>__<rel>__<dst>/` folders (here or in `processed/`, but not IGB's homogeneous pair) | `source/typed.rs`; built by `builder/typed.rs` |
+//! | OGB heterogeneous | `raw/relations/`, `raw/num-node-dict.csv.gz` | `raw/relations/<src>___<rel>___<dst>/edge.csv.gz`, `raw/node-feat/<type>/`, `raw/node-label/<type>/`, `split/<name>/<type>/`; `source/ogb_typed.rs` stages it as typed npy |
 //! | SNAP | a regular file | text edge list, plain or `.gz` |
 //!
 //! This file is the importers' registry: a layout is its [`InputFormat`]
@@ -35,16 +36,20 @@ pub enum InputFormat {
     Snap,
     /// Typed (heterogeneous) npy folders: `source/typed.rs`.
     TypedNpy,
+    /// OGB's heterogeneous raw layout (ogbn-mag): `source/ogb_typed.rs`,
+    /// staged into the typed npy layout.
+    OgbTyped,
 }
 
 impl InputFormat {
-    pub const ALL: [InputFormat; 6] = [
+    pub const ALL: [InputFormat; 7] = [
         InputFormat::Auto,
         InputFormat::Npy,
         InputFormat::Igb,
         InputFormat::Ogb,
         InputFormat::Snap,
         InputFormat::TypedNpy,
+        InputFormat::OgbTyped,
     ];
 
     pub fn name(self) -> &'static str {
@@ -55,6 +60,7 @@ impl InputFormat {
             InputFormat::Ogb => "ogb",
             InputFormat::Snap => "snap",
             InputFormat::TypedNpy => "typed-npy",
+            InputFormat::OgbTyped => "ogb-typed",
         }
     }
 }
@@ -103,6 +109,9 @@ pub fn detect_format(opts: &BuildOptions) -> Result<InputFormat> {
     if super::typed::is_typed(p) {
         return Ok(InputFormat::TypedNpy);
     }
+    if super::ogb_typed::is_ogb_typed(p) {
+        return Ok(InputFormat::OgbTyped);
+    }
     if p.join("processed").join("paper").is_dir() {
         return Ok(InputFormat::Igb);
     }
@@ -111,7 +120,8 @@ pub fn detect_format(opts: &BuildOptions) -> Result<InputFormat> {
     }
     Err(BuildError::config(format!(
         "{}: unrecognised input layout: expected a text edge list file, a directory with edge_index.npy (npy), \
-         processed/paper/ (IGB), <src>__<rel>__<dst>/ edge folders (typed-npy) or raw/edge.csv.gz (OGB)",
+         processed/paper/ (IGB), <src>__<rel>__<dst>/ edge folders (typed-npy), raw/edge.csv.gz (OGB) or \
+         raw/relations/ with raw/num-node-dict.csv.gz (OGB heterogeneous)",
         p.display()
     )))
 }
@@ -183,8 +193,8 @@ pub fn open_inputs(opts: &BuildOptions) -> Result<Inputs> {
         InputFormat::Npy => open_npy(opts, p),
         InputFormat::Igb => open_igb(opts, p),
         InputFormat::Ogb => open_ogb(opts, p),
-        InputFormat::TypedNpy => Err(BuildError::config(format!(
-            "{}: a typed npy input is read by the typed build (flashgnn_build::build), not as homogeneous inputs",
+        InputFormat::TypedNpy | InputFormat::OgbTyped => Err(BuildError::config(format!(
+            "{}: a typed input is read by the typed build (flashgnn_build::build), not as homogeneous inputs",
             p.display()
         ))),
         InputFormat::Auto => unreachable!("detect_format resolves Auto"),

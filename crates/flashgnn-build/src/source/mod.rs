@@ -8,6 +8,7 @@
 
 pub mod detect;
 pub mod npy;
+pub mod ogb_typed;
 pub mod text;
 pub mod typed;
 

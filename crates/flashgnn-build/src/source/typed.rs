@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use flashgnn_format::types::check_name;
+use flashgnn_format::Dtype;
 
 use super::npy::{open_array, NpyEdges, NpyRows, NpyValues};
 use super::{RowSource, ValueSource};
@@ -32,7 +33,12 @@ pub struct TypedNodeInput {
     pub name: String,
     pub count: u64,
     pub features: Option<PathBuf>,
+    /// IGBH large/full: the feature file has no npy header (raw rows of
+    /// `IGB_FEATURE_DIM` float32, the count from its size).
+    pub features_raw: Option<(u64, u32, Dtype)>,
     pub labels: Option<PathBuf>,
+    /// A headerless label file (IGBH full): this many float32 class ids.
+    pub labels_raw: Option<u64>,
     /// The class count the label file's name declares (IGBH's 19 / 2983).
     pub label_classes: Option<u64>,
     pub splits: Vec<(String, PathBuf)>,
@@ -59,13 +65,17 @@ impl TypedInputs {
     }
     pub fn open_features(&self, t: usize) -> Result<Option<Box<dyn RowSource>>> {
         match &self.nodes[t].features {
-            Some(p) => Ok(Some(Box::new(NpyRows::open(p, None)?))),
+            Some(p) => Ok(Some(Box::new(NpyRows::open(p, self.nodes[t].features_raw)?))),
             None => Ok(None),
         }
     }
     pub fn open_labels(&self, t: usize) -> Result<Option<Box<dyn ValueSource>>> {
         match &self.nodes[t].labels {
-            Some(p) => Ok(Some(Box::new(NpyValues::open(p, None, "node label array [N_t]")?))),
+            Some(p) => Ok(Some(Box::new(NpyValues::open(
+                p,
+                self.nodes[t].labels_raw.map(|n| (n, Dtype::Float32)),
+                "node label array [N_t]",
+            )?))),
             None => Ok(None),
         }
     }
@@ -83,7 +93,8 @@ impl TypedInputs {
     pub fn open_edges(&self, e: usize) -> Result<NpyEdges> {
         let et = &self.edges[e];
         let count = |name: &str| self.nodes[self.node_index(name).expect("checked at open")].count;
-        Ok(NpyEdges::open(&et.path, false)?
+        // IGBH large/full edge arrays are headerless int64 pairs.
+        Ok(NpyEdges::open(&et.path, !is_npy(&et.path)?)?
             .with_column_bounds((count(&et.src), et.src.clone()), (count(&et.dst), et.dst.clone())))
     }
 }
@@ -132,6 +143,34 @@ pub fn is_typed(dir: &Path) -> bool {
         Some((_, nodes, edges)) => !(nodes == ["paper"] && edges == ["paper__cites__paper"]),
         None => false,
     }
+}
+
+/// IGB's feature width: a headerless IGBH feature file is rows of this many float32.
+const IGB_FEATURE_DIM: u32 = 1024;
+
+fn is_npy(path: &Path) -> Result<bool> {
+    use std::io::Read;
+    let mut m = [0u8; 6];
+    let mut f = flashgnn_io::open_regular(path)?;
+    Ok(f.read_exact(&mut m).is_ok() && &m == b"\x93NUMPY")
+}
+
+fn file_len(path: &Path) -> Result<u64> {
+    Ok(std::fs::metadata(path).map_err(|e| flashgnn_io::IoError::new("stat", path, None, e))?.len())
+}
+
+/// Rows of a headerless file of `row_bytes`-byte rows, refused by name when
+/// its size is not a whole number of rows.
+fn raw_rows(path: &Path, row_bytes: u64, what: &str) -> Result<u64> {
+    let len = file_len(path)?;
+    if len % row_bytes != 0 {
+        return Err(BuildError::input(
+            path.display(),
+            "file size",
+            format!("headerless {what}: {len} bytes is not a whole number of {row_bytes}-byte rows"),
+        ));
+    }
+    Ok(len / row_bytes)
 }
 
 fn rows_of(path: &Path, what: &str) -> Result<u64> {
@@ -187,6 +226,13 @@ pub fn open_typed(opts: &BuildOptions) -> Result<TypedInputs> {
         let tdir = root.join(&name);
         let feat = tdir.join("node_feat.npy");
         let features = present(&feat)?.then_some(feat);
+        let features_raw = match &features {
+            Some(f) if !is_npy(f)? => {
+                let rows = raw_rows(f, IGB_FEATURE_DIM as u64 * 4, "IGBH feature file (rows of 1024 float32)")?;
+                Some((rows, IGB_FEATURE_DIM, Dtype::Float32))
+            }
+            _ => None,
+        };
         let label_names: Vec<(&str, Option<u64>)> = if opts.igb_classes == "2K" {
             vec![("node_label_2K.npy", Some(2983)), ("node_label.npy", None)]
         } else {
@@ -223,13 +269,25 @@ pub fn open_typed(opts: &BuildOptions) -> Result<TypedInputs> {
             }
         };
         if let Some(f) = &features {
-            agree(rows_of(f, "feature table [N_t, D]")?, f.display().to_string())?;
+            let rows = match features_raw {
+                Some((rows, _, _)) => rows,
+                None => rows_of(f, "feature table [N_t, D]")?,
+            };
+            agree(rows, f.display().to_string())?;
         }
         if let Some(&c) = declared.get(&name) {
             agree(c, format!("{} ({name:?})", json_path.display()))?;
         }
+        let mut labels_raw = None;
         if let Some(l) = &labels {
-            agree(rows_of(l, "node label array [N_t]")?, l.display().to_string())?;
+            let rows = if is_npy(l)? {
+                rows_of(l, "node label array [N_t]")?
+            } else {
+                let n = raw_rows(l, 4, "IGBH label file (float32 class ids)")?;
+                labels_raw = Some(n);
+                n
+            };
+            agree(rows, l.display().to_string())?;
         }
         let Some((count, _)) = count else {
             return Err(BuildError::config(format!(
@@ -238,7 +296,7 @@ pub fn open_typed(opts: &BuildOptions) -> Result<TypedInputs> {
                 json_path.display()
             )));
         };
-        nodes.push(TypedNodeInput { name, count, features, labels, label_classes, splits });
+        nodes.push(TypedNodeInput { name, count, features, features_raw, labels, labels_raw, label_classes, splits });
     }
     let mut edges: Vec<TypedEdgeInput> = Vec::new();
     for folder in &edge_dirs {
