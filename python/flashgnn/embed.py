@@ -10,6 +10,15 @@ built-in models, rebuilt from its ``model_config``) or, with
 (:mod:`flashgnn.nn.usermodel`). ``--output hidden`` stops one layer short.
 Output (published atomically): ``embeddings.npy``, ``predictions.npy`` (with
 ``--output logits``), ``embed.json`` — see :mod:`flashgnn.nn.layerwise`.
+
+A typed dataset (its checkpoint's ``model_config`` has ``metadata``): the
+model is rebuilt by :func:`flashgnn.nn.zoo.build_hetero_model` (``in_dim``
+per type, ``embed``, ``target``, ``heads``) and run by
+:func:`flashgnn.nn.layerwise.run_typed`; the output is
+``embeddings/<node type>.npy`` per type the last layer outputs (a target
+model: the target type; ``--output hidden``: every type the layer before
+outputs), ``predictions/<target>.npy`` (with ``--output logits``) and
+``embed.json`` (``node_types``: per type its rows, width and files).
 """
 
 from __future__ import annotations
@@ -59,7 +68,12 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
                              "name the model's class with --model-class package.module:ClassName (and --model-kwargs)")
         state = load_checkpoint(checkpoint)
         cfg = state["model_config"]
-        if cfg["in_dim"] != ds.feature_dim:
+        if ds.is_typed != ("metadata" in cfg):
+            raise ValueError(f"{checkpoint}: a model of a {'typed' if 'metadata' in cfg else 'homogeneous'} dataset; "
+                             f"{ds.path} is {'typed' if ds.is_typed else 'homogeneous'}")
+        if ds.is_typed:
+            _check_typed(checkpoint, cfg, ds)
+        elif cfg["in_dim"] != ds.feature_dim:
             raise ValueError(f"{checkpoint}: model_config.in_dim {cfg['in_dim']} != feature_dim {ds.feature_dim} of "
                              f"{ds.path}")
         model = model_from_checkpoint(state)
@@ -72,8 +86,13 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
     model = model.to(device)
     from flashgnn.sample.shared import shared_cache
 
-    cache = shared_cache(ds, [-1], batch_size, memory_budget, prefetch=1, quiet=quiet, who="flashgnn embed")
-    total = max(_layers_of(model)[0], 1)
+    if ds.is_typed:
+        # No shared cache is sized for a typed dataset yet (as its loader): every layer reads the structure again.
+        cache = None
+        total = int(model.num_layers)
+    else:
+        cache = shared_cache(ds, [-1], batch_size, memory_budget, prefetch=1, quiet=quiet, who="flashgnn embed")
+        total = max(_layers_of(model)[0], 1)
     layers = total
     if output == "hidden":
         if total < 2:
@@ -85,3 +104,17 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
                inputs=(checkpoint,), meta_extra=dict(checkpoint=os.path.abspath(checkpoint), model=name, output=output,
                                                      memory_budget=(cache.split if cache is not None else 0)),
                cache=cache)
+
+
+def _check_typed(checkpoint, cfg: dict, ds) -> None:
+    """A typed checkpoint's model fits the dataset: the same node and edge types, the same feature widths."""
+    from flashgnn.nn.checkpoint import checkpoint_metadata
+
+    meta = checkpoint_metadata(cfg)
+    if (list(meta[0]), list(meta[1])) != (list(ds.node_types), list(ds.edge_types)):
+        raise ValueError(f"{checkpoint}: the model was trained on node types {meta[0]} and edge types {meta[1]}; "
+                         f"{ds.path} has {ds.node_types} and {ds.edge_types}")
+    have = {t: ds.node_type(t)["features"]["dim"] for t in ds.node_types if ds.node_type(t).get("features")}
+    if dict(cfg["in_dim"]) != have:
+        raise ValueError(f"{checkpoint}: model_config.in_dim {dict(cfg['in_dim'])} != the feature widths of "
+                         f"{ds.path}: {have}")

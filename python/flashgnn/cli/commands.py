@@ -408,6 +408,10 @@ def cmd_embed(a) -> int:
               model_kwargs=kwargs, memory_budget=a.memory_budget, quiet=a.quiet or a.json)
     if a.json:
         _print_json(m)
+    elif m.get("typed"):
+        per = ", ".join(f"{t} {v['num_nodes']:,} x {v['dim']}" for t, v in m["node_types"].items())
+        print(f"embedded {per} ({m['model']}, {m['layers']} layer passes, {m['reads']:,} reads) in "
+              f"{m['seconds']:.1f} s -> {a.out}")
     else:
         print(f"embedded {m['num_nodes']:,} nodes x {m['dim']} ({m['model']}, {m['layers']} layer passes, "
               f"{m['reads']:,} reads) in {m['seconds']:.1f} s -> {a.out}")

@@ -116,9 +116,23 @@ def load_checkpoint(directory: str | os.PathLike, map_location="cpu") -> dict:
     return state
 
 
+def checkpoint_metadata(config: dict) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """A typed model_config's ``metadata`` as PyG's ``(node_types, edge_types)``."""
+    nts, ets = config["metadata"]
+    return [str(t) for t in nts], [tuple(str(x) for x in e) for e in ets]
+
+
 def model_from_checkpoint(state: dict):
     """Rebuild the model a checkpoint describes and load its weights."""
     c = state["model_config"]
+    if "metadata" in c:  # a typed dataset's model (flashgnn.nn.hetero), as the trainer built it
+        from flashgnn.nn.zoo import build_hetero_model
+
+        model = build_hetero_model(c["model"], checkpoint_metadata(c), dict(c["in_dim"]), c["hidden"], c["out_dim"],
+                                   c["num_layers"], c.get("heads", 4), c["dropout"], embed=dict(c.get("embed") or {})
+                                   or None, target=c.get("target"), max_embedding_bytes=None)
+        model.load_state_dict(state["model"])
+        return model
     model = build_model(c["model"], c["in_dim"], c["hidden"], c["out_dim"], c["num_layers"], c["dropout"])
     model.load_state_dict(state["model"])
     return model

@@ -164,13 +164,49 @@ def _keep_edges(edge_index_dict: Mapping[EdgeType, Tensor], x_dict: Mapping[Node
 
 
 class _HeteroBase(nn.Module):
-    """Shared by RGAT and RGCN: inputs (features or embeddings), optional per-layer trimming."""
+    """Shared by the three models: inputs (features or embeddings), optional per-layer trimming, and the
+    per-layer protocol that ``forward`` is built from and layer-wise inference (``flashgnn.inference``,
+    :mod:`flashgnn.nn.layerwise`) calls one layer at a time:
+
+    - ``num_layers``: the number of message-passing layers (hops);
+    - ``input_dict(x_dict, n_id_dict)``: layer 0's input per node type (features, or embedding rows by
+      ``n_id``; :class:`NodeInputs`);
+    - ``layer(i, x_dict, edge_index_dict, types=None)``: layer ``i``'s output per node type, everything
+      applied after the convolution included (activation and dropout between layers; after the last layer
+      of a ``target`` model, the ``Linear``); ``types`` restricts the node types computed (``None``: all
+      the layer computes);
+    - ``layer_types(i)``: the node types whose rows layer ``i`` outputs (on a whole graph).
+    """
 
     target: Optional[NodeType]
     inputs: NodeInputs
 
     def _start(self, x_dict, n_id_dict):
         return self.inputs(x_dict, n_id_dict)
+
+    def input_dict(self, x_dict: Mapping[NodeType, Tensor],
+                   n_id_dict: Optional[Mapping[NodeType, Tensor]] = None) -> Dict[NodeType, Tensor]:
+        """Layer 0's input of every node type that has one (features as given, embedding rows by id)."""
+        return self.inputs(x_dict, n_id_dict)
+
+    def layer_types(self, i: int) -> List[NodeType]:
+        raise NotImplementedError
+
+    def layer(self, i: int, x_dict: Mapping[NodeType, Tensor], edge_index_dict: Mapping[EdgeType, Tensor],
+              types=None) -> Dict[NodeType, Tensor]:
+        raise NotImplementedError
+
+    def forward(self, x_dict: Mapping[NodeType, Tensor], edge_index_dict: Mapping[EdgeType, Tensor],
+                n_id_dict: Optional[Mapping[NodeType, Tensor]] = None,
+                num_sampled_nodes_dict: Optional[Mapping[NodeType, List[int]]] = None,
+                num_sampled_edges_dict: Optional[Mapping[EdgeType, List[int]]] = None) -> Dict[NodeType, Tensor]:
+        x_dict = self._start(x_dict, n_id_dict)
+        edge_index_dict = dict(edge_index_dict)
+        for i in range(self.num_layers):
+            x_dict, edge_index_dict = self._trim(i, x_dict, edge_index_dict, num_sampled_nodes_dict,
+                                                 num_sampled_edges_dict)
+            x_dict = self.layer(i, x_dict, edge_index_dict)
+        return x_dict
 
     @staticmethod
     def _trim(i, x_dict, edge_index_dict, num_sampled_nodes_dict, num_sampled_edges_dict):
@@ -257,24 +293,29 @@ class RGAT(_HeteroBase):
             self.lin = nn.Linear(hidden, out_channels)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x_dict: Mapping[NodeType, Tensor], edge_index_dict: Mapping[EdgeType, Tensor],
-                n_id_dict: Optional[Mapping[NodeType, Tensor]] = None,
-                num_sampled_nodes_dict: Optional[Mapping[NodeType, List[int]]] = None,
-                num_sampled_edges_dict: Optional[Mapping[EdgeType, List[int]]] = None) -> Dict[NodeType, Tensor]:
-        x_dict = self._start(x_dict, n_id_dict)
-        edge_index_dict = dict(edge_index_dict)
-        last = len(self.convs) - 1
-        for i, conv in enumerate(self.convs):
-            x_dict, edge_index_dict = self._trim(i, x_dict, edge_index_dict, num_sampled_nodes_dict,
-                                                 num_sampled_edges_dict)
-            edges = _keep_edges(edge_index_dict, x_dict)
-            if i == last and self.target is not None:
-                edges = {k: v for k, v in edges.items() if k[-1] == self.target}
-            x_dict = conv(x_dict, edges)
-            if i != last:
-                x_dict = {t: self.dropout(F.leaky_relu(x)) for t, x in x_dict.items()}
+    @property
+    def num_layers(self) -> int:
+        return len(self.convs)
+
+    def layer_types(self, i: int) -> List[NodeType]:
+        dsts = {et[-1] for et in self.convs[i].convs.keys()}
+        if i == len(self.convs) - 1 and self.target is not None:
+            return [self.target]
+        return sorted(dsts)
+
+    def layer(self, i: int, x_dict: Mapping[NodeType, Tensor], edge_index_dict: Mapping[EdgeType, Tensor],
+              types=None) -> Dict[NodeType, Tensor]:
+        last = i == len(self.convs) - 1
+        edges = _keep_edges(edge_index_dict, x_dict)
+        if last and self.target is not None:
+            edges = {k: v for k, v in edges.items() if k[-1] == self.target}
+        if types is not None:
+            edges = {k: v for k, v in edges.items() if k[-1] in types}
+        x_dict = self.convs[i](x_dict, edges)
+        if not last:
+            return {t: self.dropout(F.leaky_relu(x)) for t, x in x_dict.items()}
         if self.target is not None:
-            return {self.target: self.lin(x_dict[self.target])}
+            return {self.target: self.lin(x_dict[self.target])} if self.target in x_dict else {}
         return x_dict
 
 
@@ -333,51 +374,93 @@ class RGCN(_HeteroBase):
             dims = {t: width for t in outs}
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x_dict: Mapping[NodeType, Tensor], edge_index_dict: Mapping[EdgeType, Tensor],
-                n_id_dict: Optional[Mapping[NodeType, Tensor]] = None,
-                num_sampled_nodes_dict: Optional[Mapping[NodeType, List[int]]] = None,
-                num_sampled_edges_dict: Optional[Mapping[EdgeType, List[int]]] = None) -> Dict[NodeType, Tensor]:
-        x_dict = self._start(x_dict, n_id_dict)
-        edge_index_dict = dict(edge_index_dict)
-        last = len(self.convs) - 1
-        for i, (conv, roots) in enumerate(zip(self.convs, self.roots)):
-            x_dict, edge_index_dict = self._trim(i, x_dict, edge_index_dict, num_sampled_nodes_dict,
-                                                 num_sampled_edges_dict)
-            msgs = {}
-            if isinstance(conv, HeteroConv):
-                # HeteroConv runs only its own edge types (in the last layer of a target model: those
-                # into the target) and skips those the batch lacks.
-                msgs = conv(x_dict, _keep_edges(edge_index_dict, x_dict))
-            out = {}
-            for t, root in roots.items():
-                if t in x_dict:
-                    out[t] = root(x_dict[t]) + msgs[t] if t in msgs else root(x_dict[t])
-            x_dict = out
-            if i != last:
-                x_dict = {t: self.dropout(F.relu(x)) for t, x in x_dict.items()}
-        return x_dict
+    @property
+    def num_layers(self) -> int:
+        return len(self.convs)
+
+    def layer_types(self, i: int) -> List[NodeType]:
+        return list(self.roots[i].keys())
+
+    def layer(self, i: int, x_dict: Mapping[NodeType, Tensor], edge_index_dict: Mapping[EdgeType, Tensor],
+              types=None) -> Dict[NodeType, Tensor]:
+        conv, roots = self.convs[i], self.roots[i]
+        msgs = {}
+        if isinstance(conv, HeteroConv):
+            # HeteroConv runs only its own edge types (in the last layer of a target model: those
+            # into the target) and skips those the batch lacks.
+            edges = _keep_edges(edge_index_dict, x_dict)
+            if types is not None:
+                edges = {k: v for k, v in edges.items() if k[-1] in types}
+            msgs = conv(x_dict, edges)
+        out = {}
+        for t, root in roots.items():
+            if t in x_dict and (types is None or t in types):
+                out[t] = root(x_dict[t]) + msgs[t] if t in msgs else root(x_dict[t])
+        if i != len(self.convs) - 1:
+            out = {t: self.dropout(F.relu(x)) for t, x in out.items()}
+        return out
 
 
 class HeteroSAGE(_HeteroBase):
     """``to_hetero(GraphSAGE(...), metadata, aggr="sum")`` behind :class:`NodeInputs` (see
-    :func:`hetero_sage`); the PyG module is ``.gnn``."""
+    :func:`hetero_sage`); the PyG module is ``.gnn``.
 
-    def __init__(self, gnn: nn.Module, inputs: NodeInputs, target: Optional[NodeType]):
+    ``forward`` runs ``gnn``'s modules layer by layer (:meth:`layer`) rather than the code ``to_hetero``
+    generated, so that layer-wise inference can run one layer at a time: per layer, every edge type's
+    ``SAGEConv`` summed into its destination type in ``metadata`` order (the generated code's
+    ``torch.add`` chain), then (not after the last layer) that type's norm, activation and dropout. The
+    outputs are the generated code's (tests/nn/test_hetero_inference.py compares them)."""
+
+    def __init__(self, gnn: nn.Module, inputs: NodeInputs, target: Optional[NodeType],
+                 metadata: Optional[Metadata] = None):
         super().__init__()
         self.inputs = inputs
         self.gnn = gnn
         self.target = target
+        if metadata is None:
+            # to_hetero's keys are "src__rel__dst"
+            keys = list(gnn.convs[0].keys())
+            ets = [tuple(k.split("__")) for k in keys]
+            metadata = (list(dict.fromkeys(t for et in ets for t in (et[0], et[-1]))), ets)
+        self.node_types_ = [t for t in metadata[0]]
+        self.edge_types_ = [tuple(et) for et in metadata[1]]
+        if getattr(gnn, "jk_mode", None) not in (None, "last") or getattr(gnn, "act_first", False):
+            raise ValueError("HeteroSAGE: expected GraphSAGE with jk=None and act_first=False")
 
-    def forward(self, x_dict: Mapping[NodeType, Tensor], edge_index_dict: Mapping[EdgeType, Tensor],
-                n_id_dict: Optional[Mapping[NodeType, Tensor]] = None,
-                num_sampled_nodes_dict: Optional[Mapping[NodeType, List[int]]] = None,
-                num_sampled_edges_dict: Optional[Mapping[EdgeType, List[int]]] = None) -> Dict[NodeType, Tensor]:
-        # The per-hop counts are accepted for the common signature and not used: the module to_hetero
-        # generates from GraphSAGE takes (x_dict, edge_index_dict) only, so it runs untrimmed (same seed
-        # outputs, more work).
-        x_dict = self._start(x_dict, n_id_dict)
-        types = set(self.inputs.dims)
-        return self.gnn(x_dict, {k: v for k, v in edge_index_dict.items() if k[0] in types and k[-1] in types})
+    @property
+    def num_layers(self) -> int:
+        return len(self.gnn.convs)
+
+    def layer_types(self, i: int) -> List[NodeType]:
+        return sorted({et[-1] for et in self.edge_types_})
+
+    def layer(self, i: int, x_dict: Mapping[NodeType, Tensor], edge_index_dict: Mapping[EdgeType, Tensor],
+              types=None) -> Dict[NodeType, Tensor]:
+        g = self.gnn
+        convs = g.convs[i]
+        out: Dict[NodeType, Tensor] = {}
+        for et in self.edge_types_:
+            src, _, dst = et
+            if (types is not None and dst not in types) or et not in edge_index_dict \
+                    or src not in x_dict or dst not in x_dict:
+                continue
+            x = x_dict[src] if src == dst else (x_dict[src], x_dict[dst])
+            h = convs["__".join(et)](x, edge_index_dict[et])
+            out[dst] = h if dst not in out else torch.add(out[dst], h)
+        if i == len(g.convs) - 1:
+            return out
+        norms = g.norms[i] if g.norms is not None else None
+        res = {}
+        for t in self.node_types_:  # the generated code's order (dropout draws)
+            if t not in out:
+                continue
+            h = out[t]
+            if norms is not None:
+                h = norms[t](h) if isinstance(norms, nn.ModuleDict) else norms(h)
+            if g.act is not None:
+                h = g.act[t](h) if isinstance(g.act, nn.ModuleDict) else g.act(h)
+            res[t] = g.dropout[t](h) if isinstance(g.dropout, nn.ModuleDict) else g.dropout(h)
+        return res
 
 
 def hetero_sage(metadata: Metadata, in_dims: Union[int, Mapping[NodeType, int]], out_channels: int, *,
@@ -411,7 +494,7 @@ def hetero_sage(metadata: Metadata, in_dims: Union[int, Mapping[NodeType, int]],
     with torch.no_grad():
         one = torch.zeros(2, 1, dtype=torch.long)
         gnn({t: torch.zeros(1, d) for t, d in dims.items()}, {et: one for et in meta[1]})
-    return HeteroSAGE(gnn, inputs, target)
+    return HeteroSAGE(gnn, inputs, target, meta)
 
 
 def seed_logits(model: nn.Module, batch, input_type: Optional[NodeType] = None, trim: bool = True) -> Tensor:

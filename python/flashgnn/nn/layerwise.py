@@ -158,7 +158,7 @@ _UNSET = object()
 
 def inference(model, dataset, out=None, *, batch_size: int = 16384, device=None, engine: str = "auto",
               progress_bar=_UNSET, layers: int | None = None, force: bool = False, predictions: bool = False,
-              max_bytes: int | None = None, tmp_dir=None, x_transform=None, **kwargs):
+              max_bytes: int | None = None, tmp_dir=None, x_transform=None, node_types=None, **kwargs):
     """Run ``model`` over every node of ``dataset`` layer by layer (module docs).
 
     ``progress_bar`` (default True; PyG's name, as in ``BasicGNN.inference``;
@@ -176,21 +176,34 @@ def inference(model, dataset, out=None, *, batch_size: int = 16384, device=None,
     ``device``: where the layers run (default: the model's). ``x_transform``
     maps the input rows of each chunk (row-wise, e.g. feature normalisation).
     The model runs in eval mode under ``torch.no_grad()`` and its mode is
-    restored afterwards."""
+    restored afterwards.
+
+    **Typed dataset** (a hetero model of :mod:`flashgnn.nn.hetero`, or any
+    module with its per-layer protocol; :func:`run_typed`): every node type's
+    rows are computed layer by layer, a layer's blocks of ``batch_size`` nodes
+    of one type at a time; ``node_types`` (default: every type the last layer
+    outputs; a target model's is its target) picks the output types, and only
+    the rows those need are computed in earlier layers. ``out=None`` returns
+    ``{node type: Tensor [count, dim]}`` (row = id within the type);
+    ``out=DIR`` publishes ``DIR/embeddings/<type>.npy`` per type (+
+    ``DIR/predictions/<target>.npy`` with ``predictions=True``, the target
+    type of a target model) and ``DIR/embed.json`` (``node_types``: per type
+    its rows, width and file) and returns the metadata."""
     from flashgnn.loader import _args as _pa
 
     who = "flashgnn.inference"
     progress_bar = _pa.renamed(who, "progress", "progress_bar", kwargs.pop("progress", _UNSET), progress_bar, _UNSET)
     _pa.refuse_unknown(who, kwargs, ("model", "dataset", "out", "batch_size", "device", "engine", "progress_bar",
-                                     "layers", "force", "predictions", "max_bytes", "tmp_dir", "x_transform"))
+                                     "layers", "force", "predictions", "max_bytes", "tmp_dir", "x_transform",
+                                     "node_types"))
     progress = True if progress_bar is _UNSET else bool(progress_bar)
     return run(model, dataset, out, batch_size=batch_size, device=device, engine=engine, progress=progress,
                layers=layers, force=force, predictions=predictions, max_bytes=max_bytes, tmp_dir=tmp_dir,
-               x_transform=x_transform)
+               x_transform=x_transform, node_types=node_types)
 
 
 def run(model, dataset, out=None, *, batch_size, device, engine, progress, layers, force, predictions, max_bytes,
-        tmp_dir, x_transform, inputs=(), meta_extra: dict | None = None, cache=None):
+        tmp_dir, x_transform, inputs=(), meta_extra: dict | None = None, cache=None, node_types=None):
     """:func:`inference`, plus what ``flashgnn embed`` adds: more ``inputs``
     that ``out`` must not overwrite (the checkpoint), ``embed.json`` fields
     and a :class:`flashgnn.Cache` (``--memory-budget``) that every layer's
@@ -204,6 +217,19 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
 
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
         raise ValueError(f"batch_size must be an integer > 0, got {batch_size!r}")
+    from flashgnn.loader.hetero import typed_manifest
+
+    if typed_manifest(dataset) is not None:
+        return run_typed(model, dataset, out, batch_size=batch_size, device=device, engine=engine, progress=progress,
+                         layers=layers, force=force, predictions=predictions, max_bytes=max_bytes, tmp_dir=tmp_dir,
+                         x_transform=x_transform, inputs=inputs, meta_extra=meta_extra, cache=cache,
+                         node_types=node_types)
+    if node_types is not None:
+        raise ValueError(f"node_types={node_types!r}: {getattr(dataset, 'path', dataset)} is a homogeneous dataset "
+                         "(node_types picks the output types of a typed one)")
+    if is_typed_model(model):
+        raise TypeError(f"layer-wise inference: {type(model).__name__} is a typed-graph model and "
+                        f"{getattr(dataset, 'path', dataset)} is a homogeneous dataset")
     total, step, needs_deg, kind = _layers_of(model)
     passes = max(total, 1)
     if layers is not None:
@@ -290,6 +316,218 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
         meta.update(meta_extra or {})
         (tmp / "embed.json").write_text(json.dumps(meta, indent=2))
         for f in tmp.iterdir():
+            fsync_path(f)
+        publish_dir(tmp, out)
+        return meta
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        model.train(was_training)
+        if out is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- typed datasets --------------------------------------------------------------------------------------
+
+TYPED_PROTOCOL = ("a typed-graph model (flashgnn.nn.hetero: RGAT, RGCN, hetero_sage) or a module with an integer "
+                  "`num_layers`, `input_dict(x_dict, n_id_dict)`, `layer(i, x_dict, edge_index_dict, types=None)` and "
+                  "`layer_types(i)` (docs/training.md, layer-wise inference)")
+
+
+def is_typed_model(model) -> bool:
+    """Whether ``model`` has the typed per-layer protocol (:class:`flashgnn.nn.hetero._HeteroBase`)."""
+    inner = getattr(model, "module", model)
+    return all(callable(getattr(inner, a, None)) for a in ("layer", "layer_types", "input_dict")) \
+        and isinstance(getattr(inner, "num_layers", None), int)
+
+
+def typed_plan(model, edge_types, passes: int, node_types=None) -> tuple[list[list[str]], list[str]]:
+    """Which node types each layer computes: ``(need, final)`` where
+    ``need[i]`` lists the types whose layer-``i`` rows are computed and
+    ``final`` the output types. Backwards from ``node_types`` (default: all
+    that layer ``passes - 1`` outputs): a type's layer-``i`` rows read layer
+    ``i - 1``'s rows of itself and of every source type of an edge type into
+    it (those that layer outputs)."""
+    produced = [list(model.layer_types(i)) for i in range(passes)]
+    last = produced[passes - 1]
+    if node_types is None:
+        want = list(last)
+    else:
+        if isinstance(node_types, str):
+            node_types = [node_types]
+        want = list(dict.fromkeys(node_types))
+        missing = [t for t in want if t not in last]
+        if missing:
+            raise ValueError(f"node_types={want!r}: {type(model).__name__}'s layer {passes} outputs rows for "
+                             f"{last!r} only (not {missing!r})")
+    need = [[] for _ in range(passes)]
+    need[-1] = want
+    for i in range(passes - 1, 0, -1):
+        req = set(need[i]) | {s for s, _, d in edge_types if d in need[i]}
+        need[i - 1] = [t for t in produced[i - 1] if t in req]
+    return need, want
+
+
+def run_typed(model, dataset, out=None, *, batch_size, device, engine, progress, layers, force, predictions,
+              max_bytes, tmp_dir, x_transform, inputs=(), meta_extra=None, cache=None, node_types=None):
+    """Layer-wise inference of a typed-graph model over a typed dataset (:func:`inference`).
+
+    For layer ``i`` and each node type ``t`` it computes (:func:`typed_plan`), in
+    blocks of ``batch_size`` of ``t``'s nodes: the block's whole one-hop
+    in-neighbourhood over every edge type (one engine call, fanout -1 for every
+    edge type, the typed loader's sampler); the previous layer's rows of every
+    node in it, by type and id (layer 0: the dataset's features, through
+    ``x_transform``, or the model's embedding rows, ``model.input_dict``;
+    later layers: the previous layer's per-type table, a memory map on disk);
+    ``model.layer(i, x_dict, edge_index_dict, types=[t])`` (the code the
+    model's forward runs for that layer); its first rows (the block) go to
+    layer ``i``'s table of ``t``. A layer's tables are deleted once the next
+    layer is done. Resident memory: one block, its neighbours' rows and the
+    pages of the maps in use."""
+    import torch
+
+    from flashgnn import _progress
+    from flashgnn.loader.neighbor import as_dataset, resolve_engine
+    from flashgnn.sample.budget import available_memory
+    from flashgnn.sample.sampler import Sampler
+
+    if not is_typed_model(model):
+        raise TypeError(f"layer-wise inference on a typed dataset: {type(model).__module__}."
+                        f"{type(model).__qualname__} is not {TYPED_PROTOCOL}")
+    kind = type(model).__name__
+    total = int(model.num_layers)
+    passes = total
+    if layers is not None:
+        if isinstance(layers, bool) or not isinstance(layers, (int, np.integer)) or not 1 <= layers <= total:
+            raise ValueError(f"layers={layers!r}: {kind} has {total} layer(s); expected 1..{total}")
+        passes = int(layers)
+    if out is not None:
+        out = Path(out)
+        check_output(out, force, (getattr(dataset, "path", dataset), *inputs))
+    ds = as_dataset(dataset)
+    names = ds.node_types
+    counts = {t: int(ds.node_type(t)["count"]) for t in names}
+    offsets = dict(zip(names, np.cumsum([0] + [counts[t] for t in names])[:-1].tolist()))
+    edge_types = ds.edge_types
+    need, final = typed_plan(model, edge_types, passes, node_types)
+    unknown = sorted({t for ts in need for t in ts} - set(names))
+    if unknown:
+        raise ValueError(f"layer-wise inference: {kind} computes node types {unknown} that {ds.path} lacks "
+                         f"(node types: {names})")
+    dev = _dev(model, device)
+    eng = resolve_engine(engine)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_tmps(out)
+        tmp = create_tmp_dir(out)
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="flashgnn-inference-", dir=tmp_dir))
+    limit = None if out is not None else (available_memory() if max_bytes is None else int(max_bytes))
+    target = getattr(model, "target", None)
+    pred_type = target if (predictions and target in final) else None
+
+    def blocks(t):
+        return [(lo, min(lo + batch_size, counts[t])) for lo in range(0, counts[t], batch_size)]
+
+    was_training = model.training
+    model.eval()
+    t0 = time.perf_counter()
+    reads = 0
+    chunks = 0
+    try:
+        bar = _progress.bar(total=sum(len(blocks(t)) for ts in need for t in ts), desc="inference", unit="block",
+                            disable=not progress)
+        prev: dict = {}
+        for li in range(passes):
+            last = li == passes - 1
+            first = li == 0
+            tables: dict = {}
+            s = Sampler(ds.path, [-1], engine=eng, dtype=np.float32, labels=False, features=first, cache=cache,
+                        rel_fanouts=[[-1] * len(edge_types)])
+            planned = 0  # bytes of the last layer's tables created so far
+            for t in need[li]:
+                bar.set_description(f"inference layer {li + 1}/{passes} {t}")
+                for lo, hi in blocks(t):
+                    b = s.sample(np.arange(offsets[t] + lo, offsets[t] + hi, dtype=np.int64), 0)
+                    with torch.no_grad():
+                        if first:
+                            x_dict = {}
+                            for u, part in b.node.items():
+                                if part.x is not None:
+                                    x = torch.from_numpy(np.ascontiguousarray(part.x, dtype=np.float32)).to(dev)
+                                    x_dict[u] = x_transform(x) if x_transform is not None else x
+                            n_id_dict = {u: torch.from_numpy(part.n_id).to(dev) for u, part in b.node.items()}
+                            x_dict = model.input_dict(x_dict, n_id_dict)
+                        else:
+                            x_dict = {u: torch.from_numpy(np.asarray(prev[u][part.n_id], dtype=np.float32)).to(dev)
+                                      for u, part in b.node.items() if u in prev}
+                        ei = {et: torch.from_numpy(part.edge_index).to(dev) for et, part in b.edge.items()}
+                        res = model.layer(li, x_dict, ei, types=[t])
+                    h = res.get(t)
+                    if h is None or h.dim() != 2 or h.shape[0] < hi - lo:
+                        raise ValueError(f"layer-wise inference: {kind} layer {li} returned "
+                                         f"{None if h is None else tuple(h.shape)} for a block of {hi - lo} nodes of "
+                                         f"type {t!r}; expected [>= {hi - lo}, dim]")
+                    h = h[: hi - lo]
+                    if t not in tables:
+                        if last and limit is not None:
+                            # checked at each type's first block, when its width is known, before it runs on:
+                            # the tables made so far plus this one, the types still to come as wide as this
+                            planned += counts[t] * h.shape[1] * 4
+                            rest = need[li][need[li].index(t) + 1:]
+                            need_bytes = planned + sum(counts[u] for u in rest) * h.shape[1] * 4
+                            if need_bytes > limit:
+                                raise MemoryError(
+                                    f"inference({ds.path}): the output tables of {need[li]} (float32, "
+                                    f"{h.shape[1]} wide for {t!r}) need {need_bytes:,} bytes, more than the "
+                                    f"{limit:,} bytes available (pass out=DIR to write them to disk, or max_bytes= "
+                                    "to override)")
+                        if last:
+                            (tmp / "embeddings").mkdir(exist_ok=True)
+                            tables[t] = _tables(tmp / "embeddings", f"{t}.npy", counts[t], h.shape[1], npy=True)
+                        else:
+                            tables[t] = _tables(tmp, f"layer{li}.{t}.f32", counts[t], h.shape[1], npy=False)
+                    tables[t][lo:hi] = h.float().cpu().numpy()
+                    chunks += 1
+                    bar.update(1)
+            reads += s.telemetry()["reads"]
+            for tab in tables.values():
+                tab.flush()
+            for u in list(prev):
+                name = prev.pop(u).filename
+                os.unlink(name)
+            prev = tables
+        bar.close()
+        seconds = time.perf_counter() - t0
+        if out is None:
+            result = {t: torch.from_numpy(np.array(prev[t])) for t in final}
+            for u in list(prev):
+                del prev[u]
+            return result
+        if pred_type is not None:
+            (tmp / "predictions").mkdir()
+            src = prev[pred_type]
+            pred = np.lib.format.open_memmap(tmp / "predictions" / f"{pred_type}.npy", mode="w+", dtype=np.int64,
+                                             shape=(counts[pred_type],))
+            for lo, hi in blocks(pred_type):
+                pred[lo:hi] = np.asarray(src[lo:hi]).argmax(axis=1)
+            pred.flush()
+            del pred, src
+        types_meta = {t: dict(num_nodes=counts[t], dim=int(prev[t].shape[1]), file=f"embeddings/{t}.npy")
+                      for t in final}
+        if pred_type is not None:
+            types_meta[pred_type]["predictions"] = f"predictions/{pred_type}.npy"
+        for u in list(prev):
+            del prev[u]
+        dims = {types_meta[t]["dim"] for t in final}
+        meta = dict(flashgnn_output="embed", dataset=os.path.abspath(ds.path), model=kind, typed=True,
+                    num_nodes=sum(counts[t] for t in final), dim=dims.pop() if len(dims) == 1 else None,
+                    node_types=types_meta, layers=passes, chunks=chunks, batch_size=int(batch_size), engine=eng,
+                    seconds=seconds, reads=reads, dtype="float32")
+        meta.update(meta_extra or {})
+        (tmp / "embed.json").write_text(json.dumps(meta, indent=2))
+        for f in sorted(tmp.rglob("*"), key=lambda p: -len(p.parts)):
             fsync_path(f)
         publish_dir(tmp, out)
         return meta
