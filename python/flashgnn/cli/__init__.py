@@ -310,7 +310,8 @@ def _training_parsers(sub) -> None:
 
     em = sub.add_parser("embed", help="layer-wise full-graph inference to an embedding table")
     em.add_argument("dataset")
-    em.add_argument("out", help="output directory (embeddings.npy, predictions.npy, embed.json)")
+    em.add_argument("out", help="output directory (embeddings.npy, predictions.npy, embed.json; a typed dataset: "
+                    "embeddings/<node type>.npy, predictions/<target>.npy)")
     em.add_argument("--checkpoint", required=True,
                     help="directory written by `flashgnn train --checkpoint`; with --model-class also a "
                          "torch.save(model.state_dict()) file")

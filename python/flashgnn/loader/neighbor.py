@@ -670,7 +670,8 @@ class HeteroNeighborLoader(NeighborLoader):
 
     @property
     def node_sampler(self):
-        raise NotImplementedError("PyG's layer-wise model.inference(loader) is not available for typed datasets")
+        raise NotImplementedError("PyG's layer-wise model.inference(loader) is not available for typed datasets: "
+                                  "flashgnn.inference(model, dataset) runs a hetero model layer by layer")
 
     def __iter__(self):
         epoch = self._next_epoch()

@@ -24,6 +24,10 @@ neither features (``in_dims``) nor an embedding takes no part: its edge types ar
 the MLPerf reference does with an edge type whose end has no representation.
 
 :func:`flashgnn.nn.zoo.build_hetero_model` builds one by the ``--model`` name (``HETERO_MODEL_CLASSES``).
+
+Every model's ``forward`` is a loop over its per-layer protocol (``num_layers``, ``input_dict``,
+``layer(i, x_dict, edge_index_dict, types=None)``, ``layer_types``; see ``_HeteroBase``), which
+``flashgnn.inference`` calls one layer at a time on a typed dataset (:mod:`flashgnn.nn.layerwise`).
 """
 
 from __future__ import annotations

@@ -41,6 +41,14 @@ of ``flashgnn train`` and a user's own):
   module that also sets ``layer_needs_degrees = True`` is called with
   ``deg=`` (each row's degree in the whole graph).
 
+Typed datasets (:func:`run_typed`): a hetero model of
+:mod:`flashgnn.nn.hetero` (or a module with its per-layer protocol:
+``num_layers``, ``input_dict``, ``layer(i, x_dict, edge_index_dict,
+types=None)``, ``layer_types``) runs over every node type, layer by layer, in
+blocks of one type's nodes with their whole one-hop in-neighbourhood over
+every edge type; per-type tables on disk; output per node type
+(``embeddings/<type>.npy``; docs/training.md, *Typed datasets*).
+
 Output directory (published atomically, like a dataset build):
 ``embeddings.npy`` float32 ``[num_nodes, dim]`` (row = original node id),
 ``predictions.npy`` int64 (argmax, with ``--output logits``), ``embed.json``
