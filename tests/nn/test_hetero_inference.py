@@ -2,8 +2,8 @@
 
 A small typed npy directory (papers with features, labels and a train split; authors with float16
 features; fields of study without features: an embedding table) is built by `flashgnn build`
-(--add-reverse, PyG's ToUndirected: every type is some edge type's destination, as to_hetero(GraphSAGE) needs; without it
-the authors are a source-only type, which RGAT drops after layer 0 and RGCN keeps by its root weight).
+(--add-reverse, PyG's ToUndirected: every type is some edge type's destination, as to_hetero(GraphSAGE)
+needs; without it the authors are a source-only type, which RGAT drops after layer 0 and RGCN keeps by its root weight).
 The reference is each model applied to the whole graph in memory — a HeteroData made from the same npy
 inputs, not from the dataset — in eval mode. `flashgnn.inference` must equal it to 1e-5 for every node
 type and, for a target model, its target; with a block of 3 nodes (many blocks per type and layer: the
