@@ -88,7 +88,8 @@ class TrainConfig:
     fanout: str = _opt("25,10", 1, "neighbors per hop, comma separated (-1 = all); on a typed dataset, per hop for "
                                    "every edge type not in --type-fanouts")
     type_fanouts: str | None = _opt(None, 1, "typed datasets: per edge type fanouts, 'SRC__REL__DST=15,10' entries "
-                                             "separated by spaces (as many hops as --fanout; others take --fanout)")
+                                             "separated by spaces (as many hops as --fanout; default: --fanout for "
+                                             "every edge type)")
     target_type: str | None = _opt(None, 1, "typed datasets: the node type to classify (default: the one with labels "
                                             "and a train split)")
     eval_fanout: str | None = _opt(None, 1, "fanouts for validation/test (default: --fanout)")
