@@ -48,7 +48,7 @@ def prepare(work: Path, scale: str, feature_dim: int, seed: int, progress: bool)
         return raw, ds
     stamp.unlink(missing_ok=True)
     work.mkdir(parents=True, exist_ok=True)
-    flashgnn.generate(raw, model="igbh", scale=scale, feature_dim=feature_dim, seed=seed, force=True,
+    flashgnn.generate(raw, model="igbh", scale=int(float(scale)), feature_dim=feature_dim, seed=seed, force=True,
                       progress=progress)
     flashgnn.build(raw, ds, add_reverse=True, force=True, progress=progress)
     stamp.write_text(json.dumps(want))
