@@ -42,6 +42,17 @@ def test_every_typed_model_trains(typed, model):
     assert s["history"][0]["batches"] == 3 and np.isfinite(s["history"][0]["train_loss"])
 
 
+def test_memory_budget_caches_typed_batches(typed):
+    """--memory-budget sizes a cross-batch cache on a typed dataset (slots, overflow pages and typed rows);
+    the batches, and so the weights, are the uncached run's."""
+    cached = _fit(typed, epochs=1, max_batches=4, eval_batches=1, memory_budget="150MiB")
+    plain = _fit(typed, epochs=1, max_batches=4, eval_batches=1, memory_budget=0)
+    assert cached["history"][0]["telemetry"]["cache_hit_rate"] > 0
+    assert cached["history"][0]["train_loss"] == plain["history"][0]["train_loss"]
+    with pytest.raises(TrainError, match="--lookahead on a typed dataset"):
+        _fit(typed, lookahead=2)
+
+
 def test_type_fanouts_and_refusals(typed, tmp_path):
     s = _fit(typed, epochs=1, max_batches=2, eval_batches=1, type_fanouts="paper__cites__paper=3,3")
     assert s["history"][0]["batches"] == 2

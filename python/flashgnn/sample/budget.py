@@ -73,10 +73,18 @@ def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "ur
         raise ValueError("batch_bytes(features='free') needs a sampler with features='free'")
     rng = np.random.default_rng(seed)
     pool = ds.split("train") if "train" in ds.split_names else np.arange(ds.num_nodes)
+    if ds.is_typed:  # seeds of the target type, as global ids (the engine's)
+        t = ds.node_types.index(ds.target_type)
+        pool = np.asarray(pool, dtype=np.int64) + sum(ds.node_type(n)["count"] for n in ds.node_types[:t])
     worst = 0
     for _ in range(2):
         b = sampler.sample(rng.choice(pool, min(batch_size, len(pool)), replace=False),
                            seed=int(rng.integers(1 << 31)))
+        if ds.is_typed:  # every type's ids, rows and labels, every edge type's edges
+            parts = [a for p in b.node.values() for a in (p.n_id, p.x, p.y) if a is not None]
+            parts += [p.edge_index for p in b.edge.values()]
+            worst = max(worst, sum(a.nbytes for a in parts))
+            continue
         full = features is True and sampler.features is not False
         x = len(b.n_id) * b.x.shape[1] * b.x.itemsize if full else b.x.nbytes
         extra = b.missing.nbytes if b.missing is not None and not full else 0
@@ -121,8 +129,12 @@ def parse_budget(text: str):
 
 
 def dataset_bytes(path) -> int:
-    """Bytes of the dataset's page files: what a cache would need to hold it all."""
-    return sum(os.path.getsize(os.path.join(path, f)) for f in _DATA_FILES if os.path.exists(os.path.join(path, f)))
+    """Bytes of the dataset's page files: what a cache would need to hold it all (a typed dataset's
+    per-type feature tables, ``t<i>.features.fg``, included)."""
+    names = list(_DATA_FILES)
+    if os.path.isdir(path):  # t<i>.features.fg: the typed form of features.fg (docs/format.md)
+        names += [f for f in os.listdir(path) if f.endswith("." + _core.FEATURES_FILE)]
+    return sum(os.path.getsize(os.path.join(path, f)) for f in names if os.path.exists(os.path.join(path, f)))
 
 
 def auto_reserve(per_batch: int, torch_loaded: bool, node_bytes: int = 0) -> int:

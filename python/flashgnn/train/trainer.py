@@ -416,18 +416,12 @@ class Trainer:
         ds, fanouts, workers, dist_ctx, chatty = self.dataset, self.fanouts, self.workers, self.dist, self.chatty
         split = None
         mb = c.memory_budget
-        if self.typed:
-            # The typed loader has no cross-batch cache sizing or lookahead yet: the engine reads every batch
-            # (docs/training.md, "Typed datasets").
-            self.budget_split, self.lookahead, self.cache_budget = None, 0, 0
-            if chatty and (c.cache_budget or c.lookahead):
-                print("typed dataset: no cross-batch cache or lookahead yet; --cache-budget and --lookahead are "
-                      "not used", flush=True)
-            return
+        if self.typed and c.lookahead:
+            raise TrainError("--lookahead on a typed dataset: lookahead does not gather typed rows yet")
         if mb == "auto" and not c.cache_budget:  # an explicit --cache-budget is the user's sizing: auto steps aside
             # Lookahead is auto's to choose only for online sampling without a device tier (the two exclude each
             # other; with --presampled, --lookahead is the pre-sample's superbatch).
-            la = c.lookahead if c.lookahead is not None or not (c.device_cache or c.presampled) else 0
+            la = c.lookahead if c.lookahead is not None or not (c.device_cache or c.presampled or self.typed) else 0
             split = budget.auto(ds.path, fanouts, c.batch_size, workers=workers, prefetch=c.prefetch,
                                 hot_fraction=c.hot_fraction, lookahead=la, processes=dist_ctx.local_world,
                                 engine=c.engine)
@@ -453,11 +447,13 @@ class Trainer:
         self.cache = cache = None
         if self.cache_budget:
             t_cache = time.perf_counter()
+            seeds = np.random.default_rng(c.seed).permutation(ds.split("train"))[:8 * c.batch_size]
+            if self.typed:  # the engine's ids are global: the target type's range starts at its offset
+                t = ds.node_types.index(self.target)
+                seeds = seeds + sum(ds.node_type(n)["count"] for n in ds.node_types[:t])
             self.cache = cache = flashgnn.Cache(
                 ds.path, fanouts, self.cache_budget, policy=c.cache_policy, hot=c.cache_hot,
-                hot_fraction=c.hot_fraction,
-                presample_seeds=np.random.default_rng(c.seed).permutation(ds.split("train"))[:8 * c.batch_size],
-                batch_size=c.batch_size)
+                hot_fraction=c.hot_fraction, presample_seeds=seeds, batch_size=c.batch_size)
             if chatty:
                 st = cache.stats()
                 print(f"cache: {self.cache_budget / 2**20:.0f} MiB ({c.cache_policy}), static hot set by "
@@ -486,8 +482,10 @@ class Trainer:
                                      device_cache=device_cache, degrees=c.model in DEGREE_MODELS)
         if self.typed:
             # The typed loader takes its seeds as (node type, ids) and refuses the tiers it does not have yet.
-            for k in ("cache", "device_cache", "degrees"):
+            for k in ("device_cache", "degrees"):
                 common.pop(k)
+            if c.device_cache:
+                raise TrainError("--device-cache on a typed dataset: the device tier does not hold typed rows yet")
             if c.presampled:
                 raise TrainError("--presampled takes a homogeneous dataset (typed pre-samples are not written yet)")
         if c.presampled:
