@@ -157,7 +157,7 @@ impl NeighborSampler {
         let mut names: Vec<String> = vec![GRAPH_FILE.into(), OVERFLOW_FILE.into()];
         let types = ds.manifest().types.as_ref();
         let mut fanouts = fanouts.to_vec();
-        let typed = match types {
+        let mut typed = match types {
             Some(table) => {
                 // Paths a typed batch does not take yet: refused by name.
                 let refuse = |what: &str| {
@@ -209,9 +209,14 @@ impl NeighborSampler {
             io
         };
         let mut mem = [F_GRAPH, F_OVERFLOW, F_FEATURES].map(|f| io.resident(f));
-        if typed.is_some() {
-            // File 2 is a type's row table, not features.fg.
+        if let Some(t) = typed.as_mut() {
+            // File 2 is a type's row table, not features.fg; each type's
+            // table is its own engine file.
             mem[F_FEATURES as usize] = None;
+            let t = Arc::get_mut(t).expect("not shared yet");
+            for r in t.rows.iter_mut().flatten() {
+                r.mem = io.resident(r.file);
+            }
         }
         // Separate feature rows are checked against feature_crc.npy (4 B/node).
         let feature_crcs =

@@ -271,8 +271,18 @@ impl NeighborSampler {
         let t = self.typed.as_deref().expect("typed");
         let ty = node.ntype as usize;
         let rows = t.rows[ty].as_ref().expect("a type with rows");
-        let (lo, len, _) = rows.layout.feature_extent(v as u64 - t.offsets[ty]);
+        let (lo, len, at) = rows.layout.feature_extent(v as u64 - t.offsets[ty]);
         let file = rows.file;
+        if let Some(m) = rows.mem.as_deref().filter(|_| self.trace.is_none()) {
+            // The `memory` engine's copy: checked here, copied once into
+            // the type's `x` by `canonical_typed` (no read, no buffer).
+            let extent = resident_at(m, self.io.path(file), lo, len)?;
+            check_type_row(t, ty, v as u64, extent, lo, at)?;
+            self.direct.record(len, 1);
+            self.nodes[i as usize].feature = Some(FEAT_IN_FEATURES | (lo as usize + at));
+            self.bytes_used += rows.layout.row_bytes() as u64;
+            return Ok(());
+        }
         if let Some(c) = self.cache.as_deref() {
             if let Some(data) = c.get_dynamic(cache::key(F_TYPE_ROW, v as u64)) {
                 self.cache_hits[1] += 1;
@@ -293,27 +303,9 @@ impl NeighborSampler {
         let t = self.typed.as_deref().expect("typed");
         let (v, ty) = (self.nodes[i].v as u64, self.nodes[i].ntype as usize);
         let rows = t.rows[ty].as_ref().expect("a type with rows");
-        let local = v - t.offsets[ty];
-        let (lo, _, at) = rows.layout.feature_extent(local);
+        let (lo, _, at) = rows.layout.feature_extent(v - t.offsets[ty]);
         let rb = rows.layout.row_bytes() as usize;
-        let bytes = buf.get(at..at + rb).ok_or_else(|| FormatError::Truncated {
-            file: rows.name.clone(),
-            offset: lo,
-            needed: (at + rb) as u64,
-            available: buf.len() as u64,
-        })?;
-        let computed = rows.layout.crc(v, bytes);
-        let stored = rows.crcs[local as usize];
-        if stored != computed {
-            return Err(FormatError::Checksum {
-                file: rows.name.clone(),
-                offset: lo + at as u64,
-                what: format!("feature row {local} (node {v} of type {:?})", t.table.node_types[ty].name),
-                stored,
-                computed,
-            }
-            .into());
-        }
+        let bytes = check_type_row(t, ty, v, buf, lo, at)?;
         if let Some(tr) = self.trace.as_mut() {
             tr.feature_used(i as u32, rb as u32);
         }
@@ -612,4 +604,39 @@ fn check_overflow_once(
         e.insert(());
     }
     Ok(())
+}
+
+/// Node `v`'s row (of type `ty`) inside `extent`, its sector-aligned extent
+/// at byte `lo` of the type's table (the row at `at` in it), checked against
+/// the type's CRC bound to the global id.
+fn check_type_row<'a>(
+    t: &super::typed::Typed,
+    ty: usize,
+    v: u64,
+    extent: &'a [u8],
+    lo: u64,
+    at: usize,
+) -> Result<&'a [u8]> {
+    let rows = t.rows[ty].as_ref().expect("a type with rows");
+    let local = v - t.offsets[ty];
+    let rb = rows.layout.row_bytes() as usize;
+    let bytes = extent.get(at..at + rb).ok_or_else(|| FormatError::Truncated {
+        file: rows.name.clone(),
+        offset: lo,
+        needed: (at + rb) as u64,
+        available: extent.len() as u64,
+    })?;
+    let computed = rows.layout.crc(v, bytes);
+    let stored = rows.crcs[local as usize];
+    if stored != computed {
+        return Err(FormatError::Checksum {
+            file: rows.name.clone(),
+            offset: lo + at as u64,
+            what: format!("feature row {local} (node {v} of type {:?})", t.table.node_types[ty].name),
+            stored,
+            computed,
+        }
+        .into());
+    }
+    Ok(bytes)
 }

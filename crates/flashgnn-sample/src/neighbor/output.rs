@@ -251,12 +251,26 @@ impl NeighborSampler {
                 x_dtype = if self.x_dtype_set { self.x_dtype } else { stored };
                 dim = rows.layout.feature_dim;
                 x.reserve_exact(ord.len() * dim as usize * x_dtype.size());
-                for &i in ord {
+                let mem = rows.mem.as_deref().map_or(&[][..], |m| m.as_slice());
+                for (pos, &i) in ord.iter().enumerate() {
                     let node = &self.nodes[i as usize];
-                    let at = node
+                    let off = node
                         .feature
                         .ok_or_else(|| SampleError::BadRequest(format!("internal: no features for node {}", node.v)))?;
-                    let row = &self.features[at..at + rb];
+                    let at = off & FEAT_OFFSET;
+                    // A row in the `memory` engine's copy of the type's table
+                    // (checked when found), else in the batch's rows.
+                    let row = if off & !FEAT_OFFSET == FEAT_IN_FEATURES {
+                        &mem[at..at + rb]
+                    } else {
+                        &self.features[at..at + rb]
+                    };
+                    if let Some(&j) = ord.get(pos + GATHER_AHEAD) {
+                        if let Some(o) = self.nodes[j as usize].feature.filter(|o| o & !FEAT_OFFSET == FEAT_IN_FEATURES)
+                        {
+                            prefetch(mem[(o & FEAT_OFFSET)..].as_ptr(), rb);
+                        }
+                    }
                     if stored == x_dtype {
                         x.extend_from_slice(row);
                     } else {

@@ -38,6 +38,10 @@ pub(super) struct TypeRows {
     pub file: u16,
     /// Its path, for errors.
     pub name: String,
+    /// The `memory` engine's copy of the file (None with every other
+    /// engine, or while a trace is captured): rows are checked and copied
+    /// once, straight into the batch's `x`, as for `features.fg`.
+    pub mem: Option<Arc<Vec<u8>>>,
 }
 
 /// What a sampler knows about the types of its dataset.
@@ -164,7 +168,7 @@ impl Typed {
                     let crcs = a.collect_shared(|_, c| Ok(c as u32))?;
                     let file = first_file + names.len() as u16;
                     names.push(features_file(t));
-                    Some(TypeRows { layout: fl, crcs, file, name: ds.file(&features_file(t)) })
+                    Some(TypeRows { layout: fl, crcs, file, name: ds.file(&features_file(t)), mem: None })
                 }
                 None => None,
             });
