@@ -294,8 +294,8 @@ fn typed_requests_and_paths_not_taken_yet_are_refused_by_name() {
     assert_mentions(&e, &["seed node 45", "\"author\"", "\"paper\"", "one node type"]);
     let e = s.random_walk(&[0], 2, 1).unwrap_err().to_string();
     assert_mentions(&e, &["random walks", "typed"]);
-    let e = s.gather_rows(&[0], flashgnn_sample::Gather { features: true, labels: false, degrees: false });
-    assert_mentions(&e.unwrap_err().to_string(), &["gathering rows", "typed"]);
+    let e = s.gather_rows(&[0], flashgnn_sample::Gather { features: true, labels: false, degrees: true });
+    assert_mentions(&e.unwrap_err().to_string(), &["gathering degrees", "typed"]);
     for (cfg, what) in [
         (SamplerConfig { free_features_only: true, ..Default::default() }, "free_features_only"),
         (SamplerConfig { degrees: true, ..Default::default() }, "degrees"),
@@ -359,4 +359,48 @@ fn a_damaged_or_foreign_typed_row_is_refused_naming_file_and_offset() {
     let cfg = SamplerConfig { engine: EngineKind::Pread, ..Default::default() };
     let e = NeighborSampler::open(&path, &[1], &cfg).err().expect("a bad header").to_string();
     assert_mentions(&e, &["t1.features.fg"]);
+}
+
+#[test]
+fn gathering_rows_of_one_type_reads_that_types_rows_and_labels_alone() {
+    let tmp = tempdir();
+    let path = write(tmp.path());
+    let o = offsets();
+    for kind in ENGINES {
+        let mut s = open(&path, &[2, 2], None, kind);
+        let what = flashgnn_sample::Gather { features: true, labels: true, degrees: false };
+        // Papers 7, 0, 39 (global = local), then authors 3, 24 (global 43, 64).
+        for (ty, ids) in [(0usize, vec![7i64, 0, 39]), (1, vec![3, 24])] {
+            let global: Vec<i64> = ids.iter().map(|&l| l + o[ty] as i64).collect();
+            let r0 = s.io_counters().reads;
+            let b = s.gather_rows(&global, what).unwrap();
+            let t = b.typed.as_ref().expect("a typed batch");
+            assert_eq!(t.input_type, ty);
+            assert!(t.edge_types.iter().all(|e| e.edge_index.is_empty()), "no edges");
+            for (u, n) in t.node_types.iter().enumerate() {
+                if u != ty {
+                    assert!(n.n_id.is_empty(), "{kind:?}: type {u} has no nodes");
+                    continue;
+                }
+                assert_eq!(n.n_id, ids, "{kind:?}");
+                assert_eq!(n.num_sampled_nodes, vec![ids.len() as i64]);
+                let dim = n.dim as usize;
+                let xs: Vec<f32> = n.x.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+                for (r, &l) in ids.iter().enumerate() {
+                    for k in 0..dim {
+                        assert_eq!(xs[r * dim + k], typed_feature(o[ty] + l as u64, k as u32), "{kind:?}");
+                    }
+                }
+                let want: Vec<i64> =
+                    if ty == 0 { ids.iter().map(|&l| typed_label(l as u64, 3)).collect() } else { vec![] };
+                assert_eq!(n.y, want);
+            }
+            // One row read per id (no slot page): the rows of that type alone.
+            if kind != EngineKind::Memory {
+                assert_eq!(s.io_counters().reads - r0, ids.len() as u64, "{kind:?}");
+            }
+        }
+        let e = s.gather_rows(&[0, 45], what).unwrap_err().to_string();
+        assert_mentions(&e, &["seed node 45", "one node type"]);
+    }
 }

@@ -284,16 +284,21 @@ class Sampler:
         seeds = np.ascontiguousarray(seeds, dtype=np.int64)
         return self._wrap(self.core().sample(seeds, int(seed) & (2**64 - 1)))
 
-    def gather(self, ids, features: bool = True, labels: bool = False, degrees: bool = False) -> SampledBatch:
+    def gather(self, ids, features: bool = True, labels: bool = False,
+               degrees: bool = False) -> SampledBatch | TypedBatch:
         """The rows of ``ids`` (node ids, no repeats), in order, through this
         sampler's engine and cache, as a batch without edges: ``x`` in this
         sampler's dtype (with ``features``), ``y`` (with ``labels``, empty
         when the sampler loads none), ``deg`` (with ``degrees``). What a
         fanout-0 sampler would return, with no sampler of its own: the
         lookahead's fill reads, the PyG feature store's, a pre-sample's
-        degrees."""
+        degrees. On a typed dataset ``ids`` are global ids of one node type
+        and the result is a zero-hop :class:`TypedBatch` (that type's rows
+        from its own feature file, its labels; no slot read)."""
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         b = self._wrap(self.core().gather(ids, bool(features), bool(labels), bool(degrees)), degrees=bool(degrees))
+        if isinstance(b, TypedBatch):
+            return b
         if len(b.n_id) != len(ids) or not np.array_equal(b.n_id, ids):
             raise ValueError(f"{self.path}: gather: ids repeat (asked {len(ids)}, {len(b.n_id)} distinct)")
         return b

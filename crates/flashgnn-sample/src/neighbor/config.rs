@@ -327,11 +327,20 @@ impl NeighborSampler {
     /// sampler's engine and cache, whatever its own fanouts and options —
     /// the lookahead's fill reads, a feature store's reads, a pre-sample's
     /// degrees. `what` says which of features, labels and degrees it carries.
+    ///
+    /// On a typed dataset the ids are of one node type and the batch is a
+    /// zero-hop typed batch ([`Batch::typed`]): that type's rows from its
+    /// `t<i>.features.fg` and its labels, no slot read (a feature store's
+    /// per-type reads); whole-graph degrees are refused there.
     pub fn gather_rows(&mut self, ids: &[i64], what: Gather) -> Result<Batch> {
-        self.refuse_typed("gathering rows by id (lookahead, feature store, pre-sample degrees)")?;
+        if what.degrees {
+            self.refuse_typed("gathering degrees by id (pre-sample degrees)")?;
+        }
         let features = what.features && self.gather_features;
+        // Typed rows live in their own files: zero hops read no slot.
+        let hops = if self.typed.is_some() { Vec::new() } else { vec![0] };
         let saved = (
-            std::mem::replace(&mut self.fanouts, vec![0]),
+            std::mem::replace(&mut self.fanouts, hops),
             if what.labels { self.labels.clone() } else { self.labels.take() },
             std::mem::replace(&mut self.free_features_only, false),
             std::mem::replace(&mut self.want_degrees, what.degrees),
