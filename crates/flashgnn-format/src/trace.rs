@@ -11,7 +11,14 @@
 use crate::error::{FormatError, Result};
 
 pub const TRACE_MAGIC: &[u8; 8] = b"FGNNTRC\0";
-pub const TRACE_VERSION: u32 = 1;
+/// Version 2: a record's `file` indexes the header's file table (params
+/// `files`), so a typed dataset's `t<i>.features.fg` files are named; version
+/// 1 (read too) has the fixed table graph.fg, overflow.fg, features.fg.
+pub const TRACE_VERSION: u32 = 2;
+/// The file table of a version-1 trace, and of one whose params name none.
+pub const DEFAULT_FILES: [&str; 3] = ["graph.fg", "overflow.fg", "features.fg"];
+/// Most files a trace's file table may name (a record's `file` is a u8).
+pub const MAX_FILES: usize = 256;
 pub const BLOCK_MAGIC: &[u8; 4] = b"FGTB";
 /// Fixed part of the header before the params JSON.
 pub const HEADER_FIXED: usize = 32;
@@ -80,9 +87,16 @@ impl TraceRead {
         out.extend_from_slice(&[0u8; 8]);
     }
 
-    /// Decode one record; `offset` (its byte offset in `file`) is named in
-    /// any error. Checks every field against its bound.
+    /// Decode one record of a trace whose file table is [`DEFAULT_FILES`];
+    /// `offset` (its byte offset in `file`) is named in any error. Checks
+    /// every field against its bound.
     pub fn decode(b: &[u8], file: &str, offset: u64) -> Result<TraceRead> {
+        Self::decode_in(b, file, offset, DEFAULT_FILES.len())
+    }
+
+    /// [`Self::decode`] in a trace whose file table has `num_files` entries
+    /// ([`TraceHeader::files`]): `file` must index it.
+    pub fn decode_in(b: &[u8], file: &str, offset: u64, num_files: usize) -> Result<TraceRead> {
         if b.len() < RECORD_BYTES {
             return Err(FormatError::Truncated {
                 file: file.into(),
@@ -111,8 +125,8 @@ impl TraceRead {
         let oob = |at: u64, field: &'static str, value: u64, bound: String| {
             Err(FormatError::oob(file.to_string(), offset + at, field, value, bound))
         };
-        if r.file > FILE_FEATURES {
-            return oob(8, "file", r.file as u64, "<= 2 (graph, overflow, features)".into());
+        if r.file as usize >= num_files {
+            return oob(8, "file", r.file as u64, format!("< {num_files} (the trace's file table)"));
         }
         if r.kind > KIND_FEATURE_ROW {
             return oob(9, "kind", r.kind as u64, "<= 2 (slot page, overflow page, feature row)".into());
@@ -189,7 +203,7 @@ impl TraceHeader {
             });
         }
         let version = u32::from_le_bytes(fixed[8..12].try_into().unwrap());
-        if version != TRACE_VERSION {
+        if !(1..=TRACE_VERSION).contains(&version) {
             return Err(FormatError::UnsupportedVersion {
                 file: file.into(),
                 found: version,
@@ -239,12 +253,38 @@ impl TraceHeader {
             file: file.into(),
             message: format!("trace params at offset {HEADER_FIXED} are not UTF-8"),
         })?;
-        Ok(TraceHeader {
-            version: TRACE_VERSION,
+        let h = TraceHeader {
+            version: u32::from_le_bytes(fixed[8..12].try_into().unwrap()),
             page_size,
             dataset_id: u64::from_le_bytes(fixed[16..24].try_into().unwrap()),
             params,
-        })
+        };
+        h.files(file)?;
+        Ok(h)
+    }
+
+    /// The trace's file table: dataset file names by the value of a record's
+    /// `file`. Version 2: params `files` (a list of 1..=256 names) when
+    /// given, else [`DEFAULT_FILES`]; version 1: [`DEFAULT_FILES`]. A
+    /// `files` that is not such a list is refused, naming the trace.
+    pub fn files(&self, file: &str) -> Result<Vec<String>> {
+        let default = || DEFAULT_FILES.iter().map(|s| s.to_string()).collect();
+        if self.version < 2 {
+            return Ok(default());
+        }
+        let v: serde_json::Value = serde_json::from_str(&self.params).unwrap_or(serde_json::Value::Null);
+        let Some(f) = v.get("files") else { return Ok(default()) };
+        let names: Option<Vec<String>> =
+            f.as_array().and_then(|a| a.iter().map(|n| n.as_str().map(String::from)).collect());
+        match names {
+            Some(n) if (1..=MAX_FILES).contains(&n.len()) => Ok(n),
+            _ => Err(FormatError::Invalid {
+                file: file.into(),
+                message: format!(
+                    "trace params at offset {HEADER_FIXED}: files = {f} is out of bounds (must be a list of 1..={MAX_FILES} file names)"
+                ),
+            }),
+        }
     }
 }
 

@@ -20,9 +20,12 @@ pub struct TraceRecorder {
 #[pymethods]
 impl TraceRecorder {
     /// Open `path` for sampling with capture on and create the trace `out`;
-    /// `params` (JSON text) goes into the trace header.
+    /// `params` (a JSON object) goes into the trace header with the trace's
+    /// file table added as `files` (docs/trace.md). `rel_fanouts`: a typed
+    /// dataset's `[hop][edge type]` fanouts (as `_core.Sampler`'s).
     #[new]
-    #[pyo3(signature = (path, out, fanouts, params, engine="uring", depth=256))]
+    #[pyo3(signature = (path, out, fanouts, params, engine="uring", depth=256, rel_fanouts=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -31,11 +34,19 @@ impl TraceRecorder {
         params: String,
         engine: &str,
         depth: usize,
+        rel_fanouts: Option<Vec<Vec<i32>>>,
     ) -> PyResult<Self> {
-        let cfg = crate::sampler::config(engine, depth, 64, false, true)?;
+        let mut cfg = crate::sampler::config(engine, depth, 64, false, true)?;
+        cfg.rel_fanouts = rel_fanouts;
+        let mut params: serde_json::Value = serde_json::from_str(&params)
+            .map_err(|e| py_err(CoreError::Input(format!("trace params are not JSON: {e}"))))?;
         py.detach(|| {
             let mut s = NeighborSampler::open(&path, &fanouts, &cfg).map_err(py_err)?;
             s.set_trace(true);
+            if let Some(m) = params.as_object_mut() {
+                m.insert("files".into(), serde_json::json!(s.trace_files()));
+            }
+            let params = params.to_string();
             let (id, page_size) = (s.dataset_id().dataset_id, s.layout().page_size);
             let w = flashgnn_sim::trace::TraceWriter::start(&out, id, page_size, params).map_err(py_err)?;
             Ok(TraceRecorder { inner: std::sync::Mutex::new(Some((s, w))) })
@@ -55,8 +66,27 @@ impl TraceRecorder {
             let reads = s.take_trace();
             let bytes: u64 = reads.iter().map(|r| r.length as u64).sum();
             w.write_batch(&reads).map_err(py_err)?;
-            Ok((reads.len() as u64, bytes, batch.n_id.len() as u64))
+            Ok((reads.len() as u64, bytes, batch.total_nodes() as u64))
         })
+    }
+
+    /// Bytes the recorder's engine has read so far (its I/O counters: what
+    /// the sampler read, against which a trace's lengths are checked).
+    fn io_bytes(&self) -> PyResult<u64> {
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let Some((s, _)) = g.as_ref() else {
+            return Err(py_err(CoreError::Unavailable("trace recorder is closed".into())));
+        };
+        Ok(s.io_counters().bytes)
+    }
+
+    /// The trace's file table (dataset file names by a record's `file`).
+    fn files(&self) -> PyResult<Vec<String>> {
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let Some((s, _)) = g.as_ref() else {
+            return Err(py_err(CoreError::Unavailable("trace recorder is closed".into())));
+        };
+        Ok(s.trace_files().to_vec())
     }
 
     /// Seal the trace; returns (records, batches).

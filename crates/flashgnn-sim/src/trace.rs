@@ -101,6 +101,8 @@ pub struct TraceReader {
     inp: BufReader<File>,
     pub path: String,
     pub header: TraceHeader,
+    /// The trace's file table (`TraceHeader::files`): a record's `file` indexes it.
+    pub files: Vec<String>,
     /// Byte offset of the next unread byte.
     pos: u64,
     block: Vec<TraceRead>,
@@ -149,10 +151,12 @@ impl TraceReader {
         let mut params = vec![0u8; n];
         read_exact_at(&mut inp, &mut params, &name, HEADER_FIXED as u64)?;
         let header = TraceHeader::decode(&fixed, &params, &name)?;
+        let files = header.files(&name)?;
         Ok(TraceReader {
             inp,
             path: name,
             header,
+            files,
             pos: (HEADER_FIXED + n) as u64,
             block: Vec::new(),
             block_at: 0,
@@ -220,7 +224,8 @@ impl TraceReader {
         self.block.clear();
         for k in 0..count as usize {
             let off = self.pos + (k * RECORD_BYTES) as u64;
-            self.block.push(TraceRead::decode(&payload[k * RECORD_BYTES..(k + 1) * RECORD_BYTES], &self.path, off)?);
+            let b = &payload[k * RECORD_BYTES..(k + 1) * RECORD_BYTES];
+            self.block.push(TraceRead::decode_in(b, &self.path, off, self.files.len())?);
         }
         self.block_at = self.pos;
         self.pos += payload.len() as u64;

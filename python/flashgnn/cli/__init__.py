@@ -248,7 +248,10 @@ def _storage_parsers(sub) -> None:
     tr = sub.add_parser("trace", help="record every read the sampling engine issues (docs/trace.md)")
     tr.add_argument("dataset")
     tr.add_argument("out", help="trace file to write")
-    tr.add_argument("--fanout", default="25,10", help="neighbors per hop, comma separated (-1 = all)")
+    tr.add_argument("--fanout", default="25,10", help="neighbors per hop, comma separated (-1 = all); a typed "
+                    "dataset: for every edge type not in --type-fanouts")
+    tr.add_argument("--type-fanouts", help="typed datasets: per edge type fanouts, 'SRC__REL__DST=15,10' entries "
+                    "separated by spaces (as flashgnn train takes)")
     tr.add_argument("--batch-size", default="1024",
                     help="seeds per batch; a comma list (256,512,1024) writes one trace per size, OUT with .bsN "
                          "before its suffix (t.fgt -> t.bs256.fgt), for `simulate t.fgt --sweep batch_size=...`")

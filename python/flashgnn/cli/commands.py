@@ -489,6 +489,11 @@ def cmd_trace(a) -> int:
     from flashgnn.train.config import parse_fanout
 
     fanouts = parse_fanout(a.fanout)  # as `flashgnn train --fanout`: hops >= 1 or -1
+    type_fanouts = None
+    if a.type_fanouts:  # as `flashgnn train --type-fanouts`: SRC__REL__DST=F1,F2 entries
+        from flashgnn.train.config import parse_type_fanouts
+
+        type_fanouts = parse_type_fanouts(a.type_fanouts, len(fanouts))
     # One size: OUT itself; several: one trace per size beside it (OUT.bsN), all checked before any work.
     outs = [a.out] if len(sizes) == 1 else [str(batch_size_path(a.out, b)) for b in sizes]
     for o in outs:
@@ -496,7 +501,7 @@ def cmd_trace(a) -> int:
     rs = []
     for bs, o in zip(sizes, outs):
         r = record_trace(a.dataset, o, fanouts, bs, a.batches, engine=a.engine, depth=a.depth, seed=a.seed,
-                         progress=not (a.json or a.quiet), force=a.force)
+                         progress=not (a.json or a.quiet), force=a.force, type_fanouts=type_fanouts)
         r["batch_size"] = bs
         rs.append(r)
         if not a.json:

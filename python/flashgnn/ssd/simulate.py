@@ -48,9 +48,15 @@ def check_trace_output(out: str | os.PathLike, force: bool) -> None:
 
 def record_trace(dataset: str, out: str, fanouts: list[int], batch_size: int, batches: int, *, engine: str = "uring",
                  depth: int = DEFAULT_DEPTH, seed: int = 0, progress: bool = True, extra: dict | None = None,
-                 force: bool = False) -> dict:
+                 force: bool = False, type_fanouts: dict | None = None) -> dict:
     """Sample ``batches`` batches of ``batch_size`` seeds (a seeded permutation of the
-    train split, else of all nodes) and write their reads to ``out``. Returns a summary."""
+    train split, else of all nodes) and write their reads to ``out``. Returns a summary.
+
+    A typed dataset's batches are typed: the seeds are its target type's
+    (:attr:`Dataset.target_type`), every edge type draws ``fanouts`` unless
+    ``type_fanouts`` (``{(src, rel, dst): [per hop]}``, as ``--type-fanouts``
+    parses) gives its own; each ``t<i>.features.fg`` is a file of the trace's
+    file table (docs/trace.md)."""
     from flashgnn import _progress
     from flashgnn.store.dataset import Dataset
 
@@ -58,20 +64,44 @@ def record_trace(dataset: str, out: str, fanouts: list[int], batch_size: int, ba
         raise ValueError(f"--batch-size {batch_size} and --batches {batches} must both be >= 1")
     ds = Dataset(dataset)
     rng = np.random.default_rng(seed)
-    pool = ds.split("train") if "train" in ds.split_names else np.arange(ds.num_nodes)
-    order = rng.permutation(pool)
+    rel_fanouts, offset, typed_params = None, 0, {}
+    if ds.is_typed:
+        per_type = dict(type_fanouts or {})
+        unknown = sorted(set(per_type) - set(ds.edge_types))
+        if unknown:
+            raise ValueError(f"--type-fanouts: {'__'.join(unknown[0])} is not an edge type of {ds.path} (edge "
+                             f"types: {', '.join('__'.join(e) for e in ds.edge_types)})")
+        bad = [et for et, f in per_type.items() if len(f) != len(fanouts)]
+        if bad:
+            raise ValueError(f"--type-fanouts: {'__'.join(bad[0])} has {len(per_type[bad[0]])} hops, --fanout has "
+                             f"{len(fanouts)} (every edge type takes the same number of hops)")
+        rel_fanouts = [[int(per_type.get(et, fanouts)[h]) for et in ds.edge_types] for h in range(len(fanouts))]
+        # The engine's per-hop fanouts: the largest per hop (-1 when any is); draws follow rel_fanouts.
+        fanouts = [-1 if any(f < 0 for f in h) else max(h) for h in rel_fanouts]
+        target = ds.target_type
+        offset = sum(t["count"] for t in ds.types["node_types"][: ds.node_types.index(target)])
+        count = int(ds.node_type(target)["count"])
+        typed_params = {"input_type": target, "edge_types": ["__".join(e) for e in ds.edge_types],
+                        "rel_fanouts": rel_fanouts}
+    elif type_fanouts:
+        raise ValueError(f"--type-fanouts takes a typed dataset; {ds.path} is homogeneous")
+    else:
+        count = int(ds.num_nodes)
+    pool = ds.split("train") if "train" in ds.split_names else np.arange(count)
+    order = rng.permutation(pool) + offset
     while len(order) < batches * batch_size:
-        order = np.concatenate([order, rng.permutation(pool)])
+        order = np.concatenate([order, rng.permutation(pool) + offset])
     params = {"dataset": os.path.abspath(dataset), "fanouts": list(fanouts), "batch_size": batch_size,
               "batches": batches, "engine": engine, "depth": depth, "seed": seed,
-              "num_nodes": int(ds.num_nodes), **(extra or {})}
+              "num_nodes": int(ds.num_nodes), **typed_params, **(extra or {})}
     check_trace_output(out, force)
     # Written beside ``out`` under a name of this process, then renamed over it once complete and fsynced:
     # nothing half-written is ever at ``out``, and a user's ``out.tmp`` is never touched.
     final = Path(out)
     tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
     out = str(tmp)
-    rec = _core.TraceRecorder(dataset, out, list(fanouts), json.dumps(params, sort_keys=True), engine=engine, depth=depth)
+    rec = _core.TraceRecorder(dataset, out, list(fanouts), json.dumps(params, sort_keys=True), engine=engine, depth=depth,
+                              rel_fanouts=rel_fanouts)
     reads = nbytes = nodes = 0
     t0 = time.perf_counter()
     bar = _progress.bar(total=batches, desc="trace", unit="batch", disable=not progress)
@@ -83,6 +113,7 @@ def record_trace(dataset: str, out: str, fanouts: list[int], batch_size: int, ba
             nbytes += by
             nodes += nn
             bar.update(1)
+        io_bytes, files = rec.io_bytes(), rec.files()
         records, nb = rec.finish()
     except BaseException:
         bar.close()
@@ -97,7 +128,8 @@ def record_trace(dataset: str, out: str, fanouts: list[int], batch_size: int, ba
     replace_durably(tmp, final)
     out = str(final)
     return {"out": out, "records": records, "batches": nb, "bytes_read": nbytes, "sampled_nodes": nodes,
-            "seconds": secs, "trace_bytes": trace_bytes, "engine": engine}
+            "seconds": secs, "trace_bytes": trace_bytes, "engine": engine, "files": files,
+            "engine_bytes_read": io_bytes}
 
 
 def parse_sweep(text: str | None) -> tuple[str, list[str]] | None:

@@ -243,6 +243,11 @@ impl NeighborSampler {
             io,
             pool: BufPool::new(BUF_POOL_BYTES),
             files: [ds.file(GRAPH_FILE), ds.file(OVERFLOW_FILE), ds.file(FEATURES_FILE)],
+            trace_files: if typed.is_some() {
+                names.clone()
+            } else {
+                vec![GRAPH_FILE.into(), OVERFLOW_FILE.into(), FEATURES_FILE.into()]
+            },
             node_index,
             node_order,
             feature_crcs,

@@ -250,7 +250,7 @@ impl NeighborSampler {
         }
         if let Some(t) = self.trace.as_mut() {
             let node = &self.nodes[i as usize];
-            t.feature_read(i, lo, len, node.hop, node.v);
+            t.feature_read(i, F_FEATURES, lo, len, node.hop, node.v);
         }
         self.queue.push_back(ReadReq { file: F_FEATURES, offset: lo, len, tag: TAG_FEATURE | i as u64 });
         Ok(())
@@ -291,7 +291,7 @@ impl NeighborSampler {
             self.cache_misses += 1;
         }
         if let Some(tr) = self.trace.as_mut() {
-            tr.feature_read(i, lo, len, hop, v);
+            tr.feature_read(i, file, lo, len, hop, v);
         }
         self.queue.push_back(ReadReq { file, offset: lo, len, tag: TAG_FEATURE | i as u64 });
         Ok(())

@@ -254,6 +254,11 @@ pub struct NeighborSampler {
     io: Box<dyn ReadEngine>,
     pool: BufPool,
     files: [String; 3],
+    /// The trace's file table (docs/trace.md): dataset file names by the
+    /// index a trace record's `file` holds — graph.fg, overflow.fg, then
+    /// features.fg (homogeneous) or each typed `t<i>.features.fg` in engine
+    /// order (the engine's own file indices).
+    trace_files: Vec<String>,
     // Per-node arrays (4 B/node each), one copy per process shared by every
     // sampler of the same dataset files (flashgnn_store's shared module).
     node_index: Option<Arc<[u32]>>,

@@ -13,7 +13,7 @@ use flashgnn_format::trace::{TraceRead, KIND_FEATURE_ROW, KIND_OVERFLOW_PAGE, KI
 use rustc_hash::FxHashMap as HashMap;
 
 use super::fetch::{Ready, Waiter, TAG_FEATURE, TAG_KEY};
-use super::{NeighborSampler, F_FEATURES, F_GRAPH, F_OVERFLOW};
+use super::{NeighborSampler, F_GRAPH, F_OVERFLOW};
 
 /// Reads captured for the current batch (see [`NeighborSampler::set_trace`]).
 pub(super) struct TraceCap {
@@ -41,10 +41,11 @@ impl TraceCap {
         let r = self.push(file, kind, hop, page * page_size, page_size as u32, v);
         self.page_rec.insert((file, page), r);
     }
-    /// Batch node `i`'s feature row (`len` bytes at `lo`) is queued; `v` and
-    /// `hop` as in [`Self::page_read`].
-    pub(super) fn feature_read(&mut self, i: u32, lo: u64, len: u32, hop: u8, v: u32) {
-        let r = self.push(F_FEATURES, KIND_FEATURE_ROW, hop, lo, len, v);
+    /// Batch node `i`'s feature row (`len` bytes at `lo` of engine file
+    /// `file`: features.fg, or a typed dataset's `t<i>.features.fg`) is
+    /// queued; `v` and `hop` as in [`Self::page_read`].
+    pub(super) fn feature_read(&mut self, i: u32, file: u16, lo: u64, len: u32, hop: u8, v: u32) {
+        let r = self.push(file, KIND_FEATURE_ROW, hop, lo, len, v);
         self.feature_rec.insert(i, r);
     }
     /// The engine took the request carrying `tag`.
@@ -132,6 +133,13 @@ impl NeighborSampler {
                 cause: NO_DEP,
             })
         });
+    }
+
+    /// The trace's file table: the dataset file name of each value a
+    /// record's `file` takes (graph.fg, overflow.fg, then features.fg, or a
+    /// typed dataset's `t<i>.features.fg` files in type order).
+    pub fn trace_files(&self) -> &[String] {
+        &self.trace_files
     }
 
     /// The reads of the most recent batch (empty when capture is off),
