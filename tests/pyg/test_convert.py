@@ -107,11 +107,13 @@ def test_out_of_range_edge_is_the_importers_error(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_hetero_refused(tmp_path):
+def test_hetero_without_edge_types_refused(tmp_path):
+    # A HeteroData builds a typed dataset (tests/train/test_typed_train.py); one without edge types is refused.
     h = HeteroData()
     h["paper"].x = torch.randn(4, 2)
-    with pytest.raises(flashgnn.InputError, match="HeteroData"):
+    with pytest.raises(flashgnn.InputError, match="HeteroData has no edge types"):
         flashgnn.from_pyg(h, tmp_path / "ds", progress=False)
+    assert not (tmp_path / "ds").exists()
 
 
 def test_to_pyg_refuses_what_does_not_fit(tmp_path):

@@ -136,6 +136,9 @@ def _from_hetero(data, output, *, ignore, force, progress, **build_options) -> d
 
     output = Path(output)
     check_output(output, force, ())
+    if not data.edge_types:
+        raise InputError(f"from_pyg: the HeteroData has no edge types (node types: {', '.join(data.node_types)}); "
+                         "a typed dataset needs at least one")
     files: dict[str, np.ndarray] = {}
     counts: dict[str, int] = {}
     for nt in data.node_types:
