@@ -348,11 +348,14 @@ fn a_damaged_or_foreign_typed_row_is_refused_naming_file_and_offset() {
     let (_, start, _) = fl.feature_range(3);
     bytes[start as usize + 1] ^= 0x40;
     std::fs::write(&f, &bytes).unwrap();
-    for kind in [EngineKind::Pread, EngineKind::Memory] {
-        let mut s = open(&path, &[-1], None, kind);
-        let e = s.sample(&[40 + 3], 1).unwrap_err().to_string();
-        assert_mentions(&e, &["t1.features.fg", &start.to_string(), "feature row 3", "\"author\""]);
-    }
+    // Read per batch: refused when the row is gathered.
+    let mut s = open(&path, &[-1], None, EngineKind::Pread);
+    let e = s.sample(&[40 + 3], 1).unwrap_err().to_string();
+    assert_mentions(&e, &["t1.features.fg", &start.to_string(), "feature row 3", "\"author\""]);
+    // The memory engine checks every row of its copy once, when the sampler opens.
+    let cfg = SamplerConfig { engine: EngineKind::Memory, ..Default::default() };
+    let e = NeighborSampler::open(&path, &[-1], &cfg).err().expect("a bad row").to_string();
+    assert_mentions(&e, &["t1.features.fg", &start.to_string(), "feature row 3", "\"author\""]);
     // A header page of another layout is refused when the sampler opens.
     bytes[16] ^= 1;
     std::fs::write(&f, &bytes).unwrap();

@@ -214,8 +214,11 @@ impl NeighborSampler {
             // table is its own engine file.
             mem[F_FEATURES as usize] = None;
             let t = Arc::get_mut(t).expect("not shared yet");
-            for r in t.rows.iter_mut().flatten() {
-                r.mem = io.resident(r.file);
+            for (ty, r) in t.rows.iter_mut().enumerate() {
+                if let Some(r) = r.as_mut() {
+                    r.mem = io.resident(r.file);
+                    r.check_resident(ty, t.offsets[ty], &t.table)?;
+                }
             }
         }
         // Separate feature rows are checked against feature_crc.npy (4 B/node).

@@ -277,7 +277,9 @@ impl NeighborSampler {
             // The `memory` engine's copy: checked here, copied once into
             // the type's `x` by `canonical_typed` (no read, no buffer).
             let extent = resident_at(m, self.io.path(file), lo, len)?;
-            check_type_row(t, ty, v as u64, extent, lo, at)?;
+            if !rows.mem_checked {
+                check_type_row(t, ty, v as u64, extent, lo, at)?;
+            }
             self.direct.record(len, 1);
             self.nodes[i as usize].feature = Some(FEAT_IN_FEATURES | (lo as usize + at));
             self.bytes_used += rows.layout.row_bytes() as u64;

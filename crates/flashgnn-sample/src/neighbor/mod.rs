@@ -107,6 +107,28 @@ pub(crate) fn prefetch(p: *const u8, len: usize) {
     let _ = (p, len);
 }
 
+/// Reserve `bytes` more in `v` (exactly) and, for a large reservation, ask
+/// the kernel to back it with transparent huge pages (`MADV_HUGEPAGE`, a
+/// hint; a no-op where THP is off). A batch's `x` is a fresh allocation the
+/// consumer takes over (tens to hundreds of MB for a typed batch): faulted
+/// in 4 KiB at a time it cost more than the rows' copy (a third of a typed
+/// batch's CPU in the kernel's page zeroing, measured); 2 MiB pages take
+/// 512x fewer faults.
+pub(crate) fn reserve_rows(v: &mut Vec<u8>, bytes: usize) {
+    v.reserve_exact(bytes);
+    const HUGE: usize = 2 << 20;
+    if bytes < 2 * HUGE {
+        return;
+    }
+    let start = (v.as_mut_ptr() as usize + v.len()).next_multiple_of(HUGE);
+    let end = (v.as_mut_ptr() as usize + v.capacity()) / HUGE * HUGE;
+    if end > start {
+        // SAFETY: [start, end) lies inside `v`'s allocation, not yet written;
+        // madvise only changes how its pages will be backed.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+}
+
 /// Requests served from memory between two visits to the ring while reads
 /// One mini-batch in PyG order, each array in the shape and dtype PyTorch
 /// takes as is: the bindings hand these vectors to numpy without a copy.

@@ -10,7 +10,9 @@
 //! written in the shape and dtype PyTorch takes (`edge_index` as one `[2, E]`
 //! array), so the consumer converts nothing.
 
-use super::{prefetch, Batch, NeighborSampler, FEAT_IN_FEATURES, FEAT_IN_GRAPH, FEAT_OFFSET, F_FEATURES, F_GRAPH};
+use super::{
+    prefetch, reserve_rows, Batch, NeighborSampler, FEAT_IN_FEATURES, FEAT_IN_GRAPH, FEAT_OFFSET, F_FEATURES, F_GRAPH,
+};
 use crate::{Result, SampleError};
 use flashgnn_format::dtype::convert_floats;
 
@@ -98,7 +100,7 @@ impl NeighborSampler {
         } else {
             order.len()
         };
-        b.x.reserve_exact(rows * ob);
+        reserve_rows(&mut b.x, rows * ob);
         let mem_rows = |f: u16| self.mem[f as usize].as_deref().map_or(&[][..], |m| m.as_slice());
         let (in_graph, in_features) = (mem_rows(F_GRAPH), mem_rows(F_FEATURES));
         if rb > 0 {
@@ -250,7 +252,7 @@ impl NeighborSampler {
                 let (stored, rb) = (rows.layout.feature_dtype, rows.layout.row_bytes() as usize);
                 x_dtype = if self.x_dtype_set { self.x_dtype } else { stored };
                 dim = rows.layout.feature_dim;
-                x.reserve_exact(ord.len() * dim as usize * x_dtype.size());
+                reserve_rows(&mut x, ord.len() * dim as usize * x_dtype.size());
                 let mem = rows.mem.as_deref().map_or(&[][..], |m| m.as_slice());
                 for (pos, &i) in ord.iter().enumerate() {
                     let node = &self.nodes[i as usize];

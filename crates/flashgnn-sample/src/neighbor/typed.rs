@@ -42,6 +42,58 @@ pub(super) struct TypeRows {
     /// engine, or while a trace is captured): rows are checked and copied
     /// once, straight into the batch's `x`, as for `features.fg`.
     pub mem: Option<Arc<Vec<u8>>>,
+    /// Every row of `mem` was checked against its CRC when this process
+    /// loaded it ([`TypeRows::check_resident`]): a row taken from it is not
+    /// checked again (the bytes have not left this process's memory since).
+    pub mem_checked: bool,
+}
+
+/// The `memory` engine's table copies whose every row this process has
+/// checked (by address; a copy is shared by every sampler of the process
+/// while one holds it, `flashgnn_io::mapped`).
+static CHECKED: std::sync::Mutex<Vec<std::sync::Weak<Vec<u8>>>> = std::sync::Mutex::new(Vec::new());
+
+impl TypeRows {
+    /// Check every row of the `memory` engine's copy once per process (one
+    /// pass over the table, as `verify` does) instead of one CRC per row per
+    /// batch, which was a third of a typed batch's CPU on that engine. The
+    /// first bad row is the error (file, offset, row, node).
+    pub fn check_resident(&mut self, t: usize, offset: u64, table: &TypeTable) -> Result<()> {
+        let Some(m) = self.mem.clone() else { return Ok(()) };
+        let mut done = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
+        done.retain(|w| w.strong_count() > 0);
+        if !done.iter().any(|w| w.upgrade().is_some_and(|a| Arc::ptr_eq(&a, &m))) {
+            let rb = self.layout.row_bytes() as usize;
+            for local in 0..self.layout.num_nodes {
+                let (lo, _, at) = self.layout.feature_extent(local);
+                let start = lo as usize + at;
+                let row = m.get(start..start + rb).ok_or_else(|| FormatError::Truncated {
+                    file: self.name.clone(),
+                    offset: start as u64,
+                    needed: rb as u64,
+                    available: m.len().saturating_sub(start) as u64,
+                })?;
+                let (stored, computed) = (self.crcs[local as usize], self.layout.crc(offset + local, row));
+                if stored != computed {
+                    return Err(FormatError::Checksum {
+                        file: self.name.clone(),
+                        offset: start as u64,
+                        what: format!(
+                            "feature row {local} (node {} of type {:?})",
+                            offset + local,
+                            table.node_types[t].name
+                        ),
+                        stored,
+                        computed,
+                    }
+                    .into());
+                }
+            }
+            done.push(Arc::downgrade(&m));
+        }
+        self.mem_checked = true;
+        Ok(())
+    }
 }
 
 /// What a sampler knows about the types of its dataset.
@@ -168,7 +220,14 @@ impl Typed {
                     let crcs = a.collect_shared(|_, c| Ok(c as u32))?;
                     let file = first_file + names.len() as u16;
                     names.push(features_file(t));
-                    Some(TypeRows { layout: fl, crcs, file, name: ds.file(&features_file(t)), mem: None })
+                    Some(TypeRows {
+                        layout: fl,
+                        crcs,
+                        file,
+                        name: ds.file(&features_file(t)),
+                        mem: None,
+                        mem_checked: false,
+                    })
                 }
                 None => None,
             });
