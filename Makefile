@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bench-peers bench-sample-cpu bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
+.PHONY: bench-hetero bench-peers bench-sample-cpu bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
 
 # requirements-dev.txt includes the optional extras the tests exercise (train, plots: matplotlib).
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
@@ -117,6 +117,13 @@ bench-e2e: develop $(DATA)/ooc/manifest.json
 # (exits 0 with a notice where there is no CUDA device).
 bench-device: develop $(DATA)/ooc/manifest.json
 	$(PY) -m benchmarks.device_tier $(DATA)/ooc --device-budget $${DEVICE_BUDGET:-256MiB} $${JSON:+--json}
+
+# Typed (heterogeneous) sampling: an IGBH-shaped graph (generate igbh, build --add-reverse), flashgnn's typed
+# loader (memory; uring, uring+cache under the cap) against PyG's hetero NeighborLoader (torch-sparse) in memory
+# and over mmap. Needs .venv-peers for PyG's sampler.
+bench-hetero: develop $(PEERS_VENV)/.stamp
+	$(PEERS_VENV)/bin/python -m benchmarks.hetero --scale $${SCALE:-450000} --memory-limit $${LIMIT:-1GiB} \
+	  --rounds $${ROUNDS:-3} --batches $${BATCHES:-20} $${JSON:+--json}
 
 # Layer-wise inference: flashgnn.inference / model.inference(flashgnn loader) vs PyG's whole graph in memory.
 bench-inference: develop

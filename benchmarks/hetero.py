@@ -11,6 +11,8 @@ every edge type (sampling + every type's feature rows, as a training loop receiv
   builds its CSC in memory: the structure cannot stay on disk). Cut off at ``--max-seconds``.
 - ``memory``: flashgnn's ``memory`` engine (everything in DRAM). Not capped.
 - ``uring``: flashgnn's ``uring`` engine under the cap, every batch read from the SSD.
+- ``uring+cache``: ``uring`` with a cross-batch cache (``--cache-budget``, default what the cap leaves beside
+  torch, the engine and the prefetch window, at most a third of the data) under the cap.
 
 The cap is a cgroup memory limit (``--memory-limit``); the dataset must be at least 1.5x it. Ratios, never
 bare times, are the verdict; with ``--rounds R`` the repeated variants alternate R times and each reports its
@@ -31,9 +33,13 @@ from pathlib import Path
 
 import numpy as np
 
-VARIANTS = ("pyg-memory", "pyg-mmap", "memory", "uring")
-CAPPED = ("pyg-mmap", "uring")
-REPEATED = ("pyg-memory", "memory", "uring")
+VARIANTS = ("pyg-memory", "pyg-mmap", "memory", "uring", "uring+cache")
+CAPPED = ("pyg-mmap", "uring", "uring+cache")
+REPEATED = ("pyg-memory", "memory", "uring", "uring+cache")
+# What a capped flashgnn child holds besides its cache: torch (about 0.6 GiB of RSS) and the engine's buffers,
+# plus the prefetch window (measured per run).
+CHILD_BASE_BYTES = 700 << 20
+PREFETCH = 2
 TARGET = "paper"
 
 
@@ -117,7 +123,8 @@ def child_pyg(raw: Path, ds: Path, mmap: bool, fanouts, batch_size, batches, see
     return r
 
 
-def child_flashgnn(ds: Path, engine: str, fanouts, batch_size, batches, seed, threads, max_seconds) -> dict:
+def child_flashgnn(ds: Path, variant: str, fanouts, batch_size, batches, seed, threads, max_seconds,
+                   cache_budget: int = 0) -> dict:
     import torch
 
     import flashgnn
@@ -125,23 +132,28 @@ def child_flashgnn(ds: Path, engine: str, fanouts, batch_size, batches, seed, th
     torch.set_num_threads(1)
     d = flashgnn.open(ds)
     t_open = time.perf_counter()
+    cache = flashgnn.Cache(str(ds), list(fanouts), cache_budget, hot="degree") if variant == "uring+cache" else None
     loader = flashgnn.NeighborLoader(str(ds), num_neighbors=list(fanouts), input_nodes=(TARGET, d.split("train")),
-                                     batch_size=batch_size, shuffle=True, seed=seed, engine=engine,
-                                     num_workers=threads, memory_budget=0)
+                                     batch_size=batch_size, shuffle=True, seed=seed, engine=variant.split("+")[0],
+                                     num_workers=threads, memory_budget=0, cache=cache, prefetch=PREFETCH)
     open_s = time.perf_counter() - t_open
     r = _measure(loader, batches, max_seconds, _hetero_nodes)
     r["open_seconds"] = open_s
+    if cache is not None:
+        st = cache.stats()
+        hits = st["static_hits"] + st["dynamic_hits"]
+        r["cache_hit_rate"] = hits / max(hits + st.get("misses", 0), 1)
     return r
 
 
 def _child(argv) -> int:
-    kind, raw, ds, fanout, bs, n, seed, threads, max_s = argv
+    kind, raw, ds, fanout, bs, n, seed, threads, max_s, cache_budget = argv
     fan = [int(f) for f in fanout.split(",")]
     common = (fan, int(bs), int(n), int(seed), int(threads), float(max_s))
     if kind.startswith("pyg"):
         r = child_pyg(Path(raw), Path(ds), kind == "pyg-mmap", *common)
     else:
-        r = child_flashgnn(Path(ds), kind, *common)
+        r = child_flashgnn(Path(ds), kind, *common, cache_budget=int(cache_budget))
     print(json.dumps(r), flush=True)
     os._exit(0)  # do not wait for a loader cut off mid-batch
 
@@ -155,10 +167,12 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks.hetero", description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", default="/tmp/flashgnn-hetero", help="where the input and the dataset are kept")
-    ap.add_argument("--scale", default="300000", help="papers (flashgnn generate igbh --scale)")
-    ap.add_argument("--feature-dim", type=int, default=256)
-    ap.add_argument("--memory-limit", type=parse_size, default=parse_size("768MiB"))
-    ap.add_argument("--fanout", default="10,5")
+    ap.add_argument("--scale", default="450000", help="papers (flashgnn generate igbh --scale)")
+    ap.add_argument("--feature-dim", type=int, default=128)
+    ap.add_argument("--memory-limit", type=parse_size, default=parse_size("1GiB"))
+    ap.add_argument("--cache-budget", type=parse_size, default=None,
+                    help="uring+cache's cache (default: what the cap leaves, at most a third of the data)")
+    ap.add_argument("--fanout", default="5,5")
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1)
@@ -173,9 +187,15 @@ def main(argv=None) -> int:
     if data < 1.5 * a.memory_limit:
         print(f"bench-hetero: note: {ds} holds {h(data)}, less than 1.5x the {h(a.memory_limit)} cap", file=sys.stderr)
     variants = [v for v in VARIANTS if not a.only or v in a.only.split(",")]
+    from flashgnn.sample.budget import batch_bytes
+
+    window = PREFETCH * batch_bytes(str(ds), [int(f) for f in a.fanout.split(",")], a.batch_size)
+    room = max(a.memory_limit - CHILD_BASE_BYTES - window, 0)
+    cache_budget = min(a.cache_budget or room, data // 3)
     pyg_ok = have_torch_sparse()
     print(f"bench-hetero: {ds} ({h(data)}), cap {h(a.memory_limit)} ({data / a.memory_limit:.2f}x), fanout "
-          f"{a.fanout} per edge type, batch {a.batch_size}, {a.batches} batches, {a.threads} thread(s) each",
+          f"{a.fanout} per edge type, batch {a.batch_size}, {a.batches} batches, {a.threads} thread(s) each, "
+          f"uring+cache cache {h(cache_budget)} ({cache_budget / max(data, 1):.0%} of the data)",
           file=sys.stderr)
     results, rounds = {}, {}
     plan = [(r, v) for r in range(max(a.rounds, 1)) for v in variants if r == 0 or v in REPEATED]
@@ -187,7 +207,7 @@ def main(argv=None) -> int:
             print(f"bench-hetero: {v:<11} skipped: torch_sparse is not importable", file=sys.stderr)
             continue
         cmd = [sys.executable, "-m", "benchmarks.hetero", "--child", v, str(raw), str(ds), a.fanout,
-               str(a.batch_size), str(a.batches), str(a.seed), str(a.threads), str(a.max_seconds)]
+               str(a.batch_size), str(a.batches), str(a.seed), str(a.threads), str(a.max_seconds), str(cache_budget)]
         dropped = drop_caches()
         rc, out = run_child(cmd, a.memory_limit if v in CAPPED else None)
         if rc != 0:
@@ -206,16 +226,18 @@ def main(argv=None) -> int:
     def ratio(x, y):
         return rate[x] / rate[y] if x in rate and y in rate else None
 
-    ratios = {"uring_vs_pyg_memory": ratio("uring", "pyg-memory"), "memory_vs_pyg_memory": ratio("memory", "pyg-memory"),
-              "uring_vs_pyg_mmap": ratio("uring", "pyg-mmap"), "uring_vs_memory": ratio("uring", "memory")}
+    ratios = {"uring+cache_vs_pyg_memory": ratio("uring+cache", "pyg-memory"),
+              "uring_vs_pyg_memory": ratio("uring", "pyg-memory"), "memory_vs_pyg_memory": ratio("memory", "pyg-memory"),
+              "uring+cache_vs_pyg_mmap": ratio("uring+cache", "pyg-mmap"), "uring_vs_pyg_mmap": ratio("uring", "pyg-mmap")}
     report = {"dataset": str(ds), "dataset_bytes": data, "memory_limit": a.memory_limit, "fanout": a.fanout,
+              "cache_budget": cache_budget,
               "batch_size": a.batch_size, "batches": a.batches, "threads": a.threads, "rounds": a.rounds,
               "results": results, "ratios": ratios, "loadavg": os.getloadavg()}
     if a.json:
         print(json.dumps(report, indent=2))
         return 0
     for k, v in ratios.items():
-        print(f"  {k:<22} {'-' if v is None else format(v, '.2f'):>6}")
+        print(f"  {k:<26} {'-' if v is None else format(v, '.2f'):>6}")
     shown = ", ".join(f"{k} {v:.2f}" for k, v in ratios.items() if v is not None)
     print(f"summary: {shown or 'no ratio (variants failed or skipped)'}; load average {os.getloadavg()[0]:.2f}")
     return 0
