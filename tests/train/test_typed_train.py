@@ -97,6 +97,14 @@ def test_from_pyg_heterodata_round_trip(tmp_path):
     assert (ds.split("train") == np.flatnonzero(d["a"].train_mask.numpy())).all()
     assert (ds.labels(np.arange(50)) == d["a"].y.numpy()).all()
     assert ds.node_type("b")["count"] == 30 and ds.node_type("b")["features"] is None
+    back = flashgnn.to_pyg(tmp_path / "ds")
+    assert back.metadata() == d.metadata()
+    assert torch.equal(back["a"].x, d["a"].x) and torch.equal(back["a"].y, d["a"].y)
+    assert torch.equal(back["a"].train_mask, d["a"].train_mask) and back["b"].num_nodes == 30
+    # The same edges (a multiset: duplicates kept, as the input had them).
+    def pairs(ei):
+        return sorted(map(tuple, ei.t().tolist()))
+    assert pairs(back["b", "r", "a"].edge_index) == pairs(d["b", "r", "a"].edge_index)
     d["b", "r", "a"].edge_attr = torch.ones(200, 1)
     with pytest.raises(flashgnn.InputError, match="edge_attr"):
         flashgnn.from_pyg(d, tmp_path / "ds2", progress=False)

@@ -202,8 +202,66 @@ def _from_hetero(data, output, *, ignore, force, progress, **build_options) -> d
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def _to_hetero(ds, max_bytes):
+    """:func:`to_pyg` of a typed dataset: a ``HeteroData`` with per node type ``x``, ``y`` and split masks, per
+    edge type ``edge_index`` (ids within each type), read through the typed engine one block of destination
+    nodes at a time with every incoming neighbour (the order of each relation's edges: by destination, then
+    source)."""
+    import torch
+    from torch_geometric.data import HeteroData
+
+    from flashgnn.loader.neighbor import NeighborLoader
+    from flashgnn.sample.budget import available_memory
+
+    types = ds.types
+    rows = sum(t["count"] * t["features"]["dim"] * np.dtype(t["features"]["dtype"]).itemsize
+               for t in types["node_types"] if t.get("features"))
+    need = 16 * ds.num_edges + rows + 8 * ds.num_nodes
+    limit = available_memory() if max_bytes is None else int(max_bytes)
+    if need > limit:
+        raise MemoryError(f"to_pyg({ds.path}): {ds.num_nodes:,} nodes and {ds.num_edges:,} edges need {need:,} bytes "
+                          f"in memory, more than the {limit:,} available (pass max_bytes= to override; for out-of-core "
+                          "training use flashgnn.NeighborLoader instead)")
+    data = HeteroData()
+    edges = {et: [] for et in ds.edge_types}
+    block = 1 << 15
+    for ti, t in enumerate(types["node_types"]):
+        name, count = t["name"], int(t["count"])
+        xs = []
+        has_in = any(et[2] == name for et in ds.edge_types)
+        for lo in range(0, count, block):
+            ids = np.arange(lo, min(lo + block, count), dtype=np.int64)
+            if not has_in and not t.get("features"):
+                break
+            b = next(iter(NeighborLoader(ds.path, num_neighbors=[-1] if has_in else [0], input_nodes=(name, ids),
+                                         batch_size=len(ids), memory_budget=0)))
+            if t.get("features"):
+                xs.append(b[name].x[: len(ids)])
+            for et in ds.edge_types:
+                if et[2] == name and b[et].edge_index.numel():
+                    row, col = b[et].edge_index
+                    edges[et].append(torch.stack([b[et[0]].n_id[row], b[name].n_id[col]]))
+        if xs:
+            data[name].x = torch.cat(xs)
+        else:
+            data[name].num_nodes = count
+        if t.get("labels"):
+            data[name].y = torch.from_numpy(ds._core.type_labels(ti, np.arange(count, dtype=np.int64)))
+        for sp in _SPLITS:
+            if sp in (t.get("splits") or {}):
+                mask = torch.zeros(count, dtype=torch.bool)
+                mask[torch.from_numpy(np.asarray(ds._core.type_split(ti, sp), dtype=np.int64))] = True
+                setattr(data[name], f"{sp}_mask", mask)
+    for et, parts in edges.items():
+        data[et].edge_index = torch.cat(parts, dim=1) if parts else torch.empty(2, 0, dtype=torch.long)
+    got = sum(data[et].edge_index.shape[1] for et in ds.edge_types)
+    if got != ds.num_edges:
+        raise ValueError(f"to_pyg({ds.path}): read {got:,} neighbor entries, the manifest says {ds.num_edges:,}")
+    return data
+
+
 def to_pyg(dataset, *, max_bytes: int | None = None):
-    """Read a whole dataset into a ``torch_geometric.data.Data`` with
+    """Read a whole dataset into a ``torch_geometric.data.Data`` (a typed dataset: a ``HeteroData``) with
     ``edge_index`` (sources of edges into each node, row 0), ``x``, ``y`` and
     ``train_mask``/``val_mask``/``test_mask`` for the splits it has, all in
     original ids. Refused, with the figures, when the arrays would need more
@@ -215,6 +273,8 @@ def to_pyg(dataset, *, max_bytes: int | None = None):
     from flashgnn.store.dataset import _NP_DTYPES, Dataset
 
     ds = dataset if isinstance(dataset, Dataset) else Dataset(dataset)
+    if ds.is_typed:
+        return _to_hetero(ds, max_bytes)
     n, e, d = ds.num_nodes, ds.num_edges, ds.feature_dim
     has_labels = ds.num_classes > 0 or ds._core.has_labels()
     need = 16 * e + n * d * np.dtype(_NP_DTYPES[ds.feature_dtype]).itemsize + (8 * n if has_labels else 0) + 3 * n
