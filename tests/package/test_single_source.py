@@ -149,9 +149,14 @@ def _build_parser() -> argparse.ArgumentParser:
     return sub.choices["build"]
 
 
+# Build options that run in Python before the core build (flashgnn.store.derive), not core options.
+PYTHON_BUILD_OPTIONS = ("derive_features",)
+
+
 def test_cli_build_options_equal_core():
     b = _build_parser()
-    acts = {a.dest: a for a in b._actions if a.option_strings and a.dest not in ("help", "json", "quiet")}
+    acts = {a.dest: a for a in b._actions
+            if a.option_strings and a.dest not in ("help", "json", "quiet", *PYTHON_BUILD_OPTIONS)}
     assert list(acts) == _names()
     for o in _core.BUILD_OPTIONS:
         a = acts[o["name"]]
@@ -173,7 +178,8 @@ def test_cmd_build_passes_exactly_the_core_options(monkeypatch, tmp_path):
     monkeypatch.setattr(flashgnn, "build", fake_build)
     with pytest.raises(SystemExit):
         cli.main(["build", str(tmp_path / "in"), str(tmp_path / "out"), "--num-classes", "3", "--symmetrize"])
-    assert set(seen) == set(_names())
+    assert set(seen) == set(_names()) | set(PYTHON_BUILD_OPTIONS)
+    assert seen["derive_features"] is None
     assert seen["symmetrize"] is True and seen["num_classes"] == 3
     assert seen["page_size"] == _core.DEFAULT_PAGE_SIZE
 

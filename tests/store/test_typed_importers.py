@@ -108,3 +108,32 @@ def test_igbh_headerless_arrays(tmp_path):
         f.write(b"\0" * 8)
     with pytest.raises(flashgnn.InputError, match=r"author/node_feat.npy.*not a whole number of 4096-byte rows"):
         flashgnn.build(tmp_path / "igbh", tmp_path / "bad", progress=False)
+
+
+def test_derive_features_mean(tmp_path):
+    """--derive-features mean: an author's row is the mean of its papers' rows, an institution's the mean of
+    its (derived) authors' rows, exactly; the manifest marks them derived and names the real input."""
+    raw = tmp_path / "mag"
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((6, 3)).astype(np.float32)
+    (raw / "paper").mkdir(parents=True)
+    np.save(raw / "paper" / "node_feat.npy", x)
+    writes = np.array([[0, 0], [0, 1], [1, 1], [1, 2], [1, 5], [3, 4]])  # author -> paper (author 2 wrote none)
+    affil = np.array([[0, 0], [1, 0], [3, 1]])                          # author -> institution
+    for name, e in (("author__writes__paper", writes), ("author__affiliated_with__institution", affil)):
+        (raw / name).mkdir()
+        np.save(raw / name / "edge_index.npy", e.astype(np.int64))
+    (raw / "num_nodes.json").write_text(json.dumps({"author": 4, "institution": 2}))
+    rep = flashgnn.build(raw, tmp_path / "ds", derive_features="mean", progress=False)
+    assert any("'author'" in n and "zero rows" in n for n in rep["notes"])
+    assert not list(tmp_path.glob(".ds.derive-*")), "the staging directory is removed"
+    m = rep["manifest"]
+    assert m["build"]["source"] == str(raw)
+    feats = {t["name"]: t["features"] for t in m["types"]["node_types"]}
+    assert feats["author"]["synthetic"] and feats["institution"]["synthetic"] and not feats["paper"]["synthetic"]
+    authors = np.stack([x[[0, 1]].mean(0), x[[1, 2, 5]].mean(0), np.zeros(3), x[[4]].mean(0)])
+    inst = np.stack([authors[[0, 1]].mean(0), authors[[3]].mean(0)])
+    back = flashgnn.to_pyg(tmp_path / "ds")
+    np.testing.assert_allclose(back["author"].x.numpy(), authors, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(back["institution"].x.numpy(), inst, rtol=1e-6, atol=1e-7)
+    flashgnn.verify(tmp_path / "ds", progress=False)

@@ -145,6 +145,9 @@ def _dataset_parsers(sub) -> None:
     b.add_argument("input", help="npy directory, IGB root, OGB root, or a SNAP text edge list (.gz ok)")
     b.add_argument("out")
     _build_options(b)
+    b.add_argument("--derive-features", choices=("mean",), default=None,
+                   help="typed npy input: node types without features get the mean of their typed neighbours' rows "
+                        "(MAG240M's baseline for authors and institutions; default: none)")
     b.add_argument("--json", action="store_true", help="print the report as JSON")
     add_quiet(b)
 

@@ -73,7 +73,7 @@ def cmd_build(a) -> int:
     elif opts["num_classes"] < 1:
         raise flashgnn.InputError(f"--num-classes {opts['num_classes']} must be in [1, 2147483647] (class ids are "
                                   "32-bit labels in [0, num_classes))")
-    rep = flashgnn.build(a.input, a.out, progress=not (a.json or a.quiet), **opts)
+    rep = flashgnn.build(a.input, a.out, progress=not (a.json or a.quiet), derive_features=a.derive_features, **opts)
     if a.json:
         _print_json(rep)
         return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 import re
 import time
 
@@ -60,10 +61,39 @@ def _draw(job, bars: dict, desc: str) -> None:
         bar.refresh()
 
 
-def build(input, output, *, progress: bool = True, **options) -> dict:
+def build(input, output, *, progress: bool = True, derive_features: str | None = None, **options) -> dict:
     """Import ``input`` into a dataset at ``output``; options mirror
-    ``flashgnn build --help``. Returns the build report (incl. manifest)."""
-    return run_job(_core.start_build(os.fspath(input), os.fspath(output), options), progress)
+    ``flashgnn build --help``. Returns the build report (incl. manifest).
+    ``derive_features="mean"`` (typed npy input): node types without features get the mean of their typed
+    neighbours' rows (:mod:`flashgnn.store.derive`)."""
+    if derive_features is None:
+        return run_job(_core.start_build(os.fspath(input), os.fspath(output), options), progress)
+    import shutil
+
+    from flashgnn._durable import check_output, replace_durably
+    from flashgnn.store.derive import stage_derived
+
+    out = Path(output)
+    check_output(out, bool(options.get("force")), (input,))
+    staging = out.parent / f".{out.name}.derive-{os.getpid()}"
+    try:
+        notes = stage_derived(input, staging, derive_features, progress=progress)
+        rep = run_job(_core.start_build(os.fspath(staging), os.fspath(output), options), progress)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    # The manifest names the real input and marks the derived rows (re-sealed, replaced durably).
+    m = json.loads((out / _core.MANIFEST_FILE).read_text())
+    m["build"]["source"] = os.fspath(input)
+    derived = {n.split("'")[1] for n in notes}
+    for t in m["types"]["node_types"]:
+        if t["name"] in derived and t.get("features"):
+            t["features"]["synthetic"] = True
+    tmp = out / (_core.MANIFEST_FILE + ".tmp")
+    tmp.write_text(_core.seal_manifest(json.dumps(m)))
+    replace_durably(tmp, out / _core.MANIFEST_FILE)
+    rep["manifest"] = json.loads((out / _core.MANIFEST_FILE).read_text())
+    rep["notes"] = list(rep.get("notes", [])) + notes
+    return rep
 
 
 def generate(output, *, progress: bool = True, **options) -> dict:
