@@ -118,3 +118,48 @@ class HeteroReferenceSampler(BaseSampler):
 
     def sample_from_edges(self, inputs, neg_sampling=None):
         raise NotImplementedError
+
+
+# A small typed graph both typed-loader test modules compare against PyG: 3 node types (one without
+# features), 4 edge types (one src == dst, one reverse), hubs whose lists overflow a 512-B page.
+HETERO_COUNTS = {"paper": 40, "author": 25, "fos": 8}
+HETERO_DIMS = {"paper": 6, "author": 3, "fos": None}
+HETERO_CLASSES = {"paper": 3, "author": None, "fos": None}
+HETERO_EDGE_TYPES = [("paper", "cites", "paper"), ("author", "writes", "paper"), ("paper", "rev_writes", "author"),
+                     ("fos", "topic", "paper")]
+
+
+def write_hetero_graph(path, seed: int):
+    """Write the typed test graph (edges drawn with ``seed``) to ``path`` with the test-only writer and
+    return it as the same in-memory ``HeteroData`` (node i of a type has x = its global id + column/1000)."""
+    import numpy as np
+    from torch_geometric.data import HeteroData
+
+    from flashgnn import _core
+
+    rng = np.random.default_rng(seed)
+    edges = {}
+    for e, (s, r, d) in enumerate(HETERO_EDGE_TYPES):
+        n_s, n_d = HETERO_COUNTS[s], HETERO_COUNTS[d]
+        pairs = {(int(a), int(b)) for a, b in zip(rng.integers(0, n_s, 2 * n_d), rng.integers(0, n_d, 2 * n_d))}
+        pairs |= {(a, e % 2) for a in range(min(n_s, 9 + e))}  # hubs: lists overflow
+        edges[(s, r, d)] = np.array(sorted(pairs, key=lambda p: (p[1], p[0])), dtype=np.int64).reshape(-1, 2)
+    _core._write_typed_dataset(str(path), [(t, HETERO_COUNTS[t], HETERO_DIMS[t], HETERO_CLASSES[t])
+                                           for t in HETERO_COUNTS],
+                               [(s, r, d, edges[(s, r, d)][:, 0].copy(), edges[(s, r, d)][:, 1].copy())
+                                for s, r, d in HETERO_EDGE_TYPES])
+    data = HeteroData()
+    offset = 0
+    for t, n in HETERO_COUNTS.items():
+        if HETERO_DIMS[t]:
+            v = np.arange(offset, offset + n, dtype=np.float32)[:, None]
+            data[t].x = torch.from_numpy(v + np.arange(HETERO_DIMS[t], dtype=np.float32)[None, :] / 1000)
+        else:
+            data[t].num_nodes = n
+        if HETERO_CLASSES[t]:
+            i = np.arange(n)
+            data[t].y = torch.from_numpy(np.where(i % 5 == 4, -1, i % HETERO_CLASSES[t]).astype(np.int64))
+        offset += n
+    for et in HETERO_EDGE_TYPES:
+        data[et].edge_index = torch.from_numpy(edges[et].T.copy())
+    return data

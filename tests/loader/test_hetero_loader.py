@@ -29,50 +29,18 @@ import flashgnn  # noqa: E402
 from flashgnn import _core  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pyg_reference import HeteroReferenceSampler  # noqa: E402
+from pyg_reference import (HETERO_CLASSES, HETERO_COUNTS, HETERO_DIMS, HETERO_EDGE_TYPES,  # noqa: E402
+                           HeteroReferenceSampler, write_hetero_graph)
 
-COUNTS = {"paper": 40, "author": 25, "fos": 8}
-DIMS = {"paper": 6, "author": 3, "fos": None}
-CLASSES = {"paper": 3, "author": None, "fos": None}
-EDGE_TYPES = [("paper", "cites", "paper"), ("author", "writes", "paper"), ("paper", "rev_writes", "author"),
-              ("fos", "topic", "paper")]
-
-
-def _edges():
-    rng = np.random.default_rng(7)
-    out = {}
-    for e, (s, _, d) in enumerate(EDGE_TYPES):
-        pairs = {(int(a), int(b)) for a, b in zip(rng.integers(0, COUNTS[s], 2 * COUNTS[d]),
-                                                  rng.integers(0, COUNTS[d], 2 * COUNTS[d]))}
-        pairs |= {(a, e % 2) for a in range(min(COUNTS[s], 9 + e))}  # hubs: lists overflow
-        out[(s, _, d)] = np.array(sorted(pairs, key=lambda p: (p[1], p[0])), dtype=np.int64).reshape(-1, 2)
-    return out
+COUNTS, DIMS, CLASSES, EDGE_TYPES = HETERO_COUNTS, HETERO_DIMS, HETERO_CLASSES, HETERO_EDGE_TYPES
 
 
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory):
     """(dataset path, the same graph as an in-memory HeteroData)."""
     path = tmp_path_factory.mktemp("hetero") / "typed"
-    edges = _edges()
-    _core._write_typed_dataset(str(path), [(t, COUNTS[t], DIMS[t], CLASSES[t]) for t in COUNTS],
-                               [(s, r, d, edges[(s, r, d)][:, 0].copy(), edges[(s, r, d)][:, 1].copy())
-                                for s, r, d in EDGE_TYPES])
-    data = HeteroData()
-    offset = 0
-    for t, n in COUNTS.items():
-        if DIMS[t]:
-            v = np.arange(offset, offset + n, dtype=np.float32)[:, None]
-            data[t].x = torch.from_numpy(v + np.arange(DIMS[t], dtype=np.float32)[None, :] / 1000)
-        else:
-            data[t].num_nodes = n
-        if CLASSES[t]:
-            i = np.arange(n)
-            data[t].y = torch.from_numpy(np.where(i % 5 == 4, -1, i % CLASSES[t]).astype(np.int64))
-        offset += n
-    for et in EDGE_TYPES:
-        data[et].edge_index = torch.from_numpy(edges[et].T.copy())
+    data = write_hetero_graph(path, seed=7)
     return path, data
-
 
 def _pyg_loader(data, num_neighbors, seeds, batch_size):
     sampler = HeteroReferenceSampler(data, {et: num_neighbors for et in data.edge_types})
@@ -134,8 +102,8 @@ def test_every_type_appears_even_unreached(graph):
 
 
 def test_finite_fanouts_draw_min_count_uniformly(graph):
-    path, _ = graph
-    edges = _edges()
+    path, data = graph
+    edges = {et: data[et].edge_index.t().numpy() for et in EDGE_TYPES}
     fan = {("paper", "cites", "paper"): [3, 2], ("author", "writes", "paper"): [2, 1],
            ("paper", "rev_writes", "author"): [1, 4], ("fos", "topic", "paper"): [-1, 0]}
     loader = flashgnn.NeighborLoader(path, num_neighbors=fan, input_nodes=("paper", None), batch_size=8)
