@@ -26,7 +26,6 @@ from torch_geometric.loader import NodeLoader  # noqa: E402
 from torch_geometric.sampler import NumNeighbors  # noqa: E402
 
 import flashgnn  # noqa: E402
-from flashgnn import _core  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pyg_reference import (HETERO_CLASSES, HETERO_COUNTS, HETERO_DIMS, HETERO_EDGE_TYPES,  # noqa: E402

@@ -70,6 +70,10 @@ pub struct Layout {
     /// graph, whose one relation's count is the degree: the one-type case
     /// of the same slot. Set with [`Layout::with_rel_counts`].
     pub rel_counts: u32,
+    /// A typed node type's feature table (`t<i>.features.fg`): rows smaller
+    /// than a sector are packed at a power-of-two stride ([`Layout::feature_stride`]).
+    /// False for `features.fg` (version 1 and 2: one row per sector at least).
+    pub packed_rows: bool,
 }
 
 fn round_up(x: u64, to: u64) -> Option<u64> {
@@ -162,6 +166,7 @@ impl Layout {
             overflow_entries,
             dataset_id: None,
             rel_counts: 0,
+            packed_rows: false,
         };
         // Every file size must be representable: compute them once, checked.
         layout
@@ -238,9 +243,22 @@ impl Layout {
 
     /// Row pitch in `features.fg`: the row rounded up to whole 512 B sectors,
     /// so every row starts on a sector and is fetched by one O_DIRECT read of
-    /// exactly `ceil(row/512)` sectors.
+    /// exactly `ceil(row/512)` sectors. A typed table ([`Layout::packed_rows`])
+    /// packs rows smaller than a sector at the next power of two (at least
+    /// 8 B): a power of two divides the sector, so no row straddles two and
+    /// each is still one sector's read, without 512 B per 8-B row.
     pub fn feature_stride(&self) -> u64 {
-        round_up(self.row_bytes() as u64, SECTOR_BYTES).unwrap_or(0).max(SECTOR_BYTES)
+        let row = self.row_bytes() as u64;
+        if self.packed_rows && row < SECTOR_BYTES {
+            return row.next_power_of_two().max(8);
+        }
+        round_up(row, SECTOR_BYTES).unwrap_or(0).max(SECTOR_BYTES)
+    }
+
+    /// The same layout with packed rows (a typed feature table).
+    pub fn with_packed_rows(mut self) -> Layout {
+        self.packed_rows = true;
+        self
     }
 
     pub fn slot_pages(&self) -> u64 {
@@ -316,9 +334,11 @@ impl Layout {
     fn features_file_bytes_checked(&self) -> Option<u64> {
         match self.placement {
             FeaturePlacement::Inline => Some(0),
-            FeaturePlacement::Separate => {
-                self.num_nodes.checked_mul(self.feature_stride())?.checked_add(self.page_size as u64)
-            }
+            // Packed rows end on a whole sector too: the last row's read is one sector, in the file.
+            FeaturePlacement::Separate => round_up(
+                self.num_nodes.checked_mul(self.feature_stride())?.checked_add(self.page_size as u64)?,
+                SECTOR_BYTES,
+            ),
         }
     }
     pub fn features_file_bytes(&self) -> u64 {

@@ -204,7 +204,8 @@ impl TypeTable {
         let file = features_file(t);
         Ok(Some(
             Layout::new(&file, page_size, n.count, 0, 4, f.dim, f.dtype, FeaturePlacement::Separate, 0, 0)?
-                .with_dataset_id(dataset_id),
+                .with_dataset_id(dataset_id)
+                .with_packed_rows(),
         ))
     }
 

@@ -328,39 +328,26 @@ pub fn start_generate(output: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> P
     }
 }
 
+/// Each `"key" => field`: the option, when given, into `o.field` (the generators' plain options).
+macro_rules! take {
+    ($opts:ident, $o:ident; $($key:literal => $field:ident),* $(,)?) => {
+        $(if let Some(v) = $opts.get($key)? {
+            $o.$field = v;
+        })*
+    };
+}
+
 fn start_generate_igbh(output: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> PyResult<Job> {
     let mut opts = Opts::new(opts, "generate igbh");
     let _: Option<String> = opts.get("model")?;
     let mut o = IgbhOptions::default();
-    if let Some(v) = opts.get("scale")? {
-        o.papers = v;
-    }
-    if let Some(v) = opts.get("feature_dim")? {
-        o.dim = v;
-    }
+    take!(opts, o; "scale" => papers, "feature_dim" => dim, "classes" => classes, "seed" => seed,
+        "homophily" => homophily, "feature_signal" => feature_signal, "labeled" => labeled, "split" => split);
     if let Some(s) = opts.get::<String>("dtype")? {
         o.dtype = dtype(&s, "--dtype")?;
     }
     if let Some(s) = opts.get::<String>("edge_dtype")? {
         o.edge_dtype = dtype(&s, "--edge-dtype")?;
-    }
-    if let Some(v) = opts.get("classes")? {
-        o.classes = v;
-    }
-    if let Some(v) = opts.get("seed")? {
-        o.seed = v;
-    }
-    if let Some(v) = opts.get("homophily")? {
-        o.homophily = v;
-    }
-    if let Some(v) = opts.get("feature_signal")? {
-        o.feature_signal = v;
-    }
-    if let Some(v) = opts.get("labeled")? {
-        o.labeled = v;
-    }
-    if let Some(v) = opts.get("split")? {
-        o.split = v;
     }
     if let Some(s) = opts.get::<String>("venues")? {
         o.venues = Venues::parse(&s).map_err(py_err)?;
@@ -374,35 +361,13 @@ fn start_generate_rmat(output: std::path::PathBuf, opts: &Bound<'_, PyDict>) -> 
     let mut opts = Opts::new(opts, "generate");
     let _: Option<String> = opts.get("model")?;
     let mut o = RmatOptions::default();
-    if let Some(v) = opts.get("scale")? {
-        o.scale = v;
-    }
-    if let Some(v) = opts.get("edge_factor")? {
-        o.edge_factor = v;
-    }
-    if let Some(v) = opts.get("dim")? {
-        o.dim = v;
-    }
+    take!(opts, o; "scale" => scale, "edge_factor" => edge_factor, "dim" => dim, "classes" => classes,
+        "seed" => seed, "homophily" => homophily, "feature_signal" => feature_signal, "split" => split);
     if let Some(s) = opts.get::<String>("dtype")? {
         o.dtype = dtype(&s, "--dtype")?;
     }
     if let Some(s) = opts.get::<String>("edge_dtype")? {
         o.edge_dtype = dtype(&s, "--edge-dtype")?;
-    }
-    if let Some(v) = opts.get("classes")? {
-        o.classes = v;
-    }
-    if let Some(v) = opts.get("seed")? {
-        o.seed = v;
-    }
-    if let Some(v) = opts.get("homophily")? {
-        o.homophily = v;
-    }
-    if let Some(v) = opts.get("feature_signal")? {
-        o.feature_signal = v;
-    }
-    if let Some(v) = opts.get("split")? {
-        o.split = v;
     }
     o.force = opts.get("force")?.unwrap_or(false);
     opts.finish()?;

@@ -220,16 +220,22 @@ impl WholeFilePass {
                                 if let Some(c) = &crcs {
                                     let local = n - 1;
                                     if local >= count_t {
-                                        feature_err = Some(
-                                            FormatError::oob(
-                                                ds.file(name),
-                                                fl.page_size as u64 + local * fl.feature_stride(),
-                                                "feature row",
-                                                local,
-                                                format!("< count {count_t}"),
-                                            )
-                                            .into(),
-                                        );
+                                        // Packed rows end on a whole sector: the tail is zeros.
+                                        let tail = fl.features_file_bytes() - fl.page_size as u64;
+                                        let at = local * fl.feature_stride();
+                                        let bad = row.iter().position(|&b| b != 0);
+                                        if at >= tail || bad.is_some() {
+                                            feature_err = Some(
+                                                FormatError::oob(
+                                                    ds.file(name),
+                                                    fl.page_size as u64 + at + bad.unwrap_or(0) as u64,
+                                                    if at >= tail { "feature row" } else { "tail padding byte" },
+                                                    if at >= tail { local } else { row[bad.unwrap_or(0)] as u64 },
+                                                    if at >= tail { format!("< count {count_t}") } else { "0".into() },
+                                                )
+                                                .into(),
+                                            );
+                                        }
                                         return;
                                     }
                                     if local < win_first || local >= win_first + win.len() as u64 {

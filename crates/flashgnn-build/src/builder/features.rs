@@ -46,8 +46,26 @@ pub(super) fn write_features(p: &SideParams, num_nodes: u64, f: &mut dyn RowSour
     let dim = f.dim() as usize;
     let (src, dst) = (f.dtype(), p.feat_dtype);
     let row_bytes = dim * dst.size();
-    let stride = if p.direct_final { row_bytes.div_ceil(512).max(1) * 512 } else { row_bytes };
     let (features_file, crc_file) = p.features_files();
+    // The final table's stride is the format's (`Layout::feature_stride`: whole sectors, or packed rows
+    // for a typed table); the stage is rows back to back.
+    let stride = if p.direct_final {
+        let l = flashgnn_format::Layout::new(
+            &features_file,
+            p.page_size,
+            num_nodes,
+            0,
+            4,
+            dim as u32,
+            dst,
+            flashgnn_format::layout::FeaturePlacement::Separate,
+            0,
+            0,
+        )?;
+        (if p.typed.is_some() { l.with_packed_rows() } else { l }).feature_stride() as usize
+    } else {
+        row_bytes
+    };
     // Typed builds bind each row's CRC to its global id (docs/format.md).
     let first_id = p.typed.map_or(0, |(_, off)| off);
     let path = p.tmp.join(if p.direct_final { features_file.as_str() } else { STAGE_FILE });
@@ -120,6 +138,13 @@ pub(super) fn write_features(p: &SideParams, num_nodes: u64, f: &mut dyn RowSour
             f.position(row),
             format!("feature table has {row} rows but the node count is {num_nodes}"),
         ));
+    }
+    if p.direct_final {
+        // Packed rows (a typed table) end on a whole sector: zeros up to it (Layout::features_file_bytes).
+        let tail = out.len() % flashgnn_format::SECTOR_BYTES;
+        if tail != 0 {
+            out.write_zeros(flashgnn_format::SECTOR_BYTES - tail)?;
+        }
     }
     let (bytes, crc) = out.finish()?;
     if p.direct_final {
