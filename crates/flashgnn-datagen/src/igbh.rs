@@ -491,20 +491,8 @@ pub fn generate_igbh(out: &Path, o: &IgbhOptions, progress: &Progress) -> Result
     let t = std::time::Instant::now();
     let m = IgbhModel::new(o);
     check_options(o, &m.shape)?;
-    flashgnn_io::check_output(out, o.force)?;
-    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(|e| IoError::new("creating", parent, None, e))?;
-    flashgnn_build::builder::report_stale_tmps(out);
-    let tmp = flashgnn_io::create_tmp_dir(out)?;
-    struct Guard(PathBuf, bool);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            if !self.1 {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
-    }
-    let mut guard = Guard(tmp.clone(), false);
+    let mut guard = crate::TmpOut::beside(out, o.force)?;
+    let tmp = guard.dir.clone();
 
     let mut dirs = Vec::new();
     for (t, n) in m.shape.nodes.iter().enumerate() {
@@ -540,7 +528,7 @@ pub fn generate_igbh(out: &Path, o: &IgbhOptions, progress: &Progress) -> Result
         fsync_dir(d)?;
     }
     publish_dir(&tmp, out)?;
-    guard.1 = true;
+    guard.kept = true;
     Ok(IgbhReport { output: out.to_path_buf(), shape: m.shape.clone(), bytes, seconds: t.elapsed().as_secs_f64() })
 }
 

@@ -251,25 +251,40 @@ impl Model {
     }
 }
 
+/// A generator's temporary output directory beside `out`, removed on drop
+/// unless `kept` (published).
+pub(crate) struct TmpOut {
+    pub dir: PathBuf,
+    pub kept: bool,
+}
+
+impl TmpOut {
+    /// The --force rule shared by every publishing command (before any
+    /// work), `out`'s parent created, stale temporaries of killed runs
+    /// reported, and a fresh temporary directory beside `out`.
+    pub(crate) fn beside(out: &Path, force: bool) -> Result<TmpOut, BuildError> {
+        flashgnn_io::check_output(out, force)?;
+        let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).map_err(|e| IoError::new("creating", parent, None, e))?;
+        flashgnn_build::builder::report_stale_tmps(out);
+        Ok(TmpOut { dir: flashgnn_io::create_tmp_dir(out)?, kept: false })
+    }
+}
+
+impl Drop for TmpOut {
+    fn drop(&mut self) {
+        if !self.kept {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
 /// Generate an R-MAT dataset in the npy-directory layout at `out`.
 pub fn generate_rmat(out: &Path, o: &RmatOptions, progress: &Progress) -> Result<GenerateReport, BuildError> {
     let t = std::time::Instant::now();
     check_rmat_options(o)?;
-    // The --force rule shared by every publishing command, before any work.
-    flashgnn_io::check_output(out, o.force)?;
-    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(|e| IoError::new("creating", parent, None, e))?;
-    flashgnn_build::builder::report_stale_tmps(out);
-    let tmp = flashgnn_io::create_tmp_dir(out)?;
-    struct Guard(PathBuf, bool);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            if !self.1 {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
-    }
-    let mut guard = Guard(tmp.clone(), false);
+    let mut guard = TmpOut::beside(out, o.force)?;
+    let tmp = guard.dir.clone();
 
     let m = Model::new(o);
     let n = 1u64 << o.scale;
@@ -290,7 +305,7 @@ pub fn generate_rmat(out: &Path, o: &RmatOptions, progress: &Progress) -> Result
     progress.check()?;
     bytes += write_marker(&tmp, o)?;
     publish_dir(&tmp, out)?;
-    guard.1 = true;
+    guard.kept = true;
     Ok(GenerateReport {
         output: out.to_path_buf(),
         num_nodes: n,
