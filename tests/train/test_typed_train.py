@@ -4,6 +4,10 @@ HeteroData."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -108,3 +112,20 @@ def test_from_pyg_heterodata_round_trip(tmp_path):
     d["b", "r", "a"].edge_attr = torch.ones(200, 1)
     with pytest.raises(flashgnn.InputError, match="edge_attr"):
         flashgnn.from_pyg(d, tmp_path / "ds2", progress=False)
+
+
+def test_ddp_two_processes_on_a_typed_dataset(typed, tmp_path):
+    """torchrun with a typed model: its last layer computes only the edge types into the target, so DDP runs
+    with find_unused_parameters; both ranks end with the same weights."""
+    from conftest import cli_env
+
+    metrics = tmp_path / "ddp.json"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
+           "flashgnn.train", str(typed), "--model", "rgat", "--epochs", "1", "--fanout", "4,3", "--hidden", "16",
+           "--batch-size", "256", "--max-batches", "3", "--eval-batches", "1", "--workers", "1", "--no-progress",
+           "--threads", "1", "--metrics-json", str(metrics)]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(), timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "(uring, 2 processes)" in p.stdout
+    m = json.loads(metrics.read_text())
+    assert m["summary"]["world_size"] == 2 and m["summary"]["ranks_agree"]

@@ -384,7 +384,10 @@ class Trainer:
         if dist_ctx.enabled:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
-            self.ddp_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+            # A typed model leaves parameters out of a step (its last layer computes only the edge types into
+            # the target; an edge type a batch did not reach passes nothing): DDP must look for them.
+            self.ddp_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                 find_unused_parameters=self.typed)
 
     def _resume(self, c) -> None:
         """Load the checkpoint at --checkpoint, when there is one, into the model, optimizer, RNGs and history;
