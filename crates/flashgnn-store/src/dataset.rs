@@ -467,6 +467,11 @@ impl Dataset {
     /// dataset).
     pub fn layout_report(&self) -> serde_json::Value {
         let l = &self.layout;
+        // A typed dataset's rows live in its per-type tables: counted in the
+        // stored bytes and in the CSR baseline (dense rows) alike.
+        let (typed_files, typed_rows) = (0..self.type_table().node_types.len())
+            .filter_map(|t| self.type_feature_layout(t))
+            .fold((0u64, 0u64), |(f, r), fl| (f + fl.features_file_bytes(), r + fl.num_nodes * fl.row_bytes() as u64));
         serde_json::json!({
             "page_size": l.page_size,
             "slot_bytes": l.slot_bytes,
@@ -476,9 +481,9 @@ impl Dataset {
             "overflow_pages": l.overflow_pages(),
             "graph_file_bytes": l.graph_file_bytes(),
             "overflow_file_bytes": l.overflow_file_bytes(),
-            "features_file_bytes": l.features_file_bytes(),
-            "stored_bytes": l.stored_bytes(),
-            "csr_bytes": l.csr_bytes(),
+            "features_file_bytes": l.features_file_bytes() + typed_files,
+            "stored_bytes": l.stored_bytes() + typed_files,
+            "csr_bytes": l.csr_bytes() + typed_rows,
             "csr_structure_bytes": (l.num_nodes + 1) * 8 + l.num_edges * l.id_bytes as u64,
             "row_bytes": l.row_bytes(),
             "feature_stride": if l.placement == FeaturePlacement::Separate { l.feature_stride() } else { 0 },
