@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bench-hetero bench-peers bench-sample-cpu bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
+.PHONY: bench-hetero bench-hetero-accuracy bench-peers bench-sample-cpu bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
 
 # requirements-dev.txt includes the optional extras the tests exercise (train, plots: matplotlib).
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
@@ -124,6 +124,11 @@ bench-device: develop $(DATA)/ooc/manifest.json
 bench-hetero: develop $(PEERS_VENV)/.stamp
 	$(PEERS_VENV)/bin/python -m benchmarks.hetero --scale $${SCALE:-450000} --memory-limit $${LIMIT:-1GiB} \
 	  --rounds $${ROUNDS:-3} --batches $${BATCHES:-20} $${JSON:+--json}
+
+# Typed accuracy: flashgnn train --model sage on an IGBH-shaped typed dataset vs PyG's to_hetero(GraphSAGE)
+# recipe (hetero NeighborLoader, torch-sparse) on the same graph in memory; target within 1 point.
+bench-hetero-accuracy: develop $(PEERS_VENV)/.stamp
+	$(PEERS_VENV)/bin/python -m benchmarks.hetero_accuracy --epochs $${EPOCHS:-3} $${JSON:+--json}
 
 # Layer-wise inference: flashgnn.inference / model.inference(flashgnn loader) vs PyG's whole graph in memory.
 bench-inference: develop
