@@ -591,16 +591,9 @@ fn write_all_edges(tmp: &Path, m: &IgbhModel, progress: &Progress) -> Result<u64
             |lo, hi| {
                 let mut buf = Vec::with_capacity(((hi - lo) * pair) as usize);
                 for i in lo..hi {
+                    // `check_options` made sure every id fits the dtype.
                     let (s, d) = m.edge(r, i);
-                    if wide {
-                        buf.extend_from_slice(&(s as i64).to_le_bytes());
-                        buf.extend_from_slice(&(d as i64).to_le_bytes());
-                    } else {
-                        // `check_options` made sure every id fits the dtype;
-                        // int32 and uint32 share the bytes of such ids.
-                        buf.extend_from_slice(&(s as u32).to_le_bytes());
-                        buf.extend_from_slice(&(d as u32).to_le_bytes());
-                    }
+                    crate::push_pair(&mut buf, s, d, wide);
                 }
                 buf
             },

@@ -251,6 +251,19 @@ impl Model {
     }
 }
 
+/// Append edge `(s, d)` to `buf` as an int64 pair (`wide`) or a 4-byte one:
+/// the caller checked every id fits its dtype, and int32 and uint32 share the
+/// bytes of such ids.
+pub(crate) fn push_pair(buf: &mut Vec<u8>, s: u64, d: u64, wide: bool) {
+    if wide {
+        buf.extend_from_slice(&(s as i64).to_le_bytes());
+        buf.extend_from_slice(&(d as i64).to_le_bytes());
+    } else {
+        buf.extend_from_slice(&(s as u32).to_le_bytes());
+        buf.extend_from_slice(&(d as u32).to_le_bytes());
+    }
+}
+
 /// A generator's temporary output directory beside `out`, removed on drop
 /// unless `kept` (published).
 pub(crate) struct TmpOut {
@@ -370,16 +383,9 @@ fn write_edges(tmp: &Path, o: &RmatOptions, m: &Model, e: u64, progress: &Progre
                 let up = (lo + EDGE_BLOCK).min(e);
                 let mut buf = Vec::with_capacity(((up - lo) * pair_bytes) as usize);
                 for i in lo..up {
+                    // `check_rmat_options` made sure every id fits 31 or 32 bits.
                     let (s, d) = m.edge(i);
-                    if wide {
-                        buf.extend_from_slice(&(s as i64).to_le_bytes());
-                        buf.extend_from_slice(&(d as i64).to_le_bytes());
-                    } else {
-                        // `check_rmat_options` made sure every id fits 31 or 32 bits;
-                        // int32 and uint32 share the bytes of such ids.
-                        buf.extend_from_slice(&(s as u32).to_le_bytes());
-                        buf.extend_from_slice(&(d as u32).to_le_bytes());
-                    }
+                    push_pair(&mut buf, s, d, wide);
                 }
                 buf
             })

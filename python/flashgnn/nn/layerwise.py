@@ -164,6 +164,26 @@ def _dev(model, device):
 _UNSET = object()
 
 
+def _work_dir(out, tmp_dir) -> Path:
+    """Where a run writes its tables: a temporary directory beside ``out`` (published at the end; stale ones of
+    killed runs removed first), else a private one under ``tmp_dir`` (removed at the end)."""
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_tmps(out)
+        return create_tmp_dir(out)
+    return Path(tempfile.mkdtemp(prefix="flashgnn-inference-", dir=tmp_dir))
+
+
+def _publish(tmp: Path, out, meta: dict, meta_extra) -> dict:
+    """Write ``embed.json``, make every file durable (deepest first) and publish ``tmp`` as ``out``."""
+    meta.update(meta_extra or {})
+    (tmp / "embed.json").write_text(json.dumps(meta, indent=2))
+    for f in sorted(tmp.rglob("*"), key=lambda p: -len(p.parts)):
+        fsync_path(f)
+    publish_dir(tmp, out)
+    return meta
+
+
 def inference(model, dataset, out=None, *, batch_size: int = 16384, device=None, engine: str = "auto",
               progress_bar=_UNSET, layers: int | None = None, force: bool = False, predictions: bool = False,
               max_bytes: int | None = None, tmp_dir=None, x_transform=None, node_types=None, **kwargs):
@@ -251,12 +271,7 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
     dev = _dev(model, device)
     n = ds.num_nodes
     eng = resolve_engine(engine)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_tmps(out)
-        tmp = create_tmp_dir(out)
-    else:
-        tmp = Path(tempfile.mkdtemp(prefix="flashgnn-inference-", dir=tmp_dir))
+    tmp = _work_dir(out, tmp_dir)
     limit = None if out is not None else (available_memory() if max_bytes is None else int(max_bytes))
     chunks = [(lo, min(lo + batch_size, n)) for lo in range(0, n, batch_size)]
     was_training = model.training
@@ -321,12 +336,7 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
         meta = dict(flashgnn_output="embed", dataset=os.path.abspath(ds.path), model=kind, num_nodes=n, dim=dim,
                     layers=passes, chunks=len(chunks), batch_size=int(batch_size), engine=eng, seconds=seconds,
                     reads=reads, dtype="float32")
-        meta.update(meta_extra or {})
-        (tmp / "embed.json").write_text(json.dumps(meta, indent=2))
-        for f in tmp.iterdir():
-            fsync_path(f)
-        publish_dir(tmp, out)
-        return meta
+        return _publish(tmp, out, meta, meta_extra)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -425,12 +435,7 @@ def run_typed(model, dataset, out=None, *, batch_size, device, engine, progress,
                          f"(node types: {names})")
     dev = _dev(model, device)
     eng = resolve_engine(engine)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_tmps(out)
-        tmp = create_tmp_dir(out)
-    else:
-        tmp = Path(tempfile.mkdtemp(prefix="flashgnn-inference-", dir=tmp_dir))
+    tmp = _work_dir(out, tmp_dir)
     limit = None if out is not None else (available_memory() if max_bytes is None else int(max_bytes))
     target = getattr(model, "target", None)
     pred_type = target if (predictions and target in final) else None
@@ -533,12 +538,7 @@ def run_typed(model, dataset, out=None, *, batch_size, device, engine, progress,
                     num_nodes=sum(counts[t] for t in final), dim=dims.pop() if len(dims) == 1 else None,
                     node_types=types_meta, layers=passes, chunks=chunks, batch_size=int(batch_size), engine=eng,
                     seconds=seconds, reads=reads, dtype="float32")
-        meta.update(meta_extra or {})
-        (tmp / "embed.json").write_text(json.dumps(meta, indent=2))
-        for f in sorted(tmp.rglob("*"), key=lambda p: -len(p.parts)):
-            fsync_path(f)
-        publish_dir(tmp, out)
-        return meta
+        return _publish(tmp, out, meta, meta_extra)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
