@@ -68,7 +68,8 @@ impl InputFormat {
 /// IGB's feature width (1024 x fp32 = 4 KiB per node).
 const IGB_FEATURE_DIM: u32 = 1024;
 
-fn is_npy(path: &Path) -> Result<bool> {
+/// Whether `path` starts with the npy magic (else: a headerless raw array).
+pub(crate) fn is_npy(path: &Path) -> Result<bool> {
     use std::io::Read;
     let mut m = [0u8; 6];
     let mut f = flashgnn_io::open_regular(path)?;
@@ -134,7 +135,8 @@ fn required(path: PathBuf, what: &str) -> Result<PathBuf> {
     }
 }
 
-fn gz_or_plain(base: PathBuf) -> Result<Option<PathBuf>> {
+/// `base` (a `.gz` name) if present, else the same name without `.gz`, else None.
+pub(crate) fn gz_or_plain(base: PathBuf) -> Result<Option<PathBuf>> {
     if present(&base)? {
         return Ok(Some(base));
     }

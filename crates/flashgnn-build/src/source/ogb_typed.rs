@@ -16,12 +16,13 @@
 //! holds that a dataset does not store (`node_year`, `edge_reltype`,
 //! `num-edge-list`) is named in the build's notes, never dropped silently.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use flashgnn_format::npy::{encode_header, encode_header_len};
 use flashgnn_format::Dtype;
 use flashgnn_io::OutFile;
 
+use super::detect::gz_or_plain;
 use super::text::{fields, CsvRows, Lines, TextEdges, TextValues};
 use super::{EdgeSource, RowSource, ValueSource};
 use crate::options::BuildOptions;
@@ -31,14 +32,6 @@ use crate::{BuildError, Result};
 const OGB_SEP: &str = "___";
 /// Rows or values moved per step.
 const CHUNK: usize = 1 << 16;
-
-fn gz_or_plain(base: PathBuf) -> Result<Option<PathBuf>> {
-    if flashgnn_io::present(&base)? {
-        return Ok(Some(base));
-    }
-    let plain = base.with_extension("");
-    Ok(flashgnn_io::present(&plain)?.then_some(plain))
-}
 
 /// Whether `dir` holds OGB's heterogeneous raw layout.
 pub fn is_ogb_typed(dir: &Path) -> bool {

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use flashgnn_format::types::check_name;
 use flashgnn_format::Dtype;
 
+use super::detect::is_npy;
 use super::npy::{open_array, NpyEdges, NpyRows, NpyValues};
 use super::{RowSource, ValueSource};
 use crate::options::BuildOptions;
@@ -147,13 +148,6 @@ pub fn is_typed(dir: &Path) -> bool {
 
 /// IGB's feature width: a headerless IGBH feature file is rows of this many float32.
 const IGB_FEATURE_DIM: u32 = 1024;
-
-fn is_npy(path: &Path) -> Result<bool> {
-    use std::io::Read;
-    let mut m = [0u8; 6];
-    let mut f = flashgnn_io::open_regular(path)?;
-    Ok(f.read_exact(&mut m).is_ok() && &m == b"\x93NUMPY")
-}
 
 fn file_len(path: &Path) -> Result<u64> {
     Ok(std::fs::metadata(path).map_err(|e| flashgnn_io::IoError::new("stat", path, None, e))?.len())
