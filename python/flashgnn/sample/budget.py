@@ -74,8 +74,7 @@ def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "ur
     rng = np.random.default_rng(seed)
     pool = ds.split("train") if "train" in ds.split_names else np.arange(ds.num_nodes)
     if ds.is_typed:  # seeds of the target type, as global ids (the engine's)
-        t = ds.node_types.index(ds.target_type)
-        pool = np.asarray(pool, dtype=np.int64) + sum(ds.node_type(n)["count"] for n in ds.node_types[:t])
+        pool = np.asarray(pool, dtype=np.int64) + ds.type_offset(ds.target_type)
     worst = 0
     for _ in range(2):
         b = sampler.sample(rng.choice(pool, min(batch_size, len(pool)), replace=False),

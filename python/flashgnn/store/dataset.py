@@ -108,6 +108,12 @@ class Dataset:
                 return t
         raise KeyError(f"{self.path}: no node type {name!r} (node types: {', '.join(self.node_types)})")
 
+    def type_offset(self, name: str) -> int:
+        """The first global id of node type ``name`` (the engine's ids: a type's nodes follow the types
+        declared before it)."""
+        i = self.node_types.index(self.node_type(name)["name"])
+        return sum(int(t["count"]) for t in self.types["node_types"][:i])
+
     target_type_override: str | None = None
 
     @property

@@ -452,8 +452,7 @@ class Trainer:
             t_cache = time.perf_counter()
             seeds = np.random.default_rng(c.seed).permutation(ds.split("train"))[:8 * c.batch_size]
             if self.typed:  # the engine's ids are global: the target type's range starts at its offset
-                t = ds.node_types.index(self.target)
-                seeds = seeds + sum(ds.node_type(n)["count"] for n in ds.node_types[:t])
+                seeds = seeds + ds.type_offset(self.target)
             self.cache = cache = flashgnn.Cache(
                 ds.path, fanouts, self.cache_budget, policy=c.cache_policy, hot=c.cache_hot,
                 hot_fraction=c.hot_fraction, presample_seeds=seeds, batch_size=c.batch_size)
