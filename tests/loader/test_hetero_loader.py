@@ -12,6 +12,7 @@ The dataset is written by the format crate's encoders through the test-only
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -215,3 +216,60 @@ def test_typed_arrays_are_the_engines_own(graph):
     data = flashgnn.loader.hetero.to_hetero_data(b, np.arange(5))
     assert data["paper"].x.data_ptr() == p.x.ctypes.data and data["paper"].n_id.data_ptr() == p.n_id.ctypes.data
     assert b.node["fos"].x is None and b.node["author"].y is None
+
+
+def test_typed_rows_join_the_static_hot_set(graph, tmp_path):
+    path, _ = graph
+    kw = dict(num_neighbors=[2, 2], input_nodes="paper", batch_size=7)
+    plain = list(flashgnn.NeighborLoader(path, **kw))
+    nodes = sum(COUNTS.values())
+    for hot in ("degree", "presample"):
+        cache = flashgnn.Cache(path, [2, 2], budget=1 << 20, hot=hot, hot_fraction=1.0,
+                               presample_seeds=np.arange(COUNTS["paper"]), batch_size=7)
+        # More extents than nodes: typed rows beside the slots (slots alone are at most one a node).
+        assert cache.stats()["static_entries"] > nodes, hot
+        got = list(flashgnn.NeighborLoader(path, cache=cache, **kw))
+        for a, b in zip(plain, got):
+            _same(a, b)
+        st = cache.stats()
+        assert st["static_hits"] > 3 * (st["misses"] + st["dynamic_hits"]), (hot, st)
+    with pytest.raises(Exception, match="touches"):
+        flashgnn.Cache(path, [2, 2], budget=1 << 20, hot="touches")
+    # A damaged row is caught when the hot set is read, by file and node.
+    bad = tmp_path / "bad"
+    shutil.copytree(path, bad)
+    f = bad / "t0.features.fg"
+    raw = bytearray(f.read_bytes())
+    for at in range(512, len(raw), 29):  # past the 512-B header: every row
+        raw[at] ^= 0x5A
+    f.write_bytes(bytes(raw))
+    with pytest.raises(Exception, match=r"t0\.features\.fg.*(row|node)|checksum"):
+        flashgnn.Cache(bad, [2, 2], budget=1 << 20, hot="degree", hot_fraction=1.0)
+
+
+@pytest.mark.parametrize("codec", ["fp16", "int8"])
+def test_encoded_hot_rows_change_only_x_and_within_their_bound(graph, codec):
+    path, _ = graph
+    kw = dict(num_neighbors=[2, 2], input_nodes="paper", batch_size=7)
+    plain = list(flashgnn.NeighborLoader(path, **kw))
+    cache = flashgnn.Cache(path, [2, 2], budget=1 << 20, hot="degree", hot_fraction=1.0, row_codec=codec)
+    assert cache.stats()["row_codec"] == codec
+    changed = 0
+    for a, b in zip(plain, flashgnn.NeighborLoader(path, cache=cache, **kw)):
+        for t in ("paper", "author"):
+            assert torch.equal(a[t].n_id, b[t].n_id)
+            xa, xb = a[t].x, b[t].x
+            assert xa.dtype == xb.dtype == torch.float32 and xa.shape == xb.shape
+            if codec == "fp16":
+                bound = xa.abs() * 2.0 ** -11 + 1e-7
+            else:
+                bound = (xa.abs().amax(dim=1, keepdim=True) / 254 * 1.0001).expand_as(xa)
+            assert bool(((xa - xb).abs() <= bound).all()), t
+            changed += int((xa != xb).any())
+        for et in EDGE_TYPES:
+            assert torch.equal(a[et].edge_index, b[et].edge_index)
+    assert changed > 0, "rows came from the encoded set"
+    st = cache.stats()
+    assert st["static_hits"] > 3 * (st["misses"] + st["dynamic_hits"]), st
+    with pytest.raises(Exception, match="row codec 'int4'|row codec \"int4\""):
+        flashgnn.Cache(path, [2, 2], budget=1 << 20, row_codec="int4")

@@ -23,6 +23,7 @@ use pyo3::types::PyDict;
 use flashgnn_io::engine::EngineConfig;
 use flashgnn_sample::follow::{engine_kind, Follow, View};
 use flashgnn_sample::pipeline::{Pipeline, PipelineOptions};
+use flashgnn_sample::rowcodec::RowCodec;
 use flashgnn_sample::tiers::{self, HotChoice};
 use flashgnn_sample::{Batch, Gather, NeighborSampler, PageCache, Policy, SampleError, SamplerConfig, Telemetry};
 
@@ -361,7 +362,7 @@ impl Cache {
     /// batches of `batch_size`, or "none"); the rest is dynamic under
     /// `policy` ("s3fifo" or "clock").
     #[new]
-    #[pyo3(signature = (path, fanouts, budget, policy="s3fifo", hot="degree", hot_fraction=flashgnn_sample::DEFAULT_HOT_FRACTION, presample_seeds=None, batch_size=1024, engine="uring", depth=flashgnn_io::engine::DEFAULT_DEPTH))]
+    #[pyo3(signature = (path, fanouts, budget, policy="s3fifo", hot="degree", hot_fraction=flashgnn_sample::DEFAULT_HOT_FRACTION, presample_seeds=None, batch_size=1024, engine="uring", depth=flashgnn_io::engine::DEFAULT_DEPTH, row_codec="none"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -375,9 +376,11 @@ impl Cache {
         batch_size: usize,
         engine: &str,
         depth: usize,
+        row_codec: &str,
     ) -> PyResult<Self> {
         let pol = Policy::parse(policy)
             .ok_or_else(|| py_err(SampleError::Config(format!("cache policy {policy:?}: expected s3fifo or clock"))))?;
+        let codec = RowCodec::parse(row_codec).map_err(|e| py_err(SampleError::Config(e)))?;
         let seeds: Vec<i64> = presample_seeds.map(|a| a.as_array().iter().copied().collect()).unwrap_or_default();
         let choice = HotChoice::parse(hot, seeds, batch_size).map_err(py_err)?;
         let cfg = config(engine, depth, flashgnn_io::engine::DEFAULT_POOL_THREADS, false, true)?;
@@ -385,7 +388,7 @@ impl Cache {
         let cache = py
             .detach(move || -> Result<_, CoreError> {
                 let follow = Follow::new(&path, &fanouts, cfg, view_of(&path)?);
-                Ok(tiers::build_cache(&follow, budget, pol, &choice, hot_fraction)?)
+                Ok(tiers::build_cache(&follow, budget, pol, &choice, hot_fraction, codec)?)
             })
             .map_err(py_err)?;
         Ok(Cache {
@@ -400,7 +403,7 @@ impl Cache {
     /// view, fanouts and engine): no sampler of its own is opened. Attach it
     /// with `sampler.set_cache`.
     #[staticmethod]
-    #[pyo3(signature = (sampler, budget, policy="s3fifo", hot="degree", hot_fraction=flashgnn_sample::DEFAULT_HOT_FRACTION, presample_seeds=None, batch_size=1024))]
+    #[pyo3(signature = (sampler, budget, policy="s3fifo", hot="degree", hot_fraction=flashgnn_sample::DEFAULT_HOT_FRACTION, presample_seeds=None, batch_size=1024, row_codec="none"))]
     #[allow(clippy::too_many_arguments)]
     fn for_sampler(
         py: Python<'_>,
@@ -411,9 +414,11 @@ impl Cache {
         hot_fraction: f64,
         presample_seeds: Option<PyReadonlyArray1<'_, i64>>,
         batch_size: usize,
+        row_codec: &str,
     ) -> PyResult<Self> {
         let pol = Policy::parse(policy)
             .ok_or_else(|| py_err(SampleError::Config(format!("cache policy {policy:?}: expected s3fifo or clock"))))?;
+        let codec = RowCodec::parse(row_codec).map_err(|e| py_err(SampleError::Config(e)))?;
         let seeds: Vec<i64> = presample_seeds.map(|a| a.as_array().iter().copied().collect()).unwrap_or_default();
         let choice = HotChoice::parse(hot, seeds, batch_size).map_err(py_err)?;
         let this: &Sampler = &sampler;
@@ -423,7 +428,7 @@ impl Cache {
             .detach(|| -> Result<PageCache, SampleError> {
                 let mut s = m.lock().unwrap();
                 this.follow.prepare(&mut s)?;
-                tiers::build_cache_on(&mut s, budget, pol, &choice, hot_fraction)
+                tiers::build_cache_on(&mut s, budget, pol, &choice, hot_fraction, codec)
             })
             .map_err(py_err)?;
         Ok(Cache {
@@ -441,6 +446,7 @@ impl Cache {
         let st = &c.stats;
         let report = serde_json::json!({
             "budget": c.budget(), "policy": c.policy().name(), "hot": self.hot,
+            "row_codec": c.static_row_codec().map_or("none", |r| r.name()),
             "hot_seconds": self.hot_seconds,
             "static_bytes": c.static_bytes(), "static_entries": c.static_entries(), "static_dense": c.static_dense(),
             "dynamic_bytes": c.dynamic_bytes(),

@@ -26,7 +26,7 @@ fn main() {
         "presample" => HotChoice::parse(hot, train.iter().take(8192).copied().collect(), 1024).unwrap(),
         _ => HotChoice::parse(hot, train.clone(), 1024).unwrap(),
     };
-    let cache = Arc::new(build_cache(&follow, budget, Policy::S3Fifo, &hc, frac).unwrap());
+    let cache = Arc::new(build_cache(&follow, budget, Policy::S3Fifo, &hc, frac, None).unwrap());
     eprintln!("built in {:.1}s: {:?}", t.elapsed().as_secs_f64(), cache);
     let cfg = match std::env::var("ENGINE").ok().as_deref() {
         Some(e) if e != "uring" => {

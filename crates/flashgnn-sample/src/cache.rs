@@ -322,6 +322,10 @@ pub struct StaticSet {
     /// (`crate::packed`), not the raw page; None: raw. Set only by the
     /// sampler's own loader, cleared by `put_at`.
     packed_overflow: Option<u32>,
+    /// Typed float32 rows are held encoded by this codec (an entry shorter
+    /// or longer than its row is encoded, see `crate::rowcodec`); None: as
+    /// stored. Set only by the sampler's own loader, cleared by `put_at`.
+    row_codec: Option<RowCodec>,
 }
 
 impl StaticSet {
@@ -332,7 +336,7 @@ impl StaticSet {
         // applies before the first write. Served at random (`Statics::get`).
         let mut arena = vec![0; capacity];
         flashgnn_io::mapped::advise_huge(&mut arena);
-        StaticSet { arena, entries: Vec::new(), checked: false, packed_overflow: None }
+        StaticSet { arena, entries: Vec::new(), checked: false, packed_overflow: None, row_codec: None }
     }
     /// Record extent `key` at `off..off + data.len()` of the arena (each
     /// caller-chosen range used once; entries are kept in the order put).
@@ -341,6 +345,7 @@ impl StaticSet {
         self.entries.push((key, off, data.len() as u32));
         self.checked = false;
         self.packed_overflow = None;
+        self.row_codec = None;
     }
     /// Every slot and overflow page entry was just checked (see `checked`);
     /// a later `put_at` clears this again.
@@ -359,6 +364,14 @@ impl StaticSet {
     /// The bits per id this set's overflow page entries are packed at; None: raw pages.
     pub fn overflow_packed(&self) -> Option<u32> {
         self.packed_overflow
+    }
+    /// Typed rows were encoded by the loader with `codec` (see `row_codec`).
+    pub(crate) fn mark_row_codec(&mut self, codec: Option<RowCodec>) {
+        self.row_codec = codec;
+    }
+    /// The codec this set's typed rows are held in; None: as stored.
+    pub fn row_codec(&self) -> Option<RowCodec> {
+        self.row_codec
     }
     /// Order entries by arena offset: when filled in any order at offsets
     /// laid out hottest first, this restores hottest first.
@@ -401,11 +414,16 @@ struct Statics {
     checked: bool,
     /// [`StaticSet::overflow_packed`] of the set this was built from.
     packed_overflow: Option<u32>,
+    /// [`StaticSet::row_codec`] of the set this was built from.
+    row_codec: Option<RowCodec>,
     /// Slots (`file == neighbor::F_SLOT`, offset = node id) → packed extent,
     /// indexed by node id; used when it costs at most twice a hash map of
     /// the same slots (see `Statics::build`). Charged to the budget exactly.
     slot_dense: Vec<u64>,
-    /// Everything not in `slot_dense`: key → packed extent.
+    /// The same for typed rows (`file == neighbor::F_TYPE_ROW`, offset =
+    /// global node id).
+    row_dense: Vec<u64>,
+    /// Everything not in a dense table: key → packed extent.
     other: HashMap<u64, u64>,
     entries: usize,
 }
@@ -439,6 +457,7 @@ impl Statics {
                 statics.arena = arena;
                 statics.checked = set.checked;
                 statics.packed_overflow = set.packed_overflow;
+                statics.row_codec = set.row_codec;
                 return (statics, if keep == 0 { 0 } else { bytes });
             }
             keep -= (keep / 64).max(1);
@@ -450,32 +469,46 @@ impl Statics {
     fn build(set: &StaticSet, keep: usize, slot_file: u16) -> (Statics, usize) {
         let kept = &set.entries[..keep];
         let data: usize = kept.iter().map(|e| e.2 as usize).sum();
-        let slot_key = |k: u64| unkey(k).0 == slot_file;
-        let slots = kept.iter().filter(|e| slot_key(e.0)).count();
-        let max_id = kept.iter().filter(|e| slot_key(e.0)).map(|e| unkey(e.0).1).max();
-        let dense_len = max_id.map_or(0, |m| m as usize + 1);
-        // The dense table when it costs at most twice what hashing the slots
-        // would: one memory access per hit instead of a probe (on a 1 M-node
-        // graph with ~200 k hot slots, 8.4 MB against 4.5 MB — 2 % of a
-        // 192 MiB budget).
-        let dense = slots > 0 && dense_len.saturating_mul(DENSE_BYTES_PER_NODE) <= 2 * hash_bytes(slots);
-        let mut slot_dense = if dense { vec![0u64; dense_len] } else { Vec::new() };
-        flashgnn_io::mapped::advise_huge(&mut slot_dense);
+        // A dense table per node-keyed pseudo file when it costs at most
+        // twice what hashing its entries would: one memory access per hit
+        // instead of a probe (on a 1 M-node graph with ~200 k hot slots,
+        // 8.4 MB against 4.5 MB — 2 % of a 192 MiB budget).
+        let dense_for = |file: u16| -> Vec<u64> {
+            let of = |k: u64| unkey(k).0 == file;
+            let n = kept.iter().filter(|e| of(e.0)).count();
+            let len = kept.iter().filter(|e| of(e.0)).map(|e| unkey(e.0).1 as usize + 1).max().unwrap_or(0);
+            if n == 0 || len.saturating_mul(DENSE_BYTES_PER_NODE) > 2 * hash_bytes(n) {
+                return Vec::new();
+            }
+            let mut t = vec![0u64; len];
+            flashgnn_io::mapped::advise_huge(&mut t);
+            t
+        };
+        let (mut slot_dense, mut row_dense) = (dense_for(slot_file), dense_for(ROW_FILE));
         let mut other = HashMap::default();
-        other.reserve(if dense { keep - slots } else { keep });
         for &(k, off, len) in kept {
             let p = pack(off, len as usize);
-            if dense && slot_key(k) {
-                slot_dense[unkey(k).1 as usize] = p;
-            } else {
-                other.insert(k, p);
+            let (file, id) = unkey(k);
+            match file {
+                f if f == slot_file && !slot_dense.is_empty() => slot_dense[id as usize] = p,
+                ROW_FILE if !row_dense.is_empty() => row_dense[id as usize] = p,
+                _ => {
+                    other.insert(k, p);
+                }
             }
         }
-        let index = slot_dense.len() * DENSE_BYTES_PER_NODE + hash_bytes(other.len());
-        (
-            Statics { arena: Vec::new(), checked: false, packed_overflow: None, slot_dense, other, entries: keep },
-            data + index,
-        )
+        let index = (slot_dense.len() + row_dense.len()) * DENSE_BYTES_PER_NODE + hash_bytes(other.len());
+        let statics = Statics {
+            arena: Vec::new(),
+            checked: false,
+            packed_overflow: None,
+            row_codec: None,
+            slot_dense,
+            row_dense,
+            other,
+            entries: keep,
+        };
+        (statics, data + index)
     }
 
     #[inline]
@@ -487,10 +520,10 @@ impl Statics {
     #[inline]
     fn extent(&self, k: u64, slot_file: u16) -> Option<std::ops::Range<usize>> {
         let (file, offset) = unkey(k);
-        let p = if file == slot_file && !self.slot_dense.is_empty() {
-            *self.slot_dense.get(offset as usize)?
-        } else {
-            *self.other.get(&k)?
+        let p = match file {
+            f if f == slot_file && !self.slot_dense.is_empty() => *self.slot_dense.get(offset as usize)?,
+            ROW_FILE if !self.row_dense.is_empty() => *self.row_dense.get(offset as usize)?,
+            _ => *self.other.get(&k)?,
         };
         if p == 0 {
             return None;
@@ -515,8 +548,9 @@ pub fn dynamic_part(budget: usize, static_bytes: usize) -> usize {
     }
 }
 
-/// Cache file index of single slots, the keys the dense table serves.
-use crate::neighbor::F_SLOT as SLOT_FILE;
+/// Cache file indices of single slots and of typed rows, the keys the dense tables serve.
+use crate::neighbor::{F_SLOT as SLOT_FILE, F_TYPE_ROW as ROW_FILE};
+use crate::rowcodec::RowCodec;
 
 /// The shared cache. Create once, wrap in an `Arc`, pass to every sampler
 /// through [`crate::SamplerConfig::cache`].
@@ -599,6 +633,10 @@ impl PageCache {
     /// (`crate::packed`; the sampler decodes their entries); None: raw pages.
     pub fn static_overflow_packed(&self) -> Option<u32> {
         self.statics.packed_overflow
+    }
+    /// The codec the static set's typed rows are held in (None: as stored).
+    pub fn static_row_codec(&self) -> Option<RowCodec> {
+        self.statics.row_codec
     }
     /// Whether slots of the static set are found through the dense table.
     pub fn static_dense(&self) -> bool {

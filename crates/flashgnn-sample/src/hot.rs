@@ -5,9 +5,10 @@
 //! - **degree** ([`NeighborSampler::hot_set_by_degree`]): one sequential
 //!   O_DIRECT scan of `graph.fg`. Under uniform neighbor sampling a node is
 //!   reached about in proportion to its in-degree (= degree on the symmetric
-//!   graphs GNNs train on), so a slot scores its node's degree (slots are
-//!   cached one by one, see `neighbor::F_SLOT`), a separate feature row its
-//!   node's degree, and an overflow page
+//!   graphs GNNs train on, and on typed graphs built with `--add-reverse`),
+//!   so a slot scores its node's degree (slots are cached one by one, see
+//!   `neighbor::F_SLOT`), a separate feature row or a typed node's row
+//!   (`neighbor::F_TYPE_ROW`) its node's degree, and an overflow page
 //!   `min(d, fanout * entries on the page)` per owner of degree `d` (the
 //!   expected sampled entries it holds). Extents are ranked by score per byte.
 //!   Costs one sequential pass (about 1 s per GB here) and no sampling.
@@ -45,7 +46,7 @@ use flashgnn_io::aligned::AlignedBuf;
 use flashgnn_io::engine::{Done, ReadReq};
 
 use crate::cache::{self, StaticSet, STATIC_ENTRY_OVERHEAD};
-use crate::neighbor::{NeighborSampler, F_FEATURES, F_GRAPH, F_OVERFLOW, F_SLOT};
+use crate::neighbor::{NeighborSampler, RowAt, F_FEATURES, F_GRAPH, F_OVERFLOW, F_SLOT, F_TYPE_ROW};
 use crate::packed;
 use crate::Result;
 
@@ -101,6 +102,10 @@ impl TopExtents {
     /// An extent of `len` bytes on disk, ranked by the bytes it is held in.
     fn offer(&mut self, score: f64, file: u16, offset: u64, len: u32) {
         let held = if file == F_OVERFLOW { self.overflow_held } else { len };
+        self.offer_held(score, file, offset, len, held)
+    }
+    /// [`TopExtents::offer`] of an extent held in `held` bytes.
+    fn offer_held(&mut self, score: f64, file: u16, offset: u64, len: u32, held: u32) {
         if score <= 0.0 {
             return;
         }
@@ -132,6 +137,13 @@ impl TopExtents {
 }
 
 impl NeighborSampler {
+    /// Bytes the static set holds a typed row in, under the codec it is
+    /// loaded with ([`NeighborSampler::hold_rows_as`]).
+    fn typed_row_held(&self) -> impl Fn(&RowAt) -> u32 {
+        let codec = self.hot_row_codec();
+        move |r: &RowAt| codec.map_or(r.bytes, |c| c.held(r.dtype, r.dim)) as u32
+    }
+
     /// Run `reqs` through the engine (up to its depth in flight), handing
     /// each completed read to `f`; on error, waits for reads in flight.
     /// At most `max_in_flight` reads are outstanding (large scan reads must
@@ -234,6 +246,9 @@ impl NeighborSampler {
         let bits = packs(&l);
         let mut reqs: Vec<ReadReq> = Vec::new();
         let mut slot_rank: HashMap<u64, usize> = HashMap::default();
+        let rows = self.row_finder();
+        let codec = self.hot_row_codec();
+        let no_row = |v: u64| crate::SampleError::Config(format!("hot set: node {v} has no typed feature row"));
         // Each extent's place in the arena, in rank order (hottest first):
         // bytes are written straight there as reads complete, in any order.
         let mut at = Vec::with_capacity(chosen.len());
@@ -243,6 +258,10 @@ impl NeighborSampler {
             total += c.cost as usize;
             if c.file == F_SLOT {
                 slot_rank.insert(c.offset, rank);
+            } else if c.file == F_TYPE_ROW {
+                // The row's extent in its type's file; the row alone is kept.
+                let r = rows.as_ref().and_then(|r| r.row(c.offset)).ok_or_else(|| no_row(c.offset))?;
+                reqs.push(ReadReq { file: r.file, offset: r.lo, len: r.len, tag: rank as u64 });
             } else {
                 reqs.push(ReadReq { file: c.file, offset: c.offset, len: c.len, tag: rank as u64 });
             }
@@ -255,7 +274,20 @@ impl NeighborSampler {
             let r = req.tag as usize;
             let c = &chosen[r];
             let mut bytes = &buf[..req.len as usize];
-            if req.file == F_OVERFLOW {
+            if c.file == F_TYPE_ROW {
+                let finder = rows.as_ref().expect("typed rows were requested");
+                let r = finder.row(c.offset).ok_or_else(|| no_row(c.offset))?;
+                let row = &bytes[r.at.min(bytes.len())..];
+                finder.check(c.offset, row, r.lo + r.at as u64)?; // CRC; names the file if short
+                bytes = &row[..r.bytes];
+                if let Some(codec) = codec.filter(|_| c.cost as usize != r.bytes) {
+                    packed.clear();
+                    if !codec.encode(r.dtype, bytes, &mut packed) {
+                        return Ok(()); // not carried by the codec: left out, read as usual
+                    }
+                    bytes = &packed;
+                }
+            } else if req.file == F_OVERFLOW {
                 check_overflow_page(&l, &files[F_OVERFLOW as usize], req.offset / page, buf)?;
                 if let Some(b) = bits {
                     packed.clear();
@@ -284,13 +316,15 @@ impl NeighborSampler {
         }
         out.sort_by_offset(); // offsets were laid out hottest first
 
-        // Every overflow page above went through `check_overflow_page` and
-        // every slot through `decode_slot` (CRC32C and bounds) right before
-        // `put_at`; the arena is never written again.
+        // Every overflow page above went through `check_overflow_page`,
+        // every typed row through its CRC and every slot through
+        // `decode_slot` (CRC32C and bounds) right before `put_at`; the arena
+        // is never written again.
         out.mark_checked();
         if let Some(b) = bits {
             out.mark_overflow_packed(b);
         }
+        out.mark_row_codec(codec);
         Ok(out)
     }
 
@@ -308,6 +342,8 @@ impl NeighborSampler {
         // so a page's owners may be seen out of order. 4 B per page.
         let mut overflow: Vec<f32> = Vec::new();
         let separate = l.placement == FeaturePlacement::Separate && l.row_bytes() > 0;
+        let rows = self.row_finder();
+        let held = self.typed_row_held();
         self.scan_slots(|v, bytes| {
             let slot = decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?;
             let d = slot.degree as f64;
@@ -315,6 +351,10 @@ impl NeighborSampler {
             if separate {
                 let (lo, len, _) = l.feature_extent(v);
                 top.offer(d, F_FEATURES, lo, len);
+            }
+            // A typed node's row, held alone (not its type's whole extent).
+            if let Some(r) = rows.as_ref().and_then(|r| r.row(v)) {
+                top.offer_held(d, F_TYPE_ROW, v, r.bytes as u32, held(&r));
             }
             let spilled = slot.overflow_len();
             if spilled > 0 {
@@ -345,6 +385,13 @@ impl NeighborSampler {
     /// node while choosing. At most `budget` bytes, read and checked,
     /// hottest first.
     pub fn hot_set_by_touches(&mut self, budget: usize, seeds: &[i64]) -> Result<StaticSet> {
+        // Its propagation follows one fanout per hop over untyped lists.
+        if self.is_typed() {
+            return Err(crate::SampleError::Config(format!(
+                "hot=\"touches\" is not built for typed (heterogeneous) datasets ({}): use \"degree\" or \"presample\"",
+                self.root().display()
+            )));
+        }
         let l = self.layout().clone();
         let n = l.num_nodes as usize;
         let p = l.page_size as u64;
@@ -469,9 +516,13 @@ impl NeighborSampler {
         let counts = self.record_accesses(false);
         r?;
         let mut top = TopExtents::new(budget, self.layout());
+        let (rows, held) = (self.row_finder(), self.typed_row_held());
         for (key, (len, n)) in counts {
             let (file, offset) = cache::unkey(key);
-            top.offer(n as f64, file, offset, len);
+            match rows.as_ref().filter(|_| file == F_TYPE_ROW).and_then(|r| r.row(offset)) {
+                Some(r) => top.offer_held(n as f64, file, offset, len, held(&r)),
+                None => top.offer(n as f64, file, offset, len),
+            }
         }
         self.load_extents(top.into_sorted())
     }

@@ -31,6 +31,7 @@ pub mod pipeline;
 pub mod probe;
 pub mod resident;
 pub mod rng;
+pub mod rowcodec;
 pub mod telemetry;
 pub mod tiers;
 pub mod walk;

@@ -10,6 +10,7 @@
 
 use crate::cache::{DatasetId, PageCache, Policy, StaticSet};
 use crate::follow::Follow;
+use crate::rowcodec::RowCodec;
 use crate::{NeighborSampler, Resident, Result, SampleError};
 
 /// Share of a cache budget for the static hot set. Slots are cached one by
@@ -66,19 +67,22 @@ impl HotChoice {
 /// A cache of `budget` bytes in all: `hot_fraction` of it for the static set
 /// chosen by `hot`, the rest dynamic under `policy`. The choosing pass frees
 /// its scan buffers and sampler before returning (and hands that memory back
-/// to the OS, so it does not count against a memory cap).
+/// to the OS, so it does not count against a memory cap). `codec`: how the
+/// static set holds typed float32 rows (`crate::rowcodec`; None: as stored,
+/// and the cache never changes a batch).
 pub fn build_cache(
     follow: &Follow,
     budget: usize,
     policy: Policy,
     hot: &HotChoice,
     hot_fraction: f64,
+    codec: Option<RowCodec>,
 ) -> Result<PageCache> {
     if matches!(hot, HotChoice::None) || (budget as f64 * hot_fraction) as usize == 0 {
         check_fraction(hot_fraction)?;
         return Ok(PageCache::new(follow.dataset_id()?, budget, policy, StaticSet::default()));
     }
-    build_cache_on(&mut follow.open()?, budget, policy, hot, hot_fraction)
+    build_cache_on(&mut follow.open()?, budget, policy, hot, hot_fraction, codec)
 }
 
 /// [`build_cache`] with the hot set chosen through `s`, a sampler already
@@ -89,10 +93,12 @@ pub fn build_cache_on(
     policy: Policy,
     hot: &HotChoice,
     hot_fraction: f64,
+    codec: Option<RowCodec>,
 ) -> Result<PageCache> {
     check_fraction(hot_fraction)?;
     let static_budget = (budget as f64 * hot_fraction) as usize;
     let id = s.dataset_id().clone();
+    s.hold_rows_as(codec);
     let statics = match hot {
         _ if matches!(hot, HotChoice::None) || static_budget == 0 => StaticSet::default(),
         HotChoice::Presample { seeds, batch_size } => {
@@ -106,6 +112,7 @@ pub fn build_cache_on(
         HotChoice::Touches { seeds } => s.hot_set_by_touches(static_budget, seeds)?,
         _ => s.hot_set_by_degree(static_budget)?,
     };
+    s.hold_rows_as(None);
     // SAFETY: malloc_trim only releases free heap pages.
     unsafe { libc::malloc_trim(0) };
     Ok(PageCache::new(id, budget, policy, statics))

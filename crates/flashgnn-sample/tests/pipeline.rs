@@ -165,26 +165,27 @@ fn tiers_are_chosen_on_what_the_reader_reads() {
     let p = rmat_dataset(d.path(), "ds", FeatureLayout::Auto, Reorder::None, 4);
     let f = follow(&p, &[5, 3]);
     let budget = 1 << 20;
-    let none = tiers::build_cache(&f, budget, Policy::S3Fifo, &HotChoice::None, 0.9).unwrap();
+    let none = tiers::build_cache(&f, budget, Policy::S3Fifo, &HotChoice::None, 0.9, None).unwrap();
     assert_eq!(none.static_bytes(), 0);
-    let deg = tiers::build_cache(&f, budget, Policy::S3Fifo, &HotChoice::Degree, 0.9).unwrap();
+    let deg = tiers::build_cache(&f, budget, Policy::S3Fifo, &HotChoice::Degree, 0.9, None).unwrap();
     assert!(deg.static_bytes() > 0 && deg.static_bytes() <= budget * 9 / 10, "{}", deg.static_bytes());
     for seeds in [vec![], (0..512).collect()] {
-        let t = tiers::build_cache(&f, budget, Policy::S3Fifo, &HotChoice::parse("touches", seeds, 64).unwrap(), 0.9);
+        let t =
+            tiers::build_cache(&f, budget, Policy::S3Fifo, &HotChoice::parse("touches", seeds, 64).unwrap(), 0.9, None);
         let t = t.unwrap();
         assert!(t.static_bytes() > 0 && t.static_bytes() <= budget * 9 / 10, "{}", t.static_bytes());
     }
     // A seed outside the graph is named, not indexed.
     let bad = HotChoice::parse("touches", vec![0, 1 << 40], 64).unwrap();
     assert!(matches!(
-        tiers::build_cache(&f, budget, Policy::S3Fifo, &bad, 0.9),
+        tiers::build_cache(&f, budget, Policy::S3Fifo, &bad, 0.9, None),
         Err(SampleError::BadRequest(m)) if m.contains("1099511627776")
     ));
     let pre = HotChoice::parse("presample", (0..512).collect(), 64).unwrap();
-    let acc = tiers::build_cache(&f, budget, Policy::Clock, &pre, 0.5).unwrap();
+    let acc = tiers::build_cache(&f, budget, Policy::Clock, &pre, 0.5, None).unwrap();
     assert!(acc.static_bytes() > 0 && acc.static_bytes() <= budget / 2);
     assert!(matches!(
-        tiers::build_cache(&f, budget, Policy::Clock, &HotChoice::Degree, 1.5),
+        tiers::build_cache(&f, budget, Policy::Clock, &HotChoice::Degree, 1.5, None),
         Err(SampleError::Config(m)) if m.contains("hot_fraction")
     ));
     assert!(matches!(HotChoice::parse("presample", vec![], 64), Err(SampleError::Config(_))));

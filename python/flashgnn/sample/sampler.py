@@ -143,19 +143,26 @@ class Cache:
     ``hot_fraction`` is 1.0: on data/ooc the whole budget as a static set
     reads less than a dynamic share does (docs/benchmarks.md). Any budget,
     including 0, gives identical batches. Process-local: a forked DataLoader
-    worker runs uncached."""
+    worker runs uncached.
+
+    ``row_codec`` (typed datasets): ``"fp16"`` or ``"int8"`` holds the
+    static set's float32 rows encoded, two or almost four times as many in
+    the same bytes; batches then carry the decoded values (fp16: relative
+    error <= 2**-11; int8: per-row scale, error <= max|row| / 254), so it is
+    opt-in. ``"none"`` (the default) holds rows as stored."""
 
     def __init__(self, path, fanouts, budget: int, policy: str = "s3fifo", hot: str = "degree",
                  hot_fraction: float = DEFAULT_HOT_FRACTION, presample_seeds=None, batch_size: int = 1024,
-                 engine: str = "uring", depth: int = DEFAULT_DEPTH):
+                 engine: str = "uring", depth: int = DEFAULT_DEPTH, row_codec: str = "none"):
         seeds = None if presample_seeds is None else np.ascontiguousarray(presample_seeds, dtype=np.int64)
         self.budget = int(budget)
         self._core = _core.Cache(os.fspath(path), [int(f) for f in fanouts], self.budget, policy, hot,
-                                 float(hot_fraction), seeds, int(batch_size), engine, int(depth))
+                                 float(hot_fraction), seeds, int(batch_size), engine, int(depth), row_codec)
 
     @classmethod
     def for_sampler(cls, sampler: "Sampler", budget: int, policy: str = "s3fifo", hot: str = "degree",
-                    hot_fraction: float = DEFAULT_HOT_FRACTION, presample_seeds=None, batch_size: int = 1024) -> "Cache":
+                    hot_fraction: float = DEFAULT_HOT_FRACTION, presample_seeds=None, batch_size: int = 1024,
+                    row_codec: str = "none") -> "Cache":
         """A cache whose hot set is chosen through ``sampler`` (its dataset,
         fanouts and engine) instead of a sampler of its own; attach it with
         :meth:`Sampler.attach_cache`. What a loader does: one engine sampler
@@ -164,7 +171,7 @@ class Cache:
         self = cls.__new__(cls)
         self.budget = int(budget)
         self._core = _core.Cache.for_sampler(sampler.core(), self.budget, policy, hot, float(hot_fraction), seeds,
-                                             int(batch_size))
+                                             int(batch_size), row_codec)
         return self
 
     def stats(self) -> dict:

@@ -281,6 +281,8 @@ impl NeighborSampler {
             want_degrees: cfg.degrees,
             static_checked: shared.as_ref().is_some_and(|c| c.static_checked()),
             static_packed: shared.as_ref().and_then(|c| c.static_overflow_packed()),
+            static_codec: shared.as_ref().and_then(|c| c.static_row_codec()),
+            hot_codec: None,
             cache: shared,
             resident: cfg.resident.clone().filter(|r| *r.dataset() == id),
             accesses: None,
@@ -327,6 +329,7 @@ impl NeighborSampler {
         self.page_cache_max = page_cache_max(self.batch_page_cache_bytes, shared.is_some());
         self.static_checked = shared.as_ref().is_some_and(|c| c.static_checked());
         self.static_packed = shared.as_ref().and_then(|c| c.static_overflow_packed());
+        self.static_codec = shared.as_ref().and_then(|c| c.static_row_codec());
         self.cache = shared;
     }
 

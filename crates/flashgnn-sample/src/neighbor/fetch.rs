@@ -272,7 +272,11 @@ impl NeighborSampler {
         let ty = node.ntype as usize;
         let rows = t.rows[ty].as_ref().expect("a type with rows");
         let (lo, len, at) = rows.layout.feature_extent(v as u64 - t.offsets[ty]);
-        let file = rows.file;
+        let (file, rb) = (rows.file, rows.layout.row_bytes());
+        let key = cache::key(F_TYPE_ROW, v as u64);
+        if let Some(a) = &mut self.accesses {
+            a.entry(key).or_insert((rb, 0)).1 += 1; // `count_access`, beside the borrow of `t`
+        }
         if let Some(m) = rows.mem.as_deref().filter(|_| self.trace.is_none()) {
             // The `memory` engine's copy: checked here, copied once into
             // the type's `x` by `canonical_typed` (no read, no buffer).
@@ -286,7 +290,27 @@ impl NeighborSampler {
             return Ok(());
         }
         if let Some(c) = self.cache.as_deref() {
-            if let Some(data) = c.get_dynamic(cache::key(F_TYPE_ROW, v as u64)) {
+            if let Some(r) = c.get_static_extent(key) {
+                self.cache_hits[0] += 1;
+                self.bytes_used += rb as u64;
+                if r.len() != rb as usize {
+                    // Held encoded (checked before it was): decoded into the batch's rows.
+                    let codec = self.static_codec.expect("an encoded row has a codec");
+                    self.nodes[i as usize].feature = Some(self.features.len());
+                    codec.decode(c.static_at(r), &mut self.features);
+                    return Ok(());
+                }
+                // The row alone, copied once into the type's `x` by
+                // `canonical_typed`; checked when the sampler loaded the set.
+                if !self.static_checked {
+                    check_type_row(t, ty, v as u64, c.static_at(r.clone()), lo + at as u64, 0)?;
+                }
+                let a = c.static_at(r.clone());
+                prefetch(a.as_ptr(), a.len());
+                self.nodes[i as usize].feature = Some(FEAT_IN_ARENA | r.start);
+                return Ok(());
+            }
+            if let Some(data) = c.get_dynamic(key) {
                 self.cache_hits[1] += 1;
                 return self.on_type_row(i as usize, &data);
             }
@@ -611,7 +635,7 @@ fn check_overflow_once(
 /// Node `v`'s row (of type `ty`) inside `extent`, its sector-aligned extent
 /// at byte `lo` of the type's table (the row at `at` in it), checked against
 /// the type's CRC bound to the global id.
-fn check_type_row<'a>(
+pub(super) fn check_type_row<'a>(
     t: &super::typed::Typed,
     ty: usize,
     v: u64,

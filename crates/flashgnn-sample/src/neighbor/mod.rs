@@ -54,6 +54,7 @@ pub use config::{
 };
 use fetch::{Ready, Waiter};
 use trace::TraceCap;
+pub(crate) use typed::RowAt;
 use typed::Typed;
 pub use typed::{EdgeTypeBatch, NodeTypeBatch, TypedBatch};
 
@@ -70,8 +71,9 @@ pub(crate) const F_FEATURES: u16 = 2;
 pub(crate) const F_SLOT: u16 = 3;
 /// Cross-batch cache keys of a typed dataset's feature rows: a pseudo file
 /// index with the row's global node id in place of the offset (the global
-/// id names the type and the row). Dynamic part only: hot sets hold slots,
-/// overflow pages and `features.fg` rows.
+/// id names the type and the row; the types' own files have engine indices
+/// from 2 up, so they are never keys). A static hot set holds the row alone
+/// (`NeighborSampler::type_row_extent`), the dynamic part the extent read.
 pub(crate) const F_TYPE_ROW: u16 = 4;
 
 /// `Node::feature` offsets with one of these tags in their top two bits are
@@ -363,6 +365,12 @@ pub struct NeighborSampler {
     /// A typed dataset's node and edge types, per-type fanouts, row tables
     /// and labels (None: homogeneous).
     typed: Option<Arc<Typed>>,
+    /// The codec a static hot set this sampler loads holds typed float32
+    /// rows in ([`NeighborSampler::hold_rows_as`]; None: as stored).
+    hot_codec: Option<crate::rowcodec::RowCodec>,
+    /// The attached cache's [`PageCache::static_row_codec`]: static hits on
+    /// typed rows of another length than the row are decoded by it.
+    static_codec: Option<crate::rowcodec::RowCodec>,
 }
 
 impl NeighborSampler {
@@ -517,6 +525,21 @@ impl NeighborSampler {
     /// one-type view when it has none).
     pub fn type_table(&self) -> Option<&flashgnn_format::types::TypeTable> {
         self.typed.as_ref().map(|t| &t.table)
+    }
+
+    /// Hold typed float32 rows of the static hot sets this sampler loads
+    /// from now on encoded by `codec` (`crate::rowcodec`; None: as stored).
+    pub fn hold_rows_as(&mut self, codec: Option<crate::rowcodec::RowCodec>) {
+        self.hot_codec = codec;
+    }
+    pub(crate) fn hot_row_codec(&self) -> Option<crate::rowcodec::RowCodec> {
+        self.hot_codec
+    }
+
+    /// Where a typed dataset's rows lie, and their checks, detached from
+    /// the sampler (for the hot-set loader's callbacks). None: homogeneous.
+    pub(crate) fn row_finder(&self) -> Option<typed::RowFinder> {
+        self.typed.clone().map(typed::RowFinder)
     }
 
     /// Refuse `what` on a typed dataset, by name.

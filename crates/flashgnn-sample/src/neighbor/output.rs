@@ -254,23 +254,27 @@ impl NeighborSampler {
                 dim = rows.layout.feature_dim;
                 reserve_rows(&mut x, ord.len() * dim as usize * x_dtype.size());
                 let mem = rows.mem.as_deref().map_or(&[][..], |m| m.as_slice());
+                // A row in the `memory` engine's copy of the type's table or
+                // in the cache's static arena (checked when found), else in
+                // the batch's rows.
+                let row_at = |off: usize| {
+                    let at = off & FEAT_OFFSET;
+                    match off & !FEAT_OFFSET {
+                        FEAT_IN_FEATURES => &mem[at..at + rb],
+                        0 => &self.features[at..at + rb],
+                        _ => self.cache.as_deref().expect("a static hit has a cache").static_at(at..at + rb),
+                    }
+                };
                 for (pos, &i) in ord.iter().enumerate() {
                     let node = &self.nodes[i as usize];
                     let off = node
                         .feature
                         .ok_or_else(|| SampleError::BadRequest(format!("internal: no features for node {}", node.v)))?;
-                    let at = off & FEAT_OFFSET;
-                    // A row in the `memory` engine's copy of the type's table
-                    // (checked when found), else in the batch's rows.
-                    let row = if off & !FEAT_OFFSET == FEAT_IN_FEATURES {
-                        &mem[at..at + rb]
-                    } else {
-                        &self.features[at..at + rb]
-                    };
-                    if let Some(&j) = ord.get(pos + GATHER_AHEAD) {
-                        if let Some(o) = self.nodes[j as usize].feature.filter(|o| o & !FEAT_OFFSET == FEAT_IN_FEATURES)
-                        {
-                            prefetch(mem[(o & FEAT_OFFSET)..].as_ptr(), rb);
+                    let row = row_at(off);
+                    // Rows a few places ahead: random places in a table or the arena.
+                    if let Some(o) = ord.get(pos + GATHER_AHEAD).and_then(|&j| self.nodes[j as usize].feature) {
+                        if o & !FEAT_OFFSET != 0 {
+                            prefetch(row_at(o).as_ptr(), rb);
                         }
                     }
                     if stored == x_dtype {

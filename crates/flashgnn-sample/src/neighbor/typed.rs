@@ -13,8 +13,10 @@
 //! - **Rows per type** from `t<i>.features.fg` (engine files after
 //!   graph.fg and overflow.fg), the row of global node `v` of type `t` being
 //!   local row `v - offset(t)`, checked against `t<i>.feature_crc.npy` at the
-//!   global position. They bypass the cross-batch cache (slots and overflow
-//!   pages are cached as usual). Labels per type by local id.
+//!   global position. The cross-batch cache holds them under
+//!   `F_TYPE_ROW` (global id): a static hot set by degree or access counts,
+//!   optionally encoded (`crate::rowcodec`), and the dynamic part. Labels
+//!   per type by local id.
 //! - **The typed [`Batch`](super::Batch) parts** ([`TypedBatch`]), built by
 //!   `canonical_typed` (output.rs).
 
@@ -93,6 +95,43 @@ impl TypeRows {
         }
         self.mem_checked = true;
         Ok(())
+    }
+}
+
+/// Where a typed dataset's feature rows lie and how each is checked (the
+/// sampler's [`Typed`], shared).
+#[derive(Clone)]
+pub(crate) struct RowFinder(pub(super) Arc<Typed>);
+
+/// Where one typed row lies ([`RowFinder::row`]).
+pub(crate) struct RowAt {
+    /// Engine file index of its type's table.
+    pub file: u16,
+    /// The sector-aligned extent read for it, and the row's place in it.
+    pub lo: u64,
+    pub len: u32,
+    pub at: usize,
+    /// Row bytes, values per row and their dtype.
+    pub bytes: usize,
+    pub dim: usize,
+    pub dtype: flashgnn_format::Dtype,
+}
+
+impl RowFinder {
+    /// Node `v`'s row; None for a type without rows.
+    pub fn row(&self, v: u64) -> Option<RowAt> {
+        let t = &self.0;
+        let ty = t.type_of(v);
+        let rows = t.rows[ty].as_ref()?;
+        let (lo, len, at) = rows.layout.feature_extent(v - t.offsets[ty]);
+        let (bytes, dim, dtype) =
+            (rows.layout.row_bytes() as usize, rows.layout.feature_dim as usize, rows.layout.feature_dtype);
+        Some(RowAt { file: rows.file, lo, len, at, bytes, dim, dtype })
+    }
+    /// Check node `v`'s row `bytes` (the row alone, found at `offset` of its
+    /// type's file) against its CRC; the error names file, offset and node.
+    pub fn check(&self, v: u64, bytes: &[u8], offset: u64) -> Result<()> {
+        super::fetch::check_type_row(&self.0, self.0.type_of(v), v, bytes, offset, 0).map(|_| ())
     }
 }
 
