@@ -128,6 +128,19 @@ impl Follow {
         s.sample(seeds, seed)
     }
 
+    /// [`Self::prepare`], then one link batch (`crate::link`).
+    pub fn sample_link(
+        &self,
+        s: &mut NeighborSampler,
+        src: &[i64],
+        dst: &[i64],
+        spec: &crate::LinkSpec,
+        seed: u64,
+    ) -> Result<crate::Batch> {
+        self.prepare(s)?;
+        s.sample_link(src, dst, spec, seed)
+    }
+
     /// [`Self::prepare`], then one random-walk batch.
     pub fn random_walk(
         &self,

@@ -25,6 +25,7 @@ pub mod budget;
 pub mod cache;
 pub mod follow;
 pub mod hot;
+pub mod link;
 pub mod neighbor;
 mod packed;
 pub mod pipeline;
@@ -38,6 +39,7 @@ pub mod walk;
 
 pub use cache::{DatasetId, PageCache, Policy, StaticSet};
 pub use follow::{Follow, View};
+pub use link::{DegreeWeights, LinkPart, LinkSpec, NegDist, NegMode};
 pub use neighbor::{
     samplers_opened, Batch, EdgeTypeBatch, Gather, NeighborSampler, NodeTypeBatch, SamplerConfig, TypedBatch,
     BATCH_PAGE_CACHE_BYTES, BUF_POOL_BYTES, ENGINE_BYTES_PER_PRODUCER, MAX_HOPS,

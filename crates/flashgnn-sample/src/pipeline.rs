@@ -12,7 +12,9 @@
 //!   takes every W-th batch: one batch's tail overlaps the next one's head.
 //! - Batch i is the seeds `order[i*B .. (i+1)*B]` under batch seed
 //!   `seed + i`, so the batches — and their order — do not depend on the
-//!   number of producers.
+//!   number of producers. A link epoch ([`Pipeline::start_links`]) cuts
+//!   its supervision edges the same way: batch i is edges `i*B ..
+//!   (i+1)*B` under `seed + i` (`crate::link`).
 //! - At most `prefetch` finished batches wait in all (rounded up to a
 //!   multiple of W): the memory bound `flashgnn.budget` counts.
 //! - An error in a producer (opening its sampler, a batch) is handed out in
@@ -27,12 +29,13 @@
 //! A pipeline that crossed a fork must be leaked there (`std::mem::forget`),
 //! not dropped — the bindings do that.
 
+use std::ops::Range;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crate::follow::Follow;
-use crate::{Batch, Result, SampleError, Telemetry};
+use crate::{Batch, LinkSpec, NeighborSampler, Result, SampleError, Telemetry};
 
 /// Most producer threads one pipeline starts (more are clamped to it); each
 /// holds its own ring and [`crate::ENGINE_BYTES_PER_PRODUCER`] of buffers.
@@ -72,18 +75,55 @@ pub struct Pipeline {
 impl Pipeline {
     /// Start the producers over `order`. Refuses `batch_size == 0`.
     pub fn start(follow: &Follow, order: Arc<Vec<i64>>, opts: &PipelineOptions) -> Result<Pipeline> {
+        let len = order.len();
+        Self::spawn(follow, len, opts, move |follow, s, range, seed| follow.sample(s, &order[range], seed))
+    }
+
+    /// Start the producers over the supervision edges `src[i] -> dst[i]`
+    /// (in epoch order), one link batch per `batch_size` edges drawn by
+    /// `spec`. Refuses `batch_size == 0` and `src`, `dst` of different
+    /// lengths.
+    pub fn start_links(
+        follow: &Follow,
+        src: Arc<Vec<i64>>,
+        dst: Arc<Vec<i64>>,
+        spec: Arc<LinkSpec>,
+        opts: &PipelineOptions,
+    ) -> Result<Pipeline> {
+        if src.len() != dst.len() {
+            return Err(SampleError::BadRequest(format!(
+                "link epoch: {} sources but {} destinations",
+                src.len(),
+                dst.len()
+            )));
+        }
+        let len = src.len();
+        Self::spawn(follow, len, opts, move |follow, s, range, seed| {
+            follow.sample_link(s, &src[range.clone()], &dst[range], &spec, seed)
+        })
+    }
+
+    /// Producers cutting `len` inputs into batches; `batch` samples the
+    /// inputs in a range with a batch seed.
+    fn spawn(
+        follow: &Follow,
+        len: usize,
+        opts: &PipelineOptions,
+        batch: impl Fn(&Follow, &mut NeighborSampler, Range<usize>, u64) -> Result<Batch> + Send + Sync + 'static,
+    ) -> Result<Pipeline> {
         let bs = opts.batch_size;
         if bs == 0 {
             return Err(SampleError::Config("batch_size must be > 0".into()));
         }
+        let batch = Arc::new(batch);
         let workers = opts.producers.clamp(1, MAX_PRODUCERS);
-        let total = if opts.drop_last { order.len() / bs } else { order.len().div_ceil(bs) };
+        let total = if opts.drop_last { len / bs } else { len.div_ceil(bs) };
         let per_worker = opts.prefetch.max(1).div_ceil(workers);
         let mut rxs = Vec::with_capacity(workers);
         let mut handles = Vec::with_capacity(workers);
         for w in 0..workers {
             let (tx, rx) = sync_channel(per_worker);
-            let (follow, order, seed) = (follow.clone(), order.clone(), opts.seed);
+            let (follow, batch, seed) = (follow.clone(), batch.clone(), opts.seed);
             let spawned = std::thread::Builder::new().name(format!("flashgnn-producer-{w}")).spawn(move || {
                 let mut s = match follow.open() {
                     Ok(s) => s,
@@ -93,8 +133,7 @@ impl Pipeline {
                     }
                 };
                 for i in (w..total).step_by(workers) {
-                    let chunk = &order[i * bs..((i + 1) * bs).min(order.len())];
-                    let r = follow.sample(&mut s, chunk, seed.wrapping_add(i as u64));
+                    let r = batch(&follow, &mut s, i * bs..((i + 1) * bs).min(len), seed.wrapping_add(i as u64));
                     let stop = r.is_err();
                     if tx.send(r).is_err() || stop {
                         break;

@@ -35,8 +35,16 @@ impl NeighborSampler {
     /// (internal ids). Through the snapshot, if any: nodes in its overlay
     /// are answered from memory, the rest read from the base.
     pub fn fetch_lists(&mut self, nodes: &[u32]) -> Result<Vec<NodeData>> {
+        self.fetch_lists_keeping(nodes, false)
+    }
+
+    /// [`Self::fetch_lists`]; with `keep`, every page read (checked) is kept
+    /// in the current batch's pages, so the batch that follows in the same
+    /// request ([`Self::sample_started`]) is served from them instead of
+    /// reading them again.
+    pub(crate) fn fetch_lists_keeping(&mut self, nodes: &[u32], keep: bool) -> Result<Vec<NodeData>> {
         let Some(snap) = self.snapshot() else {
-            return self.read_lists(nodes);
+            return self.read_lists(nodes, keep);
         };
         let mut out = vec![NodeData::default(); nodes.len()];
         let (mut disk, mut at) = (Vec::new(), Vec::new());
@@ -56,7 +64,7 @@ impl NeighborSampler {
                 }
             }
         }
-        for (i, d) in at.into_iter().zip(self.read_lists(&disk)?) {
+        for (i, d) in at.into_iter().zip(self.read_lists(&disk, keep)?) {
             out[i] = d;
         }
         Ok(out)
@@ -64,7 +72,7 @@ impl NeighborSampler {
 
     /// [`Self::fetch_lists`] from the base alone, with every read in flight
     /// at once and one read per page shared by all nodes on it.
-    fn read_lists(&mut self, nodes: &[u32]) -> Result<Vec<NodeData>> {
+    fn read_lists(&mut self, nodes: &[u32], keep: bool) -> Result<Vec<NodeData>> {
         let l = self.layout().clone();
         let p = l.page_size as u64;
         let mut out: Vec<NodeData> = vec![NodeData::default(); nodes.len()];
@@ -165,6 +173,10 @@ impl NeighborSampler {
                     }
                     Ok(())
                 })();
+                let tag = d.req.tag;
+                if keep && r.is_ok() && tag >> 56 != 1 {
+                    self.keep_batch_page((tag >> 48 & 0xff) as u16, tag & ((1 << 48) - 1), d.buf.as_slice());
+                }
                 self.pool_mut().put(d.buf);
                 if let Err(e) = r {
                     self.drain_io();

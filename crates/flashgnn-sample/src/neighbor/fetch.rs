@@ -494,6 +494,14 @@ impl NeighborSampler {
         }
     }
 
+    /// Keep page `page` of `file`, read and checked outside the batch's own
+    /// loop (a link batch's list reads, `crate::link`), for the rest of the
+    /// batch, within the same bound as every batch page.
+    pub(crate) fn keep_batch_page(&mut self, file: u16, page: u64, bytes: &[u8]) {
+        let p = self.layout.page_size as u64;
+        self.keep(file, page * p, bytes, true);
+    }
+
     /// Drop this batch's pages (end of a batch).
     pub(super) fn clear_page_cache(&mut self) {
         self.page_cache.clear();

@@ -170,6 +170,9 @@ pub struct Batch {
     /// (the homogeneous fields above are then empty but `batch_size`).
     /// None for a homogeneous dataset, whose batch is the fields above.
     pub typed: Option<Box<TypedBatch>>,
+    /// A link batch's supervision edges and negatives as local ids
+    /// ([`crate::link`]); None for a node batch.
+    pub link: Option<Box<crate::link::LinkPart>>,
 }
 
 impl Default for Batch {
@@ -187,6 +190,7 @@ impl Default for Batch {
             missing: Vec::new(),
             deg: Vec::new(),
             typed: None,
+            link: None,
         }
     }
 }
@@ -258,7 +262,7 @@ struct Node {
 }
 
 /// What a batch's telemetry is measured from, taken when it starts.
-struct BatchStart {
+pub(crate) struct BatchStart {
     t0: Instant,
     cpu0: f64,
     io0: IoCounters,
@@ -466,9 +470,16 @@ impl NeighborSampler {
     }
 
     /// Sample one mini-batch around `seeds` (original ids) with `seed`.
-    /// Sample one mini-batch around `seeds` (original ids) with `seed`.
     pub fn sample(&mut self, seeds: &[i64], seed: u64) -> Result<Batch> {
         let start = self.begin_batch();
+        self.sample_started(start, seeds, seed)
+    }
+
+    /// [`Self::sample`] of a batch already begun: pages read since
+    /// [`Self::begin_batch`] (a link batch's list reads, `crate::link`) are
+    /// served from this batch's pages, not read again, and count in its
+    /// telemetry.
+    pub(crate) fn sample_started(&mut self, start: BatchStart, seeds: &[i64], seed: u64) -> Result<Batch> {
         let n = self.num_nodes();
         let mut seed_idx = Vec::with_capacity(seeds.len());
         for &s in seeds {
@@ -555,7 +566,7 @@ impl NeighborSampler {
 
     /// Clear the per-batch state (its allocations are kept for the next
     /// batch); returns what the batch's telemetry is measured from.
-    fn begin_batch(&mut self) -> BatchStart {
+    pub(crate) fn begin_batch(&mut self) -> BatchStart {
         let start = BatchStart {
             t0: Instant::now(),
             cpu0: thread_cpu_seconds(),

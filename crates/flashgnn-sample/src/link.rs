@@ -1,0 +1,462 @@
+//! Link-prediction batches: a batch of supervision edges `(src, dst)`, the
+//! negatives drawn for them, and the neighbourhood of every endpoint, in one
+//! request ([`NeighborSampler::sample_link`]).
+//!
+//! What a link batch is, in PyG's terms (`torch_geometric.sampler.
+//! neighbor_sampler.edge_sample`, not disjoint):
+//!
+//! - **negatives**: `binary` draws `ceil(P * amount)` random pairs (a source
+//!   and a destination each); `triplet` draws `amount` destinations per
+//!   positive (`P * amount`, the negatives of positive `i` at `i * amount
+//!   ..`). [`NegDist::Uniform`] draws every node with probability `1/N`,
+//!   [`NegDist::Degree`] with probability proportional to `degree^0.75`
+//!   (word2vec's and PinSage's smoothing).
+//! - **seeds**: the sorted distinct ids of every endpoint, concatenated as
+//!   PyG does (`[src, src_neg, dst, dst_neg]` for binary and for no
+//!   negatives, `[src, dst, dst_neg]` for triplet); [`LinkPart::index`] is
+//!   each endpoint's local id in that order (PyG's `inverse_seed`).
+//! - **excluding true edges** (`LinkSpec::exclude_true_edges`): a negative
+//!   `(s, d)` that is a stored edge (`s` in `d`'s list) is redrawn (its
+//!   destination, from a key of its own per round), at most
+//!   [`EXCLUDE_ROUNDS_MAX`] rounds; what is left is kept and counted
+//!   ([`LinkPart::false_negatives`]). The lists are read with every read in
+//!   flight and their pages kept in the batch's pages, so the sampling pass
+//!   that follows serves those destinations' slots without reading them
+//!   again (their slots are read anyway: they are seeds).
+//! - **excluding seed edges** (`LinkSpec::exclude_seed_edges`, GraphBolt's
+//!   `exclude_seed_edges(include_reverse_edges=True)`): every sampled edge
+//!   `(u, v)` with `(u, v)` or `(v, u)` a positive of the batch is removed
+//!   from `edge_index` after sampling (nodes stay; `num_sampled_edges`
+//!   counts what is left).
+//!
+//! Invariant: a link batch is a pure function of (dataset, fanouts, src,
+//! dst, spec, seed): every draw is keyed by (seed, stream, round, index)
+//! through [`NodeRng`], never by arrival order.
+//!
+//! Memory: the degree table is 4 B per node (an `f32` weight) plus 8 B per
+//! [`DEGREE_BLOCK`] nodes (a running sum per block), built by one
+//! sequential scan of the slots and shared by every producer; the exclusion
+//! holds the full lists of the batch's negative destinations (4 B per entry)
+//! for the batch only.
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap as HashMap;
+
+use flashgnn_format::slot::decode_slot;
+
+use crate::neighbor::{Batch, NeighborSampler};
+use crate::rng::NodeRng;
+use crate::{Result, SampleError};
+
+/// Nodes per running sum of the degree table: a draw binary-searches the
+/// `N / 64` sums, then adds at most 64 weights (8 B of sum per 64 nodes,
+/// 0.125 B a node on top of the 4 B weight).
+pub const DEGREE_BLOCK: usize = 64;
+
+/// Rounds of redrawing negatives that are stored edges before the rest are
+/// kept (and counted): with a fraction `f` of a destination's candidates
+/// being true edges, one is left after 16 rounds with probability `f^16`
+/// (1.5e-5 at f = 0.5); a node adjacent to every node can never be fixed.
+pub const EXCLUDE_ROUNDS_MAX: u32 = 16;
+
+/// The exponent of degree-weighted negatives (word2vec, PinSage).
+pub const DEGREE_EXPONENT: f64 = 0.75;
+
+/// Key streams of the negative draws (distinct from the neighbour draws,
+/// which use the batch seed as it is).
+const STREAM_SRC: u64 = 0x6e65_675f_7372_6300; // "neg_src"
+const STREAM_DST: u64 = 0x6e65_675f_6473_7400; // "neg_dst"
+
+/// PyG's negative sampling modes (`NegativeSampling.mode`), and none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NegMode {
+    None,
+    Binary,
+    Triplet,
+}
+
+impl NegMode {
+    pub fn parse(s: &str) -> Result<NegMode> {
+        match s {
+            "none" => Ok(NegMode::None),
+            "binary" => Ok(NegMode::Binary),
+            "triplet" => Ok(NegMode::Triplet),
+            _ => Err(SampleError::Config(format!("negative sampling mode {s:?}: expected none, binary or triplet"))),
+        }
+    }
+}
+
+/// Where negatives are drawn from.
+#[derive(Debug, Clone)]
+pub enum NegDist {
+    /// Every node with probability `1 / N`.
+    Uniform,
+    /// Node `v` with probability `w(v) / sum w`, `w(v) = degree(v)^0.75`.
+    Degree(Arc<DegreeWeights>),
+}
+
+/// How a link batch is drawn.
+#[derive(Debug, Clone)]
+pub struct LinkSpec {
+    pub mode: NegMode,
+    /// Negatives per positive: any value > 0 for binary (`ceil(P * amount)`
+    /// in all), an integer >= 1 for triplet; ignored for [`NegMode::None`].
+    pub amount: f64,
+    pub dist: NegDist,
+    /// Redraw a negative `(s, d)` that is a stored edge.
+    pub exclude_true_edges: bool,
+    /// Remove the positives and their reverses from the sampled edges.
+    pub exclude_seed_edges: bool,
+}
+
+impl Default for LinkSpec {
+    fn default() -> Self {
+        LinkSpec {
+            mode: NegMode::None,
+            amount: 1.0,
+            dist: NegDist::Uniform,
+            exclude_true_edges: false,
+            exclude_seed_edges: false,
+        }
+    }
+}
+
+impl LinkSpec {
+    /// Negatives for `num_pos` positives, after checking `amount`.
+    pub fn num_negatives(&self, num_pos: usize) -> Result<usize> {
+        let a = self.amount;
+        match self.mode {
+            NegMode::None => Ok(0),
+            _ if !(a.is_finite() && a > 0.0) => {
+                Err(SampleError::BadRequest(format!("negative sampling amount {a}: must be > 0")))
+            }
+            NegMode::Binary => Ok((num_pos as f64 * a).ceil() as usize),
+            NegMode::Triplet if a.fract() != 0.0 => Err(SampleError::BadRequest(format!(
+                "negative sampling amount {a}: triplet mode takes an integer number of negatives per positive"
+            ))),
+            NegMode::Triplet => Ok(num_pos * a as usize),
+        }
+    }
+}
+
+/// A link batch's part of a [`Batch`]: where its endpoints are among the
+/// batch's nodes, and the negatives drawn.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LinkPart {
+    /// Local id (index into `n_id`) of every endpoint, in PyG's order:
+    /// `[src, src_neg, dst, dst_neg]` (binary, none) or `[src, dst,
+    /// dst_neg]` (triplet).
+    pub index: Vec<i64>,
+    /// Negative sources (original ids; binary only).
+    pub src_neg: Vec<i64>,
+    /// Negative destinations (original ids).
+    pub dst_neg: Vec<i64>,
+    /// Positives in the batch.
+    pub num_pos: usize,
+    /// Negatives redrawn because they were stored edges.
+    pub redrawn: u64,
+    /// Negatives still stored edges after [`EXCLUDE_ROUNDS_MAX`] rounds.
+    pub false_negatives: u64,
+    /// Sampled edges removed as positives or their reverses.
+    pub seed_edges_removed: u64,
+}
+
+/// `degree^0.75` of every node (by original id), for degree-weighted
+/// negatives: 4 B a node plus 8 B per [`DEGREE_BLOCK`] nodes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DegreeWeights {
+    weight: Vec<f32>,
+    /// `sums[b]` = total weight of the nodes before block `b`; `blocks + 1` entries.
+    sums: Vec<f64>,
+}
+
+impl DegreeWeights {
+    /// The table of `degrees` (by original id).
+    pub fn from_degrees(degrees: &[u32]) -> DegreeWeights {
+        let weight: Vec<f32> = degrees.iter().map(|&d| (d as f64).powf(DEGREE_EXPONENT) as f32).collect();
+        let mut sums = Vec::with_capacity(weight.len().div_ceil(DEGREE_BLOCK) + 1);
+        let mut acc = 0.0f64;
+        sums.push(0.0);
+        for block in weight.chunks(DEGREE_BLOCK) {
+            acc += block.iter().map(|&w| w as f64).sum::<f64>();
+            sums.push(acc);
+        }
+        DegreeWeights { weight, sums }
+    }
+
+    pub fn num_nodes(&self) -> u64 {
+        self.weight.len() as u64
+    }
+
+    /// Sum of every weight.
+    pub fn total(&self) -> f64 {
+        *self.sums.last().expect("sums has blocks + 1 entries")
+    }
+
+    /// The probability of drawing node `v`.
+    pub fn probability(&self, v: u64) -> f64 {
+        self.weight[v as usize] as f64 / self.total()
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.weight.len() * 4 + self.sums.len() * 8
+    }
+
+    /// The node at `u` in [0, 1) of the cumulative distribution; never a
+    /// node of weight 0 (the table must have a positive total).
+    pub fn draw(&self, u: f64) -> u64 {
+        let target = u * self.total();
+        // The block whose running sum range holds `target`.
+        let b = self.sums.partition_point(|&s| s <= target).saturating_sub(1).min(self.sums.len() - 2);
+        let lo = b * DEGREE_BLOCK;
+        let hi = (lo + DEGREE_BLOCK).min(self.weight.len());
+        let mut acc = self.sums[b];
+        let mut last = None;
+        for v in lo..hi {
+            let w = self.weight[v] as f64;
+            if w > 0.0 {
+                acc += w;
+                last = Some(v);
+                if target < acc {
+                    return v as u64;
+                }
+            }
+        }
+        // Rounding put `target` at the block's very end: its last weighted node.
+        match last {
+            Some(v) => v as u64,
+            None => self.draw_after(b),
+        }
+    }
+
+    /// The first weighted node after block `b` (or before it): only reached
+    /// through rounding at a block's edge.
+    fn draw_after(&self, b: usize) -> u64 {
+        let start = (b + 1) * DEGREE_BLOCK;
+        let after = self.weight[start.min(self.weight.len())..].iter().position(|&w| w > 0.0).map(|i| start + i);
+        let v = after.or_else(|| self.weight.iter().rposition(|&w| w > 0.0)).expect("a positive total has a node");
+        v as u64
+    }
+}
+
+impl NegDist {
+    /// Draw number `i` of stream `stream` in round `round` under `seed`.
+    fn draw(&self, n: u64, seed: u64, stream: u64, round: u32, i: usize) -> u64 {
+        let mut rng = NodeRng::new(seed ^ stream ^ (round as u64) << 32, i as u64);
+        match self {
+            NegDist::Uniform => rng.below(n),
+            // 53 random bits: a uniform double in [0, 1).
+            NegDist::Degree(w) => w.draw((rng.next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)),
+        }
+    }
+}
+
+impl NeighborSampler {
+    /// The degree table of this dataset (one sequential scan of every slot).
+    /// Degrees are the stored lists' lengths: a mutable graph's log is not
+    /// reflected. Refused on a typed dataset and on a graph without edges
+    /// (no node could be drawn).
+    pub fn degree_weights(&mut self) -> Result<DegreeWeights> {
+        self.refuse_typed("degree-weighted negatives")?;
+        let l = self.layout().clone();
+        let file = self.file_names()[0].clone();
+        let mut deg = vec![0u32; l.num_nodes as usize];
+        self.scan_slots(|v, bytes| {
+            let s = decode_slot(&l, v, bytes, &file)?;
+            // decode_slot checks original_id < num_nodes.
+            deg[s.original_id as usize] = s.degree;
+            Ok(())
+        })?;
+        let w = DegreeWeights::from_degrees(&deg);
+        if w.total() <= 0.0 {
+            return Err(SampleError::BadRequest(format!(
+                "{}: degree-weighted negatives need at least one edge; the graph has none",
+                self.root().display()
+            )));
+        }
+        Ok(w)
+    }
+
+    /// One link batch: the positives `src[i] -> dst[i]` (original ids), the
+    /// negatives `spec` asks for, and the `fanouts`-hop neighbourhood of
+    /// every endpoint, as a [`Batch`] whose `link` says where each endpoint
+    /// is (module docs).
+    pub fn sample_link(&mut self, src: &[i64], dst: &[i64], spec: &LinkSpec, seed: u64) -> Result<Batch> {
+        self.refuse_typed("link batches")?;
+        let n = self.num_nodes();
+        if src.len() != dst.len() {
+            return Err(SampleError::BadRequest(format!(
+                "link batch: {} sources but {} destinations",
+                src.len(),
+                dst.len()
+            )));
+        }
+        for (name, ids) in [("source", src), ("destination", dst)] {
+            if let Some((i, &v)) = ids.iter().enumerate().find(|&(_, &v)| v < 0 || v as u64 >= n) {
+                return Err(SampleError::BadRequest(format!(
+                    "link batch: {name} node id {v} (edge {i}) out of range [0, {n})"
+                )));
+            }
+        }
+        if let NegDist::Degree(w) = &spec.dist {
+            if w.num_nodes() != n {
+                return Err(SampleError::Config(format!(
+                    "degree table of {} nodes for a dataset of {n}",
+                    w.num_nodes()
+                )));
+            }
+        }
+        let num_pos = src.len();
+        let num_neg = spec.num_negatives(num_pos)?;
+        let start = self.begin_batch();
+        let d = &spec.dist;
+        let src_neg: Vec<i64> = if spec.mode == NegMode::Binary {
+            (0..num_neg).map(|i| d.draw(n, seed, STREAM_SRC, 0, i) as i64).collect()
+        } else {
+            Vec::new()
+        };
+        let mut dst_neg: Vec<i64> = (0..num_neg).map(|i| d.draw(n, seed, STREAM_DST, 0, i) as i64).collect();
+        let mut link = LinkPart { num_pos, ..Default::default() };
+        if spec.exclude_true_edges && num_neg > 0 {
+            let per = spec.amount as usize; // triplet: negatives per positive
+            let source: Vec<i64> = if spec.mode == NegMode::Binary {
+                src_neg.clone()
+            } else {
+                (0..num_neg).map(|j| src[j / per]).collect()
+            };
+            (link.redrawn, link.false_negatives) = self.exclude_true_edges(&source, &mut dst_neg, d, seed)?;
+        }
+        let mut all: Vec<i64> = Vec::with_capacity(2 * num_pos + src_neg.len() + dst_neg.len());
+        all.extend_from_slice(src);
+        all.extend_from_slice(&src_neg); // empty but for binary
+        all.extend_from_slice(dst);
+        all.extend_from_slice(&dst_neg);
+        // PyG's seeds: sorted distinct ids (torch.unique), each endpoint's local id its rank.
+        let mut seeds = all.clone();
+        seeds.sort_unstable();
+        seeds.dedup();
+        link.index = all.iter().map(|v| seeds.binary_search(v).expect("every endpoint is a seed") as i64).collect();
+        let mut b = self.sample_started(start, &seeds, seed)?;
+        if spec.exclude_seed_edges {
+            link.seed_edges_removed = remove_seed_edges(&mut b, src, dst);
+        }
+        link.src_neg = src_neg;
+        link.dst_neg = dst_neg;
+        b.link = Some(Box::new(link));
+        Ok(b)
+    }
+
+    /// Redraw every negative `(source[j], dst_neg[j])` whose pair is a stored
+    /// edge, up to [`EXCLUDE_ROUNDS_MAX`] rounds; returns (redrawn, left).
+    fn exclude_true_edges(
+        &mut self,
+        source: &[i64],
+        dst_neg: &mut [i64],
+        d: &NegDist,
+        seed: u64,
+    ) -> Result<(u64, u64)> {
+        let n = self.num_nodes();
+        // Full list of each destination seen (internal ids, sorted), by internal id.
+        let mut lists: HashMap<u32, Vec<u32>> = HashMap::default();
+        let mut todo: Vec<usize> = (0..dst_neg.len()).collect();
+        let mut redrawn = 0u64;
+        for round in 0..=EXCLUDE_ROUNDS_MAX {
+            let mut need: Vec<u32> =
+                todo.iter().map(|&j| self.internal_of(dst_neg[j] as u64)).filter(|v| !lists.contains_key(v)).collect();
+            need.sort_unstable();
+            need.dedup();
+            let got = self.fetch_lists_keeping(&need, true)?;
+            for (v, mut data) in need.into_iter().zip(got) {
+                data.neighbors.sort_unstable();
+                lists.insert(v, data.neighbors);
+            }
+            todo.retain(|&j| {
+                let s = self.internal_of(source[j] as u64);
+                lists[&self.internal_of(dst_neg[j] as u64)].binary_search(&s).is_ok()
+            });
+            if todo.is_empty() || round == EXCLUDE_ROUNDS_MAX {
+                break;
+            }
+            for &j in &todo {
+                dst_neg[j] = d.draw(n, seed, STREAM_DST, round + 1, j) as i64;
+            }
+            redrawn += todo.len() as u64;
+        }
+        Ok((redrawn, todo.len() as u64))
+    }
+}
+
+/// Remove from `b`'s edges every `(u, v)` with `(u, v)` or `(v, u)` among
+/// the positives `src[i] -> dst[i]`; fix `num_sampled_edges`; returns how
+/// many were removed.
+fn remove_seed_edges(b: &mut Batch, src: &[i64], dst: &[i64]) -> u64 {
+    let mut pairs = rustc_hash::FxHashSet::default();
+    for (&s, &t) in src.iter().zip(dst) {
+        pairs.insert((s, t));
+        pairs.insert((t, s));
+    }
+    let e = b.num_edges();
+    let (mut row, mut col) = (Vec::with_capacity(2 * e), Vec::with_capacity(e));
+    let mut nse = Vec::with_capacity(b.num_sampled_edges.len());
+    let mut at = 0usize;
+    for &count in &b.num_sampled_edges {
+        let kept0 = row.len();
+        for k in at..at + count as usize {
+            let (r, c) = (b.edge_index[k], b.edge_index[e + k]);
+            if !pairs.contains(&(b.n_id[r as usize], b.n_id[c as usize])) {
+                row.push(r);
+                col.push(c);
+            }
+        }
+        at += count as usize;
+        nse.push((row.len() - kept0) as i64);
+    }
+    let removed = (e - row.len()) as u64;
+    b.num_sampled_edges = nse;
+    b.set_edges(row, col);
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn degree_table_draws_only_weighted_nodes_in_order() {
+        // Proves the cumulative walk: with weights 0, 1, 0, 1 (degrees 0, 1,
+        // 0, 1), u below 1/2 gives node 1, above gives node 3, never 0 or 2.
+        let w = DegreeWeights::from_degrees(&[0, 1, 0, 1]);
+        assert_eq!(w.draw(0.0), 1);
+        assert_eq!(w.draw(0.49), 1);
+        assert_eq!(w.draw(0.5), 3);
+        assert_eq!(w.draw(0.999_999), 3);
+        assert_eq!(w.bytes(), 4 * 4 + 2 * 8);
+    }
+
+    #[test]
+    fn degree_table_spans_blocks() {
+        // Proves the block search: 200 nodes (4 blocks), only the last one
+        // weighted, every u lands on it.
+        let mut d = vec![0u32; 200];
+        d[199] = 5;
+        let w = DegreeWeights::from_degrees(&d);
+        for u in [0.0, 0.3, 0.999_999_9] {
+            assert_eq!(w.draw(u), 199);
+        }
+    }
+
+    #[test]
+    fn amount_checks() {
+        let mut s = LinkSpec { mode: NegMode::Binary, amount: 0.5, ..Default::default() };
+        assert_eq!(s.num_negatives(3).unwrap(), 2);
+        s.amount = 0.0;
+        assert!(s.num_negatives(3).unwrap_err().to_string().contains("amount 0"));
+        s.mode = NegMode::Triplet;
+        s.amount = 1.5;
+        assert!(s.num_negatives(3).unwrap_err().to_string().contains("integer"));
+        s.amount = 2.0;
+        assert_eq!(s.num_negatives(3).unwrap(), 6);
+    }
+}
