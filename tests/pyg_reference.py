@@ -163,3 +163,23 @@ def write_hetero_graph(path, seed: int):
     for et in HETERO_EDGE_TYPES:
         data[et].edge_index = torch.from_numpy(edges[et].T.copy())
     return data
+
+
+class LinkReferenceSampler(ReferenceSampler):
+    """:class:`ReferenceSampler` for PyG's link loaders: ``sample_from_edges``
+    is PyG's own ``edge_sample`` (negatives, seed merging with
+    ``torch.unique``, the label layout) around this node sampler, so
+    everything but the neighbour draws is PyG's code."""
+
+    def __init__(self, data, num_neighbors, seed: int = 0):
+        super().__init__(data, num_neighbors, seed)
+        self.num_nodes = data.num_nodes
+
+    def sample_from_edges(self, inputs, neg_sampling=None):
+        from torch_geometric.sampler import NodeSamplerInput
+        from torch_geometric.sampler.neighbor_sampler import edge_sample
+
+        def sample_fn(seed, seed_time):
+            return self.sample_from_nodes(NodeSamplerInput(input_id=None, node=seed))
+
+        return edge_sample(inputs, sample_fn, self.num_nodes, False, None, neg_sampling)

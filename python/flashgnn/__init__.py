@@ -15,7 +15,7 @@ Entry points:
 - :class:`DeviceCache` — the GPU tier: hottest rows resident on the device, gathered there.
 - :class:`MutableGraph` — unit updates over a dataset (WAL, group commit, compaction).
 - :class:`Client` — the gRPC client of ``flashgnn serve`` (loads grpc on first use).
-- :class:`NeighborLoader` / :class:`RandomWalkLoader` — PyG ``Data`` batches;
+- :class:`NeighborLoader` / :class:`RandomWalkLoader` / :class:`LinkNeighborLoader` — PyG ``Data`` batches;
   :mod:`flashgnn.pyg` — PyG remote backend. These import torch, so they load
   on first use (``import flashgnn`` stays light for the CLI and the builder).
 """
@@ -40,11 +40,13 @@ from flashgnn.sample.sampler import Cache, SampledBatch, Sampler
 if TYPE_CHECKING:  # the lazily loaded names below, visible to type checkers and IDEs
     from flashgnn import pyg
     from flashgnn.sample.device import DeviceCache, DeviceUnavailable
+    from flashgnn.loader.link import LinkNeighborLoader
     from flashgnn.loader.neighbor import NeighborLoader, RandomWalkLoader
     from flashgnn.serve.client import Client, ServerError
 
 # Loaded on first use: torch (loaders, pyg) and grpc (the client) stay out of `import flashgnn`.
-_LAZY = {"NeighborLoader": "flashgnn.loader.neighbor", "RandomWalkLoader": "flashgnn.loader.neighbor", "pyg": "flashgnn.pyg",
+_LAZY = {"NeighborLoader": "flashgnn.loader.neighbor", "RandomWalkLoader": "flashgnn.loader.neighbor",
+         "LinkNeighborLoader": "flashgnn.loader.link", "pyg": "flashgnn.pyg",
          "Client": "flashgnn.serve.client", "ServerError": "flashgnn.serve.client",
          "DeviceCache": "flashgnn.sample.device", "DeviceUnavailable": "flashgnn.sample.device"}
 
@@ -62,6 +64,7 @@ __all__ = [
     "Client",
     "ServerError",
     "NeighborLoader",
+    "LinkNeighborLoader",
     "RandomWalkLoader",
     "FORMAT_VERSION",
     "CorruptDatasetError",

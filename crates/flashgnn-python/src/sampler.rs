@@ -25,7 +25,10 @@ use flashgnn_sample::follow::{engine_kind, Follow, View};
 use flashgnn_sample::pipeline::{Pipeline, PipelineOptions};
 use flashgnn_sample::rowcodec::RowCodec;
 use flashgnn_sample::tiers::{self, HotChoice};
-use flashgnn_sample::{Batch, Gather, NeighborSampler, PageCache, Policy, SampleError, SamplerConfig, Telemetry};
+use flashgnn_sample::{
+    Batch, DegreeWeights, Gather, LinkSpec, NegDist, NegMode, NeighborSampler, PageCache, Policy, SampleError,
+    SamplerConfig, Telemetry,
+};
 
 use crate::error::{py_err, CoreError};
 use crate::report::to_py;
@@ -84,6 +87,17 @@ fn batch_dict<'py>(py: Python<'py>, mut b: Batch) -> PyResult<Bound<'py, PyDict>
     d.set_item("resident", b.resident.into_pyarray(py))?;
     d.set_item("missing", b.missing.into_pyarray(py))?;
     d.set_item("deg", b.deg.into_pyarray(py))?;
+    if let Some(l) = b.link.take() {
+        let ld = PyDict::new(py);
+        ld.set_item("index", l.index.into_pyarray(py))?;
+        ld.set_item("src_neg", l.src_neg.into_pyarray(py))?;
+        ld.set_item("dst_neg", l.dst_neg.into_pyarray(py))?;
+        ld.set_item("num_pos", l.num_pos)?;
+        ld.set_item("redrawn", l.redrawn)?;
+        ld.set_item("false_negatives", l.false_negatives)?;
+        ld.set_item("seed_edges_removed", l.seed_edges_removed)?;
+        d.set_item("link", ld)?;
+    }
     Ok(d)
 }
 
@@ -160,11 +174,39 @@ impl Drop for Owned {
 pub struct Sampler {
     owned: Owned,
     follow: Follow,
+    /// Degree-weighted negatives' table, built on first use (one scan).
+    neg_weights: Mutex<Option<Arc<DegreeWeights>>>,
 }
 
 impl Sampler {
     fn get(&self) -> PyResult<&Mutex<NeighborSampler>> {
         owned_here(self.owned.pid, &*self.owned.inner)
+    }
+
+    /// A link batch's options as `flashgnn_sample::LinkSpec`; `weighted`
+    /// builds (once) the degree table through this sampler, GIL released.
+    fn link_spec(
+        &self,
+        py: Python<'_>,
+        mode: &str,
+        amount: f64,
+        weighted: bool,
+        exclude_true_edges: bool,
+        exclude_seed_edges: bool,
+    ) -> PyResult<LinkSpec> {
+        let mode = NegMode::parse(mode).map_err(py_err)?;
+        let dist = if weighted {
+            let m = self.get()?;
+            let mut w = self.neg_weights.lock().unwrap();
+            if w.is_none() {
+                let built = py.detach(|| m.lock().unwrap().degree_weights()).map_err(py_err)?;
+                *w = Some(Arc::new(built));
+            }
+            NegDist::Degree(w.clone().expect("set above"))
+        } else {
+            NegDist::Uniform
+        };
+        Ok(LinkSpec { mode, amount, dist, exclude_true_edges, exclude_seed_edges })
     }
 
     /// One batch call over node ids `ids`, with the GIL released.
@@ -227,7 +269,11 @@ impl Sampler {
                 Ok((follow.open()?, follow))
             })
             .map_err(py_err)?;
-        Ok(Sampler { owned: Owned { pid: std::process::id(), inner: ManuallyDrop::new(Mutex::new(s)) }, follow })
+        Ok(Sampler {
+            owned: Owned { pid: std::process::id(), inner: ManuallyDrop::new(Mutex::new(s)) },
+            follow,
+            neg_weights: Mutex::new(None),
+        })
     }
 
     #[getter]
@@ -263,6 +309,31 @@ impl Sampler {
         seed: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
         self.batch(py, seeds, |f, s, ids| f.sample(s, ids, seed))
+    }
+
+    /// One link batch (`flashgnn_sample::link`): the supervision edges
+    /// `src[i] -> dst[i]`, negatives by `mode` ("none", "binary",
+    /// "triplet") and `amount`, uniform or (`weighted`) by degree^0.75,
+    /// redrawn when a stored edge (`exclude_true_edges`), and the positives
+    /// with their reverses removed from the sampled edges
+    /// (`exclude_seed_edges`). The dict has `link` besides a batch's arrays.
+    #[pyo3(signature = (src, dst, seed, mode="none", amount=1.0, weighted=false, exclude_true_edges=false, exclude_seed_edges=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn sample_link<'py>(
+        &self,
+        py: Python<'py>,
+        src: PyReadonlyArray1<'py, i64>,
+        dst: PyReadonlyArray1<'py, i64>,
+        seed: u64,
+        mode: &str,
+        amount: f64,
+        weighted: bool,
+        exclude_true_edges: bool,
+        exclude_seed_edges: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let spec = self.link_spec(py, mode, amount, weighted, exclude_true_edges, exclude_seed_edges)?;
+        let dst: Vec<i64> = dst.as_array().iter().copied().collect();
+        self.batch(py, src, |f, s, src| f.sample_link(s, src, &dst, &spec, seed))
     }
 
     /// The rows of `ids` (no repeats), in order, through this sampler's
@@ -333,6 +404,35 @@ impl Sampler {
         let order = Arc::new(seed_order.as_array().iter().copied().collect::<Vec<i64>>());
         let opts = PipelineOptions { batch_size, seed, prefetch, drop_last, producers: workers };
         let p = py.detach(|| Pipeline::start(&self.follow, order, &opts)).map_err(py_err)?;
+        Ok(BatchIter { inner: Mutex::new(Some(p)), telemetry: Mutex::new(None), pid: std::process::id() })
+    }
+
+    /// Background producers over the supervision edges `src[i] -> dst[i]`
+    /// (in epoch order), `batch_size` edges a batch, link batches as
+    /// [`Self::sample_link`] draws them; batch i uses seed `seed + i`.
+    #[pyo3(signature = (src, dst, batch_size, seed, prefetch=4, drop_last=false, workers=1, mode="none", amount=1.0, weighted=false, exclude_true_edges=false, exclude_seed_edges=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn iter_link_batches(
+        &self,
+        py: Python<'_>,
+        src: PyReadonlyArray1<'_, i64>,
+        dst: PyReadonlyArray1<'_, i64>,
+        batch_size: usize,
+        seed: u64,
+        prefetch: usize,
+        drop_last: bool,
+        workers: usize,
+        mode: &str,
+        amount: f64,
+        weighted: bool,
+        exclude_true_edges: bool,
+        exclude_seed_edges: bool,
+    ) -> PyResult<BatchIter> {
+        let spec = Arc::new(self.link_spec(py, mode, amount, weighted, exclude_true_edges, exclude_seed_edges)?);
+        let src = Arc::new(src.as_array().iter().copied().collect::<Vec<i64>>());
+        let dst = Arc::new(dst.as_array().iter().copied().collect::<Vec<i64>>());
+        let opts = PipelineOptions { batch_size, seed, prefetch, drop_last, producers: workers };
+        let p = py.detach(|| Pipeline::start_links(&self.follow, src, dst, spec, &opts)).map_err(py_err)?;
         Ok(BatchIter { inner: Mutex::new(Some(p)), telemetry: Mutex::new(None), pid: std::process::id() })
     }
 }

@@ -62,6 +62,8 @@ class SampledBatch:
     # With degrees=True: per node, its degree in the whole graph (the stored
     # neighbor count of its slot), int64.
     deg: np.ndarray | None = None
+    # A link batch's endpoints and negatives (Sampler.sample_link), None for a node batch.
+    link: LinkPart | None = None
 
     @property
     def row(self) -> np.ndarray:
@@ -79,6 +81,26 @@ class SampledBatch:
         if self.missing is None or len(self.x) == len(self.n_id):
             return self.x
         return expand_packed(self.x, len(self.n_id), self.missing, np.zeros)
+
+
+@dataclass
+class LinkPart:
+    """A link batch's part (``flashgnn_sample::link``): ``index`` is the
+    local id (into ``n_id``) of every endpoint in PyG's order — ``[src,
+    src_neg, dst, dst_neg]`` (binary, or no negatives) or ``[src, dst,
+    dst_neg]`` (triplet); ``src_neg``/``dst_neg`` the negatives drawn
+    (original ids); ``num_pos`` the positives; ``redrawn`` negatives that
+    were stored edges and were drawn again, ``false_negatives`` those still
+    stored edges after the round limit; ``seed_edges_removed`` sampled
+    edges removed as positives or their reverses."""
+
+    index: np.ndarray
+    src_neg: np.ndarray
+    dst_neg: np.ndarray
+    num_pos: int
+    redrawn: int
+    false_negatives: int
+    seed_edges_removed: int
 
 
 @dataclass
@@ -270,11 +292,12 @@ class Sampler:
         else:
             x = np.zeros((len(d["n_id"]), 0), d["x_dtype"])
         res = d.get("resident")
+        link = LinkPart(**d["link"]) if "link" in d else None
         return SampledBatch(d["n_id"], d["edge_index"], d["num_sampled_nodes"], d["num_sampled_edges"], x, d["y"],
                             d["batch_size"], res if res is not None and len(res) else None,
                             d["missing"] if self.features == "free" else None,
                             d["deg"] if (self.degrees if degrees is None else degrees) and len(d["deg"]) == len(d["n_id"])
-                            else None)
+                            else None, link)
 
     def _wrap_typed(self, t: dict, batch_size: int) -> TypedBatch:
         nts, ets = self.types["node_types"], self.types["edge_types"]
@@ -330,6 +353,37 @@ class Sampler:
         batches come out in order, batch i sampled with seed ``seed + i``)."""
         it = self.core().iter_batches(np.ascontiguousarray(order, dtype=np.int64), batch_size, int(seed), prefetch,
                                       drop_last, workers)
+        try:
+            for d in it:
+                yield self._wrap(d)
+        finally:
+            it.close()
+            self.last_iter_telemetry = it.telemetry() or {}
+
+    def sample_link(self, src, dst, seed: int = 0, mode: str = "none", amount: float = 1.0, weighted: bool = False,
+                    exclude_true_edges: bool = False, exclude_seed_edges: bool = False) -> SampledBatch:
+        """One link batch: the supervision edges ``src[i] -> dst[i]``, the
+        negatives ``mode`` (``"none"``, ``"binary"``, ``"triplet"``) and
+        ``amount`` ask for — uniform, or by degree^0.75 with ``weighted``
+        (a 4 B/node table built on first use by one scan of the slots),
+        redrawn while they are stored edges with ``exclude_true_edges`` —
+        and the neighbourhood of every endpoint, in one request; with
+        ``exclude_seed_edges`` the positives and their reverses are removed
+        from the sampled edges. The batch's ``link`` says where each
+        endpoint is (:class:`LinkPart`)."""
+        return self._wrap(self.core().sample_link(
+            np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64),
+            int(seed) & (2**64 - 1), mode, float(amount), bool(weighted), bool(exclude_true_edges),
+            bool(exclude_seed_edges)))
+
+    def iter_link_batches(self, src, dst, batch_size: int, seed: int = 0, prefetch: int = 4, drop_last: bool = False,
+                          workers: int = 1, **link):
+        """:meth:`iter_batches` over supervision edges: batch i is edges
+        ``i*batch_size ..`` of ``src``/``dst`` drawn as :meth:`sample_link`
+        does (``link``: its keyword arguments) with seed ``seed + i``."""
+        it = self.core().iter_link_batches(np.ascontiguousarray(src, dtype=np.int64),
+                                           np.ascontiguousarray(dst, dtype=np.int64), batch_size, int(seed),
+                                           prefetch, drop_last, workers, **link)
         try:
             for d in it:
                 yield self._wrap(d)

@@ -1,0 +1,326 @@
+"""Link-prediction mini-batches over a flashgnn dataset, with the arguments,
+meanings and batches of PyG's ``torch_geometric.loader.LinkNeighborLoader``.
+
+    loader = flashgnn.LinkNeighborLoader("data/demo", num_neighbors=[15, 10], edge_label_index=train_edges,
+                                         neg_sampling=dict(mode="binary", amount=1), batch_size=1024,
+                                         shuffle=True)
+    for data in loader:            # torch_geometric.data.Data
+        h = model(data.x, data.edge_index)
+        s, d = data.edge_label_index
+        loss = F.binary_cross_entropy_with_logits((h[s] * h[d]).sum(-1), data.edge_label)
+
+One engine request per batch (``crates/flashgnn-sample``, ``link.rs``): the
+negatives are drawn next to the data, the endpoints of the positives and
+negatives become the batch's seeds (sorted, distinct, as PyG's
+``torch.unique``) and are sampled together; pages read to check negatives
+against the stored edges serve the sampling pass too.
+
+What PyG's ``edge_sample`` defines, and this loader yields:
+
+- no negatives: ``edge_label_index`` (``[2, B]``, local ids), ``edge_label``
+  (the user's, when given);
+- ``"binary"``: ``ceil(B * amount)`` random (source, destination) pairs
+  appended; ``edge_label`` 1 for positives (float) and 0 for negatives,
+  or the user's labels (shifted by one when their minimum is 0, over the
+  whole ``edge_label``, as PyG does) and 0;
+- ``"triplet"``: ``src_index``, ``dst_pos_index`` (``[B]``) and
+  ``dst_neg_index`` (``[B, amount]``, ``[B]`` for amount 1);
+  ``edge_label`` must be None;
+- ``n_id``, ``x``, ``y``, ``edge_index`` (row = neighbour, col = target),
+  ``num_sampled_nodes``, ``num_sampled_edges``, ``input_id`` (positions in
+  ``edge_label_index``, or the given ``input_id``). No ``batch_size`` (PyG's
+  link batches have none) and no ``e_id`` (the store keeps no global edge
+  numbering).
+
+flashgnn's own options (PyG's defaults keep PyG's behaviour):
+``neg_distribution="degree"`` draws negatives with probability proportional
+to degree^0.75 (word2vec, PinSage; a 4 B/node table built by one scan of the
+slots) instead of uniformly; ``neg_exclude_edges=True`` redraws a negative
+that is a stored edge (PyG's negatives may be false negatives);
+``exclude_seed_edges=True`` (GraphBolt's name) removes each batch's
+positives and their reverses from its own sampled ``edge_index``.
+
+Typed datasets: ``edge_label_index=(edge_type, tensor)`` is refused by name
+for now; the design is in docs/sampling.md § *Link batches*.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+
+import numpy as np
+import torch
+from torch_geometric.loader import LinkNeighborLoader as _PygLinkNeighborLoader
+
+from flashgnn.loader import _args as _pa
+from flashgnn.loader import hetero as _hetero
+from flashgnn.loader.neighbor import _UNSET, NeighborLoader, _Base, _epoch_seed, _to_data
+from flashgnn.sample.sampler import DEFAULT_DEPTH
+
+NEG_DISTRIBUTIONS = ("uniform", "degree")
+
+# NeighborLoader options a link loader does not take yet, with the reason.
+_LINK_REFUSED = {
+    "input_nodes": "a link loader's seeds are the endpoints of edge_label_index (and its negatives)",
+    "split": "stored splits are node splits: pass the supervision edges as edge_label_index",
+    "lookahead": "lookahead does not plan link batches yet",
+    "lookahead_budget": "lookahead does not plan link batches yet",
+    "device_cache": "the device tier is not wired to link batches yet",
+}
+
+
+def _edge_label_index(who: str, value, num_nodes: int) -> np.ndarray:
+    """``edge_label_index`` as a ``[2, M]`` int64 array, every id checked."""
+    if value is None:
+        raise ValueError(f"{who}: edge_label_index=None (every stored edge) is not supported: the edges stay on "
+                         "disk; pass the supervision edges as a [2, num_edges] tensor")
+    if isinstance(value, (tuple, list)) and len(value) == 2 and (isinstance(value[0], (str, tuple))):
+        raise ValueError(f"{who}: edge_label_index=({_pa._short(value[0])}, ...) is an (edge_type, edges) pair for "
+                         "typed (heterogeneous) graphs; typed link batches are not supported yet (docs/sampling.md, "
+                         "Link batches); this dataset takes a [2, num_edges] tensor")
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    a = np.asarray(value)
+    if a.ndim != 2 or a.shape[0] != 2:
+        raise ValueError(f"{who}: edge_label_index has shape {tuple(a.shape)}: expected [2, num_edges]")
+    if a.size and a.dtype.kind not in "iu":
+        raise TypeError(f"{who}: edge_label_index must hold integer node ids, got dtype {a.dtype}")
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    for r, name in enumerate(("source", "destination")):
+        bad = np.flatnonzero((a[r] < 0) | (a[r] >= num_nodes))
+        if len(bad):
+            i = int(bad[0])
+            raise IndexError(f"{who}: edge_label_index[{r}][{i}] = {a[r, i]} ({name} node id) out of range "
+                             f"[0, {num_nodes})")
+    return a
+
+
+def _neg_sampling(who: str, value, ratio):
+    """PyG's ``neg_sampling`` (a ``NegativeSampling``, a dict, a
+    ``(mode, amount)`` tuple or a mode name) or the deprecated
+    ``neg_sampling_ratio`` (binary, which PyG lets win), as (mode, amount) or
+    None."""
+    if ratio is not None and ratio != 0.0:
+        value, arg = {"mode": "binary", "amount": ratio}, "neg_sampling_ratio"
+    else:
+        arg = "neg_sampling"
+    if value is None:
+        return None
+    fields = {"mode": None, "amount": 1, "src_weight": None, "dst_weight": None}
+    if type(value).__name__ == "NegativeSampling":
+        fields.update(mode=getattr(value.mode, "value", value.mode), amount=value.amount,
+                      src_weight=value.src_weight, dst_weight=value.dst_weight)
+    elif isinstance(value, dict):
+        unknown = sorted(set(value) - set(fields))
+        if unknown:
+            raise TypeError(f"{who}: {arg} has unknown key(s) {', '.join(unknown)}; accepted: mode, amount "
+                            "(and PyG's src_weight, dst_weight, refused)")
+        fields.update(value)
+    elif isinstance(value, tuple):
+        fields.update(zip(fields, value))
+    elif isinstance(value, str):
+        fields["mode"] = value
+    else:
+        raise TypeError(f"{who}: {arg}={_pa._short(value)}: expected dict(mode=..., amount=...) or a "
+                        "torch_geometric.sampler.NegativeSampling")
+    mode, amount = getattr(fields["mode"], "value", fields["mode"]), fields["amount"]
+    if mode not in ("binary", "triplet"):
+        raise ValueError(f"{who}: {arg}: mode={mode!r}: expected 'binary' or 'triplet'")
+    if isinstance(amount, (bool, np.bool_)) or not isinstance(amount, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{who}: {arg}: amount={amount!r} is not a number")
+    if not math.isfinite(amount) or amount <= 0:
+        raise ValueError(f"{who}: {arg}: amount={amount!r} must be > 0")
+    if mode == "triplet":
+        if amount != math.ceil(amount):
+            raise ValueError(f"{who}: {arg}: amount={amount!r} must be an integer for 'triplet' negative sampling "
+                             "(negatives per positive)")
+        amount = int(amount)
+    for w in ("src_weight", "dst_weight"):
+        if fields[w] is not None:
+            raise ValueError(f"{who}: {arg}: {w} is not supported: per-node weights would be held in memory; "
+                             "neg_distribution='degree' draws by degree^0.75 next to the data")
+    if arg == "neg_sampling_ratio":
+        warnings.warn(f"{who}: neg_sampling_ratio= is deprecated (as in PyG); use "
+                      f"neg_sampling=dict(mode='binary', amount={ratio!r})", DeprecationWarning, stacklevel=3)
+    return mode, amount
+
+
+class LinkNeighborLoader(_Base, _PygLinkNeighborLoader):
+    """PyG's ``LinkNeighborLoader`` over a flashgnn dataset (module docs).
+
+    ``LinkNeighborLoader(data, num_neighbors, edge_label_index, edge_label=None,
+    ..., neg_sampling=None, neg_sampling_ratio=None, ..., batch_size=1,
+    shuffle=False, ...)``: PyG's arguments in PyG's order, with PyG's
+    meanings and defaults; those the engine cannot honour (``replace``,
+    ``disjoint``, temporal and weighted sampling, ``subgraph_type`` other
+    than ``'directional'``, ``neighbor_sampler``, ``transform_sampler_output``,
+    ``edge_label_time``, ``NegativeSampling``'s ``src_weight``/``dst_weight``,
+    ``edge_label_index=None``, typed ``edge_label_index``) are refused by
+    name. The engine options (``engine``, ``prefetch``, ``num_workers``,
+    ``cache``, ``memory_budget``, ``dtype``, ``depth``, ``degrees``,
+    ``seed``, ``rank``/``world_size``, ``pin_memory``) are
+    :class:`flashgnn.NeighborLoader`'s: the loader runs one, over the same
+    sampler, cache and budget. Batches are a pure function of (dataset,
+    arguments, seed, epoch), whatever the engine or the number of producers.
+
+    The class is a ``torch_geometric.loader.LinkNeighborLoader`` for
+    ``isinstance`` checks only (PyG's DataLoader machinery is not run).
+    """
+
+    ACCEPTED = ("data", "num_neighbors", "edge_label_index", "edge_label", "edge_label_time", "replace",
+                "subgraph_type", "disjoint", "temporal_strategy", "neg_sampling", "neg_sampling_ratio", "time_attr",
+                "weight_attr", "transform", "transform_sampler_output", "is_sorted", "filter_per_worker",
+                "neighbor_sampler", "directed", "input_id", "batch_size", "shuffle", "drop_last", "num_workers",
+                "persistent_workers", "pin_memory", "engine", "prefetch", "seed", "dtype", "depth", "rank",
+                "world_size", "equal_shards", "cache", "degrees", "memory_budget", "quiet", "neg_distribution",
+                "neg_exclude_edges", "exclude_seed_edges")
+
+    def __init__(self, data=_UNSET, num_neighbors=_UNSET, edge_label_index=None, edge_label=None,
+                 edge_label_time=None, replace: bool = False, subgraph_type="directional", disjoint: bool = False,
+                 temporal_strategy: str = "uniform", neg_sampling=None, neg_sampling_ratio=None, time_attr=None,
+                 weight_attr=None, transform=None, transform_sampler_output=None, is_sorted: bool = False,
+                 filter_per_worker=None, neighbor_sampler=None, directed: bool = True, *, input_id=None,
+                 batch_size=1, shuffle: bool = False, drop_last: bool = False, num_workers: int = 0,
+                 persistent_workers: bool = False, pin_memory: bool = False, engine: str = "auto",
+                 prefetch: int = 4, seed: int = 0, dtype=np.float32, depth: int = DEFAULT_DEPTH, rank: int = 0,
+                 world_size: int = 1, equal_shards: bool = True, cache=None, degrees: bool = False,
+                 memory_budget="auto", quiet: bool = False, neg_distribution: str = "uniform",
+                 neg_exclude_edges: bool = False, exclude_seed_edges: bool = False, **kwargs):
+        who = "flashgnn.LinkNeighborLoader"
+        for k in list(kwargs):
+            if k in _LINK_REFUSED:
+                raise ValueError(f"{who}: {k}={_pa._short(kwargs[k])} is not supported: {_LINK_REFUSED[k]}")
+        _pa.refuse_unknown(who, kwargs, self.ACCEPTED)
+        if data is _UNSET:
+            raise TypeError(f"{who}: data (a dataset path or flashgnn.Dataset) is required")
+        if _hetero.typed_manifest(data) is not None:
+            raise ValueError(f"{who}: {getattr(data, 'path', data)} is a typed (heterogeneous) dataset: typed link "
+                             "batches (edge_label_index=(edge_type, edges)) are not supported yet "
+                             "(docs/sampling.md, Link batches)")
+        if edge_label_time is not None:
+            raise ValueError(f"{who}: edge_label_time is not supported: temporal sampling needs time attributes, "
+                             "which a flashgnn dataset does not store")
+        _pa.check_sampling(who, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
+                           temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
+                           directed=directed)
+        if neg_distribution not in NEG_DISTRIBUTIONS:
+            raise ValueError(f"{who}: neg_distribution={neg_distribution!r}: expected one of "
+                             f"{', '.join(NEG_DISTRIBUTIONS)}")
+        if isinstance(batch_size, (bool, np.bool_)) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
+            raise ValueError(f"batch_size must be > 0 and an integer (as torch's DataLoader asks), got "
+                             f"batch_size={batch_size!r}")
+        neg = _neg_sampling(who, neg_sampling, neg_sampling_ratio)
+        mode, amount = neg if neg is not None else ("none", 1)
+        if neighbor_sampler is not None or transform_sampler_output is not None:
+            name = "neighbor_sampler" if neighbor_sampler is not None else "transform_sampler_output"
+            raise ValueError(f"{who}: {name} is not supported: batches come from the flashgnn engine without a "
+                             "SamplerOutput; use transform= (applied to each Data batch)")
+        # Seeds per batch at most (every endpoint distinct): what the shared cache's sizing measures.
+        per_batch = {"none": 2, "binary": 2 + 2 * amount, "triplet": 2 + amount}[mode]
+        self._nodes = NeighborLoader(data, num_neighbors, batch_size=max(1, math.ceil(batch_size * per_batch)),
+                                     transform=None, is_sorted=is_sorted, filter_per_worker=filter_per_worker,
+                                     num_workers=num_workers, persistent_workers=persistent_workers,
+                                     pin_memory=pin_memory, engine=engine, prefetch=prefetch, seed=seed, dtype=dtype,
+                                     depth=depth, cache=cache, degrees=degrees, memory_budget=memory_budget,
+                                     quiet=quiet)
+        if transform is not None and not callable(transform):
+            raise TypeError(f"{who}: transform={transform!r} is not callable")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} out of range for world_size {world_size}")
+        n = self._nodes.dataset.num_nodes
+        self.edge_label_index = _edge_label_index(who, edge_label_index, n)
+        m = self.edge_label_index.shape[1]
+        if edge_label is not None:
+            edge_label = edge_label if isinstance(edge_label, torch.Tensor) else torch.as_tensor(np.asarray(edge_label))
+            if edge_label.dim() == 0 or edge_label.size(0) != m:
+                got = "a scalar" if edge_label.dim() == 0 else f"{edge_label.size(0):,} entries"
+                raise ValueError(f"{who}: edge_label has {got}; edge_label_index has {m:,} edges")
+            if mode == "triplet":
+                raise ValueError(f"{who}: edge_label must be None for 'triplet' negative sampling (as in PyG): use "
+                                 "src_index, dst_pos_index and dst_neg_index of the batch")
+            if mode == "binary" and m and edge_label.min() == 0:
+                edge_label = edge_label + 1  # PyG: 0 now denotes a negative
+        if input_id is not None:
+            input_id = input_id if isinstance(input_id, torch.Tensor) else torch.as_tensor(np.asarray(input_id))
+            if input_id.dim() != 1 or input_id.size(0) != m:
+                raise ValueError(f"{who}: input_id has shape {tuple(input_id.shape)}; edge_label_index has {m:,} "
+                                 "edges (expected [num_edges])")
+        self.edge_label = edge_label
+        self.neg_sampling = None if neg is None else {"mode": mode, "amount": amount}
+        self._link = dict(mode=mode, amount=float(amount), weighted=neg_distribution == "degree",
+                          exclude_true_edges=bool(neg_exclude_edges), exclude_seed_edges=bool(exclude_seed_edges))
+        self.neg_distribution, self.neg_exclude_edges = neg_distribution, bool(neg_exclude_edges)
+        self.exclude_seed_edges = bool(exclude_seed_edges)
+        self._given_input_id = input_id
+        # _Base's epoch state, over edge positions.
+        self.dataset, self.path = self._nodes.dataset, self._nodes.path
+        self.input_nodes, self._input_id_is_node = np.arange(m, dtype=np.int64), False
+        self.batch_size, self.shuffle, self.drop_last, self.seed = int(batch_size), shuffle, drop_last, int(seed)
+        self.rank, self.world_size, self.equal_shards = int(rank), int(world_size), equal_shards
+        self.epoch, self.wait_seconds = 0, 0.0
+        self.num_neighbors, self.transform = self._nodes.num_neighbors, transform
+        self.num_workers, self.persistent_workers = self._nodes.num_workers, self._nodes.persistent_workers
+        self.filter_per_worker, self.is_sorted = filter_per_worker, bool(is_sorted)
+        self.sampler, self.cache = self._nodes.sampler, self._nodes.cache
+        self.telemetry: dict = {}
+
+    @property
+    def data(self):
+        """The graph without its edges, as :attr:`flashgnn.NeighborLoader.data`."""
+        return self._nodes.data
+
+    def _batch(self, b, pos: np.ndarray):
+        """A link batch as PyG's ``LinkLoader.filter_fn`` builds it."""
+        input_id = pos if self._given_input_id is None else self._given_input_id[torch.from_numpy(pos)].numpy()
+        d = _to_data(b, np.ascontiguousarray(input_id), self._nodes.pin_memory)
+        del d.batch_size  # PyG's link batches carry none
+        lk = b.link
+        p = lk.num_pos
+        index = torch.from_numpy(lk.index)
+        mode = self._link["mode"]
+        if mode == "triplet":
+            d.src_index = index[:p]
+            d.dst_pos_index = index[p:2 * p]
+            d.dst_neg_index = index[2 * p:].view(p, -1).squeeze(-1)
+            return d
+        d.edge_label_index = index.view(2, -1)
+        label = None if self.edge_label is None else self.edge_label[torch.from_numpy(pos)]
+        if mode == "binary":
+            if label is None:
+                label = torch.ones(p)
+            label = torch.cat([label, label.new_zeros((len(lk.dst_neg),) + label.size()[1:])])
+        if label is not None:
+            d.edge_label = label
+        return d
+
+    def __iter__(self):
+        epoch = self._next_epoch()
+        pos = self._positions(epoch)
+        src, dst = self.edge_label_index[0][pos], self.edge_label_index[1][pos]
+        it = self.sampler.iter_link_batches(src, dst, self.batch_size, seed=_epoch_seed(self.seed, epoch),
+                                            prefetch=self._nodes.prefetch, drop_last=self.drop_last,
+                                            workers=self._nodes.workers, **self._link)
+        try:
+            for i, b in enumerate(self._timed(it)):
+                p = pos[i * self.batch_size : i * self.batch_size + b.link.num_pos]
+                d = self._batch(b, p)
+                yield d if self.transform is None else self.transform(d)
+        finally:
+            it.close()
+            self.telemetry = getattr(self.sampler, "last_iter_telemetry", {})
+
+    def sample_edges(self, edge_label_index, seed: int = 0):
+        """One batch for explicit supervision edges (``[2, B]``), drawn as the
+        loader's batches are; ``input_id`` = 0..B-1."""
+        if self.edge_label is not None:
+            raise ValueError("LinkNeighborLoader.sample_edges: the loader's edge_label belongs to its "
+                             "edge_label_index; sample_edges takes edges without labels")
+        eli = _edge_label_index("LinkNeighborLoader.sample_edges", edge_label_index, self.dataset.num_nodes)
+        b = self.sampler.sample_link(eli[0], eli[1], seed, **self._link)
+        d = self._batch(b, np.arange(eli.shape[1], dtype=np.int64))
+        return d if self.transform is None else self.transform(d)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({os.fspath(self.path)!r})"

@@ -1,0 +1,230 @@
+"""flashgnn.LinkNeighborLoader yields PyG's LinkNeighborLoader batches:
+same nodes, edges, label layout, negative counts and triplet indices; its
+flashgnn options (exclusion of seed edges, of true-edge negatives) do what
+they say; bad and unsupported arguments are refused by name.
+
+How: PyG's own LinkNeighborLoader runs on the same graph held in memory.
+Stock PyG cannot sample without pyg-lib or torch-sparse (neither exists
+here), so it is given tests/pyg_reference.py's LinkReferenceSampler:
+pyg-lib's node sampling with -1 fanouts (deterministic) inside PyG's own
+``edge_sample``. Negatives are random in both, so PyG is handed the
+negatives flashgnn drew (its ``NegativeSampling.sample`` patched to return
+them, in its call order): everything else — seed merging, ``input_id``,
+``edge_label_index``, ``edge_label`` (shifted user labels), the triplet
+indices — is PyG's code, compared exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_geometric")
+
+from torch_geometric.data import Data  # noqa: E402
+from torch_geometric.loader import LinkNeighborLoader as PygLinkNeighborLoader  # noqa: E402
+from torch_geometric.sampler import NegativeSampling  # noqa: E402
+
+import flashgnn  # noqa: E402
+
+from conftest import generated_dataset  # noqa: E402
+from pyg_reference import LinkReferenceSampler  # noqa: E402
+
+HOPS = 2
+
+
+@pytest.fixture(scope="module")
+def ds_path(tmp_path_factory):
+    return generated_dataset(tmp_path_factory.mktemp("link"), scale=7, edge_factor=4, dim=4, classes=3, seed=3)
+
+
+@pytest.fixture(scope="module")
+def graph(ds_path):
+    """The dataset as an in-memory PyG Data: edge_index row = neighbour, col = node (as stored)."""
+    ds = flashgnn.open(ds_path)
+    ptr, idx = ds.neighbors_csr(np.arange(ds.num_nodes))
+    col = np.repeat(np.arange(ds.num_nodes), np.diff(ptr))
+    ids = np.arange(ds.num_nodes)
+    return Data(x=torch.from_numpy(ds.features(ids).astype(np.float32)), y=torch.from_numpy(ds.labels(ids)),
+                edge_index=torch.from_numpy(np.stack([idx, col])), num_nodes=ds.num_nodes)
+
+
+@pytest.fixture(scope="module")
+def eli(graph):
+    """50 supervision edges: 40 stored edges and 10 pairs drawn at random."""
+    g = torch.Generator().manual_seed(1)
+    stored = graph.edge_index[:, torch.randperm(graph.edge_index.size(1), generator=g)[:40]]
+    return torch.cat([stored, torch.randint(graph.num_nodes, (2, 10), generator=g)], dim=1)
+
+
+def ours(ds_path, eli, **kw):
+    kw.setdefault("memory_budget", 0)
+    kw.setdefault("batch_size", 16)
+    return list(flashgnn.LinkNeighborLoader(ds_path, [-1] * HOPS, edge_label_index=eli, **kw))
+
+
+def theirs(graph, eli, batches, monkeypatch, **kw):
+    """PyG's loader over ``graph``, drawing the negatives of ``batches`` (flashgnn's) in PyG's order."""
+    queue = []
+    for b in batches:
+        if "src_index" in b:
+            queue.append(b.n_id[b.dst_neg_index.reshape(-1)])
+        elif "edge_label" in b and b.edge_label.size(0) > b.input_id.size(0):
+            p = b.input_id.size(0)
+            queue += [b.n_id[b.edge_label_index[0, p:]], b.n_id[b.edge_label_index[1, p:]]]
+
+    def sample(self, num_samples, endpoint, num_nodes=None):
+        got = queue.pop(0)
+        assert got.numel() == num_samples, (got.numel(), num_samples)
+        return got
+
+    monkeypatch.setattr(NegativeSampling, "sample", sample)
+    kw.setdefault("batch_size", 16)
+    out = list(PygLinkNeighborLoader(graph, [-1] * HOPS, edge_label_index=eli,
+                                     neighbor_sampler=LinkReferenceSampler(graph, [-1] * HOPS), **kw))
+    assert not queue
+    return out
+
+
+def assert_same(a_batches, b_batches):
+    assert len(a_batches) == len(b_batches) > 0
+    for a, b in zip(a_batches, b_batches):
+        # num_nodes: an attribute of the test's in-memory graph, which PyG copies into every batch.
+        assert set(a.keys()) == set(b.keys()) - {"num_nodes"}, (sorted(a.keys()), sorted(b.keys()))
+        for k in a.keys():
+            x, y = a[k], b[k]
+            if isinstance(x, torch.Tensor):
+                assert x.dtype == y.dtype and torch.equal(x, y), k
+            else:
+                assert list(x) == list(y), k
+
+
+@pytest.mark.parametrize("neg", [None, dict(mode="binary", amount=1), dict(mode="binary", amount=2.5),
+                                 dict(mode="triplet", amount=1), NegativeSampling("triplet", 3)],
+                         ids=["none", "binary1", "binary2.5", "triplet1", "triplet3"])
+def test_same_batches_as_pyg(ds_path, graph, eli, neg, monkeypatch):
+    a = ours(ds_path, eli, neg_sampling=neg)
+    assert_same(a, theirs(graph, eli, a, monkeypatch, neg_sampling=neg))
+    mode = None if neg is None else (neg["mode"] if isinstance(neg, dict) else neg.mode.value)
+    amount = 1 if neg is None else (neg["amount"] if isinstance(neg, dict) else neg.amount)
+    for b in a:
+        p = b.input_id.numel()
+        if mode == "triplet":
+            assert b.dst_neg_index.shape == ((p,) if amount == 1 else (p, amount))
+            src, pos = b.n_id[b.src_index], b.n_id[b.dst_pos_index]
+            assert torch.equal(torch.stack([src, pos]), eli[:, b.input_id])
+        else:
+            k = math.ceil(p * amount) if mode else 0
+            assert b.edge_label_index.shape == (2, p + k)
+            assert torch.equal(b.n_id[b.edge_label_index[:, :p]], eli[:, b.input_id])
+        if mode == "binary":
+            assert b.edge_label.dtype == torch.float32
+            assert b.edge_label.tolist() == [1.0] * p + [0.0] * k
+
+
+def test_user_labels_shifted_as_pyg(ds_path, graph, eli, monkeypatch):
+    labels = torch.arange(eli.size(1)) % 3  # min 0: PyG shifts every label by one, 0 = negative
+    for neg in (None, dict(mode="binary", amount=2)):
+        a = ours(ds_path, eli, edge_label=labels, neg_sampling=neg)
+        assert_same(a, theirs(graph, eli, a, monkeypatch, edge_label=labels, neg_sampling=neg))
+    b = a[0]
+    assert b.edge_label[:16].tolist() == (labels[:16] + 1).tolist() and b.edge_label[16:].eq(0).all()
+
+
+def test_deprecated_ratio_shuffle_and_input_id(ds_path, graph, eli, monkeypatch):
+    with pytest.warns(DeprecationWarning, match="neg_sampling_ratio"):
+        a = ours(ds_path, eli, neg_sampling_ratio=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_same(a, theirs(graph, eli, a, monkeypatch, neg_sampling_ratio=2))
+    loader = flashgnn.LinkNeighborLoader(ds_path, [2, 2], edge_label_index=eli, batch_size=16, shuffle=True,
+                                         seed=4, memory_budget=0, input_id=torch.arange(50) + 1000)
+    assert isinstance(loader, PygLinkNeighborLoader) and len(loader) == 4
+    e0, e1 = [torch.cat([b.input_id for b in loader]) for _ in range(2)]
+    assert sorted(e0.tolist()) == list(range(1000, 1050)) and not torch.equal(e0, e1)  # each epoch reshuffles
+    loader.set_epoch(0)
+    assert torch.equal(torch.cat([b.input_id for b in loader]), e0)  # and is reproducible
+
+
+def test_exclude_seed_edges_removes_positives_and_reverses(ds_path, eli):
+    def leaked(batches):
+        """Sampled edges of each batch that are one of its own positives, or a reverse."""
+        n = 0
+        for b in batches:
+            own = eli[:, b.input_id]
+            held = set(map(tuple, own.t().tolist())) | set(map(tuple, own.flip(0).t().tolist()))
+            n += sum((int(b.n_id[r]), int(b.n_id[c])) in held for r, c in b.edge_index.t())
+        return n
+
+    assert leaked(ours(ds_path, eli, neg_sampling=dict(mode="binary"))) > 0  # PyG's default keeps them
+    clean = ours(ds_path, eli, neg_sampling=dict(mode="binary"), exclude_seed_edges=True)
+    assert leaked(clean) == 0
+    for b in clean:
+        assert sum(b.num_sampled_edges) == b.edge_index.size(1)
+
+
+def test_negatives_exclude_stored_edges(ds_path, graph, eli):
+    stored = set(map(tuple, graph.edge_index.t().tolist()))
+    for neg in (dict(mode="binary", amount=3), dict(mode="triplet", amount=3)):
+        for exclude in (False, True):
+            hits = 0
+            for b in ours(ds_path, eli, neg_sampling=neg, neg_distribution="degree", neg_exclude_edges=exclude):
+                if "src_index" in b:
+                    s = b.n_id[b.src_index].repeat_interleave(3)
+                    d = b.n_id[b.dst_neg_index.reshape(-1)]
+                else:
+                    p = b.input_id.numel()
+                    s, d = b.n_id[b.edge_label_index[:, p:]]
+                hits += sum((int(u), int(v)) in stored for u, v in zip(s, d))
+            assert (hits == 0) == exclude, (neg, exclude, hits)
+
+
+@pytest.mark.parametrize("kw, err, words", [
+    (dict(edge_label_index=torch.tensor([[0, 1], [2, 128]])), IndexError, ["edge_label_index[1][1] = 128", "[0, 128)"]),
+    (dict(edge_label_index=torch.tensor([[-1], [2]])), IndexError, ["edge_label_index[0][0] = -1"]),
+    (dict(edge_label_index=torch.zeros(3, 4, dtype=torch.long)), ValueError, ["shape (3, 4)", "[2, num_edges]"]),
+    (dict(edge_label_index=None), ValueError, ["edge_label_index=None"]),
+    (dict(edge_label_index=(("n", "to", "n"), torch.zeros(2, 1, dtype=torch.long))), ValueError,
+     ["edge_label_index=(", "typed"]),
+    (dict(neg_sampling=dict(mode="binary", amount=0)), ValueError, ["neg_sampling", "amount=0", "> 0"]),
+    (dict(neg_sampling=dict(mode="triplet", amount=1.5)), ValueError, ["amount=1.5", "integer"]),
+    (dict(neg_sampling=dict(mode="pairs")), ValueError, ["mode='pairs'"]),
+    (dict(neg_sampling=dict(mode="binary", ratio=1)), TypeError, ["ratio"]),
+    (dict(neg_sampling=NegativeSampling("binary", src_weight=torch.ones(128))), ValueError, ["src_weight"]),
+    (dict(neg_sampling_ratio=-1), ValueError, ["neg_sampling_ratio", "amount=-1"]),
+    (dict(edge_label=torch.ones(3)), ValueError, ["edge_label has 3 entries", "50 edges"]),
+    (dict(edge_label=torch.ones(50), neg_sampling=dict(mode="triplet")), ValueError, ["edge_label", "triplet"]),
+    (dict(input_id=torch.arange(7)), ValueError, ["input_id", "50"]),
+    (dict(disjoint=True), ValueError, ["disjoint"]),
+    (dict(replace=True), ValueError, ["replace"]),
+    (dict(edge_label_time=torch.zeros(50)), ValueError, ["edge_label_time"]),
+    (dict(neighbor_sampler=object()), ValueError, ["neighbor_sampler"]),
+    (dict(neg_distribution="pagerank"), ValueError, ["neg_distribution='pagerank'"]),
+    (dict(lookahead=2), ValueError, ["lookahead"]),
+    (dict(input_nodes=torch.arange(3)), ValueError, ["input_nodes"]),
+    (dict(collate_fn=print), ValueError, ["collate_fn"]),
+    (dict(bogus=1), TypeError, ["bogus", "accepted"]),
+])
+def test_refused_by_name(ds_path, eli, kw, err, words):
+    kw.setdefault("edge_label_index", eli)
+    with pytest.raises(err) as e:
+        flashgnn.LinkNeighborLoader(ds_path, [2], memory_budget=0, **kw)
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_one_request_per_batch(ds_path, eli):
+    """Seeds and negatives go to the engine as one batch: the loader's
+    batches are the engine's link batches, and each equals the node batch
+    of its endpoints."""
+    loader = flashgnn.LinkNeighborLoader(ds_path, [3, 2], edge_label_index=eli, batch_size=16, memory_budget=0,
+                                         neg_sampling=dict(mode="binary"))
+    batches = list(loader)
+    assert loader.telemetry["batches"] == len(batches) == 4
+    b = batches[0]
+    seeds = b.n_id[:b.num_sampled_nodes[0]]
+    assert torch.equal(seeds, torch.unique(b.n_id[b.edge_label_index.reshape(-1)]))
