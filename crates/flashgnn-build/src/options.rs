@@ -145,6 +145,21 @@ pub struct BuildOptions {
     /// where byte-identical rebuilds are wanted (tests, reproducible builds);
     /// 0 is refused.
     pub dataset_id: Option<u64>,
+    /// `--link-split VAL,TEST`: hold out these fractions of the input's
+    /// distinct edge pairs as link-prediction validation and test positives
+    /// (each with `neg_per_pos` fixed negatives), removed with their
+    /// reverses from the message-passing graph (`builder/linksplit.rs`).
+    pub link_split: Option<(f64, f64)>,
+    /// `--disjoint-train-ratio R`: this fraction of the remaining pairs is
+    /// supervision only (PyG's `disjoint_train_ratio`); `None` = 0.
+    pub disjoint_train_ratio: Option<f64>,
+    /// `--neg-per-pos K`: negative destinations per validation and test positive.
+    pub neg_per_pos: u32,
+    /// `--link-split-seed S` (default: `seed`).
+    pub link_split_seed: Option<u64>,
+    /// `--link-split-files DIR`: a given link split as `link_<split>_<part>.npy`
+    /// int64 arrays (what the OGB `.pt` import stages), checked and copied.
+    pub link_split_files: Option<PathBuf>,
 }
 
 impl BuildOptions {
@@ -178,6 +193,11 @@ impl BuildOptions {
             force: false,
             num_classes: None,
             dataset_id: None,
+            link_split: None,
+            disjoint_train_ratio: None,
+            neg_per_pos: 1,
+            link_split_seed: None,
+            link_split_files: None,
         }
     }
 }

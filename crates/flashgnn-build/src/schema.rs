@@ -30,6 +30,10 @@ pub enum OptionKind {
     Pair,
     /// Three fractions `train,val,test`.
     Fractions,
+    /// Two fractions `val,test`.
+    FractionPair,
+    /// One fraction in [0, 1).
+    Fraction,
     /// One of [`BuildOption::choices`]'s values.
     Choice,
 }
@@ -45,6 +49,8 @@ impl OptionKind {
             OptionKind::Path => "path",
             OptionKind::Pair => "pair",
             OptionKind::Fractions => "fractions",
+            OptionKind::FractionPair => "fraction_pair",
+            OptionKind::Fraction => "fraction",
             OptionKind::Choice => "choice",
         }
     }
@@ -120,6 +126,25 @@ pub const BUILD_OPTIONS: &[BuildOption] = &[
     ),
     opt("seed", OptionKind::Int, "seed of the random choices (splits, synthetic features)"),
     opt(
+        "link_split",
+        OptionKind::FractionPair,
+        "link prediction: hold out these fractions of the edge pairs as validation and test positives (with their \
+         reverses, out of the message-passing graph)",
+    ),
+    opt(
+        "disjoint_train_ratio",
+        OptionKind::Fraction,
+        "link prediction: this fraction of the remaining pairs is training supervision only (not message passing)",
+    ),
+    opt("neg_per_pos", OptionKind::Int, "link prediction: fixed negatives per validation and test positive"),
+    opt("link_split_seed", OptionKind::Int, "seed of the link split (default: --seed)"),
+    opt(
+        "link_split_files",
+        OptionKind::Path,
+        "link prediction: a given split, a directory of link_<split>_<part>.npy int64 arrays (what the OGB .pt import \
+         stages)",
+    ),
+    opt(
         "force",
         OptionKind::Flag,
         "replace an existing flashgnn dataset atomically (never a file, link or other directory)",
@@ -177,6 +202,7 @@ impl BuildOption {
             "page_size" => OptionDefault::Int(d.page_size.into()),
             "memory_budget" => OptionDefault::Int(d.memory_budget),
             "seed" => OptionDefault::Int(d.seed),
+            "neg_per_pos" => OptionDefault::Int(d.neg_per_pos.into()),
             "symmetrize" => OptionDefault::Bool(d.symmetrize),
             "add_reverse" => OptionDefault::Bool(d.add_reverse),
             "dedup" => OptionDefault::Bool(d.dedup),

@@ -33,6 +33,71 @@ pub fn split_file(name: &str) -> String {
     format!("split_{name}.npy")
 }
 
+/// The link-prediction splits a dataset may hold, in this order.
+pub const LINK_SPLITS: [&str; 3] = ["train", "val", "test"];
+/// The arrays of one link split (`link_<split>_<part>.npy`, all `<i8`
+/// 1-D): positive sources and destinations, the negative destinations
+/// per positive (`[n_pos · K]`, row-major `[n_pos, K]`), and free
+/// negative pairs (sources and destinations) where a given split has them.
+pub const LINK_PARTS: [&str; 5] = ["src", "dst", "neg", "neg_src", "neg_dst"];
+
+/// `link_<split>_<part>.npy`.
+pub fn link_file(split: &str, part: &str) -> String {
+    format!("link_{split}_{part}.npy")
+}
+
+/// A dataset's link-prediction split (`manifest.link_split`; docs/format.md
+/// § *Link splits*). Absent from every dataset built without one, so those
+/// stay byte-identical.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkSplitInfo {
+    /// `"random"` (`--link-split`, drawn by the build) or `"given"` (an
+    /// input's own split, e.g. OGB's `split/<name>/*.pt`).
+    pub origin: String,
+    /// Held-out units were unordered pairs {u, v} whose every edge (both
+    /// directions) left the message-passing graph, and each positive is
+    /// listed once: true with `--symmetrize` or an input found symmetric.
+    pub undirected: bool,
+    /// `--link-split-seed` (random only).
+    pub seed: u64,
+    /// `--link-split VAL,TEST` and `--disjoint-train-ratio` (random only).
+    pub val_fraction: f64,
+    pub test_fraction: f64,
+    pub disjoint_train_ratio: f64,
+    /// Distinct non-loop unordered pairs of the input (random only): the
+    /// population the fractions apply to.
+    pub input_pairs: u64,
+    /// Input edges (copies, either direction) removed from the
+    /// message-passing graph.
+    pub held_out_edges: u64,
+    /// Split name (`train`, `val`, `test`) → its counts.
+    pub splits: BTreeMap<String, LinkSplitPart>,
+}
+
+/// The counts of one link split: they size its files.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkSplitPart {
+    /// Positive edges: `link_<s>_src.npy` and `link_<s>_dst.npy` hold this many.
+    pub positives: u64,
+    /// `K`: negative destinations per positive in `link_<s>_neg.npy`
+    /// (`positives · K` values); 0 = no such file.
+    pub neg_per_positive: u64,
+    /// Free negative pairs in `link_<s>_neg_src.npy` / `_neg_dst.npy`; 0 = none.
+    pub neg_pairs: u64,
+}
+
+impl LinkSplitPart {
+    /// Elements of part `part`'s file, or None when this split has no such file.
+    pub fn len_of(&self, part: &str) -> Option<u64> {
+        match part {
+            "src" | "dst" => Some(self.positives),
+            "neg" => (self.neg_per_positive > 0).then(|| self.positives.saturating_mul(self.neg_per_positive)),
+            "neg_src" | "neg_dst" => (self.neg_pairs > 0).then_some(self.neg_pairs),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FileEntry {
     pub bytes: u64,
@@ -179,6 +244,9 @@ pub struct Manifest {
     /// a homogeneous dataset (versions 1 and 2), which is the one-type case.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub types: Option<TypeTable>,
+    /// A link-prediction split (homogeneous datasets): absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_split: Option<LinkSplitInfo>,
 }
 
 /// Set the `checksum` of an arbitrary manifest-shaped JSON value and print it.
@@ -439,6 +507,28 @@ impl Manifest {
                 path,
                 format!("`labels` section and the `files` entry for {LABELS_FILE} disagree"),
             ));
+        }
+        if let Some(ls) = &self.link_split {
+            if self.types.is_some() {
+                return Err(FormatError::invalid(path, "`link_split` in a typed dataset (homogeneous only)"));
+            }
+            for (name, part) in &ls.splits {
+                if !LINK_SPLITS.contains(&name.as_str()) {
+                    return Err(FormatError::invalid(
+                        path,
+                        format!("link split {name:?}: expected one of {LINK_SPLITS:?}"),
+                    ));
+                }
+                for p in LINK_PARTS {
+                    let f = link_file(name, p);
+                    if part.len_of(p).is_some() != self.files.contains_key(&f) {
+                        return Err(FormatError::invalid(
+                            path,
+                            format!("link split {name:?} and the `files` entry for {f} disagree"),
+                        ));
+                    }
+                }
+            }
         }
         for name in self.splits.keys() {
             if !self.files.contains_key(&split_file(name)) {

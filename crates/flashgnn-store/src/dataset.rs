@@ -158,6 +158,20 @@ pub struct SideSpec {
     pub bound: String,
 }
 
+/// One link-prediction split as [`Dataset::link_split`] reads it (original ids).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LinkSplit {
+    /// Positive edges `src[i] -> dst[i]`.
+    pub src: Vec<i64>,
+    pub dst: Vec<i64>,
+    /// `k` negative destinations per positive, row-major `[src.len(), k]`
+    /// (each paired with the positive's source); None when the split has none.
+    pub neg: Option<Vec<i64>>,
+    pub k: u64,
+    /// Free negative pairs (sources, destinations), e.g. OGB's `edge_neg`.
+    pub neg_pairs: Option<(Vec<i64>, Vec<i64>)>,
+}
+
 pub struct Dataset {
     root: PathBuf,
     manifest: Manifest,
@@ -319,6 +333,13 @@ impl Dataset {
         }
         if name == FEATURE_CRC_FILE {
             return Some(SideSpec { dtype: Dtype::Uint32, len: n, range: None, what: "", bound: String::new() });
+        }
+        if let Some(rest) = name.strip_prefix("link_").and_then(|s| s.strip_suffix(".npy")) {
+            let ls = self.manifest.link_split.as_ref()?;
+            let (split, part) =
+                LINK_SPLITS.iter().find_map(|s| rest.strip_prefix(s)?.strip_prefix('_').map(|p| (*s, p)))?;
+            let len = ls.splits.get(split)?.len_of(part)?;
+            return Some(node_ids(len, "link split node id"));
         }
         let split = name.strip_prefix("split_").and_then(|s| s.strip_suffix(".npy"))?;
         let len = *self.manifest.splits.get(split)?;
@@ -991,6 +1012,47 @@ impl Dataset {
         Ok(v)
     }
 
+    /// Link-prediction split `name` (`train`, `val`, `test`; docs/format.md
+    /// § *Link splits*): every file of it checked whole (CRC) and every id
+    /// against the node count on first use. A dataset without a link split,
+    /// or without this split, is refused naming the dataset.
+    pub fn link_split(&self, name: &str) -> Result<LinkSplit> {
+        let Some(ls) = &self.manifest.link_split else {
+            return Err(StoreError::BadRequest(format!(
+                "{} has no link split (build it with --link-split VAL,TEST, or import one: --link-split-files)",
+                self.root.display()
+            )));
+        };
+        let Some(part) = ls.splits.get(name) else {
+            let have: Vec<&String> = ls.splits.keys().collect();
+            return Err(StoreError::BadRequest(format!(
+                "no link split {name:?} in {} (available: {have:?})",
+                self.root.display()
+            )));
+        };
+        let read = |p: &str| -> Result<Option<Vec<i64>>> {
+            if part.len_of(p).is_none() {
+                return Ok(None);
+            }
+            let f = link_file(name, p);
+            self.check_side_file(&f)?;
+            let a = self.side_array(&f)?;
+            let _drop = DropCached(&a);
+            Ok(Some(a.read_all_i64()?))
+        };
+        let neg_pairs = match (read("neg_src")?, read("neg_dst")?) {
+            (Some(s), Some(d)) => Some((s, d)),
+            _ => None,
+        };
+        Ok(LinkSplit {
+            src: read("src")?.unwrap_or_default(),
+            dst: read("dst")?.unwrap_or_default(),
+            neg: read("neg")?,
+            k: part.neg_per_positive,
+            neg_pairs,
+        })
+    }
+
     /// Open side file `name` and check its header against [`Dataset::side_spec`]:
     /// the dtype and a 1-D shape of the length the manifest implies (N, or
     /// the split's count). A file of the wrong dtype is refused, never
@@ -1020,7 +1082,13 @@ impl Dataset {
                         "byte offset 10: shape = {:?} is out of bounds (must be [{}]: {})",
                         a.header.shape,
                         spec.len,
-                        if name.contains("split_") { "the split's count in manifest.json" } else { "num_nodes" }
+                        if name.starts_with("link_") {
+                            "the link split's counts in manifest.json"
+                        } else if name.contains("split_") {
+                            "the split's count in manifest.json"
+                        } else {
+                            "num_nodes"
+                        }
                     ),
                 )
                 .into());

@@ -22,7 +22,7 @@ pub mod scrub;
 mod shared;
 pub mod verify;
 
-pub use dataset::{Dataset, StoreError};
+pub use dataset::{Dataset, LinkSplit, StoreError};
 pub use overlay::{Delta, NodeRec, Op, OverlayError, Snapshot, SnapshotSource};
 pub use scan::{scan, ScanNode, SCAN_CHUNK_BYTES};
 pub use scrub::{scrub, Damage, ScrubOptions, ScrubReport};

@@ -121,6 +121,9 @@ pub fn verify_scope(ds: &Dataset, scope: Scope, progress: &mut dyn FnMut(u64, u6
     if m.reorder != "none" {
         check_node_maps(ds)?;
     }
+
+    // 6. A drawn link split's promises (ids were checked with the side arrays).
+    check_link_split(ds)?;
     progress(total, total);
     Ok(rep)
 }
@@ -779,6 +782,98 @@ pub fn check_typed_relations(ds: &Dataset) -> Result<()> {
                 format!("== num_edges {} of {} in manifest.json", e.num_edges, e.key()),
             )
             .into());
+        }
+    }
+    Ok(())
+}
+
+/// Most pairs [`check_link_split`] holds to check a drawn split's
+/// negatives against each other and every positive: 2^25 x 8 B = 256 MiB.
+pub const LINK_VERIFY_PAIRS_MAX: u64 = 1 << 25;
+/// Most held-out positives and negatives [`check_link_split`] looks up in
+/// the graph (one slot read each, both endpoints: 2 x 2^20 reads at most).
+pub const LINK_VERIFY_LOOKUPS_MAX: u64 = 1 << 20;
+
+/// A drawn (`origin: "random"`) link split: every negative pair distinct
+/// across validation and test and none a positive of any split; no
+/// held-out positive and no negative in the message-passing graph in
+/// either direction. Skipped above the limits (the ids are still checked).
+fn check_link_split(ds: &Dataset) -> Result<()> {
+    let Some(ls) = ds.manifest().link_split.clone() else { return Ok(()) };
+    if ls.origin != "random" {
+        return Ok(());
+    }
+    let total: u64 = ls.splits.values().map(|p| p.positives + p.positives * p.neg_per_positive).sum();
+    if total > LINK_VERIFY_PAIRS_MAX {
+        return Ok(());
+    }
+    let key = |u: i64, v: i64| (u.min(v) as u64) << 32 | u.max(v) as u64;
+    let mut positives = Vec::new();
+    let mut negatives: Vec<(u64, &'static str, usize)> = Vec::new();
+    let mut lookups: Vec<(i64, i64, String)> = Vec::new();
+    let held_out_train = ls.disjoint_train_ratio > 0.0;
+    for name in LINK_SPLITS {
+        if !ls.splits.contains_key(name) {
+            continue;
+        }
+        let s = ds.link_split(name)?;
+        for (i, (&u, &v)) in s.src.iter().zip(&s.dst).enumerate() {
+            positives.push(key(u, v));
+            if name != "train" || held_out_train {
+                lookups.push((u, v, format!("{}: positive {i}", link_file(name, "src"))));
+            }
+        }
+        if let Some(neg) = &s.neg {
+            let k = s.k.max(1) as usize;
+            for (j, &w) in neg.iter().enumerate() {
+                let u = s.src[j / k];
+                negatives.push((key(u, w), name, j));
+                lookups.push((u, w, format!("{}: negative {j}", link_file(name, "neg"))));
+            }
+        }
+    }
+    positives.sort_unstable();
+    negatives.sort_unstable();
+    for w in negatives.windows(2) {
+        if w[0].0 == w[1].0 {
+            return Err(FormatError::invalid(
+                ds.file(&link_file(w[1].1, "neg")),
+                format!(
+                    "negative {} repeats the pair ({}, {}) of {} negative {}: negatives must be distinct",
+                    w[1].2,
+                    w[1].0 >> 32,
+                    w[1].0 & 0xffff_ffff,
+                    w[0].1,
+                    w[0].2
+                ),
+            )
+            .into());
+        }
+    }
+    for &(k, name, j) in &negatives {
+        if positives.binary_search(&k).is_ok() {
+            return Err(FormatError::invalid(
+                ds.file(&link_file(name, "neg")),
+                format!("negative {j} is the pair ({}, {}), a positive edge", k >> 32, k & 0xffff_ffff),
+            )
+            .into());
+        }
+    }
+    if lookups.len() as u64 > LINK_VERIFY_LOOKUPS_MAX {
+        return Ok(());
+    }
+    for (u, v, what) in lookups {
+        for (a, b) in [(u, v), (v, u)] {
+            if ds.neighbors(b)?.contains(&(a as u64)) {
+                return Err(FormatError::invalid(
+                    ds.file(GRAPH_FILE),
+                    format!(
+                        "{what}: the edge {a} -> {b} is in the message-passing graph (a held-out or negative pair \
+                         must not be)"
+                    ),
+                )
+                .into());
+            }
         }
     }
     Ok(())

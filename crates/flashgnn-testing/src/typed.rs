@@ -221,6 +221,7 @@ pub fn write_typed_dataset(
         files: entries,
         dataset_id: Some(id),
         types: Some(table),
+        link_split: None,
     };
     std::fs::write(out.join(MANIFEST_FILE), m.to_json()).map_err(|err| format!("manifest: {err}"))?;
     Ok(())

@@ -39,6 +39,7 @@ mod edges;
 mod features;
 mod labels;
 mod layout;
+mod linksplit;
 mod plan;
 mod publish;
 mod side;
@@ -185,7 +186,15 @@ fn build_ogb_typed(tmp: &Path, opts: &BuildOptions, progress: &Progress, t0: Ins
 fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<BuildReport> {
     let t0 = Instant::now();
     plan::check_page_size(opts)?;
+    linksplit::check_options(opts)?;
+    let link_requested = opts.link_split.is_some() || opts.link_split_files.is_some();
     match crate::source::detect::detect_format(opts)? {
+        f @ (crate::options::InputFormat::TypedNpy | crate::options::InputFormat::OgbTyped) if link_requested => {
+            return Err(BuildError::config(format!(
+                "--link-split/--link-split-files: homogeneous inputs only ({} input is typed)",
+                f.name()
+            )))
+        }
         crate::options::InputFormat::TypedNpy => return typed::build_typed(tmp, opts, progress, t0),
         crate::options::InputFormat::OgbTyped => return build_ogb_typed(tmp, opts, progress, t0),
         _ => {}
@@ -201,7 +210,30 @@ fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<Bu
     }
     inputs.edges.set_num_nodes(declared);
     let features = plan::plan_features(opts, inputs.features.as_deref())?;
-    let chunk_bytes = plan::sort_chunk_bytes(opts, declared)?;
+    let mut chunk_bytes = plan::sort_chunk_bytes(opts, declared)?;
+    // A link split: the build reads the message-passing edges it leaves,
+    // and the node count is the input's (held-out edges may have named the
+    // largest id).
+    let mut link = None;
+    let mut declared = declared;
+    if opts.link_split.is_some() {
+        let edges = std::mem::replace(&mut inputs.edges, Box::new(NoEdges));
+        let r = linksplit::random_split(tmp, opts, edges, declared, chunk_bytes, progress)?;
+        inputs.edges = r.edges;
+        if declared.is_none() {
+            declared = Some(r.num_nodes);
+            chunk_bytes = plan::sort_chunk_bytes(opts, declared)?;
+        }
+        link = Some(r.out);
+    } else if let Some(dir) = &opts.link_split_files {
+        let n = declared.ok_or_else(|| {
+            BuildError::config(format!(
+                "--link-split-files {}: the node count must be known before the edges are read (--num-nodes N)",
+                dir.display()
+            ))
+        })?;
+        link = Some(linksplit::given_split(tmp, opts, dir, n)?);
+    }
 
     let mut side_inputs = Some((inputs.features.take(), inputs.labels.take(), std::mem::take(&mut inputs.splits)));
     let mut edges = inputs.edges;
@@ -255,7 +287,35 @@ fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<Bu
         r
     })?;
     report.notes = notes;
+    for f in linksplit::intermediates(tmp) {
+        let _ = std::fs::remove_file(f);
+    }
+    if let Some(l) = link {
+        let m = &mut report.manifest;
+        for (name, bytes, crc32c) in l.files {
+            m.files.insert(name, flashgnn_format::manifest::FileEntry { bytes, crc32c });
+        }
+        m.link_split = Some(l.info);
+        report.notes.extend(l.notes);
+        publish::write_manifest(tmp, m)?;
+    }
     Ok(report)
+}
+
+/// The placeholder of an edge source handed to the link split.
+struct NoEdges;
+
+impl EdgeSource for NoEdges {
+    fn next_batch(&mut self, _: &mut Vec<(u64, u64)>, _: usize) -> Result<bool> {
+        Ok(false)
+    }
+    fn bytes_total(&self) -> u64 {
+        0
+    }
+    fn bytes_done(&self) -> u64 {
+        0
+    }
+    fn set_num_nodes(&mut self, _: Option<u64>) {}
 }
 
 /// After the edges: the layout pass, then the side thread's results (joined

@@ -148,6 +148,7 @@ pub(super) fn manifest_of(
         files: files.into_iter().map(|(name, bytes, crc32c)| (name, FileEntry { bytes, crc32c })).collect(),
         dataset_id: opts.dataset_id,
         types: None,
+        link_split: None,
     }
 }
 

@@ -392,6 +392,7 @@ pub(super) fn build_typed(tmp: &Path, opts: &BuildOptions, progress: &Progress, 
         files: files.into_iter().map(|(name, bytes, crc32c)| (name, FileEntry { bytes, crc32c })).collect(),
         dataset_id: opts.dataset_id,
         types: Some(types),
+        link_split: None,
     };
     super::publish::write_manifest(tmp, &manifest)?;
     Ok(BuildReport {
