@@ -128,6 +128,31 @@ impl Dataset {
         Ok(v.into_pyarray(py))
     }
 
+    /// Link-prediction split `name`: (src, dst, neg or None, k, neg_src or
+    /// None, neg_dst or None); `neg` flat, `k` per positive.
+    #[allow(clippy::type_complexity)]
+    fn link_split<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+    ) -> PyResult<(
+        Bound<'py, PyArray1<i64>>,
+        Bound<'py, PyArray1<i64>>,
+        Option<Bound<'py, PyArray1<i64>>>,
+        u64,
+        Option<Bound<'py, PyArray1<i64>>>,
+        Option<Bound<'py, PyArray1<i64>>>,
+    )> {
+        let inner = self.inner.clone();
+        let name = name.to_string();
+        let s = py.detach(move || inner.link_split(&name)).map_err(py_err)?;
+        let (ns, nd) = match s.neg_pairs {
+            Some((a, b)) => (Some(a.into_pyarray(py)), Some(b.into_pyarray(py))),
+            None => (None, None),
+        };
+        Ok((s.src.into_pyarray(py), s.dst.into_pyarray(py), s.neg.map(|n| n.into_pyarray(py)), s.k, ns, nd))
+    }
+
     /// Split `name` of node type index `t` (typed datasets), ids within the type.
     fn type_split<'py>(&self, py: Python<'py>, t: usize, name: &str) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let inner = self.inner.clone();

@@ -255,6 +255,13 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
         o.force = v;
     }
     o.dataset_id = opts.get("dataset_id")?;
+    o.link_split = opts.get("link_split")?;
+    o.disjoint_train_ratio = opts.get("disjoint_train_ratio")?;
+    if let Some(k) = opts.get("neg_per_pos")? {
+        o.neg_per_pos = k;
+    }
+    o.link_split_seed = opts.get("link_split_seed")?;
+    o.link_split_files = opts.get::<std::path::PathBuf>("link_split_files")?;
     opts.finish()?;
     Ok(Job::spawn(move |p| Ok(flashgnn_build::build(&o, p)?.report())))
 }

@@ -32,6 +32,14 @@ def _fractions(text: str) -> tuple[float, float, float]:
         raise argparse.ArgumentTypeError(f"expected three fractions train,val,test (e.g. 0.6,0.2,0.2), got {text!r}") from None
 
 
+def _fraction_pair(text: str) -> tuple[float, float]:
+    try:
+        a, b = (float(x) for x in text.split(","))
+        return a, b
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected two fractions val,test (e.g. 0.1,0.2), got {text!r}") from None
+
+
 def count(lo: int):
     """An argparse type: an integer >= ``lo`` (a negative count never reaches the engine's unsigned types)."""
     def parse(text: str) -> int:
@@ -81,6 +89,8 @@ _BUILD_KINDS = {
     "path": {"metavar": "FILE"},
     "pair": {"type": _pair, "metavar": "N,D"},
     "fractions": {"type": _fractions, "metavar": "TRAIN,VAL,TEST"},
+    "fraction_pair": {"type": _fraction_pair, "metavar": "VAL,TEST"},
+    "fraction": {"type": float, "metavar": "R"},
     "choice": {},
 }
 

@@ -7,4 +7,5 @@ Everything here is a thin layer over the Rust crates (``flashgnn-format``,
 - :mod:`~flashgnn.store.jobs` — ``build``, ``generate``, ``verify``, ``scrub``: long jobs with progress.
 - :mod:`~flashgnn.store.graph` — :class:`MutableGraph`: unit updates (WAL, group commit, compaction).
 - :mod:`~flashgnn.store.stripe` — a dataset's files spread over several directories (devices).
+- :mod:`~flashgnn.store.ogb_link` — OGB link-prediction splits (``.pt``) staged for the build.
 """

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
@@ -152,6 +153,25 @@ class Dataset:
             return self._core.type_split(t, name)
         return self._core.split(name)
 
+    def link_split(self, name: str) -> LinkSplit:
+        """Link-prediction split ``name`` ("train", "val", "test") as ``(src, dst, neg)``, int64 original ids:
+        positive edges ``src[i] -> dst[i]`` and ``neg`` [n_pos, K], the K fixed negative destinations of
+        positive i (each paired with ``src[i]``), or None (the train split; a given split whose negatives are
+        free pairs: :meth:`link_negative_pairs`). Every file is checked (CRC, ids) on first use; a dataset
+        without a link split is refused naming it (docs/format.md, *Link splits*)."""
+        src, dst, neg, k, _, _ = self._core.link_split(name)
+        return LinkSplit(src, dst, None if neg is None else neg.reshape(len(src), int(k)))
+
+    def link_negative_pairs(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """Free negative pairs ``(neg_src, neg_dst)`` of link split ``name`` (OGB's ``edge_neg``), or None."""
+        _, _, _, _, ns, nd = self._core.link_split(name)
+        return None if ns is None else (ns, nd)
+
+    @property
+    def link_split_info(self) -> dict | None:
+        """The manifest's ``link_split`` section (origin, counts, fractions, seed), or None."""
+        return self.manifest.get("link_split")
+
     def split_size(self, name: str) -> int:
         """How many ids split ``name`` holds, from the manifest: no read of
         its 8 B per id (which at 10^8 training nodes is most of a GiB)."""
@@ -202,3 +222,11 @@ def open(path: str | os.PathLike) -> Dataset:  # noqa: A001 - mirrors builtins.o
     :class:`flashgnn.CorruptDatasetError` with the file and offset at fault."""
     return Dataset(path)
 
+
+
+class LinkSplit(NamedTuple):
+    """One link-prediction split (:meth:`Dataset.link_split`)."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    neg: np.ndarray | None

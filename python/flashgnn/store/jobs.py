@@ -67,7 +67,14 @@ def build(input, output, *, progress: bool = True, derive_features: str | None =
     ``derive_features="mean"`` (typed npy input): node types without features get the mean of their typed
     neighbours' rows (:mod:`flashgnn.store.derive`)."""
     if derive_features is None:
-        return run_job(_core.start_build(os.fspath(input), os.fspath(output), options), progress)
+        from flashgnn.store.ogb_link import find_link_split
+
+        split = None
+        if options.get("link_split") is None and options.get("link_split_files") is None:
+            split = find_link_split(input, options.get("ogb_split"))
+        if split is None:
+            return run_job(_core.start_build(os.fspath(input), os.fspath(output), options), progress)
+        return _build_ogb_link(input, output, split, progress, options)
     import shutil
 
     from flashgnn._durable import check_output, replace_durably
@@ -92,6 +99,30 @@ def build(input, output, *, progress: bool = True, derive_features: str | None =
     tmp.write_text(_core.seal_manifest(json.dumps(m)))
     replace_durably(tmp, out / _core.MANIFEST_FILE)
     rep["manifest"] = json.loads((out / _core.MANIFEST_FILE).read_text())
+    rep["notes"] = list(rep.get("notes", [])) + notes
+    return rep
+
+
+def _build_ogb_link(input, output, split, progress: bool, options: dict) -> dict:
+    """An OGB link-prediction dataset: its ``.pt`` split staged as npy beside the output
+    (:mod:`flashgnn.store.ogb_link`, removed afterwards), then built with ``link_split_files``."""
+    import shutil
+
+    from flashgnn._durable import check_output
+    from flashgnn.store.ogb_link import num_nodes_of, stage_ogb_link_split
+
+    out = Path(output)
+    check_output(out, bool(options.get("force")), (input,))
+    n = options.get("num_nodes") or num_nodes_of(input)
+    if n is None:
+        raise ValueError(f"{input}: OGB link split without raw/num-node-list.csv.gz: pass num_nodes (--num-nodes N)")
+    staging = out.parent / f".{out.name}.ogb-link-{os.getpid()}"
+    try:
+        notes = stage_ogb_link_split(split, staging, int(n))
+        rep = run_job(_core.start_build(os.fspath(input), os.fspath(output),
+                                        {**options, "link_split_files": os.fspath(staging)}), progress)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     rep["notes"] = list(rep.get("notes", [])) + notes
     return rep
 

@@ -351,7 +351,8 @@ fn open_ogb(opts: &BuildOptions, p: &Path) -> Result<Inputs> {
                     splits.push((ours.to_string(), Box::new(TextValues::open(&f)?) as Box<dyn ValueSource>));
                 }
             }
-            if splits.is_empty() {
+            // A link split given as files (the `.pt` import's staging) is imported there.
+            if splits.is_empty() && opts.link_split_files.is_none() {
                 notes.push(unimported_split_note(&split_root.join(&name)));
             }
         }
