@@ -77,9 +77,12 @@ const SALT_ORDER: u64 = 0x6c69_6e6b_6f72_6465; // "linkorde"
 const SALT_FLIP: u64 = 0x6c69_6e6b_666c_6970; // "linkflip"
 const SALT_NEG: u64 = 0x6c69_6e6b_6e65_6773; // "linknegs"
 
+/// Files written: (name, bytes, CRC32C), as the other phases report them.
+type Files = Vec<(String, u64, u32)>;
+
 /// The split files written into the build's directory, and their manifest section.
 pub(super) struct LinkOut {
-    pub(super) files: Vec<(String, u64, u32)>,
+    pub(super) files: Files,
     pub(super) info: LinkSplitInfo,
     pub(super) notes: Vec<String>,
 }
@@ -404,7 +407,7 @@ fn classify(
     undirected: bool,
     input_edges: u64,
     progress: &Progress,
-) -> Result<(Classified, Vec<(String, u64, u32)>)> {
+) -> Result<(Classified, Files)> {
     let k_flip = splitmix64(opts.link_split_seed.unwrap_or(opts.seed) ^ SALT_FLIP);
     let per = if undirected { 1 } else { 2 };
     // Upper bounds of each split's positives (a directed pair gives up to two).
@@ -433,7 +436,7 @@ fn classify(
         } else {
             let q = p;
             p += 1;
-            if q % (1 << 16) == 0 {
+            if q.is_multiple_of(1 << 16) {
                 task.add(if q == 0 { 0 } else { 1 << 16 });
                 progress.check()?;
             }
@@ -541,7 +544,7 @@ fn negatives(
     pos: [u64; 2],
     chunk_bytes: u64,
     progress: &Progress,
-) -> Result<Vec<(String, u64, u32)>> {
+) -> Result<Files> {
     let total = (pos[0] + pos[1]) * k;
     // Enough non-edges for every slot? (Pairs, self-loops excluded.)
     let free = (num_nodes as u128 * num_nodes.saturating_sub(1) as u128 / 2).saturating_sub(m as u128);
