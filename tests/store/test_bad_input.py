@@ -22,6 +22,8 @@ import numpy as np
 import pytest
 
 import flashgnn
+from flashgnn import _core
+from flashgnn.store.jobs import run_job
 from conftest import (
     TinyGraph,
     assert_error,
@@ -1472,18 +1474,22 @@ def test_killed_build_leaves_tmp_that_next_build_removes(tmp_path):
     assert tmp_leftovers(tmp_path, "out") == []
 
 
-def test_ogb_link_prediction_split_is_named_not_silently_dropped(tmp_path, tiny):
-    """An OGB link-prediction split (split/<name>/*.pt edge tensors) is not importable as node splits: the build
-    says so on stderr and in its report, naming the directory and its files, and the dataset has no splits."""
+def test_ogb_link_prediction_split_is_read_or_refused_never_dropped(tmp_path, tiny):
+    """An OGB link-prediction split (split/<name>/*.pt) is imported by `flashgnn build` (the link split's own
+    tests); one that is not a tensor dict is refused naming the file, with nothing published; the core build
+    alone (no `.pt` reader) names the split in a note rather than dropping it silently."""
     root = write_ogb(tmp_path / "ogbl", tiny.edges, tiny.num_nodes, tiny.features, tiny.labels)
     sdir = root / "split" / "time"
     sdir.mkdir(parents=True)
     for name in ("train.pt", "valid.pt", "test.pt"):
         (sdir / name).write_bytes(b"\x80\x04not a node list")
+    pytest.importorskip("torch")
     r = run_cli("build", root, tmp_path / "out")
-    assert r.returncode == 0, r.stderr
-    assert "note:" in r.stderr and str(sdir) in r.stderr and "link-prediction" in r.stderr, r.stderr
-    assert "train.pt" in r.stderr and "split not imported" in r.stderr
-    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["splits"] == {}
-    rep = flashgnn.build(root, tmp_path / "out2", progress=False)
-    assert any("link-prediction" in n for n in rep["notes"]), rep
+    assert r.returncode == 2, r.stderr
+    assert "train.pt" in r.stderr and "torch.load(weights_only=True)" in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
+    rep = run_job(_core.start_build(str(root), str(tmp_path / "out2"), {}), progress=False)
+    assert any("link-prediction" in n and "split not imported" in n for n in rep["notes"]), rep
+    assert rep["manifest"]["splits"] == {}
+
+

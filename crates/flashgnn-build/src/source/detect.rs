@@ -363,8 +363,9 @@ fn open_ogb(opts: &BuildOptions, p: &Path) -> Result<Inputs> {
 /// Why an OGB split directory without `{train,valid,test}.csv[.gz]` node
 /// lists was not imported. OGB's link-prediction splits (`ogbl-*`) hold
 /// torch-pickled edge tensors (`*.pt`: positive and negative edges), which
-/// are not node sets and which flashgnn does not unpickle (a pickle runs
-/// code); the user keeps them for their own evaluation.
+/// are not node sets; the Rust side never unpickles them (a pickle runs
+/// code): the Python build reads them with `torch.load(weights_only=True)`
+/// and hands them over as `--link-split-files` (then no note is written).
 fn unimported_split_note(dir: &Path) -> String {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
@@ -372,8 +373,9 @@ fn unimported_split_note(dir: &Path) -> String {
     names.sort();
     let pt = names.iter().any(|n| n.ends_with(".pt"));
     let why = if pt {
-        "it looks like an OGB link-prediction split (edge tensors in .pt files, not node lists); flashgnn imports \
-         node-property splits only, and never unpickles .pt files"
+        "it looks like an OGB link-prediction split (edge tensors in .pt files, not node lists); the core build \
+         reads node lists only: `flashgnn build` reads .pt link splits (torch.load(weights_only=True)) and passes \
+         them as --link-split-files"
     } else {
         "it has no train/valid/test.csv.gz node lists"
     };
