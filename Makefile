@@ -119,10 +119,10 @@ bench-device: develop $(DATA)/ooc/manifest.json
 	$(PY) -m benchmarks.device_tier $(DATA)/ooc --device-budget $${DEVICE_BUDGET:-256MiB} $${JSON:+--json}
 
 # Typed (heterogeneous) sampling: an IGBH-shaped graph (generate igbh, build --add-reverse), flashgnn's typed
-# loader (memory; uring, uring+cache under the cap) against PyG's hetero NeighborLoader (torch-sparse) in memory
+# loader (memory; uring, uring+cache[+fp16|+int8] under the cap) against PyG's hetero NeighborLoader (torch-sparse) in memory
 # and over mmap. Needs .venv-peers for PyG's sampler.
 bench-hetero: develop $(PEERS_VENV)/.stamp
-	$(PEERS_VENV)/bin/python -m benchmarks.hetero --scale $${SCALE:-450000} --memory-limit $${LIMIT:-1GiB} \
+	$(PEERS_VENV)/bin/python -m benchmarks.hetero --scale $${SCALE:-1350000} --memory-limit $${LIMIT:-1.9GiB} \
 	  --rounds $${ROUNDS:-3} --batches $${BATCHES:-20} $${JSON:+--json}
 
 # Typed accuracy: flashgnn train --model sage on an IGBH-shaped typed dataset vs PyG's to_hetero(GraphSAGE)

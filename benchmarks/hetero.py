@@ -12,7 +12,11 @@ every edge type (sampling + every type's feature rows, as a training loop receiv
 - ``memory``: flashgnn's ``memory`` engine (everything in DRAM). Not capped.
 - ``uring``: flashgnn's ``uring`` engine under the cap, every batch read from the SSD.
 - ``uring+cache``: ``uring`` with a cross-batch cache (``--cache-budget``, default what the cap leaves beside
-  torch, the engine and the prefetch window, at most a third of the data) under the cap.
+  torch, the engine and the prefetch window, at most a third of the data) under the cap; its static hot set
+  (by degree) holds slots and every type's rows as stored, so batches equal the uncached ones.
+- ``uring+cache+fp16``, ``uring+cache+int8``: the same cache holding float32 rows encoded
+  (``Cache(row_codec=...)``: two or almost four times the rows in the same bytes; ``x`` carries the decoded
+  values, fp16 within 2**-11 relative, int8 within max|row|/254), opt-in because batches change.
 
 The cap is a cgroup memory limit (``--memory-limit``); the dataset must be at least 1.5x it. Ratios, never
 bare times, are the verdict; with ``--rounds R`` the repeated variants alternate R times and each reports its
@@ -33,9 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-VARIANTS = ("pyg-memory", "pyg-mmap", "memory", "uring", "uring+cache")
-CAPPED = ("pyg-mmap", "uring", "uring+cache")
-REPEATED = ("pyg-memory", "memory", "uring", "uring+cache")
+VARIANTS = ("pyg-memory", "pyg-mmap", "memory", "uring", "uring+cache", "uring+cache+fp16", "uring+cache+int8")
+CAPPED = ("pyg-mmap", "uring", "uring+cache", "uring+cache+fp16", "uring+cache+int8")
+REPEATED = ("pyg-memory", "memory", "uring", "uring+cache", "uring+cache+fp16", "uring+cache+int8")
 # What a capped flashgnn child holds besides its cache: torch (about 0.6 GiB of RSS) and the engine's buffers,
 # plus the prefetch window (measured per run).
 CHILD_BASE_BYTES = 700 << 20
@@ -132,9 +136,13 @@ def child_flashgnn(ds: Path, variant: str, fanouts, batch_size, batches, seed, t
     torch.set_num_threads(1)
     d = flashgnn.open(ds)
     t_open = time.perf_counter()
-    cache = flashgnn.Cache(str(ds), list(fanouts), cache_budget, hot="degree") if variant == "uring+cache" else None
+    parts = variant.split("+")
+    cache = None
+    if len(parts) > 1:
+        cache = flashgnn.Cache(str(ds), list(fanouts), cache_budget, hot="degree",
+                               row_codec=parts[2] if len(parts) > 2 else "none")
     loader = flashgnn.NeighborLoader(str(ds), num_neighbors=list(fanouts), input_nodes=(TARGET, d.split("train")),
-                                     batch_size=batch_size, shuffle=True, seed=seed, engine=variant.split("+")[0],
+                                     batch_size=batch_size, shuffle=True, seed=seed, engine=parts[0],
                                      num_workers=threads, memory_budget=0, cache=cache, prefetch=PREFETCH)
     open_s = time.perf_counter() - t_open
     r = _measure(loader, batches, max_seconds, _hetero_nodes)
@@ -167,9 +175,9 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks.hetero", description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", default="/tmp/flashgnn-hetero", help="where the input and the dataset are kept")
-    ap.add_argument("--scale", default="450000", help="papers (flashgnn generate igbh --scale)")
+    ap.add_argument("--scale", default="1350000", help="papers (flashgnn generate igbh --scale)")
     ap.add_argument("--feature-dim", type=int, default=128)
-    ap.add_argument("--memory-limit", type=parse_size, default=parse_size("1GiB"))
+    ap.add_argument("--memory-limit", type=parse_size, default=parse_size("1.9GiB"))
     ap.add_argument("--cache-budget", type=parse_size, default=None,
                     help="uring+cache's cache (default: what the cap leaves, at most a third of the data)")
     ap.add_argument("--fanout", default="5,5")
@@ -204,7 +212,7 @@ def main(argv=None) -> int:
             continue  # skipped or failed in round 1
         if v.startswith("pyg") and not pyg_ok:
             results[v] = {"variant": v, "skipped": "torch_sparse is not importable (make bench-peers installs it)"}
-            print(f"bench-hetero: {v:<11} skipped: torch_sparse is not importable", file=sys.stderr)
+            print(f"bench-hetero: {v:<16} skipped: torch_sparse is not importable", file=sys.stderr)
             continue
         cmd = [sys.executable, "-m", "benchmarks.hetero", "--child", v, str(raw), str(ds), a.fanout,
                str(a.batch_size), str(a.batches), str(a.seed), str(a.threads), str(a.max_seconds), str(cache_budget)]
@@ -213,20 +221,24 @@ def main(argv=None) -> int:
         if rc != 0:
             results[v] = {"variant": v, "failed": rc}
             rounds.pop(v, None)
-            print(f"bench-hetero: {v:<11} failed (exit {rc})", file=sys.stderr)
+            print(f"bench-hetero: {v:<16} failed (exit {rc})", file=sys.stderr)
             continue
         r = json.loads(out.strip().splitlines()[-1])
         r.update(variant=v, capped=v in CAPPED, cache_dropped=dropped)
         rounds.setdefault(v, []).append(r)
         results[v] = median_round(rounds[v])
-        print(f"bench-hetero: {v:<11} {'< ' if r['upper_bound'] else ''}{r['batches_per_s']:.3g} batches/s, "
-              f"{r['nodes_per_batch']:,.0f} nodes/batch (round {rnd + 1})", file=sys.stderr)
+        print(f"bench-hetero: {v:<16} {'< ' if r['upper_bound'] else ''}{r['batches_per_s']:.3g} batches/s, "
+              f"{r['nodes_per_batch']:,.0f} nodes/batch"
+              + (f", {r['cache_hit_rate']:.0%} of extents from the cache" if "cache_hit_rate" in r else "")
+              + f" (round {rnd + 1})", file=sys.stderr)
     rate = {v: r["batches_per_s"] for v, r in results.items() if r.get("batches_per_s")}
 
     def ratio(x, y):
         return rate[x] / rate[y] if x in rate and y in rate else None
 
     ratios = {"uring+cache_vs_pyg_memory": ratio("uring+cache", "pyg-memory"),
+              "uring+cache+fp16_vs_pyg_memory": ratio("uring+cache+fp16", "pyg-memory"),
+              "uring+cache+int8_vs_pyg_memory": ratio("uring+cache+int8", "pyg-memory"),
               "uring_vs_pyg_memory": ratio("uring", "pyg-memory"), "memory_vs_pyg_memory": ratio("memory", "pyg-memory"),
               "uring+cache_vs_pyg_mmap": ratio("uring+cache", "pyg-mmap"), "uring_vs_pyg_mmap": ratio("uring", "pyg-mmap")}
     report = {"dataset": str(ds), "dataset_bytes": data, "memory_limit": a.memory_limit, "fanout": a.fanout,
@@ -237,7 +249,7 @@ def main(argv=None) -> int:
         print(json.dumps(report, indent=2))
         return 0
     for k, v in ratios.items():
-        print(f"  {k:<26} {'-' if v is None else format(v, '.2f'):>6}")
+        print(f"  {k:<31} {'-' if v is None else format(v, '.2f'):>6}")
     shown = ", ".join(f"{k} {v:.2f}" for k, v in ratios.items() if v is not None)
     print(f"summary: {shown or 'no ratio (variants failed or skipped)'}; load average {os.getloadavg()[0]:.2f}")
     return 0

@@ -6,8 +6,24 @@ is deterministic and comparable exactly."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
+from torch_geometric.data import Data
 from torch_geometric.sampler import BaseSampler, SamplerOutput
+
+import flashgnn
+
+
+def stored_data(path) -> Data:
+    """A homogeneous dataset as an in-memory PyG ``Data`` of every stored
+    edge (``edge_index`` row = neighbour, col = node, as stored), float32
+    ``x`` and ``y``."""
+    ds = flashgnn.open(path)
+    ids = np.arange(ds.num_nodes)
+    ptr, idx = ds.neighbors_csr(ids)
+    edge_index = torch.from_numpy(np.stack([idx, np.repeat(ids, np.diff(ptr))]))
+    return Data(x=torch.from_numpy(ds.features(ids).astype(np.float32)), y=torch.from_numpy(ds.labels(ids)),
+                edge_index=edge_index, num_nodes=ds.num_nodes)
 
 
 class ReferenceSampler(BaseSampler):

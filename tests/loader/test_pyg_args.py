@@ -32,7 +32,7 @@ import flashgnn  # noqa: E402
 import flashgnn.pyg.backend  # noqa: E402
 
 from conftest import generated_dataset  # noqa: E402
-from pyg_reference import ReferenceSampler  # noqa: E402
+from pyg_reference import ReferenceSampler, stored_data  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +44,7 @@ def ds_path(tmp_path_factory):
 @pytest.fixture(scope="module")
 def graph(ds_path):
     """The dataset as an in-memory PyG Data: edge_index row = neighbour, col = node (as stored)."""
-    ds = flashgnn.open(ds_path)
-    ptr, idx = ds.neighbors_csr(np.arange(ds.num_nodes))
-    col = np.repeat(np.arange(ds.num_nodes), np.diff(ptr))
-    ids = np.arange(ds.num_nodes)
-    return Data(x=torch.from_numpy(ds.features(ids).astype(np.float32)), y=torch.from_numpy(ds.labels(ids)),
-                edge_index=torch.from_numpy(np.stack([idx, col])), num_nodes=ds.num_nodes)
+    return stored_data(ds_path)
 
 
 def FullNeighbourhood(data: Data, hops: int) -> ReferenceSampler:

@@ -353,6 +353,10 @@ class Sampler:
         batches come out in order, batch i sampled with seed ``seed + i``)."""
         it = self.core().iter_batches(np.ascontiguousarray(order, dtype=np.int64), batch_size, int(seed), prefetch,
                                       drop_last, workers)
+        yield from self._drain(it)
+
+    def _drain(self, it):
+        """The engine iterator's batches, wrapped; its telemetry kept when it ends."""
         try:
             for d in it:
                 yield self._wrap(d)
@@ -384,12 +388,7 @@ class Sampler:
         it = self.core().iter_link_batches(np.ascontiguousarray(src, dtype=np.int64),
                                            np.ascontiguousarray(dst, dtype=np.int64), batch_size, int(seed),
                                            prefetch, drop_last, workers, **link)
-        try:
-            for d in it:
-                yield self._wrap(d)
-        finally:
-            it.close()
-            self.last_iter_telemetry = it.telemetry() or {}
+        yield from self._drain(it)
 
     def telemetry(self, last_batch: bool = False) -> dict:
         """Cumulative figures (or the last batch's alone): reads, bytes
