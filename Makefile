@@ -122,7 +122,7 @@ bench-device: develop $(DATA)/ooc/manifest.json
 # loader (memory; uring, uring+cache[+fp16|+int8] under the cap) against PyG's hetero NeighborLoader (torch-sparse) in memory
 # and over mmap. Needs .venv-peers for PyG's sampler.
 bench-hetero: develop $(PEERS_VENV)/.stamp
-	$(PEERS_VENV)/bin/python -m benchmarks.hetero --scale $${SCALE:-1350000} --memory-limit $${LIMIT:-1.9GiB} \
+	$(PEERS_VENV)/bin/python -m benchmarks.hetero --scale $${SCALE:-1350000} --memory-limit $${LIMIT:-1.8GiB} \
 	  --rounds $${ROUNDS:-3} --batches $${BATCHES:-20} $${JSON:+--json}
 
 # Typed accuracy: flashgnn train --model sage on an IGBH-shaped typed dataset vs PyG's to_hetero(GraphSAGE)

@@ -177,7 +177,7 @@ def main(argv=None) -> int:
     ap.add_argument("--work", default="/tmp/flashgnn-hetero", help="where the input and the dataset are kept")
     ap.add_argument("--scale", default="1350000", help="papers (flashgnn generate igbh --scale)")
     ap.add_argument("--feature-dim", type=int, default=128)
-    ap.add_argument("--memory-limit", type=parse_size, default=parse_size("1.9GiB"))
+    ap.add_argument("--memory-limit", type=parse_size, default=parse_size("1.8GiB"))
     ap.add_argument("--cache-budget", type=parse_size, default=None,
                     help="uring+cache's cache (default: what the cap leaves, at most a third of the data)")
     ap.add_argument("--fanout", default="5,5")

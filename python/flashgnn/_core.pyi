@@ -26,6 +26,7 @@ ENGINE_BYTES_PER_PRODUCER: int
 MAX_HOPS: int
 MAX_PRODUCERS: int
 DEFAULT_HOT_FRACTION: float
+ROW_CODECS: list[str]
 # The memory budget (flashgnn_sample::budget).
 BUDGET_HEADROOM: float
 LOOKAHEAD_SHARE: float

@@ -36,6 +36,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_HOPS", flashgnn_sample::MAX_HOPS)?;
     m.add("MAX_PRODUCERS", flashgnn_sample::MAX_PRODUCERS)?;
     m.add("DEFAULT_HOT_FRACTION", flashgnn_sample::DEFAULT_HOT_FRACTION)?;
+    m.add("ROW_CODECS", flashgnn_sample::rowcodec::RowCodec::NAMES.to_vec())?;
     // On-disk names: the dataset's page files, and the mutable store's directory, pointer and generations.
     m.add("MANIFEST_FILE", flashgnn_format::manifest::MANIFEST_FILE)?;
     m.add("STRIPES_FILE", flashgnn_io::stripe::STRIPES_FILE)?;

@@ -36,6 +36,8 @@ DEFAULT_POOL_THREADS = _core.DEFAULT_POOL_THREADS  # pread-pool threads (flashgn
 # Share of a cache budget for the static hot set: owned by flashgnn_sample::tiers
 # (the measurements behind 0.9 are documented there).
 DEFAULT_HOT_FRACTION = _core.DEFAULT_HOT_FRACTION
+# How a cache's static hot set may hold float32 rows (Cache(row_codec=...)).
+ROW_CODECS = tuple(_core.ROW_CODECS)
 
 
 @dataclass

@@ -30,7 +30,7 @@ from pathlib import Path
 from flashgnn import _core
 from flashgnn.nn.zoo import ALL_MODELS, NORMALIZE_FEATURES
 from flashgnn.sample.budget import parse_budget
-from flashgnn.sample.sampler import DEFAULT_HOT_FRACTION, ENGINE_CHOICES
+from flashgnn.sample.sampler import DEFAULT_HOT_FRACTION, ENGINE_CHOICES, ROW_CODECS
 
 
 class TrainError(ValueError):
@@ -114,6 +114,9 @@ class TrainConfig:
                           choices=CACHE_HOT)
     hot_fraction: float = _opt(DEFAULT_HOT_FRACTION, 2, "share of the cache budget for the static hot set, in [0, 1]",
                                type=float)
+    cache_row_codec: str = _opt("none", 2, "how the static hot set holds a typed dataset's float32 rows: as stored, "
+                                           "or encoded (fp16, int8: two or almost four times the rows in the same "
+                                           "bytes; batches then carry the decoded values)", choices=ROW_CODECS)
     device_cache: int = _opt(0, 2, "GPU tier: this many bytes of the highest-degree feature rows resident on "
                                    "--device and gathered there, never read from disk (0 = off; online sampling "
                                    "only)", type=_size)

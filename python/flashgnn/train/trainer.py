@@ -455,7 +455,8 @@ class Trainer:
                 seeds = seeds + ds.type_offset(self.target)
             self.cache = cache = flashgnn.Cache(
                 ds.path, fanouts, self.cache_budget, policy=c.cache_policy, hot=c.cache_hot,
-                hot_fraction=c.hot_fraction, presample_seeds=seeds, batch_size=c.batch_size)
+                hot_fraction=c.hot_fraction, presample_seeds=seeds, batch_size=c.batch_size,
+                row_codec=c.cache_row_codec)
             if chatty:
                 st = cache.stats()
                 print(f"cache: {self.cache_budget / 2**20:.0f} MiB ({c.cache_policy}), static hot set by "
