@@ -154,9 +154,18 @@ pub fn decode_slot<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str) 
 /// process's memory since: the cache's static hot set, checked when it was
 /// read off the disk. The slot's CRC32C (a sixth of a cached batch's CPU on
 /// data/ooc) is not computed again; every field is still bound-checked, so
-/// an address taken from these bytes is never trusted.
+/// an address taken from these bytes is never trusted. The bytes may be the
+/// whole slot or exactly its [`used_slot_bytes`] (the hot set holds slots
+/// trimmed of their zero padding).
 pub fn decode_checked_slot<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str) -> Result<SlotView<'a>> {
     decode(layout, node, bytes, file, false)
+}
+
+/// Bytes of a slot of `degree` that carry data: header, relation counts, an
+/// inline row and the inline ids. The rest is zero padding (checked by
+/// `verify`, [`check_slot_padding`]).
+pub fn used_slot_bytes(layout: &Layout, degree: u32) -> usize {
+    layout.inline_ids_offset() as usize + degree.min(layout.inline_cap) as usize * layout.id_bytes as usize
 }
 
 fn decode<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str, check_crc: bool) -> Result<SlotView<'a>> {
@@ -165,7 +174,10 @@ fn decode<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str, check_crc
     } else {
         return Err(FormatError::oob(file, 0, "node id", node, format!("< num_nodes {}", layout.num_nodes)));
     };
-    if bytes.len() != layout.slot_bytes as usize {
+    // A checked slot may come trimmed to its used bytes (at least the fixed
+    // part and an inline row; its exact length is checked below).
+    let trimmed = !check_crc && bytes.len() < layout.slot_bytes as usize;
+    if bytes.len() != layout.slot_bytes as usize && !(trimmed && bytes.len() >= layout.inline_ids_offset() as usize) {
         return Err(FormatError::Truncated {
             file: file.into(),
             offset: base,
@@ -248,7 +260,16 @@ fn decode<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str, check_crc
         &[]
     };
     let io = layout.inline_ids_offset() as usize;
-    let inline = &bytes[io..io + (inline_len as usize) * layout.id_bytes as usize];
+    let used = used_slot_bytes(layout, degree);
+    if trimmed && bytes.len() != used {
+        return Err(FormatError::Truncated {
+            file: file.into(),
+            offset: base,
+            needed: used as u64,
+            available: bytes.len() as u64,
+        });
+    }
+    let inline = &bytes[io..used];
     Ok(SlotView { node, degree, original_id, overflow_first, features, inline, id_bytes: layout.id_bytes, rel })
 }
 
@@ -284,6 +305,25 @@ mod tests {
         assert_eq!(v.inline_ids(&l, "g").unwrap(), vec![1, 2, 99]);
         assert_eq!(v.overflow_len(), 2);
         check_slot_padding(&l, &v, &buf, "g").unwrap();
+    }
+
+    #[test]
+    fn a_checked_slot_may_be_trimmed_to_its_used_bytes_and_no_shorter() {
+        let l = layout();
+        let mut buf = vec![0u8; l.slot_bytes as usize];
+        encode_slot(&l, 7, 5, 42, 10, &(0..16).collect::<Vec<u8>>(), &[1, 2, 99], &mut buf);
+        let used = used_slot_bytes(&l, 5);
+        assert_eq!(used, l.inline_ids_offset() as usize + 3 * 4);
+        let v = decode_checked_slot(&l, 7, &buf[..used], "g").unwrap();
+        assert_eq!((v.degree, v.inline_ids(&l, "g").unwrap()), (5, vec![1, 2, 99]));
+        for bad in [used - 1, used + 1, l.inline_ids_offset() as usize - 1] {
+            assert!(
+                matches!(decode_checked_slot(&l, 7, &buf[..bad], "g"), Err(FormatError::Truncated { .. })),
+                "{bad}"
+            );
+        }
+        // A slot read off the disk must be whole.
+        assert!(matches!(decode_slot(&l, 7, &buf[..used], "g"), Err(FormatError::Truncated { .. })));
     }
 
     #[test]

@@ -41,7 +41,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use flashgnn_format::layout::{check_overflow_page, FeaturePlacement, Layout};
-use flashgnn_format::slot::decode_slot;
+use flashgnn_format::slot::{decode_slot, used_slot_bytes};
 use flashgnn_io::aligned::AlignedBuf;
 use flashgnn_io::engine::{Done, ReadReq};
 
@@ -308,8 +308,15 @@ impl NeighborSampler {
         if !slot_rank.is_empty() {
             self.scan_slots(|v, bytes| {
                 if let Some(&r) = slot_rank.get(&v) {
-                    decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?;
-                    out.put_at(cache::key(F_SLOT, v), at[r], bytes);
+                    // Held trimmed of its zero padding (`decode_checked_slot` takes it so).
+                    let used = used_slot_bytes(&l, decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?.degree);
+                    if used > chosen[r].cost as usize {
+                        return Err(crate::SampleError::Config(format!(
+                            "hot set: slot of node {v} holds {used} B, {} B were set aside",
+                            chosen[r].cost
+                        )));
+                    }
+                    out.put_at(cache::key(F_SLOT, v), at[r], &bytes[..used]);
                 }
                 Ok(())
             })?;
@@ -347,7 +354,7 @@ impl NeighborSampler {
         self.scan_slots(|v, bytes| {
             let slot = decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?;
             let d = slot.degree as f64;
-            top.offer(d, F_SLOT, v, l.slot_bytes);
+            top.offer_held(d, F_SLOT, v, l.slot_bytes, used_slot_bytes(&l, slot.degree) as u32);
             if separate {
                 let (lo, len, _) = l.feature_extent(v);
                 top.offer(d, F_FEATURES, lo, len);
@@ -465,7 +472,8 @@ impl NeighborSampler {
                 let vi = v as usize;
                 let expanded: f64 = (0..k).map(|g| r_all[g][vi] as f64).sum();
                 let reached = expanded + sum as f64;
-                top.offer(if separate { expanded } else { reached }, F_SLOT, v, l.slot_bytes);
+                let held = used_slot_bytes(&l, slot.degree) as u32;
+                top.offer_held(if separate { expanded } else { reached }, F_SLOT, v, l.slot_bytes, held);
                 if separate {
                     let (lo, len, _) = l.feature_extent(v);
                     top.offer(reached, F_FEATURES, lo, len);
