@@ -263,7 +263,7 @@ class LinkNeighborLoader(_Base, _PygLinkNeighborLoader):
         self.num_neighbors, self.transform = self._nodes.num_neighbors, transform
         self.num_workers, self.persistent_workers = self._nodes.num_workers, self._nodes.persistent_workers
         self.filter_per_worker, self.is_sorted = filter_per_worker, bool(is_sorted)
-        self.sampler, self.cache = self._nodes.sampler, self._nodes.cache
+        self.sampler, self.cache, self.engine = self._nodes.sampler, self._nodes.cache, self._nodes.engine
         self.telemetry: dict = {}
 
     @property

@@ -123,8 +123,15 @@ def checkpoint_metadata(config: dict) -> tuple[list[str], list[tuple[str, str, s
 
 
 def model_from_checkpoint(state: dict):
-    """Rebuild the model a checkpoint describes and load its weights."""
+    """Rebuild the model a checkpoint describes and load its weights (``--task link``: a
+    :class:`flashgnn.nn.link.LinkModel`)."""
     c = state["model_config"]
+    if c.get("task") == "link":  # flashgnn.nn.link.LinkModel: .encode(batch) gives node embeddings
+        from flashgnn.nn.link import build_link_model
+
+        model = build_link_model(c)
+        model.load_state_dict(state["model"])
+        return model
     if "metadata" in c:  # a typed dataset's model (flashgnn.nn.hetero), as the trainer built it
         from flashgnn.nn.zoo import build_hetero_model
 

@@ -25,6 +25,12 @@ HETERO_MODEL_CLASSES = {
 HETERO_MODELS = tuple(HETERO_MODEL_CLASSES)
 # Every --model name, homogeneous ones first.
 ALL_MODELS = MODELS + tuple(m for m in HETERO_MODELS if m not in MODELS)
+# --task link (flashgnn.nn.link): the encoders, and the names only link prediction builds (LightGCN learns an
+# embedding per node, NGCF is a recommender). Repeated from flashgnn.nn.link, which imports torch.
+LINK_MODELS = ("sage", "gcn", "gat", "lightgcn", "ngcf")
+LINK_ONLY_MODELS = tuple(m for m in LINK_MODELS if m not in ALL_MODELS)
+# How a link model scores a pair from its endpoints' embeddings (flashgnn.nn.link.LinkModel.decode).
+LINK_DECODERS = ("dot", "mlp")
 # Models whose layers normalise by node degrees: their batches carry every
 # node's whole-graph degree (`data.deg`), see flashgnn.nn.
 DEGREE_MODELS = ("gcn",)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flashgnn import _core
-from flashgnn.nn.zoo import ALL_MODELS, NORMALIZE_FEATURES
+from flashgnn.nn.zoo import ALL_MODELS, LINK_DECODERS, LINK_ONLY_MODELS, NORMALIZE_FEATURES
 from flashgnn.sample.budget import parse_budget
 from flashgnn.sample.sampler import DEFAULT_HOT_FRACTION, ENGINE_CHOICES, ROW_CODECS
 
@@ -40,6 +40,10 @@ class TrainError(ValueError):
 
 
 # Option groups of `flashgnn train --help`, in the order they print.
+TASKS = ("node", "link")
+# --task link: the metrics (flashgnn.train.link maps each to its OGB evaluator; that module imports torch and
+# the config must not).
+LINK_METRICS = ("auto", "rocauc", "mrr", "hits@20", "hits@50", "hits@100")
 GROUPS = ("model and optimisation", "sampling and reading", "memory and caches", "checkpoints and output")
 CACHE_POLICIES = ("s3fifo", "clock")
 CACHE_HOT = ("degree", "presample", "none")
@@ -66,8 +70,22 @@ class TrainConfig:
 
     dataset: str = field(metadata=dict(help="a dataset directory written by `flashgnn build`"))
     # model and optimisation
+    task: str = _opt("node", 0, "node: classify the nodes of the 'train' split; link: predict the edges of the "
+                                "dataset's link split (built with --link-split; docs/training.md, Link prediction)",
+                     choices=TASKS)
     model: str = _opt("sage", 0, "mlp = features-only baseline; a typed dataset takes rgat (MLPerf's R-GAT), rgcn "
-                              "or sage (to_hetero(GraphSAGE))", choices=ALL_MODELS)
+                              "or sage (to_hetero(GraphSAGE)); --task link takes sage, gcn, gat, lightgcn or ngcf",
+                      choices=ALL_MODELS + LINK_ONLY_MODELS)
+    decoder: str = _opt("dot", 0, "--task link: how a (source, destination) pair is scored from its two node "
+                                  "embeddings: dot product, or an MLP on their elementwise product",
+                        choices=LINK_DECODERS)
+    negatives: float = _opt(1.0, 0, "--task link: random negative pairs per training edge (PyG's binary "
+                                    "neg_sampling amount)", type=float)
+    link_metric: str = _opt("auto", 0, "--task link: the metric of validation and test, computed by the ogb "
+                                       "package's Evaluator (auto: the OGB dataset's own, else mrr with K > 1 stored "
+                                       "negatives per positive, else rocauc)", choices=LINK_METRICS)
+    exclude_seed_edges: bool = _opt(False, 1, "--task link: remove each batch's training edges (and their reverses) "
+                                              "from its own sampled subgraph (GraphBolt's exclude_seed_edges)")
     hidden: int = _opt(128, 0, "hidden channels", type=int)
     dropout: float = _opt(0.2, 0, "dropout probability, in [0, 1)", type=float)
     epochs: int = _opt(3, 0, "epochs to train (>= 1)", type=int)
@@ -78,9 +96,10 @@ class TrainConfig:
         "none", 0, "row: divide each feature row by its sum (clamped at 1), as PyG's NormalizeFeatures does for "
         "non-negative features; applied as batches load, recorded in the checkpoint so `embed` applies it too",
         choices=NORMALIZE_FEATURES)
-    patience: int = _opt(0, 0, "stop after this many epochs without a better validation accuracy (training "
-                               "accuracy on a dataset without a val split; 0 = run every epoch); either way the "
-                               "checkpoint and the reported test accuracy are the best epoch's", type=int)
+    patience: int = _opt(0, 0, "stop after this many epochs without a better validation accuracy (--task link: "
+                               "validation metric; training accuracy on a dataset without a val split; 0 = run "
+                               "every epoch); either way the checkpoint and the reported test figure are the best "
+                               "epoch's", type=int)
     seed: int = _opt(0, 0, "weights, batch order and sampling", type=int)
     device: str = _opt("cpu", 0, "cpu | cuda | cuda:N")
     threads: int | None = _opt(None, 0, "torch intra-op threads (default: cores / local ranks - 1)", type=int)
@@ -206,6 +225,9 @@ class TrainConfig:
             v = getattr(self, name)
             if v is not None and v < 1:
                 bad(name, v, "must be >= 1 (leave it out for the default)")
+        if not (self.negatives > 0.0 and math.isfinite(self.negatives)):
+            bad("negatives", float(self.negatives), "must be a finite number > 0")
+        self._check_task()
         if not (0.0 <= self.dropout < 1.0):
             bad("dropout", self.dropout, "must be in [0, 1)")
         if not (self.lr > 0.0 and math.isfinite(self.lr)):
@@ -251,6 +273,24 @@ class TrainConfig:
             from flashgnn.store.dataset import Dataset
 
             Dataset(self.dataset)
+
+    def _check_task(self) -> None:
+        """The options ``--task`` decides: the models each task takes, and what link prediction does not do."""
+        from flashgnn.nn.zoo import LINK_MODELS
+
+        if self.task == "node":
+            if self.model in LINK_ONLY_MODELS:
+                raise TrainError(f"--model {self.model} is a link-prediction model: give --task link (node "
+                                 f"classification takes {', '.join(ALL_MODELS)})")
+            return
+        if self.model not in LINK_MODELS:
+            raise TrainError(f"--model {self.model} with --task link: expected one of {', '.join(LINK_MODELS)}")
+        for name, given in (("presampled", self.presampled), ("lookahead", self.lookahead),
+                            ("device_cache", self.device_cache), ("type_fanouts", self.type_fanouts),
+                            ("target_type", self.target_type)):
+            if given:
+                raise TrainError(f"{flag(name)} {given} with --task link: link batches do not support it yet "
+                                 "(leave it out)")
 
     def _check_presampled(self) -> None:
         """``--presampled DIR`` holds a pre-sample this run can use (its ``presample.json`` only: no dataset

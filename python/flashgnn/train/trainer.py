@@ -43,6 +43,10 @@ from flashgnn.nn.checkpoint import (CHECKPOINT_FILE, CHECKPOINT_FORMAT, CHECKPOI
                                     save_checkpoint)
 from flashgnn.nn.zoo import (DEGREE_MODELS, HETERO_MODELS, MODELS, build_hetero_model, build_model, forward,
                              normalize_batch, seed_count, seed_labels)
+
+# --task link: the models whose batches carry whole-graph degrees (flashgnn.nn.link.DEGREE_LINK_MODELS; that
+# module imports torch).
+DEGREE_LINK_MODELS = ("gcn", "lightgcn", "ngcf")
 from flashgnn.train.config import TrainConfig, TrainError, parse_fanout, parse_type_fanouts, parser
 from flashgnn.train.dist import Dist
 from flashgnn.train.feeder import DeviceFeeder
@@ -53,7 +57,7 @@ __all__ = ["Trainer", "TrainConfig", "TrainError", "evaluate", "check_labels", "
 # The splits a run evaluates on, where the dataset has them ("train" is required: it is what is trained on).
 EVAL_SPLITS = ("val", "test")
 # What picks the best epoch (and drives --patience), in the words the run prints.
-SELECT_WORDS = {"val_acc": "validation accuracy", "train_acc": "train accuracy"}
+SELECT_WORDS = {"val_acc": "validation accuracy", "train_acc": "train accuracy", "val_metric": "validation metric"}
 # Seconds between refreshes of the epoch bar's figures (loss, seeds/s, data wait, cache hit rates): reading
 # them costs a host sync and a read of every tier's counters, not worth paying on every step.
 POSTFIX_INTERVAL_S = 0.5
@@ -71,16 +75,18 @@ def splits_note(eval_splits) -> str:
     return "no 'test' split: evaluating on 'val' (best-epoch selection and --patience as usual); no test accuracy"
 
 
-def _accuracy_words(best: dict | None, last: dict, key: str, eval_splits) -> str:
-    """The accuracies of the final ``trained ...`` line: the best epoch's test accuracy (where there is a
-    test split) at its selecting accuracy, and the final epoch's."""
+def _accuracy_words(best: dict | None, last: dict, key: str, eval_splits, metric: str | None = None) -> str:
+    """The figures of the final ``trained ...`` line: the best epoch's test accuracy (``metric``: the link
+    metric, where there is a test split) at its selecting figure, and the final epoch's."""
     if best is None:
         return "no epoch trained"
-    sel = key[: -len("_acc")]
-    head = f"test acc {best['test_acc']:.4f} at the " if "test" in eval_splits else ""
-    final = [f"test {last['test_acc']:.4f}"] if "test" in eval_splits else []
+    sel, _, kind = key.partition("_")
+    test = "test_metric" if metric else "test_acc"
+    word = {"acc": "acc", "metric": metric}[kind]
+    head = f"test {metric or 'acc'} {best[test]:.4f} at the " if "test" in eval_splits else ""
+    final = [f"test {last[test]:.4f}"] if "test" in eval_splits else []
     final.append(f"{sel} {last[key]:.4f}")
-    return f"{head}best {sel} acc {best[key]:.4f} (epoch {best['epoch']}; final epoch: {', '.join(final)})"
+    return f"{head}best {sel} {word} {best[key]:.4f} (epoch {best['epoch']}; final epoch: {', '.join(final)})"
 
 
 def _hit_rate(cache) -> float:
@@ -271,6 +277,10 @@ class Trainer:
         chatty = self.chatty
         self.dataset = ds = flashgnn.open(c.dataset)
         self.typed = ds.is_typed
+        self.link = c.task == "link"
+        self.metric = None  # --task link: the metric's name (rocauc, mrr, hits@K)
+        if self.link:
+            return self._open_link(c, ds)
         if self.typed:
             self._open_typed(c, ds)
         elif c.model not in MODELS:
@@ -301,6 +311,33 @@ class Trainer:
             check_labels(ds, ("train", *self.eval_splits))
         except ValueError as e:
             raise TrainError(str(e)) from None
+
+    def _open_link(self, c, ds) -> None:
+        """--task link: the dataset's link split, the splits evaluated and their metric (flashgnn.train.link)."""
+        from flashgnn.train import link
+
+        if self.typed:
+            raise TrainError(f"--task link on a typed dataset ({ds.path}): typed link prediction is not supported "
+                             "yet; build a homogeneous dataset with --link-split")
+        info = ds.link_split_info
+        if not info:
+            raise TrainError(f"{ds.path}: dataset has no link-prediction split, which --task link trains on; build "
+                             "it with --link-split VAL,TEST (e.g. flashgnn build IN OUT --link-split 0.1,0.1; "
+                             "docs/input.md)")
+        splits = info.get("splits") or {}
+        if not (splits.get("train") or {}).get("positives"):
+            raise TrainError(f"{ds.path}: its link split has no 'train' edges (splits: {', '.join(splits) or 'none'})")
+        self.eval_splits = tuple(s for s in EVAL_SPLITS if (splits.get(s) or {}).get("positives"))
+        self.select_by = "val_metric" if "val" in self.eval_splits else "train_acc"
+        if self.chatty and len(self.eval_splits) < len(EVAL_SPLITS):
+            print(splits_note(self.eval_splits).replace("accuracy", "figure"), flush=True)
+        self.metric, self.evaluator_name = link.choose_metric(ds, c.link_metric, self.eval_splits)
+        self.evaluator = link.evaluator(self.evaluator_name) if self.eval_splits else None
+        self.train_edges = ds.link_split("train")
+        if self.chatty:
+            print(f"link prediction: {len(self.train_edges.src):,} training edges, {c.negatives:g} random negative(s) "
+                  f"each; {', '.join(self.eval_splits) or 'no split'} judged by {self.metric} "
+                  f"(ogb Evaluator {self.evaluator_name!r})", flush=True)
 
     def _open_typed(self, c, ds) -> None:
         """A typed dataset: the node type classified, the model and fanouts it takes, and which node types get
@@ -359,7 +396,19 @@ class Trainer:
                                           fanouts=fanouts)
         if c.normalize_features != "none":  # absent = none, so older checkpoints still match
             config["normalize_features"] = c.normalize_features
-        if self.typed:
+        if self.link:
+            from flashgnn.nn.link import LinkModel, uses_embedding
+
+            emb = ds.num_nodes if uses_embedding(c.model, ds.feature_dim) else 0
+            config.update(task="link", out_dim=None, decoder=c.decoder, num_embeddings=emb)
+            if emb and emb * c.hidden * 4 > self._embedding_limit(c):
+                raise TrainError(f"--model {c.model} on {ds.path}: a learnable embedding per node takes "
+                                 f"{human_bytes(emb * c.hidden * 4)} ({emb:,} nodes x --hidden {c.hidden} x 4 B), "
+                                 f"over a third of the memory budget ({human_bytes(self._embedding_limit(c))}, Adam "
+                                 "keeps two more tables of its size); lower --hidden or build with --features")
+            self.model = model = LinkModel(c.model, ds.feature_dim, c.hidden, len(fanouts), c.dropout, c.decoder,
+                                           num_nodes=emb).to(device)
+        elif self.typed:
             from flashgnn.nn.hetero import MLPERF_RGAT
 
             config.update(in_dim=self.in_dims, target=self.target, metadata=[list(m) for m in ds.metadata()],
@@ -388,6 +437,9 @@ class Trainer:
             # the target; an edge type a batch did not reach passes nothing): DDP must look for them.
             self.ddp_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
                                  find_unused_parameters=self.typed)
+        # The batches' seeds: for a link batch every distinct endpoint of its positives and negatives, at most
+        # 2 (1 + negatives) per training edge; what the memory budget and cache sizing count per batch.
+        self.seed_batch = (int(np.ceil(c.batch_size * 2 * (1 + c.negatives))) if self.link else c.batch_size)
 
     def _resume(self, c) -> None:
         """Load the checkpoint at --checkpoint, when there is one, into the model, optimizer, RNGs and history;
@@ -424,12 +476,13 @@ class Trainer:
         if mb == "auto" and not c.cache_budget:  # an explicit --cache-budget is the user's sizing: auto steps aside
             # Lookahead is auto's to choose only for online sampling without a device tier (the two exclude each
             # other; with --presampled, --lookahead is the pre-sample's superbatch).
-            la = c.lookahead if c.lookahead is not None or not (c.device_cache or c.presampled or self.typed) else 0
-            split = budget.auto(ds.path, fanouts, c.batch_size, workers=workers, prefetch=c.prefetch,
+            la = (c.lookahead if c.lookahead is not None or not (c.device_cache or c.presampled or self.typed
+                                                                  or self.link) else 0)
+            split = budget.auto(ds.path, fanouts, self.seed_batch, workers=workers, prefetch=c.prefetch,
                                 hot_fraction=c.hot_fraction, lookahead=la, processes=dist_ctx.local_world,
                                 engine=c.engine)
         elif mb and mb != "auto":
-            split = budget.split(mb, ds.path, fanouts, c.batch_size, workers=workers, prefetch=c.prefetch,
+            split = budget.split(mb, ds.path, fanouts, self.seed_batch, workers=workers, prefetch=c.prefetch,
                                  hot_fraction=c.hot_fraction, lookahead=c.lookahead or 0)
         self.budget_split = split
         self.lookahead = split["lookahead"] if split else (c.lookahead or 0)
@@ -450,12 +503,16 @@ class Trainer:
         self.cache = cache = None
         if self.cache_budget:
             t_cache = time.perf_counter()
-            seeds = np.random.default_rng(c.seed).permutation(ds.split("train"))[:8 * c.batch_size]
+            if self.link:  # the endpoints of the first training edges (a sample of what batches will touch)
+                pick = np.random.default_rng(c.seed).permutation(len(self.train_edges.src))[:4 * c.batch_size]
+                seeds = np.unique(np.concatenate([self.train_edges.src[pick], self.train_edges.dst[pick]]))
+            else:
+                seeds = np.random.default_rng(c.seed).permutation(ds.split("train"))[:8 * c.batch_size]
             if self.typed:  # the engine's ids are global: the target type's range starts at its offset
                 seeds = seeds + ds.type_offset(self.target)
             self.cache = cache = flashgnn.Cache(
                 ds.path, fanouts, self.cache_budget, policy=c.cache_policy, hot=c.cache_hot,
-                hot_fraction=c.hot_fraction, presample_seeds=seeds, batch_size=c.batch_size,
+                hot_fraction=c.hot_fraction, presample_seeds=seeds, batch_size=self.seed_batch,
                 row_codec=c.cache_row_codec)
             if chatty:
                 st = cache.stats()
@@ -482,7 +539,8 @@ class Trainer:
         # memory_budget=0: the cache above is this run's (sized from --memory-budget), or none was asked for.
         self._common = common = dict(memory_budget=0, engine=c.engine, prefetch=c.prefetch, num_workers=workers,
                                      rank=dist_ctx.rank, world_size=dist_ctx.world, pin_memory=False, cache=cache,
-                                     device_cache=device_cache, degrees=c.model in DEGREE_MODELS)
+                                     device_cache=device_cache,
+                                     degrees=c.model in (DEGREE_LINK_MODELS if self.link else DEGREE_MODELS))
         if self.typed:
             # The typed loader takes its seeds as (node type, ids) and refuses the tiers it does not have yet.
             for k in ("device_cache", "degrees"):
@@ -491,7 +549,18 @@ class Trainer:
                 raise TrainError("--device-cache on a typed dataset: the device tier does not hold typed rows yet")
             if c.presampled:
                 raise TrainError("--presampled takes a homogeneous dataset (typed pre-samples are not written yet)")
-        if c.presampled:
+        if self.link:
+            from flashgnn.loader.link import LinkNeighborLoader
+
+            common.pop("device_cache")
+            # Binary negatives, BCE on the logits: PyG's link-prediction recipe (its examples' LinkNeighborLoader).
+            te = self.train_edges
+            self.train_loader_options = dict(
+                data=ds, num_neighbors=fanouts, edge_label_index=np.stack([te.src, te.dst]),
+                neg_sampling=dict(mode="binary", amount=c.negatives), batch_size=c.batch_size, shuffle=True,
+                seed=c.seed, exclude_seed_edges=c.exclude_seed_edges, **common)
+            train_loader = LinkNeighborLoader(**self.train_loader_options)
+        elif c.presampled:
             from flashgnn.loader.presample import PresampledLoader
 
             # --lookahead here is the pre-sample's superbatch: the next batches are read from the file.
@@ -517,7 +586,7 @@ class Trainer:
             train_loader = NeighborLoader(**self.train_loader_options)
         self.train_loader = train_loader
         self._eval_loaders: dict = {}
-        for s in self.eval_splits:
+        for s in () if self.link else self.eval_splits:
             self._eval_loader(s)
         self.window = window = getattr(train_loader, "window", None)
         if window is not None and window.belady is not None and chatty:
@@ -557,17 +626,45 @@ class Trainer:
         return evaluate(self.ddp_model, loader, self.device, self.config.normalize_features,
                         self._steps(loader, evaluation=True), bar)
 
+    def _link_value(self, split: str, bar=None) -> float:
+        """--task link: the metric of the current model on link split ``split`` (flashgnn.train.link), over
+        its first --eval-batches (else --max-batches) batches of positives. Every rank computes the same value
+        (the whole split, with the same weights): no reduction is needed."""
+        from flashgnn.train import link
+
+        c = self.config
+        mb = c.eval_batches if c.eval_batches is not None else c.max_batches
+        opts = dict(self._common, seed=c.seed + 1, rank=0, world_size=1)
+        return link.evaluate_split(self.model, self.dataset, split, self.metric, self.evaluator, self.eval_fanouts,
+                                   self.seed_batch, self.device, normalize=c.normalize_features,
+                                   max_positives=None if mb is None else mb * c.batch_size, progress=bar, **opts)
+
+    def _link_eval_pairs(self, split: str) -> int:
+        from flashgnn.train import link
+
+        c = self.config
+        mb = c.eval_batches if c.eval_batches is not None else c.max_batches
+        return link.eval_pairs(self.dataset, split, self.metric, None if mb is None else mb * c.batch_size)
+
     def evaluate(self, split: str = "test") -> dict:
         """Accuracy of the current model (after :meth:`fit`: the best epoch's) on ``split``'s labelled
-        seeds, summed over ranks while the process group is open: ``{"split", "correct", "total", "acc"}``."""
+        seeds, summed over ranks while the process group is open: ``{"split", "correct", "total", "acc"}``.
+        --task link: ``{"split", "metric", "value"}``, the link metric on link split ``split``."""
         self.setup()
+        if self.link:
+            if split not in self.eval_splits:
+                raise TrainError(f"{self.dataset.path}: no link split {split!r} with positives to evaluate "
+                                 f"(evaluated: {', '.join(self.eval_splits) or 'none'})")
+            return dict(split=split, metric=self.metric, value=self._link_value(split))
         correct, total = self.dist.sum(list(self._count(split)))
         return dict(split=split, correct=int(correct), total=int(total), acc=correct / max(total, 1))
 
     # -- training ---------------------------------------------------------------------------------------
 
-    def _train_epoch(self, epoch: int) -> tuple[float, int, int, int, float, float]:
-        """One epoch over this rank's shard: (loss sum, correct, seeds, batches, wait seconds, seconds).
+    def _train_epoch(self, epoch: int) -> tuple[float, int, int, int, float, float, int]:
+        """One epoch over this rank's shard: (loss sum, correct, seeds, batches, wait seconds, seconds, scored),
+        ``scored`` the outputs the loss and ``correct`` count: the seeds, or for --task link the scored pairs
+        (each training edge and its negatives; ``seeds`` counts the training edges).
 
         The step does what a bare PyG loop does and nothing per step besides: the loss and correct counts are
         summed as tensors (on the device: no host sync per step) and read once at the end of the epoch; the
@@ -590,13 +687,17 @@ class Trainer:
         correct = torch.zeros((), dtype=torch.int64, device=self.device)
         loss = None
         seeds = batches = 0
+        scored = torch.zeros((), dtype=torch.int64, device=self.device)
+        link = self.link
         wait = 0.0
         t0 = time.perf_counter()
         next_postfix = t0  # the first step shows its figures at once
 
+        unit = "edges" if self.link else "seeds"
+
         def postfix() -> None:
             el = max(time.perf_counter() - t0, 1e-9)
-            bar.set_postfix_str(f"loss {float(loss):.3f} | {seeds * self.dist.world / el:,.0f} seeds/s | "
+            bar.set_postfix_str(f"loss {float(loss):.3f} | {seeds * self.dist.world / el:,.0f} {unit}/s | "
                                 f"data-wait {100 * wait / el:.0f}%"
                                 + (f" | cache {_hit_rate(cache):.0%}" if cache else "")
                                 + (f" | device {device_cache.stats()['hit_rate']:.0%}" if device_cache else "")
@@ -613,15 +714,24 @@ class Trainer:
             if normalize is not None:
                 normalize_batch(data, normalize)
             opt.zero_grad(set_to_none=True)
-            out = forward(model, data)
-            bs = seed_count(data)
-            y = seed_labels(data)
-            loss = F.cross_entropy(out, y, ignore_index=-1)
+            if link:  # PyG's recipe: BCE on the logits of the training edges and their binary negatives
+                out = model(data)
+                y = data.edge_label
+                loss = F.binary_cross_entropy_with_logits(out, y)
+                bs, n = int(data.input_id.numel()), y.numel()
+                hit = ((out.detach() > 0) == (y > 0.5)).sum()
+            else:
+                out = forward(model, data)
+                bs = n = seed_count(data)
+                y = seed_labels(data)
+                loss = F.cross_entropy(out, y, ignore_index=-1)
+                hit = (out.detach().argmax(-1) == y).sum()
             loss.backward()
             opt.step()
             loss = loss.detach()
-            loss_sum += loss.double() * bs
-            correct += (out.detach().argmax(-1) == y).sum()
+            loss_sum += loss.double() * n
+            correct += hit
+            scored += n
             seeds += bs
             batches += 1
             bar.update(1)
@@ -633,7 +743,7 @@ class Trainer:
             postfix()  # the bar's last line carries the epoch's final figures
         bar.close()
         seconds = time.perf_counter() - t0
-        return float(loss_sum), int(correct), seeds, batches, wait, seconds
+        return float(loss_sum), int(correct), seeds, batches, wait, seconds, int(scored)
 
     def fit(self) -> dict:
         """Train ``config.epochs`` epochs (fewer with ``patience``), checkpointing after each; return the
@@ -646,15 +756,21 @@ class Trainer:
         self.setup()
         c, ds, dist_ctx, chatty = self.config, self.dataset, self.dist, self.chatty
         raw_model, history, key = self.model, self.history, self.select_by
-        n_train = ds.split_size("train")
+        n_train = len(self.train_edges.src) if self.link else ds.split_size("train")
         t_run = time.perf_counter()
         for epoch in range(self.start_epoch, c.epochs):
             t0 = time.perf_counter()
-            loss_sum, correct, seeds, batches, wait, train_seconds = self._train_epoch(epoch)
-            loss_sum, correct, seeds = dist_ctx.sum([loss_sum, correct, seeds])
+            loss_sum, correct, seeds, batches, wait, train_seconds, scored = self._train_epoch(epoch)
+            loss_sum, correct, seeds, scored = dist_ctx.sum([loss_sum, correct, seeds, scored])
             wait_max = dist_ctx.max(wait / max(train_seconds, 1e-9))
-            acc = {}
-            if self.eval_splits:
+            acc, value = {}, {}
+            if self.link and self.eval_splits:
+                ebar = _progress.bar(total=sum(self._link_eval_pairs(s) for s in self.eval_splits),
+                                     desc=f"eval {epoch + 1}/{c.epochs}", unit="pair", disable=not self.progress,
+                                     leave=False)
+                value = {s: self._link_value(s, ebar) for s in self.eval_splits}
+                ebar.close()
+            elif self.eval_splits:
                 eval_steps = [self._steps(self._eval_loader(s), evaluation=True) for s in self.eval_splits]
                 ebar = _progress.bar(total=sum(eval_steps), desc=f"eval {epoch + 1}/{c.epochs}", unit="batch",
                                      disable=not self.progress, leave=False)
@@ -664,7 +780,7 @@ class Trainer:
                 acc = {s: counts[2 * i] / max(counts[2 * i + 1], 1) for i, s in enumerate(self.eval_splits)}
             tel = self.train_loader.telemetry
             rec = dict(
-                epoch=epoch + 1, train_loss=loss_sum / max(seeds, 1), train_acc=correct / max(seeds, 1),
+                epoch=epoch + 1, train_loss=loss_sum / max(scored, 1), train_acc=correct / max(scored, 1),
                 val_acc=acc.get("val"), test_acc=acc.get("test"), train_seconds=train_seconds,
                 seconds=time.perf_counter() - t0, seeds=int(seeds), seeds_per_s=seeds / max(train_seconds, 1e-9),
                 data_wait=wait / max(train_seconds, 1e-9), data_wait_max_rank=wait_max, batches=batches,
@@ -674,6 +790,8 @@ class Trainer:
                 device_cache=self.device_cache.stats() if self.device_cache else None,
                 lookahead=tel.get("lookahead"),
             )
+            if self.link:  # the link metric (train_acc: pairs on the right side of logit 0)
+                rec.update(metric=self.metric, val_metric=value.get("val"), test_metric=value.get("test"))
             history.append(rec)
             best = self.best
             # Accuracies are summed over ranks (train accuracy too): every rank takes the same decision.
@@ -681,11 +799,16 @@ class Trainer:
                 self.best = best = dict(epoch=rec["epoch"], val_acc=rec["val_acc"], test_acc=rec["test_acc"],
                                         train_acc=rec["train_acc"],
                                         model={k: v.detach().clone() for k, v in raw_model.state_dict().items()})
+                if self.link:
+                    best.update(val_metric=rec["val_metric"], test_metric=rec["test_metric"])
             stale = rec["epoch"] - best["epoch"]
             if chatty:
-                accs = "".join(f", {s} acc {rec[s + '_acc']:.4f}" for s in self.eval_splits)
+                if self.link:
+                    accs = "".join(f", {s} {self.metric} {rec[s + '_metric']:.4f}" for s in self.eval_splits)
+                else:
+                    accs = "".join(f", {s} acc {rec[s + '_acc']:.4f}" for s in self.eval_splits)
                 print(f"epoch {rec['epoch']}: loss {rec['train_loss']:.4f}, train acc {rec['train_acc']:.4f}{accs}, "
-                      f"{rec['seeds_per_s']:,.0f} seeds/s, data wait {100 * rec['data_wait']:.1f}% (max over ranks "
+                      f"{rec['seeds_per_s']:,.0f} {'edges' if self.link else 'seeds'}/s, data wait {100 * rec['data_wait']:.1f}% (max over ranks "
                       f"{100 * wait_max:.1f}%), {rec['train_seconds']:.1f} s train + "
                       f"{rec['seconds'] - rec['train_seconds']:.1f} s eval", flush=True)
             if dist_ctx.main and c.checkpoint:
@@ -724,8 +847,14 @@ class Trainer:
             data_wait=sum(e["data_wait"] * e["train_seconds"] for e in ran) / ran_seconds if ran else None,
             seeds_per_s=sum(e["seeds"] for e in ran) / ran_seconds if ran else None,
             train_nodes=n_train, rank_weight_digests=digests, ranks_agree=len(set(digests)) == 1,
-            peak_rss_bytes=_peak_rss(),
+            peak_rss_bytes=_peak_rss(), task=c.task,
         )
+        if self.link:  # seeds_per_s counts training edges; train_nodes is the number of training edges
+            summary.update(train_edges=summary.pop("train_nodes"), decoder=c.decoder, metric=self.metric,
+                           evaluator=self.evaluator_name,
+                           test_metric=best.get("test_metric") if best else None,
+                           val_metric=best.get("val_metric") if best else None,
+                           final_test_metric=last.get("test_metric"), final_val_metric=last.get("val_metric"))
         if dist_ctx.main:
             if c.metrics_json:
                 Path(c.metrics_json).write_text(json.dumps(dict(config=self.model_config, args=self.config.as_dict(),
@@ -734,9 +863,11 @@ class Trainer:
             if history:
                 dw = f"{100 * summary['data_wait']:.1f}%" if summary["data_wait"] is not None else "n/a"
                 sps = f"{summary['seeds_per_s']:,.0f}" if summary["seeds_per_s"] is not None else "n/a"
-                print(f"trained {c.model} on {ds.path} ({self.train_loader.engine}, {dist_ctx.world} process"
+                what = f"{c.model} ({c.decoder} decoder, link prediction)" if self.link else c.model
+                print(f"trained {what} on {ds.path} ({self.train_loader.engine}, {dist_ctx.world} process"
                       f"{'es' if dist_ctx.world > 1 else ''}): {len(history)} epochs, "
-                      f"{_accuracy_words(best, last, key, self.eval_splits)}, data wait {dw}, {sps} seeds/s, peak "
+                      f"{_accuracy_words(best, last, key, self.eval_splits, self.metric)}, data wait {dw}, {sps} "
+                      f"{'edges' if self.link else 'seeds'}/s, peak "
                       f"RSS {human_bytes(summary['peak_rss_bytes'])}, {total:.1f} s", flush=True)
         dist_ctx.close()
         summary["model_obj"] = raw_model
