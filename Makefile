@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bench-hetero bench-hetero-accuracy bench-peers bench-sample-cpu bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
+.PHONY: bench-hetero bench-hetero-accuracy bench-link-accuracy bench-peers bench-sample-cpu bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
 
 # requirements-dev.txt includes the optional extras the tests exercise (train, plots: matplotlib).
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
@@ -129,6 +129,10 @@ bench-hetero: develop $(PEERS_VENV)/.stamp
 # recipe (hetero NeighborLoader, torch-sparse) on the same graph in memory; target within 1 point.
 bench-hetero-accuracy: develop $(PEERS_VENV)/.stamp
 	$(PEERS_VENV)/bin/python -m benchmarks.hetero_accuracy --epochs $${EPOCHS:-3} $${JSON:+--json}
+
+# Link prediction: `flashgnn train --task link` vs PyG's LinkNeighborLoader recipe (torch-sparse), test ROC-AUC.
+bench-link-accuracy: develop $(PEERS_VENV)/.stamp
+	$(PEERS_VENV)/bin/python -m benchmarks.link_accuracy --epochs $${EPOCHS:-5} --model $${MODEL:-sage} $${JSON:+--json}
 
 # Layer-wise inference: flashgnn.inference / model.inference(flashgnn loader) vs PyG's whole graph in memory.
 bench-inference: develop

@@ -103,10 +103,16 @@ class LinkModel(nn.Module):
         return data.x
 
     def encode(self, data) -> torch.Tensor:
-        """Embeddings ``[num_sampled_nodes[0], out_dim]`` of a batch's seeds."""
+        """Embeddings ``[num_sampled_nodes[0], out_dim]`` of a batch's seeds (of every node of a batch
+        without ``num_sampled_nodes``)."""
         x = self._input(data)
-        nodes, edges = list(data.num_sampled_nodes), list(data.num_sampled_edges)
-        n0 = int(nodes[0])
+        if getattr(data, "num_sampled_nodes", None) is None:
+            # A batch without per-hop counts (PyG's loader on torch-sparse, a whole graph): every row, untrimmed.
+            nodes = edges = None
+            n0 = x.size(0)
+        else:
+            nodes, edges = list(data.num_sampled_nodes), list(data.num_sampled_edges)
+            n0 = int(nodes[0])
         ei = data.edge_index
         if self.kind in DEGREE_LINK_MODELS:
             deg = getattr(data, "deg", None)
@@ -131,7 +137,8 @@ class LinkModel(nn.Module):
         ei, w, _ = degree_norm(edge_index, x.size(0), deg, add_self_loops=False)
         out = x * lg.alpha[0]
         for i, conv in enumerate(lg.convs):
-            x, ei, w = trim_to_layer(i, nodes, edges, x, ei, w)
+            if nodes is not None:
+                x, ei, w = trim_to_layer(i, nodes, edges, x, ei, w)
             x = conv(x, ei, w)
             out = out[: x.size(0)] + x * lg.alpha[i + 1]
         return out
