@@ -8,6 +8,8 @@ Named after ``torch_geometric.nn``, which it extends:
 - :mod:`~flashgnn.nn.layerwise` — ``flashgnn.inference(model, DATASET[, OUT])``: whole-graph inference one layer
   at a time with bounded memory, for any PyG ``BasicGNN`` or per-layer module (``flashgnn embed`` runs it).
 - :mod:`~flashgnn.nn.usermodel` — a user's own model class and ``state_dict`` (``embed --model-class``).
+- :mod:`~flashgnn.nn.link` — ``LinkModel``, the encoder + pair decoder of ``train --task link``;
+  :mod:`~flashgnn.nn.ngcf` — NGCF, which PyG lacks.
 """
 
 from typing import TYPE_CHECKING

@@ -10,7 +10,7 @@
 Encoders (``LINK_MODELS``): ``sage``, ``gcn`` (:class:`flashgnn.nn.GCN`), ``gat`` — the zoo's models with
 ``out_channels = hidden``; ``lightgcn`` — ``torch_geometric.nn.models.LightGCN`` (its embedding table,
 layer weights ``alpha`` and ``LGConv`` layers) run on the sampled subgraph; ``ngcf`` — NGCF (Wang et al.,
-SIGIR 2019; PyG has none) as :class:`flashgnn.dfg.reference.NGCF`, the model the DFG runner serves. Decoders
+SIGIR 2019; PyG has none) as :class:`flashgnn.nn.ngcf.NGCF`, the model the DFG runner serves. Decoders
 (``DECODERS``): ``dot`` = ``<h_s, h_d>`` (PyG's link-prediction examples), ``mlp`` = an MLP on ``h_s * h_d``
 (OGB's ``LinkPredictor``).
 
@@ -80,7 +80,7 @@ class LinkModel(nn.Module):
                 nn.init.xavier_uniform_(self.embedding.weight)
                 in_dim = hidden
             if model == "ngcf":
-                from flashgnn.dfg.reference import NGCF
+                from flashgnn.nn.ngcf import NGCF
 
                 self.encoder = NGCF(in_dim, hidden, num_layers)
             else:

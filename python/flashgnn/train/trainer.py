@@ -21,6 +21,8 @@ rendezvous), ``WORLD_SIZE``/``RANK``/``LOCAL_RANK`` select DDP
 each epoch's seed permutation; evaluation counts are summed over ranks; rank 0
 logs and writes checkpoints.
 
+``--task link`` trains link prediction in the same loop (``Trainer`` docs; docs/training.md).
+
 Invariants: the config is never changed (derived values — parsed fanouts,
 the memory-budget split, the resolved cache and lookahead sizes — are
 attributes of the Trainer); every error is a :class:`TrainError` (or the
@@ -73,6 +75,17 @@ def splits_note(eval_splits) -> str:
         return ("no 'val' split: evaluating on 'test'; best-epoch selection and --patience use train accuracy "
                 "(never test accuracy)")
     return "no 'test' split: evaluating on 'val' (best-epoch selection and --patience as usual); no test accuracy"
+
+
+def _link_splits_note(eval_splits) -> str:
+    """:func:`splits_note` for --task link (train accuracy: scored pairs on the right side of logit 0)."""
+    if not eval_splits:
+        return ("no 'val' or 'test' link positives: training without evaluation; best-epoch selection and "
+                "--patience use train accuracy")
+    if "val" not in eval_splits:
+        return ("no 'val' link positives: evaluating on 'test'; best-epoch selection and --patience use train "
+                "accuracy (never the test metric)")
+    return "no 'test' link positives: evaluating on 'val' (best-epoch selection and --patience as usual)"
 
 
 def _accuracy_words(best: dict | None, last: dict, key: str, eval_splits, metric: str | None = None) -> str:
@@ -216,6 +229,11 @@ class Trainer:
     passes them to :class:`flashgnn.NeighborLoader` for the same batches),
     ``eval_splits`` and ``select_by``.
 
+    ``--task link`` (``link`` True) runs the same loop over :class:`flashgnn.LinkNeighborLoader` batches of
+    the dataset's link split with binary negatives and BCE on a :class:`flashgnn.nn.link.LinkModel`; val and
+    test are judged by the OGB evaluator's metric (``metric``; :mod:`flashgnn.train.link`), which then
+    selects the best epoch (``select_by`` = ``"val_metric"``) where "accuracy" is said below.
+
     Splits: ``train`` is required. Evaluation runs on whichever of ``val``
     and ``test`` the dataset has (``eval_splits``; a one-line note at start
     says when one is missing). The best epoch — the model :meth:`fit`
@@ -330,7 +348,7 @@ class Trainer:
         self.eval_splits = tuple(s for s in EVAL_SPLITS if (splits.get(s) or {}).get("positives"))
         self.select_by = "val_metric" if "val" in self.eval_splits else "train_acc"
         if self.chatty and len(self.eval_splits) < len(EVAL_SPLITS):
-            print(splits_note(self.eval_splits).replace("accuracy", "figure"), flush=True)
+            print(_link_splits_note(self.eval_splits), flush=True)
         self.metric, self.evaluator_name = link.choose_metric(ds, c.link_metric, self.eval_splits)
         self.evaluator = link.evaluator(self.evaluator_name) if self.eval_splits else None
         self.train_edges = ds.link_split("train")
