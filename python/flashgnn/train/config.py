@@ -70,12 +70,12 @@ class TrainConfig:
 
     dataset: str = field(metadata=dict(help="a dataset directory written by `flashgnn build`"))
     # model and optimisation
-    task: str = _opt("node", 0, "node: classify the nodes of the 'train' split; link: predict the edges of the "
-                                "dataset's link split (built with --link-split; docs/training.md, Link prediction)",
-                     choices=TASKS)
     model: str = _opt("sage", 0, "mlp = features-only baseline; a typed dataset takes rgat (MLPerf's R-GAT), rgcn "
                               "or sage (to_hetero(GraphSAGE)); --task link takes sage, gcn, gat, lightgcn or ngcf",
                       choices=ALL_MODELS + LINK_ONLY_MODELS)
+    task: str = _opt("node", 0, "node: classify the nodes of the 'train' split; link: predict the edges of the "
+                                "dataset's link split (built with --link-split; docs/training.md, Link prediction)",
+                     choices=TASKS)
     decoder: str = _opt("dot", 0, "--task link: how a (source, destination) pair is scored from its two node "
                                   "embeddings: dot product, or an MLP on their elementwise product",
                         choices=LINK_DECODERS)
