@@ -16,6 +16,7 @@ noise. Built with ``--symmetrize --dedup --link-split 0.1,0.1`` (one fixed negat
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -127,9 +128,10 @@ def main(argv=None) -> int:
     fanouts = [int(f) for f in a.fanout.split(",")]
     pyg = pyg_side(ds, a.model, fanouts, a.batch_size, a.hidden, a.lr, a.epochs, a.seed)
     t0 = time.perf_counter()
-    s = Trainer(TrainConfig(str(ds), task="link", model=a.model, epochs=a.epochs, fanout=a.fanout,
-                            batch_size=a.batch_size, hidden=a.hidden, lr=a.lr, seed=a.seed, link_metric="rocauc",
-                            quiet=True, no_progress=True)).fit()
+    with contextlib.redirect_stdout(sys.stderr):  # the trainer's summary line: stdout stays the report (--json)
+        s = Trainer(TrainConfig(str(ds), task="link", model=a.model, epochs=a.epochs, fanout=a.fanout,
+                                batch_size=a.batch_size, hidden=a.hidden, lr=a.lr, seed=a.seed, link_metric="rocauc",
+                                quiet=True, no_progress=True)).fit()
     fg = {"test_rocauc": s["final_test_metric"], "best_epoch_test_rocauc": s["test_metric"],
           "seconds": time.perf_counter() - t0}
     report = {"pyg": pyg, "flashgnn": fg, "difference_points": 100 * (fg["test_rocauc"] - pyg["test_rocauc"]),
