@@ -153,7 +153,8 @@ def test_bad_options_are_refused_by_name(ds_path, tmp_path):
         fit(str(plain), **QUICK)
     for kw, msg in ((dict(decoder="foo"), "--decoder 'foo': expected one of dot, mlp"),
                     (dict(model="gin"), "--model gin with --task link: expected one of sage, gcn, gat, lightgcn"),
-                    (dict(model="lightgcn", task="node"), "--model lightgcn is a link-prediction model: give --task link"),
+                    (dict(model="lightgcn", task="node"), "--model lightgcn is a link-prediction model: give "
+                                                          "--task link"),
                     (dict(link_metric="auc"), "--link-metric 'auc': expected one of auto, rocauc, mrr"),
                     (dict(negatives=0.0), "--negatives 0.0: must be a finite number > 0"),
                     (dict(lookahead=2), "--lookahead 2 with --task link"),

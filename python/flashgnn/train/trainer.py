@@ -826,7 +826,8 @@ class Trainer:
                 else:
                     accs = "".join(f", {s} acc {rec[s + '_acc']:.4f}" for s in self.eval_splits)
                 print(f"epoch {rec['epoch']}: loss {rec['train_loss']:.4f}, train acc {rec['train_acc']:.4f}{accs}, "
-                      f"{rec['seeds_per_s']:,.0f} {'edges' if self.link else 'seeds'}/s, data wait {100 * rec['data_wait']:.1f}% (max over ranks "
+                      f"{rec['seeds_per_s']:,.0f} {'edges' if self.link else 'seeds'}/s, "
+                      f"data wait {100 * rec['data_wait']:.1f}% (max over ranks "
                       f"{100 * wait_max:.1f}%), {rec['train_seconds']:.1f} s train + "
                       f"{rec['seconds'] - rec['train_seconds']:.1f} s eval", flush=True)
             if dist_ctx.main and c.checkpoint:
