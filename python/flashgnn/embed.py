@@ -19,6 +19,12 @@ per type, ``embed``, ``target``, ``heads``) and run by
 model: the target type; ``--output hidden``: every type the layer before
 outputs), ``predictions/<target>.npy`` (with ``--output logits``) and
 ``embed.json`` (``node_types``: per type its rows, width and files).
+
+A link-prediction checkpoint (``model_config`` ``task: "link"``): the
+encoder's output is the embedding (its ``decoder.*`` weights are left out);
+no ``predictions.npy`` (there are no classes); ``embed.json`` records
+``task`` and ``decoder`` (``flashgnn recommend`` refuses a decoder other
+than ``dot``).
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
     after the first re-read the graph's structure through it. Its split is
     printed to stderr once, unless ``quiet``."""
     import flashgnn
-    from flashgnn.nn.checkpoint import load_checkpoint, model_from_checkpoint
+    from flashgnn.nn.checkpoint import encoder_state, link_decoder, load_checkpoint, model_from_checkpoint
     from flashgnn.nn.zoo import normalize_features
 
     if output not in ("logits", "hidden"):
@@ -59,6 +65,7 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
     check_output(out, force, (dataset, checkpoint))  # the --force rule of every publishing command, before any work
     ds = flashgnn.open(dataset)
     norm = "none"
+    link = {}  # a link checkpoint's task and decoder, recorded in embed.json (`flashgnn recommend` reads them)
     if model_class is None:
         if model_kwargs is not None:
             raise ValueError("model_kwargs given without model_class (a flashgnn checkpoint records its own)")
@@ -67,6 +74,8 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
                              "--checkpoint DIR` wrote; for weights saved with torch.save(model.state_dict(), f) "
                              "name the model's class with --model-class package.module:ClassName (and --model-kwargs)")
         state = load_checkpoint(checkpoint)
+        decoder = link_decoder(state)  # a link model: its encoder embeds, the decoder scores pairs (not run here)
+        state = encoder_state(state)
         cfg = state["model_config"]
         if cfg.get("task") == "link":
             raise ValueError(f"{checkpoint}: a link-prediction model (flashgnn train --task link), whose node "
@@ -82,6 +91,8 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
                              f"{ds.path}")
         model = model_from_checkpoint(state)
         name, norm = cfg["model"], cfg.get("normalize_features", "none")
+        if decoder is not None:
+            link = dict(task="link", decoder=decoder)
     else:
         from flashgnn.nn.usermodel import load_user_model
 
@@ -103,10 +114,11 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
             raise ValueError("--output hidden needs a model with at least 2 layers")
         layers = total - 1
     return run(model, ds, out, batch_size=batch_size, device=device, engine=engine, progress=progress, layers=layers,
-               force=force, predictions=output == "logits", max_bytes=None, tmp_dir=None,
+               force=force, predictions=output == "logits" and not link, max_bytes=None, tmp_dir=None,
                x_transform=lambda x: normalize_features(x, norm),  # as the model was trained
                inputs=(checkpoint,), meta_extra=dict(checkpoint=os.path.abspath(checkpoint), model=name, output=output,
-                                                     memory_budget=(cache.split if cache is not None else 0)),
+                                                     memory_budget=(cache.split if cache is not None else 0),
+                                                     **link),
                cache=cache)
 
 

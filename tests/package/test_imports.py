@@ -106,7 +106,7 @@ LAYERS = [
     {"flashgnn.sample"},
     {"flashgnn.loader"},
     {"flashgnn.pyg", "flashgnn.nn"},
-    {"flashgnn.embed", "flashgnn.train", "flashgnn.ssd"},
+    {"flashgnn.embed", "flashgnn.recommend", "flashgnn.train", "flashgnn.ssd"},
     {"flashgnn.dfg"},
     {"flashgnn.serve"},
     {"flashgnn.cli", "flashgnn.__main__"},

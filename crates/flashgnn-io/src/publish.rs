@@ -67,14 +67,15 @@ fn rename_exchange(a: &Path, b: &Path) -> std::io::Result<()> {
 
 /// Files that mark a directory as flashgnn output, and the JSON key/value
 /// each must hold: a dataset's `manifest.json` (`"magic"`), and the marker
-/// file of `embed`, `presample` and `generate` outputs
+/// file of `embed`, `presample`, `generate` and `recommend` outputs
 /// (`"flashgnn_output"`). Python's publish (`flashgnn._durable`) keeps the
 /// same list.
-pub const OUTPUT_MARKERS: [(&str, &str, &str); 4] = [
+pub const OUTPUT_MARKERS: [(&str, &str, &str); 5] = [
     ("manifest.json", "magic", flashgnn_format::manifest::MANIFEST_MAGIC),
     ("embed.json", "flashgnn_output", "embed"),
     ("presample.json", "flashgnn_output", "presample"),
     ("generate.json", "flashgnn_output", "generate"),
+    ("recommend.json", "flashgnn_output", "recommend"),
 ];
 
 /// Name of the owner marker inside a temporary output directory.

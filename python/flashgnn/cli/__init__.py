@@ -348,6 +348,42 @@ def _training_parsers(sub) -> None:
     em.add_argument("--json", action="store_true", help="print the report as JSON")
     add_quiet(em)
 
+    from flashgnn import recommend as rec  # no torch, no faiss at import: the defaults only
+
+    rc = sub.add_parser("recommend", help="top-k nodes per node by the dot product of embeddings: exact in "
+                        "bounded memory, or through a faiss index (recall reported)")
+    rc.add_argument("dataset")
+    src = rc.add_mutually_exclusive_group(required=True)
+    src.add_argument("--checkpoint", help="a `flashgnn train --checkpoint` directory: its embeddings are computed "
+                     "first (as `flashgnn embed`)")
+    src.add_argument("--embeddings", help="embeddings.npy, or the directory `flashgnn embed` wrote")
+    rc.add_argument("--k", type=int, default=10, help="recommendations per query (default 10)")
+    rc.add_argument("--exclude-seen", action="store_true",
+                    help="never recommend a query's current neighbours (read from the dataset) or itself")
+    rc.add_argument("--nodes", default=None, help="queries: A:B, an .npy of ids or a text file of ids (default: "
+                    "every node)")
+    rc.add_argument("--candidates", default=None, help="candidate ids A:B (default: every node)")
+    rc.add_argument("--index", default="exact", choices=rec.INDEXES,
+                    help="exact (blocked matrix products, bounded memory) or faiss (ANN, recall reported)")
+    rc.add_argument("--faiss-index", default=rec.DEFAULT_FAISS_INDEX,
+                    help=f"faiss index factory string, inner-product metric (default {rec.DEFAULT_FAISS_INDEX})")
+    rc.add_argument("--faiss-params", default=rec.DEFAULT_FAISS_PARAMS,
+                    help=f"faiss search parameters (default {rec.DEFAULT_FAISS_PARAMS})")
+    rc.add_argument("--recall-sample", type=count(0), default=rec.DEFAULT_RECALL_SAMPLE,
+                    help="--index faiss: queries whose answer is checked against the exact one (default "
+                         f"{rec.DEFAULT_RECALL_SAMPLE}; 0 = none)")
+    rc.add_argument("--memory-budget", type=parse_size, default=rec.DEFAULT_MEMORY_BUDGET,
+                    help="bound on what one exact step holds beyond the table's mapped pages; sets the block sizes "
+                         "(default 1GiB)")
+    rc.add_argument("--query-block", type=count(1), default=None, help="queries per block (default: from the budget)")
+    rc.add_argument("--candidate-block", type=count(1), default=None,
+                    help="candidates per block (default: from the budget)")
+    rc.add_argument("--out", default=None, help="output directory (ids.npy, scores.npy, queries.npy, "
+                    "recommend.json); default: nothing written, the summary printed")
+    rc.add_argument("--force", action="store_true", help="replace an existing output directory")
+    rc.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_quiet(rc)
+
     ps = sub.add_parser("presample", help="sample E training epochs once and store the subgraphs "
                         "(then `flashgnn train --presampled DIR`)")
     ps.add_argument("dataset")
@@ -399,7 +435,7 @@ def _upkeep_parsers(sub) -> None:
 # `flashgnn --help` lists the commands by what a person comes to do, in this order.
 COMMAND_GROUPS = (
     ("datasets", ("generate", "build", "info", "verify", "scrub", "compact", "stripe")),
-    ("training and inference", ("train", "presample", "embed")),
+    ("training and inference", ("train", "presample", "embed", "recommend")),
     ("serving", ("serve", "query")),
     ("storage benchmarks and the SSD simulator", ("bench", "trace", "simulate", "plot-trace", "fit-ssd")),
 )

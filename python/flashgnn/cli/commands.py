@@ -375,6 +375,31 @@ def _torch_device(text: str) -> bool:
     return True
 
 
+def cmd_recommend(a) -> int:
+    from flashgnn.recommend import recommend
+
+    if a.k < 1:  # before anything is read
+        raise ValueError(f"--k {a.k}: must be >= 1")
+    r = recommend(a.dataset, a.out, checkpoint=a.checkpoint, embeddings=a.embeddings, k=a.k,
+                  exclude_seen=a.exclude_seen, nodes=a.nodes, candidates=a.candidates, index=a.index,
+                  faiss_index=a.faiss_index, faiss_params=a.faiss_params, recall_sample=a.recall_sample,
+                  memory_budget=a.memory_budget, query_block=a.query_block, candidate_block=a.candidate_block,
+                  force=a.force, progress=not (a.json or a.quiet), quiet=a.quiet or a.json)
+    r.pop("ids", None), r.pop("scores", None)
+    if a.json:
+        _print_json(r)
+        return 0
+    lo, hi = r["candidates"]
+    how = r["index"] + (", exclude-seen" if r["exclude_seen"] else "")
+    recall = (f", recall@{r['k']} {r['recall_at_k']:.3f} vs exact on {r['recall_sample']:,} queries"
+              if "recall_at_k" in r else "")
+    print(f"recommended top-{r['k']} of {hi - lo:,} candidates for {r['num_queries']:,} queries ({how}) in "
+          f"{r['search_s']:.1f} s ({r['queries_per_s']:,.0f} queries/s; blocks {r['query_block']:,} x "
+          f"{r['candidate_block']:,}, memory bound {human_bytes(r['memory_bound'])} of --memory-budget "
+          f"{human_bytes(r['memory_budget'])}){recall}" + (f" -> {a.out}" if a.out else ""))
+    return 0
+
+
 def cmd_embed(a) -> int:
     import os
 

@@ -143,3 +143,24 @@ def model_from_checkpoint(state: dict):
     model = build_model(c["model"], c["in_dim"], c["hidden"], c["out_dim"], c["num_layers"], c["dropout"])
     model.load_state_dict(state["model"])
     return model
+
+
+DECODER_PREFIX = "decoder."  # a link model's decoder weights inside state["model"], beside the encoder's
+
+
+def link_decoder(state: dict) -> str | None:
+    """The decoder a link-prediction checkpoint records (``model_config`` ``task: "link"``, ``decoder: "dot" |
+    "mlp"``); None for a node-classification checkpoint."""
+    c = state.get("model_config") or {}
+    if c.get("task", "node") != "link":
+        return None
+    return str(c.get("decoder", "dot"))
+
+
+def encoder_state(state: dict) -> dict:
+    """``state`` with ``model`` holding the encoder's weights only: a link checkpoint's decoder (its
+    ``decoder.*`` keys, or a separate ``state["decoder"]``) is not part of the GNN that embeds nodes."""
+    if link_decoder(state) is None:
+        return state
+    enc = {k: v for k, v in state["model"].items() if not k.startswith(DECODER_PREFIX)}
+    return {**state, "model": enc}
