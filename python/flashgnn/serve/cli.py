@@ -55,6 +55,15 @@ def add_parsers(sub, parse_size) -> None:
     s.add_argument("--scrub-rate", type=parse_rate, default=None,
                    help="run the scrubber (docs/scrub.md) in the background at this read rate, e.g. 20MB/s "
                    "(0 = unlimited); reported in Stats (graph_stats_json.scrub) and on the log")
+    s.add_argument("--recommend", metavar="EMBED_DIR", default=None,
+                   help="serve Recommend: the directory `flashgnn embed` wrote for this dataset (its rows are the "
+                        "candidates, held in memory; the model is the checkpoint its embed.json names)")
+    s.add_argument("--recommend-checkpoint", default=None,
+                   help="the model computing a queried node's embedding (default: the checkpoint embed.json names)")
+    s.add_argument("--recommend-fanouts", default=None,
+                   help="neighbours per hop when embedding a queried node (default: the checkpoint's training fanouts)")
+    s.add_argument("--max-recommend-k", type=int, default=d.max_recommend_k,
+                   help=f"Recommend: ids per answer (default {d.max_recommend_k})")
     s.add_argument("--no-preload", action="store_true",
                    help="do not import the GraphRunner (torch) at start; the first Run or Plugin does")
 
@@ -88,6 +97,10 @@ def add_parsers(sub, parse_size) -> None:
     r.add_argument("--fanouts", default="10,5", help="neighbors per hop (default 10,5)")
     r.add_argument("--batch", required=True, help="target node ids, comma-separated")
     r.add_argument("--repeat", type=int, default=1, help="run this many times (the DFG is sent once)")
+    rc = qs.add_parser("recommend", help="top-k nodes for a node (server needs --recommend)")
+    rc.add_argument("node", type=int)
+    rc.add_argument("--k", type=int, default=10, help="ids in the answer (default 10)")
+    rc.add_argument("--exclude-seen", action="store_true", help="drop the node's current neighbours and itself")
     p = qs.add_parser("plugin", help="load a plugin (server needs --allow-plugins)")
     p.add_argument("name")
     p.add_argument("file", help="Python source file")
@@ -102,7 +115,7 @@ def cmd_serve(a) -> int:
         max_deadline_s=a.max_deadline, max_batch=a.max_batch, max_fanout=a.max_fanout, workers=a.workers, max_update_bytes=a.max_update_bytes,
         max_batch_ops=a.max_batch_ops, max_hops=a.max_hops, max_sampled_nodes=a.max_sampled_nodes,
         max_request_bytes=a.max_request_bytes, max_inflight_bytes=a.max_inflight_bytes, request_body_timeout_s=a.request_body_timeout,
-        grace_s=a.grace,
+        grace_s=a.grace, max_recommend_k=a.max_recommend_k,
     )
     limits.check()
     token = read_token_file(a.token_file)
@@ -128,7 +141,9 @@ def cmd_serve(a) -> int:
 
     return serve(a.dataset, a.listen, token=token, limits=limits, allow_plugins=a.allow_plugins,
                  group_commit_wait_us=a.group_commit_wait_us, preload=not a.no_preload, ready=ready,
-                 memory_budget=a.memory_budget, scrub_rate=a.scrub_rate)
+                 memory_budget=a.memory_budget, scrub_rate=a.scrub_rate, recommend=a.recommend,
+                 recommend_checkpoint=a.recommend_checkpoint,
+                 recommend_fanouts=_ints(a.recommend_fanouts, "--recommend-fanouts") if a.recommend_fanouts else None)
 
 
 def _embed_arg(a, client):
@@ -226,6 +241,14 @@ def cmd_query(a) -> int:
                 shapes = ", ".join(f"{k}: {v.dtype.name}{list(v.shape)}" for k, v in res.items())
                 line = (f"run {a.model} on {len(batch)} targets: {shapes}; latency first {times[0] * 1e3:.1f} ms"
                         + (f", median of the rest {np.median(times[1:]) * 1e3:.1f} ms" if len(times) > 1 else ""))
+            elif op == "recommend":
+                t0 = time.perf_counter()
+                ids, scores = c.recommend(a.node, a.k, a.exclude_seen)
+                ms = (time.perf_counter() - t0) * 1e3
+                out = {"node": a.node, "ids": ids.tolist(), "scores": scores.tolist(), **c.last_recommend,
+                       "latency_ms": ms}
+                line = (f"recommend {a.node}: {ids.tolist()} (scores {np.array2string(scores, precision=3)}; "
+                        f"seq {c.last_recommend['seq']}, {ms:.1f} ms)")
             elif op == "plugin":
                 with open(a.file, encoding="utf-8") as f:
                     res = c.plugin(a.name, f.read())

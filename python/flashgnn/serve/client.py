@@ -234,6 +234,19 @@ class Client:
         return json.loads(self._rpc("Plugin", pb.PluginRequest(name=name, source=source)).result_json or "null")
 
 
+    # -- Recommendation ------------------------------------------------------------------
+
+    def recommend(self, node: int, k: int, exclude_seen: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """The top-``k`` nodes for ``node`` on the live graph: ``(ids int64, scores float32)``, best first, ties to
+        the smaller id (fewer when fewer candidates remain). ``exclude_seen`` drops the node's current neighbours
+        and the node itself. Needs a server started with ``--recommend EMBED_DIR``; ``self.last_recommend`` keeps
+        the reply's ``seq`` and ``stale`` (touched candidates still awaiting their recomputed rows)."""
+        r = self._rpc("Recommend", pb.RecommendRequest(node=int(node), k=int(k), exclude_seen=bool(exclude_seen)))
+        self.last_recommend = {"seq": int(r.seq), "stale": int(r.stale)}
+        scores = from_tensor(r.scores, "Recommend.scores") if r.HasField("scores") else np.zeros(0, np.float32)
+        return np.asarray(r.ids, dtype=np.int64), scores
+
+
 def ops_request(ops: Iterable[tuple]) -> pb.ApplyBatchRequest:
     """Encode MutableGraph.apply-style op tuples as an ApplyBatchRequest."""
     req = pb.ApplyBatchRequest()

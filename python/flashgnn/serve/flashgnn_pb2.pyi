@@ -259,3 +259,25 @@ class PluginReply(_message.Message):
     RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     result_json: str
     def __init__(self, result_json: _Optional[str] = ...) -> None: ...
+
+class RecommendRequest(_message.Message):
+    __slots__ = ("node", "k", "exclude_seen")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    K_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_SEEN_FIELD_NUMBER: _ClassVar[int]
+    node: int
+    k: int
+    exclude_seen: bool
+    def __init__(self, node: _Optional[int] = ..., k: _Optional[int] = ..., exclude_seen: _Optional[bool] = ...) -> None: ...
+
+class RecommendReply(_message.Message):
+    __slots__ = ("ids", "scores", "seq", "stale")
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    SCORES_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[int]
+    scores: Tensor
+    seq: int
+    stale: int
+    def __init__(self, ids: _Optional[_Iterable[int]] = ..., scores: _Optional[_Union[Tensor, _Mapping]] = ..., seq: _Optional[int] = ..., stale: _Optional[int] = ...) -> None: ...

@@ -99,6 +99,11 @@ class FlashGNNStub:
                 request_serializer=flashgnn__pb2.PluginRequest.SerializeToString,
                 response_deserializer=flashgnn__pb2.PluginReply.FromString,
                 _registered_method=True)
+        self.Recommend = channel.unary_unary(
+                '/flashgnn.v1.FlashGNN/Recommend',
+                request_serializer=flashgnn__pb2.RecommendRequest.SerializeToString,
+                response_deserializer=flashgnn__pb2.RecommendReply.FromString,
+                _registered_method=True)
 
 
 class FlashGNNServicer:
@@ -194,6 +199,15 @@ class FlashGNNServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Recommend(self, request, context):
+        """Recommendation (needs `flashgnn serve --recommend EMBED_DIR`): the top-k
+        nodes for `node` by the dot product of embeddings, the node's own computed
+        from its current sampled neighbourhood by the served model.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_FlashGNNServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -261,6 +275,11 @@ def add_FlashGNNServicer_to_server(servicer, server):
                     servicer.Plugin,
                     request_deserializer=flashgnn__pb2.PluginRequest.FromString,
                     response_serializer=flashgnn__pb2.PluginReply.SerializeToString,
+            ),
+            'Recommend': grpc.unary_unary_rpc_method_handler(
+                    servicer.Recommend,
+                    request_deserializer=flashgnn__pb2.RecommendRequest.FromString,
+                    response_serializer=flashgnn__pb2.RecommendReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -614,6 +633,33 @@ class FlashGNN:
             '/flashgnn.v1.FlashGNN/Plugin',
             flashgnn__pb2.PluginRequest.SerializeToString,
             flashgnn__pb2.PluginReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Recommend(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/flashgnn.v1.FlashGNN/Recommend',
+            flashgnn__pb2.RecommendRequest.SerializeToString,
+            flashgnn__pb2.RecommendReply.FromString,
             options,
             channel_credentials,
             insecure,

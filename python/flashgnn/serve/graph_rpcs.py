@@ -42,7 +42,8 @@ from .codec import from_tensor, to_tensor
 
 class GraphRpcs:
     """The GraphStore half of the servicer. Expects ``self.graph`` (an open, writable MutableGraph),
-    ``self.limits`` and the transport's ``self._call``."""
+    ``self.limits``, the transport's ``self._call``, and ``self._touched(ids, deleted)`` /
+    ``self._replaced()`` (serve/recommend_rpcs.py), told after each acknowledged mutation what it changed."""
 
     def _init_graph_rpcs(self) -> None:
         self._update_slot = threading.Lock()  # one UpdateGraph at a time (each buffers a whole graph)
@@ -90,6 +91,7 @@ class GraphRpcs:
             embed = self._embed("AddVertex.embed", request.embed)
             call.check()
             vid = self.graph.add_vertex(embed)
+            self._touched([vid])
             return pb.AddVertexReply(vid=int(vid), seq=int(self.graph.seq))
 
         return self._call("AddVertex", context, work)
@@ -98,7 +100,9 @@ class GraphRpcs:
         def work(call):
             vid = self._vid("DeleteVertex.vid", request.vid)
             call.check()
+            was = self.graph.get_neighbors(vid)  # their embeddings change with it
             self.graph.delete_vertex(vid)
+            self._touched(was, deleted=[vid])
             return pb.MutationReply(seq=int(self.graph.seq))
 
         return self._call("DeleteVertex", context, work)
@@ -111,6 +115,7 @@ class GraphRpcs:
             dst, src = self._edge("AddEdge", request)
             call.check()
             self.graph.add_edge(dst, src)
+            self._touched([dst, src])
             return pb.MutationReply(seq=int(self.graph.seq))
 
         return self._call("AddEdge", context, work)
@@ -120,6 +125,7 @@ class GraphRpcs:
             dst, src = self._edge("DeleteEdge", request)
             call.check()
             self.graph.delete_edge(dst, src)
+            self._touched([dst, src])
             return pb.MutationReply(seq=int(self.graph.seq))
 
         return self._call("DeleteEdge", context, work)
@@ -130,6 +136,7 @@ class GraphRpcs:
             embed = self._embed("UpdateEmbed.embed", request.embed)
             call.check()
             self.graph.update_embed(vid, embed)
+            self._touched([vid])
             return pb.MutationReply(seq=int(self.graph.seq))
 
         return self._call("UpdateEmbed", context, work)
@@ -138,7 +145,13 @@ class GraphRpcs:
         def work(call):
             ops = self._batch_ops(request)
             call.check()
+            gone = {op[1]: self.graph.get_neighbors(op[1]) for op in ops if op[0] == "delete_vertex"}
             results = self.graph.apply(ops)
+            touched = [v for op in ops if op[0] in ("add_edge", "delete_edge", "update_embed") for v in op[1:3]
+                       if not isinstance(v, np.ndarray)]
+            touched += [r for r in results if r is not None]
+            touched += [int(u) for was in gone.values() for u in was]
+            self._touched(touched, deleted=list(gone))
             reply = pb.ApplyBatchReply(seq=int(self.graph.seq))
             for r in results:
                 reply.results.add(has_vid=r is not None, vid=int(r) if r is not None else 0)
@@ -277,6 +290,7 @@ class GraphRpcs:
                                   f"[0, {2**31 - 1}), or -1 for unlabeled)")
             call.check()  # nothing is applied once the deadline or the client is gone
             report = self.graph.update_graph(s, d, e, labels=labels, progress=False)
+            self._replaced()
             return pb.UpdateGraphReply(
                 report_json=json.dumps(report), chunks=chunks, edges=len(s), embedding_rows=len(e)
             )

@@ -41,10 +41,14 @@ class Limits:
     # authenticated and admitted; an idle call is then answered DEADLINE_EXCEEDED and its slot freed.
     request_body_timeout_s: float = 10.0
     grace_s: float = 10.0  # drain time for in-flight requests on SIGTERM
+    # Recommend: ids per answer. Scoring reads every candidate row whatever k is; k bounds the reply and the
+    # selection (1000 ids + float32 scores: ~12 KiB).
+    max_recommend_k: int = 1000
 
     def check(self) -> None:
         for name in ("max_inflight", "max_message_bytes", "max_batch", "max_fanout", "workers", "max_update_bytes",
-                     "max_batch_ops", "max_hops", "max_sampled_nodes", "max_request_bytes", "max_inflight_bytes"):
+                     "max_batch_ops", "max_hops", "max_sampled_nodes", "max_request_bytes", "max_inflight_bytes",
+                     "max_recommend_k"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')}: {getattr(self, name)} < 1")
         if self.max_request_bytes > self.max_inflight_bytes:

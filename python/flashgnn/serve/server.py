@@ -8,7 +8,8 @@ Owns docs/reliability.md promise 5 through the parts it wires together:
 - :mod:`flashgnn.serve.call` — what an admitted call carries (status,
   deadline, cancellation, slot);
 - :mod:`flashgnn.serve.graph_rpcs` — the GraphStore RPCs (updates, queries);
-- :mod:`flashgnn.serve.runner_rpcs` — the GraphRunner RPCs (Run, Plugin).
+- :mod:`flashgnn.serve.runner_rpcs` — the GraphRunner RPCs (Run, Plugin);
+- :mod:`flashgnn.serve.recommend_rpcs` — Recommend, over ``--recommend``'s embeddings.
 
 Here: :class:`Service`, the servicer those parts make; Health and Stats,
 which report on every part; and :func:`serve`, which opens the graph (with the
@@ -32,6 +33,7 @@ from . import flashgnn_pb2_grpc as pb_grpc
 from .call import Status, invalid  # noqa: F401 - re-exported
 from .graph_rpcs import GraphRpcs
 from .limits import Limits
+from .recommend_rpcs import RecommendRpcs, load_recommender
 from .runner_rpcs import DFG_CACHE_ENTRIES, RunnerRpcs  # noqa: F401 - re-exported
 from .token import read_token_file  # noqa: F401 - re-exported (flashgnn serve, the tests)
 from .transport import (  # noqa: F401 - re-exported
@@ -54,11 +56,12 @@ from .transport import (  # noqa: F401 - re-exported
 )
 
 
-class Service(GraphRpcs, RunnerRpcs, Transport, pb_grpc.FlashGNNServicer):
-    """The servicer. ``graph`` is an open, writable ``flashgnn.MutableGraph``."""
+class Service(RecommendRpcs, GraphRpcs, RunnerRpcs, Transport, pb_grpc.FlashGNNServicer):
+    """The servicer. ``graph`` is an open, writable ``flashgnn.MutableGraph``; ``recommender`` what
+    ``--recommend`` loaded (or None: Recommend answers FAILED_PRECONDITION)."""
 
     def __init__(self, graph, dataset: str, limits: Limits, token: str | None, allow_plugins: bool = False,
-                 cache=None):
+                 cache=None, recommender=None):
         limits.check()
         self.graph, self.dataset, self.limits = graph, str(dataset), limits
         self.cache = cache  # flashgnn.Cache shared by every BatchPre sampler (--memory-budget), or None
@@ -67,6 +70,7 @@ class Service(GraphRpcs, RunnerRpcs, Transport, pb_grpc.FlashGNNServicer):
         self._init_transport(token)
         self._init_graph_rpcs()
         self._init_runner()
+        self._init_recommend(recommender)
 
     # -- Health and Stats (they report on every part) ----------------------
 
@@ -101,6 +105,8 @@ class Service(GraphRpcs, RunnerRpcs, Transport, pb_grpc.FlashGNNServicer):
             out["scrub"] = self.scrub.status()
         if self.cache is not None:
             out["cache"] = self.cache.stats()
+        if self.recommender is not None:
+            out["recommend"] = self.recommender.stats()
         return out
 
 
@@ -119,13 +125,19 @@ def serve(
     ready=None,
     memory_budget: int | str = 0,
     scrub_rate: int | None = None,
+    recommend: str | None = None,
+    recommend_checkpoint: str | None = None,
+    recommend_fanouts: list[int] | None = None,
 ) -> int:
     """Open the graph, serve until SIGTERM/SIGINT, drain, close. Returns the exit status.
 
     ``ready(port)`` is called once the port is bound (the CLI prints the
     'listening' line there; tests read the port from it). ``scrub_rate``
     (bytes/s, 0 = unlimited; None = off): run the scrubber in a background
-    thread (serve/scrubber.py), reported in Stats' graph_stats_json["scrub"].
+    thread (serve/scrubber.py), reported in Stats' graph_stats_json["scrub"]. ``recommend`` (an embed
+    output directory), with the checkpoint its embed.json names (or ``recommend_checkpoint``) and that
+    model's fanouts (or ``recommend_fanouts``): serve Recommend (serve/recommend_rpcs.py), loaded and checked
+    before the port opens.
     """
     limits = limits or Limits()
     limits.check()
@@ -140,7 +152,14 @@ def serve(
             # The default must not keep a server from starting where it started without a cache: damaged
             # pages are the requests' problem (each gets a clean error) and the scrubber's to report.
             log(f"memory budget auto: running without a cache ({type(e).__name__}: {e})")
-    service = Service(graph, dataset, limits, token, allow_plugins, cache=cache)
+    recommender = None
+    if recommend is not None:
+        try:
+            recommender = load_recommender(dataset, recommend, recommend_checkpoint, recommend_fanouts, limits, graph)
+        except BaseException:
+            graph.close()
+            raise
+    service = Service(graph, dataset, limits, token, allow_plugins, cache=cache, recommender=recommender)
     if scrub_rate is not None:
         from .scrubber import BackgroundScrub
 

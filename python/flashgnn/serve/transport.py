@@ -109,7 +109,7 @@ KEEPALIVE_S, KEEPALIVE_TIMEOUT_S = 60, 20  # ping an idle peer; no answer: its c
 
 RPCS = (
     "Health", "Stats", "UpdateGraph", "AddVertex", "DeleteVertex", "AddEdge", "DeleteEdge",
-    "UpdateEmbed", "ApplyBatch", "GetEmbed", "GetNeighbors", "Run", "Plugin",
+    "UpdateEmbed", "ApplyBatch", "GetEmbed", "GetNeighbors", "Run", "Plugin", "Recommend",
 )
 # RPCs that do not take an in-flight slot (cheap, and needed to watch an overloaded server).
 UNMETERED = ("Health", "Stats")
