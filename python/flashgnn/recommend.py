@@ -67,6 +67,10 @@ PAIR_BYTES = 11
 # the block's <= k kept entries (row, column, id: int64; score: float32; 28), and the merge's <= 2k entries
 # (row, id, score and their sorted copies, the order, positions: about 80 each, so 160): 200, rounded up.
 TOPK_ENTRY_BYTES = 256
+# Bytes per query row of a block whatever k: the k-th scores, counts, row starts and positions (5 x 8), rounded up.
+ROW_BYTES = 64
+# Bytes of one step whatever its shape: array headers, Python objects and the small index arrays numpy makes.
+STEP_FIXED_BYTES = 64 << 10
 # Bytes per excluded (query, id) pair of a block: the pair (16), the in-block mask (1), the fancy-index
 # copies of both halves (16), rounded up.
 SEEN_PAIR_BYTES = 40
@@ -181,11 +185,12 @@ def open_embeddings(path, ds) -> tuple[np.ndarray, dict]:
 
 
 def memory_bound(qb: int, cb: int, k: int, dim: int, seen_per_query: int = 0) -> int:
-    """Bytes one exact step may hold beyond the table's (file-backed) pages: a ``[qb, cb]`` block of scores with
-    its partition copy and mask, the ``[qb, dim]`` query rows and a ``[cb, dim]`` candidate block when the table
+    """Bytes one exact step may hold beyond the table's (file-backed) pages: a constant, a ``[qb, cb]`` block of
+    scores with its partition copy and masks, the ``[qb, dim]`` query rows and a ``[cb, dim]`` candidate block when the table
     is not float32 (converted), the running top-k and its merge, and ``seen_per_query`` excluded ids per query
     (SEEN_PAIR_BYTES each)."""
-    return PAIR_BYTES * qb * cb + 4 * dim * (qb + cb) + qb * k * TOPK_ENTRY_BYTES + SEEN_PAIR_BYTES * qb * seen_per_query
+    return (STEP_FIXED_BYTES + PAIR_BYTES * qb * cb + 4 * dim * (qb + cb) + qb * (ROW_BYTES + k * TOPK_ENTRY_BYTES)
+            + SEEN_PAIR_BYTES * qb * seen_per_query)
 
 
 def block_sizes(budget: int, num_queries: int, num_candidates: int, k: int, dim: int,
@@ -194,8 +199,9 @@ def block_sizes(budget: int, num_queries: int, num_candidates: int, k: int, dim:
     then as many queries as fit. Raises naming the budget when not even one query fits."""
     cb = min(num_candidates, CANDIDATE_BLOCK_MAX)
     while cb >= 1:
-        per_q = PAIR_BYTES * cb + 4 * dim + k * TOPK_ENTRY_BYTES + SEEN_PAIR_BYTES * seen_per_query
-        qb = (budget - 4 * dim * cb) // per_q if budget > 4 * dim * cb else 0
+        per_q = PAIR_BYTES * cb + 4 * dim + ROW_BYTES + k * TOPK_ENTRY_BYTES + SEEN_PAIR_BYTES * seen_per_query
+        fixed = STEP_FIXED_BYTES + 4 * dim * cb
+        qb = (budget - fixed) // per_q if budget > fixed else 0
         if qb >= 1:
             return int(min(qb, num_queries)), int(cb)
         cb //= 2
