@@ -3,7 +3,11 @@
 ``serve`` mode: p50/p99 latency and throughput of ``Run(GCN DFG, batch)`` for
 batches of 1, 64 and 1024 targets with 1, 4 and 16 concurrent clients (each
 client its own process, so the client side is not one GIL), plus
-``GetNeighbors``/``GetEmbed`` unit reads. The server runs inside a cgroup
+``GetNeighbors``/``GetEmbed`` unit reads, and ``Recommend(node, k=10,
+exclude_seen)`` over ``--recommend`` (a random-weight 2-layer GraphSAGE link
+checkpoint embedded with ``flashgnn embed`` at start) against its baseline
+measured in the same run: ``Run`` of that model's DFG on one target, which
+is Recommend's first step. The server runs inside a cgroup
 memory cap (``--memory-limit``) with the page cache dropped first, so an
 out-of-core dataset is served from the SSD.
 
@@ -90,6 +94,50 @@ def _client_run(address, token, dfg_bytes, batch, num_nodes, seconds, seed, sync
                 k = getattr(e, "code_name", type(e).__name__)  # ServerError: the status code's name
                 errors[k] = errors.get(k, 0) + 1
     q.put((lat, errors))
+
+
+def _client_recommend(address, token, k, num_nodes, seconds, seed, sync, q):
+    """Recommend(random node, k, exclude_seen=True) back to back for ``seconds``."""
+    from flashgnn.serve.client import Client
+
+    rng = np.random.default_rng(seed)
+    lat, errors = [], {}
+    with Client(address, token=token) as c:
+        c.recommend(0, k)  # the first call pays for the runner's sampler
+        _ready(sync)
+        t_end = time.monotonic() + seconds
+        while time.monotonic() < t_end:
+            v = int(rng.integers(0, num_nodes))
+            t = time.perf_counter()
+            try:
+                c.recommend(v, k, exclude_seen=True)
+                lat.append(time.perf_counter() - t)
+            except Exception as e:  # noqa: BLE001
+                k_ = getattr(e, "code_name", type(e).__name__)
+                errors[k_] = errors.get(k_, 0) + 1
+    q.put((lat, errors))
+
+
+def _recommend_model(dataset, work: Path, fanouts: list[int]):
+    """A random-weight GraphSAGE link checkpoint (decoder dot) and its `flashgnn embed` table: what
+    ``--recommend`` serves. Returns (embed dir, DFG bytes of the same model: the baseline's Run)."""
+    import torch
+
+    import flashgnn
+    import flashgnn.dfg as dfg
+    from flashgnn.embed import embed
+    from flashgnn.nn.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, save_checkpoint
+    from flashgnn.nn.zoo import build_model
+
+    ds = flashgnn.open(dataset)
+    torch.manual_seed(0)
+    m = build_model("sage", ds.feature_dim, 64, 64, len(fanouts), 0.0)
+    cfg = dict(model="sage", in_dim=ds.feature_dim, hidden=64, out_dim=64, num_layers=len(fanouts), dropout=0.0,
+               fanouts=fanouts, task="link", decoder="dot")
+    state = dict(format=CHECKPOINT_FORMAT, version=CHECKPOINT_VERSION, model_config=cfg, model=m.state_dict(), epoch=0)
+    save_checkpoint(work / "ck", state)
+    embed(dataset, work / "ck", work / "emb", progress=False, quiet=True)
+    return work / "emb", dfg.models.from_checkpoint(state).to_bytes()
 
 
 def _client_unit(address, token, op, num_nodes, seconds, seed, sync, q):
@@ -201,8 +249,13 @@ def bench_serve(a, token, token_file) -> dict:
     n = ds.num_nodes
     fanouts = [int(f) for f in a.fanouts.split(",")]
     dfg_bytes = _gcn_dfg(ds.feature_dim, fanouts)
+    rec_dir = tempfile.TemporaryDirectory(prefix="flashgnn-rec-", dir=a.work)
+    extra = []
+    if a.recommend_k:
+        emb, sage_dfg = _recommend_model(a.dataset, Path(rec_dir.name), fanouts)
+        extra = ["--recommend", str(emb)]
     drop_caches()
-    srv = Server(a.dataset, token_file, a.memory_limit, ["--max-inflight", str(a.max_inflight)])
+    srv = Server(a.dataset, token_file, a.memory_limit, ["--max-inflight", str(a.max_inflight), *extra])
     rows = []
     from tqdm import tqdm
 
@@ -213,6 +266,17 @@ def bench_serve(a, token, token_file) -> dict:
                 lat, err, el = _fan_out(_client_unit, [(srv.address, token, op, n, a.seconds, 100 + i)
                                                       for i in range(c)])
                 rows.append({"rpc": op, "batch": 1, "clients": c, "requests": len(lat), "errors": err,
+                             "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99), "req_per_s": len(lat) / el})
+        if a.recommend_k:
+            # Recommend and its baseline, interleaved per client count so both see the same machine state.
+            for c in (1, 16):
+                lat, err, el = _fan_out(_client_run, [(srv.address, token, sage_dfg, 1, n, a.seconds, 500 + i)
+                                                     for i in range(c)])
+                rows.append({"rpc": "run-sage(base)", "batch": 1, "clients": c, "requests": len(lat), "errors": err,
+                             "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99), "req_per_s": len(lat) / el})
+                lat, err, el = _fan_out(_client_recommend, [(srv.address, token, a.recommend_k, n, a.seconds,
+                                                             600 + i) for i in range(c)])
+                rows.append({"rpc": "recommend", "batch": 1, "clients": c, "requests": len(lat), "errors": err,
                              "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99), "req_per_s": len(lat) / el})
         for b, c in tqdm(cases, desc="serve", unit="case"):
             lat, err, el = _fan_out(_client_run, [(srv.address, token, dfg_bytes, b, n, a.seconds, 7 * b + i)
@@ -226,6 +290,7 @@ def bench_serve(a, token, token_file) -> dict:
             stats = cl.stats()
     finally:
         code = srv.stop()
+        rec_dir.cleanup()
     return {"dataset": str(a.dataset), "num_nodes": n, "memory_limit": a.memory_limit, "fanouts": fanouts,
             "rows": rows, "server_stats": stats, "server_exit": code}
 
@@ -319,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 16])
     p.add_argument("--seconds", type=float, default=5.0, help="per case")
     p.add_argument("--max-inflight", type=int, default=64)
+    p.add_argument("--recommend-k", type=int, default=10, help="k of the Recommend rows (0: skip them)")
     p.add_argument("--update-dataset", type=Path, default=None,
                    help="dataset copied for the update runs (default: DATASET); the copy is deleted afterwards")
     p.add_argument("--update-clients", type=lambda s: [int(x) for x in s.split(",")], default=[1, 16])
@@ -353,6 +419,14 @@ def main(argv: list[str] | None = None) -> int:
             p99 = f"{r['p99_ms']:>9.2f}" if r["p99_ms"] is not None else f"{'-':>9}"
             print(f"  {r['rpc']:<14}{r['batch']:>6}{r['clients']:>8}{p50}{p99}{r['req_per_s']:>9.1f}{tps}  "
                   f"{r['errors'] or ''}")
+        base = {r["clients"]: r for r in s["rows"] if r["rpc"] == "run-sage(base)"}
+        for r in s["rows"]:
+            b = base.get(r["clients"])
+            if r["rpc"] == "recommend" and b and b["p50_ms"] and r["p50_ms"]:
+                print(f"recommend k={a.recommend_k} exclude_seen, {r['clients']} client(s): p50 {r['p50_ms']:.2f} ms, "
+                      f"p99 {r['p99_ms']:.2f} ms = {r['p50_ms'] / b['p50_ms']:.2f}x / {r['p99_ms'] / b['p99_ms']:.2f}x "
+                      f"the same model's Run on 1 target (p50 {b['p50_ms']:.2f} ms, p99 {b['p99_ms']:.2f} ms), "
+                      f"over {s['num_nodes']:,} candidates")
     if "updates" in out:
         u = out["updates"]
         for r in u["inserts"]:
