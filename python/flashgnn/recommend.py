@@ -237,7 +237,17 @@ def block_topk(S: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     above the row's k-th largest value, then the first of those equal to it; -inf (excluded) never. At most k
     per row, so what the merge holds is bounded by k whatever the ties."""
     qb, cb = S.shape
-    if cb > k:
+    torch = _torch()
+    if torch is not None and cb > k:
+        # torch.topk selects in one pass (numpy's partition copies the block and is 3x slower); its choice among
+        # ties at the k-th score is arbitrary, so it is taken only when no row has such ties.
+        T = torch.from_numpy(S)
+        v, i = torch.topk(T, k, dim=1, sorted=False)
+        kth = v.min(dim=1).values
+        if bool(torch.isfinite(kth).all()) and bool(((T >= kth[:, None]).sum(dim=1) == k).all()):
+            return np.repeat(np.arange(qb, dtype=np.int64), k), i.numpy().reshape(-1)
+        kth = kth.numpy().copy()
+    elif cb > k:
         kth = np.partition(S, cb - k, axis=1)[:, cb - k].copy()  # the k-th largest per row (a float32 copy of S)
     else:
         kth = np.full(qb, -np.inf, np.float32)
@@ -253,6 +263,20 @@ def block_topk(S: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         ge &= eq
         ge |= keep
     return np.nonzero(ge)
+
+
+_TORCH = []
+
+
+def _torch():
+    """torch when installed (its top-k is the fast path of :func:`block_topk`), else None: numpy alone works."""
+    if not _TORCH:
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        _TORCH.append(torch)
+    return _TORCH[0]
 
 
 def _check_finite(a: np.ndarray, first_id: int, ids, what: str) -> None:
