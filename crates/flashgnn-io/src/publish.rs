@@ -147,7 +147,7 @@ pub fn check_output(out: &Path, force: bool) -> Result<(), IoError> {
     if !is_flashgnn_output(out) {
         return Err(refuse(
             out,
-            "is a non-empty directory but not flashgnn output (no manifest.json, embed.json, presample.json or generate.json of flashgnn's): --force replaces only flashgnn output; it was left untouched".into(),
+            "is a non-empty directory but not flashgnn output (no manifest.json, embed.json, presample.json, generate.json or recommend.json of flashgnn's): --force replaces only flashgnn output; it was left untouched".into(),
         ));
     }
     Ok(())
