@@ -75,12 +75,11 @@ def embed(dataset, checkpoint, out, batch_size: int = 16384, output: str = "logi
                              "name the model's class with --model-class package.module:ClassName (and --model-kwargs)")
         state = load_checkpoint(checkpoint)
         decoder = link_decoder(state)  # a link model: its encoder embeds, the decoder scores pairs (not run here)
-        state = encoder_state(state)
+        try:
+            state = encoder_state(state)
+        except ValueError as e:
+            raise ValueError(f"{checkpoint}: {e}") from None
         cfg = state["model_config"]
-        if cfg.get("task") == "link":
-            raise ValueError(f"{checkpoint}: a link-prediction model (flashgnn train --task link), whose node "
-                             "embeddings `embed` does not write yet; in Python: flashgnn.train.link.node_embeddings("
-                             "model_from_checkpoint(state), dataset, nodes, fanouts, batch_size, device)")
         if ds.is_typed != ("metadata" in cfg):
             raise ValueError(f"{checkpoint}: a model of a {'typed' if 'metadata' in cfg else 'homogeneous'} dataset; "
                              f"{ds.path} is {'typed' if ds.is_typed else 'homogeneous'}")

@@ -38,15 +38,16 @@ from flashgnn.serve.process import ServeStartError  # noqa: E402
 
 
 def make_checkpoint(ds, d: Path, decoder: str = "dot", out_dim: int = 8, fanouts=(5, 5), in_dim=None) -> Path:
-    """A link checkpoint as `flashgnn train --task link` records it: the encoder's weights, task and decoder."""
+    """A link checkpoint as `flashgnn train --task link` records it (a random-weight LinkModel whose GraphSAGE
+    encoder gives ``out_dim``-wide embeddings)."""
     from flashgnn.nn.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, save_checkpoint
-    from flashgnn.nn.zoo import build_model
+    from flashgnn.nn.link import LinkModel
 
     torch.manual_seed(0)
     in_dim = in_dim or flashgnn.open(ds).feature_dim
-    m = build_model("sage", in_dim, 16, out_dim, len(fanouts), 0.0)
-    cfg = dict(model="sage", in_dim=in_dim, hidden=16, out_dim=out_dim, num_layers=len(fanouts), dropout=0.0,
-               fanouts=list(fanouts), task="link", decoder=decoder)
+    m = LinkModel("sage", in_dim, out_dim, len(fanouts), 0.0, decoder)
+    cfg = dict(model="sage", in_dim=in_dim, hidden=out_dim, out_dim=None, num_layers=len(fanouts), dropout=0.0,
+               fanouts=list(fanouts), task="link", decoder=decoder, num_embeddings=0)
     save_checkpoint(d, dict(format=CHECKPOINT_FORMAT, version=CHECKPOINT_VERSION, model_config=cfg,
                             model=m.state_dict(), epoch=1))
     return d

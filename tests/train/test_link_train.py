@@ -82,6 +82,30 @@ def test_resume_equals_uninterrupted_and_checkpoint_records_the_link_model(ds_pa
         fit(str(ds_path), model="sage", decoder="dot", checkpoint=str(ck), resume=True, **QUICK)
 
 
+def test_embed_writes_a_link_models_encoder_embeddings(ds_path, tmp_path):
+    """`flashgnn embed` of a link checkpoint: its GNN encoder layer-wise over every node, which is the
+    encoder over every neighbour of every node (the decoder is not run)."""
+    from flashgnn.embed import embed
+
+    ck = tmp_path / "ck"
+    fit(str(ds_path), model="sage", decoder="mlp", checkpoint=str(ck), **QUICK)
+    embed(ds_path, ck, tmp_path / "emb", progress=False, quiet=True)
+    table = np.load(tmp_path / "emb" / "embeddings.npy")
+    meta = json.loads((tmp_path / "emb" / "embed.json").read_text())
+    assert (meta["task"], meta["decoder"]) == ("link", "mlp")
+    ds = flashgnn.open(ds_path)
+    model = model_from_checkpoint(load_checkpoint(ck)).eval()
+    nodes = np.arange(ds.num_nodes)
+    with torch.no_grad():
+        want = link_eval.node_embeddings(model, ds, nodes, [-1, -1], 512, torch.device("cpu"), memory_budget=0)
+    assert table.shape == tuple(want.shape) and np.allclose(table, want.numpy(), atol=1e-4)
+    # An encoder of learnable ids is not a layer-wise GNN over the stored features: refused, with the way that works.
+    lg = tmp_path / "lg"
+    fit(str(ds_path), model="lightgcn", checkpoint=str(lg), **dict(QUICK, epochs=1))
+    with pytest.raises(ValueError, match="lightgcn.*node_embeddings"):
+        embed(ds_path, lg, tmp_path / "emb2", progress=False, quiet=True)
+
+
 def _scores(model, ds, split, fanouts, batch_size, seed):
     """Positive and negative logits of ``split``, recomputed outside the trainer."""
     ls = ds.link_split(split)

@@ -145,7 +145,7 @@ def model_from_checkpoint(state: dict):
     return model
 
 
-DECODER_PREFIX = "decoder."  # a link model's decoder weights inside state["model"], beside the encoder's
+ENCODER_PREFIX = "encoder."  # a link model's GNN weights inside state["model"], beside its decoder's
 
 
 def link_decoder(state: dict) -> str | None:
@@ -158,9 +158,22 @@ def link_decoder(state: dict) -> str | None:
 
 
 def encoder_state(state: dict) -> dict:
-    """``state`` with ``model`` holding the encoder's weights only: a link checkpoint's decoder (its
-    ``decoder.*`` keys, or a separate ``state["decoder"]``) is not part of the GNN that embeds nodes."""
-    if link_decoder(state) is None:
+    """``state`` as the node model's checkpoint of a link checkpoint's GNN encoder (``--task link``:
+    :class:`flashgnn.nn.link.LinkModel`): its ``encoder.*`` weights under their own names and a
+    ``model_config`` whose output is the embedding (``out_dim = hidden``); the decoder, which scores pairs, is
+    left out. A node-classification checkpoint is returned as it is. Refused for an encoder that is not one
+    of the zoo's GNNs over the stored features (lightgcn, ngcf, learnable input embeddings): those embed through
+    ``flashgnn.train.link.node_embeddings``."""
+    c = state.get("model_config") or {}
+    if c.get("task", "node") != "link":
         return state
-    enc = {k: v for k, v in state["model"].items() if not k.startswith(DECODER_PREFIX)}
-    return {**state, "model": enc}
+    if c["model"] in ("lightgcn", "ngcf") or c.get("num_embeddings"):
+        raise ValueError(f"a link model with a {c['model']!r} encoder"
+                         + (" over learnable input embeddings" if c.get("num_embeddings") else "")
+                         + " is not a layer-wise GNN over the stored features: embed its nodes with "
+                           "flashgnn.train.link.node_embeddings(model_from_checkpoint(state), dataset, nodes, fanouts, "
+                           "batch_size, device)")
+    enc = {k[len(ENCODER_PREFIX):]: v for k, v in state["model"].items() if k.startswith(ENCODER_PREFIX)}
+    cfg = {k: v for k, v in c.items() if k not in ("decoder", "num_embeddings")}
+    cfg.update(task="node", out_dim=c["hidden"])
+    return {**state, "model": enc, "model_config": cfg}
