@@ -373,7 +373,14 @@ impl ValueSource for TextValues {
         while k < n && self.lines.next_line()? {
             let l = &self.lines;
             let mut it = fields(&l.line);
-            let (col, f) = it.next().expect("non-blank line has a field");
+            // A non-blank line may still hold no field: only separators (",").
+            let Some((col, f)) = it.next() else {
+                return Err(BuildError::input(
+                    &l.file,
+                    format!("line {}", l.line_no),
+                    format!("line {} has no value, only separators; expected 1 value per line", show(&l.line)),
+                ));
+            };
             let extra = it.count();
             if extra > 0 {
                 // E.g. a two-column node-label.csv.gz: never keep the first
@@ -545,6 +552,23 @@ mod tests {
         std::fs::write(&p, "1 one\n").unwrap();
         let e = PairLabels::open(&p).err().unwrap().to_string();
         assert!(e.contains("line 1, column 3") && e.contains("\"one\""), "{e}");
+    }
+
+    #[test]
+    fn a_line_of_only_separators_is_an_error_not_a_panic() {
+        // Found by the text_labels fuzz target (fuzz/regressions/text_labels/):
+        // a line of commas is not blank, yet holds no value.
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("labels.csv");
+        std::fs::write(&p, "1\n , ,\n2\n").unwrap();
+        let mut v = TextValues::open(&p).unwrap();
+        let mut out = Vec::new();
+        let e = v.next_values(10, &mut out).unwrap_err().to_string();
+        assert!(
+            e.contains("labels.csv") && e.contains("line 2") && e.contains("\" , ,\"") && e.contains("no value"),
+            "{e}"
+        );
+        assert_eq!(out, vec![1.0]);
     }
 
     #[test]
