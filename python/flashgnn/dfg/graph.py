@@ -546,7 +546,8 @@ def _decode(buf: memoryview, max_bytes: int) -> Graph:
         _keys(p, where, {"name", "dtype", "shape", "offset", "nbytes"})
         name = _check_name(p["name"], f"{where}.name")
         _expect(name not in g.params and name not in g.inputs, f"{where}.name {name!r}: duplicate name")
-        _expect(p["dtype"] in DTYPES, f"{where}.dtype {p['dtype']!r}: expected one of {', '.join(DTYPES)}")
+        _expect(isinstance(p["dtype"], str) and p["dtype"] in DTYPES,
+                f"{where}.dtype {p['dtype']!r}: expected one of {', '.join(DTYPES)}")
         np_dtype, t_dtype = DTYPES[p["dtype"]]
         shape = _list_field(p["shape"], f"{where}.shape", MAX_NDIM)
         numel = 1
