@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bench-hetero bench-hetero-accuracy bench-link-accuracy bench-peers bench-sample-cpu bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
+.PHONY: fuzz fuzz-seeds bench-hetero bench-hetero-accuracy bench-link-accuracy bench-peers bench-sample-cpu bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
 
 # requirements-dev.txt includes the optional extras the tests exercise (train, plots: matplotlib).
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
@@ -37,6 +37,16 @@ test-python: develop
 
 test-slow: develop
 	$(PY) -m pytest -q -m slow
+
+# libFuzzer over every decoder of untrusted bytes (docs/reliability.md § Fuzzing): FUZZ_SECONDS
+# per target (default 20), one summary line per target and a total; needs nightly + cargo-fuzz
+# (skipped with a note otherwise). Not part of `make test`. `make fuzz T=wal` runs one target.
+fuzz:
+	FUZZ_SECONDS=$${FUZZ_SECONDS:-20} fuzz/run.sh $(T)
+
+# Rewrite fuzz/corpus/*/seed-* from the fixtures and a trace and WAL recorded with `flashgnn`.
+fuzz-seeds: develop
+	$(PY) fuzz/make_seeds.py
 
 bench: develop bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-peers
 
