@@ -72,6 +72,35 @@ const SCAN_PAGES: u64 = 256;
 const SCAN_IN_FLIGHT: usize = 8;
 /// Buffers up to this size go back to the engine's pool after a read.
 const SMALL_BUF: usize = 64 << 10;
+/// The hot set's extents are read in groups of neighbours: up to this many
+/// bytes a read, across gaps of up to `GROUP_GAP` (read and dropped). A set
+/// holding most of a table's rows is then a near-sequential scan rather
+/// than one 512-B read per row (4.3 M rows: 47 s at open on this disk).
+const GROUP_BYTES: u64 = 256 << 10;
+const GROUP_GAP: u64 = 32 << 10;
+/// Group reads in flight (at most 16 MiB of buffers).
+const GROUP_IN_FLIGHT: usize = 64;
+
+/// Reads covering `reqs` (sorted by file and offset), each tagged with its
+/// index, and the range of `reqs` each covers.
+fn group_reads(reqs: &[ReadReq]) -> (Vec<ReadReq>, Vec<std::ops::Range<usize>>) {
+    let mut groups: Vec<ReadReq> = Vec::new();
+    let mut members: Vec<std::ops::Range<usize>> = Vec::new();
+    for (i, r) in reqs.iter().enumerate() {
+        let end = r.offset + r.len as u64;
+        if let (Some(g), Some(m)) = (groups.last_mut(), members.last_mut()) {
+            let g_end = g.offset + g.len as u64;
+            if g.file == r.file && r.offset <= g_end + GROUP_GAP && end.max(g_end) - g.offset <= GROUP_BYTES {
+                g.len = (end.max(g_end) - g.offset) as u32;
+                m.end = i + 1;
+                continue;
+            }
+        }
+        groups.push(ReadReq { tag: groups.len() as u64, ..*r });
+        members.push(i..i + 1);
+    }
+    (groups, members)
+}
 
 /// A candidate extent in cache-key terms: (file, offset, len), with `F_SLOT`
 /// and a node id as offset for a slot. Ordered by density first.
@@ -267,42 +296,47 @@ impl NeighborSampler {
             }
         }
         reqs.sort_unstable_by_key(|r| (r.file, r.offset)); // device-friendly order
+        let (groups, members) = group_reads(&reqs);
         let mut out = StaticSet::with_capacity(total);
         let files = self.file_names();
         let mut packed = Vec::with_capacity(page as usize);
-        self.read_extents(&reqs, usize::MAX, |req, buf| {
-            let r = req.tag as usize;
-            let c = &chosen[r];
-            let mut bytes = &buf[..req.len as usize];
-            if c.file == F_TYPE_ROW {
-                let finder = rows.as_ref().expect("typed rows were requested");
-                let r = finder.row(c.offset).ok_or_else(|| no_row(c.offset))?;
-                let row = &bytes[r.at.min(bytes.len())..];
-                finder.check(c.offset, row, r.lo + r.at as u64)?; // CRC; names the file if short
-                bytes = &row[..r.bytes];
-                if let Some(codec) = codec.filter(|_| c.cost as usize != r.bytes) {
-                    packed.clear();
-                    if !codec.encode(r.dtype, bytes, &mut packed) {
-                        return Ok(()); // not carried by the codec: left out, read as usual
+        self.read_extents(&groups, GROUP_IN_FLIGHT, |g, group_buf| {
+            for req in &reqs[members[g.tag as usize].clone()] {
+                let at_in = (req.offset - g.offset) as usize;
+                let buf = &group_buf[at_in..at_in + req.len as usize];
+                let r = req.tag as usize;
+                let c = &chosen[r];
+                let mut bytes = &buf[..req.len as usize];
+                if c.file == F_TYPE_ROW {
+                    let finder = rows.as_ref().expect("typed rows were requested");
+                    let r = finder.row(c.offset).ok_or_else(|| no_row(c.offset))?;
+                    let row = &bytes[r.at.min(bytes.len())..];
+                    finder.check(c.offset, row, r.lo + r.at as u64)?; // CRC; names the file if short
+                    bytes = &row[..r.bytes];
+                    if let Some(codec) = codec.filter(|_| c.cost as usize != r.bytes) {
+                        packed.clear();
+                        if !codec.encode(r.dtype, bytes, &mut packed) {
+                            continue; // not carried by the codec: left out, read as usual
+                        }
+                        bytes = &packed;
                     }
-                    bytes = &packed;
+                } else if req.file == F_OVERFLOW {
+                    check_overflow_page(&l, &files[F_OVERFLOW as usize], req.offset / page, buf)?;
+                    if let Some(b) = bits {
+                        packed.clear();
+                        // The page was just checked (ids < num_nodes): every id fits the width.
+                        packed::pack_into(buf, per, b, &mut packed).ok_or_else(|| {
+                            crate::SampleError::Config(format!(
+                                "overflow page at {}: an id wider than {b} bits",
+                                req.offset
+                            ))
+                        })?;
+                        bytes = &packed;
+                    }
                 }
-            } else if req.file == F_OVERFLOW {
-                check_overflow_page(&l, &files[F_OVERFLOW as usize], req.offset / page, buf)?;
-                if let Some(b) = bits {
-                    packed.clear();
-                    // The page was just checked (ids < num_nodes): every id fits the width.
-                    packed::pack_into(buf, per, b, &mut packed).ok_or_else(|| {
-                        crate::SampleError::Config(format!(
-                            "overflow page at {}: an id wider than {b} bits",
-                            req.offset
-                        ))
-                    })?;
-                    bytes = &packed;
-                }
+                debug_assert_eq!(bytes.len(), c.cost as usize);
+                out.put_at(cache::key(c.file, c.offset), at[r], bytes);
             }
-            debug_assert_eq!(bytes.len(), c.cost as usize);
-            out.put_at(cache::key(c.file, c.offset), at[r], bytes);
             Ok(())
         })?;
         if !slot_rank.is_empty() {
@@ -533,5 +567,36 @@ impl NeighborSampler {
             }
         }
         self.load_extents(top.into_sorted())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grouped_reads_cover_every_extent_within_their_bounds() {
+        let req = |file: u16, offset: u64, len: u32| ReadReq { file, offset, len, tag: 0 };
+        let reqs = vec![
+            req(2, 0, 512),
+            req(2, 0, 512), // a packed sector asked for twice
+            req(2, 1024, 512),
+            req(2, 1024 + GROUP_GAP + 2048, 512), // past the gap: a new read
+            req(3, 1024 + GROUP_GAP + 2048, 512), // another file
+        ];
+        let mut many: Vec<ReadReq> = (0..1024u64).map(|i| req(5, i * 512, 512)).collect();
+        many.extend(reqs);
+        many.sort_unstable_by_key(|r| (r.file, r.offset));
+        let (groups, members) = group_reads(&many);
+        assert_eq!(members.iter().map(|m| m.len()).sum::<usize>(), many.len());
+        for (g, m) in groups.iter().zip(&members) {
+            assert!(g.len as u64 <= GROUP_BYTES && groups[g.tag as usize].offset == g.offset);
+            for r in &many[m.clone()] {
+                assert!(r.file == g.file && r.offset >= g.offset && r.offset + r.len as u64 <= g.offset + g.len as u64);
+            }
+        }
+        // 1024 neighbouring 512-B rows (512 KiB) in two reads; the five others in three.
+        assert_eq!(groups.iter().filter(|g| g.file == 5).count(), 2);
+        assert_eq!(groups.len(), 5);
     }
 }
