@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: fuzz fuzz-seeds bench-hetero bench-hetero-accuracy bench-link-accuracy bench-peers bench-sample-cpu bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
+.PHONY: fuzz fuzz-seeds bench-hetero bench-hetero-accuracy bench-link bench-link-accuracy bench-peers bench-sample-cpu bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
 
 # requirements-dev.txt includes the optional extras the tests exercise (train, plots: matplotlib).
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
@@ -139,6 +139,14 @@ bench-hetero: develop $(PEERS_VENV)/.stamp
 # recipe (hetero NeighborLoader, torch-sparse) on the same graph in memory; target within 1 point.
 bench-hetero-accuracy: develop $(PEERS_VENV)/.stamp
 	$(PEERS_VENV)/bin/python -m benchmarks.hetero_accuracy --epochs $${EPOCHS:-3} $${JSON:+--json}
+
+# Link-prediction batches: flashgnn.LinkNeighborLoader (memory; uring and uring+cache under a cap the dataset is
+# >= 1.5x of, cache <= a third of the data) vs PyG's LinkNeighborLoader (torch-sparse) in memory and over tuned mmap;
+# binary negatives, batch 512 edges, fanout 10,5, one thread each, rounds alternated (docs/benchmarks.md, Link batches).
+# The R-MAT scale-22 input, its dataset and PyG's arrays (about 9 GB) are kept in WORK and reused.
+bench-link: develop $(PEERS_VENV)/.stamp
+	$(PEERS_VENV)/bin/python -m benchmarks.link --work $${WORK:-/tmp/flashgnn-link} --scale $${SCALE:-22} \
+	  $${LIMIT:+--memory-limit $$LIMIT} --rounds $${ROUNDS:-3} --batches $${BATCHES:-20} $${JSON:+--json}
 
 # Link prediction: `flashgnn train --task link` vs PyG's LinkNeighborLoader recipe (torch-sparse), test ROC-AUC.
 bench-link-accuracy: develop $(PEERS_VENV)/.stamp
