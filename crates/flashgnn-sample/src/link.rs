@@ -367,6 +367,20 @@ impl NeighborSampler {
                 todo.iter().map(|&j| self.internal_of(dst_neg[j] as u64)).filter(|v| !lists.contains_key(v)).collect();
             need.sort_unstable();
             need.dedup();
+            if self.snapshot().is_none() {
+                // Lists already in memory (the memory engine's copy, the cross-batch cache) are not read.
+                let mut read = Vec::with_capacity(need.len());
+                for v in need {
+                    match self.list_in_memory(v)? {
+                        Some(mut list) => {
+                            list.sort_unstable();
+                            lists.insert(v, list);
+                        }
+                        None => read.push(v),
+                    }
+                }
+                need = read;
+            }
             let got = self.fetch_lists_keeping(&need, true)?;
             for (v, mut data) in need.into_iter().zip(got) {
                 data.neighbors.sort_unstable();

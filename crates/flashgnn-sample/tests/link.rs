@@ -248,3 +248,65 @@ fn exclusion_reads_are_the_batch_reads() {
     assert!(listing > 0 && together < sampling + listing, "{together} reads, apart {sampling} + {listing}");
     assert!(together >= sampling);
 }
+
+#[test]
+fn exclusion_lists_come_from_memory_and_the_cache() {
+    // Proves the true-edge check takes the negatives' lists from the memory
+    // engine's copy and from the cross-batch cache without changing a batch:
+    // degree-weighted negatives (many redraws) give the pread engine's batch
+    // on the memory engine and through the cross-batch cache (a static set by
+    // degree as large as the dataset, overflow pages bit-packed; then a warm
+    // dynamic part alone), and the cached batch reads fewer extents than its
+    // negatives' lists alone cost past the cache.
+    use flashgnn_sample::{DatasetId, PageCache, Policy};
+    let dir = tempdir();
+    let path = tiny_dataset(dir.path());
+    let (src, dst): (Vec<i64>, Vec<i64>) = ((0..20).collect(), (20..40).collect());
+    let mut plain = open(&path, &[4, 3], EngineKind::Pread);
+    let w = Arc::new(plain.degree_weights().unwrap());
+    let spec = LinkSpec {
+        mode: NegMode::Binary,
+        amount: 3.0,
+        dist: NegDist::Degree(w),
+        exclude_true_edges: true,
+        ..Default::default()
+    };
+    let want = plain.sample_link(&src, &dst, &spec, 7).unwrap();
+    assert!(want.link.as_ref().unwrap().redrawn > 0, "no redraw: the test below would prove little");
+    assert_eq!(open(&path, &[4, 3], EngineKind::Memory).sample_link(&src, &dst, &spec, 7).unwrap(), want);
+    let total = std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum::<u64>() as usize;
+    let id = DatasetId::of_path(&path).unwrap();
+    for hot in [true, false] {
+        let statics = if hot {
+            open(&path, &[4, 3], EngineKind::Pread).hot_set_by_degree(total).unwrap()
+        } else {
+            Default::default()
+        };
+        let cache = Arc::new(PageCache::new(id.clone(), 4 * total, Policy::S3Fifo, statics));
+        let mut s = open(&path, &[4, 3], EngineKind::Pread);
+        s.set_cache(Some(cache.clone()));
+        if !hot {
+            // Warm the dynamic part with the same batch: every extent it needs is then held.
+            assert_eq!(s.sample_link(&src, &dst, &spec, 7).unwrap(), want, "cold dynamic cache");
+        }
+        assert_eq!(s.sample_link(&src, &dst, &spec, 7).unwrap(), want, "hot set {hot}");
+        let together = s.last_batch.reads;
+        assert!(s.last_batch.cache_static_hits + s.last_batch.cache_dynamic_hits > 0);
+        // The same seeds sampled alone: the exclusion read nothing more.
+        let mut seeds = endpoints(&want, &src, &dst, NegMode::Binary);
+        seeds.sort();
+        seeds.dedup();
+        s.sample(&seeds, 7).unwrap();
+        let sampling = s.last_batch.reads;
+        // What reading every negative destination's list past the cache costs.
+        let before = s.io_counters().reads;
+        let mut negs: Vec<u32> = want.link.as_ref().unwrap().dst_neg.iter().map(|&v| v as u32).collect();
+        negs.sort();
+        negs.dedup();
+        s.fetch_lists(&negs).unwrap();
+        let listing = s.io_counters().reads - before;
+        // Past the cache the lists alone would cost `listing` reads; through it the batch reads only the
+        // overflow pages the sampling pass did not need (which no hot set by degree holds whole).
+        assert!(together < sampling + listing, "hot set {hot}: {together} reads; sampling {sampling}, lists {listing}");
+    }
+}

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use flashgnn_format::layout::check_overflow_page;
+use flashgnn_format::slot::{decode_checked_slot, decode_slot, read_id};
 use flashgnn_format::{FormatError, Layout};
 use flashgnn_io::engine::{resident_at, Done, ReadReq};
 use rustc_hash::FxHashMap as HashMap;
@@ -620,6 +621,107 @@ fn check_row<'a>(
         }
     }
     Ok(bytes)
+}
+
+impl NeighborSampler {
+    /// Node `v`'s full stored list (internal ids, as stored), when every byte
+    /// of it is already in memory: the `memory` engine's copy, else the
+    /// cross-batch cache (static set or dynamic part; a static set holding
+    /// encoded rows is not used, its slots are not as stored). `None` when a
+    /// slot or overflow page would have to be read: the caller reads those
+    /// nodes (`fetch_lists_keeping`). The bytes are checked as the sampling
+    /// pass checks them (`on_slot`, `request_overflow`); cache hits and
+    /// misses count in the batch's figures. For the link batches' true-edge
+    /// check, which without this read every negative destination's list
+    /// past the cache.
+    pub(crate) fn list_in_memory(&mut self, v: u32) -> Result<Option<Vec<u32>>> {
+        if self.trace.is_some() || self.typed.is_some() {
+            return Ok(None);
+        }
+        let l = self.layout.clone();
+        let cache = self.cache.clone().filter(|_| self.static_codec.is_none());
+        let gname = &self.files[F_GRAPH as usize];
+        let key = cache::key(F_SLOT, v as u64);
+        let dynamic;
+        let (bytes, checked): (&[u8], bool) = if let Some(g) = self.mem[F_GRAPH as usize].as_deref() {
+            (resident_at(g, self.io.path(F_GRAPH), l.slot_offset(v as u64), l.slot_bytes)?, false)
+        } else if let Some(c) = cache.as_deref() {
+            if let Some(r) = c.get_static_extent(key) {
+                self.cache_hits[0] += 1;
+                (c.static_at(r), self.static_checked)
+            } else if let Some(d) = c.get_dynamic(key) {
+                self.cache_hits[1] += 1;
+                dynamic = d;
+                (&dynamic[..], false)
+            } else {
+                self.cache_misses += 1;
+                return Ok(None);
+            }
+        } else {
+            return Ok(None);
+        };
+        let slot = if checked {
+            decode_checked_slot(&l, v as u64, bytes, gname)?
+        } else {
+            decode_slot(&l, v as u64, bytes, gname)?
+        };
+        let mut list: Vec<u32> = slot.inline_ids(&l, gname)?.into_iter().map(|x| x as u32).collect();
+        let spill = slot.overflow_len();
+        if spill == 0 {
+            return Ok(Some(list));
+        }
+        let (per, w, p) = (l.overflow_ids_per_page(), l.id_bytes as usize, l.page_size as u64);
+        let (a, b) = (slot.overflow_first, slot.overflow_first + spill);
+        let oname = self.files[F_OVERFLOW as usize].clone();
+        list.reserve(spill as usize);
+        for page in 1 + a / per..=1 + (b - 1) / per {
+            let key = cache::key(F_OVERFLOW, page * p);
+            let dynamic;
+            let (data, packed): (&[u8], Option<u32>) = if let Some(o) = self.mem[F_OVERFLOW as usize].as_deref() {
+                let data = resident_at(o, self.io.path(F_OVERFLOW), page.saturating_mul(p), p as u32)?;
+                check_overflow_once(&mut self.checked_overflow, &l, &oname, page, data)?;
+                (data, None)
+            } else if let Some(c) = cache.as_deref() {
+                if let Some(data) = c.get_static(key) {
+                    self.cache_hits[0] += 1;
+                    if !self.static_checked {
+                        check_overflow_once(&mut self.checked_overflow, &l, &oname, page, data)?;
+                    }
+                    (data, self.static_packed)
+                } else if let Some(d) = c.get_dynamic(key) {
+                    self.cache_hits[1] += 1;
+                    check_overflow_page(&l, &oname, page, &d)?;
+                    dynamic = d;
+                    (&dynamic[..], None)
+                } else {
+                    self.cache_misses += 1;
+                    return Ok(None);
+                }
+            } else {
+                return Ok(None);
+            };
+            let lo = (page - 1) * per;
+            for e in a.max(lo)..b.min(lo + per) {
+                let k = (e - lo) as usize;
+                let id = match packed {
+                    Some(bits) => packed::entry(data, k, bits),
+                    None => read_id(&data[k * w..k * w + w]),
+                };
+                if id >= l.num_nodes {
+                    return Err(FormatError::oob(
+                        oname.clone(),
+                        page * p + (k * w) as u64,
+                        "neighbor id",
+                        id,
+                        format!("< num_nodes {}", l.num_nodes),
+                    )
+                    .into());
+                }
+                list.push(id as u32);
+            }
+        }
+        Ok(Some(list))
+    }
 }
 
 /// Check overflow page `page` (from the cross-batch cache or the `memory`
