@@ -19,10 +19,12 @@
 //!   `(s, d)` that is a stored edge (`s` in `d`'s list) is redrawn (its
 //!   destination, from a key of its own per round), at most
 //!   [`EXCLUDE_ROUNDS_MAX`] rounds; what is left is kept and counted
-//!   ([`LinkPart::false_negatives`]). The lists are read with every read in
-//!   flight and their pages kept in the batch's pages, so the sampling pass
-//!   that follows serves those destinations' slots without reading them
-//!   again (their slots are read anyway: they are seeds).
+//!   ([`LinkPart::false_negatives`]). A list already in memory (the
+//!   `memory` engine's copy, the cross-batch cache) is taken from there; the
+//!   others are read with every read in flight and their pages kept in the
+//!   batch's pages, so the sampling pass that follows serves those
+//!   destinations' slots without reading them again (their slots are read
+//!   anyway: they are seeds).
 //! - **excluding seed edges** (`LinkSpec::exclude_seed_edges`, GraphBolt's
 //!   `exclude_seed_edges(include_reverse_edges=True)`): every sampled edge
 //!   `(u, v)` with `(u, v)` or `(v, u)` a positive of the batch is removed
