@@ -203,7 +203,8 @@ def main(argv=None) -> int:
     from flashgnn.ssd.bench import drop_caches, run_child
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks.link", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--work", default="/tmp/flashgnn-link", help="where the input, the dataset and PyG's arrays are kept")
+    ap.add_argument("--work", default="/tmp/flashgnn-link",
+                    help="where the input, the dataset and PyG's arrays are kept")
     ap.add_argument("--scale", type=int, default=22, help="2^scale nodes (flashgnn generate rmat --scale)")
     ap.add_argument("--edge-factor", type=int, default=16)
     ap.add_argument("--feature-dim", type=int, default=128)
@@ -218,7 +219,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-seconds", type=float, default=120.0)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--only", help=f"comma list of variants (default: {', '.join(VARIANTS)}; opt-in: {', '.join(EXTRA)})")
+    ap.add_argument("--only",
+                    help=f"comma list of variants (default: {', '.join(VARIANTS)}; opt-in: {', '.join(EXTRA)})")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     work = Path(a.work)
