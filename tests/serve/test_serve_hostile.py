@@ -526,6 +526,71 @@ def test_trickled_update_graph_ends_at_max_deadline(server):
         assert snapshot(c) == before
 
 
+IN_FLIGHT_AFTER_DEADLINE_S = 2.0  # how long past its DEADLINE_EXCEEDED a Run may keep its slot
+
+
+def _gemm_dfg(n: int, k: int, m: int, chain: int):
+    """A DFG whose params are a few KiB but whose work is not: ``[n, k] @ [k, m]`` with both factors built by
+    broadcasting tiny vectors (ElementWise), then ``chain`` more products of the [n, m] result with itself
+    (n == m), summed to one value so the reply stays small. Every value is exactly 2^-p: no overflow."""
+    import torch
+
+    from flashgnn import dfg
+
+    g = dfg.Graph()
+    g.create_in("Batch")  # Run's input; this DFG does not read it
+    col = lambda name, rows: g.create_param(name, torch.full((rows, 1), 1.0))  # noqa: E731
+    row = lambda name, cols, v: g.create_param(name, torch.full((1, cols), v))  # noqa: E731
+    a = g.create_op("ElementWise", [col("a", n), row("ar", k, 1.0 / k)], {"op": "mul"})
+    b = g.create_op("ElementWise", [col("b", k), row("br", m, 1.0)], {"op": "mul"})
+    x = g.create_op("GEMM", [a, b])  # every entry 1
+    if chain:
+        x = g.create_op("ElementWise", [x, row("s", m, 1.0 / m)], {"op": "mul"})  # every entry 1/m
+    for _ in range(chain):
+        x = g.create_op("GEMM", [x, x])  # stays 1/m
+    g.create_out("Result", g.create_op("Reduce", [x], {"op": "sum"}))
+    return g
+
+
+@pytest.mark.parametrize("shape", [
+    # the case found from outside: a chain of 39 products of 2048 x 2048 (~1 s each on one core, ~40 s in all)
+    (2048, 2048, 2048, 39),
+    # one product that alone outlasts the deadline many times: 2^38 multiply-adds (~18 s on one core),
+    # within every byte bound (the factors are 256 MiB each); stopped inside the kernel, between row blocks
+    (4096, 16384, 4096, 0),
+], ids=["chain-of-gemms", "one-long-gemm"])
+def test_run_without_client_deadline_stops_at_the_default_deadline(server, shape):
+    """A Run sent without a client deadline is answered DEADLINE_EXCEEDED at --default-deadline, and its work
+    stops too: Stats.in_flight is back to 0 within IN_FLIGHT_AFTER_DEADLINE_S of the answer (the slot was held
+    until the whole graph had run), and the next request is served."""
+    srv = server("--default-deadline", "1", "--max-inflight", "2")
+    with srv.client() as c:  # no timeout: the server's default deadline applies
+        # Warm first: the server's first Run waits for torch to import, which alone can outlast the deadline,
+        # and the work would then be stopped before its first node, proving nothing about the kernels.
+        t_end = time.monotonic() + SAFETY_S
+        while True:
+            try:
+                c.run(_gemm_dfg(8, 8, 8, 1), [0])
+                break
+            except ServerError as e:
+                assert e.code_name == "DEADLINE_EXCEEDED" and time.monotonic() < t_end, e
+            while c.stats()["in_flight"] and time.monotonic() < t_end:  # the import still runs; let it end
+                time.sleep(0.05)
+        t0 = time.monotonic()
+        with pytest.raises(ServerError) as ei:
+            c.run(_gemm_dfg(*shape), [0])
+        answered = time.monotonic()
+        assert ei.value.code_name == "DEADLINE_EXCEEDED" and "--default-deadline 1" in ei.value.details(), ei.value
+        assert answered - t0 < SAFETY_S
+        while (in_flight := c.stats()["in_flight"]) and time.monotonic() - answered < SAFETY_S:
+            time.sleep(0.02)
+        held_s = time.monotonic() - answered
+        _case(in_flight == 0 and held_s < IN_FLIGHT_AFTER_DEADLINE_S)
+        assert in_flight == 0 and held_s < IN_FLIGHT_AFTER_DEADLINE_S, \
+            f"the Run held its slot {held_s:.2f} s past its DEADLINE_EXCEEDED"
+        assert c.get_neighbors(1).size >= 0
+
+
 def test_max_deadline_flag_checked():
     from flashgnn.serve.limits import Limits
 

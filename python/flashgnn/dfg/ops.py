@@ -307,6 +307,37 @@ def _stored_degree_norm(sub, ei, w, n, self_loops: bool, fill: float) -> SubGrap
     return SubGraph(sub.n_id[:n], ei, [], [], sub.batch_size, None, w, n)
 
 
+# A GEMM on CPU larger than this many multiply-adds runs in row blocks of about this size, with the run's
+# deadline checked between them (KernelContext.stop_point): 2^28 MACs is ~20 ms at the ~15 GMAC/s of one
+# core's float32 BLAS, so an expired request stops within about that instead of after the whole product
+# (one [9000, 9000] @ [9000, 9000] within --max-request-bytes is 2^39.5 MACs: minutes on one core). A block
+# keeps at least GEMM_MIN_BLOCK_ROWS rows so BLAS stays efficient; since B holds at most MAX_VALUE_ELEMENTS
+# (k x m <= 2^28), such a block is at most 2^34 MACs.
+GEMM_BLOCK_MACS = 1 << 28
+GEMM_MIN_BLOCK_ROWS = 64
+
+
+def _matmul_in_blocks(ctx, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b``; for a large 2-D product on CPU, row block by row block into one output, checking
+    ``ctx.stop_point()`` between blocks. Same result and bytes as ``a @ b`` (each block is written in place
+    into its rows of the output). CUDA kernels run asynchronously and are fast at any size the plan admits,
+    so they are not split; batched (rank > 2) products are not split either."""
+    if (getattr(ctx, "check", None) is None or a.dim() != 2 or b.dim() != 2 or a.device.type != "cpu" or a.dtype != b.dtype
+            or b.device != a.device):
+        return a @ b
+    n, k = a.shape
+    m = b.shape[1]
+    per_row = max(1, k * m)
+    if n * per_row <= GEMM_BLOCK_MACS:
+        return a @ b
+    rows = max(GEMM_MIN_BLOCK_ROWS, GEMM_BLOCK_MACS // per_row)
+    out = torch.empty((n, m), dtype=a.dtype, device=a.device)
+    for i in range(0, n, rows):
+        ctx.stop_point()
+        torch.matmul(a[i:i + rows], b, out=out[i:i + rows])
+    return out
+
+
 def gemm(ctx, a, b, bias=None, **attrs):
     """A @ B (+ bias); ``transpose_a`` / ``transpose_b`` transpose the last two dims."""
     _only(attrs, "transpose_a", "transpose_b")
@@ -319,7 +350,7 @@ def gemm(ctx, a, b, bias=None, **attrs):
         raise ValueError(f"shapes {list(a.shape)} @ {list(b.shape)} do not chain")
     _check_numel([*torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]), *a.shape[-2:-1], *b.shape[-1:]]
                  if b.dim() > 1 else a.shape[:-1], "GEMM output")
-    out = a @ b
+    out = _matmul_in_blocks(ctx, a, b)
     if bias is not None:
         out = bias_add(ctx, out, bias)
     return out

@@ -66,14 +66,23 @@ class OpDef:
 @dataclass
 class KernelContext:
     """What a kernel knows about its call: the device it was bound to, the
-    runner's context (e.g. a :class:`flashgnn.dfg.SamplerContext`), and the
-    node (for error messages)."""
+    runner's context (e.g. a :class:`flashgnn.dfg.SamplerContext`), the
+    node (for error messages), and ``check``: the run's deadline /
+    cancellation check (None when the caller gave none). A kernel that can
+    run long calls :meth:`stop_point` between pieces of its work, so an
+    expired request stops inside the kernel, not only at the next node."""
 
     device: Device
     torch_device: torch.device
     context: Any
     seq: int
     op: str
+    check: Callable | None = None
+
+    def stop_point(self) -> None:
+        """Raise the run's check error here if the request has expired or was cancelled."""
+        if self.check is not None:
+            self.check()
 
 
 def _parse_arity(arity) -> tuple[int, int | None]:

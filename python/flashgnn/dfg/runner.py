@@ -16,7 +16,9 @@ the nodes in their stored (topological) order. Each node is bound *at that momen
 the highest-priority device that has one (HolisticGNN's dynamic binding), its
 tensor inputs are moved to that device's torch device, and the kernel's
 wall time is recorded (CUDA is synchronised around the kernel so the figure
-is the kernel's own). Each output must fit its inferred spec (same dtype and
+is the kernel's own). The caller's ``check`` (a server's deadline) runs
+before every node and, through ``KernelContext.stop_point``, inside kernels
+that split long work (GEMM on CPU, by row blocks). Each output must fit its inferred spec (same dtype and
 rank, every dimension within the bound), else a :class:`NodeError` says
 which, so a wrong shape function cannot let a larger value flow on. A value
 is dropped as soon as its last reader has run (at once when nothing reads it).
@@ -39,6 +41,29 @@ from flashgnn.dfg.registry import KernelContext, Registry, default_registry
 from flashgnn.dfg.shapes import NodeError, Plan, ShapeError
 
 MAX_CACHED_SAMPLERS = 8  # one flashgnn.Sampler (io_uring ring + threads) per fanout tuple, LRU beyond this
+
+
+class _Stopped(Exception):
+    """The run's ``check`` raised inside a kernel (:meth:`KernelContext.stop_point`); carries that error out
+    past the wrapping of kernel failures in :class:`NodeError`, so the caller sees its own error."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
+def _in_kernel(check):
+    """``check`` as a kernel calls it: its error travels as :class:`_Stopped`."""
+    if check is None:
+        return None
+
+    def stop_point():
+        try:
+            check()
+        except BaseException as e:  # noqa: BLE001 - whatever the caller's check raises is the caller's to see
+            raise _Stopped(e) from None
+
+    return stop_point
 
 
 def _move(v, device: torch.device):
@@ -116,8 +141,10 @@ class Runner:
         return p
 
     def run(self, graph: Graph, inputs: dict, check=None, plan: Plan | None = None) -> dict:
-        """``check``: called before each node (a server passes its deadline /
-        cancellation check, so an expired request stops between nodes).
+        """``check``: called before each node, and by kernels that can run long between pieces of their
+        work (``ctx.stop_point()``, e.g. GEMM between row blocks); whatever it raises ends the run and
+        reaches the caller as it was raised. A server passes its deadline / cancellation check, so an
+        expired request stops at the next node boundary or block, whichever comes first.
         ``plan``: one :meth:`plan` made for these same inputs (else it is made here)."""
         values = self._values(graph, inputs)
         if plan is None:
@@ -137,13 +164,14 @@ class Runner:
         keep = set(graph.outputs.values())
         profile = []
         t_run = time.perf_counter()
+        stop_point = _in_kernel(check)
         for i, node in enumerate(graph.nodes):
             if check is not None:
                 check()
             device, kernel = self.registry.select(node.op)
             tdev = torch.device(device.torch_device)
             args = [graph.param_on(r, tdev) if r in graph.params else _move(values[r], tdev) for r in node.inputs]
-            ctx = KernelContext(device, tdev, self.context, node.seq, node.op)
+            ctx = KernelContext(device, tdev, self.context, node.seq, node.op, stop_point)
             sync = tdev.type == "cuda"
             if sync:
                 torch.cuda.synchronize(tdev)
@@ -155,6 +183,8 @@ class Runner:
                     torch.cuda.synchronize(tdev)
             except (MemoryError, KeyboardInterrupt):
                 raise
+            except _Stopped as s:  # the request expired or was cancelled inside the kernel
+                raise s.error from None
             except Exception as e:  # noqa: BLE001 - any kernel failure is reported against its node
                 raise NodeError(f"node {node.seq} ({node.op} on {device.name}): {type(e).__name__}: {e}", node.seq,
                                 node.op, device.name) from e
