@@ -536,6 +536,37 @@ def test_gcn_norm_matches_pyg(self_loops):
                                    to_dense_adj(want_ei, edge_attr=want_w, max_num_nodes=n))
 
 
+def test_run_check_stops_a_long_gemm_between_row_blocks(monkeypatch):
+    """The run's ``check`` is called before each node and, for a GEMM on CPU over GEMM_BLOCK_MACS, between
+    its row blocks: a check that starts failing mid-product ends the run inside the kernel with the check's
+    own exception (not a NodeError), and with a passing check the blocked product equals ``a @ b``."""
+    from flashgnn.dfg import ops
+
+    monkeypatch.setattr(ops, "GEMM_BLOCK_MACS", 64 * 50 * 40)  # one block per GEMM_MIN_BLOCK_ROWS (64) rows
+    gen = torch.Generator().manual_seed(4)
+    a, b = torch.randn(640, 50, generator=gen), torch.randn(50, 40, generator=gen)
+    g = dfg.Graph()
+    x, w = g.create_in("A"), g.create_in("B")
+    g.create_out("Out", g.create_op("GEMM", [x, w]))
+    calls = []
+
+    class Expired(Exception):
+        pass
+
+    def check(fail_at=None):
+        calls.append(1)
+        if fail_at is not None and len(calls) >= fail_at:
+            raise Expired(f"expired at check {len(calls)}")
+
+    out = dfg.Runner().run(g, {"A": a, "B": b}, check=check)["Out"]
+    torch.testing.assert_close(out, a @ b)
+    assert len(calls) == 1 + 10  # before the node, then one per 64-row block
+    calls.clear()
+    with pytest.raises(Expired, match="expired at check 4"):
+        dfg.Runner().run(g, {"A": a, "B": b}, check=lambda: check(fail_at=4))
+    assert len(calls) == 4  # stopped in the third block of ten
+
+
 def test_dense_ops():
     gen = torch.Generator().manual_seed(3)
     a, b = torch.randn(4, 3, generator=gen), torch.randn(3, 5, generator=gen)

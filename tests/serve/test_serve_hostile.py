@@ -13,7 +13,11 @@ yields) so that they can do what ``flashgnn.Client`` never does:
   and every flooding call is answered UNAUTHENTICATED without its message; authenticated idle calls are
   ended by ``--request-body-timeout`` and their slots come back;
 - a token file with two lines, a FIFO or a directory as ``--token-file`` is refused by name (never blocks);
-- a second SIGTERM during the drain shortens it, and the summary line is still printed.
+- a second SIGTERM during the drain shortens it, and the summary line is still printed;
+- a ``Run`` sent without a client deadline whose DFG (a few KiB of params) would compute for many seconds — a
+  chain of 2048 x 2048 GEMMs, or one GEMM of 2^38 multiply-adds — is answered DEADLINE_EXCEEDED at
+  ``--default-deadline`` and gives its in-flight slot back within ``IN_FLIGHT_AFTER_DEADLINE_S`` (the runner
+  checks the deadline between nodes and GEMM between row blocks).
 
 The module's figures go to the terminal summary: ``server hostile suite: N cases, N refused cleanly``.
 """

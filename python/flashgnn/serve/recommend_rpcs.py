@@ -30,7 +30,9 @@ are not known individually: a warning names how many there were.
 
 Invariants: ``k`` in ``[1, --max-recommend-k]`` and ``node`` in ``[0,
 num_nodes)`` are checked before any work; the DFG batch is planned and
-reserved in ``--max-inflight-bytes`` like a ``Run``; after ``UpdateGraph``
+reserved in ``--max-inflight-bytes`` like a ``Run``, and runs under the
+call's deadline as a ``Run`` does (checked before each node, inside GEMM
+between row blocks, and again before scoring); after ``UpdateGraph``
 the table describes another graph, so Recommend answers FAILED_PRECONDITION
 until the server is restarted with a fresh embedding.
 """
@@ -184,6 +186,7 @@ class RecommendRpcs:
             seq = int(self.graph.seq)
             batch = np.asarray([node, *pending], dtype=np.int64)
             rows = self._embed_nodes(call, batch)
+            call.check()  # the scoring reads every candidate row: not for an answer nobody will read
             q = rows[0]
             with rec.lock:
                 for v, r in zip([node, *pending], rows):

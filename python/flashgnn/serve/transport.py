@@ -20,7 +20,9 @@ passes one gate, :meth:`Transport._serve_rpc`, in this order:
    (it is empty);
 4. **deadline** — the client's deadline (at most ``max_deadline_s``), or ``default_deadline_s`` when it set
    none; the handler waits for the work at most that long and answers
-   DEADLINE_EXCEEDED. A mutation checks the deadline before it starts; one
+   DEADLINE_EXCEEDED, and the work stops too, whichever side set it (it
+   checks ``Call.check``: Run and Recommend before every DFG node and between
+   a large GEMM's row blocks), giving its slot back. A mutation checks the deadline before it starts; one
    already committing finishes (its slot stays taken until it does, so the
    cap bounds real work, not just waiting handlers);
 5. **validation** — ids against ``num_nodes``, Tensor bytes against dtype and
