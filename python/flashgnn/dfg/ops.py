@@ -322,8 +322,8 @@ def _matmul_in_blocks(ctx, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     ``ctx.stop_point()`` between blocks. Same result and bytes as ``a @ b`` (each block is written in place
     into its rows of the output). CUDA kernels run asynchronously and are fast at any size the plan admits,
     so they are not split; batched (rank > 2) products are not split either."""
-    if (getattr(ctx, "check", None) is None or a.dim() != 2 or b.dim() != 2 or a.device.type != "cpu" or a.dtype != b.dtype
-            or b.device != a.device):
+    if (getattr(ctx, "check", None) is None or a.dim() != 2 or b.dim() != 2 or a.device.type != "cpu"
+            or b.device != a.device or a.dtype != b.dtype):
         return a @ b
     n, k = a.shape
     m = b.shape[1]
