@@ -30,12 +30,13 @@ import argparse
 import json
 import os
 import sys
-import threading
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.peers import measure_batches
 
 VARIANTS = ("pyg-memory", "pyg-mmap", "memory", "uring", "uring+cache", "uring+cache+fp16", "uring+cache+int8")
 CAPPED = ("pyg-mmap", "uring", "uring+cache", "uring+cache+fp16", "uring+cache+int8")
@@ -63,30 +64,6 @@ def prepare(work: Path, scale: str, feature_dim: int, seed: int, progress: bool)
     flashgnn.build(raw, ds, add_reverse=True, force=True, progress=progress)
     stamp.write_text(json.dumps(want))
     return raw, ds
-
-
-def _measure(loader, batches: int, max_seconds: float, count) -> dict:
-    """Batches/s between the first and the last of ``batches + 1`` arrivals (cut off at ``max_seconds``)."""
-    stamps, nodes = [], [0]
-    stop = threading.Event()
-
-    def drain():
-        for b in loader:
-            stamps.append(time.perf_counter())
-            nodes[0] += count(b)
-            if len(stamps) > batches or stop.is_set():
-                return
-
-    t0 = time.perf_counter()
-    th = threading.Thread(target=drain, daemon=True)
-    th.start()
-    th.join(max_seconds)
-    stop.set()
-    done = max(len(stamps) - 1, 0)
-    el = stamps[-1] - stamps[0] if done > 0 else time.perf_counter() - t0
-    rate = done / el if done > 0 else max(len(stamps), 1) / el
-    return {"batches": done, "seconds": el, "batches_per_s": rate, "incomplete": done < batches,
-            "upper_bound": done == 0, "nodes_per_batch": nodes[0] / max(len(stamps), 1)}
 
 
 def _hetero_nodes(b) -> int:
@@ -122,7 +99,7 @@ def child_pyg(raw: Path, ds: Path, mmap: bool, fanouts, batch_size, batches, see
     loader = NeighborLoader(data, num_neighbors=list(fanouts), input_nodes=(TARGET, train), batch_size=batch_size,
                             shuffle=True, generator=torch.Generator().manual_seed(seed))
     open_s = time.perf_counter() - t_open
-    r = _measure(loader, batches, max_seconds, _hetero_nodes)
+    r = measure_batches(loader, batches, max_seconds, _hetero_nodes)
     r["open_seconds"] = open_s
     return r
 
@@ -145,7 +122,7 @@ def child_flashgnn(ds: Path, variant: str, fanouts, batch_size, batches, seed, t
                                      batch_size=batch_size, shuffle=True, seed=seed, engine=parts[0],
                                      num_workers=threads, memory_budget=0, cache=cache, prefetch=PREFETCH)
     open_s = time.perf_counter() - t_open
-    r = _measure(loader, batches, max_seconds, _hetero_nodes)
+    r = measure_batches(loader, batches, max_seconds, _hetero_nodes)
     r["open_seconds"] = open_s
     if cache is not None:
         st = cache.stats()

@@ -34,12 +34,13 @@ import argparse
 import json
 import os
 import sys
-import threading
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.peers import measure_batches
 
 VARIANTS = ("pyg-memory", "pyg-mmap", "memory", "uring", "uring+cache")
 # Opt-in (--only): flashgnn's negatives redrawn while they are stored edges (neg_exclude_edges=True; PyG has no
@@ -87,34 +88,6 @@ def prepare(work: Path, scale: int, edge_factor: int, dim: int, seed: int, edges
     return ds
 
 
-def _measure(loader, batches: int, max_seconds: float) -> dict:
-    """Batches/s (and process CPU per batch) between the first and the last of ``batches + 1`` arrivals, cut off
-    at ``max_seconds``."""
-    stamps, cpu, nodes = [], [], [0]
-    stop = threading.Event()
-
-    def drain():
-        for b in loader:
-            stamps.append(time.perf_counter())
-            cpu.append(time.process_time())
-            nodes[0] += int(b.num_nodes)
-            if len(stamps) > batches or stop.is_set():
-                return
-
-    t0 = time.perf_counter()
-    th = threading.Thread(target=drain, daemon=True)
-    th.start()
-    th.join(max_seconds)
-    stop.set()
-    done = max(len(stamps) - 1, 0)
-    el = stamps[-1] - stamps[0] if done > 0 else time.perf_counter() - t0
-    rate = done / el if done > 0 else max(len(stamps), 1) / el
-    return {"batches": done, "seconds": el, "batches_per_s": rate, "incomplete": done < batches,
-            "upper_bound": done == 0, "nodes_per_batch": nodes[0] / max(len(stamps), 1),
-            "cpu_ms_per_batch": (cpu[-1] - cpu[0]) / done * 1e3 if done > 0 else None,
-            "finished": not th.is_alive()}
-
-
 def child_pyg(work: Path, mmap: bool, fanouts, batch_size, batches, seed, threads, max_seconds) -> dict:
     """PyG's LinkNeighborLoader over the stored graph's CSC (a SparseTensor: the torch_sparse kernel)."""
     import mmap as _mm
@@ -142,7 +115,7 @@ def child_pyg(work: Path, mmap: bool, fanouts, batch_size, batches, seed, thread
                                 neg_sampling=dict(mode="binary", amount=NEG_AMOUNT), batch_size=batch_size,
                                 shuffle=True, generator=torch.Generator().manual_seed(seed))
     open_s = time.perf_counter() - t_open
-    r = _measure(loader, batches, max_seconds)
+    r = measure_batches(loader, batches, max_seconds)
     r["open_seconds"] = open_s
     return r
 
@@ -167,7 +140,7 @@ def child_flashgnn(work: Path, variant: str, fanouts, batch_size, batches, seed,
                                          shuffle=True, seed=seed, engine=engine, num_workers=threads,
                                          memory_budget=0, cache=cache, prefetch=PREFETCH, neg_exclude_edges=exclude)
     open_s = time.perf_counter() - t_open
-    r = _measure(loader, batches, max_seconds)
+    r = measure_batches(loader, batches, max_seconds)
     r["open_seconds"] = open_s
     t = loader.telemetry or {}
     if t.get("batches"):

@@ -61,6 +61,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -72,6 +73,35 @@ TRAINING = ("train-pyg", "train-flashgnn", "train-flashgnn-nocap")
 CAPPED = ("pyg-mmap", "uring", "uring+cache")  # train-flashgnn runs under --train-memory-limit
 # Run once per round with --rounds (pyg-mmap is cut off at --max-seconds: once is enough).
 REPEATED = ("pyg-memory", "memory", "uring", "uring+cache")
+
+
+def measure_batches(loader, batches: int, max_seconds: float, count=lambda b: int(b.num_nodes)) -> dict:
+    """Batches/s (and process CPU per batch) between the first and the last of ``batches + 1`` arrivals of
+    ``loader``, cut off at ``max_seconds`` (even inside a batch: the caller's child then exits at once);
+    ``count(batch)``: its nodes. What the typed and link benchmarks measure."""
+    stamps, cpu, nodes = [], [], [0]
+    stop = threading.Event()
+
+    def drain():
+        for b in loader:
+            stamps.append(time.perf_counter())
+            cpu.append(time.process_time())
+            nodes[0] += count(b)
+            if len(stamps) > batches or stop.is_set():
+                return
+
+    t0 = time.perf_counter()
+    th = threading.Thread(target=drain, daemon=True)
+    th.start()
+    th.join(max_seconds)
+    stop.set()
+    done = max(len(stamps) - 1, 0)
+    el = stamps[-1] - stamps[0] if done > 0 else time.perf_counter() - t0
+    rate = done / el if done > 0 else max(len(stamps), 1) / el
+    return {"batches": done, "seconds": el, "batches_per_s": rate, "incomplete": done < batches,
+            "upper_bound": done == 0, "nodes_per_batch": nodes[0] / max(len(stamps), 1),
+            "cpu_ms_per_batch": (cpu[-1] - cpu[0]) / done * 1e3 if done > 0 else None,
+            "finished": not th.is_alive()}
 
 
 def median_round(runs: list[dict]) -> dict:
@@ -158,30 +188,9 @@ def child_pyg_sample(work: Path, mmap: bool, fanouts, batch_size: int, batches: 
     t_open = time.perf_counter()
     loader, _ = _pyg_loader(work, mmap, fanouts, batch_size, seed)
     open_s = time.perf_counter() - t_open
-    import threading
-
-    stamps, nodes = [], [0]
-    stop = threading.Event()
-
-    def drain():
-        for b in loader:  # sampling + feature gather, as the loader hands batches to a training loop
-            stamps.append(time.perf_counter())
-            nodes[0] += int(b.num_nodes)
-            if len(stamps) > batches or stop.is_set():
-                return
-
-    t0 = time.perf_counter()
-    th = threading.Thread(target=drain, daemon=True)
-    th.start()
-    th.join(max_seconds)  # a thrashing variant is cut off even inside a batch (the child then exits at once)
-    stop.set()
-    done = max(len(stamps) - 1, 0)
-    el = stamps[-1] - stamps[0] if done > 0 else time.perf_counter() - t0
-    # Fewer than two arrivals: an upper bound over the whole span (first-batch latency included).
-    rate = done / el if done > 0 else len(stamps) / el if len(stamps) else 1.0 / el
-    return {"variant": "pyg-mmap" if mmap else "pyg-memory", "batches": done, "seconds": el,
-            "open_seconds": open_s, "incomplete": done < batches, "upper_bound": done == 0, "batches_per_s": rate,
-            "nodes_per_batch": nodes[0] / max(len(stamps), 1)}
+    r = measure_batches(loader, batches, max_seconds)  # sampling + feature gather, as a training loop receives them
+    r.update(variant="pyg-mmap" if mmap else "pyg-memory", open_seconds=open_s)
+    return r
 
 
 def child_pyg_train(work: Path, fanouts, batch_size: int, steps: int, seed: int, threads: int) -> dict:
