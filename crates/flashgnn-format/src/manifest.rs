@@ -86,6 +86,52 @@ pub struct LinkSplitPart {
     pub neg_pairs: u64,
 }
 
+/// `manifest.link_split.origin` values.
+pub const LINK_ORIGINS: [&str; 2] = ["random", "given"];
+
+impl LinkSplitInfo {
+    /// The section's own fields: a known origin, fractions in [0, 1) that
+    /// leave training edges (what `--link-split` accepts), a drawn split's
+    /// three splits, a given split's zeros (docs/format.md § *Link splits*).
+    pub fn check(&self, path: &str) -> Result<()> {
+        let bad = |m: String| Err(FormatError::invalid(path, format!("link_split.{m}")));
+        match self.origin.as_str() {
+            "random" => {
+                for (name, v) in [
+                    ("val_fraction", self.val_fraction),
+                    ("test_fraction", self.test_fraction),
+                    ("disjoint_train_ratio", self.disjoint_train_ratio),
+                ] {
+                    if !(0.0..1.0).contains(&v) {
+                        return bad(format!("{name} = {v} is out of bounds (must be in [0, 1))"));
+                    }
+                }
+                let sum = self.val_fraction + self.test_fraction;
+                if sum >= 1.0 {
+                    return bad(format!("val_fraction + test_fraction = {sum} is out of bounds (must be < 1)"));
+                }
+                if let Some(s) = LINK_SPLITS.iter().find(|s| !self.splits.contains_key(**s)) {
+                    return bad(format!("splits has no {s:?}: a drawn (\"random\") split has all of {LINK_SPLITS:?}"));
+                }
+            }
+            "given" => {
+                let fields = [
+                    ("seed", self.seed as f64),
+                    ("val_fraction", self.val_fraction),
+                    ("test_fraction", self.test_fraction),
+                    ("disjoint_train_ratio", self.disjoint_train_ratio),
+                    ("input_pairs", self.input_pairs as f64),
+                ];
+                if let Some((name, v)) = fields.iter().find(|(_, v)| *v != 0.0) {
+                    return bad(format!("{name} = {v} is out of bounds (must be 0 for a given split)"));
+                }
+            }
+            o => return bad(format!("origin = {o:?} is not one of {LINK_ORIGINS:?}")),
+        }
+        Ok(())
+    }
+}
+
 impl LinkSplitPart {
     /// Elements of part `part`'s file, or None when this split has no such file.
     pub fn len_of(&self, part: &str) -> Option<u64> {
@@ -512,6 +558,7 @@ impl Manifest {
             if self.types.is_some() {
                 return Err(FormatError::invalid(path, "`link_split` in a typed dataset (homogeneous only)"));
             }
+            ls.check(path)?;
             for (name, part) in &ls.splits {
                 if !LINK_SPLITS.contains(&name.as_str()) {
                     return Err(FormatError::invalid(
@@ -522,10 +569,11 @@ impl Manifest {
                 for p in LINK_PARTS {
                     let f = link_file(name, p);
                     if part.len_of(p).is_some() != self.files.contains_key(&f) {
-                        return Err(FormatError::invalid(
-                            path,
-                            format!("link split {name:?} and the `files` entry for {f} disagree"),
-                        ));
+                        let why = match part.len_of(p) {
+                            Some(n) => format!("its counts need {n} values in {f}, which `files` does not list"),
+                            None => format!("`files` lists {f}, which its counts (0) rule out"),
+                        };
+                        return Err(FormatError::invalid(path, format!("link split {name:?}: {why}")));
                     }
                 }
             }
@@ -541,14 +589,70 @@ impl Manifest {
         if l.placement == FeaturePlacement::Separate {
             match self.files.get(FEATURES_FILE) {
                 Some(f) if f.bytes == l.features_file_bytes() => {}
-                _ => {
-                    return Err(FormatError::invalid(
+                Some(f) => {
+                    return Err(FormatError::oob(
                         path,
-                        format!("manifest entry for {FEATURES_FILE} missing or not {} bytes", l.features_file_bytes()),
+                        0,
+                        "file size in manifest",
+                        f.bytes,
+                        format!("== {} for {FEATURES_FILE}", l.features_file_bytes()),
                     ))
                 }
+                None => return Err(FormatError::invalid(path, format!("manifest lists no entry for {FEATURES_FILE}"))),
             }
         }
+        self.check_known_files(path, l.placement == FeaturePlacement::Separate)?;
         Ok(l)
+    }
+
+    /// Every `files` entry of a kind this reader knows (`features.fg`,
+    /// `feature_crc.npy`, `labels.npy`, `split_*.npy`, `t<i>.*`,
+    /// `link_<split>_<part>.npy`) must be one the rest of the manifest
+    /// accounts for. Otherwise an edit that drops a type's features, a
+    /// split or the `link_split` section (re-sealed) leaves a checksummed
+    /// file nobody reads, and `verify` passes a dataset that no longer says
+    /// what was built. Names of other kinds are left alone: a later additive
+    /// section's files are checked by their whole-file CRC only
+    /// (docs/format.md, version log, *Link splits*).
+    fn check_known_files(&self, path: &str, separate: bool) -> Result<()> {
+        let mut expected: std::collections::BTreeSet<String> =
+            [GRAPH_FILE, OVERFLOW_FILE, NODE_ORDER_FILE, NODE_INDEX_FILE].iter().map(|s| s.to_string()).collect();
+        if separate {
+            expected.insert(FEATURES_FILE.into());
+            expected.insert(FEATURE_CRC_FILE.into());
+        }
+        if self.labels.is_some() {
+            expected.insert(LABELS_FILE.into());
+        }
+        expected.extend(self.splits.keys().map(|s| split_file(s)));
+        if let Some(t) = &self.types {
+            expected.extend(t.files());
+        }
+        if let Some(ls) = &self.link_split {
+            for (name, part) in &ls.splits {
+                expected.extend(LINK_PARTS.iter().filter(|p| part.len_of(p).is_some()).map(|p| link_file(name, p)));
+            }
+        }
+        let typed_name = |f: &str| {
+            f.strip_prefix('t')
+                .and_then(|r| r.split_once('.'))
+                .is_some_and(|(i, _)| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+        };
+        let link_name = |f: &str| LINK_SPLITS.iter().any(|s| LINK_PARTS.iter().any(|p| f == link_file(s, p)));
+        for f in self.files.keys() {
+            let known = f == FEATURES_FILE
+                || f == FEATURE_CRC_FILE
+                || f == LABELS_FILE
+                || (f.starts_with("split_") && f.ends_with(".npy"))
+                || typed_name(f)
+                || link_name(f);
+            if known && !expected.contains(f) {
+                return Err(FormatError::invalid(
+                    path,
+                    format!("`files` entry {f}: no section of the manifest accounts for it (a feature table, labels or split it does not declare)"),
+                ));
+            }
+        }
+        Ok(())
     }
 }

@@ -327,14 +327,26 @@ impl TypeTable {
                 let name = features_file(t);
                 match files.get(&name) {
                     Some(f) if f.bytes == fl.features_file_bytes() => {}
-                    _ => {
+                    Some(f) => {
+                        return Err(FormatError::oob(
+                            path,
+                            0,
+                            "file size in manifest",
+                            f.bytes,
+                            format!(
+                                "== {} for {name}: node type {:?}, {} rows of {} x {}",
+                                fl.features_file_bytes(),
+                                n.name,
+                                n.count,
+                                n.features.as_ref().map_or(0, |f| f.dim),
+                                n.features.as_ref().map_or("?", |f| f.dtype.name())
+                            ),
+                        ))
+                    }
+                    None => {
                         return Err(FormatError::invalid(
                             path,
-                            format!(
-                                "node type {:?}: manifest entry for {name} missing or not {} bytes",
-                                n.name,
-                                fl.features_file_bytes()
-                            ),
+                            format!("node type {:?} has features but `files` lists no entry for {name}", n.name),
                         ))
                     }
                 }

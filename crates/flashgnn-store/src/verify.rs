@@ -808,9 +808,21 @@ fn check_link_split(ds: &Dataset) -> Result<()> {
         return Ok(());
     }
     let key = |u: i64, v: i64| (u.min(v) as u64) << 32 | u.max(v) as u64;
+    // Byte offset of value `i` of a link file, for the messages: its
+    // `.npy` header's length (128 B as written; read back, not assumed).
+    let value_offset = |file: &str, i: usize| -> u64 {
+        use std::io::Read;
+        let mut head = Vec::new();
+        let data = std::fs::File::open(ds.file(file))
+            .and_then(|f| f.take(1 << 16).read_to_end(&mut head))
+            .ok()
+            .and_then(|_| flashgnn_format::npy::parse_header(file, &head).ok())
+            .map_or(0, |h| h.data_offset);
+        data + 8 * i as u64
+    };
     let mut positives = Vec::new();
     let mut negatives: Vec<(u64, &'static str, usize)> = Vec::new();
-    let mut lookups: Vec<(i64, i64, String)> = Vec::new();
+    let mut lookups: Vec<(i64, i64, String, usize)> = Vec::new();
     let held_out_train = ls.disjoint_train_ratio > 0.0;
     for name in LINK_SPLITS {
         if !ls.splits.contains_key(name) {
@@ -820,7 +832,7 @@ fn check_link_split(ds: &Dataset) -> Result<()> {
         for (i, (&u, &v)) in s.src.iter().zip(&s.dst).enumerate() {
             positives.push(key(u, v));
             if name != "train" || held_out_train {
-                lookups.push((u, v, format!("{}: positive {i}", link_file(name, "src"))));
+                lookups.push((u, v, link_file(name, "src"), i));
             }
         }
         if let Some(neg) = &s.neg {
@@ -828,7 +840,7 @@ fn check_link_split(ds: &Dataset) -> Result<()> {
             for (j, &w) in neg.iter().enumerate() {
                 let u = s.src[j / k];
                 negatives.push((key(u, w), name, j));
-                lookups.push((u, w, format!("{}: negative {j}", link_file(name, "neg"))));
+                lookups.push((u, w, link_file(name, "neg"), j));
             }
         }
     }
@@ -836,10 +848,13 @@ fn check_link_split(ds: &Dataset) -> Result<()> {
     negatives.sort_unstable();
     for w in negatives.windows(2) {
         if w[0].0 == w[1].0 {
+            let f = link_file(w[1].1, "neg");
             return Err(FormatError::invalid(
-                ds.file(&link_file(w[1].1, "neg")),
+                ds.file(&f),
                 format!(
-                    "negative {} repeats the pair ({}, {}) of {} negative {}: negatives must be distinct",
+                    "byte offset {}: negative {} repeats the pair ({}, {}) of {} negative {}: negatives must be \
+                     distinct",
+                    value_offset(&f, w[1].2),
                     w[1].2,
                     w[1].0 >> 32,
                     w[1].0 & 0xffff_ffff,
@@ -852,9 +867,15 @@ fn check_link_split(ds: &Dataset) -> Result<()> {
     }
     for &(k, name, j) in &negatives {
         if positives.binary_search(&k).is_ok() {
+            let f = link_file(name, "neg");
             return Err(FormatError::invalid(
-                ds.file(&link_file(name, "neg")),
-                format!("negative {j} is the pair ({}, {}), a positive edge", k >> 32, k & 0xffff_ffff),
+                ds.file(&f),
+                format!(
+                    "byte offset {}: negative {j} is the pair ({}, {}), a positive edge",
+                    value_offset(&f, j),
+                    k >> 32,
+                    k & 0xffff_ffff
+                ),
             )
             .into());
         }
@@ -862,14 +883,16 @@ fn check_link_split(ds: &Dataset) -> Result<()> {
     if lookups.len() as u64 > LINK_VERIFY_LOOKUPS_MAX {
         return Ok(());
     }
-    for (u, v, what) in lookups {
+    for (u, v, file, i) in lookups {
         for (a, b) in [(u, v), (v, u)] {
             if ds.neighbors(b)?.contains(&(a as u64)) {
+                let what = if file.ends_with("_neg.npy") { "negative" } else { "positive" };
                 return Err(FormatError::invalid(
-                    ds.file(GRAPH_FILE),
+                    ds.file(&file),
                     format!(
-                        "{what}: the edge {a} -> {b} is in the message-passing graph (a held-out or negative pair \
-                         must not be)"
+                        "byte offset {}: {what} {i} ({u}, {v}): the edge {a} -> {b} is in the message-passing graph \
+                         ({GRAPH_FILE}); a held-out or negative pair must not be",
+                        value_offset(&file, i)
                     ),
                 )
                 .into());
