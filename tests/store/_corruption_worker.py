@@ -11,7 +11,11 @@ one case is isolated, attributed and cannot take the test run down:
   the console script's entry point — with stdout/stderr captured;
 - when ``sampler`` is true (datasets with a mutable store), the API child also
   opens ``flashgnn.Sampler`` on the path and samples every base node, and
-  iterates a ``flashgnn.NeighborLoader`` over it: both replay ``mut/``.
+  iterates a ``flashgnn.NeighborLoader`` over it: both replay ``mut/``;
+- when ``hetero`` is true (a typed dataset), the API child reads every node
+  type's feature rows through the typed ``NeighborLoader`` and compares them
+  with the reference (labels and splits are the labeled type's, by local id;
+  a link split's ``src``/``dst``/``neg`` are read by ``Dataset.link_split``).
 
 Each child arms ``alarm(timeout)`` with the default action, so a hang ends as
 SIGALRM. One JSON line per case is written to stdout. Forking (instead of a
@@ -51,7 +55,25 @@ def classify(e: BaseException) -> list:
     return [kind, type(e).__name__, str(e)[:600]]
 
 
-def api_checks(path: str, ref_path: str) -> dict:
+def hetero_feature_rows(ds, ref=None) -> tuple[dict, int]:
+    """Every node type's feature rows as a typed NeighborLoader (fanouts -1, over the labeled type) delivers
+    them: ``({type: {local id: row}}, rows differing from ref's tx_<type>)``."""
+    loader = flashgnn.NeighborLoader(ds.path, {et: [-1, -1] for et in ds.edge_types}, input_nodes=("paper", None),
+                                     batch_size=64, engine="pread", shuffle=False, prefetch=1)
+    got: dict = {}
+    wrong = 0
+    for b in loader:
+        for t in b.node_types:
+            if "x" not in b[t]:
+                continue
+            x, nid = b[t].x.numpy(), b[t].n_id.numpy()
+            if ref is not None and not np.array_equal(x, ref[f"tx_{t}"][nid]):
+                wrong += 1
+            got.setdefault(t, {}).update(zip(nid.tolist(), x))
+    return got, wrong
+
+
+def api_checks(path: str, ref_path: str, hetero: bool = False) -> dict:
     res: dict = {}
     try:
         flashgnn.verify(path, progress=False)
@@ -67,7 +89,7 @@ def api_checks(path: str, ref_path: str) -> dict:
     ref = np.load(ref_path)
     n = int(ref["num_nodes"])
     indptr, indices = ref["indptr"], ref["indices"]
-    feats = ref["features"]
+    feats = ref["features"] if "features" in ref.files else None
     labels = ref["labels"] if "labels" in ref.files else None
     errors: dict[str, int] = {}
     wrong = {"neighbors": 0, "features": 0, "labels": 0, "splits": 0}
@@ -89,12 +111,29 @@ def api_checks(path: str, ref_path: str) -> dict:
 
     for v in range(n):
         attempt("neighbors", lambda: ds.neighbors(v), indices[indptr[v] : indptr[v + 1]])
-        attempt("features", lambda: ds.features([v]).view(np.uint8).reshape(-1), feats[v])
-        if labels is not None:
-            attempt("labels", lambda: ds.labels([v]), labels[v : v + 1])
+        if feats is not None:
+            attempt("features", lambda: ds.features([v]).view(np.uint8).reshape(-1), feats[v])
+    for v in range(0 if labels is None else len(labels)):  # a typed dataset's: its labeled type's, by local id
+        attempt("labels", lambda: ds.labels([v]), labels[v : v + 1])
     for key in ref.files:
         if key.startswith("split_"):
             attempt("splits", lambda: ds.split(key[6:]), ref[key])
+        if key.startswith("link_") and key.endswith("_src"):
+            s = key[5:-4]
+            want = np.concatenate([ref[key], ref[f"link_{s}_dst"]] +
+                                  ([ref[f"link_{s}_neg"].ravel()] if f"link_{s}_neg" in ref.files else []))
+
+            def link(s=s):
+                ls = ds.link_split(s)
+                return np.concatenate([ls.src, ls.dst] + ([] if ls.neg is None else [ls.neg.ravel()]))
+
+            attempt("splits", link, want)
+    if hetero:  # a typed dataset's feature tables, as the typed loader reads them
+        def rows():
+            got, bad = hetero_feature_rows(ds, ref)
+            return bad
+
+        attempt("features", rows, 0)
     res["reads"] = {"errors": errors, "wrong": wrong, "ok": ok, "samples": samples}
     return res
 
@@ -155,7 +194,7 @@ def status_fields(status: int) -> dict:
 def main() -> None:
     job = json.load(sys.stdin)
     timeout = job.get("timeout", 20)
-    if any(c.get("sampler") for c in job["cases"]):
+    if any(c.get("sampler") or c.get("hetero") for c in job["cases"]):
         import flashgnn.loader.neighbor  # noqa: F401 - torch imported once here, not in every child
     scratch = tempfile.mkdtemp(prefix="fgnn-corrupt-")
     real_stdout = os.dup(1)
@@ -170,7 +209,7 @@ def main() -> None:
                 os.remove(f)
 
         def api_child():
-            r = api_checks(case["path"], case["ref"])
+            r = api_checks(case["path"], case["ref"], case.get("hetero", False))
             if case.get("sampler"):
                 r.update(sampler_checks(case["path"], case["ref"]))
             with open(res_path, "w") as f:

@@ -33,6 +33,7 @@ import pytest
 
 import flashgnn
 from flashgnn import _core
+from _corruption_worker import hetero_feature_rows
 from conftest import build, cli_cmd, cli_env, write_npy_dir
 
 WORKER = Path(__file__).with_name("_corruption_worker.py")
@@ -182,11 +183,101 @@ def _make_mutable(root: Path) -> Pristine:
     return Pristine(MUTABLE, out, m, ds.layout, ref_path, [], _digest(out), twin)
 
 
+# A typed dataset (format version 3: per-type feature tables, labels and splits, relation counts in every
+# slot) and a homogeneous one with a drawn link split (link_<split>_<part>.npy, manifest.link_split).
+TYPED, LINK = "typed", "link"
+NEW_KINDS = {TYPED: ["typed-files"], LINK: ["link-files"]}
+
+
+def _typed_input(d: Path) -> None:
+    """Three node types (paper: float32 features, labels, a train split; author: float16 features; fos:
+    nothing), three edge types plus reverses, and a hub paper whose list spills into overflow pages."""
+    rng = np.random.default_rng(3)
+    for t in ("paper", "author"):
+        (d / t).mkdir(parents=True)
+    np.save(d / "paper" / "node_feat.npy", rng.standard_normal((30, 4)).astype(np.float32))
+    np.save(d / "paper" / "node_label_19.npy", rng.integers(0, 19, 30))
+    np.save(d / "paper" / "train_idx.npy", np.arange(0, 30, 2))
+    np.save(d / "author" / "node_feat.npy", rng.standard_normal((10, 2)).astype(np.float16))
+    (d / "num_nodes.json").write_text(json.dumps({"fos": 5}))
+    cites = np.column_stack([rng.integers(0, 30, 80), rng.integers(0, 30, 80)])
+    hub = np.column_stack([np.arange(30).repeat(8), np.full(240, 7)])
+    edges = {
+        "paper__cites__paper": np.vstack([cites, hub]),
+        "author__writes__paper": np.column_stack([rng.integers(0, 10, 50), rng.integers(0, 30, 50)]),
+        "paper__topic__fos": np.column_stack([np.arange(30), np.arange(30) % 5]),
+    }
+    for k, e in edges.items():
+        (d / k).mkdir()
+        np.save(d / k / "edge_index.npy", e.astype(np.int64))
+
+
+def save_typed_reference(ds, path: Path) -> Path:
+    n = ds.num_nodes
+    nb = ds.neighbors(np.arange(n))
+    count = ds.node_type(ds.target_type)["count"]
+    ref = {
+        "num_nodes": np.array(n),
+        "indptr": np.concatenate([[0], np.cumsum([len(x) for x in nb])]),
+        "indices": np.concatenate(nb).astype(np.int64),
+        "labels": ds.labels(np.arange(count)),
+        "split_train": ds.split("train"),
+    }
+    for t, rows in hetero_feature_rows(ds)[0].items():
+        dim = next(iter(rows.values())).shape[0]
+        a = np.zeros((ds.node_type(t)["count"], dim), next(iter(rows.values())).dtype)
+        for i, r in rows.items():
+            a[i] = r
+        ref[f"tx_{t}"] = a
+    np.savez(path, **ref)
+    return path
+
+
+def _make_typed(root: Path) -> Pristine:
+    inp = root / f"{TYPED}_in"
+    _typed_input(inp)
+    out = root / TYPED
+    r = subprocess.run(cli_cmd("build", inp, out, "--add-reverse", "--page-size", "512", "-q"), capture_output=True,
+                       text=True, env=cli_env(), timeout=120)
+    assert r.returncode == 0, r.stderr
+    ds = flashgnn.open(out)
+    assert ds.is_typed and ds.layout["overflow_pages"] >= 1
+    ref = save_typed_reference(ds, root / f"{TYPED}_ref.npz")
+    return Pristine(TYPED, out, ds.manifest, ds.layout, ref, [], _digest(out))
+
+
+def _make_link(root: Path) -> Pristine:
+    n, rng = 120, np.random.default_rng(5)
+    e = rng.integers(0, n, size=(500, 2))
+    e = e[e[:, 0] != e[:, 1]]
+    inp = root / f"{LINK}_in"
+    inp.mkdir()
+    np.save(inp / "edge_index.npy", np.concatenate([e, e[:, ::-1]]).astype(np.int64))
+    np.save(inp / "node_feat.npy", rng.standard_normal((n, 4)).astype(np.float32))
+    out = root / LINK
+    flashgnn.build(inp, out, progress=False, link_split=(0.1, 0.2), neg_per_pos=2, link_split_seed=3)
+    ds = flashgnn.open(out)
+    ref = {"num_nodes": np.array(n)}
+    nb = ds.neighbors(np.arange(n))
+    ref["indptr"] = np.concatenate([[0], np.cumsum([len(x) for x in nb])])
+    ref["indices"] = np.concatenate(nb).astype(np.int64)
+    ref["features"] = ds.features(np.arange(n)).view(np.uint8).reshape(n, -1)
+    for s in ("train", "val", "test"):
+        ls = ds.link_split(s)
+        ref[f"link_{s}_src"], ref[f"link_{s}_dst"] = ls.src, ls.dst
+        if ls.neg is not None:
+            ref[f"link_{s}_neg"] = ls.neg
+    np.savez(root / f"{LINK}_ref.npz", **ref)
+    return Pristine(LINK, out, ds.manifest, ds.layout, root / f"{LINK}_ref.npz", [], _digest(out))
+
+
 @pytest.fixture(scope="session")
 def pristine(tmp_path_factory) -> dict[str, Pristine]:
     root = tmp_path_factory.mktemp("pristine")
     out = {name: _make_pristine(root, name) for name in DATASET_SPECS}
     out[MUTABLE] = _make_mutable(root)
+    out[TYPED] = _make_typed(root)
+    out[LINK] = _make_link(root)
     return out
 
 
@@ -215,6 +306,9 @@ CATEGORIES = [
 ]
 # Categories of the mutable-store dataset (MUTABLE): damage under mut/, read by the sampler and loader too.
 MUT_CATEGORIES = ["mut-damage"]
+# Categories of the typed and link-split datasets (NEW_KINDS below).
+NEW_CATEGORIES = ["typed-files", "link-files"]
+ALL_CATEGORIES = CATEGORIES + MUT_CATEGORIES + NEW_CATEGORIES
 
 
 @dataclass
@@ -228,6 +322,9 @@ class Case:
     fast: bool = True
     position_required: bool = True
     sampler: bool = False  # also open flashgnn.Sampler / NeighborLoader (they replay mut/): must refuse cleanly
+    # A broken promise that only `verify` checks (a link split's leakage and distinct negatives: reads check
+    # checksums and ids, docs/format.md § Link splits): verify must refuse it; reads may return the values.
+    verify_only: bool = False
 
 
 def _flip(name: str, off: int, bit: int):
@@ -696,6 +793,239 @@ def generate_mut_cases(pr: Pristine) -> list[Case]:
     return cases
 
 
+def _side(name: str, fn):
+    """Rewrite side file ``name`` as ``fn(array)`` (a private copy: the original is a hard link) and re-seal
+    its whole-file checksum, so only the dtype/shape/range checks stand."""
+
+    def m(d: Path):
+        a = np.load(d / name)
+        (d / name).unlink()
+        np.save(d / name, fn(a.copy()))
+
+    return _then(m, _reseal(name))
+
+
+def _setat(i, value):
+    def f(a):
+        a[i] = value
+        return a
+
+    return f
+
+
+def generate_typed_cases(pr: Pristine) -> list[Case]:
+    """Damage to what a typed dataset adds: per-type feature tables and their row CRCs, labels and splits
+    (dtype, shape, values), the relation counts in slots, and the manifest's `types` section (re-sealed)."""
+    cases: list[Case] = []
+    ds, cat = pr.name, "typed-files"
+    man, lay = pr.manifest, pr.layout
+    p, spp, sb, n = lay["page_size"], lay["slots_per_page"], lay["slot_bytes"], man["num_nodes"]
+    nts = man["types"]["node_types"]
+    tlab = next(i for i, t in enumerate(nts) if t["labels"])
+    tfeat = [i for i, t in enumerate(nts) if t["features"]]
+    assert len(tfeat) >= 2 and man["graph"]["rel_counts"] >= 2
+
+    def add(cid, files, touch, mut, fast=True, position=True):
+        cases.append(Case(f"{ds}:{cat}:{cid}", ds, cat, tuple(files), tuple(touch), mut, fast, position))
+
+    labels, split = f"t{tlab}.labels.npy", f"t{tlab}.split_train.npy"
+    # Feature tables: header fields, first/middle/last row, the zero tail; raw and re-sealed; truncated.
+    for t in tfeat:
+        name, crc = f"t{t}.features.fg", f"t{t}.feature_crc.npy"
+        size = pr.size(name)
+        for off in [0, 8, 16, 24, 32, 48, p - 4, p, p + 3, size - 1]:
+            add(f"{name}@{off}", (name,), (name,), _flip(name, off, off % 8), fast=off in (0, 16, p, size - 1))
+            add(f"{name}@{off}+resealed", (name,), (name, "manifest.json"), _then(_flip(name, off, 1), _reseal(name)))
+        add(f"{name}:truncate-{p}", (name,), (name,), _truncate(name, p))
+        add(f"{name}:truncate-{p}+resealed", (name,), (name, "manifest.json"), _then(_truncate(name, p), _reseal(name)))
+        add(f"{name}:append+resealed", (name,), (name, "manifest.json"), _then(_append(name, bytes(512)), _reseal(name)))
+        add(f"{name}:delete", (name,), (name,), _delete(name), position=False)
+        d0 = _npy_data_offset((pr.path / crc).read_bytes())
+        add(f"{crc}@{d0}", (crc, name), (crc,), _flip(crc, d0, 0))
+        add(f"{crc}@{d0}+resealed", (crc, name), (crc, "manifest.json"), _then(_flip(crc, d0, 0), _reseal(crc)))
+        add(f"{crc}:int64", (crc,), (crc, "manifest.json"), _side(crc, lambda a: a.astype(np.int64)))
+        add(f"{crc}:2d", (crc,), (crc, "manifest.json"), _side(crc, lambda a: a.reshape(-1, 1)))
+        add(f"{crc}:short", (crc,), (crc, "manifest.json"), _side(crc, lambda a: a[:-1]))
+    # One type's table (and CRCs) in place of another's: rows bound to other global ids, other widths.
+    a, b = tfeat[0], tfeat[1]
+
+    def swap_tables(d: Path):
+        for kind in ("features.fg", "feature_crc.npy"):
+            x, y = d / f"t{a}.{kind}", d / f"t{b}.{kind}"
+            tmp = d / "swap.tmp"
+            os.rename(x, tmp)
+            os.rename(y, x)
+            os.rename(tmp, y)
+
+    both = (f"t{a}.features.fg", f"t{b}.features.fg", f"t{a}.feature_crc.npy", f"t{b}.feature_crc.npy")
+    add("swap-type-tables+resealed", both, ("manifest.json",), _then(swap_tables, _reseal(*both)))
+    # Labels and splits: dtype, shape, values.
+    for cid, name, fn in [
+        ("labels-int32", labels, lambda x: x.astype(np.int32)),
+        ("labels-float64", labels, lambda x: x.astype(np.float64)),
+        ("labels-2d", labels, lambda x: x.reshape(-1, 1)),
+        ("labels-short", labels, lambda x: x[:-1]),
+        ("labels=num_classes", labels, _setat(3, nts[tlab]["labels"]["num_classes"])),
+        ("labels=-2", labels, _setat(3, -2)),
+        ("split-int32", split, lambda x: x.astype(np.int32)),
+        ("split-float64", split, lambda x: x.astype(np.float64)),
+        ("split-long", split, lambda x: np.append(x, 0)),
+        ("split=count", split, _setat(0, nts[tlab]["count"])),
+        ("split=-1", split, _setat(-1, -1)),
+    ]:
+        add(cid, (name,), (name, "manifest.json"), _side(name, fn))
+    for name in (labels, split):
+        d0 = _npy_data_offset((pr.path / name).read_bytes())
+        add(f"{name}@{d0}", (name,), (name,), _flip(name, d0, 0))
+        add(f"{name}@{d0 + 7}", (name,), (name,), _flip(name, d0 + 7, 7))
+    # Relation counts (bytes 24.. of a slot) of the first, a middle and the last node: raw and re-sealed.
+    for v in sorted({0, n // 2, n - 1}):
+        base = p + (v // spp) * p + (v % spp) * sb
+        for o in (24, 28, 24 + 4 * man["graph"]["rel_counts"] - 1):
+            add(f"relcount-{v}+{o}", ("graph.fg",), ("graph.fg",), _flip("graph.fg", base + o, 0), fast=o == 24)
+            add(f"relcount-{v}+{o}+resealed", ("graph.fg",), ("graph.fg", "manifest.json"),
+                _then(_flip("graph.fg", base + o, 0), _reseal("graph.fg")))
+
+    # The `types` section, re-sealed: every edit disagrees with the files it describes.
+    def edit(cid, fn, files=()):
+        add(f"types:{cid}", files + ("manifest.json",), ("manifest.json",), _edit_manifest(lambda m: fn(m["types"])),
+            position=False)
+
+    def nt(i, key, value):
+        return lambda t: t["node_types"][i].__setitem__(key, value)
+
+    edit("count+1", lambda t: t["node_types"][0].update(count=t["node_types"][0]["count"] + 1))
+    edit("count-huge", nt(tlab, "count", 2**63))
+    edit("dim+1", lambda t: t["node_types"][tlab]["features"].update(dim=t["node_types"][tlab]["features"]["dim"] + 1))
+    edit("dim-huge", lambda t: t["node_types"][tlab]["features"].update(dim=2**40))
+    edit("dtype-float16", lambda t: t["node_types"][tlab]["features"].update(dtype="float16"), (f"t{tlab}.features.fg",))
+    edit("dtype-int64", lambda t: t["node_types"][tlab]["features"].update(dtype="int64"))
+    edit("features-dropped", nt(tlab, "features", None))
+    edit("features-added", nt(next(i for i, t in enumerate(nts) if not t["features"]), "features",
+                              {"dim": 2, "dtype": "float32", "synthetic": False}))
+    edit("labels-dropped", nt(tlab, "labels", None))
+    edit("num_classes=0", lambda t: t["node_types"][tlab]["labels"].update(num_classes=0), (labels,))
+    edit("labeled+1", lambda t: t["node_types"][tlab]["labels"].update(labeled=t["node_types"][tlab]["labels"]["labeled"] + 1),
+         (labels,))
+    edit("split-count+1", lambda t: t["node_types"][tlab]["splits"].update(train=t["node_types"][tlab]["splits"]["train"] + 1),
+         (split,))
+    edit("split-added", lambda t: t["node_types"][tlab]["splits"].update(val=3))
+    edit("split-dropped", lambda t: t["node_types"][tlab]["splits"].pop("train"))
+    edit("name-duplicate", nt(1, "name", nts[0]["name"]))
+    edit("name-escape", nt(1, "name", "../x"))
+    edit("name-separator", nt(1, "name", "a__b"))
+    edit("node_types-empty", lambda t: t.update(node_types=[]))
+    edit("node_types-reordered", lambda t: t["node_types"].reverse(), ("graph.fg",))
+    edit("edge-src-unknown", lambda t: t["edge_types"][0].update(src="nope"))
+    edit("edge-dst-changed", lambda t: t["edge_types"][0].update(dst=nts[0]["name"] if t["edge_types"][0]["dst"] != nts[0]["name"] else nts[1]["name"]),
+         ("graph.fg",))
+    edit("edge-num+1", lambda t: t["edge_types"][0].update(num_edges=t["edge_types"][0]["num_edges"] + 1))
+    edit("edge-dropped", lambda t: t["edge_types"].pop())
+    edit("edge-duplicated", lambda t: t["edge_types"].append(dict(t["edge_types"][0])))
+    edit("edges-swapped", lambda t: t["edge_types"].__setitem__(slice(0, 2), t["edge_types"][1::-1]), ("graph.fg",))
+    add("types:null", ("manifest.json",), ("manifest.json",), _edit_manifest(lambda m: m.update(types=None)), position=False)
+    add("types:string", ("manifest.json",), ("manifest.json",), _edit_manifest(lambda m: m.update(types="x")), position=False)
+    add("types:format_version=2", ("manifest.json",), ("manifest.json",),
+        _edit_manifest(lambda m: m.update(format_version=2)), position=False)
+    add("types:rel_counts+1", ("manifest.json",), ("manifest.json",),
+        _edit_manifest(lambda m: m["graph"].update(rel_counts=m["graph"]["rel_counts"] + 1)), position=False)
+    add("types:link_split-added", ("manifest.json",), ("manifest.json",), _edit_manifest(lambda m: m.update(
+        link_split={"origin": "given", "undirected": False, "seed": 0, "val_fraction": 0.0, "test_fraction": 0.0,
+                    "disjoint_train_ratio": 0.0, "input_pairs": 0, "held_out_edges": 0, "splits": {}})),
+        position=False)
+    return cases
+
+
+def generate_link_cases(pr: Pristine) -> list[Case]:
+    """Damage to a link split: every `link_<split>_<part>.npy` (dtype, shape, ids, bytes, deleted) and the
+    manifest's `link_split` section (counts, origin, fractions; re-sealed), plus splits that break the
+    drawn split's promises (a held-out edge still in the graph, a repeated negative)."""
+    cases: list[Case] = []
+    ds, cat = pr.name, "link-files"
+    n = pr.manifest["num_nodes"]
+    names = sorted(f for f in pr.manifest["files"] if f.startswith("link_"))
+    assert len(names) == 8, names
+
+    def add(cid, files, touch, mut, fast=True, position=True):
+        cases.append(Case(f"{ds}:{cat}:{cid}", ds, cat, tuple(files), tuple(touch), mut, fast, position))
+
+    for name in names:
+        fast = name.startswith("link_val")
+        data = (pr.path / name).read_bytes()
+        d0 = _npy_data_offset(data)
+        for off in [0, 8, data.find(b"shape") + 10, d0, len(data) - 1]:
+            add(f"{name}@{off}", (name,), (name,), _flip(name, off, 2), fast=fast or off == d0)
+        for cid, fn in [
+            ("int32", lambda a: a.astype(np.int32)),
+            ("uint64", lambda a: a.astype(np.uint64)),
+            ("float64", lambda a: a.astype(np.float64)),
+            ("2d", lambda a: a.reshape(-1, 1)),
+            ("short", lambda a: a[:-1]),
+            ("=N", _setat(0, n)),
+            ("=-1", _setat(-1, -1)),
+            ("=2^40", _setat(1, 2**40)),
+        ]:
+            add(f"{name}:{cid}", (name,), (name, "manifest.json"), _side(name, fn), fast=fast or cid in ("=N", "short"))
+        add(f"{name}:truncate", (name,), (name,), _truncate(name, len(data) - 8), fast=fast)
+        add(f"{name}:delete", (name,), (name,), _delete(name), position=False, fast=fast)
+
+    def edit(cid, fn, files=()):
+        add(f"link_split:{cid}", files + ("manifest.json",), ("manifest.json",),
+            _edit_manifest(lambda m: fn(m["link_split"])), position=False)
+
+    def part(s, key, value):
+        return lambda ls: ls["splits"][s].__setitem__(key, value)
+
+    vpos = pr.manifest["link_split"]["splits"]["val"]["positives"]
+    edit("positives+1", part("val", "positives", vpos + 1), ("link_val_src.npy",))
+    edit("positives-huge", part("val", "positives", 2**62), ("link_val_src.npy",))
+    edit("neg_per_positive+1", part("val", "neg_per_positive", 3), ("link_val_neg.npy",))
+    edit("neg_per_positive-huge", part("val", "neg_per_positive", 2**62), ("link_val_neg.npy",))
+    edit("neg_per_positive=0", part("val", "neg_per_positive", 0), ("link_val_neg.npy",))
+    edit("neg_pairs+1", part("test", "neg_pairs", 1), ("link_test_neg_src.npy",))
+    edit("split-dropped", lambda ls: ls["splits"].pop("test"))
+    edit("split-unknown", lambda ls: ls["splits"].update(bogus={"positives": 1, "neg_per_positive": 0, "neg_pairs": 0}))
+    edit("origin-unknown", lambda ls: ls.update(origin="weird"))
+    edit("origin-given", lambda ls: ls.update(origin="given"))
+    edit("val_fraction=2", lambda ls: ls.update(val_fraction=2.0))
+    edit("val_fraction<0", lambda ls: ls.update(val_fraction=-0.1))
+    edit("fractions-sum-1", lambda ls: ls.update(val_fraction=0.5, test_fraction=0.5))
+    edit("disjoint_train_ratio=1", lambda ls: ls.update(disjoint_train_ratio=1.0))
+    edit("splits-string", lambda ls: ls.update(splits="x"))
+    edit("seed-negative", lambda ls: ls.update(seed=-1))
+    add("link_split:null", ("manifest.json",), ("manifest.json",), _edit_manifest(lambda m: m.update(link_split=None)),
+        position=False)
+    add("link_split:list", ("manifest.json",), ("manifest.json",), _edit_manifest(lambda m: m.update(link_split=[])),
+        position=False)
+    add("link_split:files-extra", ("manifest.json",), ("manifest.json",), _edit_manifest(
+        lambda m: m["files"].update({"link_train_neg.npy": dict(m["files"]["link_val_neg.npy"])})), position=False)
+
+    # Broken promises with consistent checksums: a validation positive that is a stored edge (leakage);
+    # a negative repeated (negatives must be distinct).
+    def leak(d: Path):
+        g = flashgnn.open(d)
+        u = int(g.neighbors(5)[0])
+        for nm, v in (("link_val_src.npy", u), ("link_val_dst.npy", 5)):
+            a = np.load(d / nm)
+            (d / nm).unlink()
+            a[0] = v
+            np.save(d / nm, a)
+
+    add("held-out-edge-in-graph", ("link_val_src.npy", "graph.fg"), ("link_val_src.npy", "link_val_dst.npy", "manifest.json"),
+        _then(leak, _reseal("link_val_src.npy", "link_val_dst.npy")))
+    add("negative-repeated", ("link_val_neg.npy",), ("link_val_neg.npy", "manifest.json"),
+        _side("link_val_neg.npy", lambda a: np.concatenate([a[1:2], a[1:]])))
+    ts, tn = np.load(pr.path / "link_test_src.npy"), np.load(pr.path / "link_test_neg.npy")
+    k = len(tn) // len(ts)
+    tr = list(zip(np.load(pr.path / "link_train_src.npy").tolist(), np.load(pr.path / "link_train_dst.npy").tolist()))
+    i, w = next((i, b if a == u else a) for i, u in enumerate(ts.tolist()) for a, b in tr if u in (a, b))
+    add("negative-is-a-positive", ("link_test_neg.npy",), ("link_test_neg.npy", "manifest.json"),
+        _side("link_test_neg.npy", _setat(i * k, w)))
+    for c in cases[-3:]:
+        c.verify_only = True
+    return cases
+
+
 # ---------------------------------------------------------------------------
 # Running cases
 
@@ -720,7 +1050,7 @@ def run_cases(pristine: dict[str, Pristine], cases: list[Case], root: Path, work
     for c in cases:
         pr = pristine[c.dataset]
         jobs.append({"id": c.id, "path": str(prepare(pr, c, root)), "ref": str(pr.ref), "cli": True,
-                     "sampler": c.sampler})
+                     "sampler": c.sampler, "hetero": c.dataset == TYPED})
     chunks = [jobs[i::workers] for i in range(workers)]
 
     def one(chunk):
@@ -865,6 +1195,8 @@ def problems_sampler(c: Case, r: dict) -> list[str]:
 
 
 def silent_wrong(c: Case, r: dict, kind: str) -> int:
+    if c.verify_only:
+        return 0
     return r.get("api", {}).get("reads", {}).get("wrong", {}).get(kind, 0)
 
 
@@ -906,6 +1238,7 @@ def summary_line(label: str, s: dict) -> str:
 def all_cases(pristine) -> list[Case]:
     cases = [c for name in DATASET_SPECS for c in generate_cases(pristine[name])]
     cases += generate_mut_cases(pristine[MUTABLE])
+    cases += generate_typed_cases(pristine[TYPED]) + generate_link_cases(pristine[LINK])
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
     return cases
@@ -917,6 +1250,7 @@ def fast_run(pristine, all_cases, tmp_path_factory, suite_report):
     cases = [c for c in all_cases if c.fast]
     controls = [Case(f"{name}:control:unmodified", name, "control", (), (), lambda d: None) for name in DATASET_SPECS]
     controls.append(Case(f"{MUTABLE}:control:unmodified", MUTABLE, "control", (), (), lambda d: None, sampler=True))
+    controls += [Case(f"{name}:control:unmodified", name, "control", (), (), lambda d: None) for name in NEW_KINDS]
     results = run_cases(pristine, cases + controls, tmp_path_factory.mktemp("cases"))
     s = summarise(cases, results)
     suite_report.append(summary_line("corruption suite", s))
@@ -948,11 +1282,14 @@ def test_case_inventory(all_cases):
             assert (ds, cat) in cats, f"no {cat} cases for {ds}"
     for cat in MUT_CATEGORIES:
         assert (MUTABLE, cat) in cats, f"no {cat} cases for {MUTABLE}"
+    for ds, kinds in NEW_KINDS.items():
+        for cat in kinds:
+            assert (ds, cat) in cats, f"no {cat} cases for {ds}"
     fast = sum(c.fast for c in all_cases)
     assert 300 <= fast < len(all_cases)
 
 
-def test_unmodified_copies_pass_every_check(fast_run):
+def test_unmodified_copies_pass_every_check(pristine, fast_run):
     """Control: an unmodified copy verifies OK (API and CLI) and every read returns the original values,
     so the refusals counted below are caused by the damage, not by the harness."""
     _, results, controls = fast_run
@@ -963,10 +1300,14 @@ def test_unmodified_copies_pass_every_check(fast_run):
         assert r["api"]["open"][0] == "ok"
         reads = r["api"]["reads"]
         assert reads["errors"] == {} and not any(reads["wrong"].values()), reads
-        n = DATASET_SPECS[c.dataset][0] if c.dataset in DATASET_SPECS else 120
+        n = int(np.load(pristine[c.dataset].ref)["num_nodes"])
         assert reads["ok"]["neighbors"] == n
         if c.sampler:
             assert r["api"]["sampler"][0] == "ok" and r["api"]["loader"][0] == "ok", r["api"]
+        if c.dataset == TYPED:
+            assert reads["ok"]["features"] >= 1 and reads["ok"]["labels"] == 30, reads
+        if c.dataset == LINK:
+            assert reads["ok"]["splits"] == 3, reads
         assert r["cli_status"] == {"signal": None, "rc": 0}, r.get("cli_stderr")
         assert "OK" in r["cli_stdout"]
 
@@ -977,7 +1318,7 @@ def test_pristine_datasets_untouched(pristine, fast_run):
         assert _digest(pr.path) == pr.digest, f"{pr.name} was modified by a case"
 
 
-@pytest.mark.parametrize("category", CATEGORIES + MUT_CATEGORIES)
+@pytest.mark.parametrize("category", ALL_CATEGORIES)
 def test_no_crash_no_hang(fast_run, category):
     """No case crashes (signal, panic) or hangs, through the API or the CLI."""
     cases, results = _by_category(fast_run, category)
@@ -985,21 +1326,21 @@ def test_no_crash_no_hang(fast_run, category):
     _fail_if([p for c in cases for p in problems_crash(c, results[c.id])], "crashes/hangs")
 
 
-@pytest.mark.parametrize("category", CATEGORIES + MUT_CATEGORIES)
+@pytest.mark.parametrize("category", ALL_CATEGORIES)
 def test_verify_never_passes_a_modified_dataset(fast_run, category):
     """flashgnn.verify and `flashgnn verify` refuse every modified dataset."""
     cases, results = _by_category(fast_run, category)
     _fail_if([p for c in cases for p in problems_verify_ok(c, results[c.id])], "modified datasets verified OK")
 
 
-@pytest.mark.parametrize("category", CATEGORIES + MUT_CATEGORIES)
+@pytest.mark.parametrize("category", ALL_CATEGORIES)
 def test_errors_are_clean_flashgnn_errors(fast_run, category):
     """verify/open/read raise only flashgnn errors (or IndexError for a shrunk id range) and the CLI exits 2."""
     cases, results = _by_category(fast_run, category)
     _fail_if([p for c in cases for p in problems_unclean(c, results[c.id])], "unclean errors")
 
 
-@pytest.mark.parametrize("category", CATEGORIES + MUT_CATEGORIES)
+@pytest.mark.parametrize("category", ALL_CATEGORIES)
 def test_error_messages_name_file_and_offset(fast_run, category):
     """Each verify error (API and CLI) names the damaged file and a byte offset (line/column for manifest JSON)."""
     cases, results = _by_category(fast_run, category)
