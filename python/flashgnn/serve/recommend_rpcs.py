@@ -40,7 +40,6 @@ until the server is restarted with a fresh embedding.
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import grpc
@@ -49,7 +48,6 @@ import numpy as np
 from . import flashgnn_pb2 as pb
 from .call import Status, invalid
 from .codec import to_tensor
-from .limits import INFLIGHT_BYTES_WAIT_S
 from .transport import log
 
 
@@ -139,25 +137,9 @@ class RecommendRpcs:
 
     def _embed_nodes(self, call, batch: np.ndarray) -> np.ndarray:
         """The served model's output rows for ``batch``, on the live graph (as a Run of its DFG)."""
-        rec = self.recommender
-        dfg = self._dfg()
-        import torch
-
-        inputs = {"Batch": torch.from_numpy(batch)}
-        runner = dfg.Runner(registry=self._registry, context=self._context,
-                            max_request_bytes=self.limits.max_request_bytes, bound_name="--max-request-bytes")
-        plan, need, ledger = self._check_work(rec.dfg, int(batch.size), runner, inputs)
-        wait = max(0.0, min(INFLIGHT_BYTES_WAIT_S, call.deadline - time.monotonic()))
-        try:
-            ledger.acquire(need, wait, f"Recommend ({batch.size} rows)")
-        except dfg.LedgerFull as e:
-            raise Status(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), "memory") from None
-        try:
-            call.check()
-            out = runner.run(rec.dfg, inputs, check=call.check, plan=plan)
-        finally:
-            ledger.release(need)
-        return out["Result"].detach().cpu().numpy().astype(np.float32, copy=False)
+        return self._run_within_ledger(
+            call, self.recommender.dfg, batch, f"Recommend ({batch.size} rows)",
+            lambda out, _runner: out["Result"].detach().cpu().numpy().astype(np.float32, copy=False))
 
     def Recommend(self, request, context):
         def work(call):

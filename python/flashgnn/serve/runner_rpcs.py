@@ -182,30 +182,39 @@ class RunnerRpcs:
                 i = int(bad[0])
                 raise invalid(f"Run.batch[{i}]: {int(batch[i])} " + ("< 0" if batch[i] < 0 else f">= num_nodes {n}"))
             digest, g = self._graph_for(request)
-            dfg = self._dfg_mod
-            import torch
 
-            inputs = {"Batch": torch.from_numpy(batch)}
-            runner = dfg.Runner(registry=self._registry, context=self._context,
-                                max_request_bytes=self.limits.max_request_bytes, bound_name="--max-request-bytes")
-            plan, need, ledger = self._check_work(g, int(batch.size), runner, inputs)  # nothing has run yet
-            wait = max(0.0, min(INFLIGHT_BYTES_WAIT_S, call.deadline - time.monotonic()))
-            try:
-                ledger.acquire(need, wait, f"Run ({batch.size} targets, DFG {digest[:12]})")
-            except dfg.LedgerFull as e:
-                raise Status(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), "memory") from None
-            try:
-                call.check()
-                out = runner.run(g, inputs, check=call.check, plan=plan)
-                reply = pb.RunReply(profile_json=json.dumps(getattr(runner, "last_profile", [])), dfg_id=digest)
+            def reply(out, runner):
+                r = pb.RunReply(profile_json=json.dumps(getattr(runner, "last_profile", [])), dfg_id=digest)
                 for name, t in out.items():
                     a = t.detach().cpu().numpy() if hasattr(t, "detach") else np.asarray(t)
-                    reply.outputs[name].CopyFrom(to_tensor(a))
-                return reply
-            finally:
-                ledger.release(need)
+                    r.outputs[name].CopyFrom(to_tensor(a))
+                return r
+
+            return self._run_within_ledger(call, g, batch, f"Run ({batch.size} targets, DFG {digest[:12]})", reply)
 
         return self._call("Run", context, work)
+
+    def _run_within_ledger(self, call, graph, batch: np.ndarray, what: str, finish):
+        """``finish(outputs, runner)`` of ``graph`` run on ``batch`` (Run, Recommend): its shapes and peak
+        checked before anything runs, its bytes held in the server's memory ledger until ``finish`` returns,
+        ``call``'s deadline checked at every node and inside long kernels."""
+        dfg = self._dfg()
+        import torch
+
+        inputs = {"Batch": torch.from_numpy(batch)}
+        runner = dfg.Runner(registry=self._registry, context=self._context,
+                            max_request_bytes=self.limits.max_request_bytes, bound_name="--max-request-bytes")
+        plan, need, ledger = self._check_work(graph, int(batch.size), runner, inputs)  # nothing has run yet
+        wait = max(0.0, min(INFLIGHT_BYTES_WAIT_S, call.deadline - time.monotonic()))
+        try:
+            ledger.acquire(need, wait, what)
+        except dfg.LedgerFull as e:
+            raise Status(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), "memory") from None
+        try:
+            call.check()
+            return finish(runner.run(graph, inputs, check=call.check, plan=plan), runner)
+        finally:
+            ledger.release(need)
 
     def Plugin(self, request, context):
         def work(call):
