@@ -126,18 +126,18 @@ def _recommend_model(dataset, work: Path, fanouts: list[int]):
     import flashgnn
     import flashgnn.dfg as dfg
     from flashgnn.embed import embed
-    from flashgnn.nn.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, save_checkpoint
-    from flashgnn.nn.zoo import build_model
+    from flashgnn.nn.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, encoder_state, save_checkpoint
+    from flashgnn.nn.link import LinkModel
 
     ds = flashgnn.open(dataset)
     torch.manual_seed(0)
-    m = build_model("sage", ds.feature_dim, 64, 64, len(fanouts), 0.0)
-    cfg = dict(model="sage", in_dim=ds.feature_dim, hidden=64, out_dim=64, num_layers=len(fanouts), dropout=0.0,
-               fanouts=fanouts, task="link", decoder="dot")
+    m = LinkModel("sage", ds.feature_dim, 64, len(fanouts), 0.0, "dot")  # as `flashgnn train --task link` builds it
+    cfg = dict(model="sage", in_dim=ds.feature_dim, hidden=64, out_dim=None, num_layers=len(fanouts), dropout=0.0,
+               fanouts=fanouts, task="link", decoder="dot", num_embeddings=0)
     state = dict(format=CHECKPOINT_FORMAT, version=CHECKPOINT_VERSION, model_config=cfg, model=m.state_dict(), epoch=0)
     save_checkpoint(work / "ck", state)
     embed(dataset, work / "ck", work / "emb", progress=False, quiet=True)
-    return work / "emb", dfg.models.from_checkpoint(state).to_bytes()
+    return work / "emb", dfg.models.from_checkpoint(encoder_state(state)).to_bytes()
 
 
 def _client_unit(address, token, op, num_nodes, seconds, seed, sync, q):
