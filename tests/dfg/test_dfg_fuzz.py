@@ -29,6 +29,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import flashgnn.dfg as dfg  # noqa: E402
+from test_dfg import small_graph  # noqa: E402  (the suite's small GEMM graph)
 
 CASES = 600  # per seed graph and level: ~5 s for both levels on one core
 
@@ -43,13 +44,7 @@ DEEP = "<deeply nested list>"
 
 
 def seed_graphs():
-    g = dfg.Graph()
-    x = g.create_in("X")
-    w = g.create_param("W", torch.arange(12, dtype=torch.float32).reshape(3, 4))
-    b = g.create_param("b", torch.tensor([1.0, -1.0, 0.5, 0.0]))
-    h = g.create_op("GEMM", [x, w, b])
-    g.create_out("Result", g.create_op("ReLU", [h]))
-    out = {"small": g.to_bytes()}
+    out = {"small": small_graph().to_bytes()}
     from flashgnn.nn.zoo import build_model
 
     from flashgnn.dfg import models
