@@ -682,6 +682,15 @@ impl PageCache {
         }
     }
 
+    /// The same for node `v`'s typed row (`F_TYPE_ROW`): a typed sample
+    /// looks up its row besides (or, at the last hop, instead of) its slot.
+    #[inline]
+    pub fn prefetch_row_index(&self, v: u64) {
+        if let Some(e) = self.statics.row_dense.get(v as usize) {
+            crate::neighbor::prefetch(e as *const u64 as *const u8, 8);
+        }
+    }
+
     /// The static arena's bytes at `r` (from [`PageCache::get_static_extent`]).
     #[inline]
     pub fn static_at(&self, r: std::ops::Range<usize>) -> &[u8] {

@@ -90,16 +90,42 @@ impl RowCodec {
         }
         true
     }
-    /// Append the float32 values of held row `src` to `out`.
+    /// Append the float32 values (little-endian bytes) of held row `src`
+    /// to `out`: straight into a batch's `x`. Decoded a block at a time
+    /// into a stack array, so the conversion runs in vector registers and
+    /// `out` grows by one copy per block (an iterator of 4-byte arrays
+    /// appended to a Vec did neither: a fifth of an int8-cached typed
+    /// batch's CPU).
     pub fn decode(self, src: &[u8], out: &mut Vec<u8>) {
-        match self {
-            RowCodec::F16 => {
-                out.extend(src.chunks_exact(2).flat_map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32().to_le_bytes()))
+        const BLOCK: usize = 64;
+        let mut block = [0u8; BLOCK * 4];
+        let (body, scale) = match self {
+            RowCodec::F16 => (src, 0.0),
+            RowCodec::I8 => (&src[4..], f32::from_le_bytes(src[..4].try_into().expect("a scale"))),
+        };
+        let w = match self {
+            RowCodec::F16 => 2,
+            RowCodec::I8 => 1,
+        };
+        out.reserve(body.len() / w * 4);
+        for s in body.chunks(BLOCK * w) {
+            let n = s.len() / w;
+            let b = &mut block[..n * 4];
+            match self {
+                RowCodec::F16 => {
+                    for (o, c) in b.chunks_exact_mut(4).zip(s.chunks_exact(2)) {
+                        o.copy_from_slice(
+                            &f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32_const().to_le_bytes(),
+                        );
+                    }
+                }
+                RowCodec::I8 => {
+                    for (o, &q) in b.chunks_exact_mut(4).zip(s) {
+                        o.copy_from_slice(&(q as i8 as f32 * scale).to_le_bytes());
+                    }
+                }
             }
-            RowCodec::I8 => {
-                let scale = f32::from_le_bytes(src[..4].try_into().expect("a scale"));
-                out.extend(src[4..].iter().flat_map(|&q| (q as i8 as f32 * scale).to_le_bytes()));
-            }
+            out.extend_from_slice(b);
         }
     }
 }

@@ -342,8 +342,12 @@ impl NeighborSampler {
         if let Some(c) = self.cache.as_deref() {
             // Every sample's static-table entry at once: their DRAM misses
             // overlap instead of stalling `request_slot` one by one.
+            let rows = self.typed.is_some() && self.gather_features;
             for &u in &samples {
                 c.prefetch_slot_index(u as u64);
+                if rows {
+                    c.prefetch_row_index(u as u64);
+                }
             }
         }
         for u in samples.iter_mut() {

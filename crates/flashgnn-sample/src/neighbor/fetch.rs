@@ -27,8 +27,8 @@ use flashgnn_io::engine::{resident_at, Done, ReadReq};
 use rustc_hash::FxHashMap as HashMap;
 
 use super::{
-    prefetch, NeighborSampler, FEAT_IN_ARENA, FEAT_IN_FEATURES, FEAT_IN_GRAPH, F_FEATURES, F_GRAPH, F_OVERFLOW, F_SLOT,
-    F_TYPE_ROW,
+    prefetch, NeighborSampler, FEAT_ENCODED, FEAT_IN_ARENA, FEAT_IN_FEATURES, FEAT_IN_GRAPH, F_FEATURES, F_GRAPH,
+    F_OVERFLOW, F_SLOT, F_TYPE_ROW,
 };
 use crate::cache::{self, PageCache};
 use crate::packed;
@@ -295,10 +295,11 @@ impl NeighborSampler {
                 self.cache_hits[0] += 1;
                 self.bytes_used += rb as u64;
                 if r.len() != rb as usize {
-                    // Held encoded (checked before it was): decoded into the batch's rows.
-                    let codec = self.static_codec.expect("an encoded row has a codec");
-                    self.nodes[i as usize].feature = Some(self.features.len());
-                    codec.decode(c.static_at(r), &mut self.features);
+                    // Held encoded (checked before it was): decoded once,
+                    // straight into the type's `x`, by `canonical_typed`.
+                    let a = c.static_at(r.clone());
+                    prefetch(a.as_ptr(), a.len());
+                    self.nodes[i as usize].feature = Some(FEAT_IN_ARENA | FEAT_ENCODED | r.start);
                     return Ok(());
                 }
                 // The row alone, copied once into the type's `x` by

@@ -82,12 +82,15 @@ pub(crate) const F_TYPE_ROW: u16 = 4;
 /// already checked), or in the cross-batch cache's static arena (a cached
 /// slot's inline row, checked with its slot): the row is copied once,
 /// straight into the batch's `x`, by `canonical`. Offsets into files and the
-/// arena are far below 2^62 (a file is at most 2^48 bytes: `TAG_KEY` bounds
+/// arena are far below 2^61 (a file is at most 2^48 bytes: `TAG_KEY` bounds
 /// page numbers to 48 bits; the arena is within the memory budget).
+/// `FEAT_ENCODED` beside `FEAT_IN_ARENA`: a typed row the static set holds
+/// encoded (`crate::rowcodec`), decoded once, straight into its type's `x`.
 const FEAT_IN_GRAPH: usize = 1 << 63;
 const FEAT_IN_FEATURES: usize = 1 << 62;
 const FEAT_IN_ARENA: usize = FEAT_IN_GRAPH | FEAT_IN_FEATURES;
-const FEAT_OFFSET: usize = FEAT_IN_FEATURES - 1;
+const FEAT_ENCODED: usize = 1 << 61;
+const FEAT_OFFSET: usize = FEAT_ENCODED - 1;
 
 /// Hint the CPU to fetch `len` bytes at `p` into its caches (x86-64; a
 /// no-op elsewhere). Hits on the `memory` engine's copy and on the cache's

@@ -11,10 +11,11 @@
 //! array), so the consumer converts nothing.
 
 use super::{
-    prefetch, reserve_rows, Batch, NeighborSampler, FEAT_IN_FEATURES, FEAT_IN_GRAPH, FEAT_OFFSET, F_FEATURES, F_GRAPH,
+    prefetch, reserve_rows, Batch, NeighborSampler, FEAT_ENCODED, FEAT_IN_ARENA, FEAT_IN_FEATURES, FEAT_IN_GRAPH,
+    FEAT_OFFSET, F_FEATURES, F_GRAPH,
 };
 use crate::{Result, SampleError};
-use flashgnn_format::dtype::convert_floats;
+use flashgnn_format::dtype::{convert_floats, Dtype};
 
 /// Rows prefetched ahead of the one `canonical` copies into `x`.
 const GATHER_AHEAD: usize = 8;
@@ -254,15 +255,21 @@ impl NeighborSampler {
                 dim = rows.layout.feature_dim;
                 reserve_rows(&mut x, ord.len() * dim as usize * x_dtype.size());
                 let mem = rows.mem.as_deref().map_or(&[][..], |m| m.as_slice());
+                // Bytes of a row the static set holds encoded (float32 rows only).
+                let codec = self.static_codec.filter(|_| stored == Dtype::Float32);
+                let held = codec.map_or(rb, |c| c.held(stored, dim as usize));
                 // A row in the `memory` engine's copy of the type's table or
-                // in the cache's static arena (checked when found), else in
-                // the batch's rows.
+                // in the cache's static arena (checked when found; maybe
+                // encoded), else in the batch's rows.
                 let row_at = |off: usize| {
                     let at = off & FEAT_OFFSET;
                     match off & !FEAT_OFFSET {
                         FEAT_IN_FEATURES => &mem[at..at + rb],
                         0 => &self.features[at..at + rb],
-                        _ => self.cache.as_deref().expect("a static hit has a cache").static_at(at..at + rb),
+                        FEAT_IN_ARENA => {
+                            self.cache.as_deref().expect("a static hit has a cache").static_at(at..at + rb)
+                        }
+                        _ => self.cache.as_deref().expect("a static hit has a cache").static_at(at..at + held),
                     }
                 };
                 for (pos, &i) in ord.iter().enumerate() {
@@ -274,10 +281,20 @@ impl NeighborSampler {
                     // Rows a few places ahead: random places in a table or the arena.
                     if let Some(o) = ord.get(pos + GATHER_AHEAD).and_then(|&j| self.nodes[j as usize].feature) {
                         if o & !FEAT_OFFSET != 0 {
-                            prefetch(row_at(o).as_ptr(), rb);
+                            let a = row_at(o);
+                            prefetch(a.as_ptr(), a.len());
                         }
                     }
-                    if stored == x_dtype {
+                    if off & FEAT_ENCODED != 0 {
+                        let codec = codec.expect("an encoded row has a codec");
+                        if x_dtype == Dtype::Float32 {
+                            codec.decode(row, &mut x);
+                        } else {
+                            let mut f = Vec::with_capacity(rb);
+                            codec.decode(row, &mut f);
+                            convert_floats(&f, stored, x_dtype, &mut x);
+                        }
+                    } else if stored == x_dtype {
                         x.extend_from_slice(row);
                     } else {
                         convert_floats(row, stored, x_dtype, &mut x);
