@@ -21,10 +21,14 @@ of the dataset appears in every batch, empty when not reached (as PyG's
 ``filter_hetero_data``).
 
 ``cache=`` takes a :class:`flashgnn.Cache` built on the dataset (slots,
-overflow pages and typed rows are cached). Not yet for typed datasets
-(refused by name): ``memory_budget`` other than ``"auto"``/0 (no shared
-cache is sized for a typed dataset: without ``cache=`` the loader runs
-uncached), ``device_cache``, ``lookahead``, ``degrees``, ``split``.
+overflow pages and typed rows are cached); without one, ``memory_budget``
+sizes the process's shared cache for the dataset as for a homogeneous one
+(one budget over slots, overflow pages and every type's rows).
+``lookahead=S`` samples the structure ``S`` batches ahead and fills every
+type's rows at the head of the window, through a Belady tier per node type
+(:class:`flashgnn.loader.window.TypedWindowGather`); batches are the same.
+Not yet for typed datasets (refused by name): ``device_cache``,
+``degrees``, ``split``.
 """
 
 from __future__ import annotations
@@ -40,10 +44,8 @@ from flashgnn.loader import _args as _pa
 
 HETERO_REFUSED = {
     "device_cache": "the device tier does not hold typed rows yet",
-    "lookahead": "lookahead does not gather typed rows yet",
     "degrees": "whole-graph degrees are not carried for typed datasets yet",
     "split": "splits of a typed dataset are per node type: pass input_nodes=(node_type, ids)",
-    "memory_budget": "the loader's cross-batch cache is not sized for typed datasets yet (use 'auto' or 0: none)",
 }
 
 

@@ -548,8 +548,12 @@ class NeighborLoader(_Base, _PygNeighborLoader):
             if not ahead:
                 return
             b = ahead.popleft()
-            b.x = self.window.fill(b.n_id, b.x, b.missing, [a.n_id for a in ahead])
+            self._fill(b, ahead)
             yield b
+
+    def _fill(self, b, window) -> None:
+        """Batch ``b``'s remaining rows, ``window`` = the batches after it."""
+        b.x = self.window.fill(b.n_id, b.x, b.missing, [a.n_id for a in window])
 
     def _telemetry(self, structure: dict) -> dict:
         """The structure stage's telemetry, with the fill stage's reads added
@@ -567,7 +571,7 @@ class NeighborLoader(_Base, _PygNeighborLoader):
         """One batch for explicit ``seeds`` (no prefetch); ``input_id`` = 0..len-1."""
         b = self.sampler.sample(seeds, seed)
         if self.window is not None:
-            b.x = self.window.fill(b.n_id, b.x, b.missing, [])
+            self._fill(b, [])
         return self._emit(_to_data(b, np.arange(b.batch_size, dtype=np.int64), self.pin_memory, self.device_cache))
 
 
@@ -583,8 +587,10 @@ class HeteroNeighborLoader(NeighborLoader):
     are :class:`NeighborLoader`'s; those refused for typed datasets are
     listed in :data:`flashgnn.loader.hetero.HETERO_REFUSED`. ``cache``: a
     :class:`flashgnn.Cache` built on the dataset (slots, overflow pages and
-    typed rows are cached; batches are the same); without one the loader
-    runs uncached (no shared cache is sized for a typed dataset yet)."""
+    typed rows are cached; batches are the same); without one
+    ``memory_budget`` sizes the shared cache, as for a homogeneous dataset.
+    ``lookahead``: every type's rows filled at the head of the window
+    (:class:`flashgnn.loader.window.TypedWindowGather`)."""
 
     def __init__(self, data=_UNSET, num_neighbors=_UNSET, input_nodes=None, input_time=None, replace: bool = False,
                  subgraph_type="directional", disjoint: bool = False, temporal_strategy: str = "uniform",
@@ -602,15 +608,13 @@ class HeteroNeighborLoader(NeighborLoader):
                                     _UNSET)
         num_workers = _pa.renamed(who, "workers", "num_workers", kwargs.pop("workers", _UNSET), num_workers, _UNSET)
         _pa.refuse_unknown(who, kwargs, self.ACCEPTED)
-        given = {"device_cache": device_cache, "lookahead": lookahead or lookahead_budget or None,
-                 "degrees": degrees or None, "split": split}
+        given = {"device_cache": device_cache, "degrees": degrees or None, "split": split}
         for name, value in given.items():
             if value is not None:
                 raise ValueError(f"{who}: {name}={_pa._short(value)} on a typed dataset: "
                                  f"{_hetero.HETERO_REFUSED[name]}")
-        if memory_budget not in ("auto", 0, None):
-            raise ValueError(f"{who}: memory_budget={memory_budget!r} on a typed dataset: "
-                             f"{_hetero.HETERO_REFUSED['memory_budget']}")
+        if lookahead_budget and not lookahead:
+            raise ValueError(f"lookahead_budget {lookahead_budget} needs lookahead >= 1 (the window it plans over)")
         _pa.check_sampling(who, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
                            temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
                            input_time=input_time, directed=directed)
@@ -649,20 +653,39 @@ class HeteroNeighborLoader(NeighborLoader):
         self.transform = transform
         self.filter_per_worker, self.is_sorted = filter_per_worker, bool(is_sorted)
         self.num_workers, self.persistent_workers = int(num_workers), bool(persistent_workers)
-        self.degrees, self.device_cache, self.cache, self.window, self.lookahead = False, None, cache, None, 0
+        self.degrees, self.device_cache = False, None
         self.engine = resolve_engine(engine)
         self.prefetch = max(1, int(prefetch))
         self.workers = max(1, self.num_workers)
         self.memory_budget = memory_budget
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
+        # With lookahead the structure stage samples without rows (a typed row never comes with a slot): every
+        # row is filled at the head of the window, per node type (flashgnn.loader.window.TypedWindowGather).
+        self.lookahead = max(0, int(lookahead))
         self.sampler = Sampler(self.path, self.fanouts, engine=self.engine, depth=depth, dtype=dtype, cache=cache,
-                               rel_fanouts=self.rel_fanouts)
+                               rel_fanouts=self.rel_fanouts, features=not self.lookahead)
+        from flashgnn.sample.shared import loader_cache
+
+        shared = loader_cache(cache, self.path, self.fanouts, self.batch_size, memory_budget, workers=self.workers,
+                              prefetch=self.prefetch, quiet=quiet, who=who, engine=self.engine, sampler=self.sampler,
+                              pool=self.input_nodes + self._offset)
+        if shared is not cache:
+            self.sampler.attach_cache(shared)
+        self.cache = shared
+        self.window = None
+        if self.lookahead:
+            from flashgnn.loader.window import TypedWindowGather
+
+            self.window = TypedWindowGather(self.sampler, int(lookahead_budget), self.types)
         self.telemetry: dict = {}
         self._pyg_data = None
 
     @property
     def dataset(self):
         return as_dataset(self.path)
+
+    def _fill(self, b, window) -> None:
+        self.window.fill(b, window)
 
     @property
     def data(self):
@@ -678,19 +701,28 @@ class HeteroNeighborLoader(NeighborLoader):
         pos = self._positions(epoch)
         order = self.input_nodes[pos] + self._offset
         it = self.sampler.iter_batches(order, self.batch_size, seed=_epoch_seed(self.seed, epoch),
-                                       prefetch=self.prefetch, drop_last=self.drop_last, workers=self.workers)
+                                       prefetch=min(self.prefetch, 2) if self.window is not None else self.prefetch,
+                                       drop_last=self.drop_last, workers=self.workers)
+        batches = it
+        if self.window is not None:
+            self.window.gather.reset_telemetry()
+            batches = run_ahead(self._filled(it), self.prefetch)
         try:
-            for i, b in enumerate(self._timed(it)):
+            for i, b in enumerate(self._timed(batches)):
                 p = pos[i * self.batch_size : i * self.batch_size + b.batch_size]
                 yield self._emit(_hetero.to_hetero_data(b, self._input_id(p), self.pin_memory))
         finally:
+            if batches is not it:
+                batches.close()
             it.close()
-            self.telemetry = getattr(self.sampler, "last_iter_telemetry", {})
+            self.telemetry = self._telemetry(getattr(self.sampler, "last_iter_telemetry", {}))
 
     def sample(self, seeds, seed: int = 0):
         """One batch for explicit ``seeds`` (ids within the input type); ``input_id`` = 0..len-1."""
         seeds = np.ascontiguousarray(seeds, dtype=np.int64) + self._offset
         b = self.sampler.sample(seeds, seed)
+        if self.window is not None:
+            self._fill(b, [])
         return self._emit(_hetero.to_hetero_data(b, np.arange(b.batch_size, dtype=np.int64), self.pin_memory))
 
 

@@ -155,3 +155,100 @@ class WindowGather:
         hits, misses = (c.hits, c.misses) if c is not None else (0, self.rows_gathered)
         return {"rows_gathered": self.rows_gathered, "hits": hits, "misses": misses,
                 "hit_rate": hits / max(hits + misses, 1), "capacity_rows": c.capacity if c is not None else 0}
+
+
+class _TypeRows:
+    """One node type's rows as :class:`WindowGather` reads them: local ids
+    in, that type's rows out, through the loader's sampler (global ids of
+    one type: a zero-hop typed batch, no slot read)."""
+
+    def __init__(self, sampler, name: str, offset: int, features: dict):
+        self.sampler, self.name, self.offset = sampler, name, int(offset)
+        self.feature_dim = int(features["dim"])
+        self.out_dtype, self.dtype = sampler.out_dtype, np.dtype(features["dtype"])
+
+    def gather(self, ids: np.ndarray):
+        b = self.sampler.gather(np.asarray(ids, np.int64) + self.offset)
+        return b.node[self.name]
+
+
+class TypedWindowGather:
+    """Lookahead's fill for a typed dataset: per node type with rows, a
+    :class:`WindowGather` over that type's local ids, with its own Belady
+    tier (a tier holds rows of one width) and one engine call per batch for
+    the rows it misses.
+
+    ``budget`` is shared out when the first batch is filled, in proportion
+    to each type's row bytes in the window then known (what the batches
+    ask of it), a type never given more than its whole table and node
+    arrays, what that leaves going to the others: the small types a batch
+    reuses most (fields of study, institutes) are held whole, instead of
+    getting a share by table size that would hold a few hundred of their
+    rows. Each tier pays its own node arrays (8 B per node of its type)."""
+
+    def __init__(self, sampler, budget: int, types: dict):
+        counts = [int(t["count"]) for t in types["node_types"]]
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        self.rows = {t["name"]: _TypeRows(sampler, t["name"], offsets[i], t["features"])
+                     for i, t in enumerate(types["node_types"]) if t.get("features")}
+        self.counts = {t["name"]: int(t["count"]) for t in types["node_types"]}
+        self.budget = int(budget)
+        self.per_type: dict = {}
+        self.gather = sampler  # its telemetry counts the fill's reads
+
+    def _share(self, first) -> dict:
+        """Each type's bytes of the budget, from the first window's demand."""
+        row_bytes = {n: r.feature_dim * np.dtype(r.out_dtype or r.dtype).itemsize for n, r in self.rows.items()}
+        demand = {n: sum(len(b.node[n].n_id) for b in first) * row_bytes[n] for n in self.rows}
+        cap = {n: self.counts[n] * (row_bytes[n] + 8 + BELADY_NODE_BYTES) for n in self.rows}
+        # Water-filling: the types whose cap is smallest against their demand are settled first, each taking
+        # its proportional part of what is left (at most its cap), so what a capped type leaves goes to the rest.
+        share, left, want = {}, self.budget, sum(demand.values())
+        for n in sorted(self.rows, key=lambda n: cap[n] / max(demand[n], 1)):
+            share[n] = min(left * demand[n] // max(want, 1), cap[n])
+            left, want = left - share[n], want - demand[n]
+        return share
+
+    def fill(self, b, window) -> None:
+        """Every row of typed batch ``b`` (a structure-only batch: no ``x``),
+        ``window`` = the next batches, in order."""
+        window = list(window)
+        if not self.per_type:
+            share = self._share([b, *window])
+            self.per_type = {n: WindowGather(r, share[n], self.counts[n]) for n, r in self.rows.items()}
+        for name, wg in self.per_type.items():
+            part = b.node[name]
+            part.x = wg.fill(part.n_id, None, None, [a.node[name].n_id for a in window])
+
+    @property
+    def belady(self):
+        """The tiers as one (capacity, hits, misses), or None when no type has one."""
+        tiers = [wg.belady for wg in self.per_type.values() if wg.belady is not None]
+        return _Tiers(tiers) if tiers else None
+
+    def stats(self) -> dict:
+        per = {name: wg.stats() for name, wg in self.per_type.items()}
+        keys = ("rows_gathered", "hits", "misses", "capacity_rows")
+        total = {k: sum(s[k] for s in per.values()) for k in keys}
+        total["hit_rate"] = total["hits"] / max(total["hits"] + total["misses"], 1)
+        total["per_type"] = per
+        return total
+
+
+class _Tiers:
+    """Several :class:`BeladyRowCache` tiers reported as one (capacity, hits, misses)."""
+
+    def __init__(self, tiers: list):
+        self.tiers = tiers
+
+    @property
+    def capacity(self) -> int:
+        return sum(t.capacity for t in self.tiers)
+
+    @property
+    def hits(self) -> int:
+        return sum(t.hits for t in self.tiers)
+
+    @property
+    def misses(self) -> int:
+        return sum(t.misses for t in self.tiers)

@@ -126,8 +126,9 @@ def _types_of(ds) -> _Types | None:
 
 def _no_typed_budget(who: str, memory_budget) -> None:
     if memory_budget not in ("auto", 0, None):
-        raise ValueError(f"{who}: memory_budget={memory_budget!r} on a typed dataset: "
-                         f"{_hetero.HETERO_REFUSED['memory_budget']}")
+        raise ValueError(f"{who}: memory_budget={memory_budget!r} on a typed dataset: the remote backend's "
+                         "cross-batch cache is not sized for typed datasets yet (use 'auto' or 0: none; "
+                         "flashgnn.NeighborLoader sizes one)")
 
 
 class FeatureStore(_PygFeatureStore):

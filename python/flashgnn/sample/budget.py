@@ -55,26 +55,35 @@ _DATA_FILES = (_core.GRAPH_FILE, _core.OVERFLOW_FILE, _core.FEATURES_FILE)
 
 
 def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "uring", features=True,
-                sampler=None) -> int:
+                sampler=None, pool=None) -> int:
     """Measured bytes of one mini-batch as handed to the consumer (ids, edges,
     features, labels), the larger of two, with headroom. ``features="free"``:
     a structure-stage batch of lookahead (only the rows that came with the
     structure's reads, packed; the rest of ``x`` is filled later).
     ``sampler``: measure with this :class:`flashgnn.Sampler` (a loader's
     own; ``features=True`` then counts a full row for every node even where
-    it hands rows out packed) instead of opening one."""
+    it hands rows out packed) instead of opening one. ``pool``: the seeds
+    to draw from (the engine's ids; a typed loader's input type), else the
+    train split (of the target type), else every node."""
     from flashgnn.store.dataset import Dataset
     from flashgnn.sample.sampler import Sampler
 
     ds = Dataset(path)
+    if ds.is_typed and features == "free":
+        features = False  # the typed lookahead's structure stage: a typed row never comes with a slot
     if sampler is None:
         sampler = Sampler(path, fanouts, engine=engine, labels=True, features=features)
     elif features == "free" and sampler.features != "free":
         raise ValueError("batch_bytes(features='free') needs a sampler with features='free'")
     rng = np.random.default_rng(seed)
-    pool = ds.split("train") if "train" in ds.split_names else np.arange(ds.num_nodes)
-    if ds.is_typed:  # seeds of the target type, as global ids (the engine's)
-        pool = np.asarray(pool, dtype=np.int64) + ds.type_offset(ds.target_type)
+    if pool is not None:
+        pool = np.asarray(pool, dtype=np.int64)
+    elif ds.is_typed:  # seeds of the target type, as global ids (the engine's)
+        t = ds.target_type
+        local = ds.split("train") if "train" in ds.split_names else np.arange(ds.node_type(t)["count"])
+        pool = np.asarray(local, dtype=np.int64) + ds.type_offset(t)
+    else:
+        pool = ds.split("train") if "train" in ds.split_names else np.arange(ds.num_nodes)
     worst = 0
     for _ in range(2):
         b = sampler.sample(rng.choice(pool, min(batch_size, len(pool)), replace=False),
@@ -82,7 +91,12 @@ def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "ur
         if ds.is_typed:  # every type's ids, rows and labels, every edge type's edges
             parts = [a for p in b.node.values() for a in (p.n_id, p.x, p.y) if a is not None]
             parts += [p.edge_index for p in b.edge.values()]
-            worst = max(worst, sum(a.nbytes for a in parts))
+            # A structure-only sampler's batches get their rows later (typed lookahead): counted as filled.
+            unfilled = sum(len(b.node[t["name"]].n_id) * t["features"]["dim"]
+                           * np.dtype(sampler.out_dtype or t["features"]["dtype"]).itemsize
+                           for t in ds.types["node_types"]
+                           if features is True and t.get("features") and b.node[t["name"]].x is None)
+            worst = max(worst, sum(a.nbytes for a in parts) + unfilled)
             continue
         full = features is True and sampler.features is not False
         x = len(b.n_id) * b.x.shape[1] * b.x.itemsize if full else b.x.nbytes

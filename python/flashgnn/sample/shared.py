@@ -50,7 +50,7 @@ def loader_cache(cache, path, fanouts, batch_size: int, memory_budget="auto", *,
 
 
 def shared_cache(path, fanouts, batch_size: int, memory_budget="auto", *, workers: int = 1, prefetch: int = 4,
-                 quiet: bool = False, who: str = "flashgnn", engine: str | None = None, sampler=None):
+                 quiet: bool = False, who: str = "flashgnn", engine: str | None = None, sampler=None, pool=None):
     """The :class:`flashgnn.Cache` every loader on dataset ``path`` in this
     process shares, made on first use; None for ``memory_budget`` 0/None.
 
@@ -63,7 +63,8 @@ def shared_cache(path, fanouts, batch_size: int, memory_budget="auto", *, worker
     stderr when the cache is made, unless ``quiet``. ``sampler``: the
     caller's own :class:`flashgnn.Sampler`, which then measures the batches
     and chooses the hot set (no sampler is opened for either); the caller
-    attaches the cache to it."""
+    attaches the cache to it. ``pool``: the seeds the caller's batches
+    draw from (:func:`flashgnn.sample.budget.batch_bytes`)."""
     import sys
 
     if memory_budget in (0, None):
@@ -85,7 +86,8 @@ def shared_cache(path, fanouts, batch_size: int, memory_budget="auto", *, worker
         from flashgnn.sample.sampler import Cache
 
         ds_path = key[1]
-        per = None if sampler is None else _budget.batch_bytes(ds_path, fanouts, batch_size, sampler=sampler)
+        per = None if sampler is None else _budget.batch_bytes(ds_path, fanouts, batch_size, sampler=sampler,
+                                                               pool=pool)
         if memory_budget == "auto":
             s = _budget.auto(ds_path, fanouts, batch_size, workers=workers, prefetch=prefetch, lookahead=0,
                              training=False, engine=engine, per_batch=per)

@@ -489,8 +489,6 @@ class Trainer:
         ds, fanouts, workers, dist_ctx, chatty = self.dataset, self.fanouts, self.workers, self.dist, self.chatty
         split = None
         mb = c.memory_budget
-        if self.typed and c.lookahead:
-            raise TrainError("--lookahead on a typed dataset: lookahead does not gather typed rows yet")
         if mb == "auto" and not c.cache_budget:  # an explicit --cache-budget is the user's sizing: auto steps aside
             # Lookahead is auto's to choose only for online sampling without a device tier (the two exclude each
             # other; with --presampled, --lookahead is the pre-sample's superbatch).
@@ -595,7 +593,10 @@ class Trainer:
             if self.typed:
                 self.train_loader_options = dict(data=ds.path, num_neighbors=self.num_neighbors,
                                                  input_nodes=(self.target, ds.split("train")),
-                                                 batch_size=c.batch_size, shuffle=True, seed=c.seed, **common)
+                                                 batch_size=c.batch_size, shuffle=True, seed=c.seed,
+                                                 lookahead=self.lookahead,
+                                                 lookahead_budget=self.lookahead_budget if self.lookahead else 0,
+                                                 **common)
             else:
                 self.train_loader_options = dict(data=ds, num_neighbors=fanouts, batch_size=c.batch_size,
                                                  split="train", shuffle=True, seed=c.seed, lookahead=self.lookahead,

@@ -347,7 +347,10 @@ impl NeighborSampler {
         if what.degrees {
             self.refuse_typed("gathering degrees by id (pre-sample degrees)")?;
         }
-        let features = what.features && self.gather_features;
+        // A typed sampler opens every type's row table whatever its own
+        // `features` (a structure-only sampler is the typed lookahead's
+        // structure stage, and its fill gathers rows through it).
+        let features = what.features && (self.gather_features || self.typed.is_some());
         // Typed rows live in their own files: zero hops read no slot.
         let hops = if self.typed.is_some() { Vec::new() } else { vec![0] };
         let saved = (
