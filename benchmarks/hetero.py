@@ -272,7 +272,8 @@ def main(argv=None) -> int:
               "uring+cache+fp16_vs_pyg_memory": ratio("uring+cache+fp16", "pyg-memory"),
               "uring+cache+int8_vs_pyg_memory": ratio("uring+cache+int8", "pyg-memory"),
               "uring_vs_pyg_memory": ratio("uring", "pyg-memory"), "memory_vs_pyg_memory": ratio("memory", "pyg-memory"),
-              "uring+cache_vs_pyg_mmap": ratio("uring+cache", "pyg-mmap"), "uring_vs_pyg_mmap": ratio("uring", "pyg-mmap")}
+              "uring+cache_vs_pyg_mmap": ratio("uring+cache", "pyg-mmap"), "uring_vs_pyg_mmap": ratio("uring", "pyg-mmap"),
+              "uring+cache+int8_vs_pyg_mmap": ratio("uring+cache+int8", "pyg-mmap")}
     report = {"dataset": str(ds), "dataset_bytes": data, "memory_limit": a.memory_limit, "fanout": a.fanout,
               "cache_budget": cache_budget,
               "batch_size": a.batch_size, "batches": a.batches, "threads": a.threads, "rounds": a.rounds,
