@@ -173,8 +173,8 @@ class Trace:
 
     ``ops`` entries (``i`` = the op's index):
     ``("link", parent, name, ino, kind)`` a new entry for a new inode (kind
-    ``f``/``d``); ``("unlink", parent, name)``; ``("rename", sp, sn, dp, dn,
-    exchange)``; ``("write", ino, offset, bytes)``; ``("trunc", ino,
+    ``f``/``d``); ``("unlink", parent, name, ino)``; ``("rename", sp, sn, dp,
+    dn, exchange, ino, ino_replaced)``; ``("write", ino, offset, bytes)``; ``("trunc", ino,
     length)``; ``("sync", ino, before)`` an fsync/fdatasync of ``ino`` that
     covers ops with index < ``before``; ``("syncall", before)``; ``("ack",
     bytes)`` a line the program wrote to ``ack_path``.
@@ -189,7 +189,7 @@ class Trace:
         return [op[1] for op in self.ops[:upto] if op[0] == "ack"]
 
     def final_tree(self) -> dict:
-        return materialise_tree(self, len(self.ops), keep=None, meta_upto=None)
+        return materialise_tree(self, len(self.ops), keep=None, meta_keep=None)
 
     def check_complete(self) -> None:
         """Replaying every op over the starting tree gives the tree on disk now:
@@ -410,7 +410,7 @@ class _Recorder:
             if pn is not None:
                 ino = self.dirs[pn[0]].pop(pn[1])
                 self.dirs.pop(ino, None)
-                self._emit("unlink", pn[0], pn[1])
+                self._emit("unlink", pn[0], pn[1], ino)
         elif name in ("rename", "renameat", "renameat2"):
             if name == "rename":
                 src, dst, flags = self._resolve(None, _string(a[0])), self._resolve(None, _string(a[1])), ""
@@ -424,14 +424,13 @@ class _Recorder:
                 raise Unsupported(f"rename across the recorded root: {src} -> {dst}")
             exchange = "RENAME_EXCHANGE" in flags
             si = self.dirs[s[0]].pop(s[1])
+            di = self.dirs[d[0]].get(d[1])
             if exchange:
-                self.dirs[s[0]][s[1]] = self.dirs[d[0]][d[1]]
-            else:
-                old = self.dirs[d[0]].get(d[1])
-                if old is not None and old != si:
-                    self.dirs.pop(old, None)
+                self.dirs[s[0]][s[1]] = di
+            elif di is not None and di != si:
+                self.dirs.pop(di, None)
             self.dirs[d[0]][d[1]] = si
-            self._emit("rename", s[0], s[1], d[0], d[1], exchange)
+            self._emit("rename", s[0], s[1], d[0], d[1], exchange, si, di)
         elif name in ("link", "linkat", "symlink", "symlinkat"):
             paths = [x for x in a if x.startswith('"')]
             if any(self._under(self._resolve(None, _string(p))) for p in paths):
@@ -488,34 +487,45 @@ def record(cmd: list[str], root: Path, ack_path: Path, trace_file: Path, env: di
 # Crash states
 
 
-def materialise_tree(tr: Trace, upto: int, keep, meta_upto) -> dict:
-    """The tree after ops[:upto] where directory ops beyond the first
-    ``meta_upto`` are lost and ``keep(i)`` says what survives of data op i
-    (True, False, or a set of sector indices); None = everything."""
+META = ("link", "unlink", "rename")
+
+
+def meta_dir(op) -> int:
+    """The directory whose entries a directory op changes (a rename: its destination)."""
+    return op[3] if op[0] == "rename" else op[1]
+
+
+def materialise_tree(tr: Trace, upto: int, keep, meta_keep) -> dict:
+    """The tree after ops[:upto] where ``meta_keep(i)`` says whether directory
+    op i reached the disk and ``keep(i)`` what survives of data op i (True,
+    False, or a set of sector indices); None = everything."""
     dirs = {i: dict(v[1]) for i, v in tr.initial.items() if v[0] == "d"}
     data = {i: bytearray(v[1]) for i, v in tr.initial.items() if v[0] == "f"}
-    meta_seen = 0
     for i, op in enumerate(tr.ops[:upto]):
         k = op[0]
-        if k in ("link", "unlink", "rename"):
-            meta_seen += 1
-            if meta_upto is not None and meta_seen > meta_upto:
+        if k in META:
+            if meta_keep is not None and not meta_keep(i):
                 continue
             if k == "link":
                 _, parent, name, ino, kind = op
-                dirs[parent][name] = ino
+                dirs.setdefault(parent, {})[name] = ino
                 if kind == "d":
                     dirs.setdefault(ino, {})
                 else:
                     data.setdefault(ino, bytearray())
             elif k == "unlink":
-                dirs[op[1]].pop(op[2], None)
+                if dirs.setdefault(op[1], {}).get(op[2]) == op[3]:
+                    del dirs[op[1]][op[2]]
             else:
-                _, sp, sn, dp, dn, exchange = op
-                si = dirs[sp].pop(sn)
-                if exchange:
-                    dirs[sp][sn] = dirs[dp][dn]
-                dirs[dp][dn] = si
+                # By the inodes recorded: in the per-directory model the
+                # source's own creation may be the one that was lost.
+                _, sp, sn, dp, dn, exchange, si, di = op
+                src, dst = dirs.setdefault(sp, {}), dirs.setdefault(dp, {})
+                if src.get(sn) == si:
+                    del src[sn]
+                if exchange and di is not None:
+                    src[sn] = di
+                dst[dn] = si
         elif k in ("write", "trunc"):
             choice = True if keep is None else keep(i)
             if choice is False:
@@ -534,9 +544,9 @@ def materialise_tree(tr: Trace, upto: int, keep, meta_upto) -> dict:
     out = {}
 
     def walk(ino, rel):
-        for name, child in dirs[ino].items():
+        for name, child in dirs.get(ino, {}).items():
             p = os.path.join(rel, name) if rel else name
-            if child in dirs:
+            if tr.kinds.get(child) == "d":
                 out[p] = None
                 walk(child, p)
             else:
@@ -570,6 +580,7 @@ class CrashState:
     how: str
     tree: dict
     acks: list[bytes]
+    model: str = "ext4"
 
     def key(self) -> str:
         h = hashlib.sha256()
@@ -597,87 +608,137 @@ def crash_points(tr: Trace) -> list[int]:
     return sorted(set(pts + [len(tr.ops)]))
 
 
-def _forced(tr: Trace, point: int) -> tuple[int, set[int], list[int], list[int]]:
-    """(directory ops forced, data ops forced, all directory op indices, un-forced data op indices) at ``point``."""
-    meta = [i for i, op in enumerate(tr.ops[:point]) if op[0] in ("link", "unlink", "rename")]
-    data = [i for i, op in enumerate(tr.ops[:point]) if op[0] in ("write", "trunc")]
-    meta_before, per_ino, everything = 0, {}, 0
-    for op in tr.ops[:point]:
+def _forced(tr: Trace, point: int, model: str) -> tuple[set[int], list[int], set[int], list[int]]:
+    """At ``point``: (forced directory ops, all directory ops, forced data ops, un-forced data ops).
+
+    ``ext4``: an fsync of any directory (or sync) forces every directory op
+    issued before it started (one journal, committed in order). ``strict``:
+    an fsync of directory D forces only D's own entry operations."""
+    ops = tr.ops[:point]
+    meta = [i for i, op in enumerate(ops) if op[0] in META]
+    data = [i for i, op in enumerate(ops) if op[0] in ("write", "trunc")]
+    synced = {}  # ino -> ops before its latest sync; None: sync()
+    for op in ops:
         if op[0] == "syncall":
-            everything = max(everything, op[1])
-            meta_before = max(meta_before, op[1])
+            synced[None] = max(synced.get(None, 0), op[1])
         elif op[0] == "sync":
-            ino, before = op[1], op[2]
-            if tr.kinds.get(ino) == "d":
-                meta_before = max(meta_before, before)
-            per_ino[ino] = max(per_ino.get(ino, 0), before)
-    forced_meta = sum(1 for i in meta if i < meta_before)
-    forced = {i for i in data if i < everything or i < per_ino.get(tr.ops[i][1], 0)}
-    return forced_meta, forced, meta, [i for i in data if i not in forced]
+            synced[op[1]] = max(synced.get(op[1], 0), op[2])
+    everything = synced.get(None, 0)
+    if model == "ext4":
+        upto = max([everything] + [b for ino, b in synced.items() if ino is not None and tr.kinds.get(ino) == "d"])
+        forced_meta = {i for i in meta if i < upto}
+    else:
+        forced_meta = {i for i in meta if i < everything or i < synced.get(meta_dir(ops[i]), 0)}
+    forced = {i for i in data if i < everything or i < synced.get(ops[i][1], 0)}
+    return forced_meta, meta, forced, [i for i in data if i not in forced]
 
 
-def crash_states(tr: Trace, samples: int, seed: int, prefixes_max: int = 8):
+def _meta_choices(tr, meta, forced_meta, model, rng, prefixes_max):
+    """(label, keep-set) of directory ops: ext4 global prefixes; strict per-directory prefixes."""
+    if model == "ext4":
+        lo = sum(1 for i in meta if i in forced_meta)  # forced ops are a prefix in this model
+        ms = list(range(lo, len(meta) + 1))
+        if len(ms) > prefixes_max:
+            ms = sorted({lo, len(meta), *rng.sample(ms, prefixes_max - 2)})
+        return [(f"dir ops {m}/{len(meta)}", set(meta[:m])) for m in ms], lambda: set(meta[:rng.choice(ms)])
+    per_dir: dict[int, list[int]] = {}
+    for i in meta:
+        per_dir.setdefault(meta_dir(tr.ops[i]), []).append(i)
+    floor = {d: sum(1 for i in ops if i in forced_meta) for d, ops in per_dir.items()}
+
+    def pick(prefix_of):
+        return {i for d, ops in per_dir.items() for i in ops[:prefix_of(d)]}
+
+    out = [("every directory's ops kept", set(meta)), ("every directory's ops only forced", pick(floor.get))]
+    loose = [d for d in per_dir if floor[d] < len(per_dir[d])]
+    for d in loose[:prefixes_max]:  # one directory cut back to its forced ops, the others kept
+        out.append((f"directory inode {d} ops {floor[d]}/{len(per_dir[d])}, others kept",
+                    pick(lambda x, d=d: floor[x] if x == d else len(per_dir[x]))))
+    return out, lambda: pick(lambda x: rng.randint(floor[x], len(per_dir[x])))
+
+
+def crash_states(tr: Trace, samples: int, seed: int, models=("ext4", "strict"), prefixes_max: int = 8):
     """Yield the distinct :class:`CrashState` s of ``tr`` (see the module doc)."""
     rng = random.Random(seed)
     seen = set()
-    for point in crash_points(tr):
-        forced_meta, forced, meta, free = _forced(tr, point)
-        acks = tr.acks(point)
-        n_meta = len(meta)
-        prefixes = list(range(forced_meta, n_meta + 1))
-        if len(prefixes) > prefixes_max:  # always the two ends, then a seeded sample
-            prefixes = sorted({forced_meta, n_meta, *rng.sample(prefixes, prefixes_max - 2)})
-        choices = [("all kept", n_meta, None), ("only forced", forced_meta, set())]
-        for m in prefixes:
-            choices += [(f"dir ops {m}/{n_meta}, data kept", m, None), (f"dir ops {m}/{n_meta}, data lost", m, set())]
-        for s in range(samples):
-            m = rng.choice(prefixes)
-            plan = {}
-            for i in free:
-                r = rng.random()
-                if r < 0.5:
-                    plan[i] = True
-                elif r < 0.75 or tr.ops[i][0] == "trunc":
-                    plan[i] = False
+    for model in models:
+        for point in crash_points(tr):
+            forced_meta, meta, forced, free = _forced(tr, point, model)
+            acks = tr.acks(point)
+            metas, random_meta = _meta_choices(tr, meta, forced_meta, model, rng, prefixes_max)
+            choices = [("all kept", set(meta), None), ("only forced", forced_meta, set())]
+            for label, mk in metas:
+                choices += [(f"{label}, data kept", mk, None), (f"{label}, data lost", mk, set())]
+            for s in range(samples):
+                plan = {}
+                for i in free:
+                    r = rng.random()
+                    if r < 0.5:
+                        plan[i] = True
+                    elif r < 0.75 or tr.ops[i][0] == "trunc":
+                        plan[i] = False
+                    else:
+                        op = tr.ops[i]
+                        plan[i] = {x for x in _sector_ids(op[2], len(op[3])) if rng.random() < 0.5}
+                choices.append((f"sample {s} (seed {seed})", random_meta(), plan))
+            for how, mk, plan in choices:
+                mk = mk | forced_meta
+                if plan is None:
+                    keep = None
+                elif isinstance(plan, set):  # everything un-forced lost
+                    keep = forced.__contains__
                 else:
-                    op = tr.ops[i]
-                    ids = _sector_ids(op[2], len(op[3]))
-                    plan[i] = {x for x in ids if rng.random() < 0.5}
-            choices.append((f"sample {s} (seed {seed}): dir ops {m}/{n_meta}", m, plan))
-        for how, m, plan in choices:
-            if plan is None:
-                keep = None
-            elif isinstance(plan, set):  # everything un-forced lost
-                keep = (lambda forced_: (lambda i: i in forced_))(forced)
-            else:
-                keep = (lambda plan_, forced_: (lambda i: True if i in forced_ else plan_.get(i, True)))(plan, forced)
-            st = CrashState(point, f"point {point}/{len(tr.ops)}, {how}", materialise_tree(tr, point, keep, m), acks)
-            k = st.key()
-            if k in seen:
-                continue
-            seen.add(k)
-            yield st
+                    keep = (lambda plan_: (lambda i: True if i in forced else plan_.get(i, True)))(plan)
+                tree = materialise_tree(tr, point, keep, mk.__contains__)
+                st = CrashState(point, f"{model} model, point {point}/{len(tr.ops)}, {how}", tree, acks, model)
+                k = st.key()
+                if k in seen:
+                    continue
+                seen.add(k)
+                yield st
 
 
 def explore(tr: Trace, check, work: Path, samples: int, seed: int, limit: int | None = None) -> dict:
-    """Materialise each crash state under ``work`` and run ``check(path, state)``
-    on it (raises AssertionError naming the violation; any other exception,
-    e.g. a dataset that does not open, is a failure too). Returns counts and
-    the failures (state description + message); stops after 5 failures."""
-    stats = {"states": 0, "points": len(crash_points(tr)), "failures": []}
+    """Materialise crash states under ``work`` and run ``check(path, state)`` on
+    each (it raises AssertionError naming the violation; any other exception,
+    e.g. a dataset that does not open, is a failure too). With ``limit``, a
+    seeded uniform sample of ``limit`` states per model (reservoir sampling,
+    so every crash point can be drawn), else every distinct state. Returns
+    counts per model and the failures (description + message), at most 5."""
+    stats = {"states": 0, "points": len(crash_points(tr)), "distinct": 0, "ext4": 0, "strict": 0, "failures": []}
+    chosen: dict[str, list] = {}
+    rng = random.Random(seed)
     for st in crash_states(tr, samples, seed):
-        if limit is not None and stats["states"] >= limit:
-            break
-        d = work / f"state-{stats['states']}"
-        st.write(d)
-        stats["states"] += 1
-        try:
-            check(d, st)
-        except Exception as e:  # noqa: BLE001 - an error opening the state is a failure too
-            what = "" if isinstance(e, AssertionError) else f"{type(e).__name__}: "
-            stats["failures"].append(f"{st.how} ({len(st.acks)} acks): {what}{e}")
-            if len(stats["failures"]) >= 5:
-                break
-        finally:
-            shutil.rmtree(d, ignore_errors=True)
+        stats["distinct"] += 1
+        pool = chosen.setdefault(st.model, [])
+        seen = stats.setdefault(f"_{st.model}_seen", 0) + 1
+        stats[f"_{st.model}_seen"] = seen
+        if limit is None or len(pool) < limit:
+            pool.append((seen, st))
+        elif (j := rng.randrange(seen)) < limit:
+            pool[j] = (seen, st)
+        if limit is None:
+            _check_one(st, check, work, stats)
+            pool.clear()
+    for model, pool in chosen.items():
+        for _, st in sorted(pool, key=lambda x: x[0]):
+            _check_one(st, check, work, stats)
+    for k in [k for k in stats if k.startswith("_")]:
+        del stats[k]
     return stats
+
+
+def _check_one(st: CrashState, check, work: Path, stats: dict) -> None:
+    if len(stats["failures"]) >= 5:
+        return
+    d = work / f"state-{stats['states']}"
+    st.write(d)
+    stats["states"] += 1
+    stats[st.model] += 1
+    try:
+        check(d, st)
+    except Exception as e:  # noqa: BLE001 - an error opening the state is a failure too
+        what = "" if isinstance(e, AssertionError) else f"{type(e).__name__}: "
+        stats["failures"].append(f"{st.how} ({len(st.acks)} acks): {what}{e}")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

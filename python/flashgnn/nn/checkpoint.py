@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flashgnn._durable import replace_durably
+from flashgnn._durable import fsync_path, replace_durably
 from flashgnn.nn.zoo import build_model
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -20,6 +20,13 @@ CHECKPOINT_VERSIONS = (1, 2)
 
 def save_checkpoint(directory: str | os.PathLike, state: dict) -> Path:
     """Write ``checkpoint.pt`` atomically: temp file, fsync, rename, fsync dir.
+
+    Directories this call creates (``--checkpoint`` need not exist) are made
+    durable in their parents (fsync of each parent) before the file is
+    written: an fsync of the new directory alone does not promise that its
+    entry in the parent survives a power loss, and without it an
+    acknowledged checkpoint could vanish with its directory
+    (docs/reliability.md § *Power-loss crash states*).
 
     On every failure (an unpicklable value, ENOSPC or EIO from ``torch.save``
     or ``fsync``, KeyboardInterrupt) the temporary file is removed, the
@@ -37,6 +44,8 @@ def save_checkpoint(directory: str | os.PathLike, state: dict) -> Path:
     tmp = None
     try:
         d.mkdir(parents=True, exist_ok=True)
+        for p in made:  # outermost first: each new entry durable before anything is put under it
+            fsync_path(p.parent)
         _remove_stale_tmps(d)
         name = d / f"{_TMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
         # 0o666 less the umask, as open() would give (mkstemp's 0o600 would hide the checkpoint from the group).
