@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: fuzz fuzz-seeds bench-hetero bench-hetero-accuracy bench-link bench-link-accuracy bench-peers bench-sample-cpu bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
+.PHONY: crash-states fuzz fuzz-seeds bench-hetero bench-hetero-accuracy bench-link bench-link-accuracy bench-peers bench-sample-cpu bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
 
 # requirements-dev.txt includes the optional extras the tests exercise (train, plots: matplotlib).
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
@@ -37,6 +37,12 @@ test-python: develop
 
 test-slow: develop
 	$(PY) -m pytest -q -m slow
+
+# Power-loss crash states of every update protocol (docs/reliability.md § Power-loss crash states):
+# each run recorded under strace, every distinct state of the ext4 and per-directory models checked;
+# one line per protocol and a summary. JSON=out.json writes the figures, SEED=n draws another sample.
+crash-states: develop
+	$(PY) tests/store/crash_protocols.py --long --seed $${SEED:-1} $${JSON:+--json $$JSON}
 
 # libFuzzer over every decoder of untrusted bytes (docs/reliability.md § Fuzzing): FUZZ_SECONDS
 # per target (default 20), one summary line per target and a total; needs nightly + cargo-fuzz

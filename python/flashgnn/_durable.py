@@ -43,6 +43,13 @@ def fsync_path(p: str | os.PathLike) -> None:
         os.close(fd)
 
 
+def makedirs_durable(d: str | os.PathLike) -> None:
+    """``mkdir -p d``, durably: each directory created is fsynced into its
+    parent (``flashgnn_io::create_dir_all_durable``), so an output published
+    into it cannot vanish with it in a power loss."""
+    _core.create_dir_all_durable(os.fspath(d))
+
+
 def replace_durably(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
     """Rename ``tmp`` (already written and fsynced) over ``final`` and fsync the parent."""
     os.replace(tmp, final)

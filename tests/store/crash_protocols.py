@@ -12,6 +12,9 @@ check that a crash state keeps every promise:
   removed). Each output is absent (only if it did not exist and the build
   was not acknowledged), the old dataset, or the new one; whatever is there
   opens and passes ``verify``; once acknowledged it is the new one.
+- ``generate``: ``flashgnn generate`` into ``runs/a/raw`` under a root
+  where ``runs/`` does not exist: nothing there until it returned, then the
+  complete output (every file as the run wrote it).
 - ``wal``: four threads applying batches of new edges to a
   ``MutableGraph`` (group commit: one ``pwrite`` + ``fdatasync`` for the
   batches that queued together). Every acknowledged batch is present; every
@@ -167,6 +170,44 @@ class Build(Protocol):
             want = {self.new_ids[out]} if out in acked else {self.new_ids[out], old}
             assert got in want, f"{out}: dataset_id {got}, expected one of {sorted(x for x in want if x)}"
             flashgnn.verify(p, progress=False)  # raises CorruptDatasetError on a half-written dataset
+
+
+# --- generate ------------------------------------------------------------------
+
+GENERATE_DRIVER = r"""
+import os, sys, flashgnn
+out, ack = sys.argv[1:3]
+fd = os.open(ack, os.O_WRONLY | os.O_APPEND)
+flashgnn.generate(out, progress=False, scale=7, edge_factor=4, dim=8, seed=3)
+os.write(fd, b"generated\n")
+"""
+
+
+class Generate(Protocol):
+    """``flashgnn generate`` into a path whose parent directories do not exist
+    yet (it creates them): absent until acknowledged, then complete."""
+
+    name = "generate"
+    rel = "runs/a/raw"
+
+    def prepare(self, work):
+        self.root.mkdir()
+        (work / "driver.py").write_text(GENERATE_DRIVER)
+        return [sys.executable, str(work / "driver.py"), str(self.root / self.rel), str(self.ack)]
+
+    def expect(self, tr):
+        final = tr.final_tree()
+        self.files = {p: b for p, b in final.items() if p.startswith(self.rel + "/")}
+        assert f"{self.rel}/generate.json" in self.files
+
+    def check(self, path, state):
+        out = path / self.rel
+        if not out.exists():
+            assert not _acked(state), f"{self.rel}: missing after generate returned"
+            return
+        got = {str(p.relative_to(path)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+        assert got == self.files, f"{self.rel}: differs from the generated output: " \
+            f"{sorted(k for k in set(got) | set(self.files) if got.get(k) != self.files.get(k))[:4]}"
 
 
 # --- mutable store: group commit ---------------------------------------------
@@ -474,7 +515,7 @@ class Toy(Protocol):
 
 def protocols(mode: str) -> list[Protocol]:
     compact = Compact("BBCBBCB" if mode == "short" else "BBBCBBUBBCB")
-    return [Toy("no-file-fsync"), Toy("no-dir-fsync"), Toy("durable"), Build(), Wal(), compact,
+    return [Toy("no-file-fsync"), Toy("no-dir-fsync"), Toy("durable"), Build(), Generate(), Wal(), compact,
             Checkpoint(full=mode == "long"), Scrub()]
 
 

@@ -651,18 +651,29 @@ def _meta_choices(tr, meta, forced_meta, model, rng, prefixes_max):
 
     out = [("every directory's ops kept", set(meta)), ("every directory's ops only forced", pick(floor.get))]
     loose = [d for d in per_dir if floor[d] < len(per_dir[d])]
-    for d in loose[:prefixes_max]:  # one directory cut back to its forced ops, the others kept
-        out.append((f"directory inode {d} ops {floor[d]}/{len(per_dir[d])}, others kept",
+    for d in loose[:prefixes_max]:
+        n = len(per_dir[d])
+        # One directory cut back to its forced ops, the others kept ...
+        out.append((f"directory inode {d} ops {floor[d]}/{n}, others kept",
                     pick(lambda x, d=d: floor[x] if x == d else len(per_dir[x]))))
+        # ... and one directory at a partial prefix, the others only forced.
+        ms = list(range(floor[d] + 1, n))
+        for m in (ms if len(ms) <= 4 else sorted(rng.sample(ms, 4))):
+            out.append((f"directory inode {d} ops {m}/{n}, others only forced",
+                        pick(lambda x, d=d, m=m: m if x == d else floor[x])))
     return out, lambda: pick(lambda x: rng.randint(floor[x], len(per_dir[x])))
 
 
-def crash_states(tr: Trace, samples: int, seed: int, models=("ext4", "strict"), prefixes_max: int = 8):
-    """Yield the distinct :class:`CrashState` s of ``tr`` (see the module doc)."""
+def crash_states(tr: Trace, samples: int, seed: int, models=("ext4", "strict"), prefixes_max: int = 8,
+                 points=None):
+    """Yield the distinct :class:`CrashState` s of ``tr`` (see the module doc);
+    ``points(i)`` may restrict the crash points."""
     rng = random.Random(seed)
     seen = set()
     for model in models:
         for point in crash_points(tr):
+            if points is not None and not points(point):
+                continue
             forced_meta, meta, forced, free = _forced(tr, point, model)
             acks = tr.acks(point)
             metas, random_meta = _meta_choices(tr, meta, forced_meta, model, rng, prefixes_max)
@@ -698,17 +709,18 @@ def crash_states(tr: Trace, samples: int, seed: int, models=("ext4", "strict"), 
                 yield st
 
 
-def explore(tr: Trace, check, work: Path, samples: int, seed: int, limit: int | None = None) -> dict:
+def explore(tr: Trace, check, work: Path, samples: int, seed: int, limit: int | None = None, **select) -> dict:
     """Materialise crash states under ``work`` and run ``check(path, state)`` on
     each (it raises AssertionError naming the violation; any other exception,
     e.g. a dataset that does not open, is a failure too). With ``limit``, a
     seeded uniform sample of ``limit`` states per model (reservoir sampling,
     so every crash point can be drawn), else every distinct state. Returns
-    counts per model and the failures (description + message), at most 5."""
+    counts per model and the failures (description + message), at most 5.
+    ``select``: ``models``, ``points`` of :func:`crash_states`."""
     stats = {"states": 0, "points": len(crash_points(tr)), "distinct": 0, "ext4": 0, "strict": 0, "failures": []}
     chosen: dict[str, list] = {}
     rng = random.Random(seed)
-    for st in crash_states(tr, samples, seed):
+    for st in crash_states(tr, samples, seed, **select):
         stats["distinct"] += 1
         pool = chosen.setdefault(st.model, [])
         seen = stats.setdefault(f"_{st.model}_seen", 0) + 1

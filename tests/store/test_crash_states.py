@@ -106,7 +106,7 @@ assert libc.renameat2(-100, os.path.join(root, "a").encode(), -100, os.path.join
         cs.record([sys.executable, str(script), str(root), "mmap"], root, ack, tmp_path / "t2")
 
 
-@pytest.mark.parametrize("name", ["build", "wal", "compact", "checkpoint", "scrub"])
+@pytest.mark.parametrize("name", ["build", "generate", "wal", "compact", "checkpoint", "scrub"])
 def test_power_loss_states_keep_every_promise(recorded, name, suite_report):
     """No crash state of the protocol breaks its promise (see crash_protocols.py)."""
     s = _explore(recorded, name)
@@ -131,6 +131,38 @@ def test_found_an_acknowledged_checkpoint_lost_with_its_new_directory(recorded):
     made = [op for op in tr.ops if op[0] == "link" and op[4] == "d"]
     synced = {op[1] for op in tr.ops if op[0] == "sync"}
     assert len(made) == 2 and all(parent in synced for _, parent, _, _, _ in made)
+
+
+def test_found_a_generate_output_lost_with_its_new_parent(recorded):
+    """Regression: ``flashgnn generate`` created the missing parents of its
+    output with a plain ``create_dir_all``; under the per-directory model the
+    state "only what the fsyncs forced" at the end of the run (acknowledged)
+    had no ``runs/``. ``flashgnn_io::create_dir_all_durable`` fsyncs each new
+    directory's parent; every deterministic state of both models passes."""
+    s = _explore(recorded, "generate", samples=0, limit=None)
+    assert s["failures"] == [], "\n".join(s["failures"])
+    _, tr, _ = recorded["generate"]
+    made = [op for op in tr.ops if op[0] == "link" and op[4] == "d" and not op[2].startswith(".")]
+    synced = {op[1] for op in tr.ops if op[0] == "sync"}
+    # `raw` itself is the temporary directory renamed into place (its parent fsynced by publish_dir).
+    assert [op[2] for op in made] == ["runs", "a"] and all(op[1] in synced for op in made)
+
+
+def test_found_an_old_generation_left_without_its_manifest(recorded):
+    """Regression: removing an old generation renamed ``gen-K`` to
+    ``.gen-K.removing`` and removed its files without making the rename
+    durable first. Under the per-directory model (``mut/``'s operations lost
+    back to its last fsync, ``gen-K``'s own kept) a crash left a ``gen-K``
+    without its manifest, which no later open recognises as its own: a
+    leftover for ever (found by ``make crash-states``, seed 1). Now the rename
+    is fsynced before the removal; every deterministic per-directory state
+    from the first such rename on is checked."""
+    p, tr, _ = recorded["compact"]
+    renames = [i for i, op in enumerate(tr.ops) if op[0] == "rename" and op[4].endswith(".removing")]
+    assert renames, "the plan removes no old generation"
+    s = _explore(recorded, "compact", samples=0, limit=None, models=("strict",), points=lambda i: i > renames[0])
+    assert s["failures"] == [], "\n".join(s["failures"])
+    assert s["states"] >= 5, s
 
 
 @pytest.mark.slow

@@ -40,7 +40,7 @@ use flashgnn_build::{BuildError, Progress};
 use flashgnn_format::dtype::write_float;
 use flashgnn_format::npy::encode_header;
 use flashgnn_format::Dtype;
-use flashgnn_io::{publish_dir, IoError, OutFile};
+use flashgnn_io::{publish_dir, OutFile};
 use rayon::prelude::*;
 
 pub mod igbh;
@@ -278,7 +278,9 @@ impl TmpOut {
     pub(crate) fn beside(out: &Path, force: bool) -> Result<TmpOut, BuildError> {
         flashgnn_io::check_output(out, force)?;
         let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent).map_err(|e| IoError::new("creating", parent, None, e))?;
+        // Durably: the output is published into `parent`, and a parent that
+        // vanishes in a power loss takes the acknowledged output with it.
+        flashgnn_io::create_dir_all_durable(parent)?;
         flashgnn_build::builder::report_stale_tmps(out);
         Ok(TmpOut { dir: flashgnn_io::create_tmp_dir(out)?, kept: false })
     }

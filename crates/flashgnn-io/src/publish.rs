@@ -19,6 +19,33 @@ pub fn fsync_dir(dir: &Path) -> Result<(), IoError> {
     f.sync_all().map_err(|e| IoError::new("fsync directory", dir, None, e))
 }
 
+/// `create_dir_all`, durably: each directory created is made durable in its
+/// parent (fsync of the parent) before the next one is created in it. An
+/// fsync of a new directory, or of what is later renamed into it, does not
+/// promise that the directory's own entry survives a power loss (only a
+/// file system that commits its journal in order gives that); without this
+/// an output published into a new directory could vanish with it
+/// (docs/reliability.md § *Power-loss crash states*).
+pub fn create_dir_all_durable(dir: &Path) -> Result<(), IoError> {
+    let mut missing = Vec::new();
+    let mut p = dir;
+    while !p.as_os_str().is_empty() && std::fs::symlink_metadata(p).is_err() {
+        missing.push(p);
+        match p.parent() {
+            Some(q) => p = q,
+            None => break,
+        }
+    }
+    for d in missing.into_iter().rev() {
+        match std::fs::create_dir(d) {
+            Ok(()) => fsync_dir(d.parent().filter(|q| !q.as_os_str().is_empty()).unwrap_or(Path::new(".")))?,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && d.is_dir() => {}
+            Err(e) => return Err(IoError::new("creating", d, None, e)),
+        }
+    }
+    Ok(())
+}
+
 /// Create the file `path` holding `parts` (concatenated) atomically and
 /// durably: write them to `tmp` (an [`crate::OutFile`], fsynced), rename `tmp`
 /// to `path`, fsync the parent directory. A crash leaves `path` either as it
@@ -306,6 +333,18 @@ pub fn publish_dir(tmp: &Path, out: &Path) -> Result<(), IoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn create_dir_all_durable_makes_missing_parents_only() {
+        let d = tempfile::tempdir().unwrap();
+        let deep = d.path().join("a").join("b").join("c");
+        create_dir_all_durable(&deep).unwrap();
+        assert!(deep.is_dir());
+        create_dir_all_durable(&deep).unwrap(); // already there: nothing to do
+        std::fs::write(d.path().join("f"), b"x").unwrap();
+        let e = create_dir_all_durable(&d.path().join("f").join("g")).unwrap_err().to_string();
+        assert!(e.contains("creating") && e.contains("f/g"), "{e}");
+    }
 
     #[test]
     fn replaces_existing_atomically() {

@@ -420,7 +420,8 @@ pub(crate) fn remove_path(p: &Path) -> std::io::Result<()> {
 /// of `remove_dir_all` on `gen-K` itself would leave a `gen-K` that has lost
 /// its manifest but kept other files — no longer recognisable as flashgnn
 /// output, so never removed by [`clean_leftovers`] and refused as a
-/// compaction's output (a user's `gen-K` is kept by rule). The dot-name is one
+/// compaction's output (a user's `gen-K` is kept by rule); the rename is
+/// fsynced (in `mut/`) before the removal starts. The dot-name is one
 /// only this code makes, so [`leftovers`] counts it ours. Every removal of a
 /// generation directory (old generation after a switch, leftover, compaction
 /// output left by a crash) goes through here.
@@ -431,6 +432,11 @@ pub(crate) fn remove_gen_dir(p: &Path) -> Result<()> {
         remove_path(&doomed).map_err(|e| IoError::new("removing leftover", &doomed, None, e))?;
     }
     std::fs::rename(p, &doomed).map_err(|e| IoError::new("renaming leftover", p, None, e))?;
+    // The rename must be durable before the first file inside is removed: a
+    // file system that persists each directory's operations on their own
+    // (not ext4, whose journal commits in order) could otherwise keep the
+    // removal of `gen-K/manifest.json` and lose the rename.
+    flashgnn_io::fsync_dir(p.parent().unwrap_or(Path::new(".")))?;
     remove_path(&doomed).map_err(|e| IoError::new("removing leftover", &doomed, None, e))?;
     Ok(())
 }

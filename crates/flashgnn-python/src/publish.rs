@@ -38,6 +38,12 @@ pub fn remove_stale_tmps(out: PathBuf) -> Vec<(PathBuf, u64)> {
     flashgnn_io::publish::remove_stale_tmps(&out)
 }
 
+/// `mkdir -p` durably: each directory created is fsynced into its parent before the next is made in it.
+#[pyfunction]
+pub fn create_dir_all_durable(py: Python<'_>, d: PathBuf) -> PyResult<()> {
+    py.detach(|| flashgnn_io::publish::create_dir_all_durable(&d)).map_err(io)
+}
+
 /// Whether directory `d` holds one of the output markers.
 #[pyfunction]
 pub fn is_flashgnn_output(d: PathBuf) -> bool {
@@ -50,6 +56,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(publish_dir, m)?)?;
     m.add_function(wrap_pyfunction!(check_output, m)?)?;
     m.add_function(wrap_pyfunction!(create_tmp_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(create_dir_all_durable, m)?)?;
     m.add_function(wrap_pyfunction!(remove_stale_tmps, m)?)?;
     m.add_function(wrap_pyfunction!(is_flashgnn_output, m)?)?;
     Ok(())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flashgnn._durable import fsync_path, replace_durably
+from flashgnn._durable import makedirs_durable, replace_durably
 from flashgnn.nn.zoo import build_model
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -43,9 +43,7 @@ def save_checkpoint(directory: str | os.PathLike, state: dict) -> Path:
     final = d / CHECKPOINT_FILE
     tmp = None
     try:
-        d.mkdir(parents=True, exist_ok=True)
-        for p in made:  # outermost first: each new entry durable before anything is put under it
-            fsync_path(p.parent)
+        makedirs_durable(d)
         _remove_stale_tmps(d)
         name = d / f"{_TMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
         # 0o666 less the umask, as open() would give (mkstemp's 0o600 would hide the checkpoint from the group).

@@ -68,7 +68,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flashgnn._durable import check_output, create_tmp_dir, fsync_path, publish_dir, remove_stale_tmps
+from flashgnn._durable import check_output, create_tmp_dir, fsync_path, makedirs_durable, publish_dir, remove_stale_tmps
 
 PROTOCOL = ("a torch_geometric BasicGNN (GraphSAGE, GCN, GIN, GAT, ...), torch_geometric.nn.MLP, or a module with "
             "an integer `num_layers` and `layer(i, x, edge_index) -> Tensor` (docs/training.md, layer-wise inference)")
@@ -168,7 +168,7 @@ def _work_dir(out, tmp_dir) -> Path:
     """Where a run writes its tables: a temporary directory beside ``out`` (published at the end; stale ones of
     killed runs removed first), else a private one under ``tmp_dir`` (removed at the end)."""
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
+        makedirs_durable(out.parent)  # a parent lost in a power loss would take the published output with it
         remove_stale_tmps(out)
         return create_tmp_dir(out)
     return Path(tempfile.mkdtemp(prefix="flashgnn-inference-", dir=tmp_dir))
