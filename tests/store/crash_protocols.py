@@ -163,7 +163,8 @@ class Build(Protocol):
         for out, old in (("new", None), ("ds", self.old_id)):
             p = path / out
             if not p.exists():
-                assert old is None and out not in acked, f"{out}: missing ({'acknowledged' if out in acked else 'had a dataset before'})"
+                why = "acknowledged" if out in acked else "had a dataset before"
+                assert old is None and out not in acked, f"{out}: missing ({why})"
                 continue
             assert (p / "manifest.json").is_file(), f"{out}: a directory without manifest.json: {sorted(os.listdir(p))}"
             got = _dataset_id(p)
@@ -325,7 +326,8 @@ class Compact(Protocol):
             g.close()
             assert err is None, f"after a writable open: {err}"
             want = {"CURRENT", "LOCK", f"wal-{gen}.log"} | ({f"gen-{gen}", f"free-{gen}.bin"} if gen else set())
-            assert set(os.listdir(path / "mut")) == want, f"leftovers after a writable open: {sorted(os.listdir(path / 'mut'))}"
+            have = set(os.listdir(path / "mut"))
+            assert have == want, f"leftovers after a writable open: {sorted(have)}"
         _reopen_clean(path)
 
 
@@ -433,7 +435,8 @@ class Checkpoint(Protocol):
             assert not acked, f"checkpoint.pt missing after epoch {acked[-1]}'s save returned"
             return
         b = f.read_bytes()
-        assert b in self.versions, f"checkpoint.pt ({len(b)} bytes) is none of the {len(self.versions)} versions published (torn)"
+        assert b in self.versions, \
+            f"checkpoint.pt ({len(b)} bytes) is none of the {len(self.versions)} versions published (torn)"
         got = self.versions.index(b) + 1
         assert not acked or got >= acked[-1], f"checkpoint.pt is epoch {got}'s after epoch {acked[-1]}'s save returned"
 
@@ -552,7 +555,8 @@ def main(argv=None) -> int:
             results.append(s)
             verdict = "ok" if s["ok"] else "FAILED"
             expect = " (expected to fail: proves the check)" if p.must_fail else ""
-            print(f"{p.name:18} {s['states']:5} states ({s['ext4']} ext4, {s['strict']} strict; {s['distinct']} distinct) "
+            print(f"{p.name:18} {s['states']:5} states ({s['ext4']} ext4, {s['strict']} strict; "
+                  f"{s['distinct']} distinct) "
                   f"at {s['points']:3} crash points, {s['ops']} ops, "
                   f"{s['syncs']} syncs, {s['acks']} acks; {len(s['failures'])} failing{expect}: {verdict} "
                   f"({s['record_seconds']} s recording, {s['check_seconds']} s checking)", flush=True)

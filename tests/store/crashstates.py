@@ -1,5 +1,6 @@
 """Power-loss crash states of a recorded run, under the ext4 ``data=ordered``
-persistence model (docs/reliability.md § *Power-loss crash states*).
+persistence model and a stricter per-directory one (docs/reliability.md
+§ *Power-loss crash states*).
 
 A SIGKILL leaves the page cache intact, so it cannot tell a durable update
 protocol from one that forgot an fsync; a power loss can. This module does
@@ -31,29 +32,33 @@ what ALICE and CrashMonkey do, small:
    given point; the states are generated, bounded and seeded, and each is
    materialised as a directory for a protocol's checker.
 
-The model (conservative where ext4 gives more):
+The model (docs/reliability.md has it in full; conservative where ext4
+gives more):
 
-- directory operations (create, mkdir, rename, unlink, rmdir) reach the
-  disk in program order (one journal): a crash keeps a *prefix* of them,
-  which reaches at least the last fsync of *a directory* (or ``sync``)
-  started before the crash point. An fsync of a regular file is not
-  counted as making its directory entry durable (ext4 would commit it too:
-  a protocol that relies on that is flagged), and ``auto_da_alloc`` (ext4
-  flushing a file renamed over another) is not relied on either;
 - a regular file's data and size changes are durable once an
   ``fsync``/``fdatasync`` of that file that started after them returned
   (or ``sync``); an earlier, un-synced one may independently be on disk,
   lost, or torn at 512-byte sector granularity (any subset of its sectors,
   aligned to the file offset) — the un-synced writes of an epoch may
   reach the disk in any order. Never-written bytes read as zeros, never as
-  stale data (``data=ordered``).
+  stale data (``data=ordered``);
+- directory operations (create, mkdir, rename, unlink, rmdir), in two
+  models a protocol must both pass: ``ext4`` — they reach the disk in
+  program order (one journal), so a crash keeps a *prefix* of them, which
+  reaches at least the last fsync of *any directory* (or ``sync``) started
+  before the crash point; ``strict`` — each directory's operations persist
+  as a prefix of that directory's own, forced only by an fsync of that
+  directory (a rename belongs to its destination). In both, an fsync of a
+  regular file is not counted as making its directory entry durable, and
+  ``auto_da_alloc`` (ext4 flushing a file renamed over another) is not
+  relied on.
 
 Crash points are the instants just before each sync and the end of the
-run; per point, the states are: everything kept (the SIGKILL state), only
-what is forced, the directory-operation prefixes with the un-synced data
-all kept and all lost, and ``samples`` seeded random choices (prefix, and
-keep / lose / tear per un-synced write). States with the same tree and the
-same acknowledgements are checked once.
+run; per point and model the states are: everything kept (the SIGKILL
+state), only what is forced, bounded sets of directory-operation prefixes
+with the un-synced data all kept and all lost, and ``samples`` seeded
+random choices (prefixes, and keep / lose / tear per un-synced write).
+States with the same tree and the same acknowledgements are checked once.
 """
 
 from __future__ import annotations
@@ -329,8 +334,9 @@ class _Recorder:
     def call(self, name: str, a: list[str], ret: int, ret_path: str | None, started: int):
         if ret < 0:
             return
-        before = started if name in ("fsync", "fdatasync", "sync", "syncfs") else None
-        started_ops = self._ops_at_call.get(started, len(self.trace.ops)) if before is not None else None
+        # What a sync covers: the ops recorded before it was issued (a write that
+        # completed while it ran, on another thread, may or may not be in it).
+        started_ops = self._ops_at_call.get(started, len(self.trace.ops))
         if name in ("open", "openat", "creat"):
             if name == "openat":
                 dirfd, path, flags = a[0], _string(a[1]), a[2]
@@ -474,7 +480,8 @@ def record(cmd: list[str], root: Path, ack_path: Path, trace_file: Path, env: di
     root, ack_path = Path(os.path.realpath(root)), Path(os.path.realpath(ack_path))
     ack_path.write_bytes(b"")
     rec = _Recorder(root, ack_path)
-    r = subprocess.run(["strace", "-f", "--seccomp-bpf", "-y", "-xx", "-s", str(STRACE_STRING_BYTES), "-e", f"trace={SYSCALLS}",
+    r = subprocess.run(["strace", "-f", "--seccomp-bpf", "-y", "-xx", "-s", str(STRACE_STRING_BYTES),
+                        "-e", f"trace={SYSCALLS}",
                         "-o", str(trace_file), *cmd], env=env, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
         raise RuntimeError(f"recorded command failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-3000:]}")
