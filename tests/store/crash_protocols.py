@@ -62,7 +62,7 @@ import numpy as np  # noqa: E402
 import crashstates as cs  # noqa: E402
 import flashgnn  # noqa: E402
 
-# Crash-state budget: short = the default test run (about 25 s in all), long = `make crash-states`.
+# Crash-state budget: short = the default test run (about 15 s in all), long = `make crash-states`.
 SAMPLES = {"short": 1, "long": 12}  # seeded random states per crash point
 LIMIT = {"short": 15, "long": None}  # states checked per protocol and model (None: every distinct one)
 

@@ -10,7 +10,7 @@ three toy writers (rename before the data is durable; acknowledge before the
 rename is durable; both right) give failures exactly for the two broken
 ones, and the recorder refuses a write it cannot see (a shared mmap) instead
 of missing it. Default run: a seeded sample of 15 states per protocol and
-model (about 20 s in all); ``-m slow`` and ``make crash-states``: every
+model (about 15 s in all); ``-m slow`` and ``make crash-states``: every
 distinct state with 12 random samples per crash point.
 """
 
