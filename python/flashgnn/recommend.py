@@ -161,7 +161,12 @@ def open_embeddings(path, ds) -> tuple[np.ndarray, dict]:
         if mj.exists():
             from flashgnn._durable import read_regular
 
-            meta = json.loads(read_regular(mj))
+            try:
+                meta = json.loads(read_regular(mj))
+            except ValueError as e:
+                raise RecommendError(f"--embeddings {mj}: not JSON ({e})") from None
+            if not isinstance(meta, dict):
+                raise RecommendError(f"--embeddings {mj}: a JSON {type(meta).__name__}, expected an object")
             if meta.get("typed"):
                 raise RecommendError(f"--embeddings {p}: embeddings of a typed dataset (per node type); recommend "
                                      "reads one homogeneous table")
@@ -176,6 +181,17 @@ def open_embeddings(path, ds) -> tuple[np.ndarray, dict]:
                              f"[num_nodes {n}, dim] (embeddings of another dataset?)")
     if table.dtype.kind != "f":
         raise RecommendError(f"--embeddings {p}: dtype {table.dtype}, expected a float table")
+    if table.shape[1] == 0:
+        raise RecommendError(f"--embeddings {p}: shape {list(table.shape)}: rows of 0 values score nothing")
+    # One streamed pass: a NaN or infinite value would make every score it touches unordered, silently.
+    rows = max(1, (64 << 20) // max(table.shape[1] * table.itemsize, 1))
+    for lo in range(0, n, rows):
+        bad = ~np.isfinite(table[lo:lo + rows]).all(axis=1)
+        if bad.any():
+            r = lo + int(np.flatnonzero(bad)[0])
+            at = getattr(table, "offset", 0) + r * table.shape[1] * table.itemsize
+            raise RecommendError(f"--embeddings {p}: row {r} (byte offset {at}) holds a non-finite value (NaN or "
+                                 "inf): every value must be finite")
     if meta.get("decoder"):
         check_decoder(meta["decoder"], f"--embeddings {path} (embed.json)")
     return table, meta

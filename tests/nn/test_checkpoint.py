@@ -122,3 +122,67 @@ def test_planted_symlink_at_a_temporary_name_is_never_followed(tmp_path, monkeyp
         save_checkpoint(d, _state(1))
     assert victim.read_bytes() == b"precious"
     assert not (d / CHECKPOINT_FILE).exists()
+
+
+def _sage_state() -> dict:
+    from flashgnn.nn.zoo import build_model
+
+    config = dict(model="sage", in_dim=8, hidden=16, out_dim=4, num_layers=2, dropout=0.5)
+    model = build_model("sage", 8, 16, 4, 2, 0.5)
+    return {"format": ck.CHECKPOINT_FORMAT, "version": ck.CHECKPOINT_VERSION, "epoch": 1, "model_config": config,
+            "model": model.state_dict()}
+
+
+def _hostile(state: dict, what: str) -> dict:
+    s = {**state, "model_config": dict(state["model_config"]), "model": dict(state["model"])}
+    c, w = s["model_config"], s["model"]
+    first = sorted(w)[0]
+    if what == "huge hidden":
+        c["hidden"] = 10**12
+    elif what == "bool width":
+        c["in_dim"] = True
+    elif what == "hidden within bounds, weights of another":
+        c["hidden"] = 1 << 20  # built for real this would be terabytes; on the meta device it is shapes only
+    elif what == "foreign weight":
+        w["evil.weight"] = torch.zeros(3)
+    elif what == "missing weight":
+        del w[first]
+    elif what == "reshaped weight":
+        w[first] = torch.zeros(*w[first].shape, 2)
+    elif what == "unknown model":
+        c["model"] = "nope"
+    elif what == "config not a dict":
+        s["model_config"] = [1, 2]
+    elif what == "weights not tensors":
+        w[first] = "x"
+    return s
+
+
+HOSTILE = {
+    "huge hidden": r"model_config\.hidden = 1000000000000 is out of bounds \(must be an integer in \[1, 1048576\]\)",
+    "bool width": r"model_config\.in_dim = True is out of bounds",
+    "hidden within bounds, weights of another": r"weight 'convs\.0\.lin_l\.bias' has shape \(16,\); the 'sage' model "
+                                                r".* has \(1048576,\)",
+    "foreign weight": r"weight 'evil\.weight' \(shape \(3,\)\) is not a weight of the 'sage' model",
+    "missing weight": r"weight '.*' of the 'sage' model its model_config describes is missing \(shape",
+    "reshaped weight": r"weight '.*' has shape \(.*, 2\); the 'sage' model",
+    "unknown model": r"model_config does not describe a model flashgnn builds",
+    "config not a dict": r"model_config is a list beside the weights",
+    "weights not tensors": r"model is a dict, expected a dict of named tensors",
+}
+
+
+@pytest.mark.parametrize("what", sorted(HOSTILE))
+def test_hostile_checkpoint_is_refused_by_name_before_any_model_is_allocated(tmp_path, what):
+    """Every reader of a checkpoint (embed, serve, query run, recommend, --resume) goes through load_checkpoint:
+    a model_config that does not describe the stored weights is refused naming the file, the key, the value and
+    the bound, and the model it describes is only ever built on the meta device (shapes, no memory)."""
+    good = _sage_state()
+    save_checkpoint(tmp_path / "ok", good)
+    model = ck.model_from_checkpoint(load_checkpoint(tmp_path / "ok"))
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in good["model"].items())
+    d = tmp_path / "bad"
+    save_checkpoint(d, _hostile(good, what))
+    with pytest.raises(ValueError, match=HOSTILE[what]) as e:
+        load_checkpoint(d)
+    assert str(d / CHECKPOINT_FILE) in str(e.value)

@@ -141,6 +141,24 @@ def test_bad_input_is_refused_by_name(ds, emb, tmp_path, monkeypatch):
     np.save(tmp_path / "short.npy", np.zeros((n - 1, 3), np.float32))
     with pytest.raises(RecommendError, match=rf"shape \[{n - 1}, 3\] does not match .*num_nodes {n}"):
         recommend(ds, None, embeddings=tmp_path / "short.npy", progress=False)
+    # Hostile tables and embed.json: a non-finite value (named by row and byte offset), zero-width rows,
+    # an embed.json that is not JSON or not an object.
+    table = np.ones((n, 3), np.float32)
+    table[n // 2, 1] = np.nan
+    np.save(tmp_path / "nan.npy", table)
+    with pytest.raises(RecommendError, match=rf"nan\.npy: row {n // 2} \(byte offset {128 + n // 2 * 12}\) holds a "
+                                             "non-finite value"):
+        recommend(ds, None, embeddings=tmp_path / "nan.npy", progress=False)
+    np.save(tmp_path / "flat.npy", np.zeros((n, 0), np.float32))
+    with pytest.raises(RecommendError, match=rf"shape \[{n}, 0\]: rows of 0 values score nothing"):
+        recommend(ds, None, embeddings=tmp_path / "flat.npy", progress=False)
+    for text, frag in (("{not json", "not JSON"), ("[1, 2]", "a JSON list, expected an object")):
+        d = tmp_path / f"emb-{len(text)}"
+        d.mkdir()
+        np.save(d / "embeddings.npy", np.ones((n, 3), np.float32))
+        (d / "embed.json").write_text(text)
+        with pytest.raises(RecommendError, match=frag):
+            recommend(ds, None, embeddings=d, progress=False)
     import builtins
 
     real = builtins.__import__

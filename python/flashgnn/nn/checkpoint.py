@@ -120,6 +120,7 @@ def load_checkpoint(directory: str | os.PathLike, map_location="cpu") -> dict:
     if state.get("version") not in CHECKPOINT_VERSIONS:
         raise ValueError(f"{path}: checkpoint version {state.get('version')!r}; this flashgnn reads versions "
                          f"{', '.join(map(str, CHECKPOINT_VERSIONS))}")
+    check_model_state(path, state)
     return state
 
 
@@ -129,27 +130,73 @@ def checkpoint_metadata(config: dict) -> tuple[list[str], list[tuple[str, str, s
     return [str(t) for t in nts], [tuple(str(x) for x in e) for e in ets]
 
 
-def model_from_checkpoint(state: dict):
-    """Rebuild the model a checkpoint describes and load its weights (``--task link``: a
-    :class:`flashgnn.nn.link.LinkModel`)."""
-    c = state["model_config"]
+def _build(c: dict):
+    """The (untrained) model ``model_config`` ``c`` describes, as the trainer built it."""
     if c.get("task") == "link":  # flashgnn.nn.link.LinkModel: .encode(batch) gives node embeddings
         from flashgnn.nn.link import build_link_model
 
-        model = build_link_model(c)
-        model.load_state_dict(state["model"])
-        return model
+        return build_link_model(c)
     if "metadata" in c:  # a typed dataset's model (flashgnn.nn.hetero), as the trainer built it
         from flashgnn.nn.zoo import build_hetero_model
 
-        model = build_hetero_model(c["model"], checkpoint_metadata(c), dict(c["in_dim"]), c["hidden"], c["out_dim"],
-                                   c["num_layers"], c.get("heads", 4), c["dropout"], embed=dict(c.get("embed") or {})
-                                   or None, target=c.get("target"), max_embedding_bytes=None)
-        model.load_state_dict(state["model"])
-        return model
-    model = build_model(c["model"], c["in_dim"], c["hidden"], c["out_dim"], c["num_layers"], c["dropout"])
+        return build_hetero_model(c["model"], checkpoint_metadata(c), dict(c["in_dim"]), c["hidden"], c["out_dim"],
+                                  c["num_layers"], c.get("heads", 4), c["dropout"], embed=dict(c.get("embed") or {})
+                                  or None, target=c.get("target"), max_embedding_bytes=None)
+    return build_model(c["model"], c["in_dim"], c["hidden"], c["out_dim"], c["num_layers"], c["dropout"])
+
+
+def model_from_checkpoint(state: dict):
+    """Rebuild the model a checkpoint describes and load its weights (``--task link``: a
+    :class:`flashgnn.nn.link.LinkModel`)."""
+    model = _build(state["model_config"])
     model.load_state_dict(state["model"])
     return model
+
+
+# Bounds on model_config's sizes: far above any model flashgnn trains, far below what would exhaust memory
+# before the weights are compared (a width is a count of values, not bytes).
+CONFIG_LIMITS = {"in_dim": 1 << 20, "hidden": 1 << 20, "out_dim": 1 << 20, "num_layers": 64, "heads": 64}
+
+
+def check_model_state(path, state: dict) -> None:
+    """A checkpoint's ``model_config`` against its ``model`` weights, before anything is allocated for them:
+    sizes are integers within :data:`CONFIG_LIMITS`, and the model the config describes, built on the meta
+    device (shapes only, no memory), has exactly the stored weights' names and shapes. A hostile or foreign
+    file is so refused by name (file, key, value, bound) instead of failing inside ``load_state_dict`` or
+    allocating a model of the config's size."""
+    import torch
+
+    c, w = state.get("model_config"), state.get("model")
+    if w is not None and not (isinstance(w, dict) and all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                                          for k, v in w.items())):
+        raise ValueError(f"{path}: model is a {type(w).__name__}, expected a dict of named tensors")
+    if c is None:  # weights without a description (not one `flashgnn train` wrote): nothing to build from
+        return
+    if not isinstance(c, dict) or w is None:
+        raise ValueError(f"{path}: model_config is a {type(c).__name__} beside "
+                         f"{'no weights' if w is None else 'the weights'}; expected a dict with its weights")
+    for key, hi in CONFIG_LIMITS.items():
+        v = c.get(key)
+        for name, x in (v.items() if isinstance(v, dict) else [(None, v)] if v is not None else []):
+            if isinstance(x, bool) or not isinstance(x, int) or not 0 < x <= hi:
+                at = key if name is None else f"{key}[{name!r}]"
+                raise ValueError(f"{path}: model_config.{at} = {x!r} is out of bounds (must be an integer in "
+                                 f"[1, {hi}])")
+    try:
+        with torch.device("meta"):
+            want = _build(c).state_dict()
+    except Exception as e:  # noqa: BLE001 - a config the zoo cannot build is a foreign file, named
+        raise ValueError(f"{path}: model_config does not describe a model flashgnn builds "
+                         f"({type(e).__name__}: {e})") from None
+    what = f"the {c.get('model')!r} model its model_config describes"
+    for k in sorted(set(want) | set(w)):
+        if k not in w:
+            raise ValueError(f"{path}: weight {k!r} of {what} is missing (shape {tuple(want[k].shape)})")
+        if k not in want:
+            raise ValueError(f"{path}: weight {k!r} (shape {tuple(w[k].shape)}) is not a weight of {what}")
+        if not torch.nn.parameter.is_lazy(want[k]) and tuple(w[k].shape) != tuple(want[k].shape):
+            raise ValueError(f"{path}: weight {k!r} has shape {tuple(w[k].shape)}; {what} has "
+                             f"{tuple(want[k].shape)}")
 
 
 ENCODER_PREFIX = "encoder."  # a link model's GNN weights inside state["model"], beside its decoder's
