@@ -80,6 +80,7 @@ class HeteroReferenceSampler(BaseSampler):
 
     def __init__(self, data, num_neighbors: dict, seed: int = 0):
         self.node_types, self.edge_types = list(data.node_types), list(data.edge_types)
+        self.num_nodes = {t: data[t].num_nodes for t in self.node_types}
         self.num_neighbors = num_neighbors
         self.gen = torch.Generator().manual_seed(seed)
         self.nbrs = {}
@@ -91,16 +92,22 @@ class HeteroReferenceSampler(BaseSampler):
             self.nbrs[et] = lists
 
     def sample_from_nodes(self, inputs, **kwargs):
+        return self._sample({inputs.input_type: inputs.node}, inputs.input_id)
+
+    def _sample(self, seed_dict: dict, input_id):
+        """pyg-lib's sampling from seeds of one or more node types (a link batch's seed dict): each type's
+        ``n_id`` starts with its own seeds."""
         from torch_geometric.sampler import HeteroSamplerOutput
 
-        seeds = inputs.node.tolist()
         hops = len(next(iter(self.num_neighbors.values())))
         n_id = {t: [] for t in self.node_types}
         local = {t: {} for t in self.node_types}
-        n_id[inputs.input_type] = list(seeds)
-        local[inputs.input_type] = {v: i for i, v in reversed(list(enumerate(seeds)))}
         nsn = {t: [0] * (hops + 1) for t in self.node_types}
-        nsn[inputs.input_type][0] = len(seeds)
+        for t, seeds in seed_dict.items():
+            seeds = seeds.tolist()
+            n_id[t] = list(seeds)
+            local[t] = {v: i for i, v in reversed(list(enumerate(seeds)))}
+            nsn[t][0] = len(seeds)
         row = {et: [] for et in self.edge_types}
         col = {et: [] for et in self.edge_types}
         nse = {et: [] for et in self.edge_types}
@@ -130,10 +137,15 @@ class HeteroReferenceSampler(BaseSampler):
                                    row={et: long(v) for et, v in row.items()},
                                    col={et: long(v) for et, v in col.items()}, edge={}, batch=None,
                                    num_sampled_nodes=nsn, num_sampled_edges=nse,
-                                   metadata=(inputs.input_id, None))
+                                   metadata=(input_id, None))
 
     def sample_from_edges(self, inputs, neg_sampling=None):
-        raise NotImplementedError
+        """PyG's own ``edge_sample`` (negatives, seed merging per node type, the label layout) around
+        :meth:`_sample`: PyG's LinkNeighborLoader on ``HeteroData``."""
+        from torch_geometric.sampler.neighbor_sampler import edge_sample
+
+        return edge_sample(inputs, lambda seed_dict, seed_time: self._sample(seed_dict, None), self.num_nodes,
+                           False, None, neg_sampling)
 
 
 # A small typed graph both typed-loader test modules compare against PyG: 3 node types (one without

@@ -193,6 +193,7 @@ impl Sampler {
         weighted: bool,
         exclude_true_edges: bool,
         exclude_seed_edges: bool,
+        edge_type: Option<usize>,
     ) -> PyResult<LinkSpec> {
         let mode = NegMode::parse(mode).map_err(py_err)?;
         let dist = if weighted {
@@ -206,7 +207,7 @@ impl Sampler {
         } else {
             NegDist::Uniform
         };
-        Ok(LinkSpec { mode, amount, dist, exclude_true_edges, exclude_seed_edges })
+        Ok(LinkSpec { mode, amount, dist, exclude_true_edges, exclude_seed_edges, edge_type })
     }
 
     /// One batch call over node ids `ids`, with the GIL released.
@@ -317,7 +318,9 @@ impl Sampler {
     /// redrawn when a stored edge (`exclude_true_edges`), and the positives
     /// with their reverses removed from the sampled edges
     /// (`exclude_seed_edges`). The dict has `link` besides a batch's arrays.
-    #[pyo3(signature = (src, dst, seed, mode="none", amount=1.0, weighted=false, exclude_true_edges=false, exclude_seed_edges=false))]
+    /// A typed dataset's batch names the `edge_type` (its index) of its
+    /// edges, whose ids are global.
+    #[pyo3(signature = (src, dst, seed, mode="none", amount=1.0, weighted=false, exclude_true_edges=false, exclude_seed_edges=false, edge_type=None))]
     #[allow(clippy::too_many_arguments)]
     fn sample_link<'py>(
         &self,
@@ -330,8 +333,9 @@ impl Sampler {
         weighted: bool,
         exclude_true_edges: bool,
         exclude_seed_edges: bool,
+        edge_type: Option<usize>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let spec = self.link_spec(py, mode, amount, weighted, exclude_true_edges, exclude_seed_edges)?;
+        let spec = self.link_spec(py, mode, amount, weighted, exclude_true_edges, exclude_seed_edges, edge_type)?;
         let dst: Vec<i64> = dst.as_array().iter().copied().collect();
         self.batch(py, src, |f, s, src| f.sample_link(s, src, &dst, &spec, seed))
     }
@@ -410,7 +414,7 @@ impl Sampler {
     /// Background producers over the supervision edges `src[i] -> dst[i]`
     /// (in epoch order), `batch_size` edges a batch, link batches as
     /// [`Self::sample_link`] draws them; batch i uses seed `seed + i`.
-    #[pyo3(signature = (src, dst, batch_size, seed, prefetch=4, drop_last=false, workers=1, mode="none", amount=1.0, weighted=false, exclude_true_edges=false, exclude_seed_edges=false))]
+    #[pyo3(signature = (src, dst, batch_size, seed, prefetch=4, drop_last=false, workers=1, mode="none", amount=1.0, weighted=false, exclude_true_edges=false, exclude_seed_edges=false, edge_type=None))]
     #[allow(clippy::too_many_arguments)]
     fn iter_link_batches(
         &self,
@@ -427,8 +431,10 @@ impl Sampler {
         weighted: bool,
         exclude_true_edges: bool,
         exclude_seed_edges: bool,
+        edge_type: Option<usize>,
     ) -> PyResult<BatchIter> {
-        let spec = Arc::new(self.link_spec(py, mode, amount, weighted, exclude_true_edges, exclude_seed_edges)?);
+        let spec =
+            Arc::new(self.link_spec(py, mode, amount, weighted, exclude_true_edges, exclude_seed_edges, edge_type)?);
         let src = Arc::new(src.as_array().iter().copied().collect::<Vec<i64>>());
         let dst = Arc::new(dst.as_array().iter().copied().collect::<Vec<i64>>());
         let opts = PipelineOptions { batch_size, seed, prefetch, drop_last, producers: workers };

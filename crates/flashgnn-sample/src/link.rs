@@ -110,6 +110,11 @@ pub struct LinkSpec {
     pub exclude_true_edges: bool,
     /// Remove the positives and their reverses from the sampled edges.
     pub exclude_seed_edges: bool,
+    /// Typed graphs: the edge type the supervision edges are of (its index
+    /// in the dataset's edge types); sources and negatives sources lie in
+    /// its source type, destinations and negative destinations in its
+    /// destination type. None on a homogeneous graph.
+    pub edge_type: Option<usize>,
 }
 
 impl Default for LinkSpec {
@@ -120,6 +125,7 @@ impl Default for LinkSpec {
             dist: NegDist::Uniform,
             exclude_true_edges: false,
             exclude_seed_edges: false,
+            edge_type: None,
         }
     }
 }
@@ -286,7 +292,6 @@ impl NeighborSampler {
     /// every endpoint, as a [`Batch`] whose `link` says where each endpoint
     /// is (module docs).
     pub fn sample_link(&mut self, src: &[i64], dst: &[i64], spec: &LinkSpec, seed: u64) -> Result<Batch> {
-        self.refuse_typed("link batches")?;
         let n = self.num_nodes();
         if src.len() != dst.len() {
             return Err(SampleError::BadRequest(format!(
@@ -295,10 +300,28 @@ impl NeighborSampler {
                 dst.len()
             )));
         }
-        for (name, ids) in [("source", src), ("destination", dst)] {
-            if let Some((i, &v)) = ids.iter().enumerate().find(|&(_, &v)| v < 0 || v as u64 >= n) {
+        // Where sources and destinations may lie: a typed graph's edge type
+        // names a node type for each (global ids), else every node.
+        let ranges = match (spec.edge_type, self.is_typed()) {
+            (Some(e), true) => {
+                if spec.exclude_true_edges || spec.exclude_seed_edges {
+                    self.refuse_typed("excluding true-edge negatives or seed edges from a link batch")?;
+                }
+                self.edge_type_ranges(e)?
+            }
+            (None, true) => {
+                return Err(SampleError::Config(format!(
+                    "{}: a typed dataset's link batch names the edge type of its supervision edges",
+                    self.root().display()
+                )))
+            }
+            (_, false) => [(0, n, String::new()), (0, n, String::new())],
+        };
+        for ((name, ids), (lo, hi, ty)) in [("source", src), ("destination", dst)].into_iter().zip(&ranges) {
+            if let Some((i, &v)) = ids.iter().enumerate().find(|&(_, &v)| v < *lo as i64 || v as u64 >= *hi) {
+                let of = if ty.is_empty() { String::new() } else { format!(" of node type {ty:?}") };
                 return Err(SampleError::BadRequest(format!(
-                    "link batch: {name} node id {v} (edge {i}) out of range [0, {n})"
+                    "link batch: {name} node id {v} (edge {i}) out of range [{lo}, {hi}){of}"
                 )));
             }
         }
@@ -314,12 +337,15 @@ impl NeighborSampler {
         let num_neg = spec.num_negatives(num_pos)?;
         let start = self.begin_batch();
         let d = &spec.dist;
+        let [(s_lo, s_hi, _), (d_lo, d_hi, _)] = &ranges;
+        let (s_lo, s_hi, d_lo, d_hi) = (*s_lo, *s_hi, *d_lo, *d_hi);
         let src_neg: Vec<i64> = if spec.mode == NegMode::Binary {
-            (0..num_neg).map(|i| d.draw(n, seed, STREAM_SRC, 0, i) as i64).collect()
+            (0..num_neg).map(|i| (s_lo + d.draw(s_hi - s_lo, seed, STREAM_SRC, 0, i)) as i64).collect()
         } else {
             Vec::new()
         };
-        let mut dst_neg: Vec<i64> = (0..num_neg).map(|i| d.draw(n, seed, STREAM_DST, 0, i) as i64).collect();
+        let mut dst_neg: Vec<i64> =
+            (0..num_neg).map(|i| (d_lo + d.draw(d_hi - d_lo, seed, STREAM_DST, 0, i)) as i64).collect();
         let mut link = LinkPart { num_pos, ..Default::default() };
         if spec.exclude_true_edges && num_neg > 0 {
             let per = spec.amount as usize; // triplet: negatives per positive
@@ -330,17 +356,34 @@ impl NeighborSampler {
             };
             (link.redrawn, link.false_negatives) = self.exclude_true_edges(&source, &mut dst_neg, d, seed)?;
         }
-        let mut all: Vec<i64> = Vec::with_capacity(2 * num_pos + src_neg.len() + dst_neg.len());
-        all.extend_from_slice(src);
-        all.extend_from_slice(&src_neg); // empty but for binary
-        all.extend_from_slice(dst);
-        all.extend_from_slice(&dst_neg);
-        // PyG's seeds: sorted distinct ids (torch.unique), each endpoint's local id its rank.
-        let mut seeds = all.clone();
-        seeds.sort_unstable();
-        seeds.dedup();
-        link.index = all.iter().map(|v| seeds.binary_search(v).expect("every endpoint is a seed") as i64).collect();
-        let mut b = self.sample_started(start, &seeds, seed)?;
+        // PyG's seeds: sorted distinct ids (torch.unique), each endpoint's
+        // local id its rank. Sources and destinations of two node types are
+        // made distinct apart (their seeds are two types' first nodes, a rank
+        // a local id within its type); of one node type, together.
+        let sorted = |parts: &[&[i64]]| {
+            let mut v: Vec<i64> = parts.concat();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let rank = |seeds: &[i64], ids: &[i64]| -> Vec<i64> {
+            ids.iter().map(|v| seeds.binary_search(v).expect("every endpoint is a seed") as i64).collect()
+        };
+        let two_types = (s_lo, s_hi) != (d_lo, d_hi);
+        let seeds = if two_types {
+            let (ss, ds) = (sorted(&[src, &src_neg]), sorted(&[dst, &dst_neg]));
+            link.index = [rank(&ss, src), rank(&ss, &src_neg), rank(&ds, dst), rank(&ds, &dst_neg)].concat();
+            [ss, ds].concat()
+        } else {
+            let all: Vec<i64> = [src, &src_neg, dst, &dst_neg].concat(); // src_neg: empty but for binary
+            let seeds = sorted(&[&all]);
+            link.index = rank(&seeds, &all);
+            seeds
+        };
+        self.set_mixed_seed_types(two_types);
+        let b = self.sample_started(start, &seeds, seed);
+        self.set_mixed_seed_types(false);
+        let mut b = b?;
         if spec.exclude_seed_edges {
             link.seed_edges_removed = remove_seed_edges(&mut b, src, dst);
         }

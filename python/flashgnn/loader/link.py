@@ -40,8 +40,16 @@ that is a stored edge (PyG's negatives may be false negatives);
 ``exclude_seed_edges=True`` (GraphBolt's name) removes each batch's
 positives and their reverses from its own sampled ``edge_index``.
 
-Typed datasets: ``edge_label_index=(edge_type, tensor)`` is refused by name
-for now; the design is in docs/sampling.md § *Link batches*.
+Typed datasets take ``edge_label_index=(edge_type, [2, M] ids within the
+source and destination types)``, as PyG's does for ``HeteroData``, and
+yield ``HeteroData``: ``input_id``, ``edge_label_index`` and ``edge_label``
+on the edge type (binary), ``src_index`` on its source type and
+``dst_pos_index``/``dst_neg_index`` on its destination type (triplet);
+negatives are drawn uniformly within the source and destination types;
+sources and destinations of two node types are made distinct apart, each
+type's ``n_id`` starting with its own sorted seeds (PyG's ``edge_sample``).
+Not yet typed (refused by name): ``neg_distribution="degree"``,
+``neg_exclude_edges``, ``exclude_seed_edges``.
 """
 
 from __future__ import annotations
@@ -71,15 +79,19 @@ _LINK_REFUSED = {
 }
 
 
-def _edge_label_index(who: str, value, num_nodes: int) -> np.ndarray:
-    """``edge_label_index`` as a ``[2, M]`` int64 array, every id checked."""
+def _typed_pair(value) -> bool:
+    return isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], (str, tuple))
+
+
+def _edge_label_index(who: str, value, num_nodes, types: tuple = ("", "")) -> np.ndarray:
+    """``edge_label_index`` as a ``[2, M]`` int64 array, every id checked against ``num_nodes`` (one count, or
+    the source's and the destination's: node types ``types``)."""
     if value is None:
         raise ValueError(f"{who}: edge_label_index=None (every stored edge) is not supported: the edges stay on "
                          "disk; pass the supervision edges as a [2, num_edges] tensor")
-    if isinstance(value, (tuple, list)) and len(value) == 2 and (isinstance(value[0], (str, tuple))):
+    if _typed_pair(value):
         raise ValueError(f"{who}: edge_label_index=({_pa._short(value[0])}, ...) is an (edge_type, edges) pair for "
-                         "typed (heterogeneous) graphs; typed link batches are not supported yet (docs/sampling.md, "
-                         "Link batches); this dataset takes a [2, num_edges] tensor")
+                         "typed (heterogeneous) graphs; this dataset is homogeneous and takes a [2, num_edges] tensor")
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu().numpy()
     a = np.asarray(value)
@@ -88,12 +100,14 @@ def _edge_label_index(who: str, value, num_nodes: int) -> np.ndarray:
     if a.size and a.dtype.kind not in "iu":
         raise TypeError(f"{who}: edge_label_index must hold integer node ids, got dtype {a.dtype}")
     a = np.ascontiguousarray(a, dtype=np.int64)
+    counts = num_nodes if isinstance(num_nodes, tuple) else (num_nodes, num_nodes)
     for r, name in enumerate(("source", "destination")):
-        bad = np.flatnonzero((a[r] < 0) | (a[r] >= num_nodes))
+        bad = np.flatnonzero((a[r] < 0) | (a[r] >= counts[r]))
         if len(bad):
             i = int(bad[0])
+            of = f" of node type {types[r]!r}" if types[r] else ""
             raise IndexError(f"{who}: edge_label_index[{r}][{i}] = {a[r, i]} ({name} node id) out of range "
-                             f"[0, {num_nodes})")
+                             f"[0, {counts[r]}){of}")
     return a
 
 
@@ -157,7 +171,7 @@ class LinkNeighborLoader(_Base, _PygLinkNeighborLoader):
     ``disjoint``, temporal and weighted sampling, ``subgraph_type`` other
     than ``'directional'``, ``neighbor_sampler``, ``transform_sampler_output``,
     ``edge_label_time``, ``NegativeSampling``'s ``src_weight``/``dst_weight``,
-    ``edge_label_index=None``, typed ``edge_label_index``) are refused by
+    ``edge_label_index=None``) are refused by
     name. The engine options (``engine``, ``prefetch``, ``num_workers``,
     ``cache``, ``memory_budget``, ``dtype``, ``depth``, ``degrees``,
     ``seed``, ``rank``/``world_size``, ``pin_memory``) are
@@ -195,10 +209,22 @@ class LinkNeighborLoader(_Base, _PygLinkNeighborLoader):
         _pa.refuse_unknown(who, kwargs, self.ACCEPTED)
         if data is _UNSET:
             raise TypeError(f"{who}: data (a dataset path or flashgnn.Dataset) is required")
-        if _hetero.typed_manifest(data) is not None:
-            raise ValueError(f"{who}: {getattr(data, 'path', data)} is a typed (heterogeneous) dataset: typed link "
-                             "batches (edge_label_index=(edge_type, edges)) are not supported yet "
-                             "(docs/sampling.md, Link batches)")
+        types = _hetero.typed_manifest(data)
+        self.edge_type = None  # typed: the supervision edges' (src, rel, dst)
+        if types is not None:
+            if not _typed_pair(edge_label_index):
+                raise ValueError(f"{who}: {getattr(data, 'path', data)} is a typed (heterogeneous) dataset: pass "
+                                 "edge_label_index=(edge_type, [2, num_edges] edges), as PyG does for HeteroData")
+            edge_types = [(e["src"], e["rel"], e["dst"]) for e in types["edge_types"]]
+            self.edge_type = _hetero._edge_key(who, edge_label_index[0], edge_types)
+            edge_label_index = edge_label_index[1]
+            for name, on in (("neg_distribution='degree'", neg_distribution == "degree"),
+                             ("neg_exclude_edges=True", neg_exclude_edges),
+                             ("exclude_seed_edges=True", exclude_seed_edges)):
+                if on:
+                    raise ValueError(f"{who}: {name} is not supported on a typed dataset yet (a typed list holds "
+                                     "every incoming edge type; negatives are drawn uniformly within the "
+                                     "destination type)")
         if edge_label_time is not None:
             raise ValueError(f"{who}: edge_label_time is not supported: temporal sampling needs time attributes, "
                              "which a flashgnn dataset does not store")
@@ -219,8 +245,9 @@ class LinkNeighborLoader(_Base, _PygLinkNeighborLoader):
                              "SamplerOutput; use transform= (applied to each Data batch)")
         # Seeds per batch at most (every endpoint distinct): what the shared cache's sizing measures.
         per_batch = {"none": 2, "binary": 2 + 2 * amount, "triplet": 2 + amount}[mode]
+        typed_seeds = {} if self.edge_type is None else {"input_nodes": (self.edge_type[0], None)}
         self._nodes = NeighborLoader(data, num_neighbors, batch_size=max(1, math.ceil(batch_size * per_batch)),
-                                     transform=None, is_sorted=is_sorted, filter_per_worker=filter_per_worker,
+                                     transform=None, **typed_seeds, is_sorted=is_sorted, filter_per_worker=filter_per_worker,
                                      num_workers=num_workers, persistent_workers=persistent_workers,
                                      pin_memory=pin_memory, engine=engine, prefetch=prefetch, seed=seed, dtype=dtype,
                                      depth=depth, cache=cache, degrees=degrees, memory_budget=memory_budget,
@@ -229,8 +256,16 @@ class LinkNeighborLoader(_Base, _PygLinkNeighborLoader):
             raise TypeError(f"{who}: transform={transform!r} is not callable")
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} out of range for world_size {world_size}")
-        n = self._nodes.dataset.num_nodes
-        self.edge_label_index = _edge_label_index(who, edge_label_index, n)
+        self._offsets, self._link_type = (0, 0), {}
+        if self.edge_type is None:
+            self.edge_label_index = _edge_label_index(who, edge_label_index, self._nodes.dataset.num_nodes)
+        else:
+            s_t, _, d_t = self.edge_type
+            counts = {t["name"]: int(t["count"]) for t in types["node_types"]}
+            self.edge_label_index = _edge_label_index(who, edge_label_index, (counts[s_t], counts[d_t]), (s_t, d_t))
+            ds = self._nodes.dataset
+            self._offsets = (ds.type_offset(s_t), ds.type_offset(d_t))
+            self._link_type = {"edge_type": edge_types.index(self.edge_type)}
         m = self.edge_label_index.shape[1]
         if edge_label is not None:
             edge_label = edge_label if isinstance(edge_label, torch.Tensor) else torch.as_tensor(np.asarray(edge_label))
@@ -250,7 +285,8 @@ class LinkNeighborLoader(_Base, _PygLinkNeighborLoader):
         self.edge_label = edge_label
         self.neg_sampling = None if neg is None else {"mode": mode, "amount": amount}
         self._link = dict(mode=mode, amount=float(amount), weighted=neg_distribution == "degree",
-                          exclude_true_edges=bool(neg_exclude_edges), exclude_seed_edges=bool(exclude_seed_edges))
+                          exclude_true_edges=bool(neg_exclude_edges), exclude_seed_edges=bool(exclude_seed_edges),
+                          **self._link_type)
         self.neg_distribution, self.neg_exclude_edges = neg_distribution, bool(neg_exclude_edges)
         self.exclude_seed_edges = bool(exclude_seed_edges)
         self._given_input_id = input_id
@@ -272,33 +308,43 @@ class LinkNeighborLoader(_Base, _PygLinkNeighborLoader):
         return self._nodes.data
 
     def _batch(self, b, pos: np.ndarray):
-        """A link batch as PyG's ``LinkLoader.filter_fn`` builds it."""
+        """A link batch as PyG's ``LinkLoader.filter_fn`` builds it: on a typed dataset the link fields of the
+        edge type (``input_id``, ``edge_label_index``, ``edge_label``) or, triplet, of its source and
+        destination node types (``src_index``; ``dst_pos_index``, ``dst_neg_index``)."""
         input_id = pos if self._given_input_id is None else self._given_input_id[torch.from_numpy(pos)].numpy()
-        d = _to_data(b, np.ascontiguousarray(input_id), self._nodes.pin_memory)
-        del d.batch_size  # PyG's link batches carry none
+        input_id = np.ascontiguousarray(input_id)
+        if self.edge_type is None:
+            d = _to_data(b, input_id, self._nodes.pin_memory)
+            del d.batch_size  # PyG's link batches carry none
+            src_store = dst_store = edge_store = d
+        else:
+            d = _hetero.to_hetero_data(b, input_id, self._nodes.pin_memory)
+            del d[b.input_type].batch_size, d[b.input_type].input_id  # a node batch's; a link batch's are below
+            edge_store, src_store, dst_store = d[self.edge_type], d[self.edge_type[0]], d[self.edge_type[-1]]
+            edge_store.input_id = torch.from_numpy(input_id)
         lk = b.link
         p = lk.num_pos
         index = torch.from_numpy(lk.index)
         mode = self._link["mode"]
         if mode == "triplet":
-            d.src_index = index[:p]
-            d.dst_pos_index = index[p:2 * p]
-            d.dst_neg_index = index[2 * p:].view(p, -1).squeeze(-1)
+            src_store.src_index = index[:p]
+            dst_store.dst_pos_index = index[p:2 * p]
+            dst_store.dst_neg_index = index[2 * p:].view(p, -1).squeeze(-1)
             return d
-        d.edge_label_index = index.view(2, -1)
+        edge_store.edge_label_index = index.view(2, -1)
         label = None if self.edge_label is None else self.edge_label[torch.from_numpy(pos)]
         if mode == "binary":
             if label is None:
                 label = torch.ones(p)
             label = torch.cat([label, label.new_zeros((len(lk.dst_neg),) + label.size()[1:])])
         if label is not None:
-            d.edge_label = label
+            edge_store.edge_label = label
         return d
 
     def __iter__(self):
         epoch = self._next_epoch()
         pos = self._positions(epoch)
-        src, dst = self.edge_label_index[0][pos], self.edge_label_index[1][pos]
+        src, dst = self.edge_label_index[0][pos] + self._offsets[0], self.edge_label_index[1][pos] + self._offsets[1]
         it = self.sampler.iter_link_batches(src, dst, self.batch_size, seed=_epoch_seed(self.seed, epoch),
                                             prefetch=self._nodes.prefetch, drop_last=self.drop_last,
                                             workers=self._nodes.workers, **self._link)
@@ -317,8 +363,15 @@ class LinkNeighborLoader(_Base, _PygLinkNeighborLoader):
         if self.edge_label is not None:
             raise ValueError("LinkNeighborLoader.sample_edges: the loader's edge_label belongs to its "
                              "edge_label_index; sample_edges takes edges without labels")
-        eli = _edge_label_index("LinkNeighborLoader.sample_edges", edge_label_index, self.dataset.num_nodes)
-        b = self.sampler.sample_link(eli[0], eli[1], seed, **self._link)
+        who = "LinkNeighborLoader.sample_edges"
+        if self.edge_type is None:
+            eli = _edge_label_index(who, edge_label_index, self.dataset.num_nodes)
+        else:
+            s_t, _, d_t = self.edge_type
+            ds = self.dataset
+            eli = _edge_label_index(who, edge_label_index, (ds.node_type(s_t)["count"], ds.node_type(d_t)["count"]),
+                                    (s_t, d_t))
+        b = self.sampler.sample_link(eli[0] + self._offsets[0], eli[1] + self._offsets[1], seed, **self._link)
         d = self._batch(b, np.arange(eli.shape[1], dtype=np.int64))
         return d if self.transform is None else self.transform(d)
 

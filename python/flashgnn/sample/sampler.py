@@ -138,6 +138,8 @@ class TypedBatch:
     batch_size: int
     node: dict
     edge: dict
+    # A link batch's part (LinkPart; local ids are within the endpoint's node type), else None.
+    link: object = None
 
 
 def expand_packed(x: np.ndarray, n: int, missing: np.ndarray, alloc=np.empty) -> np.ndarray:
@@ -288,7 +290,9 @@ class Sampler:
     def _wrap(self, d: dict, degrees: bool | None = None) -> SampledBatch:
         """The engine's arrays as they are: ``x``'s bytes viewed as ``[N, dim]`` of their dtype (no copy)."""
         if "typed" in d:
-            return self._wrap_typed(d["typed"], d["batch_size"])
+            b = self._wrap_typed(d["typed"], d["batch_size"])
+            b.link = LinkPart(**d["link"]) if "link" in d else None
+            return b
         if self.feature_dim:
             x = d["x"].view(d["x_dtype"]).reshape(-1, self.feature_dim)
         else:
@@ -367,7 +371,8 @@ class Sampler:
             self.last_iter_telemetry = it.telemetry() or {}
 
     def sample_link(self, src, dst, seed: int = 0, mode: str = "none", amount: float = 1.0, weighted: bool = False,
-                    exclude_true_edges: bool = False, exclude_seed_edges: bool = False) -> SampledBatch:
+                    exclude_true_edges: bool = False, exclude_seed_edges: bool = False,
+                    edge_type: int | None = None) -> SampledBatch | TypedBatch:
         """One link batch: the supervision edges ``src[i] -> dst[i]``, the
         negatives ``mode`` (``"none"``, ``"binary"``, ``"triplet"``) and
         ``amount`` ask for — uniform, or by degree^0.75 with ``weighted``
@@ -376,11 +381,15 @@ class Sampler:
         and the neighbourhood of every endpoint, in one request; with
         ``exclude_seed_edges`` the positives and their reverses are removed
         from the sampled edges. The batch's ``link`` says where each
-        endpoint is (:class:`LinkPart`)."""
+        endpoint is (:class:`LinkPart`). On a typed dataset ``edge_type``
+        (its index) names the supervision edges' type, ``src``/``dst`` are
+        global ids of its source and destination types and the batch is a
+        :class:`TypedBatch` whose ``link`` indices are local within those
+        types."""
         return self._wrap(self.core().sample_link(
             np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64),
             int(seed) & (2**64 - 1), mode, float(amount), bool(weighted), bool(exclude_true_edges),
-            bool(exclude_seed_edges)))
+            bool(exclude_seed_edges), edge_type))
 
     def iter_link_batches(self, src, dst, batch_size: int, seed: int = 0, prefetch: int = 4, drop_last: bool = False,
                           workers: int = 1, **link):

@@ -335,8 +335,10 @@ class Trainer:
         from flashgnn.train import link
 
         if self.typed:
-            raise TrainError(f"--task link on a typed dataset ({ds.path}): typed link prediction is not supported "
-                             "yet; build a homogeneous dataset with --link-split")
+            raise TrainError(f"--task link on a typed dataset ({ds.path}): the trainer has no typed link model yet; "
+                             "flashgnn.LinkNeighborLoader(DS, edge_label_index=(edge_type, edges)) yields typed link "
+                             "batches for a training loop of your own, or build a homogeneous dataset with "
+                             "--link-split")
         info = ds.link_split_info
         if not info:
             raise TrainError(f"{ds.path}: dataset has no link-prediction split, which --task link trains on; build "

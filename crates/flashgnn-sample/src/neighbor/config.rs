@@ -276,6 +276,7 @@ impl NeighborSampler {
             cache_hits: [0; 2],
             cache_misses: 0,
             redrawn: false,
+            mixed_seed_types: false,
             gather_features: cfg.features,
             free_features_only: cfg.features && cfg.free_features_only,
             want_degrees: cfg.degrees,

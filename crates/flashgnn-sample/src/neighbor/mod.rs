@@ -332,6 +332,10 @@ pub struct NeighborSampler {
     /// A node was drawn again after its children had been reached (see
     /// `fix_levels`).
     redrawn: bool,
+    /// Typed graphs: the batch's seeds may be of several node types (a link
+    /// batch whose edge type joins two: `crate::link`); each type's `n_id`
+    /// then starts with its own seeds. Node batches have one input type.
+    mixed_seed_types: bool,
     gather_features: bool,
     free_features_only: bool,
     want_degrees: bool,
@@ -490,7 +494,7 @@ impl NeighborSampler {
                 return Err(SampleError::BadRequest(format!("seed node id {s} out of range [0, {n})")));
             }
             let v = self.internal_of(s as u64);
-            if let Some(t) = &self.typed {
+            if let Some(t) = self.typed.as_ref().filter(|_| !self.mixed_seed_types) {
                 self.check_seed_type(t, seeds[0], s)?;
             }
             // No I/O is in flight yet (`discover` only queues requests; `run`
@@ -569,6 +573,26 @@ impl NeighborSampler {
 
     /// Clear the per-batch state (its allocations are kept for the next
     /// batch); returns what the batch's telemetry is measured from.
+    /// Typed graphs: the global id ranges `[lo, hi)` of edge type `e`'s
+    /// source and destination node types, with their names (a link
+    /// batch's endpoints and negatives, `crate::link`).
+    pub(crate) fn edge_type_ranges(&self, e: usize) -> Result<[(u64, u64, String); 2]> {
+        let t = self.typed.as_deref().ok_or_else(|| {
+            SampleError::Config("an edge type was named for a link batch on a homogeneous dataset".into())
+        })?;
+        let ne = t.table.edge_types.len();
+        if e >= ne {
+            return Err(SampleError::BadRequest(format!("edge type {e} out of range [0, {ne})")));
+        }
+        let range = |ty: usize| (t.offsets[ty], t.offsets[ty + 1], t.table.node_types[ty].name.clone());
+        Ok([range(t.src_of[e]), range(t.dst_of[e])])
+    }
+
+    /// Let the next batches' seeds be of several node types (see the field).
+    pub(crate) fn set_mixed_seed_types(&mut self, on: bool) {
+        self.mixed_seed_types = on;
+    }
+
     pub(crate) fn begin_batch(&mut self) -> BatchStart {
         let start = BatchStart {
             t0: Instant::now(),

@@ -193,13 +193,16 @@ impl NeighborSampler {
         let mut nsn = vec![vec![0i64; k + 1]; nt];
         let mut edges: Vec<(Vec<i64>, Vec<i64>)> = vec![(Vec::new(), Vec::new()); ne];
         let mut nse = vec![vec![0i64; k]; ne];
+        // Each seed in its own type's order (one type but for a link batch
+        // joining two: `crate::link`), the seeds first.
         for &i in seed_idx {
+            let ty = self.nodes[i as usize].ntype as usize;
             if local[i as usize] < 0 {
-                local[i as usize] = order[input].len() as i64;
+                local[i as usize] = order[ty].len() as i64;
             }
-            order[input].push(i);
+            order[ty].push(i);
+            nsn[ty][0] += 1;
         }
-        nsn[input][0] = seed_idx.len() as i64;
         let mut frontier: Vec<std::ops::Range<usize>> = order.iter().map(|o| 0..o.len()).collect();
         for hop in 0..k {
             for (ty, f) in frontier.iter().enumerate() {
