@@ -159,9 +159,9 @@ bench-link-accuracy: develop $(PEERS_VENV)/.stamp
 	$(PEERS_VENV)/bin/python -m benchmarks.link_accuracy --epochs $${EPOCHS:-5} --model $${MODEL:-sage} $${JSON:+--json}
 
 # Layer-wise inference: flashgnn.inference / model.inference(flashgnn loader) vs PyG's whole graph in memory.
-bench-inference: develop
+bench-inference: develop $(PEERS_VENV)/.stamp
 	test -f $(DATA)/infer/manifest.json || ( $(VENV)/bin/flashgnn generate rmat $(DATA)/infer-raw --scale $${SCALE:-17} --edge-factor 16 --dim 128 --classes 8 --seed 2 --force && $(VENV)/bin/flashgnn build $(DATA)/infer-raw $(DATA)/infer --symmetrize --dedup --self-loops drop --force )
-	$(PY) -m benchmarks.inference $(DATA)/infer --batch-size $${BATCH:-16384} $${JSON:+--json}
+	$(PEERS_VENV)/bin/python -m benchmarks.inference $(DATA)/infer --batch-size $${BATCH:-16384} --rounds $${ROUNDS:-3} $${JSON:+--json}
 
 # Accuracy: GraphSAGE (uring, memory, stock PyG NodeLoader) vs an MLP on features alone.
 # SSD design simulator tables (docs/simulator.md): a paper-shaped workload

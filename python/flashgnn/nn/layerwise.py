@@ -104,6 +104,24 @@ def _after_conv(model, i: int, h):
     return h
 
 
+def _csr(ei, bs: int, x):
+    """A chunk's one-hop ``edge_index`` (row = neighbour, col = target < ``bs``, grouped by target as the engine
+    writes them) as a CSR matrix ``[bs, len(x)]`` of ones (PyG's ``adj_t``); ``ei`` as it is when not grouped."""
+    import warnings
+
+    import torch
+
+    col = ei[1]
+    if col.numel() and not bool((col[1:] >= col[:-1]).all()):
+        return ei
+    crow = torch.zeros(bs + 1, dtype=torch.long, device=ei.device)
+    crow[1:] = torch.bincount(col, minlength=bs).cumsum(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "sparse CSR tensor support is in beta"
+        return torch.sparse_csr_tensor(crow, ei[0], torch.ones(col.numel(), dtype=x.dtype, device=ei.device),
+                                       size=(bs, x.size(0)))
+
+
 def _layers_of(model):
     """``(num_layers, step, needs_degrees, kind)`` where ``step(i, x,
     edge_index, deg, batch_size)`` is layer ``i``'s output for the first
@@ -140,6 +158,18 @@ def _layers_of(model):
                     conv.normalize = True
                 return _after_conv(model, i, h[:bs])
             return model.num_layers, step, True, name
+        from torch_geometric.nn import SAGEConv
+
+        if all(type(c) is SAGEConv for c in model.convs):
+            # Bipartite: the chunk's rows as sources, its targets (its first rows) as destinations, so the conv's
+            # linear maps run on the targets alone; PyG's inference_per_layer runs them on every row of the
+            # chunk (targets and all their neighbours: ~25x the rows on a 4096-target chunk of a power-law
+            # graph) and keeps the first rows. The edges as a CSR matrix [targets, rows], so the conv takes
+            # its fused sparse-dense product instead of gathering a row per edge and scattering it back
+            # (4.5x faster on such a chunk, same values). Then what inference_per_layer applies after the conv.
+            return (model.num_layers,
+                    lambda i, x, ei, deg, bs: _after_conv(model, i, model.convs[i]((x, x[:bs]), _csr(ei, bs, x))),
+                    False, name)
         return model.num_layers, lambda i, x, ei, deg, bs: model.inference_per_layer(i, x, ei, bs), False, name
     nl = getattr(model, "num_layers", None)
     layer = getattr(model, "layer", None)
@@ -150,6 +180,25 @@ def _layers_of(model):
             return nl, lambda i, x, ei, deg, bs: model.layer(i, x, ei, deg=deg)[:bs], True, type(model).__name__
         return nl, lambda i, x, ei, deg, bs: model.layer(i, x, ei)[:bs], False, type(model).__name__
     raise TypeError(f"layer-wise inference: {type(model).__module__}.{type(model).__qualname__} is not {PROTOCOL}")
+
+
+def _input_table(ds, engine: str, cache, x_transform, dev, block: int):
+    """Every node's input row (float32 ``[num_nodes, dim]``, ``x_transform`` applied), read in id order in
+    blocks of ``block`` rows through the engine and ``cache``; and the reads it took."""
+    import torch
+
+    from flashgnn.sample.sampler import Sampler
+
+    n = ds.num_nodes
+    s = Sampler(ds.path, [0], engine=engine, dtype=np.float32, labels=False, cache=cache)
+    table = np.empty((n, ds.feature_dim), np.float32)
+    for lo in range(0, n, block):
+        rows = s.gather(np.arange(lo, min(lo + block, n), dtype=np.int64)).x
+        if x_transform is not None:
+            with torch.no_grad():
+                rows = x_transform(torch.from_numpy(np.ascontiguousarray(rows)).to(dev)).float().cpu().numpy()
+        table[lo:lo + len(rows)] = rows
+    return table, s.telemetry()["reads"]
 
 
 def _dev(model, device):
@@ -279,21 +328,32 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
     t0 = time.perf_counter()
     reads = 0
     try:
+        # The input rows, read once in id (page) order, when they fit half the memory this process may use:
+        # then the first layer samples structure only and takes each neighbour's row from this table, as later
+        # layers take theirs from the previous layer's, instead of the engine gathering a row per neighbour
+        # (on a 131 K-node graph, 3.5 M edges: 0.16 s for the table and 0.3 s of structure, against 6.4 s).
+        room = available_memory() if max_bytes is None else int(max_bytes)
+        resident = None
+        if total > 0 and ds.feature_dim and n * ds.feature_dim * 4 <= room // 2:
+            resident = _input_table(ds, eng, cache, x_transform, dev, max(batch_size, 16384))
+            reads += resident[1]
+            resident = resident[0]
         bar = _progress.bar(total=passes * len(chunks), desc="inference", unit="chunk", disable=not progress)
         prev = None
         for li in range(passes):
             last = li == passes - 1
             table = None  # created at the first chunk, when the layer's width is known
             first = li == 0
+            rows_here = first and resident is None  # the engine gathers this layer's input rows
             s = Sampler(ds.path, [0] if total == 0 else [-1], engine=eng, dtype=np.float32, labels=False,
-                        features=first, degrees=needs_deg, cache=cache)
+                        features=rows_here, degrees=needs_deg, cache=cache)
             bar.set_description(f"inference layer {li + 1}/{passes}")
             for lo, hi in chunks:
                 b = s.sample(np.arange(lo, hi, dtype=np.int64), 0)
-                h_in = b.x if first else np.asarray(prev[b.n_id])
+                h_in = b.x if rows_here else (resident if first else prev)[b.n_id]
                 with torch.no_grad():
                     x = torch.from_numpy(np.ascontiguousarray(h_in, dtype=np.float32)).to(dev)
-                    if first and x_transform is not None:
+                    if rows_here and x_transform is not None:
                         x = x_transform(x)
                     ei = torch.from_numpy(b.edge_index).to(dev)
                     deg = torch.from_numpy(b.deg).to(dev) if needs_deg else None
