@@ -64,7 +64,8 @@ def _child(method: str, dataset: str, hidden: int, layers: int, batch_size: int,
     elif method == "inference":
         y = flashgnn.inference(model, dataset, batch_size=batch_size, progress_bar=False).numpy()
     elif method == "inference-out":
-        flashgnn.inference(model, dataset, os.path.join(out, "emb"), batch_size=batch_size, progress_bar=False)
+        flashgnn.inference(model, dataset, os.path.join(out, "emb"), batch_size=batch_size, progress_bar=False,
+                           force=True)  # the output of the round before
         y = np.load(os.path.join(out, "emb", "embeddings.npy"), mmap_mode="r")
     elif method == "pyg-layerwise":
         from torch_geometric.loader import NeighborLoader

@@ -150,6 +150,13 @@ def test_pyg_model_inference_on_a_flashgnn_loader(ds_path, whole):
             want = model(x, ei)
         got = model.inference(ld)
         assert torch.allclose(got, want, atol=1e-5, rtol=1e-4), name
+    # Once PyG's inference has read node_sampler, batches come as structure: no x, the same edges, and the
+    # engine reads less (no row per neighbour).
+    full = flashgnn.NeighborLoader(ds_path, num_neighbors=[-1], batch_size=100, input_nodes=None)
+    for a, b in zip(ld, full, strict=True):
+        assert "x" not in a and "x" in b
+        assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index)
+    assert ld.telemetry["bytes_used"] < full.telemetry["bytes_used"], (ld.telemetry, full.telemetry)
     model = _models()["sage"].eval()
     for kw, what in ((dict(num_neighbors=[-1, -1]), r"num_neighbors=\[-1, -1\]"), (dict(shuffle=True), "shuffle=True"),
                      (dict(input_nodes=torch.arange(10)), "input_nodes selects 10 of")):

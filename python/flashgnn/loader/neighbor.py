@@ -486,7 +486,15 @@ class NeighborLoader(_Base, _PygNeighborLoader):
         loader over every node in id order gives it the rows it expects (it
         concatenates the batches' outputs as the next layer's table), so
         anything else is refused here by name rather than failing later on
-        an index or returning permuted rows."""
+        an index or returning permuted rows.
+
+        Reading it also tells the loader that PyG's layer-wise inference is
+        about to iterate: that loop takes every layer's input rows from
+        ``loader.data.x`` (then from its own previous layer), never from a
+        batch's ``x``, so from then on this loader's batches come without
+        ``x`` and the engine reads structure only — no row gathered per
+        neighbour (on a 131 K-node graph with 3.5 M edges, 0.3 s of
+        structure against 6.4 s with the rows)."""
         import types
 
         bad = []
@@ -504,7 +512,18 @@ class NeighborLoader(_Base, _PygNeighborLoader):
                              "every node in order: " + "; ".join(bad) + ". Build it as NeighborLoader(DATASET, "
                              "num_neighbors=[-1], input_nodes=None, batch_size=B), or call flashgnn.inference(model, "
                              "DATASET)")
+        if self.window is None and self.device_cache is None:
+            self._rows_unused = True
         return types.SimpleNamespace(num_neighbors=list(self.num_neighbors))
+
+    def _structure_sampler(self):
+        """The sampler of batches without rows (:attr:`node_sampler`), made on first use over the same
+        dataset, engine and cache."""
+        if getattr(self, "_structure", None) is None:
+            s = self.sampler
+            self._structure = Sampler(self.path, self.fanouts, engine=self.engine, depth=s.depth, dtype=s.out_dtype,
+                                      cache=self.cache, features=False, degrees=self.degrees)
+        return self._structure
 
     def _emit(self, d: Data) -> Data:
         return d if self.transform is None else self.transform(d)
@@ -514,11 +533,13 @@ class NeighborLoader(_Base, _PygNeighborLoader):
         pos = self._positions(epoch)
         order = self.input_nodes[pos]
         base = _epoch_seed(self.seed, epoch)
+        rows_unused = getattr(self, "_rows_unused", False)
+        sampler = self._structure_sampler() if rows_unused else self.sampler
         # With lookahead the window itself runs ahead: the structure stage
         # keeps only two batches queued (each holds its free rows).
-        it = self.sampler.iter_batches(order, self.batch_size, seed=base,
-                                       prefetch=min(self.prefetch, 2) if self.window is not None else self.prefetch,
-                                       drop_last=self.drop_last, workers=self.workers)
+        it = sampler.iter_batches(order, self.batch_size, seed=base,
+                                  prefetch=min(self.prefetch, 2) if self.window is not None else self.prefetch,
+                                  drop_last=self.drop_last, workers=self.workers)
         batches = it
         if self.window is not None:
             self.window.gather.reset_telemetry()
@@ -528,12 +549,15 @@ class NeighborLoader(_Base, _PygNeighborLoader):
         try:
             for i, b in enumerate(self._timed(batches)):
                 p = pos[i * self.batch_size : i * self.batch_size + b.batch_size]
-                yield self._emit(_to_data(b, self._input_id(p), self.pin_memory, self.device_cache))
+                d = _to_data(b, self._input_id(p), self.pin_memory, self.device_cache)
+                if rows_unused:
+                    del d.x  # structure only (node_sampler): PyG's inference reads loader.data.x
+                yield self._emit(d)
         finally:
             if batches is not it:
                 batches.close()  # stops the fill thread before the structure stage closes
             it.close()
-            self.telemetry = self._telemetry(getattr(self.sampler, "last_iter_telemetry", {}))
+            self.telemetry = self._telemetry(getattr(sampler, "last_iter_telemetry", {}))
 
     def _filled(self, it):
         """Structure-stage batches with their rows filled, in order: each is
