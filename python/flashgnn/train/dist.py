@@ -78,6 +78,16 @@ class Dist:
         dist.all_gather_object(out, obj)
         return out
 
+    def broadcast(self, obj):
+        """Rank 0's ``obj`` on every rank (pickled; for small things and a resumed checkpoint)."""
+        if not self.enabled:
+            return obj
+        import torch.distributed as dist
+
+        box = [obj if self.main else None]
+        dist.broadcast_object_list(box, src=0, device=self.device)
+        return box[0]
+
     def barrier(self) -> None:
         if self.enabled:
             import torch.distributed as dist

@@ -463,22 +463,40 @@ class Trainer:
 
     def _resume(self, c) -> None:
         """Load the checkpoint at --checkpoint, when there is one, into the model, optimizer, RNGs and history;
-        refuse one of another model configuration."""
-        device, chatty = self.device, self.chatty
+        refuse one of another model configuration.
+
+        Under DDP rank 0 reads the file — the one it wrote — and broadcasts it (or its error) to every rank:
+        the other ranks may run on nodes whose ``--checkpoint`` directory is a different, empty one, and all
+        ranks must start at the same epoch or their collectives would not match. Each rank then restores its
+        own RNG states (``rng_ranks``): dropout draws differ per rank, so one rank's state restored on all
+        would make a resumed run differ from an uninterrupted one."""
+        device, chatty, dist_ctx = self.device, self.chatty, self.dist
         config, model, opt = self.model_config, self.model, self.optimizer
         ckpt_path = Path(c.checkpoint) / CHECKPOINT_FILE
-        if ckpt_path.exists():
-            state = load_checkpoint(c.checkpoint, map_location=device)
+        found = None  # rank 0: ("state", dict) | ("error", message) | ("none", None)
+        if dist_ctx.main:
+            try:
+                found = ("state", load_checkpoint(c.checkpoint, map_location="cpu")) if ckpt_path.exists() \
+                    else ("none", None)
+            except ValueError as e:
+                found = ("error", str(e))
+        found = dist_ctx.broadcast(found)
+        if found[0] == "error":
+            raise TrainError(found[1] if dist_ctx.main else f"rank 0: {found[1]}")
+        if found[0] == "state":
+            state = found[1]
             for k, v in config.items():
                 if state["model_config"].get(k) != v:
                     raise TrainError(f"{ckpt_path}: model_config.{k} is "
                                      f"{state['model_config'].get(k)!r}, this run asks for {v!r}")
             model.load_state_dict(state.get("last", state)["model"])
             opt.load_state_dict(state["optimizer"])
-            _set_rng_state(state["rng"])
+            ranks = state.get("rng_ranks") or []
+            # Another world size resumes too (each rank from rank 0's state), but no longer bit for bit.
+            _set_rng_state(ranks[dist_ctx.rank] if len(ranks) == dist_ctx.world else state["rng"])
             self.start_epoch, self.history = int(state["epoch"]), list(state["history"])
             if state.get("best"):
-                self.best = dict(state["best"], model=state["model"])
+                self.best = dict(state["best"], model={k: v.to(device) for k, v in state["model"].items()})
             if chatty:
                 print(f"resumed from {ckpt_path} after epoch {self.start_epoch}", flush=True)
         elif chatty:
@@ -833,12 +851,14 @@ class Trainer:
                       f"data wait {100 * rec['data_wait']:.1f}% (max over ranks "
                       f"{100 * wait_max:.1f}%), {rec['train_seconds']:.1f} s train + "
                       f"{rec['seconds'] - rec['train_seconds']:.1f} s eval", flush=True)
+            # Every rank's RNG states (dropout draws differ per rank), for a bit-identical --resume.
+            rngs = dist_ctx.gather(_rng_state())  # on every rank, checkpoint or not: a collective
             if dist_ctx.main and c.checkpoint:
                 save_checkpoint(c.checkpoint, dict(
                     format=CHECKPOINT_FORMAT, version=CHECKPOINT_VERSION, model_config=self.model_config,
                     model=best["model"], best={k: v for k, v in best.items() if k != "model"},
                     last=dict(model=raw_model.state_dict()), optimizer=self.optimizer.state_dict(), epoch=epoch + 1,
-                    rng=_rng_state(), history=history, dataset=os.path.abspath(ds.path), args=self.config.as_dict(),
+                    rng=rngs[0], rng_ranks=rngs, history=history, dataset=os.path.abspath(ds.path), args=self.config.as_dict(),
                     resolved=self._resolved()))
             dist_ctx.barrier()
             if c.patience and stale >= c.patience and epoch + 1 < c.epochs:
