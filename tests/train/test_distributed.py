@@ -36,6 +36,8 @@ pytest.importorskip("torch_geometric")
 
 import flashgnn  # noqa: E402
 from flashgnn.nn.checkpoint import CHECKPOINT_FILE, load_checkpoint  # noqa: E402
+from flashgnn.train import TrainError  # noqa: E402
+from flashgnn.train.dist import OWN_STORE_VAR, Dist  # noqa: E402
 
 from conftest import cli_env, generated_dataset  # noqa: E402
 
@@ -61,12 +63,13 @@ def free_port() -> int:
 class Agent:
     """One ``torchrun`` agent (a "node") in its own process group, its stdout/stderr in files."""
 
-    def __init__(self, log_dir: Path, name: str, args: list):
+    def __init__(self, log_dir: Path, name: str, args: list, env: dict | None = None):
         self.out, self.err = log_dir / f"{name}.out", log_dir / f"{name}.err"
         self.args = [str(a) for a in args]
+        self.env = env or {}
         with open(self.out, "w") as o, open(self.err, "w") as e:
             self.proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *self.args], stdout=o,
-                                         stderr=e, env=cli_env(), start_new_session=True)
+                                         stderr=e, env=cli_env(**self.env), start_new_session=True)
 
     def wait(self, timeout: float) -> int:
         return self.proc.wait(timeout=timeout)
@@ -114,8 +117,8 @@ def agents(tmp_path):
     """``start(name, torchrun_args)`` → :class:`Agent`; every agent still running at the end is killed."""
     started: list[Agent] = []
 
-    def start(name, args):
-        a = Agent(tmp_path, name, args)
+    def start(name, args, env=None):
+        a = Agent(tmp_path, name, args, env)
         started.append(a)
         return a
 
@@ -123,6 +126,10 @@ def agents(tmp_path):
     for a in started:
         if a.proc.poll() is None:
             a.kill()
+
+
+# What elastic restarts need from torchrun's environment (flashgnn.train.dist.check_elastic_store).
+ELASTIC_ENV = {OWN_STORE_VAR: "1"}
 
 
 def rdzv(nnodes: int, nproc: int, port: int, run_id: str, restarts: int = 0) -> list:
@@ -175,9 +182,10 @@ def start_two_nodes(agents, nodes: list[tuple[Path, Path]], epochs: int, run_id:
     """Two agents, one process each; the first is started alone and hosts the rendezvous store (torchrun: the
     first agent to bind the endpoint), so that the test knows which one it may kill without ending the job."""
     port = port or free_port()
-    first = agents("node0", [*rdzv(2, 1, port, run_id, restarts), *train_args(*nodes[0], epochs)])
+    env = ELASTIC_ENV if restarts else None
+    first = agents("node0", [*rdzv(2, 1, port, run_id, restarts), *train_args(*nodes[0], epochs)], env)
     _wait_listening(port, first)
-    second = agents("node1", [*rdzv(2, 1, port, run_id, restarts), *train_args(*nodes[1], epochs)])
+    second = agents("node1", [*rdzv(2, 1, port, run_id, restarts), *train_args(*nodes[1], epochs)], env)
     return [first, second]
 
 
@@ -205,6 +213,16 @@ def _wait_checkpoint(ck: Path, agents_: list[Agent], timeout: float = RUN_TIMEOU
 
 
 # ---------------------------------------------------------------------------------------------------------------
+
+
+def test_restarts_with_torchruns_shared_store_are_refused_at_start(monkeypatch):
+    """torchrun's default shared store hands restarted workers the dead attempt's addresses (they fail to connect
+    or hang): a run asking for restarts without ELASTIC_ENV is refused before the process group, naming the fix."""
+    for k, v in dict(WORLD_SIZE="2", RANK="0", TORCHELASTIC_MAX_RESTARTS="1",
+                     TORCHELASTIC_USE_AGENT_STORE="True").items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(TrainError, match=f"--max-restarts 1 needs {OWN_STORE_VAR}=1"):
+        Dist("cpu")
 
 
 def test_two_nodes_on_loopback_train_as_one_node(ds_path, tmp_path, agents):
@@ -251,7 +269,8 @@ def test_a_killed_rank_is_restarted_and_resumes_from_the_checkpoint(ds_path, tmp
     epochs = 30
     one_node(agents, ds_path, tmp_path / "ref", epochs)
     ck = tmp_path / "ck"
-    job = agents("elastic", [*rdzv(1, 2, free_port(), "kill-rank", restarts=1), *train_args(ds_path, ck, epochs)])
+    job = agents("elastic", [*rdzv(1, 2, free_port(), "kill-rank", restarts=1), *train_args(ds_path, ck, epochs)],
+                 ELASTIC_ENV)
     before = _wait_checkpoint(ck, [job])
     victims = job.workers()
     assert set(victims) == {0, 1}, victims
@@ -280,7 +299,7 @@ def test_a_killed_node_rejoins_and_the_job_resumes(ds_path, tmp_path, agents):
     before = _wait_checkpoint(ck, [head, other])
     other.kill()
     # The same command again, as a cluster manager would restart the node.
-    again = agents("node1-again", other.args)
+    again = agents("node1-again", other.args, other.env)
     finish(head)
     finish(again)
     out = head.stdout() + again.stdout()

@@ -13,6 +13,32 @@ import os
 
 from flashgnn.train.config import TrainError
 
+# torchrun's switch that gives each rendezvous round its own worker store (see check_elastic_store).
+OWN_STORE_VAR = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+
+
+def check_elastic_store() -> None:
+    """Refuse ``torchrun --max-restarts N`` (N > 0) with torchrun's shared store.
+
+    By default torchrun's agents hand their workers the rendezvous's own TCP store
+    (``TORCHELASTIC_USE_AGENT_STORE=True``), one store for the whole job, and
+    ``init_process_group`` keys the ranks' addresses there without the attempt in
+    the key. Workers started again after a failure (or a node joining) read the
+    dead attempt's addresses: their gloo/NCCL set-up is refused or waits until its
+    timeout (torch 2.15, seen in tests/train/test_distributed.py; upstream
+    pytorch/pytorch#167288). ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` in torchrun's
+    environment makes rank 0 host a fresh store each round, and restarts work.
+    The worker cannot repair this itself: nothing in its environment tells the
+    round apart on every node (``TORCHELASTIC_RESTART_COUNT`` counts each node's
+    own failures). So a run that asks for restarts without it is refused at start,
+    with the fix, rather than hanging at its first restart."""
+    if int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") or 0) > 0 and \
+            os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        raise TrainError(f"torchrun --max-restarts {os.environ['TORCHELASTIC_MAX_RESTARTS']} needs {OWN_STORE_VAR}=1 "
+                         "in torchrun's environment: with torchrun's shared store, restarted workers read the "
+                         "previous attempt's addresses and fail to connect or wait out their timeout "
+                         "(docs/training.md § Data-parallel training)")
+
 
 class Dist:
     """torch.distributed context from torchrun's environment (or none)."""
@@ -42,6 +68,8 @@ class Dist:
         self.enabled = self.world > 1
         if self.enabled:
             import torch.distributed as dist
+
+            check_elastic_store()
 
             dist.init_process_group(backend="nccl" if self.device.type == "cuda" else "gloo")
 
