@@ -75,7 +75,14 @@ class Agent:
         return self.proc.wait(timeout=timeout)
 
     def kill(self) -> None:
-        """SIGKILL the agent and its workers (the whole node)."""
+        """SIGKILL the agent and its workers (the whole node). torchrun starts each worker in a session of its
+        own, so the agent's process group does not hold them: every descendant is killed by pid, the workers
+        first (the agent would otherwise notice and start new ones)."""
+        for pid in [*_descendants(self.proc.pid), self.proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -100,6 +107,14 @@ class Agent:
 
     def stderr(self) -> str:
         return self.err.read_text()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, deepest first."""
+    out = []
+    for kid in _children(pid):
+        out += [*_descendants(kid), kid]
+    return out
 
 
 def _children(pid: int) -> list[int]:
