@@ -858,8 +858,8 @@ class Trainer:
                     format=CHECKPOINT_FORMAT, version=CHECKPOINT_VERSION, model_config=self.model_config,
                     model=best["model"], best={k: v for k, v in best.items() if k != "model"},
                     last=dict(model=raw_model.state_dict()), optimizer=self.optimizer.state_dict(), epoch=epoch + 1,
-                    rng=rngs[0], rng_ranks=rngs, history=history, dataset=os.path.abspath(ds.path), args=self.config.as_dict(),
-                    resolved=self._resolved()))
+                    rng=rngs[0], rng_ranks=rngs, history=history, dataset=os.path.abspath(ds.path),
+                    args=self.config.as_dict(), resolved=self._resolved()))
             dist_ctx.barrier()
             if c.patience and stale >= c.patience and epoch + 1 < c.epochs:
                 if chatty:
