@@ -4,7 +4,8 @@ behind when it fails (no partial checkpoint.pt, no temporary left over).
 How: torch.save is made to fail the ways a run meets — an unpicklable value
 in the state, ENOSPC (a monkeypatched torch.save writing a few bytes then
 raising OSError), fsync failing with EIO, KeyboardInterrupt mid-write — and
-after each the directory is listed: no temporary file, the previous
+after each the directory is listed (ENOSPC also from a file
+whose writes fail under the real torch.save, which hides the errno): no temporary file, the previous
 checkpoint byte-identical, directories the call created removed again.
 A temporary left by a SIGKILLed writer (a pid that no longer runs) is
 removed by the next save; one whose writer still runs is kept.
@@ -83,6 +84,46 @@ def test_failed_first_save_removes_the_directories_it_made(tmp_path, monkeypatch
     with pytest.raises(OSError):
         save_checkpoint(tmp_path / "mine", _state(1))
     assert (tmp_path / "mine").is_dir() and list((tmp_path / "mine").iterdir()) == []
+
+
+class _FullDisk:
+    """A file whose writes fail with ENOSPC after ``room`` bytes, as a full filesystem's do."""
+
+    def __init__(self, f, room: int):
+        self.f, self.room = f, room
+
+    def write(self, b) -> int:
+        if len(b) > self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= len(b)
+        return self.f.write(b)
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+def test_enospc_inside_the_real_torch_save_names_errno_and_checkpoint(tmp_path, monkeypatch):
+    """torch.save itself turns a failed write into RuntimeError("unexpected pos N vs M"), naming neither the
+    errno nor the file: save_checkpoint raises the write's OSError (errno kept, the checkpoint named), and
+    leaves the previous checkpoint as it was."""
+    d = tmp_path / "ck"
+    save_checkpoint(d, _state(1))
+    before = (d / CHECKPOINT_FILE).read_bytes()
+    real_fdopen = os.fdopen
+    monkeypatch.setattr(ck.os, "fdopen", lambda fd, mode: _FullDisk(real_fdopen(fd, mode), room=200))
+    with pytest.raises(OSError) as e:
+        save_checkpoint(d, _state(2))
+    monkeypatch.undo()
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(d / CHECKPOINT_FILE)
+    assert "No space left on device" in str(e.value) and "unexpected pos" not in str(e.value)
+    assert sorted(p.name for p in d.iterdir()) == [CHECKPOINT_FILE]
+    assert (d / CHECKPOINT_FILE).read_bytes() == before
 
 
 def test_save_replaces_and_round_trips(tmp_path):

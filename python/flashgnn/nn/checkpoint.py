@@ -50,20 +50,59 @@ def save_checkpoint(directory: str | os.PathLike, state: dict) -> Path:
         fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
         tmp = name
         with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
+            w = _Writes(f)
+            try:
+                torch.save(state, w)
+            except RuntimeError as e:
+                if w.error is None:
+                    raise
+                # torch's zip writer turns the failed write into "unexpected pos N vs M": raise the write's own
+                # error (ENOSPC, EIO), with its errno, naming the checkpoint.
+                raise OSError(w.error.errno, f"writing the checkpoint: {w.error.strerror}", str(final)) from e
             f.flush()
             os.fsync(f.fileno())
         replace_durably(tmp, final)
+    except OSError as e:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+        _remove_made(made)
+        if e.filename is None:  # an fsync or flush: name the checkpoint too
+            raise OSError(e.errno, f"writing the checkpoint: {e.strerror}", str(final)) from e
+        raise
     except BaseException:
         if tmp is not None:
             tmp.unlink(missing_ok=True)
-        for p in reversed(made):  # innermost first; a directory someone else filled meanwhile stays
-            try:
-                p.rmdir()
-            except OSError:
-                break
+        _remove_made(made)
         raise
     return final
+
+
+def _remove_made(made: list[Path]) -> None:
+    """Remove the directories a failed save created, innermost first, while empty (one someone else filled
+    meanwhile stays)."""
+    for p in reversed(made):
+        try:
+            p.rmdir()
+        except OSError:
+            break
+
+
+class _Writes:
+    """A write-only file for ``torch.save`` that keeps the OSError a write raised: torch's writer replaces it
+    with a RuntimeError that names neither the errno nor the file."""
+
+    def __init__(self, f):
+        self.f, self.error = f, None
+
+    def write(self, b) -> int:
+        try:
+            return self.f.write(b)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
 
 
 _TMP_PREFIX = f".{CHECKPOINT_FILE}.tmp"  # + "<writer pid>-<random>"
