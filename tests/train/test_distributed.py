@@ -5,7 +5,8 @@
   the same world size (default run);
 - a damaged slot page in one node's copy ends the whole job: both agents exit non-zero well inside a bound (no
   rank left waiting in a collective) and the failing node's stderr names the file and the checksum (default
-  run);
+  run); so does ENOSPC writing rank 0's checkpoint (a 4 KiB tmpfs; root only, skipped elsewhere), its stderr
+  naming errno and file (``slow``; tests/nn/test_checkpoint.py checks the error itself in the default run);
 - a worker rank SIGKILLed after the first checkpoint is restarted by torchrun (``--max-restarts 1``), resumes
   with ``--resume`` from the last checkpoint (losing at most the epochs since it) and ends with the weights of
   an uninterrupted run, bit for bit (``slow``);
@@ -276,6 +277,34 @@ def test_a_damaged_page_on_one_node_ends_the_whole_job(ds_path, tmp_path, agents
     err = nodes[1].stderr()
     assert f"flashgnn train: error: {bad / 'graph.fg'}: byte offset" in err and "checksum mismatch" in err, err[-3000:]
     assert "flashgnn train: error" not in nodes[0].stderr()  # the good node: its rank lost its peer, nothing else
+    assert took < RUN_TIMEOUT_S / 2, f"{took:.0f} s: a rank waited on a dead peer"
+
+
+@pytest.fixture
+def full_fs(tmp_path):
+    """A 4 KiB tmpfs (a checkpoint does not fit): root only; skipped where mounting is not allowed."""
+    d = tmp_path / "full"
+    d.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(d)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({r.stderr.strip() or r.returncode})")
+    yield d
+    subprocess.run(["umount", "-l", str(d)], check=False)
+
+
+@pytest.mark.slow
+def test_enospc_writing_rank_0s_checkpoint_ends_the_whole_job(ds_path, full_fs, agents):
+    """Rank 0 alone writes checkpoints: its disk full must end every rank, with the error and the file named."""
+    t0 = time.monotonic()
+    job = agents("enospc", [*rdzv(1, 2, free_port(), "enospc"), *train_args(ds_path, full_fs / "ck", 3)])
+    rc = job.wait(RUN_TIMEOUT_S)
+    took = time.monotonic() - t0
+    err = job.stderr()
+    assert rc != 0, job.stdout()[-2000:]
+    assert (f"flashgnn train: I/O error: [Errno 28] writing the checkpoint: No space left on device: "
+            f"'{full_fs / 'ck' / CHECKPOINT_FILE}'") in err, err[-3000:]
+    assert "epoch 2:" not in job.stdout()  # no rank trained on past the failed save
+    assert os.listdir(full_fs) == []  # no temporary, no directory left on the full disk
     assert took < RUN_TIMEOUT_S / 2, f"{took:.0f} s: a rank waited on a dead peer"
 
 
