@@ -7,7 +7,7 @@
   rank left waiting in a collective) and the failing node's stderr names the file and the checksum (default
   run); so does ENOSPC writing rank 0's checkpoint (a 4 KiB tmpfs; root only, skipped elsewhere), its stderr
   naming errno and file (``slow``; tests/nn/test_checkpoint.py checks the error itself in the default run);
-- a worker rank SIGKILLed after the first checkpoint is restarted by torchrun (``--max-restarts 1``), resumes
+- a worker rank (rank 0, the writer, or rank 1) SIGKILLed after the first checkpoint is restarted by torchrun (``--max-restarts 1``), resumes
   with ``--resume`` from the last checkpoint (losing at most the epochs since it) and ends with the weights of
   an uninterrupted run, bit for bit (``slow``);
 - a whole node (its agent's process group) SIGKILLed and started again with the same command rejoins the
@@ -309,7 +309,10 @@ def test_enospc_writing_rank_0s_checkpoint_ends_the_whole_job(ds_path, full_fs, 
 
 
 @pytest.mark.slow
-def test_a_killed_rank_is_restarted_and_resumes_from_the_checkpoint(ds_path, tmp_path, agents):
+@pytest.mark.parametrize("victim", [0, 1])
+def test_a_killed_rank_is_restarted_and_resumes_from_the_checkpoint(ds_path, tmp_path, agents, victim):
+    """Rank 0 is the checkpoint's writer: killed at a random point of its loop, sometimes inside a save, it
+    leaves the previous checkpoint or the new one, which the restart then loads."""
     epochs = 30
     one_node(agents, ds_path, tmp_path / "ref", epochs)
     ck = tmp_path / "ck"
@@ -318,7 +321,7 @@ def test_a_killed_rank_is_restarted_and_resumes_from_the_checkpoint(ds_path, tmp
     before = _wait_checkpoint(ck, [job])
     victims = job.workers()
     assert set(victims) == {0, 1}, victims
-    os.kill(victims[1], signal.SIGKILL)
+    os.kill(victims[victim], signal.SIGKILL)
     finish(job)
     out = job.stdout()
     resumed = [int(line.rsplit(" ", 1)[1]) for line in out.splitlines() if line.startswith("resumed from ")]
