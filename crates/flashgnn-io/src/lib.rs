@@ -11,6 +11,9 @@
 //!   parent; an existing dataset is swapped with `renameat2(RENAME_EXCHANGE)`),
 //!   the same for one file, the `flock` writer lock, the `--force` rule
 //!   ([`check_output`]) and owner-marked temporaries ([`remove_stale_tmps`]).
+//! - [`disk`]: the [`Disk`] handle a mutable store writes through — the
+//!   real file system, or (feature `sim-disk`, tests) the same calls also
+//!   recorded in a [`sim_disk`] model that yields power-loss crash states.
 //! - [`regular`]: every open of a dataset or input file refuses FIFOs,
 //!   devices and directories by name instead of blocking.
 //!
@@ -25,6 +28,7 @@
 
 pub mod aligned;
 pub mod direct;
+pub mod disk;
 pub mod engine;
 pub mod fault;
 pub mod mapped;
@@ -35,9 +39,12 @@ pub mod rate;
 pub mod read;
 pub mod regular;
 pub mod rss;
+#[cfg(feature = "sim-disk")]
+pub mod sim_disk;
 pub mod stripe;
 pub mod uring;
 
+pub use disk::{Disk, DiskFile};
 pub use out::{pwrite_all, BlockWriter, OutFile};
 pub use publish::{
     check_not_input, check_output, create_dir_all_durable, create_tmp_dir, fsync_dir, publish_dir, publish_file,

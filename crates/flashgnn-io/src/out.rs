@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use flashgnn_format::checksum::FileCrc;
 
 use crate::aligned::AlignedBuf;
-use crate::{fault, IoError};
+use crate::disk::note;
+use crate::{fault, Disk, IoError};
 
 /// Write buffer: 1 MiB keeps syscalls rare (1.2 GB/s ≈ 1200 writes/s) while
 /// staying a rounding error in the builder's memory budget.
@@ -126,13 +127,29 @@ pub struct OutFile {
     /// [`create_direct`](OutFile::create_direct): the aligned blocks
     /// (used instead of `buf`) and their writer.
     direct: Option<Direct>,
+    /// Where writes and the fsync are recorded besides the file system
+    /// ([`create_on`](OutFile::create_on)); always buffered, never direct.
+    disk: Disk,
 }
 
 impl OutFile {
     pub fn create(path: impl AsRef<Path>) -> Result<OutFile, IoError> {
+        OutFile::create_on(&Disk::Real, path)
+    }
+
+    /// [`create`](OutFile::create) through `disk`: its writes and fsync are
+    /// also recorded there (a simulated disk's crash states then cover them).
+    pub fn create_on(disk: &Disk, path: impl AsRef<Path>) -> Result<OutFile, IoError> {
         let path = path.as_ref().to_path_buf();
-        let file = File::create(&path).map_err(|e| IoError::new("creating", &path, None, e))?;
-        Ok(OutFile { path, file, buf: Vec::with_capacity(WRITE_BUFFER_BYTES), crc: FileCrc::default(), direct: None })
+        let file = disk.create(&path)?.into_file();
+        Ok(OutFile {
+            path,
+            file,
+            buf: Vec::with_capacity(WRITE_BUFFER_BYTES),
+            crc: FileCrc::default(),
+            direct: None,
+            disk: disk.clone(),
+        })
     }
 
     /// [`create`](OutFile::create) for a large file written once and not
@@ -155,6 +172,7 @@ impl OutFile {
                     at: 0,
                     writer: BlockWriter::default(),
                 }),
+                disk: Disk::Real,
             }),
             (file, false) => Ok(OutFile {
                 path,
@@ -162,6 +180,7 @@ impl OutFile {
                 buf: Vec::with_capacity(WRITE_BUFFER_BYTES),
                 crc: FileCrc::default(),
                 direct: None,
+                disk: Disk::Real,
             }),
         }
     }
@@ -224,7 +243,9 @@ impl OutFile {
     fn raw_write(&mut self, data: &[u8]) -> Result<(), IoError> {
         let at = self.crc.bytes() - data.len() as u64 - self.buf.len() as u64;
         fault::charge(data.len() as u64).map_err(|e| IoError::new("writing", &self.path, Some(at), e))?;
-        self.file.write_all(data).map_err(|e| IoError::new("writing", &self.path, Some(at), e))
+        self.file.write_all(data).map_err(|e| IoError::new("writing", &self.path, Some(at), e))?;
+        note!(&self.disk, &self.path, |rel| crate::sim_disk::SimOp::Write(rel, at, data.to_vec()));
+        Ok(())
     }
 
     fn flush_buf(&mut self) -> Result<(), IoError> {
@@ -236,6 +257,9 @@ impl OutFile {
         let r = fault::charge(buf.len() as u64)
             .and_then(|_| self.file.write_all(&buf))
             .map_err(|e| IoError::new("writing", &self.path, Some(at), e));
+        if r.is_ok() {
+            note!(&self.disk, &self.path, |rel| crate::sim_disk::SimOp::Write(rel, at, buf.clone()));
+        }
         self.buf = buf;
         self.buf.clear();
         r
@@ -273,6 +297,7 @@ impl OutFile {
             fault::charge(pending.len() as u64)
                 .and_then(|_| self.file.write_all(&pending))
                 .map_err(|e| IoError::new("writing", &self.path, Some(at), e))?;
+            note!(&self.disk, &self.path, |rel| crate::sim_disk::SimOp::Write(rel, at, pending.clone()));
         }
         let mut crc = self.crc.value();
         if old != new {
@@ -281,8 +306,10 @@ impl OutFile {
             crate::engine::clear_direct(&self.file)
                 .and_then(|_| pwrite_all(&self.file, new, 0))
                 .map_err(|e| IoError::new("writing", &self.path, Some(0), e))?;
+            note!(&self.disk, &self.path, |rel| crate::sim_disk::SimOp::Write(rel, 0, new.to_vec()));
         }
         self.file.sync_all().map_err(|e| IoError::new("fsync", &self.path, None, e))?;
+        note!(&self.disk, &self.path, |rel| crate::sim_disk::SimOp::Fsync(rel));
         Ok((self.crc.bytes(), crc))
     }
 }

@@ -41,7 +41,7 @@ use flashgnn_format::layout::FeaturePlacement;
 use flashgnn_format::manifest::LABELS_FILE;
 use flashgnn_format::npy::encode_header;
 use flashgnn_format::Dtype;
-use flashgnn_io::{IoError, OutFile};
+use flashgnn_io::{Disk, IoError, OutFile};
 use flashgnn_store::overlay::NODES_MAX;
 use flashgnn_store::{Dataset, Delta, Snapshot};
 
@@ -128,7 +128,7 @@ fn fresh_dir(p: &Path) -> Result<()> {
 /// Prepare the directories of new generation `ng`: an empty importer input
 /// `mut/.{kind}-{ng}.input/` (removed when the returned guard drops) and no
 /// leftover at the output `mut/gen-{ng}`. Returns (guard, input, output).
-fn new_generation_dirs(root: &Path, kind: &str, ng: u64) -> Result<(DirGuard, PathBuf, PathBuf)> {
+fn new_generation_dirs(disk: &Disk, root: &Path, kind: &str, ng: u64) -> Result<(DirGuard, PathBuf, PathBuf)> {
     let input = current::mut_dir(root).join(format!(".{kind}-{ng}.input"));
     let out = current::gen_dir(root, ng);
     fresh_dir(&input)?;
@@ -138,7 +138,7 @@ fn new_generation_dirs(root: &Path, kind: &str, ng: u64) -> Result<(DirGuard, Pa
     // flashgnn output is removed, anything else is refused by name.
     flashgnn_io::check_output(&out, true)?;
     if std::fs::symlink_metadata(&out).is_ok() {
-        current::remove_gen_dir(&out)?;
+        current::remove_gen_dir(disk, &out)?;
     }
     Ok((guard, input, out))
 }
@@ -376,11 +376,12 @@ impl MutableGraph {
         let t0 = Instant::now();
         let Published { snap, wal_end } = self.published();
         let (g, ng) = (snap.generation, snap.generation + 1);
-        let (_guard, input, out) = new_generation_dirs(&self.root, "compact", ng)?;
+        let (_guard, input, out) = new_generation_dirs(&self.disk, &self.root, "compact", ng)?;
         let folded = count_folded(&current::wal_path(&self.root, g), wal_end)?;
         let (n, e, dropped) = export_snapshot(&snap, &input, progress)?;
         let t1 = Instant::now();
         build(&build_options(&snap.base, &input, &out, n, snap.delta.feature_dim()), progress)?;
+        self.disk.adopt_published(&out)?;
         let new_base = open_base(&out)?;
         if new_base.num_nodes() != n || new_base.num_edges() != e {
             return Err(MutError::Invalid(format!(
@@ -391,7 +392,7 @@ impl MutableGraph {
         }
         let bytes = dataset_bytes(&new_base);
         let free: Vec<u64> = snap.delta.free_ids().copied().collect();
-        current::write_free(&current::free_path(&self.root, ng), &free)?;
+        current::write_free(&self.disk, &current::free_path(&self.root, ng), &free)?;
         let t2 = Instant::now();
         let tail_frames = self.switch(g, ng, snap.seq, new_base, free.clone(), Some(wal_end))?;
         let t3 = Instant::now();
@@ -450,7 +451,7 @@ impl MutableGraph {
         }
         let snap = self.snapshot();
         let (g, ng) = (snap.generation, snap.generation + 1);
-        let (_guard, input, out) = new_generation_dirs(&self.root, "update", ng)?;
+        let (_guard, input, out) = new_generation_dirs(&self.disk, &self.root, "update", ng)?;
         // The edge array and the feature table are written by two threads;
         // the importer then overlaps the edge sort with feature conversion.
         let (er, fr) = std::thread::scope(|s| {
@@ -491,8 +492,9 @@ impl MutableGraph {
         let mut bo = build_options(&snap.base, &input, &out, n, dim);
         bo.dedup = true; // a raw edge array: HolisticGNN's UpdateGraph deduplicates
         build(&bo, progress)?;
+        self.disk.adopt_published(&out)?;
         let new_base = open_base(&out)?;
-        current::write_free(&current::free_path(&self.root, ng), &[])?;
+        current::write_free(&self.disk, &current::free_path(&self.root, ng), &[])?;
         let t2 = Instant::now();
         let num_edges = new_base.num_edges();
         let bytes = dataset_bytes(&new_base);
@@ -554,7 +556,7 @@ impl MutableGraph {
         // the new log is durable as a whole before it is used, so each frame
         // becomes a group of its own (version 2, index 0).
         wal::reset_group_indices(&wpath.display().to_string(), &mut bytes[at..])?;
-        wal::write_log(&wpath, &bytes)?;
+        wal::write_log(&self.disk, &wpath, &bytes)?;
         let mut delta = Delta::new(&new_base, free)?;
         let rep = replay_into(&wpath.display().to_string(), &bytes, &new_base, &mut delta)?;
         if rep.last_seq != last || rep.torn_bytes != 0 {
@@ -565,10 +567,12 @@ impl MutableGraph {
                 rep.torn_bytes
             )));
         }
-        let wal_file = WalFile::open(&wpath, rep.valid_len)?;
+        let wal_file = WalFile::open(&self.disk, &wpath, rep.valid_len)?;
         // The new CURRENT carries the binding forward: the same dataset, the new base's id.
         let ids = current::StoreIds { root: self.root_dataset_id, generation: new_base.manifest().dataset_id };
-        if let Err(e) = current::write_current(&self.root, &Current { generation: ng, base_seq, ids: Some(ids) }) {
+        if let Err(e) =
+            current::write_current(&self.disk, &self.root, &Current { generation: ng, base_seq, ids: Some(ids) })
+        {
             // CURRENT may or may not name the new generation now: appending to
             // either log could lose acknowledged writes. Stop writing.
             q.fail(format!("switching CURRENT to generation {ng}: {e}"));
@@ -594,16 +598,16 @@ impl MutableGraph {
         for p in paths {
             if p.is_dir() {
                 // Crash-safe: a half-removed `gen-K` would no longer be recognised as ours.
-                current::remove_gen_dir(&p)?;
+                current::remove_gen_dir(&self.disk, &p)?;
                 continue;
             }
-            match current::remove_path(&p) {
+            match current::remove_path(&self.disk, &p) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(IoError::new("removing old generation", &p, None, e).into()),
             }
         }
-        flashgnn_io::fsync_dir(&current::mut_dir(&self.root))?;
+        self.disk.fsync_dir(&current::mut_dir(&self.root))?;
         Ok(())
     }
 }

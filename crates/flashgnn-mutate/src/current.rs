@@ -31,7 +31,7 @@
 
 use std::path::{Path, PathBuf};
 
-use flashgnn_io::IoError;
+use flashgnn_io::{Disk, IoError};
 
 use crate::{MutError, Result};
 
@@ -306,24 +306,24 @@ pub fn read_current(root: &Path) -> Result<Option<Current>> {
 
 /// Replace `mut/CURRENT` atomically and durably (version 2; version 1 when
 /// `c.ids` is None, which only tests write).
-pub fn write_current(root: &Path, c: &Current) -> Result<()> {
+pub fn write_current(disk: &Disk, root: &Path, c: &Current) -> Result<()> {
     let dir = mut_dir(root);
     let mut v = body(c);
     let crc = crc32c::crc32c(v.to_string().as_bytes());
     v.as_object_mut().expect("object").insert("crc32c".into(), crc.into());
     let text = serde_json::to_string_pretty(&v).expect("serialises");
-    flashgnn_io::publish_file(&dir.join("CURRENT.tmp"), &dir.join(CURRENT_FILE), &[text.as_bytes(), b"\n"])?;
+    disk.publish_file(&dir.join("CURRENT.tmp"), &dir.join(CURRENT_FILE), &[text.as_bytes(), b"\n"])?;
     Ok(())
 }
 
-pub fn write_free(path: &Path, ids: &[u64]) -> Result<()> {
+pub fn write_free(disk: &Disk, path: &Path, ids: &[u64]) -> Result<()> {
     let mut b = Vec::with_capacity(20 + ids.len() * 8);
     b.extend_from_slice(FREE_MAGIC);
     b.extend_from_slice(&(ids.len() as u64).to_le_bytes());
     ids.iter().for_each(|v| b.extend_from_slice(&v.to_le_bytes()));
     let c = crc32c::crc32c(&b);
     b.extend_from_slice(&c.to_le_bytes());
-    let mut out = flashgnn_io::OutFile::create(path)?;
+    let mut out = flashgnn_io::OutFile::create_on(disk, path)?;
     out.write(&b)?;
     out.finish()?;
     Ok(())
@@ -388,13 +388,11 @@ pub fn leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
 /// if missing; `mut/` must exist). The lock lives as long as the returned
 /// file: one writable [`crate::MutableGraph`] per dataset, across processes
 /// and within one (flock locks belong to the open file description).
-pub fn lock_writer(root: &Path) -> Result<std::fs::File> {
+pub fn lock_writer(disk: &Disk, root: &Path) -> Result<std::fs::File> {
     let path = mut_dir(root).join(LOCK_FILE);
-    let f = flashgnn_io::open_regular_with(
-        &path,
-        std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false),
-        0,
-    )?;
+    let f = disk
+        .open(&path, std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false), true)?
+        .into_file();
     match flashgnn_io::try_lock_exclusive(&f) {
         Ok(true) => Ok(f),
         Ok(false) => Err(MutError::Unavailable(format!(
@@ -407,12 +405,8 @@ pub fn lock_writer(root: &Path) -> Result<std::fs::File> {
 }
 
 /// Remove `p`: a directory with everything in it, else a file.
-pub(crate) fn remove_path(p: &Path) -> std::io::Result<()> {
-    if p.is_dir() {
-        std::fs::remove_dir_all(p)
-    } else {
-        std::fs::remove_file(p)
-    }
+pub(crate) fn remove_path(disk: &Disk, p: &Path) -> std::io::Result<()> {
+    disk.remove_path(p)
 }
 
 /// Remove the generation directory `p` (`mut/gen-K`), crash-safely: it is
@@ -425,37 +419,37 @@ pub(crate) fn remove_path(p: &Path) -> std::io::Result<()> {
 /// only this code makes, so [`leftovers`] counts it ours. Every removal of a
 /// generation directory (old generation after a switch, leftover, compaction
 /// output left by a crash) goes through here.
-pub(crate) fn remove_gen_dir(p: &Path) -> Result<()> {
+pub(crate) fn remove_gen_dir(disk: &Disk, p: &Path) -> Result<()> {
     let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let doomed = p.with_file_name(format!(".{name}.removing"));
     if std::fs::symlink_metadata(&doomed).is_ok() {
-        remove_path(&doomed).map_err(|e| IoError::new("removing leftover", &doomed, None, e))?;
+        remove_path(disk, &doomed).map_err(|e| IoError::new("removing leftover", &doomed, None, e))?;
     }
-    std::fs::rename(p, &doomed).map_err(|e| IoError::new("renaming leftover", p, None, e))?;
+    disk.rename(p, &doomed)?;
     // The rename must be durable before the first file inside is removed: a
     // file system that persists each directory's operations on their own
     // (not ext4, whose journal commits in order) could otherwise keep the
     // removal of `gen-K/manifest.json` and lose the rename.
-    flashgnn_io::fsync_dir(p.parent().unwrap_or(Path::new(".")))?;
-    remove_path(&doomed).map_err(|e| IoError::new("removing leftover", &doomed, None, e))?;
+    disk.fsync_dir(p.parent().unwrap_or(Path::new(".")))?;
+    remove_path(disk, &doomed).map_err(|e| IoError::new("removing leftover", &doomed, None, e))?;
     Ok(())
 }
 
 /// Remove every [`leftovers`] entry (generation directories through
 /// [`remove_gen_dir`]).
-pub fn clean_leftovers(root: &Path, c: &Current) -> Result<Vec<String>> {
+pub fn clean_leftovers(disk: &Disk, root: &Path, c: &Current) -> Result<Vec<String>> {
     let dir = mut_dir(root);
     let removed = leftovers(root, c)?;
     for name in &removed {
         let p = dir.join(name);
         if name.starts_with(GEN_PREFIX) && p.is_dir() {
-            remove_gen_dir(&p)?;
+            remove_gen_dir(disk, &p)?;
         } else {
-            remove_path(&p).map_err(|e| IoError::new("removing leftover", &p, None, e))?;
+            remove_path(disk, &p).map_err(|e| IoError::new("removing leftover", &p, None, e))?;
         }
     }
     if !removed.is_empty() {
-        flashgnn_io::fsync_dir(&dir)?;
+        disk.fsync_dir(&dir)?;
     }
     Ok(removed)
 }
@@ -496,7 +490,7 @@ mod tests {
         std::fs::create_dir_all(d.join("gen-3")).unwrap();
         std::fs::write(d.join("gen-3").join("notes.txt"), b"a user's").unwrap();
         let c = Current { generation: 2, base_seq: 0, ids: None };
-        let removed = clean_leftovers(t.path(), &c).unwrap();
+        let removed = clean_leftovers(&Disk::Real, t.path(), &c).unwrap();
         assert_eq!(removed, vec![".gen-1.removing".to_string()]);
         assert!(!d.join(".gen-1.removing").exists());
         assert!(d.join("gen-3").join("notes.txt").exists());
@@ -504,7 +498,7 @@ mod tests {
         std::fs::create_dir_all(d.join("gen-1")).unwrap();
         let magic = flashgnn_format::manifest::MANIFEST_MAGIC;
         std::fs::write(d.join("gen-1").join("manifest.json"), format!("{{\"magic\": \"{magic}\"}}")).unwrap();
-        assert_eq!(clean_leftovers(t.path(), &c).unwrap(), vec!["gen-1".to_string()]);
+        assert_eq!(clean_leftovers(&Disk::Real, t.path(), &c).unwrap(), vec!["gen-1".to_string()]);
         let left: Vec<_> = std::fs::read_dir(&d).unwrap().flatten().map(|e| e.file_name()).collect();
         assert_eq!(left, vec![std::ffi::OsString::from("gen-3")]);
     }

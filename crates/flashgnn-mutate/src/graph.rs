@@ -80,11 +80,15 @@ pub struct GraphOptions {
     /// How long a group-commit leader waits for more writers before writing
     /// (0 = write as soon as the previous fsync returned).
     pub group_commit_wait_us: u64,
+    /// Where the store's files under `mut/` are created, written, synced,
+    /// renamed and removed: the file system, or (tests) a simulated disk
+    /// that records it all for crash states. Per store, not per process.
+    pub disk: flashgnn_io::Disk,
 }
 
 impl Default for GraphOptions {
     fn default() -> Self {
-        GraphOptions { writable: true, group_commit_wait_us: 0 }
+        GraphOptions { writable: true, group_commit_wait_us: 0, disk: flashgnn_io::Disk::Real }
     }
 }
 
@@ -158,6 +162,8 @@ pub struct MutableGraph {
     lock: Mutex<Option<std::fs::File>>,
     /// Generation 0's `dataset_id`: every `CURRENT` written is bound to it.
     pub(crate) root_dataset_id: Option<u64>,
+    /// [`GraphOptions::disk`].
+    pub(crate) disk: flashgnn_io::Disk,
 }
 
 /// Refuse a base that does not store both directions of every edge.
@@ -243,15 +249,16 @@ impl MutableGraph {
         // One writer per dataset: take the lock before reading CURRENT or
         // touching anything under mut/ (another writer's in-flight files are
         // not leftovers).
+        let disk = &opts.disk;
         let lock = if opts.writable {
             if !mdir.exists() {
-                match std::fs::create_dir(&mdir) {
-                    Ok(()) => flashgnn_io::fsync_dir(&root)?,
+                match disk.create_dir(&mdir) {
+                    Ok(()) => disk.fsync_dir(&root)?,
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                     Err(e) => return Err(flashgnn_io::IoError::new("creating directory", &mdir, None, e).into()),
                 }
             }
-            Some(current::lock_writer(&root)?)
+            Some(current::lock_writer(disk, &root)?)
         } else {
             None
         };
@@ -269,16 +276,16 @@ impl MutableGraph {
                 // First writable open (or a crash before CURRENT was first
                 // written: then nothing was ever acknowledged).
                 let c = Current::initial(root_id);
-                current::clean_leftovers(&root, &c)?;
-                wal::create_log(&current::wal_path(&root, 0), 0, 0, root_id, &[])?;
-                current::write_current(&root, &c)?;
+                current::clean_leftovers(disk, &root, &c)?;
+                wal::create_log(disk, &current::wal_path(&root, 0), 0, 0, root_id, &[])?;
+                current::write_current(disk, &root, &c)?;
                 c
             }
             None => Current::initial(root_id),
         };
         let mut report = OpenReport::default();
         if opts.writable {
-            report.removed = current::clean_leftovers(&root, &cur)?;
+            report.removed = current::clean_leftovers(disk, &root, &cur)?;
         }
         let base = if cur.generation == 0 {
             load_base(gen0)?
@@ -307,20 +314,20 @@ impl MutableGraph {
                 // its own group, so every frame appended later carries its
                 // group index; the header is bound to this base (version 3).
                 let frames = &bytes[wal::WAL_HEADER_BYTES as usize..r.valid_len as usize];
-                wal::create_log(&wpath, r.generation, r.base_seq, base.manifest().dataset_id, frames)?;
+                wal::create_log(disk, &wpath, r.generation, r.base_seq, base.manifest().dataset_id, frames)?;
             }
             if opts.writable && cur.ids.is_none() {
                 // A version-1 CURRENT (no dataset ids): bind it to this dataset
                 // and this generation's base now that both were read through it.
                 let ids = current::StoreIds { root: root_id, generation: base.manifest().dataset_id };
-                current::write_current(&root, &Current { ids: Some(ids), ..cur })?;
+                current::write_current(disk, &root, &Current { ids: Some(ids), ..cur })?;
             }
             let end = r.valid_len;
             (r, end)
         } else {
             (wal::ReplayReport::default(), 0)
         };
-        let wal_file = if opts.writable { Some(WalFile::open(&wpath, wal_end)?) } else { None };
+        let wal_file = if opts.writable { Some(WalFile::open(disk, &wpath, wal_end)?) } else { None };
         let last = replay.last_seq.max(cur.base_seq);
         report.replay = replay;
         let snap =
@@ -345,6 +352,7 @@ impl MutableGraph {
             open_report: report,
             lock: Mutex::new(lock),
             root_dataset_id: root_id,
+            disk: opts.disk.clone(),
         })
     }
 

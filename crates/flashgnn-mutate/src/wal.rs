@@ -58,11 +58,10 @@
 //! Nothing here panics on hostile bytes: every length is checked against
 //! what is left before it is used.
 
-use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use flashgnn_io::IoError;
+use flashgnn_io::{Disk, DiskFile, IoError};
 use flashgnn_store::Op;
 
 use crate::{corrupt, MutError, Result};
@@ -562,28 +561,35 @@ pub fn read_log(path: &Path) -> Result<Vec<u8>> {
 
 /// Create `path` holding a header (and `body`, already-encoded frames),
 /// durably: write a temporary file, fsync, rename, fsync the directory.
-pub fn create_log(path: &Path, generation: u64, base_seq: u64, dataset_id: Option<u64>, body: &[u8]) -> Result<()> {
-    write_log_parts(path, &encode_header(generation, base_seq, dataset_id), body)
+pub fn create_log(
+    disk: &Disk,
+    path: &Path,
+    generation: u64,
+    base_seq: u64,
+    dataset_id: Option<u64>,
+    body: &[u8],
+) -> Result<()> {
+    write_log_parts(disk, path, &encode_header(generation, base_seq, dataset_id), body)
 }
 
 /// Create `path` holding `log` (a header and whole frames, built in memory),
 /// durably, like [`create_log`].
-pub fn write_log(path: &Path, log: &[u8]) -> Result<()> {
+pub fn write_log(disk: &Disk, path: &Path, log: &[u8]) -> Result<()> {
     let h = (WAL_HEADER_BYTES as usize).min(log.len());
-    write_log_parts(path, &log[..h], &log[h..])
+    write_log_parts(disk, path, &log[..h], &log[h..])
 }
 
-fn write_log_parts(path: &Path, header: &[u8], body: &[u8]) -> Result<()> {
+fn write_log_parts(disk: &Disk, path: &Path, header: &[u8], body: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("wal")));
-    flashgnn_io::publish_file(&tmp, path, &[header, body])?;
+    disk.publish_file(&tmp, path, &[header, body])?;
     Ok(())
 }
 
-/// The append side: one open log file and its durable length.
+/// The append side: one open log file (written through the store's
+/// [`Disk`]) and its durable length.
 pub struct WalFile {
-    path: PathBuf,
-    file: File,
+    file: DiskFile,
     len: u64,
 }
 
@@ -593,14 +599,14 @@ impl WalFile {
     /// made durable first. The caller has checked the header and rewritten a
     /// version-1 log as version 2, so every frame appended carries its group
     /// index.
-    pub fn open(path: &Path, len: u64) -> Result<WalFile> {
-        let file = flashgnn_io::open_regular_with(path, std::fs::OpenOptions::new().read(true).write(true), 0)?;
-        let have = file.metadata().map_err(|e| IoError::new("stat", path, None, e))?.len();
+    pub fn open(disk: &Disk, path: &Path, len: u64) -> Result<WalFile> {
+        let file = disk.open(path, std::fs::OpenOptions::new().read(true).write(true), false)?;
+        let have = file.file().metadata().map_err(|e| IoError::new("stat", path, None, e))?.len();
         if have != len {
-            file.set_len(len).map_err(|e| IoError::new("truncating torn tail of", path, Some(len), e))?;
-            file.sync_all().map_err(|e| IoError::new("fsync", path, None, e))?;
+            file.set_len(len)?;
+            file.sync_all()?;
         }
-        Ok(WalFile { path: path.to_path_buf(), file, len })
+        Ok(WalFile { file, len })
     }
     pub fn len(&self) -> u64 {
         self.len
@@ -612,9 +618,8 @@ impl WalFile {
     /// Write `bytes` (whole frames) at the end with one write, then
     /// `fdatasync`. The length advances only when both succeeded.
     pub fn append_sync(&mut self, bytes: &[u8]) -> Result<()> {
-        flashgnn_io::pwrite_all(&self.file, bytes, self.len)
-            .map_err(|e| IoError::new("writing", &self.path, Some(self.len), e))?;
-        self.file.sync_data().map_err(|e| IoError::new("fdatasync", &self.path, None, e))?;
+        self.file.write_at(bytes, self.len)?;
+        self.file.sync_data()?;
         self.len += bytes.len() as u64;
         Ok(())
     }
@@ -626,8 +631,9 @@ impl WalFile {
         let at = out.len();
         out.resize(at + n, 0);
         self.file
+            .file()
             .read_exact_at(&mut out[at..], from)
-            .map_err(|e| IoError::new("reading", &self.path, Some(from), e))?;
+            .map_err(|e| IoError::new("reading", self.file.path(), Some(from), e))?;
         Ok(())
     }
 }

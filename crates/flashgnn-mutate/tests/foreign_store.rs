@@ -109,7 +109,7 @@ fn a_version_1_current_is_read_and_rewritten_bound_by_a_writable_open() {
     let a = build_symmetric(&raw, &t.path().join("a"));
     mutate_and_compact(&a);
     let c = current::read_current(&a).unwrap().unwrap();
-    current::write_current(&a, &Current { ids: None, ..c }).unwrap();
+    current::write_current(&flashgnn_io::Disk::Real, &a, &Current { ids: None, ..c }).unwrap();
     let v1 = std::fs::read(a.join("mut/CURRENT")).unwrap();
     assert!(String::from_utf8_lossy(&v1).contains("\"version\": 1"));
     // Read-only readers accept it (nothing to check) and change nothing.

@@ -96,7 +96,7 @@ fn torn_tail_truncated_at_every_offset_of_the_last_frame() {
         // A writable open cuts the tail off durably; appends go after frame 2.
         let p = d.path().join("w.log");
         std::fs::write(&p, &b[..cut]).unwrap();
-        let w = wal::WalFile::open(&p, r.valid_len).unwrap();
+        let w = wal::WalFile::open(&flashgnn_io::Disk::Real, &p, r.valid_len).unwrap();
         assert_eq!(std::fs::metadata(&p).unwrap().len(), ends[1] as u64);
         drop(w);
     }

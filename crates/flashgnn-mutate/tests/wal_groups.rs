@@ -312,7 +312,10 @@ fn real_group_commits_hold_at_most_32_frames_and_survive_power_loss_in_the_last(
     let d = tempdir();
     let p = tiny_dataset(d.path());
     // The leader waits 100 ms: 100 writers queue meanwhile, more than a group holds.
-    let g = Arc::new(MutableGraph::open(&p, &GraphOptions { writable: true, group_commit_wait_us: 100_000 }).unwrap());
+    let g = Arc::new(
+        MutableGraph::open(&p, &GraphOptions { writable: true, group_commit_wait_us: 100_000, ..Default::default() })
+            .unwrap(),
+    );
     std::thread::scope(|s| {
         for t in 0..100u64 {
             let g = g.clone();

@@ -64,7 +64,7 @@ impl MutableGraph {
     #[new]
     #[pyo3(signature = (path, writable=true, group_commit_wait_us=0))]
     fn new(py: Python<'_>, path: std::path::PathBuf, writable: bool, group_commit_wait_us: u64) -> PyResult<Self> {
-        let opts = GraphOptions { writable, group_commit_wait_us };
+        let opts = GraphOptions { writable, group_commit_wait_us, ..Default::default() };
         let g = py.detach(move || flashgnn_mutate::MutableGraph::open(&path, &opts)).map_err(py_err)?;
         Ok(MutableGraph { inner: Arc::new(g) })
     }
