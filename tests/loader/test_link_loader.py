@@ -222,3 +222,74 @@ def test_one_request_per_batch(ds_path, eli):
     b = batches[0]
     seeds = b.n_id[:b.num_sampled_nodes[0]]
     assert torch.equal(seeds, torch.unique(b.n_id[b.edge_label_index.reshape(-1)]))
+
+
+def _memmap_pair(tmp_path, eli):
+    """``eli`` as two memory-mapped int64 files, as ``Dataset.link_split(..., mmap=True)`` gives them."""
+    out = []
+    for r, name in enumerate(("src", "dst")):
+        np.save(tmp_path / f"{name}.npy", eli[r].numpy().astype(np.int64))
+        out.append(np.load(tmp_path / f"{name}.npy", mmap_mode="r"))
+    return tuple(out)
+
+
+def _same(a, b):
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b):
+        assert set(x.keys()) == set(y.keys())
+        for k in x.keys():
+            assert torch.equal(x[k], y[k]) if isinstance(x[k], torch.Tensor) else list(x[k]) == list(y[k]), k
+
+
+def test_memmapped_pair_and_groups_give_the_same_batches(ds_path, eli, tmp_path, monkeypatch):
+    """A memory-mapped (src, dst) pair is read a group at a time and gives the in-memory [2, M] batches;
+    so do groups of a few batches (GROUP_EDGES lowered to 32 = 2 batches): batch i keeps seed base + i."""
+    from flashgnn.loader import link as link_mod
+
+    pair = _memmap_pair(tmp_path, eli)
+    kw = dict(neg_sampling=dict(mode="binary", amount=2), shuffle=True, seed=5)
+    whole = ours(ds_path, eli, **kw)
+    _same(whole, ours(ds_path, pair, **kw))
+    monkeypatch.setattr(link_mod, "GROUP_EDGES", 32)
+    _same(whole, ours(ds_path, pair, **kw))
+    for drop_last in (False, True):  # 50 edges: the last batch of 2 is the last group's, dropped or not
+        a = ours(ds_path, pair, drop_last=drop_last)
+        assert [b.input_id.numel() for b in a] == [16, 16, 16] + ([] if drop_last else [2])
+
+
+def test_block_shuffle_beyond_the_permutation_limit_visits_every_edge_once(ds_path, eli, tmp_path, monkeypatch):
+    """Beyond PERMUTATION_EDGES_MAX the order is a block shuffle (blocks of 4, 2 blocks per window here):
+    every edge once per epoch, a new order each epoch, the same order again for the same epoch; shards of
+    2 ranks are disjoint and cover the order cut to a multiple of 2, as the permutation's shards."""
+    from flashgnn.loader import link as link_mod
+
+    monkeypatch.setattr(link_mod, "PERMUTATION_EDGES_MAX", 8)
+    monkeypatch.setattr(link_mod, "SHUFFLE_BLOCK", 4)
+    monkeypatch.setattr(link_mod, "SHUFFLE_WINDOW_BLOCKS", 2)
+    monkeypatch.setattr(link_mod, "GROUP_EDGES", 16)
+    pair = _memmap_pair(tmp_path, eli)
+    loader = flashgnn.LinkNeighborLoader(ds_path, [2, 2], edge_label_index=pair, batch_size=7, shuffle=True,
+                                         seed=4, memory_budget=0)
+    assert len(loader) == 8
+    e0, e1 = [torch.cat([b.input_id for b in loader]) for _ in range(2)]
+    assert sorted(e0.tolist()) == list(range(50)) and not torch.equal(e0, e1)
+    loader.set_epoch(0)
+    b0 = list(loader)
+    assert torch.equal(torch.cat([b.input_id for b in b0]), e0)
+    for b in b0:  # each batch's positives are the edges at its input_id
+        p = b.input_id.numel()
+        assert torch.equal(b.n_id[b.edge_label_index[:, :p]], eli[:, b.input_id])
+    shards = [torch.cat([b.input_id for b in flashgnn.LinkNeighborLoader(
+        ds_path, [2, 2], edge_label_index=pair, batch_size=7, shuffle=True, seed=4, memory_budget=0, rank=r,
+        world_size=2)]) for r in range(2)]
+    assert len(shards[0]) == len(shards[1]) == 25
+    assert set(shards[0].tolist()) | set(shards[1].tolist()) == set(range(50))
+
+
+def test_memmapped_ids_are_checked_as_they_are_read(ds_path, eli, tmp_path):
+    bad = eli.clone()
+    bad[1, 37] = 128
+    pair = _memmap_pair(tmp_path, bad)
+    loader = flashgnn.LinkNeighborLoader(ds_path, [2], edge_label_index=pair, batch_size=16, memory_budget=0)
+    with pytest.raises(IndexError, match=r"edge_label_index\[1\]\[37\] = 128 \(destination node id\)"):
+        list(loader)

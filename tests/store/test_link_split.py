@@ -73,6 +73,31 @@ def test_no_link_split_is_refused_by_name(tmp_path):
         flashgnn.open(tmp_path / "plain").link_split("val")
 
 
+def test_memory_mapped_split_equals_the_read_one_and_is_checked_first(tmp_path):
+    """``link_split(name, mmap=True)`` maps the files (``np.memmap``, nothing read whole) after the same
+    CRC and id checks: the same arrays as the read split, a flipped byte refused naming the file, a
+    dataset without a split refused by name."""
+    _graph(tmp_path / "raw")
+    out = tmp_path / "ds"
+    flashgnn.build(tmp_path / "raw", out, progress=False, link_split=(0.1, 0.2), neg_per_pos=2)
+    ds = flashgnn.open(out)
+    for name in ("train", "val", "test"):
+        a, b = ds.link_split(name), ds.link_split(name, mmap=True)
+        assert isinstance(b.src, np.memmap) and isinstance(b.dst, np.memmap)
+        assert np.array_equal(a.src, b.src) and np.array_equal(a.dst, b.dst)
+        assert (a.neg is None) == (b.neg is None) and (a.neg is None or np.array_equal(a.neg, b.neg))
+    f = out / "link_train_dst.npy"
+    raw = bytearray(f.read_bytes())
+    raw[-3] ^= 0x01
+    f.write_bytes(bytes(raw))
+    with pytest.raises(flashgnn.CorruptDatasetError, match="link_train_dst.npy"):
+        flashgnn.open(out).link_split("train", mmap=True)
+    _graph(tmp_path / "raw2")
+    flashgnn.build(tmp_path / "raw2", tmp_path / "plain", progress=False)
+    with pytest.raises(Exception, match="plain has no link split"):
+        flashgnn.open(tmp_path / "plain").link_split("train", mmap=True)
+
+
 def _ogb(root, n, edges, split):
     torch = pytest.importorskip("torch")
     raw = root / "raw"

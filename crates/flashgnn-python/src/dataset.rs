@@ -153,6 +153,17 @@ impl Dataset {
         Ok((s.src.into_pyarray(py), s.dst.into_pyarray(py), s.neg.map(|n| n.into_pyarray(py)), s.k, ns, nd))
     }
 
+    /// Check side file `name` whole, once per process (CRC32C, dtype, shape,
+    /// every id in range; chunk by chunk, nothing kept): the checks
+    /// `link_split` makes before it reads, for a caller that memory-maps the
+    /// file instead of holding it (the training positives of a billion-edge
+    /// split are 16 B per edge).
+    fn check_side_file(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let inner = self.inner.clone();
+        let name = name.to_string();
+        py.detach(move || inner.check_side_file(&name)).map_err(py_err)
+    }
+
     /// Split `name` of node type index `t` (typed datasets), ids within the type.
     fn type_split<'py>(&self, py: Python<'py>, t: usize, name: &str) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let inner = self.inner.clone();

@@ -50,6 +50,15 @@ sources and destinations of two node types are made distinct apart, each
 type's ``n_id`` starting with its own sorted seeds (PyG's ``edge_sample``).
 Not yet typed (refused by name): ``neg_distribution="degree"``,
 ``neg_exclude_edges``, ``exclude_seed_edges``.
+
+Memory: the supervision edges are read a group of at most ``GROUP_EDGES``
+at a time, so ``edge_label_index`` may be a pair ``(src, dst)`` of
+memory-mapped 1-D arrays (``Dataset.link_split("train", mmap=True)``: a
+billion-edge split is 16 GB of int64) that is never copied whole; their ids
+are then checked group by group as they are read, where an in-memory
+``edge_label_index`` is checked whole up front. The epoch order is one
+permutation of every position, as PyG's, for up to ``PERMUTATION_EDGES_MAX``
+edges; beyond, a block shuffle in bounded memory (``_order``).
 """
 
 from __future__ import annotations
@@ -69,6 +78,26 @@ from flashgnn.sample.sampler import DEFAULT_DEPTH
 
 NEG_DISTRIBUTIONS = ("uniform", "degree")
 
+# Up to this many supervision edges an epoch's order is one permutation of every position (PyG's
+# ``randperm``): 8 B per position, 128 MiB at 2^24 edges. Beyond, the order is a block shuffle whose memory
+# does not grow with the edges: the positions in blocks of SHUFFLE_BLOCK consecutive ones, the blocks in a
+# random order, SHUFFLE_WINDOW_BLOCKS blocks at a time permuted together. Each edge is still visited once
+# per epoch; a batch draws from SHUFFLE_WINDOW_BLOCKS places of the list (a shuffle buffer of 2^20 edges).
+# A drawn link split lists its training edges in a random order already (the build sorts the pairs by a
+# seeded bijection of their key), so for it nothing is lost.
+PERMUTATION_EDGES_MAX = 1 << 24
+# 2^16 positions per block: one contiguous read of 512 KiB per int64 array (a memory map reads it ahead).
+SHUFFLE_BLOCK = 1 << 16
+# 16 blocks = 2^20 edges permuted together: 8 MiB of positions and 16 MiB of (src, dst).
+SHUFFLE_WINDOW_BLOCKS = 16
+# Supervision edges handed to one engine iterator: 2^20, i.e. 16 MiB of int64 (src, dst) and 8 MiB of
+# positions, whatever the number of edges. Batch i of the epoch is sampled with seed base + i in whichever
+# group it falls, so the grouping does not change a batch; each new group restarts the prefetch pipeline
+# (one batch's latency per 2^20 / batch_size batches).
+GROUP_EDGES = 1 << 20
+# Telemetry counters summed over an epoch's groups (the others are the last group's).
+_ADDITIVE_TELEMETRY = ("reads", "bytes_read", "bytes_used", "cache_static_hits", "cache_dynamic_hits")
+
 # NeighborLoader options a link loader does not take yet, with the reason.
 _LINK_REFUSED = {
     "input_nodes": "a link loader's seeds are the endpoints of edge_label_index (and its negatives)",
@@ -83,15 +112,27 @@ def _typed_pair(value) -> bool:
     return isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], (str, tuple))
 
 
-def _edge_label_index(who: str, value, num_nodes, types: tuple = ("", "")) -> np.ndarray:
-    """``edge_label_index`` as a ``[2, M]`` int64 array, every id checked against ``num_nodes`` (one count, or
-    the source's and the destination's: node types ``types``)."""
+def _edge_label_index(who: str, value, num_nodes, types: tuple = ("", "")) -> tuple[np.ndarray, np.ndarray, bool]:
+    """``edge_label_index`` as (src, dst, checked): 1-D arrays of M ids, checked against ``num_nodes`` (one
+    count, or the source's and the destination's: node types ``types``). A pair of memory-mapped 1-D
+    arrays (``np.memmap``) is kept as it is, never read whole: its ids are checked as groups are read
+    (``checked`` False). Anything else becomes a ``[2, M]`` int64 array whose every id is checked here."""
     if value is None:
         raise ValueError(f"{who}: edge_label_index=None (every stored edge) is not supported: the edges stay on "
                          "disk; pass the supervision edges as a [2, num_edges] tensor")
     if _typed_pair(value):
         raise ValueError(f"{who}: edge_label_index=({_pa._short(value[0])}, ...) is an (edge_type, edges) pair for "
                          "typed (heterogeneous) graphs; this dataset is homogeneous and takes a [2, num_edges] tensor")
+    if (isinstance(value, (tuple, list)) and len(value) == 2
+            and all(isinstance(v, np.memmap) for v in value)):
+        src, dst = value
+        if src.ndim != 1 or dst.ndim != 1 or len(src) != len(dst):
+            raise ValueError(f"{who}: edge_label_index = (src, dst) of shapes {tuple(src.shape)} and "
+                             f"{tuple(dst.shape)}: expected two 1-D arrays of the same length")
+        for v in (src, dst):
+            if v.size and v.dtype.kind not in "iu":
+                raise TypeError(f"{who}: edge_label_index must hold integer node ids, got dtype {v.dtype}")
+        return src, dst, False
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu().numpy()
     a = np.asarray(value)
@@ -101,14 +142,23 @@ def _edge_label_index(who: str, value, num_nodes, types: tuple = ("", "")) -> np
         raise TypeError(f"{who}: edge_label_index must hold integer node ids, got dtype {a.dtype}")
     a = np.ascontiguousarray(a, dtype=np.int64)
     counts = num_nodes if isinstance(num_nodes, tuple) else (num_nodes, num_nodes)
-    for r, name in enumerate(("source", "destination")):
-        bad = np.flatnonzero((a[r] < 0) | (a[r] >= counts[r]))
-        if len(bad):
-            i = int(bad[0])
-            of = f" of node type {types[r]!r}" if types[r] else ""
-            raise IndexError(f"{who}: edge_label_index[{r}][{i}] = {a[r, i]} ({name} node id) out of range "
-                             f"[0, {counts[r]}){of}")
-    return a
+    for r in range(2):
+        _check_ids(who, r, a[r], 0, counts[r], type_name=types[r])
+    return a[0], a[1], True
+
+
+def _check_ids(who: str, row: int, ids: np.ndarray, first: int, num_nodes: int, pos: np.ndarray | None = None,
+               type_name: str = ""):
+    """Refuse an id of ``edge_label_index[row]`` out of ``[0, num_nodes)`` (of node type ``type_name``),
+    naming its position: ``first`` plus its index in ``ids``, or ``pos[index]`` when given (ids gathered in a
+    shuffled order)."""
+    bad = np.flatnonzero((ids < 0) | (ids >= num_nodes))
+    if len(bad):
+        i = int(bad[0])
+        at = int(pos[i]) if pos is not None else first + i
+        of = f" of node type {type_name!r}" if type_name else ""
+        raise IndexError(f"{who}: edge_label_index[{row}][{at}] = {ids[i]} "
+                         f"({('source', 'destination')[row]} node id) out of range [0, {num_nodes}){of}")
 
 
 def _neg_sampling(who: str, value, ratio):
@@ -258,15 +308,17 @@ class LinkNeighborLoader(_Base, _PygLinkNeighborLoader):
             raise ValueError(f"rank {rank} out of range for world_size {world_size}")
         self._offsets, self._link_type = (0, 0), {}
         if self.edge_type is None:
-            self.edge_label_index = _edge_label_index(who, edge_label_index, self._nodes.dataset.num_nodes)
+            n = self._nodes.dataset.num_nodes
+            self._counts, self._types = (n, n), ("", "")
         else:
             s_t, _, d_t = self.edge_type
             counts = {t["name"]: int(t["count"]) for t in types["node_types"]}
-            self.edge_label_index = _edge_label_index(who, edge_label_index, (counts[s_t], counts[d_t]), (s_t, d_t))
+            self._counts, self._types = (counts[s_t], counts[d_t]), (s_t, d_t)
             ds = self._nodes.dataset
             self._offsets = (ds.type_offset(s_t), ds.type_offset(d_t))
             self._link_type = {"edge_type": edge_types.index(self.edge_type)}
-        m = self.edge_label_index.shape[1]
+        self._src, self._dst, self._ids_checked = _edge_label_index(who, edge_label_index, self._counts, self._types)
+        m = len(self._src)
         if edge_label is not None:
             edge_label = edge_label if isinstance(edge_label, torch.Tensor) else torch.as_tensor(np.asarray(edge_label))
             if edge_label.dim() == 0 or edge_label.size(0) != m:
@@ -290,9 +342,10 @@ class LinkNeighborLoader(_Base, _PygLinkNeighborLoader):
         self.neg_distribution, self.neg_exclude_edges = neg_distribution, bool(neg_exclude_edges)
         self.exclude_seed_edges = bool(exclude_seed_edges)
         self._given_input_id = input_id
-        # _Base's epoch state, over edge positions.
+        # _Base's epoch state, over edge positions (no input_nodes: positions are computed by _order, which
+        # never holds one per edge beyond PERMUTATION_EDGES_MAX).
         self.dataset, self.path = self._nodes.dataset, self._nodes.path
-        self.input_nodes, self._input_id_is_node = np.arange(m, dtype=np.int64), False
+        self._num_label_edges, self._input_id_is_node = m, False
         self.batch_size, self.shuffle, self.drop_last, self.seed = int(batch_size), shuffle, drop_last, int(seed)
         self.rank, self.world_size, self.equal_shards = int(rank), int(world_size), equal_shards
         self.epoch, self.wait_seconds = 0, 0.0
@@ -306,6 +359,114 @@ class LinkNeighborLoader(_Base, _PygLinkNeighborLoader):
     def data(self):
         """The graph without its edges, as :attr:`flashgnn.NeighborLoader.data`."""
         return self._nodes.data
+
+    @property
+    def edge_label_index(self) -> np.ndarray:
+        """The supervision edges as a ``[2, M]`` int64 array (read whole from a memory-mapped pair)."""
+        return np.stack([np.asarray(self._src, dtype=np.int64), np.asarray(self._dst, dtype=np.int64)])
+
+    def _rank_edges(self) -> int:
+        """How many supervision edges this rank visits per epoch (``_Base._positions``'s count)."""
+        m, w = self._num_label_edges, self.world_size
+        if w == 1:
+            return m
+        total = m - m % w if self.equal_shards else m
+        return len(range(self.rank, total, w))
+
+    def __len__(self) -> int:
+        n = self._rank_edges()
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def _gather(self, pos: np.ndarray, lo: int | None = None):
+        """(src, dst) of positions ``pos``, int64; ``lo`` given: ``pos`` is the range ``lo ..`` (a slice)."""
+        if lo is not None:
+            s, d = self._src[lo:lo + len(pos)], self._dst[lo:lo + len(pos)]
+        else:
+            s, d = self._src[pos], self._dst[pos]
+        return np.asarray(s, dtype=np.int64), np.asarray(d, dtype=np.int64)
+
+    def _order(self, epoch: int):
+        """The epoch's order over every position (before sharding), as chunks ``(pos, src, dst)``: in place
+        without ``shuffle``; one permutation of every position (``_Base._positions``'s, so batches are what
+        they were) up to ``PERMUTATION_EDGES_MAX`` edges; a block shuffle beyond (module constants)."""
+        m = self._num_label_edges
+        if not self.shuffle:
+            for lo in range(0, m, GROUP_EDGES):
+                pos = np.arange(lo, min(lo + GROUP_EDGES, m), dtype=np.int64)
+                yield (pos, *self._gather(pos, lo))
+            return
+        rng = np.random.default_rng([self.seed & (2**63 - 1), epoch])
+        if m <= PERMUTATION_EDGES_MAX:
+            perm = rng.permutation(m)
+            for lo in range(0, m, GROUP_EDGES):
+                pos = perm[lo:lo + GROUP_EDGES]
+                yield (pos, *self._gather(pos))
+            return
+        blocks = rng.permutation(-(-m // SHUFFLE_BLOCK))
+        for w in range(0, len(blocks), SHUFFLE_WINDOW_BLOCKS):
+            parts = [(int(b) * SHUFFLE_BLOCK, min((int(b) + 1) * SHUFFLE_BLOCK, m))
+                     for b in blocks[w:w + SHUFFLE_WINDOW_BLOCKS]]
+            pos = np.concatenate([np.arange(lo, hi, dtype=np.int64) for lo, hi in parts])
+            s = np.concatenate([np.asarray(self._src[lo:hi], dtype=np.int64) for lo, hi in parts])
+            d = np.concatenate([np.asarray(self._dst[lo:hi], dtype=np.int64) for lo, hi in parts])
+            perm = rng.permutation(len(pos))
+            yield pos[perm], s[perm], d[perm]
+
+    def _groups(self, epoch: int):
+        """This rank's share of :meth:`_order` (``_Base._positions``'s sharding: equal shards cut the order
+        to a multiple of world_size, rank r takes every world_size-th position from r), regrouped into
+        ``(pos, src, dst, last)`` of a multiple of ``batch_size`` edges (about ``GROUP_EDGES``), ids checked
+        where the input was not."""
+        w, r, m = self.world_size, self.rank, self._num_label_edges
+        total = m - m % w if (w > 1 and self.equal_shards) else m
+        want = max(1, GROUP_EDGES // self.batch_size) * self.batch_size
+        held, size, g = [], 0, 0  # chunks waiting, their edges, global index of the next chunk
+        for pos, s, d in self._order(epoch):
+            if w > 1:
+                keep = slice((r - g) % w, max(0, total - g), w)
+                g += len(pos)
+                pos, s, d = pos[keep], s[keep], d[keep]
+            if not self._ids_checked:
+                _check_ids("flashgnn.LinkNeighborLoader", 0, s, 0, self._counts[0], pos, self._types[0])
+                _check_ids("flashgnn.LinkNeighborLoader", 1, d, 0, self._counts[1], pos, self._types[1])
+            held.append((pos, s, d))
+            size += len(pos)
+            while size >= want:
+                cat = [np.concatenate(x) for x in zip(*held)]
+                # Hand out one full group, keep the rest; `last` only when nothing can follow.
+                held, size = [tuple(c[want:] for c in cat)], size - want
+                yield (*(c[:want] for c in cat), False)
+        cat = [np.concatenate(x) for x in zip(*held)] if held else None
+        if cat is not None and len(cat[0]):
+            yield (*cat, True)
+        else:
+            yield (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64), True)
+
+    def _batches(self, epoch: int):
+        """``(batch, positions)`` over the epoch: one engine iterator per group, batch i seeded
+        ``base + i`` across groups (:meth:`flashgnn.Sampler.iter_link_batches`)."""
+        base, done, tel = _epoch_seed(self.seed, epoch), 0, {}
+        for pos, s, d, last in self._groups(epoch):
+            if not len(pos) and done:
+                break
+            # The engine's ids are global: a typed dataset's types start at their offsets.
+            it = self.sampler.iter_link_batches(s + self._offsets[0], d + self._offsets[1], self.batch_size,
+                                                seed=base + done,
+                                                prefetch=self._nodes.prefetch,
+                                                drop_last=self.drop_last and last, workers=self._nodes.workers,
+                                                **self._link)
+            try:
+                for i, b in enumerate(it):
+                    yield b, pos[i * self.batch_size : i * self.batch_size + b.link.num_pos]
+                    done += 1
+            finally:
+                it.close()
+                g = dict(getattr(self.sampler, "last_iter_telemetry", {}) or {})
+                for k in _ADDITIVE_TELEMETRY:
+                    if k in g and k in tel and g[k] is not None and tel[k] is not None:
+                        g[k] += tel[k]
+                tel = g
+                self.telemetry = tel
 
     def _batch(self, b, pos: np.ndarray):
         """A link batch as PyG's ``LinkLoader.filter_fn`` builds it: on a typed dataset the link fields of the
@@ -343,19 +504,13 @@ class LinkNeighborLoader(_Base, _PygLinkNeighborLoader):
 
     def __iter__(self):
         epoch = self._next_epoch()
-        pos = self._positions(epoch)
-        src, dst = self.edge_label_index[0][pos] + self._offsets[0], self.edge_label_index[1][pos] + self._offsets[1]
-        it = self.sampler.iter_link_batches(src, dst, self.batch_size, seed=_epoch_seed(self.seed, epoch),
-                                            prefetch=self._nodes.prefetch, drop_last=self.drop_last,
-                                            workers=self._nodes.workers, **self._link)
+        it = self._batches(epoch)
         try:
-            for i, b in enumerate(self._timed(it)):
-                p = pos[i * self.batch_size : i * self.batch_size + b.link.num_pos]
+            for b, p in self._timed(it):
                 d = self._batch(b, p)
                 yield d if self.transform is None else self.transform(d)
         finally:
             it.close()
-            self.telemetry = getattr(self.sampler, "last_iter_telemetry", {})
 
     def sample_edges(self, edge_label_index, seed: int = 0):
         """One batch for explicit supervision edges (``[2, B]``), drawn as the
@@ -363,16 +518,10 @@ class LinkNeighborLoader(_Base, _PygLinkNeighborLoader):
         if self.edge_label is not None:
             raise ValueError("LinkNeighborLoader.sample_edges: the loader's edge_label belongs to its "
                              "edge_label_index; sample_edges takes edges without labels")
-        who = "LinkNeighborLoader.sample_edges"
-        if self.edge_type is None:
-            eli = _edge_label_index(who, edge_label_index, self.dataset.num_nodes)
-        else:
-            s_t, _, d_t = self.edge_type
-            ds = self.dataset
-            eli = _edge_label_index(who, edge_label_index, (ds.node_type(s_t)["count"], ds.node_type(d_t)["count"]),
-                                    (s_t, d_t))
-        b = self.sampler.sample_link(eli[0] + self._offsets[0], eli[1] + self._offsets[1], seed, **self._link)
-        d = self._batch(b, np.arange(eli.shape[1], dtype=np.int64))
+        src, dst, _ = _edge_label_index("LinkNeighborLoader.sample_edges", edge_label_index, self._counts,
+                                        self._types)
+        b = self.sampler.sample_link(src + self._offsets[0], dst + self._offsets[1], seed, **self._link)
+        d = self._batch(b, np.arange(len(src), dtype=np.int64))
         return d if self.transform is None else self.transform(d)
 
     def __repr__(self) -> str:

@@ -153,14 +153,33 @@ class Dataset:
             return self._core.type_split(t, name)
         return self._core.split(name)
 
-    def link_split(self, name: str) -> LinkSplit:
+    def link_split(self, name: str, mmap: bool = False) -> LinkSplit:
         """Link-prediction split ``name`` ("train", "val", "test") as ``(src, dst, neg)``, int64 original ids:
         positive edges ``src[i] -> dst[i]`` and ``neg`` [n_pos, K], the K fixed negative destinations of
         positive i (each paired with ``src[i]``), or None (the train split; a given split whose negatives are
         free pairs: :meth:`link_negative_pairs`). Every file is checked (CRC, ids) on first use; a dataset
-        without a link split is refused naming it (docs/format.md, *Link splits*)."""
-        src, dst, neg, k, _, _ = self._core.link_split(name)
-        return LinkSplit(src, dst, None if neg is None else neg.reshape(len(src), int(k)))
+        without a link split is refused naming it (docs/format.md, *Link splits*).
+
+        ``mmap=True``: the arrays are read-only ``np.memmap`` views of the files, after the same checks made
+        chunk by chunk — nothing the size of the split is held (a drawn split's ``train`` lists every
+        message-passing pair: 16 B per edge, 16 GB at 10^9 edges; ``flashgnn train --task link`` reads it
+        so)."""
+        part = ((self.link_split_info or {}).get("splits") or {}).get(name)
+        if not mmap or part is None:
+            # No split (or not this one): the core refuses it, naming the dataset and the splits it has.
+            src, dst, neg, k, _, _ = self._core.link_split(name)
+            return LinkSplit(src, dst, None if neg is None else neg.reshape(len(src), int(k)))
+        n, k = int(part.get("positives", 0)), int(part.get("neg_per_positive", 0))
+
+        def mapped(which: str, length: int):
+            if not length:
+                return np.empty(0, np.int64)
+            f = f"link_{name}_{which}.npy"
+            self._core.check_side_file(f)  # CRC32C, dtype, shape against the manifest, ids: once per process
+            return np.load(os.path.join(self.path, f), mmap_mode="r")
+
+        neg = mapped("neg", n * k) if k else None
+        return LinkSplit(mapped("src", n), mapped("dst", n), None if neg is None else neg.reshape(n, k))
 
     def link_negative_pairs(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
         """Free negative pairs ``(neg_src, neg_dst)`` of link split ``name`` (OGB's ``edge_neg``), or None."""

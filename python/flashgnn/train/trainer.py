@@ -353,7 +353,9 @@ class Trainer:
             print(_link_splits_note(self.eval_splits), flush=True)
         self.metric, self.evaluator_name = link.choose_metric(ds, c.link_metric, self.eval_splits)
         self.evaluator = link.evaluator(self.evaluator_name) if self.eval_splits else None
-        self.train_edges = ds.link_split("train")
+        # Memory-mapped: the training positives are every message-passing pair (16 B per edge), read by the
+        # loader a group at a time (flashgnn.loader.link.GROUP_EDGES).
+        self.train_edges = ds.link_split("train", mmap=True)
         if self.chatty:
             print(f"link prediction: {len(self.train_edges.src):,} training edges, {c.negatives:g} random negative(s) "
                   f"each; {', '.join(self.eval_splits) or 'no split'} judged by {self.metric} "
@@ -540,7 +542,9 @@ class Trainer:
         if self.cache_budget:
             t_cache = time.perf_counter()
             if self.link:  # the endpoints of the first training edges (a sample of what batches will touch)
-                pick = np.random.default_rng(c.seed).permutation(len(self.train_edges.src))[:4 * c.batch_size]
+                m = len(self.train_edges.src)
+                # choice without replacement draws the 4 batches' positions without a permutation of all m.
+                pick = np.sort(np.random.default_rng(c.seed).choice(m, size=min(m, 4 * c.batch_size), replace=False))
                 seeds = np.unique(np.concatenate([self.train_edges.src[pick], self.train_edges.dst[pick]]))
             else:
                 seeds = np.random.default_rng(c.seed).permutation(ds.split("train"))[:8 * c.batch_size]
@@ -592,7 +596,7 @@ class Trainer:
             # Binary negatives, BCE on the logits: PyG's link-prediction recipe (its examples' LinkNeighborLoader).
             te = self.train_edges
             self.train_loader_options = dict(
-                data=ds, num_neighbors=fanouts, edge_label_index=np.stack([te.src, te.dst]),
+                data=ds, num_neighbors=fanouts, edge_label_index=(te.src, te.dst),
                 neg_sampling=dict(mode="binary", amount=c.negatives), batch_size=c.batch_size, shuffle=True,
                 seed=c.seed, exclude_seed_edges=c.exclude_seed_edges, **common)
             train_loader = LinkNeighborLoader(**self.train_loader_options)
