@@ -65,9 +65,10 @@ bench-build: develop
 	$(PY) -m benchmarks.build_ooc --data $(DATA)/bench --budget $${BUDGET:-2GiB} --factor $${FACTOR:-4} $${JSON:+--json $$JSON}
 
 # At scale: >= 1e9 stored edges by default, dataset > RAM when the disk allows
-# (refuses with the numbers when it does not); EDGES=1e8 for a reduced run.
+# (refuses with the numbers when it does not); EDGES=1e8 for a reduced run; TASK=link trains link
+# prediction on a link split drawn by the build (then node classification on the same dataset).
 bench-scale: develop
-	$(PY) -m benchmarks.scale --data $(DATA)/scale --baseline $(DATA)/ooc --edges $${EDGES:-1e9} --memory-limit $${LIMIT:-3GiB} $${JSON:+--json $$JSON}
+	$(PY) -m benchmarks.scale --data $(DATA)/scale --baseline $(DATA)/ooc --edges $${EDGES:-1e9} --memory-limit $${LIMIT:-3GiB} --task $${TASK:-node} $${JSON:+--json $$JSON}
 
 # Out-of-core dataset shared by the engine and training benchmarks (1.4 GiB).
 $(DATA)/ooc/manifest.json: | setup

@@ -47,3 +47,21 @@ def test_extrapolation_arithmetic_and_id_width():
     big = extrapolate("h", 5 << 32, 10**11, 8, 64.0, 4, 70e-9, disk, 2.0, 0.1, 10)
     assert not big["ids_fit_u32"] and "8-byte ids" in big["arithmetic"]
     assert big["disk_bytes"] == (5 << 32) * (64 + 32) + 10**11 * 8
+
+
+def test_link_task_plans_the_split_and_trains_link_prediction(tmp_path):
+    """--task link: the disk plan adds the split's files (training positives in the dataset, staged edges
+    through the build, the split's own peak), and the training command is link prediction with a bounded
+    evaluation."""
+    from benchmarks.scale import LINK_PAIR_BYTES, LINK_STAGED_BYTES, LINK_TRAIN_BYTES, train_cmd
+
+    n, e = 1 << 26, 15 << 26
+    node, link = estimate(n, e, 8), estimate(n, e, 8, link=True)
+    assert link["dataset"] == node["dataset"] + LINK_TRAIN_BYTES * e
+    assert link["link_split_peak"] == link["raw"] + (LINK_PAIR_BYTES + LINK_STAGED_BYTES + LINK_TRAIN_BYTES) * e
+    assert link["peak"] >= max(link["link_split_peak"], node["peak"] + LINK_STAGED_BYTES * e + LINK_TRAIN_BYTES * e)
+    with pytest.raises(SystemExit, match=r"link split's own peak"):
+        choose_dim(n, e, free=40 * GiB, reserve=4 * GiB, probe=GiB, ram=24 * GiB, cap=2 * GiB, dim="8", link=True)
+    cmd = train_cmd(tmp_path, 20, 256, "25,10", tmp_path / "m.json", "link", 8)
+    assert cmd[cmd.index("--task") + 1] == "link" and cmd[cmd.index("--eval-batches") + 1] == "8"
+    assert "--task" not in train_cmd(tmp_path, 20, 1024, "25,10", tmp_path / "m.json")

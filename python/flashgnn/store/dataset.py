@@ -176,7 +176,16 @@ class Dataset:
                 return np.empty(0, np.int64)
             f = f"link_{name}_{which}.npy"
             self._core.check_side_file(f)  # CRC32C, dtype, shape against the manifest, ids: once per process
-            return np.load(os.path.join(self.path, f), mmap_mode="r")
+            path = os.path.join(self.path, f)
+            # The check read the file twice (CRC, then ids), which marks a small file's pages active: a memory
+            # budget measured next (train's --memory-budget auto: a cgroup's usage less its inactive file
+            # pages) would count them as held. Dropped; the map reads back what the batches touch.
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+            return np.load(path, mmap_mode="r")
 
         neg = mapped("neg", n * k) if k else None
         return LinkSplit(mapped("src", n), mapped("dst", n), None if neg is None else neg.reshape(n, k))
