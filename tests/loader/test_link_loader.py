@@ -293,3 +293,13 @@ def test_memmapped_ids_are_checked_as_they_are_read(ds_path, eli, tmp_path):
     loader = flashgnn.LinkNeighborLoader(ds_path, [2], edge_label_index=pair, batch_size=16, memory_budget=0)
     with pytest.raises(IndexError, match=r"edge_label_index\[1\]\[37\] = 128 \(destination node id\)"):
         list(loader)
+
+
+def test_nothing_is_held_per_node_or_per_edge(ds_path, eli, tmp_path):
+    """The loader's inner node loader holds no seeds (not an arange over every node), and a memory-mapped
+    pair stays mapped: no array of the loader grows with the nodes or the supervision edges."""
+    pair = _memmap_pair(tmp_path, eli)
+    loader = flashgnn.LinkNeighborLoader(ds_path, [2], edge_label_index=pair, batch_size=16, memory_budget=0)
+    assert len(loader._nodes.input_nodes) == 0
+    assert loader._src is pair[0] and loader._dst is pair[1]
+    assert not hasattr(loader, "input_nodes")

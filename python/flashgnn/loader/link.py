@@ -295,9 +295,12 @@ class LinkNeighborLoader(_Base, _PygLinkNeighborLoader):
                              "SamplerOutput; use transform= (applied to each Data batch)")
         # Seeds per batch at most (every endpoint distinct): what the shared cache's sizing measures.
         per_batch = {"none": 2, "binary": 2 + 2 * amount, "triplet": 2 + amount}[mode]
-        typed_seeds = {} if self.edge_type is None else {"input_nodes": (self.edge_type[0], None)}
+        # The node loader lends its sampler, cache and engine options; its seeds are never used, so it gets
+        # none (input_nodes=None would be every node: an 8 B/node arange, 512 MiB at 2^26 nodes).
+        none = np.empty(0, dtype=np.int64)
         self._nodes = NeighborLoader(data, num_neighbors, batch_size=max(1, math.ceil(batch_size * per_batch)),
-                                     transform=None, **typed_seeds, is_sorted=is_sorted, filter_per_worker=filter_per_worker,
+                                     input_nodes=none if self.edge_type is None else (self.edge_type[0], none),
+                                     transform=None, is_sorted=is_sorted, filter_per_worker=filter_per_worker,
                                      num_workers=num_workers, persistent_workers=persistent_workers,
                                      pin_memory=pin_memory, engine=engine, prefetch=prefetch, seed=seed, dtype=dtype,
                                      depth=depth, cache=cache, degrees=degrees, memory_budget=memory_budget,

@@ -692,7 +692,7 @@ class HeteroNeighborLoader(NeighborLoader):
 
         shared = loader_cache(cache, self.path, self.fanouts, self.batch_size, memory_budget, workers=self.workers,
                               prefetch=self.prefetch, quiet=quiet, who=who, engine=self.engine, sampler=self.sampler,
-                              pool=self.input_nodes + self._offset)
+                              pool=self.input_nodes + self._offset if len(self.input_nodes) else None)
         if shared is not cache:
             self.sampler.attach_cache(shared)
         self.cache = shared
