@@ -333,29 +333,7 @@ class Compact(Protocol):
 
 def _plan(tmc, m0, layout: str, seed: int):
     """test_mutable_crash.make_plan for an arbitrary layout of B(atch), C(ompact), U(pdate_graph)."""
-    rng = np.random.default_rng(seed)
-    m, steps, models = m0.copy(), [], [m0.copy()]
-    for c in layout:
-        if c == "B":
-            steps.append({"op": "batch", "ops": tmc.random_batch(m, rng)})
-        elif c == "C":
-            steps.append({"op": "compact"})
-            m.gen += 1
-        else:
-            n2 = int(rng.integers(100, 160))
-            src, dst = rng.integers(n2, size=3 * n2), rng.integers(n2, size=3 * n2)
-            keep = src != dst
-            src, dst = src[keep], dst[keep]
-            emb = (rng.integers(-800, 800, (n2, tmc.DIM)) / 8.0).astype(np.float32)
-            gen = m.gen + 1
-            m = tmc.Model({v: set() for v in range(n2)}, {v: emb[v] for v in range(n2)}, n2)
-            m.gen = gen
-            for a, b in zip(src.tolist(), dst.tolist()):
-                m.adj[a].add(b)
-                m.adj[b].add(a)
-            steps.append({"op": "update", "src": src.tolist(), "dst": dst.tolist(), "emb": emb.tolist()})
-        models.append(m.copy())
-    return steps, models
+    return tmc.make_plan(m0, None, seed, layout=layout)
 
 
 # --- train checkpoints -------------------------------------------------------

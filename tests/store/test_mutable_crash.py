@@ -140,11 +140,12 @@ def random_batch(m: Model, rng) -> list:
     return ops
 
 
-def make_plan(m0: Model, scenario: str, seed: int):
-    """(steps, models): models[i] is the state after the first i steps."""
+def make_plan(m0: Model, scenario: str | None, seed: int, layout: str | None = None):
+    """(steps, models): models[i] is the state after the first i steps. ``layout`` (B(atch), C(ompact),
+    U(pdate_graph)) overrides the scenario's."""
     rng = np.random.default_rng(seed)
     m, steps, models = m0.copy(), [], [m0.copy()]
-    layout = {"compact": "BBBBBCBBBCBB", "update": "BBBBUBBBCBB"}[scenario]
+    layout = layout or {"compact": "BBBBBCBBBCBB", "update": "BBBBUBBBCBB"}[scenario]
     for c in layout:
         if c == "B":
             steps.append({"op": "batch", "ops": random_batch(m, rng)})

@@ -528,10 +528,20 @@ class NeighborLoader(_Base, _PygNeighborLoader):
     def _emit(self, d: Data) -> Data:
         return d if self.transform is None else self.transform(d)
 
+    # The engine's id of the first seed type's node 0 (a typed loader's input type starts at its offset).
+    _offset = 0
+
+    def _to_batch(self, b, input_id: np.ndarray, rows_unused: bool):
+        """Engine batch ``b`` as the PyG object this loader yields."""
+        d = _to_data(b, input_id, self.pin_memory, self.device_cache)
+        if rows_unused:
+            del d.x  # structure only (node_sampler): PyG's inference reads loader.data.x
+        return d
+
     def __iter__(self):
         epoch = self._next_epoch()
         pos = self._positions(epoch)
-        order = self.input_nodes[pos]
+        order = self.input_nodes[pos] + self._offset
         base = _epoch_seed(self.seed, epoch)
         rows_unused = getattr(self, "_rows_unused", False)
         sampler = self._structure_sampler() if rows_unused else self.sampler
@@ -549,10 +559,7 @@ class NeighborLoader(_Base, _PygNeighborLoader):
         try:
             for i, b in enumerate(self._timed(batches)):
                 p = pos[i * self.batch_size : i * self.batch_size + b.batch_size]
-                d = _to_data(b, self._input_id(p), self.pin_memory, self.device_cache)
-                if rows_unused:
-                    del d.x  # structure only (node_sampler): PyG's inference reads loader.data.x
-                yield self._emit(d)
+                yield self._emit(self._to_batch(b, self._input_id(p), rows_unused))
         finally:
             if batches is not it:
                 batches.close()  # stops the fill thread before the structure stage closes
@@ -720,26 +727,8 @@ class HeteroNeighborLoader(NeighborLoader):
         raise NotImplementedError("PyG's layer-wise model.inference(loader) is not available for typed datasets: "
                                   "flashgnn.inference(model, dataset) runs a hetero model layer by layer")
 
-    def __iter__(self):
-        epoch = self._next_epoch()
-        pos = self._positions(epoch)
-        order = self.input_nodes[pos] + self._offset
-        it = self.sampler.iter_batches(order, self.batch_size, seed=_epoch_seed(self.seed, epoch),
-                                       prefetch=min(self.prefetch, 2) if self.window is not None else self.prefetch,
-                                       drop_last=self.drop_last, workers=self.workers)
-        batches = it
-        if self.window is not None:
-            self.window.gather.reset_telemetry()
-            batches = run_ahead(self._filled(it), self.prefetch)
-        try:
-            for i, b in enumerate(self._timed(batches)):
-                p = pos[i * self.batch_size : i * self.batch_size + b.batch_size]
-                yield self._emit(_hetero.to_hetero_data(b, self._input_id(p), self.pin_memory))
-        finally:
-            if batches is not it:
-                batches.close()
-            it.close()
-            self.telemetry = self._telemetry(getattr(self.sampler, "last_iter_telemetry", {}))
+    def _to_batch(self, b, input_id: np.ndarray, rows_unused: bool):
+        return _hetero.to_hetero_data(b, input_id, self.pin_memory)
 
     def sample(self, seeds, seed: int = 0):
         """One batch for explicit ``seeds`` (ids within the input type); ``input_id`` = 0..len-1."""
