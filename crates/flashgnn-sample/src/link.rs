@@ -31,6 +31,16 @@
 //!   from `edge_index` after sampling (nodes stay; `num_sampled_edges`
 //!   counts what is left).
 //!
+//! - **typed graphs** (`LinkSpec::edge_type`): sources and their negatives
+//!   lie in the edge type's source node type, destinations and theirs in its
+//!   destination type (negatives drawn uniformly within the type's range;
+//!   on a homogeneous graph the range is every node and the draws are the
+//!   same). Of two node types, the seeds are two sorted distinct lists,
+//!   sources then destinations, each endpoint's local id its rank in its
+//!   own list (PyG's `edge_sample` with a seed dict); the sampler takes
+//!   seeds of both types for that batch and starts each type's `n_id` with
+//!   its own seeds.
+//!
 //! Invariant: a link batch is a pure function of (dataset, fanouts, src,
 //! dst, spec, seed): every draw is keyed by (seed, stream, round, index)
 //! through [`NodeRng`], never by arrival order.
