@@ -195,6 +195,8 @@ class TypedWindowGather:
         self.budget = int(budget)
         self.per_type: dict = {}
         self.gather = sampler  # its telemetry counts the fill's reads
+        # WindowGather's one tier: none here (the tiers are per type, made at the first fill; stats() sums them).
+        self.belady = None
 
     def _share(self, first) -> dict:
         """Each type's bytes of the budget, from the first window's demand."""
@@ -220,12 +222,6 @@ class TypedWindowGather:
             part = b.node[name]
             part.x = wg.fill(part.n_id, None, None, [a.node[name].n_id for a in window])
 
-    @property
-    def belady(self):
-        """The tiers as one (capacity, hits, misses), or None when no type has one."""
-        tiers = [wg.belady for wg in self.per_type.values() if wg.belady is not None]
-        return _Tiers(tiers) if tiers else None
-
     def stats(self) -> dict:
         per = {name: wg.stats() for name, wg in self.per_type.items()}
         keys = ("rows_gathered", "hits", "misses", "capacity_rows")
@@ -233,22 +229,3 @@ class TypedWindowGather:
         total["hit_rate"] = total["hits"] / max(total["hits"] + total["misses"], 1)
         total["per_type"] = per
         return total
-
-
-class _Tiers:
-    """Several :class:`BeladyRowCache` tiers reported as one (capacity, hits, misses)."""
-
-    def __init__(self, tiers: list):
-        self.tiers = tiers
-
-    @property
-    def capacity(self) -> int:
-        return sum(t.capacity for t in self.tiers)
-
-    @property
-    def hits(self) -> int:
-        return sum(t.hits for t in self.tiers)
-
-    @property
-    def misses(self) -> int:
-        return sum(t.misses for t in self.tiers)
