@@ -335,9 +335,8 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
         room = available_memory() if max_bytes is None else int(max_bytes)
         resident = None
         if total > 0 and ds.feature_dim and n * ds.feature_dim * 4 <= room // 2:
-            resident = _input_table(ds, eng, cache, x_transform, dev, max(batch_size, 16384))
-            reads += resident[1]
-            resident = resident[0]
+            resident, table_reads = _input_table(ds, eng, cache, x_transform, dev, max(batch_size, 16384))
+            reads += table_reads
         bar = _progress.bar(total=passes * len(chunks), desc="inference", unit="chunk", disable=not progress)
         prev = None
         for li in range(passes):
