@@ -84,6 +84,26 @@ enum DirOp {
     Rename(String, String),
 }
 
+impl DirOp {
+    /// This operation applied to directory entries `e` (the live ones, or
+    /// a crash state's durable ones plus a kept prefix).
+    fn apply(&self, e: &mut BTreeMap<String, Ino>) {
+        match self {
+            DirOp::Link(n, i) => {
+                e.insert(n.clone(), *i);
+            }
+            DirOp::Unlink(n) => {
+                e.remove(n);
+            }
+            DirOp::Rename(a, b) => {
+                if let Some(i) = e.remove(a) {
+                    e.insert(b.clone(), i);
+                }
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Node {
     File { durable: Vec<u8>, live: Vec<u8>, pending: Vec<FileOp> },
@@ -172,19 +192,7 @@ impl Model {
 
     fn dir_op(&mut self, dir: Ino, op: DirOp) {
         if let Node::Dir { live, pending, .. } = &mut self.nodes[dir] {
-            match &op {
-                DirOp::Link(n, i) => {
-                    live.insert(n.clone(), *i);
-                }
-                DirOp::Unlink(n) => {
-                    live.remove(n);
-                }
-                DirOp::Rename(a, b) => {
-                    if let Some(i) = live.remove(a) {
-                        live.insert(b.clone(), i);
-                    }
-                }
-            }
+            op.apply(live);
             pending.push(op);
         }
     }
@@ -366,19 +374,7 @@ impl Model {
                 let keep = choose(pending.len() as u32 + 1) as usize;
                 let mut e = durable.clone();
                 for op in &pending[..keep] {
-                    match op {
-                        DirOp::Link(n, c) => {
-                            e.insert(n.clone(), *c);
-                        }
-                        DirOp::Unlink(n) => {
-                            e.remove(n);
-                        }
-                        DirOp::Rename(a, b) => {
-                            if let Some(c) = e.remove(a) {
-                                e.insert(b.clone(), c);
-                            }
-                        }
-                    }
+                    op.apply(&mut e);
                 }
                 dirs[i] = Some(e);
             }
