@@ -321,7 +321,10 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
     n = ds.num_nodes
     eng = resolve_engine(engine)
     tmp = _work_dir(out, tmp_dir)
-    limit = None if out is not None else (available_memory() if max_bytes is None else int(max_bytes))
+    # What this process may still use: the output table's bound when it comes back in memory, and the room
+    # the input table must fit half of.
+    room = available_memory() if max_bytes is None else int(max_bytes)
+    limit = None if out is not None else room
     chunks = [(lo, min(lo + batch_size, n)) for lo in range(0, n, batch_size)]
     was_training = model.training
     model.eval()
@@ -332,7 +335,6 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
         # then the first layer samples structure only and takes each neighbour's row from this table, as later
         # layers take theirs from the previous layer's, instead of the engine gathering a row per neighbour
         # (on a 131 K-node graph, 3.5 M edges: 0.16 s for the table and 0.3 s of structure, against 6.4 s).
-        room = available_memory() if max_bytes is None else int(max_bytes)
         resident = None
         if total > 0 and ds.feature_dim and n * ds.feature_dim * 4 <= room // 2:
             resident, table_reads = _input_table(ds, eng, cache, x_transform, dev, max(batch_size, 16384))
