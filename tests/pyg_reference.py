@@ -74,9 +74,9 @@ class HeteroReferenceSampler(BaseSampler):
     destination node first reached in the previous hop takes its
     neighbours along that edge type (all for -1, else ``k`` drawn uniformly
     without replacement, in edge order); a node already in the batch keeps
-    its local id within its type. Neighbours are in ``edge_index`` order.
-    No edge ids (``edge={}``: PyG's loader then gives each edge type an
-    empty ``e_id``; pyg-lib's are real)."""
+    its local id within its type. Neighbours are in ``edge_index`` order;
+    each sampled edge's id is its column in ``data[et].edge_index``, as
+    pyg-lib's (mapped back through ``to_csc``'s permutation) are."""
 
     def __init__(self, data, num_neighbors: dict, seed: int = 0):
         self.node_types, self.edge_types = list(data.node_types), list(data.edge_types)
@@ -87,8 +87,8 @@ class HeteroReferenceSampler(BaseSampler):
         for et in self.edge_types:
             row, col = data[et].edge_index
             lists: dict = {}
-            for a, b in zip(row.tolist(), col.tolist()):
-                lists.setdefault(b, []).append(a)
+            for i, (a, b) in enumerate(zip(row.tolist(), col.tolist())):
+                lists.setdefault(b, []).append((a, i))
             self.nbrs[et] = lists
 
     def sample_from_nodes(self, inputs, **kwargs):
@@ -110,6 +110,7 @@ class HeteroReferenceSampler(BaseSampler):
             nsn[t][0] = len(seeds)
         row = {et: [] for et in self.edge_types}
         col = {et: [] for et in self.edge_types}
+        eid = {et: [] for et in self.edge_types}
         nse = {et: [] for et in self.edge_types}
         frontier = {t: range(len(n_id[t])) for t in self.node_types}
         for h in range(hops):
@@ -122,12 +123,13 @@ class HeteroReferenceSampler(BaseSampler):
                     if 0 <= k < len(nbrs):
                         pick = sorted(torch.randperm(len(nbrs), generator=self.gen)[:k].tolist())
                         nbrs = [nbrs[j] for j in pick]
-                    for u in nbrs:
+                    for u, i in nbrs:
                         if u not in local[s]:
                             local[s][u] = len(n_id[s])
                             n_id[s].append(u)
                         row[et].append(local[s][u])
                         col[et].append(f)
+                        eid[et].append(i)
                 nse[et].append(len(row[et]) - e0)
             for t in self.node_types:
                 nsn[t][h + 1] = len(n_id[t]) - start[t]
@@ -135,7 +137,8 @@ class HeteroReferenceSampler(BaseSampler):
         long = lambda v: torch.tensor(v, dtype=torch.long)  # noqa: E731
         return HeteroSamplerOutput(node={t: long(v) for t, v in n_id.items()},
                                    row={et: long(v) for et, v in row.items()},
-                                   col={et: long(v) for et, v in col.items()}, edge={}, batch=None,
+                                   col={et: long(v) for et, v in col.items()},
+                                   edge={et: long(v) for et, v in eid.items()}, batch=None,
                                    num_sampled_nodes=nsn, num_sampled_edges=nse,
                                    metadata=(input_id, None))
 

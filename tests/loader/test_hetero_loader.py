@@ -80,10 +80,12 @@ def test_all_neighbours_equal_pyg_hetero_loader(graph, hops):
             if CLASSES[t]:
                 assert torch.equal(a[t].y, b[t].y), t
         for et in EDGE_TYPES:
-            # No e_id: the store keeps no global edge numbering (as for homogeneous batches).
-            assert set(a[et].keys()) == set(b[et].keys()) - {"e_id"}, et
+            assert set(a[et].keys()) == set(b[et].keys()), et
             assert _edge_set(a, et) == _edge_set(b, et), et
             assert torch.equal(a[et].edge_index, b[et].edge_index), et
+            # The graph's edges are stored in its edge_index order (by
+            # destination, then source), so the e_id of each edge is PyG's.
+            assert torch.equal(a[et].e_id, b[et].e_id), et
             assert list(a[et].num_sampled_edges) == list(b[et].num_sampled_edges), et
         assert a["paper"].batch_size == b["paper"].batch_size
         assert torch.equal(a["paper"].input_id, b["paper"].input_id)
@@ -114,6 +116,9 @@ def test_finite_fanouts_draw_min_count_uniformly(graph):
         for et in EDGE_TYPES:
             src, _, dst = et
             row, col = b[et].edge_index
+            # Each drawn edge's e_id names it in the graph's edge list.
+            named = edges[et][b[et].e_id.numpy()]
+            assert (named[:, 0] == b[src].n_id[row].numpy()).all() and (named[:, 1] == b[dst].n_id[col].numpy()).all()
             nsn = b[dst].num_sampled_nodes
             for pos in range(b[dst].n_id.numel()):
                 hop = 0 if pos < nsn[0] else (1 if pos < nsn[0] + nsn[1] else 2)
@@ -299,3 +304,16 @@ def test_lookahead_and_memory_budget_keep_the_batches(graph, engine):
             _same(a, b)
         st = cached.cache.stats()
         assert st["static_hits"] + st["dynamic_hits"] > 0, st
+
+
+def test_a_version_3_dataset_samples_without_e_id():
+    """A typed dataset written before format version 4 (tests/fixtures/format-v3) has no edge bases in its
+    slots: its batches are whole but for ``e_id``, which is left out rather than made up."""
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "format-v3" / "typed"
+    b = flashgnn.NeighborLoader(path, num_neighbors=[-1, -1], input_nodes="paper", batch_size=4,
+                                memory_budget=0).sample([0, 3, 5, 7])
+    reached = 0
+    for et in b.edge_types:
+        assert "e_id" not in b[et], et
+        reached += b[et].edge_index.shape[1]
+    assert reached > 0 and b["paper"].x.shape[1] == 5

@@ -52,7 +52,7 @@ def test_version_1_fixture_reads_verifies_and_samples(name):
     path = FIXTURES / name
     exp = np.load(FIXTURES / f"{name}_expected.npz")
     ds = flashgnn.open(path)
-    assert flashgnn.FORMAT_VERSION == 3 and ds.manifest["format_version"] == 1 and "dataset_id" not in ds.manifest
+    assert flashgnn.FORMAT_VERSION == 4 and ds.manifest["format_version"] == 1 and "dataset_id" not in ds.manifest
     n = ds.num_nodes
     nb = ds.neighbors(np.arange(n))
     got = np.concatenate(nb).astype(np.int64)

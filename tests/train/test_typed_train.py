@@ -113,6 +113,13 @@ def test_from_pyg_heterodata_round_trip(tmp_path):
     def pairs(ei):
         return sorted(map(tuple, ei.t().tolist()))
     assert pairs(back["b", "r", "a"].edge_index) == pairs(d["b", "r", "a"].edge_index)
+    # e_id numbers to_pyg's edge order (by destination, then source): every
+    # edge once in a batch of every node with all neighbours, each naming its own.
+    et = ("b", "r", "a")
+    b = next(iter(flashgnn.NeighborLoader(tmp_path / "ds", num_neighbors=[-1], input_nodes="a", batch_size=50)))
+    assert sorted(b[et].e_id.tolist()) == list(range(200))
+    named = back[et].edge_index[:, b[et].e_id]
+    assert torch.equal(named, torch.stack([b["b"].n_id[b[et].edge_index[0]], b["a"].n_id[b[et].edge_index[1]]]))
     d["b", "r", "a"].edge_attr = torch.ones(200, 1)
     with pytest.raises(flashgnn.InputError, match="edge_attr"):
         flashgnn.from_pyg(d, tmp_path / "ds2", progress=False)

@@ -1,4 +1,4 @@
-//! The typed build (format version 3): a typed npy directory written here
+//! The typed build (format version 4): a typed npy directory written here
 //! (3 node types, 4 edge types of which one within a type, a type without
 //! features, lists that spill on 512-byte pages, labels and splits on one
 //! type) builds into a dataset whose every node's neighbors, relation by
@@ -12,7 +12,7 @@ use std::path::Path;
 
 use common::*;
 use flashgnn_build::{build, Progress, SelfLoops};
-use flashgnn_format::Dtype;
+use flashgnn_format::slot::decode_slot;
 use flashgnn_store::Dataset;
 
 #[test]
@@ -29,7 +29,7 @@ fn typed_build_round_trips_every_relation() {
         o.self_loops = loops;
         let rep = build(&o, &Progress::new()).unwrap_or_else(|e| panic!("{e}"));
         let m = &rep.manifest;
-        assert_eq!(m.format_version, 3);
+        assert_eq!(m.format_version, 4);
         assert_eq!(m.build.source_format, "typed-npy");
         let ds = Dataset::open(&out).unwrap();
         assert!(ds.is_typed());
@@ -47,6 +47,19 @@ fn typed_build_round_trips_every_relation() {
                 want.iter().skip(t.offset(d) as usize).take(t.node_types[d].count as usize).map(|l| l[j].len()).sum();
             assert_eq!(e.num_edges, sum as u64, "{}", e.key());
             assert_eq!(m.build.relations[r].stored, e.num_edges);
+        }
+        // Every slot's edge base per relation: that edge type's entries in
+        // the nodes of its destination type before it (its e_id numbering).
+        for (d, nt) in t.node_types.iter().enumerate() {
+            let mut listed = vec![0u64; t.in_relations(d).len()];
+            for v in t.offset(d)..t.offset(d) + nt.count {
+                let buf = ds.read_slot(v).unwrap();
+                let slot = decode_slot(ds.layout(), v, &buf, "g").unwrap();
+                for (j, n) in listed.iter_mut().enumerate() {
+                    assert_eq!(slot.edge_base(j), Some(*n), "node {v} relation {j}");
+                    *n += want[v as usize][j].len() as u64;
+                }
+            }
         }
         assert_eq!(t.node_types[2].features, None);
         assert_eq!(t.node_types[1].labels.as_ref().unwrap().labeled, 120);

@@ -70,10 +70,29 @@ pub struct Layout {
     /// graph, whose one relation's count is the degree: the one-type case
     /// of the same slot. Set with [`Layout::with_rel_counts`].
     pub rel_counts: u32,
+    /// Typed graphs of format version 4: after its relation counts every
+    /// slot stores one `u64` *edge base* per relation (at
+    /// [`Layout::edge_bases_offset`]): the position, in its edge type's
+    /// stored edge list, of the node's first neighbor along it, so a sampled
+    /// edge's `e_id` is its base plus its place in the relation's list, with
+    /// no per-node index. False for version 3 (a typed dataset without
+    /// them: readable, no `e_id`) and for homogeneous graphs.
+    pub edge_bases: bool,
     /// A typed node type's feature table (`t<i>.features.fg`): rows smaller
     /// than a sector are packed at a power-of-two stride ([`Layout::feature_stride`]).
     /// False for `features.fg` (version 1 and 2: one row per sector at least).
     pub packed_rows: bool,
+}
+
+/// Bytes of a slot before its feature row: the header and `r` relation
+/// counts, then with `edge_bases` the padding to 8 and `r` u64 bases.
+pub fn fixed_bytes(r: u32, edge_bases: bool) -> u32 {
+    let counts = SLOT_HEADER_BYTES + 4 * r;
+    if edge_bases && r > 0 {
+        counts.next_multiple_of(8) + 8 * r
+    } else {
+        counts
+    }
 }
 
 fn round_up(x: u64, to: u64) -> Option<u64> {
@@ -166,6 +185,7 @@ impl Layout {
             overflow_entries,
             dataset_id: None,
             rel_counts: 0,
+            edge_bases: false,
             packed_rows: false,
         };
         // Every file size must be representable: compute them once, checked.
@@ -184,15 +204,14 @@ impl Layout {
     }
 
     /// The same layout with `r` per-relation counts in every slot (a typed
-    /// graph, format version 3): the slot grows by `4·r` bytes, checked
+    /// graph): the slot grows by `4·r` bytes (format version 3), and with
+    /// `edge_bases` (version 4) by the padding to 8 and `8·r` more, checked
     /// against the page size again.
-    pub fn with_rel_counts(self, file: &str, r: u32) -> Result<Layout> {
+    pub fn with_rel_counts(self, file: &str, r: u32, edge_bases: bool) -> Result<Layout> {
         let inline_row = if self.placement == FeaturePlacement::Inline { self.row_bytes() as u64 } else { 0 };
-        let slot = round_up(
-            SLOT_HEADER_BYTES as u64 + 4 * r as u64 + inline_row + self.inline_cap as u64 * self.id_bytes as u64,
-            8,
-        )
-        .unwrap_or(u64::MAX);
+        let slot =
+            round_up(fixed_bytes(r, edge_bases) as u64 + inline_row + self.inline_cap as u64 * self.id_bytes as u64, 8)
+                .unwrap_or(u64::MAX);
         if slot > self.page_size as u64 {
             return Err(FormatError::oob(
                 file,
@@ -204,6 +223,7 @@ impl Layout {
         }
         let l = Layout {
             rel_counts: r,
+            edge_bases: edge_bases && r > 0,
             slot_bytes: slot as u32,
             slots_per_page: (self.page_size as u64 / slot) as u32,
             ..self
@@ -213,20 +233,27 @@ impl Layout {
         Ok(l)
     }
 
-    /// Format version of the files this layout describes: 3 for a typed
-    /// graph (relation counts in its slots), 2 when they carry a dataset id,
-    /// 1 otherwise.
+    /// Format version of the files this layout describes: 4 for a typed
+    /// graph with edge bases in its slots, 3 for one without, 2 when they
+    /// carry a dataset id, 1 otherwise.
     pub fn format_version(&self) -> u32 {
-        match (self.dataset_id, self.rel_counts) {
-            (None, _) => 1,
-            (Some(_), 0) => 2,
-            _ => 3,
+        match (self.dataset_id, self.rel_counts, self.edge_bases) {
+            (None, _, _) => 1,
+            (Some(_), 0, _) => 2,
+            (Some(_), _, false) => 3,
+            _ => 4,
         }
     }
 
-    /// Bytes before a slot's feature row: the header and the relation counts.
+    /// Bytes before a slot's feature row: the header, the relation counts
+    /// and the edge bases.
     pub fn slot_fixed_bytes(&self) -> u32 {
-        SLOT_HEADER_BYTES + 4 * self.rel_counts
+        fixed_bytes(self.rel_counts, self.edge_bases)
+    }
+
+    /// Offset of the first edge base inside a slot (with [`Layout::edge_bases`]).
+    pub fn edge_bases_offset(&self) -> u32 {
+        (SLOT_HEADER_BYTES + 4 * self.rel_counts).next_multiple_of(8)
     }
 
     /// Checksum of a slot (position = internal node id), overflow page
@@ -582,6 +609,10 @@ pub struct GraphHeader {
     /// Version 2: the dataset id at byte offset 96 (104 in version 3);
     /// `None` in a version-1 header.
     pub dataset_id: Option<u64>,
+    /// The header's version field for a typed graph: 3, or 4 with edge
+    /// bases in the slots (the field list is the same). 0 for a
+    /// homogeneous graph, whose version follows from its dataset id.
+    pub typed_version: u32,
 }
 
 impl GraphHeader {
@@ -600,6 +631,7 @@ impl GraphHeader {
             overflow_entries: l.overflow_entries,
             rel_counts: l.rel_counts as u64,
             dataset_id: l.dataset_id,
+            typed_version: if l.rel_counts > 0 { l.format_version() } else { 0 },
         }
     }
     pub fn encode(&self) -> Vec<u8> {
@@ -619,10 +651,11 @@ impl GraphHeader {
             return encode_header(GRAPH_MAGIC, self.page_size, self.dataset_id, &fields);
         }
         fields.push(self.rel_counts);
-        encode_header_v(GRAPH_MAGIC, self.page_size, 3, self.dataset_id, &fields)
+        encode_header_v(GRAPH_MAGIC, self.page_size, self.typed_version, self.dataset_id, &fields)
     }
     pub fn decode(file: &str, bytes: &[u8]) -> Result<Self> {
         let (page_size, f, dataset_id) = decode_header_v(file, GRAPH_MAGIC, bytes, |v| if v >= 3 { 11 } else { 10 })?;
+        let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
         Ok(GraphHeader {
             page_size,
             num_nodes: f[0],
@@ -637,6 +670,7 @@ impl GraphHeader {
             overflow_entries: f[9],
             rel_counts: f.get(10).copied().unwrap_or(0),
             dataset_id,
+            typed_version: if version >= 3 { version } else { 0 },
         })
     }
 }

@@ -43,10 +43,11 @@ pub use manifest::Manifest;
 /// Newest format version this build writes (docs/format.md keeps the version
 /// log). Version 2 binds every per-structure checksum to a random 64-bit
 /// dataset id ([`checksum::crc_bound`]); version 3 adds typed graphs (node
-/// and edge types, [`types`]). A homogeneous dataset is still written as
-/// version 2, byte for byte: it is the one-type case, and a version-2
-/// reader keeps reading it.
-pub const FORMAT_VERSION: u32 = 3;
+/// and edge types, [`types`]); version 4 stores per-relation edge bases in
+/// a typed graph's slots (`e_id` per edge type). A homogeneous dataset is
+/// still written as version 2, byte for byte: it is the one-type case, and
+/// a version-2 reader keeps reading it.
+pub const FORMAT_VERSION: u32 = 4;
 /// The version a homogeneous dataset is written as.
 pub const FORMAT_VERSION_HOMOGENEOUS: u32 = 2;
 

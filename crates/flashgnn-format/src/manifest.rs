@@ -479,8 +479,22 @@ impl Manifest {
             (None, r) => {
                 return Err(FormatError::oob(path, 0, "graph.rel_counts", r as u64, "0 without a `types` section"))
             }
-            (Some(_), r) => l.with_rel_counts(path, r)?,
+            (Some(_), r) => l.with_rel_counts(path, r, self.format_version >= 4)?,
         };
+        if l.format_version() != self.format_version {
+            return Err(FormatError::oob(
+                path,
+                0,
+                "format_version",
+                self.format_version as u64,
+                format!(
+                    "== {} for a {} graph {} a dataset id",
+                    l.format_version(),
+                    if self.types.is_some() { "typed" } else { "homogeneous" },
+                    if self.dataset_id.is_some() { "with" } else { "without" }
+                ),
+            ));
+        }
         if let Some(t) = &self.types {
             self.check_typed(path, t, &l)?;
         }

@@ -6,7 +6,9 @@
 //! 4       4             degree (total neighbors, inline + overflow)
 //! 8       8             original (user-facing) node id
 //! 16      8             first overflow entry (0 when degree <= inline_cap)
-//! 24      row_bytes     feature row (inline placement only)
+//! 24      4R            typed graphs: R per-relation neighbor counts (u32)
+//! ...     pad to 8, 8R  typed graphs of version 4: R per-relation edge bases (u64)
+//! ...     row_bytes     feature row (inline placement only)
 //! ...     cap*id_bytes  first min(degree, inline_cap) neighbor ids (internal), rest zero
 //! ...     pad to 8      zero
 //! ```
@@ -14,7 +16,9 @@
 //! Invariant checked on every decode: crc matches; `original_id < num_nodes`;
 //! `degree <= num_edges`; a node with `degree > inline_cap` has its
 //! `degree - inline_cap` overflow entries inside `[0, overflow_entries)`; a node
-//! without overflow stores 0. Neighbor ids are checked by [`SlotView::inline_ids`].
+//! without overflow stores 0; relation counts sum to the degree; every
+//! relation's edge base plus its count is at most `num_edges`. Neighbor ids
+//! are checked by [`SlotView::inline_ids`].
 
 use crate::error::{FormatError, Result};
 use crate::layout::{Layout, SLOT_HEADER_BYTES};
@@ -32,6 +36,9 @@ pub struct SlotView<'a> {
     /// Typed graphs: the per-relation counts (`u32` each, the node type's
     /// incoming edge types in order); empty for a homogeneous graph.
     rel: &'a [u8],
+    /// Typed graphs of version 4: the per-relation edge bases (`u64` each);
+    /// empty otherwise.
+    bases: &'a [u8],
 }
 
 impl<'a> SlotView<'a> {
@@ -52,6 +59,14 @@ impl<'a> SlotView<'a> {
             return if j == 0 { self.degree } else { 0 };
         }
         self.rel.get(4 * j..4 * j + 4).map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap()))
+    }
+
+    /// The edge base of the node type's `j`-th incoming edge type: the
+    /// position of the node's first neighbor along it in that edge type's
+    /// stored edge list (`e_id` = base + place in the relation's list).
+    /// `None` when the slot has no bases (format version < 4).
+    pub fn edge_base(&self, j: usize) -> Option<u64> {
+        self.bases.get(8 * j..8 * j + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()))
     }
 
     /// Decode inline neighbor `i`, checking it against `num_nodes`.
@@ -101,11 +116,12 @@ pub fn encode_slot(
     inline_ids: &[u64],
     out: &mut [u8],
 ) {
-    encode_typed_slot(layout, node, degree, original_id, overflow_first, &[], features, inline_ids, out)
+    encode_typed_slot(layout, node, degree, original_id, overflow_first, &[], &[], features, inline_ids, out)
 }
 
 /// [`encode_slot`] with a typed graph's per-relation counts (at most
-/// `layout.rel_counts` of them, summing to `degree`; the rest are zero).
+/// `layout.rel_counts` of them, summing to `degree`; the rest are zero) and,
+/// with `layout.edge_bases`, as many edge bases (the rest zero).
 #[allow(clippy::too_many_arguments)]
 pub fn encode_typed_slot(
     layout: &Layout,
@@ -114,12 +130,14 @@ pub fn encode_typed_slot(
     original_id: u64,
     overflow_first: u64,
     rel_counts: &[u32],
+    edge_bases: &[u64],
     features: &[u8],
     inline_ids: &[u64],
     out: &mut [u8],
 ) {
     assert_eq!(out.len(), layout.slot_bytes as usize);
     assert!(rel_counts.len() <= layout.rel_counts as usize);
+    assert_eq!(edge_bases.len(), if layout.edge_bases { rel_counts.len() } else { 0 });
     debug_assert!(layout.rel_counts == 0 || rel_counts.iter().map(|&c| c as u64).sum::<u64>() == degree as u64);
     assert!(inline_ids.len() <= layout.inline_cap as usize);
     assert!(inline_ids.len() <= degree as usize);
@@ -130,6 +148,10 @@ pub fn encode_typed_slot(
     for (j, c) in rel_counts.iter().enumerate() {
         let at = SLOT_HEADER_BYTES as usize + 4 * j;
         out[at..at + 4].copy_from_slice(&c.to_le_bytes());
+    }
+    for (j, b) in edge_bases.iter().enumerate() {
+        let at = layout.edge_bases_offset() as usize + 8 * j;
+        out[at..at + 8].copy_from_slice(&b.to_le_bytes());
     }
     let fo = layout.inline_feature_offset() as usize;
     if layout.placement == crate::layout::FeaturePlacement::Inline {
@@ -253,6 +275,25 @@ fn decode<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str, check_crc
             ));
         }
     }
+    let bases: &[u8] = if layout.edge_bases {
+        let at = layout.edge_bases_offset() as usize;
+        &bytes[at..at + 8 * layout.rel_counts as usize]
+    } else {
+        &[]
+    };
+    for (j, b) in bases.chunks_exact(8).enumerate() {
+        let first = u64::from_le_bytes(b.try_into().unwrap());
+        let count = u32::from_le_bytes(rel[4 * j..4 * j + 4].try_into().unwrap()) as u64;
+        if first.checked_add(count).is_none_or(|end| end > layout.num_edges) {
+            return Err(FormatError::oob(
+                file,
+                base + (layout.edge_bases_offset() as usize + 8 * j) as u64,
+                "edge base",
+                first,
+                format!("<= num_edges {} - relation count {count}", layout.num_edges),
+            ));
+        }
+    }
     let fo = layout.inline_feature_offset() as usize;
     let features: &[u8] = if layout.placement == crate::layout::FeaturePlacement::Inline {
         &bytes[fo..fo + layout.row_bytes() as usize]
@@ -270,11 +311,19 @@ fn decode<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str, check_crc
         });
     }
     let inline = &bytes[io..used];
-    Ok(SlotView { node, degree, original_id, overflow_first, features, inline, id_bytes: layout.id_bytes, rel })
+    Ok(SlotView { node, degree, original_id, overflow_first, features, inline, id_bytes: layout.id_bytes, rel, bases })
 }
 
-/// Strict check used by `verify`: bytes after the inline ids must be zero.
+/// Strict check used by `verify`: bytes after the inline ids, and those
+/// between the relation counts and the edge bases, must be zero.
 pub fn check_slot_padding(layout: &Layout, view: &SlotView, bytes: &[u8], file: &str) -> Result<()> {
+    if layout.edge_bases {
+        let gap = (SLOT_HEADER_BYTES + 4 * layout.rel_counts) as usize..layout.edge_bases_offset() as usize;
+        if let Some(p) = bytes[gap.clone()].iter().position(|b| *b != 0) {
+            let off = layout.slot_offset(view.node) + (gap.start + p) as u64;
+            return Err(FormatError::oob(file, off, "slot padding byte", bytes[gap.start + p] as u64, "0"));
+        }
+    }
     let start = layout.inline_ids_offset() as usize + view.inline_len() * layout.id_bytes as usize;
     if let Some(p) = bytes[start..].iter().position(|b| *b != 0) {
         let off = layout.slot_offset(view.node) + (start + p) as u64;
@@ -328,15 +377,16 @@ mod tests {
 
     #[test]
     fn typed_slot_roundtrip_and_counts_checked() {
-        let l = layout().with_rel_counts("g", 3).unwrap();
+        let l = layout().with_rel_counts("g", 3, false).unwrap();
         assert_eq!((layout().slot_bytes, l.slot_bytes), (56, 64), "24 + 12 counts + 16 row + 12 ids, to 8");
         let mut buf = vec![0u8; l.slot_bytes as usize];
         let feats: Vec<u8> = (0..16).collect();
-        encode_typed_slot(&l, 7, 5, 7, 10, &[2, 0, 3], &feats, &[1, 2, 99], &mut buf);
+        encode_typed_slot(&l, 7, 5, 7, 10, &[2, 0, 3], &[], &feats, &[1, 2, 99], &mut buf);
         let v = decode_slot(&l, 7, &buf, "g").unwrap();
         assert_eq!((0..4).map(|j| v.rel_count(j)).collect::<Vec<_>>(), vec![2, 0, 3, 0]);
         assert_eq!(v.features, &feats[..]);
         assert_eq!(v.inline_ids(&l, "g").unwrap(), vec![1, 2, 99]);
+        assert_eq!(v.edge_base(0), None, "version 3 slots have no edge bases");
         check_slot_padding(&l, &v, &buf, "g").unwrap();
         // Counts that do not add up to the degree are refused, CRC or not.
         let mut bad = buf.clone();
@@ -350,6 +400,30 @@ mod tests {
         encode_slot(&h, 7, 5, 42, 10, &feats, &[1, 2, 99], &mut hb);
         let hv = decode_slot(&h, 7, &hb, "g").unwrap();
         assert_eq!((hv.rel_count(0), hv.rel_count(1)), (5, 0));
+    }
+
+    #[test]
+    fn typed_slot_edge_bases_roundtrip_and_are_bound_checked() {
+        let l = layout().with_rel_counts("g", 3, true).unwrap();
+        assert_eq!(l.format_version(), 1, "no dataset id in this layout");
+        assert_eq!(l.edge_bases_offset(), 40, "24 + 12 counts, to 8");
+        assert_eq!(l.slot_fixed_bytes(), 64);
+        assert_eq!(l.slot_bytes, 96, "64 + 16 row + 12 ids, to 8");
+        let mut buf = vec![0u8; l.slot_bytes as usize];
+        let feats: Vec<u8> = (0..16).collect();
+        encode_typed_slot(&l, 7, 5, 7, 10, &[2, 0, 3], &[17, 0, 997], &feats, &[1, 2, 99], &mut buf);
+        let v = decode_slot(&l, 7, &buf, "g").unwrap();
+        assert_eq!((0..3).map(|j| v.edge_base(j)).collect::<Vec<_>>(), vec![Some(17), Some(0), Some(997)]);
+        assert_eq!(v.features, &feats[..]);
+        assert_eq!(v.inline_ids(&l, "g").unwrap(), vec![1, 2, 99]);
+        check_slot_padding(&l, &v, &buf, "g").unwrap();
+        // A base whose relation would end past num_edges (1000) is refused
+        // by name and position, CRC or not.
+        let mut bad = buf.clone();
+        bad[56..64].copy_from_slice(&998u64.to_le_bytes());
+        let e = decode_checked_slot(&l, 7, &bad, "g").unwrap_err().to_string();
+        assert!(e.contains("edge base = 998") && e.contains("relation count 3"), "{e}");
+        assert!(e.contains(&(l.slot_offset(7) + 56).to_string()), "{e}");
     }
 
     #[test]

@@ -105,7 +105,8 @@ fn batch_dict<'py>(py: Python<'py>, mut b: Batch) -> PyResult<Bound<'py, PyDict>
 /// owning its Rust vector (no copy): `input_type` (index), `node_types` (per
 /// node type in the dataset's order: `n_id` local ids, `x` bytes with
 /// `x_dtype` and `dim`, `y`, `num_sampled_nodes`), `edge_types` (per edge
-/// type: `edge_index` `[2, E]` int64, `num_sampled_edges`).
+/// type: `edge_index` `[2, E]` int64, `e_id` `[E]` int64 (empty without
+/// edge bases: `Sampler.edge_ids`), `num_sampled_edges`).
 fn typed_dict<'py>(py: Python<'py>, t: flashgnn_sample::TypedBatch) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("input_type", t.input_type)?;
@@ -128,6 +129,7 @@ fn typed_dict<'py>(py: Python<'py>, t: flashgnn_sample::TypedBatch) -> PyResult<
         let edge_index = Array2::from_shape_vec((2, m), e.edge_index)
             .map_err(|err| py_err(CoreError::Unavailable(format!("internal: edge_index of {m} edges: {err}"))))?;
         ed.set_item("edge_index", edge_index.into_pyarray(py))?;
+        ed.set_item("e_id", e.e_id.into_pyarray(py))?;
         ed.set_item("num_sampled_edges", e.num_sampled_edges.into_pyarray(py))?;
         edges.append(ed)?;
     }
@@ -292,6 +294,13 @@ impl Sampler {
     #[getter]
     fn feature_dtype(&self) -> PyResult<&'static str> {
         Ok(self.get()?.lock().unwrap().layout().feature_dtype.name())
+    }
+
+    /// Whether a typed batch's edges carry `e_id` (a typed dataset of
+    /// format version 4: its slots hold per-relation edge bases).
+    #[getter]
+    fn edge_ids(&self) -> PyResult<bool> {
+        Ok(self.get()?.lock().unwrap().layout().edge_bases)
     }
 
     /// A typed dataset's node and edge types (the manifest's `types`: names,

@@ -326,8 +326,10 @@ fn a_neighbor_outside_its_relations_source_type_is_refused_naming_where() {
     let mut ids = v.inline_ids(&l, "graph.fg").unwrap();
     ids[0] = 45;
     let counts: Vec<u32> = (0..l.rel_counts as usize).map(|j| v.rel_count(j)).collect();
+    let bases: Vec<u64> = (0..l.rel_counts as usize).map(|j| v.edge_base(j).unwrap()).collect();
     let (deg, orig, first) = (v.degree, v.original_id, v.overflow_first);
-    encode_typed_slot(&l, 0, deg, orig, first, &counts, &[], &ids, &mut bytes[at..at + l.slot_bytes as usize]);
+    let out = &mut bytes[at..at + l.slot_bytes as usize];
+    encode_typed_slot(&l, 0, deg, orig, first, &counts, &bases, &[], &ids, out);
     std::fs::write(&g, bytes).unwrap();
     let mut s = open(&path, &[-1], None, EngineKind::Pread);
     let e = s.sample(&[0], 1).unwrap_err().to_string();
@@ -406,4 +408,48 @@ fn gathering_rows_of_one_type_reads_that_types_rows_and_labels_alone() {
         let e = s.gather_rows(&[0, 45], what).unwrap_err().to_string();
         assert_mentions(&e, &["seed node 45", "one node type"]);
     }
+}
+
+/// Paper 0's slot re-sealed with its first relation's edge base replaced.
+fn reseal_base(path: &Path, base: u64) -> (u64, u64) {
+    use flashgnn_format::slot::{decode_slot, encode_typed_slot};
+    let ds = flashgnn_store::Dataset::open(path).unwrap();
+    let l = ds.layout().clone();
+    let g = path.join("graph.fg");
+    let mut bytes = std::fs::read(&g).unwrap();
+    let at = l.slot_offset(0) as usize;
+    let slot = bytes[at..at + l.slot_bytes as usize].to_vec();
+    let v = decode_slot(&l, 0, &slot, "graph.fg").unwrap();
+    let ids = v.inline_ids(&l, "graph.fg").unwrap();
+    let counts: Vec<u32> = (0..l.rel_counts as usize).map(|j| v.rel_count(j)).collect();
+    let mut bases: Vec<u64> = (0..l.rel_counts as usize).map(|j| v.edge_base(j).unwrap()).collect();
+    bases[0] = base;
+    let (deg, orig, first) = (v.degree, v.original_id, v.overflow_first);
+    let out = &mut bytes[at..at + l.slot_bytes as usize];
+    encode_typed_slot(&l, 0, deg, orig, first, &counts, &bases, &[], &ids, out);
+    std::fs::write(&g, bytes).unwrap();
+    (at as u64 + l.edge_bases_offset() as u64, counts[0] as u64)
+}
+
+#[test]
+fn an_edge_base_past_its_edge_type_is_refused_and_a_wrong_one_fails_verify() {
+    let tmp = tempdir();
+    let path = write(tmp.path());
+    let cites = flashgnn_store::Dataset::open(&path).unwrap().manifest().types.as_ref().unwrap().edge_types[0].clone();
+    assert_eq!((cites.src.as_str(), cites.rel.as_str()), ("paper", "cites"));
+    // Within all edge types' entries (the decode's bound), past cites' own.
+    let (off, count) = reseal_base(&path, cites.num_edges);
+    for kind in [EngineKind::Pread, EngineKind::Memory] {
+        let mut s = open(&path, &[-1], None, kind);
+        let e = s.sample(&[0], 1).unwrap_err().to_string();
+        let want = [off.to_string(), cites.num_edges.to_string(), format!("{} - {count}", cites.num_edges)];
+        assert_mentions(&e, &["graph.fg", "edge base", &want[0], &want[1], &want[2], "(paper, cites, paper)"]);
+    }
+    // Within the edge type, but not the running count: only verify's
+    // structure pass knows (its whole-file CRC, not resealed here, would
+    // stop it first).
+    reseal_base(&path, 1);
+    let ds = flashgnn_store::Dataset::open(&path).unwrap();
+    let e = flashgnn_store::verify::check_typed_relations(&ds).unwrap_err().to_string();
+    assert_mentions(&e, &["graph.fg", "edge base", &off.to_string(), "== 0"]);
 }

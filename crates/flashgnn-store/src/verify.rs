@@ -681,8 +681,9 @@ pub fn check_typed_feature_row(
 /// Typed datasets: every slot's relation counts (zero beyond its type's
 /// incoming edge types; their sum, the degree, is checked on decode), every
 /// neighbor inside its relation's source-type range and ascending within
-/// its relation, and each edge type's stored count against the manifest.
-/// Errors name the file (graph.fg or overflow.fg), the byte offset of the
+/// its relation, each slot's edge base per relation (version 4) equal to
+/// the entries of that edge type in the slots before it, and each edge
+/// type's stored count against the manifest. Errors name the file (graph.fg or overflow.fg), the byte offset of the
 /// count or id, the value and the bound.
 pub fn check_typed_relations(ds: &Dataset) -> Result<()> {
     let Some(types) = ds.manifest().types.as_ref() else { return Ok(()) };
@@ -713,7 +714,22 @@ pub fn check_typed_relations(ds: &Dataset) -> Result<()> {
             let buf = &window[at..at + l.slot_bytes as usize];
             let slot = decode_slot(l, v, buf, &gname)?;
             let count_at = |j: usize| l.slot_offset(v) + 24 + 4 * j as u64;
+            let base_at = |j: usize| l.slot_offset(v) + l.edge_bases_offset() as u64 + 8 * j as u64;
             for j in rels.len()..l.rel_counts as usize {
+                if let Some(b) = slot.edge_base(j).filter(|&b| b != 0) {
+                    return Err(FormatError::oob(
+                        &gname,
+                        base_at(j),
+                        "edge base",
+                        b,
+                        format!(
+                            "0 (node {v} of type {:?} has {} incoming edge types)",
+                            types.node_types[t].name,
+                            rels.len()
+                        ),
+                    )
+                    .into());
+                }
                 if slot.rel_count(j) != 0 {
                     return Err(FormatError::oob(
                         &gname,
@@ -746,6 +762,16 @@ pub fn check_typed_relations(ds: &Dataset) -> Result<()> {
             for (j, &r) in rels.iter().enumerate() {
                 let c = slot.rel_count(j) as u64;
                 let e = &types.edge_types[r];
+                if let Some(b) = slot.edge_base(j).filter(|&b| b != stored[r]) {
+                    return Err(FormatError::oob(
+                        &gname,
+                        base_at(j),
+                        "edge base",
+                        b,
+                        format!("== {} (entries of {} in the slots before node {v})", stored[r], e.key()),
+                    )
+                    .into());
+                }
                 let s = types.node_type_index(&e.src).expect("checked on open");
                 let (lo, hi) = (offsets[s], offsets[s + 1]);
                 let mut prev = None;

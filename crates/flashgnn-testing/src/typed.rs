@@ -142,7 +142,7 @@ pub fn write_typed_dataset(
     )
     .map_err(e)?
     .with_dataset_id(Some(id))
-    .with_rel_counts(MANIFEST_FILE, table.rel_counts())
+    .with_rel_counts(MANIFEST_FILE, table.rel_counts(), true)
     .map_err(e)?;
     let p = page_size as usize;
     let mut graph = GraphHeader::from_layout(&layout).encode();
@@ -150,9 +150,16 @@ pub fn write_typed_dataset(
     let mut overflow = OverflowHeader::from_layout(&layout).encode();
     overflow.resize(layout.overflow_file_bytes() as usize, 0);
     let mut next = 0u64;
+    // Per edge type: its entries listed so far (the next node's edge base).
+    let mut listed = vec![0u64; table.edge_types.len()];
     for (v, l) in lists.iter().enumerate() {
         let all: Vec<u64> = l.iter().flatten().copied().collect();
         let counts: Vec<u32> = l.iter().map(|r| r.len() as u32).collect();
+        let rels = table.in_relations(table.type_of(v as u64).expect("v < num_nodes").0);
+        let bases: Vec<u64> = rels.iter().map(|&r| listed[r]).collect();
+        for (&r, c) in rels.iter().zip(&counts) {
+            listed[r] += *c as u64;
+        }
         let inline = &all[..all.len().min(cap as usize)];
         let first = if all.len() as u64 > cap { next } else { 0 };
         for &x in &all[inline.len()..] {
@@ -162,7 +169,7 @@ pub fn write_typed_dataset(
         }
         let at = layout.slot_offset(v as u64) as usize;
         let slot = &mut graph[at..at + layout.slot_bytes as usize];
-        encode_typed_slot(&layout, v as u64, all.len() as u32, v as u64, first, &counts, &[], inline, slot);
+        encode_typed_slot(&layout, v as u64, all.len() as u32, v as u64, first, &counts, &bases, &[], inline, slot);
     }
     for page in 1..=layout.overflow_pages() {
         let at = page as usize * p;

@@ -181,7 +181,7 @@ def info_dict(ds: flashgnn.Dataset) -> dict:
         "overhead_vs_csr": lay["stored_bytes"] / lay["csr_bytes"] - 1 if lay["csr_bytes"] else 0.0,
         "structure_overhead_vs_csr": (graph_bytes - inline_feat) / csr_struct - 1 if csr_struct else 0.0,
         "build": m["build"],
-        # Typed datasets (format version 3): node and edge types.
+        # Typed datasets (format version 3 or 4): node and edge types.
         "types": m.get("types"),
     }
 

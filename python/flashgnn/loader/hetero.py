@@ -15,7 +15,10 @@ replacement; rows come from the type's own feature table. Per node type the
 batch has ``x`` (types with features), ``y`` (types with labels), ``n_id``
 (ids within the type, seeds first for the input type) and
 ``num_sampled_nodes``; per edge type ``edge_index`` (row: index into the
-source type's ``n_id``, col: the destination's) and ``num_sampled_edges``;
+source type's ``n_id``, col: the destination's), ``e_id`` (each edge's
+position in the edge type's stored edge list, the order of
+``flashgnn.to_pyg``'s ``edge_index``; absent for a dataset written before
+format version 4) and ``num_sampled_edges``;
 the input type has ``batch_size`` and ``input_id``. Every node and edge type
 of the dataset appears in every batch, empty when not reached (as PyG's
 ``filter_hetero_data``).
@@ -174,6 +177,8 @@ def to_hetero_data(b, input_id: np.ndarray, pin: bool = False):
     for et, p in b.edge.items():
         s = data[et]
         s.edge_index = t(p.edge_index)
+        if p.e_id is not None:
+            s.e_id = torch.from_numpy(p.e_id)
         s.num_sampled_edges = [int(v) for v in p.num_sampled_edges]
     data[b.input_type].input_id = torch.from_numpy(input_id)
     data[b.input_type].batch_size = int(b.batch_size)

@@ -206,7 +206,7 @@ def _to_hetero(ds, max_bytes):
     """:func:`to_pyg` of a typed dataset: a ``HeteroData`` with per node type ``x``, ``y`` and split masks, per
     edge type ``edge_index`` (ids within each type), read through the typed engine one block of destination
     nodes at a time with every incoming neighbour (the order of each relation's edges: by destination, then
-    source)."""
+    source: the stored order, which a typed batch's ``e_id`` indexes)."""
     import torch
     from torch_geometric.data import HeteroData
 
@@ -240,6 +240,11 @@ def _to_hetero(ds, max_bytes):
             for et in ds.edge_types:
                 if et[2] == name and b[et].edge_index.numel():
                     row, col = b[et].edge_index
+                    # Stored order, which a batch's e_id numbers: check they agree.
+                    at = sum(p.shape[1] for p in edges[et])
+                    if "e_id" in b[et] and not torch.equal(b[et].e_id, torch.arange(at, at + len(row))):
+                        raise ValueError(f"to_pyg({ds.path}): the e_id of {et}'s edges into {name} {lo:,}.. do not "
+                                         f"follow the stored order from {at:,}")
                     edges[et].append(torch.stack([b[et[0]].n_id[row], b[name].n_id[col]]))
         if xs:
             data[name].x = torch.cat(xs)

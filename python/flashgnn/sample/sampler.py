@@ -122,10 +122,14 @@ class NodeTypePart:
 class EdgeTypePart:
     """One edge type's part of a :class:`TypedBatch`: ``edge_index``
     ``[2, E]`` int64, row = index into the source type's ``n_id``, col =
-    into the destination type's; ``num_sampled_edges`` per hop."""
+    into the destination type's; ``num_sampled_edges`` per hop; ``e_id``
+    ``[E]`` int64, each edge's position in its edge type's stored edge list
+    (the order of ``flashgnn.to_pyg``'s ``edge_index``; None for a dataset written
+    before format version 4)."""
 
     edge_index: np.ndarray
     num_sampled_edges: np.ndarray
+    e_id: np.ndarray | None = None
 
 
 @dataclass
@@ -312,7 +316,9 @@ class Sampler:
             x = p["x"].view(p["x_dtype"]).reshape(-1, p["dim"]) if p["dim"] else None
             y = p["y"] if nt.get("labels") is not None and len(p["y"]) == len(p["n_id"]) else None
             node[nt["name"]] = NodeTypePart(p["n_id"], x, y, p["num_sampled_nodes"])
-        edge = {(et["src"], et["rel"], et["dst"]): EdgeTypePart(p["edge_index"], p["num_sampled_edges"])
+        eids = self.core().edge_ids
+        edge = {(et["src"], et["rel"], et["dst"]):
+                EdgeTypePart(p["edge_index"], p["num_sampled_edges"], p["e_id"] if eids else None)
                 for et, p in zip(ets, t["edge_types"])}
         return TypedBatch(nts[t["input_type"]]["name"], int(batch_size), node, edge)
 

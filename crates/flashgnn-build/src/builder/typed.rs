@@ -25,7 +25,9 @@
 use std::path::Path;
 use std::time::Instant;
 
-use flashgnn_format::layout::{choose_inline_cap, DegreeHistogram, FeaturePlacement, Layout};
+use flashgnn_format::layout::{
+    choose_inline_cap, fixed_bytes, DegreeHistogram, FeaturePlacement, Layout, SLOT_HEADER_BYTES,
+};
 use flashgnn_format::manifest::*;
 use flashgnn_format::slot::encode_typed_slot;
 use flashgnn_format::types::{check_name, EdgeType, NodeType, TypeFeatures, TypeTable};
@@ -262,11 +264,12 @@ pub(super) fn build_typed(tmp: &Path, opts: &BuildOptions, progress: &Progress, 
     let (keys, degrees, mut rc, runs) = edge_out;
     let preprocess_seconds = t_edges.elapsed().as_secs_f64();
 
-    // Layout: the inline cap with the 4·R relation-count bytes in the
+    // Layout: the inline cap with the relation counts and edge bases in the
     // slot's fixed part.
     let t_layout = Instant::now();
     let hist = degree_histogram(&degrees);
-    let cap = choose_inline_cap(opts.page_size, 4, 4 * r_max, n, &hist);
+    let typed_part = fixed_bytes(r_max, true) - SLOT_HEADER_BYTES;
+    let cap = choose_inline_cap(opts.page_size, 4, typed_part, n, &hist);
     let entries: u64 = degrees.iter().map(|&d| d as u64).sum();
     let overflow_entries: u64 = degrees.iter().map(|&d| (d as u64).saturating_sub(cap as u64)).sum();
     let layout = Layout::new(
@@ -282,7 +285,7 @@ pub(super) fn build_typed(tmp: &Path, opts: &BuildOptions, progress: &Progress, 
         overflow_entries,
     )?
     .with_dataset_id(opts.dataset_id)
-    .with_rel_counts("build", r_max)?;
+    .with_rel_counts("build", r_max, true)?;
     let mut files: Vec<(String, u64, u32)> = Vec::new();
     let (spilled, isolated) = write_typed_layout(tmp, progress, &layout, keys, &km, &degrees, &mut rc, &mut files)?;
     let _ = std::fs::remove_file(tmp.join("edges.sorted"));
@@ -586,6 +589,7 @@ fn write_typed_layout(
     let mut page = vec![0u8; p];
     let mut inline: Vec<u64> = Vec::with_capacity(cap as usize);
     let mut counts = vec![0u32; layout.rel_counts as usize];
+    let mut bases = vec![0u64; layout.rel_counts as usize];
     let mut pending = keys.next_key()?;
     let mut spilled = 0u64;
     // Who is some stored entry's source (1 bit per node): a node with
@@ -595,6 +599,13 @@ fn write_typed_layout(
     for v in 0..n {
         inline.clear();
         counts.iter_mut().for_each(|c| *c = 0);
+        let t = km.offsets.partition_point(|&o| o <= v) - 1;
+        let nrel = km.in_rels[t].len();
+        // Edge type r's entries stored so far are those of the nodes of
+        // its destination type before v: v's first entry's place in r's list.
+        for (b, &r) in bases.iter_mut().zip(&km.in_rels[t]) {
+            *b = rc[r].stored;
+        }
         let start = ovf.next_entry;
         let mut deg = 0u64;
         while let Some(key) = pending.filter(|&x| x >> 32 == v) {
@@ -622,10 +633,9 @@ fn write_typed_layout(
         } else {
             0
         };
-        let t = km.offsets.partition_point(|&o| o <= v) - 1;
-        let nrel = km.in_rels[t].len();
         let at = ((v % k) as usize) * s;
-        encode_typed_slot(layout, v, deg as u32, v, first_ovf, &counts[..nrel], &[], &inline, &mut page[at..at + s]);
+        let slot = &mut page[at..at + s];
+        encode_typed_slot(layout, v, deg as u32, v, first_ovf, &counts[..nrel], &bases[..nrel], &[], &inline, slot);
         if v % k == k - 1 || v == n - 1 {
             let used = ((v % k) as usize + 1) * s;
             page[used..].fill(0);

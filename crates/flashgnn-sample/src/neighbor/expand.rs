@@ -233,10 +233,30 @@ impl NeighborSampler {
         let mut samples = Vec::new();
         let mut kinds = Vec::new();
         let mut wanted = Vec::new();
+        let mut eids = Vec::new();
         let mut base = 0u32;
         for (j, &e) in rels.iter().enumerate() {
             let count = slot.rel_count(j);
             sample_indices(super::typed::rel_seed(seed, e), v, count, t.fanouts[hop][e], &mut idx);
+            if let Some(first) = slot.edge_base(j) {
+                // The decode bounded it by all edge types' entries; an
+                // e_id must index its own edge type's list.
+                let et = &t.table.edge_types[e];
+                if first + count as u64 > et.num_edges {
+                    return Err(FormatError::oob(
+                        gname.clone(),
+                        l.slot_offset(v) + l.edge_bases_offset() as u64 + 8 * j as u64,
+                        "edge base",
+                        first,
+                        format!(
+                            "<= {} - {count}: num_edges of edge type ({}, {}, {}) minus node {v}'s count",
+                            et.num_edges, et.src, et.rel, et.dst
+                        ),
+                    )
+                    .into());
+                }
+                eids.extend(idx.iter().map(|&x| first + x as u64));
+            }
             for &x in idx.iter() {
                 let p = base + x;
                 if p < cap {
@@ -257,6 +277,7 @@ impl NeighborSampler {
         let node = &mut self.nodes[i as usize];
         node.samples = samples;
         node.rels = kinds;
+        node.eids = eids;
         node.drawn_hop = hop as u8;
         self.request_wanted(i, wanted, seed)
     }
@@ -364,6 +385,7 @@ impl NeighborSampler {
         node.expanding = false;
         node.samples.clear();
         node.rels.clear();
+        node.eids.clear();
         node.wanted.clear();
         node.pending_pages = 0;
         if node.overlay {

@@ -253,6 +253,10 @@ struct Node {
     /// Typed graphs: the edge type of every entry of `samples` (empty
     /// for a homogeneous graph).
     rels: Vec<u8>,
+    /// Typed graphs of format version 4: every entry's `e_id` (its edge
+    /// type's edge base in the slot plus its place in the relation's list);
+    /// empty otherwise.
+    eids: Vec<u64>,
     /// Typed graphs: the node type (0 for a homogeneous graph).
     ntype: u16,
     /// Sampled indices that live in overflow: (index into samples, entry).
@@ -687,6 +691,7 @@ impl Node {
             drawn_hop: hop,
             samples: Vec::new(),
             rels: Vec::new(),
+            eids: Vec::new(),
             ntype: 0,
             wanted: Vec::new(),
             pending_pages: 0,

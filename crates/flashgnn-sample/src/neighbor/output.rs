@@ -192,6 +192,7 @@ impl NeighborSampler {
         let mut order: Vec<Vec<u32>> = vec![Vec::new(); nt];
         let mut nsn = vec![vec![0i64; k + 1]; nt];
         let mut edges: Vec<(Vec<i64>, Vec<i64>)> = vec![(Vec::new(), Vec::new()); ne];
+        let mut e_ids: Vec<Vec<i64>> = vec![Vec::new(); ne];
         let mut nse = vec![vec![0i64; k]; ne];
         // Each seed in its own type's order (one type but for a link batch
         // joining two: `crate::link`), the seeds first.
@@ -237,6 +238,9 @@ impl NeighborSampler {
                         }
                         row.push(l);
                         col.push(target);
+                        if let Some(&x) = node.eids.get(q) {
+                            e_ids[e].push(x as i64);
+                        }
                     }
                 }
                 nse[e][hop] = (row.len() - e0) as i64;
@@ -312,10 +316,11 @@ impl NeighborSampler {
         }
         let edge_types = edges
             .into_iter()
+            .zip(e_ids)
             .zip(nse)
-            .map(|((mut row, col), num_sampled_edges)| {
+            .map(|(((mut row, col), e_id), num_sampled_edges)| {
                 row.extend_from_slice(&col);
-                super::EdgeTypeBatch { edge_index: row, num_sampled_edges }
+                super::EdgeTypeBatch { edge_index: row, e_id, num_sampled_edges }
             })
             .collect();
         let typed = super::TypedBatch { input_type: input, node_types, edge_types };

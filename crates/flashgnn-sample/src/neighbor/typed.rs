@@ -184,6 +184,10 @@ pub struct EdgeTypeBatch {
     /// `[2, E]` row-major: row = index into the source type's `n_id`, col =
     /// index into the destination type's.
     pub edge_index: Vec<i64>,
+    /// Per edge: its position in the edge type's stored edge list (PyG's
+    /// `e_id`: destinations ascending, sources ascending within one);
+    /// empty for a dataset without edge bases (format version 3).
+    pub e_id: Vec<i64>,
     /// Edges per hop (`hops` entries).
     pub num_sampled_edges: Vec<i64>,
 }
