@@ -58,14 +58,15 @@ def prepare(work: Path, scale: str, feature_dim: int, seed: int, progress: bool)
     raw, ds = work / "raw", work / "ds"
     stamp = work / "settings.json"
     want = {"scale": scale, "feature_dim": feature_dim, "seed": seed}
-    if stamp.exists() and json.loads(stamp.read_text()) == want and (ds / "manifest.json").exists():
-        return raw, ds
-    stamp.unlink(missing_ok=True)
-    work.mkdir(parents=True, exist_ok=True)
-    flashgnn.generate(raw, model="igbh", scale=int(float(scale)), feature_dim=feature_dim, seed=seed, force=True,
-                      progress=progress)
-    flashgnn.build(raw, ds, add_reverse=True, force=True, progress=progress)
-    stamp.write_text(json.dumps(want))
+    if not (stamp.exists() and json.loads(stamp.read_text()) == want):
+        stamp.unlink(missing_ok=True)
+        work.mkdir(parents=True, exist_ok=True)
+        flashgnn.generate(raw, model="igbh", scale=int(float(scale)), feature_dim=feature_dim, seed=seed, force=True,
+                          progress=progress)
+        stamp.write_text(json.dumps(want))
+    manifest = ds / "manifest.json"
+    if not (manifest.exists() and json.loads(manifest.read_text())["format_version"] == flashgnn.FORMAT_VERSION):
+        flashgnn.build(raw, ds, add_reverse=True, force=True, progress=progress)  # new input or a new format
     return raw, ds
 
 

@@ -46,7 +46,7 @@ def test_typed_build_info_verify(tmp_path):
     r = run("build", inp, out, "--add-reverse", "--page-size", "512", "-q")
     assert r.returncode == 0, r.stderr
     m = json.loads((out / "manifest.json").read_text())
-    assert m["format_version"] == 3
+    assert m["format_version"] == 4  # edge bases in the slots: e_id per edge type
     t = m["types"]
     assert [n["name"] for n in t["node_types"]] == ["author", "fos", "paper"]
     keys = [(e["src"], e["rel"], e["dst"]) for e in t["edge_types"]]
@@ -68,6 +68,12 @@ def test_typed_build_info_verify(tmp_path):
     assert v.returncode == 0, v.stderr
     s = run("scrub", out, "--state", tmp_path / "scrub")
     assert s.returncode == 0, s.stderr + s.stdout
+    # --no-edge-ids: version-3 slots (smaller), still verified.
+    r = run("build", inp, tmp_path / "v3", "--add-reverse", "--page-size", "512", "--no-edge-ids", "-q")
+    assert r.returncode == 0, r.stderr
+    m3 = json.loads((tmp_path / "v3" / "manifest.json").read_text())
+    assert m3["format_version"] == 3 and m3["graph"]["slot_bytes"] < m["graph"]["slot_bytes"]
+    assert run("verify", tmp_path / "v3").returncode == 0
 
 
 def test_typed_build_refuses_an_id_beyond_its_type(tmp_path):

@@ -103,6 +103,10 @@ pub struct BuildOptions {
     /// new edge type `(dst, "rev_" + rel, src)` of its flipped edges,
     /// unless that type is already there.
     pub add_reverse: bool,
+    /// Typed inputs: leave the per-relation edge bases out of the slots
+    /// (format version 3 slots: 8 B less per relation per node, batches
+    /// without `e_id`). Homogeneous datasets have none either way.
+    pub no_edge_ids: bool,
     pub dedup: bool,
     pub self_loops: SelfLoops,
     pub feature_dtype: Option<Dtype>,
@@ -170,6 +174,7 @@ impl BuildOptions {
             format: InputFormat::Auto,
             symmetrize: false,
             add_reverse: false,
+            no_edge_ids: false,
             dedup: false,
             self_loops: SelfLoops::Keep,
             feature_dtype: None,

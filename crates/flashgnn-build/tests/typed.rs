@@ -302,3 +302,25 @@ fn copy_dir(from: &Path, to: &Path) {
         std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
     }
 }
+
+#[test]
+fn no_edge_ids_writes_version_3_slots_that_read_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    let inp = write_input(&input);
+    let (with, without) = (dir.path().join("with"), dir.path().join("without"));
+    build(&opts(&input, &with), &Progress::new()).unwrap();
+    let mut o = opts(&input, &without);
+    o.no_edge_ids = true;
+    let rep = build(&o, &Progress::new()).unwrap();
+    assert_eq!(rep.manifest.format_version, 3);
+    let (a, b) = (Dataset::open(&with).unwrap(), Dataset::open(&without).unwrap());
+    assert_eq!((a.layout().edge_bases, b.layout().edge_bases), (true, false));
+    assert!(b.layout().slot_bytes < a.layout().slot_bytes, "{} < {}", b.layout().slot_bytes, a.layout().slot_bytes);
+    let want = model(&inp, false, SelfLoops::Keep);
+    assert_eq!(stored(&a), want);
+    assert_eq!(stored(&b), want);
+    let slot = b.read_slot(0).unwrap();
+    assert_eq!(decode_slot(b.layout(), 0, &slot, "g").unwrap().edge_base(0), None);
+    flashgnn_store::verify(&b, &mut |_, _| {}).unwrap();
+}

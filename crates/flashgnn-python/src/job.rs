@@ -204,6 +204,9 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
     if let Some(v) = opts.get("symmetrize")? {
         o.symmetrize = v;
     }
+    if let Some(v) = opts.get("no_edge_ids")? {
+        o.no_edge_ids = v;
+    }
     if let Some(v) = opts.get("dedup")? {
         o.dedup = v;
     }

@@ -31,7 +31,7 @@ use flashgnn_format::layout::{
 use flashgnn_format::manifest::*;
 use flashgnn_format::slot::encode_typed_slot;
 use flashgnn_format::types::{check_name, EdgeType, NodeType, TypeFeatures, TypeTable};
-use flashgnn_format::{Dtype, GraphHeader, OverflowHeader, FORMAT_VERSION};
+use flashgnn_format::{Dtype, GraphHeader, OverflowHeader};
 use flashgnn_io::OutFile;
 
 use super::edges::degree_histogram;
@@ -268,7 +268,7 @@ pub(super) fn build_typed(tmp: &Path, opts: &BuildOptions, progress: &Progress, 
     // slot's fixed part.
     let t_layout = Instant::now();
     let hist = degree_histogram(&degrees);
-    let typed_part = fixed_bytes(r_max, true) - SLOT_HEADER_BYTES;
+    let typed_part = fixed_bytes(r_max, !opts.no_edge_ids) - SLOT_HEADER_BYTES;
     let cap = choose_inline_cap(opts.page_size, 4, typed_part, n, &hist);
     let entries: u64 = degrees.iter().map(|&d| d as u64).sum();
     let overflow_entries: u64 = degrees.iter().map(|&d| (d as u64).saturating_sub(cap as u64)).sum();
@@ -285,7 +285,7 @@ pub(super) fn build_typed(tmp: &Path, opts: &BuildOptions, progress: &Progress, 
         overflow_entries,
     )?
     .with_dataset_id(opts.dataset_id)
-    .with_rel_counts("build", r_max, true)?;
+    .with_rel_counts("build", r_max, !opts.no_edge_ids)?;
     let mut files: Vec<(String, u64, u32)> = Vec::new();
     let (spilled, isolated) = write_typed_layout(tmp, progress, &layout, keys, &km, &degrees, &mut rc, &mut files)?;
     let _ = std::fs::remove_file(tmp.join("edges.sorted"));
@@ -328,7 +328,7 @@ pub(super) fn build_typed(tmp: &Path, opts: &BuildOptions, progress: &Progress, 
     let hist = degree_histogram(&degrees);
     let manifest = Manifest {
         magic: MANIFEST_MAGIC.into(),
-        format_version: FORMAT_VERSION,
+        format_version: layout.format_version(),
         created_by: format!("flashgnn {}", env!("CARGO_PKG_VERSION")),
         page_size: opts.page_size,
         num_nodes: n,
@@ -635,7 +635,8 @@ fn write_typed_layout(
         };
         let at = ((v % k) as usize) * s;
         let slot = &mut page[at..at + s];
-        encode_typed_slot(layout, v, deg as u32, v, first_ovf, &counts[..nrel], &bases[..nrel], &[], &inline, slot);
+        let bases = if layout.edge_bases { &bases[..nrel] } else { &[] };
+        encode_typed_slot(layout, v, deg as u32, v, first_ovf, &counts[..nrel], bases, &[], &inline, slot);
         if v % k == k - 1 || v == n - 1 {
             let used = ((v % k) as usize + 1) * s;
             page[used..].fill(0);
