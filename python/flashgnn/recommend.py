@@ -21,8 +21,21 @@ by the smaller candidate id (order: score descending, then id ascending),
 so the answer equals ``np.lexsort((ids, -scores))`` over all candidates.
 Resident memory beyond the table's pages is at most :func:`memory_bound`
 (``9 qb cb`` bytes for the block's scores, their partition copy and a mask,
-plus the query rows, the running top-k and the block's seen lists), sized
-from ``--memory-budget`` by :func:`block_sizes`.
+plus the query rows, the running top-k and the block's seen lists, and 24 B
+per candidate for the norm order below), sized from ``--memory-budget`` by
+:func:`block_sizes`.
+
+**Norm-ordered early stop** (exact, not an approximation): with more than
+one candidate block, the candidates are visited by Euclidean norm,
+largest first (one pass computes the norms; blocks of ``cb`` in that order,
+each block's ids ascending, so block-local ties still go to the smaller
+id). By Cauchy-Schwarz no candidate left can score above ``|q| * n`` (``n``:
+the largest norm left), so a query whose k-th score already exceeds that
+bound, widened by the float32 rounding a ``dim``-long dot product can make
+(:data:`ROUNDING`), is finished and leaves the block's matrix product.
+Trained embeddings' norms are skewed (popular nodes' are large): most
+queries stop after the first blocks. ``stats`` reports the pairs scored
+against the full ``queries x candidates``.
 
 **ANN** (``--index faiss``, :func:`topk_faiss`): a faiss index of the
 candidates with the inner-product metric (``--faiss-index``, a faiss
@@ -67,8 +80,14 @@ PAIR_BYTES = 11
 # the block's <= k kept entries (row, column, id: int64; score: float32; 28), and the merge's <= 2k entries
 # (row, id, score and their sorted copies, the order, positions: about 80 each, so 160): 200, rounded up.
 TOPK_ENTRY_BYTES = 256
-# Bytes per query row of a block whatever k: the k-th scores, counts, row starts and positions (5 x 8), rounded up.
-ROW_BYTES = 64
+# Bytes per query row of a block whatever k: the k-th scores, counts, row starts and positions (5 x 8), and the
+# norm order's query norm, bound and active position (3 x 8), rounded up.
+ROW_BYTES = 96
+# Bytes per candidate of the norm order: its norm (float64), its place in the order and in its block (int64 each).
+ORDER_BYTES = 24
+# Relative widening of the Cauchy-Schwarz bound per unit of dim: float32 dot products round by at most about
+# dim * 2^-24 of |q| |c| (a summation's error bound); twice that, and never below 1e-6.
+ROUNDING = 2.0 ** -23
 # Bytes of one step whatever its shape: array headers, Python objects and the small index arrays numpy makes.
 STEP_FIXED_BYTES = 64 << 10
 # Bytes per excluded (query, id) pair of a block: the pair (16), the in-block mask (1), the fancy-index
@@ -200,13 +219,14 @@ def open_embeddings(path, ds) -> tuple[np.ndarray, dict]:
 # -- memory --------------------------------------------------------------------------------------------------
 
 
-def memory_bound(qb: int, cb: int, k: int, dim: int, seen_per_query: int = 0) -> int:
+def memory_bound(qb: int, cb: int, k: int, dim: int, seen_per_query: int = 0, ordered: int = 0) -> int:
     """Bytes one exact step may hold beyond the table's (file-backed) pages: a constant, a ``[qb, cb]`` block of
-    scores with its partition copy and masks, the ``[qb, dim]`` query rows and a ``[cb, dim]`` candidate block when the table
-    is not float32 (converted), the running top-k and its merge, and ``seen_per_query`` excluded ids per query
-    (SEEN_PAIR_BYTES each)."""
+    scores with its partition copy and masks, the ``[qb, dim]`` query rows and a ``[cb, dim]`` candidate block
+    (gathered in norm order, or converted when the table is not float32), the running top-k and its merge,
+    ``seen_per_query`` excluded ids per query (SEEN_PAIR_BYTES each) and the norm order of ``ordered``
+    candidates (ORDER_BYTES each)."""
     return (STEP_FIXED_BYTES + PAIR_BYTES * qb * cb + 4 * dim * (qb + cb) + qb * (ROW_BYTES + k * TOPK_ENTRY_BYTES)
-            + SEEN_PAIR_BYTES * qb * seen_per_query)
+            + SEEN_PAIR_BYTES * qb * seen_per_query + ORDER_BYTES * ordered)
 
 
 def block_sizes(budget: int, num_queries: int, num_candidates: int, k: int, dim: int,
@@ -216,13 +236,18 @@ def block_sizes(budget: int, num_queries: int, num_candidates: int, k: int, dim:
     cb = min(num_candidates, CANDIDATE_BLOCK_MAX)
     while cb >= 1:
         per_q = PAIR_BYTES * cb + 4 * dim + ROW_BYTES + k * TOPK_ENTRY_BYTES + SEEN_PAIR_BYTES * seen_per_query
-        fixed = STEP_FIXED_BYTES + 4 * dim * cb
+        fixed = STEP_FIXED_BYTES + 4 * dim * cb + ORDER_BYTES * ordered_candidates(num_candidates, cb)
         qb = (budget - fixed) // per_q if budget > fixed else 0
         if qb >= 1:
             return int(min(qb, num_queries)), int(cb)
         cb //= 2
     raise RecommendError(f"--memory-budget {budget} B: too small for one query against one candidate (needs "
-                         f"{memory_bound(1, 1, k, dim, seen_per_query)} B at k {k}, dim {dim})")
+                         f"{memory_bound(1, 1, k, dim, seen_per_query, num_candidates)} B at k {k}, dim {dim})")
+
+
+def ordered_candidates(num_candidates: int, cb: int) -> int:
+    """Candidates the norm order holds: all of them when they span more than one block, else none."""
+    return num_candidates if num_candidates > cb else 0
 
 
 # -- top-k ---------------------------------------------------------------------------------------------------
@@ -313,42 +338,88 @@ def _seen(ds, ids: np.ndarray, exclude_seen: bool):
             np.concatenate([np.asarray(idx, np.int64), ids]))
 
 
+def norm_order(table, cand: tuple[int, int], cb: int) -> tuple[list[np.ndarray], np.ndarray]:
+    """The candidates in blocks of ``cb`` by norm, largest first (ties: smaller id first), each block's ids
+    ascending; and each block's largest norm (float64). One pass over the candidate rows."""
+    lo, hi = cand
+    norms = np.empty(hi - lo, np.float64)
+    for c0 in range(lo, hi, CANDIDATE_BLOCK_MAX):
+        C = np.asarray(table[c0:min(c0 + CANDIDATE_BLOCK_MAX, hi)], dtype=np.float32)
+        _check_finite(C, c0, None, "candidate")
+        norms[c0 - lo:c0 - lo + len(C)] = np.sqrt(np.einsum("ij,ij->i", C, C, dtype=np.float64))
+    order = np.argsort(-norms, kind="stable")
+    top = norms[order[::cb]]  # the first of each block is its largest
+    blocks = [np.sort(order[b:b + cb]) + lo for b in range(0, len(order), cb)]
+    return blocks, top
+
+
 def topk_exact(table, queries: np.ndarray, cand: tuple[int, int], k: int, *, qb: int, cb: int, seen_of=None,
                progress=None, out=None) -> tuple[np.ndarray, np.ndarray, dict]:
     """Exact top-k of every query (ids into ``table``) among candidates ``cand = (lo, hi)`` (see the module
     docstring). ``seen_of(block_ids) -> (rows, cols) | None`` lists the pairs to exclude; ``out``: the
     ``(ids [n, k], scores [n, k])`` arrays to fill (memory-mapped files for a large answer). Returns ``(ids,
-    scores, stats)``; ``stats["peak_block_bytes"]`` is the largest :func:`memory_bound` of a step."""
+    scores, stats)``; ``stats["peak_block_bytes"]`` is the largest :func:`memory_bound` of a step,
+    ``stats["pairs_scored"]`` the (query, candidate) pairs the norm order did not skip."""
     lo, hi = cand
     n, dim = len(queries), int(table.shape[1])
     out_ids, out_scores = out if out is not None else _answer(n, k)
+    ordered = ordered_candidates(hi - lo, cb)
+    if ordered:
+        blocks, top = norm_order(table, cand, cb)  # the candidates' rows are all read (and checked) once here
+    else:
+        blocks, top = [np.arange(lo, hi)], np.zeros(1)
+    widen = 1.0 + max(1e-6, ROUNDING * dim)
     checked = False
-    peak = 0
+    peak = pairs = 0
     for q0 in range(0, n, qb):
         qids = queries[q0:q0 + qb]
         Q = np.asarray(table[qids], dtype=np.float32)
         _check_finite(Q, 0, qids, "query")
+        qnorm = np.sqrt(np.einsum("ij,ij->i", Q, Q, dtype=np.float64))
         seen = seen_of(qids) if seen_of is not None else None
         best_ids = np.full((len(qids), k), -1, np.int64)
         best_scores = np.full((len(qids), k), -np.inf, np.float32)
-        for c0 in range(lo, hi, cb):
-            c1 = min(c0 + cb, hi)
-            C = np.asarray(table[c0:c1], dtype=np.float32)  # a view of the mapped pages when the table is float32
-            if not checked:
-                _check_finite(C, c0, None, "candidate")
-            S = Q @ C.T
-            if seen is not None:
-                m = (seen[1] >= c0) & (seen[1] < c1)
-                S[seen[0][m], seen[1][m] - c0] = -np.inf
-            rows, cols = block_topk(S, k)
-            merge_topk(best_ids, best_scores, rows, cols + c0, S[rows, cols])
-            peak = max(peak, memory_bound(len(qids), c1 - c0, k, dim,
-                                          0 if seen is None else -(-len(seen[0]) // len(qids))))
+        active = np.arange(len(qids))
+        where = np.arange(len(qids))  # a query row's position among the active ones, -1 once finished
+        for b, ids in enumerate(blocks):
+            if ordered:
+                C = np.asarray(table[ids], dtype=np.float32)
+            else:
+                C = np.asarray(table[lo:hi], dtype=np.float32)  # a view of the mapped pages when float32
+                if not checked:
+                    _check_finite(C, lo, None, "candidate")
+            whole = len(active) == len(qids)
+            S = (Q if whole else Q[active]) @ C.T
+            pairs += S.size
+            if seen is not None:  # the block's excluded pairs: their column by id, their row among the active
+                col = np.searchsorted(ids, seen[1])
+                hit = (col < len(ids)) & (ids[np.minimum(col, len(ids) - 1)] == seen[1])
+                row = seen[0][hit] if whole else where[seen[0][hit]]
+                S[row[row >= 0], col[hit][row >= 0]] = -np.inf
+            r, c = block_topk(S, k)
+            if whole:
+                merge_topk(best_ids, best_scores, r, ids[c], S[r, c])
+            else:
+                sub_ids, sub_scores = best_ids[active], best_scores[active]
+                merge_topk(sub_ids, sub_scores, r, ids[c], S[r, c])
+                best_ids[active], best_scores[active] = sub_ids, sub_scores
+            peak = max(peak, memory_bound(len(active), len(ids), k, dim,
+                                          0 if seen is None else -(-len(seen[0]) // len(qids)), ordered))
+            if b + 1 < len(blocks):
+                # Nothing left can score above |q| * (the largest norm left), widened by the rounding.
+                bound = qnorm[active] * top[b + 1] * widen
+                active = active[~(best_scores[active, k - 1] > bound)]
+                if active.size == 0:
+                    break
+                if seen is not None:
+                    where.fill(-1)
+                    where[active] = np.arange(len(active))
         out_ids[q0:q0 + qb], out_scores[q0:q0 + qb] = best_ids, best_scores
         checked = True
         if progress is not None:
             progress.update(len(qids))
-    return out_ids, out_scores, {"peak_block_bytes": peak}
+    return out_ids, out_scores, {"peak_block_bytes": peak, "pairs_scored": int(pairs),
+                                 "pairs_total": int(n) * int(hi - lo)}
 
 
 def _answer(n: int, k: int, directory: Path | None = None):
@@ -536,7 +607,7 @@ def _run(ds, table, meta, queries, cand, k, exclude_seen, index, faiss_index, fa
     seen_per_query = 1 + int((ds.manifest.get("degree") or {}).get("max", 0)) if exclude_seen else 0
     qb0, cb0 = block_sizes(memory_budget, len(queries), ncand, k, dim, seen_per_query)
     qb, cb = query_block or qb0, min(candidate_block or cb0, ncand)
-    bound = memory_bound(qb, cb, k, dim, seen_per_query)
+    bound = memory_bound(qb, cb, k, dim, seen_per_query, ordered_candidates(ncand, cb))
     if bound > memory_budget:
         raise RecommendError(f"--query-block {qb} x --candidate-block {cb}: a step may hold {bound} B > "
                              f"--memory-budget {memory_budget} B")
@@ -553,6 +624,7 @@ def _run(ds, table, meta, queries, cand, k, exclude_seen, index, faiss_index, fa
             ids, scores, st = topk_exact(table, queries, cand, k, qb=qb, cb=cb, seen_of=seen_of, progress=pb,
                                          out=answer)
             report["peak_block_bytes"] = st["peak_block_bytes"]
+            report["pairs_scored"], report["pairs_total"] = st["pairs_scored"], st["pairs_total"]
         else:
             fidx = build_faiss(table, cand, faiss_index, faiss_params, memory_budget)
             report["faiss"] = {"index": faiss_index, "params": faiss_params,

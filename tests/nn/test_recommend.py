@@ -72,6 +72,28 @@ def test_exact_equals_brute_force_argsort_with_ties(emb, qb, cb):
     assert (ids == brute(E, q[::5], 40, 200, 7)).all()
 
 
+@pytest.mark.parametrize("cb", [1, 16, 100])
+def test_norm_order_skips_pairs_and_keeps_the_exact_answer(ds, cb):
+    """Skewed norms (integer rows times a power-law integer scale: exact float32 arithmetic, real ties): most
+    queries finish after the largest-norm blocks, and the answer is still brute force's, seen pairs excluded."""
+    meta = flashgnn.open(ds)
+    n = meta.num_nodes
+    rng = np.random.default_rng(3)
+    E = (rng.integers(-3, 4, (n, 4)) * np.minimum(rng.zipf(1.6, n), 20)[:, None]).astype(np.float32)
+    q = np.arange(n)
+    ids, scores, st = topk_exact(E, q, (0, n), 5, qb=64, cb=cb)
+    assert (ids == brute(E, q, 0, n, 5)).all()
+    assert np.array_equal(scores, np.take_along_axis(E[q] @ E.T, ids, 1))
+    assert st["pairs_total"] == n * n and st["pairs_scored"] < st["pairs_total"] // 2, st
+    seen = {v: set(meta.neighbors(v).tolist()) | {v} for v in range(n)}
+    def seen_of(block):
+        rows = [r for r, v in enumerate(block) for _ in seen[int(v)]]
+        cols = [u for v in block for u in sorted(seen[int(v)])]
+        return np.asarray(rows, np.int64), np.asarray(cols, np.int64)
+    ids, _, _ = topk_exact(E, q, (0, n), 5, qb=64, cb=cb, seen_of=seen_of)
+    assert (ids == brute(E, q, 0, n, 5, exclude=lambda v: seen[v])).all()
+
+
 def test_exclude_seen_removes_exactly_the_neighbours(ds, emb, tmp_path):
     E = np.load(emb)
     meta = flashgnn.open(ds)
@@ -109,7 +131,7 @@ def test_tiny_memory_budget_bounds_what_a_step_allocates(ds, emb):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    bound = memory_bound(qb, cb, 10, E.shape[1])
+    bound = memory_bound(qb, cb, 10, E.shape[1], ordered=n)  # more than one block: the norm order
     assert st["peak_block_bytes"] == bound and peak <= bound, (peak, bound)
     with pytest.raises(RecommendError, match="--memory-budget 100 B: too small"):
         recommend(ds, None, embeddings=emb, k=10, progress=False, memory_budget=100)
