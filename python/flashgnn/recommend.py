@@ -306,6 +306,20 @@ def block_topk(S: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.nonzero(ge)
 
 
+def above_kth(S: np.ndarray, kth: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, cols)`` of the entries of ``S`` that may enter each row's running top-k: when every row's k-th
+    score ``kth`` is known and at most ``2 k`` entries per row on average reach it (ties included: a tie may
+    win on its smaller id), those entries, found by one comparison; else :func:`block_topk`'s selection. Once
+    the first blocks have set the k-th scores, most of a block falls below them, and the comparison costs a
+    fraction of a top-k selection."""
+    if np.isfinite(kth).all():
+        ge = S >= kth[:, None]  # 1 B a pair, as block_topk's mask; freed before it runs
+        if np.count_nonzero(ge) <= 2 * k * len(kth):
+            return np.nonzero(ge)
+        del ge
+    return block_topk(S, k)
+
+
 _TORCH = []
 
 
@@ -396,7 +410,7 @@ def topk_exact(table, queries: np.ndarray, cand: tuple[int, int], k: int, *, qb:
                 hit = (col < len(ids)) & (ids[np.minimum(col, len(ids) - 1)] == seen[1])
                 row = seen[0][hit] if whole else where[seen[0][hit]]
                 S[row[row >= 0], col[hit][row >= 0]] = -np.inf
-            r, c = block_topk(S, k)
+            r, c = above_kth(S, best_scores[:, k - 1] if whole else best_scores[active, k - 1], k)
             if whole:
                 merge_topk(best_ids, best_scores, r, ids[c], S[r, c])
             else:
