@@ -75,7 +75,7 @@ pub fn draw_layout(d: &mut Draw) -> Option<Layout> {
     )
     .ok()?
     .with_dataset_id(dataset_id);
-    let l = if rel_counts > 0 { l.with_rel_counts("graph.fg", rel_counts).ok()? } else { l };
+    let l = if rel_counts > 0 { l.with_rel_counts("graph.fg", rel_counts, flags & 16 != 0).ok()? } else { l };
     if flags & 8 != 0 {
         Some(l.with_packed_rows())
     } else {
