@@ -5,12 +5,13 @@ index, published atomically.
     flashgnn recommend DATASET (--checkpoint DIR | --embeddings FILE|DIR) [--k 10] [--exclude-seen]
                        [--nodes A:B|ids.npy|ids.txt] [--candidates A:B] [--index exact|faiss] [--out DIR]
 
-The score of (query q, candidate c) is ``dot(E[q], E[c])`` over the final
-embeddings ``E`` (``flashgnn embed``'s ``embeddings.npy``): what a link
-model trained with ``--decoder dot`` scores. A checkpoint whose decoder is
-not the dot product (``mlp``) is refused by name: its scores are not an inner
-product, so neither a blocked matrix product nor an inner-product index
-computes them.
+The score of (query q, candidate c) is what the link model scores over the
+final embeddings ``E`` (``flashgnn embed``'s ``embeddings.npy``):
+``dot(E[q], E[c])`` for ``--decoder dot``; for ``--decoder mlp`` the
+checkpoint's own MLP on ``E[q] * E[c]`` (:func:`mlp_scorer`, the decoder's
+weights read from the checkpoint given or the one ``embed.json`` names),
+exactly only: an MLP score is not an inner product, so no inner-product
+index (faiss) computes it and the norm order's bound does not hold for it.
 
 **Exact** (:func:`topk_exact`): queries in blocks of ``qb`` rows, candidates
 in blocks of ``cb`` rows read from the memory-mapped table (file-backed
@@ -163,11 +164,49 @@ def link_info(model_config: dict) -> tuple[str, str]:
     return str(model_config.get("task", "node")), str(model_config.get("decoder", "dot"))
 
 
-def check_decoder(decoder: str, where: str) -> None:
-    if decoder != "dot":
-        raise RecommendError(f"{where}: decoder {decoder!r}: its scores are not the inner product of the two "
-                             "embeddings, so neither the exact blocked product nor an inner-product index "
-                             "(faiss) computes them; recommend serves models trained with --decoder dot")
+def check_decoder(decoder: str, where: str, mlp_ok: bool = False) -> None:
+    """Refuse a decoder whose score the caller cannot compute: ``mlp`` unless ``mlp_ok`` (exact scoring only)."""
+    if decoder == "dot" or (decoder == "mlp" and mlp_ok):
+        return
+    if decoder == "mlp":
+        raise RecommendError(f"{where}: decoder 'mlp': its scores are not the inner product of the two embeddings, "
+                             "so no inner-product index (faiss) and no single-query product computes them; only "
+                             "`flashgnn recommend --index exact` scores them, with the checkpoint's MLP on every pair")
+    raise RecommendError(f"{where}: decoder {decoder!r}: expected dot or mlp")
+
+
+# Bytes of working memory the MLP scorer uses at most per call (pairs are scored in chunks that fit it).
+MLP_SCRATCH_BYTES = 64 << 20
+
+
+def mlp_scorer(state: dict, where: str):
+    """The link checkpoint ``state``'s MLP decoder as a scorer ``(Q [q, d], C [c, d]) -> S [q, c]`` (float32):
+    the model's own ``decode(h_q, h_c)`` on every pair, in chunks of at most :data:`MLP_SCRATCH_BYTES`."""
+    import torch
+
+    from flashgnn.nn.checkpoint import model_from_checkpoint
+
+    model = model_from_checkpoint(state).eval()
+    if getattr(model, "decoder_kind", None) != "mlp":
+        raise RecommendError(f"{where}: not a link checkpoint with an MLP decoder")
+    hidden = int(state["model_config"].get("hidden", 1))
+
+    def score(Q: np.ndarray, C: np.ndarray) -> np.ndarray:
+        q, c, d = len(Q), len(C), Q.shape[1]
+        out = np.empty((q, c), np.float32)
+        # Per pair: the two gathered rows and their product (3d), the hidden layer twice (2 hidden), the score.
+        per = max(1, MLP_SCRATCH_BYTES // (4 * (3 * d + 2 * hidden + 2)))
+        # Writable copies when the rows are a read-only mapping's (torch takes no read-only array): the block's
+        # 4 dim bytes per row that memory_bound counts.
+        Qt, Ct = (torch.from_numpy(np.require(a, np.float32, ["C", "W"])) for a in (Q, C))
+        with torch.no_grad():
+            for r in range(q):
+                for c0 in range(0, c, per):
+                    cc = Ct[c0:c0 + per]
+                    out[r, c0:c0 + len(cc)] = model.decode(Qt[r].expand(len(cc), d), cc).numpy()
+        return out
+
+    return score
 
 
 def open_embeddings(path, ds) -> tuple[np.ndarray, dict]:
@@ -212,37 +251,40 @@ def open_embeddings(path, ds) -> tuple[np.ndarray, dict]:
             raise RecommendError(f"--embeddings {p}: row {r} (byte offset {at}) holds a non-finite value (NaN or "
                                  "inf): every value must be finite")
     if meta.get("decoder"):
-        check_decoder(meta["decoder"], f"--embeddings {path} (embed.json)")
+        check_decoder(meta["decoder"], f"--embeddings {path} (embed.json)", mlp_ok=True)
     return table, meta
 
 
 # -- memory --------------------------------------------------------------------------------------------------
 
 
-def memory_bound(qb: int, cb: int, k: int, dim: int, seen_per_query: int = 0, ordered: int = 0) -> int:
+def memory_bound(qb: int, cb: int, k: int, dim: int, seen_per_query: int = 0, ordered: int = 0,
+                 scratch: int = 0) -> int:
     """Bytes one exact step may hold beyond the table's (file-backed) pages: a constant, a ``[qb, cb]`` block of
     scores with its partition copy and masks, the ``[qb, dim]`` query rows and a ``[cb, dim]`` candidate block
     (gathered in norm order, or converted when the table is not float32), the running top-k and its merge,
-    ``seen_per_query`` excluded ids per query (SEEN_PAIR_BYTES each) and the norm order of ``ordered``
-    candidates (ORDER_BYTES each)."""
+    ``seen_per_query`` excluded ids per query (SEEN_PAIR_BYTES each), the norm order of ``ordered``
+    candidates (ORDER_BYTES each) and a scorer's ``scratch`` (the MLP decoder's)."""
     return (STEP_FIXED_BYTES + PAIR_BYTES * qb * cb + 4 * dim * (qb + cb) + qb * (ROW_BYTES + k * TOPK_ENTRY_BYTES)
-            + SEEN_PAIR_BYTES * qb * seen_per_query + ORDER_BYTES * ordered)
+            + SEEN_PAIR_BYTES * qb * seen_per_query + ORDER_BYTES * ordered + scratch)
 
 
 def block_sizes(budget: int, num_queries: int, num_candidates: int, k: int, dim: int,
-                seen_per_query: int = 0) -> tuple[int, int]:
+                seen_per_query: int = 0, scratch: int = 0) -> tuple[int, int]:
     """The largest ``(qb, cb)`` whose :func:`memory_bound` fits ``budget``: ``cb`` up to CANDIDATE_BLOCK_MAX,
     then as many queries as fit. Raises naming the budget when not even one query fits."""
     cb = min(num_candidates, CANDIDATE_BLOCK_MAX)
     while cb >= 1:
         per_q = PAIR_BYTES * cb + 4 * dim + ROW_BYTES + k * TOPK_ENTRY_BYTES + SEEN_PAIR_BYTES * seen_per_query
-        fixed = STEP_FIXED_BYTES + 4 * dim * cb + ORDER_BYTES * ordered_candidates(num_candidates, cb)
+        ordered = ordered_candidates(num_candidates, cb) if not scratch else 0
+        fixed = STEP_FIXED_BYTES + 4 * dim * cb + ORDER_BYTES * ordered + scratch
         qb = (budget - fixed) // per_q if budget > fixed else 0
         if qb >= 1:
             return int(min(qb, num_queries)), int(cb)
         cb //= 2
     raise RecommendError(f"--memory-budget {budget} B: too small for one query against one candidate (needs "
-                         f"{memory_bound(1, 1, k, dim, seen_per_query, num_candidates)} B at k {k}, dim {dim})")
+                         f"{memory_bound(1, 1, k, dim, seen_per_query, num_candidates, scratch)} B at k {k}, "
+                         f"dim {dim})")
 
 
 def ordered_candidates(num_candidates: int, cb: int) -> int:
@@ -368,16 +410,18 @@ def norm_order(table, cand: tuple[int, int], cb: int) -> tuple[list[np.ndarray],
 
 
 def topk_exact(table, queries: np.ndarray, cand: tuple[int, int], k: int, *, qb: int, cb: int, seen_of=None,
-               progress=None, out=None) -> tuple[np.ndarray, np.ndarray, dict]:
+               progress=None, out=None, score=None) -> tuple[np.ndarray, np.ndarray, dict]:
     """Exact top-k of every query (ids into ``table``) among candidates ``cand = (lo, hi)`` (see the module
     docstring). ``seen_of(block_ids) -> (rows, cols) | None`` lists the pairs to exclude; ``out``: the
     ``(ids [n, k], scores [n, k])`` arrays to fill (memory-mapped files for a large answer). Returns ``(ids,
     scores, stats)``; ``stats["peak_block_bytes"]`` is the largest :func:`memory_bound` of a step,
-    ``stats["pairs_scored"]`` the (query, candidate) pairs the norm order did not skip."""
+    ``stats["pairs_scored"]`` the (query, candidate) pairs the norm order did not skip. ``score(Q, C) -> S``
+    replaces the inner product (:func:`mlp_scorer`; no norm order then)."""
     lo, hi = cand
     n, dim = len(queries), int(table.shape[1])
     out_ids, out_scores = out if out is not None else _answer(n, k)
-    ordered = ordered_candidates(hi - lo, cb)
+    ordered = ordered_candidates(hi - lo, cb) if score is None else 0
+    scratch = MLP_SCRATCH_BYTES if score is not None else 0
     if ordered:
         blocks, top = norm_order(table, cand, cb)  # the candidates' rows are all read (and checked) once here
     else:
@@ -403,7 +447,8 @@ def topk_exact(table, queries: np.ndarray, cand: tuple[int, int], k: int, *, qb:
                 if not checked:
                     _check_finite(C, lo, None, "candidate")
             whole = len(active) == len(qids)
-            S = (Q if whole else Q[active]) @ C.T
+            Qa = Q if whole else Q[active]
+            S = Qa @ C.T if score is None else score(Qa, C)
             pairs += S.size
             if seen is not None:  # the block's excluded pairs: their column by id, their row among the active
                 col = np.searchsorted(ids, seen[1])
@@ -418,7 +463,7 @@ def topk_exact(table, queries: np.ndarray, cand: tuple[int, int], k: int, *, qb:
                 merge_topk(sub_ids, sub_scores, r, ids[c], S[r, c])
                 best_ids[active], best_scores[active] = sub_ids, sub_scores
             peak = max(peak, memory_bound(len(active), len(ids), k, dim,
-                                          0 if seen is None else -(-len(seen[0]) // len(qids)), ordered))
+                                          0 if seen is None else -(-len(seen[0]) // len(qids)), ordered, scratch))
             if b + 1 < len(blocks):
                 # Nothing left can score above |q| * (the largest norm left), widened by the rounding.
                 bound = qnorm[active] * top[b + 1] * widen
@@ -576,7 +621,7 @@ def recommend(dataset, out=None, *, checkpoint=None, embeddings=None, k: int = 1
                 raise RecommendError(f"--checkpoint {checkpoint}: not a directory written by `flashgnn train "
                                      "--checkpoint DIR`")
             state = load_checkpoint(checkpoint)
-            check_decoder(link_decoder(state) or "dot", f"--checkpoint {checkpoint}")
+            check_decoder(link_decoder(state) or "dot", f"--checkpoint {checkpoint}", mlp_ok=index == "exact")
             cfg = state["model_config"]
             if "metadata" in cfg or cfg.get("in_dim") != ds.feature_dim:
                 raise RecommendError(f"--checkpoint {checkpoint}: model_config.in_dim {cfg.get('in_dim')} != "
@@ -619,9 +664,22 @@ def _run(ds, table, meta, queries, cand, k, exclude_seen, index, faiss_index, fa
     seen_of = (lambda ids: _seen(ds, ids, True)) if exclude_seen else None
     # Under --exclude-seen a query block holds its queries' neighbour lists: sized by the largest degree.
     seen_per_query = 1 + int((ds.manifest.get("degree") or {}).get("max", 0)) if exclude_seen else 0
-    qb0, cb0 = block_sizes(memory_budget, len(queries), ncand, k, dim, seen_per_query)
+    score, decoder = None, meta.get("decoder") or "dot"
+    if decoder == "mlp":  # the checkpoint's MLP on every pair (embed.json names the checkpoint)
+        from flashgnn.nn.checkpoint import load_checkpoint
+
+        where = source.get("checkpoint") or f"--embeddings {source.get('embeddings')}"
+        check_decoder(decoder, where, mlp_ok=index == "exact")
+        ck = meta.get("checkpoint")
+        if not isinstance(ck, str) or not os.path.isdir(ck):
+            raise RecommendError(f"{where}: decoder 'mlp' scores pairs with the checkpoint's MLP, and embed.json "
+                                 f"names {ck!r}, not a checkpoint directory")
+        score = mlp_scorer(load_checkpoint(ck), ck)
+    scratch = MLP_SCRATCH_BYTES if score is not None else 0
+    qb0, cb0 = block_sizes(memory_budget, len(queries), ncand, k, dim, seen_per_query, scratch)
     qb, cb = query_block or qb0, min(candidate_block or cb0, ncand)
-    bound = memory_bound(qb, cb, k, dim, seen_per_query, ordered_candidates(ncand, cb))
+    ordered = ordered_candidates(ncand, cb) if score is None else 0
+    bound = memory_bound(qb, cb, k, dim, seen_per_query, ordered, scratch)
     if bound > memory_budget:
         raise RecommendError(f"--query-block {qb} x --candidate-block {cb}: a step may hold {bound} B > "
                              f"--memory-budget {memory_budget} B")
@@ -630,13 +688,13 @@ def _run(ds, table, meta, queries, cand, k, exclude_seen, index, faiss_index, fa
               "index": index, "dim": dim, "query_block": int(qb), "candidate_block": int(cb),
               "memory_budget": int(memory_budget), "memory_bound": int(bound), "source": source,
               "embed": {key: meta[key] for key in ("model", "checkpoint", "task", "decoder") if key in meta} or None,
-              "tie_break": "score descending, then candidate id ascending"}
+              "decoder": decoder, "tie_break": "score descending, then candidate id ascending"}
     answer = _answer(len(queries), k, tmp)
     t1 = time.perf_counter()
     with bar(total=len(queries), desc=f"recommend ({index})", unit="query", disable=not progress) as pb:
         if index == "exact":
             ids, scores, st = topk_exact(table, queries, cand, k, qb=qb, cb=cb, seen_of=seen_of, progress=pb,
-                                         out=answer)
+                                         out=answer, score=score)
             report["peak_block_bytes"] = st["peak_block_bytes"]
             report["pairs_scored"], report["pairs_total"] = st["pairs_scored"], st["pairs_total"]
         else:

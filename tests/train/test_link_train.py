@@ -99,6 +99,22 @@ def test_embed_writes_a_link_models_encoder_embeddings(ds_path, tmp_path):
     with torch.no_grad():
         want = link_eval.node_embeddings(model, ds, nodes, [-1, -1], 512, torch.device("cpu"), memory_budget=0)
     assert table.shape == tuple(want.shape) and np.allclose(table, want.numpy(), atol=1e-4)
+    # recommend scores an MLP decoder's pairs exactly with the checkpoint's own MLP (embed.json names it):
+    # brute force over every candidate, ties to the smaller id; an inner-product index is refused by name.
+    from flashgnn.recommend import recommend
+
+    q = np.arange(0, ds.num_nodes, 7)
+    r = recommend(ds_path, None, embeddings=tmp_path / "emb", k=5, nodes=q, candidate_block=37, progress=False)
+    assert r["decoder"] == "mlp" and r["pairs_scored"] == r["pairs_total"]  # no norm order for an MLP
+    E = torch.from_numpy(table)
+    with torch.no_grad():
+        for row, v in enumerate(q):
+            s = model.decode(E[v].expand(len(E), -1), E).numpy()
+            order = np.lexsort((np.arange(len(E)), -s))[:5]
+            assert (r["ids"][row] == order).all(), v
+            assert np.allclose(r["scores"][row], s[order], atol=1e-5)
+    with pytest.raises(ValueError, match="decoder 'mlp'.*--index exact"):
+        recommend(ds_path, None, embeddings=tmp_path / "emb", k=5, index="faiss", progress=False)
     # An encoder of learnable ids is not a layer-wise GNN over the stored features: refused, with the way that works.
     lg = tmp_path / "lg"
     fit(str(ds_path), model="lightgcn", checkpoint=str(lg), **dict(QUICK, epochs=1))
