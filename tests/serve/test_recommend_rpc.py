@@ -17,7 +17,8 @@ served. One server run checks that
 
 A second start with embeddings of another dataset is refused by name before
 the port opens, and `flashgnn recommend` refuses a checkpoint of another
-dataset and an "mlp" decoder by name.
+dataset, and an "mlp" decoder with an inner-product index, by name. A
+checkpoint with an "mlp" decoder is served, ranked by its own MLP.
 """
 
 from __future__ import annotations
@@ -120,6 +121,28 @@ def test_recommend_round_trip_and_add_edge_changes_the_answer(server, dataset, s
             with pytest.raises(ServerError) as e:
                 c.recommend(*bad)
             assert e.value.code_name == "INVALID_ARGUMENT" and frag in e.value.message
+
+
+def test_recommend_with_an_mlp_decoder_ranks_by_the_checkpoints_mlp(server, dataset, tmp_path):
+    """A checkpoint trained with --decoder mlp: every candidate scored by the model's own MLP on the pair."""
+    from flashgnn.dfg import models
+    from flashgnn.embed import embed
+    from flashgnn.nn.checkpoint import encoder_state, load_checkpoint, model_from_checkpoint
+
+    ck = make_checkpoint(dataset, tmp_path / "mlp", decoder="mlp")
+    embed(dataset, ck, tmp_path / "emb", progress=False, quiet=True)
+    table = np.load(tmp_path / "emb" / "embeddings.npy")
+    model = model_from_checkpoint(load_checkpoint(ck)).eval()
+    s = server("--recommend", tmp_path / "emb", "--memory-budget", "0")
+    with s.client() as c:
+        q = c.run(models.from_checkpoint(encoder_state(load_checkpoint(ck))), [5])["Result"][0]
+        ids, sc = c.recommend(5, 7)
+        assert c.stats()["graph"]["recommend"]["decoder"] == "mlp"
+    with torch.no_grad():
+        want = model.decode(torch.tensor(q).expand(len(table), -1), torch.from_numpy(table)).numpy()
+    order = np.lexsort((np.arange(len(want)), -want))[:7]
+    assert list(ids) == list(order) and np.allclose(sc, want[order], atol=1e-5)
+    assert not np.array_equal(order, _expected(table, q, 7)), "an MLP ranks otherwise than the dot product"
 
 
 def test_recommend_refuses_embeddings_of_another_dataset(server, dataset, served, tmp_path):

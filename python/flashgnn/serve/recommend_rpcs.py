@@ -58,7 +58,7 @@ class Recommender:
         import flashgnn
         from flashgnn.dfg import models
         from flashgnn.nn.checkpoint import encoder_state, link_decoder, load_checkpoint
-        from flashgnn.recommend import check_decoder, open_embeddings
+        from flashgnn.recommend import check_decoder, mlp_scorer, open_embeddings
 
         ds = flashgnn.open(dataset)
         table, meta = open_embeddings(embed_dir, ds)
@@ -67,7 +67,11 @@ class Recommender:
             raise ValueError(f"--recommend {embed_dir}: its embed.json names no checkpoint; give "
                              "--recommend-checkpoint DIR (the model that computed the embeddings)")
         state = load_checkpoint(checkpoint)
-        check_decoder(link_decoder(state) or "dot", f"--recommend-checkpoint {checkpoint}")
+        self.decoder = link_decoder(state) or "dot"
+        check_decoder(self.decoder, f"--recommend-checkpoint {checkpoint}", mlp_ok=True)
+        # --decoder mlp: the checkpoint's MLP scores the query against every candidate row (exact, as
+        # `flashgnn recommend` does); dot: one matrix-vector product.
+        self._mlp = mlp_scorer(state, str(checkpoint)) if self.decoder == "mlp" else None
         cfg = state["model_config"]
         if cfg.get("in_dim") != ds.feature_dim:
             raise ValueError(f"--recommend-checkpoint {checkpoint}: model_config.in_dim {cfg.get('in_dim')} != "
@@ -103,6 +107,10 @@ class Recommender:
             f"({self.table.nbytes / 2**20:.1f} MiB in memory), model {self.dfg.meta['model']} from {checkpoint}, "
             f"fanouts {','.join(map(str, self.fanouts))}")
 
+    def score(self, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """The model's score of query embedding ``q`` against every row of ``rows``."""
+        return rows @ q if self._mlp is None else self._mlp(q[None, :], rows)[0]
+
     def touched(self, ids=(), deleted=()) -> None:
         with self.lock:
             self.dirty.update(int(i) for i in ids)
@@ -115,7 +123,7 @@ class Recommender:
         with self.lock:
             return {"base_rows": self.base_rows, "dim": int(self.table.shape[1]), "recomputed": len(self.rows),
                     "pending": len(self.dirty), "deleted": len(self.deleted), "replaced": self.replaced,
-                    "fanouts": self.fanouts, "checkpoint": self.checkpoint}
+                    "fanouts": self.fanouts, "checkpoint": self.checkpoint, "decoder": self.decoder}
 
 
 class RecommendRpcs:
@@ -181,9 +189,9 @@ class RecommendRpcs:
                 stale = len(rec.dirty)
             scores = np.full(n, -np.inf, np.float32)  # a vertex added and not yet embedded is no candidate
             base = min(n, rec.base_rows)
-            scores[:base] = rec.table[:base] @ q
+            scores[:base] = rec.score(rec.table[:base], q)
             keep = over_ids < n
-            scores[over_ids[keep]] = over[keep] @ q
+            scores[over_ids[keep]] = rec.score(over[keep], q)
             scores[deleted[deleted < n]] = -np.inf
             exclude = None
             if request.exclude_seen:
