@@ -64,6 +64,7 @@ def test_typed_build_info_verify(tmp_path):
     assert info.returncode == 0, info.stderr
     assert "node type    paper: 30 nodes; features 4 x float32" in info.stdout, info.stdout
     assert "edge type    (paper, rev_writes, author): 50 edges" in info.stdout, info.stdout
+    assert "edge ids     e_id per edge type (format 4" in info.stdout, info.stdout
     v = run("verify", out)
     assert v.returncode == 0, v.stderr
     s = run("scrub", out, "--state", tmp_path / "scrub")
@@ -74,6 +75,7 @@ def test_typed_build_info_verify(tmp_path):
     m3 = json.loads((tmp_path / "v3" / "manifest.json").read_text())
     assert m3["format_version"] == 3 and m3["graph"]["slot_bytes"] < m["graph"]["slot_bytes"]
     assert run("verify", tmp_path / "v3").returncode == 0
+    assert "edge ids     none (format 3" in run("info", tmp_path / "v3").stdout
 
 
 def test_typed_build_refuses_an_id_beyond_its_type(tmp_path):

@@ -162,6 +162,9 @@ def info_dict(ds: flashgnn.Dataset) -> dict:
     files_total = sum(f["bytes"] for f in m["files"].values())
     return {
         "path": ds.path,
+        "format_version": m["format_version"],
+        # Typed datasets of format version 4 carry an edge base per relation in every slot: e_id per edge type.
+        "edge_ids": bool(m.get("types")) and m["format_version"] >= 4,
         "num_nodes": ds.num_nodes,
         "num_edges": ds.num_edges,
         "features": m["features"],
@@ -234,6 +237,9 @@ def cmd_info(a) -> int:
         print("splits       " + (", ".join(f"{k} {v:,}" for k, v in d["splits"].items()) or "none"))
     else:
         _print_types(d["types"])
+        print("edge ids     " + ("e_id per edge type (format 4: an 8-B edge base per relation in every slot)"
+                                 if d["edge_ids"] else f"none (format {d['format_version']}: batches carry no e_id; "
+                                 "a build without --no-edge-ids adds them)"))
     print(
         f"degree       min {deg['min']} / median {deg['median']} / mean {deg['mean']:.2f} / p99 {deg['p99']} / max {deg['max']:,}; "
         f"{isolated_words(deg)}; spilled to overflow {deg['spilled_nodes']:,}"
