@@ -118,7 +118,7 @@ def test_typed_link_refusals_and_sample_edges(graph):
     with pytest.raises(IndexError, match=r"edge_label_index\[0\]\[3\] = 25 \(source node id\) out of range \[0, 25\) "
                                          "of node type 'author'"):
         flashgnn.LinkNeighborLoader(path, [2], edge_label_index=(et, bad))
-    for kw in (dict(neg_exclude_edges=True), dict(exclude_seed_edges=True), dict(neg_distribution="degree")):
+    for kw in (dict(neg_exclude_edges=True), dict(neg_distribution="degree")):
         with pytest.raises(ValueError, match="not supported on a typed dataset yet"):
             flashgnn.LinkNeighborLoader(path, [2], edge_label_index=(et, eli), neg_sampling="binary", **kw)
     loader = flashgnn.LinkNeighborLoader(path, [2, 2], edge_label_index=("author__writes__paper", eli),
@@ -127,3 +127,33 @@ def test_typed_link_refusals_and_sample_edges(graph):
     again = loader.sample_edges(eli[:, :5], seed=3)
     assert torch.equal(one[et].edge_label_index, again[et].edge_label_index)
     assert torch.equal(one["author"].n_id[one[et].edge_label_index[0, :5]], eli[0, :5])
+
+
+@pytest.mark.parametrize("et", [("author", "writes", "paper"), ("paper", "cites", "paper")])
+def test_exclude_seed_edges_removes_the_positives_and_their_reverses(graph, et):
+    """The same batch with and without exclude_seed_edges: exactly the positives' edges of their type (both
+    directions within one node type) and their reverses' of the rev_ type are gone, each kept edge with its
+    e_id; the nodes stay."""
+    path, data = graph
+    eli = _eli(data, et)
+    kw = dict(edge_label_index=(et, eli), neg_sampling="binary", batch_size=20, memory_budget=0)
+    plain = flashgnn.LinkNeighborLoader(path, [-1, -1], **kw).sample_edges(eli, seed=5)
+    cut = flashgnn.LinkNeighborLoader(path, [-1, -1], exclude_seed_edges=True, **kw).sample_edges(eli, seed=5)
+    pos = set(map(tuple, eli.t().tolist()))
+    rev = ("paper", "rev_writes", "author") if et[1] == "writes" else et
+
+    def edges(b, t):
+        s, _, d = t
+        r, c = b[t].edge_index
+        return list(zip(zip(b[s].n_id[r].tolist(), b[d].n_id[c].tolist()), b[t].e_id.tolist()))
+
+    removed = 0
+    for t in plain.edge_types:
+        assert torch.equal(plain[t[0]].n_id, cut[t[0]].n_id)
+        drop = [(p, e) for p, e in edges(plain, t) if (t == et and p in pos) or (t == rev and p[::-1] in pos)]
+        keep = [x for x in edges(plain, t) if x not in drop]
+        assert edges(cut, t) == keep, t
+        assert sum(cut[t].num_sampled_edges) == len(keep)
+        removed += len(drop)
+    assert removed > 0
+

@@ -314,8 +314,8 @@ impl NeighborSampler {
         // names a node type for each (global ids), else every node.
         let ranges = match (spec.edge_type, self.is_typed()) {
             (Some(e), true) => {
-                if spec.exclude_true_edges || spec.exclude_seed_edges {
-                    self.refuse_typed("excluding true-edge negatives or seed edges from a link batch")?;
+                if spec.exclude_true_edges {
+                    self.refuse_typed("excluding true-edge negatives from a link batch")?;
                 }
                 self.edge_type_ranges(e)?
             }
@@ -395,7 +395,10 @@ impl NeighborSampler {
         self.set_mixed_seed_types(false);
         let mut b = b?;
         if spec.exclude_seed_edges {
-            link.seed_edges_removed = remove_seed_edges(&mut b, src, dst);
+            let typed = spec.edge_type.and_then(|e| {
+                self.with_types(|offsets, table| remove_typed_seed_edges(&mut b, src, dst, e, offsets, table))
+            });
+            link.seed_edges_removed = typed.unwrap_or_else(|| remove_seed_edges(&mut b, src, dst));
         }
         link.src_neg = src_neg;
         link.dst_neg = dst_neg;
@@ -485,6 +488,71 @@ fn remove_seed_edges(b: &mut Batch, src: &[i64], dst: &[i64]) -> u64 {
     let removed = (e - row.len()) as u64;
     b.num_sampled_edges = nse;
     b.set_edges(row, col);
+    removed
+}
+
+/// [`remove_seed_edges`] of a typed batch whose positives `src[i] ->
+/// dst[i]` (global ids) are of edge type `e = (s, r, d)`: the edges of `e`
+/// equal to a positive (and, when `s` = `d`, to its reverse: such a
+/// relation is its own reverse type, as `--add-reverse` makes it), and the
+/// edges of `e`'s reverse type — `(d, rev_r, s)`, or `(d, q, s)` when `r` is
+/// `rev_q` — equal to a positive's reverse. Edges of other types between
+/// the same nodes are other relations and stay. Returns how many were removed.
+fn remove_typed_seed_edges(
+    b: &mut Batch,
+    src: &[i64],
+    dst: &[i64],
+    e: usize,
+    offsets: &[u64],
+    table: &flashgnn_format::types::TypeTable,
+) -> u64 {
+    let et = &table.edge_types[e];
+    let reverse_rel = et.rel.strip_prefix("rev_").map_or_else(|| format!("rev_{}", et.rel), str::to_string);
+    let rev = table.edge_types.iter().position(|x| x.src == et.dst && x.dst == et.src && x.rel == reverse_rel);
+    let typed = b.typed.as_deref_mut().expect("a typed dataset's batch is typed");
+    let ty = |name: &str| table.node_type_index(name).expect("edge types name declared node types");
+    let (s, d) = (ty(&et.src), ty(&et.dst));
+    // The positives as (source, destination) ids within their node types.
+    let mut pairs = rustc_hash::FxHashSet::default();
+    for (&u, &v) in src.iter().zip(dst) {
+        pairs.insert((u - offsets[s] as i64, v - offsets[d] as i64));
+    }
+    let mut removed = 0u64;
+    for (f, part) in typed.edge_types.iter_mut().enumerate() {
+        // Which (row, col) of edge type f name a positive: (u, v) as is, or reversed.
+        let (fwd, back) = (f == e, (f == e && s == d) || Some(f) == rev);
+        if !fwd && !back {
+            continue;
+        }
+        let fe = &table.edge_types[f];
+        let (rs, cs) = (&typed.node_types[ty(&fe.src)].n_id, &typed.node_types[ty(&fe.dst)].n_id);
+        let m = part.num_edges();
+        let (mut row, mut col, mut e_id) = (Vec::with_capacity(m), Vec::with_capacity(m), Vec::new());
+        let mut nse = Vec::with_capacity(part.num_sampled_edges.len());
+        let mut at = 0usize;
+        for &count in &part.num_sampled_edges {
+            let kept0 = row.len();
+            for k in at..at + count as usize {
+                let (r, c) = (part.edge_index[k], part.edge_index[m + k]);
+                let (u, v) = (rs[r as usize], cs[c as usize]);
+                if (fwd && pairs.contains(&(u, v))) || (back && pairs.contains(&(v, u))) {
+                    continue;
+                }
+                row.push(r);
+                col.push(c);
+                if let Some(&x) = part.e_id.get(k) {
+                    e_id.push(x);
+                }
+            }
+            at += count as usize;
+            nse.push((row.len() - kept0) as i64);
+        }
+        removed += (m - row.len()) as u64;
+        row.extend_from_slice(&col);
+        part.edge_index = row;
+        part.e_id = e_id;
+        part.num_sampled_edges = nse;
+    }
     removed
 }
 

@@ -29,8 +29,8 @@ What PyG's ``edge_sample`` defines, and this loader yields:
 - ``n_id``, ``x``, ``y``, ``edge_index`` (row = neighbour, col = target),
   ``num_sampled_nodes``, ``num_sampled_edges``, ``input_id`` (positions in
   ``edge_label_index``, or the given ``input_id``). No ``batch_size`` (PyG's
-  link batches have none) and no ``e_id`` (the store keeps no global edge
-  numbering).
+  link batches have none) and no ``e_id`` (a homogeneous dataset keeps no
+  global edge numbering).
 
 flashgnn's own options (PyG's defaults keep PyG's behaviour):
 ``neg_distribution="degree"`` draws negatives with probability proportional
@@ -48,8 +48,13 @@ on the edge type (binary), ``src_index`` on its source type and
 negatives are drawn uniformly within the source and destination types;
 sources and destinations of two node types are made distinct apart, each
 type's ``n_id`` starting with its own sorted seeds (PyG's ``edge_sample``).
-Not yet typed (refused by name): ``neg_distribution="degree"``,
-``neg_exclude_edges``, ``exclude_seed_edges``.
+``exclude_seed_edges=True`` removes the positives from their edge type's
+sampled edges (both directions when its source and destination types are
+one) and their reverses from the reverse edge type (``rev_<rel>``, as
+``--add-reverse`` names it; ``<rel>`` for a ``rev_<rel>`` type); edges of
+other relations between the same nodes stay. Typed batches of a format-4
+dataset carry ``e_id`` per edge type. Not yet typed (refused by name):
+``neg_distribution="degree"``, ``neg_exclude_edges``.
 
 Memory: the supervision edges are read a group of at most ``GROUP_EDGES``
 at a time, so ``edge_label_index`` may be a pair ``(src, dst)`` of
@@ -269,8 +274,7 @@ class LinkNeighborLoader(_Base, _PygLinkNeighborLoader):
             self.edge_type = _hetero._edge_key(who, edge_label_index[0], edge_types)
             edge_label_index = edge_label_index[1]
             for name, on in (("neg_distribution='degree'", neg_distribution == "degree"),
-                             ("neg_exclude_edges=True", neg_exclude_edges),
-                             ("exclude_seed_edges=True", exclude_seed_edges)):
+                             ("neg_exclude_edges=True", neg_exclude_edges)):
                 if on:
                     raise ValueError(f"{who}: {name} is not supported on a typed dataset yet (a typed list holds "
                                      "every incoming edge type; negatives are drawn uniformly within the "

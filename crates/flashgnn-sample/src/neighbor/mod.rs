@@ -592,6 +592,12 @@ impl NeighborSampler {
         Ok([range(t.src_of[e]), range(t.dst_of[e])])
     }
 
+    /// `f` of a typed dataset's first global id per node type (then the
+    /// total) and its type table; None for a homogeneous dataset.
+    pub(crate) fn with_types<R>(&self, f: impl FnOnce(&[u64], &flashgnn_format::types::TypeTable) -> R) -> Option<R> {
+        self.typed.as_deref().map(|t| f(&t.offsets, &t.table))
+    }
+
     /// Let the next batches' seeds be of several node types (see the field).
     pub(crate) fn set_mixed_seed_types(&mut self, on: bool) {
         self.mixed_seed_types = on;
