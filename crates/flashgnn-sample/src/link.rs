@@ -469,26 +469,15 @@ fn remove_seed_edges(b: &mut Batch, src: &[i64], dst: &[i64]) -> u64 {
         pairs.insert((s, t));
         pairs.insert((t, s));
     }
+    let n_id = &b.n_id;
+    let (kept, nse) =
+        kept_edges(&b.edge_index, &b.num_sampled_edges, |r, c| !pairs.contains(&(n_id[r as usize], n_id[c as usize])));
     let e = b.num_edges();
-    let (mut row, mut col) = (Vec::with_capacity(2 * e), Vec::with_capacity(e));
-    let mut nse = Vec::with_capacity(b.num_sampled_edges.len());
-    let mut at = 0usize;
-    for &count in &b.num_sampled_edges {
-        let kept0 = row.len();
-        for k in at..at + count as usize {
-            let (r, c) = (b.edge_index[k], b.edge_index[e + k]);
-            if !pairs.contains(&(b.n_id[r as usize], b.n_id[c as usize])) {
-                row.push(r);
-                col.push(c);
-            }
-        }
-        at += count as usize;
-        nse.push((row.len() - kept0) as i64);
-    }
-    let removed = (e - row.len()) as u64;
+    let row = kept.iter().map(|&k| b.edge_index[k]).collect();
+    let col = kept.iter().map(|&k| b.edge_index[e + k]).collect();
     b.num_sampled_edges = nse;
     b.set_edges(row, col);
-    removed
+    (e - kept.len()) as u64
 }
 
 /// [`remove_seed_edges`] of a typed batch whose positives `src[i] ->
@@ -513,10 +502,8 @@ fn remove_typed_seed_edges(
     let ty = |name: &str| table.node_type_index(name).expect("edge types name declared node types");
     let (s, d) = (ty(&et.src), ty(&et.dst));
     // The positives as (source, destination) ids within their node types.
-    let mut pairs = rustc_hash::FxHashSet::default();
-    for (&u, &v) in src.iter().zip(dst) {
-        pairs.insert((u - offsets[s] as i64, v - offsets[d] as i64));
-    }
+    let pairs: rustc_hash::FxHashSet<(i64, i64)> =
+        src.iter().zip(dst).map(|(&u, &v)| (u - offsets[s] as i64, v - offsets[d] as i64)).collect();
     let mut removed = 0u64;
     for (f, part) in typed.edge_types.iter_mut().enumerate() {
         // Which (row, col) of edge type f name a positive: (u, v) as is, or reversed.
@@ -526,34 +513,40 @@ fn remove_typed_seed_edges(
         }
         let fe = &table.edge_types[f];
         let (rs, cs) = (&typed.node_types[ty(&fe.src)].n_id, &typed.node_types[ty(&fe.dst)].n_id);
+        let (kept, nse) = kept_edges(&part.edge_index, &part.num_sampled_edges, |r, c| {
+            let (u, v) = (rs[r as usize], cs[c as usize]);
+            !((fwd && pairs.contains(&(u, v))) || (back && pairs.contains(&(v, u))))
+        });
         let m = part.num_edges();
-        let (mut row, mut col, mut e_id) = (Vec::with_capacity(m), Vec::with_capacity(m), Vec::new());
-        let mut nse = Vec::with_capacity(part.num_sampled_edges.len());
-        let mut at = 0usize;
-        for &count in &part.num_sampled_edges {
-            let kept0 = row.len();
-            for k in at..at + count as usize {
-                let (r, c) = (part.edge_index[k], part.edge_index[m + k]);
-                let (u, v) = (rs[r as usize], cs[c as usize]);
-                if (fwd && pairs.contains(&(u, v))) || (back && pairs.contains(&(v, u))) {
-                    continue;
-                }
-                row.push(r);
-                col.push(c);
-                if let Some(&x) = part.e_id.get(k) {
-                    e_id.push(x);
-                }
-            }
-            at += count as usize;
-            nse.push((row.len() - kept0) as i64);
+        removed += (m - kept.len()) as u64;
+        let rows = kept.iter().map(|&k| part.edge_index[k]);
+        part.edge_index = rows.chain(kept.iter().map(|&k| part.edge_index[m + k])).collect();
+        if !part.e_id.is_empty() {
+            part.e_id = kept.iter().map(|&k| part.e_id[k]).collect();
         }
-        removed += (m - row.len()) as u64;
-        row.extend_from_slice(&col);
-        part.edge_index = row;
-        part.e_id = e_id;
         part.num_sampled_edges = nse;
     }
     removed
+}
+
+/// Of a batch part's edges (`edge_index` `[2, m]` row-major, grouped by hop
+/// as `num_sampled_edges` counts them), the positions `keep(row, col)` keeps,
+/// in order, and the per-hop counts of what is kept.
+fn kept_edges(
+    edge_index: &[i64],
+    num_sampled_edges: &[i64],
+    keep: impl Fn(i64, i64) -> bool,
+) -> (Vec<usize>, Vec<i64>) {
+    let m = edge_index.len() / 2;
+    let (mut kept, mut counts) = (Vec::with_capacity(m), Vec::with_capacity(num_sampled_edges.len()));
+    let mut at = 0usize;
+    for &count in num_sampled_edges {
+        let k0 = kept.len();
+        kept.extend((at..at + count as usize).filter(|&k| keep(edge_index[k], edge_index[m + k])));
+        at += count as usize;
+        counts.push((kept.len() - k0) as i64);
+    }
+    (kept, counts)
 }
 
 #[cfg(test)]
