@@ -424,8 +424,8 @@ def topk_exact(table, queries: np.ndarray, cand: tuple[int, int], k: int, *, qb:
     scratch = MLP_SCRATCH_BYTES if score is not None else 0
     if ordered:
         blocks, top = norm_order(table, cand, cb)  # the candidates' rows are all read (and checked) once here
-    else:
-        blocks, top = [np.arange(lo, hi)], np.zeros(1)
+    else:  # id order, each block a range (its ids made when it is scored)
+        blocks, top = [range(c0, min(c0 + cb, hi)) for c0 in range(lo, hi, cb)], None
     widen = 1.0 + max(1e-6, ROUNDING * dim)
     checked = False
     peak = pairs = 0
@@ -443,9 +443,10 @@ def topk_exact(table, queries: np.ndarray, cand: tuple[int, int], k: int, *, qb:
             if ordered:
                 C = np.asarray(table[ids], dtype=np.float32)
             else:
-                C = np.asarray(table[lo:hi], dtype=np.float32)  # a view of the mapped pages when float32
+                C = np.asarray(table[ids.start:ids.stop], dtype=np.float32)  # a view of the mapped pages (float32)
                 if not checked:
-                    _check_finite(C, lo, None, "candidate")
+                    _check_finite(C, ids.start, None, "candidate")
+                ids = np.arange(ids.start, ids.stop)
             whole = len(active) == len(qids)
             Qa = Q if whole else Q[active]
             S = Qa @ C.T if score is None else score(Qa, C)
@@ -464,7 +465,7 @@ def topk_exact(table, queries: np.ndarray, cand: tuple[int, int], k: int, *, qb:
                 best_ids[active], best_scores[active] = sub_ids, sub_scores
             peak = max(peak, memory_bound(len(active), len(ids), k, dim,
                                           0 if seen is None else -(-len(seen[0]) // len(qids)), ordered, scratch))
-            if b + 1 < len(blocks):
+            if top is not None and b + 1 < len(blocks):
                 # Nothing left can score above |q| * (the largest norm left), widened by the rounding.
                 bound = qnorm[active] * top[b + 1] * widen
                 active = active[~(best_scores[active, k - 1] > bound)]

@@ -106,6 +106,7 @@ def test_embed_writes_a_link_models_encoder_embeddings(ds_path, tmp_path):
     q = np.arange(0, ds.num_nodes, 7)
     r = recommend(ds_path, None, embeddings=tmp_path / "emb", k=5, nodes=q, candidate_block=37, progress=False)
     assert r["decoder"] == "mlp" and r["pairs_scored"] == r["pairs_total"]  # no norm order for an MLP
+    assert r["candidate_block"] == 37 and r["peak_block_bytes"] <= r["memory_bound"]  # blocks of 37, bounded
     E = torch.from_numpy(table)
     with torch.no_grad():
         for row, v in enumerate(q):
