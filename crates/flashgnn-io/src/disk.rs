@@ -58,6 +58,23 @@ macro_rules! note {
 }
 pub(crate) use note;
 
+/// On a simulated disk, the error [`crate::sim_disk::SimDisk::fail_at`]
+/// injects into this file operation, before it is made.
+#[cfg(feature = "sim-disk")]
+macro_rules! inject {
+    ($disk:expr, $path:expr, $what:expr, $at:expr) => {{
+        if let Disk::Sim(s) = $disk {
+            s.injected($path).map_err(|e| IoError::new($what, $path, $at, e))?;
+        }
+    }};
+}
+#[cfg(not(feature = "sim-disk"))]
+macro_rules! inject {
+    ($disk:expr, $path:expr, $what:expr, $at:expr) => {{
+        let _ = (&$disk, &$path);
+    }};
+}
+
 impl Disk {
     pub fn is_real(&self) -> bool {
         matches!(self, Disk::Real)
@@ -185,12 +202,14 @@ impl DiskFile {
 
     /// `pwrite` all of `buf` at `at`.
     pub fn write_at(&self, buf: &[u8], at: u64) -> Result<(), IoError> {
+        inject!(&self.disk, &self.path, "writing", Some(at));
         crate::pwrite_all(&self.file, buf, at).map_err(|e| IoError::new("writing", &self.path, Some(at), e))?;
         note!(&self.disk, &self.path, |rel| crate::sim_disk::SimOp::Write(rel, at, buf.to_vec()));
         Ok(())
     }
 
     pub fn set_len(&self, len: u64) -> Result<(), IoError> {
+        inject!(&self.disk, &self.path, "truncating", Some(len));
         self.file.set_len(len).map_err(|e| IoError::new("truncating", &self.path, Some(len), e))?;
         note!(&self.disk, &self.path, |rel| crate::sim_disk::SimOp::SetLen(rel, len));
         Ok(())
@@ -198,6 +217,7 @@ impl DiskFile {
 
     /// `fsync` (data and metadata).
     pub fn sync_all(&self) -> Result<(), IoError> {
+        inject!(&self.disk, &self.path, "fsync", None);
         self.file.sync_all().map_err(|e| IoError::new("fsync", &self.path, None, e))?;
         note!(&self.disk, &self.path, |rel| crate::sim_disk::SimOp::Fsync(rel));
         Ok(())
@@ -205,6 +225,7 @@ impl DiskFile {
 
     /// `fdatasync`: modelled like fsync (the length is data for it too).
     pub fn sync_data(&self) -> Result<(), IoError> {
+        inject!(&self.disk, &self.path, "fdatasync", None);
         self.file.sync_data().map_err(|e| IoError::new("fdatasync", &self.path, None, e))?;
         note!(&self.disk, &self.path, |rel| crate::sim_disk::SimOp::Fsync(rel));
         Ok(())

@@ -444,6 +444,9 @@ pub struct SimDisk {
     /// (live model, history), under one lock so the history's order is the
     /// order in which the operations reached the model.
     state: Mutex<(Model, Vec<SimOp>)>,
+    /// An injected failure: the file operation that would be recorded as
+    /// operation `k` fails with `errno` instead (once), before it is made.
+    fail: Mutex<Option<(usize, i32)>>,
 }
 
 impl SimDisk {
@@ -451,7 +454,31 @@ impl SimDisk {
     pub fn new(root: &Path) -> std::io::Result<SimDisk> {
         let root = std::fs::canonicalize(root)?;
         let initial = Model::adopt(&root)?;
-        Ok(SimDisk { root, state: Mutex::new((initial.clone(), Vec::new())), initial })
+        Ok(SimDisk { root, state: Mutex::new((initial.clone(), Vec::new())), initial, fail: Mutex::new(None) })
+    }
+
+    /// Make the file operation (write, truncation, fsync) that would be
+    /// recorded as operation `k` fail with `errno`, once, before it reaches
+    /// the file: a device error at a chosen point. The failed operation is
+    /// not recorded, so the model keeps what the device still holds: a
+    /// failed write wrote nothing, a failed fsync made nothing durable (what
+    /// Linux promises after an fsync error is less; assuming no more is the
+    /// safe side).
+    pub fn fail_at(&self, k: usize, errno: i32) {
+        *self.fail.lock().unwrap_or_else(|p| p.into_inner()) = Some((k, errno));
+    }
+
+    /// The injected error of the file operation on `path` about to be made,
+    /// if [`fail_at`](Self::fail_at) chose it.
+    pub fn injected(&self, path: &Path) -> std::io::Result<()> {
+        let mut f = self.fail.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((k, errno)) = *f {
+            if self.relative(path).is_some() && self.ops() == k {
+                *f = None;
+                return Err(std::io::Error::from_raw_os_error(errno));
+            }
+        }
+        Ok(())
     }
 
     pub fn root(&self) -> &Path {
