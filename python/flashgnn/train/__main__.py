@@ -11,6 +11,14 @@ from flashgnn.train.trainer import Trainer
 
 
 def main(argv: list[str] | None = None) -> int:
+    import faulthandler
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        # Under torchrun: a rank that aborts (SIGABRT from a C++ std::terminate) prints every thread's Python
+        # stack to stderr, which torchrun's failure report carries. A two-process run was seen to abort this
+        # way under a loaded full test run, with nothing else to go on.
+        faulthandler.enable(all_threads=True)
     args = parser("python -m flashgnn.train").parse_args(argv)
     try:
         Trainer(TrainConfig.from_namespace(args)).fit()
