@@ -689,7 +689,8 @@ def _run(ds, table, meta, queries, cand, k, exclude_seen, index, faiss_index, fa
               "index": index, "dim": dim, "query_block": int(qb), "candidate_block": int(cb),
               "memory_budget": int(memory_budget), "memory_bound": int(bound), "source": source,
               "embed": {key: meta[key] for key in ("model", "checkpoint", "task", "decoder") if key in meta} or None,
-              "decoder": decoder, "tie_break": "score descending, then candidate id ascending"}
+              "decoder": decoder, "norm_order": bool(ordered) and index == "exact",
+              "tie_break": "score descending, then candidate id ascending"}
     answer = _answer(len(queries), k, tmp)
     t1 = time.perf_counter()
     with bar(total=len(queries), desc=f"recommend ({index})", unit="query", disable=not progress) as pb:

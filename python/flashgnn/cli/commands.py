@@ -396,10 +396,10 @@ def cmd_recommend(a) -> int:
         _print_json(r)
         return 0
     lo, hi = r["candidates"]
-    how = r["index"] + (", exclude-seen" if r["exclude_seen"] else "")
+    how = r["index"] + (", mlp decoder" if r.get("decoder") == "mlp" else "") + (", exclude-seen" if r["exclude_seen"] else "")
     recall = (f", recall@{r['k']} {r['recall_at_k']:.3f} vs exact on {r['recall_sample']:,} queries"
               if "recall_at_k" in r else "")
-    if "pairs_scored" in r:
+    if r.get("norm_order"):
         recall += f", {r['pairs_scored'] / max(r['pairs_total'], 1):.1%} of the pairs scored (norm order)"
     print(f"recommended top-{r['k']} of {hi - lo:,} candidates for {r['num_queries']:,} queries ({how}) in "
           f"{r['search_s']:.1f} s ({r['queries_per_s']:,.0f} queries/s; blocks {r['query_block']:,} x "
