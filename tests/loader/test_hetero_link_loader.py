@@ -118,7 +118,7 @@ def test_typed_link_refusals_and_sample_edges(graph):
     with pytest.raises(IndexError, match=r"edge_label_index\[0\]\[3\] = 25 \(source node id\) out of range \[0, 25\) "
                                          "of node type 'author'"):
         flashgnn.LinkNeighborLoader(path, [2], edge_label_index=(et, bad))
-    for kw in (dict(neg_exclude_edges=True), dict(neg_distribution="degree")):
+    for kw in (dict(neg_distribution="degree"),):
         with pytest.raises(ValueError, match="not supported on a typed dataset yet"):
             flashgnn.LinkNeighborLoader(path, [2], edge_label_index=(et, eli), neg_sampling="binary", **kw)
     loader = flashgnn.LinkNeighborLoader(path, [2, 2], edge_label_index=("author__writes__paper", eli),
@@ -156,4 +156,27 @@ def test_exclude_seed_edges_removes_the_positives_and_their_reverses(graph, et):
         assert sum(cut[t].num_sampled_edges) == len(keep)
         removed += len(drop)
     assert removed > 0
+
+
+def test_neg_exclude_edges_draws_no_stored_edge_of_the_edge_type(graph):
+    """Uniform negatives within (author, paper) hit a stored `writes` edge now and then; with
+    neg_exclude_edges none of a batch's negatives is one (checked against the edge type's own edges: the
+    destination's other relations do not count), and the negatives stay within their node types."""
+    path, data = graph
+    et = ("author", "writes", "paper")
+    stored = set(map(tuple, data[et].edge_index.t().tolist()))
+    eli = _eli(data, et)
+    kw = dict(edge_label_index=(et, eli), neg_sampling=dict(mode="binary", amount=5), batch_size=20,
+              memory_budget=0)
+    hits = {False: 0, True: 0}
+    for exclude in (False, True):
+        loader = flashgnn.LinkNeighborLoader(path, [1], neg_exclude_edges=exclude, **kw)
+        for seed in range(8):
+            b = loader.sample_edges(eli, seed=seed)
+            lab, idx = b[et].edge_label, b[et].edge_label_index
+            neg = torch.stack([b["author"].n_id[idx[0]], b["paper"].n_id[idx[1]]])[:, lab == 0]
+            assert neg.shape[1] == 5 * eli.shape[1]
+            assert (neg[0] < HETERO_COUNTS["author"]).all() and (neg[1] < HETERO_COUNTS["paper"]).all()
+            hits[exclude] += sum(tuple(p) in stored for p in neg.t().tolist())
+    assert hits[False] > 0 and hits[True] == 0, hits
 

@@ -313,12 +313,7 @@ impl NeighborSampler {
         // Where sources and destinations may lie: a typed graph's edge type
         // names a node type for each (global ids), else every node.
         let ranges = match (spec.edge_type, self.is_typed()) {
-            (Some(e), true) => {
-                if spec.exclude_true_edges {
-                    self.refuse_typed("excluding true-edge negatives from a link batch")?;
-                }
-                self.edge_type_ranges(e)?
-            }
+            (Some(e), true) => self.edge_type_ranges(e)?,
             (None, true) => {
                 return Err(SampleError::Config(format!(
                     "{}: a typed dataset's link batch names the edge type of its supervision edges",
@@ -364,7 +359,16 @@ impl NeighborSampler {
             } else {
                 (0..num_neg).map(|j| src[j / per]).collect()
             };
-            (link.redrawn, link.false_negatives) = self.exclude_true_edges(&source, &mut dst_neg, d, seed)?;
+            // A typed destination's list holds every incoming edge type: the
+            // edge type's own relation is the one to check.
+            let rel = spec.edge_type.and_then(|e| {
+                self.with_types(|_, t| {
+                    let dt = t.node_type_index(&t.edge_types[e].dst).expect("declared");
+                    t.in_relations(dt).iter().position(|&x| x == e).expect("an edge type is an incoming relation")
+                })
+            });
+            (link.redrawn, link.false_negatives) =
+                self.exclude_true_edges(&source, &mut dst_neg, d, seed, rel, (d_lo, d_hi))?;
         }
         // PyG's seeds: sorted distinct ids (torch.unique), each endpoint's
         // local id its rank. Sources and destinations of two node types are
@@ -407,15 +411,19 @@ impl NeighborSampler {
     }
 
     /// Redraw every negative `(source[j], dst_neg[j])` whose pair is a stored
-    /// edge, up to [`EXCLUDE_ROUNDS_MAX`] rounds; returns (redrawn, left).
+    /// edge, up to [`EXCLUDE_ROUNDS_MAX`] rounds, within `range` (a typed
+    /// batch's destination type); returns (redrawn, left). `rel`: a typed
+    /// batch's relation among the destination type's incoming edge types,
+    /// the part of each list checked.
     fn exclude_true_edges(
         &mut self,
         source: &[i64],
         dst_neg: &mut [i64],
         d: &NegDist,
         seed: u64,
+        rel: Option<usize>,
+        range: (u64, u64),
     ) -> Result<(u64, u64)> {
-        let n = self.num_nodes();
         // Full list of each destination seen (internal ids, sorted), by internal id.
         let mut lists: HashMap<u32, Vec<u32>> = HashMap::default();
         let mut todo: Vec<usize> = (0..dst_neg.len()).collect();
@@ -440,9 +448,17 @@ impl NeighborSampler {
                 need = read;
             }
             let got = self.fetch_lists_keeping(&need, true)?;
-            for (v, mut data) in need.into_iter().zip(got) {
-                data.neighbors.sort_unstable();
-                lists.insert(v, data.neighbors);
+            for (v, data) in need.into_iter().zip(got) {
+                let mut list = match rel {
+                    Some(j) => {
+                        let c = &data.rel_counts;
+                        let at = c[..j].iter().map(|&x| x as usize).sum::<usize>();
+                        data.neighbors[at..at + c[j] as usize].to_vec()
+                    }
+                    None => data.neighbors,
+                };
+                list.sort_unstable();
+                lists.insert(v, list);
             }
             todo.retain(|&j| {
                 let s = self.internal_of(source[j] as u64);
@@ -452,7 +468,7 @@ impl NeighborSampler {
                 break;
             }
             for &j in &todo {
-                dst_neg[j] = d.draw(n, seed, STREAM_DST, round + 1, j) as i64;
+                dst_neg[j] = (range.0 + d.draw(range.1 - range.0, seed, STREAM_DST, round + 1, j)) as i64;
             }
             redrawn += todo.len() as u64;
         }

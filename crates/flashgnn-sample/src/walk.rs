@@ -28,6 +28,10 @@ pub struct NodeData {
     pub original: u64,
     pub neighbors: Vec<u32>,
     pub features: Vec<u8>,
+    /// A typed slot's per-relation counts (the node type's incoming edge
+    /// types in order: `neighbors` holds the relations one after another);
+    /// empty for a homogeneous one.
+    pub rel_counts: Vec<u32>,
 }
 
 impl NeighborSampler {
@@ -56,6 +60,7 @@ impl NeighborSampler {
                         original: o,
                         neighbors: r.neighbors.iter().map(|&u| self.internal_of(u)).collect(),
                         features: r.row.clone(),
+                        rel_counts: Vec::new(),
                     }
                 }
                 None => {
@@ -131,6 +136,7 @@ impl NeighborSampler {
                             let at = (l.slot_offset(v) - page * p) as usize;
                             let slot = decode_slot(&l, v, &buf[at..at + l.slot_bytes as usize], &files[0])?;
                             out[i].original = slot.original_id;
+                            out[i].rel_counts = (0..l.rel_counts as usize).map(|j| slot.rel_count(j)).collect();
                             if l.placement == FeaturePlacement::Inline {
                                 out[i].features = slot.features.to_vec();
                             }

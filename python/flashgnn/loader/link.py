@@ -52,9 +52,11 @@ type's ``n_id`` starting with its own sorted seeds (PyG's ``edge_sample``).
 sampled edges (both directions when its source and destination types are
 one) and their reverses from the reverse edge type (``rev_<rel>``, as
 ``--add-reverse`` names it; ``<rel>`` for a ``rev_<rel>`` type); edges of
-other relations between the same nodes stay. Typed batches of a format-4
+other relations between the same nodes stay; ``neg_exclude_edges=True``
+checks a negative against its destination's list along the edge type
+alone (redrawn within the destination type). Typed batches of a format-4
 dataset carry ``e_id`` per edge type. Not yet typed (refused by name):
-``neg_distribution="degree"``, ``neg_exclude_edges``.
+``neg_distribution="degree"``.
 
 Memory: the supervision edges are read a group of at most ``GROUP_EDGES``
 at a time, so ``edge_label_index`` may be a pair ``(src, dst)`` of
@@ -273,8 +275,7 @@ class LinkNeighborLoader(_Base, _PygLinkNeighborLoader):
             edge_types = [(e["src"], e["rel"], e["dst"]) for e in types["edge_types"]]
             self.edge_type = _hetero._edge_key(who, edge_label_index[0], edge_types)
             edge_label_index = edge_label_index[1]
-            for name, on in (("neg_distribution='degree'", neg_distribution == "degree"),
-                             ("neg_exclude_edges=True", neg_exclude_edges)):
+            for name, on in (("neg_distribution='degree'", neg_distribution == "degree"),):
                 if on:
                     raise ValueError(f"{who}: {name} is not supported on a typed dataset yet (a typed list holds "
                                      "every incoming edge type; negatives are drawn uniformly within the "
