@@ -39,7 +39,10 @@
 //!   sources then destinations, each endpoint's local id its rank in its
 //!   own list (PyG's `edge_sample` with a seed dict); the sampler takes
 //!   seeds of both types for that batch and starts each type's `n_id` with
-//!   its own seeds.
+//!   its own seeds. The true-edge check reads the destination's list along
+//!   the edge type alone (its slot's relation counts) and redraws within
+//!   the destination type; seed edges are removed from the edge type and
+//!   its reverse type ([`remove_typed_seed_edges`]).
 //!
 //! Invariant: a link batch is a pure function of (dataset, fanouts, src,
 //! dst, spec, seed): every draw is keyed by (seed, stream, round, index)
