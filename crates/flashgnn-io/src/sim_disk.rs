@@ -209,6 +209,16 @@ impl Model {
         Ok(())
     }
 
+    /// Add `node` under the new name `p` (an un-synced link in its parent);
+    /// returns its index.
+    fn link_new(&mut self, p: &Path, node: Node) -> std::io::Result<usize> {
+        let (dir, name) = self.parent_of(p)?;
+        let i = self.nodes.len();
+        self.nodes.push(node);
+        self.dir_op(dir, DirOp::Link(name, i));
+        Ok(i)
+    }
+
     /// Apply one recorded operation to the live tree.
     pub fn apply(&mut self, op: &SimOp) -> std::io::Result<()> {
         let missing = |p: &Path| err(format!("{p:?} does not exist in the model"));
@@ -216,20 +226,14 @@ impl Model {
             SimOp::Create(p) => match self.lookup(p) {
                 Some(i) => self.file_op(i, FileOp::SetLen(0))?,
                 None => {
-                    let (dir, name) = self.parent_of(p)?;
-                    let i = self.nodes.len();
-                    self.nodes.push(Node::File { durable: vec![], live: vec![], pending: vec![] });
-                    self.dir_op(dir, DirOp::Link(name, i));
+                    self.link_new(p, Node::File { durable: vec![], live: vec![], pending: vec![] })?;
                 }
             },
             SimOp::Mkdir(p) => {
                 if self.lookup(p).is_some() {
                     return Err(err(format!("mkdir {p:?}: exists")));
                 }
-                let (dir, name) = self.parent_of(p)?;
-                let i = self.nodes.len();
-                self.nodes.push(Node::Dir { durable: BTreeMap::new(), live: BTreeMap::new(), pending: vec![] });
-                self.dir_op(dir, DirOp::Link(name, i));
+                self.link_new(p, Node::Dir { durable: BTreeMap::new(), live: BTreeMap::new(), pending: vec![] })?;
             }
             SimOp::Write(p, at, d) => {
                 let i = self.lookup(p).ok_or_else(|| missing(p))?;
@@ -265,10 +269,7 @@ impl Model {
                 if self.lookup(p).is_some() {
                     return Err(err(format!("adopt {p:?}: exists")));
                 }
-                let (dir, name) = self.parent_of(p)?;
-                let top = self.nodes.len();
-                self.nodes.push(Node::Dir { durable: BTreeMap::new(), live: BTreeMap::new(), pending: vec![] });
-                self.dir_op(dir, DirOp::Link(name, top));
+                self.link_new(p, Node::Dir { durable: BTreeMap::new(), live: BTreeMap::new(), pending: vec![] })?;
                 for (rel, c) in tree {
                     let (d, n) = self.parent_of(&p.join(rel))?;
                     let i = self.nodes.len();
