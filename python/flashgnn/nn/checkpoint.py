@@ -260,6 +260,10 @@ def encoder_state(state: dict) -> dict:
     c = state.get("model_config") or {}
     if c.get("task", "node") != "link":
         return state
+    if c.get("edge_type"):
+        raise ValueError(f"a typed link model (edge type {'__'.join(c['edge_type'])}) embeds each node type by its "
+                         "own rows: use flashgnn.train.link.typed_node_embeddings(model_from_checkpoint(state), "
+                         "dataset, node_type, nodes, num_neighbors, batch_size, device)")
     if c["model"] in ("lightgcn", "ngcf") or c.get("num_embeddings"):
         raise ValueError(f"a link model with a {c['model']!r} encoder"
                          + (" over learnable input embeddings" if c.get("num_embeddings") else "")

@@ -48,6 +48,7 @@ __all__ = [
     "NodeInputs",
     "RGAT",
     "RGCN",
+    "hetero_outputs",
     "hetero_sage",
     "seed_logits",
 ]
@@ -501,18 +502,14 @@ def hetero_sage(metadata: Metadata, in_dims: Union[int, Mapping[NodeType, int]],
     return HeteroSAGE(gnn, inputs, target, meta)
 
 
-def seed_logits(model: nn.Module, batch, input_type: Optional[NodeType] = None, trim: bool = True) -> Tensor:
-    """``model(...)[input_type][:batch_size]`` on a ``HeteroData`` batch: the seeds' outputs.
+def hetero_outputs(model: nn.Module, batch, trim: bool = True) -> Dict[NodeType, Tensor]:
+    """``model(x_dict, edge_index_dict, n_id_dict, ...)`` on a ``HeteroData`` batch: every node type's
+    output rows (with ``trim``: each type's seeds, the first ``num_sampled_nodes[0]`` rows).
 
-    ``input_type`` defaults to the model's ``target``. Embedded types take their rows by the batch's
-    ``n_id`` (a whole graph without ``n_id``: every row, in order). With ``trim`` and per-hop counts in
-    the batch, each layer drops the hops later layers no longer read. A batch without ``batch_size`` (a
-    whole graph) returns every row of ``input_type``."""
+    Embedded types take their rows by the batch's ``n_id`` (a whole graph without ``n_id``: every row, in
+    order). With ``trim`` and per-hop counts in the batch, each layer drops the hops later layers no longer
+    read."""
     inner = getattr(model, "module", model)  # DistributedDataParallel
-    input_type = input_type if input_type is not None else getattr(inner, "target", None)
-    if input_type is None:
-        raise ValueError("seed_logits: the model has no target node type; pass input_type")
-    store = batch[input_type]
     n_id_dict = {}
     tables = inner.inputs.tables if isinstance(getattr(inner, "inputs", None), NodeInputs) else {}
     for t in tables:
@@ -526,6 +523,19 @@ def seed_logits(model: nn.Module, batch, input_type: Optional[NodeType] = None, 
             and all("num_sampled_edges" in batch[e] for e in batch.edge_types):
         kw = dict(num_sampled_nodes_dict=batch.num_sampled_nodes_dict,
                   num_sampled_edges_dict=batch.num_sampled_edges_dict)
-    out = model(batch.x_dict, batch.edge_index_dict, n_id_dict, **kw)[input_type]
-    bs = getattr(store, "batch_size", None)
+    return model(batch.x_dict, batch.edge_index_dict, n_id_dict, **kw)
+
+
+def seed_logits(model: nn.Module, batch, input_type: Optional[NodeType] = None, trim: bool = True) -> Tensor:
+    """``model(...)[input_type][:batch_size]`` on a ``HeteroData`` batch: the seeds' outputs
+    (:func:`hetero_outputs`).
+
+    ``input_type`` defaults to the model's ``target``. A batch without ``batch_size`` (a whole graph)
+    returns every row of ``input_type``."""
+    inner = getattr(model, "module", model)  # DistributedDataParallel
+    input_type = input_type if input_type is not None else getattr(inner, "target", None)
+    if input_type is None:
+        raise ValueError("seed_logits: the model has no target node type; pass input_type")
+    out = hetero_outputs(model, batch, trim)[input_type]
+    bs = getattr(batch[input_type], "batch_size", None)
     return out if bs is None else out[:bs]

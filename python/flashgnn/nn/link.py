@@ -22,6 +22,13 @@ Degree-normalised layers (``gcn``, ``lightgcn``, ``ngcf``: ``DEGREE_LINK_MODELS`
 whole-graph degrees (``data.deg``; load batches with ``degrees=True``), as :class:`flashgnn.nn.GCN` does:
 with every neighbour sampled a batch computes the whole graph's layer (:mod:`flashgnn.nn.gcn`).
 
+Typed graphs: :class:`HeteroLinkModel` scores the pairs of one edge type ``(src, rel, dst)`` with a typed
+encoder (``sage`` = ``to_hetero(GraphSAGE)``, ``rgcn``, ``rgat``: :func:`flashgnn.nn.zoo.build_hetero_model`
+without a target, every node type's output ``hidden`` wide) and the same decoders: the ``src`` type's row of
+a pair's source against the ``dst`` type's row of its destination — what PyG's hetero link-prediction
+examples write (``to_hetero`` encoder, a classifier on ``x_dict[src][i] * x_dict[dst][j]``). Featureless node
+types learn an embedding per node (``embed``), as for typed node classification.
+
 Invariant: :meth:`LinkModel.encode` returns exactly the rows of the batch's seeds
 (``num_sampled_nodes[0]``, in ``n_id`` order) — for a link batch, the endpoints that
 ``edge_label_index`` points at; for a node batch, its ``batch_size`` seeds.
@@ -39,7 +46,7 @@ DEGREE_LINK_MODELS = ("gcn", "lightgcn", "ngcf")
 # Models whose input is always a learnable embedding per node (even where the dataset has features).
 EMBEDDING_MODELS = ("lightgcn",)
 
-__all__ = ["LinkModel", "LINK_MODELS", "DECODERS", "DEGREE_LINK_MODELS", "EMBEDDING_MODELS", "embedding_width",
+__all__ = ["LinkModel", "HeteroLinkModel", "LINK_MODELS", "DECODERS", "DEGREE_LINK_MODELS", "EMBEDDING_MODELS", "embedding_width",
            "build_link_model"]
 
 
@@ -88,12 +95,7 @@ class LinkModel(nn.Module):
 
                 self.encoder = build_model(model, in_dim, hidden, hidden, num_layers, dropout)
         self.out_dim = embedding_width(model, in_dim, hidden, num_layers)
-        if decoder == "mlp":
-            from torch_geometric.nn import MLP
-
-            self.decoder = MLP([self.out_dim, hidden, 1], dropout=dropout, norm=None)
-        else:
-            self.decoder = None
+        self.decoder = _mlp_decoder(self.out_dim, hidden, dropout) if decoder == "mlp" else None
 
     def _input(self, data) -> torch.Tensor:
         if self.kind == "lightgcn":
@@ -145,9 +147,7 @@ class LinkModel(nn.Module):
 
     def decode(self, hs: torch.Tensor, hd: torch.Tensor) -> torch.Tensor:
         """One logit per pair of embedding rows."""
-        if self.decoder is None:
-            return (hs * hd).sum(-1)
-        return self.decoder(hs * hd).view(-1)
+        return _decode(self.decoder, hs, hd)
 
     def forward(self, data) -> torch.Tensor:
         """Logits of a link batch's ``edge_label_index`` pairs (binary negatives included)."""
@@ -156,7 +156,81 @@ class LinkModel(nn.Module):
         return self.decode(h[s], h[d])
 
 
-def build_link_model(config: dict) -> LinkModel:
-    """The :class:`LinkModel` a checkpoint's ``model_config`` describes (``task == "link"``)."""
+def _mlp_decoder(width: int, hidden: int, dropout: float):
+    """``--decoder mlp``: OGB's ``LinkPredictor``, an MLP on ``h_s * h_d``."""
+    from torch_geometric.nn import MLP
+
+    return MLP([width, hidden, 1], dropout=dropout, norm=None)
+
+
+def _decode(decoder, hs: torch.Tensor, hd: torch.Tensor) -> torch.Tensor:
+    if decoder is None:
+        return (hs * hd).sum(-1)
+    return decoder(hs * hd).view(-1)
+
+
+class HeteroLinkModel(nn.Module):
+    """``HeteroLinkModel(model, metadata, edge_type, in_dims, hidden, num_layers, dropout, decoder, embed=None,
+    heads=4)``: link prediction on edge type ``edge_type`` of a typed graph (module docs). ``in_dims`` maps
+    each featured node type to its width, ``embed`` each featureless one to its node count."""
+
+    def __init__(self, model: str, metadata, edge_type, in_dims, hidden: int, num_layers: int,
+                 dropout: float = 0.0, decoder: str = "dot", embed=None, heads: int = 4,
+                 max_embedding_bytes: int | None = 1 << 30):
+        super().__init__()
+        from flashgnn.nn.zoo import HETERO_MODELS, build_hetero_model
+
+        if model not in HETERO_MODELS:
+            raise ValueError(f"typed link model {model!r}: expected one of {', '.join(HETERO_MODELS)}")
+        if decoder not in DECODERS:
+            raise ValueError(f"decoder {decoder!r}: expected one of {', '.join(DECODERS)}")
+        self.edge_type = tuple(edge_type)
+        if self.edge_type not in [tuple(e) for e in metadata[1]]:
+            raise ValueError(f"edge type {self.edge_type} is not in the metadata")
+        self.kind, self.decoder_kind = model, decoder
+        self.encoder = build_hetero_model(model, metadata, in_dims, hidden, hidden, num_layers, heads, dropout,
+                                          embed=embed or None, target=None, max_embedding_bytes=max_embedding_bytes)
+        for t in (self.edge_type[0], self.edge_type[-1]):
+            if t not in self.encoder.layer_types(num_layers - 1):
+                raise ValueError(f"node type {t!r} of edge type {'__'.join(self.edge_type)} gets no output from the "
+                                 f"last layer (no edge type into it): add the reverse edge types (build with "
+                                 "--add-reverse)")
+        self.out_dim = hidden
+        self.decoder = _mlp_decoder(hidden, hidden, dropout) if decoder == "mlp" else None
+
+    def encode_types(self, data) -> dict:
+        """Every node type's output rows on a ``HeteroData`` batch (trimmed: each type's seeds first)."""
+        from flashgnn.nn.hetero import hetero_outputs
+
+        return hetero_outputs(self.encoder, data)
+
+    def encode(self, data, node_type: str) -> torch.Tensor:
+        """Embeddings of a typed ``NeighborLoader`` batch's seeds of ``node_type`` (its ``batch_size``
+        rows)."""
+        h = self.encode_types(data)[node_type]
+        return h[: int(data[node_type].batch_size)]
+
+    def decode(self, hs: torch.Tensor, hd: torch.Tensor) -> torch.Tensor:
+        """One logit per pair of embedding rows (a ``src``-type row against a ``dst``-type row)."""
+        return _decode(self.decoder, hs, hd)
+
+    def forward(self, data) -> torch.Tensor:
+        """Logits of a typed link batch's ``data[edge_type].edge_label_index`` pairs."""
+        h = self.encode_types(data)
+        src, _, dst = self.edge_type
+        s, d = data[self.edge_type].edge_label_index
+        return self.decode(h[src][s], h[dst][d])
+
+
+def build_link_model(config: dict):
+    """The :class:`LinkModel` (or, with an ``edge_type``, :class:`HeteroLinkModel`) a checkpoint's
+    ``model_config`` describes (``task == "link"``)."""
+    if config.get("edge_type"):
+        from flashgnn.nn.checkpoint import checkpoint_metadata
+
+        return HeteroLinkModel(config["model"], checkpoint_metadata(config), tuple(config["edge_type"]),
+                               dict(config["in_dim"]), int(config["hidden"]), int(config["num_layers"]),
+                               float(config["dropout"]), config["decoder"], embed=dict(config.get("embed") or {}),
+                               heads=int(config.get("heads") or 4), max_embedding_bytes=None)
     return LinkModel(config["model"], int(config["in_dim"]), int(config["hidden"]), int(config["num_layers"]),
                      float(config["dropout"]), config["decoder"], int(config.get("num_embeddings") or 0))
