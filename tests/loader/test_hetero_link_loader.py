@@ -118,9 +118,10 @@ def test_typed_link_refusals_and_sample_edges(graph):
     with pytest.raises(IndexError, match=r"edge_label_index\[0\]\[3\] = 25 \(source node id\) out of range \[0, 25\) "
                                          "of node type 'author'"):
         flashgnn.LinkNeighborLoader(path, [2], edge_label_index=(et, bad))
-    for kw in (dict(neg_distribution="degree"),):
-        with pytest.raises(ValueError, match="not supported on a typed dataset yet"):
-            flashgnn.LinkNeighborLoader(path, [2], edge_label_index=(et, eli), neg_sampling="binary", **kw)
+    fos = ("fos", "topic", "paper")  # no stored edge leads into a fos node: nothing to weigh its draws by
+    with pytest.raises(flashgnn.InputError, match='degree-weighted negatives of node type "fos".*--add-reverse'):
+        next(iter(flashgnn.LinkNeighborLoader(path, [2], edge_label_index=(fos, _eli(data, fos)), neg_sampling="binary",
+                                              neg_distribution="degree", memory_budget=0)))
     loader = flashgnn.LinkNeighborLoader(path, [2, 2], edge_label_index=("author__writes__paper", eli),
                                          neg_sampling="binary", batch_size=8, memory_budget=0)
     one = loader.sample_edges(eli[:, :5], seed=3)
@@ -180,3 +181,36 @@ def test_neg_exclude_edges_draws_no_stored_edge_of_the_edge_type(graph):
             hits[exclude] += sum(tuple(p) in stored for p in neg.t().tolist())
     assert hits[False] > 0 and hits[True] == 0, hits
 
+
+
+def test_degree_negatives_keep_to_their_type_by_stored_degree(graph):
+    """neg_distribution="degree" on a typed dataset: negative sources (authors) and destinations (papers) each
+    follow degree^0.75 within their own node type, a node's degree being its stored incoming edges of every
+    edge type (an author's: rev_writes; a paper's: cites + writes + topic)."""
+    import numpy as np
+
+    path, data = graph
+    et = ("author", "writes", "paper")
+    deg = {t: np.zeros(n) for t, n in HETERO_COUNTS.items()}
+    for (_, _, d), store in data.edge_items():
+        np.add.at(deg[d], store.edge_index[1].numpy(), 1)
+    loader = flashgnn.LinkNeighborLoader(path, [1], edge_label_index=(et, _eli(data, et)), batch_size=20,
+                                         neg_sampling=dict(mode="binary", amount=50), neg_distribution="degree",
+                                         memory_budget=0)
+    drawn = {"author": np.zeros(HETERO_COUNTS["author"]), "paper": np.zeros(HETERO_COUNTS["paper"])}
+    for seed in range(12):
+        b = loader.sample_edges(_eli(data, et), seed=seed)
+        p = b[et].input_id.numel()
+        neg = b[et].edge_label_index[:, p:]
+        np.add.at(drawn["author"], b["author"].n_id[neg[0]].numpy(), 1)
+        np.add.at(drawn["paper"], b["paper"].n_id[neg[1]].numpy(), 1)
+    for t, got in drawn.items():
+        w = deg[t] ** 0.75
+        want = w / w.sum() * got.sum()
+        assert got.sum() == 12 * 1000
+        assert (got[w == 0] == 0).all(), t  # never a node of degree 0
+        dev = np.abs(got - want) / np.sqrt(np.maximum(want, 1))
+        assert dev.max() < 5, (t, dev.max())
+        # Not uniform: the draws follow the weights, which differ.
+        uniform = got.sum() / len(got)
+        assert np.abs(got - uniform).max() > 5 * np.sqrt(uniform), t

@@ -228,14 +228,40 @@ impl DegreeWeights {
     /// The node at `u` in [0, 1) of the cumulative distribution; never a
     /// node of weight 0 (the table must have a positive total).
     pub fn draw(&self, u: f64) -> u64 {
-        let target = u * self.total();
-        // The block whose running sum range holds `target`.
-        let b = self.sums.partition_point(|&s| s <= target).saturating_sub(1).min(self.sums.len() - 2);
-        let lo = b * DEGREE_BLOCK;
-        let hi = (lo + DEGREE_BLOCK).min(self.weight.len());
-        let mut acc = self.sums[b];
+        self.draw_in(0, self.num_nodes(), u)
+    }
+
+    /// The total weight before node `x`: the running sum of its block plus
+    /// the block's weights before it (added in the order the sums were, so
+    /// `prefix(num_nodes) == total()` exactly).
+    fn prefix(&self, x: usize) -> f64 {
+        let b = x / DEGREE_BLOCK;
+        self.sums[b] + self.weight[b * DEGREE_BLOCK..x].iter().map(|&w| w as f64).sum::<f64>()
+    }
+
+    /// Total weight of the nodes `[lo, hi)` (a typed dataset's node type).
+    pub fn range_total(&self, lo: u64, hi: u64) -> f64 {
+        self.prefix(hi as usize) - self.prefix(lo as usize)
+    }
+
+    /// [`DegreeWeights::draw`] restricted to the nodes `[lo, hi)`, which
+    /// must have a positive [`DegreeWeights::range_total`]: node `v` with
+    /// probability `w(v) / range_total`. Over every node it is `draw`.
+    pub fn draw_in(&self, lo: u64, hi: u64, u: f64) -> u64 {
+        let (lo, hi) = (lo as usize, hi as usize);
+        let start = self.prefix(lo);
+        let target = start + u * (self.prefix(hi) - start);
+        // The block whose running sum range holds `target`, within the range's blocks.
+        let b = self
+            .sums
+            .partition_point(|&s| s <= target)
+            .saturating_sub(1)
+            .clamp(lo / DEGREE_BLOCK, (hi - 1) / DEGREE_BLOCK);
+        let first = (b * DEGREE_BLOCK).max(lo);
+        let end = (b * DEGREE_BLOCK + DEGREE_BLOCK).min(hi);
+        let mut acc = if first == lo { start } else { self.sums[b] };
         let mut last = None;
-        for v in lo..hi {
+        for v in first..end {
             let w = self.weight[v] as f64;
             if w > 0.0 {
                 acc += w;
@@ -248,28 +274,30 @@ impl DegreeWeights {
         // Rounding put `target` at the block's very end: its last weighted node.
         match last {
             Some(v) => v as u64,
-            None => self.draw_after(b),
+            None => self.draw_after(end, lo, hi),
         }
     }
 
-    /// The first weighted node after block `b` (or before it): only reached
-    /// through rounding at a block's edge.
-    fn draw_after(&self, b: usize) -> u64 {
-        let start = (b + 1) * DEGREE_BLOCK;
-        let after = self.weight[start.min(self.weight.len())..].iter().position(|&w| w > 0.0).map(|i| start + i);
-        let v = after.or_else(|| self.weight.iter().rposition(|&w| w > 0.0)).expect("a positive total has a node");
+    /// The first weighted node of `[from, hi)` (else the last of `[lo,
+    /// hi)`): only reached through rounding at a block's edge.
+    fn draw_after(&self, from: usize, lo: usize, hi: usize) -> u64 {
+        let after = self.weight[from..hi].iter().position(|&w| w > 0.0).map(|i| from + i);
+        let v = after
+            .or_else(|| self.weight[lo..hi].iter().rposition(|&w| w > 0.0).map(|i| lo + i))
+            .expect("a positive range total has a node");
         v as u64
     }
 }
 
 impl NegDist {
-    /// Draw number `i` of stream `stream` in round `round` under `seed`.
-    fn draw(&self, n: u64, seed: u64, stream: u64, round: u32, i: usize) -> u64 {
+    /// Draw number `i` of stream `stream` in round `round` under `seed`: a
+    /// node of `[lo, hi)` (every node, or a typed dataset's node type).
+    fn draw(&self, (lo, hi): (u64, u64), seed: u64, stream: u64, round: u32, i: usize) -> u64 {
         let mut rng = NodeRng::new(seed ^ stream ^ (round as u64) << 32, i as u64);
         match self {
-            NegDist::Uniform => rng.below(n),
+            NegDist::Uniform => lo + rng.below(hi - lo),
             // 53 random bits: a uniform double in [0, 1).
-            NegDist::Degree(w) => w.draw((rng.next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)),
+            NegDist::Degree(w) => w.draw_in(lo, hi, (rng.next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)),
         }
     }
 }
@@ -277,10 +305,10 @@ impl NegDist {
 impl NeighborSampler {
     /// The degree table of this dataset (one sequential scan of every slot).
     /// Degrees are the stored lists' lengths: a mutable graph's log is not
-    /// reflected. Refused on a typed dataset and on a graph without edges
-    /// (no node could be drawn).
+    /// reflected; on a typed dataset a node's list holds every incoming edge
+    /// type (the draws then keep within a node type: [`NegDist::draw`]).
+    /// Refused on a graph without edges (no node could be drawn).
     pub fn degree_weights(&mut self) -> Result<DegreeWeights> {
-        self.refuse_typed("degree-weighted negatives")?;
         let l = self.layout().clone();
         let file = self.file_names()[0].clone();
         let mut deg = vec![0u32; l.num_nodes as usize];
@@ -340,6 +368,15 @@ impl NeighborSampler {
                     w.num_nodes()
                 )));
             }
+            // A node type no stored edge leads into has no weight to draw by.
+            let needed = if spec.mode == NegMode::Binary { &ranges[..] } else { &ranges[1..] };
+            if let Some((_, _, ty)) = needed.iter().find(|(lo, hi, _)| w.range_total(*lo, *hi) <= 0.0) {
+                return Err(SampleError::Config(format!(
+                    "{}: degree-weighted negatives of node type {ty:?}: no stored edge leads into a node of it \
+                     (every degree is 0; build with --add-reverse so that its edges are stored both ways)",
+                    self.root().display()
+                )));
+            }
         }
         let num_pos = src.len();
         let num_neg = spec.num_negatives(num_pos)?;
@@ -348,12 +385,11 @@ impl NeighborSampler {
         let [(s_lo, s_hi, _), (d_lo, d_hi, _)] = &ranges;
         let (s_lo, s_hi, d_lo, d_hi) = (*s_lo, *s_hi, *d_lo, *d_hi);
         let src_neg: Vec<i64> = if spec.mode == NegMode::Binary {
-            (0..num_neg).map(|i| (s_lo + d.draw(s_hi - s_lo, seed, STREAM_SRC, 0, i)) as i64).collect()
+            (0..num_neg).map(|i| d.draw((s_lo, s_hi), seed, STREAM_SRC, 0, i) as i64).collect()
         } else {
             Vec::new()
         };
-        let mut dst_neg: Vec<i64> =
-            (0..num_neg).map(|i| (d_lo + d.draw(d_hi - d_lo, seed, STREAM_DST, 0, i)) as i64).collect();
+        let mut dst_neg: Vec<i64> = (0..num_neg).map(|i| d.draw((d_lo, d_hi), seed, STREAM_DST, 0, i) as i64).collect();
         let mut link = LinkPart { num_pos, ..Default::default() };
         if spec.exclude_true_edges && num_neg > 0 {
             let per = spec.amount as usize; // triplet: negatives per positive
@@ -471,7 +507,7 @@ impl NeighborSampler {
                 break;
             }
             for &j in &todo {
-                dst_neg[j] = (range.0 + d.draw(range.1 - range.0, seed, STREAM_DST, round + 1, j)) as i64;
+                dst_neg[j] = d.draw(range, seed, STREAM_DST, round + 1, j) as i64;
             }
             redrawn += todo.len() as u64;
         }
@@ -594,6 +630,34 @@ mod tests {
         for u in [0.0, 0.3, 0.999_999_9] {
             assert_eq!(w.draw(u), 199);
         }
+    }
+
+    #[test]
+    fn a_range_draw_keeps_to_its_nodes_by_weight() {
+        // Proves draw_in: nodes 70..140 of 200 (a node type spanning a block
+        // edge), weights by degree^0.75; every draw lands inside, each node
+        // with its share of the range's weight, and the whole range is draw.
+        let d: Vec<u32> = (0..200).map(|v| (v % 7) as u32).collect();
+        let w = DegreeWeights::from_degrees(&d);
+        let (lo, hi) = (70u64, 140u64);
+        let total = w.range_total(lo, hi);
+        let direct: f64 = (lo..hi).map(|v| w.weight[v as usize] as f64).sum();
+        assert!((total - direct).abs() < 1e-9);
+        let mut hits = vec![0u32; 200];
+        let draws = 200_000;
+        for i in 0..draws {
+            let v = w.draw_in(lo, hi, (i as f64 + 0.5) / draws as f64);
+            assert!((lo..hi).contains(&v) && w.weight[v as usize] > 0.0, "{v}");
+            hits[v as usize] += 1;
+        }
+        for v in lo..hi {
+            let want = w.weight[v as usize] as f64 / total * draws as f64;
+            assert!((hits[v as usize] as f64 - want).abs() <= 2.0, "node {v}: {} vs {want}", hits[v as usize]);
+        }
+        for u in [0.0, 0.25, 0.5, 0.999_999] {
+            assert_eq!(w.draw(u), w.draw_in(0, 200, u));
+        }
+        assert_eq!(w.range_total(0, 200), w.total());
     }
 
     #[test]

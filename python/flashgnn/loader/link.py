@@ -45,7 +45,11 @@ source and destination types)``, as PyG's does for ``HeteroData``, and
 yield ``HeteroData``: ``input_id``, ``edge_label_index`` and ``edge_label``
 on the edge type (binary), ``src_index`` on its source type and
 ``dst_pos_index``/``dst_neg_index`` on its destination type (triplet);
-negatives are drawn uniformly within the source and destination types;
+negatives are drawn within the source and destination types (uniformly,
+or with ``neg_distribution="degree"`` by degree^0.75 within the type, a
+node's degree being its stored incoming edges of every edge type: an item's
+ratings; a user's only when ``--add-reverse`` stored them, else refused by
+name);
 sources and destinations of two node types are made distinct apart, each
 type's ``n_id`` starting with its own sorted seeds (PyG's ``edge_sample``).
 ``exclude_seed_edges=True`` removes the positives from their edge type's
@@ -55,8 +59,7 @@ one) and their reverses from the reverse edge type (``rev_<rel>``, as
 other relations between the same nodes stay; ``neg_exclude_edges=True``
 checks a negative against its destination's list along the edge type
 alone (redrawn within the destination type). Typed batches of a format-4
-dataset carry ``e_id`` per edge type. Not yet typed (refused by name):
-``neg_distribution="degree"``.
+dataset carry ``e_id`` per edge type.
 
 Memory: the supervision edges are read a group of at most ``GROUP_EDGES``
 at a time, so ``edge_label_index`` may be a pair ``(src, dst)`` of
@@ -275,11 +278,6 @@ class LinkNeighborLoader(_Base, _PygLinkNeighborLoader):
             edge_types = [(e["src"], e["rel"], e["dst"]) for e in types["edge_types"]]
             self.edge_type = _hetero._edge_key(who, edge_label_index[0], edge_types)
             edge_label_index = edge_label_index[1]
-            for name, on in (("neg_distribution='degree'", neg_distribution == "degree"),):
-                if on:
-                    raise ValueError(f"{who}: {name} is not supported on a typed dataset yet (a typed list holds "
-                                     "every incoming edge type; negatives are drawn uniformly within the "
-                                     "destination type)")
         if edge_label_time is not None:
             raise ValueError(f"{who}: edge_label_time is not supported: temporal sampling needs time attributes, "
                              "which a flashgnn dataset does not store")
