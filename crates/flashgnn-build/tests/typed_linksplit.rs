@@ -211,6 +211,20 @@ fn verify_names_a_planted_leak_and_bad_ids() {
         "{e}"
     );
     drop(ds);
+    // The manifest's edge type must be a stored one, and a typed split must name it.
+    let mpath = out.join("manifest.json");
+    let good = std::fs::read(&mpath).unwrap();
+    for (edit, want) in [(Some("user__buys__item"), "is not a stored edge type"), (None, "edge_type is missing")] {
+        let mut m: serde_json::Value = serde_json::from_slice(&good).unwrap();
+        match edit {
+            Some(e) => m["link_split"]["edge_type"] = e.into(),
+            None => drop(m["link_split"].as_object_mut().unwrap().remove("edge_type")),
+        }
+        std::fs::write(&mpath, flashgnn_format::manifest::seal_json("m", &m.to_string()).unwrap()).unwrap();
+        let e = Dataset::open(&out).err().unwrap().to_string();
+        assert!(e.contains(want) && e.contains("manifest.json"), "{e}");
+    }
+    std::fs::write(&mpath, &good).unwrap();
     // A destination id beyond the item count: the file, the value, the bound.
     dst[0] = ni as i64;
     src[0] = v.src[0];
