@@ -35,6 +35,11 @@
 //!    direction, and every negative pair is distinct across validation and
 //!    test (PyG's `RandomLinkSplit` gives neither guarantee, pyg #10706).
 //!
+//! Ids live in one [`Space`]: a homogeneous graph's (or a typed relation
+//! within one node type), or a relation between two node types laid side
+//! by side, destinations after sources, so the same keys serve it
+//! (`typedsplit.rs`); the files get local ids back.
+//!
 //! Memory: the two sorters share the sort chunk; a negative chunk holds
 //! [`NEG_SLOT_BYTES`] per slot. Disk: 16 B per distinct pair, 8 B per
 //! negative, the staged edges (8 B per kept edge); all removed before the
