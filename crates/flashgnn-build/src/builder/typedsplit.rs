@@ -44,6 +44,8 @@ pub(super) fn build_typed_or_split(
     if opts.link_split.is_none() {
         return typed::build_typed(tmp, opts, progress, t0);
     }
+    // Refuse what the typed build would refuse before the split's work.
+    typed::check_typed_options(opts)?;
     let inp = open_typed(opts)?;
     let e = target(opts, &inp)?;
     let et = &inp.edges[e];
