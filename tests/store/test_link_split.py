@@ -169,3 +169,49 @@ def test_malformed_ogb_split_is_refused_by_name(tmp_path, bad, want):
 def test_link_split_options_are_core_options():
     names = {o["name"]: o for o in _core.BUILD_OPTIONS}
     assert names["link_split"]["kind"] == "fraction_pair" and names["neg_per_pos"]["default"] == 1
+
+
+def test_typed_split_from_hetero_data(tmp_path):
+    """``from_pyg(HeteroData, link_split=..., link_edge_type=..., add_reverse=True)``: the split is of that edge
+    type, in local ids (PyG's ``edge_label_index`` convention); every validation/test positive is an edge of
+    the input, absent from the stored edge type and from its ``rev_`` type (``to_pyg``), and every negative is
+    a destination-type id that is no input edge; ``verify`` accepts it."""
+    torch = pytest.importorskip("torch")
+    HeteroData = pytest.importorskip("torch_geometric.data").HeteroData
+    rng = np.random.default_rng(4)
+    nu, nm = 40, 50
+    data = HeteroData()
+    data["user"].x = torch.zeros(nu, 2)
+    data["movie"].x = torch.ones(nm, 3)
+    e = np.unique(np.stack([rng.integers(0, nu, 400), rng.integers(0, nm, 400)], axis=1), axis=0)
+    data["user", "rates", "movie"].edge_index = torch.from_numpy(e.T.copy())
+    data["movie", "in", "movie"].edge_index = torch.tensor([[0, 1], [1, 2]])
+    out = tmp_path / "ds"
+    flashgnn.from_pyg(data, out, progress=False, link_split=(0.1, 0.2), neg_per_pos=2,
+                      link_edge_type="user__rates__movie", add_reverse=True)
+    ds = flashgnn.open(out)
+    assert ds.link_edge_type == ("user", "rates", "movie")
+    edges = {(int(a), int(b)) for a, b in e}
+    g = flashgnn.to_pyg(out)
+    stored = {tuple(p) for p in g["user", "rates", "movie"].edge_index.T.tolist()}
+    rev = {(b, a) for a, b in g["movie", "rev_rates", "user"].edge_index.T.tolist()}
+    assert stored and stored == rev
+    seen = set()
+    for name, frac in (("val", 0.1), ("test", 0.2)):
+        s = ds.link_split(name)
+        assert len(s.src) == int(frac * len(edges))
+        for u, v in zip(s.src.tolist(), s.dst.tolist()):
+            assert (u, v) in edges and (u, v) not in stored and (u, v) not in rev
+        for u, row in zip(s.src.tolist(), s.neg.tolist()):
+            for w in row:
+                assert 0 <= w < nm and (u, w) not in edges and (u, w) not in seen
+                seen.add((u, w))
+    flashgnn.verify(out, progress=False)
+    # The CLI's spelling.
+    import argparse
+
+    from flashgnn import cli
+
+    sub = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
+    a = sub.choices["build"].parse_args(["in", "out", "--link-split", "0.1,0.2", "--link-edge-type", "a__r__b"])
+    assert a.link_edge_type == "a__r__b"

@@ -65,6 +65,19 @@ def test_ogb_heterogeneous_raw_layout(tmp_path):
     np.testing.assert_allclose(b["paper"].x.numpy()[order], x, rtol=1e-6)
     assert edges[("author", "writes", "paper")] == sorted(writes)
     assert edges[("paper", "cites", "paper")] == sorted(cites)
+    # A link split of one edge type, drawn on the staged layout: local ids, the held-out edge not stored.
+    rep = flashgnn.build(raw, tmp_path / "ls", progress=False, link_split=(0.25, 0.25),
+                         link_edge_type="author__writes__paper")
+    assert rep["manifest"]["build"]["source_format"] == "ogb-typed"
+    assert not list(tmp_path.glob("*-stage*")), "no staging directory is left behind"
+    ls = flashgnn.open(tmp_path / "ls")
+    assert ls.link_edge_type == ("author", "writes", "paper")
+    held = {(int(u), int(v)) for name in ("val", "test")
+            for u, v in zip(ls.link_split(name).src, ls.link_split(name).dst)}
+    assert len(held) == 2 and held <= set(writes)
+    _, kept = _all_edges(tmp_path / "ls", "paper", 4)
+    assert kept[("author", "writes", "paper")] == sorted(set(writes) - held)
+    flashgnn.verify(tmp_path / "ls", progress=False)
     # An id beyond its type's count is refused with the staged file, row and bound.
     _gz(r / "relations/author___writes___paper/edge.csv.gz", ["0,0", "3,1"])
     with pytest.raises(flashgnn.InputError, match=r"edge_index.npy: edge 1, column 0.*node id 3 >= 3.*\"author\""):

@@ -164,6 +164,9 @@ pub struct BuildOptions {
     /// `--link-split-files DIR`: a given link split as `link_<split>_<part>.npy`
     /// int64 arrays (what the OGB `.pt` import stages), checked and copied.
     pub link_split_files: Option<PathBuf>,
+    /// `--link-edge-type SRC__REL__DST`: the input edge type a typed input's
+    /// `--link-split` draws from (default: its only one).
+    pub link_edge_type: Option<String>,
 }
 
 impl BuildOptions {
@@ -203,6 +206,7 @@ impl BuildOptions {
             neg_per_pos: 1,
             link_split_seed: None,
             link_split_files: None,
+            link_edge_type: None,
         }
     }
 }

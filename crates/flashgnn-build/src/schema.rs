@@ -144,6 +144,12 @@ pub const BUILD_OPTIONS: &[BuildOption] = &[
     opt("neg_per_pos", OptionKind::Int, "link prediction: fixed negatives per validation and test positive"),
     opt("link_split_seed", OptionKind::Int, "seed of the link split (default: --seed)"),
     opt(
+        "link_edge_type",
+        OptionKind::Str,
+        "link prediction on a typed input: the edge type SRC__REL__DST to split (default: the input's only one); \
+         held-out edges also leave its --add-reverse rev_ type",
+    ),
+    opt(
         "link_split_files",
         OptionKind::Path,
         "link prediction: a given split, a directory of link_<split>_<part>.npy int64 arrays (what the OGB .pt import \

@@ -72,6 +72,12 @@ pub struct LinkSplitInfo {
     pub held_out_edges: u64,
     /// Split name (`train`, `val`, `test`) → its counts.
     pub splits: BTreeMap<String, LinkSplitPart>,
+    /// Typed datasets: the stored edge type (`src__rel__dst`) the split is
+    /// of; its files hold local ids (sources of `src`, destinations and
+    /// negatives of `dst`). Absent for a homogeneous dataset, whose manifest
+    /// so stays byte-identical; a manifest written before it parses as None.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge_type: Option<String>,
 }
 
 /// The counts of one link split: they size its files.
@@ -290,7 +296,7 @@ pub struct Manifest {
     /// a homogeneous dataset (versions 1 and 2), which is the one-type case.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub types: Option<TypeTable>,
-    /// A link-prediction split (homogeneous datasets): absent otherwise.
+    /// A link-prediction split (of one edge type in a typed dataset): absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_split: Option<LinkSplitInfo>,
 }
@@ -569,8 +575,30 @@ impl Manifest {
             ));
         }
         if let Some(ls) = &self.link_split {
-            if self.types.is_some() {
-                return Err(FormatError::invalid(path, "`link_split` in a typed dataset (homogeneous only)"));
+            // A typed dataset's split names one of its edge types; a
+            // homogeneous one names none (its one edge type is implied).
+            match (&self.types, &ls.edge_type) {
+                (None, None) => {}
+                (None, Some(e)) => {
+                    return Err(FormatError::invalid(
+                        path,
+                        format!("link_split.edge_type = {e:?} in a homogeneous dataset (must be absent)"),
+                    ))
+                }
+                (Some(_), None) => {
+                    return Err(FormatError::invalid(
+                        path,
+                        "link_split.edge_type is missing: a typed dataset's split names its edge type",
+                    ))
+                }
+                (Some(t), Some(e)) if !t.edge_types.iter().any(|x| x.key() == *e) => {
+                    let have: Vec<String> = t.edge_types.iter().map(|x| x.key()).collect();
+                    return Err(FormatError::invalid(
+                        path,
+                        format!("link_split.edge_type = {e:?} is not a stored edge type (types.edge_types: {have:?})"),
+                    ));
+                }
+                (Some(_), Some(_)) => {}
             }
             ls.check(path)?;
             for (name, part) in &ls.splits {

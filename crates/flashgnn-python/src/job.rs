@@ -265,6 +265,7 @@ pub fn start_build(input: std::path::PathBuf, output: std::path::PathBuf, opts: 
     }
     o.link_split_seed = opts.get("link_split_seed")?;
     o.link_split_files = opts.get::<std::path::PathBuf>("link_split_files")?;
+    o.link_edge_type = opts.get("link_edge_type")?;
     opts.finish()?;
     Ok(Job::spawn(move |p| Ok(flashgnn_build::build(&o, p)?.report())))
 }

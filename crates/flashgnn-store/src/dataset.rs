@@ -158,7 +158,9 @@ pub struct SideSpec {
     pub bound: String,
 }
 
-/// One link-prediction split as [`Dataset::link_split`] reads it (original ids).
+/// One link-prediction split as [`Dataset::link_split`] reads it (original
+/// ids; a typed dataset's: local ids of its edge type's source and
+/// destination types).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LinkSplit {
     /// Positive edges `src[i] -> dst[i]`.
@@ -339,6 +341,20 @@ impl Dataset {
             let (split, part) =
                 LINK_SPLITS.iter().find_map(|s| rest.strip_prefix(s)?.strip_prefix('_').map(|p| (*s, p)))?;
             let len = ls.splits.get(split)?.len_of(part)?;
+            // A typed split holds local ids: sources of the edge type's
+            // source type, destinations and negatives of its destination type.
+            if let (Some(t), Some(r)) = (self.types.as_ref(), self.link_edge_type()) {
+                let e = &t.edge_types[r];
+                let end = if part == "src" || part == "neg_src" { &e.src } else { &e.dst };
+                let c = t.node_types[t.node_type_index(end)?].count;
+                return Some(SideSpec {
+                    dtype: Dtype::Int64,
+                    len,
+                    range: Some((0, c as i128)),
+                    what: "link split node id",
+                    bound: format!("in [0, count {c} of node type {end:?}) (local ids of edge type {})", e.key()),
+                });
+            }
             return Some(node_ids(len, "link split node id"));
         }
         let split = name.strip_prefix("split_").and_then(|s| s.strip_suffix(".npy"))?;
@@ -766,10 +782,13 @@ impl Dataset {
 
     /// Neighbors of internal node `v`, as internal ids, every one checked.
     pub fn neighbors_internal(&self, v: u64) -> Result<Vec<u64>> {
-        let gname = self.file(GRAPH_FILE);
         let buf = self.read_slot(v)?;
-        let slot = decode_slot(&self.layout, v, &buf, &gname)?;
-        let mut out = slot.inline_ids(&self.layout, &gname)?;
+        self.slot_neighbors(&decode_slot(&self.layout, v, &buf, &self.file(GRAPH_FILE))?)
+    }
+
+    /// The neighbors a decoded slot lists, inline then overflow, every one checked.
+    fn slot_neighbors(&self, slot: &flashgnn_format::slot::SlotView<'_>) -> Result<Vec<u64>> {
+        let mut out = slot.inline_ids(&self.layout, &self.file(GRAPH_FILE))?;
         let spill = slot.overflow_len();
         if spill > 0 {
             out.extend(self.overflow_range(slot.overflow_first, spill)?);
@@ -1012,9 +1031,44 @@ impl Dataset {
         Ok(v)
     }
 
+    /// The edge type a typed dataset's link split is of (index into
+    /// `types.edge_types`; checked on open); None without a split or for a
+    /// homogeneous dataset.
+    pub fn link_edge_type(&self) -> Option<usize> {
+        let key = self.manifest.link_split.as_ref()?.edge_type.as_ref()?;
+        self.types.as_ref()?.edge_types.iter().position(|e| e.key() == *key)
+    }
+
+    /// Neighbors of global node `v` (a typed dataset) along edge type `r`
+    /// alone, as global ids, every one checked; empty when `r` does not
+    /// end at `v`'s type.
+    pub fn relation_neighbors(&self, v: u64, r: usize) -> Result<Vec<u64>> {
+        let t = self.types.as_ref().ok_or_else(|| StoreError::BadRequest("not a typed dataset".into()))?;
+        let Some((ty, _)) = t.type_of(v) else {
+            return Err(StoreError::BadRequest(format!("node {v} out of range [0, {})", self.num_nodes())));
+        };
+        let Some(j) = t.in_relations(ty).iter().position(|&x| x == r) else { return Ok(Vec::new()) };
+        let buf = self.read_slot(v)?;
+        let slot = decode_slot(&self.layout, v, &buf, &self.file(GRAPH_FILE))?;
+        let ids = self.slot_neighbors(&slot)?;
+        let at: u64 = (0..j).map(|i| slot.rel_count(i) as u64).sum();
+        let c = slot.rel_count(j) as u64;
+        ids.get(at as usize..(at + c) as usize).map(|x| x.to_vec()).ok_or_else(|| {
+            FormatError::oob(
+                self.file(GRAPH_FILE),
+                self.layout.slot_offset(v),
+                "relation counts",
+                at + c,
+                format!("<= degree {} of node {v}", ids.len()),
+            )
+            .into()
+        })
+    }
+
     /// Link-prediction split `name` (`train`, `val`, `test`; docs/format.md
     /// § *Link splits*): every file of it checked whole (CRC) and every id
-    /// against the node count on first use. A dataset without a link split,
+    /// against the node count (a typed split: its types' counts, local ids)
+    /// on first use. A dataset without a link split,
     /// or without this split, is refused naming the dataset.
     pub fn link_split(&self, name: &str) -> Result<LinkSplit> {
         let Some(ls) = &self.manifest.link_split else {

@@ -828,10 +828,40 @@ pub const LINK_VERIFY_PAIRS_MAX: u64 = 1 << 25;
 /// the graph (one slot read each, both endpoints: 2 x 2^20 reads at most).
 pub const LINK_VERIFY_LOOKUPS_MAX: u64 = 1 << 20;
 
+/// A typed dataset's link split: where its local ids live and which stored
+/// relations could leak it.
+struct TypedLink {
+    /// The split's edge type, its source and destination types' offsets.
+    rel: usize,
+    src_offset: u64,
+    dst_offset: u64,
+    /// The relation holding its reverses: itself within one node type, else
+    /// `rev_<rel>` from the destination type back when stored.
+    rev: Option<usize>,
+    /// Added to destination ids in the pair keys (the source type's count
+    /// between two types), so a source and a destination never collide.
+    shift: u64,
+}
+
+impl TypedLink {
+    fn of(ds: &Dataset) -> Option<TypedLink> {
+        let (t, rel) = (ds.manifest().types.as_ref()?, ds.link_edge_type()?);
+        let e = &t.edge_types[rel];
+        let (s, d) = (t.node_type_index(&e.src)?, t.node_type_index(&e.dst)?);
+        let (rev, shift) = if s == d {
+            (Some(rel), 0)
+        } else {
+            (t.edge_type_index(&e.dst, &format!("rev_{}", e.rel), &e.src), t.node_types[s].count)
+        };
+        Some(TypedLink { rel, src_offset: t.offset(s), dst_offset: t.offset(d), rev, shift })
+    }
+}
+
 /// A drawn (`origin: "random"`) link split: every negative pair distinct
 /// across validation and test and none a positive of any split; no
 /// held-out positive and no negative in the message-passing graph in
-/// either direction. Skipped above the limits (the ids are still checked).
+/// either direction (a typed split: in its edge type, or the reverse one).
+/// Skipped above the limits (the ids are still checked).
 fn check_link_split(ds: &Dataset) -> Result<()> {
     let Some(ls) = ds.manifest().link_split.clone() else { return Ok(()) };
     if ls.origin != "random" {
@@ -841,7 +871,15 @@ fn check_link_split(ds: &Dataset) -> Result<()> {
     if total > LINK_VERIFY_PAIRS_MAX {
         return Ok(());
     }
-    let key = |u: i64, v: i64| (u.min(v) as u64) << 32 | u.max(v) as u64;
+    let typed = TypedLink::of(ds);
+    let shift = typed.as_ref().map_or(0, |t| t.shift);
+    // Unordered pair keys (ids checked in range with the side arrays);
+    // `pair` gives a key's (source, destination) back in the files' ids.
+    let key = |u: i64, v: i64| {
+        let (u, v) = (u as u64, v as u64 + shift);
+        u.min(v) << 32 | u.max(v)
+    };
+    let pair = |k: u64| (k >> 32, (k & 0xffff_ffff) - shift);
     // Byte offset of value `i` of a link file, for the messages: its
     // `.npy` header's length (128 B as written; read back, not assumed).
     let value_offset = |file: &str, i: usize| -> u64 {
@@ -890,8 +928,8 @@ fn check_link_split(ds: &Dataset) -> Result<()> {
                      distinct",
                     value_offset(&f, w[1].2),
                     w[1].2,
-                    w[1].0 >> 32,
-                    w[1].0 & 0xffff_ffff,
+                    pair(w[1].0).0,
+                    pair(w[1].0).1,
                     w[0].1,
                     w[0].2
                 ),
@@ -907,8 +945,8 @@ fn check_link_split(ds: &Dataset) -> Result<()> {
                 format!(
                     "byte offset {}: negative {j} is the pair ({}, {}), a positive edge",
                     value_offset(&f, j),
-                    k >> 32,
-                    k & 0xffff_ffff
+                    pair(k).0,
+                    pair(k).1
                 ),
             )
             .into());
@@ -917,20 +955,42 @@ fn check_link_split(ds: &Dataset) -> Result<()> {
     if lookups.len() as u64 > LINK_VERIFY_LOOKUPS_MAX {
         return Ok(());
     }
+    let types = ds.manifest().types.clone();
     for (u, v, file, i) in lookups {
-        for (a, b) in [(u, v), (v, u)] {
-            if ds.neighbors(b)?.contains(&(a as u64)) {
-                let what = if file.ends_with("_neg.npy") { "negative" } else { "positive" };
-                return Err(FormatError::invalid(
-                    ds.file(&file),
-                    format!(
-                        "byte offset {}: {what} {i} ({u}, {v}): the edge {a} -> {b} is in the message-passing graph \
-                         ({GRAPH_FILE}); a held-out or negative pair must not be",
-                        value_offset(&file, i)
-                    ),
-                )
-                .into());
+        // (edge `a -> b` stored?, its words) for both directions of the pair.
+        let found: Option<String> = match &typed {
+            None => [(u, v), (v, u)]
+                .into_iter()
+                .find_map(|(a, b)| match ds.neighbors(b) {
+                    Ok(n) => n.contains(&(a as u64)).then(|| Ok(format!("the edge {a} -> {b}"))),
+                    Err(e) => Some(Err(e)),
+                })
+                .transpose()?,
+            Some(t) => {
+                let (gu, gv) = (t.src_offset + u as u64, t.dst_offset + v as u64);
+                let key = |r: usize| types.as_ref().map_or(String::new(), |x| x.edge_types[r].key());
+                let mut hit = None;
+                if ds.relation_neighbors(gv, t.rel)?.contains(&gu) {
+                    hit = Some(format!("the edge {u} -> {v} of edge type {}", key(t.rel)));
+                } else if let Some(r) = t.rev {
+                    if ds.relation_neighbors(gu, r)?.contains(&gv) {
+                        hit = Some(format!("the edge {v} -> {u} of edge type {}", key(r)));
+                    }
+                }
+                hit
             }
+        };
+        if let Some(edge) = found {
+            let what = if file.ends_with("_neg.npy") { "negative" } else { "positive" };
+            return Err(FormatError::invalid(
+                ds.file(&file),
+                format!(
+                    "byte offset {}: {what} {i} ({u}, {v}): {edge} is in the message-passing graph ({GRAPH_FILE}); a \
+                     held-out or negative pair must not be",
+                    value_offset(&file, i)
+                ),
+            )
+            .into());
         }
     }
     Ok(())

@@ -154,7 +154,8 @@ class Dataset:
         return self._core.split(name)
 
     def link_split(self, name: str, mmap: bool = False) -> LinkSplit:
-        """Link-prediction split ``name`` ("train", "val", "test") as ``(src, dst, neg)``, int64 original ids:
+        """Link-prediction split ``name`` ("train", "val", "test") as ``(src, dst, neg)``, int64 original ids
+        (a typed dataset: local ids of :attr:`link_edge_type`'s source and destination types):
         positive edges ``src[i] -> dst[i]`` and ``neg`` [n_pos, K], the K fixed negative destinations of
         positive i (each paired with ``src[i]``), or None (the train split; a given split whose negatives are
         free pairs: :meth:`link_negative_pairs`). Every file is checked (CRC, ids) on first use; a dataset
@@ -199,6 +200,14 @@ class Dataset:
     def link_split_info(self) -> dict | None:
         """The manifest's ``link_split`` section (origin, counts, fractions, seed), or None."""
         return self.manifest.get("link_split")
+
+    @property
+    def link_edge_type(self) -> tuple[str, str, str] | None:
+        """The edge type ``(src, rel, dst)`` a typed dataset's link split is of (``--link-edge-type``), or None
+        (no split, or a homogeneous dataset). Its :meth:`link_split` arrays then hold local ids: sources of
+        ``src``, destinations and negatives of ``dst`` (PyG's ``edge_label_index`` of that edge type)."""
+        key = (self.link_split_info or {}).get("edge_type")
+        return None if key is None else tuple(key.split("__"))
 
     def split_size(self, name: str) -> int:
         """How many ids split ``name`` holds, from the manifest: no read of

@@ -35,6 +35,11 @@
 //!    direction, and every negative pair is distinct across validation and
 //!    test (PyG's `RandomLinkSplit` gives neither guarantee, pyg #10706).
 //!
+//! Ids live in one [`Space`]: a homogeneous graph's (or a typed relation
+//! within one node type), or a relation between two node types laid side
+//! by side, destinations after sources, so the same keys serve it
+//! (`typedsplit.rs`); the files get local ids back.
+//!
 //! Memory: the two sorters share the sort chunk; a negative chunk holds
 //! [`NEG_SLOT_BYTES`] per slot. Disk: 16 B per distinct pair, 8 B per
 //! negative, the staged edges (8 B per kept edge); all removed before the
@@ -85,6 +90,34 @@ pub(super) struct LinkOut {
     pub(super) files: Files,
     pub(super) info: LinkSplitInfo,
     pub(super) notes: Vec<String>,
+}
+
+/// The id space a random split works in. The pair keys need one id range:
+/// a relation between two node types lays its destination type after its
+/// source type (`builder/typedsplit.rs` shifts the destination ids by the
+/// source count before the split sees them); the files are written with
+/// the shift taken off again (local ids).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Space {
+    /// One node set (a homogeneous graph, or a typed relation within one
+    /// node type): negatives over every other node; `symmetric` = the build
+    /// makes the graph undirected with option `flag` (`--symmetrize`, or
+    /// `--add-reverse` on a typed relation), so the split is undirected too.
+    Single { symmetric: bool, flag: &'static str },
+    /// Sources in `[0, ns)`, destinations in `[ns, ns + nd)`: a positive
+    /// keeps its source on the source type (never flipped), negatives are
+    /// destinations of the destination type only.
+    Bipartite { ns: u64, nd: u64 },
+}
+
+impl Space {
+    /// What the split subtracts from a destination (or negative) id when it writes it.
+    pub(super) fn dst_shift(self) -> u64 {
+        match self {
+            Space::Single { .. } => 0,
+            Space::Bipartite { ns, .. } => ns,
+        }
+    }
 }
 
 /// What a random split hands back to the build: the message-passing edges
@@ -199,6 +232,9 @@ pub(super) fn check_options(opts: &BuildOptions) -> Result<()> {
             }
         }
     }
+    if opts.link_edge_type.is_some() && opts.link_split.is_none() {
+        return Err(BuildError::config("--link-edge-type needs --link-split VAL,TEST"));
+    }
     if let Some(r) = opts.disjoint_train_ratio {
         frac("--disjoint-train-ratio", r)?;
     }
@@ -278,13 +314,17 @@ struct Classified {
     kept_edges: u64,
 }
 
-/// `--link-split`: split the input's edges (see the module docs); the
-/// build then reads the returned source instead of `edges`.
+/// `--link-split`: split the input's edges (ids in `space`; see the module
+/// docs), the message-passing edges to `mp_path` (`[E, 2]` uint32, local
+/// ids); the build then reads the returned source instead of `edges`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn random_split(
     tmp: &Path,
     opts: &BuildOptions,
     mut edges: Box<dyn EdgeSource>,
     declared: Option<u64>,
+    space: Space,
+    mp_path: &Path,
     chunk_bytes: u64,
     progress: &Progress,
 ) -> Result<Random> {
@@ -349,25 +389,32 @@ pub(super) fn random_split(
     pairs_out.write(&buf)?;
     pairs_out.finish()?;
     drop(groups); // the sorters' runs
-    let undirected = opts.symmetrize || one_way == 0;
+                  // A bipartite relation has one direction only by construction: split
+                  // as directed (each pair listed once, source first), with no note.
+    let undirected = match space {
+        Space::Single { symmetric, .. } => symmetric || one_way == 0,
+        Space::Bipartite { .. } => false,
+    };
     // 2. Classify by position (PyG's slicing of its permutation).
     let nv = (val * m as f64) as u64;
     let nt = (test * m as f64) as u64;
     let nd = (ratio * (m - nv - nt) as f64) as u64;
     let mut notes = Vec::new();
-    if !undirected {
+    if let (false, Space::Single { flag, .. }) = (undirected, space) {
         notes.push(format!(
             "link split: {one_way} of {m} edge pairs have one direction only, so the graph is split as directed (each \
-             held-out pair still leaves in both directions; --symmetrize treats it as undirected)"
+             held-out pair still leaves in both directions; {flag} treats it as undirected)"
         ));
     }
-    let (cls, files) = classify(tmp, opts, k_order, m, [nv, nt, nd], undirected, input_edges, progress)?;
+    let shift = space.dst_shift();
+    let (cls, files) =
+        classify(tmp, opts, k_order, m, [nv, nt, nd], undirected, shift, mp_path, input_edges, progress)?;
     let mut files = files;
     // 3. Negatives for validation and test.
     let k = u64::from(opts.neg_per_pos);
     let (pv, pt) = (cls.positives[1], cls.positives[2]);
     if k > 0 && pv + pt > 0 {
-        files.extend(negatives(tmp, seed, k_order, num_nodes, m, k, [pv, pt], chunk_bytes, progress)?);
+        files.extend(negatives(tmp, seed, k_order, num_nodes, space, m, k, [pv, pt], chunk_bytes, progress)?);
     }
     let _ = std::fs::remove_file(tmp.join(PAIRS_FILE));
     let _ = std::fs::remove_file(tmp.join(ACCEPTED_FILE));
@@ -387,8 +434,9 @@ pub(super) fn random_split(
         input_pairs: m,
         held_out_edges: cls.held_out_edges,
         splits,
+        edge_type: None,
     };
-    let staged = NpyEdges::open(&tmp.join(MP_EDGES_FILE), false)?;
+    let staged = NpyEdges::open(mp_path, false)?;
     debug_assert_eq!(staged.num_edges(), cls.kept_edges);
     let mut staged = Staged { inner: staged, skipped };
     staged.set_num_nodes(Some(num_nodes));
@@ -396,7 +444,10 @@ pub(super) fn random_split(
 }
 
 /// Pass 2: every pair of [`PAIRS_FILE`] to its class; the kept edges to
-/// [`MP_EDGES_FILE`], the positives to `link_<split>_{src,dst}.npy`.
+/// `mp_path`, the positives to `link_<split>_{src,dst}.npy`. Ids are
+/// written local: `shift` (the source type's count of a bipartite
+/// relation, where the second id of a pair is always the destination)
+/// taken off the destination.
 #[allow(clippy::too_many_arguments)]
 fn classify(
     tmp: &Path,
@@ -405,6 +456,8 @@ fn classify(
     m: u64,
     [nv, nt, nd]: [u64; 3],
     undirected: bool,
+    shift: u64,
+    mp_path: &Path,
     input_edges: u64,
     progress: &Progress,
 ) -> Result<(Classified, Files)> {
@@ -413,7 +466,7 @@ fn classify(
     // Upper bounds of each split's positives (a directed pair gives up to two).
     let train_units = if nd > 0 { nd } else { m - nv - nt };
     let max = [train_units * per, nv * per, nt * per];
-    let mut mp = NpyOut::create(&tmp.join(MP_EDGES_FILE), Dtype::Uint32, Some(2), input_edges)?;
+    let mut mp = NpyOut::create(mp_path, Dtype::Uint32, Some(2), input_edges)?;
     let mut pos: Vec<[NpyOut; 2]> = Vec::new();
     for (i, s) in LINK_SPLITS.iter().enumerate() {
         pos.push([
@@ -429,9 +482,10 @@ fn classify(
         let copies = r.next_key()?.ok_or_else(|| BuildError::config("internal: odd-length pair file"))?;
         let (a, b) = (copies >> 32, copies & 0xffff_ffff);
         let pair = unscramble(k_order, key);
-        let (u, v) = (pair >> 32, pair & 0xffff_ffff);
+        // Bipartite: u < shift <= v always (the source first), and b == 0.
+        let (u, v) = (pair >> 32, (pair & 0xffff_ffff) - shift);
         // Class: 0 train supervision only, 1 val, 2 test, 3 message passing.
-        let class = if u == v {
+        let class = if u == v && shift == 0 {
             3
         } else {
             let q = p;
@@ -459,7 +513,7 @@ fn classify(
             }
             c.kept_edges += a + b;
             // Without --disjoint-train-ratio every kept pair supervises training too (PyG).
-            if nd > 0 || u == v {
+            if nd > 0 || (u == v && shift == 0) {
                 continue;
             }
         } else {
@@ -532,13 +586,15 @@ fn join_sorted(path: &Path, stride: usize, cand: &[(u64, usize)], hit: &mut [boo
 }
 
 /// Pass 3: `k` negative destinations per validation and test positive
-/// (`pos` = their counts), never a true pair, all pairs distinct.
+/// (`pos` = their counts), never a true pair, all pairs distinct; drawn
+/// from the destination type alone in a bipartite `space`.
 #[allow(clippy::too_many_arguments)]
 fn negatives(
     tmp: &Path,
     seed: u64,
     k_order: u64,
     num_nodes: u64,
+    space: Space,
     m: u64,
     k: u64,
     pos: [u64; 2],
@@ -546,12 +602,21 @@ fn negatives(
     progress: &Progress,
 ) -> Result<Files> {
     let total = (pos[0] + pos[1]) * k;
-    // Enough non-edges for every slot? (Pairs, self-loops excluded.)
-    let free = (num_nodes as u128 * num_nodes.saturating_sub(1) as u128 / 2).saturating_sub(m as u128);
-    if num_nodes < 2 || free < total as u128 {
+    // Enough non-edges for every slot? (Pairs, self-loops excluded; a
+    // bipartite relation's pairs join its two types.)
+    let (possible, graph) = match space {
+        Space::Single { .. } => {
+            (num_nodes as u128 * num_nodes.saturating_sub(1) as u128 / 2, format!("the graph of {num_nodes} nodes"))
+        }
+        Space::Bipartite { ns, nd } => {
+            (ns as u128 * nd as u128, format!("the edge type between {ns} source and {nd} destination nodes"))
+        }
+    };
+    let free = possible.saturating_sub(m as u128);
+    if possible == 0 || free < total as u128 {
         return Err(BuildError::config(format!(
-            "--neg-per-pos {k}: {total} distinct negative pairs are needed but the graph of {num_nodes} nodes and {m} \
-             edge pairs has only {free} non-adjacent pairs"
+            "--neg-per-pos {k}: {total} distinct negative pairs are needed but {graph} and {m} edge pairs has only \
+             {free} non-adjacent pairs"
         )));
     }
     let k_neg = splitmix64(seed ^ SALT_NEG);
@@ -596,10 +661,13 @@ fn negatives(
                 }
                 let slot = start + i as u64;
                 let r = splitmix64(splitmix64(slot ^ k_neg) ^ u64::from(attempt[i]));
-                let mut w = r % (num_nodes - 1);
-                if w >= src[i] {
-                    w += 1; // uniform over the other nodes
-                }
+                let w = match space {
+                    Space::Single { .. } => {
+                        let w = r % (num_nodes - 1);
+                        w + (w >= src[i]) as u64 // uniform over the other nodes
+                    }
+                    Space::Bipartite { ns, nd } => ns + r % nd, // uniform over the destination type
+                };
                 dst[i] = w;
                 cand.push((scramble(k_order, pair_key(src[i], w)), i));
             }
@@ -635,7 +703,7 @@ fn negatives(
         }
         for (i, &w) in dst.iter().enumerate() {
             let slot = start + i as u64;
-            outs[usize::from(slot >= pos[0] * k)].row(&[w])?;
+            outs[usize::from(slot >= pos[0] * k)].row(&[w - space.dst_shift()])?;
         }
         merge_accepted(&accepted, &chunk_keys)?;
         start += len as u64;

@@ -45,6 +45,7 @@ mod publish;
 mod side;
 mod stream;
 mod typed;
+mod typedsplit;
 
 use edges::{preprocess_edges, EdgeResult};
 use plan::FeaturePlan;
@@ -172,7 +173,7 @@ fn build_ogb_typed(tmp: &Path, opts: &BuildOptions, progress: &Progress, t0: Ins
     let mut staged = opts.clone();
     staged.input = stage.clone();
     staged.format = crate::options::InputFormat::TypedNpy;
-    let mut report = typed::build_typed(tmp, &staged, progress, t0)?;
+    let mut report = typedsplit::build_typed_or_split(tmp, &staged, progress, t0)?;
     report.manifest.build.source = opts.input.display().to_string();
     report.manifest.build.source_format = "ogb-typed".into();
     report.notes.extend(notes);
@@ -187,17 +188,24 @@ fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<Bu
     let t0 = Instant::now();
     plan::check_page_size(opts)?;
     linksplit::check_options(opts)?;
-    let link_requested = opts.link_split.is_some() || opts.link_split_files.is_some();
     match crate::source::detect::detect_format(opts)? {
-        f @ (crate::options::InputFormat::TypedNpy | crate::options::InputFormat::OgbTyped) if link_requested => {
+        f @ (crate::options::InputFormat::TypedNpy | crate::options::InputFormat::OgbTyped)
+            if opts.link_split_files.is_some() =>
+        {
             return Err(BuildError::config(format!(
-                "--link-split/--link-split-files: homogeneous inputs only ({} input is typed)",
+                "--link-split-files: homogeneous inputs only for now ({} input is typed; --link-split VAL,TEST \
+                 draws a typed split)",
                 f.name()
             )))
         }
-        crate::options::InputFormat::TypedNpy => return typed::build_typed(tmp, opts, progress, t0),
+        crate::options::InputFormat::TypedNpy => return typedsplit::build_typed_or_split(tmp, opts, progress, t0),
         crate::options::InputFormat::OgbTyped => return build_ogb_typed(tmp, opts, progress, t0),
         _ => {}
+    }
+    if let Some(e) = &opts.link_edge_type {
+        return Err(BuildError::config(format!(
+            "--link-edge-type {e}: only for a typed input (this input is homogeneous: its one edge type is split)"
+        )));
     }
     let mut inputs = open_inputs(opts)?;
     let notes = std::mem::take(&mut inputs.notes);
@@ -218,7 +226,9 @@ fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<Bu
     let mut declared = declared;
     if opts.link_split.is_some() {
         let edges = std::mem::replace(&mut inputs.edges, Box::new(NoEdges));
-        let r = linksplit::random_split(tmp, opts, edges, declared, chunk_bytes, progress)?;
+        let space = linksplit::Space::Single { symmetric: opts.symmetrize, flag: "--symmetrize" };
+        let mp = tmp.join(linksplit::MP_EDGES_FILE);
+        let r = linksplit::random_split(tmp, opts, edges, declared, space, &mp, chunk_bytes, progress)?;
         inputs.edges = r.edges;
         if declared.is_none() {
             declared = Some(r.num_nodes);

@@ -63,7 +63,7 @@ struct Rel {
 }
 
 /// Options a typed build refuses, by name, before any work.
-fn check_typed_options(opts: &BuildOptions) -> Result<()> {
+pub(super) fn check_typed_options(opts: &BuildOptions) -> Result<()> {
     let refuse = |flag: &str, why: &str| Err(BuildError::config(format!("{flag}: not for a typed input ({why})")));
     if opts.reorder != Reorder::None {
         return refuse("--reorder", "a typed dataset keeps each node type's ids on one range, never relabelled");
