@@ -157,7 +157,7 @@ bench-link: develop $(PEERS_VENV)/.stamp
 
 # Link prediction: `flashgnn train --task link` vs PyG's LinkNeighborLoader recipe (torch-sparse), test ROC-AUC.
 bench-link-accuracy: develop $(PEERS_VENV)/.stamp
-	$(PEERS_VENV)/bin/python -m benchmarks.link_accuracy --epochs $${EPOCHS:-5} --model $${MODEL:-sage} $${JSON:+--json}
+	$(PEERS_VENV)/bin/python -m benchmarks.link_accuracy --epochs $${EPOCHS:-5} --model $${MODEL:-sage} $${TYPED:+--typed} $${JSON:+--json}
 
 # Layer-wise inference: flashgnn.inference / model.inference(flashgnn loader) vs PyG's whole graph in memory.
 bench-inference: develop $(PEERS_VENV)/.stamp

@@ -174,7 +174,7 @@ def _build(c: dict):
     if c.get("task") == "link":  # flashgnn.nn.link.LinkModel: .encode(batch) gives node embeddings
         from flashgnn.nn.link import build_link_model
 
-        return build_link_model(c)
+        return build_link_model(c, checkpoint_metadata(c) if c.get("edge_type") else None)
     if "metadata" in c:  # a typed dataset's model (flashgnn.nn.hetero), as the trainer built it
         from flashgnn.nn.zoo import build_hetero_model
 

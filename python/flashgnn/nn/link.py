@@ -46,8 +46,8 @@ DEGREE_LINK_MODELS = ("gcn", "lightgcn", "ngcf")
 # Models whose input is always a learnable embedding per node (even where the dataset has features).
 EMBEDDING_MODELS = ("lightgcn",)
 
-__all__ = ["LinkModel", "HeteroLinkModel", "LINK_MODELS", "DECODERS", "DEGREE_LINK_MODELS", "EMBEDDING_MODELS", "embedding_width",
-           "build_link_model"]
+__all__ = ["LinkModel", "HeteroLinkModel", "LINK_MODELS", "DECODERS", "DEGREE_LINK_MODELS", "EMBEDDING_MODELS",
+           "embedding_width", "build_link_model"]
 
 
 def uses_embedding(model: str, feature_dim: int) -> bool:
@@ -222,13 +222,12 @@ class HeteroLinkModel(nn.Module):
         return self.decode(h[src][s], h[dst][d])
 
 
-def build_link_model(config: dict):
+def build_link_model(config: dict, metadata=None):
     """The :class:`LinkModel` (or, with an ``edge_type``, :class:`HeteroLinkModel`) a checkpoint's
-    ``model_config`` describes (``task == "link"``)."""
+    ``model_config`` describes (``task == "link"``); ``metadata``: a typed config's, as PyG's tuples
+    (:func:`flashgnn.nn.checkpoint.checkpoint_metadata`)."""
     if config.get("edge_type"):
-        from flashgnn.nn.checkpoint import checkpoint_metadata
-
-        return HeteroLinkModel(config["model"], checkpoint_metadata(config), tuple(config["edge_type"]),
+        return HeteroLinkModel(config["model"], metadata or config["metadata"], tuple(config["edge_type"]),
                                dict(config["in_dim"]), int(config["hidden"]), int(config["num_layers"]),
                                float(config["dropout"]), config["decoder"], embed=dict(config.get("embed") or {}),
                                heads=int(config.get("heads") or 4), max_embedding_bytes=None)

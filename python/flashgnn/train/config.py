@@ -71,7 +71,8 @@ class TrainConfig:
     dataset: str = field(metadata=dict(help="a dataset directory written by `flashgnn build`"))
     # model and optimisation
     model: str = _opt("sage", 0, "mlp = features-only baseline; a typed dataset takes rgat (MLPerf's R-GAT), rgcn "
-                              "or sage (to_hetero(GraphSAGE)); --task link takes sage, gcn, gat, lightgcn or ngcf",
+                              "or sage (to_hetero(GraphSAGE)); --task link takes sage, gcn, gat, lightgcn or "
+                              "ngcf (typed: rgat, rgcn or sage)",
                       choices=ALL_MODELS + LINK_ONLY_MODELS)
     task: str = _opt("node", 0, "node: classify the nodes of the 'train' split; link: predict the edges of the "
                                 "dataset's link split (built with --link-split; docs/training.md, Link prediction)",
@@ -276,18 +277,20 @@ class TrainConfig:
 
     def _check_task(self) -> None:
         """The options ``--task`` decides: the models each task takes, and what link prediction does not do."""
-        from flashgnn.nn.zoo import LINK_MODELS
+        from flashgnn.nn.zoo import HETERO_MODELS, LINK_MODELS
 
         if self.task == "node":
             if self.model in LINK_ONLY_MODELS:
                 raise TrainError(f"--model {self.model} is a link-prediction model: give --task link (node "
                                  f"classification takes {', '.join(ALL_MODELS)})")
             return
-        if self.model not in LINK_MODELS:
-            raise TrainError(f"--model {self.model} with --task link: expected one of {', '.join(LINK_MODELS)}")
+        # Which of these the dataset takes (homogeneous: LINK_MODELS, typed: HETERO_MODELS) is the trainer's
+        # check: the dataset is not opened here.
+        if self.model not in LINK_MODELS + HETERO_MODELS:
+            raise TrainError(f"--model {self.model} with --task link: expected one of {', '.join(LINK_MODELS)} (a "
+                             f"typed dataset: {', '.join(HETERO_MODELS)})")
         for name, given in (("presampled", self.presampled), ("lookahead", self.lookahead),
-                            ("device_cache", self.device_cache), ("type_fanouts", self.type_fanouts),
-                            ("target_type", self.target_type)):
+                            ("device_cache", self.device_cache), ("target_type", self.target_type)):
             if given:
                 raise TrainError(f"{flag(name)} {given} with --task link: link batches do not support it yet "
                                  "(leave it out)")

@@ -96,37 +96,54 @@ def node_embeddings(model, ds, nodes: np.ndarray, fanouts, batch_size: int, devi
     :class:`flashgnn.NeighborLoader` pass over them (the seeds of each batch are its first rows). Call under
     ``torch.no_grad()`` with the model in eval mode. ``loader_options`` go to the loader (``degrees=True``
     for the degree-normalised models, ``seed``, ``engine``, ``cache``...)."""
+    return _embeddings(model, ds, None, nodes, fanouts, batch_size, device, normalize, **loader_options)
+
+
+def typed_node_embeddings(model, ds, node_type: str, nodes: np.ndarray, num_neighbors, batch_size: int, device,
+                          normalize: str = "none", **loader_options):
+    """:func:`node_embeddings` on a typed dataset for a :class:`flashgnn.nn.link.HeteroLinkModel`: the rows of
+    ``node_type``'s ``nodes`` (local ids), from one typed :class:`flashgnn.NeighborLoader` pass over them
+    (``num_neighbors`` per edge type, PyG's dict)."""
+    return _embeddings(model, ds, node_type, nodes, num_neighbors, batch_size, device, normalize, **loader_options)
+
+
+def _embeddings(model, ds, node_type, nodes, num_neighbors, batch_size, device, normalize, **loader_options):
     import torch
 
     from flashgnn.loader.neighbor import NeighborLoader
     from flashgnn.nn.zoo import normalize_batch
     from flashgnn.train.feeder import DeviceFeeder
 
-    loader = NeighborLoader(ds, fanouts, input_nodes=nodes, batch_size=batch_size, shuffle=False, **loader_options)
+    seeds = nodes if node_type is None else (node_type, nodes)
+    loader = NeighborLoader(ds, num_neighbors, input_nodes=seeds, batch_size=batch_size, shuffle=False,
+                            **loader_options)
     out = []
     for data in DeviceFeeder(loader, device):
         normalize_batch(data, normalize)
-        out.append(model.encode(data))
+        out.append(model.encode(data) if node_type is None else model.encode(data, node_type))
     if not out:
         return torch.empty(0, model.out_dim, device=device)
     return torch.cat(out)
 
 
-def _score(model, emb_of, src, dst):
-    """Logits of pairs ``src[i] -> dst[i]`` (int64 arrays), from the chunk's embeddings ``emb_of``."""
+def _score(model, emb_src, emb_dst, src, dst):
+    """Logits of pairs ``src[i] -> dst[i]`` (int64 arrays), from the chunk's embeddings ``(rows, ids)`` of
+    the sources and of the destinations."""
     import torch
 
-    h, where = emb_of
-    return model.decode(h[torch.from_numpy(np.searchsorted(where, src)).to(h.device)],
-                        h[torch.from_numpy(np.searchsorted(where, dst)).to(h.device)]).float().cpu()
+    (hs, ws), (hd, wd) = emb_src, emb_dst
+    return model.decode(hs[torch.from_numpy(np.searchsorted(ws, src)).to(hs.device)],
+                        hd[torch.from_numpy(np.searchsorted(wd, dst)).to(hd.device)]).float().cpu()
 
 
 def evaluate_split(model, ds, split: str, metric: str, ev, fanouts, batch_size: int, device, *,
-                   normalize: str = "none", max_positives: int | None = None, progress=None,
+                   normalize: str = "none", max_positives: int | None = None, progress=None, edge_type=None,
                    **loader_options) -> float:
     """The value of ``metric`` (computed by the OGB evaluator ``ev``) for ``model`` on link split ``split``:
     its positives against its stored negatives (module docs). ``max_positives`` evaluates a prefix (smoke
-    runs: ``--eval-batches``); ``progress`` is advanced by the pairs scored."""
+    runs: ``--eval-batches``); ``progress`` is advanced by the pairs scored. A typed split (``edge_type``
+    given, ``fanouts`` PyG's per-edge-type dict) holds local ids: sources of ``edge_type[0]``, destinations
+    and negatives of ``edge_type[2]``, embedded by one typed pass per node type."""
     import torch
 
     ls = ds.link_split(split)
@@ -138,10 +155,17 @@ def evaluate_split(model, ds, split: str, metric: str, ev, fanouts, batch_size: 
         free = None if free is None else (free[0][:max_positives], free[1][:max_positives])
     k = 0 if neg is None else neg.shape[1]
     step = max(1, EVAL_PAIRS_MAX // (1 + k))
+    types = (None, None) if edge_type is None else (edge_type[0], edge_type[-1])
 
-    def embed(*ids):
-        nodes = np.unique(np.concatenate([np.asarray(a, dtype=np.int64).ravel() for a in ids]))
-        return node_embeddings(model, ds, nodes, fanouts, batch_size, device, normalize, **loader_options), nodes
+    def embed(s_ids, *d_ids):
+        """(rows, ids) of the sources and of the destinations; one pass when both are of one node type."""
+        def pass_over(t, *ids):
+            nodes = np.unique(np.concatenate([np.asarray(a, dtype=np.int64).ravel() for a in ids]))
+            return _embeddings(model, ds, t, nodes, fanouts, batch_size, device, normalize, **loader_options), nodes
+        if types[0] == types[1]:
+            both = pass_over(types[0], s_ids, *d_ids)
+            return both, both
+        return pass_over(types[0], s_ids), pass_over(types[1], *d_ids)
 
     pos_scores, neg_scores, mrr = [], [], []
     model.eval()
@@ -149,11 +173,11 @@ def evaluate_split(model, ds, split: str, metric: str, ev, fanouts, batch_size: 
         for i in range(0, len(src), step):
             s, d = src[i:i + step], dst[i:i + step]
             nk = None if neg is None else neg[i:i + step]
-            emb = embed(s, d) if nk is None else embed(s, d, nk)
-            p = _score(model, emb, s, d)
+            es, ed = embed(s, d) if nk is None else embed(s, d, nk)
+            p = _score(model, es, ed, s, d)
             pos_scores.append(p)
             if nk is not None:
-                n = _score(model, emb, np.repeat(s, k), nk.reshape(-1)).view(len(s), k)
+                n = _score(model, es, ed, np.repeat(s, k), nk.reshape(-1)).view(len(s), k)
                 if metric == "mrr":
                     mrr.append(ev.eval({"y_pred_pos": p, "y_pred_neg": n})["mrr_list"])
                 else:
@@ -163,7 +187,7 @@ def evaluate_split(model, ds, split: str, metric: str, ev, fanouts, batch_size: 
         if free is not None and metric != "mrr":
             for i in range(0, len(free[0]), EVAL_PAIRS_MAX):
                 s, d = free[0][i:i + EVAL_PAIRS_MAX], free[1][i:i + EVAL_PAIRS_MAX]
-                neg_scores.append(_score(model, embed(s, d), s, d))
+                neg_scores.append(_score(model, *embed(s, d), s, d))
                 if progress is not None:
                     progress.update(len(s))
     if metric == "mrr":

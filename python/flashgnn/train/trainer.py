@@ -43,8 +43,8 @@ from flashgnn import _core
 from flashgnn._util import human_bytes, proc_status_bytes
 from flashgnn.nn.checkpoint import (CHECKPOINT_FILE, CHECKPOINT_FORMAT, CHECKPOINT_VERSION, load_checkpoint,
                                     save_checkpoint)
-from flashgnn.nn.zoo import (DEGREE_MODELS, HETERO_MODELS, MODELS, build_hetero_model, build_model, forward,
-                             normalize_batch, seed_count, seed_labels)
+from flashgnn.nn.zoo import (DEGREE_MODELS, HETERO_MODELS, LINK_MODELS, MODELS, build_hetero_model, build_model,
+                             forward, normalize_batch, seed_count, seed_labels)
 
 # --task link: the models whose batches carry whole-graph degrees (flashgnn.nn.link.DEGREE_LINK_MODELS; that
 # module imports torch).
@@ -297,6 +297,7 @@ class Trainer:
         self.typed = ds.is_typed
         self.link = c.task == "link"
         self.metric = None  # --task link: the metric's name (rocauc, mrr, hits@K)
+        self.edge_type = None  # --task link on a typed dataset: the link split's edge type
         if self.link:
             return self._open_link(c, ds)
         if self.typed:
@@ -334,16 +335,22 @@ class Trainer:
         """--task link: the dataset's link split, the splits evaluated and their metric (flashgnn.train.link)."""
         from flashgnn.train import link
 
-        if self.typed:
-            raise TrainError(f"--task link on a typed dataset ({ds.path}): the trainer has no typed link model yet; "
-                             "flashgnn.LinkNeighborLoader(DS, edge_label_index=(edge_type, edges)) yields typed link "
-                             "batches for a training loop of your own, or build a homogeneous dataset with "
-                             "--link-split")
         info = ds.link_split_info
         if not info:
             raise TrainError(f"{ds.path}: dataset has no link-prediction split, which --task link trains on; build "
                              "it with --link-split VAL,TEST (e.g. flashgnn build IN OUT --link-split 0.1,0.1; "
                              "docs/input.md)")
+        self.edge_type = ds.link_edge_type  # typed: the split's (src, rel, dst); its ids are local
+        if self.typed:
+            if self.edge_type is None:
+                raise TrainError(f"{ds.path}: a typed dataset whose link split names no edge type (rebuild with "
+                                 "--link-split VAL,TEST --link-edge-type SRC__REL__DST)")
+            self._typed_setup(c, ds, "link")
+        elif c.model not in LINK_MODELS:
+            raise TrainError(f"--model {c.model} with --task link on a homogeneous dataset: choose one of "
+                             f"{', '.join(LINK_MODELS)} ({c.model} takes a typed dataset)")
+        elif c.type_fanouts:
+            raise TrainError(f"--type-fanouts takes a typed dataset; {ds.path} is homogeneous")
         splits = info.get("splits") or {}
         if not (splits.get("train") or {}).get("positives"):
             raise TrainError(f"{ds.path}: its link split has no 'train' edges (splits: {', '.join(splits) or 'none'})")
@@ -357,16 +364,16 @@ class Trainer:
         # loader a group at a time (flashgnn.loader.link.GROUP_EDGES).
         self.train_edges = ds.link_split("train", mmap=True)
         if self.chatty:
-            print(f"link prediction: {len(self.train_edges.src):,} training edges, {c.negatives:g} random negative(s) "
+            on = "" if self.edge_type is None else f" of edge type {'__'.join(self.edge_type)}"
+            print(f"link prediction: {len(self.train_edges.src):,} training edges{on}, {c.negatives:g} random "
+                  f"negative(s) "
                   f"each; {', '.join(self.eval_splits) or 'no split'} judged by {self.metric} "
                   f"(ogb Evaluator {self.evaluator_name!r})", flush=True)
 
     def _open_typed(self, c, ds) -> None:
         """A typed dataset: the node type classified, the model and fanouts it takes, and which node types get
         learnable embeddings (those without features)."""
-        if c.model not in HETERO_MODELS:
-            raise TrainError(f"--model {c.model} on a typed dataset ({ds.path}): choose one of "
-                             f"{', '.join(HETERO_MODELS)}")
+        self._typed_setup(c, ds, "node")
         ds.target_type_override = c.target_type
         try:
             target = ds.target_type
@@ -376,6 +383,17 @@ class Trainer:
             raise TrainError(f"{ds.path}: node type {target!r} has no labels (node types with labels: "
                              f"{', '.join(t for t in ds.node_types if ds.node_type(t).get('labels')) or 'none'})")
         self.target = target
+        if self.chatty:
+            print(f"typed dataset: {len(ds.node_types)} node types, {len(ds.edge_types)} edge types; classifying "
+                  f"{target!r}" + (f"; learnable embeddings for {', '.join(self.embed)} (no features)"
+                                   if self.embed else ""), flush=True)
+
+    def _typed_setup(self, c, ds, task: str) -> None:
+        """What every task on a typed dataset needs: the model name checked, fanouts per edge type, and which
+        node types get learnable embeddings (those without features)."""
+        if c.model not in HETERO_MODELS:
+            raise TrainError(f"--model {c.model} on a typed dataset ({ds.path}): choose one of "
+                             f"{', '.join(HETERO_MODELS)}" + (" (--task link too)" if task == "link" else ""))
         # --fanout for every edge type, --type-fanouts per edge type (PyG's NumNeighbors with a default).
         per_type = parse_type_fanouts(c.type_fanouts, len(self.fanouts)) if c.type_fanouts else {}
         unknown = sorted(set(per_type) - set(ds.edge_types))
@@ -388,10 +406,10 @@ class Trainer:
         self.in_dims = {nt: ds.node_type(nt)["features"]["dim"] for nt in ds.node_types
                         if ds.node_type(nt).get("features")}
         self.embed = {nt: int(ds.node_type(nt)["count"]) for nt in ds.node_types if nt not in self.in_dims}
-        if self.chatty:
-            print(f"typed dataset: {len(ds.node_types)} node types, {len(ds.edge_types)} edge types; classifying "
-                  f"{target!r}" + (f"; learnable embeddings for {', '.join(self.embed)} (no features)"
-                                   if self.embed else ""), flush=True)
+        if self.chatty and task == "link":
+            print(f"typed dataset: {len(ds.node_types)} node types, {len(ds.edge_types)} edge types" +
+                  (f"; learnable embeddings for {', '.join(self.embed)} (no features)" if self.embed else ""),
+                  flush=True)
 
     def _embedding_limit(self, c) -> int:
         """Bytes a node type's learnable table may take: a third of the memory budget (Adam keeps two more
@@ -418,7 +436,21 @@ class Trainer:
                                           fanouts=fanouts)
         if c.normalize_features != "none":  # absent = none, so older checkpoints still match
             config["normalize_features"] = c.normalize_features
-        if self.link:
+        if self.link and self.typed:
+            from flashgnn.nn.hetero import MLPERF_RGAT
+            from flashgnn.nn.link import HeteroLinkModel
+
+            config.update(task="link", out_dim=None, decoder=c.decoder, in_dim=self.in_dims,
+                          metadata=[list(m) for m in ds.metadata()], embed=self.embed, heads=MLPERF_RGAT["heads"],
+                          edge_type=list(self.edge_type))
+            try:
+                model = HeteroLinkModel(c.model, ds.metadata(), self.edge_type, self.in_dims, c.hidden, len(fanouts),
+                                        c.dropout, c.decoder, embed=self.embed, heads=MLPERF_RGAT["heads"],
+                                        max_embedding_bytes=self._embedding_limit(c))
+            except ValueError as e:
+                raise TrainError(f"{ds.path}: {e}") from None
+            self.model = model = model.to(device)
+        elif self.link:
             from flashgnn.nn.link import LinkModel, uses_embedding
 
             emb = ds.num_nodes if uses_embedding(c.model, ds.feature_dim) else 0
@@ -545,10 +577,14 @@ class Trainer:
                 m = len(self.train_edges.src)
                 # choice without replacement draws the 4 batches' positions without a permutation of all m.
                 pick = np.sort(np.random.default_rng(c.seed).choice(m, size=min(m, 4 * c.batch_size), replace=False))
-                seeds = np.unique(np.concatenate([self.train_edges.src[pick], self.train_edges.dst[pick]]))
+                src, dst = self.train_edges.src[pick], self.train_edges.dst[pick]
+                if self.typed:  # local ids of the edge type's two node types; the engine's ids are global
+                    src = src + ds.type_offset(self.edge_type[0])
+                    dst = dst + ds.type_offset(self.edge_type[-1])
+                seeds = np.unique(np.concatenate([src, dst]))
             else:
                 seeds = np.random.default_rng(c.seed).permutation(ds.split("train"))[:8 * c.batch_size]
-            if self.typed:  # the engine's ids are global: the target type's range starts at its offset
+            if self.typed and not self.link:  # the engine's ids are global: the target type starts at its offset
                 seeds = seeds + ds.type_offset(self.target)
             self.cache = cache = flashgnn.Cache(
                 ds.path, fanouts, self.cache_budget, policy=c.cache_policy, hot=c.cache_hot,
@@ -592,11 +628,13 @@ class Trainer:
         if self.link:
             from flashgnn.loader.link import LinkNeighborLoader
 
-            common.pop("device_cache")
+            common.pop("device_cache", None)
             # Binary negatives, BCE on the logits: PyG's link-prediction recipe (its examples' LinkNeighborLoader).
             te = self.train_edges
+            typed = self.typed
             self.train_loader_options = dict(
-                data=ds, num_neighbors=fanouts, edge_label_index=(te.src, te.dst),
+                data=ds, num_neighbors=self.num_neighbors if typed else fanouts,
+                edge_label_index=(self.edge_type, (te.src, te.dst)) if typed else (te.src, te.dst),
                 neg_sampling=dict(mode="binary", amount=c.negatives), batch_size=c.batch_size, shuffle=True,
                 seed=c.seed, exclude_seed_edges=c.exclude_seed_edges, **common)
             train_loader = LinkNeighborLoader(**self.train_loader_options)
@@ -678,9 +716,11 @@ class Trainer:
         c = self.config
         mb = c.eval_batches if c.eval_batches is not None else c.max_batches
         opts = dict(self._common, seed=c.seed + 1, rank=0, world_size=1)
-        return link.evaluate_split(self.model, self.dataset, split, self.metric, self.evaluator, self.eval_fanouts,
-                                   self.seed_batch, self.device, normalize=c.normalize_features,
-                                   max_positives=None if mb is None else mb * c.batch_size, progress=bar, **opts)
+        return link.evaluate_split(self.model, self.dataset, split, self.metric, self.evaluator,
+                                   self.eval_num_neighbors if self.typed else self.eval_fanouts, self.seed_batch,
+                                   self.device, normalize=c.normalize_features,
+                                   max_positives=None if mb is None else mb * c.batch_size, progress=bar,
+                                   edge_type=self.edge_type, **opts)
 
     def _link_eval_pairs(self, split: str) -> int:
         from flashgnn.train import link
@@ -759,9 +799,10 @@ class Trainer:
             opt.zero_grad(set_to_none=True)
             if link:  # PyG's recipe: BCE on the logits of the training edges and their binary negatives
                 out = model(data)
-                y = data.edge_label
+                fields = data if self.edge_type is None else data[self.edge_type]  # typed: on the edge type
+                y = fields.edge_label
                 loss = F.binary_cross_entropy_with_logits(out, y)
-                bs, n = int(data.input_id.numel()), y.numel()
+                bs, n = int(fields.input_id.numel()), y.numel()
                 hit = ((out.detach() > 0) == (y > 0.5)).sum()
             else:
                 out = forward(model, data)
