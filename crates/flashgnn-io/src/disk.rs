@@ -64,7 +64,7 @@ pub(crate) use note;
 macro_rules! inject {
     ($disk:expr, $path:expr, $what:expr, $at:expr) => {{
         if let Disk::Sim(s) = $disk {
-            s.injected($path).map_err(|e| IoError::new($what, $path, $at, e))?;
+            s.injected($path, $what).map_err(|e| IoError::new($what, $path, $at, e))?;
         }
     }};
 }

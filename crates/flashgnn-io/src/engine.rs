@@ -171,10 +171,13 @@ impl Default for EngineConfig {
 /// one-line notice on stderr when the kernel or a container blocks io_uring.
 pub fn open_engine(kind: EngineKind, files: &[PathBuf], cfg: &EngineConfig) -> Result<Box<dyn ReadEngine>, IoError> {
     let e = open_plain(kind, files, cfg)?;
-    Ok(match cfg.fault {
-        Some(plan) => Box::new(FaultEngine { inner: e, plan, submitted: 0, failed: None, ready: Vec::new() }),
-        None => e,
-    })
+    // FLASHGNN_FAULT_READ (crate::fault): a bad range, checked on every read, besides the test plan.
+    let plan = match (cfg.fault, crate::fault::bad_range()) {
+        (Some(p), _) => p,
+        (None, Some(_)) => FaultPlan { fail_at: u64::MAX, forever: false, errno: libc::EIO, delay_us: 0 },
+        (None, None) => return Ok(e),
+    };
+    Ok(Box::new(FaultEngine { inner: e, plan, submitted: 0, failed: None, ready: Vec::new() }))
 }
 
 fn open_plain(kind: EngineKind, files: &[PathBuf], cfg: &EngineConfig) -> Result<Box<dyn ReadEngine>, IoError> {
@@ -264,14 +267,15 @@ pub fn eof_error(path: &Path, offset: u64, len: u32, got: usize) -> IoError {
     IoError::eof("reading", path, Some(offset), format!("{len} bytes requested, file ends after {got} (truncated?)"))
 }
 
-/// Wraps an engine and injects the faults of a [`FaultPlan`]. A failing read
+/// Wraps an engine and injects the faults of a [`FaultPlan`] and of
+/// `FLASHGNN_FAULT_READ`'s bad range ([`crate::fault`]). A failing read
 /// is never handed to the device; its buffer is dropped and the error is
 /// returned by the next `complete`, exactly like a device EIO.
 struct FaultEngine {
     inner: Box<dyn ReadEngine>,
     plan: FaultPlan,
     submitted: u64,
-    failed: Option<(ReadReq, std::path::PathBuf)>,
+    failed: Option<(ReadReq, std::path::PathBuf, i32)>,
     ready: Vec<Done>,
 }
 
@@ -288,9 +292,12 @@ impl ReadEngine for FaultEngine {
     fn submit(&mut self, req: ReadReq, buf: AlignedBuf) -> Result<(), IoError> {
         let n = self.submitted;
         self.submitted += 1;
-        if n == self.plan.fail_at || (self.plan.forever && n > self.plan.fail_at) {
+        let path = self.inner.path(req.file);
+        let bad = crate::fault::bad_read(path, req.offset, req.len as u64).is_some();
+        if bad || n == self.plan.fail_at || (self.plan.forever && n > self.plan.fail_at) {
             if self.failed.is_none() {
-                self.failed = Some((req, self.inner.path(req.file).to_path_buf()));
+                let errno = if bad { libc::EIO } else { self.plan.errno };
+                self.failed = Some((req, path.to_path_buf(), errno));
             }
             return Ok(());
         }
@@ -300,13 +307,8 @@ impl ReadEngine for FaultEngine {
         if self.plan.delay_us > 0 {
             std::thread::sleep(std::time::Duration::from_micros(self.plan.delay_us));
         }
-        if let Some((req, path)) = self.failed.take() {
-            return Err(IoError::new(
-                "reading",
-                path,
-                Some(req.offset),
-                std::io::Error::from_raw_os_error(self.plan.errno),
-            ));
+        if let Some((req, path, errno)) = self.failed.take() {
+            return Err(IoError::new("reading", path, Some(req.offset), std::io::Error::from_raw_os_error(errno)));
         }
         out.append(&mut self.ready);
         self.inner.complete(min, out)

@@ -11,9 +11,18 @@
 //! exact write (what was written before stays in the page cache, as after a
 //! SIGKILL). [`written`] reports the bytes counted so far, so a test can
 //! measure a run once and then crash it at points spread over it.
+//!
+//! Reads: `FLASHGNN_FAULT_READ=NAME@OFFSET+LEN` (read once) makes every read
+//! of a file named `NAME` that overlaps bytes `[OFFSET, OFFSET + LEN)` fail
+//! with EIO — a bad sector, what a device reports for a page it cannot read
+//! (the file system gives no other way to make one without device-mapper).
+//! It is checked by every read engine ([`crate::engine::open_engine`] wraps
+//! them) and by [`crate::FileReader`], so the sampler, the store's own reads
+//! and the scrubber see the same bad bytes.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
 
 static LIMIT: AtomicU64 = AtomicU64::new(u64::MAX);
 static WRITTEN: AtomicU64 = AtomicU64::new(0);
@@ -74,4 +83,66 @@ pub fn charge(n: u64) -> std::io::Result<()> {
 pub fn written() -> u64 {
     load_env();
     WRITTEN.load(Ordering::SeqCst)
+}
+
+/// A bad byte range of one file, by file name (`FLASHGNN_FAULT_READ`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadRange {
+    pub name: String,
+    pub offset: u64,
+    pub len: u64,
+}
+
+impl BadRange {
+    /// `NAME@OFFSET+LEN`; None for anything else (the variable is a test knob:
+    /// a malformed value is reported once on stderr and ignored).
+    pub fn parse(v: &str) -> Option<BadRange> {
+        let (name, rest) = v.split_once('@')?;
+        let (off, len) = rest.split_once('+')?;
+        let (offset, len) = (off.parse().ok()?, len.parse().ok()?);
+        (!name.is_empty() && len > 0).then(|| BadRange { name: name.to_string(), offset, len })
+    }
+
+    fn hits(&self, path: &Path, offset: u64, len: u64) -> bool {
+        path.file_name().is_some_and(|n| n == self.name.as_str())
+            && offset < self.offset.saturating_add(self.len)
+            && self.offset < offset.saturating_add(len)
+    }
+}
+
+/// The bad range of `FLASHGNN_FAULT_READ`, if set.
+pub fn bad_range() -> Option<&'static BadRange> {
+    static BAD: OnceLock<Option<BadRange>> = OnceLock::new();
+    BAD.get_or_init(|| {
+        let v = std::env::var("FLASHGNN_FAULT_READ").ok()?;
+        let r = BadRange::parse(&v);
+        if r.is_none() {
+            eprintln!("flashgnn: FLASHGNN_FAULT_READ={v:?} ignored (expected NAME@OFFSET+LEN)");
+        }
+        r
+    })
+    .as_ref()
+}
+
+/// The error a read of `len` bytes at `offset` of `path` gets from the bad
+/// range, if it touches it.
+pub fn bad_read(path: &Path, offset: u64, len: u64) -> Option<std::io::Error> {
+    bad_range().filter(|b| b.hits(path, offset, len)).map(|_| std::io::Error::from_raw_os_error(libc::EIO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_range_hits_overlapping_reads_of_its_file_only() {
+        let b = BadRange::parse("graph.fg@8192+4096").unwrap();
+        let p = Path::new("/d/graph.fg");
+        assert!(b.hits(p, 8192, 512) && b.hits(p, 4096, 4097) && b.hits(p, 12287, 1));
+        assert!(!b.hits(p, 4096, 4096) && !b.hits(p, 12288, 512));
+        assert!(!b.hits(Path::new("/d/features.fg"), 8192, 512));
+        for bad in ["graph.fg", "@1+2", "g@x+1", "g@1+0", "g@1"] {
+            assert_eq!(BadRange::parse(bad), None, "{bad}");
+        }
+    }
 }

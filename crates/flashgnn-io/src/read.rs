@@ -65,6 +65,9 @@ pub(crate) fn check_range(path: &Path, file_len: u64, offset: u64, len: usize) -
 impl ReadAt for FileReader {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<(), IoError> {
         check_range(&self.path, self.len, offset, buf.len())?;
+        if let Some(e) = crate::fault::bad_read(&self.path, offset, buf.len() as u64) {
+            return Err(IoError::new("reading", &self.path, Some(offset), e));
+        }
         FileExt::read_exact_at(&self.file, buf, offset)
             .map_err(|e| IoError::new("reading", &self.path, Some(offset), e))
     }

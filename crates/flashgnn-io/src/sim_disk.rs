@@ -445,9 +445,17 @@ pub struct SimDisk {
     /// (live model, history), under one lock so the history's order is the
     /// order in which the operations reached the model.
     state: Mutex<(Model, Vec<SimOp>)>,
-    /// An injected failure: the file operation that would be recorded as
-    /// operation `k` fails with `errno` instead (once), before it is made.
-    fail: Mutex<Option<(usize, i32)>>,
+    /// An injected failure (once), before the operation is made.
+    fail: Mutex<Option<Fail>>,
+}
+
+/// Which file operation fails: the one that would be recorded as operation
+/// `k`, or the next one of a kind (`"writing"`, `"fdatasync"`, ...: the
+/// operation's name in its error) on a path containing a string.
+#[derive(Debug, Clone)]
+enum Fail {
+    At(usize, i32),
+    Next { what: &'static str, path: String, errno: i32 },
 }
 
 impl SimDisk {
@@ -466,20 +474,36 @@ impl SimDisk {
     /// Linux promises after an fsync error is less; assuming no more is the
     /// safe side).
     pub fn fail_at(&self, k: usize, errno: i32) {
-        *self.fail.lock().unwrap_or_else(|p| p.into_inner()) = Some((k, errno));
+        *self.fail.lock().unwrap_or_else(|p| p.into_inner()) = Some(Fail::At(k, errno));
     }
 
-    /// The injected error of the file operation on `path` about to be made,
-    /// if [`fail_at`](Self::fail_at) chose it.
-    pub fn injected(&self, path: &Path) -> std::io::Result<()> {
+    /// Make the next operation `what` (`"writing"`, `"fdatasync"`, ...) on a
+    /// path containing `path` fail with `errno`, once: a point chosen by
+    /// kind where threads make the order of operations vary.
+    pub fn fail_next(&self, what: &'static str, path: &str, errno: i32) {
+        *self.fail.lock().unwrap_or_else(|p| p.into_inner()) = Some(Fail::Next { what, path: path.to_string(), errno });
+    }
+
+    /// The injected error of the file operation `what` on `path` about to be
+    /// made, if [`fail_at`](Self::fail_at) or [`fail_next`](Self::fail_next)
+    /// chose it.
+    pub fn injected(&self, path: &Path, what: &str) -> std::io::Result<()> {
         let mut f = self.fail.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((k, errno)) = *f {
-            if self.relative(path).is_some() && self.ops() == k {
-                *f = None;
-                return Err(std::io::Error::from_raw_os_error(errno));
+        let errno = match &*f {
+            Some(_) if self.relative(path).is_none() => None,
+            Some(Fail::At(k, errno)) => (self.ops() == *k).then_some(*errno),
+            Some(Fail::Next { what: w, path: p, errno }) => {
+                (*w == what && path.to_string_lossy().contains(p.as_str())).then_some(*errno)
             }
+            None => None,
+        };
+        match errno {
+            Some(e) => {
+                *f = None;
+                Err(std::io::Error::from_raw_os_error(e))
+            }
+            None => Ok(()),
         }
-        Ok(())
     }
 
     pub fn root(&self) -> &Path {

@@ -541,7 +541,7 @@ impl MutableGraph {
                 head.generation
             )));
         }
-        let mut q = self.quiesce()?;
+        let mut q = self.quiesce(&mut head)?;
         let last = head.next_seq - 1;
         let base_seq = if tail_from.is_some() { base_seq } else { last };
         // The new log (header, then the carried frames) is built in memory,

@@ -21,7 +21,16 @@
 //!
 //! A failed log write or fsync leaves the durable state unknown past the last
 //! acknowledged frame: the graph refuses every later write (reopen to recover:
-//! replay decides what is durable).
+//! replay decides what is durable). One failure is known exactly: a log
+//! *write* refused for want of space (ENOSPC, EDQUOT; the fdatasync never
+//! ran). The leader then cuts the log back to its durable end (truncate and
+//! fsync; if either fails, the graph refuses writes as above), rolls `head`
+//! back to the durable snapshot, and fails every queued frame — each was
+//! validated on top of the group that was not written. Sequence numbers are
+//! then reused, so a frame's waiter also holds the *epoch* it was queued in:
+//! a rollback starts a new epoch and records where the old one's durable
+//! frames ended. Writes resume as soon as space is free again; reads never
+//! stopped (they take the published snapshot).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -112,6 +121,13 @@ pub(crate) struct Queue {
     pub durable_seq: u64,
     failed: Option<String>,
     pub wal: Option<WalFile>,
+    /// Rollbacks after a log write refused for space (module docs): the
+    /// current epoch is `epoch_end.len()`; `epoch_end[e]` is the last
+    /// durable sequence number of epoch `e`, and why it ended.
+    epoch_end: Vec<(u64, String)>,
+    /// A rollback happened and `head` still holds the state it undid:
+    /// whoever next holds `head` resets it ([`MutableGraph::settle`]).
+    rolled_back: bool,
 }
 
 impl Queue {
@@ -135,6 +151,8 @@ pub struct GraphStats {
     pub frames: AtomicU64,
     pub fsyncs: AtomicU64,
     pub wal_bytes_written: AtomicU64,
+    /// Log writes refused for space and rolled back (module docs).
+    pub log_space_rollbacks: AtomicU64,
 }
 
 /// What opening found.
@@ -342,6 +360,8 @@ impl MutableGraph {
                 leader: false,
                 durable_seq: last,
                 failed: None,
+                epoch_end: Vec::new(),
+                rolled_back: false,
                 wal: wal_file,
             }),
             cond: Condvar::new(),
@@ -411,6 +431,7 @@ impl MutableGraph {
         let seq = {
             let mut head = self.head.lock().unwrap();
             self.check_open()?; // close() may have run while this waited for `head`
+            self.settle(&mut head, &mut self.queue.lock().unwrap());
             let mut delta = head.delta.clone();
             let results = match delta.apply_batch(&head.base, &mut ops) {
                 Ok(r) => r,
@@ -427,7 +448,7 @@ impl MutableGraph {
             wal::encode_frame(seq, &ops, &mut frame)?;
             let snap =
                 Arc::new(Snapshot { base: head.base.clone(), delta: delta.clone(), generation: head.generation, seq });
-            {
+            let epoch = {
                 let mut q = self.queue.lock().unwrap();
                 if let Some(f) = &q.failed {
                     return Err(MutError::Unavailable(format!(
@@ -435,24 +456,42 @@ impl MutableGraph {
                         self.root.display()
                     )));
                 }
+                if q.rolled_back {
+                    // A rollback came while this batch was validated on the state it undid.
+                    self.settle(&mut head, &mut q);
+                    let why = &q.epoch_end.last().expect("a rollback ends an epoch").1;
+                    return Err(MutError::Unavailable(format!(
+                        "write not acknowledged: {why}; nothing of it was logged"
+                    )));
+                }
                 q.pending.push(Pending { seq, frame, snap, ops: n as u64 });
-            }
+                q.epoch_end.len() as u64
+            };
             head.next_seq += 1;
             head.delta = delta;
             drop(head);
             // Results of this batch: computed above, returned once durable.
-            (seq, results)
+            (seq, epoch, results)
         };
-        let (seq, results) = seq;
-        self.commit_wait(seq)?;
+        let (seq, epoch, results) = seq;
+        self.commit_wait(seq, epoch)?;
         Ok(results)
     }
 
-    /// Wait until frame `seq` is durable, leading a group commit when no
-    /// other writer is.
-    fn commit_wait(&self, seq: u64) -> Result<()> {
+    /// Wait until frame `seq` (queued in `epoch`) is durable, leading a
+    /// group commit when no other writer is.
+    fn commit_wait(&self, seq: u64, epoch: u64) -> Result<()> {
         let mut q = self.queue.lock().unwrap();
         loop {
+            if let Some((end, why)) = q.epoch_end.get(epoch as usize) {
+                // A rollback ended this frame's epoch: durable if it was by then.
+                if seq <= *end {
+                    return Ok(());
+                }
+                return Err(MutError::Unavailable(format!(
+                    "write not acknowledged: {why}; nothing of it was logged (writes go on once space is free)"
+                )));
+            }
             if q.durable_seq >= seq {
                 return Ok(());
             }
@@ -491,6 +530,13 @@ impl MutableGraph {
                 wal.append_sync(&buf)
             };
             let wal_end = wal.len();
+            if let Err(e) = &r {
+                if wal::out_of_space(e) {
+                    q = self.roll_back(wal, e);
+                    self.cond.notify_all();
+                    continue;
+                }
+            }
             q = self.queue.lock().unwrap();
             q.wal = Some(wal);
             q.leader = false;
@@ -510,13 +556,52 @@ impl MutableGraph {
         }
     }
 
+    /// After a log write refused for space (module docs): cut the log back to
+    /// its durable end, fail every queued frame and start a new epoch; `head`
+    /// is reset by the next holder of it ([`MutableGraph::settle`]): the
+    /// leader cannot take `head` here (lock order; a compaction may hold it
+    /// waiting for this group). Called by the leader, which still holds the
+    /// log (no other leader can start); returns the queue locked, with the
+    /// leader's role given up.
+    fn roll_back(&self, mut wal: WalFile, e: &MutError) -> std::sync::MutexGuard<'_, Queue> {
+        let cut = wal.discard_tail();
+        let mut q = self.queue.lock().unwrap();
+        match cut {
+            Ok(()) => {
+                let end = q.durable_seq;
+                q.epoch_end.push((end, format!("the log's file system is full ({e})")));
+                q.pending.clear(); // each was validated on top of the group not written
+                q.rolled_back = true;
+                self.stats.log_space_rollbacks.fetch_add(1, Relaxed);
+            }
+            Err(t) => q.failed = Some(format!("{e}; then cutting the log back failed: {t}")),
+        }
+        q.wal = Some(wal);
+        q.leader = false;
+        q
+    }
+
+    /// Reset `head` to the durable snapshot after a rollback (the caller
+    /// holds `head` and the queue, in that order).
+    fn settle(&self, head: &mut Head, q: &mut Queue) {
+        if q.rolled_back {
+            let p = self.published();
+            head.base = p.snap.base.clone();
+            head.delta = p.snap.delta.clone();
+            head.generation = p.snap.generation;
+            head.next_seq = p.snap.seq + 1;
+            q.rolled_back = false;
+        }
+    }
+
     /// Wait until no frame is queued or being written (the caller holds
     /// `head`, so none can be added); returns the queue locked.
-    pub(crate) fn quiesce(&self) -> Result<std::sync::MutexGuard<'_, Queue>> {
-        let q = self.wait_idle();
+    pub(crate) fn quiesce(&self, head: &mut Head) -> Result<std::sync::MutexGuard<'_, Queue>> {
+        let mut q = self.wait_idle();
         if let Some(f) = &q.failed {
             return Err(MutError::Unavailable(format!("the log failed earlier ({f}); reopen {}", self.root.display())));
         }
+        self.settle(head, &mut q);
         Ok(q)
     }
 
@@ -595,6 +680,7 @@ impl MutableGraph {
             "ops_per_fsync": if fsyncs > 0 { ops as f64 / fsyncs as f64 } else { 0.0 },
             "wal_bytes_written": st.wal_bytes_written.load(Relaxed),
             "wal_bytes": self.wal_bytes(),
+            "log_space_rollbacks": st.log_space_rollbacks.load(Relaxed),
             "delta_nodes": snap.delta.len(), "delta_bytes": snap.delta.heap_bytes(),
             "free_ids": snap.delta.free_len(),
             "num_nodes": snap.num_nodes(), "num_edges": snap.delta.num_edges(&snap.base),

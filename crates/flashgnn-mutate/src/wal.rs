@@ -616,11 +616,20 @@ impl WalFile {
     }
 
     /// Write `bytes` (whole frames) at the end with one write, then
-    /// `fdatasync`. The length advances only when both succeeded.
+    /// `fdatasync`. The length advances only when both succeeded (a write
+    /// refused for space: [`out_of_space`]).
     pub fn append_sync(&mut self, bytes: &[u8]) -> Result<()> {
         self.file.write_at(bytes, self.len)?;
         self.file.sync_data()?;
         self.len += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Cut the file back to its length (a write refused for space may have
+    /// written part of its bytes past it) and make that durable.
+    pub fn discard_tail(&mut self) -> Result<()> {
+        self.file.set_len(self.len)?;
+        self.file.sync_all()?;
         Ok(())
     }
 
@@ -636,4 +645,14 @@ impl WalFile {
             .map_err(|e| IoError::new("reading", self.file.path(), Some(from), e))?;
         Ok(())
     }
+}
+
+/// Whether an append failed because its *write* was refused for space
+/// (ENOSPC, EDQUOT): nothing reached the disk's durable state, so the
+/// graph can roll back and go on (crate::graph's module docs). A failed
+/// fdatasync is never this: after one, what the page cache dropped is
+/// unknown.
+pub fn out_of_space(e: &MutError) -> bool {
+    matches!(e, MutError::Io(io) if io.op == "writing"
+        && matches!(io.source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)))
 }
