@@ -9,7 +9,7 @@ CARGO ?= cargo
 DATA ?= data
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: crash-states fuzz fuzz-seeds bench-hetero bench-hetero-accuracy bench-link bench-link-accuracy bench-peers bench-sample-cpu bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
+.PHONY: soak crash-states fuzz fuzz-seeds bench-hetero bench-hetero-accuracy bench-link bench-link-accuracy bench-peers bench-sample-cpu bench-scale bench-defaults bench-sim bench-sim-machine bench-stripe setup develop demo test test-rust test-python test-slow bench bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-scrub bench-inference clean fmt
 
 # requirements-dev.txt includes the optional extras the tests exercise (train, plots: matplotlib).
 $(VENV)/.stamp: pyproject.toml requirements-dev.txt
@@ -154,6 +154,12 @@ bench-hetero-accuracy: develop $(PEERS_VENV)/.stamp
 bench-link: develop $(PEERS_VENV)/.stamp
 	$(PEERS_VENV)/bin/python -m benchmarks.link --work $${WORK:-/tmp/flashgnn-link} --scale $${SCALE:-22} \
 	  $${LIMIT:+--memory-limit $$LIMIT} --rounds $${ROUNDS:-3} --batches $${BATCHES:-20} $${JSON:+--json}
+
+# A server under load for MINUTES (default 10): reads, durable writes and Run with background scrub, one
+# unreadable page of graph.fg, and the file system (a loop-mounted ext4 image: root) filled and freed; prints
+# requests, errors, p99 per phase, lost writes (0), server RSS drift (docs/reliability.md, Soak).
+soak: develop
+	$(PY) -m benchmarks.soak --minutes $${MINUTES:-10} $${JSON:+--json}
 
 # Link prediction: `flashgnn train --task link` vs PyG's LinkNeighborLoader recipe (torch-sparse), test ROC-AUC.
 bench-link-accuracy: develop $(PEERS_VENV)/.stamp

@@ -378,3 +378,19 @@ def test_ctrl_c_stops_at_a_chunk_boundary_with_progress_saved(bigger, tmp_path):
     rep = scrub(bigger, state=state, resume=True)
     assert rep["complete"] and rep["resumed"] and rep["bytes_skipped"] == body["bytes_done"]
     assert rep["damaged_count"] == 0
+
+
+def test_an_unreadable_page_is_reported_alone_at_its_offset(bigger, tmp_path):
+    """A bad sector (FLASHGNN_FAULT_READ: every read of those bytes fails with EIO, as a device reports a page
+    it cannot read) in the middle of a 1 MiB scrub chunk: the scrubber reads the chunk again page by page and
+    reports exactly that page, as a read error at its offset; every other page is still checked, and nothing
+    else is reported (before, the chunk was skipped whole and the overflow tiling check then failed on the
+    next slot page: damage that is not there)."""
+    size = (bigger / "graph.fg").stat().st_size
+    page = (size // 2) // 4096 * 4096
+    r = run_cli("scrub", bigger, "--state", tmp_path / "s", "--rate", "0", "--json",
+                env=cli_env(FLASHGNN_FAULT_READ=f"graph.fg@{page}+4096"))
+    assert r.returncode == 3, r.stderr
+    rep = json.loads(r.stdout)
+    assert [(x["file"], x["offset"], x["kind"]) for x in rep["damaged"]] == [(str(bigger / "graph.fg"), page, "read")]
+    assert "Input/output error" in rep["damaged"][0]["check"]

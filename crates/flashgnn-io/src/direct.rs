@@ -139,6 +139,9 @@ impl DirectFile {
             self.buf = AlignedBuf::new(span);
         }
         let part = &self.parts[k];
+        if let Some(e) = crate::fault::bad_read(&part.path, lo, need as u64) {
+            return Err(IoError::new("reading", &part.path, Some(lo), e));
+        }
         let spare = &mut self.buf.spare()[..span];
         let mut got = 0usize;
         while got < need {

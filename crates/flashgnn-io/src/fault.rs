@@ -17,8 +17,8 @@
 //! with EIO — a bad sector, what a device reports for a page it cannot read
 //! (the file system gives no other way to make one without device-mapper).
 //! It is checked by every read engine ([`crate::engine::open_engine`] wraps
-//! them) and by [`crate::FileReader`], so the sampler, the store's own reads
-//! and the scrubber see the same bad bytes.
+//! them), by [`crate::FileReader`] and by [`crate::direct::DirectFile`], so the
+//! sampler, the store's own reads and the scrubber see the same bad bytes.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};

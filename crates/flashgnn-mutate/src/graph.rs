@@ -123,8 +123,8 @@ pub(crate) struct Queue {
     pub wal: Option<WalFile>,
     /// Rollbacks after a log write refused for space (module docs): the
     /// current epoch is `epoch_end.len()`; `epoch_end[e]` is the last
-    /// durable sequence number of epoch `e`, and why it ended.
-    epoch_end: Vec<(u64, String)>,
+    /// durable sequence number of epoch `e`, the log's path and the errno.
+    epoch_end: Vec<(u64, String, i32)>,
     /// A rollback happened and `head` still holds the state it undid:
     /// whoever next holds `head` resets it ([`MutableGraph::settle`]).
     rolled_back: bool,
@@ -459,10 +459,8 @@ impl MutableGraph {
                 if q.rolled_back {
                     // A rollback came while this batch was validated on the state it undid.
                     self.settle(&mut head, &mut q);
-                    let why = &q.epoch_end.last().expect("a rollback ends an epoch").1;
-                    return Err(MutError::Unavailable(format!(
-                        "write not acknowledged: {why}; nothing of it was logged"
-                    )));
+                    let (_, path, errno) = q.epoch_end.last().expect("a rollback ends an epoch");
+                    return Err(refused_for_space(path, *errno));
                 }
                 q.pending.push(Pending { seq, frame, snap, ops: n as u64 });
                 q.epoch_end.len() as u64
@@ -483,14 +481,12 @@ impl MutableGraph {
     fn commit_wait(&self, seq: u64, epoch: u64) -> Result<()> {
         let mut q = self.queue.lock().unwrap();
         loop {
-            if let Some((end, why)) = q.epoch_end.get(epoch as usize) {
+            if let Some((end, path, errno)) = q.epoch_end.get(epoch as usize) {
                 // A rollback ended this frame's epoch: durable if it was by then.
                 if seq <= *end {
                     return Ok(());
                 }
-                return Err(MutError::Unavailable(format!(
-                    "write not acknowledged: {why}; nothing of it was logged (writes go on once space is free)"
-                )));
+                return Err(refused_for_space(path, *errno));
             }
             if q.durable_seq >= seq {
                 return Ok(());
@@ -569,7 +565,11 @@ impl MutableGraph {
         match cut {
             Ok(()) => {
                 let end = q.durable_seq;
-                q.epoch_end.push((end, format!("the log's file system is full ({e})")));
+                let errno = match e {
+                    MutError::Io(io) => io.source.raw_os_error().unwrap_or(libc::ENOSPC),
+                    _ => libc::ENOSPC,
+                };
+                q.epoch_end.push((end, wal.path().display().to_string(), errno));
                 q.pending.clear(); // each was validated on top of the group not written
                 q.rolled_back = true;
                 self.stats.log_space_rollbacks.fetch_add(1, Relaxed);
@@ -712,4 +712,16 @@ impl MutableGraph {
         }
         Ok(())
     }
+}
+
+/// The error of a write whose frame was failed by a rollback after a log
+/// write refused for space (module docs): an `IoError` with that errno, so
+/// callers see a full file system (the server: RESOURCE_EXHAUSTED).
+fn refused_for_space(path: &str, errno: i32) -> MutError {
+    MutError::Io(flashgnn_io::IoError::new(
+        "not acknowledged (the log was cut back to its durable end; writes resume once space is free): writing",
+        path,
+        None,
+        std::io::Error::from_raw_os_error(errno),
+    ))
 }

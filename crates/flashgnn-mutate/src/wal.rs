@@ -614,6 +614,9 @@ impl WalFile {
     pub fn is_empty(&self) -> bool {
         self.len <= WAL_HEADER_BYTES
     }
+    pub fn path(&self) -> &Path {
+        self.file.path()
+    }
 
     /// Write `bytes` (whole frames) at the end with one write, then
     /// `fdatasync`. The length advances only when both succeeded (a write

@@ -549,10 +549,36 @@ impl Run<'_> {
                 self.check_chunk(name, kind, off, buf);
                 dev
             }
-            // A media error: report the chunk and go on past it.
+            // A media error. A device fails a whole request for one bad
+            // sector: read the chunk again page by page, report each page
+            // that cannot be read at its own offset and check the others.
+            // The file's CRC32C is then not checked (it is damaged), and the
+            // overflow tiling resynchronises past every unread page.
             Err(e) => {
-                self.record_err(e.into(), report_name, "read", None, off);
-                0
+                self.pos.state.walk.next_overflow = None;
+                let unit = match kind {
+                    Kind::Graph | Kind::Overflow => self.ds.layout().page_size as usize,
+                    _ => 4096,
+                };
+                if buf.len() <= unit {
+                    self.record_err(e.into(), report_name, "read", None, off);
+                    return 0;
+                }
+                let mut dev = 0;
+                for (i, piece) in buf.chunks_mut(unit).enumerate() {
+                    let at = off + (i * unit) as u64;
+                    match f.read_into(at, piece) {
+                        Ok(d) => {
+                            dev += d;
+                            self.check_chunk(name, kind, at, piece);
+                        }
+                        Err(e) => {
+                            self.pos.state.walk.next_overflow = None;
+                            self.record_err(e.into(), report_name, "read", None, at);
+                        }
+                    }
+                }
+                dev
             }
         }
     }

@@ -34,6 +34,7 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
+from flashgnn import _core
 from flashgnn.dfg import shapes
 from flashgnn.dfg.graph import DFGError, Graph
 from flashgnn.dfg.ops import MAX_VALUE_ELEMENTS, SubGraph
@@ -185,6 +186,11 @@ class Runner:
                 raise
             except _Stopped as s:  # the request expired or was cancelled inside the kernel
                 raise s.error from None
+            except (OSError, _core.FlashgnnError):
+                # The store's own errors (a device error, a damaged page, a bad sample request) keep their type:
+                # they name the file, offset or bound, and a server maps them by it (DATA_LOSS, not the
+                # caller's INVALID_ARGUMENT).
+                raise
             except Exception as e:  # noqa: BLE001 - any kernel failure is reported against its node
                 raise NodeError(f"node {node.seq} ({node.op} on {device.name}): {type(e).__name__}: {e}", node.seq,
                                 node.op, device.name) from e

@@ -79,6 +79,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import errno
 import hmac
 import signal
 import sys
@@ -390,8 +391,19 @@ class Transport:
         except flashgnn.InputError as e:
             raise invalid(f"{call.rpc}: {e}") from None
         except flashgnn.CorruptDatasetError as e:
-            traceback.print_exc(file=sys.stderr)
+            _log_once(e)
             raise Status(grpc.StatusCode.DATA_LOSS, f"{call.rpc}: {e}", "data_loss") from None
+        except OSError as e:
+            # A full file system (a write the store refused and rolled back: writes resume once space is
+            # free) is a resource exhausted; a device error on stored bytes (EIO: a bad sector) is data
+            # lost to the requests that need those bytes, and only to them.
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise Status(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{call.rpc}: {e}", "no_space") from None
+            if e.errno == errno.EIO:
+                _log_once(e)
+                raise Status(grpc.StatusCode.DATA_LOSS, f"{call.rpc}: {e}", "data_loss") from None
+            traceback.print_exc(file=sys.stderr)
+            raise Status(grpc.StatusCode.INTERNAL, f"{call.rpc}: {type(e).__name__}: {e}") from None
         except RuntimeError as e:
             # The store refuses writes after a log failure, or is closed: not the caller's fault, not a bug here.
             raise Status(grpc.StatusCode.FAILED_PRECONDITION, f"{call.rpc}: {e}", "failed_precondition") from None
@@ -406,6 +418,22 @@ class Transport:
 
 def log(msg: str) -> None:
     print(f"flashgnn serve: {msg}", file=sys.stderr, flush=True)
+
+
+# Damage errors already logged, by message, with when: under load one bad page fails every request that needs
+# it, and a traceback per request would flood the log (and cost the CPU the healthy requests need).
+_LOGGED: dict[str, float] = {}
+LOG_REPEAT_S = 60.0
+
+
+def _log_once(e: BaseException) -> None:
+    """The traceback of ``e``, once per distinct message per ``LOG_REPEAT_S``."""
+    now, key = time.monotonic(), str(e)
+    if now - _LOGGED.get(key, -LOG_REPEAT_S) >= LOG_REPEAT_S:
+        if len(_LOGGED) > 1024:
+            _LOGGED.clear()
+        _LOGGED[key] = now
+        traceback.print_exc(file=sys.stderr)
 
 
 def server_options(limits: Limits) -> list[tuple[str, int]]:

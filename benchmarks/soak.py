@@ -1,0 +1,369 @@
+"""`make soak`: a server under load and under faults for ``--minutes`` (default 10).
+
+A real ``flashgnn serve`` (background scrub on) serves a generated dataset while client processes keep it
+busy — unit reads (``GetNeighbors``, ``GetEmbed``), durable writes (``AddEdge``, each acknowledged pair
+remembered) and ``Run`` of a 2-layer GCN dataflow graph — through three phases:
+
+1. **normal** (the first 35 % of the run);
+2. **disk full** (35-55 %): the file system holding the dataset and its write-ahead log is filled to the
+   last block. Writes must fail cleanly (RESOURCE_EXHAUSTED: the store cuts its log back and refuses them)
+   while reads and ``Run`` go on;
+3. **space freed** (the rest): the filler is removed; writes must resume without a restart.
+
+Throughout, one 4 KiB page of ``graph.fg`` is a bad sector (``FLASHGNN_FAULT_READ``: every read of it
+fails with EIO, in the server's engines and its store reads alike). The nodes whose slots lie on it are
+found first, in a separate process under the same fault: a ``GetNeighbors`` must fail (DATA_LOSS) exactly
+for those, and every failed ``Run`` must name that page; nothing else may fail.
+
+The file system is an ext4 image loop-mounted for the run (root and ``mount`` needed: a real ENOSPC from
+a real file system); where that is not possible the disk-full phase is skipped and the report says so.
+
+Checked and reported (nothing is a timed assertion; ``tests/serve/test_soak.py`` runs a short version and
+asserts the invariants):
+
+- requests, errors by status code, p50/p99 latency, per operation and phase;
+- **lost acknowledged writes**: after a graceful stop the store is reopened and every acknowledged edge
+  looked up (must be 0);
+- **wrong answers**: a read failing for a healthy node, succeeding for a node on the bad page, a ``Run``
+  failing for any other reason (must be 0);
+- **stuck requests**: a call outliving its deadline by more than 2 s, and ``Stats.in_flight`` at the end
+  (must be 0);
+- **memory**: the server's RSS sampled every 2 s; drift = mean of the last tenth of the run against the
+  mean of its second tenth (the first is warm-up; target < 5 %).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+PAGE = 4096
+DEADLINE_S = 10.0
+STUCK_S = DEADLINE_S + 2.0
+# When the file system is filled and freed, as fractions of the run (the phases are then timed by the events).
+FULL_AT, FREE_AT = 0.35, 0.55
+
+
+def _say(msg: str) -> None:
+    print(f"soak: {msg}", file=sys.stderr, flush=True)
+
+
+# -- the file system ------------------------------------------------------------------------------------
+
+def mount_image(work: Path, size: int) -> Path | None:
+    """An ext4 image of ``size`` bytes (no reserved blocks) loop-mounted at ``work/mnt``; None where this
+    process may not mount one."""
+    img, mnt = work / "fs.img", work / "mnt"
+    mnt.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(img, "wb") as f:
+            f.truncate(size)
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(img)], check=True, capture_output=True)
+        subprocess.run(["mount", "-o", "loop", str(img), str(mnt)], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        detail = e.stderr.decode(errors="replace").strip() if isinstance(e, subprocess.CalledProcessError) else e
+        _say(f"no loop-mounted file system ({detail}); the disk-full phase is skipped")
+        img.unlink(missing_ok=True)
+        return None
+    return mnt
+
+
+def unmount(mnt: Path) -> None:
+    """Unmount ``mnt`` (lazily if something still holds it, so no mount outlives the run)."""
+    import gc
+
+    gc.collect()  # datasets and graphs this process opened hold their files until collected
+    if subprocess.run(["umount", str(mnt)], capture_output=True).returncode:
+        r = subprocess.run(["umount", "-l", str(mnt)], capture_output=True, text=True)
+        _say(f"{mnt} was busy at the end; detached lazily ({r.stderr.strip() or 'ok'})")
+
+
+def fill(mnt: Path) -> int:
+    """Fill the file system at ``mnt`` to its last block; returns the filler's bytes."""
+    path = mnt / "filler"
+    n = 0
+    with open(path, "wb") as f:
+        for chunk in (1 << 24, 1 << 20, PAGE):
+            while True:
+                try:
+                    os.posix_fallocate(f.fileno(), n, chunk)
+                    n += chunk
+                except OSError:
+                    break
+        f.flush()
+        os.fsync(f.fileno())
+    return n
+
+
+# -- the clients (one process each: grpc channels do not survive fork) -------------------------------------
+
+def _client(kind, address, token, num_nodes, bad, t_end, seed, dfg, q):
+    from flashgnn.serve.client import Client
+
+    rng = np.random.default_rng(seed)
+    bad = set(bad)
+    good = np.setdiff1d(np.arange(num_nodes), np.fromiter(bad, np.int64, len(bad)))
+    rec, acked = [], []
+    with Client(address, token=token, timeout=DEADLINE_S) as c:
+        while time.time() < t_end:
+            t0 = time.time()
+            code, note = "OK", None
+            try:
+                if kind == "get_neighbors":
+                    note = int(rng.integers(0, num_nodes))
+                    c.get_neighbors(note)
+                elif kind == "get_embed":
+                    c.get_embed(int(good[rng.integers(0, len(good))]))
+                elif kind == "add_edge":
+                    dst, src = (int(good[i]) for i in rng.integers(0, len(good), 2))
+                    c.add_edge(dst, src)
+                    acked.append((dst, src))
+                else:
+                    c.run(dfg, good[rng.integers(0, len(good), 8)])
+            except Exception as e:  # noqa: BLE001 - every failure is recorded by its status code
+                code = getattr(e, "code_name", type(e).__name__)  # a ServerError's status code, else the type
+                note = (note, str(e))
+            rec.append((kind, t0, time.time() - t0, code, note))
+    q.put((rec, acked))
+
+
+# -- the run ------------------------------------------------------------------------------------------------
+
+def bad_nodes(ds: Path, fault: str) -> list[int]:
+    """The nodes whose stored neighbour lists cannot be read under ``fault`` (found in a child process that
+    reads every node's slot with the fault set, as the server will)."""
+    code = ("import flashgnn, sys\n"
+            "ds = flashgnn.open(sys.argv[1])\n"
+            "bad = []\n"
+            "for v in range(ds.num_nodes):\n"
+            "    try:\n"
+            "        ds.neighbors(v)\n"
+            "    except OSError:\n"
+            "        bad.append(v)\n"
+            "print(' '.join(map(str, bad)))\n")
+    env = dict(os.environ, FLASHGNN_FAULT_READ=fault)
+    out = subprocess.run([sys.executable, "-c", code, str(ds)], env=env, check=True, capture_output=True, text=True)
+    return [int(x) for x in out.stdout.split()]
+
+
+def _rss(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _gcn_dfg(feature_dim: int) -> bytes:
+    import torch
+    from torch_geometric.nn import GCN
+
+    import flashgnn.dfg as dfg
+
+    torch.manual_seed(0)
+    return dfg.models.gcn(GCN(feature_dim, 32, 2, 8).eval().state_dict(), [5, 5]).to_bytes()
+
+
+def soak(work: Path, minutes: float, scale: int, clients: dict, scrub_rate: str, loop: bool = True) -> dict:
+    import flashgnn
+    from flashgnn.serve.process import ServeProcess
+    from flashgnn.serve.token import read_token_file
+
+    work.mkdir(parents=True, exist_ok=True)
+    raw = work / "raw"
+    subprocess.run([sys.executable, "-m", "flashgnn.cli", "generate", "rmat", str(raw), "--scale", str(scale),
+                    "--edge-factor", "8", "--dim", "32", "--seed", "3", "--force"], check=True, capture_output=True)
+    staged = work / "built"
+    flashgnn.build(raw, staged, symmetrize=True, dedup=True, force=True, progress=False)
+    size = sum(f.stat().st_size for f in staged.rglob("*") if f.is_file())
+    # Room for the log, the scrubber's state and the copy's slack: the filler takes the rest when it fills.
+    mnt = mount_image(work, max(64 << 20, 2 * size + (64 << 20))) if loop else None
+    root = mnt if mnt is not None else work / "plain"
+    try:
+        ds = root / "ds"
+        if ds.exists():
+            shutil.rmtree(ds)
+        shutil.copytree(staged, ds)
+        graph = ds / "graph.fg"
+        page = (graph.stat().st_size // 2) // PAGE * PAGE
+        fault = f"graph.fg@{page}+{PAGE}"
+        bad = bad_nodes(ds, fault)
+        _say(f"dataset {ds} ({size / 2**20:.1f} MiB), bad sector {fault}: {len(bad)} node(s) on it")
+        opened = flashgnn.open(ds)
+        n, dfg = opened.num_nodes, _gcn_dfg(opened.feature_dim)
+        del opened  # its files stay open until collected: the mount must be released at the end
+        token_file = work / "token"
+        token_file.write_text("soak-token-0123456789abcdef\n")
+        token_file.chmod(0o600)
+        env = dict(os.environ, FLASHGNN_FAULT_READ=fault)
+        server = ServeProcess(ds, token_file, "--scrub-rate", scrub_rate, stderr_path=work / "server.err", env=env,
+                              timeout=120.0)
+        token = read_token_file(token_file)
+        seconds = 60.0 * minutes
+        t_start = time.time()
+        t_end = t_start + seconds
+        ctx = mp.get_context("spawn")
+        q = ctx.Queue()
+        procs = []
+        for kind, count in clients.items():
+            for i in range(count):
+                p = ctx.Process(target=_client, args=(kind, server.address, token, n, bad, t_end, 100 + len(procs),
+                                                      dfg, q))
+                p.start()
+                procs.append(p)
+        rss, filled, freed, filler = [], None, None, 0
+        stats_client = server.client()
+        last_print = 0.0
+        while time.time() < t_end:
+            now = time.time() - t_start
+            r = _rss(server.proc.pid)
+            if r is not None:
+                rss.append((now, r))
+            if mnt is not None and filled is None and now >= FULL_AT * seconds:
+                filler = fill(mnt)
+                filled = now
+                _say(f"{now:6.1f} s: file system full ({filler / 2**20:.1f} MiB filler)")
+            if filled is not None and freed is None and now >= FREE_AT * seconds:
+                (mnt / "filler").unlink()
+                freed = now
+                _say(f"{now:6.1f} s: space freed")
+            if now - last_print >= 30:
+                last_print = now
+                _say(f"{now:6.1f} s of {seconds:.0f}: server RSS {rss[-1][1] / 2**20:.1f} MiB" if rss else "")
+            time.sleep(2.0)
+        recs, acked = [], []
+        for _ in procs:
+            rc, ac = q.get()
+            recs += rc
+            acked += ac
+        for p in procs:
+            p.join()
+        st = stats_client.stats()
+        stats_client.close()
+        code, _ = server.stop()
+        scrub = (st.get("graph") or {}).get("scrub")
+        # Every acknowledged write is in the store after a restart (the log replayed).
+        g = flashgnn.MutableGraph(ds, writable=False)
+        lost = sum(1 for dst, src in acked if src not in set(g.get_neighbors(dst).tolist()))
+        g.close()
+        del g
+    finally:
+        if mnt is not None:
+            unmount(mnt)
+    return _report(recs, acked, lost, bad, fault, rss, seconds, t_start, filled, freed, st, scrub, code,
+                   mnt is not None, work / "server.err")
+
+
+def _phase(t: float, filled: float | None, freed: float | None) -> str:
+    """The phase a request started in, by when the file system was filled and freed (None: not yet)."""
+    if freed is not None and t >= freed:
+        return "space freed"
+    return "disk full" if filled is not None and t >= filled else "normal"
+
+
+def _report(recs, acked, lost, bad, fault, rss, seconds, t_start, filled, freed, st, scrub, code, full,
+            server_err) -> dict:
+    bad = set(bad)
+    ops: dict = {}
+    wrong = []
+    stuck = 0
+    for kind, t0, lat, status, note in recs:
+        ph = _phase(t0 - t_start, filled, freed)
+        o = ops.setdefault(ph, {}).setdefault(kind, {"requests": 0, "errors": {}, "lat": []})
+        o["requests"] += 1
+        if status == "OK":
+            o["lat"].append(lat)
+        else:
+            o["errors"][status] = o["errors"].get(status, 0) + 1
+        stuck += lat > STUCK_S
+        page = fault.split("@")[1].split("+")[0]
+        if kind == "get_neighbors":
+            v = note if status == "OK" else note[0]
+            if (status == "OK") == (v in bad):
+                wrong.append((kind, v, status))
+        elif kind == "run" and status != "OK" and not (status == "DATA_LOSS" and page in note[1]):
+            wrong.append((kind, status, note[1][:200]))
+        elif kind in ("get_embed",) and status != "OK":
+            wrong.append((kind, status, note[1][:200]))
+        elif kind == "add_edge" and status != "OK" and not (status == "RESOURCE_EXHAUSTED" and ph == "disk full"):
+            wrong.append((kind, status, note[1][:200]))
+    for ph in ops.values():
+        for o in ph.values():
+            lat = np.asarray(o.pop("lat")) * 1e3
+            o["ok"] = int(len(lat))
+            o["p50_ms"] = float(np.percentile(lat, 50)) if len(lat) else None
+            o["p99_ms"] = float(np.percentile(lat, 99)) if len(lat) else None
+    t = np.array([x[0] for x in rss])
+    v = np.array([x[1] for x in rss], dtype=np.float64)
+    early = v[(t >= 0.1 * seconds) & (t < 0.2 * seconds)]
+    late = v[t >= 0.9 * seconds]
+    drift = float(late.mean() / early.mean() - 1) if len(early) and len(late) else None
+    return {
+        "seconds": seconds, "bad_sector": fault, "bad_nodes": len(bad), "disk_full_phase": full,
+        "filled_at_s": filled, "freed_at_s": freed, "phases": ops,
+        "acknowledged_writes": len(acked), "lost_acknowledged_writes": lost, "wrong_answers": len(wrong),
+        "wrong_examples": wrong[:5], "stuck_requests": stuck, "in_flight_at_end": st.get("in_flight"),
+        "rss_mib": {"min": float(v.min() / 2**20) if len(v) else None, "max": float(v.max() / 2**20) if len(v) else None,
+                    "early_mean": float(early.mean() / 2**20) if len(early) else None,
+                    "late_mean": float(late.mean() / 2**20) if len(late) else None},
+        "rss_drift": drift, "rss_samples": [(float(a), int(b)) for a, b in rss],
+        "log_space_rollbacks": (st.get("graph") or {}).get("log_space_rollbacks"),
+        "scrub": scrub, "server_exit": code,
+        "server_stderr_lines": len(Path(server_err).read_text(errors="replace").splitlines()),
+    }
+
+
+def print_report(r: dict) -> None:
+    print(f"{'phase':<12} {'op':<14} {'requests':>9} {'ok':>9} {'p50 ms':>8} {'p99 ms':>8}  errors")
+    for ph, ops in r["phases"].items():
+        for kind, o in sorted(ops.items()):
+            f = lambda x: f"{x:8.2f}" if x is not None else "       -"  # noqa: E731
+            print(f"{ph:<12} {kind:<14} {o['requests']:>9,} {o['ok']:>9,} {f(o['p50_ms'])} {f(o['p99_ms'])}  "
+                  f"{o['errors'] or ''}")
+    rs = r["rss_mib"]
+    drift = f"{100 * r['rss_drift']:+.1f} %" if r["rss_drift"] is not None else "n/a"
+    print(f"server RSS: {rs['early_mean']:.1f} MiB (second tenth) -> {rs['late_mean']:.1f} MiB (last tenth), drift "
+          f"{drift}; min {rs['min']:.1f}, max {rs['max']:.1f} MiB" if rs["early_mean"] else "server RSS: too short")
+    print(f"summary: {r['seconds'] / 60:.1f} min, {sum(o['requests'] for ph in r['phases'].values() for o in ph.values()):,} "
+          f"requests; {r['acknowledged_writes']:,} acknowledged writes, {r['lost_acknowledged_writes']} lost; "
+          f"{r['wrong_answers']} wrong answers; {r['stuck_requests']} stuck; in flight at end {r['in_flight_at_end']}; "
+          f"RSS drift {drift}; disk-full phase {'run' if r['disk_full_phase'] else 'skipped'} "
+          f"({r['log_space_rollbacks']} log rollbacks); bad sector {r['bad_sector']} ({r['bad_nodes']} nodes)")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.soak", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--minutes", type=float, default=10.0)
+    ap.add_argument("--scale", type=int, default=15, help="R-MAT scale of the served graph (2^scale nodes)")
+    ap.add_argument("--work", type=Path, default=None, help="work directory (default: a temporary one)")
+    ap.add_argument("--readers", type=int, default=2)
+    ap.add_argument("--writers", type=int, default=2)
+    ap.add_argument("--runners", type=int, default=1)
+    ap.add_argument("--scrub-rate", default="20MB/s")
+    ap.add_argument("--no-loop", action="store_true", help="skip the loop-mounted file system (no disk-full phase)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    clients = {"get_neighbors": a.readers, "get_embed": 1, "add_edge": a.writers, "run": a.runners}
+    with tempfile.TemporaryDirectory(prefix="flashgnn-soak-") as tmp:
+        r = soak(a.work or Path(tmp), a.minutes, a.scale, clients, a.scrub_rate, loop=not a.no_loop)
+    if a.json:
+        print(json.dumps(r, indent=2, default=str))
+    else:
+        print_report(r)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
