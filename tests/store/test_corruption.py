@@ -184,9 +184,11 @@ def _make_mutable(root: Path) -> Pristine:
 
 
 # A typed dataset (format version 3: per-type feature tables, labels and splits, relation counts in every
-# slot) and a homogeneous one with a drawn link split (link_<split>_<part>.npy, manifest.link_split).
-TYPED, LINK = "typed", "link"
-NEW_KINDS = {TYPED: ["typed-files"], LINK: ["link-files"]}
+# slot), a homogeneous one with a drawn link split (link_<split>_<part>.npy, manifest.link_split), and a
+# typed one with a drawn link split of one edge type (local ids of its two node types, link_split.edge_type).
+TYPED, LINK, TYPED_LINK = "typed", "link", "typed-link"
+NEW_KINDS = {TYPED: ["typed-files"], LINK: ["link-files"], TYPED_LINK: ["typed-link-files"]}
+TYPED_LINK_EDGE = ("author", "writes", "paper")
 
 
 def _typed_input(d: Path) -> None:
@@ -271,6 +273,25 @@ def _make_link(root: Path) -> Pristine:
     return Pristine(LINK, out, ds.manifest, ds.layout, root / f"{LINK}_ref.npz", [], _digest(out))
 
 
+def _make_typed_link(root: Path) -> Pristine:
+    inp = root / f"{TYPED_LINK}_in"
+    _typed_input(inp)
+    out = root / TYPED_LINK
+    flashgnn.build(inp, out, add_reverse=True, page_size=512, link_split=(0.1, 0.2), neg_per_pos=2,
+                   link_split_seed=3, link_edge_type="__".join(TYPED_LINK_EDGE), progress=False)
+    ds = flashgnn.open(out)
+    assert ds.link_edge_type == TYPED_LINK_EDGE
+    path = save_typed_reference(ds, root / f"{TYPED_LINK}_ref.npz")
+    ref = dict(np.load(path))
+    for s in ("train", "val", "test"):
+        ls = ds.link_split(s)
+        ref[f"link_{s}_src"], ref[f"link_{s}_dst"] = ls.src, ls.dst
+        if ls.neg is not None:
+            ref[f"link_{s}_neg"] = ls.neg
+    np.savez(path, **ref)
+    return Pristine(TYPED_LINK, out, ds.manifest, ds.layout, path, [], _digest(out))
+
+
 @pytest.fixture(scope="session")
 def pristine(tmp_path_factory) -> dict[str, Pristine]:
     root = tmp_path_factory.mktemp("pristine")
@@ -278,6 +299,7 @@ def pristine(tmp_path_factory) -> dict[str, Pristine]:
     out[MUTABLE] = _make_mutable(root)
     out[TYPED] = _make_typed(root)
     out[LINK] = _make_link(root)
+    out[TYPED_LINK] = _make_typed_link(root)
     return out
 
 
@@ -307,7 +329,7 @@ CATEGORIES = [
 # Categories of the mutable-store dataset (MUTABLE): damage under mut/, read by the sampler and loader too.
 MUT_CATEGORIES = ["mut-damage"]
 # Categories of the typed and link-split datasets (NEW_KINDS below).
-NEW_CATEGORIES = ["typed-files", "link-files"]
+NEW_CATEGORIES = ["typed-files", "link-files", "typed-link-files"]
 ALL_CATEGORIES = CATEGORIES + MUT_CATEGORIES + NEW_CATEGORIES
 
 
@@ -1026,6 +1048,57 @@ def generate_link_cases(pr: Pristine) -> list[Case]:
     return cases
 
 
+def generate_typed_link_cases(pr: Pristine) -> list[Case]:
+    """Damage to what a typed link split adds: ids bounded by their own node type's count (an id valid for the
+    dataset but past its type), the manifest's `link_split.edge_type` (unknown, missing, not a string), bytes
+    of every split file, and a held-out edge still stored in its edge type (leakage: verify's to find)."""
+    cases: list[Case] = []
+    ds, cat = pr.name, "typed-link-files"
+    counts = {t["name"]: t["count"] for t in pr.manifest["types"]["node_types"]}
+    src_t, _, dst_t = TYPED_LINK_EDGE
+    names = sorted(f for f in pr.manifest["files"] if f.startswith("link_"))
+
+    def add(cid, files, touch, mut, position=True, verify_only=False):
+        cases.append(Case(f"{ds}:{cat}:{cid}", ds, cat, tuple(files), tuple(touch), mut, True, position,
+                          verify_only=verify_only))
+
+    for name in names:
+        data = (pr.path / name).read_bytes()
+        add(f"{name}@data", (name,), (name,), _flip(name, _npy_data_offset(data), 3))
+        add(f"{name}:truncate", (name,), (name,), _truncate(name, len(data) - 8))
+        # Within the dataset's node count, one past its own type's: only the per-type bound refuses it.
+        bound = counts[src_t] if name.endswith("_src.npy") else counts[dst_t]
+        add(f"{name}:=type-count", (name,), (name, "manifest.json"), _side(name, _setat(0, bound)))
+
+    def edit(cid, fn):
+        add(f"link_split:{cid}", ("manifest.json",), ("manifest.json",),
+            _edit_manifest(lambda m: fn(m["link_split"])), position=False)
+
+    edit("edge_type-unknown", lambda ls: ls.update(edge_type="author__reads__paper"))
+    edit("edge_type-missing", lambda ls: ls.pop("edge_type"))
+    edit("edge_type-number", lambda ls: ls.update(edge_type=5))
+
+    def leak(d: Path):
+        # A stored author -> paper edge (the paper's list along `writes`) planted as validation positive 0.
+        g = flashgnn.open(d)
+        off = {t: g.type_offset(t) for t in (src_t, dst_t)}
+        for v in range(counts[dst_t]):
+            u = [x - off[src_t] for x in g.neighbors(v + off[dst_t]).tolist()
+                 if off[src_t] <= x < off[src_t] + counts[src_t]]
+            if u:
+                break
+        for nm, val in (("link_val_src.npy", u[0]), ("link_val_dst.npy", v)):
+            a = np.load(d / nm)
+            (d / nm).unlink()
+            a[0] = val
+            np.save(d / nm, a)
+
+    add("held-out-edge-in-graph", ("link_val_src.npy", "graph.fg"),
+        ("link_val_src.npy", "link_val_dst.npy", "manifest.json"),
+        _then(leak, _reseal("link_val_src.npy", "link_val_dst.npy")), verify_only=True)
+    return cases
+
+
 # ---------------------------------------------------------------------------
 # Running cases
 
@@ -1050,7 +1123,7 @@ def run_cases(pristine: dict[str, Pristine], cases: list[Case], root: Path, work
     for c in cases:
         pr = pristine[c.dataset]
         jobs.append({"id": c.id, "path": str(prepare(pr, c, root)), "ref": str(pr.ref), "cli": True,
-                     "sampler": c.sampler, "hetero": c.dataset == TYPED})
+                     "sampler": c.sampler, "hetero": c.dataset in (TYPED, TYPED_LINK)})
     chunks = [jobs[i::workers] for i in range(workers)]
 
     def one(chunk):
@@ -1239,6 +1312,7 @@ def all_cases(pristine) -> list[Case]:
     cases = [c for name in DATASET_SPECS for c in generate_cases(pristine[name])]
     cases += generate_mut_cases(pristine[MUTABLE])
     cases += generate_typed_cases(pristine[TYPED]) + generate_link_cases(pristine[LINK])
+    cases += generate_typed_link_cases(pristine[TYPED_LINK])
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
     return cases
@@ -1304,10 +1378,10 @@ def test_unmodified_copies_pass_every_check(pristine, fast_run):
         assert reads["ok"]["neighbors"] == n
         if c.sampler:
             assert r["api"]["sampler"][0] == "ok" and r["api"]["loader"][0] == "ok", r["api"]
-        if c.dataset == TYPED:
+        if c.dataset in (TYPED, TYPED_LINK):
             assert reads["ok"]["features"] >= 1 and reads["ok"]["labels"] == 30, reads
-        if c.dataset == LINK:
-            assert reads["ok"]["splits"] == 3, reads
+        if c.dataset in (LINK, TYPED_LINK):  # three link splits (and the typed one's node split)
+            assert reads["ok"]["splits"] == 3 + (c.dataset == TYPED_LINK), reads
         assert r["cli_status"] == {"signal": None, "rc": 0}, r.get("cli_stderr")
         assert "OK" in r["cli_stdout"]
 
