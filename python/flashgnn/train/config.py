@@ -44,6 +44,8 @@ TASKS = ("node", "link")
 # --task link: the metrics (flashgnn.train.link maps each to its OGB evaluator; that module imports torch and
 # the config must not).
 LINK_METRICS = ("auto", "rocauc", "mrr", "hits@20", "hits@50", "hits@100")
+# --task link: how evaluation scores a pair (flashgnn.train.link module docs).
+LINK_EVALS = ("auto", "batches", "embeddings")
 GROUPS = ("model and optimisation", "sampling and reading", "memory and caches", "checkpoints and output")
 CACHE_POLICIES = ("s3fifo", "clock")
 CACHE_HOT = ("degree", "presample", "none")
@@ -85,6 +87,10 @@ class TrainConfig:
     link_metric: str = _opt("auto", 0, "--task link: the metric of validation and test, computed by the ogb "
                                        "package's Evaluator (auto: the OGB dataset's own, else mrr with K > 1 stored "
                                        "negatives per positive, else rocauc)", choices=LINK_METRICS)
+    link_eval: str = _opt("auto", 0, "--task link: how a pair is scored in evaluation: batches = link batches over "
+                                     "the pairs (PyG's recipe), embeddings = each endpoint embedded once by a node "
+                                     "batch (OGB's); auto: embeddings with K > 1 stored negatives per positive, else "
+                                     "batches", choices=LINK_EVALS)
     exclude_seed_edges: bool = _opt(False, 1, "--task link: remove each batch's training edges (and their reverses) "
                                               "from its own sampled subgraph (GraphBolt's exclude_seed_edges)")
     hidden: int = _opt(128, 0, "hidden channels", type=int)

@@ -14,11 +14,26 @@ chooses, in this order:
 An explicit ``--link-metric`` names the evaluator the same way (``METRIC_EVALUATORS``); ``mrr`` needs
 negatives per positive, the others take either shape (``[n, K]`` negatives are then flattened into pairs).
 
-Memory: positives are scored in chunks of at most ``EVAL_PAIRS_MAX`` scored pairs. Each chunk's distinct
-endpoints are embedded by one :class:`flashgnn.NeighborLoader` pass over them (``--eval-fanout``) and the
-chunk's pairs decoded from those rows, so at most ``EVAL_PAIRS_MAX`` pairs' endpoints are embedded at a
-time. What is kept across chunks is what the evaluator needs: 4 B per scored pair for ROC-AUC and Hits@K
-(they rank every positive against all negatives), 4 B per positive for MRR (OGB's ``mrr_list``, per chunk).
+How a pair is scored (``--link-eval``), both over ``--eval-fanout`` neighbourhoods:
+
+- ``batches`` — PyG's link-prediction recipe: the pairs go through :class:`flashgnn.LinkNeighborLoader` (no
+  negative sampling: the stored negatives are pairs of their own) and the model scores each link batch as in
+  training, both endpoints seeds of one sampled subgraph;
+- ``embeddings`` — OGB's: every distinct endpoint is embedded once by a :class:`flashgnn.NeighborLoader`
+  pass over them and the pairs decoded from those rows, which costs one subgraph per node instead of one per
+  pair (1,000 negatives per positive: ogbl-citation2).
+
+With every neighbour sampled the two give the same scores. With finite fanouts they differ where a node's
+rows depend on its position in the batch: in a link batch an endpoint that is also another pair's neighbour
+is a seed, expanded with the first hop's fanout. Attention models feel this (R-GAT's test ROC-AUC on
+``benchmarks/link_accuracy.py --typed``: 1.7 points lower scored by embeddings than by link batches, the same
+weights; GraphSAGE: 0.05). ``auto`` takes ``batches`` (what PyG's recipe reports) unless the split has K > 1
+negatives per positive.
+
+Memory: positives are scored in chunks of at most ``EVAL_PAIRS_MAX`` scored pairs (each chunk's distinct
+endpoints embedded at once, or its pairs loaded in link batches). What is kept across chunks is what the
+evaluator needs: 4 B per scored pair for ROC-AUC and Hits@K (they rank every positive against all
+negatives), 4 B per positive for MRR (OGB's ``mrr_list``, per chunk).
 """
 
 from __future__ import annotations
@@ -136,14 +151,41 @@ def _score(model, emb_src, emb_dst, src, dst):
                         hd[torch.from_numpy(np.searchsorted(wd, dst)).to(hd.device)]).float().cpu()
 
 
+def _link_batch_scores(model, ds, src, dst, fanouts, batch_size, device, normalize, edge_type, loader_options):
+    """Logits of pairs ``src[i] -> dst[i]`` scored by link batches (``--link-eval batches``, module docs)."""
+    import torch
+
+    from flashgnn.loader.link import LinkNeighborLoader
+    from flashgnn.nn.zoo import normalize_batch
+    from flashgnn.train.feeder import DeviceFeeder
+
+    eli = np.stack([np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)])
+    opts = {k: v for k, v in loader_options.items() if k != "device_cache"}  # no device tier for link batches
+    loader = LinkNeighborLoader(ds, fanouts, edge_label_index=eli if edge_type is None else (edge_type, eli),
+                                batch_size=max(1, batch_size), shuffle=False, **opts)
+    out = []
+    for b in DeviceFeeder(loader, device):
+        normalize_batch(b, normalize)
+        out.append(model(b).float().cpu())
+    return torch.cat(out) if out else torch.empty(0)
+
+
+def eval_mode(choice: str, k: int) -> str:
+    """``--link-eval`` resolved for a split of ``k`` stored negatives per positive (module docs)."""
+    if choice == "auto":
+        return "embeddings" if k > 1 else "batches"
+    return choice
+
+
 def evaluate_split(model, ds, split: str, metric: str, ev, fanouts, batch_size: int, device, *,
                    normalize: str = "none", max_positives: int | None = None, progress=None, edge_type=None,
-                   **loader_options) -> float:
+                   mode: str = "embeddings", **loader_options) -> float:
     """The value of ``metric`` (computed by the OGB evaluator ``ev``) for ``model`` on link split ``split``:
     its positives against its stored negatives (module docs). ``max_positives`` evaluates a prefix (smoke
     runs: ``--eval-batches``); ``progress`` is advanced by the pairs scored. A typed split (``edge_type``
     given, ``fanouts`` PyG's per-edge-type dict) holds local ids: sources of ``edge_type[0]``, destinations
-    and negatives of ``edge_type[2]``, embedded by one typed pass per node type."""
+    and negatives of ``edge_type[2]``, embedded by one typed pass per node type. ``mode``: ``embeddings`` or
+    ``batches`` (module docs); ``batch_size`` counts seeds, so a link batch holds half as many pairs."""
     import torch
 
     ls = ds.link_split(split)
@@ -167,17 +209,27 @@ def evaluate_split(model, ds, split: str, metric: str, ev, fanouts, batch_size: 
             return both, both
         return pass_over(types[0], s_ids), pass_over(types[1], *d_ids)
 
+    def pairs(s, d):
+        return _link_batch_scores(model, ds, s, d, fanouts, batch_size // 2, device, normalize, edge_type,
+                                  loader_options)
+
     pos_scores, neg_scores, mrr = [], [], []
     model.eval()
     with torch.no_grad():
         for i in range(0, len(src), step):
             s, d = src[i:i + step], dst[i:i + step]
             nk = None if neg is None else neg[i:i + step]
-            es, ed = embed(s, d) if nk is None else embed(s, d, nk)
-            p = _score(model, es, ed, s, d)
+            if mode == "batches":  # positives, then each one's K negatives, in one pass of link batches
+                ns = np.repeat(s, k)
+                nd = ns if nk is None else np.asarray(nk).reshape(-1)  # k == 0: both empty
+                both = pairs(np.concatenate([s, ns]), np.concatenate([d, nd]))
+                p, n = both[:len(s)], (None if nk is None else both[len(s):].view(len(s), k))
+            else:
+                es, ed = embed(s, d) if nk is None else embed(s, d, nk)
+                p = _score(model, es, ed, s, d)
+                n = None if nk is None else _score(model, es, ed, np.repeat(s, k), nk.reshape(-1)).view(len(s), k)
             pos_scores.append(p)
             if nk is not None:
-                n = _score(model, es, ed, np.repeat(s, k), nk.reshape(-1)).view(len(s), k)
                 if metric == "mrr":
                     mrr.append(ev.eval({"y_pred_pos": p, "y_pred_neg": n})["mrr_list"])
                 else:
@@ -187,7 +239,7 @@ def evaluate_split(model, ds, split: str, metric: str, ev, fanouts, batch_size: 
         if free is not None and metric != "mrr":
             for i in range(0, len(free[0]), EVAL_PAIRS_MAX):
                 s, d = free[0][i:i + EVAL_PAIRS_MAX], free[1][i:i + EVAL_PAIRS_MAX]
-                neg_scores.append(_score(model, *embed(s, d), s, d))
+                neg_scores.append(pairs(s, d) if mode == "batches" else _score(model, *embed(s, d), s, d))
                 if progress is not None:
                     progress.update(len(s))
     if metric == "mrr":

@@ -359,6 +359,8 @@ class Trainer:
         if self.chatty and len(self.eval_splits) < len(EVAL_SPLITS):
             print(_link_splits_note(self.eval_splits), flush=True)
         self.metric, self.evaluator_name = link.choose_metric(ds, c.link_metric, self.eval_splits)
+        self.link_eval_mode = link.eval_mode(c.link_eval, max([link.split_shape(ds, s)["k"] for s in self.eval_splits],
+                                                               default=0))
         self.evaluator = link.evaluator(self.evaluator_name) if self.eval_splits else None
         # Memory-mapped: the training positives are every message-passing pair (16 B per edge), read by the
         # loader a group at a time (flashgnn.loader.link.GROUP_EDGES).
@@ -720,7 +722,7 @@ class Trainer:
                                    self.eval_num_neighbors if self.typed else self.eval_fanouts, self.seed_batch,
                                    self.device, normalize=c.normalize_features,
                                    max_positives=None if mb is None else mb * c.batch_size, progress=bar,
-                                   edge_type=self.edge_type, **opts)
+                                   edge_type=self.edge_type, mode=self.link_eval_mode, **opts)
 
     def _link_eval_pairs(self, split: str) -> int:
         from flashgnn.train import link
@@ -938,7 +940,7 @@ class Trainer:
         )
         if self.link:  # seeds_per_s counts training edges; train_nodes is the number of training edges
             summary.update(train_edges=summary.pop("train_nodes"), decoder=c.decoder, metric=self.metric,
-                           evaluator=self.evaluator_name,
+                           evaluator=self.evaluator_name, link_eval=self.link_eval_mode,
                            test_metric=best.get("test_metric") if best else None,
                            val_metric=best.get("val_metric") if best else None,
                            final_test_metric=last.get("test_metric"), final_val_metric=last.get("val_metric"))
