@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -77,9 +78,6 @@ def pyg_typed_side(ds_path: Path, model_name: str, fanouts, batch_size: int, hid
                    seed: int) -> dict:
     """PyG's hetero recipe on the stored typed graph in memory (module docs)."""
     import torch
-    import torch.nn.functional as F
-    from sklearn.metrics import roc_auc_score
-    from torch_geometric.loader import LinkNeighborLoader
 
     import flashgnn
     from flashgnn.nn.link import HeteroLinkModel
@@ -96,40 +94,13 @@ def pyg_typed_side(ds_path: Path, model_name: str, fanouts, batch_size: int, hid
     torch.manual_seed(seed)
     model = HeteroLinkModel(model_name, data.metadata(), EDGE_TYPE, in_dims, hidden, len(fanouts), 0.2, "dot",
                             embed=embed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    loader = LinkNeighborLoader(data, num_neighbors=list(fanouts),
-                                edge_label_index=(EDGE_TYPE, torch.from_numpy(np.stack([train.src, train.dst]))),
-                                neg_sampling=dict(mode="binary", amount=1), batch_size=batch_size, shuffle=True,
-                                generator=torch.Generator().manual_seed(seed))
-    t0 = time.perf_counter()
-    for _ in range(epochs):
-        model.train()
-        for b in loader:
-            opt.zero_grad()
-            F.binary_cross_entropy_with_logits(model(b), b[EDGE_TYPE].edge_label).backward()
-            opt.step()
-    k = test.neg.shape[1]
-    eli = np.concatenate([np.stack([test.src, test.dst]), np.stack([np.repeat(test.src, k), test.neg.reshape(-1)])],
-                         axis=1)
-    label = torch.cat([torch.ones(len(test.src)), torch.zeros(len(test.src) * k)])
-    model.eval()
-    scores, labels = [], []
-    with torch.no_grad():
-        for b in LinkNeighborLoader(data, num_neighbors=list(fanouts), edge_label=label, batch_size=batch_size,
-                                    edge_label_index=(EDGE_TYPE, torch.from_numpy(eli))):
-            scores.append(model(b))
-            labels.append(b[EDGE_TYPE].edge_label)
-    auc = roc_auc_score(torch.cat(labels).numpy(), torch.cat(scores).numpy())
-    return {"test_rocauc": float(auc), "seconds": time.perf_counter() - t0}
+    return _pyg_recipe(data, model, train, test, fanouts, batch_size, lr, epochs, seed, EDGE_TYPE)
 
 
 def pyg_side(ds_path: Path, model_name: str, fanouts, batch_size: int, hidden: int, lr: float, epochs: int,
              seed: int) -> dict:
     import torch
-    import torch.nn.functional as F
-    from sklearn.metrics import roc_auc_score
     from torch_geometric.data import Data
-    from torch_geometric.loader import LinkNeighborLoader
 
     import flashgnn
     from flashgnn.nn.link import LinkModel, uses_embedding
@@ -146,18 +117,41 @@ def pyg_side(ds_path: Path, model_name: str, fanouts, batch_size: int, hidden: i
     torch.manual_seed(seed)
     emb = n if uses_embedding(model_name, ds.feature_dim) else 0
     model = LinkModel(model_name, ds.feature_dim, hidden, len(fanouts), 0.2, "dot", num_nodes=emb)
+    # The degree-normalised models' whole-graph degrees (flashgnn.nn.link).
+    return _pyg_recipe(data, model, train, test, fanouts, batch_size, lr, epochs, seed,
+                       prepare=lambda b: setattr(b, "deg", deg[b.n_id]))
+
+
+def _pyg_recipe(data, model, train, test, fanouts, batch_size, lr, epochs, seed, edge_type=None,
+                prepare=lambda b: None) -> dict:
+    """PyG's link-prediction recipe on ``data`` in memory: ``LinkNeighborLoader`` over the training edges with
+    one binary negative each, BCE on the logits, Adam; the test ROC-AUC over a ``LinkNeighborLoader`` of the
+    test positives and their stored negatives with ``edge_label`` (as PyG's examples evaluate). ``edge_type``:
+    a typed graph's supervision edge type (PyG's ``(edge_type, edges)``)."""
+    import torch
+    import torch.nn.functional as F
+    from sklearn.metrics import roc_auc_score
+    from torch_geometric.loader import LinkNeighborLoader
+
+    def eli_of(a):
+        t = torch.from_numpy(a)
+        return t if edge_type is None else (edge_type, t)
+
+    def fields(b):
+        return b if edge_type is None else b[edge_type]
+
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     loader = LinkNeighborLoader(data, num_neighbors=list(fanouts),
-                                edge_label_index=torch.from_numpy(np.stack([train.src, train.dst])),
+                                edge_label_index=eli_of(np.stack([train.src, train.dst])),
                                 neg_sampling=dict(mode="binary", amount=1), batch_size=batch_size, shuffle=True,
                                 generator=torch.Generator().manual_seed(seed))
     t0 = time.perf_counter()
     for _ in range(epochs):
         model.train()
         for b in loader:
-            b.deg = deg[b.n_id]  # the degree-normalised models' whole-graph degrees (flashgnn.nn.link)
+            prepare(b)
             opt.zero_grad()
-            F.binary_cross_entropy_with_logits(model(b), b.edge_label).backward()
+            F.binary_cross_entropy_with_logits(model(b), fields(b).edge_label).backward()
             opt.step()
     k = test.neg.shape[1]
     eli = np.concatenate([np.stack([test.src, test.dst]), np.stack([np.repeat(test.src, k), test.neg.reshape(-1)])],
@@ -166,11 +160,11 @@ def pyg_side(ds_path: Path, model_name: str, fanouts, batch_size: int, hidden: i
     model.eval()
     scores, labels = [], []
     with torch.no_grad():
-        for b in LinkNeighborLoader(data, num_neighbors=list(fanouts), edge_label_index=torch.from_numpy(eli),
-                                    edge_label=label, batch_size=batch_size):
-            b.deg = deg[b.n_id]
+        for b in LinkNeighborLoader(data, num_neighbors=list(fanouts), edge_label_index=eli_of(eli), edge_label=label,
+                                    batch_size=batch_size):
+            prepare(b)
             scores.append(model(b))
-            labels.append(b.edge_label)
+            labels.append(fields(b).edge_label)
     auc = roc_auc_score(torch.cat(labels).numpy(), torch.cat(scores).numpy())
     return {"test_rocauc": float(auc), "seconds": time.perf_counter() - t0}
 
@@ -198,6 +192,7 @@ def main(argv=None) -> int:
     work = Path(a.work)
     raw, ds = work / "raw", work / "ds"
     fanouts = [int(f) for f in a.fanout.split(",")]
+    shutil.rmtree(raw, ignore_errors=True)  # the other layout's files would change how the input is read
     if a.typed:
         write_typed_graph(raw, a.users, a.items, a.per_user, a.feature_dim, a.seed)
         flashgnn.build(raw, ds, add_reverse=True, dedup=True, link_split=(0.1, 0.1),

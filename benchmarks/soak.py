@@ -332,7 +332,8 @@ def _report(recs, acked, lost, bad, fault, rss, delta, seconds, t_start, filled,
         "filled_at_s": filled, "freed_at_s": freed, "phases": ops,
         "acknowledged_writes": len(acked), "lost_acknowledged_writes": lost, "wrong_answers": len(wrong),
         "wrong_examples": wrong[:5], "stuck_requests": stuck, "in_flight_at_end": st.get("in_flight"),
-        "rss_mib": {"min": float(v.min() / 2**20) if len(v) else None, "max": float(v.max() / 2**20) if len(v) else None,
+        "rss_mib": {"min": float(v.min() / 2**20) if len(v) else None,
+                    "max": float(v.max() / 2**20) if len(v) else None,
                     "early_mean": float(early.mean() / 2**20) if len(early) else None,
                     "late_mean": float(late.mean() / 2**20) if len(late) else None},
         "rss_drift": drift, "rss_drift_net_of_delta": net, "anon_drift": anon_drift,
@@ -364,10 +365,12 @@ def print_report(r: dict) -> None:
           f"{dm['late_mean'] or 0:.1f} MiB; drift net of the delta {net}; anonymous memory "
           f"{r['anon_mib']['early_mean'] or 0:.1f} -> {r['anon_mib']['late_mean'] or 0:.1f} MiB"
           if rs["early_mean"] else "server RSS: too short")
-    print(f"summary: {r['seconds'] / 60:.1f} min, {sum(o['requests'] for ph in r['phases'].values() for o in ph.values()):,} "
+    requests = sum(o["requests"] for ph in r["phases"].values() for o in ph.values())
+    full = "run" if r["disk_full_phase"] else "skipped"
+    print(f"summary: {r['seconds'] / 60:.1f} min, {requests:,} "
           f"requests; {r['acknowledged_writes']:,} acknowledged writes, {r['lost_acknowledged_writes']} lost; "
           f"{r['wrong_answers']} wrong answers; {r['stuck_requests']} stuck; in flight at end {r['in_flight_at_end']}; "
-          f"RSS drift {drift} ({net} net of the delta's growth); disk-full phase {'run' if r['disk_full_phase'] else 'skipped'} "
+          f"RSS drift {drift} ({net} net of the delta's growth); disk-full phase {full} "
           f"({r['log_space_rollbacks']} log rollbacks); bad sector {r['bad_sector']} ({r['bad_nodes']} nodes)")
 
 

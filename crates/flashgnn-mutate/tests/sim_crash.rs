@@ -340,28 +340,12 @@ fn a_failed_log_write_or_fdatasync_is_never_acknowledged_and_loses_no_acknowledg
             "point {k}: a write was taken after the failure"
         );
         assert!(batches[..first].iter().all(|b| b.acked <= k), "point {k}");
-        for seed in 0..seeds().max(3) {
-            let state = disk.crash(seed);
-            states += 1;
-            let t = tempdir();
-            let root = t.path().join("ds");
-            std::fs::create_dir(&root).unwrap();
-            materialise(&state, &root).unwrap();
-            let g = MutableGraph::open(&root, &writable())
-                .unwrap_or_else(|e| panic!("point {k} seed {seed}: the store does not open: {e}"));
-            for (i, b) in batches.iter().enumerate() {
-                let embed = g.get_embed(b.vid as i64).unwrap();
-                let has_row = embed == b.row;
-                assert!(has_row || embed == base_rows[&b.vid], "point {k} seed {seed}: batch {i} neither old nor new");
-                let has_edge = g.get_neighbors(b.edge.0 as i64).unwrap().contains(&b.edge.1);
-                assert_eq!(has_row, has_edge, "point {k} seed {seed}: batch {i} is half visible");
-                // Acknowledged: present. The failed one: either way, whole.
-                // Refused after it (never written): absent.
-                assert!(i >= first || has_row, "point {k} seed {seed}: acknowledged batch {i} lost");
-                assert!(i <= first || !has_row, "point {k} seed {seed}: refused batch {i} visible");
-            }
-            g.close().unwrap();
-        }
+        // Acknowledged: present. The failed one: either way, whole.
+        // Refused after it (never written): absent.
+        states += check_states(&disk, &batches, &base_rows, &format!("point {k}"), |i, has| {
+            assert!(i >= first || has, "point {k}: acknowledged batch {i} lost");
+            assert!(i <= first || !has, "point {k}: refused batch {i} visible");
+        });
     }
     println!("sim faults: EIO at each of {} log operations, {states} crash states in all", points.len());
 }
