@@ -236,7 +236,21 @@ impl NeighborSampler {
     /// (`SCAN_PAGES` per read, `SCAN_IN_FLIGHT` reads in flight), handing
     /// each node's internal id and raw slot bytes to `f`. Reads may complete
     /// out of order, so `f` sees the nodes in no particular order.
-    pub(crate) fn scan_slots(&mut self, mut f: impl FnMut(u64, &[u8]) -> Result<()>) -> Result<()> {
+    pub(crate) fn scan_slots(&mut self, f: impl FnMut(u64, &[u8]) -> Result<()>) -> Result<()> {
+        self.scan_slots_with(false, f).map(|_| ())
+    }
+
+    /// [`scan_slots`](Self::scan_slots); with `skip_unreadable`, a page the
+    /// device cannot read (EIO) is left out — its nodes are not handed to
+    /// `f` — instead of failing the scan (see [`read_extents_skipping`]).
+    /// Returns the bytes left out.
+    ///
+    /// [`read_extents_skipping`]: Self::read_extents_skipping
+    pub(crate) fn scan_slots_with(
+        &mut self,
+        skip_unreadable: bool,
+        mut f: impl FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<u64> {
         let l = self.layout().clone();
         let p = l.page_size as u64;
         let pages = l.slot_pages();
@@ -248,7 +262,7 @@ impl NeighborSampler {
             first += n;
         }
         let k = l.slots_per_page as u64;
-        self.read_extents(&scan, SCAN_IN_FLIGHT, |req, buf| {
+        let on_pages = |req: &ReadReq, buf: &[u8]| {
             for (j, page_bytes) in buf.chunks_exact(p as usize).enumerate() {
                 let page_no = req.offset / p + j as u64;
                 for v in ((page_no - 1) * k..page_no * k).take_while(|&v| v < l.num_nodes) {
@@ -257,7 +271,65 @@ impl NeighborSampler {
                 }
             }
             Ok(())
-        })
+        };
+        if skip_unreadable {
+            self.read_extents_skipping(&scan, SCAN_IN_FLIGHT, p as u32, on_pages)
+        } else {
+            self.read_extents(&scan, SCAN_IN_FLIGHT, on_pages).map(|_| 0)
+        }
+    }
+
+    /// [`read_extents`](Self::read_extents), but a request that fails with
+    /// EIO — a media error, what a device reports for a sector it cannot
+    /// read — is read again `unit` bytes at a time, and `f` gets the pieces
+    /// that can be read (each as a request of its own); the rest are left
+    /// out. For the static hot set, a selection that may do without some
+    /// extents (they are read on demand, and fail there, alone): one bad
+    /// page must not cost the whole cache. Returns the bytes left out.
+    pub(crate) fn read_extents_skipping(
+        &mut self,
+        reqs: &[ReadReq],
+        max_in_flight: usize,
+        unit: u32,
+        mut f: impl FnMut(&ReadReq, &[u8]) -> Result<()>,
+    ) -> Result<u64> {
+        let index: HashMap<(u16, u64), usize> = reqs.iter().enumerate().map(|(i, r)| ((r.file, r.offset), i)).collect();
+        let mut done = vec![false; reqs.len()];
+        let mut left_out = 0u64;
+        let mut pending: Vec<ReadReq> = reqs.to_vec();
+        loop {
+            let r = self.read_extents(&pending, max_in_flight, |req, buf| {
+                f(req, buf)?;
+                done[index[&(req.file, req.offset)]] = true;
+                Ok(())
+            });
+            let e = match r {
+                Ok(()) => return Ok(left_out),
+                Err(crate::SampleError::Io(e)) if e.source.raw_os_error() == Some(libc::EIO) => e,
+                Err(e) => return Err(e),
+            };
+            // The failed request: the unfinished one whose bytes hold the error's offset.
+            let hit = |r: &ReadReq| e.offset.is_some_and(|o| o >= r.offset && o < r.offset + r.len as u64);
+            let Some(&bad) = pending.iter().find(|r| !done[index[&(r.file, r.offset)]] && hit(r)) else {
+                return Err(e.into());
+            };
+            let unit = unit.max(512) as u64;
+            let mut at = bad.offset;
+            while at < bad.offset + bad.len as u64 {
+                let len = unit.min(bad.offset + bad.len as u64 - at) as u32;
+                let piece = ReadReq { offset: at, len, ..bad };
+                match self.read_extents(&[piece], 1, &mut f) {
+                    Ok(()) => {}
+                    Err(crate::SampleError::Io(e)) if e.source.raw_os_error() == Some(libc::EIO) => {
+                        left_out += len as u64;
+                    }
+                    Err(e) => return Err(e),
+                }
+                at += len as u64;
+            }
+            done[index[&(bad.file, bad.offset)]] = true;
+            pending.retain(|r| !done[index[&(r.file, r.offset)]]);
+        }
     }
 
     /// Read the chosen extents (hottest first) and check them like any read.
@@ -300,8 +372,11 @@ impl NeighborSampler {
         let mut out = StaticSet::with_capacity(total);
         let files = self.file_names();
         let mut packed = Vec::with_capacity(page as usize);
-        self.read_extents(&groups, GROUP_IN_FLIGHT, |g, group_buf| {
+        let mut left_out = self.read_extents_skipping(&groups, GROUP_IN_FLIGHT, page as u32, |g, group_buf| {
             for req in &reqs[members[g.tag as usize].clone()] {
+                if req.offset < g.offset || req.offset + req.len as u64 > g.offset + g.len as u64 {
+                    continue; // a piece of a group re-read after a media error: its members elsewhere
+                }
                 let at_in = (req.offset - g.offset) as usize;
                 let buf = &group_buf[at_in..at_in + req.len as usize];
                 let r = req.tag as usize;
@@ -340,7 +415,7 @@ impl NeighborSampler {
             Ok(())
         })?;
         if !slot_rank.is_empty() {
-            self.scan_slots(|v, bytes| {
+            left_out += self.scan_slots_with(true, |v, bytes| {
                 if let Some(&r) = slot_rank.get(&v) {
                     // Held trimmed of its zero padding (`decode_checked_slot` takes it so).
                     let used = used_slot_bytes(&l, decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?.degree);
@@ -354,6 +429,12 @@ impl NeighborSampler {
                 }
                 Ok(())
             })?;
+        }
+        if left_out > 0 {
+            eprintln!(
+                "flashgnn: hot set: {left_out} bytes the device could not read (EIO) left out; they are read on \
+                 demand (`flashgnn scrub` names the pages)"
+            );
         }
         out.sort_by_offset(); // offsets were laid out hottest first
 
@@ -385,7 +466,7 @@ impl NeighborSampler {
         let separate = l.placement == FeaturePlacement::Separate && l.row_bytes() > 0;
         let rows = self.row_finder();
         let held = self.typed_row_held();
-        self.scan_slots(|v, bytes| {
+        self.scan_slots_with(true, |v, bytes| {
             let slot = decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?;
             let d = slot.degree as f64;
             top.offer_held(d, F_SLOT, v, l.slot_bytes, used_slot_bytes(&l, slot.degree) as u32);
