@@ -24,13 +24,15 @@
 //! replay decides what is durable). One failure is known exactly: a log
 //! *write* refused for want of space (ENOSPC, EDQUOT; the fdatasync never
 //! ran). The leader then cuts the log back to its durable end (truncate and
-//! fsync; if either fails, the graph refuses writes as above), rolls `head`
-//! back to the durable snapshot, and fails every queued frame — each was
-//! validated on top of the group that was not written. Sequence numbers are
-//! then reused, so a frame's waiter also holds the *epoch* it was queued in:
-//! a rollback starts a new epoch and records where the old one's durable
-//! frames ended. Writes resume as soon as space is free again; reads never
-//! stopped (they take the published snapshot).
+//! fsync; if either fails, the graph refuses writes as above) and fails every
+//! queued frame — each was validated on top of the group that was not
+//! written — and the next holder of `head` resets it to the durable
+//! snapshot. Sequence numbers are then reused, so a frame's waiter also
+//! holds the *epoch* it was queued in: a rollback starts a new epoch and
+//! records where the old one's durable frames ended (one record per run of
+//! epochs that end at the same place: a full disk refuses many writes in a
+//! row and makes none durable). Writes resume as soon as space is free
+//! again; reads never stopped (they take the published snapshot).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -122,9 +124,12 @@ pub(crate) struct Queue {
     failed: Option<String>,
     pub wal: Option<WalFile>,
     /// Rollbacks after a log write refused for space (module docs): the
-    /// current epoch is `epoch_end.len()`; `epoch_end[e]` is the last
-    /// durable sequence number of epoch `e`, the log's path and the errno.
-    epoch_end: Vec<(u64, String, i32)>,
+    /// current epoch is `epochs`; `epoch_end` holds `(first epoch, last
+    /// durable sequence number)` per run of ended epochs that share it, in
+    /// epoch order; `refused` the log's path and errno of the last refusal.
+    epochs: u64,
+    epoch_end: Vec<(u64, u64)>,
+    refused: (String, i32),
     /// A rollback happened and `head` still holds the state it undid:
     /// whoever next holds `head` resets it ([`MutableGraph::settle`]).
     rolled_back: bool,
@@ -360,7 +365,9 @@ impl MutableGraph {
                 leader: false,
                 durable_seq: last,
                 failed: None,
+                epochs: 0,
                 epoch_end: Vec::new(),
+                refused: (String::new(), 0),
                 rolled_back: false,
                 wal: wal_file,
             }),
@@ -459,11 +466,10 @@ impl MutableGraph {
                 if q.rolled_back {
                     // A rollback came while this batch was validated on the state it undid.
                     self.settle(&mut head, &mut q);
-                    let (_, path, errno) = q.epoch_end.last().expect("a rollback ends an epoch");
-                    return Err(refused_for_space(path, *errno));
+                    return Err(refused_for_space(&q.refused));
                 }
                 q.pending.push(Pending { seq, frame, snap, ops: n as u64 });
-                q.epoch_end.len() as u64
+                q.epochs
             };
             head.next_seq += 1;
             head.delta = delta;
@@ -481,12 +487,13 @@ impl MutableGraph {
     fn commit_wait(&self, seq: u64, epoch: u64) -> Result<()> {
         let mut q = self.queue.lock().unwrap();
         loop {
-            if let Some((end, path, errno)) = q.epoch_end.get(epoch as usize) {
+            if epoch < q.epochs {
                 // A rollback ended this frame's epoch: durable if it was by then.
-                if seq <= *end {
+                let run = q.epoch_end.partition_point(|&(first, _)| first <= epoch) - 1;
+                if seq <= q.epoch_end[run].1 {
                     return Ok(());
                 }
-                return Err(refused_for_space(path, *errno));
+                return Err(refused_for_space(&q.refused));
             }
             if q.durable_seq >= seq {
                 return Ok(());
@@ -564,12 +571,16 @@ impl MutableGraph {
         let mut q = self.queue.lock().unwrap();
         match cut {
             Ok(()) => {
-                let end = q.durable_seq;
+                let (end, epoch) = (q.durable_seq, q.epochs);
+                if q.epoch_end.last().is_none_or(|&(_, e)| e != end) {
+                    q.epoch_end.push((epoch, end));
+                }
+                q.epochs += 1;
                 let errno = match e {
                     MutError::Io(io) => io.source.raw_os_error().unwrap_or(libc::ENOSPC),
                     _ => libc::ENOSPC,
                 };
-                q.epoch_end.push((end, wal.path().display().to_string(), errno));
+                q.refused = (wal.path().display().to_string(), errno);
                 q.pending.clear(); // each was validated on top of the group not written
                 q.rolled_back = true;
                 self.stats.log_space_rollbacks.fetch_add(1, Relaxed);
@@ -717,11 +728,11 @@ impl MutableGraph {
 /// The error of a write whose frame was failed by a rollback after a log
 /// write refused for space (module docs): an `IoError` with that errno, so
 /// callers see a full file system (the server: RESOURCE_EXHAUSTED).
-fn refused_for_space(path: &str, errno: i32) -> MutError {
+fn refused_for_space((path, errno): &(String, i32)) -> MutError {
     MutError::Io(flashgnn_io::IoError::new(
         "not acknowledged (the log was cut back to its durable end; writes resume once space is free): writing",
         path,
         None,
-        std::io::Error::from_raw_os_error(errno),
+        std::io::Error::from_raw_os_error(*errno),
     ))
 }
