@@ -1,5 +1,6 @@
 """One unreadable page (FLASHGNN_FAULT_READ: every read of those bytes fails with EIO, as a device reports a
-sector it cannot read) costs only what needs it. The cache's static hot set — chosen by one scan of every
+sector it cannot read) costs only what needs it. The memory budget's batch measurement draws smaller
+batches that miss the page (scaled up) instead of failing; the cache's static hot set — chosen by one scan of every
 slot page and loaded whole at start — leaves the unreadable extents out and says so, instead of failing (a
 server then ran without any cache; docs/reliability.md, *Soak*); a batch of seeds away from the page samples
 as it does without the fault, and a batch that needs the page fails naming its file and offset.
@@ -20,8 +21,9 @@ import json, sys
 import numpy as np
 import flashgnn
 ds_path, good, bad = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+from flashgnn.sample import budget
 cache = flashgnn.Cache(ds_path, [5, 5], 1 << 30)
-out = {"static_bytes": cache.stats()["static_bytes"]}
+out = {"static_bytes": cache.stats()["static_bytes"], "batch_bytes": budget.batch_bytes(ds_path, [5, 5], 1024)}
 s = flashgnn.Sampler(ds_path, [5, 5], cache=cache)
 b = s.sample(np.array(good, dtype=np.int64), seed=7)
 out["good"] = [b.n_id.tolist(), b.edge_index.tolist()]
@@ -59,6 +61,8 @@ def test_an_unreadable_page_is_left_out_of_the_hot_set(tmp_path):
     faulty, err = _run(ds, good, bad, f"graph.fg@{bad_page * page}+{page}")
     assert clean["bad"] is None and clean["static_bytes"] > 0
     assert faulty["static_bytes"] > 0, "the hot set was loaded, less the unreadable page"
+    # The budget's batch measurement draws smaller batches past the page and scales them up (never less).
+    assert faulty["batch_bytes"] >= clean["batch_bytes"] * 0.5 and clean["batch_bytes"] > 0
     assert "hot set:" in err and "left out" in err
     assert faulty["good"] == clean["good"], "seeds away from the page sample as without the fault"
     assert faulty["bad"] is not None and "graph.fg" in faulty["bad"] and str(bad_page * page) in faulty["bad"]

@@ -17,6 +17,7 @@ and ``fits``); ``engine + window + lookahead_cache + cache == budget``.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -25,6 +26,8 @@ import numpy as np
 from flashgnn import _core
 from flashgnn.sample.sampler import DEFAULT_HOT_FRACTION
 
+# batch_bytes: draws that may meet an unreadable page (each then halves the draw) before the error is raised.
+MEASURE_RETRIES = 12
 # Owned by flashgnn_sample (budget.rs, neighbor.rs); see their comments for the derivations.
 ENGINE_FIXED_PER_PRODUCER = _core.ENGINE_BYTES_PER_PRODUCER  # buffer pool + per-batch page cache
 HEADROOM = _core.BUDGET_HEADROOM
@@ -84,10 +87,22 @@ def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "ur
         pool = np.asarray(local, dtype=np.int64) + ds.type_offset(t)
     else:
         pool = ds.split("train") if "train" in ds.split_names else np.arange(ds.num_nodes)
-    worst = 0
-    for _ in range(2):
-        b = sampler.sample(rng.choice(pool, min(batch_size, len(pool)), replace=False),
-                           seed=int(rng.integers(1 << 31)))
+    worst, measured, failed = 0, 0, 0
+    want = size = min(batch_size, len(pool))
+    while measured < 2:
+        try:
+            b = sampler.sample(rng.choice(pool, size, replace=False), seed=int(rng.integers(1 << 31)))
+        except OSError as e:
+            # A page the device cannot read (EIO) fails the batches that need it, not the sizing: a smaller
+            # draw that misses it is measured and scaled up (an overestimate, the safe side of a budget).
+            # Any other error, or no draw missing it, is raised.
+            failed += 1
+            if e.errno != errno.EIO or failed > MEASURE_RETRIES or size == 1:
+                raise
+            size = max(1, size // 2)
+            continue
+        measured += 1
+        scale = want / size
         if ds.is_typed:  # every type's ids, rows and labels, every edge type's edges
             parts = [a for p in b.node.values() for a in (p.n_id, p.x, p.y) if a is not None]
             parts += [p.edge_index for p in b.edge.values()]
@@ -96,12 +111,12 @@ def batch_bytes(path, fanouts, batch_size: int, seed: int = 0, engine: str = "ur
                            * np.dtype(sampler.out_dtype or t["features"]["dtype"]).itemsize
                            for t in ds.types["node_types"]
                            if features is True and t.get("features") and b.node[t["name"]].x is None)
-            worst = max(worst, sum(a.nbytes for a in parts) + unfilled)
+            worst = max(worst, (sum(a.nbytes for a in parts) + unfilled) * scale)
             continue
         full = features is True and sampler.features is not False
         x = len(b.n_id) * b.x.shape[1] * b.x.itemsize if full else b.x.nbytes
         extra = b.missing.nbytes if b.missing is not None and not full else 0
-        worst = max(worst, sum(a.nbytes for a in (b.n_id, b.edge_index, b.y)) + x + extra)
+        worst = max(worst, (sum(a.nbytes for a in (b.n_id, b.edge_index, b.y)) + x + extra) * scale)
     return int(worst * HEADROOM)
 
 
