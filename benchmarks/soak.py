@@ -284,6 +284,7 @@ def _phase(t: float, filled: float | None, freed: float | None) -> str:
 def _report(recs, acked, lost, bad, fault, rss, delta, seconds, t_start, filled, freed, st, scrub, code, full,
             server_err) -> dict:
     bad = set(bad)
+    page = fault.split("@")[1].split("+")[0]  # the bad page's offset, as a Run's error names it
     ops: dict = {}
     wrong = []
     stuck = 0
@@ -296,7 +297,6 @@ def _report(recs, acked, lost, bad, fault, rss, delta, seconds, t_start, filled,
         else:
             o["errors"][status] = o["errors"].get(status, 0) + 1
         stuck += lat > STUCK_S
-        page = fault.split("@")[1].split("+")[0]
         if kind == "get_neighbors":
             v = note if status == "OK" else note[0]
             if (status == "OK") == (v in bad):
