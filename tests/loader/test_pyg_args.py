@@ -165,7 +165,7 @@ def test_transform_is_applied_to_each_batch_as_in_pyg(ds_path, graph):
 
 
 def test_loader_is_a_pyg_neighbor_loader_and_runs_pyg_inference(ds_path, graph):
-    """PyG's BasicGNN.inference(loader) runs on flashgnn.NeighborLoader (loader.data.x memory-mapped) and
+    """PyG's BasicGNN.inference(loader) runs on flashgnn.NeighborLoader (over loader.data.x) and
     equals the model over the whole in-memory graph; the remote backend says what to use instead."""
     from torch_geometric.nn import GraphSAGE
 

@@ -138,7 +138,7 @@ def test_hidden_layers_and_refusals(ds_path, whole):
 
 
 def test_pyg_model_inference_on_a_flashgnn_loader(ds_path, whole):
-    """PyG's own pattern: model.inference(loader) with loader.data.x memory-mapped."""
+    """PyG's own pattern: model.inference(loader) over loader.data.x."""
     x, ei = whole
     ld = flashgnn.NeighborLoader(ds_path, num_neighbors=[-1], batch_size=100, input_nodes=None)
     data = ld.data
@@ -166,6 +166,58 @@ def test_pyg_model_inference_on_a_flashgnn_loader(ds_path, whole):
     remote = flashgnn.pyg.NeighborLoader(ds_path, [-1], batch_size=64)
     with pytest.raises(AttributeError, match=r"no \.num_nodes.*flashgnn.inference\(model, DATASET"):
         _models()["sage"].eval().inference(remote)
+
+
+def test_a_layer_pass_is_kept_and_later_passes_are_copies(ds_path, monkeypatch):
+    """PyG's inference makes one structure pass per layer, each the same: the first is kept (it fits) and the
+    next ones are copies of it, with no engine call; a consumer writing into a batch changes nothing kept;
+    without room nothing is kept and the engine samples every pass."""
+    fresh = flashgnn.NeighborLoader(ds_path, num_neighbors=[-1], batch_size=100, input_nodes=None)
+    fresh.node_sampler  # noqa: B018  (what PyG's inference reads)
+    want = list(fresh)
+    ld = flashgnn.NeighborLoader(ds_path, num_neighbors=[-1], batch_size=100, input_nodes=None)
+    ld.node_sampler  # noqa: B018
+    first = list(ld)
+    assert not ld.telemetry.get("replayed")
+    for d in first:
+        d.edge_index.zero_()
+        d.n_id.zero_()
+    for again in range(2):
+        got = list(ld)
+        assert ld.telemetry.get("replayed") is True
+        assert len(got) == len(want)
+        for a, b in zip(got, want, strict=True):
+            assert sorted(a.keys()) == sorted(b.keys()) and "x" not in a
+            for k in b.keys():
+                va, vb = a[k], b[k]
+                assert torch.equal(va, vb) if isinstance(vb, torch.Tensor) else va == vb, (again, k)
+    monkeypatch.setattr("flashgnn.sample.budget.available_memory", lambda: 4 * 1000)
+    tight = flashgnn.NeighborLoader(ds_path, num_neighbors=[-1], batch_size=100, input_nodes=None)
+    tight.node_sampler  # noqa: B018
+    for _ in range(2):
+        got = list(tight)
+        assert not tight.telemetry.get("replayed") and tight.telemetry["bytes_used"] > 0
+        assert all(torch.equal(a.edge_index, b.edge_index) for a, b in zip(got, want, strict=True))
+
+
+def test_loader_data_is_read_into_memory_when_it_fits_else_a_memory_map(ds_path, whole, tmp_path, monkeypatch):
+    """loader.data.x: in memory when x fits half the room, else a memory map in a temporary directory that
+    goes with the data; the same rows either way."""
+    import tempfile
+
+    x, _ = whole
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    roomy = flashgnn.NeighborLoader(ds_path, num_neighbors=[-1], batch_size=100).data
+    assert torch.equal(roomy.x, x) and not list(tmp_path.glob("flashgnn-loader-data-*"))
+    monkeypatch.setattr("flashgnn.sample.budget.available_memory", lambda: x.numel() * 4)  # x is twice half of it
+    mapped = flashgnn.NeighborLoader(ds_path, num_neighbors=[-1], batch_size=100).data
+    assert torch.equal(mapped.x, x) and torch.equal(mapped.y, roomy.y)
+    assert [p.name for p in next(tmp_path.glob("flashgnn-loader-data-*")).iterdir()] != []
+    del mapped
+    import gc
+
+    gc.collect()
+    assert not list(tmp_path.glob("flashgnn-loader-data-*"))  # removed with the data
 
 
 # ---------------------------------------------------------------------------------------------

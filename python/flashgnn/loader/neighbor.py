@@ -230,44 +230,60 @@ def _to_data(b, input_id: np.ndarray, pin: bool, device_cache=None) -> Data:
     )
 
 
-def _graph_view(ds: Dataset, chunk: int = 1 << 16) -> Data:
-    """``loader.data`` (see :attr:`NeighborLoader.data`): x and y copied once
-    into memory-mapped .npy files (``chunk`` rows per read, so resident
-    memory stays ``chunk x dim``), masks from the stored splits."""
+def _graph_view(ds: Dataset, engine: str, cache=None, chunk: int = 1 << 16) -> Data:
+    """``loader.data`` (see :attr:`NeighborLoader.data`): x and y read once in
+    id order (``chunk`` rows per read) into memory when x fits half the
+    memory this process may use, else into memory-mapped .npy files (resident
+    memory then stays ``chunk x dim``); masks from the stored splits."""
     import shutil
     import tempfile
     import weakref
 
     from flashgnn import _progress
+    from flashgnn.sample.budget import available_memory
+    from flashgnn.sample.sampler import rows_in_id_order
 
     n, d = ds.num_nodes, ds.feature_dim
-    tmp = tempfile.mkdtemp(prefix="flashgnn-loader-data-")
+    has_y = ds.num_classes > 0 or ds._core.has_labels()
+    in_memory = n * d * 4 <= available_memory() // 2
+    tmp = None if in_memory else tempfile.mkdtemp(prefix="flashgnn-loader-data-")
+    where = "memory" if in_memory else "a memory map"
     try:
-        x = np.lib.format.open_memmap(os.path.join(tmp, "x.npy"), mode="w+", dtype=np.float32, shape=(n, d))
-        has_y = ds.num_classes > 0 or ds._core.has_labels()
-        y = np.lib.format.open_memmap(os.path.join(tmp, "y.npy"), mode="w+", dtype=np.int64, shape=(n,)) \
-            if has_y else None
-        bar = _progress.bar(total=n, desc=f"loader.data: x, y of {ds.path} to a memory map", unit="node",
+        if in_memory:
+            # Anonymous memory: gathered per batch by PyG's inference, a memory map's pages would fault in one
+            # by one (and cost TLB misses) where this takes huge pages.
+            x = np.empty((n, d), np.float32)
+            y = np.empty(n, np.int64) if has_y else None
+        else:
+            x = np.lib.format.open_memmap(os.path.join(tmp, "x.npy"), mode="w+", dtype=np.float32, shape=(n, d))
+            y = np.lib.format.open_memmap(os.path.join(tmp, "y.npy"), mode="w+", dtype=np.int64, shape=(n,)) \
+                if has_y else None
+        bar = _progress.bar(total=n, desc=f"loader.data: x, y of {ds.path} to {where}", unit="node",
                             disable=n <= 4 * chunk)
-        for lo in range(0, n, chunk):
-            ids = np.arange(lo, min(lo + chunk, n), dtype=np.int64)
-            x[lo:lo + len(ids)] = ds.features(ids)
-            if y is not None:
-                y[lo:lo + len(ids)] = ds.labels(ids)
-            bar.update(len(ids))
+        rows_in_id_order(ds.path, x, engine=engine, cache=cache, block=chunk, bar=bar)
         bar.close()
-        for a in (x, y):
-            if a is not None:
-                a.flush()
-        del x, y
-        # Copy-on-write maps: writable (torch wants that), never written back, pages reclaimable.
-        data = Data(x=torch.from_numpy(np.load(os.path.join(tmp, "x.npy"), mmap_mode="c")), num_nodes=n)
-        if has_y:
-            data.y = torch.from_numpy(np.load(os.path.join(tmp, "y.npy"), mmap_mode="c"))
+        if y is not None:
+            for lo in range(0, n, chunk):
+                y[lo:min(lo + chunk, n)] = ds.labels(np.arange(lo, min(lo + chunk, n), dtype=np.int64))
+        if in_memory:
+            data = Data(x=torch.from_numpy(x), num_nodes=n)
+            if has_y:
+                data.y = torch.from_numpy(y)
+        else:
+            for a in (x, y):
+                if a is not None:
+                    a.flush()
+            del x, y
+            # Copy-on-write maps: writable (torch wants that), never written back, pages reclaimable.
+            data = Data(x=torch.from_numpy(np.load(os.path.join(tmp, "x.npy"), mmap_mode="c")), num_nodes=n)
+            if has_y:
+                data.y = torch.from_numpy(np.load(os.path.join(tmp, "y.npy"), mmap_mode="c"))
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
-    weakref.finalize(data, shutil.rmtree, tmp, True)  # mapped pages stay valid after the unlink (POSIX)
+    if tmp is not None:
+        weakref.finalize(data, shutil.rmtree, tmp, True)  # mapped pages stay valid after the unlink (POSIX)
     for s in ("train", "val", "test"):
         if s in ds.split_names:
             mask = torch.zeros(n, dtype=torch.bool)
@@ -465,9 +481,10 @@ class NeighborLoader(_Base, _PygNeighborLoader):
     def data(self) -> Data:
         """The graph as PyG's code reads it from ``loader.data``, without its
         edges (they stay on disk): ``x`` (float32) and ``y`` (int64, -1 =
-        unlabeled) as tensors over memory-mapped copies in a temporary
-        directory (written once, on first access, in chunks; removed with the
-        loader), ``train_mask``/``val_mask``/``test_mask`` for the stored
+        unlabeled), read once on first access in id order — into memory when
+        ``x`` fits half the memory this process may use, else into
+        memory-mapped copies in a temporary directory removed with the
+        loader —, ``train_mask``/``val_mask``/``test_mask`` for the stored
         splits, ``num_nodes``. This is what ``BasicGNN.inference(loader)``
         reads (``x_all = loader.data.x``; rows gathered per batch), so PyG's
         own layer-wise inference runs on a loader built with
@@ -476,7 +493,7 @@ class NeighborLoader(_Base, _PygNeighborLoader):
         (``torch.cat``): ``num_nodes x width x 4`` bytes; where that does not
         fit, :func:`flashgnn.inference` keeps them on disk too."""
         if self._pyg_data is None:
-            self._pyg_data = _graph_view(self.dataset)
+            self._pyg_data = _graph_view(self.dataset, self.engine, self.cache)
         return self._pyg_data
 
     @property
@@ -543,8 +560,10 @@ class NeighborLoader(_Base, _PygNeighborLoader):
         pos = self._positions(epoch)
         order = self.input_nodes[pos] + self._offset
         base = _epoch_seed(self.seed, epoch)
-        rows_unused = getattr(self, "_rows_unused", False)
-        sampler = self._structure_sampler() if rows_unused else self.sampler
+        if getattr(self, "_rows_unused", False):
+            yield from self._layer_pass(order, pos, base)
+            return
+        sampler = self.sampler
         # With lookahead the window itself runs ahead: the structure stage
         # keeps only two batches queued (each holds its free rows).
         it = sampler.iter_batches(order, self.batch_size, seed=base,
@@ -559,10 +578,46 @@ class NeighborLoader(_Base, _PygNeighborLoader):
         try:
             for i, b in enumerate(self._timed(batches)):
                 p = pos[i * self.batch_size : i * self.batch_size + b.batch_size]
-                yield self._emit(self._to_batch(b, self._input_id(p), rows_unused))
+                yield self._emit(self._to_batch(b, self._input_id(p), False))
         finally:
             if batches is not it:
                 batches.close()  # stops the fill thread before the structure stage closes
+            it.close()
+            self.telemetry = self._telemetry(getattr(sampler, "last_iter_telemetry", {}))
+
+    def _layer_pass(self, order, pos, base):
+        """One pass of PyG's layer-wise inference (structure only, every node in id order, one full hop: see
+        :attr:`node_sampler`). Such a pass is the same every time — a batch is a pure function of its seeds and
+        a full hop draws nothing —, and the inference makes one per layer, so a pass whose batches fit a
+        quarter of the memory this process may use is kept and the next ones are copies of it (copied as
+        kept and as handed out, so a consumer that writes into a batch changes nothing kept): the engine reads and samples the
+        graph once, not once per layer."""
+        if getattr(self, "_kept_pass", None) is not None:
+            self.wait_seconds = 0.0
+            for d in self._kept_pass:
+                yield self._emit(d.clone())
+            self.telemetry = dict(self.telemetry, replayed=True)
+            return
+        from flashgnn.sample.budget import available_memory
+
+        room = available_memory() // 4
+        kept, size = [], 0
+        sampler = self._structure_sampler()
+        it = sampler.iter_batches(order, self.batch_size, seed=base, prefetch=self.prefetch, drop_last=self.drop_last,
+                                  workers=self.workers)
+        try:
+            for i, b in enumerate(self._timed(it)):
+                p = pos[i * self.batch_size : i * self.batch_size + b.batch_size]
+                d = self._to_batch(b, self._input_id(p), True)
+                if kept is not None:
+                    size += sum(v.numel() * v.element_size() for v in d.values() if isinstance(v, torch.Tensor))
+                    if size <= room:
+                        kept.append(d.clone())
+                    else:
+                        kept = None
+                yield self._emit(d)
+            self._kept_pass = kept
+        finally:
             it.close()
             self.telemetry = self._telemetry(getattr(sampler, "last_iter_telemetry", {}))
 

@@ -187,18 +187,16 @@ def _input_table(ds, engine: str, cache, x_transform, dev, block: int):
     blocks of ``block`` rows through the engine and ``cache``; and the reads it took."""
     import torch
 
-    from flashgnn.sample.sampler import Sampler
+    from flashgnn.sample.sampler import rows_in_id_order
 
-    n = ds.num_nodes
-    s = Sampler(ds.path, [0], engine=engine, dtype=np.float32, labels=False, cache=cache)
-    table = np.empty((n, ds.feature_dim), np.float32)
-    for lo in range(0, n, block):
-        rows = s.gather(np.arange(lo, min(lo + block, n), dtype=np.int64)).x
-        if x_transform is not None:
-            with torch.no_grad():
-                rows = x_transform(torch.from_numpy(np.ascontiguousarray(rows)).to(dev)).float().cpu().numpy()
-        table[lo:lo + len(rows)] = rows
-    return table, s.telemetry()["reads"]
+    def each(rows):
+        with torch.no_grad():
+            return x_transform(torch.from_numpy(np.ascontiguousarray(rows)).to(dev)).float().cpu().numpy()
+
+    table = np.empty((ds.num_nodes, ds.feature_dim), np.float32)
+    reads = rows_in_id_order(ds.path, table, engine=engine, cache=cache, block=block,
+                             each=None if x_transform is None else each)
+    return table, reads
 
 
 def _dev(model, device):

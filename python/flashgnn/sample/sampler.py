@@ -417,6 +417,24 @@ class Sampler:
         self.core().reset_telemetry()
 
 
+def rows_in_id_order(path, out: np.ndarray, *, engine: str, cache=None, block: int = 1 << 16,
+                     each=None, bar=None) -> int:
+    """Fill ``out`` (``[num_nodes, dim]`` float32: memory or a memory map) with
+    every node's row, read in id order — page order — ``block`` rows at a time
+    through ``engine`` and ``cache``; ``each(rows)`` maps a block first (a
+    model's input transform), ``bar`` counts the nodes. Returns the reads it
+    took. ``loader.data`` and :func:`flashgnn.inference` read their tables
+    here."""
+    s = Sampler(path, [0], engine=engine, dtype=np.float32, labels=False, cache=cache)
+    n = out.shape[0]
+    for lo in range(0, n, block):
+        b = s.gather(np.arange(lo, min(lo + block, n), dtype=np.int64))
+        out[lo:lo + len(b.x)] = b.x if each is None else each(b.x)
+        if bar is not None:
+            bar.update(len(b.x))
+    return int(s.telemetry()["reads"])
+
+
 def probe_random_reads(path, length: int = 4096, depth: int = 1, seconds: float = 2.0, engine: str = "uring") -> float:
     """fio-style random-read IOPS on ``path`` (O_DIRECT) at ``depth``."""
     return _core.probe_random_reads(os.fspath(path), length, depth, seconds, engine)

@@ -30,6 +30,13 @@ impl NeighborSampler {
     pub(super) fn discover(&mut self, v: u32, hop: u8, seed: u64) -> Result<u32> {
         let k = self.hops() as u8;
         if let Some(&i) = self.index.get(&v) {
+            // Reached again at the deepest hop: that never lowers its hop, so
+            // its record is not touched (on a full-neighbourhood batch that
+            // load was a cache miss per repeated neighbour, half this
+            // function's time).
+            if hop >= k {
+                return Ok(i);
+            }
             let node = &mut self.nodes[i as usize];
             if hop < node.hop {
                 node.hop = hop;
