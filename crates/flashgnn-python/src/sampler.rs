@@ -566,8 +566,8 @@ impl Cache {
             "static_bytes": c.static_bytes(), "static_entries": c.static_entries(), "static_dense": c.static_dense(),
             "dynamic_bytes": c.dynamic_bytes(),
             "static_hits": st.static_hits.load(Relaxed), "dynamic_hits": st.dynamic_hits.load(Relaxed),
-            "misses": st.misses.load(Relaxed), "inserts": st.inserts.load(Relaxed),
-            "evictions": st.evictions.load(Relaxed),
+            "misses": st.misses.load(Relaxed), "inserts": c.inserts(),
+            "evictions": c.evictions(),
         });
         to_py(py, &report)
     }
