@@ -186,11 +186,17 @@ impl NeighborSampler {
             self.ready.push_back(Ready::MemSlot(i));
             return Ok(());
         }
-        if self.serve_from_batch((F_GRAPH, page), Waiter::Slot(i)) {
+        // A static set holding inline rows encoded serves its slots before
+        // this batch's pages do: whether a page holding the slot was read
+        // earlier in the batch depends on read order, and the row's value
+        // (decoded or as stored) must not.
+        let static_first = self.static_held_slots.is_some();
+        let held = self.cache.as_deref().filter(|_| static_first).and_then(|c| c.get_static_extent(key));
+        if held.is_none() && self.serve_from_batch((F_GRAPH, page), Waiter::Slot(i)) {
             return Ok(());
         }
         if let Some(c) = self.cache.as_deref() {
-            if let Some(r) = c.get_static_extent(key) {
+            if let Some(r) = held.or_else(|| c.get_static_extent(key)) {
                 self.cache_hits[0] += 1;
                 // Decoded when the ready queue reaches it: fetch it meanwhile.
                 let a = c.static_at(r.clone());
