@@ -302,7 +302,8 @@ fn encoded_rows_change_only_x_within_the_codecs_bound() {
                 // Another engine: other read orders, the very same batches (a
                 // slot of the set is served from it even when its page was
                 // read earlier in the batch, so x never depends on read order).
-                let pread = SamplerConfig { engine: EngineKind::Pread, cache: Some(cache.clone()), ..Default::default() };
+                let pread =
+                    SamplerConfig { engine: EngineKind::Pread, cache: Some(cache.clone()), ..Default::default() };
                 let mut b = NeighborSampler::open(&path, &[10, 5], &pread).unwrap();
                 let mut changed = 0;
                 for (j, (seeds, seed)) in plan.iter().enumerate() {

@@ -238,7 +238,8 @@ impl NeighborSampler {
             return Ok(());
         }
         if let Some(c) = self.cache.as_deref() {
-            if let Some(r) = c.get_static_extent(key).filter(|r| self.static_codec.is_some() && r.len() != len as usize) {
+            if let Some(r) = c.get_static_extent(key).filter(|r| self.static_codec.is_some() && r.len() != len as usize)
+            {
                 // The row alone, held encoded (checked before it was, by the
                 // sampler's own loader): decoded once, straight into `x`, by
                 // `canonical`.

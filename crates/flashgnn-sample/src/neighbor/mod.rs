@@ -581,14 +581,14 @@ impl NeighborSampler {
         let (c, l) = (codec?, &self.layout);
         let rb = l.row_bytes() as usize;
         let held = c.held(l.feature_dtype, l.feature_dim as usize);
-        (self.typed.is_none() && rb > 0 && l.feature_dtype == Dtype::Float32 && held < rb)
-            .then_some((rb, held))
+        (self.typed.is_none() && rb > 0 && l.feature_dtype == Dtype::Float32 && held < rb).then_some((rb, held))
     }
 
     /// `static_held_slots` for an attached cache whose static set holds
-    /// rows by `codec`.
+    /// rows by `codec` (set after `static_checked`: only a set the sampler
+    /// loaded, and so checked, holds slots encoded).
     fn held_slots_for(&self, codec: Option<crate::rowcodec::RowCodec>) -> Option<(Layout, usize)> {
-        let inline = self.layout.placement == FeaturePlacement::Inline;
+        let inline = self.layout.placement == FeaturePlacement::Inline && self.static_checked;
         self.held_rows(codec).filter(|_| inline).map(|(_, held)| (held_slot_layout(&self.layout), held))
     }
 
