@@ -4,9 +4,14 @@
   engines (identical batches, so identical accuracy is expected);
 - the same model trained by a stock PyG loop, ``torch_geometric.loader.NodeLoader((fs, gs),
   node_sampler=flashgnn.pyg.NeighborSampler)`` over the remote backend;
-- an MLP on features alone (the baseline a GNN must beat by >= 10 points).
+- an MLP on features alone (the baseline a GNN must beat by >= 10 points);
+- with ``--row-codecs none,fp16,int8``: GraphSAGE on ``uring`` with a cache of
+  each ``--codec-cache`` fraction of the data whose static set holds rows as
+  stored or encoded (``train --cache-row-codec``; train and eval batches then
+  carry the decoded rows of cached nodes), each codec's test accuracy minus
+  that of rows as stored at the same cache (target: within 0.5 points).
 
-    python -m benchmarks.accuracy DATASET [--epochs 5] [--json]
+    python -m benchmarks.accuracy DATASET [--epochs 5] [--row-codecs none,fp16,int8] [--json]
 
 Prints one line per run and a summary with the margins; ``--json`` emits it all.
 """
@@ -74,14 +79,50 @@ def train_flashgnn(dataset, model: str, engine: str, epochs: int, fanout: str, s
                 data_wait=s["data_wait"])
 
 
+def codec_runs(a) -> int:
+    """``--row-codecs``: the same training with the cache's rows as stored and
+    encoded, at each cache fraction; each codec's accuracy minus rows as stored."""
+    from flashgnn.sample.budget import dataset_bytes
+
+    data = dataset_bytes(a.dataset)
+    runs, summary = [], {}
+    for frac in [float(x) for x in a.codec_cache.split(",")]:
+        by = {}
+        for codec in a.row_codecs.split(","):
+            r = train_flashgnn(a.dataset, "sage", "uring", a.epochs, a.fanout, a.seed,
+                               cache_budget=int(frac * data), cache_row_codec=codec)
+            r.update(run=f"sage/uring/cache {frac:g}/{codec}", row_codec=codec, cache_fraction=frac)
+            runs.append(r)
+            by[codec] = r["test_acc"]
+            if not a.json:
+                print(f"{r['run']:<30} test acc {r['test_acc']:.4f}  val acc {r['val_acc']:.4f}  "
+                      f"{r['seconds']:.1f} s", flush=True)
+        for codec, acc in by.items():
+            if codec != "none" and "none" in by:
+                summary[f"{codec}_minus_none_at_{frac:g}"] = acc - by["none"]
+    if a.json:
+        print(json.dumps(dict(runs=runs, summary=summary), indent=2))
+    else:
+        print("accuracy: " + ", ".join(f"{k} {100 * v:+.2f} points" for k, v in summary.items())
+              + " (target within 0.5)")
+    return 0
+
+
 def main(argv=None) -> int:
     p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dataset")
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--fanout", default="10,5")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--row-codecs", default="",
+                   help="comma list (none, fp16, int8): only the codec runs, each at every --codec-cache fraction")
+    p.add_argument("--codec-cache", default="0.1,1.0",
+                   help="comma list of cache budgets as fractions of the dataset's page files (1.0: every row "
+                        "of the static set encoded)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
+    if a.row_codecs:
+        return codec_runs(a)
     fan = [int(x) for x in a.fanout.split(",")]
     runs = [
         train_flashgnn(a.dataset, "sage", "uring", a.epochs, a.fanout, a.seed),

@@ -12,7 +12,12 @@ variant in a fresh child process with the page cache dropped first:
 - ``uring``: flashgnn's ``uring`` engine without a cache, under the cap (the
   CPU a miss costs, for the per-hit figure).
 - ``uring+cache``: ``uring`` with a cross-batch cache of at most a third of
-  the data, under the cap.
+  the data, under the cap. ``--row-codecs none,fp16,int8`` and ``--hots
+  degree,presample`` run it once per (codec, hot set), named by the levers
+  that differ from rows as stored by degree (``uring+cache/int8``,
+  ``uring+cache/presample``, ``uring+cache/int8/presample``), alternated
+  with the others in every round; each one's ratio to ``pyg-memory`` and
+  ``memory``, hit rate and reads per batch are reported (``levers``).
 - ``train-pyg`` / ``train-flashgnn`` / ``train-flashgnn-nocap``: a training
   epoch (``--train-batches`` steps; default the train split's whole epoch) of
   the same model (``flashgnn train``'s defaults: GraphSAGE, hidden 128,
@@ -240,6 +245,11 @@ def have_torch_sparse() -> bool:
     return importlib.util.find_spec("torch_sparse") is not None
 
 
+def cached_name(codec: str, hot: str) -> str:
+    """``uring+cache`` with the levers that differ from the default (rows as stored, hot set by degree)."""
+    return "uring+cache" + "".join(f"/{x}" for x, d in ((codec, "none"), (hot, "degree")) if x != d)
+
+
 def main(argv=None) -> int:
     from flashgnn.sample import budget
     from flashgnn._util import human_bytes as h
@@ -271,6 +281,12 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=1,
                     help="run the sampling variants (not pyg-mmap) this many times, alternated, and report each "
                          "one's median round: drift of a shared host then moves every variant alike")
+    ap.add_argument("--row-codecs", default="none",
+                    help="comma list (none, fp16, int8): uring+cache once per codec the static set holds rows in, "
+                         "alternated in rounds (uring+cache/fp16, ...)")
+    ap.add_argument("--hots", default="degree",
+                    help="comma list of hot-set choices (degree, touches, presample): uring+cache once per choice "
+                         "(uring+cache/presample, ...), crossed with --row-codecs")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     path = a.dataset
@@ -278,11 +294,14 @@ def main(argv=None) -> int:
     if data < 1.5 * a.memory_limit:
         raise SystemExit(f"bench-peers: {path} holds {h(data)} of page files, less than 1.5x the {h(a.memory_limit)} "
                          "cap; give a larger dataset or a smaller --memory-limit")
-    variants = [v for v in (*SAMPLING, *(TRAINING if a.train_batches != 0 else ()))
-                if not a.only or v in a.only.split(",")]
+    # uring+cache once per (codec, hot set) asked for; the first pair is the plain name.
+    levers = {cached_name(c, hot): (c, hot) for hot in a.hots.split(",") for c in a.row_codecs.split(",")}
+    sampling = [x for v in SAMPLING for x in (levers if v == CACHED else (v,))]
+    variants = [v for v in (*sampling, *(TRAINING if a.train_batches != 0 else ()))
+                if not a.only or v in a.only.split(",") or (v in levers and CACHED in a.only.split(","))]
     cache_max = min(data // 3, a.memory_limit - engine_base_bytes(a.threads))
     cache_budget = max(min(a.cache_budget or cache_max, cache_max), 0)
-    if cache_budget <= 0 and CACHED in variants:
+    if cache_budget <= 0 and any(v in levers for v in variants):
         raise SystemExit(f"bench-peers: the {h(a.memory_limit)} cap leaves no cache beside the engine's "
                          f"{h(engine_base_bytes(a.threads))}")
     pyg_ok = have_torch_sparse()
@@ -303,7 +322,7 @@ def main(argv=None) -> int:
     cache = {"budget": cache_budget, "policy": "s3fifo", "hot": "degree", "hot_fraction": DEFAULT_HOT_FRACTION}
     results = {}
     rounds = {}  # variant -> its results, one per round (none once it failed)
-    plan = [(r, v) for r in range(max(a.rounds, 1)) for v in variants if r == 0 or v in REPEATED]
+    plan = [(r, v) for r in range(max(a.rounds, 1)) for v in variants if r == 0 or v in REPEATED or v in levers]
     for rnd, v in plan:
         if rnd > 0 and ("skipped" in results.get(v, {}) or "failed" in results.get(v, {})):
             continue
@@ -311,7 +330,7 @@ def main(argv=None) -> int:
             results[v] = {"variant": v, "skipped": "torch_sparse is not importable (make bench-peers installs it)"}
             print(f"bench-peers: {v:<15} skipped: torch_sparse is not importable", file=sys.stderr)
             continue
-        cap = a.memory_limit if v in CAPPED else a.train_memory_limit if v == "train-flashgnn" else None
+        cap = a.memory_limit if v in CAPPED or v in levers else a.train_memory_limit if v == "train-flashgnn" else None
         if v in ("pyg-memory", "pyg-mmap"):
             cmd = [sys.executable, "-m", "benchmarks.peers", "--child", "sample", str(work),
                    "1" if v == "pyg-mmap" else "0", a.fanout, str(a.batch_size), str(a.batches), str(a.seed),
@@ -327,8 +346,11 @@ def main(argv=None) -> int:
                    "--threads", str(a.threads), "--seed", str(a.seed), "--metrics-json", str(metrics),
                    "--no-progress"]
         else:
-            cmd = [sys.executable, "-m", "flashgnn.ssd.bench", "--child", path, v, a.fanout, str(a.batch_size),
-                   str(a.batches), str(a.seed), str(a.depth), str(a.threads), str(a.max_seconds), json.dumps(cache)]
+            codec, hot = levers.get(v, ("none", "degree"))
+            engine = CACHED if v in levers else v
+            cmd = [sys.executable, "-m", "flashgnn.ssd.bench", "--child", path, engine, a.fanout, str(a.batch_size),
+                   str(a.batches), str(a.seed), str(a.depth), str(a.threads), str(a.max_seconds),
+                   json.dumps(dict(cache, row_codec=codec, hot=hot))]
         dropped = drop_caches()
         t = time.perf_counter()
         rc, out = run_child(cmd, cap)
@@ -358,7 +380,9 @@ def main(argv=None) -> int:
         else:
             bound = "< " if r.get("upper_bound") else ""
             print(f"bench-peers: {v:<15} {bound}{r['batches_per_s']:.4g} batches/s"
-                  + (f" (round {rnd + 1} of {a.rounds})" if a.rounds > 1 and v in REPEATED else "")
+                  + (f", {r['reads_per_batch']:.0f} reads/batch" if r.get("reads_per_batch") is not None else "")
+                  + (f", {r['cache_hit_rate']:.1%} hits" if v in levers else "")
+                  + (f" (round {rnd + 1} of {a.rounds})" if a.rounds > 1 and (v in REPEATED or v in levers) else "")
                   + (f" (cut off after {r['seconds']:.0f} s)" if r.get("incomplete") else ""), file=sys.stderr)
     rate = {v: r.get("batches_per_s") for v, r in results.items() if r.get("batches_per_s")}
 
@@ -376,6 +400,19 @@ def main(argv=None) -> int:
     per_round = {k: [c["batches_per_s"] / m["batches_per_s"] for c, m in zip(rounds[CACHED], rounds[y])]
                  for k, y in (("uring+cache_vs_memory", "memory"), ("uring+cache_vs_pyg_memory", "pyg-memory"))
                  if CACHED in rounds and y in rounds}
+    # Each lever alone (and crossed): its rate against PyG's and the memory engine's, per round too.
+    by_lever = {}
+    for v in levers:
+        if v not in rate:
+            continue
+        rr = results[v]
+        by_lever[v] = {
+            "row_codec": levers[v][0], "hot": levers[v][1], "vs_pyg_memory": ratio(v, "pyg-memory"),
+            "vs_memory": ratio(v, "memory"), "cache_hit_rate": rr.get("cache_hit_rate"),
+            "reads_per_batch": rr.get("reads_per_batch"), "static_entries": (rr.get("cache") or {}).get(
+                "static_entries"), "cache_seconds": rr.get("cache_seconds"),
+            "vs_pyg_memory_by_round": [c["batches_per_s"] / m["batches_per_s"]
+                                       for c, m in zip(rounds.get(v, []), rounds.get("pyg-memory", []))]}
     ratios = {
         "uring+cache_vs_pyg_memory": ratio(CACHED, "pyg-memory"),
         "uring+cache_vs_memory": ratio(CACHED, "memory"),
@@ -392,7 +429,7 @@ def main(argv=None) -> int:
               "fanout": a.fanout, "batch_size": a.batch_size, "batches": a.batches,
               "train_batches": train_steps if any(v in TRAINING for v in variants) else 0, "threads": a.threads,
               "results": results, "cache_cpu": split_cpu, "ratios": ratios, "rounds": a.rounds,
-              "round_ratios": per_round, "loadavg": load}
+              "round_ratios": per_round, "levers": by_lever, "loadavg": load}
     if a.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -406,6 +443,12 @@ def main(argv=None) -> int:
                                                                            if k in targets else ""))
     for k, rs in per_round.items():
         print(f"  {k + ' by round':<28} " + " ".join(f"{x:.2f}" for x in rs))
+    for v, x in by_lever.items():
+        f = lambda y: "-" if y is None else format(y, ".2f")  # noqa: E731
+        print(f"  {v:<28} vs pyg-memory {f(x['vs_pyg_memory'])} (by round "
+              + " ".join(f(y) for y in x["vs_pyg_memory_by_round"]) + f"), vs memory {f(x['vs_memory'])}, "
+              f"hits {x['cache_hit_rate']:.1%}, {x['reads_per_batch']:.0f} reads/batch, "
+              f"{x['static_entries']:,} static entries")
     shown = ", ".join(f"{k} {v:.2f}" for k, v in ratios.items() if v is not None and not isinstance(v, bool))
     print(f"summary: {shown or 'no ratio (variants failed or skipped)'}; load average {load[0]:.2f}")
     return 0

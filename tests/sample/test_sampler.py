@@ -360,6 +360,86 @@ def test_cache_changes_speed_not_batches(ds_path, hot, policy):
     assert n_id == a.sample(order[:256], seed=5).n_id.tolist()
 
 
+def _within_codec_bound(codec, want, got):
+    """Every value of ``got`` within ``codec``'s bound of ``want`` (float32 rows)."""
+    if codec == "fp16":
+        bound = np.abs(want) * 2.0 ** -11 + 1e-7
+    else:
+        bound = np.broadcast_to(np.abs(want).max(axis=1, keepdims=True) / 254 * 1.0001, want.shape)
+    return bool((np.abs(want - got) <= bound).all())
+
+
+@pytest.mark.parametrize("codec", ["fp16", "int8"])
+def test_encoded_rows_change_only_x_within_the_codecs_bound(ds_path, codec):
+    """Cache(row_codec=...) on a homogeneous dataset (inline rows): every batch
+    equals the uncached one but for x, each value within the codec's bound
+    (fp16: relative 2**-11; int8: max|row| / 254); some rows did come from
+    the encoded set; the same budget holds more slots than rows as stored do
+    (the static set charges encoded bytes) and stays within it; a float16
+    ``x`` is the decoded rows converted."""
+    plain = flashgnn.Sampler(ds_path, [8, 4], engine="uring")
+    order = np.random.default_rng(5).permutation(4096)[:1024]
+    want = [plain.sample(order[i * 256:(i + 1) * 256], seed=i) for i in range(4)]
+    budget = 256 << 10
+    stored = flashgnn.Cache(ds_path, [8, 4], budget, hot="degree")
+    cache = flashgnn.Cache(ds_path, [8, 4], budget, hot="degree", row_codec=codec)
+    st = cache.stats()
+    assert st["row_codec"] == codec and st["static_bytes"] <= budget
+    assert st["static_entries"] > 1.25 * stored.stats()["static_entries"], (st, stored.stats())
+    s = flashgnn.Sampler(ds_path, [8, 4], engine="uring", cache=cache)
+    other = flashgnn.Sampler(ds_path, [8, 4], engine="pread", cache=cache)
+    changed = 0
+    for i, w in enumerate(want):
+        g = s.sample(order[i * 256:(i + 1) * 256], seed=i)
+        _eq(g, other.sample(order[i * 256:(i + 1) * 256], seed=i))  # whatever the read order
+        for f in ["n_id", "edge_index", "num_sampled_nodes", "num_sampled_edges", "y"]:
+            np.testing.assert_array_equal(getattr(g, f), getattr(w, f), err_msg=f)
+        assert g.x.dtype == w.x.dtype == np.float32 and g.x.shape == w.x.shape
+        assert _within_codec_bound(codec, w.x, g.x), codec
+        changed += int((g.x != w.x).any(axis=1).sum())
+    assert changed > 0, "no row came from the encoded set"
+    assert s.telemetry()["cache_static_hits"] > 0
+    half = flashgnn.Sampler(ds_path, [8, 4], engine="uring", cache=cache, dtype=np.float16)
+    g = half.sample(order[:256], seed=0)
+    # Decoded to float32, then converted as any stored row is.
+    np.testing.assert_array_equal(g.x, s.sample(order[:256], seed=0).x.astype(np.float16))
+
+
+def test_row_codec_budget_and_refusals(ds_path):
+    """The budget counts rows at their encoded size (dataset_bytes with a
+    codec: num_nodes x the bytes a row saves); an unknown codec is refused
+    wherever it is given, naming the value; a loader cannot ask a shared
+    cache or a given cache for another codec than the one it holds."""
+    from flashgnn.sample import budget
+
+    ds = flashgnn.open(ds_path)
+    plain, dim = budget.dataset_bytes(ds_path), ds.feature_dim
+    assert budget.row_held_bytes("int8", "float32", dim) == 4 + dim
+    assert budget.row_held_bytes("fp16", "float32", dim) == 2 * dim
+    assert budget.row_held_bytes("int8", "float32", 1) == 4  # no smaller: held as stored
+    assert budget.row_held_bytes("int8", "float16", dim) == 2 * dim  # not float32: as stored
+    assert budget.dataset_bytes(ds_path, "int8") == plain - ds.num_nodes * (4 * dim - (4 + dim))
+    assert budget.dataset_bytes(ds_path, "none") == plain
+    for bad in (lambda: flashgnn.Cache(ds_path, [4], 1 << 20, row_codec="int4"),
+                lambda: budget.row_held_bytes("int4", "float32", 8),
+                lambda: flashgnn.NeighborLoader(ds_path, [4], batch_size=64, row_codec="int4", quiet=True)):
+        with pytest.raises(Exception, match="row codec \"int4\""):
+            bad()
+    with pytest.raises(Exception, match="feature dtype \"complex64\""):
+        budget.row_held_bytes("int8", "complex64", 8)
+    import gc
+
+    gc.collect()
+    a = flashgnn.NeighborLoader(ds_path, [4], batch_size=64, split="train", memory_budget=96 << 20,
+                                row_codec="int8", quiet=True)
+    assert a.cache.row_codec == "int8" and a.cache.stats()["row_codec"] == "int8"
+    with pytest.raises(ValueError, match="row_codec='fp16'.*holds rows as 'int8'"):
+        flashgnn.NeighborLoader(ds_path, [4], batch_size=64, split="val", row_codec="fp16", quiet=True)
+    given = flashgnn.Cache(ds_path, [4], 1 << 20)
+    with pytest.raises(ValueError, match="row_codec='int8' and cache= .*holds rows as 'none'"):
+        flashgnn.NeighborLoader(ds_path, [4], batch_size=64, cache=given, row_codec="int8")
+
+
 def test_cache_bad_arguments(ds_path):
     with pytest.raises(flashgnn.InputError, match="policy"):
         flashgnn.Cache(ds_path, [4], 1 << 20, policy="lru")

@@ -93,6 +93,20 @@ pub fn budget_window_bytes(prefetch: u64, lookahead: u64, per_batch: u64, per_lo
     Shape { per_batch, per_lookahead, workers: 1, prefetch, lookahead }.window_bytes()
 }
 
+/// Bytes a static hot set holds a row of `dim` values of `dtype` (a numpy
+/// dtype name) in under `codec` (`flashgnn_sample::rowcodec`): its encoded
+/// size, or its size as stored when the codec is `none`, does not apply to
+/// the dtype or would not make it smaller. Unknown names are refused, named.
+#[pyfunction]
+pub fn row_held_bytes(codec: &str, dtype: &str, dim: u64) -> PyResult<u64> {
+    use flashgnn_sample::{rowcodec::RowCodec, SampleError};
+    let codec = RowCodec::parse(codec).map_err(|e| py_err(SampleError::Config(e)))?;
+    let dt = flashgnn_format::Dtype::parse(dtype)
+        .ok_or_else(|| py_err(SampleError::Config(format!("feature dtype {dtype:?}: not a dtype flashgnn stores"))))?;
+    let stored = dim as usize * dt.size();
+    Ok(codec.map_or(stored, |c| c.held(dt, dim as usize).min(stored)) as u64)
+}
+
 /// Bytes `auto` leaves outside the budget (`flashgnn_sample::budget::reserve`).
 #[pyfunction]
 #[pyo3(signature = (per_batch, torch_loaded, node_bytes=0))]
@@ -152,6 +166,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ACTIVATION_BATCHES", budget::ACTIVATION_BATCHES)?;
     m.add("CODE_PAGES_KEPT", budget::CODE_PAGES_KEPT)?;
     m.add_function(wrap_pyfunction!(budget_split, m)?)?;
+    m.add_function(wrap_pyfunction!(row_held_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(budget_auto, m)?)?;
     m.add_function(wrap_pyfunction!(budget_reserve, m)?)?;
     m.add_function(wrap_pyfunction!(budget_window_bytes, m)?)?;

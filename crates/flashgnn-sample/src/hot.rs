@@ -165,12 +165,44 @@ impl TopExtents {
     }
 }
 
+/// Bytes the static set holds a homogeneous dataset's slots and separate
+/// rows in, under the codec it is loaded with: a slot's inline row and a
+/// separate row take their encoded size (`crate::rowcodec`).
+#[derive(Clone, Copy)]
+struct HomoHeld {
+    /// (row bytes as stored, as held) when inline rows are held encoded.
+    inline: Option<(u32, u32)>,
+    /// Bytes a separate row is held in when held encoded (the row alone,
+    /// not its sector extent).
+    separate: Option<u32>,
+}
+
+impl HomoHeld {
+    /// A slot whose used bytes (as stored) are `used`.
+    fn slot(self, used: usize) -> u32 {
+        match self.inline {
+            Some((rb, held)) => (used as u32 - rb) + held,
+            None => used as u32,
+        }
+    }
+}
+
 impl NeighborSampler {
     /// Bytes the static set holds a typed row in, under the codec it is
     /// loaded with ([`NeighborSampler::hold_rows_as`]).
     fn typed_row_held(&self) -> impl Fn(&RowAt) -> u32 {
         let codec = self.hot_row_codec();
         move |r: &RowAt| codec.map_or(r.bytes, |c| c.held(r.dtype, r.dim)) as u32
+    }
+
+    /// [`HomoHeld`] under the codec the set is loaded with.
+    fn homo_held(&self) -> HomoHeld {
+        let held = self.held_rows(self.hot_row_codec());
+        let inline = self.layout().placement == FeaturePlacement::Inline;
+        HomoHeld {
+            inline: held.filter(|_| inline).map(|(rb, h)| (rb as u32, h as u32)),
+            separate: held.filter(|_| !inline).map(|(_, h)| h as u32),
+        }
     }
 
     /// Run `reqs` through the engine (up to its depth in flight), handing
@@ -349,6 +381,8 @@ impl NeighborSampler {
         let mut slot_rank: HashMap<u64, usize> = HashMap::default();
         let rows = self.row_finder();
         let codec = self.hot_row_codec();
+        let homo = self.homo_held();
+        let separate_rows = homo.separate.map(|_| self.separate_rows());
         let no_row = |v: u64| crate::SampleError::Config(format!("hot set: node {v} has no typed feature row"));
         // Each extent's place in the arena, in rank order (hottest first):
         // bytes are written straight there as reads complete, in any order.
@@ -395,6 +429,14 @@ impl NeighborSampler {
                         }
                         bytes = &packed;
                     }
+                } else if let (F_FEATURES, Some(rows)) = (c.file, separate_rows.as_ref()) {
+                    // A separate row held encoded: checked, then kept alone.
+                    let row = rows.row(req.offset, bytes)?;
+                    packed.clear();
+                    if !codec.expect("rows held encoded have a codec").encode(l.feature_dtype, row, &mut packed) {
+                        continue; // not carried by the codec: left out, read as usual
+                    }
+                    bytes = &packed;
                 } else if req.file == F_OVERFLOW {
                     check_overflow_page(&l, &files[F_OVERFLOW as usize], req.offset / page, buf)?;
                     if let Some(b) = bits {
@@ -415,17 +457,35 @@ impl NeighborSampler {
             Ok(())
         })?;
         if !slot_rank.is_empty() {
+            let mut held_slot = Vec::with_capacity(l.slot_bytes as usize);
             left_out += self.scan_slots_with(true, |v, bytes| {
                 if let Some(&r) = slot_rank.get(&v) {
                     // Held trimmed of its zero padding (`decode_checked_slot` takes it so).
-                    let used = used_slot_bytes(&l, decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?.degree);
-                    if used > chosen[r].cost as usize {
+                    let slot = decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?;
+                    let used = used_slot_bytes(&l, slot.degree);
+                    let held = homo.slot(used) as usize;
+                    if held > chosen[r].cost as usize {
                         return Err(crate::SampleError::Config(format!(
-                            "hot set: slot of node {v} holds {used} B, {} B were set aside",
+                            "hot set: slot of node {v} holds {held} B, {} B were set aside",
                             chosen[r].cost
                         )));
                     }
-                    out.put_at(cache::key(F_SLOT, v), at[r], &bytes[..used]);
+                    match homo.inline {
+                        // The inline row held encoded, first; then the slot
+                        // without it (`neighbor::held_slot_layout`).
+                        Some(_) => {
+                            held_slot.clear();
+                            if !codec.expect("a codec").encode(l.feature_dtype, slot.features, &mut held_slot) {
+                                return Ok(()); // not carried by the codec: left out, read as usual
+                            }
+                            let row_at = l.inline_feature_offset() as usize;
+                            held_slot.extend_from_slice(&bytes[..row_at]);
+                            held_slot.extend_from_slice(&bytes[row_at + slot.features.len()..used]);
+                            debug_assert_eq!(held_slot.len(), held);
+                            out.put_at(cache::key(F_SLOT, v), at[r], &held_slot);
+                        }
+                        None => out.put_at(cache::key(F_SLOT, v), at[r], &bytes[..used]),
+                    }
                 }
                 Ok(())
             })?;
@@ -466,13 +526,14 @@ impl NeighborSampler {
         let separate = l.placement == FeaturePlacement::Separate && l.row_bytes() > 0;
         let rows = self.row_finder();
         let held = self.typed_row_held();
+        let homo = self.homo_held();
         self.scan_slots_with(true, |v, bytes| {
             let slot = decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?;
             let d = slot.degree as f64;
-            top.offer_held(d, F_SLOT, v, l.slot_bytes, used_slot_bytes(&l, slot.degree) as u32);
+            top.offer_held(d, F_SLOT, v, l.slot_bytes, homo.slot(used_slot_bytes(&l, slot.degree)));
             if separate {
                 let (lo, len, _) = l.feature_extent(v);
-                top.offer(d, F_FEATURES, lo, len);
+                top.offer_held(d, F_FEATURES, lo, len, homo.separate.unwrap_or(len));
             }
             // A typed node's row, held alone (not its type's whole extent).
             if let Some(r) = rows.as_ref().and_then(|r| r.row(v)) {
@@ -556,6 +617,7 @@ impl NeighborSampler {
         let mut top = TopExtents::new(budget, self.layout());
         let per = l.overflow_ids_per_page();
         let separate = l.placement == FeaturePlacement::Separate && l.row_bytes() > 0;
+        let homo = self.homo_held();
         let mut overflow: Vec<f32> = Vec::new();
         for h in 1..=k {
             let mut cur = vec![0f32; n];
@@ -587,11 +649,11 @@ impl NeighborSampler {
                 let vi = v as usize;
                 let expanded: f64 = (0..k).map(|g| r_all[g][vi] as f64).sum();
                 let reached = expanded + sum as f64;
-                let held = used_slot_bytes(&l, slot.degree) as u32;
+                let held = homo.slot(used_slot_bytes(&l, slot.degree));
                 top.offer_held(if separate { expanded } else { reached }, F_SLOT, v, l.slot_bytes, held);
                 if separate {
                     let (lo, len, _) = l.feature_extent(v);
-                    top.offer(reached, F_FEATURES, lo, len);
+                    top.offer_held(reached, F_FEATURES, lo, len, homo.separate.unwrap_or(len));
                 }
                 let spilled = slot.overflow_len();
                 if spilled > 0 {
@@ -639,11 +701,16 @@ impl NeighborSampler {
         let counts = self.record_accesses(false);
         r?;
         let mut top = TopExtents::new(budget, self.layout());
-        let (rows, held) = (self.row_finder(), self.typed_row_held());
+        let (rows, held, homo) = (self.row_finder(), self.typed_row_held(), self.homo_held());
         for (key, (len, n)) in counts {
             let (file, offset) = cache::unkey(key);
             match rows.as_ref().filter(|_| file == F_TYPE_ROW).and_then(|r| r.row(offset)) {
                 Some(r) => top.offer_held(n as f64, file, offset, len, held(&r)),
+                // A slot is counted at its full bytes (its degree is not known here).
+                None if file == F_SLOT => top.offer_held(n as f64, file, offset, len, homo.slot(len as usize)),
+                None if file == F_FEATURES && homo.separate.is_some() => {
+                    top.offer_held(n as f64, file, offset, len, homo.separate.unwrap_or(len))
+                }
                 None => top.offer(n as f64, file, offset, len),
             }
         }

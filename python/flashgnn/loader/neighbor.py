@@ -342,6 +342,9 @@ class NeighborLoader(_Base, _PygNeighborLoader):
     device, its resident rows gathered there and never read from disk.
     ``split="train"|"val"|"test"`` takes the stored split (instead of
     ``input_nodes``). ``seed`` fixes the shuffle order and the draws.
+    ``row_codec`` (``"fp16"``/``"int8"``, opt-in): the shared cache holds
+    float32 rows encoded (:class:`flashgnn.Cache`), more of them in the same
+    budget; ``x`` then carries the decoded values of the rows it serves.
 
     ``lookahead=S`` (online lookahead, :mod:`flashgnn.loader.window`): the structure
     of each batch is sampled ``S`` batches before it is served (rows that come
@@ -363,7 +366,7 @@ class NeighborLoader(_Base, _PygNeighborLoader):
                 "is_sorted", "filter_per_worker", "neighbor_sampler", "directed", "batch_size", "shuffle",
                 "drop_last", "num_workers", "persistent_workers", "pin_memory", "split", "engine", "prefetch",
                 "seed", "dtype", "depth", "rank", "world_size", "equal_shards", "cache", "device_cache",
-                "lookahead", "lookahead_budget", "degrees", "memory_budget", "quiet")
+                "lookahead", "lookahead_budget", "degrees", "memory_budget", "row_codec", "quiet")
 
     def __new__(cls, *args, **kwargs):
         # A typed dataset's batches are HeteroData: its loader is HeteroNeighborLoader (same arguments).
@@ -381,7 +384,7 @@ class NeighborLoader(_Base, _PygNeighborLoader):
                  engine: str = "auto", prefetch: int = 4, seed: int = 0, dtype=np.float32, depth: int = DEFAULT_DEPTH,
                  rank: int = 0, world_size: int = 1, equal_shards: bool = True, cache=None, device_cache=None,
                  lookahead: int = 0, lookahead_budget: int = 0, degrees: bool = False, memory_budget="auto",
-                 quiet: bool = False, **kwargs):
+                 row_codec: str = "none", quiet: bool = False, **kwargs):
         who = "flashgnn.NeighborLoader"
         data = _pa.renamed(who, "dataset", "data", kwargs.pop("dataset", _UNSET), data, _UNSET)
         num_neighbors = _pa.renamed(who, "fanouts", "num_neighbors", kwargs.pop("fanouts", _UNSET), num_neighbors,
@@ -465,7 +468,8 @@ class NeighborLoader(_Base, _PygNeighborLoader):
 
         shared = loader_cache(cache, self.dataset, self.num_neighbors, self.batch_size, memory_budget,
                               device_cache=device_cache, given_name="cache= (or device_cache=)", workers=self.workers,
-                              prefetch=self.prefetch, quiet=quiet, who=who, engine=self.engine, sampler=self.sampler)
+                              prefetch=self.prefetch, quiet=quiet, who=who, engine=self.engine, sampler=self.sampler,
+                              row_codec=row_codec)
         if shared is not cache:
             self.sampler.attach_cache(shared)
         self.cache = shared  # flashgnn.Cache shared with other loaders, or None
@@ -687,7 +691,7 @@ class HeteroNeighborLoader(NeighborLoader):
                  engine: str = "auto", prefetch: int = 4, seed: int = 0, dtype=np.float32, depth: int = DEFAULT_DEPTH,
                  rank: int = 0, world_size: int = 1, equal_shards: bool = True, cache=None, device_cache=None,
                  lookahead: int = 0, lookahead_budget: int = 0, degrees: bool = False, memory_budget="auto",
-                 quiet: bool = False, **kwargs):
+                 row_codec: str = "none", quiet: bool = False, **kwargs):
         who = "flashgnn.NeighborLoader"
         data = _pa.renamed(who, "dataset", "data", kwargs.pop("dataset", _UNSET), data, _UNSET)
         num_neighbors = _pa.renamed(who, "fanouts", "num_neighbors", kwargs.pop("fanouts", _UNSET), num_neighbors,
@@ -754,7 +758,8 @@ class HeteroNeighborLoader(NeighborLoader):
 
         shared = loader_cache(cache, self.path, self.fanouts, self.batch_size, memory_budget, workers=self.workers,
                               prefetch=self.prefetch, quiet=quiet, who=who, engine=self.engine, sampler=self.sampler,
-                              pool=self.input_nodes + self._offset if len(self.input_nodes) else None)
+                              pool=self.input_nodes + self._offset if len(self.input_nodes) else None,
+                              row_codec=row_codec)
         if shared is not cache:
             self.sampler.attach_cache(shared)
         self.cache = shared

@@ -128,18 +128,19 @@ def window_bytes(prefetch: int, lookahead: int, per_batch: int, per_lookahead: i
 
 def split(budget: int, path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
           hot_fraction: float = DEFAULT_HOT_FRACTION, per_batch: int | None = None, lookahead: int = 0,
-          per_lookahead: int | None = None) -> dict:
+          per_lookahead: int | None = None, row_codec: str = "none") -> dict:
     """The budget split; raises ValueError when it cannot hold engine + window.
     ``per_batch`` / ``per_lookahead``: the measured bytes of a full and of a
     structure-stage batch (:func:`batch_bytes`), measured here when None.
-    ``path`` None: a split without a dataset (its page files count as 0 bytes)."""
+    ``path`` None: a split without a dataset (its page files count as 0 bytes).
+    ``row_codec``: the cache's (:func:`dataset_bytes`)."""
     lookahead = max(0, int(lookahead))
     per_batch = batch_bytes(path, fanouts, batch_size) if per_batch is None else int(per_batch)
     if not lookahead:
         per_lookahead = 0
     elif per_lookahead is None:
         per_lookahead = batch_bytes(path, fanouts, batch_size, features="free")
-    data = dataset_bytes(path) if path is not None else 0
+    data = dataset_bytes(path, row_codec) if path is not None else 0
     try:
         return _core.budget_split(int(budget), per_batch, int(per_lookahead), max(1, int(workers)),
                                   max(1, int(prefetch)), lookahead, float(hot_fraction), data)
@@ -156,13 +157,31 @@ def parse_budget(text: str):
     return parse_size(text)
 
 
-def dataset_bytes(path) -> int:
+def dataset_bytes(path, row_codec: str = "none") -> int:
     """Bytes of the dataset's page files: what a cache would need to hold it all (a typed dataset's
-    per-type feature tables, ``t<i>.features.fg``, included)."""
+    per-type feature tables, ``t<i>.features.fg``, included). ``row_codec``: a homogeneous dataset's rows
+    counted at the size a static set holds them in (:func:`row_held_bytes`), as the cache charges them."""
     names = list(_DATA_FILES)
     if os.path.isdir(path):  # t<i>.features.fg: the typed form of features.fg (docs/format.md)
         names += [f for f in os.listdir(path) if f.endswith("." + _core.FEATURES_FILE)]
-    return sum(os.path.getsize(os.path.join(path, f)) for f in names if os.path.exists(os.path.join(path, f)))
+    total = sum(os.path.getsize(os.path.join(path, f)) for f in names if os.path.exists(os.path.join(path, f)))
+    if row_codec != "none":
+        import json
+
+        with open(os.path.join(os.fspath(path), _core.MANIFEST_FILE), encoding="utf-8") as f:
+            m = json.load(f)
+        feats = m.get("features") or {}
+        if "types" not in m and feats.get("dim"):  # a typed dataset's tables: counted as stored
+            dim, dt = int(feats["dim"]), str(feats["dtype"])
+            total -= int(m["num_nodes"]) * (dim * np.dtype(dt).itemsize - row_held_bytes(row_codec, dt, dim))
+    return total
+
+
+def row_held_bytes(row_codec: str, dtype: str, dim: int) -> int:
+    """Bytes the cache's static set holds one row of ``dim`` values of ``dtype`` in under ``row_codec``
+    (``flashgnn.Cache(row_codec=...)``): fp16 2 B a float32 value, int8 one byte a value plus a 4-B scale;
+    other dtypes, and ``"none"``, as stored. Unknown names are refused, named."""
+    return _core.row_held_bytes(str(row_codec), str(dtype), int(dim))
 
 
 def auto_reserve(per_batch: int, torch_loaded: bool, node_bytes: int = 0) -> int:
@@ -212,7 +231,8 @@ def _node_text(node: dict) -> str:
 def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
          hot_fraction: float = DEFAULT_HOT_FRACTION, lookahead: int | None = None, training: bool = True,
          processes: int = 1, available: int | None = None, per_batch: int | None = None,
-         reserve: int | None = None, per_lookahead: int | None = None, engine: str | None = None) -> dict:
+         reserve: int | None = None, per_lookahead: int | None = None, engine: str | None = None,
+         row_codec: str = "none") -> dict:
     """``--memory-budget auto``: the budget sized from what this process may
     really use (``flashgnn_sample::budget::auto``), with its reason in words.
 
@@ -224,7 +244,8 @@ def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
     machine); room = available − :func:`auto_reserve` (or ``reserve``, for a
     process without torch or a model, e.g. ``flashgnn bench``'s engine
     child); the budget is the smaller of room and what caching the whole
-    dataset needs. ``lookahead`` None lets auto choose (training only)."""
+    dataset needs (its rows at their ``row_codec`` size: :func:`dataset_bytes`). ``lookahead`` None lets
+    auto choose (training only)."""
     from flashgnn._util import human_bytes as h
 
     if engine == "memory":
@@ -238,7 +259,7 @@ def auto(path, fanouts, batch_size: int, workers: int = 1, prefetch: int = 4,
     if per_lookahead is None and (lookahead is None and training or lookahead):
         per_lookahead = batch_bytes(path, fanouts, batch_size, features="free")
     nodes = node["nodes"] if node is not None else _num_nodes(path)
-    data = dataset_bytes(path)
+    data = dataset_bytes(path, row_codec)
     s = _core.budget_auto(avail, reserve, data, nodes, bool(training), None if lookahead is None else int(lookahead),
                           per_batch, int(per_lookahead or 0), max(1, int(workers)), max(1, int(prefetch)),
                           float(hot_fraction))

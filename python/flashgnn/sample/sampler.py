@@ -175,17 +175,19 @@ class Cache:
     including 0, gives identical batches. Process-local: a forked DataLoader
     worker runs uncached.
 
-    ``row_codec`` (typed datasets): ``"fp16"`` or ``"int8"`` holds the
-    static set's float32 rows encoded, two or almost four times as many in
-    the same bytes; batches then carry the decoded values (fp16: relative
-    error <= 2**-11; int8: per-row scale, error <= max|row| / 254), so it is
-    opt-in. ``"none"`` (the default) holds rows as stored."""
+    ``row_codec``: ``"fp16"`` or ``"int8"`` holds the static set's float32
+    rows encoded (a homogeneous dataset's inline rows inside their cached
+    slots, separate rows alone; a typed dataset's rows per type), two or
+    almost four times as many in the same bytes; batches then carry the
+    decoded values (fp16: relative error <= 2**-11; int8: per-row scale,
+    error <= max|row| / 254), so it is opt-in. ``"none"`` (the default)
+    holds rows as stored."""
 
     def __init__(self, path, fanouts, budget: int, policy: str = "s3fifo", hot: str = "degree",
                  hot_fraction: float = DEFAULT_HOT_FRACTION, presample_seeds=None, batch_size: int = 1024,
                  engine: str = "uring", depth: int = DEFAULT_DEPTH, row_codec: str = "none"):
         seeds = None if presample_seeds is None else np.ascontiguousarray(presample_seeds, dtype=np.int64)
-        self.budget = int(budget)
+        self.budget, self.row_codec = int(budget), row_codec
         self._core = _core.Cache(os.fspath(path), [int(f) for f in fanouts], self.budget, policy, hot,
                                  float(hot_fraction), seeds, int(batch_size), engine, int(depth), row_codec)
 
@@ -199,7 +201,7 @@ class Cache:
         measures its batches, picks the hot set and then samples."""
         seeds = None if presample_seeds is None else np.ascontiguousarray(presample_seeds, dtype=np.int64)
         self = cls.__new__(cls)
-        self.budget = int(budget)
+        self.budget, self.row_codec = int(budget), row_codec
         self._core = _core.Cache.for_sampler(sampler.core(), self.budget, policy, hot, float(hot_fraction), seeds,
                                              int(batch_size), row_codec)
         return self

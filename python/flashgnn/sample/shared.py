@@ -46,11 +46,16 @@ def loader_cache(cache, path, fanouts, batch_size: int, memory_budget="auto", *,
     if memory_budget not in ("auto", 0, None):
         raise ValueError(f"{who}: memory_budget={memory_budget!r} and {given_name} both given: the cache passed in is "
                          "already sized; leave memory_budget out")
+    codec = kw.get("row_codec", "none")
+    if codec != "none" and codec != getattr(cache, "row_codec", "none"):
+        raise ValueError(f"{who}: row_codec={codec!r} and {given_name} both given: the cache passed in holds rows as "
+                         f"{getattr(cache, 'row_codec', 'none')!r}; give row_codec to flashgnn.Cache instead")
     return cache
 
 
 def shared_cache(path, fanouts, batch_size: int, memory_budget="auto", *, workers: int = 1, prefetch: int = 4,
-                 quiet: bool = False, who: str = "flashgnn", engine: str | None = None, sampler=None, pool=None):
+                 quiet: bool = False, who: str = "flashgnn", engine: str | None = None, sampler=None, pool=None,
+                 row_codec: str = "none"):
     """The :class:`flashgnn.Cache` every loader on dataset ``path`` in this
     process shares, made on first use; None for ``memory_budget`` 0/None.
 
@@ -64,7 +69,10 @@ def shared_cache(path, fanouts, batch_size: int, memory_budget="auto", *, worker
     caller's own :class:`flashgnn.Sampler`, which then measures the batches
     and chooses the hot set (no sampler is opened for either); the caller
     attaches the cache to it. ``pool``: the seeds the caller's batches
-    draw from (:func:`flashgnn.sample.budget.batch_bytes`)."""
+    draw from (:func:`flashgnn.sample.budget.batch_bytes`). ``row_codec``: how
+    the cache's static set holds float32 rows (:class:`flashgnn.Cache`); the
+    budget then counts rows at that size. A later loader asking for another
+    codec than the shared cache's is refused, naming both."""
     import sys
 
     if memory_budget in (0, None):
@@ -78,6 +86,9 @@ def shared_cache(path, fanouts, batch_size: int, memory_budget="auto", *, worker
         ref = _SHARED.get(key)
         cache = ref() if ref is not None else None
         if cache is not None:
+            if row_codec != cache.row_codec:
+                raise ValueError(f"{who}: row_codec={row_codec!r}, but this process's cache for {key[1]} holds rows "
+                                 f"as {cache.row_codec!r}: one cache per dataset per process")
             if memory_budget != "auto" and memory_budget != cache.requested and not quiet:
                 print(f"{who}: {key[1]}: sharing the cache already made for this dataset in this process "
                       f"({cache.budget:,} bytes, memory_budget={cache.requested!r}); memory_budget={memory_budget!r} "
@@ -90,19 +101,21 @@ def shared_cache(path, fanouts, batch_size: int, memory_budget="auto", *, worker
                                                                pool=pool)
         if memory_budget == "auto":
             s = _budget.auto(ds_path, fanouts, batch_size, workers=workers, prefetch=prefetch, lookahead=0,
-                             training=False, engine=engine, per_batch=per)
+                             training=False, engine=engine, per_batch=per, row_codec=row_codec)
         else:
             s = _budget.split(memory_budget, ds_path, fanouts, batch_size, workers=workers, prefetch=prefetch,
-                              per_batch=per)
+                              per_batch=per, row_codec=row_codec)
         if not quiet:
             print(f"{who}: {ds_path}: {_budget.describe(s)}; one cache per dataset per process, shared by its loaders",
                   file=sys.stderr, flush=True)
         if not s.get("cache"):
             return None
         if sampler is not None:
-            cache = Cache.for_sampler(sampler, s["cache"], hot_fraction=DEFAULT_HOT_FRACTION, batch_size=batch_size)
+            cache = Cache.for_sampler(sampler, s["cache"], hot_fraction=DEFAULT_HOT_FRACTION, batch_size=batch_size,
+                                      row_codec=row_codec)
         else:
-            cache = Cache(ds_path, fanouts, s["cache"], hot_fraction=DEFAULT_HOT_FRACTION, batch_size=batch_size)
+            cache = Cache(ds_path, fanouts, s["cache"], hot_fraction=DEFAULT_HOT_FRACTION, batch_size=batch_size,
+                          row_codec=row_codec)
         cache.requested, cache.split = memory_budget, s
         _SHARED[key] = weakref.ref(cache)
         return cache

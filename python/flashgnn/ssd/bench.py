@@ -182,7 +182,7 @@ def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=
         # presample pass must not preview the very batches it is scored on).
         c = Cache(path, fanouts, cache["budget"], policy=cache["policy"], hot=cache["hot"],
                   hot_fraction=cache["hot_fraction"], presample_seeds=order[-8 * batch_size:], batch_size=batch_size,
-                  depth=depth)
+                  depth=depth, row_codec=cache.get("row_codec", "none"))
         cache_s = time.perf_counter() - t_open
     s = Sampler(path, fanouts, engine="uring" if engine == CACHED else engine, depth=depth, labels=True, cache=c)
     open_s = time.perf_counter() - t_open
@@ -243,6 +243,7 @@ def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=
         "read_mb_per_s": tel["bytes_read"] / el / 1e6,
         "read_amplification": tel["read_amplification"],
         "reads_per_node": tel["reads"] / max(tel["nodes"], 1),
+        "reads_per_batch": tel["reads"] / max(batches, 1),
         "cpu_us_per_read": tel["cpu_us_per_read"],
         # Producer time blocked on a read with nothing served from memory to do.
         "io_wait_ms_per_batch": tel.get("io_wait_seconds", 0.0) * 1e3 / max(tel["batches"], 1),

@@ -552,10 +552,10 @@ class Trainer:
                                                                   or self.link) else 0)
             split = budget.auto(ds.path, fanouts, self.seed_batch, workers=workers, prefetch=c.prefetch,
                                 hot_fraction=c.hot_fraction, lookahead=la, processes=dist_ctx.local_world,
-                                engine=c.engine)
+                                engine=c.engine, row_codec=c.cache_row_codec)
         elif mb and mb != "auto":
             split = budget.split(mb, ds.path, fanouts, self.seed_batch, workers=workers, prefetch=c.prefetch,
-                                 hot_fraction=c.hot_fraction, lookahead=c.lookahead or 0)
+                                 hot_fraction=c.hot_fraction, lookahead=c.lookahead or 0, row_codec=c.cache_row_codec)
         self.budget_split = split
         self.lookahead = split["lookahead"] if split else (c.lookahead or 0)
         if split is not None:

@@ -236,7 +236,7 @@ impl NeighborSampler {
         // Checked whole (CRC32C, every value in range) when first loaded.
         let labels = if cfg.labels && ds.has_labels() { Some(ds.labels_shared()?) } else { None };
         OPENED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(NeighborSampler {
+        let mut s = NeighborSampler {
             x_dtype,
             x_dtype_set: cfg.x_dtype.is_some(),
             batch_page_cache_bytes: cfg.batch_page_cache_bytes,
@@ -284,6 +284,7 @@ impl NeighborSampler {
             static_packed: shared.as_ref().and_then(|c| c.static_overflow_packed()),
             static_codec: shared.as_ref().and_then(|c| c.static_row_codec()),
             hot_codec: None,
+            static_held_slots: None,
             cache: shared,
             resident: cfg.resident.clone().filter(|r| *r.dataset() == id),
             accesses: None,
@@ -295,7 +296,9 @@ impl NeighborSampler {
             direct: IoCounters::default(),
             checked_overflow: HashMap::default(),
             typed,
-        })
+        };
+        s.static_held_slots = s.held_slots_for(s.static_codec);
+        Ok(s)
     }
 }
 
@@ -331,6 +334,7 @@ impl NeighborSampler {
         self.static_checked = shared.as_ref().is_some_and(|c| c.static_checked());
         self.static_packed = shared.as_ref().and_then(|c| c.static_overflow_packed());
         self.static_codec = shared.as_ref().and_then(|c| c.static_row_codec());
+        self.static_held_slots = self.held_slots_for(self.static_codec);
         self.cache = shared;
     }
 

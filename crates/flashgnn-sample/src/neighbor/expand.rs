@@ -19,7 +19,7 @@ use flashgnn_format::layout::FeaturePlacement;
 use flashgnn_format::slot::{decode_checked_slot, decode_slot, read_id, SlotView};
 use flashgnn_format::FormatError;
 
-use super::{NeighborSampler, Node, FEAT_IN_ARENA, FEAT_IN_GRAPH, F_GRAPH, F_OVERFLOW, F_SLOT};
+use super::{NeighborSampler, Node, FEAT_ENCODED, FEAT_IN_ARENA, FEAT_IN_GRAPH, F_GRAPH, F_OVERFLOW, F_SLOT};
 use crate::cache;
 use crate::packed;
 use crate::rng::sample_indices;
@@ -114,10 +114,19 @@ impl NeighborSampler {
         // and has stayed in the arena since: its CRC is not recomputed (its
         // fields still are bound-checked).
         let in_arena = kept_at.is_some_and(|a| a & FEAT_IN_ARENA == FEAT_IN_ARENA);
-        let slot = if in_arena && self.static_checked {
-            decode_checked_slot(l, v, bytes, gname)?
-        } else {
-            decode_slot(l, v, bytes, gname)?
+        // A static set holding inline rows encoded: the entry is the encoded
+        // row, then the slot without it (only the sampler's own loader, which
+        // checked the slot, makes such a set).
+        let (slot, bytes, kept_at) = match (&self.static_held_slots, kept_at) {
+            (Some((held_layout, held)), Some(at)) if in_arena => {
+                let (row, rest) = bytes.split_at_checked(*held).ok_or_else(|| {
+                    SampleError::BadRequest(format!("internal: held slot of node {v} shorter than its row"))
+                })?;
+                let slot = decode_checked_slot(held_layout, v, rest, gname)?;
+                (slot, row, Some(at | FEAT_ENCODED))
+            }
+            _ if in_arena && self.static_checked => (decode_checked_slot(l, v, bytes, gname)?, bytes, kept_at),
+            _ => (decode_slot(l, v, bytes, gname)?, bytes, kept_at),
         };
         let node = &mut self.nodes[i as usize];
         if node.node_mismatch(&slot) {
@@ -160,10 +169,19 @@ impl NeighborSampler {
         }
         if self.placement == FeaturePlacement::Inline
             && self.gather_features
-            && !slot.features.is_empty()
             && node.feature.is_none()
             && node.resident.is_none()
         {
+            if let Some(at) = kept_at.filter(|a| a & FEAT_ENCODED != 0) {
+                // Held encoded (`bytes` is the encoded row, at `at`): decoded
+                // once, straight into `x`, by `canonical`.
+                node.feature = Some(at);
+                self.bytes_used += self.layout.row_bytes() as u64;
+                return;
+            }
+            if slot.features.is_empty() {
+                return;
+            }
             node.feature = Some(match kept_at {
                 // `slot.features` lies inside `bytes` (decode_slot's view).
                 Some(at) => FEAT_IN_GRAPH | (at + (slot.features.as_ptr() as usize - bytes.as_ptr() as usize)),

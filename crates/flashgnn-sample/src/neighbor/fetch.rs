@@ -186,11 +186,17 @@ impl NeighborSampler {
             self.ready.push_back(Ready::MemSlot(i));
             return Ok(());
         }
-        if self.serve_from_batch((F_GRAPH, page), Waiter::Slot(i)) {
+        // A static set holding inline rows encoded serves its slots before
+        // this batch's pages do: whether a page holding the slot was read
+        // earlier in the batch depends on read order, and the row's value
+        // (decoded or as stored) must not.
+        let static_first = self.static_held_slots.is_some();
+        let held = self.cache.as_deref().filter(|_| static_first).and_then(|c| c.get_static_extent(key));
+        if held.is_none() && self.serve_from_batch((F_GRAPH, page), Waiter::Slot(i)) {
             return Ok(());
         }
         if let Some(c) = self.cache.as_deref() {
-            if let Some(r) = c.get_static_extent(key) {
+            if let Some(r) = held.or_else(|| c.get_static_extent(key)) {
                 self.cache_hits[0] += 1;
                 // Decoded when the ready queue reaches it: fetch it meanwhile.
                 let a = c.static_at(r.clone());
@@ -232,6 +238,18 @@ impl NeighborSampler {
             return Ok(());
         }
         if let Some(c) = self.cache.as_deref() {
+            if let Some(r) = c.get_static_extent(key).filter(|r| self.static_codec.is_some() && r.len() != len as usize)
+            {
+                // The row alone, held encoded (checked before it was, by the
+                // sampler's own loader): decoded once, straight into `x`, by
+                // `canonical`.
+                self.cache_hits[0] += 1;
+                let a = c.static_at(r.clone());
+                prefetch(a.as_ptr(), a.len());
+                self.nodes[i as usize].feature = Some(FEAT_IN_ARENA | FEAT_ENCODED | r.start);
+                self.bytes_used += self.layout.row_bytes() as u64;
+                return Ok(());
+            }
             if let Some(data) = c.get_static(key) {
                 // Gathered straight from the arena into the batch's rows.
                 self.cache_hits[0] += 1;
@@ -776,4 +794,48 @@ pub(super) fn check_type_row<'a>(
         .into());
     }
     Ok(bytes)
+}
+
+/// A homogeneous dataset's separate rows and their CRCs, detached from the
+/// sampler: the hot-set loader checks each row before it encodes it
+/// (`crate::rowcodec`), inside a callback that cannot borrow the sampler.
+pub(crate) struct SeparateRows {
+    layout: Layout,
+    crcs: Option<Arc<[u32]>>,
+    file: String,
+}
+
+impl SeparateRows {
+    /// The row in `buf`, the extent read at `lo` of `features.fg` (as
+    /// [`Layout::feature_extent`] gives it), checked against its CRC; an
+    /// offset that is no row's extent is refused, naming it.
+    pub(crate) fn row<'a>(&self, lo: u64, buf: &'a [u8]) -> Result<&'a [u8]> {
+        let l = &self.layout;
+        let v = lo.checked_sub(l.page_size as u64).map(|o| o / l.feature_stride());
+        let Some(v) = v.filter(|&v| v < l.num_nodes && l.feature_extent(v).0 == lo) else {
+            return Err(crate::SampleError::Config(format!("{}: offset {lo} is no feature row's extent", self.file)));
+        };
+        let at = l.feature_extent(v).2;
+        if buf.len() < at + l.row_bytes() as usize {
+            return Err(FormatError::Truncated {
+                file: self.file.clone(),
+                offset: lo,
+                needed: (at + l.row_bytes() as usize) as u64,
+                available: buf.len() as u64,
+            }
+            .into());
+        }
+        check_row(l, self.crcs.as_deref(), &self.file, v, buf, lo, at)
+    }
+}
+
+impl NeighborSampler {
+    /// [`SeparateRows`] of this dataset (rows in `features.fg`).
+    pub(crate) fn separate_rows(&self) -> SeparateRows {
+        SeparateRows {
+            layout: self.layout.clone(),
+            crcs: self.feature_crcs.clone(),
+            file: self.files[F_FEATURES as usize].clone(),
+        }
+    }
 }

@@ -386,6 +386,20 @@ pub struct NeighborSampler {
     /// The attached cache's [`PageCache::static_row_codec`]: static hits on
     /// typed rows of another length than the row are decoded by it.
     static_codec: Option<crate::rowcodec::RowCodec>,
+    /// A homogeneous dataset's inline rows held encoded by the attached
+    /// cache's static set ([`NeighborSampler::held_rows`]): every static slot
+    /// entry is then the encoded row (`.1` bytes) followed by the slot
+    /// without its row, decoded with `.0`, this layout with the row taken
+    /// out (`held_slot_layout`). None: static slots are held as stored.
+    static_held_slots: Option<(Layout, usize)>,
+}
+
+/// `l` with its inline row taken out of every slot: the layout a static set
+/// that holds a homogeneous dataset's inline rows encoded (`crate::rowcodec`)
+/// decodes the rest of each slot entry with (header, then the inline ids).
+/// Only the slot's fields move; addresses (`slot_bytes`, pages) are `l`'s.
+pub(crate) fn held_slot_layout(l: &Layout) -> Layout {
+    Layout { placement: FeaturePlacement::Separate, ..l.clone() }
 }
 
 impl NeighborSampler {
@@ -556,6 +570,26 @@ impl NeighborSampler {
     }
     pub(crate) fn hot_row_codec(&self) -> Option<crate::rowcodec::RowCodec> {
         self.hot_codec
+    }
+
+    /// A homogeneous dataset's rows under `codec`: (bytes as stored, bytes
+    /// held) when a static set holds them encoded, else None — no codec, a
+    /// typed dataset (its rows are held per type, as `F_TYPE_ROW`), no
+    /// rows, rows not float32, or a codec that would not make them smaller
+    /// (int8 of a 1-value row: 5 B for 4).
+    pub(crate) fn held_rows(&self, codec: Option<crate::rowcodec::RowCodec>) -> Option<(usize, usize)> {
+        let (c, l) = (codec?, &self.layout);
+        let rb = l.row_bytes() as usize;
+        let held = c.held(l.feature_dtype, l.feature_dim as usize);
+        (self.typed.is_none() && rb > 0 && l.feature_dtype == Dtype::Float32 && held < rb).then_some((rb, held))
+    }
+
+    /// `static_held_slots` for an attached cache whose static set holds
+    /// rows by `codec` (set after `static_checked`: only a set the sampler
+    /// loaded, and so checked, holds slots encoded).
+    fn held_slots_for(&self, codec: Option<crate::rowcodec::RowCodec>) -> Option<(Layout, usize)> {
+        let inline = self.layout.placement == FeaturePlacement::Inline && self.static_checked;
+        self.held_rows(codec).filter(|_| inline).map(|(_, held)| (held_slot_layout(&self.layout), held))
     }
 
     /// Where a typed dataset's rows lie, and their checks, detached from

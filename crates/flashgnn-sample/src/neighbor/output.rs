@@ -108,6 +108,10 @@ impl NeighborSampler {
             if self.resident.is_some() {
                 b.resident.reserve(order.len());
             }
+            // A row the static set holds encoded (`crate::rowcodec`): its
+            // codec and held bytes.
+            let held = self.held_rows(self.static_codec).map(|(_, h)| h);
+            let codec = self.static_codec.filter(|_| held.is_some());
             // Where node `i`'s row is (None: not gathered here).
             let row_src = |i: u32| -> Option<&[u8]> {
                 let off = self.nodes[i as usize].feature?;
@@ -116,9 +120,16 @@ impl NeighborSampler {
                     0 => &self.features[at..at + rb],
                     FEAT_IN_GRAPH => &in_graph[at..at + rb],
                     FEAT_IN_FEATURES => &in_features[at..at + rb],
-                    _ => self.cache.as_deref().expect("a static hit has a cache").static_at(at..at + rb),
+                    FEAT_IN_ARENA => self.cache.as_deref().expect("a static hit has a cache").static_at(at..at + rb),
+                    _ => {
+                        let h = held.expect("an encoded row has a codec");
+                        self.cache.as_deref().expect("a static hit has a cache").static_at(at..at + h)
+                    }
                 })
             };
+            // Scratch for an encoded row decoded to float32 before it is
+            // converted to another `x_dtype`.
+            let mut f32_row = Vec::new();
             for (pos, &i) in order.iter().enumerate() {
                 // Rows a few places ahead: random places in the arena or a
                 // file's copy, long evicted since their slot was decoded.
@@ -127,6 +138,16 @@ impl NeighborSampler {
                 }
                 let node = &self.nodes[i as usize];
                 match (node.feature, node.resident) {
+                    (Some(off), _) if off & FEAT_ENCODED != 0 => {
+                        let (codec, row) = (codec.expect("an encoded row has a codec"), row_src(i).expect("a row"));
+                        if out == Dtype::Float32 {
+                            codec.decode(row, &mut b.x);
+                        } else {
+                            f32_row.clear();
+                            codec.decode(row, &mut f32_row);
+                            convert_floats(&f32_row, Dtype::Float32, out, &mut b.x);
+                        }
+                    }
                     (Some(_), _) if stored == out => b.x.extend_from_slice(row_src(i).expect("has a row")),
                     (Some(_), _) => convert_floats(row_src(i).expect("has a row"), stored, out, &mut b.x),
                     // Not gathered here: a zero row, named in `resident` (the
