@@ -109,7 +109,8 @@ $(PEERS_VENV)/.stamp: | setup
 
 bench-peers: develop $(PEERS_VENV)/.stamp $(DATA)/ooc/manifest.json
 	$(PEERS_VENV)/bin/python -m benchmarks.peers --dataset $(DATA)/ooc --memory-limit $${LIMIT:-768MiB} \
-	  --batches $${BATCHES:-20} --rounds $${ROUNDS:-3} $${TRAIN_BATCHES:+--train-batches $$TRAIN_BATCHES} $${JSON:+--json}
+	  --batches $${BATCHES:-20} --rounds $${ROUNDS:-3} --scaling $${TRAIN_BATCHES:+--train-batches $$TRAIN_BATCHES} \
+	  $${JSON:+--json}
 
 # CPU per batch of the sampler alone, flashgnn against torch_sparse's kernel + gather:
 # the memory engine, then uring with a cache of a third of the data.

@@ -48,6 +48,9 @@ alike instead of one of them:
 
 - ``uring+cache / pyg-memory`` (target >= 1.0) and ``uring+cache / memory``
   (>= 0.9), batches/s;
+- with ``--scaling``, ``memory`` and ``uring+cache`` also run with twice the
+  producers (``memory/2x``, ``uring+cache/2x``, same cache) in every round:
+  ``uring+cache_2x_vs_1x`` (target >= 1.8) beside ``memory_2x_vs_1x``;
 - CPU per cache hit / the ``memory`` engine's CPU per extent (<= 1.5);
 - ``train-pyg seconds / train-flashgnn seconds`` (>= 1.0: flashgnn's epoch
   with the default budget at least as fast as PyG's in memory), for the
@@ -78,6 +81,8 @@ TRAINING = ("train-pyg", "train-flashgnn", "train-flashgnn-nocap")
 CAPPED = ("pyg-mmap", "uring", "uring+cache")  # train-flashgnn runs under --train-memory-limit
 # Run once per round with --rounds (pyg-mmap is cut off at --max-seconds: once is enough).
 REPEATED = ("pyg-memory", "memory", "uring", "uring+cache")
+# Suffix of a variant run with twice the producers (--scaling).
+TWICE = "/2x"
 
 
 def measure_batches(loader, batches: int, max_seconds: float, count=lambda b: int(b.num_nodes)) -> dict:
@@ -287,6 +292,9 @@ def main(argv=None) -> int:
     ap.add_argument("--hots", default="degree",
                     help="comma list of hot-set choices (degree, touches, presample): uring+cache once per choice "
                          "(uring+cache/presample, ...), crossed with --row-codecs")
+    ap.add_argument("--scaling", action="store_true",
+                    help="also run memory and uring+cache with twice --threads producers (memory/2x, "
+                         "uring+cache/2x) in the same rounds: the ratios 2x / 1x by round (issue target >= 1.8)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     path = a.dataset
@@ -299,6 +307,10 @@ def main(argv=None) -> int:
     sampling = [x for v in SAMPLING for x in (levers if v == CACHED else (v,))]
     variants = [v for v in (*sampling, *(TRAINING if a.train_batches != 0 else ()))
                 if not a.only or v in a.only.split(",") or (v in levers and CACHED in a.only.split(","))]
+    # Producer scaling: each engine beside itself with twice the producers, same cache, same rounds.
+    doubled = {f"{v}{TWICE}": v for v in ("memory", CACHED) if a.scaling and v in variants}
+    for v2, v in doubled.items():
+        variants.insert(variants.index(v) + 1, v2)
     cache_max = min(data // 3, a.memory_limit - engine_base_bytes(a.threads))
     cache_budget = max(min(a.cache_budget or cache_max, cache_max), 0)
     if cache_budget <= 0 and any(v in levers for v in variants):
@@ -322,7 +334,8 @@ def main(argv=None) -> int:
     cache = {"budget": cache_budget, "policy": "s3fifo", "hot": "degree", "hot_fraction": DEFAULT_HOT_FRACTION}
     results = {}
     rounds = {}  # variant -> its results, one per round (none once it failed)
-    plan = [(r, v) for r in range(max(a.rounds, 1)) for v in variants if r == 0 or v in REPEATED or v in levers]
+    plan = [(r, v) for r in range(max(a.rounds, 1)) for v in variants
+            if r == 0 or v in REPEATED or v in levers or v in doubled]
     for rnd, v in plan:
         if rnd > 0 and ("skipped" in results.get(v, {}) or "failed" in results.get(v, {})):
             continue
@@ -330,7 +343,9 @@ def main(argv=None) -> int:
             results[v] = {"variant": v, "skipped": "torch_sparse is not importable (make bench-peers installs it)"}
             print(f"bench-peers: {v:<15} skipped: torch_sparse is not importable", file=sys.stderr)
             continue
-        cap = a.memory_limit if v in CAPPED or v in levers else a.train_memory_limit if v == "train-flashgnn" else None
+        threads = a.threads * (2 if v in doubled else 1)
+        v1 = doubled.get(v, v)  # the variant run, with `threads` producers
+        cap = a.memory_limit if v1 in CAPPED or v1 in levers else a.train_memory_limit if v == "train-flashgnn" else None
         if v in ("pyg-memory", "pyg-mmap"):
             cmd = [sys.executable, "-m", "benchmarks.peers", "--child", "sample", str(work),
                    "1" if v == "pyg-mmap" else "0", a.fanout, str(a.batch_size), str(a.batches), str(a.seed),
@@ -346,10 +361,10 @@ def main(argv=None) -> int:
                    "--threads", str(a.threads), "--seed", str(a.seed), "--metrics-json", str(metrics),
                    "--no-progress"]
         else:
-            codec, hot = levers.get(v, ("none", "degree"))
-            engine = CACHED if v in levers else v
+            codec, hot = levers.get(v1, ("none", "degree"))
+            engine = CACHED if v1 in levers else v1
             cmd = [sys.executable, "-m", "flashgnn.ssd.bench", "--child", path, engine, a.fanout, str(a.batch_size),
-                   str(a.batches), str(a.seed), str(a.depth), str(a.threads), str(a.max_seconds),
+                   str(a.batches), str(a.seed), str(a.depth), str(threads), str(a.max_seconds),
                    json.dumps(dict(cache, row_codec=codec, hot=hot))]
         dropped = drop_caches()
         t = time.perf_counter()
@@ -382,7 +397,8 @@ def main(argv=None) -> int:
             print(f"bench-peers: {v:<15} {bound}{r['batches_per_s']:.4g} batches/s"
                   + (f", {r['reads_per_batch']:.0f} reads/batch" if r.get("reads_per_batch") is not None else "")
                   + (f", {r['cache_hit_rate']:.1%} hits" if v in levers else "")
-                  + (f" (round {rnd + 1} of {a.rounds})" if a.rounds > 1 and (v in REPEATED or v in levers) else "")
+                  + (f" (round {rnd + 1} of {a.rounds})" if a.rounds > 1 and (v in REPEATED or v in levers
+                                                                               or v in doubled) else "")
                   + (f" (cut off after {r['seconds']:.0f} s)" if r.get("incomplete") else ""), file=sys.stderr)
     rate = {v: r.get("batches_per_s") for v, r in results.items() if r.get("batches_per_s")}
 
@@ -397,9 +413,11 @@ def main(argv=None) -> int:
         return tr["train-pyg"] / tr[v] if tr["train-pyg"] and tr[v] else None
 
     # The same ratio within each round (a round runs its variants back to back).
-    per_round = {k: [c["batches_per_s"] / m["batches_per_s"] for c, m in zip(rounds[CACHED], rounds[y])]
-                 for k, y in (("uring+cache_vs_memory", "memory"), ("uring+cache_vs_pyg_memory", "pyg-memory"))
-                 if CACHED in rounds and y in rounds}
+    per_round = {k: [c["batches_per_s"] / m["batches_per_s"] for c, m in zip(rounds[x], rounds[y])]
+                 for k, x, y in (("uring+cache_vs_memory", CACHED, "memory"),
+                                 ("uring+cache_vs_pyg_memory", CACHED, "pyg-memory"),
+                                 *((f"{v}_2x_vs_1x", v2, v) for v2, v in doubled.items()))
+                 if x in rounds and y in rounds}
     # Each lever alone (and crossed): its rate against PyG's and the memory engine's, per round too.
     by_lever = {}
     for v in levers:
@@ -421,6 +439,7 @@ def main(argv=None) -> int:
         "hit_vs_memory_cpu": split_cpu["hit_vs_memory_cpu"] if split_cpu else None,
         "train_flashgnn_vs_pyg": speedup("train-flashgnn"),
         "train_flashgnn_nocap_vs_pyg": speedup("train-flashgnn-nocap"),
+        **{f"{v}_2x_vs_1x": ratio(v2, v) for v2, v in doubled.items()},
     }
     if results.get("pyg-mmap", {}).get("upper_bound"):
         ratios["uring+cache_vs_pyg_mmap_is_lower_bound"] = True  # pyg-mmap's rate is an upper bound
@@ -435,7 +454,7 @@ def main(argv=None) -> int:
         return 0
     targets = {"uring+cache_vs_pyg_memory": ">= 1.0", "uring+cache_vs_memory": ">= 0.9",
                "hit_vs_memory_cpu": "<= 1.5", "train_flashgnn_vs_pyg": ">= 1.0",
-               "train_flashgnn_nocap_vs_pyg": ">= 1.0"}
+               "train_flashgnn_nocap_vs_pyg": ">= 1.0", f"{CACHED}_2x_vs_1x": ">= 1.8"}
     for k, v in ratios.items():
         if isinstance(v, bool):
             continue
