@@ -29,9 +29,10 @@ asserts the invariants):
 - **stuck requests**: a call outliving its deadline by more than 2 s, and ``Stats.in_flight`` at the end
   (must be 0);
 - **memory**: the server's RSS sampled every 2 s; drift = mean of the last tenth of the run against the
-  mean of its second tenth (the first is warm-up; target < 5 %). Every acknowledged write stays in the
-  mutable store's in-memory delta until a compaction (``Stats`` ``delta_bytes``, sampled every 5 s), so the
-  drift is also given net of the delta's growth: memory the added data explains is not a leak.
+  mean of its second tenth (the first is warm-up; target < 5 %), and the mean of every minute (a late climb
+  shows there even when the two windows agree). Every acknowledged write stays in the mutable store's
+  in-memory delta until a compaction (``Stats`` ``delta_bytes``, sampled every 5 s), so the drift is also
+  given net of the delta's growth: memory the added data explains is not a leak.
 """
 
 from __future__ import annotations
@@ -341,11 +342,21 @@ def _report(recs, acked, lost, bad, fault, rss, delta, seconds, t_start, filled,
                      "late_mean": float(anon[win_late].mean() / 2**20) if len(late) else None},
         "delta_mib": {"early_mean": float(d_early.mean() / 2**20) if len(d_early) else None,
                       "late_mean": float(d_late.mean() / 2**20) if len(d_late) else None},
+        "anon_mib_per_minute": _per_minute(t, anon, seconds), "rss_mib_per_minute": _per_minute(t, v, seconds),
         "rss_samples": [(float(a), int(b), int(c)) for a, b, c in rss], "delta_samples": delta,
         "log_space_rollbacks": (st.get("graph") or {}).get("log_space_rollbacks"),
         "scrub": scrub, "server_exit": code,
         "server_stderr_lines": len(Path(server_err).read_text(errors="replace").splitlines()),
     }
+
+
+def _per_minute(t: np.ndarray, x: np.ndarray, seconds: float) -> list:
+    """Mean of the samples ``x`` (bytes, taken at ``t`` s) in each minute of the run, in MiB (None: no sample)."""
+    out = []
+    for m in range(int(np.ceil(seconds / 60))):
+        w = (t >= 60 * m) & (t < 60 * (m + 1))
+        out.append(round(float(x[w].mean() / 2**20), 1) if w.any() else None)
+    return out
 
 
 def print_report(r: dict) -> None:
@@ -365,6 +376,7 @@ def print_report(r: dict) -> None:
           f"{dm['late_mean'] or 0:.1f} MiB; drift net of the delta {net}; anonymous memory "
           f"{r['anon_mib']['early_mean'] or 0:.1f} -> {r['anon_mib']['late_mean'] or 0:.1f} MiB"
           if rs["early_mean"] else "server RSS: too short")
+    print(f"anonymous memory per minute (MiB): {r['anon_mib_per_minute']}")
     requests = sum(o["requests"] for ph in r["phases"].values() for o in ph.values())
     full = "run" if r["disk_full_phase"] else "skipped"
     print(f"summary: {r['seconds'] / 60:.1f} min, {requests:,} "

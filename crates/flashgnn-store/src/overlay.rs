@@ -85,10 +85,26 @@ pub struct NodeRec {
 }
 
 impl NodeRec {
-    /// Heap bytes held, for statistics (entries plus a fixed 64 B per record
-    /// for the `Arc`, the map node and the two `Vec` headers).
+    /// Heap bytes held, for statistics: what the two `Vec`s reserved (their
+    /// capacity, not their length) plus a fixed 64 B per record for the
+    /// `Arc`, the map node and the two `Vec` headers.
     pub fn heap_bytes(&self) -> u64 {
-        self.neighbors.len() as u64 * 8 + self.row.len() as u64 + 64
+        self.neighbors.capacity() as u64 * 8 + self.row.capacity() as u64 + 64
+    }
+
+    /// A copy to edit, with room for one more neighbor and no more. A batch
+    /// copies every record it edits that a snapshot still shares (all of
+    /// them: the published snapshot holds the previous version), so spare
+    /// room left in a copy is never used by a later batch, which copies
+    /// again; a plain `clone` then `push` would double the list's capacity
+    /// and keep every edited list at up to twice its length for as long as
+    /// the delta lives (the soak's growth, docs/reliability.md, *Soak*).
+    /// Within one batch, later pushes to the now-unshared copy grow it
+    /// amortised as usual.
+    fn copy_to_edit(&self) -> NodeRec {
+        let mut neighbors = Vec::with_capacity(self.neighbors.len() + 1);
+        neighbors.extend_from_slice(&self.neighbors);
+        NodeRec { neighbors, row: self.row.clone(), base_degree: self.base_degree, fresh: self.fresh }
     }
 }
 
@@ -255,13 +271,18 @@ impl Delta {
                 // means the delta and the base do not belong together.
                 return invalid(format!("internal: node {v} beyond the base ({}) has no record", self.base_nodes));
             }
-            let neighbors = base.neighbors(v as i64)?;
+            let mut neighbors = base.neighbors(v as i64)?;
+            neighbors.reserve_exact(1); // room for the edge this touch usually adds (NodeRec::copy_to_edit)
             let mut row = Vec::with_capacity(self.dim as usize * self.dtype.size());
             base.feature_row(v as i64, &mut row)?;
             let base_degree = neighbors.len() as u64;
             self.nodes.insert(v, Arc::new(NodeRec { neighbors, row, base_degree, fresh: false }));
         }
-        Ok(Arc::make_mut(self.nodes.get_mut(&v).expect("inserted above")))
+        let rec = self.nodes.get_mut(&v).expect("inserted above");
+        if Arc::get_mut(rec).is_none() {
+            *rec = Arc::new(rec.copy_to_edit()); // shared with a snapshot: copy (not Arc::make_mut's clone)
+        }
+        Ok(Arc::get_mut(rec).expect("unshared after the copy"))
     }
 
     /// Current neighbor list of `v` (no validation of `v`).
