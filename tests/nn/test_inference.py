@@ -80,7 +80,7 @@ def _models():
 
 
 @pytest.mark.parametrize("name", list(_models()))
-def test_inference_equals_full_graph_forward(ds_path, whole, name):
+def test_inference_equals_full_graph_forward(ds_path, whole, name, monkeypatch):
     model = _models()[name].eval()
     x, ei = whole
     with torch.no_grad():
@@ -89,10 +89,18 @@ def test_inference_equals_full_graph_forward(ds_path, whole, name):
     assert got.shape == want.shape and got.dtype == torch.float32
     assert torch.allclose(got, want, atol=1e-5, rtol=1e-4), (got - want).abs().max()
     if name in ("sage", "gcn-flashgnn"):
-        # Input rows that do not fit (max_bytes): the engine gathers every neighbour's row per chunk instead
-        # of the input table read once; the same outputs. (The outputs, 3 KiB here, still fit 16 KiB.)
+        # Input rows that do not fit (max_bytes): the input table is read once into a memory map beside the
+        # layers' tables instead of memory; the same outputs. (The outputs, 3 KiB here, still fit 16 KiB.)
+        from flashgnn.nn import layerwise
+
+        made = []
+        tables = layerwise._tables
+        monkeypatch.setattr(layerwise, "_tables", lambda tmp, nm, *a, **k: made.append(nm) or tables(tmp, nm, *a, **k))
         low = flashgnn.inference(model, ds_path, batch_size=100, progress_bar=False, max_bytes=16 << 10)
         assert torch.allclose(low, want, atol=1e-5, rtol=1e-4), (low - want).abs().max()
+        assert made[0] == "input.f32", made
+        flashgnn.inference(model, ds_path, batch_size=100, progress_bar=False)
+        assert made.count("input.f32") == 1  # it fits: in memory
 
 
 def test_chunks_bounded_and_written_through_embed(ds_path, whole, tmp_path):

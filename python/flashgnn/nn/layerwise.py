@@ -182,9 +182,10 @@ def _layers_of(model):
     raise TypeError(f"layer-wise inference: {type(model).__module__}.{type(model).__qualname__} is not {PROTOCOL}")
 
 
-def _input_table(ds, engine: str, cache, x_transform, dev, block: int):
-    """Every node's input row (float32 ``[num_nodes, dim]``, ``x_transform`` applied), read in id order in
-    blocks of ``block`` rows through the engine and ``cache``; and the reads it took."""
+def _input_table(ds, engine: str, cache, x_transform, dev, block: int, table: np.ndarray) -> int:
+    """Fill ``table`` (float32 ``[num_nodes, dim]``, memory or a memory map) with every node's input row,
+    ``x_transform`` applied, read in id order in blocks of ``block`` rows through the engine and ``cache``;
+    returns the reads it took."""
     import torch
 
     from flashgnn.sample.sampler import rows_in_id_order
@@ -193,10 +194,8 @@ def _input_table(ds, engine: str, cache, x_transform, dev, block: int):
         with torch.no_grad():
             return x_transform(torch.from_numpy(np.ascontiguousarray(rows)).to(dev)).float().cpu().numpy()
 
-    table = np.empty((ds.num_nodes, ds.feature_dim), np.float32)
-    reads = rows_in_id_order(ds.path, table, engine=engine, cache=cache, block=block,
-                             each=None if x_transform is None else each)
-    return table, reads
+    return rows_in_id_order(ds.path, table, engine=engine, cache=cache, block=block,
+                            each=None if x_transform is None else each)
 
 
 def _dev(model, device):
@@ -329,14 +328,18 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
     t0 = time.perf_counter()
     reads = 0
     try:
-        # The input rows, read once in id (page) order, when they fit half the memory this process may use:
-        # then the first layer samples structure only and takes each neighbour's row from this table, as later
-        # layers take theirs from the previous layer's, instead of the engine gathering a row per neighbour
-        # (on a 131 K-node graph, 3.5 M edges: 0.16 s for the table and 0.3 s of structure, against 6.4 s).
+        # The input rows, read once in id (page) order into a table — in memory when they fit half the memory
+        # this process may use, else a memory map beside the layers' own tables: then the first layer samples
+        # structure only and takes each neighbour's row from this table, as later layers take theirs from the
+        # previous layer's, instead of the engine gathering a row per neighbour (on a 131 K-node graph, 3.5 M
+        # edges: 0.16 s for the table and 0.3 s of structure, against 6.4 s; out of core the gathers then go
+        # through the page cache, as every later layer's do).
         resident = None
-        if total > 0 and ds.feature_dim and n * ds.feature_dim * 4 <= room // 2:
-            resident, table_reads = _input_table(ds, eng, cache, x_transform, dev, max(batch_size, 16384))
-            reads += table_reads
+        if total > 0 and ds.feature_dim:
+            shape = (n, ds.feature_dim)
+            resident = np.empty(shape, np.float32) if n * ds.feature_dim * 4 <= room // 2 else \
+                _tables(tmp, "input.f32", *shape, npy=False)
+            reads += _input_table(ds, eng, cache, x_transform, dev, max(batch_size, 16384), resident)
         bar = _progress.bar(total=passes * len(chunks), desc="inference", unit="chunk", disable=not progress)
         prev = None
         for li in range(passes):
@@ -372,10 +375,11 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
                 bar.update(1)
             reads += s.telemetry()["reads"]
             table.flush()
-            if prev is not None:
-                name = prev.filename
-                del prev
-                os.unlink(name)
+            for done in (prev, resident if first else None):  # this layer's input table, on disk or not
+                if isinstance(done, np.memmap):
+                    os.unlink(done.filename)  # its pages stay valid until unmapped (POSIX)
+            if first:
+                resident = None
             prev = table
         bar.close()
         final = prev
