@@ -81,6 +81,18 @@ def _tables(tmp: Path, name: str, n: int, dim: int, npy: bool):
     return np.memmap(path, mode="w+", dtype=np.float32, shape=(n, dim))
 
 
+def _rows(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """``table[ids]``. From a memory-mapped table (out of core) the rows are taken in id order — page order, so
+    the kernel reads ahead along the file instead of faulting a page in per row — and put back in ``ids``'
+    order."""
+    if not isinstance(table, np.memmap) or len(ids) < 2:
+        return table[ids]
+    order = np.argsort(ids, kind="stable")
+    out = np.empty((len(ids), table.shape[1]), table.dtype)
+    out[order] = table[ids[order]]
+    return out
+
+
 def _gcn_conv(conv) -> bool:
     """A PyG ``GCNConv`` that normalises by degrees (and so needs the whole graph's)."""
     from torch_geometric.nn import GCNConv
@@ -352,7 +364,7 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
             bar.set_description(f"inference layer {li + 1}/{passes}")
             for lo, hi in chunks:
                 b = s.sample(np.arange(lo, hi, dtype=np.int64), 0)
-                h_in = b.x if rows_here else (resident if first else prev)[b.n_id]
+                h_in = b.x if rows_here else _rows(resident if first else prev, b.n_id)
                 with torch.no_grad():
                     x = torch.from_numpy(np.ascontiguousarray(h_in, dtype=np.float32)).to(dev)
                     if rows_here and x_transform is not None:
