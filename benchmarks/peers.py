@@ -48,9 +48,10 @@ alike instead of one of them:
 
 - ``uring+cache / pyg-memory`` (target >= 1.0) and ``uring+cache / memory``
   (>= 0.9), batches/s;
-- with ``--scaling``, ``memory`` and ``uring+cache`` also run with twice the
-  producers (``memory/2x``, ``uring+cache/2x``, same cache) in every round:
-  ``uring+cache_2x_vs_1x`` (target >= 1.8) beside ``memory_2x_vs_1x``;
+- with ``--scaling``, ``memory`` and each ``uring+cache`` lever also run
+  with twice the producers (``memory/2x``, ``uring+cache/2x``, same cache)
+  in every round: ``uring+cache_2x_vs_1x`` (target >= 1.8) beside
+  ``memory_2x_vs_1x``;
 - CPU per cache hit / the ``memory`` engine's CPU per extent (<= 1.5);
 - ``train-pyg seconds / train-flashgnn seconds`` (>= 1.0: flashgnn's epoch
   with the default budget at least as fast as PyG's in memory), for the
@@ -308,7 +309,7 @@ def main(argv=None) -> int:
     variants = [v for v in (*sampling, *(TRAINING if a.train_batches != 0 else ()))
                 if not a.only or v in a.only.split(",") or (v in levers and CACHED in a.only.split(","))]
     # Producer scaling: each engine beside itself with twice the producers, same cache, same rounds.
-    doubled = {f"{v}{TWICE}": v for v in ("memory", CACHED) if a.scaling and v in variants}
+    doubled = {f"{v}{TWICE}": v for v in ("memory", *levers) if a.scaling and v in variants}
     for v2, v in doubled.items():
         variants.insert(variants.index(v) + 1, v2)
     cache_max = min(data // 3, a.memory_limit - engine_base_bytes(a.threads))
