@@ -250,8 +250,8 @@ def _graph_view(ds: Dataset, engine: str, cache=None, chunk: int = 1 << 16) -> D
     where = "memory" if in_memory else "a memory map"
     try:
         if in_memory:
-            # Anonymous memory: gathered per batch by PyG's inference, a memory map's pages would fault in one
-            # by one (and cost TLB misses) where this takes huge pages.
+            # Anonymous memory: PyG's inference gathers rows from it every batch, and a memory map's pages
+            # would fault in one by one (and miss the TLB more often than memory that may take huge pages).
             x = np.empty((n, d), np.float32)
             y = np.empty(n, np.int64) if has_y else None
         else:
@@ -593,9 +593,9 @@ class NeighborLoader(_Base, _PygNeighborLoader):
         """One pass of PyG's layer-wise inference (structure only, every node in id order, one full hop: see
         :attr:`node_sampler`). Such a pass is the same every time — a batch is a pure function of its seeds and
         a full hop draws nothing —, and the inference makes one per layer, so a pass whose batches fit a
-        quarter of the memory this process may use is kept and the next ones are copies of it (copied as
-        kept and as handed out, so a consumer that writes into a batch changes nothing kept): the engine reads and samples the
-        graph once, not once per layer."""
+        quarter of the memory this process may use is kept and the next ones are copies of it (copied as kept
+        and as handed out, so a consumer that writes into a batch changes nothing kept): the engine reads and
+        samples the graph once, not once per layer."""
         if getattr(self, "_kept_pass", None) is not None:
             self.wait_seconds = 0.0
             for d in self._kept_pass:
