@@ -637,6 +637,8 @@ impl PageCache {
     pub fn new(id: DatasetId, budget: usize, policy: Policy, statics: impl Into<StaticSet>) -> PageCache {
         let (statics, static_bytes) = Statics::new(statics.into(), budget, SLOT_FILE);
         let dynamic_budget = dynamic_part(budget, static_bytes);
+        let shards = dynamic_shards(dynamic_budget);
+        let shard_budget = dynamic_budget / shards;
         PageCache {
             id,
             budget,
@@ -644,10 +646,8 @@ impl PageCache {
             statics,
             static_bytes,
             dynamic_budget,
-            dynamic: (0..dynamic_shards(dynamic_budget))
-                .map(|_| Mutex::new(Dynamic::new(policy, dynamic_budget / dynamic_shards(dynamic_budget))))
-                .collect(),
-            shard_budget: dynamic_budget / dynamic_shards(dynamic_budget),
+            dynamic: (0..shards).map(|_| Mutex::new(Dynamic::new(policy, shard_budget))).collect(),
+            shard_budget,
             stats: CacheStats::default(),
         }
     }

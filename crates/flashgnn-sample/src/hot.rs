@@ -708,9 +708,7 @@ impl NeighborSampler {
                 Some(r) => top.offer_held(n as f64, file, offset, len, held(&r)),
                 // A slot is counted at its full bytes (its degree is not known here).
                 None if file == F_SLOT => top.offer_held(n as f64, file, offset, len, homo.slot(len as usize)),
-                None if file == F_FEATURES && homo.separate.is_some() => {
-                    top.offer_held(n as f64, file, offset, len, homo.separate.unwrap_or(len))
-                }
+                None if file == F_FEATURES => top.offer_held(n as f64, file, offset, len, homo.separate.unwrap_or(len)),
                 None => top.offer(n as f64, file, offset, len),
             }
         }
