@@ -8,7 +8,10 @@ remembered) and ``Run`` of a 2-layer GCN dataflow graph — through three phases
 2. **disk full** (35-55 %): the file system holding the dataset and its write-ahead log is filled to the
    last block. Writes must fail cleanly (RESOURCE_EXHAUSTED: the store cuts its log back and refuses them)
    while reads and ``Run`` go on;
-3. **space freed** (the rest): the filler is removed; writes must resume without a restart.
+3. **space freed** (the rest): the filler is removed; writes must resume without a restart. A write sent
+   before the store finished rolling back its last refused log write may still be refused (it was
+   validated on top of the group that was not written; the server's ``Stats`` give when that rollback
+   ended), but no log write begun after the space was freed may be refused.
 
 Throughout, one 4 KiB page of ``graph.fg`` is a bad sector (``FLASHGNN_FAULT_READ``: every read of it
 fails with EIO, in the server's engines and its store reads alike). The nodes whose slots lie on it are
@@ -289,6 +292,11 @@ def _report(recs, acked, lost, bad, fault, rss, delta, seconds, t_start, filled,
     ops: dict = {}
     wrong = []
     stuck = 0
+    refusal = (st.get("graph") or {}).get("last_space_refusal") or {}
+    rolled_back = refusal.get("rolled_back_at", 0.0) - t_start  # the last rollback, on the run's clock
+    if freed is not None and refusal and refusal["write_at"] - t_start >= freed:
+        wrong.append(("add_edge", "RESOURCE_EXHAUSTED", f"a log write begun {refusal['write_at'] - t_start:.2f} s "
+                      f"into the run was refused for space, after it was freed at {freed:.2f} s"))
     for kind, t0, lat, status, note in recs:
         ph = _phase(t0 - t_start, filled, freed)
         o = ops.setdefault(ph, {}).setdefault(kind, {"requests": 0, "errors": {}, "lat": []})
@@ -306,7 +314,8 @@ def _report(recs, acked, lost, bad, fault, rss, delta, seconds, t_start, filled,
             wrong.append((kind, status, note[1][:200]))
         elif kind in ("get_embed",) and status != "OK":
             wrong.append((kind, status, note[1][:200]))
-        elif kind == "add_edge" and status != "OK" and not (status == "RESOURCE_EXHAUSTED" and ph == "disk full"):
+        elif kind == "add_edge" and status != "OK" and not (
+                status == "RESOURCE_EXHAUSTED" and (ph == "disk full" or t0 - t_start < rolled_back)):
             wrong.append((kind, status, note[1][:200]))
     for ph in ops.values():
         for o in ph.values():
@@ -345,6 +354,7 @@ def _report(recs, acked, lost, bad, fault, rss, delta, seconds, t_start, filled,
         "anon_mib_per_minute": _per_minute(t, anon, seconds), "rss_mib_per_minute": _per_minute(t, v, seconds),
         "rss_samples": [(float(a), int(b), int(c)) for a, b, c in rss], "delta_samples": delta,
         "log_space_rollbacks": (st.get("graph") or {}).get("log_space_rollbacks"),
+        "last_rollback_at_s": rolled_back if refusal else None,
         "scrub": scrub, "server_exit": code,
         "server_stderr_lines": len(Path(server_err).read_text(errors="replace").splitlines()),
     }

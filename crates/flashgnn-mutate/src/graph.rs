@@ -158,6 +158,19 @@ pub struct GraphStats {
     pub wal_bytes_written: AtomicU64,
     /// Log writes refused for space and rolled back (module docs).
     pub log_space_rollbacks: AtomicU64,
+    /// The last such refusal, in µs since the Unix epoch (0: none yet):
+    /// when its log write began, and when the rollback had failed every
+    /// frame queued by then. A write sent before `rolled_back_at` may be
+    /// refused although space was freed meanwhile (it was validated on top
+    /// of the group that was not written); one sent later is not, unless a
+    /// later write is refused again (`write_at` moves on).
+    pub last_space_refusal_write_us: AtomicU64,
+    pub last_space_refusal_rolled_back_us: AtomicU64,
+}
+
+/// Now, in µs since the Unix epoch (for the stats' timestamps).
+fn unix_us() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
 }
 
 /// What opening found.
@@ -521,6 +534,7 @@ impl MutableGraph {
             let group: Vec<Pending> = q.pending.drain(..take).collect();
             let mut wal = q.wal.take().expect("a writable graph holds its log");
             drop(q);
+            let write_us = unix_us();
             let r = if group.len() == 1 {
                 wal.append_sync(&group[0].frame)
             } else {
@@ -536,6 +550,8 @@ impl MutableGraph {
             if let Err(e) = &r {
                 if wal::out_of_space(e) {
                     q = self.roll_back(wal, e);
+                    self.stats.last_space_refusal_write_us.store(write_us, Relaxed);
+                    self.stats.last_space_refusal_rolled_back_us.store(unix_us(), Relaxed);
                     self.cond.notify_all();
                     continue;
                 }
@@ -692,6 +708,13 @@ impl MutableGraph {
             "wal_bytes_written": st.wal_bytes_written.load(Relaxed),
             "wal_bytes": self.wal_bytes(),
             "log_space_rollbacks": st.log_space_rollbacks.load(Relaxed),
+            "last_space_refusal": match st.last_space_refusal_write_us.load(Relaxed) {
+                0 => serde_json::Value::Null,
+                w => serde_json::json!({
+                    "write_at": w as f64 * 1e-6,
+                    "rolled_back_at": st.last_space_refusal_rolled_back_us.load(Relaxed) as f64 * 1e-6,
+                }),
+            },
             "delta_nodes": snap.delta.len(), "delta_bytes": snap.delta.heap_bytes(),
             "free_ids": snap.delta.free_len(),
             "num_nodes": snap.num_nodes(), "num_edges": snap.delta.num_edges(&snap.base),

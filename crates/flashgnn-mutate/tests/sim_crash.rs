@@ -490,6 +490,12 @@ fn concurrent_writers_lose_only_unacknowledged_batches_when_space_runs_out() {
     assert!(failures.load(std::sync::atomic::Ordering::SeqCst) >= 1, "the refused write failed a batch");
     assert!(done.len() >= 40, "writes went on after the refusal: {} vertices acknowledged", done.len());
     assert_eq!(g.num_nodes(), base_nodes + done.len() as u64, "only acknowledged vertices are in the live graph");
+    // The stats say when the refused write began and when its rollback
+    // ended (a write sent before that may have been refused with it).
+    let st = g.stats_report();
+    let (w, r) = (&st["last_space_refusal"]["write_at"], &st["last_space_refusal"]["rolled_back_at"]);
+    let (w, r) = (w.as_f64().expect("write_at"), r.as_f64().expect("rolled_back_at"));
+    assert!(w > 1e9 && w <= r, "the last refusal: write at {w}, rolled back at {r}");
     drop(g);
     for seed in 0..seeds().max(3) {
         let state = disk.crash(seed);
