@@ -45,9 +45,12 @@ crash-states: develop
 	$(PY) tests/store/crash_protocols.py --long --seed $${SEED:-1} $${JSON:+--json $$JSON}
 
 # libFuzzer over every decoder of untrusted bytes (docs/reliability.md § Fuzzing): FUZZ_SECONDS
-# per target (default 20), one summary line per target and a total; needs nightly + cargo-fuzz
-# (skipped with a note otherwise). Not part of `make test`. `make fuzz T=wal` runs one target.
-fuzz:
+# per target (default 20), one summary line per target and a total. The Rust targets need nightly +
+# cargo-fuzz (skipped with a note otherwise); the Python one (the DFG from the wire) runs under atheris,
+# installed here into the venv (not a `make test` dependency). Not part of `make test`.
+# `make fuzz T=wal` runs one target.
+fuzz: develop
+	$(PY) -c "import atheris" 2>/dev/null || $(PY) -m pip install --quiet "atheris>=2.3"
 	FUZZ_SECONDS=$${FUZZ_SECONDS:-20} fuzz/run.sh $(T)
 
 # Rewrite fuzz/corpus/*/seed-* from the fixtures and a trace and WAL recorded with `flashgnn`.

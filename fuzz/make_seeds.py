@@ -115,9 +115,29 @@ def main() -> int:
         m = json.loads((ds / "manifest.json").read_text())
         for log in sorted((ds / "mut").glob("wal-*.log")):
             put("wal", log.stem, bytes([0, 1]) + struct.pack("<Q", m["dataset_id"]) + log.read_bytes())
+    dfg_seeds()
     n = sum(1 for _ in CORPUS.glob("*/seed-*"))
     print(f"wrote {n} seeds under {CORPUS.relative_to(ROOT)}")
     return 0
+
+
+def dfg_seeds() -> None:
+    """Serialised DFGs for fuzz/python/dfg_wire.py (first byte 0: sent as they are): a GEMM/ReLU graph and
+    the built-in GraphSAGE and GCN graphs as a client sends them to `Run` (BatchPre on the request's
+    targets), on 8-wide features."""
+    import torch
+    from torch_geometric.nn import GCN, GraphSAGE
+
+    import flashgnn.dfg as dfg
+
+    torch.manual_seed(0)
+    g = dfg.Graph()
+    x = g.create_in("X")
+    h = g.create_op("GEMM", [x, g.create_param("W", torch.ones(8, 4)), g.create_param("b", torch.zeros(4))])
+    g.create_out("Result", g.create_op("ReLU", [h]))
+    put("dfg_wire", "gemm-relu", b"\0" + g.to_bytes())
+    put("dfg_wire", "gcn", b"\0" + dfg.models.gcn(GCN(8, 8, 2, 3).eval().state_dict(), [3, 2]).to_bytes())
+    put("dfg_wire", "sage", b"\0" + dfg.models.sage(GraphSAGE(8, 8, 2, 3).eval().state_dict(), [3, 2]).to_bytes())
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader as _PygNeighborLoader
 
+from flashgnn._malloc import large_blocks_reused
 from flashgnn.loader import _args as _pa
 from flashgnn.loader import hetero as _hetero
 from flashgnn.store.dataset import Dataset
@@ -595,16 +596,22 @@ class NeighborLoader(_Base, _PygNeighborLoader):
         a full hop draws nothing —, and the inference makes one per layer, so a pass whose batches fit a
         quarter of the memory this process may use is kept and the next ones are copies of it (copied as kept
         and as handed out, so a consumer that writes into a batch changes nothing kept): the engine reads and
-        samples the graph once, not once per layer."""
+        samples the graph once, not once per layer. The consumer's large per-batch tensors are served from
+        the heap meanwhile (:func:`flashgnn._malloc.large_blocks_reused`)."""
+        from flashgnn.sample.budget import available_memory
+
+        room = available_memory()
+        with large_blocks_reused(room):
+            yield from self._layer_batches(order, pos, base, room)
+
+    def _layer_batches(self, order, pos, base, room):
         if getattr(self, "_kept_pass", None) is not None:
             self.wait_seconds = 0.0
             for d in self._kept_pass:
                 yield self._emit(d.clone())
             self.telemetry = dict(self.telemetry, replayed=True)
             return
-        from flashgnn.sample.budget import available_memory
-
-        room = available_memory() // 4
+        room //= 4
         kept, size = [], 0
         sampler = self._structure_sampler()
         it = sampler.iter_batches(order, self.batch_size, seed=base, prefetch=self.prefetch, drop_last=self.drop_last,

@@ -68,6 +68,7 @@ from pathlib import Path
 
 import numpy as np
 
+from flashgnn._malloc import large_blocks_reused
 from flashgnn._durable import check_output, create_tmp_dir, fsync_path, makedirs_durable, publish_dir, remove_stale_tmps
 
 PROTOCOL = ("a torch_geometric BasicGNN (GraphSAGE, GCN, GIN, GAT, ...), torch_geometric.nn.MLP, or a module with "
@@ -353,46 +354,48 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
                 _tables(tmp, "input.f32", *shape, npy=False)
             reads += _input_table(ds, eng, cache, x_transform, dev, max(batch_size, 16384), resident)
         bar = _progress.bar(total=passes * len(chunks), desc="inference", unit="chunk", disable=not progress)
-        prev = None
-        for li in range(passes):
-            last = li == passes - 1
-            table = None  # created at the first chunk, when the layer's width is known
-            first = li == 0
-            rows_here = first and resident is None  # the engine gathers this layer's input rows
-            s = Sampler(ds.path, [0] if total == 0 else [-1], engine=eng, dtype=np.float32, labels=False,
-                        features=rows_here, degrees=needs_deg, cache=cache)
-            bar.set_description(f"inference layer {li + 1}/{passes}")
-            for lo, hi in chunks:
-                b = s.sample(np.arange(lo, hi, dtype=np.int64), 0)
-                h_in = b.x if rows_here else _rows(resident if first else prev, b.n_id)
-                with torch.no_grad():
-                    x = torch.from_numpy(np.ascontiguousarray(h_in, dtype=np.float32)).to(dev)
-                    if rows_here and x_transform is not None:
-                        x = x_transform(x)
-                    ei = torch.from_numpy(b.edge_index).to(dev)
-                    deg = torch.from_numpy(b.deg).to(dev) if needs_deg else None
-                    h = step(li, x, ei, deg, hi - lo)
-                if h.dim() != 2 or h.shape[0] < hi - lo:
-                    raise ValueError(f"layer-wise inference: {kind} layer {li} returned shape {tuple(h.shape)} for a "
-                                     f"chunk of {hi - lo} targets; expected [>= {hi - lo}, dim]")
-                h = h[: hi - lo]
-                if table is None:
-                    if last and limit is not None and n * h.shape[1] * 4 > limit:
-                        raise MemoryError(
-                            f"inference({ds.path}): the output table, {n:,} nodes x {h.shape[1]} float32 = "
-                            f"{n * h.shape[1] * 4:,} bytes, needs more than the {limit:,} bytes available (pass "
-                            "out=DIR to write it to disk, or max_bytes= to override)")
-                    table = _tables(tmp, "embeddings.npy" if last else f"layer{li}.f32", n, h.shape[1], npy=last)
-                table[lo:hi] = h.float().cpu().numpy()
-                bar.update(1)
-            reads += s.telemetry()["reads"]
-            table.flush()
-            for done in (prev, resident if first else None):  # this layer's input table, on disk or not
-                if isinstance(done, np.memmap):
-                    os.unlink(done.filename)  # its pages stay valid until unmapped (POSIX)
-            if first:
-                resident = None
-            prev = table
+        # Each chunk allocates its layer's large tensors again: the heap serves and reuses them (_malloc).
+        with large_blocks_reused(room):
+            prev = None
+            for li in range(passes):
+                last = li == passes - 1
+                table = None  # created at the first chunk, when the layer's width is known
+                first = li == 0
+                rows_here = first and resident is None  # the engine gathers this layer's input rows
+                s = Sampler(ds.path, [0] if total == 0 else [-1], engine=eng, dtype=np.float32, labels=False,
+                            features=rows_here, degrees=needs_deg, cache=cache)
+                bar.set_description(f"inference layer {li + 1}/{passes}")
+                for lo, hi in chunks:
+                    b = s.sample(np.arange(lo, hi, dtype=np.int64), 0)
+                    h_in = b.x if rows_here else _rows(resident if first else prev, b.n_id)
+                    with torch.no_grad():
+                        x = torch.from_numpy(np.ascontiguousarray(h_in, dtype=np.float32)).to(dev)
+                        if rows_here and x_transform is not None:
+                            x = x_transform(x)
+                        ei = torch.from_numpy(b.edge_index).to(dev)
+                        deg = torch.from_numpy(b.deg).to(dev) if needs_deg else None
+                        h = step(li, x, ei, deg, hi - lo)
+                    if h.dim() != 2 or h.shape[0] < hi - lo:
+                        raise ValueError(f"layer-wise inference: {kind} layer {li} returned shape {tuple(h.shape)} for a "
+                                         f"chunk of {hi - lo} targets; expected [>= {hi - lo}, dim]")
+                    h = h[: hi - lo]
+                    if table is None:
+                        if last and limit is not None and n * h.shape[1] * 4 > limit:
+                            raise MemoryError(
+                                f"inference({ds.path}): the output table, {n:,} nodes x {h.shape[1]} float32 = "
+                                f"{n * h.shape[1] * 4:,} bytes, needs more than the {limit:,} bytes available (pass "
+                                "out=DIR to write it to disk, or max_bytes= to override)")
+                        table = _tables(tmp, "embeddings.npy" if last else f"layer{li}.f32", n, h.shape[1], npy=last)
+                    table[lo:hi] = h.float().cpu().numpy()
+                    bar.update(1)
+                reads += s.telemetry()["reads"]
+                table.flush()
+                for done in (prev, resident if first else None):  # this layer's input table, on disk or not
+                    if isinstance(done, np.memmap):
+                        os.unlink(done.filename)  # its pages stay valid until unmapped (POSIX)
+                if first:
+                    resident = None
+                prev = table
         bar.close()
         final = prev
         dim = final.shape[1]

@@ -119,22 +119,14 @@ BUDGET_FANOUTS = [10, 5]  # the batch the --memory-budget split is measured with
 # 4-minute soaks, still rising. Capped at 2: 12-21 MiB, arenas 240 -> 190 MiB, the same requests served
 # (docs/reliability.md, *Soak*). MALLOC_ARENA_MAX in the environment still wins.
 MALLOC_ARENAS_MAX = 2
-_M_ARENA_MAX = -8  # glibc <malloc.h>
 
 
 def limit_malloc_arenas(n: int = MALLOC_ARENAS_MAX) -> bool:
     """Cap glibc's malloc arenas at ``n`` (before the server starts its threads); False where the C library
-    has no ``mallopt`` (not glibc) or the environment sets ``MALLOC_ARENA_MAX``."""
-    import ctypes
-    import os
+    is not glibc or the environment sets ``MALLOC_ARENA_MAX`` (``flashgnn._malloc.limit_arenas``)."""
+    from flashgnn._malloc import limit_arenas
 
-    if "MALLOC_ARENA_MAX" in os.environ:
-        return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
-    return bool(mallopt(_M_ARENA_MAX, n))
+    return limit_arenas(n)
 
 
 def serve(
