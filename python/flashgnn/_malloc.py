@@ -10,7 +10,8 @@ Two, each measured (docs/benchmarks.md, *Layer-wise inference*; docs/reliability
   whether an allocation happens to fit a free chunk of the heap instead depends on what ran before,
   which made the same pass take 6 to 12 s from run to run. With the threshold raised to
   :data:`REUSE_BYTES` for the pass the blocks come from the heap and are reused by the next batch:
-  0.14-0.19 M faults, 5.1-6.5 s, the same peak RSS. When the pass ends, ``malloc_trim`` hands back
+  0.14-0.19 M faults, 5.1-6.5 s, the same peak RSS. Only with room to spare (:data:`ROOM_NEEDED`):
+  under a tight memory cap the heap's free chunks are what the cap kills. When the pass ends, ``malloc_trim`` hands back
   what the heap keeps free, and the thresholds go to glibc's own ceilings (32 MiB, trim at 64 MiB):
   glibc has no way back to its adaptive rule once a threshold is set, and its ceiling is where that
   rule ends up in a process that allocates large tensors.
@@ -30,10 +31,13 @@ from contextlib import contextmanager
 
 # glibc <malloc.h>
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
-# The largest block served from the heap during a layer-wise pass (at most a quarter of the memory the
-# process may still use): 256 MiB covered every batch of the measured passes with the same peak RSS;
-# 512 MiB kept 0.4 GiB more resident and was no faster.
+# The largest block served from the heap during a layer-wise pass: 256 MiB covered every batch of the
+# measured passes with the same peak RSS; 512 MiB kept 0.4 GiB more resident and was no faster.
 REUSE_BYTES = 256 << 20
+# Only where the process may still use 8x that: a heap keeps free chunks between the blocks it serves,
+# and under a tight cap that anonymous memory is what the cap then kills (out-of-core inference of
+# data/ooc under 900 MiB, ~300 MiB of room: killed with the setting, 190 s without).
+ROOM_NEEDED = 8 * REUSE_BYTES
 # glibc's adaptive rule never raises the mmap threshold past 32 MiB (DEFAULT_MMAP_THRESHOLD_MAX on
 # 64-bit) and keeps the trim threshold at twice it: where a pass leaves the process.
 GLIBC_CEILING = 32 << 20
@@ -61,16 +65,20 @@ def user_tuned() -> bool:
 
 @contextmanager
 def large_blocks_reused(room: int | None = None):
-    """Serve blocks up to :data:`REUSE_BYTES` (at most ``room`` / 4, at least glibc's 32 MiB ceiling) from
-    the heap and keep up to twice that free in it while the body runs; then trim the heap and leave the
-    thresholds at glibc's ceilings (module docs). Yields whether the settings were made."""
+    """Serve blocks up to :data:`REUSE_BYTES` from the heap and keep up to twice that free in it while the
+    body runs; then trim the heap and leave the thresholds at glibc's ceilings (module docs). Nothing is
+    changed when ``room`` (bytes the process may still use; None: unknown, not bounded) is under
+    :data:`ROOM_NEEDED`. Yields whether the settings were made."""
     global _depth
     fns = None if user_tuned() else _glibc()
     if fns is None:
         yield False
         return
+    if room is not None and int(room) < ROOM_NEEDED:
+        yield False
+        return
     mallopt, trim = fns
-    size = REUSE_BYTES if room is None else max(GLIBC_CEILING, min(REUSE_BYTES, int(room) // 4))
+    size = REUSE_BYTES
     with _lock:
         _depth += 1
         if _depth == 1:

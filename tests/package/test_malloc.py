@@ -13,9 +13,9 @@ docs/benchmarks.md *Layer-wise inference*). Proved by where a 64 MiB `malloc` la
 `mallinfo2` (`hblkhd`: bytes in blocks glibc mapped on their own): during the pass — in the body of
 PyG's `model.inference` loop over a `flashgnn.NeighborLoader`, and of `large_blocks_reused` itself —
 the block comes from the heap; before the pass and after it (thresholds back at glibc's 32 MiB
-ceiling) it is mapped on its own; and with `MALLOC_MMAP_THRESHOLD_` in the environment or
-`FLASHGNN_MALLOC=default`, nothing changes. Without the setting every 64 MiB block is mapped, so the
-"during" checks fail.
+ceiling) it is mapped on its own; and with `MALLOC_MMAP_THRESHOLD_` in the environment,
+`FLASHGNN_MALLOC=default` or less room than `ROOM_NEEDED`, nothing changes. Without the setting every
+64 MiB block is mapped, so the "during" checks fail.
 """
 
 from __future__ import annotations
@@ -108,10 +108,10 @@ def mapped_alone():
     libc.free(p)
     return grew
 
-from flashgnn._malloc import large_blocks_reused
+from flashgnn._malloc import ROOM_NEEDED, large_blocks_reused
 seen = {"before": mapped_alone()}
-if sys.argv[1] == "context":
-    with large_blocks_reused() as made:
+if sys.argv[1] in ("context", "tight"):
+    with large_blocks_reused(None if sys.argv[1] == "context" else ROOM_NEEDED - 1) as made:
         seen["during"] = mapped_alone()
     seen["made"] = made
 else:
@@ -150,6 +150,12 @@ def _blocks(mode: str, *args, env=None) -> dict:
 def test_a_large_block_comes_from_the_heap_only_while_a_pass_runs():
     seen = _blocks("context")
     assert seen == {"before": True, "during": False, "made": True, "after": True}, seen
+
+
+@pytest.mark.skipif(not _glibc(), reason="malloc thresholds are glibc's")
+def test_nothing_changes_without_room_to_spare():
+    seen = _blocks("tight")
+    assert seen == {"before": True, "during": True, "made": False, "after": True}, seen
 
 
 @pytest.mark.skipif(not _glibc(), reason="malloc thresholds are glibc's")
