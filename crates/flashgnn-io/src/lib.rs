@@ -47,8 +47,8 @@ pub mod uring;
 pub use disk::{Disk, DiskFile};
 pub use out::{pwrite_all, BlockWriter, OutFile};
 pub use publish::{
-    check_not_input, check_output, create_dir_all_durable, create_tmp_dir, fsync_dir, publish_dir, publish_file,
-    remove_stale_tmps, try_lock_exclusive,
+    check_not_input, check_output, create_dir_all_durable, create_tmp_dir, create_tmp_dir_on, fsync_dir, publish_dir,
+    publish_dir_on, publish_file, remove_stale_tmps, try_lock_exclusive,
 };
 pub use read::{FaultyReader, FileReader, ReadAt};
 pub use regular::{open_regular, open_regular_with, present, read_regular};

@@ -58,6 +58,8 @@ pub enum SimOp {
     Fsync(PathBuf),
     /// Rename within one directory (replacing what the target named).
     Rename(PathBuf, PathBuf),
+    /// Swap two names of one directory (`RENAME_EXCHANGE`), atomically.
+    Exchange(PathBuf, PathBuf),
     /// Remove a file, or an empty directory.
     Unlink(PathBuf),
     /// A tree written by code that does not go through the simulation (the
@@ -82,6 +84,7 @@ enum DirOp {
     Link(String, Ino),
     Unlink(String),
     Rename(String, String),
+    Exchange(String, String),
 }
 
 impl DirOp {
@@ -97,6 +100,12 @@ impl DirOp {
             }
             DirOp::Rename(a, b) => {
                 if let Some(i) = e.remove(a) {
+                    e.insert(b.clone(), i);
+                }
+            }
+            DirOp::Exchange(a, b) => {
+                if let (Some(&i), Some(&j)) = (e.get(a), e.get(b)) {
+                    e.insert(a.clone(), j);
                     e.insert(b.clone(), i);
                 }
             }
@@ -264,6 +273,16 @@ impl Model {
                     return Err(err(format!("rename {a:?} -> {b:?} crosses directories (not modelled)")));
                 }
                 self.dir_op(da, DirOp::Rename(na, nb));
+            }
+            SimOp::Exchange(a, b) => {
+                self.lookup(a).ok_or_else(|| missing(a))?;
+                self.lookup(b).ok_or_else(|| missing(b))?;
+                let (da, na) = self.parent_of(a)?;
+                let (db, nb) = self.parent_of(b)?;
+                if da != db {
+                    return Err(err(format!("exchange {a:?} <-> {b:?} crosses directories (not modelled)")));
+                }
+                self.dir_op(da, DirOp::Exchange(na, nb));
             }
             SimOp::Adopt(p, tree) => {
                 if self.lookup(p).is_some() {
