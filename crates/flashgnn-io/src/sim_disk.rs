@@ -485,9 +485,11 @@ impl SimDisk {
         Ok(SimDisk { root, state: Mutex::new((initial.clone(), Vec::new())), initial, fail: Mutex::new(None) })
     }
 
-    /// Make the file operation (write, truncation, fsync) that would be
-    /// recorded as operation `k` fail with `errno`, once, before it reaches
-    /// the file: a device error at a chosen point. The failed operation is
+    /// Make the file operation (create, write, truncation, fsync, rename)
+    /// that would be recorded as operation `k` fail with `errno`, once,
+    /// before it reaches the file: a device error at a chosen point. Where
+    /// threads make operations at once, it is the first one checked after
+    /// `k` were recorded (maybe a later one). The failed operation is
     /// not recorded, so the model keeps what the device still holds: a
     /// failed write wrote nothing, a failed fsync made nothing durable (what
     /// Linux promises after an fsync error is less; assuming no more is the
@@ -510,7 +512,9 @@ impl SimDisk {
         let mut f = self.fail.lock().unwrap_or_else(|p| p.into_inner());
         let errno = match &*f {
             Some(_) if self.relative(path).is_none() => None,
-            Some(Fail::At(k, errno)) => (self.ops() == *k).then_some(*errno),
+            // `>=`: where threads check and record in between each other,
+            // none may check at exactly k operations.
+            Some(Fail::At(k, errno)) => (self.ops() >= *k).then_some(*errno),
             Some(Fail::Next { what: w, path: p, errno }) => {
                 (*w == what && path.to_string_lossy().contains(p.as_str())).then_some(*errno)
             }
