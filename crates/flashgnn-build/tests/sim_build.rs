@@ -226,7 +226,7 @@ fn check_state(state: &CrashState, allowed: &[&Tree], must_exist: bool) -> Resul
     }
     let t = tempdir();
     materialise(state, t.path()).unwrap();
-    Dataset::open(&t.path().join(OUT)).map_err(|e| format!("the output does not open: {e}"))?;
+    Dataset::open(t.path().join(OUT)).map_err(|e| format!("the output does not open: {e}"))?;
     Ok(())
 }
 
