@@ -1,5 +1,6 @@
 //! [`Disk`]: the handle through which the mutable store creates, writes,
-//! syncs, renames and removes its files, chosen per store instance.
+//! syncs, renames and removes its files, chosen per store instance; the
+//! builder publishes its output through one too (`BuildOptions::disk`).
 //!
 //! [`Disk::Real`] (the default, and the only kind in production builds)
 //! calls the file system and nothing else. With the cargo feature

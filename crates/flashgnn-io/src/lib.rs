@@ -11,9 +11,10 @@
 //!   parent; an existing dataset is swapped with `renameat2(RENAME_EXCHANGE)`),
 //!   the same for one file, the `flock` writer lock, the `--force` rule
 //!   ([`check_output`]) and owner-marked temporaries ([`remove_stale_tmps`]).
-//! - [`disk`]: the [`Disk`] handle a mutable store writes through — the
-//!   real file system, or (feature `sim-disk`, tests) the same calls also
-//!   recorded in a [`sim_disk`] model that yields power-loss crash states.
+//! - [`disk`]: the [`Disk`] handle a mutable store or a build writes
+//!   through — the real file system, or (feature `sim-disk`, tests) the same
+//!   calls also recorded in a [`sim_disk`] model that yields power-loss
+//!   crash states.
 //! - [`regular`]: every open of a dataset or input file refuses FIFOs,
 //!   devices and directories by name instead of blocking.
 //!
