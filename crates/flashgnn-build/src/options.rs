@@ -167,6 +167,13 @@ pub struct BuildOptions {
     /// `--link-edge-type SRC__REL__DST`: the input edge type a typed input's
     /// `--link-split` draws from (default: its only one).
     pub link_edge_type: Option<String>,
+    /// Where the published output is written: the tmp directory, every
+    /// output file in it, their fsyncs and the publishing rename. The real
+    /// file system by default; tests pass a simulated disk (flashgnn-io
+    /// feature `sim-disk`) to check the crash states. Scratch files deleted
+    /// before publishing (sort runs, buckets, stages) always go to the real
+    /// file system.
+    pub disk: flashgnn_io::Disk,
 }
 
 impl BuildOptions {
@@ -207,6 +214,7 @@ impl BuildOptions {
             link_split_seed: None,
             link_split_files: None,
             link_edge_type: None,
+            disk: flashgnn_io::Disk::Real,
         }
     }
 }

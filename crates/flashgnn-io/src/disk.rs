@@ -1,5 +1,6 @@
 //! [`Disk`]: the handle through which the mutable store creates, writes,
-//! syncs, renames and removes its files, chosen per store instance.
+//! syncs, renames and removes its files, chosen per store instance; the
+//! builder publishes its output through one too (`BuildOptions::disk`).
 //!
 //! [`Disk::Real`] (the default, and the only kind in production builds)
 //! calls the file system and nothing else. With the cargo feature
@@ -74,6 +75,7 @@ macro_rules! inject {
         let _ = (&$disk, &$path);
     }};
 }
+pub(crate) use inject;
 
 impl Disk {
     pub fn is_real(&self) -> bool {
@@ -94,6 +96,7 @@ impl Disk {
 
     /// fsync the directory `dir` (its entries become durable).
     pub fn fsync_dir(&self, dir: &Path) -> Result<(), IoError> {
+        inject!(self, dir, "fsync directory", None);
         crate::publish::fsync_dir(dir)?;
         note!(self, dir, |rel| crate::sim_disk::SimOp::Fsync(rel));
         Ok(())
@@ -101,12 +104,28 @@ impl Disk {
 
     /// `rename(from, to)` (within one directory).
     pub fn rename(&self, from: &Path, to: &Path) -> Result<(), IoError> {
+        inject!(self, to, "renaming into place", None);
         std::fs::rename(from, to).map_err(|e| IoError::new("renaming into place", to, None, e))?;
         #[cfg(feature = "sim-disk")]
         if let Disk::Sim(s) = self {
             if let (Some(a), Some(b)) = (s.relative(from), s.relative(to)) {
                 s.record(crate::sim_disk::SimOp::Rename(a, b))
                     .map_err(|e| IoError::new("recording on the simulated disk", to, None, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Swap `a` and `b` atomically (`renameat2(RENAME_EXCHANGE)`, within
+    /// one directory): publishing over an existing output.
+    pub fn exchange(&self, a: &Path, b: &Path) -> Result<(), IoError> {
+        inject!(self, b, "swapping in", None);
+        crate::publish::rename_exchange(a, b).map_err(|e| IoError::new("swapping in", b, None, e))?;
+        #[cfg(feature = "sim-disk")]
+        if let Disk::Sim(s) = self {
+            if let (Some(x), Some(y)) = (s.relative(a), s.relative(b)) {
+                s.record(crate::sim_disk::SimOp::Exchange(x, y))
+                    .map_err(|e| IoError::new("recording on the simulated disk", b, None, e))?;
             }
         }
         Ok(())
@@ -137,6 +156,7 @@ impl Disk {
 
     /// Create (or truncate) `path` for writing.
     pub fn create(&self, path: &Path) -> Result<DiskFile, IoError> {
+        inject!(self, path, "creating", None);
         let file = File::create(path).map_err(|e| IoError::new("creating", path, None, e))?;
         note!(self, path, |rel| crate::sim_disk::SimOp::Create(rel));
         Ok(DiskFile { file, path: path.to_path_buf(), disk: self.clone() })

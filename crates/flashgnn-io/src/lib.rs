@@ -11,9 +11,10 @@
 //!   parent; an existing dataset is swapped with `renameat2(RENAME_EXCHANGE)`),
 //!   the same for one file, the `flock` writer lock, the `--force` rule
 //!   ([`check_output`]) and owner-marked temporaries ([`remove_stale_tmps`]).
-//! - [`disk`]: the [`Disk`] handle a mutable store writes through — the
-//!   real file system, or (feature `sim-disk`, tests) the same calls also
-//!   recorded in a [`sim_disk`] model that yields power-loss crash states.
+//! - [`disk`]: the [`Disk`] handle a mutable store or a build writes
+//!   through — the real file system, or (feature `sim-disk`, tests) the same
+//!   calls also recorded in a [`sim_disk`] model that yields power-loss
+//!   crash states.
 //! - [`regular`]: every open of a dataset or input file refuses FIFOs,
 //!   devices and directories by name instead of blocking.
 //!
@@ -47,8 +48,8 @@ pub mod uring;
 pub use disk::{Disk, DiskFile};
 pub use out::{pwrite_all, BlockWriter, OutFile};
 pub use publish::{
-    check_not_input, check_output, create_dir_all_durable, create_tmp_dir, fsync_dir, publish_dir, publish_file,
-    remove_stale_tmps, try_lock_exclusive,
+    check_not_input, check_output, create_dir_all_durable, create_tmp_dir, create_tmp_dir_on, fsync_dir, publish_dir,
+    publish_dir_on, publish_file, remove_stale_tmps, try_lock_exclusive,
 };
 pub use read::{FaultyReader, FileReader, ReadAt};
 pub use regular::{open_regular, open_regular_with, present, read_regular};

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use flashgnn_format::checksum::FileCrc;
 
 use crate::aligned::AlignedBuf;
-use crate::disk::note;
+use crate::disk::{inject, note};
 use crate::{fault, Disk, IoError};
 
 /// Write buffer: 1 MiB keeps syscalls rare (1.2 GB/s ≈ 1200 writes/s) while
@@ -160,6 +160,17 @@ impl OutFile {
     /// [`finish`](OutFile::finish), then fsync as usual. Buffered throughout
     /// where the file system refuses O_DIRECT (tmpfs).
     pub fn create_direct(path: impl AsRef<Path>) -> Result<OutFile, IoError> {
+        OutFile::create_direct_on(&Disk::Real, path)
+    }
+
+    /// [`create_direct`](OutFile::create_direct) through `disk`. A
+    /// simulated disk records buffered writes only, so there the file is
+    /// written as [`create_on`](OutFile::create_on) writes it (same bytes,
+    /// same CRC); a real disk keeps O_DIRECT.
+    pub fn create_direct_on(disk: &Disk, path: impl AsRef<Path>) -> Result<OutFile, IoError> {
+        if !disk.is_real() {
+            return OutFile::create_on(disk, path);
+        }
         let path = path.as_ref().to_path_buf();
         match crate::engine::create_direct(&path)? {
             (file, true) => Ok(OutFile {
@@ -242,10 +253,7 @@ impl OutFile {
 
     fn raw_write(&mut self, data: &[u8]) -> Result<(), IoError> {
         let at = self.crc.bytes() - data.len() as u64 - self.buf.len() as u64;
-        fault::charge(data.len() as u64).map_err(|e| IoError::new("writing", &self.path, Some(at), e))?;
-        self.file.write_all(data).map_err(|e| IoError::new("writing", &self.path, Some(at), e))?;
-        note!(&self.disk, &self.path, |rel| crate::sim_disk::SimOp::Write(rel, at, data.to_vec()));
-        Ok(())
+        self.write_recorded(data, at)
     }
 
     fn flush_buf(&mut self) -> Result<(), IoError> {
@@ -254,15 +262,21 @@ impl OutFile {
         }
         let buf = std::mem::take(&mut self.buf);
         let at = self.crc.bytes() - buf.len() as u64;
-        let r = fault::charge(buf.len() as u64)
-            .and_then(|_| self.file.write_all(&buf))
-            .map_err(|e| IoError::new("writing", &self.path, Some(at), e));
-        if r.is_ok() {
-            note!(&self.disk, &self.path, |rel| crate::sim_disk::SimOp::Write(rel, at, buf.clone()));
-        }
+        let r = self.write_recorded(&buf, at);
         self.buf = buf;
         self.buf.clear();
         r
+    }
+
+    /// Write `data` (which belongs at `at`) at the file's position, charged
+    /// to the [`fault`] plan and recorded on a simulated disk.
+    fn write_recorded(&mut self, data: &[u8], at: u64) -> Result<(), IoError> {
+        inject!(&self.disk, &self.path, "writing", Some(at));
+        fault::charge(data.len() as u64)
+            .and_then(|_| self.file.write_all(data))
+            .map_err(|e| IoError::new("writing", &self.path, Some(at), e))?;
+        note!(&self.disk, &self.path, |rel| crate::sim_disk::SimOp::Write(rel, at, data.to_vec()));
+        Ok(())
     }
 
     /// Flush, fsync and return (length, crc32c).
@@ -294,20 +308,19 @@ impl OutFile {
         let pending = std::mem::take(&mut self.buf);
         if !pending.is_empty() {
             let at = self.crc.bytes() - pending.len() as u64;
-            fault::charge(pending.len() as u64)
-                .and_then(|_| self.file.write_all(&pending))
-                .map_err(|e| IoError::new("writing", &self.path, Some(at), e))?;
-            note!(&self.disk, &self.path, |rel| crate::sim_disk::SimOp::Write(rel, at, pending.clone()));
+            self.write_recorded(&pending, at)?;
         }
         let mut crc = self.crc.value();
         if old != new {
             let rest = (self.crc.bytes() - old.len() as u64) as usize;
             crc ^= crc32c::crc32c_combine(crc32c::crc32c(old) ^ crc32c::crc32c(new), 0, rest);
+            inject!(&self.disk, &self.path, "writing", Some(0));
             crate::engine::clear_direct(&self.file)
                 .and_then(|_| pwrite_all(&self.file, new, 0))
                 .map_err(|e| IoError::new("writing", &self.path, Some(0), e))?;
             note!(&self.disk, &self.path, |rel| crate::sim_disk::SimOp::Write(rel, 0, new.to_vec()));
         }
+        inject!(&self.disk, &self.path, "fsync", None);
         self.file.sync_all().map_err(|e| IoError::new("fsync", &self.path, None, e))?;
         note!(&self.disk, &self.path, |rel| crate::sim_disk::SimOp::Fsync(rel));
         Ok((self.crc.bytes(), crc))

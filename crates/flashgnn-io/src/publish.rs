@@ -12,7 +12,7 @@ use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::IoError;
+use crate::{Disk, IoError};
 
 pub fn fsync_dir(dir: &Path) -> Result<(), IoError> {
     let f = File::open(dir).map_err(|e| IoError::new("opening directory", dir, None, e))?;
@@ -80,7 +80,7 @@ pub fn try_lock_exclusive(f: &File) -> std::io::Result<bool> {
 }
 
 /// Swap two paths atomically (Linux `renameat2` with `RENAME_EXCHANGE`).
-fn rename_exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+pub(crate) fn rename_exchange(a: &Path, b: &Path) -> std::io::Result<()> {
     let ca = CString::new(a.as_os_str().as_bytes())?;
     let cb = CString::new(b.as_os_str().as_bytes())?;
     // SAFETY: both pointers are valid NUL-terminated strings that outlive the call.
@@ -219,12 +219,16 @@ fn boot_id() -> String {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
-fn write_owner(dir: &Path) -> Result<(), IoError> {
+fn write_owner(disk: &Disk, dir: &Path) -> Result<(), IoError> {
     let pid = std::process::id();
     let (start, boot) = process_identity(pid).unwrap_or((0, boot_id()));
     let body = serde_json::json!({"pid": pid, "start_time": start, "boot_id": boot}).to_string();
     let p = dir.join(OWNER_FILE);
-    std::fs::write(&p, body).map_err(|e| IoError::new("writing", &p, None, e))
+    if disk.is_real() {
+        // Not charged to the fault plan, not fsynced (as before `Disk`).
+        return std::fs::write(&p, body).map_err(|e| IoError::new("writing", &p, None, e));
+    }
+    disk.create(&p)?.write_at(body.as_bytes(), 0)
 }
 
 /// Create the temporary directory for an output at `out`:
@@ -233,14 +237,19 @@ fn write_owner(dir: &Path) -> Result<(), IoError> {
 /// this process is gone ([`remove_stale_tmps`]). [`publish_dir`] removes the
 /// marker before the directory becomes `out`.
 pub fn create_tmp_dir(out: &Path) -> Result<PathBuf, IoError> {
+    create_tmp_dir_on(&Disk::Real, out)
+}
+
+/// [`create_tmp_dir`] through `disk` (the directory and its marker).
+pub fn create_tmp_dir_on(disk: &Disk, out: &Path) -> Result<PathBuf, IoError> {
     let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "dataset".into());
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let tmp = parent.join(format!(".{name}.tmp-{}-{nanos}", std::process::id()));
-    std::fs::create_dir(&tmp).map_err(|e| IoError::new("creating", &tmp, None, e))?;
-    if let Err(e) = write_owner(&tmp) {
-        let _ = std::fs::remove_dir_all(&tmp);
+    disk.create_dir(&tmp).map_err(|e| IoError::new("creating", &tmp, None, e))?;
+    if let Err(e) = write_owner(disk, &tmp) {
+        let _ = disk.remove_path(&tmp);
         return Err(e);
     }
     Ok(tmp)
@@ -307,25 +316,31 @@ pub fn remove_stale_tmps(out: &Path) -> Vec<(PathBuf, u64)> {
 /// work), so a path that became a file, a link or a foreign directory in the
 /// meantime is refused, not swapped.
 pub fn publish_dir(tmp: &Path, out: &Path) -> Result<(), IoError> {
-    match std::fs::remove_file(tmp.join(OWNER_FILE)) {
+    publish_dir_on(&Disk::Real, tmp, out)
+}
+
+/// [`publish_dir`] through `disk`: the marker's removal, the fsyncs, the
+/// rename or swap and the old output's removal.
+pub fn publish_dir_on(disk: &Disk, tmp: &Path, out: &Path) -> Result<(), IoError> {
+    match disk.remove_path(&tmp.join(OWNER_FILE)) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             return Err(IoError::new("removing", tmp.join(OWNER_FILE), None, e))
         }
         _ => {}
     }
-    fsync_dir(tmp)?;
+    disk.fsync_dir(tmp)?;
     let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     check_output(out, true)?;
     if std::fs::symlink_metadata(out).is_ok() {
-        rename_exchange(tmp, out).map_err(|e| IoError::new("swapping in", out, None, e))?;
-        fsync_dir(parent)?;
+        disk.exchange(tmp, out)?;
+        disk.fsync_dir(parent)?;
         // `tmp` now holds the previous output: mark it ours so that a crash
         // before it is gone leaves a temporary the next run may remove.
-        let _ = write_owner(tmp);
-        std::fs::remove_dir_all(tmp).map_err(|e| IoError::new("removing previous dataset", tmp, None, e))?;
+        let _ = write_owner(disk, tmp);
+        disk.remove_path(tmp).map_err(|e| IoError::new("removing previous dataset", tmp, None, e))?;
     } else {
-        std::fs::rename(tmp, out).map_err(|e| IoError::new("renaming into place", out, None, e))?;
-        fsync_dir(parent)?;
+        disk.rename(tmp, out)?;
+        disk.fsync_dir(parent)?;
     }
     Ok(())
 }

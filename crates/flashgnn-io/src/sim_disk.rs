@@ -58,6 +58,8 @@ pub enum SimOp {
     Fsync(PathBuf),
     /// Rename within one directory (replacing what the target named).
     Rename(PathBuf, PathBuf),
+    /// Swap two names of one directory (`RENAME_EXCHANGE`), atomically.
+    Exchange(PathBuf, PathBuf),
     /// Remove a file, or an empty directory.
     Unlink(PathBuf),
     /// A tree written by code that does not go through the simulation (the
@@ -82,6 +84,7 @@ enum DirOp {
     Link(String, Ino),
     Unlink(String),
     Rename(String, String),
+    Exchange(String, String),
 }
 
 impl DirOp {
@@ -97,6 +100,12 @@ impl DirOp {
             }
             DirOp::Rename(a, b) => {
                 if let Some(i) = e.remove(a) {
+                    e.insert(b.clone(), i);
+                }
+            }
+            DirOp::Exchange(a, b) => {
+                if let (Some(&i), Some(&j)) = (e.get(a), e.get(b)) {
+                    e.insert(a.clone(), j);
                     e.insert(b.clone(), i);
                 }
             }
@@ -264,6 +273,16 @@ impl Model {
                     return Err(err(format!("rename {a:?} -> {b:?} crosses directories (not modelled)")));
                 }
                 self.dir_op(da, DirOp::Rename(na, nb));
+            }
+            SimOp::Exchange(a, b) => {
+                self.lookup(a).ok_or_else(|| missing(a))?;
+                self.lookup(b).ok_or_else(|| missing(b))?;
+                let (da, na) = self.parent_of(a)?;
+                let (db, nb) = self.parent_of(b)?;
+                if da != db {
+                    return Err(err(format!("exchange {a:?} <-> {b:?} crosses directories (not modelled)")));
+                }
+                self.dir_op(da, DirOp::Exchange(na, nb));
             }
             SimOp::Adopt(p, tree) => {
                 if self.lookup(p).is_some() {
@@ -466,9 +485,11 @@ impl SimDisk {
         Ok(SimDisk { root, state: Mutex::new((initial.clone(), Vec::new())), initial, fail: Mutex::new(None) })
     }
 
-    /// Make the file operation (write, truncation, fsync) that would be
-    /// recorded as operation `k` fail with `errno`, once, before it reaches
-    /// the file: a device error at a chosen point. The failed operation is
+    /// Make the file operation (create, write, truncation, fsync, rename)
+    /// that would be recorded as operation `k` fail with `errno`, once,
+    /// before it reaches the file: a device error at a chosen point. Where
+    /// threads make operations at once, it is the first one checked after
+    /// `k` were recorded (maybe a later one). The failed operation is
     /// not recorded, so the model keeps what the device still holds: a
     /// failed write wrote nothing, a failed fsync made nothing durable (what
     /// Linux promises after an fsync error is less; assuming no more is the
@@ -491,7 +512,9 @@ impl SimDisk {
         let mut f = self.fail.lock().unwrap_or_else(|p| p.into_inner());
         let errno = match &*f {
             Some(_) if self.relative(path).is_none() => None,
-            Some(Fail::At(k, errno)) => (self.ops() == *k).then_some(*errno),
+            // `>=`: where threads check and record in between each other,
+            // none may check at exactly k operations.
+            Some(Fail::At(k, errno)) => (self.ops() >= *k).then_some(*errno),
             Some(Fail::Next { what: w, path: p, errno }) => {
                 (*w == what && path.to_string_lossy().contains(p.as_str())).then_some(*errno)
             }

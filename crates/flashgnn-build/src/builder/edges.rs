@@ -379,7 +379,7 @@ fn merge_to_file(
     // Buffered, as the feature stage: read back by the layout right after.
     // (O_DIRECT both ways, the read-back on a thread, measured slower on a
     // 2 GiB input: layout 2.5-2.7 s against 1.6-1.9 s from the page cache.)
-    let mut out = OutFile::create(sorted_path)?;
+    let mut out = OutFile::create(sorted_path)?; // scratch (deleted by the layout): real disk
     let mut task = progress.task("merge", "edges", merged.total_keys() + merged_rev.total_keys());
     // The same stream a bucketed --dedup build hands the layout: one copy
     // per key, the groups counted for the report.

@@ -14,7 +14,7 @@ use std::sync::mpsc::{Receiver, SyncSender};
 use flashgnn_format::checksum::crc_bound;
 use flashgnn_format::npy::encode_header;
 use flashgnn_format::{Dtype, FeatureHeader};
-use flashgnn_io::{FileReader, OutFile, ReadAt};
+use flashgnn_io::{Disk, FileReader, OutFile, ReadAt};
 
 use super::side::{Side, SideParams};
 use crate::options::NanPolicy;
@@ -72,7 +72,9 @@ pub(super) fn write_features(p: &SideParams, num_nodes: u64, f: &mut dyn RowSour
     // The stage stays buffered: the layout pass reads it back soon, from the
     // page cache where memory allows (O_DIRECT both ways measured slower:
     // the read-back then goes to the device).
-    let mut out = if p.direct_final { OutFile::create_direct(&path)? } else { OutFile::create(&path)? };
+    // The final file goes to `opts.disk`; the stage is scratch (real disk).
+    let mut out =
+        if p.direct_final { OutFile::create_direct_on(&p.opts.disk, &path)? } else { OutFile::create(&path)? };
     let mut crcs = Vec::new();
     if p.direct_final {
         let h = FeatureHeader {
@@ -149,7 +151,7 @@ pub(super) fn write_features(p: &SideParams, num_nodes: u64, f: &mut dyn RowSour
     let (bytes, crc) = out.finish()?;
     if p.direct_final {
         side.files.push((features_file, bytes, crc));
-        let (b, c) = write_npy_u32(&p.tmp.join(&crc_file), &crcs)?;
+        let (b, c) = write_npy_u32(&p.opts.disk, &p.tmp.join(&crc_file), &crcs)?;
         side.files.push((crc_file, b, c));
     } else {
         side.staged = true;
@@ -226,8 +228,8 @@ impl ChunkReader<'_> {
     }
 }
 
-pub(super) fn write_npy_u32(path: &Path, values: &[u32]) -> Result<(u64, u32)> {
-    let mut out = OutFile::create(path)?;
+pub(super) fn write_npy_u32(disk: &Disk, path: &Path, values: &[u32]) -> Result<(u64, u32)> {
+    let mut out = OutFile::create_on(disk, path)?;
     out.write(&encode_header(Dtype::Uint32, &[values.len() as u64]))?;
     let mut buf = Vec::with_capacity(1 << 20);
     for c in values.chunks(1 << 18) {

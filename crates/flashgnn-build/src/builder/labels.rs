@@ -31,7 +31,7 @@ pub(super) fn write_labels(
 ) -> Result<(LabelInfo, u64, u32, Vec<i32>)> {
     let file = src.file();
     src.set_num_nodes(n)?;
-    let mut out = OutFile::create(p.tmp.join(p.labels_file()))?;
+    let mut out = OutFile::create_on(&p.opts.disk, p.tmp.join(p.labels_file()))?;
     out.write(&encode_header(Dtype::Int64, &[n]))?;
     let mut vals = Vec::new();
     let mut buf = Vec::new();
@@ -115,7 +115,7 @@ pub(super) fn write_split(
     let mut count = 0u64;
     let mut vals = Vec::new();
     let body_path = p.tmp.join(format!("{}.body", p.split_file(name)));
-    let mut body = OutFile::create(&body_path)?;
+    let mut body = OutFile::create(&body_path)?; // scratch: real disk
     loop {
         vals.clear();
         let k = src.next_values(1 << 16, &mut vals)?;
@@ -138,7 +138,7 @@ pub(super) fn write_split(
     }
     body.finish()?;
     // Assemble header + body (the body is small next to the graph).
-    let mut out = OutFile::create(&path)?;
+    let mut out = OutFile::create_on(&p.opts.disk, &path)?;
     out.write(&encode_header(Dtype::Int64, &[count]))?;
     let mut f = flashgnn_io::open_regular(&body_path)?;
     let mut buf = vec![0u8; 1 << 20];
@@ -233,7 +233,7 @@ pub(super) fn make_splits(
     (0..n).for_each(|v| counts[bucket(v)] += 1);
     let mut res = Vec::new();
     for (b, name) in ["train", "val", "test"].iter().enumerate() {
-        let mut out = OutFile::create(p.tmp.join(p.split_file(name)))?;
+        let mut out = OutFile::create_on(&p.opts.disk, p.tmp.join(p.split_file(name)))?;
         out.write(&encode_header(Dtype::Int64, &[counts[b]]))?;
         let mut buf = Vec::with_capacity(1 << 20);
         for v in 0..n {

@@ -19,7 +19,7 @@ use flashgnn_format::manifest::{
 use flashgnn_format::npy::encode_header;
 use flashgnn_format::slot::{encode_slot, write_id};
 use flashgnn_format::{Dtype, FeatureHeader, GraphHeader, OverflowHeader};
-use flashgnn_io::OutFile;
+use flashgnn_io::{Disk, OutFile};
 
 use super::edges::{degree_histogram, EdgeResult};
 use super::features::{write_npy_u32, RowFeed, STAGE_FILE};
@@ -167,8 +167,9 @@ fn relabel(
     drop(r); // removes the run files
     let permuted: Vec<u32> = order.iter().map(|&o| er.degrees[o as usize]).collect();
     er.degrees = permuted;
-    files.push(write_npy_i64(&tmp.join(NODE_ORDER_FILE), order.iter().map(|&v| v as i64), n)?);
-    files.push(write_npy_i64(&tmp.join(NODE_INDEX_FILE), new_of_old.iter().map(|&v| v as i64), n)?);
+    let disk = &opts.disk;
+    files.push(write_npy_i64(disk, &tmp.join(NODE_ORDER_FILE), order.iter().map(|&v| v as i64), n)?);
+    files.push(write_npy_i64(disk, &tmp.join(NODE_INDEX_FILE), new_of_old.iter().map(|&v| v as i64), n)?);
     drop(new_of_old);
     let _ = std::fs::remove_file(&er.sorted_path);
     Ok((order, KeyStream::Merged(sorter.finish()?)))
@@ -186,6 +187,8 @@ struct Pass<'a> {
     ovf: OverflowWriter,
     /// A separate `features.fg` written here, and its row CRCs.
     features: Option<(OutFile, Vec<u32>)>,
+    /// Where the files go (`opts.disk`).
+    disk: Disk,
 }
 
 impl<'a> Pass<'a> {
@@ -207,16 +210,16 @@ impl<'a> Pass<'a> {
         let features = if placement == FeaturePlacement::Separate && !staged && opts.synthetic_features.is_none() {
             None // final file already written by the side thread, or no features
         } else if placement == FeaturePlacement::Separate {
-            let mut f = OutFile::create_direct(tmp.join(FEATURES_FILE))?;
+            let mut f = OutFile::create_direct_on(&opts.disk, tmp.join(FEATURES_FILE))?;
             f.write(&FeatureHeader::from_layout(layout).encode())?;
             Some((f, Vec::<u32>::with_capacity(n as usize)))
         } else {
             None
         };
-        let mut graph = OutFile::create_direct(tmp.join(GRAPH_FILE))?;
+        let mut graph = OutFile::create_direct_on(&opts.disk, tmp.join(GRAPH_FILE))?;
         graph.write(&GraphHeader::from_layout(layout).encode())?;
-        let ovf = OverflowWriter::new(&tmp.join(OVERFLOW_FILE), layout)?;
-        Ok(Pass { layout, placement, cap, rows, graph, ovf, features })
+        let ovf = OverflowWriter::new(&opts.disk, &tmp.join(OVERFLOW_FILE), layout)?;
+        Ok(Pass { layout, placement, cap, rows, graph, ovf, features, disk: opts.disk.clone() })
     }
 
     /// Every node in id order: its slot (degree, original id, first
@@ -338,7 +341,7 @@ impl<'a> Pass<'a> {
             let (b, c) = f.finish()?;
             files.push((FEATURES_FILE.into(), b, c));
             files.push({
-                let (b2, c2) = write_npy_u32(&tmp.join(FEATURE_CRC_FILE), &crcs)?;
+                let (b2, c2) = write_npy_u32(&self.disk, &tmp.join(FEATURE_CRC_FILE), &crcs)?;
                 (FEATURE_CRC_FILE.into(), b2, c2)
             });
         }
@@ -346,8 +349,8 @@ impl<'a> Pass<'a> {
     }
 }
 
-fn write_npy_i64(path: &Path, values: impl Iterator<Item = i64>, n: u64) -> Result<(String, u64, u32)> {
-    let mut out = OutFile::create(path)?;
+fn write_npy_i64(disk: &Disk, path: &Path, values: impl Iterator<Item = i64>, n: u64) -> Result<(String, u64, u32)> {
+    let mut out = OutFile::create_on(disk, path)?;
     out.write(&encode_header(Dtype::Int64, &[n]))?;
     let mut buf = Vec::with_capacity(1 << 20);
     for v in values {
@@ -375,10 +378,10 @@ pub(super) struct OverflowWriter {
 }
 
 impl OverflowWriter {
-    pub(super) fn new(path: &Path, layout: &Layout) -> Result<OverflowWriter> {
+    pub(super) fn new(disk: &Disk, path: &Path, layout: &Layout) -> Result<OverflowWriter> {
         // Written once, read back only by the verify (O_DIRECT itself): no
         // page-cache copy (~1 s of CPU of a 2 GiB edge input's layout pass).
-        let mut out = OutFile::create_direct(path)?;
+        let mut out = OutFile::create_direct_on(disk, path)?;
         out.write(&OverflowHeader::from_layout(layout).encode())?;
         Ok(OverflowWriter {
             layout: layout.clone(),

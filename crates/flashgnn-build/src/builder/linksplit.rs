@@ -51,7 +51,7 @@ use flashgnn_format::hash::{splitmix64, splitmix64_inverse};
 use flashgnn_format::manifest::{link_file, LinkSplitInfo, LinkSplitPart, LINK_PARTS, LINK_SPLITS};
 use flashgnn_format::npy::{encode_header, encode_header_len};
 use flashgnn_format::Dtype;
-use flashgnn_io::{OutFile, ReadAt};
+use flashgnn_io::{Disk, OutFile, ReadAt};
 
 use super::SORT_CHUNK_MIN_BYTES;
 use crate::options::BuildOptions;
@@ -141,9 +141,9 @@ struct NpyOut {
 }
 
 impl NpyOut {
-    fn create(path: &Path, dtype: Dtype, cols: Option<u64>, max_rows: u64) -> Result<NpyOut> {
+    fn create(disk: &Disk, path: &Path, dtype: Dtype, cols: Option<u64>, max_rows: u64) -> Result<NpyOut> {
         let header = encode_header(dtype, &shape(max_rows, cols));
-        let mut out = OutFile::create(path)?;
+        let mut out = OutFile::create_on(disk, path)?;
         out.write(&header)?;
         Ok(NpyOut { out, header, dtype, cols, rows: 0, max_rows, buf: Vec::with_capacity(1 << 16) })
     }
@@ -361,7 +361,7 @@ pub(super) fn random_split(
     drop(edges);
     let mut groups =
         PairGroups { sides: [(fwd.finish()?, Vec::new(), 0, false), (bwd.finish()?, Vec::new(), 0, false)] };
-    let mut pairs_out = OutFile::create(tmp.join(PAIRS_FILE))?;
+    let mut pairs_out = OutFile::create(tmp.join(PAIRS_FILE))?; // scratch: real disk
     let (mut m, mut one_way) = (0u64, 0u64);
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
     while let Some((key, a, b)) = groups.next()? {
@@ -414,7 +414,19 @@ pub(super) fn random_split(
     let k = u64::from(opts.neg_per_pos);
     let (pv, pt) = (cls.positives[1], cls.positives[2]);
     if k > 0 && pv + pt > 0 {
-        files.extend(negatives(tmp, seed, k_order, num_nodes, space, m, k, [pv, pt], chunk_bytes, progress)?);
+        files.extend(negatives(
+            &opts.disk,
+            tmp,
+            seed,
+            k_order,
+            num_nodes,
+            space,
+            m,
+            k,
+            [pv, pt],
+            chunk_bytes,
+            progress,
+        )?);
     }
     let _ = std::fs::remove_file(tmp.join(PAIRS_FILE));
     let _ = std::fs::remove_file(tmp.join(ACCEPTED_FILE));
@@ -466,12 +478,13 @@ fn classify(
     // Upper bounds of each split's positives (a directed pair gives up to two).
     let train_units = if nd > 0 { nd } else { m - nv - nt };
     let max = [train_units * per, nv * per, nt * per];
-    let mut mp = NpyOut::create(mp_path, Dtype::Uint32, Some(2), input_edges)?;
+    // Scratch (read by the build, deleted before publishing): real disk.
+    let mut mp = NpyOut::create(&Disk::Real, mp_path, Dtype::Uint32, Some(2), input_edges)?;
     let mut pos: Vec<[NpyOut; 2]> = Vec::new();
     for (i, s) in LINK_SPLITS.iter().enumerate() {
         pos.push([
-            NpyOut::create(&tmp.join(link_file(s, "src")), Dtype::Int64, None, max[i])?,
-            NpyOut::create(&tmp.join(link_file(s, "dst")), Dtype::Int64, None, max[i])?,
+            NpyOut::create(&opts.disk, &tmp.join(link_file(s, "src")), Dtype::Int64, None, max[i])?,
+            NpyOut::create(&opts.disk, &tmp.join(link_file(s, "dst")), Dtype::Int64, None, max[i])?,
         ]);
     }
     let mut c = Classified::default();
@@ -590,6 +603,7 @@ fn join_sorted(path: &Path, stride: usize, cand: &[(u64, usize)], hit: &mut [boo
 /// from the destination type alone in a bipartite `space`.
 #[allow(clippy::too_many_arguments)]
 fn negatives(
+    disk: &Disk,
     tmp: &Path,
     seed: u64,
     k_order: u64,
@@ -622,8 +636,8 @@ fn negatives(
     let k_neg = splitmix64(seed ^ SALT_NEG);
     let per_chunk = (chunk_bytes / NEG_SLOT_BYTES).max(1 << 10);
     let mut outs = [
-        NpyOut::create(&tmp.join(link_file("val", "neg")), Dtype::Int64, None, pos[0] * k)?,
-        NpyOut::create(&tmp.join(link_file("test", "neg")), Dtype::Int64, None, pos[1] * k)?,
+        NpyOut::create(disk, &tmp.join(link_file("val", "neg")), Dtype::Int64, None, pos[0] * k)?,
+        NpyOut::create(disk, &tmp.join(link_file("test", "neg")), Dtype::Int64, None, pos[1] * k)?,
     ];
     let src_files = [tmp.join(link_file("val", "src")), tmp.join(link_file("test", "src"))];
     let accepted = tmp.join(ACCEPTED_FILE);
@@ -720,7 +734,7 @@ fn negatives(
 /// Merge the sorted `keys` into the sorted key file `path` (rewritten).
 fn merge_accepted(path: &Path, keys: &[u64]) -> Result<()> {
     let next = path.with_extension("next");
-    let mut out = OutFile::create(&next)?;
+    let mut out = OutFile::create(&next)?; // scratch: real disk
     let mut buf = Vec::with_capacity(1 << 20);
     let mut i = 0;
     let flush = |buf: &mut Vec<u8>, out: &mut OutFile, force: bool| -> Result<()> {
@@ -778,7 +792,7 @@ pub(super) fn given_split(tmp: &Path, opts: &BuildOptions, dir: &Path, num_nodes
         }
         let mut part = LinkSplitPart::default();
         let mut copy = |p: &str, want_rows: Option<u64>| -> Result<(u64, u64)> {
-            let (rows, cols, entry) = copy_ids(&path(p), &tmp.join(link_file(s, p)), want_rows, num_nodes)?;
+            let (rows, cols, entry) = copy_ids(&opts.disk, &path(p), &tmp.join(link_file(s, p)), want_rows, num_nodes)?;
             files.push(entry);
             Ok((rows, cols))
         };
@@ -810,7 +824,13 @@ pub(super) fn given_split(tmp: &Path, opts: &BuildOptions, dir: &Path, num_nodes
 /// Copy the int64 id array `from` (`[rows]` or `[rows, cols]`; `rows` must
 /// be `want_rows` when given) to `to` as a 1-D `<i8` array, every id
 /// checked `< num_nodes`. Returns (rows, cols, the file entry).
-fn copy_ids(from: &Path, to: &Path, want_rows: Option<u64>, num_nodes: u64) -> Result<(u64, u64, (String, u64, u32))> {
+fn copy_ids(
+    disk: &Disk,
+    from: &Path,
+    to: &Path,
+    want_rows: Option<u64>,
+    num_nodes: u64,
+) -> Result<(u64, u64, (String, u64, u32))> {
     let (r, h) = open_array(from, None, "int64 id array")?;
     let file = from.display().to_string();
     if h.dtype != Dtype::Int64 {
@@ -825,7 +845,7 @@ fn copy_ids(from: &Path, to: &Path, want_rows: Option<u64>, num_nodes: u64) -> R
         return Err(BuildError::input(&file, "header", format!("{rows} rows: expected {w}, as its split's sources")));
     }
     let total = rows.checked_mul(cols).ok_or_else(|| BuildError::input(&file, "header", "shape overflows"))?;
-    let mut out = OutFile::create(to)?;
+    let mut out = OutFile::create_on(disk, to)?;
     out.write(&encode_header(Dtype::Int64, &[total]))?;
     let mut b = vec![0u8; 1 << 20];
     let mut at = 0u64;

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use flashgnn_format::manifest::Manifest;
-use flashgnn_io::{check_not_input, check_output, create_tmp_dir};
+use flashgnn_io::{check_not_input, check_output, create_tmp_dir_on};
 
 use crate::options::BuildOptions;
 use crate::progress::Progress;
@@ -126,8 +126,8 @@ pub fn build(opts: &BuildOptions, progress: &Progress) -> Result<BuildReport> {
         resolved = BuildOptions { dataset_id: Some(flashgnn_format::checksum::new_dataset_id()), ..opts.clone() };
         &resolved
     };
-    let tmp = create_tmp_dir(out)?;
-    let mut guard = TmpGuard(Some(tmp.clone()));
+    let tmp = create_tmp_dir_on(&opts.disk, out)?;
+    let mut guard = TmpGuard(Some(tmp.clone()), opts.disk.clone());
     let mut report = build_into(&tmp, opts, progress)?;
     progress.check()?;
     publish::verify_and_publish(&tmp, out, opts, progress)?;
@@ -168,7 +168,8 @@ fn check_request(opts: &BuildOptions) -> Result<Vec<String>> {
 fn build_ogb_typed(tmp: &Path, opts: &BuildOptions, progress: &Progress, t0: Instant) -> Result<BuildReport> {
     let name = tmp.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let stage = tmp.with_file_name(format!("{name}.ogb-stage"));
-    let _guard = TmpGuard(Some(stage.clone()));
+    // Scratch: on the real disk whatever `opts.disk` is.
+    let _guard = TmpGuard(Some(stage.clone()), flashgnn_io::Disk::Real);
     let notes = crate::source::ogb_typed::stage_ogb_typed(opts, &opts.input, &stage)?;
     let mut staged = opts.clone();
     staged.input = stage.clone();
@@ -177,7 +178,7 @@ fn build_ogb_typed(tmp: &Path, opts: &BuildOptions, progress: &Progress, t0: Ins
     report.manifest.build.source = opts.input.display().to_string();
     report.manifest.build.source_format = "ogb-typed".into();
     report.notes.extend(notes);
-    publish::write_manifest(tmp, &report.manifest)?;
+    publish::write_manifest(&opts.disk, tmp, &report.manifest)?;
     Ok(report)
 }
 
@@ -307,7 +308,7 @@ fn build_into(tmp: &Path, opts: &BuildOptions, progress: &Progress) -> Result<Bu
         }
         m.link_split = Some(l.info);
         report.notes.extend(l.notes);
-        publish::write_manifest(tmp, m)?;
+        publish::write_manifest(&opts.disk, tmp, m)?;
     }
     Ok(report)
 }
@@ -352,7 +353,7 @@ fn finish_build(
     laid.files.append(&mut side.files);
     let (skipped, examples) = edges.skipped();
     let manifest = publish::manifest_of(opts, t0, er, &side, features, laid, layout_seconds, fmt_name);
-    publish::write_manifest(tmp, &manifest)?;
+    publish::write_manifest(&opts.disk, tmp, &manifest)?;
     Ok(BuildReport {
         output: tmp.to_path_buf(),
         manifest,

@@ -15,7 +15,7 @@ use std::time::Instant;
 use flashgnn_format::layout::{DegreeHistogram, FeaturePlacement};
 use flashgnn_format::manifest::*;
 use flashgnn_format::FORMAT_VERSION_HOMOGENEOUS;
-use flashgnn_io::{publish_dir, OutFile};
+use flashgnn_io::{publish_dir_on, Disk, OutFile};
 
 use super::edges::EdgeResult;
 use super::layout::Laid;
@@ -25,12 +25,13 @@ use crate::options::{BuildOptions, Reorder};
 use crate::progress::Progress;
 use crate::Result;
 
-/// Removes the temporary directory unless disarmed (errors, panics, Ctrl-C).
-pub(super) struct TmpGuard(pub(super) Option<PathBuf>);
+/// Removes the temporary directory unless disarmed (errors, panics,
+/// Ctrl-C), through the disk it was created on.
+pub(super) struct TmpGuard(pub(super) Option<PathBuf>, pub(super) Disk);
 impl Drop for TmpGuard {
     fn drop(&mut self) {
         if let Some(p) = self.0.take() {
-            let _ = std::fs::remove_dir_all(p);
+            let _ = self.1.remove_path(&p);
         }
     }
 }
@@ -65,7 +66,7 @@ pub(super) fn verify_and_publish(tmp: &Path, out: &Path, opts: &BuildOptions, pr
     task.finish();
     drop(task);
     progress.check()?;
-    publish_dir(tmp, out)?;
+    publish_dir_on(&opts.disk, tmp, out)?;
     Ok(())
 }
 
@@ -154,9 +155,9 @@ pub(super) fn manifest_of(
 
 /// Write `manifest.json` once the manifest holds the invariants readers
 /// rely on.
-pub(super) fn write_manifest(tmp: &Path, manifest: &Manifest) -> Result<()> {
+pub(super) fn write_manifest(disk: &Disk, tmp: &Path, manifest: &Manifest) -> Result<()> {
     manifest.layout("manifest")?; // the invariants we promise readers hold
-    let mut m = OutFile::create(tmp.join(MANIFEST_FILE))?;
+    let mut m = OutFile::create_on(disk, tmp.join(MANIFEST_FILE))?;
     m.write(manifest.to_json().as_bytes())?;
     m.finish()?;
     Ok(())

@@ -32,7 +32,7 @@ use flashgnn_format::manifest::*;
 use flashgnn_format::slot::encode_typed_slot;
 use flashgnn_format::types::{check_name, EdgeType, NodeType, TypeFeatures, TypeTable};
 use flashgnn_format::{Dtype, GraphHeader, OverflowHeader};
-use flashgnn_io::OutFile;
+use flashgnn_io::{Disk, OutFile};
 
 use super::edges::degree_histogram;
 use super::layout::OverflowWriter;
@@ -287,7 +287,8 @@ pub(super) fn build_typed(tmp: &Path, opts: &BuildOptions, progress: &Progress, 
     .with_dataset_id(opts.dataset_id)
     .with_rel_counts("build", r_max, !opts.no_edge_ids)?;
     let mut files: Vec<(String, u64, u32)> = Vec::new();
-    let (spilled, isolated) = write_typed_layout(tmp, progress, &layout, keys, &km, &degrees, &mut rc, &mut files)?;
+    let (spilled, isolated) =
+        write_typed_layout(&opts.disk, tmp, progress, &layout, keys, &km, &degrees, &mut rc, &mut files)?;
     let _ = std::fs::remove_file(tmp.join("edges.sorted"));
     let layout_seconds = t_layout.elapsed().as_secs_f64();
 
@@ -397,7 +398,7 @@ pub(super) fn build_typed(tmp: &Path, opts: &BuildOptions, progress: &Progress, 
         types: Some(types),
         link_split: None,
     };
-    super::publish::write_manifest(tmp, &manifest)?;
+    super::publish::write_manifest(&opts.disk, tmp, &manifest)?;
     Ok(BuildReport {
         output: tmp.to_path_buf(),
         manifest,
@@ -538,7 +539,7 @@ fn sort_edges(
     }
     // One copy per key of a deduplicating relation, into edges.sorted.
     let path = tmp.join("edges.sorted");
-    let mut out = OutFile::create(&path)?;
+    let mut out = OutFile::create(&path)?; // scratch: real disk
     degrees.iter_mut().for_each(|d| *d = 0);
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
     let mut prev: Option<u64> = None;
@@ -570,6 +571,7 @@ fn sort_edges(
 /// beyond the cap. Returns the nodes that spilled and the isolated nodes.
 #[allow(clippy::too_many_arguments)]
 fn write_typed_layout(
+    disk: &Disk,
     tmp: &Path,
     progress: &Progress,
     layout: &Layout,
@@ -582,10 +584,10 @@ fn write_typed_layout(
     let n = layout.num_nodes;
     let (p, s, k) = (layout.page_size as usize, layout.slot_bytes as usize, layout.slots_per_page as u64);
     let cap = layout.inline_cap as u64;
-    let mut graph = OutFile::create_direct(tmp.join(GRAPH_FILE))?;
+    let mut graph = OutFile::create_direct_on(disk, tmp.join(GRAPH_FILE))?;
     let head = GraphHeader::from_layout(layout).encode();
     graph.write(&head)?;
-    let mut ovf = OverflowWriter::new(&tmp.join(OVERFLOW_FILE), layout)?;
+    let mut ovf = OverflowWriter::new(disk, &tmp.join(OVERFLOW_FILE), layout)?;
     let mut page = vec![0u8; p];
     let mut inline: Vec<u64> = Vec::with_capacity(cap as usize);
     let mut counts = vec![0u32; layout.rel_counts as usize];

@@ -69,7 +69,8 @@ pub(super) fn build_typed_or_split(
     // relation's folder real (its edge_index.npy is the split's output).
     let name = tmp.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let stage = tmp.with_file_name(format!("{name}.link-stage"));
-    let _guard = TmpGuard(Some(stage.clone()));
+    // Scratch: on the real disk whatever `opts.disk` is.
+    let _guard = TmpGuard(Some(stage.clone()), flashgnn_io::Disk::Real);
     stage_links(&inp.root, &stage, &folder)?;
     let mp = stage.join(&folder).join("edge_index.npy");
 
@@ -95,7 +96,7 @@ pub(super) fn build_typed_or_split(
     info.edge_type = Some(folder);
     m.link_split = Some(info);
     report.notes.extend(r.out.notes);
-    publish::write_manifest(tmp, m)?;
+    publish::write_manifest(&opts.disk, tmp, m)?;
     Ok(report)
 }
 
