@@ -103,6 +103,31 @@ def test_inference_equals_full_graph_forward(ds_path, whole, name, monkeypatch):
         assert made.count("input.f32") == 1  # it fits: in memory
 
 
+@pytest.mark.parametrize("name", ["sage", "sage-sum-normalized", "sage-jk-last-norm", "gat"])
+def test_sage_layers_beyond_the_room_go_source_block_by_source_block(ds_path, whole, tmp_path, name, monkeypatch):
+    # Input tables beyond half the room (max_bytes; 512 nodes x 12-16 floats against 8 KiB): an all-SAGE
+    # model sums each destination block's neighbours source block by source block instead of gathering its
+    # rows chunk by chunk (64-row blocks here, so 8 x 8 tiles a layer); the same outputs. Other models keep
+    # the per-chunk gather.
+    from flashgnn.nn import layerwise
+
+    torch.manual_seed(0)
+    model = (GraphSAGE(DIM, 16, 2, CLASSES, aggr="sum", normalize=True, root_weight=False)
+             if name == "sage-sum-normalized" else _models()[name]).eval()
+    with torch.no_grad():
+        want = model(*whole)
+    gathered = []
+    rows = layerwise._rows
+    monkeypatch.setattr(layerwise, "_rows", lambda t, ids: gathered.append(len(ids)) or rows(t, ids))
+    meta = flashgnn.inference(model, ds_path, tmp_path / "emb", batch_size=64, progress_bar=False,
+                              max_bytes=16 << 10)
+    got = torch.from_numpy(np.load(tmp_path / "emb" / "embeddings.npy"))
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-4), (got - want).abs().max()
+    tiled = name != "gat"
+    assert meta["tiled_layers"] == (2 if tiled else 0), meta
+    assert (not gathered) == tiled, f"{len(gathered)} per-chunk gathers"
+
+
 def test_chunks_bounded_and_written_through_embed(ds_path, whole, tmp_path):
     model = _models()["protocol"].eval()
     n = flashgnn.open(ds_path).num_nodes

@@ -195,6 +195,83 @@ def _layers_of(model):
     raise TypeError(f"layer-wise inference: {type(model).__module__}.{type(model).__qualname__} is not {PROTOCOL}")
 
 
+def _tiled_sage(model):
+    """Whether every conv of ``model`` is a SAGEConv whose aggregation is a plain sum or mean of its neighbours'
+    rows (no projection first): then a layer can be computed source block by source block
+    (:func:`_sage_layer_tiled`)."""
+    from torch_geometric.nn import SAGEConv
+    from torch_geometric.nn.models.basic_gnn import BasicGNN
+
+    return isinstance(model, BasicGNN) and all(
+        type(c) is SAGEConv and c.aggr in ("mean", "sum", "add") and not c.project for c in model.convs)
+
+
+def _tile_rows(room: int, dim_in: int, dim_out: int, avg_degree: float) -> int:
+    """Targets per destination block (= rows per source block) of :func:`_sage_layer_tiled` for ``room`` bytes:
+    a third of it holds the block's sums, its own rows, its output, a source block, the block's edges (two
+    int64 ids and a sort index each) and the rows gathered for one source block's edges."""
+    per_row = 4 * (3 * dim_in + dim_out) + 24 * avg_degree + 4 * dim_in * min(avg_degree, 8)
+    return max(64, int(room // 3 // max(per_row, 1)))
+
+
+def _sage_layer_tiled(model, i: int, sampler, src: np.ndarray, new_table, chunks: list, rows: int, bar):
+    """Layer ``i`` of an all-SAGE ``model`` (:func:`_tiled_sage`) over every node, for an input table ``src``
+    (a memory map) larger than the room: per-chunk gathers would read most of its pages once per chunk (on
+    data/ooc under a 900 MiB cap, 294 GB read for two layers). Instead, ``rows`` targets at a time, the
+    block's whole one-hop edges are sampled (structure only, in ``sampler``'s chunks), sorted by source,
+    and the table is read once per block in id order, ``rows`` rows at a time, each source block's
+    rows summed into the block's targets; then the conv's linear maps on the sums (divided by the degree
+    for a mean) and the targets' own rows, and what ``BasicGNN.inference_per_layer`` applies after the conv.
+    The same values as the conv on the gathered rows, up to the order of the float sums. A block is whole
+    ``chunks`` (the caller's ``batch_size``), at least one. Returns the output table (``new_table(dim)``)."""
+    import torch
+    import torch.nn.functional as F
+
+    conv = model.convs[i]
+    n = src.shape[0]
+    out = None
+    per = max(1, rows // max(chunks[0][1] - chunks[0][0], 1)) if chunks else 1
+    for k in range(0, len(chunks), per):
+        group = chunks[k:k + per]
+        lo, hi = group[0][0], group[-1][1]
+        sources, targets = [], []
+        for clo, chi in group:
+            b = sampler.sample(np.arange(clo, chi, dtype=np.int64), 0)
+            ei = b.edge_index
+            sources.append(b.n_id[ei[0]])
+            targets.append(ei[1] + (clo - lo))
+            bar.update(1)
+        srcs = np.concatenate(sources) if sources else np.empty(0, np.int64)
+        dsts = np.concatenate(targets) if targets else np.empty(0, np.int64)
+        del sources, targets
+        order = np.argsort(srcs, kind="stable")
+        srcs, dsts = srcs[order], torch.from_numpy(dsts[order])
+        del order
+        with torch.no_grad():
+            acc = torch.zeros((hi - lo, src.shape[1]), dtype=torch.float32)
+            width = max(rows, hi - lo)
+            for slo in range(0, n, width):
+                a, z = np.searchsorted(srcs, [slo, min(slo + width, n)])
+                if a == z:
+                    continue
+                block = torch.from_numpy(np.asarray(src[slo:slo + width], dtype=np.float32))
+                acc.index_add_(0, dsts[a:z], block[torch.from_numpy(srcs[a:z] - slo)])
+                del block
+            if conv.aggr == "mean":
+                deg = torch.bincount(dsts, minlength=hi - lo).clamp_(min=1).to(acc.dtype)
+                acc /= deg.unsqueeze(1)
+            h = conv.lin_l(acc)
+            if conv.root_weight:
+                h = h + conv.lin_r(torch.from_numpy(np.asarray(src[lo:hi], dtype=np.float32)))
+            if conv.normalize:
+                h = F.normalize(h, p=2.0, dim=-1)
+            h = _after_conv(model, i, h)
+        if out is None:
+            out = new_table(h.shape[1])
+        out[lo:hi] = h.numpy()
+    return out
+
+
 def _input_table(ds, engine: str, cache, x_transform, dev, block: int, table: np.ndarray) -> int:
     """Fill ``table`` (float32 ``[num_nodes, dim]``, memory or a memory map) with every node's input row,
     ``x_transform`` applied, read in id order in blocks of ``block`` rows through the engine and ``cache``;
@@ -339,7 +416,10 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
     was_training = model.training
     model.eval()
     t0 = time.perf_counter()
-    reads = 0
+    reads = tiled_layers = 0
+    # All-SAGE models on the CPU take a layer source block by source block when its input table is a memory
+    # map beyond half the room (_sage_layer_tiled).
+    tiled = _tiled_sage(model) and dev.type == "cpu"
     try:
         # The input rows, read once in id (page) order into a table — in memory when they fit half the memory
         # this process may use, else a memory map beside the layers' own tables: then the first layer samples
@@ -365,7 +445,21 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
                 s = Sampler(ds.path, [0] if total == 0 else [-1], engine=eng, dtype=np.float32, labels=False,
                             features=rows_here, degrees=needs_deg, cache=cache)
                 bar.set_description(f"inference layer {li + 1}/{passes}")
-                for lo, hi in chunks:
+
+                def new_table(dim, li=li, last=last):
+                    if last and limit is not None and n * dim * 4 > limit:
+                        raise MemoryError(
+                            f"inference({ds.path}): the output table, {n:,} nodes x {dim} float32 = "
+                            f"{n * dim * 4:,} bytes, needs more than the {limit:,} bytes available (pass "
+                            "out=DIR to write it to disk, or max_bytes= to override)")
+                    return _tables(tmp, "embeddings.npy" if last else f"layer{li}.f32", n, dim, npy=last)
+
+                src = resident if first else prev
+                if tiled and isinstance(src, np.memmap) and src.nbytes > room // 2:
+                    rows = _tile_rows(room, src.shape[1], src.shape[1], ds.num_edges / max(n, 1))
+                    table = _sage_layer_tiled(model, li, s, src, new_table, chunks, rows, bar)
+                    tiled_layers += 1
+                for lo, hi in (chunks if table is None else ()):
                     b = s.sample(np.arange(lo, hi, dtype=np.int64), 0)
                     h_in = b.x if rows_here else _rows(resident if first else prev, b.n_id)
                     with torch.no_grad():
@@ -380,12 +474,7 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
                                          f"chunk of {hi - lo} targets; expected [>= {hi - lo}, dim]")
                     h = h[: hi - lo]
                     if table is None:
-                        if last and limit is not None and n * h.shape[1] * 4 > limit:
-                            raise MemoryError(
-                                f"inference({ds.path}): the output table, {n:,} nodes x {h.shape[1]} float32 = "
-                                f"{n * h.shape[1] * 4:,} bytes, needs more than the {limit:,} bytes available (pass "
-                                "out=DIR to write it to disk, or max_bytes= to override)")
-                        table = _tables(tmp, "embeddings.npy" if last else f"layer{li}.f32", n, h.shape[1], npy=last)
+                        table = new_table(h.shape[1])
                     table[lo:hi] = h.float().cpu().numpy()
                     bar.update(1)
                 reads += s.telemetry()["reads"]
@@ -413,7 +502,7 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
         del final, prev
         meta = dict(flashgnn_output="embed", dataset=os.path.abspath(ds.path), model=kind, num_nodes=n, dim=dim,
                     layers=passes, chunks=len(chunks), batch_size=int(batch_size), engine=eng, seconds=seconds,
-                    reads=reads, dtype="float32")
+                    reads=reads, dtype="float32", tiled_layers=tiled_layers)
         return _publish(tmp, out, meta, meta_extra)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
