@@ -206,69 +206,84 @@ def _tiled_sage(model):
         type(c) is SAGEConv and c.aggr in ("mean", "sum", "add") and not c.project for c in model.convs)
 
 
-def _tile_rows(room: int, dim_in: int, dim_out: int, avg_degree: float) -> int:
-    """Targets per destination block (= rows per source block) of :func:`_sage_layer_tiled` for ``room`` bytes:
-    a third of it holds the block's sums, its own rows, its output, a source block, the block's edges (two
-    int64 ids and a sort index each) and the rows gathered for one source block's edges."""
-    per_row = 4 * (3 * dim_in + dim_out) + 24 * avg_degree + 4 * dim_in * min(avg_degree, 8)
-    return max(64, int(room // 3 // max(per_row, 1)))
+def _tile_rows(room: int, dim_in: int, dim_out: int, avg_degree: float) -> tuple[int, int]:
+    """(targets per destination block, rows per source block) of :func:`_sage_layer_tiled` for ``room``
+    bytes. The table is read once per destination block, so that block takes what it safely can: a sixth of
+    the room for, per target, its sums, its own row, its output and its edges (two int64 ids and a sort
+    index each) — the linear maps and the sort hold as much again meanwhile; a half (of 209 MiB of room
+    under a 900 MiB cap) went over the cap and thrashed. A source block takes a sixteenth."""
+    per_target = 4 * (2 * dim_in + dim_out) + 24 * avg_degree
+    return max(64, int(room // 6 // max(per_target, 1))), max(64, int(room // 16 // (4 * max(dim_in, 1))))
 
 
-def _sage_layer_tiled(model, i: int, sampler, src: np.ndarray, new_table, chunks: list, rows: int, bar):
+def _table_rows(f, table: np.ndarray, a: int, z: int, into: np.ndarray | None = None) -> np.ndarray:
+    """Rows ``a:z`` of memory-mapped ``table``, read from its open file ``f`` in one sequential call (into
+    ``into`` when given): a slice of the map would fault its pages in one at a time as they are touched."""
+    dim = table.shape[1]
+    rows = np.empty((z - a, dim), np.float32) if into is None else into[: z - a]
+    at = table.offset + a * dim * 4
+    view = memoryview(rows).cast("B")
+    got = 0
+    while got < len(view):
+        k = os.preadv(f.fileno(), [view[got:]], at + got)
+        if not k:
+            raise EOFError(f"{table.filename}: rows {a}..{z} end early at byte {at + got}")
+        got += k
+    return rows
+
+
+def _sage_layer_tiled(model, i: int, sampler, src: np.ndarray, new_table, chunks: list, tiles: tuple, bar):
     """Layer ``i`` of an all-SAGE ``model`` (:func:`_tiled_sage`) over every node, for an input table ``src``
-    (a memory map) larger than the room: per-chunk gathers would read most of its pages once per chunk (on
-    data/ooc under a 900 MiB cap, 294 GB read for two layers). Instead, ``rows`` targets at a time, the
-    block's whole one-hop edges are sampled (structure only, in ``sampler``'s chunks), sorted by source,
-    and the table is read once per block in id order, ``rows`` rows at a time, each source block's
-    rows summed into the block's targets; then the conv's linear maps on the sums (divided by the degree
-    for a mean) and the targets' own rows, and what ``BasicGNN.inference_per_layer`` applies after the conv.
-    The same values as the conv on the gathered rows, up to the order of the float sums. A block is whole
-    ``chunks`` (the caller's ``batch_size``), at least one. Returns the output table (``new_table(dim)``)."""
+    (a memory map) larger than the room, where gathering each chunk's rows would read most of the table's
+    pages once per chunk. Instead, a destination block of targets at a time (whole ``chunks``, at least one;
+    ``tiles``: targets per destination block, rows per source block), the block's one-hop edges are sampled
+    (structure only, chunk by chunk) and sorted by source, and the table is read in id order a source
+    block at a time, each block's rows summed into the targets; then the conv's linear maps on the sums
+    (divided by the degree for a mean) and the targets' own rows, and what ``BasicGNN.inference_per_layer``
+    applies after the conv. The same values as the conv on the gathered rows, up to the order of the float
+    sums. Returns the output table (``new_table(dim)``)."""
     import torch
     import torch.nn.functional as F
 
     conv = model.convs[i]
-    n = src.shape[0]
-    out = None
+    n, dim = src.shape
+    rows, width = tiles
     per = max(1, rows // max(chunks[0][1] - chunks[0][0], 1)) if chunks else 1
-    for k in range(0, len(chunks), per):
-        group = chunks[k:k + per]
-        lo, hi = group[0][0], group[-1][1]
-        sources, targets = [], []
-        for clo, chi in group:
-            b = sampler.sample(np.arange(clo, chi, dtype=np.int64), 0)
-            ei = b.edge_index
-            sources.append(b.n_id[ei[0]])
-            targets.append(ei[1] + (clo - lo))
-            bar.update(1)
-        srcs = np.concatenate(sources) if sources else np.empty(0, np.int64)
-        dsts = np.concatenate(targets) if targets else np.empty(0, np.int64)
-        del sources, targets
-        order = np.argsort(srcs, kind="stable")
-        srcs, dsts = srcs[order], torch.from_numpy(dsts[order])
-        del order
-        with torch.no_grad():
-            acc = torch.zeros((hi - lo, src.shape[1]), dtype=torch.float32)
-            width = max(rows, hi - lo)
-            for slo in range(0, n, width):
-                a, z = np.searchsorted(srcs, [slo, min(slo + width, n)])
-                if a == z:
-                    continue
-                block = torch.from_numpy(np.asarray(src[slo:slo + width], dtype=np.float32))
-                acc.index_add_(0, dsts[a:z], block[torch.from_numpy(srcs[a:z] - slo)])
-                del block
-            if conv.aggr == "mean":
-                deg = torch.bincount(dsts, minlength=hi - lo).clamp_(min=1).to(acc.dtype)
-                acc /= deg.unsqueeze(1)
-            h = conv.lin_l(acc)
-            if conv.root_weight:
-                h = h + conv.lin_r(torch.from_numpy(np.asarray(src[lo:hi], dtype=np.float32)))
-            if conv.normalize:
-                h = F.normalize(h, p=2.0, dim=-1)
-            h = _after_conv(model, i, h)
-        if out is None:
-            out = new_table(h.shape[1])
-        out[lo:hi] = h.numpy()
+    buf = np.empty((min(width, n), dim), np.float32)
+    out = None
+    with open(src.filename, "rb", buffering=0) as f:
+        for k in range(0, len(chunks), per):
+            group = chunks[k:k + per]
+            lo, hi = group[0][0], group[-1][1]
+            sources, targets = [], []
+            for clo, chi in group:
+                b = sampler.sample(np.arange(clo, chi, dtype=np.int64), 0)
+                sources.append(b.n_id[b.edge_index[0]])
+                targets.append(b.edge_index[1] + (clo - lo))
+                bar.update(1)
+            srcs, dsts = np.concatenate(sources), np.concatenate(targets)
+            del sources, targets
+            order = np.argsort(srcs, kind="stable")
+            srcs, dsts = srcs[order], torch.from_numpy(dsts[order])
+            del order
+            with torch.no_grad():
+                acc = torch.zeros((hi - lo, dim), dtype=torch.float32)
+                for slo in range(0, n, width):
+                    a, z = np.searchsorted(srcs, [slo, min(slo + width, n)])
+                    if a < z:
+                        block = torch.from_numpy(_table_rows(f, src, slo, min(slo + width, n), buf))
+                        acc.index_add_(0, dsts[a:z], block[torch.from_numpy(srcs[a:z] - slo)])
+                if conv.aggr == "mean":
+                    acc /= torch.bincount(dsts, minlength=hi - lo).clamp_(min=1).to(acc.dtype).unsqueeze(1)
+                h = conv.lin_l(acc)
+                if conv.root_weight:
+                    h = h + conv.lin_r(torch.from_numpy(_table_rows(f, src, lo, hi)))
+                if conv.normalize:
+                    h = F.normalize(h, p=2.0, dim=-1)
+                h = _after_conv(model, i, h)
+            if out is None:
+                out = new_table(h.shape[1])
+            out[lo:hi] = h.numpy()
     return out
 
 
@@ -456,8 +471,8 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
 
                 src = resident if first else prev
                 if tiled and isinstance(src, np.memmap) and src.nbytes > room // 2:
-                    rows = _tile_rows(room, src.shape[1], src.shape[1], ds.num_edges / max(n, 1))
-                    table = _sage_layer_tiled(model, li, s, src, new_table, chunks, rows, bar)
+                    tiles = _tile_rows(room, src.shape[1], src.shape[1], ds.num_edges / max(n, 1))
+                    table = _sage_layer_tiled(model, li, s, src, new_table, chunks, tiles, bar)
                     tiled_layers += 1
                 for lo, hi in (chunks if table is None else ()):
                     b = s.sample(np.arange(lo, hi, dtype=np.int64), 0)
