@@ -235,7 +235,6 @@ fn show(op: Option<&SimOp>) -> String {
     match op {
         None => "the start".into(),
         Some(SimOp::Write(p, at, d)) => format!("Write({}, {at}, {} bytes)", p.display(), d.len()),
-        Some(SimOp::Adopt(p, _)) => format!("Adopt({})", p.display()),
         Some(op) => format!("{op:?}"),
     }
 }

@@ -174,23 +174,6 @@ impl Disk {
         Ok(DiskFile { file, path: path.to_path_buf(), disk: self.clone() })
     }
 
-    /// Tell a simulated disk that the directory `dir` was just published
-    /// durably by code that does not write through it (the importer: every
-    /// file fsynced, renamed into place, parent fsynced). Nothing on a real
-    /// disk.
-    pub fn adopt_published(&self, dir: &Path) -> Result<(), IoError> {
-        #[cfg(feature = "sim-disk")]
-        if let Disk::Sim(s) = self {
-            if let Some(rel) = s.relative(dir) {
-                let rec = |e| IoError::new("recording on the simulated disk", dir, None, e);
-                let tree = crate::sim_disk::read_tree(dir).map_err(rec)?;
-                s.record(crate::sim_disk::SimOp::Adopt(rel, tree)).map_err(rec)?;
-            }
-        }
-        let _ = dir;
-        Ok(())
-    }
-
     /// Create the file `path` holding `parts` atomically and durably (see
     /// [`crate::publish_file`]), through this disk.
     pub fn publish_file(&self, tmp: &Path, path: &Path, parts: &[&[u8]]) -> Result<(), IoError> {

@@ -62,13 +62,6 @@ pub enum SimOp {
     Exchange(PathBuf, PathBuf),
     /// Remove a file, or an empty directory.
     Unlink(PathBuf),
-    /// A tree written by code that does not go through the simulation (the
-    /// importer) and published durably at this path: every file fsynced,
-    /// then renamed into place and the parent fsynced. Enters the model
-    /// durable, with its parent's earlier operations (the parent's fsync
-    /// made them durable). Entries: relative to the new directory, None
-    /// for a directory, parents first.
-    Adopt(PathBuf, Vec<(PathBuf, Option<Vec<u8>>)>),
 }
 
 type Ino = usize;
@@ -284,25 +277,6 @@ impl Model {
                 }
                 self.dir_op(da, DirOp::Exchange(na, nb));
             }
-            SimOp::Adopt(p, tree) => {
-                if self.lookup(p).is_some() {
-                    return Err(err(format!("adopt {p:?}: exists")));
-                }
-                self.link_new(p, Node::Dir { durable: BTreeMap::new(), live: BTreeMap::new(), pending: vec![] })?;
-                for (rel, c) in tree {
-                    let (d, n) = self.parent_of(&p.join(rel))?;
-                    let i = self.nodes.len();
-                    self.nodes.push(match c {
-                        None => Node::Dir { durable: BTreeMap::new(), live: BTreeMap::new(), pending: vec![] },
-                        Some(b) => Node::File { durable: b.clone(), live: b.clone(), pending: vec![] },
-                    });
-                    if let Node::Dir { durable, live, .. } = &mut self.nodes[d] {
-                        durable.insert(n.clone(), i);
-                        live.insert(n, i);
-                    }
-                }
-                self.apply(&SimOp::Fsync(p.parent().unwrap_or(Path::new("")).to_path_buf()))?;
-            }
             SimOp::Unlink(p) => {
                 let i = self.lookup(p).ok_or_else(|| missing(p))?;
                 if matches!(&self.nodes[i], Node::Dir { live, .. } if !live.is_empty()) {
@@ -419,8 +393,8 @@ impl Model {
     }
 }
 
-/// The tree under `dir` on the real file system, parents first (for
-/// [`SimOp::Adopt`]).
+/// The tree under `dir` on the real file system, parents first (what a
+/// test compares a crash state or a replayed history with).
 pub fn read_tree(dir: &Path) -> std::io::Result<Vec<(PathBuf, Option<Vec<u8>>)>> {
     let mut out = Vec::new();
     let mut stack = vec![PathBuf::new()];

@@ -334,8 +334,11 @@ fn patch(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Importer options for a new generation shaped like `base`.
-fn build_options(base: &Dataset, input: &Path, output: &Path, n: u64, dim: u32) -> BuildOptions {
+/// The build of a new generation, through the store's own `disk` (a
+/// simulated disk then records it and can crash it at any point).
+fn build_options(disk: &Disk, base: &Dataset, input: &Path, output: &Path, n: u64, dim: u32) -> BuildOptions {
     let mut o = BuildOptions::new(input, output);
+    o.disk = disk.clone();
     o.symmetrize = true;
     o.dedup = base.manifest().build.dedup;
     o.num_nodes = Some(n);
@@ -380,8 +383,7 @@ impl MutableGraph {
         let folded = count_folded(&current::wal_path(&self.root, g), wal_end)?;
         let (n, e, dropped) = export_snapshot(&snap, &input, progress)?;
         let t1 = Instant::now();
-        build(&build_options(&snap.base, &input, &out, n, snap.delta.feature_dim()), progress)?;
-        self.disk.adopt_published(&out)?;
+        build(&build_options(&self.disk, &snap.base, &input, &out, n, snap.delta.feature_dim()), progress)?;
         let new_base = open_base(&out)?;
         if new_base.num_nodes() != n || new_base.num_edges() != e {
             return Err(MutError::Invalid(format!(
@@ -489,10 +491,9 @@ impl MutableGraph {
         let dropped = export_splits(&snap.base, &input, n)?;
         let t1 = Instant::now();
         let dim = inp.features.map(|f| f.2).unwrap_or(0);
-        let mut bo = build_options(&snap.base, &input, &out, n, dim);
+        let mut bo = build_options(&self.disk, &snap.base, &input, &out, n, dim);
         bo.dedup = true; // a raw edge array: HolisticGNN's UpdateGraph deduplicates
         build(&bo, progress)?;
-        self.disk.adopt_published(&out)?;
         let new_base = open_base(&out)?;
         current::write_free(&self.disk, &current::free_path(&self.root, ng), &[])?;
         let t2 = Instant::now();
