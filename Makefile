@@ -57,7 +57,7 @@ fuzz: develop
 fuzz-seeds: develop
 	$(PY) fuzz/make_seeds.py
 
-bench: develop bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-peers
+bench: develop bench-build bench-train bench-trainer bench-accuracy bench-e2e bench-device bench-peers bench-inference
 
 # Scrubber: achieved/target read rate, and serving p50/p99 with and without --scrub-rate (docs/scrub.md).
 bench-scrub: develop
