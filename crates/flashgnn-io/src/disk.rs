@@ -38,11 +38,18 @@ impl std::fmt::Debug for Disk {
     }
 }
 
-/// The simulated operation for `path`, recorded after the real one
-/// succeeded; a no-op on a real disk or for a path outside the simulated
-/// root.
+/// The simulated operation for `path` (or for the pair `(from, to)`, both
+/// relative), recorded after the real one succeeded; a no-op on a real disk
+/// or for a path outside the simulated root.
 #[cfg(feature = "sim-disk")]
 macro_rules! note {
+    ($disk:expr, ($from:expr, $to:expr), |$a:ident, $b:ident| $op:expr) => {{
+        if let Disk::Sim(s) = $disk {
+            if let (Some($a), Some($b)) = (s.relative($from), s.relative($to)) {
+                s.record($op).map_err(|e| IoError::new("recording on the simulated disk", $to, None, e))?;
+            }
+        }
+    }};
     ($disk:expr, $path:expr, |$rel:ident| $op:expr) => {{
         if let Disk::Sim(s) = $disk {
             if let Some($rel) = s.relative($path) {
@@ -53,6 +60,9 @@ macro_rules! note {
 }
 #[cfg(not(feature = "sim-disk"))]
 macro_rules! note {
+    ($disk:expr, ($from:expr, $to:expr), |$a:ident, $b:ident| $op:expr) => {{
+        let _ = (&$disk, &$from, &$to);
+    }};
     ($disk:expr, $path:expr, |$rel:ident| $op:expr) => {{
         let _ = (&$disk, &$path);
     }};
@@ -106,13 +116,7 @@ impl Disk {
     pub fn rename(&self, from: &Path, to: &Path) -> Result<(), IoError> {
         inject!(self, to, "renaming into place", None);
         std::fs::rename(from, to).map_err(|e| IoError::new("renaming into place", to, None, e))?;
-        #[cfg(feature = "sim-disk")]
-        if let Disk::Sim(s) = self {
-            if let (Some(a), Some(b)) = (s.relative(from), s.relative(to)) {
-                s.record(crate::sim_disk::SimOp::Rename(a, b))
-                    .map_err(|e| IoError::new("recording on the simulated disk", to, None, e))?;
-            }
-        }
+        note!(self, (from, to), |a, b| crate::sim_disk::SimOp::Rename(a, b));
         Ok(())
     }
 
@@ -121,13 +125,7 @@ impl Disk {
     pub fn exchange(&self, a: &Path, b: &Path) -> Result<(), IoError> {
         inject!(self, b, "swapping in", None);
         crate::publish::rename_exchange(a, b).map_err(|e| IoError::new("swapping in", b, None, e))?;
-        #[cfg(feature = "sim-disk")]
-        if let Disk::Sim(s) = self {
-            if let (Some(x), Some(y)) = (s.relative(a), s.relative(b)) {
-                s.record(crate::sim_disk::SimOp::Exchange(x, y))
-                    .map_err(|e| IoError::new("recording on the simulated disk", b, None, e))?;
-            }
-        }
+        note!(self, (a, b), |x, y| crate::sim_disk::SimOp::Exchange(x, y));
         Ok(())
     }
 

@@ -258,24 +258,19 @@ impl Model {
                     }
                 }
             }
-            SimOp::Rename(a, b) => {
+            SimOp::Rename(a, b) | SimOp::Exchange(a, b) => {
+                let swap = matches!(op, SimOp::Exchange(..));
                 self.lookup(a).ok_or_else(|| missing(a))?;
+                if swap {
+                    self.lookup(b).ok_or_else(|| missing(b))?;
+                }
                 let (da, na) = self.parent_of(a)?;
                 let (db, nb) = self.parent_of(b)?;
                 if da != db {
-                    return Err(err(format!("rename {a:?} -> {b:?} crosses directories (not modelled)")));
+                    let what = if swap { "exchange" } else { "rename" };
+                    return Err(err(format!("{what} {a:?} -> {b:?} crosses directories (not modelled)")));
                 }
-                self.dir_op(da, DirOp::Rename(na, nb));
-            }
-            SimOp::Exchange(a, b) => {
-                self.lookup(a).ok_or_else(|| missing(a))?;
-                self.lookup(b).ok_or_else(|| missing(b))?;
-                let (da, na) = self.parent_of(a)?;
-                let (db, nb) = self.parent_of(b)?;
-                if da != db {
-                    return Err(err(format!("exchange {a:?} <-> {b:?} crosses directories (not modelled)")));
-                }
-                self.dir_op(da, DirOp::Exchange(na, nb));
+                self.dir_op(da, if swap { DirOp::Exchange(na, nb) } else { DirOp::Rename(na, nb) });
             }
             SimOp::Unlink(p) => {
                 let i = self.lookup(p).ok_or_else(|| missing(p))?;

@@ -333,9 +333,9 @@ fn patch(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Importer options for a new generation shaped like `base`.
-/// The build of a new generation, through the store's own `disk` (a
-/// simulated disk then records it and can crash it at any point).
+/// Importer options for a new generation shaped like `base`, built through
+/// the store's own `disk` (a simulated disk then records the build and can
+/// crash it at any point).
 fn build_options(disk: &Disk, base: &Dataset, input: &Path, output: &Path, n: u64, dim: u32) -> BuildOptions {
     let mut o = BuildOptions::new(input, output);
     o.disk = disk.clone();
