@@ -25,6 +25,7 @@ malloc (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_TOP_PAD
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import threading
 from contextlib import contextmanager
@@ -42,20 +43,31 @@ ROOM_NEEDED = 8 * REUSE_BYTES
 # 64-bit) and keeps the trim threshold at twice it: where a pass leaves the process.
 GLIBC_CEILING = 32 << 20
 _ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_")
+# `flashgnn serve`: glibc gives every new thread an arena of its own, up to 8 per core, and each keeps what
+# its threads freed for their own reuse. Every acknowledged write copies the delta records it edits, and
+# the versions the last snapshot let go are freed on whichever thread dropped it; spread over up to 16
+# arenas (2 cores) that churn left 55-66 MiB free but resident in the arenas by the end of two 4-minute
+# soaks, still rising. Capped at 2: 12-21 MiB, arenas 240 -> 190 MiB, the same requests served
+# (docs/reliability.md, *Soak*).
+SERVER_ARENAS = 2
 
 _lock = threading.Lock()
 _depth = 0  # passes running now (nested or on several threads): settings made by the first, undone by the last
 
 
-def _glibc():
-    """libc's ``mallopt`` and ``malloc_trim``, or None where they are not glibc's or the user chose."""
-    if os.environ.get("FLASHGNN_MALLOC", "").lower() == "default":
-        return None
+@functools.cache
+def _libc():
+    """libc's ``mallopt`` and ``malloc_trim``, or None where the C library has none (not glibc)."""
     try:
         libc = ctypes.CDLL(None)
         return libc.mallopt, libc.malloc_trim
     except (OSError, AttributeError):
         return None
+
+
+def _glibc():
+    """:func:`_libc`, or None where the user chose glibc's defaults (``FLASHGNN_MALLOC=default``)."""
+    return None if os.environ.get("FLASHGNN_MALLOC", "").lower() == "default" else _libc()
 
 
 def user_tuned() -> bool:
@@ -70,20 +82,16 @@ def large_blocks_reused(room: int | None = None):
     changed when ``room`` (bytes the process may still use; None: unknown, not bounded) is under
     :data:`ROOM_NEEDED`. Yields whether the settings were made."""
     global _depth
-    fns = None if user_tuned() else _glibc()
+    fns = None if user_tuned() or (room is not None and int(room) < ROOM_NEEDED) else _glibc()
     if fns is None:
         yield False
         return
-    if room is not None and int(room) < ROOM_NEEDED:
-        yield False
-        return
     mallopt, trim = fns
-    size = REUSE_BYTES
     with _lock:
         _depth += 1
         if _depth == 1:
-            mallopt(_M_MMAP_THRESHOLD, size)
-            mallopt(_M_TRIM_THRESHOLD, 2 * size)
+            mallopt(_M_MMAP_THRESHOLD, REUSE_BYTES)
+            mallopt(_M_TRIM_THRESHOLD, 2 * REUSE_BYTES)
     try:
         yield True
     finally:
@@ -95,7 +103,7 @@ def large_blocks_reused(room: int | None = None):
                 trim(0)
 
 
-def limit_arenas(n: int) -> bool:
+def limit_arenas(n: int = SERVER_ARENAS) -> bool:
     """Cap glibc's malloc arenas at ``n`` (before the caller starts its threads); False where the C library
     is not glibc, the environment sets ``MALLOC_ARENA_MAX`` or ``FLASHGNN_MALLOC=default``."""
     fns = None if "MALLOC_ARENA_MAX" in os.environ else _glibc()

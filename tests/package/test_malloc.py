@@ -1,6 +1,6 @@
 """glibc malloc settings flashgnn makes (`flashgnn._malloc`).
 
-1. `flashgnn serve` caps glibc's malloc arenas (`serve.server.limit_malloc_arenas`, docs/reliability.md *Soak*).
+1. `flashgnn serve` caps glibc's malloc arenas (`_malloc.limit_arenas`, docs/reliability.md *Soak*).
 
 What is proved, and how: in a fresh interpreter (no MALLOC_ARENA_MAX in its environment), eight threads
 started after the cap each allocate; glibc's `malloc_info` then lists no more arenas than before the
@@ -42,8 +42,8 @@ def arenas():
         libc.fclose(fp)
         return open(f.name).read().count("<heap nr=")
 
-from flashgnn.serve.server import MALLOC_ARENAS_MAX, limit_malloc_arenas
-capped = limit_malloc_arenas() if sys.argv[1] == "cap" else False
+from flashgnn._malloc import SERVER_ARENAS, limit_arenas
+capped = limit_arenas() if sys.argv[1] == "cap" else False
 before = arenas()
 go = threading.Barrier(8)
 
@@ -57,7 +57,7 @@ for t in ts:
     t.start()
 for t in ts:
     t.join()
-print(int(capped), before, arenas(), MALLOC_ARENAS_MAX)
+print(int(capped), before, arenas(), SERVER_ARENAS)
 """
 
 

@@ -206,14 +206,15 @@ def _tiled_sage(model):
         type(c) is SAGEConv and c.aggr in ("mean", "sum", "add") and not c.project for c in model.convs)
 
 
-def _tile_rows(room: int, dim_in: int, dim_out: int, avg_degree: float) -> tuple[int, int]:
+def _tile_rows(room: int, dim: int, avg_degree: float) -> tuple[int, int]:
     """(targets per destination block, rows per source block) of :func:`_sage_layer_tiled` for ``room``
     bytes. The table is read once per destination block, so that block takes what it safely can: a sixth of
     the room for, per target, its sums, its own row, its output and its edges (two int64 ids and a sort
     index each) — the linear maps and the sort hold as much again meanwhile; a half (of 209 MiB of room
-    under a 900 MiB cap) went over the cap and thrashed. A source block takes a sixteenth."""
-    per_target = 4 * (2 * dim_in + dim_out) + 24 * avg_degree
-    return max(64, int(room // 6 // max(per_target, 1))), max(64, int(room // 16 // (4 * max(dim_in, 1))))
+    under a 900 MiB cap) went over the cap and thrashed. A source block takes a sixteenth. ``dim``: the
+    input rows' width, also taken for the output's (not known before the layer runs)."""
+    per_target = 4 * 3 * dim + 24 * avg_degree
+    return max(64, int(room // 6 // max(per_target, 1))), max(64, int(room // 16 // (4 * max(dim, 1))))
 
 
 def _table_rows(f, table: np.ndarray, a: int, z: int, into: np.ndarray | None = None) -> np.ndarray:
@@ -471,12 +472,15 @@ def run(model, dataset, out=None, *, batch_size, device, engine, progress, layer
 
                 src = resident if first else prev
                 if tiled and isinstance(src, np.memmap) and src.nbytes > room // 2:
-                    tiles = _tile_rows(room, src.shape[1], src.shape[1], ds.num_edges / max(n, 1))
+                    tiles = _tile_rows(room, src.shape[1], ds.num_edges / max(n, 1))
                     table = _sage_layer_tiled(model, li, s, src, new_table, chunks, tiles, bar)
                     tiled_layers += 1
-                for lo, hi in (chunks if table is None else ()):
+                    chunks_here = ()
+                else:
+                    chunks_here = chunks
+                for lo, hi in chunks_here:
                     b = s.sample(np.arange(lo, hi, dtype=np.int64), 0)
-                    h_in = b.x if rows_here else _rows(resident if first else prev, b.n_id)
+                    h_in = b.x if rows_here else _rows(src, b.n_id)
                     with torch.no_grad():
                         x = torch.from_numpy(np.ascontiguousarray(h_in, dtype=np.float32)).to(dev)
                         if rows_here and x_transform is not None:

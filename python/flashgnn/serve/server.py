@@ -27,6 +27,7 @@ import time
 from dataclasses import asdict
 
 import flashgnn
+from flashgnn._malloc import limit_arenas
 
 from . import flashgnn_pb2 as pb
 from . import flashgnn_pb2_grpc as pb_grpc
@@ -112,22 +113,6 @@ class Service(RecommendRpcs, GraphRpcs, RunnerRpcs, Transport, pb_grpc.FlashGNNS
 
 BUDGET_FANOUTS = [10, 5]  # the batch the --memory-budget split is measured with (the query CLI's default)
 
-# glibc malloc gives every new thread an arena of its own, up to 8 per core, and each
-# arena keeps what its threads freed for their own reuse. Every acknowledged write copies the delta records
-# it edits, and the versions the last snapshot let go are freed on whichever thread dropped it; spread over
-# up to 16 arenas (2 cores) that churn left 55-66 MiB free but resident in the arenas by the end of two
-# 4-minute soaks, still rising. Capped at 2: 12-21 MiB, arenas 240 -> 190 MiB, the same requests served
-# (docs/reliability.md, *Soak*). MALLOC_ARENA_MAX in the environment still wins.
-MALLOC_ARENAS_MAX = 2
-
-
-def limit_malloc_arenas(n: int = MALLOC_ARENAS_MAX) -> bool:
-    """Cap glibc's malloc arenas at ``n`` (before the server starts its threads); False where the C library
-    is not glibc or the environment sets ``MALLOC_ARENA_MAX`` (``flashgnn._malloc.limit_arenas``)."""
-    from flashgnn._malloc import limit_arenas
-
-    return limit_arenas(n)
-
 
 def serve(
     dataset: str,
@@ -157,7 +142,7 @@ def serve(
     """
     limits = limits or Limits()
     limits.check()
-    limit_malloc_arenas()
+    limit_arenas()  # before the server starts its threads (flashgnn._malloc.SERVER_ARENAS)
     graph = flashgnn.MutableGraph(dataset, writable=True, group_commit_wait_us=group_commit_wait_us)
     cache = None
     if memory_budget:
