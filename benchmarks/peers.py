@@ -14,8 +14,9 @@ variant in a fresh child process with the page cache dropped first:
 - ``uring+cache``: ``uring`` with a cross-batch cache of at most a third of
   the data, under the cap. ``--row-codecs none,fp16,int8`` and ``--hots
   degree,presample`` run it once per (codec, hot set), named by the levers
-  that differ from rows as stored by degree (``uring+cache/int8``,
-  ``uring+cache/presample``, ``uring+cache/int8/presample``), alternated
+  that differ from rows as stored with the default hot set, ``auto``
+  (``uring+cache/int8``, ``uring+cache/presample``,
+  ``uring+cache/int8/presample``), alternated
   with the others in every round; each one's ratio to ``pyg-memory`` and
   ``memory``, hit rate and reads per batch are reported (``levers``).
 - ``train-pyg`` / ``train-flashgnn`` / ``train-flashgnn-nocap``: a training
@@ -252,8 +253,8 @@ def have_torch_sparse() -> bool:
 
 
 def cached_name(codec: str, hot: str) -> str:
-    """``uring+cache`` with the levers that differ from the default (rows as stored, hot set by degree)."""
-    return "uring+cache" + "".join(f"/{x}" for x, d in ((codec, "none"), (hot, "degree")) if x != d)
+    """``uring+cache`` with the levers that differ from the default (rows as stored, hot set ``auto``)."""
+    return "uring+cache" + "".join(f"/{x}" for x, d in ((codec, "none"), (hot, "auto")) if x != d)
 
 
 def main(argv=None) -> int:
@@ -290,8 +291,8 @@ def main(argv=None) -> int:
     ap.add_argument("--row-codecs", default="none",
                     help="comma list (none, fp16, int8): uring+cache once per codec the static set holds rows in, "
                          "alternated in rounds (uring+cache/fp16, ...)")
-    ap.add_argument("--hots", default="degree",
-                    help="comma list of hot-set choices (degree, touches, presample): uring+cache once per choice "
+    ap.add_argument("--hots", default="auto",
+                    help="comma list of hot-set choices (auto, touches, degree, presample): uring+cache once per choice "
                          "(uring+cache/presample, ...), crossed with --row-codecs")
     ap.add_argument("--scaling", action="store_true",
                     help="also run memory and uring+cache with twice --threads producers (memory/2x, "
@@ -332,7 +333,7 @@ def main(argv=None) -> int:
           file=sys.stderr)
     if pyg_ok and any(v.startswith("pyg") or v == "train-pyg" for v in variants):
         prepare(path, work, progress=not a.json)
-    cache = {"budget": cache_budget, "policy": "s3fifo", "hot": "degree", "hot_fraction": DEFAULT_HOT_FRACTION}
+    cache = {"budget": cache_budget, "policy": "s3fifo", "hot": "auto", "hot_fraction": DEFAULT_HOT_FRACTION}
     results = {}
     rounds = {}  # variant -> its results, one per round (none once it failed)
     plan = [(r, v) for r in range(max(a.rounds, 1)) for v in variants
@@ -362,7 +363,7 @@ def main(argv=None) -> int:
                    "--threads", str(a.threads), "--seed", str(a.seed), "--metrics-json", str(metrics),
                    "--no-progress"]
         else:
-            codec, hot = levers.get(v1, ("none", "degree"))
+            codec, hot = levers.get(v1, ("none", "auto"))
             engine = CACHED if v1 in levers else v1
             cmd = [sys.executable, "-m", "flashgnn.ssd.bench", "--child", path, engine, a.fanout, str(a.batch_size),
                    str(a.batches), str(a.seed), str(a.depth), str(threads), str(a.max_seconds),

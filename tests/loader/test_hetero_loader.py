@@ -194,7 +194,8 @@ def test_epochs_workers_and_cache(graph):
     again = torch.cat([b["paper"].n_id[: b["paper"].batch_size] for b in loader])
     assert not torch.equal(seen, again), "another epoch, another order"
     # The batches depend on neither the producer count nor a cache.
-    cache = flashgnn.Cache(path, [2, 2], budget=1 << 20, hot="degree")
+    cache = flashgnn.Cache(path, [2, 2], budget=1 << 20)
+    assert cache.stats()["hot"] == "degree", "auto: degree on a typed dataset (touches is not built for one)"
     for other in (flashgnn.NeighborLoader(path, num_workers=1, **kw),
                   flashgnn.NeighborLoader(path, cache=cache, **kw)):
         got = list(other)

@@ -317,7 +317,7 @@ def _cached_child(sampler, seeds, q):
 
 
 @pytest.mark.parametrize("hot,policy", [("degree", "s3fifo"), ("touches", "s3fifo"), ("presample", "clock"),
-                                        ("none", "s3fifo")])
+                                        ("none", "s3fifo"), ("auto", "clock")])
 def test_cache_changes_speed_not_batches(ds_path, hot, policy):
     """flashgnn.Cache shared by two samplers and a producer: every batch equals
     the uncached one; hits are counted per tier and reads drop; held bytes
@@ -339,6 +339,7 @@ def test_cache_changes_speed_not_batches(ds_path, hot, policy):
             _eq(g, want[i])
         st = cache.stats()
         assert st["static_bytes"] + st["dynamic_bytes"] <= budget
+        assert st["hot"] == ("touches" if hot == "auto" else hot), "auto: touches on a homogeneous dataset"
         ta, tb = a.telemetry(), b.telemetry()
         hits = ta["cache_static_hits"] + ta["cache_dynamic_hits"] + tb["cache_static_hits"] + tb["cache_dynamic_hits"]
         if budget == 0:

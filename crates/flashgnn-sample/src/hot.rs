@@ -12,18 +12,22 @@
 //!   `min(d, fanout * entries on the page)` per owner of degree `d` (the
 //!   expected sampled entries it holds). Extents are ranked by score per byte.
 //!   Costs one sequential pass (about 1 s per GB here) and no sampling.
-//! - **touches** ([`NeighborSampler::hot_set_by_touches`]): expected
-//!   arrivals per batch under the fanouts, propagated hop by hop over the
-//!   stored lists (`r[h][v] = sum over neighbors u of r[h-1][u] *
-//!   min(1, fanout[h-1] / deg u)`, seeds uniform or from a given split); a
-//!   slot scores the arrivals at any hop (inline rows) or at the expanded
-//!   hops (separate rows, which score all hops), an overflow page the chance
-//!   that an expansion of each owner draws an entry on it. `hops + 2`
-//!   sequential scans, 4 B per node per hop while choosing. On data/ooc
-//!   (457 MiB, train-split seeds) 2 % fewer reads than degree
-//!   (3,625 against 3,698 per batch) for 1-4 s more at open: the marginal
-//!   nodes there are low-degree ones whose neighbors look alike, so degree
-//!   is kept as the default.
+//! - **touches** ([`NeighborSampler::hot_set_by_touches`]): the chance that
+//!   a batch requests each extent, from expected arrivals per batch under
+//!   the fanouts, propagated hop by hop over the stored lists
+//!   (`r[h][v] = sum over neighbors u of r[h-1][u] * min(1, fanout[h-1] /
+//!   deg u)`, `r[0]` = the batch's seeds spread over the seed pool: the
+//!   given split, else every node). A batch asks for a node once however
+//!   often it arrives, so a slot scores `1 - exp(-arrivals)` (arrivals at
+//!   any hop for an inline row, at the expanded hops for a separate row's
+//!   slot), and an overflow page `1 - prod(1 - t)` over the lists on it,
+//!   `t` the chance a list's owner is expanded and draws an entry there.
+//!   Without that saturation the hubs, which every batch requests once,
+//!   scored their arrival counts and took the budget: on data/ooc with
+//!   140 MiB (10 %) and int8 rows, a model of the request stream puts the
+//!   reads a batch at ~7,700 against ~14,500 by degree (docs/benchmarks.md
+//!   has the measured figures). `hops + 2` sequential scans, 4 B per node
+//!   per hop while choosing.
 //! - **presample** ([`NeighborSampler::hot_set_by_access`]): run the sampler
 //!   on a few batches and rank extents by how often they were requested — the
 //!   "access frequency over a short pre-sampling pass" GIDS compares against.
@@ -135,15 +139,16 @@ impl TopExtents {
     }
     /// [`TopExtents::offer`] of an extent held in `held` bytes.
     fn offer_held(&mut self, score: f64, file: u16, offset: u64, len: u32, held: u32) {
-        if score <= 0.0 {
+        if score.is_nan() || score <= 0.0 {
             return;
         }
         let cost = held as usize + STATIC_ENTRY_OVERHEAD;
         if cost > self.budget {
             return;
         }
-        // Score per KiB, fixed point: ties and tiny differences do not matter.
-        let density = (score * 1024.0 * 1024.0 / cost as f64) as u64;
+        // Score per byte as the bits of a positive f64, which order as the
+        // values do (touches' chances go down to ~1e-9 a byte: no fixed point).
+        let density = (score / cost as f64).to_bits();
         if self.bytes + cost > self.budget {
             match self.heap.peek() {
                 Some(Reverse(c)) if c.density >= density => return,
@@ -562,12 +567,12 @@ impl NeighborSampler {
         self.load_extents(top.into_sorted())
     }
 
-    /// The static hot set by expected touches under fanout sampling (see the
-    /// module docs): `k + 2` sequential scans of the slots for `k` hops
-    /// (degrees, one propagation per hop, the load), `(k + 2) * 4` B per
-    /// node while choosing. At most `budget` bytes, read and checked,
-    /// hottest first.
-    pub fn hot_set_by_touches(&mut self, budget: usize, seeds: &[i64]) -> Result<StaticSet> {
+    /// The static hot set by the chance a batch of `batch_size` seeds
+    /// requests each extent under fanout sampling (see the module docs):
+    /// `k + 2` sequential scans of the slots for `k` hops (degrees, one
+    /// propagation per hop, the load), `(k + 2) * 4` B per node while
+    /// choosing. At most `budget` bytes, read and checked, hottest first.
+    pub fn hot_set_by_touches(&mut self, budget: usize, seeds: &[i64], batch_size: usize) -> Result<StaticSet> {
         // Its propagation follows one fanout per hop over untyped lists.
         if self.is_typed() {
             return Err(crate::SampleError::Config(format!(
@@ -575,12 +580,19 @@ impl NeighborSampler {
                 self.root().display()
             )));
         }
+        if batch_size == 0 {
+            return Err(crate::SampleError::Config("hot=\"touches\" needs batch_size > 0".into()));
+        }
         let l = self.layout().clone();
         let n = l.num_nodes as usize;
         let p = l.page_size as u64;
         let files = self.file_names();
         let fan = self.fanouts().to_vec();
         let k = fan.len();
+        if k == 0 {
+            // Seeds alone: nothing propagates, and degree ranks them as well as anything.
+            return self.hot_set_by_degree(budget);
+        }
         let mut deg = vec![0u32; n];
         self.scan_slots(|v, bytes| {
             deg[v as usize] = decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?.degree;
@@ -590,19 +602,20 @@ impl NeighborSampler {
         // of degree d (uniform without replacement: min(1, f / d)).
         let keep =
             |h: usize, d: u32| if fan[h] < 0 || d as i64 <= fan[h] as i64 { 1.0 } else { fan[h] as f32 / d as f32 };
-        // r[h][v]: expected arrivals of v at hop h, per seed-probability unit
-        // (seeds uniform: r[0] = 1). r[h][v] = sum over neighbors u of
-        // r[h-1][u] * keep(h-1, deg u). A spilled list's overflow entries
-        // count as average edge ends (the marginal nodes of a budget are
-        // low-degree, whose lists are all inline), so no pass reads
-        // overflow.fg. (Scaling the inline part up instead undervalued hubs:
-        // their first neighbors are other hubs, which rarely draw them.)
+        // r[h][v]: expected arrivals of v at hop h per batch. r[h][v] = sum
+        // over neighbors u of r[h-1][u] * keep(h-1, deg u). A spilled list's
+        // overflow entries count as average edge ends (the marginal nodes of
+        // a budget are low-degree, whose lists are all inline), so no pass
+        // reads overflow.fg: on data/ooc's model this chooses a set reading
+        // 2 % more than exact propagation. (Scaling the inline part up
+        // instead undervalued hubs: their first neighbors are other hubs,
+        // which rarely draw them.)
         let r0 = if seeds.is_empty() {
-            vec![1.0; n]
+            vec![(batch_size as f64 / n.max(1) as f64) as f32; n]
         } else {
-            // Seeds drawn from `seeds` (a training split): same units.
+            // A batch's seeds drawn from `seeds` (a training split).
             let mut r0 = vec![0f32; n];
-            let w = n as f32 / seeds.len() as f32;
+            let w = (batch_size as f64 / seeds.len() as f64) as f32;
             for &o in seeds {
                 if o < 0 || o as u64 >= l.num_nodes {
                     return Err(crate::SampleError::BadRequest(format!(
@@ -613,11 +626,15 @@ impl NeighborSampler {
             }
             r0
         };
+        // The chance of at least one arrival, for `x` expected ones.
+        let once = |x: f64| 1.0 - (-x).exp();
         let mut r: Vec<Vec<f32>> = vec![r0];
         let mut top = TopExtents::new(budget, self.layout());
         let per = l.overflow_ids_per_page();
         let separate = l.placement == FeaturePlacement::Separate && l.row_bytes() > 0;
         let homo = self.homo_held();
+        // Per overflow page (index = page - 1): sum of ln(1 - t) over the
+        // lists on it, `t` the chance a batch draws from its part there.
         let mut overflow: Vec<f32> = Vec::new();
         for h in 1..=k {
             let mut cur = vec![0f32; n];
@@ -650,10 +667,10 @@ impl NeighborSampler {
                 let expanded: f64 = (0..k).map(|g| r_all[g][vi] as f64).sum();
                 let reached = expanded + sum as f64;
                 let held = homo.slot(used_slot_bytes(&l, slot.degree));
-                top.offer_held(if separate { expanded } else { reached }, F_SLOT, v, l.slot_bytes, held);
+                top.offer_held(once(if separate { expanded } else { reached }), F_SLOT, v, l.slot_bytes, held);
                 if separate {
                     let (lo, len, _) = l.feature_extent(v);
-                    top.offer_held(reached, F_FEATURES, lo, len, homo.separate.unwrap_or(len));
+                    top.offer_held(once(reached), F_FEATURES, lo, len, homo.separate.unwrap_or(len));
                 }
                 let spilled = slot.overflow_len();
                 if spilled > 0 {
@@ -665,13 +682,15 @@ impl NeighborSampler {
                     }
                     for q in (e0 / per)..=lastq {
                         let mm = (e1.min((q + 1) * per) - e0.max(q * per)) as f64;
-                        // Chance an expansion at hop g draws an entry on this page.
-                        let want: f64 = (0..k)
+                        // Expanded at hop g, and then a draw lands among the
+                        // mm entries here (f draws of d: 1 - e^(-f mm / d)).
+                        let t: f64 = (0..k)
                             .map(|g| {
-                                r_all[g][vi] as f64 * if fan[g] < 0 { 1.0 } else { (fan[g] as f64 * mm / d).min(1.0) }
+                                let lands = if fan[g] < 0 { 1.0 } else { once(fan[g] as f64 * mm / d) };
+                                once(r_all[g][vi] as f64) * lands
                             })
                             .sum();
-                        overflow[q as usize] += want as f32;
+                        overflow[q as usize] += (-t.min(0.999_999)).ln_1p() as f32;
                     }
                 }
                 Ok(())
@@ -680,7 +699,7 @@ impl NeighborSampler {
         }
         drop((r, deg));
         for (q, &s) in overflow.iter().enumerate() {
-            top.offer(s as f64, F_OVERFLOW, (q as u64 + 1) * p, p as u32);
+            top.offer(-(s as f64).exp_m1(), F_OVERFLOW, (q as u64 + 1) * p, p as u32);
         }
         drop(overflow);
         self.load_extents(top.into_sorted())

@@ -35,9 +35,10 @@ pub const PRESAMPLE_SEED_BASE: u64 = 0x5EED_0000;
 pub enum HotChoice {
     /// Highest-degree slots first (one sequential scan).
     Degree,
-    /// Most expected touches under the fanouts first (`hops + 2` scans),
-    /// seeds drawn from `seeds` (empty: from every node).
-    Touches { seeds: Vec<i64> },
+    /// Most likely requested by a batch of `batch_size` seeds under the
+    /// fanouts first (`hops + 2` scans), seeds drawn from `seeds` (empty:
+    /// from every node).
+    Touches { seeds: Vec<i64>, batch_size: usize },
     /// The slots `seeds`, in batches of `batch_size`, touch most.
     Presample { seeds: Vec<i64>, batch_size: usize },
     /// No static set: the whole cache is dynamic.
@@ -49,11 +50,12 @@ impl HotChoice {
     pub const NAMES: [&'static str; 4] = ["degree", "touches", "presample", "none"];
 
     /// `name` is one of [`HotChoice::NAMES`]; `presample` needs seeds and a
-    /// batch size > 0 (both ignored otherwise).
+    /// batch size > 0, `touches` a batch size > 0.
     pub fn parse(name: &str, seeds: Vec<i64>, batch_size: usize) -> Result<HotChoice> {
         match name {
             "degree" => Ok(HotChoice::Degree),
-            "touches" => Ok(HotChoice::Touches { seeds }),
+            "touches" if batch_size == 0 => Err(SampleError::Config("hot=\"touches\" needs batch_size > 0".into())),
+            "touches" => Ok(HotChoice::Touches { seeds, batch_size }),
             "none" => Ok(HotChoice::None),
             "presample" if seeds.is_empty() || batch_size == 0 => {
                 Err(SampleError::Config("hot=\"presample\" needs presample_seeds and batch_size > 0".into()))
@@ -109,7 +111,7 @@ pub fn build_cache_on(
                 .collect();
             s.hot_set_by_access(&batches, static_budget)?
         }
-        HotChoice::Touches { seeds } => s.hot_set_by_touches(static_budget, seeds)?,
+        HotChoice::Touches { seeds, batch_size } => s.hot_set_by_touches(static_budget, seeds, *batch_size)?,
         _ => s.hot_set_by_degree(static_budget)?,
     };
     s.hold_rows_as(None);

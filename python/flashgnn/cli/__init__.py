@@ -242,8 +242,8 @@ def _storage_parsers(sub) -> None:
                          "use — the --memory-limit cap, else available memory — minus a reserve for the interpreter), "
                          "a size, or 0 (no uring+cache row unless --cache-budget)")
     be.add_argument("--cache-policy", default="s3fifo", choices=["s3fifo", "clock"])
-    be.add_argument("--cache-hot", default="degree", choices=["degree", "presample", "none"],
-                    help="how the static hot set is chosen")
+    be.add_argument("--cache-hot", default="auto", choices=["auto", "touches", "degree", "presample", "none"],
+                    help="how the static hot set is chosen (auto: touches, or degree on a typed dataset)")
     be.add_argument("--hot-fraction", type=_unit, default=flashgnn.sample.sampler.DEFAULT_HOT_FRACTION,
                     help="share of the cache budget for the static hot set (see docs/benchmarks.md)")
     be.add_argument("--reuse", action="store_true",

@@ -165,7 +165,7 @@ def cpu_split(by: dict) -> dict | None:
 def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=2, max_seconds=120.0,
                cache: dict | None = None) -> dict:
     from flashgnn.store.dataset import Dataset
-    from flashgnn.sample.sampler import Cache, Sampler
+    from flashgnn.sample.sampler import Cache, Sampler, resolve_hot
 
     ds = Dataset(path)
     rng = np.random.default_rng(seed)
@@ -180,8 +180,11 @@ def run_engine(path, engine, fanouts, batch_size, batches, seed, depth, workers=
     if engine == CACHED:
         # The hot set is chosen from seeds outside the timed batches (the
         # presample pass must not preview the very batches it is scored on).
-        c = Cache(path, fanouts, cache["budget"], policy=cache["policy"], hot=cache["hot"],
-                  hot_fraction=cache["hot_fraction"], presample_seeds=order[-8 * batch_size:], batch_size=batch_size,
+        # "touches" takes the seed pool (a distribution, previews no batch).
+        hot = resolve_hot(path, cache["hot"])
+        seeds = pool if hot == "touches" else order[-8 * batch_size:]
+        c = Cache(path, fanouts, cache["budget"], policy=cache["policy"], hot=hot,
+                  hot_fraction=cache["hot_fraction"], presample_seeds=seeds, batch_size=batch_size,
                   depth=depth, row_codec=cache.get("row_codec", "none"))
         cache_s = time.perf_counter() - t_open
     s = Sampler(path, fanouts, engine="uring" if engine == CACHED else engine, depth=depth, labels=True, cache=c)

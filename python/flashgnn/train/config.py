@@ -48,7 +48,7 @@ LINK_METRICS = ("auto", "rocauc", "mrr", "hits@20", "hits@50", "hits@100")
 LINK_EVALS = ("auto", "batches", "embeddings")
 GROUPS = ("model and optimisation", "sampling and reading", "memory and caches", "checkpoints and output")
 CACHE_POLICIES = ("s3fifo", "clock")
-CACHE_HOT = ("degree", "presample", "none")
+CACHE_HOT = ("auto", "touches", "degree", "presample", "none")
 
 
 def _size(text) -> int:
@@ -136,8 +136,8 @@ class TrainConfig:
     cache_budget: int = _opt(0, 2, "cross-batch DRAM cache for pages and feature rows, e.g. 256MiB (0 = none); "
                                    "shared by the train/val/test loaders", type=_size)
     cache_policy: str = _opt("s3fifo", 2, "replacement policy of the cache's dynamic tier", choices=CACHE_POLICIES)
-    cache_hot: str = _opt("degree", 2, "how the cache's static hot set (--hot-fraction of the budget) is chosen",
-                          choices=CACHE_HOT)
+    cache_hot: str = _opt("auto", 2, "how the cache's static hot set (--hot-fraction of the budget) is chosen (auto: "
+                                     "touches, or degree on a typed dataset)", choices=CACHE_HOT)
     hot_fraction: float = _opt(DEFAULT_HOT_FRACTION, 2, "share of the cache budget for the static hot set, in [0, 1]",
                                type=float)
     cache_row_codec: str = _opt("none", 2, "how the cache's static hot set holds float32 rows: as stored, "

@@ -575,7 +575,12 @@ class Trainer:
         self.cache = cache = None
         if self.cache_budget:
             t_cache = time.perf_counter()
-            if self.link:  # the endpoints of the first training edges (a sample of what batches will touch)
+            from flashgnn.sample.sampler import resolve_hot
+
+            hot = resolve_hot(ds.path, c.cache_hot)
+            if hot == "touches" and not self.link:  # the seed distribution: the whole split, previewing no batch
+                seeds = ds.split("train")
+            elif self.link:  # the endpoints of the first training edges (a sample of what batches will touch)
                 m = len(self.train_edges.src)
                 # choice without replacement draws the 4 batches' positions without a permutation of all m.
                 pick = np.sort(np.random.default_rng(c.seed).choice(m, size=min(m, 4 * c.batch_size), replace=False))
@@ -589,13 +594,13 @@ class Trainer:
             if self.typed and not self.link:  # the engine's ids are global: the target type starts at its offset
                 seeds = seeds + ds.type_offset(self.target)
             self.cache = cache = flashgnn.Cache(
-                ds.path, fanouts, self.cache_budget, policy=c.cache_policy, hot=c.cache_hot,
+                ds.path, fanouts, self.cache_budget, policy=c.cache_policy, hot=hot,
                 hot_fraction=c.hot_fraction, presample_seeds=seeds, batch_size=self.seed_batch,
                 row_codec=c.cache_row_codec)
             if chatty:
                 st = cache.stats()
                 print(f"cache: {self.cache_budget / 2**20:.0f} MiB ({c.cache_policy}), static hot set by "
-                      f"{c.cache_hot} {st['static_bytes'] / 2**20:.0f} MiB chosen and read in "
+                      f"{hot} {st['static_bytes'] / 2**20:.0f} MiB chosen and read in "
                       f"{time.perf_counter() - t_cache:.1f} s", flush=True)
         self.device_cache = device_cache = None
         if c.device_cache and not c.presampled:
