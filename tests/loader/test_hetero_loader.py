@@ -253,7 +253,7 @@ def test_typed_rows_join_the_static_hot_set(graph, tmp_path):
         flashgnn.Cache(bad, [2, 2], budget=1 << 20, hot="degree", hot_fraction=1.0)
 
 
-@pytest.mark.parametrize("codec", ["fp16", "int8"])
+@pytest.mark.parametrize("codec", ["fp16", "int8", "int4"])
 def test_encoded_hot_rows_change_only_x_and_within_their_bound(graph, codec):
     path, _ = graph
     kw = dict(num_neighbors=[2, 2], input_nodes="paper", batch_size=7)
@@ -268,6 +268,9 @@ def test_encoded_hot_rows_change_only_x_and_within_their_bound(graph, codec):
             assert xa.dtype == xb.dtype == torch.float32 and xa.shape == xb.shape
             if codec == "fp16":
                 bound = xa.abs() * 2.0 ** -11 + 1e-7
+            elif codec == "int4":  # per group of 32 values
+                g = torch.nn.functional.pad(xa.abs(), (0, -xa.shape[1] % 32)).reshape(len(xa), -1, 32).amax(dim=2)
+                bound = (g / 14 * 1.002).repeat_interleave(32, dim=1)[:, :xa.shape[1]]
             else:
                 bound = (xa.abs().amax(dim=1, keepdim=True) / 254 * 1.0001).expand_as(xa)
             assert bool(((xa - xb).abs() <= bound).all()), t
@@ -277,8 +280,8 @@ def test_encoded_hot_rows_change_only_x_and_within_their_bound(graph, codec):
     assert changed > 0, "rows came from the encoded set"
     st = cache.stats()
     assert st["static_hits"] > 3 * (st["misses"] + st["dynamic_hits"]), st
-    with pytest.raises(Exception, match="row codec 'int4'|row codec \"int4\""):
-        flashgnn.Cache(path, [2, 2], budget=1 << 20, row_codec="int4")
+    with pytest.raises(Exception, match="row codec 'int2'|row codec \"int2\""):
+        flashgnn.Cache(path, [2, 2], budget=1 << 20, row_codec="int2")
 
 
 @pytest.mark.parametrize("engine", ["uring", "memory"])

@@ -365,16 +365,20 @@ def _within_codec_bound(codec, want, got):
     """Every value of ``got`` within ``codec``'s bound of ``want`` (float32 rows)."""
     if codec == "fp16":
         bound = np.abs(want) * 2.0 ** -11 + 1e-7
+    elif codec == "int4":  # half a step of each group of 32 values: max|group| / 14
+        pad = -want.shape[1] % 32
+        groups = np.abs(np.pad(want, ((0, 0), (0, pad)))).reshape(len(want), -1, 32).max(axis=2)
+        bound = np.repeat(groups / 14 * 1.002, 32, axis=1)[:, :want.shape[1]]
     else:
         bound = np.broadcast_to(np.abs(want).max(axis=1, keepdims=True) / 254 * 1.0001, want.shape)
     return bool((np.abs(want - got) <= bound).all())
 
 
-@pytest.mark.parametrize("codec", ["fp16", "int8"])
+@pytest.mark.parametrize("codec", ["fp16", "int8", "int4"])
 def test_encoded_rows_change_only_x_within_the_codecs_bound(ds_path, codec):
     """Cache(row_codec=...) on a homogeneous dataset (inline rows): every batch
     equals the uncached one but for x, each value within the codec's bound
-    (fp16: relative 2**-11; int8: max|row| / 254); some rows did come from
+    (fp16: relative 2**-11; int8: max|row| / 254; int4: max|group of 32| / 14); some rows did come from
     the encoded set; the same budget holds more slots than rows as stored do
     (the static set charges encoded bytes) and stays within it; a float16
     ``x`` is the decoded rows converted."""
@@ -419,12 +423,14 @@ def test_row_codec_budget_and_refusals(ds_path):
     assert budget.row_held_bytes("fp16", "float32", dim) == 2 * dim
     assert budget.row_held_bytes("int8", "float32", 1) == 4  # no smaller: held as stored
     assert budget.row_held_bytes("int8", "float16", dim) == 2 * dim  # not float32: as stored
+    assert budget.row_held_bytes("int4", "float32", 128) == 64 + 8  # nibbles, a half-precision scale per 32
+    assert budget.row_held_bytes("int4", "float32", 33) == 17 + 4
     assert budget.dataset_bytes(ds_path, "int8") == plain - ds.num_nodes * (4 * dim - (4 + dim))
     assert budget.dataset_bytes(ds_path, "none") == plain
-    for bad in (lambda: flashgnn.Cache(ds_path, [4], 1 << 20, row_codec="int4"),
-                lambda: budget.row_held_bytes("int4", "float32", 8),
-                lambda: flashgnn.NeighborLoader(ds_path, [4], batch_size=64, row_codec="int4", quiet=True)):
-        with pytest.raises(Exception, match="row codec \"int4\""):
+    for bad in (lambda: flashgnn.Cache(ds_path, [4], 1 << 20, row_codec="int2"),
+                lambda: budget.row_held_bytes("int2", "float32", 8),
+                lambda: flashgnn.NeighborLoader(ds_path, [4], batch_size=64, row_codec="int2", quiet=True)):
+        with pytest.raises(Exception, match="row codec \"int2\""):
             bad()
     with pytest.raises(Exception, match="feature dtype \"complex64\""):
         budget.row_held_bytes("int8", "complex64", 8)

@@ -284,7 +284,7 @@ fn encoded_rows_change_only_x_within_the_codecs_bound() {
             set.iter().filter(|(k, _)| (k >> 56) as u16 == file).count()
         };
         let stored = row_entries(&open(&path, None).hot_set_by_degree(budget).unwrap());
-        for codec in [RowCodec::F16, RowCodec::I8] {
+        for codec in [RowCodec::F16, RowCodec::I8, RowCodec::I4] {
             for hot in ["degree", "touches", "presample"] {
                 let mut s = open(&path, None);
                 s.hold_rows_as(Some(codec));
@@ -325,11 +325,13 @@ fn encoded_rows_change_only_x_within_the_codecs_bound() {
                     };
                     let (xg, xw) = (f(&got.x), f(&w.x));
                     for (rg, rw) in xg.chunks_exact(64).zip(xw.chunks_exact(64)) {
-                        let max = rw.iter().fold(0f32, |m, x| m.max(x.abs()));
-                        for (g, w) in rg.iter().zip(rw) {
+                        let max = |v: &[f32]| v.iter().fold(0f32, |m, x| m.max(x.abs()));
+                        for (i, (g, w)) in rg.iter().zip(rw).enumerate() {
                             let bound = match codec {
                                 RowCodec::F16 => w.abs() * 2f32.powi(-11) + 1e-7,
-                                RowCodec::I8 => max / 254.0 * 1.0001,
+                                RowCodec::I8 => max(rw) / 254.0 * 1.0001,
+                                // Per group of 32 values.
+                                RowCodec::I4 => max(&rw[i / 32 * 32..i / 32 * 32 + 32]) / 14.0 * 1.002,
                             };
                             assert!((g - w).abs() <= bound, "{name} {codec:?} {hot}: {w} -> {g}");
                         }

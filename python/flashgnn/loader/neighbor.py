@@ -343,7 +343,7 @@ class NeighborLoader(_Base, _PygNeighborLoader):
     device, its resident rows gathered there and never read from disk.
     ``split="train"|"val"|"test"`` takes the stored split (instead of
     ``input_nodes``). ``seed`` fixes the shuffle order and the draws.
-    ``row_codec`` (``"fp16"``/``"int8"``, opt-in): the shared cache holds
+    ``row_codec`` (``"fp16"``/``"int8"``/``"int4"``, opt-in): the shared cache holds
     float32 rows encoded (:class:`flashgnn.Cache`), more of them in the same
     budget; ``x`` then carries the decoded values of the rows it serves.
 

@@ -179,7 +179,8 @@ def dataset_bytes(path, row_codec: str = "none") -> int:
 
 def row_held_bytes(row_codec: str, dtype: str, dim: int) -> int:
     """Bytes the cache's static set holds one row of ``dim`` values of ``dtype`` in under ``row_codec``
-    (``flashgnn.Cache(row_codec=...)``): fp16 2 B a float32 value, int8 one byte a value plus a 4-B scale;
+    (``flashgnn.Cache(row_codec=...)``): fp16 2 B a float32 value, int8 one byte a value plus a 4-B scale,
+    int4 half a byte a value plus a 2-B scale per 32 values;
     other dtypes, and ``"none"``, as stored. Unknown names are refused, named."""
     return _core.row_held_bytes(str(row_codec), str(dtype), int(dim))
 

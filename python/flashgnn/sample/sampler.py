@@ -188,12 +188,13 @@ class Cache:
     including 0, gives identical batches. Process-local: a forked DataLoader
     worker runs uncached.
 
-    ``row_codec``: ``"fp16"`` or ``"int8"`` holds the static set's float32
-    rows encoded (a homogeneous dataset's inline rows inside their cached
-    slots, separate rows alone; a typed dataset's rows per type), two or
-    almost four times as many in the same bytes; batches then carry the
-    decoded values (fp16: relative error <= 2**-11; int8: per-row scale,
-    error <= max|row| / 254), so it is opt-in. ``"none"`` (the default)
+    ``row_codec``: ``"fp16"``, ``"int8"`` or ``"int4"`` holds the static
+    set's float32 rows encoded (a homogeneous dataset's inline rows inside
+    their cached slots, separate rows alone; a typed dataset's rows per
+    type), two, almost four or about seven times as many in the same bytes;
+    batches then carry the decoded values (fp16: relative error <= 2**-11;
+    int8: per-row scale, error <= max|row| / 254; int4: a scale per group of
+    32 values, error <= max|group| / 14), so it is opt-in. ``"none"`` (the default)
     holds rows as stored."""
 
     def __init__(self, path, fanouts, budget: int, policy: str = "s3fifo", hot: str = "auto",

@@ -141,8 +141,8 @@ class TrainConfig:
     hot_fraction: float = _opt(DEFAULT_HOT_FRACTION, 2, "share of the cache budget for the static hot set, in [0, 1]",
                                type=float)
     cache_row_codec: str = _opt("none", 2, "how the cache's static hot set holds float32 rows: as stored, "
-                                           "or encoded (fp16, int8: two or almost four times the rows in the same "
-                                           "bytes; batches then carry the decoded values)", choices=ROW_CODECS)
+                                           "or encoded (fp16, int8, int4: two, almost four or about seven times the "
+                                           "rows in the same bytes; batches then carry the decoded values)", choices=ROW_CODECS)
     device_cache: int = _opt(0, 2, "GPU tier: this many bytes of the highest-degree feature rows resident on "
                                    "--device and gathered there, never read from disk (0 = off; online sampling "
                                    "only)", type=_size)

@@ -141,10 +141,10 @@ impl NeighborSampler {
                     (Some(off), _) if off & FEAT_ENCODED != 0 => {
                         let (codec, row) = (codec.expect("an encoded row has a codec"), row_src(i).expect("a row"));
                         if out == Dtype::Float32 {
-                            codec.decode(row, &mut b.x);
+                            codec.decode(row, rb / 4, &mut b.x);
                         } else {
                             f32_row.clear();
-                            codec.decode(row, &mut f32_row);
+                            codec.decode(row, rb / 4, &mut f32_row);
                             convert_floats(&f32_row, Dtype::Float32, out, &mut b.x);
                         }
                     }
@@ -316,10 +316,10 @@ impl NeighborSampler {
                     if off & FEAT_ENCODED != 0 {
                         let codec = codec.expect("an encoded row has a codec");
                         if x_dtype == Dtype::Float32 {
-                            codec.decode(row, &mut x);
+                            codec.decode(row, dim as usize, &mut x);
                         } else {
                             let mut f = Vec::with_capacity(rb);
-                            codec.decode(row, &mut f);
+                            codec.decode(row, dim as usize, &mut f);
                             convert_floats(&f, stored, x_dtype, &mut x);
                         }
                     } else if stored == x_dtype {
