@@ -114,6 +114,10 @@ bench-peers: develop $(PEERS_VENV)/.stamp $(DATA)/ooc/manifest.json
 	$(PEERS_VENV)/bin/python -m benchmarks.peers --dataset $(DATA)/ooc --memory-limit $${LIMIT:-768MiB} \
 	  --batches $${BATCHES:-20} --rounds $${ROUNDS:-3} --scaling $${TRAIN_BATCHES:+--train-batches $$TRAIN_BATCHES} \
 	  $${JSON:+--json}
+	# A tenth of the data cached (data/ooc's 1.3 GiB): rows held int8 and int4 against PyG in memory.
+	$(PEERS_VENV)/bin/python -m benchmarks.peers --dataset $(DATA)/ooc --memory-limit $${LIMIT:-768MiB} \
+	  --cache-budget 140MiB --only pyg-memory,uring+cache --row-codecs int8,int4 --batches $${BATCHES:-20} \
+	  --rounds $${ROUNDS:-3} --train-batches 0 $${JSON:+--json}
 
 # CPU per batch of the sampler alone, flashgnn against torch_sparse's kernel + gather:
 # the memory engine, then uring with a cache of a third of the data.
