@@ -341,10 +341,10 @@ pub struct StaticSet {
     /// assembled any other way (`From<Vec<..>>`, a caller's `put_at`) is
     /// checked as a read is.
     checked: bool,
-    /// Every overflow page entry is bit-packed at this many bits per id
-    /// (`crate::packed`), not the raw page; None: raw. Set only by the
-    /// sampler's own loader, cleared by `put_at`.
-    packed_overflow: Option<u32>,
+    /// Every overflow page entry is bit-packed this way (`crate::packed`),
+    /// not the raw page; None: raw. Set only by the sampler's own loader,
+    /// cleared by `put_at`.
+    packed_overflow: Option<Packing>,
     /// Typed float32 rows are held encoded by this codec (an entry shorter
     /// or longer than its row is encoded, see `crate::rowcodec`); None: as
     /// stored. Set only by the sampler's own loader, cleared by `put_at`.
@@ -379,13 +379,13 @@ impl StaticSet {
     pub fn checked(&self) -> bool {
         self.checked
     }
-    /// Every overflow page entry was packed by the loader at `bits` per id
-    /// (see `packed_overflow`).
-    pub(crate) fn mark_overflow_packed(&mut self, bits: u32) {
-        self.packed_overflow = Some(bits);
+    /// Every overflow page entry was packed by the loader this way (see
+    /// `packed_overflow`).
+    pub(crate) fn mark_overflow_packed(&mut self, packing: Packing) {
+        self.packed_overflow = Some(packing);
     }
-    /// The bits per id this set's overflow page entries are packed at; None: raw pages.
-    pub fn overflow_packed(&self) -> Option<u32> {
+    /// How this set's overflow page entries are packed; None: raw pages.
+    pub fn overflow_packed(&self) -> Option<Packing> {
         self.packed_overflow
     }
     /// Typed rows were encoded by the loader with `codec` (see `row_codec`).
@@ -436,7 +436,7 @@ struct Statics {
     /// [`StaticSet::checked`] of the set this was built from.
     checked: bool,
     /// [`StaticSet::overflow_packed`] of the set this was built from.
-    packed_overflow: Option<u32>,
+    packed_overflow: Option<Packing>,
     /// [`StaticSet::row_codec`] of the set this was built from.
     row_codec: Option<RowCodec>,
     /// Slots (`file == neighbor::F_SLOT`, offset = node id) → packed extent,
@@ -580,6 +580,7 @@ fn lock(d: &Mutex<Dynamic>) -> std::sync::MutexGuard<'_, Dynamic> {
 
 /// Cache file indices of single slots and of typed rows, the keys the dense tables serve.
 use crate::neighbor::{F_SLOT as SLOT_FILE, F_TYPE_ROW as ROW_FILE};
+use crate::packed::Packing;
 use crate::rowcodec::RowCodec;
 
 /// The shared cache. Create once, wrap in an `Arc`, pass to every sampler
@@ -670,9 +671,9 @@ impl PageCache {
     pub fn static_checked(&self) -> bool {
         self.statics.checked
     }
-    /// The bits per id the static set's overflow pages are packed at
-    /// (`crate::packed`; the sampler decodes their entries); None: raw pages.
-    pub fn static_overflow_packed(&self) -> Option<u32> {
+    /// How the static set's overflow pages are packed (`crate::packed`; the
+    /// sampler decodes their entries); None: raw pages.
+    pub fn static_overflow_packed(&self) -> Option<Packing> {
         self.statics.packed_overflow
     }
     /// The codec the static set's typed rows are held in (None: as stored).

@@ -54,19 +54,10 @@ use crate::neighbor::{NeighborSampler, RowAt, F_FEATURES, F_GRAPH, F_OVERFLOW, F
 use crate::packed;
 use crate::Result;
 
-/// The bits per id the loader packs overflow pages at (`crate::packed`),
-/// when it packs them: 4-byte ids.
-fn packs(l: &Layout) -> Option<u32> {
-    (l.id_bytes == 4).then(|| packed::width(l.num_nodes))
-}
-
-/// The bytes an overflow page is held in by the static set: its packed size
-/// when the loader packs (exact: one width per set), else the page.
-fn overflow_page_held(l: &Layout) -> u32 {
-    match packs(l) {
-        Some(bits) => packed::packed_len(l.overflow_ids_per_page() as usize, bits) as u32,
-        None => l.page_size,
-    }
+/// Whether the loader packs overflow pages (`crate::packed`, in blocks):
+/// 4-byte ids.
+fn packs(l: &Layout) -> bool {
+    l.id_bytes == 4
 }
 
 /// Slot pages per sequential scan read (1 MiB at 4 KiB pages).
@@ -124,17 +115,25 @@ struct TopExtents {
     heap: BinaryHeap<Reverse<Cand>>,
     bytes: usize,
     budget: usize,
-    /// Bytes an overflow page is held in ([`overflow_page_held`]).
-    overflow_held: u32,
+    /// Bytes each overflow page (index = page - 1) is held in
+    /// ([`NeighborSampler::overflow_held`]); `page_size`: raw pages.
+    overflow_held: Vec<u32>,
+    page_size: u32,
 }
 
 impl TopExtents {
-    fn new(budget: usize, l: &Layout) -> Self {
-        TopExtents { heap: BinaryHeap::new(), bytes: 0, budget, overflow_held: overflow_page_held(l) }
+    fn new(budget: usize, overflow_held: Vec<u32>, l: &Layout) -> Self {
+        TopExtents { heap: BinaryHeap::new(), bytes: 0, budget, overflow_held, page_size: l.page_size }
     }
     /// An extent of `len` bytes on disk, ranked by the bytes it is held in.
     fn offer(&mut self, score: f64, file: u16, offset: u64, len: u32) {
-        let held = if file == F_OVERFLOW { self.overflow_held } else { len };
+        let held = match file {
+            F_OVERFLOW => {
+                let q = (offset / self.page_size as u64).saturating_sub(1) as usize;
+                self.overflow_held.get(q).copied().unwrap_or(len)
+            }
+            _ => len,
+        };
         self.offer_held(score, file, offset, len, held)
     }
     /// [`TopExtents::offer`] of an extent held in `held` bytes.
@@ -208,6 +207,35 @@ impl NeighborSampler {
             inline: held.filter(|_| inline).map(|(rb, h)| (rb as u32, h as u32)),
             separate: held.filter(|_| !inline).map(|(_, h)| h as u32),
         }
+    }
+
+    /// Bytes each overflow page (index = page - 1) is held in by the static
+    /// set: packed in blocks (`crate::packed`), sized by one sequential
+    /// pass over `overflow.fg` (about 0.3 s for data/ooc's 211 MB); raw
+    /// pages (8-byte ids) are held whole. A page the device cannot read is
+    /// sized as a raw page (it is left out when the set is loaded).
+    fn overflow_held(&mut self) -> Result<Vec<u32>> {
+        let l = self.layout().clone();
+        let pages = l.overflow_pages();
+        if !packs(&l) || pages == 0 {
+            return Ok(Vec::new());
+        }
+        let (p, per) = (l.page_size as u64, l.overflow_ids_per_page() as usize);
+        let mut held = vec![l.page_size; pages as usize];
+        let mut scan = Vec::new();
+        let mut first = 0;
+        while first < pages {
+            let n = SCAN_PAGES.min(pages - first);
+            scan.push(ReadReq { file: F_OVERFLOW, offset: (1 + first) * p, len: (n * p) as u32, tag: 0 });
+            first += n;
+        }
+        self.read_extents_skipping(&scan, SCAN_IN_FLIGHT, p as u32, |req, buf| {
+            for (j, page) in buf.chunks_exact(p as usize).enumerate() {
+                held[(req.offset / p - 1) as usize + j] = packed::blocks_len(page, per) as u32;
+            }
+            Ok(())
+        })?;
+        Ok(held)
     }
 
     /// Run `reqs` through the engine (up to its depth in flight), handing
@@ -374,14 +402,14 @@ impl NeighborSampler {
     /// slot pages (~1 s per GB), decoded with the checked decoder; they are
     /// not kept while scoring: candidates come and go all through that scan,
     /// and their scattered survivors would pin freed heap pages (~90 MB more
-    /// RSS for a 400 MiB set on data/ooc). Overflow pages are bit-packed as
-    /// they are read (`crate::packed`, 4-byte ids), into the place their
-    /// packed size (`Cand::cost`, exact) was given.
+    /// RSS for a 400 MiB set on data/ooc). Overflow pages are packed as they
+    /// are read (`crate::packed`, 4-byte ids), into the place their packed
+    /// size (`Cand::cost`, from [`NeighborSampler::overflow_held`]) was given.
     fn load_extents(&mut self, chosen: Vec<Cand>) -> Result<StaticSet> {
         let l = self.layout().clone();
         let page = l.page_size as u64;
         let per = l.overflow_ids_per_page() as usize;
-        let bits = packs(&l);
+        let packing = packs(&l);
         let mut reqs: Vec<ReadReq> = Vec::new();
         let mut slot_rank: HashMap<u64, usize> = HashMap::default();
         let rows = self.row_finder();
@@ -444,19 +472,18 @@ impl NeighborSampler {
                     bytes = &packed;
                 } else if req.file == F_OVERFLOW {
                     check_overflow_page(&l, &files[F_OVERFLOW as usize], req.offset / page, buf)?;
-                    if let Some(b) = bits {
+                    if packing {
                         packed.clear();
-                        // The page was just checked (ids < num_nodes): every id fits the width.
-                        packed::pack_into(buf, per, b, &mut packed).ok_or_else(|| {
-                            crate::SampleError::Config(format!(
-                                "overflow page at {}: an id wider than {b} bits",
-                                req.offset
-                            ))
-                        })?;
-                        bytes = &packed;
+                        // Sized by the pass the set was chosen from: a page
+                        // that packs larger now (rewritten since) is left
+                        // out, read as usual.
+                        match packed::pack_blocks_into(buf, per, &mut packed) {
+                            Some(n) if n <= c.cost as usize => bytes = &packed,
+                            _ => continue,
+                        }
                     }
                 }
-                debug_assert_eq!(bytes.len(), c.cost as usize);
+                debug_assert!(bytes.len() <= c.cost as usize);
                 out.put_at(cache::key(c.file, c.offset), at[r], bytes);
             }
             Ok(())
@@ -508,8 +535,8 @@ impl NeighborSampler {
         // `decode_slot` (CRC32C and bounds) right before `put_at`; the arena
         // is never written again.
         out.mark_checked();
-        if let Some(b) = bits {
-            out.mark_overflow_packed(b);
+        if packing {
+            out.mark_overflow_packed(packed::Packing::Blocks);
         }
         out.mark_row_codec(codec);
         Ok(out)
@@ -523,7 +550,7 @@ impl NeighborSampler {
         let files = self.file_names();
         let fanout = self.fanouts().first().copied().unwrap_or(-1);
         let per = l.overflow_ids_per_page();
-        let mut top = TopExtents::new(budget, self.layout());
+        let mut top = TopExtents::new(budget, self.overflow_held()?, self.layout());
         // Expected sampled entries per overflow page (index = page - 1),
         // offered once the scan is over: scan reads complete in any order,
         // so a page's owners may be seen out of order. 4 B per page.
@@ -593,8 +620,10 @@ impl NeighborSampler {
             // Seeds alone: nothing propagates, and degree ranks them as well as anything.
             return self.hot_set_by_degree(budget);
         }
+        // Every scan leaves out a slot page the device cannot read (EIO): its
+        // nodes score nothing and are read on demand (as by degree).
         let mut deg = vec![0u32; n];
-        self.scan_slots(|v, bytes| {
+        self.scan_slots_with(true, |v, bytes| {
             deg[v as usize] = decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?.degree;
             Ok(())
         })?;
@@ -629,7 +658,7 @@ impl NeighborSampler {
         // The chance of at least one arrival, for `x` expected ones.
         let once = |x: f64| 1.0 - (-x).exp();
         let mut r: Vec<Vec<f32>> = vec![r0];
-        let mut top = TopExtents::new(budget, self.layout());
+        let mut top = TopExtents::new(budget, self.overflow_held()?, self.layout());
         let per = l.overflow_ids_per_page();
         let separate = l.placement == FeaturePlacement::Separate && l.row_bytes() > 0;
         let homo = self.homo_held();
@@ -647,7 +676,7 @@ impl NeighborSampler {
             }
             let rho = if den > 0.0 { (num / den) as f32 } else { 0.0 };
             let (deg, r_all, keep) = (&deg, &r, &keep);
-            self.scan_slots(|v, bytes| {
+            self.scan_slots_with(true, |v, bytes| {
                 let slot = decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?;
                 let m = slot.inline_len();
                 let mut sum = 0f32;
@@ -719,7 +748,7 @@ impl NeighborSampler {
         }
         let counts = self.record_accesses(false);
         r?;
-        let mut top = TopExtents::new(budget, self.layout());
+        let mut top = TopExtents::new(budget, self.overflow_held()?, self.layout());
         let (rows, held, homo) = (self.row_finder(), self.typed_row_held(), self.homo_held());
         for (key, (len, n)) in counts {
             let (file, offset) = cache::unkey(key);

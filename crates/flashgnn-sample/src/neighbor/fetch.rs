@@ -146,7 +146,7 @@ impl NeighborSampler {
                 for &(_, e) in &self.nodes[i as usize].wanted {
                     if 1 + e / per == page {
                         let k = (e % per) as usize;
-                        let at = self.static_packed.map_or(k * w, |bits| packed::entry_offset(k, bits));
+                        let at = self.static_packed.map_or(k * w, |p| p.entry_offset(k));
                         prefetch(data.as_ptr().wrapping_add(at), w);
                     }
                 }
@@ -438,10 +438,29 @@ impl NeighborSampler {
             // decode reads (header, inline neighbors at the end). The
             // whole-slot prefetch when it was queued is often evicted by
             // the time a long queue reaches it.
-            if let (Some(Ready::StaticSlot(_, a)), Some(c)) = (self.ready.get(PREFETCH_AHEAD), self.cache.as_deref()) {
-                let b = c.static_at(a.clone());
-                prefetch(b.as_ptr(), 64);
-                prefetch(b.as_ptr().wrapping_add(b.len().saturating_sub(64)), 64);
+            match (self.ready.get(PREFETCH_AHEAD), self.cache.as_deref()) {
+                (Some(Ready::StaticSlot(_, a)), Some(c)) => {
+                    let b = c.static_at(a.clone());
+                    prefetch(b.as_ptr(), 64);
+                    prefetch(b.as_ptr().wrapping_add(b.len().saturating_sub(64)), 64);
+                }
+                // A block-packed page's entries sit where their block's
+                // header (prefetched when queued) says: fetch those lines now.
+                (Some(&Ready::StaticPage(page, Waiter::Overflow(i), key)), Some(c))
+                    if self.static_packed == Some(packed::Packing::Blocks) =>
+                {
+                    if let Some(data) = c.get_static(key) {
+                        let per = self.layout.overflow_ids_per_page();
+                        for &(_, e) in &self.nodes[i as usize].wanted {
+                            if 1 + e / per == page {
+                                let (low, up) = packed::block_lines(data, (e % per) as usize);
+                                prefetch(data.as_ptr().wrapping_add(low), 8);
+                                prefetch(data.as_ptr().wrapping_add(up), 8);
+                            }
+                        }
+                    }
+                }
+                _ => {}
             }
             // Misses found while serving hits go to the device every
             // READY_ROUND requests served, not once the whole ready queue
@@ -696,34 +715,35 @@ impl NeighborSampler {
         for page in 1 + a / per..=1 + (b - 1) / per {
             let key = cache::key(F_OVERFLOW, page * p);
             let dynamic;
-            let (data, packed): (&[u8], Option<u32>) = if let Some(o) = self.mem[F_OVERFLOW as usize].as_deref() {
-                let data = resident_at(o, self.io.path(F_OVERFLOW), page.saturating_mul(p), p as u32)?;
-                check_overflow_once(&mut self.checked_overflow, &l, &oname, page, data)?;
-                (data, None)
-            } else if let Some(c) = cache.as_deref() {
-                if let Some(data) = c.get_static(key) {
-                    self.cache_hits[0] += 1;
-                    if !self.static_checked {
-                        check_overflow_once(&mut self.checked_overflow, &l, &oname, page, data)?;
+            let (data, packed): (&[u8], Option<packed::Packing>) =
+                if let Some(o) = self.mem[F_OVERFLOW as usize].as_deref() {
+                    let data = resident_at(o, self.io.path(F_OVERFLOW), page.saturating_mul(p), p as u32)?;
+                    check_overflow_once(&mut self.checked_overflow, &l, &oname, page, data)?;
+                    (data, None)
+                } else if let Some(c) = cache.as_deref() {
+                    if let Some(data) = c.get_static(key) {
+                        self.cache_hits[0] += 1;
+                        if !self.static_checked {
+                            check_overflow_once(&mut self.checked_overflow, &l, &oname, page, data)?;
+                        }
+                        (data, self.static_packed)
+                    } else if let Some(d) = c.get_dynamic(key) {
+                        self.cache_hits[1] += 1;
+                        check_overflow_page(&l, &oname, page, &d)?;
+                        dynamic = d;
+                        (&dynamic[..], None)
+                    } else {
+                        self.cache_misses += 1;
+                        return Ok(None);
                     }
-                    (data, self.static_packed)
-                } else if let Some(d) = c.get_dynamic(key) {
-                    self.cache_hits[1] += 1;
-                    check_overflow_page(&l, &oname, page, &d)?;
-                    dynamic = d;
-                    (&dynamic[..], None)
                 } else {
-                    self.cache_misses += 1;
                     return Ok(None);
-                }
-            } else {
-                return Ok(None);
-            };
+                };
             let lo = (page - 1) * per;
             for e in a.max(lo)..b.min(lo + per) {
                 let k = (e - lo) as usize;
                 let id = match packed {
-                    Some(bits) => packed::entry(data, k, bits),
+                    Some(p) => p.entry(data, k),
                     None => read_id(&data[k * w..k * w + w]),
                 };
                 if id >= l.num_nodes {

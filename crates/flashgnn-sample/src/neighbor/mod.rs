@@ -347,9 +347,9 @@ pub struct NeighborSampler {
     /// The cache's static slots and overflow pages were checked when loaded
     /// ([`PageCache::static_checked`]): a static hit skips their CRC.
     static_checked: bool,
-    /// The static set's overflow pages are bit-packed
+    /// The static set's overflow pages are packed
     /// ([`PageCache::static_overflow_packed`]): hits decode their entries.
-    static_packed: Option<u32>,
+    static_packed: Option<crate::packed::Packing>,
     resident: Option<Arc<crate::Resident>>,
     /// Request counts per extent key (length, count) while a pre-sampling
     /// pass records them (see `hot_set_by_access`).
