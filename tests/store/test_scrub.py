@@ -188,6 +188,52 @@ def test_mutable_store_damage_is_reported(pristine, tmp_path):
     assert not missed, "\n".join(missed[:10])
 
 
+def test_the_servers_background_scrubber_checks_the_log_without_replaying_it(pristine, tmp_path, monkeypatch):
+    """`flashgnn serve --scrub-rate` checks its store's log frame by frame after every pass: a replay would
+    rebuild a second copy of the store's whole in-memory delta each pass, back to back, and that copy grows
+    with every write until a compaction (the soak's climbing memory, docs/reliability.md, *Soak*). The frame
+    check still reports a damaged frame as a ``mutable store`` finding."""
+    from flashgnn import _core
+    from flashgnn.serve.scrubber import BackgroundScrub
+
+    d = tmp_path / "ds"
+    shutil.copytree(pristine[MUTABLE].path, d)
+    calls = []
+    real = _core.verify_mutable
+
+    def spy(path, *args, **kw):
+        calls.append((args, kw))
+        return real(path, *args, **kw)
+
+    monkeypatch.setattr(_core, "verify_mutable", spy)
+
+    def one_pass():
+        s = BackgroundScrub(str(d), 0, lambda msg: None, state=str(tmp_path / "state"))
+        s.start()
+        for _ in range(1200):  # a bound on polls, not a timing assertion
+            if s.passes:
+                break
+            time.sleep(0.05)
+        s.stop()
+        assert s.passes >= 1, s.status()
+        return s.last_pass
+
+    assert one_pass()["damaged_count"] == 0
+    assert calls and all(kw.get("replay") is False or args == (False,) for args, kw in calls), calls
+    frames = real(d, replay=False)
+    full = real(d)
+    assert not frames["replayed"] and full["replayed"] and full["delta_nodes"] > 0 and frames["delta_nodes"] == 0
+    assert (frames["frames"], frames["ops"], frames["last_seq"]) == (full["frames"], full["ops"], full["last_seq"])
+
+    wal = Path(full["wal"])
+    b = bytearray(wal.read_bytes())
+    b[40 + 16 + 2] ^= 0x10  # the first frame's ops (header 40 B, frame header 16 B); frames follow it
+    wal.write_bytes(bytes(b))
+    last = one_pass()
+    assert [x["kind"] for x in last["damaged"]] == ["mutable store"], last["damaged"]
+    assert wal.name in last["damaged"][0]["file"] + last["damaged"][0]["check"]
+
+
 # ---------------------------------------------------------------------------
 # Resume, progress files
 

@@ -42,7 +42,7 @@ pub use compact::{CompactReport, UpdateGraphInput};
 pub use graph::{
     check_batch_len, op_fields, published_snapshot, GraphOptions, GraphStats, MutableGraph, MAX_BATCH_OPS, OPS,
 };
-pub use verify::{verify_log, LogVerifyReport};
+pub use verify::{verify_log, verify_log_frames, LogVerifyReport};
 pub use wal::ReplayReport;
 
 /// Errors of the mutable store.

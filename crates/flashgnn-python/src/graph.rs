@@ -206,12 +206,15 @@ impl MutableGraph {
 }
 
 /// Read-only check of a dataset's mutable store (`mut/`: CURRENT, free list,
-/// log replayed against the current generation). Returns its report, or None when
-/// the dataset has no `mut/`. Raises `CorruptDatasetError` naming file,
-/// byte offset and sequence number.
+/// log replayed against the current generation; with `replay=False` the log's
+/// frames checked without applying their ops, `flashgnn_mutate::verify_log_frames`).
+/// Returns its report, or None when the dataset has no `mut/`. Raises
+/// `CorruptDatasetError` naming file, byte offset and sequence number.
 #[pyfunction]
-pub fn verify_mutable(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Option<Py<PyAny>>> {
-    let r = py.detach(|| flashgnn_mutate::verify_log(&path)).map_err(py_err)?;
+#[pyo3(signature = (path, replay = true))]
+pub fn verify_mutable(py: Python<'_>, path: std::path::PathBuf, replay: bool) -> PyResult<Option<Py<PyAny>>> {
+    let check = if replay { flashgnn_mutate::verify_log } else { flashgnn_mutate::verify_log_frames };
+    let r = py.detach(|| check(&path)).map_err(py_err)?;
     r.map(|r| to_py(py, &r.report())).transpose()
 }
 

@@ -8,6 +8,12 @@ the server's log (stderr); ``status()`` is what Stats reports under
 ``graph_stats_json["scrub"]``. Stopping cancels the running pass at a chunk
 boundary with its progress saved.
 
+The store's log is checked frame by frame (CRC, sequence numbers, ops
+decodable), not replayed: this server validated every op before logging it,
+and a replay would rebuild a second copy of the store's whole in-memory delta
+on every pass, which grows with every write until a compaction (the soak's
+climbing memory, docs/reliability.md, *Soak*). ``flashgnn verify`` replays it.
+
 Invariant: the scrubber only reads; a failure of the scrubber itself (a
 foreign or corrupt progress file, a vanished generation after a
 compaction) is logged and the next pass starts afresh, it never stops the
@@ -64,7 +70,7 @@ class BackgroundScrub:
         while not self._stop.is_set():
             try:
                 rep = flashgnn.scrub(self.dataset, rate=self.rate, resume=resume, state=self.state, progress=False,
-                                     job_hook=self._set_job)
+                                     job_hook=self._set_job, replay_log=False)
             except Exception as e:  # noqa: BLE001 - the scrubber must never take the server down
                 self.last_error = str(e)
                 if resume and "progress file" in str(e):

@@ -158,7 +158,8 @@ def verify(path, *, progress: bool = True) -> dict:
     return rep
 
 
-def scrub(path, *, rate: int = 0, resume: bool = False, state=None, progress: bool = True, job_hook=None) -> dict:
+def scrub(path, *, rate: int = 0, resume: bool = False, state=None, progress: bool = True, job_hook=None,
+          replay_log: bool = True) -> dict:
     """Read every page of every file of a dataset at ``rate`` bytes/s (0 =
     unlimited) with O_DIRECT, check each as the reader does, and report every
     damaged page (docs/scrub.md). Damage is in the report (``damaged``,
@@ -170,7 +171,11 @@ def scrub(path, *, rate: int = 0, resume: bool = False, state=None, progress: bo
     (bytes already checked are not read again; damage found so far is kept).
     With a mutable store, the current generation's dataset is scrubbed, the
     files directly under ``mut/`` are read too, and the store's log is then
-    checked as ``verify`` does (a failure is one ``mutable store`` finding).
+    checked as ``verify`` does (a failure is one ``mutable store`` finding);
+    ``replay_log=False`` checks its frames (CRC, sequence numbers, ops
+    decodable) without applying them, which would rebuild a copy of the
+    store's whole in-memory delta (what the live server's scrubber does: its
+    store validated every op before logging it).
     ``job_hook(job)`` receives the running job (the server keeps it to cancel)."""
     t = time.perf_counter()
     path = os.fspath(path)
@@ -196,7 +201,7 @@ def scrub(path, *, rate: int = 0, resume: bool = False, state=None, progress: bo
         rep["generation_dataset"] = target
     if os.path.lexists(mut) and rep["complete"]:
         try:
-            _core.verify_mutable(path)
+            _core.verify_mutable(path, replay=replay_log)
         except Exception as e:  # CorruptDatasetError, OSError: damage of the store, reported like a page's
             m = re.search(r"byte offset (\d+)", str(e))
             f = re.match(r"(\S*mut\S*?):", str(e))
