@@ -76,6 +76,18 @@ const GROUP_GAP: u64 = 32 << 10;
 /// Group reads in flight (at most 16 MiB of buffers).
 const GROUP_IN_FLIGHT: usize = 64;
 
+/// One sequential pass over pages `1..=pages` of `file` (page 0 is its
+/// header), `SCAN_PAGES` a read.
+fn scan_reads(file: u16, pages: u64, page_size: u64) -> Vec<ReadReq> {
+    (0..pages)
+        .step_by(SCAN_PAGES as usize)
+        .map(|first| {
+            let n = SCAN_PAGES.min(pages - first);
+            ReadReq { file, offset: (1 + first) * page_size, len: (n * page_size) as u32, tag: 0 }
+        })
+        .collect()
+}
+
 /// Reads covering `reqs` (sorted by file and offset), each tagged with its
 /// index, and the range of `reqs` each covers.
 fn group_reads(reqs: &[ReadReq]) -> (Vec<ReadReq>, Vec<std::ops::Range<usize>>) {
@@ -211,7 +223,8 @@ impl NeighborSampler {
 
     /// Bytes each overflow page (index = page - 1) is held in by the static
     /// set: packed in blocks (`crate::packed`), sized by one sequential
-    /// pass over `overflow.fg` (about 0.3 s for data/ooc's 211 MB); raw
+    /// pass over `overflow.fg` (lost in the noise of choosing the set on
+    /// data/ooc: 4.9-5.2 s with it, 5.8-6.4 s the run before); raw
     /// pages (8-byte ids) are held whole. A page the device cannot read is
     /// sized as a raw page (it is left out when the set is loaded).
     fn overflow_held(&mut self) -> Result<Vec<u32>> {
@@ -222,14 +235,7 @@ impl NeighborSampler {
         }
         let (p, per) = (l.page_size as u64, l.overflow_ids_per_page() as usize);
         let mut held = vec![l.page_size; pages as usize];
-        let mut scan = Vec::new();
-        let mut first = 0;
-        while first < pages {
-            let n = SCAN_PAGES.min(pages - first);
-            scan.push(ReadReq { file: F_OVERFLOW, offset: (1 + first) * p, len: (n * p) as u32, tag: 0 });
-            first += n;
-        }
-        self.read_extents_skipping(&scan, SCAN_IN_FLIGHT, p as u32, |req, buf| {
+        self.read_extents_skipping(&scan_reads(F_OVERFLOW, pages, p), SCAN_IN_FLIGHT, p as u32, |req, buf| {
             for (j, page) in buf.chunks_exact(p as usize).enumerate() {
                 held[(req.offset / p - 1) as usize + j] = packed::blocks_len(page, per) as u32;
             }
@@ -318,14 +324,7 @@ impl NeighborSampler {
     ) -> Result<u64> {
         let l = self.layout().clone();
         let p = l.page_size as u64;
-        let pages = l.slot_pages();
-        let mut scan = Vec::new();
-        let mut first = 0;
-        while first < pages {
-            let n = SCAN_PAGES.min(pages - first);
-            scan.push(ReadReq { file: F_GRAPH, offset: (1 + first) * p, len: (n * p) as u32, tag: 0 });
-            first += n;
-        }
+        let scan = scan_reads(F_GRAPH, l.slot_pages(), p);
         let k = l.slots_per_page as u64;
         let on_pages = |req: &ReadReq, buf: &[u8]| {
             for (j, page_bytes) in buf.chunks_exact(p as usize).enumerate() {
