@@ -70,9 +70,10 @@ pub(super) enum Ready {
     /// arena: the bytes are borrowed from there when handled (no `Arc`, no
     /// copy, no second lookup).
     StaticSlot(u32, std::ops::Range<usize>),
-    /// An overflow page from the static hot set (page, waiter, cache key),
-    /// already checked when requested.
-    StaticPage(u64, Waiter, u64),
+    /// An overflow page from the static hot set (page, waiter, its place in
+    /// the cache's arena, as for `StaticSlot`), already checked when
+    /// requested.
+    StaticPage(u64, Waiter, std::ops::Range<usize>),
     /// Node `i`'s slot, borrowed from the `memory` engine's copy of graph.fg
     /// (no read, no buffer, no copy; checked on decode like every slot).
     MemSlot(u32),
@@ -135,7 +136,8 @@ impl NeighborSampler {
             // once per batch (0.3 us; a hub's page is asked for by many nodes
             // of a batch), as a read one is. This batch's own pages were
             // checked when read (`on_done`).
-            if let Some(data) = c.get_static(key) {
+            if let Some(at) = c.get_static_extent(key) {
+                let data = c.static_at(at.clone());
                 self.cache_hits[0] += 1;
                 if !self.static_checked {
                     let fname = &self.files[F_OVERFLOW as usize];
@@ -150,7 +152,7 @@ impl NeighborSampler {
                         prefetch(data.as_ptr().wrapping_add(at), w);
                     }
                 }
-                self.ready.push_back(Ready::StaticPage(page, Waiter::Overflow(i), key));
+                self.ready.push_back(Ready::StaticPage(page, Waiter::Overflow(i), at));
                 return Ok(());
             }
             if let Some(data) = c.get_dynamic(key) {
@@ -446,17 +448,16 @@ impl NeighborSampler {
                 }
                 // A block-packed page's entries sit where their block's
                 // header (prefetched when queued) says: fetch those lines now.
-                (Some(&Ready::StaticPage(page, Waiter::Overflow(i), key)), Some(c))
+                (Some(Ready::StaticPage(page, Waiter::Overflow(i), a)), Some(c))
                     if self.static_packed == Some(packed::Packing::Blocks) =>
                 {
-                    if let Some(data) = c.get_static(key) {
-                        let per = self.layout.overflow_ids_per_page();
-                        for &(_, e) in &self.nodes[i as usize].wanted {
-                            if 1 + e / per == page {
-                                let (low, up) = packed::block_lines(data, (e % per) as usize);
-                                prefetch(data.as_ptr().wrapping_add(low), 8);
-                                prefetch(data.as_ptr().wrapping_add(up), 8);
-                            }
+                    let data = c.static_at(a.clone());
+                    let per = self.layout.overflow_ids_per_page();
+                    for &(_, e) in &self.nodes[*i as usize].wanted {
+                        if 1 + e / per == *page {
+                            let (low, up) = packed::block_lines(data, (e % per) as usize);
+                            prefetch(data.as_ptr().wrapping_add(low), 8);
+                            prefetch(data.as_ptr().wrapping_add(up), 8);
                         }
                     }
                 }
@@ -499,9 +500,9 @@ impl NeighborSampler {
                     let at = FEAT_IN_ARENA | r.start;
                     self.on_slot(i, c.static_at(r), false, Some(at), seed)?
                 }
-                Ready::StaticPage(page, w, key) => {
+                Ready::StaticPage(page, w, at) => {
                     let c = statics.get_or_insert_with(|| self.cache.clone().expect("a static hit has a cache"));
-                    let data = c.get_static(key).expect("static entries are never evicted");
+                    let data = c.static_at(at);
                     match w {
                         Waiter::Slot(i) => self.on_slot_page(i, page, data, seed)?,
                         Waiter::Overflow(i) => self.on_overflow(i, page, data, self.static_packed, seed)?,
