@@ -341,10 +341,9 @@ pub struct StaticSet {
     /// assembled any other way (`From<Vec<..>>`, a caller's `put_at`) is
     /// checked as a read is.
     checked: bool,
-    /// Every overflow page entry is bit-packed this way (`crate::packed`),
-    /// not the raw page; None: raw. Set only by the sampler's own loader,
-    /// cleared by `put_at`.
-    packed_overflow: Option<Packing>,
+    /// Every overflow page entry is packed (`crate::packed`), not the raw
+    /// page. Set only by the sampler's own loader, cleared by `put_at`.
+    packed_overflow: bool,
     /// Typed float32 rows are held encoded by this codec (an entry shorter
     /// or longer than its row is encoded, see `crate::rowcodec`); None: as
     /// stored. Set only by the sampler's own loader, cleared by `put_at`.
@@ -359,7 +358,7 @@ impl StaticSet {
         // applies before the first write. Served at random (`Statics::get`).
         let mut arena = vec![0; capacity];
         flashgnn_io::mapped::advise_huge(&mut arena);
-        StaticSet { arena, entries: Vec::new(), checked: false, packed_overflow: None, row_codec: None }
+        StaticSet { arena, entries: Vec::new(), checked: false, packed_overflow: false, row_codec: None }
     }
     /// Record extent `key` at `off..off + data.len()` of the arena (each
     /// caller-chosen range used once; entries are kept in the order put).
@@ -367,7 +366,7 @@ impl StaticSet {
         self.arena[off..off + data.len()].copy_from_slice(data);
         self.entries.push((key, off, data.len() as u32));
         self.checked = false;
-        self.packed_overflow = None;
+        self.packed_overflow = false;
         self.row_codec = None;
     }
     /// Every slot and overflow page entry was just checked (see `checked`);
@@ -379,13 +378,13 @@ impl StaticSet {
     pub fn checked(&self) -> bool {
         self.checked
     }
-    /// Every overflow page entry was packed by the loader this way (see
+    /// Every overflow page entry was packed by the loader (see
     /// `packed_overflow`).
-    pub(crate) fn mark_overflow_packed(&mut self, packing: Packing) {
-        self.packed_overflow = Some(packing);
+    pub(crate) fn mark_overflow_packed(&mut self) {
+        self.packed_overflow = true;
     }
-    /// How this set's overflow page entries are packed; None: raw pages.
-    pub fn overflow_packed(&self) -> Option<Packing> {
+    /// Whether this set's overflow page entries are packed (else raw pages).
+    pub fn overflow_packed(&self) -> bool {
         self.packed_overflow
     }
     /// Typed rows were encoded by the loader with `codec` (see `row_codec`).
@@ -436,7 +435,7 @@ struct Statics {
     /// [`StaticSet::checked`] of the set this was built from.
     checked: bool,
     /// [`StaticSet::overflow_packed`] of the set this was built from.
-    packed_overflow: Option<Packing>,
+    packed_overflow: bool,
     /// [`StaticSet::row_codec`] of the set this was built from.
     row_codec: Option<RowCodec>,
     /// Slots (`file == neighbor::F_SLOT`, offset = node id) → packed extent,
@@ -524,7 +523,7 @@ impl Statics {
         let statics = Statics {
             arena: Vec::new(),
             checked: false,
-            packed_overflow: None,
+            packed_overflow: false,
             row_codec: None,
             slot_dense,
             row_dense,
@@ -580,7 +579,6 @@ fn lock(d: &Mutex<Dynamic>) -> std::sync::MutexGuard<'_, Dynamic> {
 
 /// Cache file indices of single slots and of typed rows, the keys the dense tables serve.
 use crate::neighbor::{F_SLOT as SLOT_FILE, F_TYPE_ROW as ROW_FILE};
-use crate::packed::Packing;
 use crate::rowcodec::RowCodec;
 
 /// The shared cache. Create once, wrap in an `Arc`, pass to every sampler
@@ -671,9 +669,9 @@ impl PageCache {
     pub fn static_checked(&self) -> bool {
         self.statics.checked
     }
-    /// How the static set's overflow pages are packed (`crate::packed`; the
-    /// sampler decodes their entries); None: raw pages.
-    pub fn static_overflow_packed(&self) -> Option<Packing> {
+    /// Whether the static set's overflow pages are packed (`crate::packed`;
+    /// the sampler decodes their entries), else raw pages.
+    pub fn static_overflow_packed(&self) -> bool {
         self.statics.packed_overflow
     }
     /// The codec the static set's typed rows are held in (None: as stored).

@@ -535,7 +535,7 @@ impl NeighborSampler {
         // is never written again.
         out.mark_checked();
         if packing {
-            out.mark_overflow_packed(packed::Packing::Blocks);
+            out.mark_overflow_packed();
         }
         out.mark_row_codec(codec);
         Ok(out)

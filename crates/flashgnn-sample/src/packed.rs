@@ -26,37 +26,23 @@
 //!
 //! Packed only by the sampler's own loader (`hot.rs`), from pages it has just
 //! checked (CRC32C, page number, ids `< num_nodes`), and only for 4-byte ids;
-//! the set records that it packed. Readers keep bounds-checking every
-//! decoded id.
+//! the set records that it packed (`StaticSet::overflow_packed`), so a
+//! reader never takes a raw page for a packed one. Readers keep
+//! bounds-checking every decoded id.
 
 /// Zero bytes after a packed page: every 8-byte load stays in bounds.
 const PAD: usize = 8;
 
 /// Entries per block of a packed page.
-pub(crate) const BLOCK: usize = 64;
+const BLOCK: usize = 64;
 /// Bytes of a block's header.
 const HEADER: usize = 8;
 
-/// How the static set's overflow pages are packed (the one way there is:
-/// the set records it so a reader never takes a raw page for a packed one).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Packing {
-    /// Blocks of [`BLOCK`] ids ([`pack_blocks_into`]).
-    Blocks,
-}
-
-impl Packing {
-    /// Entry `k` of a page packed this way.
-    #[inline]
-    pub(crate) fn entry(self, page: &[u8], k: usize) -> u64 {
-        block_entry(page, k)
-    }
-    /// Byte offset worth prefetching for entry `k` (no memory read): its
-    /// block's header, which says where the entry's bits are.
-    #[inline]
-    pub(crate) fn entry_offset(self, k: usize) -> usize {
-        k / BLOCK * HEADER
-    }
+/// Byte offset worth prefetching for entry `k` of a packed page (no memory
+/// read): its block's header, which says where the entry's bits are.
+#[inline]
+pub(crate) fn header_offset(k: usize) -> usize {
+    k / BLOCK * HEADER
 }
 
 /// `width` bits at bit `bit` of `b` (width <= 32; `b` padded by [`PAD`]).
@@ -170,7 +156,7 @@ pub(crate) fn block_lines(page: &[u8], k: usize) -> (usize, usize) {
 /// count). Panics (slice bounds) on bytes that are not such a page; the
 /// loader is the only writer.
 #[inline]
-pub(crate) fn block_entry(page: &[u8], k: usize) -> u64 {
+pub(crate) fn entry(page: &[u8], k: usize) -> u64 {
     let (b, i) = (k / BLOCK, k % BLOCK);
     let h = u64::from_le_bytes(page[b * HEADER..(b + 1) * HEADER].try_into().unwrap());
     let (base, bits) = (h & 0xffff_ffff, ((h >> 32) & 63) as u32);
@@ -251,8 +237,8 @@ mod tests {
                 assert_eq!((len, out.len()), (blocks_len(&raw(&ids), per), 5 + len), "per {per} case {case}");
                 let page = &out[5..];
                 for (k, &v) in ids.iter().enumerate() {
-                    assert_eq!(Packing::Blocks.entry(page, k), v as u64, "per {per} case {case} entry {k}");
-                    assert!(Packing::Blocks.entry_offset(k) < page.len());
+                    assert_eq!(entry(page, k), v as u64, "per {per} case {case} entry {k}");
+                    assert!(header_offset(k) < page.len());
                 }
             }
         }

@@ -281,7 +281,7 @@ impl NeighborSampler {
             free_features_only: cfg.features && cfg.free_features_only,
             want_degrees: cfg.degrees,
             static_checked: shared.as_ref().is_some_and(|c| c.static_checked()),
-            static_packed: shared.as_ref().and_then(|c| c.static_overflow_packed()),
+            static_packed: shared.as_ref().is_some_and(|c| c.static_overflow_packed()),
             static_codec: shared.as_ref().and_then(|c| c.static_row_codec()),
             hot_codec: None,
             static_held_slots: None,
@@ -332,7 +332,7 @@ impl NeighborSampler {
         let shared = cache.filter(|c| c.dataset() == self.dataset_id());
         self.page_cache_max = page_cache_max(self.batch_page_cache_bytes, shared.is_some());
         self.static_checked = shared.as_ref().is_some_and(|c| c.static_checked());
-        self.static_packed = shared.as_ref().and_then(|c| c.static_overflow_packed());
+        self.static_packed = shared.as_ref().is_some_and(|c| c.static_overflow_packed());
         self.static_codec = shared.as_ref().and_then(|c| c.static_row_codec());
         self.static_held_slots = self.held_slots_for(self.static_codec);
         self.cache = shared;

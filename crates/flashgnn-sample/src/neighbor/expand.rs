@@ -330,14 +330,7 @@ impl NeighborSampler {
 
     /// Node `i`'s wanted entries on overflow page `page`: `buf` is the raw
     /// page, or with `packed` a static set's packed copy (`crate::packed`).
-    pub(super) fn on_overflow(
-        &mut self,
-        i: u32,
-        page: u64,
-        buf: &[u8],
-        packed: Option<packed::Packing>,
-        seed: u64,
-    ) -> Result<()> {
+    pub(super) fn on_overflow(&mut self, i: u32, page: u64, buf: &[u8], packed: bool, seed: u64) -> Result<()> {
         let l = &self.layout;
         let per = l.overflow_ids_per_page();
         let w = l.id_bytes as usize;
@@ -345,10 +338,7 @@ impl NeighborSampler {
         for &(j, e) in &node.wanted {
             if 1 + e / per == page {
                 let at = (e % per) as usize * w;
-                let id = match packed {
-                    Some(p) => p.entry(buf, (e % per) as usize),
-                    None => read_id(&buf[at..at + w]),
-                };
+                let id = if packed { packed::entry(buf, (e % per) as usize) } else { read_id(&buf[at..at + w]) };
                 if id >= l.num_nodes {
                     return Err(FormatError::oob(
                         self.files[F_OVERFLOW as usize].clone(),

@@ -148,7 +148,7 @@ impl NeighborSampler {
                 for &(_, e) in &self.nodes[i as usize].wanted {
                     if 1 + e / per == page {
                         let k = (e % per) as usize;
-                        let at = self.static_packed.map_or(k * w, |p| p.entry_offset(k));
+                        let at = if self.static_packed { packed::header_offset(k) } else { k * w };
                         prefetch(data.as_ptr().wrapping_add(at), w);
                     }
                 }
@@ -448,9 +448,7 @@ impl NeighborSampler {
                 }
                 // A block-packed page's entries sit where their block's
                 // header (prefetched when queued) says: fetch those lines now.
-                (Some(Ready::StaticPage(page, Waiter::Overflow(i), a)), Some(c))
-                    if self.static_packed == Some(packed::Packing::Blocks) =>
-                {
+                (Some(Ready::StaticPage(page, Waiter::Overflow(i), a)), Some(c)) if self.static_packed => {
                     let data = c.static_at(a.clone());
                     let per = self.layout.overflow_ids_per_page();
                     for &(_, e) in &self.nodes[*i as usize].wanted {
@@ -479,7 +477,7 @@ impl NeighborSampler {
             }
             match r {
                 Ready::Page(page, Waiter::Slot(i), data) => self.on_slot_page(i, page, &data, seed)?,
-                Ready::Page(page, Waiter::Overflow(i), data) => self.on_overflow(i, page, &data, None, seed)?,
+                Ready::Page(page, Waiter::Overflow(i), data) => self.on_overflow(i, page, &data, false, seed)?,
                 Ready::Slot(i, data) => self.on_slot(i, &data, false, None, seed)?,
                 Ready::MemSlot(i) => {
                     let g = graph.get_or_insert_with(|| self.mem[F_GRAPH as usize].clone().expect("memory engine"));
@@ -493,7 +491,7 @@ impl NeighborSampler {
                     let data = resident_at(o, self.io.path(F_OVERFLOW), page.saturating_mul(p as u64), p)?;
                     let fname = &self.files[F_OVERFLOW as usize];
                     check_overflow_once(&mut self.checked_overflow, &self.layout, fname, page, data)?;
-                    self.on_overflow(i, page, data, None, seed)?
+                    self.on_overflow(i, page, data, false, seed)?
                 }
                 Ready::StaticSlot(i, r) => {
                     let c = statics.get_or_insert_with(|| self.cache.clone().expect("a static hit has a cache"));
@@ -583,7 +581,7 @@ impl NeighborSampler {
         for w in waiters {
             match w {
                 Waiter::Slot(i) => self.on_slot_page(i, page, buf, seed)?,
-                Waiter::Overflow(i) => self.on_overflow(i, page, buf, None, seed)?,
+                Waiter::Overflow(i) => self.on_overflow(i, page, buf, false, seed)?,
             }
         }
         Ok(())
@@ -716,37 +714,33 @@ impl NeighborSampler {
         for page in 1 + a / per..=1 + (b - 1) / per {
             let key = cache::key(F_OVERFLOW, page * p);
             let dynamic;
-            let (data, packed): (&[u8], Option<packed::Packing>) =
-                if let Some(o) = self.mem[F_OVERFLOW as usize].as_deref() {
-                    let data = resident_at(o, self.io.path(F_OVERFLOW), page.saturating_mul(p), p as u32)?;
-                    check_overflow_once(&mut self.checked_overflow, &l, &oname, page, data)?;
-                    (data, None)
-                } else if let Some(c) = cache.as_deref() {
-                    if let Some(data) = c.get_static(key) {
-                        self.cache_hits[0] += 1;
-                        if !self.static_checked {
-                            check_overflow_once(&mut self.checked_overflow, &l, &oname, page, data)?;
-                        }
-                        (data, self.static_packed)
-                    } else if let Some(d) = c.get_dynamic(key) {
-                        self.cache_hits[1] += 1;
-                        check_overflow_page(&l, &oname, page, &d)?;
-                        dynamic = d;
-                        (&dynamic[..], None)
-                    } else {
-                        self.cache_misses += 1;
-                        return Ok(None);
+            let (data, packed): (&[u8], bool) = if let Some(o) = self.mem[F_OVERFLOW as usize].as_deref() {
+                let data = resident_at(o, self.io.path(F_OVERFLOW), page.saturating_mul(p), p as u32)?;
+                check_overflow_once(&mut self.checked_overflow, &l, &oname, page, data)?;
+                (data, false)
+            } else if let Some(c) = cache.as_deref() {
+                if let Some(data) = c.get_static(key) {
+                    self.cache_hits[0] += 1;
+                    if !self.static_checked {
+                        check_overflow_once(&mut self.checked_overflow, &l, &oname, page, data)?;
                     }
+                    (data, self.static_packed)
+                } else if let Some(d) = c.get_dynamic(key) {
+                    self.cache_hits[1] += 1;
+                    check_overflow_page(&l, &oname, page, &d)?;
+                    dynamic = d;
+                    (&dynamic[..], false)
                 } else {
+                    self.cache_misses += 1;
                     return Ok(None);
-                };
+                }
+            } else {
+                return Ok(None);
+            };
             let lo = (page - 1) * per;
             for e in a.max(lo)..b.min(lo + per) {
                 let k = (e - lo) as usize;
-                let id = match packed {
-                    Some(p) => p.entry(data, k),
-                    None => read_id(&data[k * w..k * w + w]),
-                };
+                let id = if packed { packed::entry(data, k) } else { read_id(&data[k * w..k * w + w]) };
                 if id >= l.num_nodes {
                     return Err(FormatError::oob(
                         oname.clone(),

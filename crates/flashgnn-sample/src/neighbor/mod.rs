@@ -349,7 +349,7 @@ pub struct NeighborSampler {
     static_checked: bool,
     /// The static set's overflow pages are packed
     /// ([`PageCache::static_overflow_packed`]): hits decode their entries.
-    static_packed: Option<crate::packed::Packing>,
+    static_packed: bool,
     resident: Option<Arc<crate::Resident>>,
     /// Request counts per extent key (length, count) while a pre-sampling
     /// pass records them (see `hot_set_by_access`).
