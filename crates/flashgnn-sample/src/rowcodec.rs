@@ -142,14 +142,11 @@ impl RowCodec {
     pub fn decode(self, src: &[u8], dim: usize, out: &mut Vec<u8>) {
         const BLOCK: usize = 64;
         let mut block = [0u8; BLOCK * 4];
-        let (body, scale) = match self {
-            RowCodec::F16 => (src, 0.0),
-            RowCodec::I8 => (&src[4..], f32::from_le_bytes(src[..4].try_into().expect("a scale"))),
+        // (values, float32 scale, bytes a value)
+        let (body, scale, w) = match self {
+            RowCodec::F16 => (src, 0.0, 2),
+            RowCodec::I8 => (&src[4..], f32::from_le_bytes(src[..4].try_into().expect("a scale")), 1),
             RowCodec::I4 => return decode_i4(src, dim, out),
-        };
-        let w = match self {
-            RowCodec::F16 => 2,
-            _ => 1,
         };
         out.reserve(body.len() / w * 4);
         for s in body.chunks(BLOCK * w) {

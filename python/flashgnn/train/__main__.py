@@ -3,6 +3,7 @@
 ``flashgnn train: error: ...`` and exits 2 (an I/O error: ``flashgnn train: I/O error: ...``, exit 1), as
 the ``flashgnn`` command does."""
 
+import os
 import sys
 
 import flashgnn
@@ -10,11 +11,14 @@ from flashgnn.train.config import TrainConfig, parser
 from flashgnn.train.trainer import Trainer
 
 
+def _under_torchrun() -> bool:
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
 def main(argv: list[str] | None = None) -> int:
     import faulthandler
-    import os
 
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    if _under_torchrun():
         # Under torchrun: a rank that aborts (SIGABRT from a C++ std::terminate) prints every thread's Python
         # stack to stderr, which torchrun's failure report carries. A two-process run was seen to abort this
         # way under a loaded full test run, with nothing else to go on.
@@ -38,17 +42,13 @@ def _exit_rank(code: int) -> None:
     thread, i.e. a C++ destructor at exit found a thread still joinable (the faulthandler dump above). What
     is left at that point is torch's and gloo's static teardown; ``os._exit`` skips it, after the streams
     are flushed."""
-    import os
-
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
 
 
 if __name__ == "__main__":
-    import os
-
     rc = main()
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    if _under_torchrun():
         _exit_rank(rc)
     sys.exit(rc)
