@@ -1,22 +1,30 @@
 """`make soak`: a server under load and under faults for ``--minutes`` (default 10).
 
-A real ``flashgnn serve`` (background scrub on) serves a generated dataset while client processes keep it
-busy — unit reads (``GetNeighbors``, ``GetEmbed``), durable writes (``AddEdge``, each acknowledged pair
-remembered) and ``Run`` of a 2-layer GCN dataflow graph — through three phases:
+A real ``flashgnn serve`` (background scrub and background compaction on) serves a generated dataset
+while client processes keep it busy — unit reads (``GetNeighbors``, ``GetEmbed``), durable writes
+(``AddEdge``, each acknowledged pair remembered) and ``Run`` of a 2-layer GCN dataflow graph — through four
+phases:
 
-1. **normal** (the first 35 % of the run);
-2. **disk full** (35-55 %): the file system holding the dataset and its write-ahead log is filled to the
+1. **normal** (the first 30 % of the run);
+2. **disk full** (30-50 %): the file system holding the dataset and its write-ahead log is filled to the
    last block. Writes must fail cleanly (RESOURCE_EXHAUSTED: the store cuts its log back and refuses them)
    while reads and ``Run`` go on;
-3. **space freed** (the rest): the filler is removed; writes must resume without a restart. A write sent
+3. **space freed** (50-65 %): the filler is removed; writes must resume without a restart. A write sent
    before the store finished rolling back its last refused log write may still be refused (it was
    validated on top of the group that was not written; the server's ``Stats`` give when that rollback
-   ended), but no log write begun after the space was freed may be refused.
+   ended), but no log write begun after the space was freed may be refused;
+4. **sector repaired** (the rest): the bad sector below reads again.
 
-Throughout, one 4 KiB page of ``graph.fg`` is a bad sector (``FLASHGNN_FAULT_READ``: every read of it
-fails with EIO, in the server's engines and its store reads alike). The nodes whose slots lie on it are
-found first, in a separate process under the same fault: a ``GetNeighbors`` must fail (DATA_LOSS) exactly
-for those, and every failed ``Run`` must name that page; nothing else may fail.
+Until the repair, one 4 KiB page of ``graph.fg`` is a bad sector (``FLASHGNN_FAULT_READ``: every read of it
+fails with EIO, in the server's engines and its store reads alike; ``FLASHGNN_FAULT_READ_WHILE`` ends it
+when the soak removes a file). The nodes whose slots lie on it are found first, in a separate process under
+the same fault: a ``GetNeighbors`` started before the repair must fail (DATA_LOSS) exactly for those, every
+failed ``Run`` must name that page, and after the repair nothing may fail.
+
+The server compacts whenever its delta holds ``--compact-delta`` bytes. A compaction must read the whole
+base, so until the repair every one fails (and is retried after a back-off); one that succeeded then would
+have folded a page it could not read: a wrong answer. After the repair compactions must succeed under the
+load, and the memory they hand back is what the late window of the memory figures measures.
 
 The file system is an ext4 image loop-mounted for the run (root and ``mount`` needed: a real ENOSPC from
 a real file system); where that is not possible the disk-full phase is skipped and the report says so.
@@ -56,8 +64,9 @@ import numpy as np
 PAGE = 4096
 DEADLINE_S = 10.0
 STUCK_S = DEADLINE_S + 2.0
-# When the file system is filled and freed, as fractions of the run (the phases are then timed by the events).
-FULL_AT, FREE_AT = 0.35, 0.55
+# When the file system is filled and freed and the bad sector repaired, as fractions of the run (the phases
+# are then timed by the events).
+FULL_AT, FREE_AT, REPAIR_AT = 0.30, 0.50, 0.65
 
 
 def _say(msg: str) -> None:
@@ -183,7 +192,8 @@ def _gcn_dfg(feature_dim: int) -> bytes:
     return dfg.models.gcn(GCN(feature_dim, 32, 2, 8).eval().state_dict(), [5, 5]).to_bytes()
 
 
-def soak(work: Path, minutes: float, scale: int, clients: dict, scrub_rate: str, loop: bool = True) -> dict:
+def soak(work: Path, minutes: float, scale: int, clients: dict, scrub_rate: str, loop: bool = True,
+         compact_delta: str = "2MiB") -> dict:
     import flashgnn
     from flashgnn.serve.process import ServeProcess
     from flashgnn.serve.token import read_token_file
@@ -214,9 +224,11 @@ def soak(work: Path, minutes: float, scale: int, clients: dict, scrub_rate: str,
         token_file = work / "token"
         token_file.write_text("soak-token-0123456789abcdef\n")
         token_file.chmod(0o600)
-        env = dict(os.environ, FLASHGNN_FAULT_READ=fault)
-        server = ServeProcess(ds, token_file, "--scrub-rate", scrub_rate, stderr_path=work / "server.err", env=env,
-                              timeout=120.0)
+        sector_bad = work / "sector-bad"  # the bad sector lasts while this file exists
+        sector_bad.touch()
+        env = dict(os.environ, FLASHGNN_FAULT_READ=fault, FLASHGNN_FAULT_READ_WHILE=str(sector_bad))
+        server = ServeProcess(ds, token_file, "--scrub-rate", scrub_rate, "--compact-delta", compact_delta,
+                              stderr_path=work / "server.err", env=env, timeout=120.0)
         token = read_token_file(token_file)
         seconds = 60.0 * minutes
         t_start = time.time()
@@ -230,7 +242,8 @@ def soak(work: Path, minutes: float, scale: int, clients: dict, scrub_rate: str,
                                                       dfg, q))
                 p.start()
                 procs.append(p)
-        rss, delta, filled, freed, filler = [], [], None, None, 0
+        rss, delta, filled, freed, repaired, filler = [], [], None, None, None, 0
+        compaction, scrub_damage = [], set()  # (t, generation, compactions, failures); damage any pass reported
         stats_client = server.client()
         last_print = last_stats = -1e9
         while time.time() < t_end:
@@ -238,9 +251,14 @@ def soak(work: Path, minutes: float, scale: int, clients: dict, scrub_rate: str,
             r = _rss(server.proc.pid)
             if r is not None:
                 rss.append((now, *r))
-            if now - last_stats >= 5:  # the mutable store's in-memory delta: data the writers added
+            if now - last_stats >= 5:  # the mutable store's in-memory delta (data the writers added), compactions
                 last_stats = now
-                delta.append((now, int((stats_client.stats().get("graph") or {}).get("delta_bytes") or 0)))
+                g = stats_client.stats().get("graph") or {}
+                delta.append((now, int(g.get("delta_bytes") or 0)))
+                c = g.get("compaction") or {}
+                compaction.append((now, g.get("generation"), c.get("compactions"), c.get("failures")))
+                for d in ((g.get("scrub") or {}).get("last_pass") or {}).get("damaged") or []:
+                    scrub_damage.add((Path(d["file"]).name, d["kind"], d["offset"]))
             if mnt is not None and filled is None and now >= FULL_AT * seconds:
                 filler = fill(mnt)
                 filled = now
@@ -250,6 +268,10 @@ def soak(work: Path, minutes: float, scale: int, clients: dict, scrub_rate: str,
                 os.sync()  # ext4 reuses freed blocks only once the journal commits the free
                 freed = time.time() - t_start
                 _say(f"{now:6.1f} s: space freed")
+            if repaired is None and now >= REPAIR_AT * seconds:
+                sector_bad.unlink()
+                repaired = time.time() - t_start
+                _say(f"{now:6.1f} s: bad sector repaired")
             if now - last_print >= 30:
                 last_print = now
                 _say(f"{now:6.1f} s of {seconds:.0f}: server RSS {rss[-1][1] / 2**20:.1f} MiB (anonymous "
@@ -263,6 +285,9 @@ def soak(work: Path, minutes: float, scale: int, clients: dict, scrub_rate: str,
         for p in procs:
             p.join()
         st = stats_client.stats()
+        g = st.get("graph") or {}
+        c = g.get("compaction") or {}
+        compaction.append((time.time() - t_start, g.get("generation"), c.get("compactions"), c.get("failures")))
         stats_client.close()
         code, _ = server.stop()
         scrub = (st.get("graph") or {}).get("scrub")
@@ -274,19 +299,22 @@ def soak(work: Path, minutes: float, scale: int, clients: dict, scrub_rate: str,
     finally:
         if mnt is not None:
             unmount(mnt)
-    return _report(recs, acked, lost, bad, fault, rss, delta, seconds, t_start, filled, freed, st, scrub, code,
-                   mnt is not None, work / "server.err")
+    return _report(recs, acked, lost, bad, fault, rss, delta, seconds, t_start, filled, freed, repaired, compaction,
+                   st, scrub, scrub_damage, code, mnt is not None, work / "server.err")
 
 
-def _phase(t: float, filled: float | None, freed: float | None) -> str:
-    """The phase a request started in, by when the file system was filled and freed (None: not yet)."""
+def _phase(t: float, filled: float | None, freed: float | None, repaired: float | None) -> str:
+    """The phase a request started in, by when the file system was filled and freed and the sector repaired
+    (None: not yet)."""
+    if repaired is not None and t >= repaired:
+        return "sector repaired"
     if freed is not None and t >= freed:
         return "space freed"
     return "disk full" if filled is not None and t >= filled else "normal"
 
 
-def _report(recs, acked, lost, bad, fault, rss, delta, seconds, t_start, filled, freed, st, scrub, code, full,
-            server_err) -> dict:
+def _report(recs, acked, lost, bad, fault, rss, delta, seconds, t_start, filled, freed, repaired, compaction, st,
+            scrub, scrub_damage, code, full, server_err) -> dict:
     bad = set(bad)
     page = fault.split("@")[1].split("+")[0]  # the bad page's offset, as a Run's error names it
     ops: dict = {}
@@ -297,8 +325,16 @@ def _report(recs, acked, lost, bad, fault, rss, delta, seconds, t_start, filled,
     if freed is not None and refusal and refusal["write_at"] - t_start >= freed:
         wrong.append(("add_edge", "RESOURCE_EXHAUSTED", f"a log write begun {refusal['write_at'] - t_start:.2f} s "
                       f"into the run was refused for space, after it was freed at {freed:.2f} s"))
+    # Compactions (the generation) before the repair: each would have folded a page it could not read.
+    unreadable_gen = max((x[1] or 0 for x in compaction if repaired is None or x[0] < repaired), default=0)
+    if unreadable_gen:
+        wrong.append(("compaction", f"generation {unreadable_gen} published while a page of the base could not be "
+                      "read"))
     for kind, t0, lat, status, note in recs:
-        ph = _phase(t0 - t_start, filled, freed)
+        ph = _phase(t0 - t_start, filled, freed, repaired)
+        # A request that started before the repair and ended after it may see either state of the sector.
+        either = repaired is not None and t0 - t_start < repaired <= t0 - t_start + lat
+        bad_now = repaired is None or t0 - t_start < repaired
         o = ops.setdefault(ph, {}).setdefault(kind, {"requests": 0, "errors": {}, "lat": []})
         o["requests"] += 1
         if status == "OK":
@@ -308,9 +344,9 @@ def _report(recs, acked, lost, bad, fault, rss, delta, seconds, t_start, filled,
         stuck += lat > STUCK_S
         if kind == "get_neighbors":
             v = note if status == "OK" else note[0]
-            if (status == "OK") == (v in bad):
+            if not either and (status == "OK") == (bad_now and v in bad):
                 wrong.append((kind, v, status))
-        elif kind == "run" and status != "OK" and not (status == "DATA_LOSS" and page in note[1]):
+        elif kind == "run" and status != "OK" and not (status == "DATA_LOSS" and page in note[1] and (bad_now or either)):
             wrong.append((kind, status, note[1][:200]))
         elif kind in ("get_embed",) and status != "OK":
             wrong.append((kind, status, note[1][:200]))
@@ -339,7 +375,14 @@ def _report(recs, acked, lost, bad, fault, rss, delta, seconds, t_start, filled,
            if drift is not None and len(d_early) and len(d_late) else None)
     return {
         "seconds": seconds, "bad_sector": fault, "bad_nodes": len(bad), "disk_full_phase": full,
-        "filled_at_s": filled, "freed_at_s": freed, "phases": ops,
+        "filled_at_s": filled, "freed_at_s": freed, "repaired_at_s": repaired, "phases": ops,
+        "compaction": {"threshold_bytes": ((st.get("graph") or {}).get("compaction") or {}).get("threshold_bytes"),
+                       "generation_at_repair": unreadable_gen,
+                       "generation_at_end": (st.get("graph") or {}).get("generation"),
+                       "failures": compaction[-1][3] if compaction else None,
+                       "last_error": ((st.get("graph") or {}).get("compaction") or {}).get("error"),
+                       "samples": compaction},
+        "scrub_damage_seen": sorted(scrub_damage),
         "acknowledged_writes": len(acked), "lost_acknowledged_writes": lost, "wrong_answers": len(wrong),
         "wrong_examples": wrong[:5], "stuck_requests": stuck, "in_flight_at_end": st.get("in_flight"),
         "rss_mib": {"min": float(v.min() / 2**20) if len(v) else None,
@@ -389,11 +432,15 @@ def print_report(r: dict) -> None:
     print(f"anonymous memory per minute (MiB): {r['anon_mib_per_minute']}")
     requests = sum(o["requests"] for ph in r["phases"].values() for o in ph.values())
     full = "run" if r["disk_full_phase"] else "skipped"
+    comp = r["compaction"]
+    print(f"compaction: generation {comp['generation_at_repair']} at the repair, {comp['generation_at_end']} at the "
+          f"end; {comp['failures']} failed tries (last error: {comp['last_error']})")
     print(f"summary: {r['seconds'] / 60:.1f} min, {requests:,} "
           f"requests; {r['acknowledged_writes']:,} acknowledged writes, {r['lost_acknowledged_writes']} lost; "
           f"{r['wrong_answers']} wrong answers; {r['stuck_requests']} stuck; in flight at end {r['in_flight_at_end']}; "
           f"RSS drift {drift} ({net} net of the delta's growth); disk-full phase {full} "
-          f"({r['log_space_rollbacks']} log rollbacks); bad sector {r['bad_sector']} ({r['bad_nodes']} nodes)")
+          f"({r['log_space_rollbacks']} log rollbacks); bad sector {r['bad_sector']} ({r['bad_nodes']} nodes, repaired at "
+          f"{r['repaired_at_s'] or 0:.0f} s); {comp['generation_at_end']} compactions")
 
 
 def main(argv=None) -> int:
@@ -405,12 +452,14 @@ def main(argv=None) -> int:
     ap.add_argument("--writers", type=int, default=2)
     ap.add_argument("--runners", type=int, default=1)
     ap.add_argument("--scrub-rate", default="20MB/s")
+    ap.add_argument("--compact-delta", default="2MiB", help="the server's --compact-delta")
     ap.add_argument("--no-loop", action="store_true", help="skip the loop-mounted file system (no disk-full phase)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     clients = {"get_neighbors": a.readers, "get_embed": 1, "add_edge": a.writers, "run": a.runners}
     with tempfile.TemporaryDirectory(prefix="flashgnn-soak-") as tmp:
-        r = soak(a.work or Path(tmp), a.minutes, a.scale, clients, a.scrub_rate, loop=not a.no_loop)
+        r = soak(a.work or Path(tmp), a.minutes, a.scale, clients, a.scrub_rate, loop=not a.no_loop,
+                 compact_delta=a.compact_delta)
     if a.json:
         print(json.dumps(r, indent=2, default=str))
     else:

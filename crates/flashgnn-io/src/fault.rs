@@ -19,6 +19,11 @@
 //! It is checked by every read engine ([`crate::engine::open_engine`] wraps
 //! them), by [`crate::FileReader`] and by [`crate::direct::DirectFile`], so the
 //! sampler, the store's own reads and the scrubber see the same bad bytes.
+//! `FLASHGNN_FAULT_READ_WHILE=PATH` (read once) limits the bad range to the
+//! time `PATH` exists: a test removes the file to model the sector being
+//! repaired (a drive that remaps it) while the process keeps running, which
+//! a variable read once cannot do. Only a read that hits the range pays the
+//! `stat`.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -124,10 +129,20 @@ pub fn bad_range() -> Option<&'static BadRange> {
     .as_ref()
 }
 
+/// `FLASHGNN_FAULT_READ_WHILE`'s path: the bad range holds only while it
+/// exists.
+fn bad_while() -> Option<&'static Path> {
+    static WHILE: OnceLock<Option<std::path::PathBuf>> = OnceLock::new();
+    WHILE.get_or_init(|| std::env::var_os("FLASHGNN_FAULT_READ_WHILE").map(Into::into)).as_deref()
+}
+
 /// The error a read of `len` bytes at `offset` of `path` gets from the bad
-/// range, if it touches it.
+/// range, if it touches it (and, under `FLASHGNN_FAULT_READ_WHILE`, its
+/// file still exists).
 pub fn bad_read(path: &Path, offset: u64, len: u64) -> Option<std::io::Error> {
-    bad_range().filter(|b| b.hits(path, offset, len)).map(|_| std::io::Error::from_raw_os_error(libc::EIO))
+    bad_range()
+        .filter(|b| b.hits(path, offset, len) && bad_while().is_none_or(Path::exists))
+        .map(|_| std::io::Error::from_raw_os_error(libc::EIO))
 }
 
 #[cfg(test)]

@@ -253,6 +253,15 @@ class SamplerContext:
             self.sampler_kwargs["graph"] = graph
         self._lock = threading.Lock()
         self._samplers: OrderedDict[tuple, tuple[object, threading.Lock]] = OrderedDict()
+        self._epoch = 0  # bumped by set_sampler_kwargs: a sampler opened with older arguments is not kept
+
+    def set_sampler_kwargs(self, **kwargs) -> None:
+        """Open samplers with these ``flashgnn.Sampler`` arguments from now on (e.g. a cache rebuilt for a
+        new generation); the samplers opened so far are dropped (a sample in progress keeps its own)."""
+        with self._lock:
+            self.sampler_kwargs = {**self.sampler_kwargs, **kwargs}
+            self._samplers.clear()
+            self._epoch += 1
 
     def sampler(self, fanouts) -> object:
         return self._entry(tuple(int(f) for f in fanouts))[0]
@@ -262,6 +271,7 @@ class SamplerContext:
             if key in self._samplers:
                 self._samplers.move_to_end(key)
                 return self._samplers[key]
+            epoch, sampler_kwargs = self._epoch, self.sampler_kwargs
         degrees = bool(key) and key[-1] == "degrees"
         fanouts = list(key[:-1] if degrees else key)
         if callable(self.source):
@@ -269,9 +279,11 @@ class SamplerContext:
         else:
             import flashgnn
 
-            kw = {"labels": False, **self.sampler_kwargs, **({"degrees": True} if degrees else {})}
+            kw = {"labels": False, **sampler_kwargs, **({"degrees": True} if degrees else {})}
             s = flashgnn.Sampler(os.fspath(self.source), fanouts, **kw)
         with self._lock:
+            if epoch != self._epoch:
+                return s, threading.Lock()  # opened with arguments replaced meanwhile: used once, not kept
             entry = self._samplers.setdefault(key, (s, threading.Lock()))
             self._samplers.move_to_end(key)
             while len(self._samplers) > MAX_CACHED_SAMPLERS:

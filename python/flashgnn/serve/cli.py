@@ -55,6 +55,10 @@ def add_parsers(sub, parse_size) -> None:
     s.add_argument("--scrub-rate", type=parse_rate, default=None,
                    help="run the scrubber (docs/scrub.md) in the background at this read rate, e.g. 20MB/s "
                    "(0 = unlimited); reported in Stats (graph_stats_json.scrub) and on the log")
+    s.add_argument("--compact-delta", type=parse_size, default=None, metavar="SIZE",
+                   help="compact in the background whenever the store's in-memory delta (every write since the "
+                        "last compaction) holds SIZE, e.g. 64MiB; failures are logged and retried; reported in "
+                        "Stats (graph_stats_json.compaction). Default: never (flashgnn compact does it offline)")
     s.add_argument("--recommend", metavar="EMBED_DIR", default=None,
                    help="serve Recommend: the directory `flashgnn embed` wrote for this dataset (its rows are the "
                         "candidates, held in memory; the model is the checkpoint its embed.json names)")
@@ -141,7 +145,7 @@ def cmd_serve(a) -> int:
 
     return serve(a.dataset, a.listen, token=token, limits=limits, allow_plugins=a.allow_plugins,
                  group_commit_wait_us=a.group_commit_wait_us, preload=not a.no_preload, ready=ready,
-                 memory_budget=a.memory_budget, scrub_rate=a.scrub_rate, recommend=a.recommend,
+                 memory_budget=a.memory_budget, scrub_rate=a.scrub_rate, compact_delta=a.compact_delta, recommend=a.recommend,
                  recommend_checkpoint=a.recommend_checkpoint,
                  recommend_fanouts=_ints(a.recommend_fanouts, "--recommend-fanouts") if a.recommend_fanouts else None)
 

@@ -86,6 +86,15 @@ class RunnerRpcs:
                 self._dfg_mod = dfg
             return self._dfg_mod
 
+    def set_cache(self, cache) -> None:
+        """Serve Runs from ``cache`` (or none) from now on: after a compaction the old cache's keys name the
+        previous generation's files, so every sampler would run without it. Runs already sampling finish
+        with the sampler they hold."""
+        with self._runner_lock:
+            self.cache = cache
+            if self._context is not None:
+                self._context.set_sampler_kwargs(cache=cache)
+
     def _graph_for(self, request):
         dfg = self._dfg()
         if request.dfg:

@@ -13,7 +13,8 @@ Owns docs/reliability.md promise 5 through the parts it wires together:
 
 Here: :class:`Service`, the servicer those parts make; Health and Stats,
 which report on every part; and :func:`serve`, which opens the graph (with the
-DRAM cache of ``--memory-budget`` and the scrubber of ``--scrub-rate``) and
+DRAM cache of ``--memory-budget``, the scrubber of ``--scrub-rate`` and the
+compactor of ``--compact-delta``) and
 serves it until SIGTERM/SIGINT. Every RPC's work reaches the worker through
 ``self._guarded``, so a wrapper set on ``Service._guarded`` sees all of them
 (``tests/serve/_slow_serve.py``).
@@ -68,10 +69,16 @@ class Service(RecommendRpcs, GraphRpcs, RunnerRpcs, Transport, pb_grpc.FlashGNNS
         self.cache = cache  # flashgnn.Cache shared by every BatchPre sampler (--memory-budget), or None
         self.allow_plugins = allow_plugins
         self.scrub = None  # serve/scrubber.BackgroundScrub under --scrub-rate
+        self.compact = None  # serve/compactor.AutoCompact under --compact-delta
         self._init_transport(token)
         self._init_graph_rpcs()
         self._init_runner()
         self._init_recommend(recommender)
+
+    def background(self) -> list:
+        """The background threads (scrubber, compactor) the transport starts with the server and stops
+        before the graph closes."""
+        return [t for t in (self.scrub, self.compact) if t is not None]
 
     # -- Health and Stats (they report on every part) ----------------------
 
@@ -104,6 +111,8 @@ class Service(RecommendRpcs, GraphRpcs, RunnerRpcs, Transport, pb_grpc.FlashGNNS
                "feature_dtype": str(g.feature_dtype)}
         if self.scrub is not None:
             out["scrub"] = self.scrub.status()
+        if self.compact is not None:
+            out["compaction"] = self.compact.status()
         if self.cache is not None:
             out["cache"] = self.cache.stats()
         if self.recommender is not None:
@@ -126,6 +135,7 @@ def serve(
     ready=None,
     memory_budget: int | str = 0,
     scrub_rate: int | None = None,
+    compact_delta: int | None = None,
     recommend: str | None = None,
     recommend_checkpoint: str | None = None,
     recommend_fanouts: list[int] | None = None,
@@ -135,7 +145,10 @@ def serve(
     ``ready(port)`` is called once the port is bound (the CLI prints the
     'listening' line there; tests read the port from it). ``scrub_rate``
     (bytes/s, 0 = unlimited; None = off): run the scrubber in a background
-    thread (serve/scrubber.py), reported in Stats' graph_stats_json["scrub"]. ``recommend`` (an embed
+    thread (serve/scrubber.py), reported in Stats' graph_stats_json["scrub"]. ``compact_delta`` (bytes;
+    None = off): compact in a background thread whenever the store's delta holds that much
+    (serve/compactor.py; the Run cache is rebuilt on the new generation), reported under
+    graph_stats_json["compaction"]. ``recommend`` (an embed
     output directory), with the checkpoint its embed.json names (or ``recommend_checkpoint``) and that
     model's fanouts (or ``recommend_fanouts``): serve Recommend (serve/recommend_rpcs.py), loaded and checked
     before the port opens.
@@ -144,16 +157,7 @@ def serve(
     limits.check()
     limit_arenas()  # before the server starts its threads (flashgnn._malloc.SERVER_ARENAS)
     graph = flashgnn.MutableGraph(dataset, writable=True, group_commit_wait_us=group_commit_wait_us)
-    cache = None
-    if memory_budget:
-        try:
-            cache = _serve_cache(dataset, limits, memory_budget)
-        except (flashgnn.CorruptDatasetError, OSError) as e:
-            if memory_budget != "auto":
-                raise
-            # The default must not keep a server from starting where it started without a cache: damaged
-            # pages are the requests' problem (each gets a clean error) and the scrubber's to report.
-            log(f"memory budget auto: running without a cache ({type(e).__name__}: {e})")
+    cache = _open_cache(dataset, limits, memory_budget)
     recommender = None
     if recommend is not None:
         try:
@@ -166,7 +170,31 @@ def serve(
         from .scrubber import BackgroundScrub
 
         service.scrub = BackgroundScrub(dataset, scrub_rate, log)
+    if compact_delta is not None:
+        from .compactor import AutoCompact
+
+        def rebuild_cache(report):
+            if service.cache is not None:
+                service.set_cache(None)  # let the old one go first: "auto" sizes the new one by what is free
+                service.set_cache(_open_cache(dataset, limits, memory_budget))
+
+        service.compact = AutoCompact(graph, compact_delta, log, on_switch=rebuild_cache)
     return asyncio.run(run_until_signalled(service, graph, listen, limits, preload, ready))
+
+
+def _open_cache(dataset, limits: Limits, memory_budget):
+    """:func:`_serve_cache`, or None for a budget of 0; with ``auto``, also None (logged) where the dataset's
+    pages cannot be read: the default must not keep a server from starting where it started without a cache
+    (damaged pages are the requests' problem, each gets a clean error, and the scrubber's to report)."""
+    if not memory_budget:
+        return None
+    try:
+        return _serve_cache(dataset, limits, memory_budget)
+    except (flashgnn.CorruptDatasetError, OSError) as e:
+        if memory_budget != "auto":
+            raise
+        log(f"memory budget auto: running without a cache ({type(e).__name__}: {e})")
+        return None
 
 
 def _serve_cache(dataset, limits: Limits, memory_budget):

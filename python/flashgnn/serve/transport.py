@@ -485,8 +485,8 @@ async def run_until_signalled(service, graph, listen: str, limits: Limits, prelo
             service.preload()
         if ready is not None:
             ready(port)
-        if service.scrub is not None:
-            service.scrub.start()
+        for task in service.background():
+            task.start()
         await stop.wait()
         t0 = time.monotonic()
         service.draining = True
@@ -502,8 +502,8 @@ async def run_until_signalled(service, graph, listen: str, limits: Limits, prelo
         # Every call has been answered; work already running still finishes before the graph closes, work
         # not started is dropped. Joined off the loop, so signals are still handled meanwhile.
         await loop.run_in_executor(None, service.shutdown_pools)
-        if service.scrub is not None:
-            await loop.run_in_executor(None, service.scrub.stop)
+        for task in service.background():
+            await loop.run_in_executor(None, task.stop)
         seq = getattr(graph, "seq", None)
         graph.close()
         served, rejected = service.metrics.totals()
