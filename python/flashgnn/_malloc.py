@@ -15,7 +15,9 @@ Two, each measured (docs/benchmarks.md, *Layer-wise inference*; docs/reliability
   what the heap keeps free, and the thresholds go to glibc's own ceilings (32 MiB, trim at 64 MiB):
   glibc has no way back to its adaptive rule once a threshold is set, and its ceiling is where that
   rule ends up in a process that allocates large tensors.
-- :func:`limit_arenas`, in ``flashgnn serve`` (its threads churn small records).
+- :func:`limit_arenas`, in ``flashgnn serve`` (its threads churn small records), and :func:`trim` after
+  each of its compactions: the delta a compaction folds is freed in small pieces spread over the heap,
+  which glibc keeps resident (it returns only the heap's top on its own).
 
 Nothing is changed where the C library is not glibc, where the environment already sets glibc's
 malloc (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_TOP_PAD_``,
@@ -108,3 +110,10 @@ def limit_arenas(n: int = SERVER_ARENAS) -> bool:
     is not glibc, the environment sets ``MALLOC_ARENA_MAX`` or ``FLASHGNN_MALLOC=default``."""
     fns = None if "MALLOC_ARENA_MAX" in os.environ else _glibc()
     return fns is not None and bool(fns[0](_M_ARENA_MAX, n))
+
+
+def trim() -> bool:
+    """Hand the heap's free pages back to the system (``malloc_trim(0)``: every arena, free pages in the
+    middle too); False where the C library is not glibc or ``FLASHGNN_MALLOC=default``."""
+    fns = _glibc()
+    return fns is not None and bool(fns[1](0))

@@ -4,8 +4,9 @@
   the store afterwards (reopened, and ``flashgnn verify`` clean), and Runs sample through a cache rebuilt on
   the new generation (its hit counters move; the old cache's keys name the old generation's files).
 - A compaction that cannot read a page of the base (``FLASHGNN_FAULT_READ``) fails, is logged with the file
-  and retried, while writes go on; once the page reads again (``FLASHGNN_FAULT_READ_WHILE``'s file removed)
-  the next try succeeds, with nothing acknowledged lost.
+  and the page's offset (not the start of the chunk the scan read it in) and retried, while writes go on;
+  once the page reads again (``FLASHGNN_FAULT_READ_WHILE``'s file removed) the next try succeeds, with
+  nothing acknowledged lost.
 """
 
 from __future__ import annotations
@@ -145,8 +146,9 @@ def test_a_compaction_that_cannot_read_the_base_is_retried_and_loses_nothing(bas
     n = flashgnn.open(d).num_nodes
     flag = tmp_path / "sector-bad"
     flag.touch()
-    page = flashgnn.open(d).layout["page_size"]
-    env = cli_env(FLASHGNN_FAULT_READ=f"graph.fg@{page}+{page}", FLASHGNN_FAULT_READ_WHILE=str(flag))
+    p = flashgnn.open(d).layout["page_size"]
+    page = 3 * p  # the third slot page: inside the compaction's first sequential chunk, not at its start
+    env = cli_env(FLASHGNN_FAULT_READ=f"graph.fg@{page}+{p}", FLASHGNN_FAULT_READ_WHILE=str(flag))
     srv = ServeProcess(d, tf, "--compact-delta", "16KiB", "--memory-budget", "0", stderr_path=tmp_path / "server.err",
                        env=env)
     try:
@@ -158,7 +160,8 @@ def test_a_compaction_that_cannot_read_the_base_is_retried_and_loses_nothing(bas
             st = _wait(c, lambda s: s["compaction"]["failures"] >= 1)
             comp = st["compaction"]
             assert comp["compactions"] == 0 and st["generation"] == 0, comp
-            assert "graph.fg" in comp["error"] and str(page) in comp["error"], comp["error"]
+            # The error names the page a point read would name, not the start of the chunk it was read in.
+            assert "graph.fg at byte offset " + str(page) in comp["error"], comp["error"]
             acked += _write(c, n, 50, seed=8, refused=refused)  # writes go on after the failure
             flag.unlink()  # the sector reads again: the next try (after the back-off) succeeds
             st = _wait(c, lambda s: s["compaction"]["compactions"] >= 1)

@@ -23,12 +23,31 @@ use flashgnn_format::manifest::{GRAPH_FILE, OVERFLOW_FILE};
 use flashgnn_format::slot::{decode_slot, read_id};
 use flashgnn_format::FormatError;
 
+use flashgnn_io::{IoError, ReadAt};
+
 use crate::dataset::{Dataset, StoreError};
 
 /// Default chunk for [`scan`]: 4 MiB per file (sequential reads at device
 /// bandwidth; three of them bound the scan's buffers at ~12 MiB plus the
 /// feature rows of one slot chunk).
 pub const SCAN_CHUNK_BYTES: usize = 4 << 20;
+
+/// `r.read_exact_at(buf, offset)` for a chunk of whole pages of `page`
+/// bytes. When the chunk read fails, its pages are read one by one and the
+/// first that fails is the error: it names the page a point read of that
+/// data would name (a bad sector in a 4 MiB chunk is otherwise reported at
+/// the chunk's start). A chunk whose pages all read alone still fails with
+/// the chunk's own error.
+fn read_pages(r: &dyn ReadAt, buf: &mut [u8], offset: u64, page: usize) -> Result<(), IoError> {
+    let whole = r.read_exact_at(buf, offset);
+    if whole.is_ok() || buf.len() <= page {
+        return whole;
+    }
+    for (i, chunk) in buf.chunks_mut(page).enumerate() {
+        r.read_exact_at(chunk, offset + (i * page) as u64)?;
+    }
+    whole
+}
 
 /// One node as the scan hands it over. Ids are original (API) ids.
 pub struct ScanNode<'a> {
@@ -73,7 +92,7 @@ impl OverflowCursor<'_> {
                 let total = l.overflow_pages();
                 let n = self.chunk_pages.min(total + 1 - page_no);
                 self.buf.resize((n * p) as usize, 0);
-                self.ds.overflow_reader().read_exact_at(&mut self.buf, page_no * p)?;
+                read_pages(self.ds.overflow_reader(), &mut self.buf, page_no * p, p as usize)?;
                 for (i, page) in self.buf.chunks_exact(p as usize).enumerate() {
                     check_overflow_page(l, &oname, page_no + i as u64, page)?;
                 }
@@ -116,13 +135,13 @@ pub fn scan<E: From<StoreError>>(
     while pg < total_pages {
         let np = chunk_pages.min(total_pages - pg);
         pages.resize((np * p) as usize, 0);
-        ds.graph_reader().read_exact_at(&mut pages, (pg + 1) * p).map_err(StoreError::from)?;
+        read_pages(ds.graph_reader(), &mut pages, (pg + 1) * p, p as usize).map_err(StoreError::from)?;
         let first = pg * k;
         let count = (l.num_nodes - first).min(np * k);
         if separate {
             feats.resize(count as usize * stride, 0);
             let fr = ds.features_reader().expect("separate placement has a feature file");
-            fr.read_exact_at(&mut feats, p + first * stride as u64).map_err(StoreError::from)?;
+            read_pages(fr, &mut feats, p + first * stride as u64, p as usize).map_err(StoreError::from)?;
         }
         for i in 0..count {
             let v = first + i;

@@ -28,7 +28,7 @@ import time
 from dataclasses import asdict
 
 import flashgnn
-from flashgnn._malloc import limit_arenas
+from flashgnn._malloc import limit_arenas, trim
 
 from . import flashgnn_pb2 as pb
 from . import flashgnn_pb2_grpc as pb_grpc
@@ -173,12 +173,13 @@ def serve(
     if compact_delta is not None:
         from .compactor import AutoCompact
 
-        def rebuild_cache(report):
+        def after_switch(report):
             if service.cache is not None:
                 service.set_cache(None)  # let the old one go first: "auto" sizes the new one by what is free
                 service.set_cache(_open_cache(dataset, limits, memory_budget))
+            trim()  # the folded delta's records, freed all over the heap (flashgnn._malloc)
 
-        service.compact = AutoCompact(graph, compact_delta, log, on_switch=rebuild_cache)
+        service.compact = AutoCompact(graph, compact_delta, log, on_switch=after_switch)
     return asyncio.run(run_until_signalled(service, graph, listen, limits, preload, ready))
 
 
