@@ -174,7 +174,7 @@ def serve(
         from .compactor import AutoCompact
 
         def after_switch(report):
-            if service.cache is not None:
+            if memory_budget:  # (also where the last generation's cache could not be built)
                 service.set_cache(None)  # let the old one go first: "auto" sizes the new one by what is free
                 service.set_cache(_open_cache(dataset, limits, memory_budget))
             trim()  # the folded delta's records, freed all over the heap (flashgnn._malloc)
