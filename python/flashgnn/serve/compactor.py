@@ -25,55 +25,42 @@ Invariant: a failure of the compactor never stops the server.
 
 from __future__ import annotations
 
-import threading
 import time
+
+from .background import Background
 
 POLL_S = 1.0
 RETRY_FIRST_S = 2.0
 RETRY_MAX_S = 60.0
 
 
-class AutoCompact:
+class AutoCompact(Background):
+    name = "flashgnn-compact"
+
     def __init__(self, graph, threshold: int, log, on_switch=None):
         if threshold <= 0:
             raise ValueError(f"--compact-delta {threshold}: expected a size > 0")
-        self.graph, self.threshold, self._log, self._on_switch = graph, int(threshold), log, on_switch
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._job = None
-        self._thread: threading.Thread | None = None
+        super().__init__(log)
+        self.graph, self.threshold, self._on_switch = graph, int(threshold), on_switch
         self.compactions = 0
         self.failures = 0
         self.last: dict | None = None
         self.last_error: str | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="flashgnn-compact", daemon=True)
-        self._thread.start()
+        super().start()
         self._log(f"compact: folding the log into a new generation whenever the delta holds "
                   f"{self.threshold / 2**20:.1f} MiB")
 
-    def stop(self, timeout: float = 60.0) -> None:
-        self._stop.set()
-        with self._lock:
-            if self._job is not None:
-                self._job.cancel()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
     def _compact(self) -> dict:
         job = self.graph._core.start_compact()
-        with self._lock:
-            self._job = job
-            if self._stop.is_set():
-                job.cancel()
+        self._set_job(job)
         try:
             while not job.wait(0.2):
                 pass
             return job.result()
         finally:
-            with self._lock:
-                self._job = None
+            self._set_job(None)
 
     def _run(self) -> None:
         retry = RETRY_FIRST_S
@@ -107,7 +94,5 @@ class AutoCompact:
                     self._log(f"compact: after generation {rep.get('generation')}: {e}")
 
     def status(self) -> dict:
-        with self._lock:
-            running = self._job is not None
         return {"threshold_bytes": self.threshold, "compactions": self.compactions, "failures": self.failures,
-                "running": running, "last": self.last, "error": self.last_error}
+                "running": self._current_job() is not None, "last": self.last, "error": self.last_error}

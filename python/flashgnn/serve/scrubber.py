@@ -22,10 +22,11 @@ server.
 
 from __future__ import annotations
 
-import threading
 import time
 
 import flashgnn
+
+from .background import Background
 
 #: Damage records kept in ``status()`` (the log has every one of the pass).
 STATUS_DAMAGE_MAX = 20
@@ -34,36 +35,20 @@ STATUS_DAMAGE_MAX = 20
 RETRY_AFTER_S = 30.0
 
 
-class BackgroundScrub:
+class BackgroundScrub(Background):
+    name = "flashgnn-scrub"
+
     def __init__(self, dataset: str, rate: int, log, state: str | None = None):
-        self.dataset, self.rate, self.state, self._log = str(dataset), int(rate), state, log
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._job = None
-        self._thread: threading.Thread | None = None
+        super().__init__(log)
+        self.dataset, self.rate, self.state = str(dataset), int(rate), state
         self.passes = 0
         self.last_pass: dict | None = None
         self.last_error: str | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="flashgnn-scrub", daemon=True)
-        self._thread.start()
+        super().start()
         self._log(f"scrub: background scrubber started at {self.rate / 2**20:.1f} MiB/s" if self.rate else
                   "scrub: background scrubber started at an unlimited rate")
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        with self._lock:
-            if self._job is not None:
-                self._job.cancel()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _set_job(self, job) -> None:
-        with self._lock:
-            self._job = job
-            if self._stop.is_set():
-                job.cancel()
 
     def _run(self) -> None:
         resume = True
@@ -81,8 +66,7 @@ class BackgroundScrub:
                 self._stop.wait(RETRY_AFTER_S)
                 continue
             finally:
-                with self._lock:
-                    self._job = None
+                self._set_job(None)
             resume = True
             if not rep["complete"]:
                 break  # stopped
@@ -106,8 +90,7 @@ class BackgroundScrub:
 
     def status(self) -> dict:
         done = total = 0
-        with self._lock:
-            job = self._job
+        job = self._current_job()
         if job is not None:
             for _name, _unit, d, t, _fin in job.poll():
                 done, total = d, t
