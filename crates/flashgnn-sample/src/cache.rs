@@ -348,6 +348,10 @@ pub struct StaticSet {
     /// or longer than its row is encoded, see `crate::rowcodec`); None: as
     /// stored. Set only by the sampler's own loader, cleared by `put_at`.
     row_codec: Option<RowCodec>,
+    /// Every slot entry is held re-encoded by this ([`HeldSlots`]: no CRC,
+    /// no original id, ids at the node count's width); None: as stored.
+    /// Set only by the sampler's own loader, cleared by `put_at`.
+    held_slots: Option<HeldSlots>,
 }
 
 impl StaticSet {
@@ -358,7 +362,14 @@ impl StaticSet {
         // applies before the first write. Served at random (`Statics::get`).
         let mut arena = vec![0; capacity];
         flashgnn_io::mapped::advise_huge(&mut arena);
-        StaticSet { arena, entries: Vec::new(), checked: false, packed_overflow: false, row_codec: None }
+        StaticSet {
+            arena,
+            entries: Vec::new(),
+            checked: false,
+            packed_overflow: false,
+            row_codec: None,
+            held_slots: None,
+        }
     }
     /// Record extent `key` at `off..off + data.len()` of the arena (each
     /// caller-chosen range used once; entries are kept in the order put).
@@ -368,6 +379,7 @@ impl StaticSet {
         self.checked = false;
         self.packed_overflow = false;
         self.row_codec = None;
+        self.held_slots = None;
     }
     /// Every slot and overflow page entry was just checked (see `checked`);
     /// a later `put_at` clears this again.
@@ -394,6 +406,14 @@ impl StaticSet {
     /// The codec this set's typed rows are held in; None: as stored.
     pub fn row_codec(&self) -> Option<RowCodec> {
         self.row_codec
+    }
+    /// Every slot entry was held by the loader as `held` (see `held_slots`).
+    pub(crate) fn mark_slots_held(&mut self, held: Option<HeldSlots>) {
+        self.held_slots = held;
+    }
+    /// How this set's slots are held; None: as stored.
+    pub fn slots_held(&self) -> Option<HeldSlots> {
+        self.held_slots
     }
     /// Order entries by arena offset: when filled in any order at offsets
     /// laid out hottest first, this restores hottest first.
@@ -438,6 +458,8 @@ struct Statics {
     packed_overflow: bool,
     /// [`StaticSet::row_codec`] of the set this was built from.
     row_codec: Option<RowCodec>,
+    /// [`StaticSet::slots_held`] of the set this was built from.
+    held_slots: Option<HeldSlots>,
     /// Slots (`file == neighbor::F_SLOT`, offset = node id) → packed extent,
     /// indexed by node id; used when it costs at most twice a hash map of
     /// the same slots (see `Statics::build`). Charged to the budget exactly.
@@ -480,6 +502,7 @@ impl Statics {
                 statics.checked = set.checked;
                 statics.packed_overflow = set.packed_overflow;
                 statics.row_codec = set.row_codec;
+                statics.held_slots = set.held_slots;
                 return (statics, if keep == 0 { 0 } else { bytes });
             }
             keep -= (keep / 64).max(1);
@@ -525,6 +548,7 @@ impl Statics {
             checked: false,
             packed_overflow: false,
             row_codec: None,
+            held_slots: None,
             slot_dense,
             row_dense,
             other,
@@ -580,6 +604,7 @@ fn lock(d: &Mutex<Dynamic>) -> std::sync::MutexGuard<'_, Dynamic> {
 /// Cache file indices of single slots and of typed rows, the keys the dense tables serve.
 use crate::neighbor::{F_SLOT as SLOT_FILE, F_TYPE_ROW as ROW_FILE};
 use crate::rowcodec::RowCodec;
+use flashgnn_format::slot::held::HeldSlots;
 
 /// The shared cache. Create once, wrap in an `Arc`, pass to every sampler
 /// through [`crate::SamplerConfig::cache`].
@@ -677,6 +702,10 @@ impl PageCache {
     /// The codec the static set's typed rows are held in (None: as stored).
     pub fn static_row_codec(&self) -> Option<RowCodec> {
         self.statics.row_codec
+    }
+    /// How the static set holds its slots ([`HeldSlots`]; None: as stored).
+    pub fn static_held_slots(&self) -> Option<HeldSlots> {
+        self.statics.held_slots
     }
     /// Whether slots of the static set are found through the dense table.
     pub fn static_dense(&self) -> bool {
