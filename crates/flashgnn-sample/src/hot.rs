@@ -50,7 +50,7 @@ use flashgnn_format::slot::{decode_slot, used_slot_bytes};
 use flashgnn_io::aligned::AlignedBuf;
 use flashgnn_io::engine::{Done, ReadReq};
 
-use crate::cache::{self, StaticSet, STATIC_ENTRY_OVERHEAD};
+use crate::cache::{self, StaticSet};
 use crate::neighbor::{NeighborSampler, RowAt, F_FEATURES, F_GRAPH, F_OVERFLOW, F_SLOT, F_TYPE_ROW};
 use crate::packed;
 use crate::Result;
@@ -132,11 +132,16 @@ struct TopExtents {
     /// ([`NeighborSampler::overflow_held`]); `page_size`: raw pages.
     overflow_held: Vec<u32>,
     page_size: u32,
+    /// Index bytes charged per extent ([`cache::static_entry_overhead`]:
+    /// slots come in at most `inline_cap + 2` lengths, one per degree up to
+    /// the inline capacity and one when spilled).
+    overhead: usize,
 }
 
 impl TopExtents {
     fn new(budget: usize, overflow_held: Vec<u32>, l: &Layout) -> Self {
-        TopExtents { heap: BinaryHeap::new(), bytes: 0, budget, overflow_held, page_size: l.page_size }
+        let overhead = cache::static_entry_overhead(budget, l.inline_cap as usize + 2);
+        TopExtents { heap: BinaryHeap::new(), bytes: 0, budget, overflow_held, page_size: l.page_size, overhead }
     }
     /// An extent of `len` bytes on disk, ranked by the bytes it is held in.
     fn offer(&mut self, score: f64, file: u16, offset: u64, len: u32) {
@@ -154,7 +159,7 @@ impl TopExtents {
         if score.is_nan() || score <= 0.0 {
             return;
         }
-        let cost = held as usize + STATIC_ENTRY_OVERHEAD;
+        let cost = held as usize + self.overhead;
         if cost > self.budget {
             return;
         }
@@ -171,7 +176,7 @@ impl TopExtents {
         self.bytes += cost;
         while self.bytes > self.budget {
             let Reverse(c) = self.heap.pop().expect("non-empty");
-            self.bytes -= c.cost as usize + STATIC_ENTRY_OVERHEAD;
+            self.bytes -= c.cost as usize + self.overhead;
         }
     }
     /// Hottest first.

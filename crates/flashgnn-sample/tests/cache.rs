@@ -153,7 +153,9 @@ fn slots_are_cached_one_by_one() {
     let spp = l.slots_per_page as u64;
     let cold = (hub / spp * spp..(hub / spp + 1) * spp).find(|&v| v != hub && v < ds.num_nodes()).unwrap();
     let held = HeldSlots::new(&l, l.row_bytes() as usize).unwrap().len(&l, degree(hub) as u32);
-    let one = held + flashgnn_sample::cache::ENTRY_OVERHEAD;
+    // Its held bytes and the index over one entry: 34 B hashed, a dense
+    // table at most twice that. A second slot (its 64-B row alone) does not fit.
+    let one = held + 2 * 34;
     let fan = [0];
     let cfg = |cache| SamplerConfig { engine: EngineKind::Uring, cache, ..Default::default() };
     let statics = NeighborSampler::open(&path, &fan, &cfg(None)).unwrap().hot_set_by_degree(one).unwrap();
