@@ -107,6 +107,35 @@ fn any_cache_gives_identical_batches_within_budget() {
 }
 
 #[test]
+fn held_slots_give_the_uncached_batches_on_a_reordered_graph() {
+    // The static set holds slots re-encoded, without their original ids
+    // (the loader matched each against node_order.npy): on a graph whose
+    // internal ids are not its original ids, with inline or separate rows,
+    // every batch is the uncached one, and seeds with neighbors (an
+    // isolated node's slot scores nothing by degree) read nothing at all.
+    let tmp = tempdir();
+    for (name, layout) in [("inline", FeatureLayout::Inline), ("separate", FeatureLayout::Separate)] {
+        let path = rmat_dataset(tmp.path(), name, layout, Reorder::Degree, 16);
+        let ds = flashgnn_store::Dataset::open(&path).unwrap();
+        let n = ds.num_nodes() as i64;
+        let total = std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum::<u64>();
+        let statics = open(&path, None).hot_set_by_degree(total as usize).unwrap();
+        assert!(statics.slots_held().is_some() && statics.checked(), "{name}");
+        let cache =
+            Arc::new(PageCache::new(DatasetId::of_path(&path).unwrap(), 2 * total as usize, Policy::S3Fifo, statics));
+        assert!(cache.static_held_slots().is_some());
+        let (mut plain, mut cached) = (open(&path, None), open(&path, Some(cache)));
+        for (seeds, seed) in batches(n) {
+            let seeds: Vec<i64> = seeds.into_iter().filter(|&v| !ds.neighbors(v).unwrap().is_empty()).collect();
+            let got = cached.sample(&seeds, seed).unwrap();
+            assert_eq!(got, plain.sample(&seeds, seed).unwrap(), "{name} batch {seed}");
+            let t = &cached.last_batch;
+            assert!(t.cache_static_hits > 0 && t.reads == 0, "{name} batch {seed}: {t:?}");
+        }
+    }
+}
+
+#[test]
 fn a_corrupt_cached_overflow_page_is_still_refused() {
     // The cache holds bytes as read; a page that changes after it was chosen
     // (here: a forged static entry, in a set of the overflow pages alone)
