@@ -340,13 +340,19 @@ fn narrow_bits(arena_end: usize, lengths: usize) -> Option<u32> {
 }
 
 impl Dense {
-    /// A table for node ids `< nodes` of `entries` (their lengths, their
-    /// bytes ending by `arena_end`), zeroed (all absent).
-    fn new(nodes: usize, lengths: impl Iterator<Item = u32>, arena_end: usize) -> Dense {
+    /// A table for node ids `< nodes` of entries of `lengths` whose bytes
+    /// end by `arena_end`, zeroed (all absent); None (nothing allocated)
+    /// when it would take more than `max_bytes` ([`Dense::bytes`]).
+    fn new(nodes: usize, lengths: impl Iterator<Item = u32>, arena_end: usize, max_bytes: usize) -> Option<Dense> {
         let mut lens: Vec<u32> = lengths.collect();
         lens.sort_unstable();
         lens.dedup();
-        match narrow_bits(arena_end, lens.len()) {
+        let bits = narrow_bits(arena_end, lens.len());
+        let bytes = nodes.saturating_mul(Dense::bytes_per_node(arena_end, lens.len()));
+        if bytes.saturating_add(bits.map_or(0, |_| 4 * lens.len())) > max_bytes {
+            return None;
+        }
+        Some(match bits {
             Some(bits) => {
                 let mut table = vec![0u32; nodes];
                 flashgnn_io::mapped::advise_huge(&mut table);
@@ -357,7 +363,7 @@ impl Dense {
                 flashgnn_io::mapped::advise_huge(&mut table);
                 Dense::Wide(table)
             }
-        }
+        })
     }
 
     /// Bytes per node of a table over `lengths` distinct lengths, its
@@ -651,8 +657,8 @@ impl Statics {
             let of = |k: u64| unkey(k).0 == file;
             let n = kept.iter().filter(|e| of(e.0)).count();
             let len = kept.iter().filter(|e| of(e.0)).map(|e| unkey(e.0).1 as usize + 1).max().unwrap_or(0);
-            let t = Dense::new(len, kept.iter().filter(|e| of(e.0)).map(|e| e.2), end);
-            (n > 0 && t.bytes() <= 2 * hash_bytes(n)).then_some(t)
+            let lengths = kept.iter().filter(|e| of(e.0)).map(|e| e.2);
+            Dense::new(len, lengths, end, 2 * hash_bytes(n)).filter(|_| n > 0)
         };
         let (mut slot_dense, mut row_dense) = (dense_for(slot_file), dense_for(ROW_FILE));
         let mut other = HashMap::default();
@@ -1053,6 +1059,11 @@ mod tests {
                 assert!(c.get_static(key(SLOT_FILE, miss)).is_none(), "node {miss}");
             }
         }
+        // A slot of a node far beyond any table worth having is hashed,
+        // its table never allocated (8 TiB wide, 4 narrow).
+        let far = key(SLOT_FILE, 1 << 40);
+        let c = PageCache::new(id(), 1 << 20, Policy::S3Fifo, vec![(far, Arc::from(vec![3u8; 50]))]);
+        assert!(!c.static_dense() && c.get_static(far) == Some(&[3u8; 50][..]));
         // Narrow while (arena end + 1) << class bits fits a u32 and the
         // lengths are few.
         assert_eq!(narrow_bits((1 << 28) - 2, 14), Some(4));
