@@ -54,9 +54,11 @@
 //! With a tenth of data/ooc cached (140 MiB, int4 rows, hot set by
 //! touches) the batches are device-bound at ~75 K reads/s, so what counts is
 //! the extents the budget buys: 5,547 reads a batch with slots as stored,
-//! 4,299 held, 3,854 with the narrow table too (same run: 11.9-12.4 ->
-//! 15.8-18.1 batches/s), at no CPU cost where everything hits (a third
-//! cached, int8 rows: 27.6-28.0 ms a batch as stored, 26.4-28.1 held).
+//! 4,299 held, 3,854 with the narrow table too, 3,634 once a set whose
+//! index does not fit loses only the entries it must (`Statics::new`; same
+//! run: 9.3-12.7 -> 16.9-17.0 batches/s), at no CPU cost where everything
+//! hits (a third cached, int8 rows: 23.4-25.7 ms a batch as stored,
+//! 23.1-25.4 held).
 //!
 //! Keys are (file, offset) within one dataset, so a cache belongs to the
 //! dataset it was built for: its [`DatasetId`] (canonical directory, the
