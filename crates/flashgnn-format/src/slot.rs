@@ -19,20 +19,31 @@
 //! without overflow stores 0; relation counts sum to the degree; every
 //! relation's edge base plus its count is at most `num_edges`. Neighbor ids
 //! are checked by [`SlotView::inline_ids`].
+//!
+//! [`held`]: the same slot as the cache's static hot set holds it in memory
+//! (no CRC, no original id, ids at the width the node count needs).
 
 use crate::error::{FormatError, Result};
 use crate::layout::{Layout, SLOT_HEADER_BYTES};
 
-/// A decoded, validated slot borrowing the page buffer.
+pub mod held;
+
+/// A decoded, validated slot borrowing the page buffer (or a held slot,
+/// [`held::HeldSlots::decode`]).
 #[derive(Debug, Clone, Copy)]
 pub struct SlotView<'a> {
     pub node: u64,
     pub degree: u32,
     pub original_id: u64,
     pub overflow_first: u64,
+    /// The inline row as stored, or as a static hot set holds it (encoded
+    /// by its row codec: see [`held`]); empty with separate rows.
     pub features: &'a [u8],
+    /// `inline_len` ids of `id_bits` bits each, packed from the lowest bit
+    /// ([`packed_id`]): 32 or 64 are the stored 4- or 8-byte ids.
     inline: &'a [u8],
-    id_bytes: u32,
+    inline_len: u32,
+    id_bits: u32,
     /// Typed graphs: the per-relation counts (`u32` each, the node type's
     /// incoming edge types in order); empty for a homogeneous graph.
     rel: &'a [u8],
@@ -44,7 +55,7 @@ pub struct SlotView<'a> {
 impl<'a> SlotView<'a> {
     /// Number of neighbor ids stored inline.
     pub fn inline_len(&self) -> usize {
-        self.inline.len() / self.id_bytes as usize
+        self.inline_len as usize
     }
     /// Neighbors stored in overflow.
     pub fn overflow_len(&self) -> u64 {
@@ -70,10 +81,12 @@ impl<'a> SlotView<'a> {
     }
 
     /// Decode inline neighbor `i`, checking it against `num_nodes`.
+    /// Errors name the id's place in the slot as stored, however it is held.
     pub fn inline_id(&self, i: usize, layout: &Layout, file: &str) -> Result<u64> {
-        let w = self.id_bytes as usize;
-        let v = read_id(&self.inline[i * w..(i + 1) * w]);
+        debug_assert!(i < self.inline_len());
+        let v = packed_id(self.inline, i, self.id_bits);
         if v >= layout.num_nodes {
+            let w = layout.id_bytes as usize;
             let off = layout.slot_offset(self.node) + layout.inline_ids_offset() as u64 + (i * w) as u64;
             return Err(FormatError::oob(file, off, "neighbor id", v, format!("< num_nodes {}", layout.num_nodes)));
         }
@@ -83,6 +96,33 @@ impl<'a> SlotView<'a> {
     /// All inline neighbors, checked.
     pub fn inline_ids(&self, layout: &Layout, file: &str) -> Result<Vec<u64>> {
         (0..self.inline_len()).map(|i| self.inline_id(i, layout, file)).collect()
+    }
+}
+
+/// Id `i` of `b`, ids of `bits` bits each packed from the lowest bit of
+/// `b[0]` on: 32 and 64 are the stored 4- and 8-byte little-endian ids, any
+/// other width (at most 56, so one 8-byte load holds an id) a held slot's
+/// ([`held`]). Panics (slice bounds) when `b` holds fewer than `i + 1` ids.
+#[inline]
+fn packed_id(b: &[u8], i: usize, bits: u32) -> u64 {
+    match bits {
+        32 => u32::from_le_bytes(b[4 * i..4 * i + 4].try_into().unwrap()) as u64,
+        64 => u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap()),
+        _ => {
+            let bit = i * bits as usize;
+            let at = bit / 8;
+            let word = match b.get(at..at + 8) {
+                Some(w) => u64::from_le_bytes(w.try_into().unwrap()),
+                None => {
+                    // The last ids: fewer than 8 bytes left.
+                    let mut w = [0u8; 8];
+                    let tail = &b[at..];
+                    w[..tail.len()].copy_from_slice(tail);
+                    u64::from_le_bytes(w)
+                }
+            };
+            (word >> (bit % 8)) & ((1u64 << bits) - 1)
+        }
     }
 }
 
@@ -191,11 +231,7 @@ pub fn used_slot_bytes(layout: &Layout, degree: u32) -> usize {
 }
 
 fn decode<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str, check_crc: bool) -> Result<SlotView<'a>> {
-    let base = if node < layout.num_nodes {
-        layout.slot_offset(node)
-    } else {
-        return Err(FormatError::oob(file, 0, "node id", node, format!("< num_nodes {}", layout.num_nodes)));
-    };
+    let base = slot_base(layout, node, file)?;
     // A checked slot may come trimmed to its used bytes (at least the fixed
     // part and an inline row; its exact length is checked below).
     let trimmed = !check_crc && bytes.len() < layout.slot_bytes as usize;
@@ -221,15 +257,7 @@ fn decode<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str, check_crc
     let degree = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
     let original_id = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
     let overflow_first = u64::from_le_bytes(bytes[16..24].try_into().unwrap());
-    if degree as u64 > layout.num_edges {
-        return Err(FormatError::oob(
-            file,
-            base + 4,
-            "degree",
-            degree as u64,
-            format!("<= num_edges {}", layout.num_edges),
-        ));
-    }
+    check_degree(layout, base, file, degree, overflow_first)?;
     if original_id >= layout.num_nodes {
         return Err(FormatError::oob(
             file,
@@ -237,28 +265,6 @@ fn decode<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str, check_crc
             "original id",
             original_id,
             format!("< num_nodes {}", layout.num_nodes),
-        ));
-    }
-    let inline_len = degree.min(layout.inline_cap) as u64;
-    let spill = degree as u64 - inline_len;
-    if spill > 0 {
-        let end = overflow_first.checked_add(spill);
-        if end.is_none_or(|e| e > layout.overflow_entries) {
-            return Err(FormatError::oob(
-                file,
-                base + 16,
-                "overflow range end",
-                end.unwrap_or(u64::MAX),
-                format!("<= overflow_entries {} (first {overflow_first}, count {spill})", layout.overflow_entries),
-            ));
-        }
-    } else if overflow_first != 0 {
-        return Err(FormatError::oob(
-            file,
-            base + 16,
-            "overflow_first",
-            overflow_first,
-            "0 for a node without overflow",
         ));
     }
     let h = SLOT_HEADER_BYTES as usize;
@@ -311,7 +317,55 @@ fn decode<'a>(layout: &Layout, node: u64, bytes: &'a [u8], file: &str, check_crc
         });
     }
     let inline = &bytes[io..used];
-    Ok(SlotView { node, degree, original_id, overflow_first, features, inline, id_bytes: layout.id_bytes, rel, bases })
+    let (inline_len, id_bits) = (degree.min(layout.inline_cap), 8 * layout.id_bytes);
+    Ok(SlotView { node, degree, original_id, overflow_first, features, inline, inline_len, id_bits, rel, bases })
+}
+
+/// Byte offset of node `node`'s slot in `file`, refusing a node beyond the graph.
+fn slot_base(layout: &Layout, node: u64, file: &str) -> Result<u64> {
+    if node < layout.num_nodes {
+        Ok(layout.slot_offset(node))
+    } else {
+        Err(FormatError::oob(file, 0, "node id", node, format!("< num_nodes {}", layout.num_nodes)))
+    }
+}
+
+/// The checks on a slot's degree and overflow range (the slot at `base` of
+/// `file`), shared by stored and held slots: `degree <= num_edges`; a node
+/// with `degree > inline_cap` has its `degree - inline_cap` overflow entries
+/// inside `[0, overflow_entries)`; a node without overflow stores 0.
+fn check_degree(layout: &Layout, base: u64, file: &str, degree: u32, overflow_first: u64) -> Result<()> {
+    if degree as u64 > layout.num_edges {
+        return Err(FormatError::oob(
+            file,
+            base + 4,
+            "degree",
+            degree as u64,
+            format!("<= num_edges {}", layout.num_edges),
+        ));
+    }
+    let spill = degree as u64 - degree.min(layout.inline_cap) as u64;
+    if spill > 0 {
+        let end = overflow_first.checked_add(spill);
+        if end.is_none_or(|e| e > layout.overflow_entries) {
+            return Err(FormatError::oob(
+                file,
+                base + 16,
+                "overflow range end",
+                end.unwrap_or(u64::MAX),
+                format!("<= overflow_entries {} (first {overflow_first}, count {spill})", layout.overflow_entries),
+            ));
+        }
+    } else if overflow_first != 0 {
+        return Err(FormatError::oob(
+            file,
+            base + 16,
+            "overflow_first",
+            overflow_first,
+            "0 for a node without overflow",
+        ));
+    }
+    Ok(())
 }
 
 /// Strict check used by `verify`: bytes after the inline ids, and those

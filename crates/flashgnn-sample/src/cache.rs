@@ -47,6 +47,19 @@
 //! still bound-checked. Those CRCs were a fifth of a cached batch's CPU on
 //! data/ooc (docs/benchmarks.md).
 //!
+//! Such a set holds a homogeneous dataset's slots re-encoded, too
+//! ([`HeldSlots`]: no CRC, no original id, no padding, inline ids at the
+//! bits the node count needs), decoded on a hit into the view the stored
+//! slot gives; its dense slot table then takes a `u32` a node (`Dense`).
+//! With a tenth of data/ooc cached (140 MiB, int4 rows, hot set by
+//! touches) the batches are device-bound at ~75 K reads/s, so what counts is
+//! the extents the budget buys: 5,547 reads a batch with slots as stored,
+//! 4,299 held, 3,854 with the narrow table too, 3,634 once a set whose
+//! index does not fit loses only the entries it must (`Statics::new`; same
+//! run: 9.3-12.7 -> 16.9-17.0 batches/s), at no CPU cost where everything
+//! hits (a third cached, int8 rows: 23.4-25.7 ms a batch as stored,
+//! 23.1-25.4 held).
+//!
 //! Keys are (file, offset) within one dataset, so a cache belongs to the
 //! dataset it was built for: its [`DatasetId`] (canonical directory, the
 //! format-v2 dataset id — random per build — and the manifest's CRC32C of
@@ -302,8 +315,117 @@ fn unpack(p: u64) -> (usize, usize) {
     ((p & ((1 << 40) - 1)) as usize, (p >> 40) as usize)
 }
 
-/// Bytes per node of the dense slot table (one packed `u64`).
-const DENSE_BYTES_PER_NODE: usize = 8;
+/// A node-keyed dense table (slots, typed rows): node id → where its entry
+/// lies in the arena, one memory access per hit.
+///
+/// Wide, a packed `u64` ([`pack`]) per node; or narrow, a `u32` per node
+/// when the table's entries come in few lengths (held slots: one per degree
+/// up to the inline capacity, and one for every spilled slot) and the arena
+/// is small enough: `(offset + 1) << bits | class`, `class` an index into
+/// the table's lengths. On data/ooc (2.1 M nodes) the slot table is 8.4 MiB
+/// narrow against 16.8 wide: 6 % of a 140 MiB budget, which buys hot slots.
+/// 0 = absent either way.
+enum Dense {
+    Wide(Vec<u64>),
+    Narrow { table: Vec<u32>, lens: Vec<u32>, bits: u32 },
+}
+
+/// Distinct lengths a narrow table's class takes at most.
+const NARROW_LENGTHS_MAX: usize = 64;
+
+/// Class bits of a narrow table of entries in `lengths` distinct lengths
+/// whose bytes end by `arena_end`; None when it must be wide.
+fn narrow_bits(arena_end: usize, lengths: usize) -> Option<u32> {
+    let bits = usize::BITS - lengths.saturating_sub(1).leading_zeros();
+    let fits = (arena_end as u64 + 1) << bits <= u32::MAX as u64;
+    (lengths <= NARROW_LENGTHS_MAX && fits).then_some(bits)
+}
+
+impl Dense {
+    /// A table for node ids `< nodes` of entries of `lengths` whose bytes
+    /// end by `arena_end`, zeroed (all absent); None (nothing allocated)
+    /// when it would take more than `max_bytes` ([`Dense::bytes`]).
+    fn new(nodes: usize, lengths: impl Iterator<Item = u32>, arena_end: usize, max_bytes: usize) -> Option<Dense> {
+        let mut lens: Vec<u32> = lengths.collect();
+        lens.sort_unstable();
+        lens.dedup();
+        let bits = narrow_bits(arena_end, lens.len());
+        let bytes = nodes.saturating_mul(Dense::bytes_per_node(arena_end, lens.len()));
+        if bytes.saturating_add(bits.map_or(0, |_| 4 * lens.len())) > max_bytes {
+            return None;
+        }
+        Some(match bits {
+            Some(bits) => {
+                let mut table = vec![0u32; nodes];
+                flashgnn_io::mapped::advise_huge(&mut table);
+                Dense::Narrow { table, lens, bits }
+            }
+            None => {
+                let mut table = vec![0u64; nodes];
+                flashgnn_io::mapped::advise_huge(&mut table);
+                Dense::Wide(table)
+            }
+        })
+    }
+
+    /// Bytes per node of a table over `lengths` distinct lengths, its
+    /// entries ending by `arena_end`.
+    fn bytes_per_node(arena_end: usize, lengths: usize) -> usize {
+        if narrow_bits(arena_end, lengths).is_some() {
+            4
+        } else {
+            8
+        }
+    }
+
+    /// Bytes the table holds.
+    fn bytes(&self) -> usize {
+        match self {
+            Dense::Wide(t) => t.len() * 8,
+            Dense::Narrow { table, lens, .. } => table.len() * 4 + lens.len() * 4,
+        }
+    }
+
+    /// Record `id`'s entry at `off..off + len` (`len` one of the lengths
+    /// the table was made for).
+    fn set(&mut self, id: usize, off: usize, len: u32) {
+        match self {
+            Dense::Wide(t) => t[id] = pack(off, len as usize),
+            Dense::Narrow { table, lens, bits } => {
+                let class = lens.binary_search(&len).expect("a length the table was made for");
+                table[id] = ((off as u32 + 1) << *bits) | class as u32;
+            }
+        }
+    }
+
+    /// Where `id`'s entry lies (None: absent, or beyond the table).
+    #[inline]
+    fn get(&self, id: usize) -> Option<(usize, usize)> {
+        match self {
+            Dense::Wide(t) => Some(*t.get(id)?).filter(|&p| p != 0).map(unpack),
+            Dense::Narrow { table, lens, bits } => {
+                let e = *table.get(id)?;
+                if e == 0 {
+                    return None;
+                }
+                let len = *lens.get((e & ((1 << *bits) - 1)) as usize)?;
+                Some(((e >> *bits) as usize - 1, len as usize))
+            }
+        }
+    }
+
+    /// Hint the CPU to fetch `id`'s table entry.
+    #[inline]
+    fn prefetch(&self, id: usize) {
+        let entry = match self {
+            Dense::Wide(t) => t.get(id).map(|e| e as *const u64 as *const u8),
+            Dense::Narrow { table, .. } => table.get(id).map(|e| e as *const u32 as *const u8),
+        };
+        if let Some(p) = entry {
+            crate::neighbor::prefetch(p, 4);
+        }
+    }
+}
 
 /// Index bytes of a static hash map of `n` entries: hashbrown's
 /// power-of-two bucket count at 7/8 load, 16 B (key, packed extent) plus a
@@ -317,14 +439,22 @@ fn hash_bytes(n: usize) -> usize {
 }
 
 /// What choosing a static hot set charges per entry on top of its bytes
-/// ([`crate::hot`]), an estimate of the index: the dense table costs 8 B per
-/// node up to the highest cached id — 24 B per entry when a third of the
+/// ([`crate::hot`]), an estimate of the index: a wide dense table costs 8 B
+/// per node up to the highest cached id — 24 B per entry when a third of the
 /// nodes are hot. The index actually built is charged exactly when the cache
 /// is made ([`PageCache::new`] trims the set until bytes + index fit), so the
 /// budget stays a bound on memory either way. (Against [`ENTRY_OVERHEAD`]'s
 /// 96 B for a dynamic entry — hash slot, queue slot, `Arc` header — this
-/// fits ~12 % more 600 B slots in the same bytes.)
+/// fits ~12 % more 600 B slots in the same bytes.) A narrow table (`Dense`)
+/// costs half: [`static_entry_overhead`].
 pub const STATIC_ENTRY_OVERHEAD: usize = 24;
+
+/// [`STATIC_ENTRY_OVERHEAD`] for a static set of at most `budget` bytes
+/// whose slots come in at most `slot_lengths` lengths: 3 x the dense table's
+/// bytes per node.
+pub fn static_entry_overhead(budget: usize, slot_lengths: usize) -> usize {
+    STATIC_ENTRY_OVERHEAD / 8 * Dense::bytes_per_node(budget, slot_lengths)
+}
 
 /// The static hot set as built: extents hottest first, their bytes in one
 /// arena (no per-entry allocation: 250 k slot entries as separate `Arc`s cost
@@ -348,6 +478,10 @@ pub struct StaticSet {
     /// or longer than its row is encoded, see `crate::rowcodec`); None: as
     /// stored. Set only by the sampler's own loader, cleared by `put_at`.
     row_codec: Option<RowCodec>,
+    /// Every slot entry is held re-encoded by this ([`HeldSlots`]: no CRC,
+    /// no original id, ids at the node count's width); None: as stored.
+    /// Set only by the sampler's own loader, cleared by `put_at`.
+    held_slots: Option<HeldSlots>,
 }
 
 impl StaticSet {
@@ -358,7 +492,14 @@ impl StaticSet {
         // applies before the first write. Served at random (`Statics::get`).
         let mut arena = vec![0; capacity];
         flashgnn_io::mapped::advise_huge(&mut arena);
-        StaticSet { arena, entries: Vec::new(), checked: false, packed_overflow: false, row_codec: None }
+        StaticSet {
+            arena,
+            entries: Vec::new(),
+            checked: false,
+            packed_overflow: false,
+            row_codec: None,
+            held_slots: None,
+        }
     }
     /// Record extent `key` at `off..off + data.len()` of the arena (each
     /// caller-chosen range used once; entries are kept in the order put).
@@ -368,6 +509,7 @@ impl StaticSet {
         self.checked = false;
         self.packed_overflow = false;
         self.row_codec = None;
+        self.held_slots = None;
     }
     /// Every slot and overflow page entry was just checked (see `checked`);
     /// a later `put_at` clears this again.
@@ -394,6 +536,14 @@ impl StaticSet {
     /// The codec this set's typed rows are held in; None: as stored.
     pub fn row_codec(&self) -> Option<RowCodec> {
         self.row_codec
+    }
+    /// Every slot entry was held by the loader as `held` (see `held_slots`).
+    pub(crate) fn mark_slots_held(&mut self, held: Option<HeldSlots>) {
+        self.held_slots = held;
+    }
+    /// How this set's slots are held; None: as stored.
+    pub fn slots_held(&self) -> Option<HeldSlots> {
+        self.held_slots
     }
     /// Order entries by arena offset: when filled in any order at offsets
     /// laid out hottest first, this restores hottest first.
@@ -438,13 +588,15 @@ struct Statics {
     packed_overflow: bool,
     /// [`StaticSet::row_codec`] of the set this was built from.
     row_codec: Option<RowCodec>,
-    /// Slots (`file == neighbor::F_SLOT`, offset = node id) → packed extent,
-    /// indexed by node id; used when it costs at most twice a hash map of
-    /// the same slots (see `Statics::build`). Charged to the budget exactly.
-    slot_dense: Vec<u64>,
+    /// [`StaticSet::slots_held`] of the set this was built from.
+    held_slots: Option<HeldSlots>,
+    /// Slots (`file == neighbor::F_SLOT`, offset = node id) → where each
+    /// lies, indexed by node id; used when it costs at most twice a hash map
+    /// of the same slots (see `Statics::build`). Charged to the budget exactly.
+    slot_dense: Option<Dense>,
     /// The same for typed rows (`file == neighbor::F_TYPE_ROW`, offset =
     /// global node id).
-    row_dense: Vec<u64>,
+    row_dense: Option<Dense>,
     /// Everything not in a dense table: key → packed extent.
     other: HashMap<u64, u64>,
     entries: usize,
@@ -454,13 +606,19 @@ impl Statics {
     /// The longest prefix of `set` (hottest first) whose bytes plus the
     /// index built over it fit `budget`; returns it with the bytes charged.
     fn new(set: StaticSet, budget: usize, slot_file: u16) -> (Statics, usize) {
+        // The chooser's estimate (`static_entry_overhead`), from the lengths
+        // the set's slots come in.
+        let mut lens: Vec<u32> = set.entries.iter().filter(|e| unkey(e.0).0 == slot_file).map(|e| e.2).collect();
+        lens.sort_unstable();
+        lens.dedup();
+        let overhead = static_entry_overhead(set.arena.len().min(budget), lens.len());
         let mut keep = 0;
         let mut est = 0;
         for &(_, _, len) in &set.entries {
-            if est + len as usize + STATIC_ENTRY_OVERHEAD > budget {
+            if est + len as usize + overhead > budget {
                 break;
             }
-            est += len as usize + STATIC_ENTRY_OVERHEAD;
+            est += len as usize + overhead;
             keep += 1;
         }
         loop {
@@ -480,9 +638,18 @@ impl Statics {
                 statics.checked = set.checked;
                 statics.packed_overflow = set.packed_overflow;
                 statics.row_codec = set.row_codec;
+                statics.held_slots = set.held_slots;
                 return (statics, if keep == 0 { 0 } else { bytes });
             }
-            keep -= (keep / 64).max(1);
+            // Drop the coldest entries whose bytes cover the excess: the
+            // index only shrinks with them, so the next build fits. (Cutting
+            // a 64th at a time left 3.6 MB of a 140 MiB budget unused on
+            // data/ooc, a 24th of the set's slots.)
+            let mut excess = bytes - budget;
+            while keep > 0 && excess > 0 {
+                keep -= 1;
+                excess = excess.saturating_sub(set.entries[keep].2 as usize);
+            }
         }
     }
 
@@ -495,36 +662,34 @@ impl Statics {
         // twice what hashing its entries would: one memory access per hit
         // instead of a probe (on a 1 M-node graph with ~200 k hot slots,
         // 8.4 MB against 4.5 MB — 2 % of a 192 MiB budget).
-        let dense_for = |file: u16| -> Vec<u64> {
+        let end = kept.iter().map(|&(_, off, len)| off + len as usize).max().unwrap_or(0);
+        let dense_for = |file: u16| -> Option<Dense> {
             let of = |k: u64| unkey(k).0 == file;
             let n = kept.iter().filter(|e| of(e.0)).count();
             let len = kept.iter().filter(|e| of(e.0)).map(|e| unkey(e.0).1 as usize + 1).max().unwrap_or(0);
-            if n == 0 || len.saturating_mul(DENSE_BYTES_PER_NODE) > 2 * hash_bytes(n) {
-                return Vec::new();
-            }
-            let mut t = vec![0u64; len];
-            flashgnn_io::mapped::advise_huge(&mut t);
-            t
+            let lengths = kept.iter().filter(|e| of(e.0)).map(|e| e.2);
+            Dense::new(len, lengths, end, 2 * hash_bytes(n)).filter(|_| n > 0)
         };
         let (mut slot_dense, mut row_dense) = (dense_for(slot_file), dense_for(ROW_FILE));
         let mut other = HashMap::default();
         for &(k, off, len) in kept {
-            let p = pack(off, len as usize);
             let (file, id) = unkey(k);
-            match file {
-                f if f == slot_file && !slot_dense.is_empty() => slot_dense[id as usize] = p,
-                ROW_FILE if !row_dense.is_empty() => row_dense[id as usize] = p,
+            match (file, slot_dense.as_mut(), row_dense.as_mut()) {
+                (f, Some(t), _) if f == slot_file => t.set(id as usize, off, len),
+                (ROW_FILE, _, Some(t)) => t.set(id as usize, off, len),
                 _ => {
-                    other.insert(k, p);
+                    other.insert(k, pack(off, len as usize));
                 }
             }
         }
-        let index = (slot_dense.len() + row_dense.len()) * DENSE_BYTES_PER_NODE + hash_bytes(other.len());
+        let tables = [&slot_dense, &row_dense].iter().map(|t| t.as_ref().map_or(0, Dense::bytes)).sum::<usize>();
+        let index = tables + hash_bytes(other.len());
         let statics = Statics {
             arena: Vec::new(),
             checked: false,
             packed_overflow: false,
             row_codec: None,
+            held_slots: None,
             slot_dense,
             row_dense,
             other,
@@ -542,16 +707,14 @@ impl Statics {
     #[inline]
     fn extent(&self, k: u64, slot_file: u16) -> Option<std::ops::Range<usize>> {
         let (file, offset) = unkey(k);
-        let p = match file {
-            f if f == slot_file && !self.slot_dense.is_empty() => *self.slot_dense.get(offset as usize)?,
-            ROW_FILE if !self.row_dense.is_empty() => *self.row_dense.get(offset as usize)?,
-            _ => *self.other.get(&k)?,
+        let (off, len) = match (file, &self.slot_dense, &self.row_dense) {
+            (f, Some(t), _) if f == slot_file => t.get(offset as usize)?,
+            (ROW_FILE, _, Some(t)) => t.get(offset as usize)?,
+            _ => unpack(*self.other.get(&k)?),
         };
-        if p == 0 {
-            return None;
-        }
-        let (off, len) = unpack(p);
-        Some(off..off + len)
+        // Within the arena (a narrow table's offset and length are not
+        // packed together: never trust their sum).
+        Some(off..off + len).filter(|r| r.end <= self.arena.len())
     }
 }
 
@@ -580,6 +743,7 @@ fn lock(d: &Mutex<Dynamic>) -> std::sync::MutexGuard<'_, Dynamic> {
 /// Cache file indices of single slots and of typed rows, the keys the dense tables serve.
 use crate::neighbor::{F_SLOT as SLOT_FILE, F_TYPE_ROW as ROW_FILE};
 use crate::rowcodec::RowCodec;
+use flashgnn_format::slot::held::HeldSlots;
 
 /// The shared cache. Create once, wrap in an `Arc`, pass to every sampler
 /// through [`crate::SamplerConfig::cache`].
@@ -622,7 +786,7 @@ impl std::fmt::Debug for PageCache {
             .field("dataset", &self.id)
             .field("budget", &self.budget)
             .field("static_entries", &self.statics.entries)
-            .field("static_dense", &!self.statics.slot_dense.is_empty())
+            .field("static_dense", &self.statics.slot_dense.is_some())
             .field("static_bytes", &self.static_bytes)
             .finish()
     }
@@ -678,9 +842,13 @@ impl PageCache {
     pub fn static_row_codec(&self) -> Option<RowCodec> {
         self.statics.row_codec
     }
+    /// How the static set holds its slots ([`HeldSlots`]; None: as stored).
+    pub fn static_held_slots(&self) -> Option<HeldSlots> {
+        self.statics.held_slots
+    }
     /// Whether slots of the static set are found through the dense table.
     pub fn static_dense(&self) -> bool {
-        !self.statics.slot_dense.is_empty()
+        self.statics.slot_dense.is_some()
     }
     pub fn dynamic_bytes(&self) -> usize {
         self.dynamic.iter().map(|d| lock(d).held()).sum()
@@ -726,8 +894,8 @@ impl PageCache {
     /// expansion before any is looked up.
     #[inline]
     pub fn prefetch_slot_index(&self, v: u64) {
-        if let Some(e) = self.statics.slot_dense.get(v as usize) {
-            crate::neighbor::prefetch(e as *const u64 as *const u8, 8);
+        if let Some(t) = &self.statics.slot_dense {
+            t.prefetch(v as usize);
         }
     }
 
@@ -735,8 +903,8 @@ impl PageCache {
     /// looks up its row besides (or, at the last hop, instead of) its slot.
     #[inline]
     pub fn prefetch_row_index(&self, v: u64) {
-        if let Some(e) = self.statics.row_dense.get(v as usize) {
-            crate::neighbor::prefetch(e as *const u64 as *const u8, 8);
+        if let Some(t) = &self.statics.row_dense {
+            t.prefetch(v as usize);
         }
     }
 
@@ -871,6 +1039,79 @@ mod tests {
                 assert!(c.get_static(miss).is_none(), "key {miss:#x}");
             }
         }
+    }
+
+    #[test]
+    fn a_narrow_slot_table_gives_what_a_wide_one_does_at_half_the_bytes() {
+        // Slots in 7 lengths (narrow: 4 B a node) or 100 (wide: 8 B), at
+        // offsets past 2^24 (zeroed, untouched arena bytes before them):
+        // every slot comes back byte for byte either way, every other id
+        // misses, and the index charged is the table's bytes.
+        for (lengths, narrow) in [(7u64, true), (100, false)] {
+            let v: Vec<(u64, Arc<[u8]>)> = (0..500u64)
+                .map(|i| (key(SLOT_FILE, 2 * i), Arc::from(vec![(i % 251) as u8 + 1; 40 + (i % lengths) as usize])))
+                .collect();
+            let data: usize = v.iter().map(|(_, d)| d.len()).sum();
+            let mut set = StaticSet::with_capacity((1 << 24) + data);
+            let mut off = 1 << 24;
+            for (k, d) in &v {
+                set.put_at(*k, off, d);
+                off += d.len();
+            }
+            let c = PageCache::new(id(), 1 << 30, Policy::S3Fifo, set);
+            assert_eq!(matches!(c.statics.slot_dense, Some(Dense::Narrow { .. })), narrow, "{lengths} lengths");
+            let table = 999 * if narrow { 4 } else { 8 } + if narrow { 4 * lengths as usize } else { 0 };
+            assert_eq!(c.static_bytes(), data + table);
+            for (k, d) in &v {
+                assert_eq!(c.get_static(*k), Some(&d[..]), "key {k:#x}");
+            }
+            for miss in [1, 999, 1000, u32::MAX as u64] {
+                assert!(c.get_static(key(SLOT_FILE, miss)).is_none(), "node {miss}");
+            }
+        }
+        // A slot of a node far beyond any table worth having is hashed,
+        // its table never allocated (8 TiB wide, 4 narrow).
+        let far = key(SLOT_FILE, 1 << 40);
+        let c = PageCache::new(id(), 1 << 20, Policy::S3Fifo, vec![(far, Arc::from(vec![3u8; 50]))]);
+        assert!(!c.static_dense() && c.get_static(far) == Some(&[3u8; 50][..]));
+        // Narrow while (arena end + 1) << class bits fits a u32 and the
+        // lengths are few.
+        assert_eq!(narrow_bits((1 << 28) - 2, 14), Some(4));
+        assert_eq!(narrow_bits((1 << 28) - 1, 14), None);
+        assert_eq!(narrow_bits(u32::MAX as usize - 1, 1), Some(0));
+        assert_eq!(narrow_bits(100, NARROW_LENGTHS_MAX + 1), None);
+        assert_eq!(static_entry_overhead(140 << 20, 14), STATIC_ENTRY_OVERHEAD / 2);
+        assert_eq!(static_entry_overhead(457 << 20, 14), STATIC_ENTRY_OVERHEAD);
+    }
+
+    #[test]
+    fn a_narrow_entry_past_the_arena_is_a_miss_not_a_panic() {
+        // A table entry whose offset and length (kept apart) would reach
+        // past the arena: served as absent (the slot is read instead).
+        let v: Vec<(u64, Arc<[u8]>)> = (0..4u64).map(|i| (key(SLOT_FILE, i), Arc::from(vec![7u8; 64]))).collect();
+        let mut c = PageCache::new(id(), 1 << 20, Policy::S3Fifo, v);
+        let Some(Dense::Narrow { table, bits, .. }) = c.statics.slot_dense.as_mut() else { panic!("narrow") };
+        table[3] = (1000 << *bits) | (table[3] & ((1 << *bits) - 1));
+        assert!(c.get_static(key(SLOT_FILE, 3)).is_none());
+        assert_eq!(c.get_static(key(SLOT_FILE, 2)).map(|d| d.len()), Some(64));
+    }
+
+    #[test]
+    fn a_set_whose_index_does_not_fit_loses_only_the_entries_it_must() {
+        // 640 slots of 100 B, hashed (a node in 1000): the estimate (12 B
+        // an entry) keeps them all, the hash map (17 KiB) does not fit
+        // beside them. The coldest are dropped until it does, and no whole
+        // entry more: under 100 B of the budget is left unused.
+        let v: Vec<(u64, Arc<[u8]>)> =
+            (0..640u64).map(|i| (key(SLOT_FILE, i * 1000), Arc::from(vec![i as u8; 100]))).collect();
+        let budget = 640 * (100 + 12);
+        let c = PageCache::new(id(), budget, Policy::S3Fifo, v);
+        assert!(!c.static_dense() && c.static_entries() < 640);
+        assert!(c.static_bytes() <= budget && budget - c.static_bytes() < 100, "{} of {budget}", c.static_bytes());
+        let n = c.static_entries() as u64;
+        assert!(
+            c.get_static(key(SLOT_FILE, (n - 1) * 1000)).is_some() && c.get_static(key(SLOT_FILE, n * 1000)).is_none()
+        );
     }
 
     #[test]

@@ -45,11 +45,12 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use flashgnn_format::layout::{check_overflow_page, FeaturePlacement, Layout};
+use flashgnn_format::slot::held::HeldSlots;
 use flashgnn_format::slot::{decode_slot, used_slot_bytes};
 use flashgnn_io::aligned::AlignedBuf;
 use flashgnn_io::engine::{Done, ReadReq};
 
-use crate::cache::{self, StaticSet, STATIC_ENTRY_OVERHEAD};
+use crate::cache::{self, StaticSet};
 use crate::neighbor::{NeighborSampler, RowAt, F_FEATURES, F_GRAPH, F_OVERFLOW, F_SLOT, F_TYPE_ROW};
 use crate::packed;
 use crate::Result;
@@ -131,11 +132,16 @@ struct TopExtents {
     /// ([`NeighborSampler::overflow_held`]); `page_size`: raw pages.
     overflow_held: Vec<u32>,
     page_size: u32,
+    /// Index bytes charged per extent ([`cache::static_entry_overhead`]:
+    /// slots come in at most `inline_cap + 2` lengths, one per degree up to
+    /// the inline capacity and one when spilled).
+    overhead: usize,
 }
 
 impl TopExtents {
     fn new(budget: usize, overflow_held: Vec<u32>, l: &Layout) -> Self {
-        TopExtents { heap: BinaryHeap::new(), bytes: 0, budget, overflow_held, page_size: l.page_size }
+        let overhead = cache::static_entry_overhead(budget, l.inline_cap as usize + 2);
+        TopExtents { heap: BinaryHeap::new(), bytes: 0, budget, overflow_held, page_size: l.page_size, overhead }
     }
     /// An extent of `len` bytes on disk, ranked by the bytes it is held in.
     fn offer(&mut self, score: f64, file: u16, offset: u64, len: u32) {
@@ -153,7 +159,7 @@ impl TopExtents {
         if score.is_nan() || score <= 0.0 {
             return;
         }
-        let cost = held as usize + STATIC_ENTRY_OVERHEAD;
+        let cost = held as usize + self.overhead;
         if cost > self.budget {
             return;
         }
@@ -170,7 +176,7 @@ impl TopExtents {
         self.bytes += cost;
         while self.bytes > self.budget {
             let Reverse(c) = self.heap.pop().expect("non-empty");
-            self.bytes -= c.cost as usize + STATIC_ENTRY_OVERHEAD;
+            self.bytes -= c.cost as usize + self.overhead;
         }
     }
     /// Hottest first.
@@ -191,15 +197,14 @@ struct HomoHeld {
     /// Bytes a separate row is held in when held encoded (the row alone,
     /// not its sector extent).
     separate: Option<u32>,
+    /// How slots are held (None: as stored, trimmed of their padding).
+    slots: Option<HeldSlots>,
 }
 
 impl HomoHeld {
-    /// A slot whose used bytes (as stored) are `used`.
-    fn slot(self, used: usize) -> u32 {
-        match self.inline {
-            Some((rb, held)) => (used as u32 - rb) + held,
-            None => used as u32,
-        }
+    /// Bytes a slot of `degree` is held in.
+    fn slot(self, l: &Layout, degree: u32) -> u32 {
+        self.slots.map_or(used_slot_bytes(l, degree), |h| h.len(l, degree)) as u32
     }
 }
 
@@ -218,6 +223,7 @@ impl NeighborSampler {
         HomoHeld {
             inline: held.filter(|_| inline).map(|(rb, h)| (rb as u32, h as u32)),
             separate: held.filter(|_| !inline).map(|(_, h)| h as u32),
+            slots: self.hot_held_slots(),
         }
     }
 
@@ -488,35 +494,43 @@ impl NeighborSampler {
             Ok(())
         })?;
         if !slot_rank.is_empty() {
-            let mut held_slot = Vec::with_capacity(l.slot_bytes as usize);
+            let (mut row, mut held_slot) = (Vec::new(), Vec::with_capacity(l.slot_bytes as usize));
+            let original_of = self.originals();
             left_out += self.scan_slots_with(true, |v, bytes| {
-                if let Some(&r) = slot_rank.get(&v) {
-                    // Held trimmed of its zero padding (`decode_checked_slot` takes it so).
-                    let slot = decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?;
-                    let used = used_slot_bytes(&l, slot.degree);
-                    let held = homo.slot(used) as usize;
-                    if held > chosen[r].cost as usize {
-                        return Err(crate::SampleError::Config(format!(
-                            "hot set: slot of node {v} holds {held} B, {} B were set aside",
-                            chosen[r].cost
-                        )));
-                    }
-                    match homo.inline {
-                        // The inline row held encoded, first; then the slot
-                        // without it (`neighbor::held_slot_layout`).
-                        Some(_) => {
-                            held_slot.clear();
-                            if !codec.expect("a codec").encode(l.feature_dtype, slot.features, &mut held_slot) {
-                                return Ok(()); // not carried by the codec: left out, read as usual
-                            }
-                            let row_at = l.inline_feature_offset() as usize;
-                            held_slot.extend_from_slice(&bytes[..row_at]);
-                            held_slot.extend_from_slice(&bytes[row_at + slot.features.len()..used]);
-                            debug_assert_eq!(held_slot.len(), held);
-                            out.put_at(cache::key(F_SLOT, v), at[r], &held_slot);
+                let Some(&r) = slot_rank.get(&v) else { return Ok(()) };
+                let slot = decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?;
+                let held = homo.slot(&l, slot.degree) as usize;
+                if held > chosen[r].cost as usize {
+                    return Err(crate::SampleError::Config(format!(
+                        "hot set: slot of node {v} holds {held} B, {} B were set aside",
+                        chosen[r].cost
+                    )));
+                }
+                let Some(h) = homo.slots else {
+                    // Typed: held as stored, trimmed of its zero padding
+                    // (`decode_checked_slot` takes it so).
+                    out.put_at(cache::key(F_SLOT, v), at[r], &bytes[..held]);
+                    return Ok(());
+                };
+                // A held slot has no original id: one that differs from
+                // node_order.npy's is left out, and refused when read.
+                if slot.original_id != original_of(v) {
+                    return Ok(());
+                }
+                let row = match homo.inline {
+                    Some(_) => {
+                        row.clear();
+                        if !codec.expect("a codec").encode(l.feature_dtype, slot.features, &mut row) {
+                            return Ok(()); // not carried by the codec: left out, read as usual
                         }
-                        None => out.put_at(cache::key(F_SLOT, v), at[r], &bytes[..used]),
+                        &row[..]
                     }
+                    None => slot.features,
+                };
+                held_slot.clear();
+                // An id the held width cannot carry is left out (refused when read).
+                if h.encode(&l, &slot, row, &mut held_slot) {
+                    out.put_at(cache::key(F_SLOT, v), at[r], &held_slot);
                 }
                 Ok(())
             })?;
@@ -538,6 +552,7 @@ impl NeighborSampler {
             out.mark_overflow_packed();
         }
         out.mark_row_codec(codec);
+        out.mark_slots_held(homo.slots);
         Ok(out)
     }
 
@@ -561,7 +576,7 @@ impl NeighborSampler {
         self.scan_slots_with(true, |v, bytes| {
             let slot = decode_slot(&l, v, bytes, &files[F_GRAPH as usize])?;
             let d = slot.degree as f64;
-            top.offer_held(d, F_SLOT, v, l.slot_bytes, homo.slot(used_slot_bytes(&l, slot.degree)));
+            top.offer_held(d, F_SLOT, v, l.slot_bytes, homo.slot(&l, slot.degree));
             if separate {
                 let (lo, len, _) = l.feature_extent(v);
                 top.offer_held(d, F_FEATURES, lo, len, homo.separate.unwrap_or(len));
@@ -694,7 +709,7 @@ impl NeighborSampler {
                 let vi = v as usize;
                 let expanded: f64 = (0..k).map(|g| r_all[g][vi] as f64).sum();
                 let reached = expanded + sum as f64;
-                let held = homo.slot(used_slot_bytes(&l, slot.degree));
+                let held = homo.slot(&l, slot.degree);
                 top.offer_held(once(if separate { expanded } else { reached }), F_SLOT, v, l.slot_bytes, held);
                 if separate {
                     let (lo, len, _) = l.feature_extent(v);
@@ -747,14 +762,15 @@ impl NeighborSampler {
         }
         let counts = self.record_accesses(false);
         r?;
+        let l = self.layout().clone();
         let mut top = TopExtents::new(budget, self.overflow_held()?, self.layout());
         let (rows, held, homo) = (self.row_finder(), self.typed_row_held(), self.homo_held());
         for (key, (len, n)) in counts {
             let (file, offset) = cache::unkey(key);
             match rows.as_ref().filter(|_| file == F_TYPE_ROW).and_then(|r| r.row(offset)) {
                 Some(r) => top.offer_held(n as f64, file, offset, len, held(&r)),
-                // A slot is counted at its full bytes (its degree is not known here).
-                None if file == F_SLOT => top.offer_held(n as f64, file, offset, len, homo.slot(len as usize)),
+                // A slot is charged as a spilled one (its degree is not known here).
+                None if file == F_SLOT => top.offer_held(n as f64, file, offset, len, homo.slot(&l, l.inline_cap + 1)),
                 None if file == F_FEATURES => top.offer_held(n as f64, file, offset, len, homo.separate.unwrap_or(len)),
                 None => top.offer(n as f64, file, offset, len),
             }

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use flashgnn_build::{FeatureLayout, Reorder};
+use flashgnn_format::slot::held::HeldSlots;
 use flashgnn_io::engine::EngineKind;
 use flashgnn_sample::{DatasetId, NeighborSampler, PageCache, Policy, SamplerConfig};
 use flashgnn_testing::{rmat_dataset, tempdir};
@@ -106,15 +107,46 @@ fn any_cache_gives_identical_batches_within_budget() {
 }
 
 #[test]
+fn held_slots_give_the_uncached_batches_on_a_reordered_graph() {
+    // The static set holds slots re-encoded, without their original ids
+    // (the loader matched each against node_order.npy): on a graph whose
+    // internal ids are not its original ids, with inline or separate rows,
+    // every batch is the uncached one, and seeds with neighbors (an
+    // isolated node's slot scores nothing by degree) read nothing at all.
+    let tmp = tempdir();
+    for (name, layout) in [("inline", FeatureLayout::Inline), ("separate", FeatureLayout::Separate)] {
+        let path = rmat_dataset(tmp.path(), name, layout, Reorder::Degree, 16);
+        let ds = flashgnn_store::Dataset::open(&path).unwrap();
+        let n = ds.num_nodes() as i64;
+        let total = std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum::<u64>();
+        let statics = open(&path, None).hot_set_by_degree(total as usize).unwrap();
+        assert!(statics.slots_held().is_some() && statics.checked(), "{name}");
+        let cache =
+            Arc::new(PageCache::new(DatasetId::of_path(&path).unwrap(), 2 * total as usize, Policy::S3Fifo, statics));
+        assert!(cache.static_held_slots().is_some());
+        let (mut plain, mut cached) = (open(&path, None), open(&path, Some(cache)));
+        for (seeds, seed) in batches(n) {
+            let seeds: Vec<i64> = seeds.into_iter().filter(|&v| !ds.neighbors(v).unwrap().is_empty()).collect();
+            let got = cached.sample(&seeds, seed).unwrap();
+            assert_eq!(got, plain.sample(&seeds, seed).unwrap(), "{name} batch {seed}");
+            let t = &cached.last_batch;
+            assert!(t.cache_static_hits > 0 && t.reads == 0, "{name} batch {seed}: {t:?}");
+        }
+    }
+}
+
+#[test]
 fn a_corrupt_cached_overflow_page_is_still_refused() {
     // The cache holds bytes as read; a page that changes after it was chosen
-    // (here: a forged static entry) fails the same check a read would.
+    // (here: a forged static entry, in a set of the overflow pages alone)
+    // fails the same check a read would.
     let tmp = tempdir();
     let path = rmat_dataset(tmp.path(), "c", FeatureLayout::Inline, Reorder::None, 8);
     let mut s = open(&path, None);
     let statics = s.hot_set_by_degree(8 << 20).unwrap();
     let forged: Vec<(u64, Arc<[u8]>)> = statics
         .iter()
+        .filter(|(k, _)| k >> 56 == 1)
         .map(|(k, d)| {
             let mut v = d.to_vec();
             if k >> 56 == 1 {
@@ -136,9 +168,10 @@ fn a_corrupt_cached_overflow_page_is_still_refused() {
 #[test]
 fn slots_are_cached_one_by_one() {
     // The cross-batch cache holds a hot node's slot, not its whole page: a
-    // budget of exactly one slot entry serves the hub with no read, while a
-    // cold node on the same page is still read. A forged cached slot fails
-    // the slot's own checks, as a read one would.
+    // budget of exactly one slot entry (held re-encoded, `HeldSlots`) serves
+    // the hub with no read, while a cold node on the same page is still
+    // read. A forged cached slot fails the slot's own checks, as a read one
+    // would.
     let tmp = tempdir();
     let path = rmat_dataset(tmp.path(), "slots", FeatureLayout::Inline, Reorder::None, 16);
     let ds = flashgnn_store::Dataset::open(&path).unwrap();
@@ -148,12 +181,16 @@ fn slots_are_cached_one_by_one() {
     let hub = (0..ds.num_nodes()).max_by_key(|&v| degree(v)).unwrap();
     let spp = l.slots_per_page as u64;
     let cold = (hub / spp * spp..(hub / spp + 1) * spp).find(|&v| v != hub && v < ds.num_nodes()).unwrap();
-    let one = l.slot_bytes as usize + flashgnn_sample::cache::ENTRY_OVERHEAD;
+    let held = HeldSlots::new(&l, l.row_bytes() as usize).unwrap().len(&l, degree(hub) as u32);
+    // Its held bytes and the index over one entry: 34 B hashed, a dense
+    // table at most twice that. A second slot (its 64-B row alone) does not fit.
+    let one = held + 2 * 34;
     let fan = [0];
     let cfg = |cache| SamplerConfig { engine: EngineKind::Uring, cache, ..Default::default() };
     let statics = NeighborSampler::open(&path, &fan, &cfg(None)).unwrap().hot_set_by_degree(one).unwrap();
     assert_eq!(statics.len(), 1, "one slot entry fits");
-    assert_eq!(statics.get(0).1.len(), l.slot_bytes as usize, "a slot, not a page");
+    assert_eq!(statics.get(0).1.len(), held, "a held slot, not a page");
+    assert!(held < l.slot_bytes as usize && statics.slots_held().is_some());
     let id = DatasetId::of_path(&path).unwrap();
     let cache = Arc::new(PageCache::new(id.clone(), one, Policy::S3Fifo, statics.clone()));
     // Loaded by the sampler, every slot passed the checked decoder: hits skip

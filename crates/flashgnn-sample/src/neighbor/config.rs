@@ -297,7 +297,7 @@ impl NeighborSampler {
             checked_overflow: HashMap::default(),
             typed,
         };
-        s.static_held_slots = s.held_slots_for(s.static_codec);
+        s.static_held_slots = s.held_slots_of(s.cache.as_deref());
         Ok(s)
     }
 }
@@ -334,7 +334,7 @@ impl NeighborSampler {
         self.static_checked = shared.as_ref().is_some_and(|c| c.static_checked());
         self.static_packed = shared.as_ref().is_some_and(|c| c.static_overflow_packed());
         self.static_codec = shared.as_ref().and_then(|c| c.static_row_codec());
-        self.static_held_slots = self.held_slots_for(self.static_codec);
+        self.static_held_slots = self.held_slots_of(shared.as_deref());
         self.cache = shared;
     }
 

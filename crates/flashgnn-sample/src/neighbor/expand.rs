@@ -114,18 +114,17 @@ impl NeighborSampler {
         // and has stayed in the arena since: its CRC is not recomputed (its
         // fields still are bound-checked).
         let in_arena = kept_at.is_some_and(|a| a & FEAT_IN_ARENA == FEAT_IN_ARENA);
-        // A static set holding inline rows encoded: the entry is the encoded
-        // row, then the slot without it (only the sampler's own loader, which
-        // checked the slot, makes such a set).
-        let (slot, bytes, kept_at) = match (&self.static_held_slots, kept_at) {
-            (Some((held_layout, held)), Some(at)) if in_arena => {
-                let (row, rest) = bytes.split_at_checked(*held).ok_or_else(|| {
-                    SampleError::BadRequest(format!("internal: held slot of node {v} shorter than its row"))
-                })?;
-                let slot = decode_checked_slot(held_layout, v, rest, gname)?;
-                (slot, row, Some(at | FEAT_ENCODED))
+        // A static set holding slots re-encoded (only the sampler's own
+        // loader, which checked each slot and its original id, makes one):
+        // the entry starts with its row, encoded by the set's codec or not.
+        let (slot, bytes, kept_at) = match kept_at {
+            Some(at) if in_arena => {
+                let slot = self.decode_static_slot(v, self.nodes[i as usize].original, bytes)?;
+                match self.static_held_slots {
+                    Some((_, true)) => (slot, slot.features, Some(at | FEAT_ENCODED)),
+                    _ => (slot, bytes, kept_at),
+                }
             }
-            _ if in_arena && self.static_checked => (decode_checked_slot(l, v, bytes, gname)?, bytes, kept_at),
             _ => (decode_slot(l, v, bytes, gname)?, bytes, kept_at),
         };
         let node = &mut self.nodes[i as usize];
@@ -153,6 +152,19 @@ impl NeighborSampler {
             return Ok(());
         }
         self.draw_from_slot(i, &slot, hop, seed)
+    }
+
+    /// Node `v`'s slot (of original id `original`) from the bytes the
+    /// static set holds for it: held re-encoded, or as stored and checked
+    /// when the sampler loaded the set (its CRC skipped), or as stored by a
+    /// set assembled otherwise (checked whole). Bound-checked either way.
+    pub(super) fn decode_static_slot<'a>(&self, v: u64, original: u64, bytes: &'a [u8]) -> Result<SlotView<'a>> {
+        let (l, gname) = (&self.layout, &self.files[F_GRAPH as usize]);
+        Ok(match self.static_held_slots {
+            Some((held, _)) => held.decode(l, v, original, bytes, gname)?,
+            None if self.static_checked => decode_checked_slot(l, v, bytes, gname)?,
+            None => decode_slot(l, v, bytes, gname)?,
+        })
     }
 
     /// The first time this batch sees node `i`'s slot (arguments as in

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use flashgnn_format::layout::check_overflow_page;
-use flashgnn_format::slot::{decode_checked_slot, decode_slot, read_id};
+use flashgnn_format::slot::{decode_slot, read_id};
 use flashgnn_format::{FormatError, Layout};
 use flashgnn_io::engine::{resident_at, Done, ReadReq};
 use rustc_hash::FxHashMap as HashMap;
@@ -188,9 +188,9 @@ impl NeighborSampler {
             self.ready.push_back(Ready::MemSlot(i));
             return Ok(());
         }
-        // A static set holding inline rows encoded serves its slots before
-        // this batch's pages do: whether a page holding the slot was read
-        // earlier in the batch depends on read order, and the row's value
+        // A static set holding slots re-encoded serves them before this
+        // batch's pages do: whether a page holding the slot was read earlier
+        // in the batch depends on read order, and an encoded row's value
         // (decoded or as stored) must not.
         let static_first = self.static_held_slots.is_some();
         let held = self.cache.as_deref().filter(|_| static_first).and_then(|c| c.get_static_extent(key));
@@ -663,8 +663,8 @@ fn check_row<'a>(
 impl NeighborSampler {
     /// Node `v`'s full stored list (internal ids, as stored), when every byte
     /// of it is already in memory: the `memory` engine's copy, else the
-    /// cross-batch cache (static set or dynamic part; a static set holding
-    /// encoded rows is not used, its slots are not as stored). `None` when a
+    /// cross-batch cache (static set, its slots as stored or held, or dynamic
+    /// part). `None` when a
     /// slot or overflow page would have to be read: the caller reads those
     /// nodes (`fetch_lists_keeping`). The bytes are checked as the sampling
     /// pass checks them (`on_slot`, `request_overflow`); cache hits and
@@ -676,16 +676,16 @@ impl NeighborSampler {
             return Ok(None);
         }
         let l = self.layout.clone();
-        let cache = self.cache.clone().filter(|_| self.static_codec.is_none());
+        let cache = self.cache.clone();
         let gname = &self.files[F_GRAPH as usize];
         let key = cache::key(F_SLOT, v as u64);
         let dynamic;
-        let (bytes, checked): (&[u8], bool) = if let Some(g) = self.mem[F_GRAPH as usize].as_deref() {
+        let (bytes, in_arena): (&[u8], bool) = if let Some(g) = self.mem[F_GRAPH as usize].as_deref() {
             (resident_at(g, self.io.path(F_GRAPH), l.slot_offset(v as u64), l.slot_bytes)?, false)
         } else if let Some(c) = cache.as_deref() {
             if let Some(r) = c.get_static_extent(key) {
                 self.cache_hits[0] += 1;
-                (c.static_at(r), self.static_checked)
+                (c.static_at(r), true)
             } else if let Some(d) = c.get_dynamic(key) {
                 self.cache_hits[1] += 1;
                 dynamic = d;
@@ -697,10 +697,9 @@ impl NeighborSampler {
         } else {
             return Ok(None);
         };
-        let slot = if checked {
-            decode_checked_slot(&l, v as u64, bytes, gname)?
-        } else {
-            decode_slot(&l, v as u64, bytes, gname)?
+        let slot = match in_arena {
+            true => self.decode_static_slot(v as u64, self.original_of(v), bytes)?,
+            false => decode_slot(&l, v as u64, bytes, gname)?,
         };
         let mut list: Vec<u32> = slot.inline_ids(&l, gname)?.into_iter().map(|x| x as u32).collect();
         let spill = slot.overflow_len();

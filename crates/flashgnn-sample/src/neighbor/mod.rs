@@ -32,6 +32,7 @@ use std::time::Instant;
 
 use flashgnn_format::dtype::Dtype;
 use flashgnn_format::layout::FeaturePlacement;
+use flashgnn_format::slot::held::HeldSlots;
 use flashgnn_format::Layout;
 use flashgnn_io::aligned::BufPool;
 use flashgnn_io::engine::{IoCounters, ReadEngine, ReadReq};
@@ -386,20 +387,21 @@ pub struct NeighborSampler {
     /// The attached cache's [`PageCache::static_row_codec`]: static hits on
     /// typed rows of another length than the row are decoded by it.
     static_codec: Option<crate::rowcodec::RowCodec>,
-    /// A homogeneous dataset's inline rows held encoded by the attached
-    /// cache's static set ([`NeighborSampler::held_rows`]): every static slot
-    /// entry is then the encoded row (`.1` bytes) followed by the slot
-    /// without its row, decoded with `.0`, this layout with the row taken
-    /// out (`held_slot_layout`). None: static slots are held as stored.
-    static_held_slots: Option<(Layout, usize)>,
+    /// How the attached cache's static set holds this (homogeneous)
+    /// dataset's slots ([`PageCache::static_held_slots`]: every static slot
+    /// entry is decoded by it), and whether their inline rows are held
+    /// encoded ([`NeighborSampler::held_rows`]: the entry's row is then
+    /// decoded into `x` by `canonical`). None: static slots are held as stored.
+    static_held_slots: Option<(HeldSlots, bool)>,
 }
 
-/// `l` with its inline row taken out of every slot: the layout a static set
-/// that holds a homogeneous dataset's inline rows encoded (`crate::rowcodec`)
-/// decodes the rest of each slot entry with (header, then the inline ids).
-/// Only the slot's fields move; addresses (`slot_bytes`, pages) are `l`'s.
-pub(crate) fn held_slot_layout(l: &Layout) -> Layout {
-    Layout { placement: FeaturePlacement::Separate, ..l.clone() }
+/// Original id of internal id `v` under `order` (node_order.npy; identity
+/// without one, and beyond the base's `n` nodes).
+fn original_in(order: Option<&[u32]>, n: u64, v: u64) -> u64 {
+    match order {
+        Some(o) if v < n => o[v as usize] as u64,
+        _ => v,
+    }
 }
 
 impl NeighborSampler {
@@ -422,10 +424,13 @@ impl NeighborSampler {
     }
     /// Original id of internal id `v` (identity beyond the base).
     pub fn original_of(&self, v: u32) -> u64 {
-        match &self.node_order {
-            Some(o) if (v as u64) < self.layout.num_nodes => o[v as usize] as u64,
-            _ => v as u64,
-        }
+        original_in(self.node_order.as_deref(), self.layout.num_nodes, v as u64)
+    }
+    /// [`NeighborSampler::original_of`], detached from the sampler (for the
+    /// hot-set loader's callbacks).
+    pub(crate) fn originals(&self) -> impl Fn(u64) -> u64 {
+        let (order, n) = (self.node_order.clone(), self.layout.num_nodes);
+        move |v| original_in(order.as_deref(), n, v)
     }
 
     pub fn engine_name(&self) -> &'static str {
@@ -584,12 +589,21 @@ impl NeighborSampler {
         (self.typed.is_none() && rb > 0 && l.feature_dtype == Dtype::Float32 && held < rb).then_some((rb, held))
     }
 
-    /// `static_held_slots` for an attached cache whose static set holds
-    /// rows by `codec` (set after `static_checked`: only a set the sampler
-    /// loaded, and so checked, holds slots encoded).
-    fn held_slots_for(&self, codec: Option<crate::rowcodec::RowCodec>) -> Option<(Layout, usize)> {
-        let inline = self.layout.placement == FeaturePlacement::Inline && self.static_checked;
-        self.held_rows(codec).filter(|_| inline).map(|(_, held)| (held_slot_layout(&self.layout), held))
+    /// How a static set this sampler loads holds its slots: re-encoded
+    /// ([`HeldSlots`]) with their inline rows under the codec it is loaded
+    /// with (`hot_codec`); None for a typed dataset (held as stored).
+    pub(crate) fn hot_held_slots(&self) -> Option<HeldSlots> {
+        let inline = self.layout.placement == FeaturePlacement::Inline;
+        let stored = if inline { self.layout.row_bytes() as usize } else { 0 };
+        let row = self.held_rows(self.hot_codec).filter(|_| inline).map_or(stored, |(_, held)| held);
+        HeldSlots::new(&self.layout, row).filter(|_| self.typed.is_none())
+    }
+
+    /// `static_held_slots` for the attached `cache` (set after
+    /// `static_codec`).
+    fn held_slots_of(&self, cache: Option<&PageCache>) -> Option<(HeldSlots, bool)> {
+        let encoded = self.layout.placement == FeaturePlacement::Inline && self.held_rows(self.static_codec).is_some();
+        cache?.static_held_slots().filter(|_| self.typed.is_none()).map(|h| (h, encoded))
     }
 
     /// Where a typed dataset's rows lie, and their checks, detached from
