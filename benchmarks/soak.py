@@ -255,8 +255,7 @@ def soak(work: Path, minutes: float, scale: int, clients: dict, scrub_rate: str,
                 last_stats = now
                 g = stats_client.stats().get("graph") or {}
                 delta.append((now, int(g.get("delta_bytes") or 0)))
-                c = g.get("compaction") or {}
-                compaction.append((now, g.get("generation"), c.get("compactions"), c.get("failures")))
+                compaction.append(_compaction_sample(now, g))
                 for d in ((g.get("scrub") or {}).get("last_pass") or {}).get("damaged") or []:
                     scrub_damage.add((Path(d["file"]).name, d["kind"], d["offset"]))
             if mnt is not None and filled is None and now >= FULL_AT * seconds:
@@ -285,9 +284,7 @@ def soak(work: Path, minutes: float, scale: int, clients: dict, scrub_rate: str,
         for p in procs:
             p.join()
         st = stats_client.stats()
-        g = st.get("graph") or {}
-        c = g.get("compaction") or {}
-        compaction.append((time.time() - t_start, g.get("generation"), c.get("compactions"), c.get("failures")))
+        compaction.append(_compaction_sample(time.time() - t_start, st.get("graph") or {}))
         stats_client.close()
         code, _ = server.stop()
         scrub = (st.get("graph") or {}).get("scrub")
@@ -301,6 +298,12 @@ def soak(work: Path, minutes: float, scale: int, clients: dict, scrub_rate: str,
             unmount(mnt)
     return _report(recs, acked, lost, bad, fault, rss, delta, seconds, t_start, filled, freed, repaired, compaction,
                    st, scrub, scrub_damage, code, mnt is not None, work / "server.err")
+
+
+def _compaction_sample(t: float, graph_stats: dict) -> tuple:
+    """(t, generation, compactions, failed tries) from Stats' ``graph`` entry."""
+    c = graph_stats.get("compaction") or {}
+    return t, graph_stats.get("generation"), c.get("compactions"), c.get("failures")
 
 
 def _phase(t: float, filled: float | None, freed: float | None, repaired: float | None) -> str:
