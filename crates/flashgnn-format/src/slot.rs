@@ -109,6 +109,7 @@ fn packed_id(b: &[u8], i: usize, bits: u32) -> u64 {
         32 => u32::from_le_bytes(b[4 * i..4 * i + 4].try_into().unwrap()) as u64,
         64 => u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap()),
         _ => {
+            debug_assert!(bits <= 56, "{bits}-bit ids do not fit one 8-byte load with their offset");
             let bit = i * bits as usize;
             let at = bit / 8;
             let word = match b.get(at..at + 8) {

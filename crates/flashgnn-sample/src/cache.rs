@@ -50,7 +50,8 @@
 //! Such a set holds a homogeneous dataset's slots re-encoded, too
 //! ([`HeldSlots`]: no CRC, no original id, no padding, inline ids at the
 //! bits the node count needs), decoded on a hit into the view the stored
-//! slot gives; its dense slot table then takes a `u32` a node (`Dense`).
+//! slot gives; its dense slot table then takes a `u32` a node while the
+//! arena fits the narrow form (`Dense`: 256 MiB at 14 lengths).
 //! With a tenth of data/ooc cached (140 MiB, int4 rows, hot set by
 //! touches) the batches are device-bound at ~75 K reads/s, so what counts is
 //! the extents the budget buys: 5,547 reads a batch with slots as stored,
@@ -322,8 +323,8 @@ fn unpack(p: u64) -> (usize, usize) {
 /// when the table's entries come in few lengths (held slots: one per degree
 /// up to the inline capacity, and one for every spilled slot) and the arena
 /// is small enough: `(offset + 1) << bits | class`, `class` an index into
-/// the table's lengths. On data/ooc (2.1 M nodes) the slot table is 8.4 MiB
-/// narrow against 16.8 wide: 6 % of a 140 MiB budget, which buys hot slots.
+/// the table's lengths. On data/ooc (2.1 M nodes) the slot table is 8 MiB
+/// narrow against 16 wide: 6 % of a 140 MiB budget, which buys hot slots.
 /// 0 = absent either way.
 enum Dense {
     Wide(Vec<u64>),
@@ -336,9 +337,20 @@ const NARROW_LENGTHS_MAX: usize = 64;
 /// Class bits of a narrow table of entries in `lengths` distinct lengths
 /// whose bytes end by `arena_end`; None when it must be wide.
 fn narrow_bits(arena_end: usize, lengths: usize) -> Option<u32> {
+    if lengths > NARROW_LENGTHS_MAX {
+        return None;
+    }
     let bits = usize::BITS - lengths.saturating_sub(1).leading_zeros();
-    let fits = (arena_end as u64 + 1) << bits <= u32::MAX as u64;
-    (lengths <= NARROW_LENGTHS_MAX && fits).then_some(bits)
+    let fits = (arena_end as u64).saturating_add(1) <= u32::MAX as u64 >> bits;
+    fits.then_some(bits)
+}
+
+/// The distinct values of `lengths`, ascending (a narrow table's classes).
+fn distinct(lengths: impl Iterator<Item = u32>) -> Vec<u32> {
+    let mut lens: Vec<u32> = lengths.collect();
+    lens.sort_unstable();
+    lens.dedup();
+    lens
 }
 
 impl Dense {
@@ -346,11 +358,9 @@ impl Dense {
     /// end by `arena_end`, zeroed (all absent); None (nothing allocated)
     /// when it would take more than `max_bytes` ([`Dense::bytes`]).
     fn new(nodes: usize, lengths: impl Iterator<Item = u32>, arena_end: usize, max_bytes: usize) -> Option<Dense> {
-        let mut lens: Vec<u32> = lengths.collect();
-        lens.sort_unstable();
-        lens.dedup();
+        let lens = distinct(lengths);
         let bits = narrow_bits(arena_end, lens.len());
-        let bytes = nodes.saturating_mul(Dense::bytes_per_node(arena_end, lens.len()));
+        let bytes = nodes.saturating_mul(if bits.is_some() { 4 } else { 8 });
         if bytes.saturating_add(bits.map_or(0, |_| 4 * lens.len())) > max_bytes {
             return None;
         }
@@ -409,7 +419,7 @@ impl Dense {
                     return None;
                 }
                 let len = *lens.get((e & ((1 << *bits) - 1)) as usize)?;
-                Some(((e >> *bits) as usize - 1, len as usize))
+                Some((((e >> *bits) as usize).checked_sub(1)?, len as usize))
             }
         }
     }
@@ -608,9 +618,7 @@ impl Statics {
     fn new(set: StaticSet, budget: usize, slot_file: u16) -> (Statics, usize) {
         // The chooser's estimate (`static_entry_overhead`), from the lengths
         // the set's slots come in.
-        let mut lens: Vec<u32> = set.entries.iter().filter(|e| unkey(e.0).0 == slot_file).map(|e| e.2).collect();
-        lens.sort_unstable();
-        lens.dedup();
+        let lens = distinct(set.entries.iter().filter(|e| unkey(e.0).0 == slot_file).map(|e| e.2));
         let overhead = static_entry_overhead(set.arena.len().min(budget), lens.len());
         let mut keep = 0;
         let mut est = 0;
@@ -641,8 +649,9 @@ impl Statics {
                 statics.held_slots = set.held_slots;
                 return (statics, if keep == 0 { 0 } else { bytes });
             }
-            // Drop the coldest entries whose bytes cover the excess: the
-            // index only shrinks with them, so the next build fits. (Cutting
+            // Drop the coldest entries whose bytes cover the excess; the
+            // next build usually fits (a hashed index can turn into a larger
+            // dense one as the highest id falls: then the loop repeats). (Cutting
             // a 64th at a time left 3.6 MB of a 140 MiB budget unused on
             // data/ooc, a 24th of the set's slots.)
             let mut excess = bytes - budget;
@@ -714,7 +723,7 @@ impl Statics {
         };
         // Within the arena (a narrow table's offset and length are not
         // packed together: never trust their sum).
-        Some(off..off + len).filter(|r| r.end <= self.arena.len())
+        Some(off..off.checked_add(len)?).filter(|r| r.end <= self.arena.len())
     }
 }
 

@@ -192,8 +192,8 @@ impl TopExtents {
 /// separate row take their encoded size (`crate::rowcodec`).
 #[derive(Clone, Copy)]
 struct HomoHeld {
-    /// (row bytes as stored, as held) when inline rows are held encoded.
-    inline: Option<(u32, u32)>,
+    /// Whether inline rows are held encoded.
+    inline_encoded: bool,
     /// Bytes a separate row is held in when held encoded (the row alone,
     /// not its sector extent).
     separate: Option<u32>,
@@ -221,7 +221,7 @@ impl NeighborSampler {
         let held = self.held_rows(self.hot_row_codec());
         let inline = self.layout().placement == FeaturePlacement::Inline;
         HomoHeld {
-            inline: held.filter(|_| inline).map(|(rb, h)| (rb as u32, h as u32)),
+            inline_encoded: held.is_some() && inline,
             separate: held.filter(|_| !inline).map(|(_, h)| h as u32),
             slots: self.hot_held_slots(),
         }
@@ -517,15 +517,14 @@ impl NeighborSampler {
                 if slot.original_id != original_of(v) {
                     return Ok(());
                 }
-                let row = match homo.inline {
-                    Some(_) => {
-                        row.clear();
-                        if !codec.expect("a codec").encode(l.feature_dtype, slot.features, &mut row) {
-                            return Ok(()); // not carried by the codec: left out, read as usual
-                        }
-                        &row[..]
+                let row = if homo.inline_encoded {
+                    row.clear();
+                    if !codec.expect("a codec").encode(l.feature_dtype, slot.features, &mut row) {
+                        return Ok(()); // not carried by the codec: left out, read as usual
                     }
-                    None => slot.features,
+                    &row[..]
+                } else {
+                    slot.features
                 };
                 held_slot.clear();
                 // An id the held width cannot carry is left out (refused when read).

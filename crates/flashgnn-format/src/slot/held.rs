@@ -15,7 +15,8 @@
 //! row + 4       first_bytes             first overflow entry, little-endian, only when degree > inline_cap
 //!                                       (first_bytes: the bytes `overflow_entries` needs)
 //! then          ceil(n * id_bits / 8)   the n = min(degree, inline_cap) inline ids, id_bits each, packed
-//!                                       from the lowest bit on (id_bits: the bits `num_nodes - 1` needs)
+//!                                       from the lowest bit on (id_bits: the bits `num_nodes - 1` needs,
+//!                                       at least 1; 64 past 56)
 //! ```
 //!
 //! No CRC (checked when loaded), no original id (the loader keeps a slot
