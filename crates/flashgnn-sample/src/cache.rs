@@ -466,14 +466,12 @@ pub fn static_entry_overhead(budget: usize, slot_lengths: usize) -> usize {
     STATIC_ENTRY_OVERHEAD / 8 * Dense::bytes_per_node(budget, slot_lengths)
 }
 
-/// The static hot set as built: extents hottest first, their bytes in one
-/// arena (no per-entry allocation: 250 k slot entries as separate `Arc`s cost
-/// a header, an allocator chunk and a cache miss each on every hit).
-#[derive(Clone, Default)]
-pub struct StaticSet {
-    arena: Vec<u8>,
-    /// (key, byte offset in `arena`, length), hottest first.
-    entries: Vec<(u64, usize, u32)>,
+/// How the sampler's own loader (`hot.rs`) held a static set's entries;
+/// the default (everything false or None) for a set assembled any other way
+/// (`From<Vec<..>>`, a caller's `put_at`), whose entries are as stored and
+/// checked as a read is. Kept by [`Statics`] as built from the set.
+#[derive(Clone, Copy, Default)]
+struct Holding {
     /// Every slot and overflow page entry passed its checked decoder
     /// (CRC32C included) after the last [`StaticSet::put_at`]: set only by
     /// the sampler's own loader (`hot.rs`). A hit on such a set skips that
@@ -482,16 +480,27 @@ pub struct StaticSet {
     /// checked as a read is.
     checked: bool,
     /// Every overflow page entry is packed (`crate::packed`), not the raw
-    /// page. Set only by the sampler's own loader, cleared by `put_at`.
+    /// page.
     packed_overflow: bool,
     /// Typed float32 rows are held encoded by this codec (an entry shorter
     /// or longer than its row is encoded, see `crate::rowcodec`); None: as
-    /// stored. Set only by the sampler's own loader, cleared by `put_at`.
+    /// stored.
     row_codec: Option<RowCodec>,
     /// Every slot entry is held re-encoded by this ([`HeldSlots`]: no CRC,
     /// no original id, ids at the node count's width); None: as stored.
-    /// Set only by the sampler's own loader, cleared by `put_at`.
     held_slots: Option<HeldSlots>,
+}
+
+/// The static hot set as built: extents hottest first, their bytes in one
+/// arena (no per-entry allocation: 250 k slot entries as separate `Arc`s cost
+/// a header, an allocator chunk and a cache miss each on every hit).
+#[derive(Clone, Default)]
+pub struct StaticSet {
+    arena: Vec<u8>,
+    /// (key, byte offset in `arena`, length), hottest first.
+    entries: Vec<(u64, usize, u32)>,
+    /// Set only by the sampler's own loader, cleared by `put_at`.
+    holding: Holding,
 }
 
 impl StaticSet {
@@ -502,58 +511,48 @@ impl StaticSet {
         // applies before the first write. Served at random (`Statics::get`).
         let mut arena = vec![0; capacity];
         flashgnn_io::mapped::advise_huge(&mut arena);
-        StaticSet {
-            arena,
-            entries: Vec::new(),
-            checked: false,
-            packed_overflow: false,
-            row_codec: None,
-            held_slots: None,
-        }
+        StaticSet { arena, entries: Vec::new(), holding: Holding::default() }
     }
     /// Record extent `key` at `off..off + data.len()` of the arena (each
     /// caller-chosen range used once; entries are kept in the order put).
     pub fn put_at(&mut self, key: u64, off: usize, data: &[u8]) {
         self.arena[off..off + data.len()].copy_from_slice(data);
         self.entries.push((key, off, data.len() as u32));
-        self.checked = false;
-        self.packed_overflow = false;
-        self.row_codec = None;
-        self.held_slots = None;
+        self.holding = Holding::default();
     }
-    /// Every slot and overflow page entry was just checked (see `checked`);
+    /// Every slot and overflow page entry was just checked (see `Holding::checked`);
     /// a later `put_at` clears this again.
     pub(crate) fn mark_checked(&mut self) {
-        self.checked = true;
+        self.holding.checked = true;
     }
     /// Whether hits on this set's slots and overflow pages may skip their CRC.
     pub fn checked(&self) -> bool {
-        self.checked
+        self.holding.checked
     }
     /// Every overflow page entry was packed by the loader (see
-    /// `packed_overflow`).
+    /// `Holding::packed_overflow`).
     pub(crate) fn mark_overflow_packed(&mut self) {
-        self.packed_overflow = true;
+        self.holding.packed_overflow = true;
     }
     /// Whether this set's overflow page entries are packed (else raw pages).
     pub fn overflow_packed(&self) -> bool {
-        self.packed_overflow
+        self.holding.packed_overflow
     }
-    /// Typed rows were encoded by the loader with `codec` (see `row_codec`).
+    /// Typed rows were encoded by the loader with `codec` (see `Holding::row_codec`).
     pub(crate) fn mark_row_codec(&mut self, codec: Option<RowCodec>) {
-        self.row_codec = codec;
+        self.holding.row_codec = codec;
     }
     /// The codec this set's typed rows are held in; None: as stored.
     pub fn row_codec(&self) -> Option<RowCodec> {
-        self.row_codec
+        self.holding.row_codec
     }
-    /// Every slot entry was held by the loader as `held` (see `held_slots`).
+    /// Every slot entry was held by the loader as `held` (see `Holding::held_slots`).
     pub(crate) fn mark_slots_held(&mut self, held: Option<HeldSlots>) {
-        self.held_slots = held;
+        self.holding.held_slots = held;
     }
     /// How this set's slots are held; None: as stored.
     pub fn slots_held(&self) -> Option<HeldSlots> {
-        self.held_slots
+        self.holding.held_slots
     }
     /// Order entries by arena offset: when filled in any order at offsets
     /// laid out hottest first, this restores hottest first.
@@ -592,14 +591,8 @@ impl From<Vec<(u64, Arc<[u8]>)>> for StaticSet {
 /// The static part as served: the arena plus its two indexes.
 struct Statics {
     arena: Vec<u8>,
-    /// [`StaticSet::checked`] of the set this was built from.
-    checked: bool,
-    /// [`StaticSet::overflow_packed`] of the set this was built from.
-    packed_overflow: bool,
-    /// [`StaticSet::row_codec`] of the set this was built from.
-    row_codec: Option<RowCodec>,
-    /// [`StaticSet::slots_held`] of the set this was built from.
-    held_slots: Option<HeldSlots>,
+    /// How the set this was built from holds its entries.
+    holding: Holding,
     /// Slots (`file == neighbor::F_SLOT`, offset = node id) → where each
     /// lies, indexed by node id; used when it costs at most twice a hash map
     /// of the same slots (see `Statics::build`). Charged to the budget exactly.
@@ -643,10 +636,7 @@ impl Statics {
                     );
                 }
                 statics.arena = arena;
-                statics.checked = set.checked;
-                statics.packed_overflow = set.packed_overflow;
-                statics.row_codec = set.row_codec;
-                statics.held_slots = set.held_slots;
+                statics.holding = set.holding;
                 return (statics, if keep == 0 { 0 } else { bytes });
             }
             // Drop the coldest entries whose bytes cover the excess; the
@@ -693,17 +683,8 @@ impl Statics {
         }
         let tables = [&slot_dense, &row_dense].iter().map(|t| t.as_ref().map_or(0, Dense::bytes)).sum::<usize>();
         let index = tables + hash_bytes(other.len());
-        let statics = Statics {
-            arena: Vec::new(),
-            checked: false,
-            packed_overflow: false,
-            row_codec: None,
-            held_slots: None,
-            slot_dense,
-            row_dense,
-            other,
-            entries: keep,
-        };
+        let statics =
+            Statics { arena: Vec::new(), holding: Holding::default(), slot_dense, row_dense, other, entries: keep };
         (statics, data + index)
     }
 
@@ -840,20 +821,20 @@ impl PageCache {
     /// Whether the static set's slots and overflow pages were checked when
     /// they were loaded (see [`StaticSet::checked`]).
     pub fn static_checked(&self) -> bool {
-        self.statics.checked
+        self.statics.holding.checked
     }
     /// Whether the static set's overflow pages are packed (`crate::packed`;
     /// the sampler decodes their entries), else raw pages.
     pub fn static_overflow_packed(&self) -> bool {
-        self.statics.packed_overflow
+        self.statics.holding.packed_overflow
     }
     /// The codec the static set's typed rows are held in (None: as stored).
     pub fn static_row_codec(&self) -> Option<RowCodec> {
-        self.statics.row_codec
+        self.statics.holding.row_codec
     }
     /// How the static set holds its slots ([`HeldSlots`]; None: as stored).
     pub fn static_held_slots(&self) -> Option<HeldSlots> {
-        self.statics.held_slots
+        self.statics.holding.held_slots
     }
     /// Whether slots of the static set are found through the dense table.
     pub fn static_dense(&self) -> bool {
